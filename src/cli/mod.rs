@@ -1,0 +1,81 @@
+//! The command line: `gpuwl <command>`; also runs as `kubectl gpuwl` when installed as
+//! `kubectl-gpuwl` on PATH.
+//!
+//! Each command's arguments and entry point live in their own file here; this module
+//! only lists them and maps results to exit codes (see [`crate::error`]).
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
+
+use crate::error::{Error, ExitStatus};
+
+pub mod check;
+pub mod cluster;
+pub mod lab;
+
+/// Top-level parser.
+#[derive(Debug, Parser)]
+#[command(
+    name = "gpuwl",
+    version,
+    about = "Check GPU Operator workload labels against advertised GPU resources, and play the sandbox-workload lab on a real scheduler",
+    long_about = None,
+    after_help = "Exit codes: 0 ok · 1 check found mismatches · 2 bad input or usage · 3 cluster/runtime failure\n\
+Run as a kubectl plugin: ln -s \"$(command -v gpuwl)\" ~/.local/bin/kubectl-gpuwl && kubectl gpuwl check"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Judge, per node, whether the workload-config label agrees with the GPU resources it advertises
+    Check(check::Args),
+    /// Run a real local control plane (etcd, kube-apiserver, kube-scheduler, kwok nodes)
+    Cluster(cluster::Args),
+    /// Play the sandbox-workload lab's eight steps on a real scheduler and write the result files
+    Lab(lab::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    Completions {
+        /// Shell to generate for
+        shell: clap_complete::Shell,
+    },
+}
+
+/// Parses `std::env::args`, runs the command and returns its exit code. Errors are printed
+/// as one line `gpuwl: <message>` on stderr.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match &cli.command {
+        Command::Check(a) => check::run(a),
+        Command::Cluster(a) => cluster::run(a),
+        Command::Lab(a) => lab::run(a),
+        Command::Completions { shell } => {
+            let mut cmd = Cli::command();
+            clap_complete::generate(*shell, &mut cmd, "gpuwl", &mut std::io::stdout());
+            Ok(ExitStatus::Ok)
+        }
+    };
+    match result {
+        Ok(status) => status.into(),
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "gpuwl: {e}");
+            e.exit_status().into()
+        }
+    }
+}
+
+/// A multi-threaded tokio runtime for commands that talk to the API server.
+///
+/// Errors: [`Error::Runtime`] when the runtime cannot be built.
+pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))
+}

@@ -1,0 +1,1 @@
+//! input (see crate docs).
