@@ -1,12 +1,126 @@
-//! `gpuwl lab`: arguments and entry point (placeholder until its issue lands).
+//! `gpuwl lab`: the sandbox-workload lab's eight steps on a real scheduler.
+
+use std::path::PathBuf;
 
 use crate::error::{Error, ExitStatus, Result};
+use crate::lab::{self, LabNodes, LabOptions, Target};
+use crate::model::workload::WorkloadConfig;
 
 /// Arguments of `gpuwl lab`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    long_about = "Play the sandbox-workload lab on a real kube-scheduler and write its result files.\n\n\
+Steps (files under ROOT):\n  \
+1. create out/ bin/ k8s/ and namespace gpu-vm; label the nodes container / vm-passthrough / vm-vgpu  → out/01-nodes.txt\n  \
+2. operands per workload config, the no-label default and the ClusterPolicy flag             → out/operands.txt\n  \
+3. advertise nvidia.com/gpu=4, nvidia.com/GA102GL_A10=2, nvidia.com/NVIDIA_A10-12Q=4 (status)  → out/03-resources.txt\n  \
+4. pod job-container asks for nvidia.com/gpu                                                  → k8s/pod-container.yaml, out/04-container.txt\n  \
+5. pod vmi-passthrough asks for nvidia.com/GA102GL_A10                                        → k8s/pod-passthrough.yaml, out/05-passthrough.txt\n  \
+6. pod vmi-vgpu asks for nvidia.com/NVIDIA_A10-12Q                                            → k8s/pod-vgpu.yaml, out/06-placement.txt\n  \
+7. pod job-cross asks a vm-passthrough node for nvidia.com/gpu and stays Pending               → k8s/pod-cross.yaml, out/07-cross.txt\n  \
+8. save the node dump, write the checker and run it                                          → out/nodes.json, bin/check-config.sh, out/consistency.txt\n\n\
+Without --kubeconfig/--context the lab runs on the local control plane (`gpuwl cluster up`, built from pinned \
+upstream sources on first use), creates lab-node-0..2 as simulated nodes, and leaves the cluster running.",
+    after_help = "Examples:\n  gpuwl lab                              # local control plane, files under ~/gpuwl\n  \
+gpuwl lab --root /tmp/lab --down       # and stop the control plane afterwards\n  \
+gpuwl lab --context staging --node container=gpu-a --node vm-passthrough=gpu-b --node vm-vgpu=gpu-c"
+)]
+pub struct Args {
+    /// Lab root: result files go to ROOT/out, ROOT/bin, ROOT/k8s [default: $HOME/gpuwl]
+    #[arg(long, value_name = "DIR")]
+    pub root: Option<PathBuf>,
+    /// Use this kubeconfig (an existing cluster and existing nodes) instead of the local control plane
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (implies an existing cluster)
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Node for a workload config, as CONFIG=NODE; repeatable [default: container=lab-node-0, vm-passthrough=lab-node-1, vm-vgpu=lab-node-2]
+    #[arg(long = "node", value_name = "CONFIG=NODE", value_parser = parse_node)]
+    pub nodes: Vec<(WorkloadConfig, String)>,
+    /// Name of the local control plane to use
+    #[arg(long, value_name = "NAME", default_value = "gpuwl")]
+    pub cluster_name: String,
+    /// Stop the local control plane when the lab is done
+    #[arg(long)]
+    pub down: bool,
+}
 
-/// Runs `gpuwl lab`.
-pub fn run(_args: &Args) -> Result<ExitStatus> {
-    Err(Error::Runtime("lab: not implemented yet".into()))
+fn parse_node(s: &str) -> std::result::Result<(WorkloadConfig, String), String> {
+    let (k, v) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected CONFIG=NODE, got {s:?}"))?;
+    let wc: WorkloadConfig = k
+        .parse()
+        .map_err(|_| format!("unknown workload config {k:?} (container, vm-passthrough, vm-vgpu)"))?;
+    if v.is_empty() {
+        return Err(format!("empty node name for {k}"));
+    }
+    Ok((wc, v.to_string()))
+}
+
+/// Runs `gpuwl lab`: progress lines and the summary on stdout.
+///
+/// Errors: [`Error::Input`] (exit 2) for a bad `--root`; [`Error::Runtime`] (exit 3) when a
+/// step fails, naming the step.
+pub fn run(args: &Args) -> Result<ExitStatus> {
+    let root = match &args.root {
+        Some(r) => r.clone(),
+        None => std::env::home_dir()
+            .ok_or_else(|| Error::Input("--root: $HOME is not set; pass --root DIR".into()))?
+            .join("gpuwl"),
+    };
+    let root = std::path::absolute(&root)
+        .map_err(|e| Error::Input(format!("--root {}: {e}", root.display())))?;
+    let mut nodes = LabNodes::default();
+    for (wc, n) in &args.nodes {
+        match wc {
+            WorkloadConfig::Container => nodes.container = n.clone(),
+            WorkloadConfig::VmPassthrough => nodes.passthrough = n.clone(),
+            WorkloadConfig::VmVgpu => nodes.vgpu = n.clone(),
+        }
+    }
+    let target = if args.kubeconfig.is_some() || args.context.is_some() {
+        Target::Kubeconfig {
+            path: args.kubeconfig.clone(),
+            context: args.context.clone(),
+        }
+    } else {
+        Target::Local {
+            cluster: args.cluster_name.clone(),
+        }
+    };
+    let gpuwl_bin = std::env::current_exe()
+        .and_then(std::fs::canonicalize)
+        .unwrap_or_else(|_| PathBuf::from("gpuwl"));
+    let opts = LabOptions {
+        root: root.clone(),
+        target,
+        nodes,
+        down: args.down,
+        gpuwl_bin,
+    };
+    let rt = crate::cli::runtime()?;
+    let mut progress = |line: &str| println!("{line}");
+    let report = rt.block_on(lab::run(&opts, &mut progress))?;
+
+    println!();
+    println!("{}", lab::summary_table(&report));
+    for s in lab::split_sentences(&report) {
+        println!("{s}.");
+    }
+    println!("\nResult files: {}/{{out,bin,k8s}}", root.display());
+    if let Target::Local { cluster } = &opts.target {
+        if args.down {
+            crate::cluster::down(cluster)?;
+            println!("Local control plane {cluster:?} stopped (--down).");
+        } else if let Some(kc) = &report.local_kubeconfig {
+            println!(
+                "The local control plane {cluster:?} is still running:\n  export KUBECONFIG={}\n  kubectl get pods -n gpu-vm -o wide\n  gpuwl cluster down{}",
+                kc.display(),
+                if cluster == "gpuwl" { String::new() } else { format!(" --name {cluster}") }
+            );
+        }
+    }
+    Ok(ExitStatus::Ok)
 }

@@ -1,1 +1,637 @@
-//! lab (see crate docs).
+//! The sandbox-workload lab (`shared/spec/lab.md`, from the seed document): eight steps
+//! played on a cluster with a real kube-scheduler, leaving result files under a root `R`.
+//!
+//! 1. create `R/out`, `R/bin`, `R/k8s`, namespace `gpu-vm`; label the three nodes → `01-nodes.txt`
+//! 2. the operands per workload config, the default and the enable flag → `operands.txt`
+//! 3. advertise one GPU resource per node (status capacity + allocatable) → `03-resources.txt`
+//! 4. `job-container` asks for `nvidia.com/gpu` → `04-container.txt`
+//! 5. `vmi-passthrough` asks for the device-model name → `05-passthrough.txt`
+//! 6. `vmi-vgpu` asks for the vGPU type → `06-placement.txt`
+//! 7. `job-cross` asks a passthrough node for `nvidia.com/gpu` and stays Pending → `07-cross.txt`
+//! 8. dump the nodes → `nodes.json`; write `bin/check-config.sh`; run it → `consistency.txt`
+//!
+//! Every value comes from [`crate::model`] (label key, operands, default, enable flag,
+//! resource names) or from the API (placements, phases, the scheduler's message).
+
+pub mod files;
+pub mod kubeops;
+pub mod manifests;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::Client;
+
+use crate::error::{Error, Result};
+use crate::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use files::LabDirs;
+use manifests::{LabPod, NAMESPACE};
+
+/// The node names the lab labels, one per workload config.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LabNodes {
+    /// Node labelled `container` (default `lab-node-0`).
+    pub container: String,
+    /// Node labelled `vm-passthrough` (default `lab-node-1`).
+    pub passthrough: String,
+    /// Node labelled `vm-vgpu` (default `lab-node-2`).
+    pub vgpu: String,
+}
+
+impl Default for LabNodes {
+    fn default() -> Self {
+        LabNodes {
+            container: "lab-node-0".into(),
+            passthrough: "lab-node-1".into(),
+            vgpu: "lab-node-2".into(),
+        }
+    }
+}
+
+impl LabNodes {
+    /// The node assigned to `wc`.
+    pub fn node(&self, wc: WorkloadConfig) -> &str {
+        match wc {
+            WorkloadConfig::Container => &self.container,
+            WorkloadConfig::VmPassthrough => &self.passthrough,
+            WorkloadConfig::VmVgpu => &self.vgpu,
+        }
+    }
+}
+
+/// One node of the lab plan: its workload config and the GPU resource it advertises.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodePlan {
+    /// Node name.
+    pub node: String,
+    /// The workload-config label value put on it.
+    pub config: WorkloadConfig,
+    /// Extended resource advertised, e.g. `nvidia.com/GA102GL_A10`.
+    pub resource: String,
+    /// Units advertised in both capacity and allocatable.
+    pub amount: u32,
+}
+
+/// The lab's full plan: the three nodes (sorted by name) and the four pods (in step order).
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// Nodes, sorted by name.
+    pub nodes: Vec<NodePlan>,
+    /// Pods in the order steps 4-7 create them.
+    pub pods: [LabPod; 4],
+}
+
+/// PCI device id of the NVIDIA A10 (vendor 10de), the GPU the lab's nodes pretend to have
+/// (KubeVirt's `pciVendorSelector: "10DE:2236"` in NVIDIA's docs).
+pub const A10_DEVICE_ID: u16 = 0x2236;
+
+/// The vGPU type the lab's vGPU node advertises: half of the A10's 24 GB, two per GPU, as
+/// in the default vGPU config (NVIDIA/vgpu-device-manager; facts sheet §3).
+pub const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
+
+/// The resource a node of each workload config advertises in the lab (lab step 3), and
+/// how many units, derived from the model: `nvidia.com/gpu` × 4 for container; the sandbox
+/// device plugin's name for the A10 (its pci.ids name `GA102GL [A10]`, sanitized →
+/// `nvidia.com/GA102GL_A10`) × 2 for passthrough; the vGPU type `NVIDIA A10-12Q` with
+/// whitespace → `_` (`nvidia.com/NVIDIA_A10-12Q`, NVIDIA/kubevirt-gpu-device-plugin
+/// `readVgpuIDFromFile`) × 4 for vGPU.
+pub fn lab_resource(wc: WorkloadConfig) -> (String, u32) {
+    use crate::model::{pciids, resource::NVIDIA_PREFIX};
+    match wc {
+        WorkloadConfig::Container => (format!("{NVIDIA_PREFIX}gpu"), 4),
+        WorkloadConfig::VmPassthrough => {
+            // As the plugin does: the sanitized pci.ids name, or the hex id when absent.
+            let short = pciids::by_id(A10_DEVICE_ID)
+                .map(|d| pciids::sanitize(d.pci_name))
+                .unwrap_or_else(|| format!("{A10_DEVICE_ID:04x}"));
+            (format!("{NVIDIA_PREFIX}{short}"), 2)
+        }
+        WorkloadConfig::VmVgpu => {
+            let name: Vec<&str> = A10_VGPU_TYPE.split_whitespace().collect();
+            (format!("{NVIDIA_PREFIX}{}", name.join("_")), 4)
+        }
+    }
+}
+
+impl Plan {
+    /// The seed's plan on `nodes`.
+    pub fn new(nodes: &LabNodes) -> Plan {
+        let mut ns: Vec<NodePlan> = WorkloadConfig::ALL
+            .iter()
+            .map(|&wc| {
+                let (resource, amount) = lab_resource(wc);
+                NodePlan {
+                    node: nodes.node(wc).to_string(),
+                    config: wc,
+                    resource,
+                    amount,
+                }
+            })
+            .collect();
+        ns.sort_by(|a, b| a.node.cmp(&b.node));
+        let res = |wc| lab_resource(wc).0;
+        let pod = |name: &str, file: &str, resource: String, sel: Option<WorkloadConfig>| LabPod {
+            name: name.into(),
+            file: file.into(),
+            resource,
+            count: 1,
+            node_selector: sel
+                .map(|wc| BTreeMap::from([(LABEL_KEY.to_string(), wc.as_str().to_string())]))
+                .unwrap_or_default(),
+        };
+        Plan {
+            nodes: ns,
+            pods: [
+                pod("job-container", "pod-container.yaml", res(WorkloadConfig::Container), None),
+                pod("vmi-passthrough", "pod-passthrough.yaml", res(WorkloadConfig::VmPassthrough), None),
+                pod("vmi-vgpu", "pod-vgpu.yaml", res(WorkloadConfig::VmVgpu), None),
+                pod(
+                    "job-cross",
+                    "pod-cross.yaml",
+                    res(WorkloadConfig::Container),
+                    Some(WorkloadConfig::VmPassthrough),
+                ),
+            ],
+        }
+    }
+}
+
+/// Where the lab runs.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The local control plane of this name (brought up when not running); lab nodes are
+    /// created as simulated nodes.
+    Local {
+        /// Cluster name, `gpuwl` by default.
+        cluster: String,
+    },
+    /// An existing cluster reached through a kubeconfig; the named nodes must exist.
+    Kubeconfig {
+        /// Kubeconfig file; `None` = `$KUBECONFIG` or `~/.kube/config`.
+        path: Option<PathBuf>,
+        /// Context; `None` = the current context.
+        context: Option<String>,
+    },
+}
+
+/// Everything `gpuwl lab` needs.
+#[derive(Debug, Clone)]
+pub struct LabOptions {
+    /// Lab root `R`.
+    pub root: PathBuf,
+    /// Where to run.
+    pub target: Target,
+    /// Which nodes get which label.
+    pub nodes: LabNodes,
+    /// Stop the local control plane at the end (local target only).
+    pub down: bool,
+    /// Absolute path of the gpuwl binary `bin/check-config.sh` calls.
+    pub gpuwl_bin: PathBuf,
+}
+
+/// What one pod did, read back from the API.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodOutcome {
+    /// Pod name.
+    pub name: String,
+    /// Resource requested.
+    pub resource: String,
+    /// `spec.nodeName`, `None` when unbound.
+    pub node: Option<String>,
+    /// `status.phase` (e.g. `Pending`, `Running`).
+    pub phase: String,
+    /// Message of the PodScheduled condition, verbatim (empty when the pod was bound).
+    pub message: String,
+}
+
+/// The lab's result: the plan as applied, the four pods' outcomes, the checker's output,
+/// and the kubeconfig used (for the local control plane).
+#[derive(Debug, Clone)]
+pub struct LabReport {
+    /// The plan.
+    pub plan: Plan,
+    /// Outcomes in step order.
+    pub pods: Vec<PodOutcome>,
+    /// `consistency.txt` content.
+    pub consistency: String,
+    /// Kubeconfig of the local control plane, when it was used and left running.
+    pub local_kubeconfig: Option<PathBuf>,
+}
+
+/// The step titles, as printed in progress lines and failures.
+pub const STEPS: [&str; 8] = [
+    "label the three nodes",
+    "list operands per workload config",
+    "advertise one GPU resource per node",
+    "container job asks for nvidia.com/gpu",
+    "passthrough VM asks for the device-model name",
+    "vGPU VM asks for the vGPU type",
+    "cross request: passthrough node, container resource",
+    "save the node dump and run the checker",
+];
+
+/// Runs the eight steps. `progress` receives one line per step as it finishes.
+///
+/// Errors: [`Error::Runtime`] `step <k> (<title>) failed: <why>` — files of earlier steps
+/// stay as written; no half-written file is left.
+pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<LabReport> {
+    let plan = Plan::new(&opts.nodes);
+    let dirs = LabDirs::new(&opts.root);
+    let (client, local_kubeconfig) = connect(opts, progress).await?;
+    let local = matches!(opts.target, Target::Local { .. });
+
+    let mut k = 0usize;
+    let mut step = |k: &mut usize, t0: Instant, detail: String, progress: &mut dyn FnMut(&str)| {
+        *k += 1;
+        progress(&format!(
+            "[{}/8] {} — {} ({:.1}s)",
+            k,
+            STEPS[*k - 1],
+            detail,
+            t0.elapsed().as_secs_f64()
+        ));
+    };
+    let fail = |k: usize, e: Error| {
+        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k]))
+    };
+
+    // 1
+    let t = Instant::now();
+    step1(&client, &plan, &dirs, local).await.map_err(|e| fail(k, e))?;
+    step(&mut k, t, format!("{}", plan.nodes.iter().map(|n| format!("{}={}", n.node, n.config)).collect::<Vec<_>>().join(" ")), progress);
+    // 2
+    let t = Instant::now();
+    files::write_lines(&dirs.out.join("operands.txt"), &operands_lines()).map_err(|e| fail(k, e))?;
+    step(&mut k, t, format!("NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"), progress);
+    // 3
+    let t = Instant::now();
+    step3(&client, &plan, &dirs).await.map_err(|e| fail(k, e))?;
+    step(&mut k, t, plan.nodes.iter().map(|n| format!("{} {}={}", n.node, n.resource, n.amount)).collect::<Vec<_>>().join(", "), progress);
+    // 4-7
+    let mut outcomes: Vec<PodOutcome> = Vec::new();
+    for (i, pod) in plan.pods.iter().enumerate() {
+        let t = Instant::now();
+        let o = apply_pod(&client, pod, &dirs).await.map_err(|e| fail(k, e))?;
+        outcomes.push(o.clone());
+        let lines: Vec<String> = match i {
+            0 => vec![format!("NODE={}", node_or_none(&o))],
+            1 => vec![format!("NODE={}", node_or_none(&o)), format!("RESOURCE={}", o.resource)],
+            2 => {
+                let mut v: Vec<String> = outcomes
+                    .iter()
+                    .map(|o| format!("{} {}", o.name, node_or_none(o)))
+                    .collect();
+                v.sort();
+                v
+            }
+            _ => vec![
+                format!("PHASE={}", o.phase),
+                format!("NODE={}", node_or_none(&o)),
+                format!("MESSAGE={}", o.message),
+            ],
+        };
+        let file = ["04-container.txt", "05-passthrough.txt", "06-placement.txt", "07-cross.txt"][i];
+        files::write_lines(&dirs.out.join(file), &lines).map_err(|e| fail(k, e))?;
+        let detail = match &o.node {
+            Some(n) => format!("{} → {n} ({})", o.name, o.phase),
+            None => format!("{} stays {} on no node: {}", o.name, o.phase, o.message),
+        };
+        step(&mut k, t, detail, progress);
+    }
+    // 8
+    let t = Instant::now();
+    let consistency = step8(&client, &dirs, &opts.gpuwl_bin).await.map_err(|e| fail(k, e))?;
+    step(&mut k, t, consistency.trim_end().replace('\n', "; "), progress);
+
+    Ok(LabReport {
+        plan,
+        pods: outcomes,
+        consistency,
+        local_kubeconfig,
+    })
+}
+
+fn node_or_none(o: &PodOutcome) -> &str {
+    o.node.as_deref().unwrap_or("none")
+}
+
+/// The five lines of `operands.txt`: `<value>=<operands, comma-joined>` for the three
+/// workload configs, `NO_LABEL=<default>`, `ENABLE_FLAG=<ClusterPolicy flag>`.
+pub fn operands_lines() -> Vec<String> {
+    let mut v: Vec<String> = WorkloadConfig::ALL
+        .iter()
+        .map(|wc| format!("{}={}", wc.as_str(), wc.operands_docs().join(",")))
+        .collect();
+    v.push(format!("NO_LABEL={DEFAULT_WORKLOAD}"));
+    v.push(format!("ENABLE_FLAG={ENABLE_FLAG}"));
+    v
+}
+
+async fn connect(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<(Client, Option<PathBuf>)> {
+    match &opts.target {
+        Target::Local { cluster } => {
+            let name = cluster.clone();
+            let handle = tokio::task::spawn_blocking(move || {
+                crate::cluster::up(&crate::cluster::UpOptions { name, progress: true })
+            })
+            .await
+            .map_err(|e| Error::Runtime(format!("cluster up: {e}")))??;
+            progress(&format!(
+                "local control plane {:?} is up (kubeconfig {})",
+                handle.name,
+                handle.kubeconfig.display()
+            ));
+            let client = crate::cluster::client(&handle.kubeconfig, None).await?;
+            Ok((client, Some(handle.kubeconfig)))
+        }
+        Target::Kubeconfig { path, context } => {
+            let client = crate::input::live::client(path.as_deref(), context.as_deref()).await?;
+            Ok((client, None))
+        }
+    }
+}
+
+async fn step1(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Result<()> {
+    dirs.create()?;
+    kubeops::ensure_namespace(client, NAMESPACE).await?;
+    if local {
+        kubeops::ensure_default_service_account(client, NAMESPACE).await?;
+    }
+    // Start from a clean slate: the lab owns these four pods.
+    for p in &plan.pods {
+        kubeops::delete_pod(client, NAMESPACE, &p.name).await?;
+    }
+    for n in &plan.nodes {
+        if local {
+            kubeops::ensure_sim_node(client, &n.node).await?;
+        }
+        kubeops::label_node(client, &n.node, LABEL_KEY, n.config.as_str()).await?;
+    }
+    let lines: Vec<String> = plan
+        .nodes
+        .iter()
+        .map(|n| format!("{} {}", n.node, n.config.as_str()))
+        .collect();
+    files::write_lines(&dirs.out.join("01-nodes.txt"), &lines)
+}
+
+async fn step3(client: &Client, plan: &Plan, dirs: &LabDirs) -> Result<()> {
+    for n in &plan.nodes {
+        let amount = n.amount.to_string();
+        let res = BTreeMap::from([(n.resource.as_str(), amount.as_str())]);
+        kubeops::patch_status_resources(client, &n.node, &res).await?;
+    }
+    let lines: Vec<String> = plan
+        .nodes
+        .iter()
+        .map(|n| format!("{} {} {}", n.node, n.resource, n.amount))
+        .collect();
+    files::write_lines(&dirs.out.join("03-resources.txt"), &lines)
+}
+
+/// Writes the pod's manifest, reads it back, re-creates the pod from it, and reads the
+/// scheduler's decision back from the API.
+async fn apply_pod(client: &Client, pod: &LabPod, dirs: &LabDirs) -> Result<PodOutcome> {
+    let path = dirs.k8s.join(&pod.file);
+    files::write_atomic(&path, pod.to_yaml()?.as_bytes(), 0o644)?;
+    let manifest: Pod = manifests::read_pod(&path)?;
+    kubeops::delete_pod(client, NAMESPACE, &pod.name).await?;
+    let seen = kubeops::create_and_await_scheduling(client, &manifest).await?;
+    Ok(outcome(pod, &seen))
+}
+
+fn outcome(pod: &LabPod, seen: &Pod) -> PodOutcome {
+    let cond = kubeops::pod_scheduled(seen);
+    let bound = cond.is_some_and(|c| c.status == "True");
+    PodOutcome {
+        name: pod.name.clone(),
+        resource: pod.resource.clone(),
+        node: seen
+            .spec
+            .as_ref()
+            .and_then(|s| s.node_name.clone())
+            .filter(|n| !n.is_empty()),
+        phase: seen
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.clone())
+            .unwrap_or_else(|| "Pending".into()),
+        message: if bound {
+            String::new()
+        } else {
+            cond.and_then(|c| c.message.clone()).unwrap_or_default()
+        },
+    }
+}
+
+/// The node list in `kubectl get nodes -o json` shape: `{"apiVersion":"v1","items":[…],
+/// "kind":"List","metadata":{"resourceVersion":""}}`, indented by four spaces as kubectl
+/// prints it, each item with its `apiVersion` and `kind`.
+///
+/// Errors: [`Error::Runtime`] if serialization fails.
+pub fn nodes_json(nodes: &[k8s_openapi::api::core::v1::Node]) -> Result<Vec<u8>> {
+    use serde::Serialize;
+    let list = serde_json::json!({
+        "apiVersion": "v1",
+        "items": nodes,
+        "kind": "List",
+        "metadata": {"resourceVersion": ""}
+    });
+    let mut buf = Vec::new();
+    let mut ser = serde_json::Serializer::with_formatter(
+        &mut buf,
+        serde_json::ser::PrettyFormatter::with_indent(b"    "),
+    );
+    list.serialize(&mut ser)
+        .map_err(|e| Error::Runtime(format!("cannot serialize nodes: {e}")))?;
+    buf.push(b'\n');
+    Ok(buf)
+}
+
+async fn step8(client: &Client, dirs: &LabDirs, gpuwl_bin: &Path) -> Result<String> {
+    let nodes = kubeops::list_nodes(client).await?;
+    let dump = dirs.out.join("nodes.json");
+    files::write_atomic(&dump, &nodes_json(&nodes)?, 0o644)?;
+    let script = dirs.bin.join("check-config.sh");
+    files::write_atomic(&script, files::check_script(gpuwl_bin).as_bytes(), 0o755)?;
+    let out = tokio::process::Command::new(&script)
+        .arg(&dump)
+        .output()
+        .await
+        .map_err(|e| Error::Runtime(format!("cannot run {}: {e}", script.display())))?;
+    match out.status.code() {
+        Some(0) | Some(1) => {}
+        other => {
+            return Err(Error::Runtime(format!(
+                "{} exited {:?}: {}",
+                script.display(),
+                other,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+    }
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    files::write_atomic(&dirs.out.join("consistency.txt"), text.as_bytes(), 0o644)?;
+    Ok(text)
+}
+
+/// One sentence per pending pod on the split, e.g. `job-cross waits on the vm-passthrough
+/// pool while 3 nvidia.com/gpu are free on container nodes`. Free units = allocatable
+/// minus the requests of the lab pods bound to the node, on nodes outside the pod's
+/// selector that advertise the requested resource.
+pub fn split_sentences(report: &LabReport) -> Vec<String> {
+    let mut out = Vec::new();
+    for (o, p) in report.pods.iter().zip(report.plan.pods.iter()) {
+        if o.node.is_some() {
+            continue;
+        }
+        let wanted_pool = p.node_selector.get(LABEL_KEY).cloned().unwrap_or_default();
+        let mut free = 0u64;
+        let mut pools: Vec<&str> = Vec::new();
+        for n in &report.plan.nodes {
+            if n.resource != o.resource || n.config.as_str() == wanted_pool {
+                continue;
+            }
+            let used: u64 = report
+                .pods
+                .iter()
+                .zip(report.plan.pods.iter())
+                .filter(|(oo, pp)| oo.node.as_deref() == Some(&n.node) && pp.resource == n.resource)
+                .map(|(_, pp)| u64::from(pp.count))
+                .sum();
+            free += u64::from(n.amount).saturating_sub(used);
+            if !pools.contains(&n.config.as_str()) {
+                pools.push(n.config.as_str());
+            }
+        }
+        let pool = if wanted_pool.is_empty() { "any".to_string() } else { wanted_pool };
+        if pools.is_empty() {
+            out.push(format!("{} waits on the {pool} pool: no node advertises {}", o.name, o.resource));
+        } else {
+            out.push(format!(
+                "{} waits on the {pool} pool while {free} {} are free on {} nodes",
+                o.name,
+                o.resource,
+                pools.join("/")
+            ));
+        }
+    }
+    out
+}
+
+/// The summary table: node, label, advertised resource and amount, pods placed.
+pub fn summary_table(report: &LabReport) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
+    t.set_header(["NODE", "LABEL", "ADVERTISES", "PODS PLACED"]);
+    for n in &report.plan.nodes {
+        let placed: Vec<&str> = report
+            .pods
+            .iter()
+            .filter(|o| o.node.as_deref() == Some(n.node.as_str()))
+            .map(|o| o.name.as_str())
+            .collect();
+        t.add_row([
+            n.node.clone(),
+            n.config.as_str().to_string(),
+            format!("{}={}", n.resource, n.amount),
+            if placed.is_empty() { "-".into() } else { placed.join(", ") },
+        ]);
+    }
+    t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plan_matches_the_seed() {
+        let p = Plan::new(&LabNodes::default());
+        let nodes: Vec<(String, &str, String, u32)> = p
+            .nodes
+            .iter()
+            .map(|n| (n.node.clone(), n.config.as_str(), n.resource.clone(), n.amount))
+            .collect();
+        assert_eq!(
+            nodes,
+            vec![
+                ("lab-node-0".into(), "container", "nvidia.com/gpu".into(), 4),
+                ("lab-node-1".into(), "vm-passthrough", "nvidia.com/GA102GL_A10".into(), 2),
+                ("lab-node-2".into(), "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q".into(), 4),
+            ]
+        );
+        let pods: Vec<(&str, &str, &str)> = p
+            .pods
+            .iter()
+            .map(|x| (x.name.as_str(), x.file.as_str(), x.resource.as_str()))
+            .collect();
+        assert_eq!(
+            pods,
+            vec![
+                ("job-container", "pod-container.yaml", "nvidia.com/gpu"),
+                ("vmi-passthrough", "pod-passthrough.yaml", "nvidia.com/GA102GL_A10"),
+                ("vmi-vgpu", "pod-vgpu.yaml", "nvidia.com/NVIDIA_A10-12Q"),
+                ("job-cross", "pod-cross.yaml", "nvidia.com/gpu"),
+            ]
+        );
+        assert!(p.pods[..3].iter().all(|x| x.node_selector.is_empty()));
+        assert_eq!(
+            p.pods[3].node_selector,
+            BTreeMap::from([(LABEL_KEY.to_string(), "vm-passthrough".to_string())])
+        );
+    }
+
+    #[test]
+    fn operands_file_lines() {
+        let l = operands_lines();
+        assert_eq!(l.len(), 5);
+        assert_eq!(l[0], "container=datacenter-driver,container-toolkit,device-plugin,dcgm-exporter");
+        assert_eq!(l[1], "vm-passthrough=vfio-manager,sandbox-device-plugin");
+        assert_eq!(l[2], "vm-vgpu=vgpu-manager,vgpu-device-manager,sandbox-device-plugin");
+        assert_eq!(l[3], "NO_LABEL=container");
+        assert_eq!(l[4], "ENABLE_FLAG=sandboxWorkloads.enabled");
+    }
+
+    #[test]
+    fn split_sentence_counts_free_units_outside_the_selector() {
+        let plan = Plan::new(&LabNodes::default());
+        let o = |name: &str, res: &str, node: Option<&str>| PodOutcome {
+            name: name.into(),
+            resource: res.into(),
+            node: node.map(Into::into),
+            phase: if node.is_some() { "Running" } else { "Pending" }.into(),
+            message: String::new(),
+        };
+        let report = LabReport {
+            pods: vec![
+                o("job-container", "nvidia.com/gpu", Some("lab-node-0")),
+                o("vmi-passthrough", "nvidia.com/GA102GL_A10", Some("lab-node-1")),
+                o("vmi-vgpu", "nvidia.com/NVIDIA_A10-12Q", Some("lab-node-2")),
+                o("job-cross", "nvidia.com/gpu", None),
+            ],
+            plan,
+            consistency: "OK=3\n".into(),
+            local_kubeconfig: None,
+        };
+        assert_eq!(
+            split_sentences(&report),
+            vec!["job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container nodes"]
+        );
+    }
+
+    #[test]
+    fn nodes_json_has_kubectl_list_shape() {
+        let n: k8s_openapi::api::core::v1::Node =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "a"}})).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&nodes_json(&[n]).unwrap()).unwrap();
+        assert_eq!(v["kind"], "List");
+        assert_eq!(v["apiVersion"], "v1");
+        assert_eq!(v["metadata"]["resourceVersion"], "");
+        assert_eq!(v["items"][0]["kind"], "Node");
+        assert_eq!(v["items"][0]["apiVersion"], "v1");
+        assert_eq!(v["items"][0]["metadata"]["name"], "a");
+    }
+}

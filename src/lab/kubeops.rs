@@ -1,0 +1,220 @@
+//! The API operations the lab performs: namespaces, simulated nodes, label and status
+//! patches, pod re-creation and waiting by watch. All idempotent, so the lab can re-run.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodCondition, ServiceAccount};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::Client;
+use serde_json::json;
+
+use crate::error::{Error, Result};
+
+/// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
+pub const WAIT: Duration = Duration::from_secs(90);
+
+fn api_err(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
+    move |e| Error::Runtime(format!("{what}: {e}"))
+}
+
+fn is_conflict_or_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
+}
+
+/// Creates namespace `ns` if it does not exist.
+///
+/// Errors: [`Error::Runtime`] when the API refuses for another reason than "already exists".
+pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict_or_exists(&e) => Ok(()),
+        Err(e) => Err(api_err(&format!("create namespace {ns}"))(e)),
+    }
+}
+
+/// Creates ServiceAccount `default` in `ns` if missing. The local control plane runs no
+/// kube-controller-manager, whose ServiceAccount controller would normally do this.
+///
+/// Errors: [`Error::Runtime`] on any API failure except "already exists".
+pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result<()> {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let obj: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}}))
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        Err(e) if is_conflict_or_exists(&e) => Ok(()),
+        Err(e) => Err(api_err(&format!("create serviceaccount {ns}/default"))(e)),
+    }
+}
+
+/// Realistic non-GPU capacity of a simulated lab node: a 32-core, 256 GiB, 110-pod server.
+pub const SIM_NODE_CAPACITY: [(&str, &str); 4] = [
+    ("cpu", "32"),
+    ("memory", "263855104Ki"),
+    ("pods", "110"),
+    ("ephemeral-storage", "487260Mi"),
+];
+
+/// Creates a simulated node `name` (kwok on the local control plane plays its kubelet)
+/// unless it exists, with kubelet-like labels and [`SIM_NODE_CAPACITY`] in both capacity
+/// and allocatable.
+///
+/// Errors: [`Error::Runtime`] on API failure.
+pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    if api
+        .get_opt(name)
+        .await
+        .map_err(api_err(&format!("get node {name}")))?
+        .is_none()
+    {
+        let node: Node = serde_json::from_value(json!({
+            "metadata": {
+                "name": name,
+                "labels": {
+                    "kubernetes.io/hostname": name,
+                    "kubernetes.io/os": "linux",
+                    "kubernetes.io/arch": "amd64",
+                    "beta.kubernetes.io/os": "linux",
+                    "beta.kubernetes.io/arch": "amd64",
+                    "type": "kwok"
+                },
+                "annotations": {"kwok.x-k8s.io/node": "fake"}
+            }
+        }))
+        .map_err(|e| Error::Runtime(e.to_string()))?;
+        match api.create(&PostParams::default(), &node).await {
+            Ok(_) => {}
+            Err(e) if is_conflict_or_exists(&e) => {}
+            Err(e) => return Err(api_err(&format!("create node {name}"))(e)),
+        }
+    }
+    let res: BTreeMap<&str, &str> = SIM_NODE_CAPACITY.into_iter().collect();
+    patch_status_resources(client, name, &res).await
+}
+
+/// Merge-patches `status.capacity` and `status.allocatable` of node `name` through the
+/// `status` subresource (what a device plugin's kubelet does), setting each `resources`
+/// entry (name → quantity string) in both maps. Other entries are left alone.
+///
+/// Errors: [`Error::Runtime`] when the node does not exist or the API refuses.
+pub async fn patch_status_resources(
+    client: &Client,
+    name: &str,
+    resources: &BTreeMap<&str, &str>,
+) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let patch = json!({"status": {"capacity": resources, "allocatable": resources}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(api_err(&format!("patch status of node {name}")))?;
+    Ok(())
+}
+
+/// Sets label `key=value` on node `name` by a merge patch.
+///
+/// Errors: [`Error::Runtime`] when the node does not exist or the API refuses.
+pub async fn label_node(client: &Client, name: &str, key: &str, value: &str) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let patch = json!({"metadata": {"labels": {key: value}}});
+    api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(api_err(&format!("label node {name}")))?;
+    Ok(())
+}
+
+/// Deletes pod `ns/name` at once (grace period 0) if it exists and waits, by watch, until
+/// it is gone.
+///
+/// Errors: [`Error::Runtime`] on API failure or when it is still there after [`WAIT`].
+pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> Result<()> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let Some(old) = api
+        .get_opt(name)
+        .await
+        .map_err(api_err(&format!("get pod {ns}/{name}")))?
+    else {
+        return Ok(());
+    };
+    let uid = old.metadata.uid.clone().unwrap_or_default();
+    match api.delete(name, &DeleteParams::default().grace_period(0)).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
+        Err(e) => return Err(api_err(&format!("delete pod {ns}/{name}"))(e)),
+    }
+    tokio::time::timeout(WAIT, await_condition(api, name, conditions::is_deleted(&uid)))
+        .await
+        .map_err(|_| Error::Runtime(format!("pod {ns}/{name} still exists after {WAIT:?}")))?
+        .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {e}")))?;
+    Ok(())
+}
+
+/// Creates `pod` (as read from its manifest) and waits, by watch, until the scheduler has
+/// decided: the PodScheduled condition is True (bound) or False with reason
+/// `Unschedulable`. Returns the pod as last seen.
+///
+/// Errors: [`Error::Runtime`] on API failure or when no decision comes within [`WAIT`].
+pub async fn create_and_await_scheduling(client: &Client, pod: &Pod) -> Result<Pod> {
+    let ns = pod.metadata.namespace.clone().unwrap_or_default();
+    let name = pod.metadata.name.clone().unwrap_or_default();
+    let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    api.create(&PostParams::default(), pod)
+        .await
+        .map_err(api_err(&format!("create pod {ns}/{name}")))?;
+    let decided = |p: Option<&Pod>| {
+        p.and_then(pod_scheduled)
+            .is_some_and(|c| c.status == "True" || c.reason.as_deref() == Some("Unschedulable"))
+    };
+    let seen = tokio::time::timeout(WAIT, await_condition(api, &name, decided))
+        .await
+        .map_err(|_| {
+            Error::Runtime(format!(
+                "pod {ns}/{name}: the scheduler decided nothing within {WAIT:?} (is kube-scheduler running?)"
+            ))
+        })?
+        .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {e}")))?;
+    seen.ok_or_else(|| Error::Runtime(format!("pod {ns}/{name} vanished while waiting")))
+}
+
+/// The pod's `PodScheduled` condition, if the scheduler has written one.
+pub fn pod_scheduled(p: &Pod) -> Option<&PodCondition> {
+    p.status
+        .as_ref()?
+        .conditions
+        .as_ref()?
+        .iter()
+        .find(|c| c.type_ == "PodScheduled")
+}
+
+/// Lists every node (paginated, 500 per page), in API order.
+///
+/// Errors: [`Error::Runtime`] on API failure.
+pub async fn list_nodes(client: &Client) -> Result<Vec<Node>> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut out = Vec::new();
+    let mut lp = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&lp).await.map_err(api_err("list nodes"))?;
+        out.extend(page.items);
+        match page.metadata.continue_ {
+            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
+            _ => break,
+        }
+    }
+    Ok(out)
+}
+
+/// Gets pod `ns/name`.
+///
+/// Errors: [`Error::Runtime`] on API failure or when it does not exist.
+pub async fn get_pod(client: &Client, ns: &str, name: &str) -> Result<Pod> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    api.get(name)
+        .await
+        .map_err(api_err(&format!("get pod {ns}/{name}")))
+}
