@@ -1,0 +1,353 @@
+//! Building the control-plane binaries from the pinned Go module in `controlplane/`.
+//!
+//! The module's `go.mod`, `go.sum` and thin `main` wrappers are embedded in the gpuwl
+//! binary, so an installed gpuwl builds the same thing outside the repository: it writes
+//! them into `<cache>/<key>/src/` and runs `go build` there. `<key>` names the pinned
+//! versions plus a hash of the embedded sources and link flags, so a second build with
+//! the same pins finds `<cache>/<key>/bin/` and returns at once.
+//!
+//! `<cache>` is `$GPUWL_CACHE_DIR` when set, else `$XDG_CACHE_HOME/gpuwl/controlplane`,
+//! else `$HOME/.cache/gpuwl/controlplane`.
+//! `$GPUWL_CONTROLPLANE_BIN` may name a directory that already holds the five binaries
+//! (etcd, kube-apiserver, kube-scheduler, kwok, kwokctl); then nothing is built.
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// Kubernetes version of kube-apiserver and kube-scheduler (the `k8s.io/kubernetes` pin).
+pub const KUBERNETES_VERSION: &str = "v1.36.3";
+/// etcd server version (the `go.etcd.io/etcd/server/v3` pin, the one Kubernetes 1.36.3 uses).
+pub const ETCD_VERSION: &str = "v3.6.8";
+/// kwok / kwokctl version (the `sigs.k8s.io/kwok` pin).
+pub const KWOK_VERSION: &str = "v0.8.0";
+
+/// Names of the binaries the build produces, all in one `bin/` directory.
+pub const BINARIES: [&str; 5] = [
+    "etcd",
+    "kube-apiserver",
+    "kube-scheduler",
+    "kwok",
+    "kwokctl",
+];
+
+/// Go packages built, in the module's namespace.
+const PACKAGES: [&str; 5] = [
+    "./cmd/etcd",
+    "./cmd/kube-apiserver",
+    "./cmd/kube-scheduler",
+    "sigs.k8s.io/kwok/cmd/kwok",
+    "sigs.k8s.io/kwok/cmd/kwokctl",
+];
+
+/// The embedded module: (path relative to the module root, contents).
+const SOURCES: [(&str, &str); 5] = [
+    ("go.mod", include_str!("../../controlplane/go.mod")),
+    ("go.sum", include_str!("../../controlplane/go.sum")),
+    (
+        "cmd/etcd/main.go",
+        include_str!("../../controlplane/cmd/etcd/main.go"),
+    ),
+    (
+        "cmd/kube-apiserver/main.go",
+        include_str!("../../controlplane/cmd/kube-apiserver/main.go"),
+    ),
+    (
+        "cmd/kube-scheduler/main.go",
+        include_str!("../../controlplane/cmd/kube-scheduler/main.go"),
+    ),
+];
+
+/// Measured cold build on a 2-core machine (see BENCHMARKS.md), used for the estimate.
+const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(20 * 60);
+
+/// `-ldflags` for `go build`: strip symbols and stamp the real versions so `--version`
+/// of every binary prints them.
+pub fn ldflags() -> String {
+    let k = KUBERNETES_VERSION;
+    let minor = k.split('.').nth(1).unwrap_or("0");
+    let major = k.trim_start_matches('v').split('.').next().unwrap_or("1");
+    let mut f = vec!["-s".to_string(), "-w".to_string()];
+    for pkg in [
+        "k8s.io/component-base/version",
+        "k8s.io/client-go/pkg/version",
+    ] {
+        f.push(format!("-X {pkg}.gitVersion={k}"));
+        f.push(format!("-X {pkg}.gitMajor={major}"));
+        f.push(format!("-X {pkg}.gitMinor={minor}"));
+        f.push(format!("-X {pkg}.gitTreeState=clean"));
+    }
+    f.push(format!(
+        "-X sigs.k8s.io/kwok/pkg/consts.Version={KWOK_VERSION}"
+    ));
+    f.push(format!("-X sigs.k8s.io/kwok/pkg/consts.KubeVersion={k}"));
+    f.push(format!(
+        "-X go.etcd.io/etcd/api/v3/version.GitSHA=gpuwl-{}",
+        ETCD_VERSION
+    ));
+    f.join(" ")
+}
+
+/// The cache key: pinned versions plus 12 hex digits of SHA-256 over the embedded sources
+/// and link flags. Changing any pin or wrapper changes the key.
+pub fn cache_key() -> String {
+    let mut h = Sha256::new();
+    for (path, text) in SOURCES {
+        h.update(path.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+    }
+    h.update(ldflags().as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}_{hex}")
+}
+
+/// Root of the build cache (see the module docs for the lookup order).
+pub fn cache_root() -> PathBuf {
+    if let Some(d) = std::env::var_os("GPUWL_CACHE_DIR").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d);
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| home().join(".cache"));
+    base.join("gpuwl").join("controlplane")
+}
+
+pub(crate) fn home() -> PathBuf {
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/tmp"))
+}
+
+/// Directory holding the five binaries: `$GPUWL_CONTROLPLANE_BIN`, else
+/// `<cache>/<key>/bin`. It may not exist yet; see [`ensure_built`].
+pub fn bin_dir() -> PathBuf {
+    if let Some(d) = std::env::var_os("GPUWL_CONTROLPLANE_BIN").filter(|v| !v.is_empty()) {
+        return PathBuf::from(d);
+    }
+    cache_root().join(cache_key()).join("bin")
+}
+
+/// True when every binary is present in [`bin_dir`].
+pub fn is_built() -> bool {
+    let dir = bin_dir();
+    BINARIES.iter().all(|b| dir.join(b).is_file())
+}
+
+/// Returns the directory with the five binaries, building them first when missing.
+///
+/// `progress` shows a progress bar with an estimate on stderr. A cold build takes
+/// minutes (see BENCHMARKS.md); a cached one returns at once.
+///
+/// Errors ([`Error::Runtime`], one line): `go` not on PATH, a module cannot be fetched,
+/// the compile failed (the message names the build log), or the cache is not writable.
+pub fn ensure_built(progress: bool) -> Result<PathBuf> {
+    let dir = bin_dir();
+    if BINARIES.iter().all(|b| dir.join(b).is_file()) {
+        return Ok(dir);
+    }
+    if std::env::var_os("GPUWL_CONTROLPLANE_BIN").is_some_and(|v| !v.is_empty()) {
+        return Err(Error::Runtime(format!(
+            "GPUWL_CONTROLPLANE_BIN={} lacks one of {}",
+            dir.display(),
+            BINARIES.join(", ")
+        )));
+    }
+    build(progress)?;
+    Ok(dir)
+}
+
+fn rt(msg: impl Into<String>) -> Error {
+    Error::Runtime(msg.into())
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .to_string()
+}
+
+fn build(progress: bool) -> Result<()> {
+    let go_version = Command::new("go")
+        .arg("version")
+        .output()
+        .map_err(|_| {
+            rt("`go` not found on PATH: install Go 1.26 or newer to build the control plane (etcd, kube-apiserver, kube-scheduler, kwok)")
+        })?;
+    if !go_version.status.success() {
+        return Err(rt(format!(
+            "`go version` failed: {}",
+            last_line(&String::from_utf8_lossy(&go_version.stderr))
+        )));
+    }
+    let key_dir = cache_root().join(cache_key());
+    let src = key_dir.join("src");
+    for (rel, text) in SOURCES {
+        let p = src.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| rt(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    }
+    let log_path = key_dir.join("build.log");
+    let mut log = std::fs::File::create(&log_path)
+        .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
+
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    let estimate = COLD_BUILD_ESTIMATE_2_CORES.mul_f64(2.0 / cores.max(1) as f64);
+    let bar = if progress {
+        indicatif::ProgressBar::new_spinner()
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar.println(format!(
+        "building the control plane (Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}) into {}",
+        key_dir.display()
+    ));
+    bar.println(format!(
+        "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
+        estimate.as_secs().div_ceil(60)
+    ));
+    bar.set_message("fetching Go modules");
+
+    let go = |args: &[&str]| {
+        let mut c = Command::new("go");
+        c.args(args)
+            .current_dir(&src)
+            .env("GOWORK", "off")
+            .env("CGO_ENABLED", "0")
+            .env("GOFLAGS", "-buildvcs=false -mod=readonly")
+            .stdin(Stdio::null());
+        c
+    };
+
+    let started = Instant::now();
+    let out = go(&["mod", "download"])
+        .output()
+        .map_err(|e| rt(format!("cannot run go: {e}")))?;
+    let _ = log.write_all(&out.stderr);
+    if !out.status.success() {
+        bar.finish_and_clear();
+        return Err(rt(format!(
+            "cannot fetch the control plane's Go modules (check GOPROXY / network; log {}): {}",
+            log_path.display(),
+            last_line(&String::from_utf8_lossy(&out.stderr))
+        )));
+    }
+
+    let mut list_args = vec!["list", "-deps"];
+    list_args.extend(PACKAGES);
+    let total = go(&list_args)
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
+        .unwrap_or(0);
+    if progress && total > 0 {
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} compiling [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar.set_length(total);
+    }
+    bar.set_message("compiling");
+
+    let partial = key_dir.join(format!("bin.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial)
+        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
+    let p = cores.to_string();
+    let ld = ldflags();
+    let out_dir = format!("{}/", partial.display());
+    let mut args = vec![
+        "build",
+        "-v",
+        "-p",
+        &p,
+        "-trimpath",
+        "-ldflags",
+        &ld,
+        "-o",
+        &out_dir,
+    ];
+    args.extend(PACKAGES);
+    let mut child = go(&args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .map_err(|e| rt(format!("cannot run go build: {e}")))?;
+    let mut tail = Vec::new();
+    if let Some(err) = child.stderr.take() {
+        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+            let _ = writeln!(log, "{line}");
+            bar.inc(1);
+            tail.push(line);
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| rt(format!("go build: {e}")))?;
+    bar.finish_and_clear();
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(rt(format!(
+            "building the control plane failed (log {}): {}",
+            log_path.display(),
+            tail.iter()
+                .rev()
+                .find(|l| l.contains("error") || l.contains(": "))
+                .or(tail.last())
+                .map(String::as_str)
+                .unwrap_or("go build exited with an error")
+        )));
+    }
+    let versions = format!(
+        "kubernetes {KUBERNETES_VERSION}\netcd {ETCD_VERSION}\nkwok {KWOK_VERSION}\n{}\n",
+        String::from_utf8_lossy(&go_version.stdout).trim()
+    );
+    let _ = std::fs::write(partial.join("VERSIONS"), versions);
+    let bin = key_dir.join("bin");
+    if let Err(e) = std::fs::rename(&partial, &bin) {
+        let _ = std::fs::remove_dir_all(&partial);
+        // Another build finished first: its result is as good as ours.
+        if !BINARIES.iter().all(|b| bin.join(b).is_file()) {
+            return Err(rt(format!(
+                "cannot move binaries to {}: {e}",
+                bin.display()
+            )));
+        }
+    }
+    if progress {
+        eprintln!(
+            "built the control plane in {}s: {}",
+            started.elapsed().as_secs(),
+            bin.display()
+        );
+    }
+    Ok(())
+}
+
+/// Path of one binary inside `dir`.
+pub(crate) fn binary(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}

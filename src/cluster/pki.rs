@@ -1,0 +1,108 @@
+//! Certificates of one local cluster, generated with `rcgen` (ECDSA P-256).
+//!
+//! Files written into `<state>/pki/`:
+//! - `ca.crt`, `ca.key`: the cluster CA (client CA of the API server, trusted by the kubeconfig);
+//! - `apiserver.crt`, `apiserver.key`: serving cert for 127.0.0.1 / localhost;
+//! - `admin.crt`, `admin.key`: client cert `CN=gpuwl-admin, O=system:masters`, used by the
+//!   kubeconfig, kube-scheduler and kwok;
+//! - `sa.key`: service-account token signing key.
+
+use std::path::Path;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+
+use crate::error::{Error, Result};
+
+fn rt(e: impl std::fmt::Display) -> Error {
+    Error::Runtime(format!("cannot generate cluster certificates: {e}"))
+}
+
+fn write_private(path: &Path, text: &str) -> Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", path.display())))?;
+    f.write_all(text.as_bytes())
+        .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", path.display())))
+}
+
+fn name(cn: &str, org: Option<&str>) -> DistinguishedName {
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, cn);
+    if let Some(o) = org {
+        dn.push(DnType::OrganizationName, o);
+    }
+    dn
+}
+
+/// Generates every certificate and key into `dir` (created if missing).
+pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+
+    let ca_key = KeyPair::generate().map_err(rt)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
+    ca.distinguished_name = name(&format!("gpuwl-{cluster}-ca"), None);
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).map_err(rt)?;
+    let issuer = Issuer::new(ca, &ca_key);
+
+    let server_key = KeyPair::generate().map_err(rt)?;
+    let mut server = CertificateParams::new(vec![
+        "localhost".to_string(),
+        "kubernetes".to_string(),
+        "kubernetes.default".to_string(),
+        "kubernetes.default.svc".to_string(),
+        "kubernetes.default.svc.cluster.local".to_string(),
+    ])
+    .map_err(rt)?;
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+    server.distinguished_name = name("kube-apiserver", None);
+    server.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let server_cert = server.signed_by(&server_key, &issuer).map_err(rt)?;
+
+    let admin_key = KeyPair::generate().map_err(rt)?;
+    let mut admin = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
+    admin.distinguished_name = name("gpuwl-admin", Some("system:masters"));
+    admin.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    let admin_cert = admin.signed_by(&admin_key, &issuer).map_err(rt)?;
+
+    let sa_key = KeyPair::generate().map_err(rt)?;
+
+    let w = |file: &str, text: &str| {
+        let p = dir.join(file);
+        std::fs::write(&p, text)
+            .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))
+    };
+    w("ca.crt", &ca_cert.pem())?;
+    write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;
+    w("apiserver.crt", &server_cert.pem())?;
+    write_private(&dir.join("apiserver.key"), &server_key.serialize_pem())?;
+    w("admin.crt", &admin_cert.pem())?;
+    write_private(&dir.join("admin.key"), &admin_key.serialize_pem())?;
+    write_private(&dir.join("sa.key"), &sa_key.serialize_pem())?;
+    Ok(())
+}
