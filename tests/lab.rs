@@ -68,7 +68,7 @@ fn manifest(name: &str, resource: &str, selector: Option<&str>) -> String {
         .map(|v| format!("  nodeSelector:\n    nvidia.com/gpu.workload.config: {v}\n"))
         .unwrap_or_default();
     format!(
-        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: gpu-vm\nspec:\n{sel}  containers:\n    - name: cuda\n      image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n      resources:\n        limits:\n          {resource}: 1\n"
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: gpu-vm\nspec:\n{sel}  containers:\n  - name: cuda\n    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources:\n      limits:\n        {resource}: 1\n"
     )
 }
 
@@ -181,8 +181,14 @@ fn lab_on_the_local_control_plane_writes_every_file() {
         .map(|n| n["metadata"]["name"].as_str().unwrap())
         .collect();
     assert_eq!(names, ["lab-node-0", "lab-node-1", "lab-node-2"]);
-    assert_eq!(items[1]["status"]["allocatable"]["nvidia.com/GA102GL_A10"], "2");
-    assert_eq!(items[1]["status"]["capacity"]["nvidia.com/GA102GL_A10"], "2");
+    assert_eq!(
+        items[1]["status"]["allocatable"]["nvidia.com/GA102GL_A10"],
+        "2"
+    );
+    assert_eq!(
+        items[1]["status"]["capacity"]["nvidia.com/GA102GL_A10"],
+        "2"
+    );
 
     // The summary names the split.
     assert!(

@@ -50,9 +50,9 @@ fn parse_node(s: &str) -> std::result::Result<(WorkloadConfig, String), String> 
     let (k, v) = s
         .split_once('=')
         .ok_or_else(|| format!("expected CONFIG=NODE, got {s:?}"))?;
-    let wc: WorkloadConfig = k
-        .parse()
-        .map_err(|_| format!("unknown workload config {k:?} (container, vm-passthrough, vm-vgpu)"))?;
+    let wc: WorkloadConfig = k.parse().map_err(|_| {
+        format!("unknown workload config {k:?} (container, vm-passthrough, vm-vgpu)")
+    })?;
     if v.is_empty() {
         return Err(format!("empty node name for {k}"));
     }
@@ -118,7 +118,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             println!(
                 "The local control plane {cluster:?} is still running:\n  export KUBECONFIG={}\n  kubectl get pods -n gpu-vm -o wide\n  gpuwl cluster down{}",
                 kc.display(),
-                if cluster == "gpuwl" { String::new() } else { format!(" --name {cluster}") }
+                if cluster == "gpuwl" {
+                    String::new()
+                } else {
+                    format!(" --name {cluster}")
+                }
             );
         }
     }

@@ -22,7 +22,8 @@ pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode)).map_err(fail)?;
+        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
+            .map_err(fail)?;
     }
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())
@@ -120,7 +121,10 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "c\n");
         write_atomic(&p, b"#!/bin/sh\n", 0o755).unwrap();
         use std::os::unix::fs::PermissionsExt;
-        assert_eq!(std::fs::metadata(&p).unwrap().permissions().mode() & 0o777, 0o755);
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().permissions().mode() & 0o777,
+            0o755
+        );
         // no temporary file is left behind
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
     }
@@ -134,8 +138,12 @@ mod tests {
     fn script_without_argument_prints_usage_and_exits_2() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("check-config.sh");
-        write_atomic(&p, check_script(Path::new("/nonexistent/gpuwl")).as_bytes(), 0o755)
-            .unwrap();
+        write_atomic(
+            &p,
+            check_script(Path::new("/nonexistent/gpuwl")).as_bytes(),
+            0o755,
+        )
+        .unwrap();
         let out = std::process::Command::new(&p).output().unwrap();
         assert_eq!(out.status.code(), Some(2));
         assert!(String::from_utf8_lossy(&out.stderr).starts_with("usage: "));

@@ -5,9 +5,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodCondition, ServiceAccount};
+use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::Client;
 use serde_json::json;
 
 use crate::error::{Error, Result};
@@ -142,15 +142,21 @@ pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> Result<()> {
         return Ok(());
     };
     let uid = old.metadata.uid.clone().unwrap_or_default();
-    match api.delete(name, &DeleteParams::default().grace_period(0)).await {
+    match api
+        .delete(name, &DeleteParams::default().grace_period(0))
+        .await
+    {
         Ok(_) => {}
         Err(kube::Error::Api(s)) if s.code == 404 => return Ok(()),
         Err(e) => return Err(api_err(&format!("delete pod {ns}/{name}"))(e)),
     }
-    tokio::time::timeout(WAIT, await_condition(api, name, conditions::is_deleted(&uid)))
-        .await
-        .map_err(|_| Error::Runtime(format!("pod {ns}/{name} still exists after {WAIT:?}")))?
-        .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {e}")))?;
+    tokio::time::timeout(
+        WAIT,
+        await_condition(api, name, conditions::is_deleted(&uid)),
+    )
+    .await
+    .map_err(|_| Error::Runtime(format!("pod {ns}/{name} still exists after {WAIT:?}")))?
+    .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {e}")))?;
     Ok(())
 }
 

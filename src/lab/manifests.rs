@@ -145,7 +145,7 @@ mod tests {
         let y = cross().to_yaml().unwrap();
         assert_eq!(
             y,
-            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: job-cross\n  namespace: gpu-vm\nspec:\n  nodeSelector:\n    nvidia.com/gpu.workload.config: vm-passthrough\n  containers:\n    - name: cuda\n      image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n      resources:\n        limits:\n          nvidia.com/gpu: 1\n"
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: job-cross\n  namespace: gpu-vm\nspec:\n  nodeSelector:\n    nvidia.com/gpu.workload.config: vm-passthrough\n  containers:\n  - name: cuda\n    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources:\n      limits:\n        nvidia.com/gpu: 1\n"
         );
     }
 
@@ -179,6 +179,9 @@ mod tests {
     #[test]
     fn unreadable_manifest_names_the_file() {
         let e = read_pod(Path::new("/nonexistent/pod.yaml")).unwrap_err();
-        assert!(e.to_string().starts_with("/nonexistent/pod.yaml: cannot read"));
+        assert!(
+            e.to_string()
+                .starts_with("/nonexistent/pod.yaml: cannot read")
+        );
     }
 }

@@ -144,9 +144,24 @@ impl Plan {
         Plan {
             nodes: ns,
             pods: [
-                pod("job-container", "pod-container.yaml", res(WorkloadConfig::Container), None),
-                pod("vmi-passthrough", "pod-passthrough.yaml", res(WorkloadConfig::VmPassthrough), None),
-                pod("vmi-vgpu", "pod-vgpu.yaml", res(WorkloadConfig::VmVgpu), None),
+                pod(
+                    "job-container",
+                    "pod-container.yaml",
+                    res(WorkloadConfig::Container),
+                    None,
+                ),
+                pod(
+                    "vmi-passthrough",
+                    "pod-passthrough.yaml",
+                    res(WorkloadConfig::VmPassthrough),
+                    None,
+                ),
+                pod(
+                    "vmi-vgpu",
+                    "pod-vgpu.yaml",
+                    res(WorkloadConfig::VmVgpu),
+                    None,
+                ),
                 pod(
                     "job-cross",
                     "pod-cross.yaml",
@@ -243,7 +258,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     let local = matches!(opts.target, Target::Local { .. });
 
     let mut k = 0usize;
-    let mut step = |k: &mut usize, t0: Instant, detail: String, progress: &mut dyn FnMut(&str)| {
+    let step = |k: &mut usize, t0: Instant, detail: String, progress: &mut dyn FnMut(&str)| {
         *k += 1;
         progress(&format!(
             "[{}/8] {} — {} ({:.1}s)",
@@ -253,31 +268,64 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
             t0.elapsed().as_secs_f64()
         ));
     };
-    let fail = |k: usize, e: Error| {
-        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k]))
-    };
+    let fail =
+        |k: usize, e: Error| Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k]));
 
     // 1
     let t = Instant::now();
-    step1(&client, &plan, &dirs, local).await.map_err(|e| fail(k, e))?;
-    step(&mut k, t, format!("{}", plan.nodes.iter().map(|n| format!("{}={}", n.node, n.config)).collect::<Vec<_>>().join(" ")), progress);
+    step1(&client, &plan, &dirs, local)
+        .await
+        .map_err(|e| fail(k, e))?;
+    step(
+        &mut k,
+        t,
+        format!(
+            "{}",
+            plan.nodes
+                .iter()
+                .map(|n| format!("{}={}", n.node, n.config))
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
+        progress,
+    );
     // 2
     let t = Instant::now();
-    files::write_lines(&dirs.out.join("operands.txt"), &operands_lines()).map_err(|e| fail(k, e))?;
-    step(&mut k, t, format!("NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"), progress);
+    files::write_lines(&dirs.out.join("operands.txt"), &operands_lines())
+        .map_err(|e| fail(k, e))?;
+    step(
+        &mut k,
+        t,
+        format!("NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"),
+        progress,
+    );
     // 3
     let t = Instant::now();
     step3(&client, &plan, &dirs).await.map_err(|e| fail(k, e))?;
-    step(&mut k, t, plan.nodes.iter().map(|n| format!("{} {}={}", n.node, n.resource, n.amount)).collect::<Vec<_>>().join(", "), progress);
+    step(
+        &mut k,
+        t,
+        plan.nodes
+            .iter()
+            .map(|n| format!("{} {}={}", n.node, n.resource, n.amount))
+            .collect::<Vec<_>>()
+            .join(", "),
+        progress,
+    );
     // 4-7
     let mut outcomes: Vec<PodOutcome> = Vec::new();
     for (i, pod) in plan.pods.iter().enumerate() {
         let t = Instant::now();
-        let o = apply_pod(&client, pod, &dirs).await.map_err(|e| fail(k, e))?;
+        let o = apply_pod(&client, pod, &dirs)
+            .await
+            .map_err(|e| fail(k, e))?;
         outcomes.push(o.clone());
         let lines: Vec<String> = match i {
             0 => vec![format!("NODE={}", node_or_none(&o))],
-            1 => vec![format!("NODE={}", node_or_none(&o)), format!("RESOURCE={}", o.resource)],
+            1 => vec![
+                format!("NODE={}", node_or_none(&o)),
+                format!("RESOURCE={}", o.resource),
+            ],
             2 => {
                 let mut v: Vec<String> = outcomes
                     .iter()
@@ -292,7 +340,12 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
                 format!("MESSAGE={}", o.message),
             ],
         };
-        let file = ["04-container.txt", "05-passthrough.txt", "06-placement.txt", "07-cross.txt"][i];
+        let file = [
+            "04-container.txt",
+            "05-passthrough.txt",
+            "06-placement.txt",
+            "07-cross.txt",
+        ][i];
         files::write_lines(&dirs.out.join(file), &lines).map_err(|e| fail(k, e))?;
         let detail = match &o.node {
             Some(n) => format!("{} → {n} ({})", o.name, o.phase),
@@ -302,8 +355,15 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     }
     // 8
     let t = Instant::now();
-    let consistency = step8(&client, &dirs, &opts.gpuwl_bin).await.map_err(|e| fail(k, e))?;
-    step(&mut k, t, consistency.trim_end().replace('\n', "; "), progress);
+    let consistency = step8(&client, &dirs, &opts.gpuwl_bin)
+        .await
+        .map_err(|e| fail(k, e))?;
+    step(
+        &mut k,
+        t,
+        consistency.trim_end().replace('\n', "; "),
+        progress,
+    );
 
     Ok(LabReport {
         plan,
@@ -329,12 +389,18 @@ pub fn operands_lines() -> Vec<String> {
     v
 }
 
-async fn connect(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<(Client, Option<PathBuf>)> {
+async fn connect(
+    opts: &LabOptions,
+    progress: &mut dyn FnMut(&str),
+) -> Result<(Client, Option<PathBuf>)> {
     match &opts.target {
         Target::Local { cluster } => {
             let name = cluster.clone();
             let handle = tokio::task::spawn_blocking(move || {
-                crate::cluster::up(&crate::cluster::UpOptions { name, progress: true })
+                crate::cluster::up(&crate::cluster::UpOptions {
+                    name,
+                    progress: true,
+                })
             })
             .await
             .map_err(|e| Error::Runtime(format!("cluster up: {e}")))??;
@@ -506,9 +572,16 @@ pub fn split_sentences(report: &LabReport) -> Vec<String> {
                 pools.push(n.config.as_str());
             }
         }
-        let pool = if wanted_pool.is_empty() { "any".to_string() } else { wanted_pool };
+        let pool = if wanted_pool.is_empty() {
+            "any".to_string()
+        } else {
+            wanted_pool
+        };
         if pools.is_empty() {
-            out.push(format!("{} waits on the {pool} pool: no node advertises {}", o.name, o.resource));
+            out.push(format!(
+                "{} waits on the {pool} pool: no node advertises {}",
+                o.name, o.resource
+            ));
         } else {
             out.push(format!(
                 "{} waits on the {pool} pool while {free} {} are free on {} nodes",
@@ -524,7 +597,7 @@ pub fn split_sentences(report: &LabReport) -> Vec<String> {
 /// The summary table: node, label, advertised resource and amount, pods placed.
 pub fn summary_table(report: &LabReport) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
-    t.load_preset(comfy_table::presets::UTF8_BORDERS_ONLY);
+    t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
     t.set_header(["NODE", "LABEL", "ADVERTISES", "PODS PLACED"]);
     for n in &report.plan.nodes {
         let placed: Vec<&str> = report
@@ -537,7 +610,11 @@ pub fn summary_table(report: &LabReport) -> comfy_table::Table {
             n.node.clone(),
             n.config.as_str().to_string(),
             format!("{}={}", n.resource, n.amount),
-            if placed.is_empty() { "-".into() } else { placed.join(", ") },
+            if placed.is_empty() {
+                "-".into()
+            } else {
+                placed.join(", ")
+            },
         ]);
     }
     t
@@ -553,14 +630,31 @@ mod tests {
         let nodes: Vec<(String, &str, String, u32)> = p
             .nodes
             .iter()
-            .map(|n| (n.node.clone(), n.config.as_str(), n.resource.clone(), n.amount))
+            .map(|n| {
+                (
+                    n.node.clone(),
+                    n.config.as_str(),
+                    n.resource.clone(),
+                    n.amount,
+                )
+            })
             .collect();
         assert_eq!(
             nodes,
             vec![
                 ("lab-node-0".into(), "container", "nvidia.com/gpu".into(), 4),
-                ("lab-node-1".into(), "vm-passthrough", "nvidia.com/GA102GL_A10".into(), 2),
-                ("lab-node-2".into(), "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q".into(), 4),
+                (
+                    "lab-node-1".into(),
+                    "vm-passthrough",
+                    "nvidia.com/GA102GL_A10".into(),
+                    2
+                ),
+                (
+                    "lab-node-2".into(),
+                    "vm-vgpu",
+                    "nvidia.com/NVIDIA_A10-12Q".into(),
+                    4
+                ),
             ]
         );
         let pods: Vec<(&str, &str, &str)> = p
@@ -572,7 +666,11 @@ mod tests {
             pods,
             vec![
                 ("job-container", "pod-container.yaml", "nvidia.com/gpu"),
-                ("vmi-passthrough", "pod-passthrough.yaml", "nvidia.com/GA102GL_A10"),
+                (
+                    "vmi-passthrough",
+                    "pod-passthrough.yaml",
+                    "nvidia.com/GA102GL_A10"
+                ),
                 ("vmi-vgpu", "pod-vgpu.yaml", "nvidia.com/NVIDIA_A10-12Q"),
                 ("job-cross", "pod-cross.yaml", "nvidia.com/gpu"),
             ]
@@ -588,9 +686,15 @@ mod tests {
     fn operands_file_lines() {
         let l = operands_lines();
         assert_eq!(l.len(), 5);
-        assert_eq!(l[0], "container=datacenter-driver,container-toolkit,device-plugin,dcgm-exporter");
+        assert_eq!(
+            l[0],
+            "container=datacenter-driver,container-toolkit,device-plugin,dcgm-exporter"
+        );
         assert_eq!(l[1], "vm-passthrough=vfio-manager,sandbox-device-plugin");
-        assert_eq!(l[2], "vm-vgpu=vgpu-manager,vgpu-device-manager,sandbox-device-plugin");
+        assert_eq!(
+            l[2],
+            "vm-vgpu=vgpu-manager,vgpu-device-manager,sandbox-device-plugin"
+        );
         assert_eq!(l[3], "NO_LABEL=container");
         assert_eq!(l[4], "ENABLE_FLAG=sandboxWorkloads.enabled");
     }
@@ -608,7 +712,11 @@ mod tests {
         let report = LabReport {
             pods: vec![
                 o("job-container", "nvidia.com/gpu", Some("lab-node-0")),
-                o("vmi-passthrough", "nvidia.com/GA102GL_A10", Some("lab-node-1")),
+                o(
+                    "vmi-passthrough",
+                    "nvidia.com/GA102GL_A10",
+                    Some("lab-node-1"),
+                ),
                 o("vmi-vgpu", "nvidia.com/NVIDIA_A10-12Q", Some("lab-node-2")),
                 o("job-cross", "nvidia.com/gpu", None),
             ],
@@ -618,7 +726,9 @@ mod tests {
         };
         assert_eq!(
             split_sentences(&report),
-            vec!["job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container nodes"]
+            vec![
+                "job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container nodes"
+            ]
         );
     }
 
