@@ -1,1 +1,3 @@
 //! analysis (see crate docs).
+pub mod explain;
+pub mod inventory;

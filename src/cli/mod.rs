@@ -13,6 +13,8 @@ use crate::error::{Error, ExitStatus};
 
 pub mod check;
 pub mod cluster;
+pub mod explain;
+pub mod inventory;
 pub mod lab;
 
 /// Top-level parser.
@@ -39,6 +41,10 @@ pub enum Command {
     Cluster(cluster::Args),
     /// Play the sandbox-workload lab's eight steps on a real scheduler and write the result files
     Lab(lab::Args),
+    /// Show the split GPU inventory: per pool and GPU resource name, capacity, allocated, free, pending
+    Inventory(inventory::Args),
+    /// Explain why a GPU pod or KubeVirt VMI waits: advertised names, constraints, one fix
+    Explain(explain::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// Shell to generate for
@@ -54,6 +60,8 @@ pub fn main() -> ExitCode {
         Command::Check(a) => check::run(a),
         Command::Cluster(a) => cluster::run(a),
         Command::Lab(a) => lab::run(a),
+        Command::Inventory(a) => inventory::run(a),
+        Command::Explain(a) => explain::run(a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             clap_complete::generate(*shell, &mut cmd, "gpuwl", &mut std::io::stdout());

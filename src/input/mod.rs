@@ -1,1 +1,2 @@
 //! input (see crate docs).
+pub mod pods;

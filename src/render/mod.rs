@@ -1,1 +1,3 @@
 //! render (see crate docs).
+pub mod explain;
+pub mod inventory;

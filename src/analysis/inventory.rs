@@ -1,0 +1,719 @@
+//! The split GPU inventory: per pool (workload config) × GPU resource name, the nodes,
+//! capacity, allocatable, allocated, free and pending units, the pending demand no node can
+//! serve, and physical-GPU equivalents where they can be derived.
+//!
+//! Rules and their sources:
+//! - pools: the value of [`LABEL_KEY`]; a node without it, or with a value that is not one
+//!   of the three, gets the operator's default [`DEFAULT_WORKLOAD`] (`container`) and is
+//!   marked as such (NVIDIA/gpu-operator `controllers/state_manager.go`,
+//!   `api/nvidia/v1/clusterpolicy_types.go`; `../shared/facts/gpu-operator.md` §1). Nodes
+//!   that neither carry the label nor list any GPU resource (control planes, CPU nodes)
+//!   are left out.
+//! - GPU resources: `nvidia.com/` names that [`classify`] puts in a GPU class.
+//! - capacity / allocatable: `status.capacity` / `status.allocatable` (allocatable falls
+//!   back to capacity when the node has no allocatable map). A resource listed with 0 is
+//!   NOT advertised: the kubelet keeps stale zeros after a device plugin leaves
+//!   (kubernetes/kubernetes `pkg/kubelet/nodestatus/setters.go`; facts §4). Such nodes are
+//!   counted as `staleNodes`, never in `nodes`.
+//! - allocated: the effective requests ([`crate::input::pods`]) of pods bound to a node of
+//!   the pool and not `Succeeded`/`Failed`. Allocatable is a count of healthy devices, not
+//!   of free ones (NVIDIA/k8s-device-plugin#452), so free = allocatable − allocated.
+//! - pending: the requests of unbound pods, in every pool that has a node the pod's
+//!   constraints allow ([`placement`]) and that advertises every GPU resource the pod
+//!   asks for (capacity ignored). A pod that fits several pools counts in each.
+//!   Demand that fits no pool is [`Unservable`], with the free units beside it.
+//! - physical-GPU equivalents ([`unit_fraction`]): passthrough 1 per unit; `nvidia.com/gpu`
+//!   1 per unit divided by the `nvidia.com/gpu.replicas` label of time-slicing (GFD); vGPU
+//!   the type's framebuffer over the GPU's memory (the `nvidia.com/gpu.memory` label in MiB
+//!   when present, else [`board_memory_gb`]); MIG and unknown types: `None` (`?`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::Client;
+use serde::Serialize;
+
+use crate::analysis::explain::{placement, suggest};
+use crate::error::{Error, Result};
+use crate::input::pods::PodInfo;
+use crate::model::node::{NodeInfo, ResourceField};
+use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::workload::{DEFAULT_WORKLOAD, LABEL_KEY, WorkloadConfig};
+
+/// How a node got its pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PoolOrigin {
+    /// The node carries a valid [`LABEL_KEY`] value.
+    Label,
+    /// No label: the operator's default workload applies.
+    DefaultNoLabel,
+    /// A label value that is not one of the three: the operator silently uses the default.
+    DefaultInvalidLabel,
+}
+
+/// A pool: the effective workload config and how nodes got it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Pool {
+    /// The workload the operator applies.
+    pub workload: WorkloadConfig,
+    /// Label, or the default (and why).
+    pub origin: PoolOrigin,
+}
+
+impl Pool {
+    /// The pool of `node`: its label value, else [`DEFAULT_WORKLOAD`] marked by origin.
+    pub fn of(node: &NodeInfo) -> Pool {
+        match node.label(LABEL_KEY) {
+            None => Pool {
+                workload: DEFAULT_WORKLOAD,
+                origin: PoolOrigin::DefaultNoLabel,
+            },
+            Some(v) => match v.parse::<WorkloadConfig>() {
+                Ok(w) => Pool {
+                    workload: w,
+                    origin: PoolOrigin::Label,
+                },
+                Err(_) => Pool {
+                    workload: DEFAULT_WORKLOAD,
+                    origin: PoolOrigin::DefaultInvalidLabel,
+                },
+            },
+        }
+    }
+
+    /// Display name: `container`, `container (default: no label)`,
+    /// `container (default: invalid label)`.
+    pub fn name(&self) -> String {
+        match self.origin {
+            PoolOrigin::Label => self.workload.as_str().to_owned(),
+            PoolOrigin::DefaultNoLabel => format!("{} (default: no label)", self.workload),
+            PoolOrigin::DefaultInvalidLabel => {
+                format!("{} (default: invalid label)", self.workload)
+            }
+        }
+    }
+}
+
+/// One node's share of a [`Row`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeUse {
+    /// Node name.
+    pub name: String,
+    /// `status.capacity` units.
+    pub capacity: i64,
+    /// `status.allocatable` units.
+    pub allocatable: i64,
+    /// Units requested by bound, non-terminal pods.
+    pub allocated: i64,
+    /// Physical GPUs per unit on this node (`None`: not derivable).
+    pub gpus_per_unit: Option<f64>,
+}
+
+/// One pool × GPU resource name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Row {
+    /// Pool display name ([`Pool::name`]).
+    pub pool: String,
+    /// Effective workload config.
+    pub workload: WorkloadConfig,
+    /// How the pool's nodes got it.
+    pub origin: PoolOrigin,
+    /// Full resource name; `None` for a labelled pool whose nodes advertise no GPU
+    /// resource at all.
+    pub resource: Option<String>,
+    /// The resource's class ([`classify`]).
+    pub class: Option<ResourceClass>,
+    /// Nodes of the pool advertising the resource (allocatable > 0).
+    pub nodes: usize,
+    /// Nodes of the pool that list the resource with allocatable 0 (stale keys).
+    pub stale_nodes: Vec<String>,
+    /// Sum of capacity, units.
+    pub capacity: i64,
+    /// Sum of allocatable, units.
+    pub allocatable: i64,
+    /// Sum of the effective requests of bound, non-terminal pods, units.
+    pub allocated: i64,
+    /// allocatable − allocated (negative when over-committed).
+    pub free: i64,
+    /// Requests of unbound pods that this pool could serve, units.
+    pub pending: i64,
+    /// The pending pods (`namespace/name`).
+    pub pending_pods: Vec<String>,
+    /// Physical-GPU equivalents of `capacity` (`None`: not derivable, shown `?`).
+    pub capacity_gpus: Option<f64>,
+    /// Physical-GPU equivalents of `free` (`None`: not derivable).
+    pub free_gpus: Option<f64>,
+    /// Per-node detail, by node name.
+    pub node_detail: Vec<NodeUse>,
+}
+
+/// Free units of one pool × resource, as shown beside unservable demand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Free {
+    /// Pool display name.
+    pub pool: String,
+    /// Resource name.
+    pub resource: String,
+    /// Free units.
+    pub free: i64,
+}
+
+/// Why pending demand fits no pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum UnservableCause {
+    /// No node advertises the name (> 0).
+    NotAdvertised,
+    /// Nodes advertise it, but the pod's nodeSelector / affinity / taints exclude them all.
+    Excluded,
+    /// Allowed nodes advertise it, but none advertises every GPU resource the pod asks for.
+    NotTogether,
+}
+
+/// Pending demand for one resource that no node can serve, whatever is freed.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unservable {
+    /// The pod (`namespace/name`).
+    pub pod: String,
+    /// The resource it asks for.
+    pub resource: String,
+    /// Units asked.
+    pub units: i64,
+    /// The cause.
+    pub cause: UnservableCause,
+    /// One-line reason, e.g. `nodes advertising it are excluded by nodeSelector ...`.
+    pub reason: String,
+    /// Close names that are advertised ("did you mean"), for [`UnservableCause::NotAdvertised`].
+    pub did_you_mean: Vec<String>,
+    /// Pools the pod's constraints allow (any resource).
+    pub allowed_pools: Vec<String>,
+    /// Free units of the SAME name in pools the pod cannot reach.
+    pub free_same_name: Vec<Free>,
+    /// Free units of OTHER GPU names in the pools the pod can reach.
+    pub free_other_names: Vec<Free>,
+    /// The pod's PodScheduled message, verbatim, when present.
+    pub scheduler_message: Option<String>,
+}
+
+/// The whole inventory.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Inventory {
+    /// Nodes read.
+    pub nodes_read: usize,
+    /// Nodes in a pool (labelled, or listing a GPU resource).
+    pub gpu_nodes: usize,
+    /// Pods read.
+    pub pods_read: usize,
+    /// Pods not bound and not terminal.
+    pub pending_pods: usize,
+    /// Rows, by pool (container, vm-passthrough, vm-vgpu, then the defaulted pools) and
+    /// resource name.
+    pub rows: Vec<Row>,
+    /// Pending demand no pool can serve.
+    pub unservable: Vec<Unservable>,
+    /// Remarks (pods bound to unknown nodes, invalid label values, ...).
+    pub notes: Vec<String>,
+}
+
+/// Per-vGPU-board memory in GB of ONE physical GPU, by the board name used in vGPU type
+/// names (`NVIDIA_A10-12Q` → `A10`). `A100` is the 40 GB board and `A100D` the 80 GB one
+/// (the `D` suffix of the 80 GB vGPU types).
+///
+/// Source: NVIDIA Virtual GPU Software User Guide, "Virtual GPU Types for Supported GPUs"
+/// (docs.nvidia.com/vgpu), where each board's largest time-sliced type is its whole
+/// framebuffer (e.g. `A10-24Q`, `T4-16Q`, `L40S-48Q`).
+pub fn board_memory_gb(board: &str) -> Option<f64> {
+    Some(match board {
+        "T4" | "A2" | "A16" | "V100" => 16.0,
+        "M10" | "M60" | "P4" => 8.0,
+        "A10" | "A30" | "L4" | "P40" | "RTX6000" => 24.0,
+        "A40" | "L40" | "L40S" | "L20" | "RTX8000" => 48.0,
+        "A100" => 40.0,
+        "A100D" | "H100" => 80.0,
+        _ => return None,
+    })
+}
+
+/// Parses a vGPU type suffix (`NVIDIA_A10-12Q`, `GRID_T4-2Q`, `NVIDIA_A100-1-5CME`) into
+/// (board, framebuffer GB); 0 GB means 512 MB. Grammar: NVIDIA/vgpu-device-manager
+/// `pkg/types/vgpu_type.go`.
+pub fn vgpu_framebuffer(short: &str) -> Option<(&str, f64)> {
+    let (head, rest) = short.split_once('-')?;
+    let board = head.rsplit('_').next()?;
+    let last = rest.rsplit('-').next()?;
+    let digits: String = last.chars().take_while(char::is_ascii_digit).collect();
+    let series = last[digits.len()..].chars().next()?;
+    if digits.is_empty() || !matches!(series, 'A' | 'B' | 'C' | 'Q') {
+        return None;
+    }
+    let gb: f64 = digits.parse().ok()?;
+    Some((board, if gb == 0.0 { 0.5 } else { gb }))
+}
+
+/// Physical GPUs per unit of `resource` on `node` (see module docs); `None` when it
+/// cannot be derived.
+pub fn unit_fraction(node: &NodeInfo, resource: &str) -> Option<f64> {
+    let short = resource.strip_prefix(NVIDIA_PREFIX)?;
+    match classify(resource) {
+        ResourceClass::PassthroughModel => Some(1.0),
+        ResourceClass::ContainerGpu => {
+            let replicas = node
+                .label("nvidia.com/gpu.replicas")
+                .and_then(|r| r.parse::<f64>().ok())
+                .filter(|r| *r >= 1.0);
+            match short {
+                "gpu" => Some(1.0 / replicas.unwrap_or(1.0)),
+                "gpu.shared" => replicas.map(|r| 1.0 / r),
+                _ => None,
+            }
+        }
+        ResourceClass::VgpuType => {
+            let (board, fb) = vgpu_framebuffer(short)?;
+            match node
+                .label("nvidia.com/gpu.memory")
+                .and_then(|m| m.parse::<f64>().ok())
+                .filter(|m| *m > 0.0)
+            {
+                Some(mib) => Some(fb * 1024.0 / mib),
+                None => Some(fb / board_memory_gb(board)?),
+            }
+        }
+        _ => None,
+    }
+}
+
+/// A node's GPU quantity in whole units.
+fn units(node: &NodeInfo, field: ResourceField, resource: &str) -> Result<Option<i64>> {
+    match node.quantity(field, resource) {
+        None => Ok(None),
+        Some(Ok(q)) => match q.to_i64() {
+            Some(n) if n >= 0 => Ok(Some(n)),
+            _ => Err(Error::Input(format!(
+                "node {}: {}[{resource:?}]: {:?} is not a whole number of units",
+                node.name,
+                field.path(),
+                node.raw(field, resource).unwrap_or("")
+            ))),
+        },
+        Some(Err(e)) => Err(Error::Input(format!(
+            "node {}: {}[{resource:?}]: {:?} is not a quantity ({e})",
+            node.name,
+            field.path(),
+            node.raw(field, resource).unwrap_or("")
+        ))),
+    }
+}
+
+/// (capacity, allocatable) of `resource` on `node`, in units; allocatable falls back to
+/// capacity when the node has no allocatable map.
+///
+/// Errors: [`Error::Input`] naming the node and field when a value is not a whole number.
+pub fn node_units(node: &NodeInfo, resource: &str) -> Result<(i64, i64)> {
+    let cap = units(node, ResourceField::Capacity, resource)?.unwrap_or(0);
+    let alloc = match node.allocatable {
+        Some(_) => units(node, ResourceField::Allocatable, resource)?.unwrap_or(0),
+        None => cap,
+    };
+    Ok((cap, alloc))
+}
+
+/// The GPU resource names `node` lists (any quantity, zeros included).
+pub fn gpu_resources(node: &NodeInfo) -> Vec<&str> {
+    node.resource_names()
+        .into_iter()
+        .filter(|r| classify(r).is_gpu())
+        .collect()
+}
+
+/// Builds the inventory from nodes and pods.
+///
+/// Errors: [`Error::Input`] (`node <name>: <field>: ...`) when a GPU quantity on a node
+/// is not a whole non-negative number.
+pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
+    let mut notes = Vec::new();
+    // node name → pool, for nodes in a pool
+    let mut pool_of: BTreeMap<&str, Pool> = BTreeMap::new();
+    let mut invalid_labels = BTreeSet::new();
+    // (pool, resource) → per-node (cap, alloc)
+    let mut cells: BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>> = BTreeMap::new();
+    // resource → advertised (> 0) on node, for fitting
+    let mut advertised: BTreeMap<&str, BTreeMap<String, i64>> = BTreeMap::new();
+    for n in nodes {
+        let gpus = gpu_resources(n);
+        if n.label(LABEL_KEY).is_none() && gpus.is_empty() {
+            continue;
+        }
+        let pool = Pool::of(n);
+        if pool.origin == PoolOrigin::DefaultInvalidLabel {
+            invalid_labels.insert(format!("{}={:?}", n.name, n.label(LABEL_KEY).unwrap_or("")));
+        }
+        pool_of.insert(&n.name, pool);
+        for r in &gpus {
+            let (cap, alloc) = node_units(n, r)?;
+            cells
+                .entry((pool, Some((*r).to_owned())))
+                .or_default()
+                .insert(
+                    n.name.clone(),
+                    NodeUse {
+                        name: n.name.clone(),
+                        capacity: cap,
+                        allocatable: alloc,
+                        allocated: 0,
+                        gpus_per_unit: unit_fraction(n, r),
+                    },
+                );
+            if alloc > 0 {
+                advertised
+                    .entry(&n.name)
+                    .or_default()
+                    .insert((*r).to_owned(), alloc);
+            }
+        }
+    }
+    if !invalid_labels.is_empty() {
+        notes.push(format!(
+            "label values that are not container/vm-passthrough/vm-vgpu (the operator silently uses {DEFAULT_WORKLOAD}): {}",
+            invalid_labels.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let node_by_name: BTreeMap<&str, &NodeInfo> =
+        nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+
+    // Allocated: bound, non-terminal pods.
+    let mut unknown_nodes = BTreeSet::new();
+    for p in pods.iter().filter(|p| !p.is_terminal()) {
+        let Some(node) = &p.node_name else { continue };
+        let Some(pool) = pool_of
+            .get(node.as_str())
+            .copied()
+            .or_else(|| node_by_name.get(node.as_str()).map(|n| Pool::of(n)))
+        else {
+            if gpu_requests(p).next().is_some() {
+                unknown_nodes.insert(format!("{} on {node}", p.key()));
+            }
+            continue;
+        };
+        for (r, n) in gpu_requests(p) {
+            let cell = cells.entry((pool, Some(r.to_owned()))).or_default();
+            let e = cell.entry(node.clone()).or_insert_with(|| NodeUse {
+                name: node.clone(),
+                capacity: 0,
+                allocatable: 0,
+                allocated: 0,
+                gpus_per_unit: node_by_name
+                    .get(node.as_str())
+                    .and_then(|nd| unit_fraction(nd, r)),
+            });
+            e.allocated += n;
+        }
+    }
+    // Free units per node and resource, for the "beside" lists.
+    let mut free_by_node: BTreeMap<(String, String), i64> = BTreeMap::new();
+    for ((_, r), per_node) in &cells {
+        if let Some(r) = r {
+            for u in per_node.values() {
+                free_by_node.insert((u.name.clone(), r.clone()), u.allocatable - u.allocated);
+            }
+        }
+    }
+
+    // Pending: unbound pods.
+    let mut pending_rows: BTreeMap<(Pool, String), (i64, Vec<String>)> = BTreeMap::new();
+    let mut unservable = Vec::new();
+    let mut pending_pods = 0;
+    for p in pods.iter().filter(|p| p.is_unbound()) {
+        pending_pods += 1;
+        let gpu_reqs: Vec<(&str, i64)> = gpu_requests(p).collect();
+        if gpu_reqs.is_empty() {
+            continue;
+        }
+        // Nodes the pod's constraints allow, and which of them advertise everything asked.
+        let allowed: Vec<&NodeInfo> = nodes
+            .iter()
+            .filter(|n| pool_of.contains_key(n.name.as_str()) && placement::allows(p, n))
+            .collect();
+        let fits = |n: &NodeInfo| {
+            gpu_reqs.iter().all(|(r, _)| {
+                advertised
+                    .get(n.name.as_str())
+                    .is_some_and(|m| m.contains_key(*r))
+            })
+        };
+        let fitting_pools: BTreeSet<Pool> = allowed
+            .iter()
+            .filter(|n| fits(n))
+            .map(|n| pool_of[n.name.as_str()])
+            .collect();
+        for (r, units) in &gpu_reqs {
+            if fitting_pools.is_empty() {
+                unservable.push(unservable_entry(
+                    p,
+                    r,
+                    *units,
+                    &Ctx {
+                        nodes,
+                        allowed: &allowed,
+                        pool_of: &pool_of,
+                        advertised: &advertised,
+                        free_by_node: &free_by_node,
+                    },
+                ));
+                continue;
+            }
+            for pool in &fitting_pools {
+                let e = pending_rows.entry((*pool, (*r).to_owned())).or_default();
+                e.0 += units;
+                e.1.push(p.key());
+            }
+        }
+    }
+    if !unknown_nodes.is_empty() {
+        notes.push(format!(
+            "pods bound to nodes not in the node list (not counted): {}",
+            unknown_nodes.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+
+    // Labelled pools without any GPU resource still get a row.
+    for (name, pool) in &pool_of {
+        if !cells.keys().any(|(p, r)| p == pool && r.is_some()) {
+            cells.entry((*pool, None)).or_default().insert(
+                (*name).to_owned(),
+                NodeUse {
+                    name: (*name).to_owned(),
+                    capacity: 0,
+                    allocatable: 0,
+                    allocated: 0,
+                    gpus_per_unit: None,
+                },
+            );
+        }
+    }
+    for (pool, r) in pending_rows.keys() {
+        cells.entry((*pool, Some(r.clone()))).or_default();
+    }
+
+    let mut rows: Vec<Row> = cells
+        .into_iter()
+        .map(|((pool, resource), per_node)| {
+            let detail: Vec<NodeUse> = per_node.into_values().collect();
+            let sum = |f: fn(&NodeUse) -> i64| detail.iter().map(f).sum::<i64>();
+            let (capacity, allocatable, allocated) = (
+                sum(|u| u.capacity),
+                sum(|u| u.allocatable),
+                sum(|u| u.allocated),
+            );
+            let eq = |f: fn(&NodeUse) -> i64| -> Option<f64> {
+                resource.as_ref()?;
+                detail
+                    .iter()
+                    .map(|u| u.gpus_per_unit.map(|g| g * f(u) as f64))
+                    .sum::<Option<f64>>()
+            };
+            let (pending, pending_pods) = resource
+                .as_ref()
+                .and_then(|r| pending_rows.get(&(pool, r.clone())).cloned())
+                .unwrap_or_default();
+            Row {
+                pool: pool.name(),
+                workload: pool.workload,
+                origin: pool.origin,
+                class: resource.as_deref().map(classify),
+                nodes: detail.iter().filter(|u| u.allocatable > 0).count(),
+                stale_nodes: if resource.is_some() {
+                    detail
+                        .iter()
+                        .filter(|u| u.allocatable == 0 && u.allocated == 0)
+                        .map(|u| u.name.clone())
+                        .collect()
+                } else {
+                    Vec::new()
+                },
+                capacity,
+                allocatable,
+                allocated,
+                free: allocatable - allocated,
+                pending,
+                pending_pods,
+                capacity_gpus: eq(|u| u.capacity),
+                free_gpus: eq(|u| u.allocatable - u.allocated),
+                node_detail: detail,
+                resource,
+            }
+        })
+        .collect();
+    rows.sort_by(|a, b| {
+        (a.origin, a.workload, &a.resource).cmp(&(b.origin, b.workload, &b.resource))
+    });
+    Ok(Inventory {
+        nodes_read: nodes.len(),
+        gpu_nodes: pool_of.len(),
+        pods_read: pods.len(),
+        pending_pods,
+        rows,
+        unservable,
+        notes,
+    })
+}
+
+/// The GPU-class entries of a pod's effective requests.
+fn gpu_requests(p: &PodInfo) -> impl Iterator<Item = (&str, i64)> {
+    p.requests
+        .iter()
+        .filter(|(r, _)| classify(r).is_gpu())
+        .map(|(r, n)| (r.as_str(), *n))
+}
+
+/// What [`unservable_entry`] looks at.
+struct Ctx<'a> {
+    nodes: &'a [NodeInfo],
+    allowed: &'a [&'a NodeInfo],
+    pool_of: &'a BTreeMap<&'a str, Pool>,
+    advertised: &'a BTreeMap<&'a str, BTreeMap<String, i64>>,
+    free_by_node: &'a BTreeMap<(String, String), i64>,
+}
+
+fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservable {
+    let Ctx {
+        nodes,
+        allowed,
+        pool_of,
+        advertised,
+        free_by_node,
+    } = *cx;
+    let advertisers: Vec<&NodeInfo> = nodes
+        .iter()
+        .filter(|n| {
+            advertised
+                .get(n.name.as_str())
+                .is_some_and(|m| m.contains_key(r))
+        })
+        .collect();
+    let allowed_names: BTreeSet<&str> = allowed.iter().map(|n| n.name.as_str()).collect();
+    let allowed_pools: BTreeSet<Pool> = allowed.iter().map(|n| pool_of[n.name.as_str()]).collect();
+    let (cause, reason, did_you_mean) = if advertisers.is_empty() {
+        let names: BTreeSet<&str> = advertised
+            .values()
+            .flat_map(|m| m.keys().map(String::as_str))
+            .collect();
+        let dym: Vec<String> = suggest::did_you_mean(r, names)
+            .into_iter()
+            .map(|s| s.name)
+            .collect();
+        let mut reason = format!("no node advertises {r}");
+        if let Some(first) = dym.first() {
+            reason.push_str(&format!(" (did you mean {first}?)"));
+        }
+        (UnservableCause::NotAdvertised, reason, dym)
+    } else if advertisers
+        .iter()
+        .all(|n| !allowed_names.contains(n.name.as_str()))
+    {
+        let mut why = BTreeSet::new();
+        for n in &advertisers {
+            for ex in placement::exclusions(p, n) {
+                why.insert(ex.constraint());
+            }
+        }
+        let pools: BTreeSet<String> = advertisers
+            .iter()
+            .map(|n| pool_of[n.name.as_str()].name())
+            .collect();
+        (
+            UnservableCause::Excluded,
+            format!(
+                "{r} is advertised only in pool {} and {} excludes those nodes",
+                pools.into_iter().collect::<Vec<_>>().join(", "),
+                why.into_iter().collect::<Vec<_>>().join(" and ")
+            ),
+            Vec::new(),
+        )
+    } else {
+        (
+            UnservableCause::NotTogether,
+            format!(
+                "no allowed node advertises {} together",
+                p.requests
+                    .keys()
+                    .filter(|k| classify(k).is_gpu())
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+            Vec::new(),
+        )
+    };
+    // Free units: same name where the pod cannot go; other names where it can.
+    let mut same: BTreeMap<Pool, i64> = BTreeMap::new();
+    let mut other: BTreeMap<(Pool, String), i64> = BTreeMap::new();
+    for n in nodes {
+        let Some(pool) = pool_of.get(n.name.as_str()) else {
+            continue;
+        };
+        let Some(m) = advertised.get(n.name.as_str()) else {
+            continue;
+        };
+        for res in m.keys() {
+            let free = free_by_node
+                .get(&(n.name.clone(), res.clone()))
+                .copied()
+                .unwrap_or(0)
+                .max(0);
+            if res == r && !allowed_names.contains(n.name.as_str()) {
+                *same.entry(*pool).or_default() += free;
+            } else if res != r && allowed_names.contains(n.name.as_str()) {
+                *other.entry((*pool, res.clone())).or_default() += free;
+            }
+        }
+    }
+    Unservable {
+        pod: p.key(),
+        resource: r.to_owned(),
+        units,
+        cause,
+        reason,
+        did_you_mean,
+        allowed_pools: allowed_pools.iter().map(Pool::name).collect(),
+        free_same_name: same
+            .into_iter()
+            .map(|(pool, free)| Free {
+                pool: pool.name(),
+                resource: r.to_owned(),
+                free,
+            })
+            .collect(),
+        free_other_names: other
+            .into_iter()
+            .map(|((pool, resource), free)| Free {
+                pool: pool.name(),
+                resource,
+                free,
+            })
+            .collect(),
+        scheduler_message: p.pod_scheduled().and_then(|c| c.message.clone()),
+    }
+}
+
+impl Inventory {
+    /// The row of `pool` (display name) × `resource`.
+    pub fn row(&self, pool: &str, resource: &str) -> Option<&Row> {
+        self.rows
+            .iter()
+            .find(|r| r.pool == pool && r.resource.as_deref() == Some(resource))
+    }
+}
+
+/// Builds the inventory of a live cluster: all nodes, all pods (paginated lists).
+///
+/// Errors: [`Error::Runtime`] when the API cannot be reached; [`Error::Input`] when a
+/// node's GPU quantity is not a whole number.
+pub async fn from_cluster(client: &Client) -> Result<Inventory> {
+    let nodes = crate::input::live::list_nodes(client).await?;
+    let pods = crate::input::pods::list_pods(client).await?;
+    build(&nodes, &pods)
+}

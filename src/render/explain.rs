@@ -1,0 +1,151 @@
+//! Rendering an [`Explanation`]: text (one screen), JSON or YAML.
+
+use std::fmt::Write as _;
+
+use crate::analysis::explain::Explanation;
+use crate::render::Format;
+
+/// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).
+pub fn render(e: &Explanation, format: Format) -> String {
+    match format {
+        Format::Text => text(e),
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(e)
+                .unwrap_or_else(|err| format!("{{\"error\":{:?}}}", err.to_string()));
+            s.push('\n');
+            s
+        }
+        Format::Yaml => {
+            serde_saphyr::to_string(e).unwrap_or_else(|err| format!("error: {err:?}\n"))
+        }
+    }
+}
+
+fn text(e: &Explanation) -> String {
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "{} {}: {}, {}",
+        e.kind,
+        e.pod,
+        e.phase.as_deref().unwrap_or("phase unknown"),
+        match &e.node {
+            Some(n) => format!("bound to {n}"),
+            None => "not bound to a node".into(),
+        }
+    );
+    match &e.scheduler {
+        Some(c) => {
+            let _ = writeln!(
+                o,
+                "Scheduler (PodScheduled={}{}): {}",
+                c.status,
+                c.reason
+                    .as_deref()
+                    .map(|r| format!(", {r}"))
+                    .unwrap_or_default(),
+                c.message
+                    .as_deref()
+                    .map(|m| format!("\"{m}\""))
+                    .unwrap_or_else(|| "no message".into())
+            );
+        }
+        None => {
+            let _ = writeln!(o, "Scheduler: no PodScheduled condition");
+        }
+    }
+    let _ = writeln!(o, "\nRequests:");
+    if e.requests.is_empty() {
+        let _ = writeln!(o, "  no extended resources");
+    }
+    for r in &e.requests {
+        let _ = writeln!(
+            o,
+            "  {} × {} ({}){}",
+            r.resource,
+            r.units,
+            r.class.describe(),
+            if r.field.is_empty() {
+                String::new()
+            } else {
+                format!(" from {}", r.field)
+            }
+        );
+        if !e.nodes_known {
+            continue;
+        }
+        if r.advertisers.is_empty() {
+            let _ = writeln!(o, "    advertised by no node (of {})", e.nodes_total);
+        } else {
+            let _ = writeln!(o, "    advertised by {} node(s):", r.advertisers.len());
+            for a in &r.advertisers {
+                let usage = match (a.allocated, a.free) {
+                    (Some(al), Some(f)) => {
+                        format!("{} allocatable, {al} allocated, {f} free", a.allocatable)
+                    }
+                    _ => format!("{} allocatable, allocations unknown", a.allocatable),
+                };
+                let reach = if a.allowed {
+                    "allowed".to_string()
+                } else {
+                    format!("excluded: {}", a.excluded_by.join("; "))
+                };
+                let _ = writeln!(o, "      {} [pool {}]: {usage} — {reach}", a.node, a.pool);
+            }
+        }
+        if !r.stale_nodes.is_empty() {
+            let _ = writeln!(
+                o,
+                "    stale 0 on {} (a key the kubelet keeps after the device plugin left; not advertised)",
+                r.stale_nodes.join(", ")
+            );
+        }
+        for s in &r.did_you_mean {
+            let _ = writeln!(o, "    did you mean {}? ({})", s.name, s.why());
+        }
+        for n in &r.notes {
+            let _ = writeln!(o, "    note: {n}");
+        }
+    }
+    if e.nodes_known {
+        let _ = writeln!(o, "\nConstraints ({} nodes):", e.nodes_total);
+        if e.constraints.is_empty() {
+            let _ = writeln!(
+                o,
+                "  none (no nodeSelector, no required affinity, no taints)"
+            );
+        }
+        for c in &e.constraints {
+            let _ = writeln!(
+                o,
+                "  {} {} → allows {}",
+                c.kind,
+                c.description,
+                list(&c.allows)
+            );
+        }
+        let _ = writeln!(o, "  all constraints → {}", list(&e.allowed_nodes));
+        let _ = writeln!(
+            o,
+            "  ∩ advertise every requested resource → {}",
+            list(&e.candidates)
+        );
+        if e.allocations_known {
+            let _ = writeln!(o, "  ∩ enough free units → {}", list(&e.fitting));
+        }
+    }
+    let _ = writeln!(o, "\nCause: {}", e.cause);
+    let _ = writeln!(o, "Fix: {}", e.fix);
+    for n in &e.notes {
+        let _ = writeln!(o, "note: {n}");
+    }
+    o
+}
+
+fn list(v: &[String]) -> String {
+    if v.is_empty() {
+        "no node".into()
+    } else {
+        format!("{} ({})", v.len(), v.join(", "))
+    }
+}

@@ -1,0 +1,248 @@
+//! Rendering an [`Inventory`]: a table (with proportional bars on a terminal), JSON, YAML
+//! or CSV.
+
+use std::fmt::Write as _;
+
+use comfy_table::{CellAlignment, ContentArrangement, Table};
+
+use crate::analysis::inventory::{Inventory, Row, UnservableCause};
+
+/// Output format of `gpuwl inventory` (`-o text|json|yaml|csv`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Output {
+    /// A table, the unservable demand, and notes.
+    #[default]
+    Text,
+    /// Pretty JSON of the whole [`Inventory`] (camelCase keys).
+    Json,
+    /// YAML of the same document.
+    Yaml,
+    /// One CSV line per row, then one per unservable demand (pool `(unservable)`).
+    Csv,
+}
+
+/// Text options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct TextOptions {
+    /// Add the USE column: a bar per row, its length proportional to the row's allocatable
+    /// (the largest row gets [`BAR_WIDTH`]), `█` allocated, `░` free.
+    pub bars: bool,
+    /// Let comfy-table fit the table to the terminal width.
+    pub terminal: bool,
+}
+
+/// Width, in characters, of the longest bar.
+pub const BAR_WIDTH: usize = 20;
+
+/// Renders `inv` in `format` (`opts` applies to text).
+pub fn render(inv: &Inventory, format: Output, opts: TextOptions) -> String {
+    match format {
+        Output::Text => text(inv, opts),
+        Output::Json => {
+            let mut s = serde_json::to_string_pretty(inv)
+                .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
+            s.push('\n');
+            s
+        }
+        Output::Yaml => serde_saphyr::to_string(inv).unwrap_or_else(|e| format!("error: {e:?}\n")),
+        Output::Csv => csv(inv),
+    }
+}
+
+/// A number of physical GPUs: `2`, `0.5`, `1.33`, or `?` when not derivable.
+pub fn gpus(v: Option<f64>) -> String {
+    match v {
+        None => "?".into(),
+        Some(g) if (g - g.round()).abs() < 1e-9 => format!("{}", g.round() as i64),
+        Some(g) => {
+            let s = format!("{g:.2}");
+            s.trim_end_matches('0').trim_end_matches('.').to_owned()
+        }
+    }
+}
+
+/// The proportional bar of `row` given the largest allocatable of the table.
+pub fn bar(row: &Row, max_allocatable: i64) -> String {
+    if row.allocatable <= 0 || max_allocatable <= 0 {
+        return String::new();
+    }
+    let len = ((row.allocatable as f64 / max_allocatable as f64) * BAR_WIDTH as f64)
+        .round()
+        .max(1.0) as usize;
+    let used = ((row.allocated.clamp(0, row.allocatable) as f64 / row.allocatable as f64)
+        * len as f64)
+        .round() as usize;
+    format!("{}{}", "█".repeat(used), "░".repeat(len - used))
+}
+
+fn text(inv: &Inventory, opts: TextOptions) -> String {
+    let mut out = String::new();
+    if inv.rows.is_empty() {
+        let _ = writeln!(
+            out,
+            "No GPU nodes: none of the {} nodes carries the workload label or lists a GPU resource.",
+            inv.nodes_read
+        );
+    } else {
+        let mut t = Table::new();
+        t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
+        t.set_content_arrangement(if opts.terminal {
+            ContentArrangement::Dynamic
+        } else {
+            ContentArrangement::Disabled
+        });
+        let mut header = vec![
+            "POOL",
+            "RESOURCE",
+            "NODES",
+            "CAPACITY",
+            "ALLOCATABLE",
+            "ALLOCATED",
+            "FREE",
+            "PENDING",
+            "GPUS",
+        ];
+        if opts.bars {
+            header.push("USE");
+        }
+        t.set_header(header);
+        let max = inv.rows.iter().map(|r| r.allocatable).max().unwrap_or(0);
+        for r in &inv.rows {
+            let nodes = if r.stale_nodes.is_empty() {
+                r.nodes.to_string()
+            } else {
+                format!("{} (+{} stale 0)", r.nodes, r.stale_nodes.len())
+            };
+            let mut cells = vec![
+                r.pool.clone(),
+                r.resource
+                    .clone()
+                    .unwrap_or_else(|| "(no GPU resource)".into()),
+                nodes,
+                r.capacity.to_string(),
+                r.allocatable.to_string(),
+                r.allocated.to_string(),
+                r.free.to_string(),
+                r.pending.to_string(),
+                gpus(r.capacity_gpus),
+            ];
+            if opts.bars {
+                cells.push(bar(r, max));
+            }
+            t.add_row(cells);
+        }
+        for unserv in &inv.unservable {
+            let mut cells = vec![
+                "(no pool can serve)".to_string(),
+                unserv.resource.clone(),
+                "0".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                "-".into(),
+                unserv.units.to_string(),
+                "-".into(),
+            ];
+            if opts.bars {
+                cells.push(String::new());
+            }
+            t.add_row(cells);
+        }
+        for i in 2..9 {
+            if let Some(c) = t.column_mut(i) {
+                c.set_cell_alignment(CellAlignment::Right);
+            }
+        }
+        let _ = writeln!(out, "{t}");
+        let _ = writeln!(
+            out,
+            "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: unbound pods this pool could serve."
+        );
+    }
+    if !inv.unservable.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nPending demand no node can serve, whatever is freed (the split):"
+        );
+        for u in &inv.unservable {
+            let _ = writeln!(
+                out,
+                "  {} wants {} × {}: {}",
+                u.pod, u.units, u.resource, u.reason
+            );
+            let mut beside = Vec::new();
+            for f in u.free_same_name.iter().filter(|f| f.free > 0) {
+                beside.push(format!(
+                    "{} free {} in pool {} (out of the pod's reach)",
+                    f.free, f.resource, f.pool
+                ));
+            }
+            for f in u.free_other_names.iter().filter(|f| f.free > 0) {
+                beside.push(format!(
+                    "{} free {} in pool {} (reachable, but another name)",
+                    f.free, f.resource, f.pool
+                ));
+            }
+            if !beside.is_empty() {
+                let _ = writeln!(out, "    beside: {}", beside.join("; "));
+            }
+            if u.cause == UnservableCause::NotAdvertised && !u.did_you_mean.is_empty() {
+                let _ = writeln!(out, "    did you mean: {}", u.did_you_mean.join(", "));
+            }
+            if let Some(m) = &u.scheduler_message {
+                let _ = writeln!(out, "    scheduler: {m}");
+            }
+        }
+    }
+    for n in &inv.notes {
+        let _ = writeln!(out, "\nnote: {n}");
+    }
+    out
+}
+
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_owned()
+    }
+}
+
+fn csv(inv: &Inventory) -> String {
+    let mut out = String::from(
+        "pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,pending,capacity_gpus,free_gpus\n",
+    );
+    let opt = |v: Option<f64>| v.map(|g| gpus(Some(g))).unwrap_or_default();
+    for r in &inv.rows {
+        let fields = [
+            r.pool.clone(),
+            serde_json::to_value(r.origin)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_owned))
+                .unwrap_or_default(),
+            r.resource.clone().unwrap_or_default(),
+            r.class.map(|c| c.code().to_owned()).unwrap_or_default(),
+            r.nodes.to_string(),
+            r.stale_nodes.len().to_string(),
+            r.capacity.to_string(),
+            r.allocatable.to_string(),
+            r.allocated.to_string(),
+            r.free.to_string(),
+            r.pending.to_string(),
+            opt(r.capacity_gpus),
+            opt(r.free_gpus),
+        ];
+        let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+        let _ = writeln!(out, "{}", line.join(","));
+    }
+    for u in &inv.unservable {
+        let _ = writeln!(
+            out,
+            "(unservable),,{},{},0,0,,,,,{},,",
+            csv_field(&u.resource),
+            crate::model::resource::classify(&u.resource).code(),
+            u.units
+        );
+    }
+    out
+}
