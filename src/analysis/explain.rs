@@ -468,7 +468,7 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
             && key == LABEL_KEY
         {
             cause = format!(
-                "the nodeSelector {key}={want} confines the pod to pool {want}{}, whose nodes advertise {} — not {}; {} exists only in pool {pool_list} ({}; {free_txt}). Different names are different resources: the {pool_list} pool cannot lend to {want}",
+                "the nodeSelector {key}={want} confines the pod to pool {want}{}, whose nodes advertise {} — not {}; {} exists only in pool {pool_list} ({}; {free_txt}). Different names are different resources: the {pool_list} pool cannot lend to {want}.",
                 if allowed_pools.is_empty() {
                     " (no node has it)".to_string()
                 } else {

@@ -192,7 +192,8 @@ pub struct Unservable {
     pub allowed_pools: Vec<String>,
     /// Free units of the SAME name in pools the pod cannot reach.
     pub free_same_name: Vec<Free>,
-    /// Free units of OTHER GPU names in the pools the pod can reach.
+    /// Free units of OTHER GPU names on the nodes the pod can reach: all names when a
+    /// nodeSelector or required affinity confines the pod, else names of the same class.
     pub free_other_names: Vec<Free>,
     /// The pod's PodScheduled message, verbatim, when present.
     pub scheduler_message: Option<String>,
@@ -648,7 +649,10 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
             Vec::new(),
         )
     };
-    // Free units: same name where the pod cannot go; other names where it can.
+    // Free units: same name where the pod cannot go; other names where it can (all of
+    // them when a selector or affinity confines the pod, else those of the same class).
+    let confined = !p.node_selector.is_empty() || p.required_affinity.is_some();
+    let class = classify(r);
     let mut same: BTreeMap<Pool, i64> = BTreeMap::new();
     let mut other: BTreeMap<(Pool, String), i64> = BTreeMap::new();
     for n in nodes {
@@ -666,7 +670,10 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
                 .max(0);
             if res == r && !allowed_names.contains(n.name.as_str()) {
                 *same.entry(*pool).or_default() += free;
-            } else if res != r && allowed_names.contains(n.name.as_str()) {
+            } else if res != r
+                && allowed_names.contains(n.name.as_str())
+                && (confined || classify(res) == class)
+            {
                 *other.entry((*pool, res.clone())).or_default() += free;
             }
         }

@@ -1,0 +1,238 @@
+//! `gpuwl explain` on realistic dumps (tests/data/inventory): the lab's job-cross, a VMI
+//! with `GRID_T4_2Q`, a VM with `TU104GL_Tesla_T4`, a taint, an Insufficient pod, a bound
+//! pod, and bad input.
+
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+use serde_json::Value;
+
+const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
+
+fn gpuwl(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn explain_json(args: &[&str]) -> Value {
+    let mut a = vec!["explain"];
+    a.extend(args);
+    a.extend(["-o", "json"]);
+    let (rc, out, err) = gpuwl(&a);
+    assert_eq!(rc, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn lab(f: &str) -> String {
+    format!("{D}/lab/{f}")
+}
+fn mixed(f: &str) -> String {
+    format!("{D}/mixed/{f}")
+}
+
+#[test]
+fn job_cross_names_the_selector_and_the_container_pool() {
+    let (nodes, pods) = (lab("nodes.json"), lab("pods.json"));
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "pod",
+        "gpu-vm/job-cross",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.starts_with("Pod gpu-vm/job-cross: Pending, not bound to a node\n"),
+        "{out}"
+    );
+    assert!(out.contains("Scheduler (PodScheduled=False, Unschedulable): \"0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.\""), "{out}");
+    assert!(out.contains("lab-node-0 [pool container]: 4 allocatable, 1 allocated, 3 free — excluded: nodeSelector nvidia.com/gpu.workload.config=vm-passthrough (node has nvidia.com/gpu.workload.config=container)"), "{out}");
+    assert!(
+        out.contains(
+            "nodeSelector nvidia.com/gpu.workload.config=vm-passthrough → allows 1 (lab-node-1)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("Cause: the nodeSelector nvidia.com/gpu.workload.config=vm-passthrough confines the pod to pool vm-passthrough, whose nodes advertise nvidia.com/GA102GL_A10 — not nvidia.com/gpu; nvidia.com/gpu exists only in pool container (lab-node-0; 3 free)."), "{out}");
+    assert!(out.contains("Fix: change the nodeSelector nvidia.com/gpu.workload.config=vm-passthrough to nvidia.com/gpu.workload.config=container (or remove it): pool container has 3 free nvidia.com/gpu"), "{out}");
+
+    let doc = explain_json(&[
+        "pod",
+        "gpu-vm/job-cross",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(doc["pod"], "gpu-vm/job-cross");
+    assert_eq!(doc["allowedNodes"], serde_json::json!(["lab-node-1"]));
+    assert_eq!(doc["candidates"], serde_json::json!([]));
+    let r = &doc["requests"][0];
+    assert_eq!(r["resource"], "nvidia.com/gpu");
+    assert_eq!(r["units"], 1);
+    assert_eq!(r["advertisers"][0]["node"], "lab-node-0");
+    assert_eq!(r["advertisers"][0]["free"], 3);
+    assert_eq!(r["advertisers"][0]["allowed"], false);
+    assert_eq!(doc["scheduler"]["reason"], "Unschedulable");
+}
+
+#[test]
+fn manifest_without_pods_knows_no_allocations() {
+    let doc = explain_json(&[
+        "--pod",
+        &lab("pod-cross.yaml"),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(doc["allocationsKnown"], false);
+    assert_eq!(doc["scheduler"], Value::Null);
+    assert_eq!(doc["requests"][0]["advertisers"][0]["free"], Value::Null);
+    assert!(
+        doc["cause"]
+            .as_str()
+            .unwrap()
+            .contains("(lab-node-0; 4 allocatable)"),
+        "{}",
+        doc["cause"]
+    );
+}
+
+#[test]
+fn vmi_with_dash_underscore_slip() {
+    let (rc, out, _) = gpuwl(&[
+        "explain",
+        "--pod",
+        &mixed("vmi-grid-typo.yaml"),
+        "--nodes",
+        &mixed("nodes.json"),
+        "--pods",
+        &mixed("pods.json"),
+    ]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.starts_with("VirtualMachineInstance vms/vdi-7:"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "nvidia.com/GRID_T4_2Q × 1 (vGPU type) from spec.domain.devices.gpus[0].deviceName"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("did you mean nvidia.com/GRID_T4-2Q? (differs in - vs _)"),
+        "{out}"
+    );
+    assert!(out.contains("Fix: request nvidia.com/GRID_T4-2Q instead of nvidia.com/GRID_T4_2Q in spec.domain.devices.gpus[0].deviceName"), "{out}");
+    assert!(out.contains("permittedHostDevices"), "{out}");
+}
+
+#[test]
+fn vm_with_mixed_case_model() {
+    let doc = explain_json(&[
+        "--pod",
+        &mixed("vm-tesla-mixedcase.yaml"),
+        "--nodes",
+        &mixed("nodes.json"),
+    ]);
+    assert_eq!(doc["kind"], "VirtualMachine");
+    let r = &doc["requests"][0];
+    assert_eq!(r["resource"], "nvidia.com/TU104GL_Tesla_T4");
+    assert_eq!(r["didYouMean"][0]["name"], "nvidia.com/TU104GL_TESLA_T4");
+    assert_eq!(r["didYouMean"][0]["closeness"], "case");
+    assert!(
+        r["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("upper-cases device names since v1.1.1")
+    );
+    assert_eq!(
+        doc["fix"],
+        "request nvidia.com/TU104GL_TESLA_T4 instead of nvidia.com/TU104GL_Tesla_T4 in spec.template.spec.domain.devices.gpus[0].deviceName"
+    );
+}
+
+#[test]
+fn taint_insufficient_stale_and_bound() {
+    let (nodes, pods) = (mixed("nodes.json"), mixed("pods.json"));
+    let doc = explain_json(&[
+        "pod",
+        "vms/virt-launcher-vdi-notol",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(
+        doc["fix"],
+        "add the toleration {key: nvidia.com/vgpu, operator: Equal, value: true, effect: NoSchedule}"
+    );
+    let doc = explain_json(&["pod", "ml/queue-2gpu", "--nodes", &nodes, "--pods", &pods]);
+    assert_eq!(doc["candidates"], serde_json::json!(["dgx-a"]));
+    assert_eq!(doc["fitting"], serde_json::json!([]));
+    assert!(doc["cause"].as_str().unwrap().starts_with("Insufficient: the candidates dgx-a advertise the names but have too few free units: nvidia.com/gpu (2 asked, 1 free on the candidates)"), "{}", doc["cause"]);
+    // A pod asking for nvidia.com/gpu sees the stale 0 on the relabelled passthrough node.
+    assert_eq!(
+        doc["requests"][0]["staleNodes"],
+        serde_json::json!(["pt-t4"])
+    );
+    let doc = explain_json(&[
+        "pod",
+        "gpu-vm/job-container",
+        "--nodes",
+        &lab("nodes.json"),
+        "--pods",
+        &lab("pods.json"),
+    ]);
+    assert_eq!(doc["node"], "lab-node-0");
+    assert_eq!(doc["fix"], "nothing to fix: it was scheduled");
+}
+
+#[test]
+fn bad_usage_and_input_exit_2() {
+    for (args, want) in [
+        (
+            vec!["explain", "--nodes", &lab("nodes.json") as &str],
+            "give --pod FILE",
+        ),
+        (
+            vec![
+                "explain",
+                "pod",
+                "gpu-vm/nope",
+                "--pods",
+                &lab("pods.json"),
+                "--nodes",
+                &lab("nodes.json"),
+            ],
+            "no pod gpu-vm/nope",
+        ),
+        (
+            vec!["explain", "--pod", &lab("pods.json")],
+            "4 objects: name one",
+        ),
+        (
+            vec!["explain", "--pod", &format!("{D}/bad/pod-wrong-kind.yaml")],
+            "kind \"Service\" is not a Pod",
+        ),
+        (
+            vec!["explain", "node", "x", "--pod", &lab("pod-cross.yaml")],
+            "expected `pod NAMESPACE/NAME`",
+        ),
+    ] {
+        let (rc, out, err) = gpuwl(&args);
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
