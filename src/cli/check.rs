@@ -1,12 +1,71 @@
-//! `gpuwl check`: arguments and entry point (placeholder until its issue lands).
+//! `gpuwl check`: arguments and entry point.
 
+use std::path::PathBuf;
+
+use crate::analysis::check::{Checker, Options};
 use crate::error::{Error, ExitStatus, Result};
+use crate::input;
+use crate::render::{self, Format};
 
 /// Arguments of `gpuwl check`.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(after_help = "\
+Examples:
+  gpuwl check nodes.json                 # a `kubectl get nodes -o json` dump
+  kubectl get nodes -o yaml | gpuwl check -
+  gpuwl check                            # the live cluster (current kubeconfig context)
+  gpuwl check --context prod -o json     # findings with codes and severities
+  gpuwl check nodes.json --ignore-resource 'mellanox_*'
 
-/// Runs `gpuwl check`.
-pub fn run(_args: &Args) -> Result<ExitStatus> {
-    Err(Error::Runtime("check: not implemented yet".into()))
+Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
+else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.")]
+pub struct Args {
+    /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
+    /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
+    pub file: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, conflicts_with = "file")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for the live cluster (default: the current context).
+    #[arg(long, conflicts_with = "file")]
+    pub context: Option<String>,
+    /// Treat matching `nvidia.com/` resources as non-GPU and ignore them (repeatable).
+    /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
+    /// `nvidia.com/`. Network Operator names (rdma_shared_device*, hostdev*, sriov*) are
+    /// always ignored.
+    #[arg(long = "ignore-resource", value_name = "GLOB")]
+    pub ignore_resource: Vec<String>,
+}
+
+/// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
+///
+/// Errors: [`Error::Input`] for bad input (nothing is printed on stdout);
+/// [`Error::Runtime`] when the cluster cannot be reached or stdout fails (a closed pipe
+/// is not a failure).
+pub fn run(args: &Args) -> Result<ExitStatus> {
+    let mut checker = Checker::new(&Options {
+        ignore_resources: args.ignore_resource.clone(),
+    });
+    match &args.file {
+        Some(path) => {
+            input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
+        }
+        None => {
+            let rt = crate::cli::runtime()?;
+            rt.block_on(async {
+                let client =
+                    input::live::client(args.kubeconfig.as_deref(), args.context.as_deref())
+                        .await?;
+                input::live::for_each_node(&client, |n| checker.add(&n)).await
+            })?;
+        }
+    }
+    let report = checker.finish();
+    let text = render::check::render(&report, args.output);
+    render::write_stdout(text.as_bytes())
+        .map_err(|e| Error::Runtime(format!("writing the report: {e}")))?;
+    Ok(report.exit_status())
 }

@@ -1,3 +1,30 @@
-//! render (see crate docs).
+//! Output: the seed's text contract, JSON and YAML.
+
+use std::io::{self, Write};
+
+pub mod check;
 pub mod explain;
 pub mod inventory;
+
+/// Output format of commands that report (`-o text|json|yaml`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Format {
+    /// Plain lines (for `check`: `MISMATCH=...` or `OK=<n>`).
+    #[default]
+    Text,
+    /// Pretty JSON.
+    Json,
+    /// YAML.
+    Yaml,
+}
+
+/// Writes `bytes` to stdout; a closed pipe (`gpuwl check | head -0`) is not an error.
+///
+/// Errors: other I/O errors.
+pub fn write_stdout(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    match out.write_all(bytes).and_then(|_| out.flush()) {
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}

@@ -1,0 +1,533 @@
+//! Reading nodes from a dump: `kubectl get nodes -o json` (kind `List`), a raw API
+//! `NodeList`, a single `Node`, or the same in YAML; from a file or stdin (`-`).
+//!
+//! The format is detected by content: the first non-blank byte `{` means JSON (a UTF-8
+//! byte-order mark is skipped), anything else YAML. JSON is read with a streaming serde
+//! visitor: each element of `items` is reduced to a [`NodeInfo`] (name, labels, taints,
+//! capacity, allocatable; everything else is skipped without being stored) and handed to
+//! the caller before the next one is read, so memory stays flat for any dump size. YAML
+//! goes through serde-saphyr's streaming deserializer with the same visitor (and its
+//! default budgets against hostile documents).
+//!
+//! Errors are [`Error::Input`] with one line: `<file>: [items[<i>]: ]<what>`.
+
+use std::cell::Cell;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::fs::File;
+use std::io::{self, BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+
+use crate::error::{Error, Result};
+use crate::model::node::{NodeInfo, Taint};
+
+/// Where a dump is read from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// Standard input (the CLI's `-`).
+    Stdin,
+    /// A file.
+    Path(PathBuf),
+}
+
+impl Source {
+    /// `-` → [`Source::Stdin`], anything else a path.
+    pub fn from_arg(arg: &Path) -> Source {
+        if arg.as_os_str() == "-" {
+            Source::Stdin
+        } else {
+            Source::Path(arg.to_path_buf())
+        }
+    }
+}
+
+impl fmt::Display for Source {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Source::Stdin => f.write_str("<stdin>"),
+            Source::Path(p) => write!(f, "{}", p.display()),
+        }
+    }
+}
+
+/// Reads every node of `source` into memory. Prefer [`for_each_node`] for large dumps.
+///
+/// Errors: as [`for_each_node`].
+pub fn read_nodes(source: &Source) -> Result<Vec<NodeInfo>> {
+    let mut v = Vec::new();
+    for_each_node(source, |n| v.push(n))?;
+    Ok(v)
+}
+
+/// Streams the nodes of `source` to `on_node`, in document order, and returns how many
+/// there were.
+///
+/// Errors ([`Error::Input`], one line naming the source): unreadable path, empty input,
+/// invalid JSON/YAML, a `kind` other than `Node`, `NodeList` or `List`, a list item that
+/// is not a Node, a node without `metadata.name`, a label or quantity that is not a
+/// scalar. `on_node` may already have been called for earlier nodes when an error is
+/// returned: callers must not emit results before this returns `Ok`.
+pub fn for_each_node(source: &Source, on_node: impl FnMut(NodeInfo)) -> Result<usize> {
+    let reader: Box<dyn Read> = match source {
+        Source::Stdin => Box::new(io::stdin().lock()),
+        Source::Path(p) => Box::new(
+            File::open(p)
+                .map_err(|e| Error::Input(format!("{}: cannot read: {e}", p.display())))?,
+        ),
+    };
+    read_from(reader, &source.to_string(), on_node)
+}
+
+/// Streams the nodes of any reader; `name` is used in error messages. See
+/// [`for_each_node`].
+pub fn read_from(
+    reader: impl Read,
+    name: &str,
+    mut on_node: impl FnMut(NodeInfo),
+) -> Result<usize> {
+    let mut r = BufReader::with_capacity(64 * 1024, reader);
+    let err = |msg: String| Error::Input(format!("{name}: {}", one_line(&msg)));
+    // Detect the format from the first non-blank byte.
+    let first = loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err(format!("cannot read: {e}"))),
+        };
+        if buf.is_empty() {
+            return Err(err("empty input: expected a Node, NodeList or List".into()));
+        }
+        let buf = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
+        match buf.iter().position(|c| !c.is_ascii_whitespace()) {
+            Some(i) => break buf[i],
+            None => {
+                let n = r.buffer().len();
+                r.consume(n);
+            }
+        }
+    };
+    let ctx = Ctx::default();
+    let mut count = 0usize;
+    let mut cb = |n: NodeInfo| {
+        count += 1;
+        on_node(n)
+    };
+    let res: std::result::Result<(), String> = if first == b'{' || first == b'[' {
+        if r.buffer().starts_with(b"\xef\xbb\xbf") {
+            r.consume(3);
+        }
+        let mut de = serde_json::Deserializer::from_reader(r);
+        (|| {
+            Top {
+                ctx: &ctx,
+                on_node: &mut cb,
+            }
+            .deserialize(&mut de)?;
+            de.end()
+        })()
+        .map_err(|e| match e.classify() {
+            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                format!("invalid JSON: {e}")
+            }
+            _ => e.to_string(),
+        })
+    } else {
+        let mut opts = serde_saphyr::Options::default();
+        opts.with_snippet = false;
+        serde_saphyr::with_deserializer_from_reader_with_options(r, opts, |de| {
+            Top {
+                ctx: &ctx,
+                on_node: &mut cb,
+            }
+            .deserialize(de)
+        })
+        .map_err(|e| e.to_string())
+    };
+    match res {
+        Ok(()) => Ok(count),
+        Err(msg) => Err(err(match ctx.item.get() {
+            Some(i) => format!("items[{i}]: {msg}"),
+            None => msg,
+        })),
+    }
+}
+
+/// Collapses a possibly multi-line message into one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// Shared parse context: the list item being read (for error messages).
+#[derive(Default)]
+struct Ctx {
+    item: Cell<Option<usize>>,
+}
+
+/// A scalar kept as text: strings verbatim, numbers and booleans as their decimal text.
+struct Scalar(String);
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Scalar, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a string or number")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Scalar, E> {
+                Ok(Scalar(v.to_owned()))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Scalar, E> {
+                Ok(Scalar(v))
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Scalar, E> {
+                Ok(Scalar(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+fn scalar_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<BTreeMap<String, String>>, D::Error> {
+    let m: Option<BTreeMap<String, Scalar>> = Option::deserialize(d)?;
+    Ok(m.map(|m| m.into_iter().map(|(k, v)| (k, v.0)).collect()))
+}
+
+fn null_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
+    d: D,
+) -> std::result::Result<Vec<T>, D::Error> {
+    Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct MetaSlim {
+    name: Option<String>,
+    #[serde(deserialize_with = "scalar_map")]
+    labels: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct TaintSlim {
+    key: Option<String>,
+    value: Option<String>,
+    effect: Option<String>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct SpecSlim {
+    #[serde(deserialize_with = "null_vec")]
+    taints: Vec<TaintSlim>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct StatusSlim {
+    #[serde(deserialize_with = "scalar_map")]
+    capacity: Option<BTreeMap<String, String>>,
+    #[serde(deserialize_with = "scalar_map")]
+    allocatable: Option<BTreeMap<String, String>>,
+}
+
+/// The parts of an object that may be a Node, collected in any key order.
+#[derive(Default)]
+struct Parts {
+    kind: Option<String>,
+    metadata: Option<MetaSlim>,
+    spec: Option<SpecSlim>,
+    status: Option<StatusSlim>,
+}
+
+impl Parts {
+    fn into_node<E: de::Error>(self) -> std::result::Result<NodeInfo, E> {
+        let meta = self.metadata.unwrap_or_default();
+        let name = match meta.name {
+            Some(n) if !n.is_empty() => n,
+            _ => return Err(E::custom("node without metadata.name")),
+        };
+        let status = self.status.unwrap_or_default();
+        Ok(NodeInfo {
+            name,
+            labels: meta.labels.unwrap_or_default(),
+            taints: self
+                .spec
+                .unwrap_or_default()
+                .taints
+                .into_iter()
+                .map(|t| Taint {
+                    key: t.key.unwrap_or_default(),
+                    value: t.value,
+                    effect: t.effect.unwrap_or_default(),
+                })
+                .collect(),
+            capacity: status.capacity.unwrap_or_default(),
+            allocatable: status.allocatable,
+        })
+    }
+
+    /// Handles one key of a (possibly) Node object; returns false for keys it ignores.
+    fn take<'de, A: MapAccess<'de>>(
+        &mut self,
+        key: &str,
+        map: &mut A,
+    ) -> std::result::Result<bool, A::Error> {
+        match key {
+            "kind" => self.kind = map.next_value::<Option<String>>()?,
+            "metadata" => self.metadata = map.next_value::<Option<MetaSlim>>()?,
+            "spec" => self.spec = map.next_value::<Option<SpecSlim>>()?,
+            "status" => self.status = map.next_value::<Option<StatusSlim>>()?,
+            _ => return Ok(false),
+        }
+        Ok(true)
+    }
+}
+
+/// The top-level object: a Node, or a NodeList/List whose `items` are streamed.
+struct Top<'a, F> {
+    ctx: &'a Ctx,
+    on_node: &'a mut F,
+}
+
+impl<'de, F: FnMut(NodeInfo)> DeserializeSeed<'de> for Top<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Top<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Node, NodeList or List object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
+        let mut parts = Parts::default();
+        let mut saw_items = false;
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                saw_items = true;
+                map.next_value_seed(Items {
+                    ctx: self.ctx,
+                    on_node: &mut *self.on_node,
+                })?;
+                self.ctx.item.set(None);
+            } else if !parts.take(&key, &mut map)? {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        match parts.kind.as_deref() {
+            Some("Node") if !saw_items => {
+                let node = parts.into_node()?;
+                (self.on_node)(node);
+                Ok(())
+            }
+            Some("NodeList") | Some("List") => Ok(()),
+            Some(k) => Err(de::Error::custom(format!(
+                "kind {k:?} is not Node, NodeList or List"
+            ))),
+            None if saw_items => Err(de::Error::custom(
+                "list without kind: expected kind NodeList or List",
+            )),
+            None => Err(de::Error::custom(
+                "no kind field: expected a Node, NodeList or List",
+            )),
+        }
+    }
+}
+
+/// The `items` array, streamed element by element.
+struct Items<'a, F> {
+    ctx: &'a Ctx,
+    on_node: &'a mut F,
+}
+
+impl<'de, F: FnMut(NodeInfo)> DeserializeSeed<'de> for Items<'_, F> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Items<'_, F> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an array of Nodes")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            self.ctx.item.set(Some(i));
+            match seq.next_element_seed(ItemSeed)? {
+                Some(node) => (self.on_node)(node),
+                None => break,
+            }
+            i += 1;
+        }
+        self.ctx.item.set(None);
+        Ok(())
+    }
+}
+
+/// One list item, which must be a Node (`kind` absent, as in a raw NodeList, or `Node`).
+struct ItemSeed;
+
+impl<'de> DeserializeSeed<'de> for ItemSeed {
+    type Value = NodeInfo;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<NodeInfo, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ItemSeed {
+    type Value = NodeInfo;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a Node object")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<NodeInfo, A::Error> {
+        let mut parts = Parts::default();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "kind" {
+                let kind = map.next_value::<Option<String>>()?;
+                if let Some(k) = kind.as_deref().filter(|k| *k != "Node") {
+                    return Err(de::Error::custom(format!("kind {k:?} is not a Node")));
+                }
+                parts.kind = kind;
+            } else if !parts.take(&key, &mut map)? {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        parts.into_node()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn read(s: &str) -> Result<Vec<NodeInfo>> {
+        let mut v = Vec::new();
+        read_from(s.as_bytes(), "t", |n| v.push(n))?;
+        Ok(v)
+    }
+
+    #[test]
+    fn json_list_any_key_order() {
+        let s = r#"{"items":[{"status":{"allocatable":{"nvidia.com/gpu":"4"},"capacity":{"nvidia.com/gpu":4}},
+            "metadata":{"name":"a","labels":{"x":"y","n":1,"b":true},"annotations":{"big":"..."}},
+            "spec":{"taints":[{"key":"k","effect":"NoSchedule"}]},"kind":"Node"}],
+            "kind":"List","apiVersion":"v1","metadata":{"resourceVersion":""}}"#;
+        let v = read(s).unwrap();
+        assert_eq!(v.len(), 1);
+        assert_eq!(v[0].name, "a");
+        assert_eq!(v[0].labels["n"], "1");
+        assert_eq!(v[0].labels["b"], "true");
+        assert_eq!(v[0].capacity["nvidia.com/gpu"], "4");
+        assert_eq!(v[0].allocatable.as_ref().unwrap()["nvidia.com/gpu"], "4");
+        assert_eq!(v[0].taints[0].key, "k");
+        assert_eq!(v[0].taints[0].value, None);
+    }
+
+    #[test]
+    fn single_node_json_and_yaml() {
+        let j = read(r#"{"kind":"Node","metadata":{"name":"n1"}}"#).unwrap();
+        assert_eq!(j[0].name, "n1");
+        assert_eq!(j[0].allocatable, None);
+        let y = read("kind: Node\nmetadata:\n  name: n2\n  labels:\n    a: b\nstatus:\n  capacity:\n    nvidia.com/gpu: 2\n").unwrap();
+        assert_eq!(y[0].name, "n2");
+        assert_eq!(y[0].capacity["nvidia.com/gpu"], "2");
+        let yl = read("apiVersion: v1\nkind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n- metadata: {name: b}\n").unwrap();
+        assert_eq!(
+            yl.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
+            ["a", "b"]
+        );
+    }
+
+    #[test]
+    fn raw_nodelist_items_without_kind() {
+        let v = read(r#"{"kind":"NodeList","items":[{"metadata":{"name":"a"}}]}"#).unwrap();
+        assert_eq!(v[0].name, "a");
+        assert!(
+            read(r#"{"kind":"NodeList","items":null}"#)
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_one_line_errors() {
+        for (s, want) in [
+            ("", "empty input"),
+            ("  \n\t ", "empty input"),
+            ("{ this is not json", "t: "),
+            (
+                r#"{"kind":"PodList","items":[{"kind":"Pod","metadata":{"name":"p"}}]}"#,
+                "items[0]: kind \"Pod\" is not a Node",
+            ),
+            (
+                r#"{"kind":"PodList","items":[]}"#,
+                "kind \"PodList\" is not Node",
+            ),
+            (r#"{"kind":"Pod","metadata":{"name":"p"}}"#, "kind \"Pod\""),
+            (r#"{"metadata":{"name":"p"}}"#, "no kind"),
+            (
+                r#"{"kind":"List","items":[{"kind":"Node","metadata":{}}]}"#,
+                "items[0]: node without metadata.name",
+            ),
+            (
+                r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"a"},"status":{"capacity":{"x":{}}}}]}"#,
+                "items[0]:",
+            ),
+            (r#"[1,2]"#, "t: "),
+            (
+                "{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}} trailing",
+                "t: ",
+            ),
+            ("- a\n- b\n", "t: "),
+            ("just a string", "t: "),
+            ("a: [unclosed\n", "t: "),
+        ] {
+            let e = read(s).unwrap_err();
+            let m = e.to_string();
+            assert!(matches!(e, Error::Input(_)), "{s}");
+            assert!(m.starts_with("t: "), "{m}");
+            assert!(m.contains(want), "{s:?} → {m}");
+            assert!(!m.contains('\n'), "{m}");
+        }
+    }
+
+    #[test]
+    fn bom_is_skipped() {
+        let v = read("\u{feff}{\"kind\":\"Node\",\"metadata\":{\"name\":\"a\"}}").unwrap();
+        assert_eq!(v[0].name, "a");
+    }
+}

@@ -1,0 +1,111 @@
+//! Reading nodes from the live cluster with kube-rs.
+
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+
+use crate::error::{Error, Result};
+use crate::model::node::{NodeInfo, Taint};
+
+/// Page size of the paginated node list (`limit`; `continue` tokens follow).
+pub const PAGE_SIZE: u32 = 500;
+
+/// A client from a kubeconfig: `kubeconfig` (else `$KUBECONFIG` / `~/.kube/config`, else
+/// the in-cluster service account, as kube-rs infers), with `context` (else the
+/// kubeconfig's current context).
+///
+/// Errors: [`Error::Input`] when the given kubeconfig file cannot be read or parsed, or
+/// the context does not exist; [`Error::Runtime`] when no configuration can be inferred or
+/// the client cannot be built.
+pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client> {
+    let opts = KubeConfigOptions {
+        context: context.map(str::to_owned),
+        ..Default::default()
+    };
+    let config = match (kubeconfig, context) {
+        (Some(path), _) => {
+            let kc = Kubeconfig::read_from(path)
+                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            Config::from_custom_kubeconfig(kc, &opts)
+                .await
+                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?
+        }
+        (None, Some(_)) => Config::from_kubeconfig(&opts)
+            .await
+            .map_err(|e| Error::Input(format!("kubeconfig: {e}")))?,
+        (None, None) => Config::infer()
+            .await
+            .map_err(|e| Error::Runtime(format!("no cluster configuration: {e}")))?,
+    };
+    Client::try_from(config).map_err(|e| Error::Runtime(format!("cannot build a client: {e}")))
+}
+
+/// Reduces an API Node to a [`NodeInfo`] (quantities keep their API text).
+pub fn node_info(node: &Node) -> NodeInfo {
+    let quantities = |m: &std::collections::BTreeMap<
+        String,
+        k8s_openapi::apimachinery::pkg::api::resource::Quantity,
+    >| { m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect() };
+    let status = node.status.as_ref();
+    NodeInfo {
+        name: node.metadata.name.clone().unwrap_or_default(),
+        labels: node.metadata.labels.clone().unwrap_or_default(),
+        taints: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.taints.as_ref())
+            .map(|ts| {
+                ts.iter()
+                    .map(|t| Taint {
+                        key: t.key.clone(),
+                        value: t.value.clone(),
+                        effect: t.effect.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        capacity: status
+            .and_then(|s| s.capacity.as_ref())
+            .map(quantities)
+            .unwrap_or_default(),
+        allocatable: status.and_then(|s| s.allocatable.as_ref()).map(quantities),
+    }
+}
+
+/// Lists all nodes page by page ([`PAGE_SIZE`] per request, following `continue`) and hands
+/// each to `on_node`; returns how many there were.
+///
+/// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
+pub async fn for_each_node(client: &Client, mut on_node: impl FnMut(NodeInfo)) -> Result<usize> {
+    let api: Api<Node> = Api::all(client.clone());
+    let mut token: Option<String> = None;
+    let mut count = 0;
+    loop {
+        let mut lp = ListParams::default().limit(PAGE_SIZE);
+        if let Some(t) = &token {
+            lp = lp.continue_token(t);
+        }
+        let page = api
+            .list(&lp)
+            .await
+            .map_err(|e| Error::Runtime(format!("listing nodes: {e}")))?;
+        for n in &page.items {
+            on_node(node_info(n));
+            count += 1;
+        }
+        match page.metadata.continue_ {
+            Some(t) if !t.is_empty() => token = Some(t),
+            _ => return Ok(count),
+        }
+    }
+}
+
+/// All nodes of the cluster (see [`for_each_node`]).
+pub async fn list_nodes(client: &Client) -> Result<Vec<NodeInfo>> {
+    let mut v = Vec::new();
+    for_each_node(client, |n| v.push(n)).await?;
+    Ok(v)
+}

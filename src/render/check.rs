@@ -1,0 +1,84 @@
+//! Rendering a [`Report`] of `gpuwl check`.
+
+use serde::Serialize;
+
+use crate::analysis::check::{NodeReport, Report, Severity};
+use crate::render::Format;
+
+/// The structured document of `-o json|yaml`.
+///
+/// Shape: `{ ok, exitCode, lines: [text lines], summary: { nodes, labelled, mismatched,
+/// errors, warnings, infos }, nodes: [NodeReport] }` with `NodeReport` = `{ name, label,
+/// effectiveWorkload, verdict: ok|mismatch|not-judged, reason?, resources: [{ name, class,
+/// capacity?, allocatable?, advertised }], findings: [{ code, severity, resource?,
+/// message }] }`. Codes are stable (see [`crate::analysis::check::Code`]).
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Document<'a> {
+    /// True when no node mismatches.
+    pub ok: bool,
+    /// The exit code gpuwl returns (0 or 1).
+    pub exit_code: u8,
+    /// The text output's lines.
+    pub lines: Vec<String>,
+    /// Counts.
+    pub summary: Summary,
+    /// Per-node reports (labelled nodes and unlabelled nodes with findings), by name.
+    pub nodes: &'a [NodeReport],
+}
+
+/// Counts of a [`Document`].
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    /// Nodes read.
+    pub nodes: usize,
+    /// Nodes carrying the label.
+    pub labelled: usize,
+    /// Mismatching nodes.
+    pub mismatched: usize,
+    /// Error findings.
+    pub errors: usize,
+    /// Warning findings.
+    pub warnings: usize,
+    /// Info findings.
+    pub infos: usize,
+}
+
+/// The structured view of `report`.
+pub fn document(report: &Report) -> Document<'_> {
+    Document {
+        ok: report.mismatches().next().is_none(),
+        exit_code: report.exit_status() as u8,
+        lines: report.text_lines(),
+        summary: Summary {
+            nodes: report.nodes_seen,
+            labelled: report.labelled,
+            mismatched: report.mismatches().count(),
+            errors: report.count(Severity::Error),
+            warnings: report.count(Severity::Warning),
+            infos: report.count(Severity::Info),
+        },
+        nodes: &report.nodes,
+    }
+}
+
+/// Renders `report` in `format`; text is exactly the seed contract (one line each,
+/// newline-terminated).
+pub fn render(report: &Report, format: Format) -> String {
+    match format {
+        Format::Text => {
+            let mut s = report.text_lines().join("\n");
+            s.push('\n');
+            s
+        }
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(&document(report))
+                .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
+            s.push('\n');
+            s
+        }
+        Format::Yaml => {
+            serde_saphyr::to_string(&document(report)).unwrap_or_else(|e| format!("error: {e:?}\n"))
+        }
+    }
+}
