@@ -87,7 +87,7 @@ pub fn ldflags() -> String {
     ));
     f.push(format!("-X sigs.k8s.io/kwok/pkg/consts.KubeVersion={k}"));
     f.push(format!(
-        "-X go.etcd.io/etcd/api/v3/version.GitSHA=gpuwl-{}",
+        "-X go.etcd.io/etcd/api/v3/version.GitSHA=go-module-{}",
         ETCD_VERSION
     ));
     f.join(" ")
@@ -137,10 +137,27 @@ pub fn bin_dir() -> PathBuf {
     cache_root().join(cache_key()).join("bin")
 }
 
-/// True when every binary is present in [`bin_dir`].
+/// kwok's default Stages (node initialize + heartbeat with lease, pod ready/complete/
+/// delete), copied at build time from the pinned kwok module into `bin/`. kwokctl puts
+/// the same stages into the kwok config it writes; kwok refuses to start without them.
+pub const KWOK_STAGES_FILE: &str = "kwok-stages.yaml";
+
+/// Stage files inside the kwok module, in the order kwokctl uses them.
+const KWOK_STAGES: [&str; 5] = [
+    "kustomize/stage/node/fast/node-initialize.yaml",
+    "kustomize/stage/node/heartbeat-with-lease/node-heartbeat-with-lease.yaml",
+    "kustomize/stage/pod/fast/pod-ready.yaml",
+    "kustomize/stage/pod/fast/pod-complete.yaml",
+    "kustomize/stage/pod/fast/pod-delete.yaml",
+];
+
+/// True when every binary and the kwok stages file are present in [`bin_dir`].
 pub fn is_built() -> bool {
-    let dir = bin_dir();
-    BINARIES.iter().all(|b| dir.join(b).is_file())
+    complete(&bin_dir())
+}
+
+fn complete(dir: &Path) -> bool {
+    BINARIES.iter().all(|b| dir.join(b).is_file()) && dir.join(KWOK_STAGES_FILE).is_file()
 }
 
 /// Returns the directory with the five binaries, building them first when missing.
@@ -152,15 +169,21 @@ pub fn is_built() -> bool {
 /// the compile failed (the message names the build log), or the cache is not writable.
 pub fn ensure_built(progress: bool) -> Result<PathBuf> {
     let dir = bin_dir();
-    if BINARIES.iter().all(|b| dir.join(b).is_file()) {
+    if complete(&dir) {
         return Ok(dir);
     }
     if std::env::var_os("GPUWL_CONTROLPLANE_BIN").is_some_and(|v| !v.is_empty()) {
         return Err(Error::Runtime(format!(
-            "GPUWL_CONTROLPLANE_BIN={} lacks one of {}",
+            "GPUWL_CONTROLPLANE_BIN={} lacks one of {}, {KWOK_STAGES_FILE}",
             dir.display(),
             BINARIES.join(", ")
         )));
+    }
+    if BINARIES.iter().all(|b| dir.join(b).is_file()) {
+        // Binaries from an older gpuwl without the stages file: add it.
+        let src = write_sources()?;
+        write_kwok_stages(&src, &dir)?;
+        return Ok(dir);
     }
     build(progress)?;
     Ok(dir)
@@ -179,6 +202,20 @@ fn last_line(text: &str) -> String {
         .to_string()
 }
 
+/// Writes the embedded module into `<cache>/<key>/src` and returns that directory.
+fn write_sources() -> Result<PathBuf> {
+    let src = cache_root().join(cache_key()).join("src");
+    for (rel, text) in SOURCES {
+        let p = src.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| rt(format!("cannot create {}: {e}", parent.display())))?;
+        }
+        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    }
+    Ok(src)
+}
+
 fn build(progress: bool) -> Result<()> {
     let go_version = Command::new("go")
         .arg("version")
@@ -193,15 +230,7 @@ fn build(progress: bool) -> Result<()> {
         )));
     }
     let key_dir = cache_root().join(cache_key());
-    let src = key_dir.join("src");
-    for (rel, text) in SOURCES {
-        let p = src.join(rel);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| rt(format!("cannot create {}: {e}", parent.display())))?;
-        }
-        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
-    }
+    let src = write_sources()?;
     let log_path = key_dir.join("build.log");
     let mut log = std::fs::File::create(&log_path)
         .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
@@ -321,6 +350,7 @@ fn build(progress: bool) -> Result<()> {
                 .unwrap_or("go build exited with an error")
         )));
     }
+    write_kwok_stages(&src, &partial)?;
     let versions = format!(
         "kubernetes {KUBERNETES_VERSION}\netcd {ETCD_VERSION}\nkwok {KWOK_VERSION}\n{}\n",
         String::from_utf8_lossy(&go_version.stdout).trim()
@@ -330,7 +360,7 @@ fn build(progress: bool) -> Result<()> {
     if let Err(e) = std::fs::rename(&partial, &bin) {
         let _ = std::fs::remove_dir_all(&partial);
         // Another build finished first: its result is as good as ours.
-        if !BINARIES.iter().all(|b| bin.join(b).is_file()) {
+        if !complete(&bin) {
             return Err(rt(format!(
                 "cannot move binaries to {}: {e}",
                 bin.display()
@@ -345,6 +375,34 @@ fn build(progress: bool) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Writes [`KWOK_STAGES_FILE`] into `out` from the pinned kwok module (downloaded).
+fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
+    let o = Command::new("go")
+        .args(["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"])
+        .current_dir(src)
+        .env("GOWORK", "off")
+        .output()
+        .map_err(|e| rt(format!("cannot run go: {e}")))?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    if !o.status.success() || dir.as_os_str().is_empty() {
+        return Err(rt(format!(
+            "cannot locate the kwok module: {}",
+            last_line(&String::from_utf8_lossy(&o.stderr))
+        )));
+    }
+    let mut docs = Vec::new();
+    for rel in KWOK_STAGES {
+        let p = dir.join(rel);
+        docs.push(
+            std::fs::read_to_string(&p)
+                .map_err(|e| rt(format!("cannot read {}: {e}", p.display())))?,
+        );
+    }
+    let p = out.join(KWOK_STAGES_FILE);
+    std::fs::write(&p, docs.join("\n---\n"))
+        .map_err(|e| rt(format!("cannot write {}: {e}", p.display())))
 }
 
 /// Path of one binary inside `dir`.

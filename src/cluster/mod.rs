@@ -339,6 +339,10 @@ const KWOK_CONFIG: &str = "apiVersion: config.kwok.x-k8s.io/v1alpha1
 kind: KwokConfiguration
 options:
   manageAllNodes: true
+  podPlayStageParallelism: 4
+  nodePlayStageParallelism: 4
+  nodeLeaseParallelism: 4
+  podsOnNodeSyncParallelism: 1
 ";
 
 fn s(p: &Path) -> String {
@@ -379,7 +383,14 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
         "kubeconfig",
         &kubeconfig_text(name, &info.server_url(), &pki_dir),
     )?;
-    write("kwok.yaml", KWOK_CONFIG)?;
+    let stages_path = bin.join(build::KWOK_STAGES_FILE);
+    let stages = std::fs::read_to_string(&stages_path).map_err(|e| {
+        rt(format!(
+            "cannot read {} ({e}); rebuild with `gpuwl cluster build`",
+            stages_path.display()
+        ))
+    })?;
+    write("kwok.yaml", &format!("{KWOK_CONFIG}---\n{stages}"))?;
     let pk = |f: &str| s(&pki_dir.join(f));
 
     step(&format!("starting etcd on 127.0.0.1:{}", info.etcd_port));
@@ -421,7 +432,7 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
             format!("--tls-cert-file={}", pk("apiserver.crt")),
             format!("--tls-private-key-file={}", pk("apiserver.key")),
             format!("--client-ca-file={}", pk("ca.crt")),
-            format!("--service-account-key-file={}", pk("sa.key")),
+            format!("--service-account-key-file={}", pk("sa.pub")),
             format!("--service-account-signing-key-file={}", pk("sa.key")),
             "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
             "--service-cluster-ip-range=10.96.0.0/16".into(),

@@ -5,7 +5,7 @@
 //! - `apiserver.crt`, `apiserver.key`: serving cert for 127.0.0.1 / localhost;
 //! - `admin.crt`, `admin.key`: client cert `CN=gpuwl-admin, O=system:masters`, used by the
 //!   kubeconfig, kube-scheduler and kwok;
-//! - `sa.key`: service-account token signing key.
+//! - `sa.key`, `sa.pub`: service-account token signing key and its public half.
 
 use std::path::Path;
 
@@ -104,5 +104,6 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     w("admin.crt", &admin_cert.pem())?;
     write_private(&dir.join("admin.key"), &admin_key.serialize_pem())?;
     write_private(&dir.join("sa.key"), &sa_key.serialize_pem())?;
+    w("sa.pub", &sa_key.public_key_pem())?;
     Ok(())
 }
