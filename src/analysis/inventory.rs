@@ -724,3 +724,67 @@ pub async fn from_cluster(client: &Client) -> Result<Inventory> {
     let pods = crate::input::pods::list_pods(client).await?;
     build(&nodes, &pods)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(labels: &[(&str, &str)]) -> NodeInfo {
+        let mut n = NodeInfo::named("n");
+        for (k, v) in labels {
+            n.labels.insert((*k).into(), (*v).into());
+        }
+        n
+    }
+
+    #[test]
+    fn vgpu_types_parse() {
+        assert_eq!(vgpu_framebuffer("NVIDIA_A10-12Q"), Some(("A10", 12.0)));
+        assert_eq!(vgpu_framebuffer("GRID_T4-2Q"), Some(("T4", 2.0)));
+        assert_eq!(vgpu_framebuffer("NVIDIA_A100-1-5CME"), Some(("A100", 5.0)));
+        assert_eq!(vgpu_framebuffer("NVIDIA_A10-0B"), Some(("A10", 0.5)));
+        assert_eq!(vgpu_framebuffer("GRID_T4_2Q"), None);
+        assert_eq!(vgpu_framebuffer("GA102GL_A10"), None);
+    }
+
+    #[test]
+    fn physical_equivalents() {
+        let plain = node(&[]);
+        assert_eq!(unit_fraction(&plain, "nvidia.com/GA102GL_A10"), Some(1.0));
+        assert_eq!(unit_fraction(&plain, "nvidia.com/26b5"), Some(1.0));
+        assert_eq!(unit_fraction(&plain, "nvidia.com/gpu"), Some(1.0));
+        assert_eq!(unit_fraction(&plain, "nvidia.com/gpu.shared"), None);
+        assert_eq!(unit_fraction(&plain, "nvidia.com/mig-1g.10gb"), None);
+        assert_eq!(
+            unit_fraction(&plain, "nvidia.com/NVIDIA_A10-12Q"),
+            Some(0.5)
+        );
+        assert_eq!(unit_fraction(&plain, "nvidia.com/NVIDIA_XYZ-4Q"), None);
+        let ts = node(&[("nvidia.com/gpu.replicas", "4")]);
+        assert_eq!(unit_fraction(&ts, "nvidia.com/gpu"), Some(0.25));
+        assert_eq!(unit_fraction(&ts, "nvidia.com/gpu.shared"), Some(0.25));
+        // GFD's memory label wins over the board table: 4 GB of a 16384 MiB GPU.
+        let mem = node(&[("nvidia.com/gpu.memory", "16384")]);
+        assert_eq!(unit_fraction(&mem, "nvidia.com/GRID_T4-4Q"), Some(0.25));
+        assert_eq!(unit_fraction(&mem, "cpu"), None);
+    }
+
+    #[test]
+    fn pools() {
+        assert_eq!(Pool::of(&node(&[])).name(), "container (default: no label)");
+        assert_eq!(
+            Pool::of(&node(&[(LABEL_KEY, "vm_passthrough")])).name(),
+            "container (default: invalid label)"
+        );
+        assert_eq!(Pool::of(&node(&[(LABEL_KEY, "vm-vgpu")])).name(), "vm-vgpu");
+    }
+
+    #[test]
+    fn empty_labelled_pool_gets_a_row() {
+        let n = node(&[(LABEL_KEY, "vm-passthrough")]);
+        let inv = build(&[n], &[]).unwrap();
+        assert_eq!(inv.rows.len(), 1);
+        assert_eq!(inv.rows[0].resource, None);
+        assert_eq!(inv.rows[0].pool, "vm-passthrough");
+    }
+}

@@ -246,3 +246,16 @@ fn csv(inv: &Inventory) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gpu_numbers() {
+        assert_eq!(gpus(None), "?");
+        assert_eq!(gpus(Some(2.0)), "2");
+        assert_eq!(gpus(Some(1.5)), "1.5");
+        assert_eq!(gpus(Some(4.0 / 3.0)), "1.33");
+    }
+}
