@@ -361,6 +361,34 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
             "pass --nodes FILE (kubectl get nodes -o json) or run against the cluster".into(),
         );
     }
+    // 0. Node-condition taints (`node.kubernetes.io/...`, added by the API server's
+    //    TaintNodesByCondition and removed by the node lifecycle controller) on every node.
+    if e.allowed_nodes.is_empty() && !nodes.is_empty() {
+        let cond: BTreeSet<String> = nodes
+            .iter()
+            .flat_map(|n| placement::exclusions(pod, n))
+            .filter_map(|x| match x {
+                Exclusion::Taint { taint } if taint.key.starts_with("node.kubernetes.io/") => {
+                    Some(placement::taint_str(&taint))
+                }
+                _ => None,
+            })
+            .collect();
+        let all_cond = nodes.iter().all(|n| {
+            placement::exclusions(pod, n).iter().any(|x| {
+                matches!(x, Exclusion::Taint { taint } if taint.key.starts_with("node.kubernetes.io/"))
+            })
+        });
+        if all_cond {
+            return (
+                format!(
+                    "every node carries a node-condition taint the pod does not tolerate ({}): no node is schedulable, whatever the GPU names",
+                    cond.into_iter().collect::<Vec<_>>().join(", ")
+                ),
+                "make the nodes Ready (the node lifecycle controller removes node.kubernetes.io/* taints once the condition clears); do not tolerate it away".into(),
+            );
+        }
+    }
     // 1. A name that no node advertises.
     for rv in &e.requests {
         if !rv.advertisers.is_empty() {
@@ -448,11 +476,6 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
             adv_nodes.join(", "),
         );
         // What the allowed nodes offer instead.
-        let allowed_pools: BTreeSet<String> = nodes
-            .iter()
-            .filter(|n| e.allowed_nodes.contains(&n.name))
-            .map(|n| Pool::of(n).name())
-            .collect();
         let other: BTreeSet<String> = nodes
             .iter()
             .filter(|n| e.allowed_nodes.contains(&n.name))
@@ -469,7 +492,7 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
         {
             cause = format!(
                 "the nodeSelector {key}={want} confines the pod to pool {want}{}, whose nodes advertise {} — not {}; {} exists only in pool {pool_list} ({}; {free_txt}). Different names are different resources: the {pool_list} pool cannot lend to {want}.",
-                if allowed_pools.is_empty() {
+                if !nodes.iter().any(|n| n.label(key) == Some(want.as_str())) {
                     " (no node has it)".to_string()
                 } else {
                     String::new()
