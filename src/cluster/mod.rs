@@ -15,6 +15,10 @@
 //!   `--disable-admission-plugins=ServiceAccount`: Pods in any namespace, created at any
 //!   time, are accepted with no per-namespace step (kwok never runs containers, so no
 //!   token is needed). Side effect: namespaces are never finalized on delete.
+//! - For the same reason (no node-lifecycle controller to lift it) the
+//!   `TaintNodesByCondition` admission plugin is disabled too: otherwise every new Node
+//!   keeps the `node.kubernetes.io/not-ready:NoSchedule` taint it is created with, and
+//!   the scheduler rejects it ("had untolerated taint(s)") although kwok marks it Ready.
 //! - kwok runs with `--manage-all-nodes=true`: every Node becomes Ready and every Pod
 //!   bound to a Node becomes Running, without annotations.
 //! - Certificates come from `rcgen` ([`pki`]); the kubeconfig authenticates with a client
@@ -438,7 +442,7 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             "--endpoint-reconciler-type=none".into(),
             "--authorization-mode=Node,RBAC".into(),
-            "--disable-admission-plugins=ServiceAccount".into(),
+            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".into(),
             "--allow-privileged=true".into(),
             "--enable-priority-and-fairness=false".into(),
             "--max-requests-inflight=0".into(),
