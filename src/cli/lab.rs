@@ -106,9 +106,26 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 
     println!();
     println!("{}", lab::summary_table(&report));
-    for s in lab::split_sentences(&report) {
+    for s in lab::split_sentences(&report.inventory) {
         println!("{s}.");
     }
+    println!("\nGPU inventory by pool (gpuwl inventory):");
+    print!(
+        "{}",
+        crate::render::inventory::render(
+            &report.inventory,
+            crate::render::inventory::Output::Text,
+            crate::render::inventory::TextOptions {
+                bars: true,
+                terminal: false
+            },
+        )
+    );
+    println!("\nWhy job-cross is Pending (gpuwl explain pod gpu-vm/job-cross):");
+    print!(
+        "{}",
+        crate::render::explain::render(&report.cross_explanation, crate::render::Format::Text)
+    );
     println!("\nResult files: {}/{{out,bin,k8s}}", root.display());
     if let Target::Local { cluster } = &opts.target {
         if args.down {

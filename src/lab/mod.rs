@@ -24,6 +24,9 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
+use crate::analysis::explain::Explanation;
+use crate::analysis::inventory::Inventory;
+
 use crate::error::{Error, Result};
 use crate::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use files::LabDirs;
@@ -222,7 +225,8 @@ pub struct PodOutcome {
 }
 
 /// The lab's result: the plan as applied, the four pods' outcomes, the checker's output,
-/// and the kubeconfig used (for the local control plane).
+/// the split inventory and the explanation of the pending pod, and the kubeconfig used
+/// (for the local control plane).
 #[derive(Debug, Clone)]
 pub struct LabReport {
     /// The plan.
@@ -231,7 +235,11 @@ pub struct LabReport {
     pub pods: Vec<PodOutcome>,
     /// `consistency.txt` content.
     pub consistency: String,
-    /// Kubeconfig of the local control plane, when it was used and left running.
+    /// The cluster's GPU inventory after step 8 (pools, allocated, pending, the split).
+    pub inventory: Inventory,
+    /// Why `job-cross` is Pending, read from the cluster after step 8.
+    pub cross_explanation: Explanation,
+    /// Kubeconfig of the local control plane, when it was used.
     pub local_kubeconfig: Option<PathBuf>,
 }
 
@@ -247,130 +255,159 @@ pub const STEPS: [&str; 8] = [
     "save the node dump and run the checker",
 ];
 
-/// Runs the eight steps. `progress` receives one line per step as it finishes.
+/// Numbers the steps, times them, and turns a failure into `step <k> (<title>) failed`.
+struct Steps<'a> {
+    done: usize,
+    started: Instant,
+    progress: &'a mut dyn FnMut(&str),
+}
+
+impl Steps<'_> {
+    fn begin(&mut self) {
+        self.started = Instant::now();
+    }
+    fn finish(&mut self, detail: &str) {
+        self.done += 1;
+        let line = format!(
+            "[{}/8] {} — {} ({:.1}s)",
+            self.done,
+            STEPS[self.done - 1],
+            detail,
+            self.started.elapsed().as_secs_f64()
+        );
+        (self.progress)(&line);
+    }
+    fn fail(&self, e: Error) -> Error {
+        let k = self.done;
+        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k]))
+    }
+}
+
+/// Runs the eight steps, then reads the inventory and the explanation of the pending pod.
+/// `progress` receives one line per step as it finishes.
 ///
 /// Errors: [`Error::Runtime`] `step <k> (<title>) failed: <why>` — files of earlier steps
-/// stay as written; no half-written file is left.
+/// stay as written; no half-written file is left. A pod of steps 4-6 that is not bound, or
+/// a `job-cross` that is bound, fails its step: the lab's point would not be shown.
 pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<LabReport> {
     let plan = Plan::new(&opts.nodes);
     let dirs = LabDirs::new(&opts.root);
     let (client, local_kubeconfig) = connect(opts, progress).await?;
     let local = matches!(opts.target, Target::Local { .. });
-
-    let mut k = 0usize;
-    let step = |k: &mut usize, t0: Instant, detail: String, progress: &mut dyn FnMut(&str)| {
-        *k += 1;
-        progress(&format!(
-            "[{}/8] {} — {} ({:.1}s)",
-            k,
-            STEPS[*k - 1],
-            detail,
-            t0.elapsed().as_secs_f64()
-        ));
+    let mut st = Steps {
+        done: 0,
+        started: Instant::now(),
+        progress,
     };
-    let fail =
-        |k: usize, e: Error| Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k]));
 
-    // 1
-    let t = Instant::now();
+    st.begin();
     step1(&client, &plan, &dirs, local)
         .await
-        .map_err(|e| fail(k, e))?;
-    step(
-        &mut k,
-        t,
-        format!(
-            "{}",
-            plan.nodes
-                .iter()
-                .map(|n| format!("{}={}", n.node, n.config))
-                .collect::<Vec<_>>()
-                .join(" ")
-        ),
-        progress,
-    );
-    // 2
-    let t = Instant::now();
+        .map_err(|e| st.fail(e))?;
+    let labels: Vec<String> = plan
+        .nodes
+        .iter()
+        .map(|n| format!("{}={}", n.node, n.config))
+        .collect();
+    st.finish(&labels.join(" "));
+
+    st.begin();
     files::write_lines(&dirs.out.join("operands.txt"), &operands_lines())
-        .map_err(|e| fail(k, e))?;
-    step(
-        &mut k,
-        t,
-        format!("NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"),
-        progress,
-    );
-    // 3
-    let t = Instant::now();
-    step3(&client, &plan, &dirs).await.map_err(|e| fail(k, e))?;
-    step(
-        &mut k,
-        t,
-        plan.nodes
-            .iter()
-            .map(|n| format!("{} {}={}", n.node, n.resource, n.amount))
-            .collect::<Vec<_>>()
-            .join(", "),
-        progress,
-    );
-    // 4-7
+        .map_err(|e| st.fail(e))?;
+    st.finish(&format!(
+        "NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"
+    ));
+
+    st.begin();
+    step3(&client, &plan, &dirs).await.map_err(|e| st.fail(e))?;
+    let advertised: Vec<String> = plan
+        .nodes
+        .iter()
+        .map(|n| format!("{} {}={}", n.node, n.resource, n.amount))
+        .collect();
+    st.finish(&advertised.join(", "));
+
     let mut outcomes: Vec<PodOutcome> = Vec::new();
     for (i, pod) in plan.pods.iter().enumerate() {
-        let t = Instant::now();
+        st.begin();
         let o = apply_pod(&client, pod, &dirs)
             .await
-            .map_err(|e| fail(k, e))?;
+            .map_err(|e| st.fail(e))?;
+        let expect_bound = pod.node_selector.is_empty();
+        if o.node.is_some() != expect_bound {
+            let why = match &o.node {
+                Some(n) => format!(
+                    "{} was bound to {n}, but the lab expects it to stay Pending",
+                    o.name
+                ),
+                None => format!("{} was not scheduled: {}", o.name, o.message),
+            };
+            return Err(st.fail(Error::Runtime(why)));
+        }
         outcomes.push(o.clone());
-        let lines: Vec<String> = match i {
-            0 => vec![format!("NODE={}", node_or_none(&o))],
-            1 => vec![
-                format!("NODE={}", node_or_none(&o)),
-                format!("RESOURCE={}", o.resource),
-            ],
-            2 => {
-                let mut v: Vec<String> = outcomes
-                    .iter()
-                    .map(|o| format!("{} {}", o.name, node_or_none(o)))
-                    .collect();
-                v.sort();
-                v
-            }
-            _ => vec![
-                format!("PHASE={}", o.phase),
-                format!("NODE={}", node_or_none(&o)),
-                format!("MESSAGE={}", o.message),
-            ],
-        };
-        let file = [
-            "04-container.txt",
-            "05-passthrough.txt",
-            "06-placement.txt",
-            "07-cross.txt",
-        ][i];
-        files::write_lines(&dirs.out.join(file), &lines).map_err(|e| fail(k, e))?;
+        let (file, lines) = pod_result_file(i, &outcomes);
+        files::write_lines(&dirs.out.join(file), &lines).map_err(|e| st.fail(e))?;
         let detail = match &o.node {
-            Some(n) => format!("{} → {n} ({})", o.name, o.phase),
+            Some(n) => format!("{} → {n}", o.name),
             None => format!("{} stays {} on no node: {}", o.name, o.phase, o.message),
         };
-        step(&mut k, t, detail, progress);
+        st.finish(&detail);
     }
-    // 8
-    let t = Instant::now();
+
+    st.begin();
     let consistency = step8(&client, &dirs, &opts.gpuwl_bin)
         .await
-        .map_err(|e| fail(k, e))?;
-    step(
-        &mut k,
-        t,
-        consistency.trim_end().replace('\n', "; "),
-        progress,
-    );
+        .map_err(|e| st.fail(e))?;
+    st.finish(&consistency.trim_end().replace('\n', "; "));
 
+    let inventory = crate::analysis::inventory::from_cluster(&client).await?;
+    let cross = &plan.pods[3].name;
+    let cross_explanation =
+        crate::analysis::explain::from_cluster(&client, NAMESPACE, cross).await?;
     Ok(LabReport {
         plan,
         pods: outcomes,
         consistency,
+        inventory,
+        cross_explanation,
         local_kubeconfig,
     })
+}
+
+/// The result file of pod step `i` (0 = step 4) and its lines, given the outcomes so far:
+/// `04-container.txt` `NODE=`; `05-passthrough.txt` `NODE=`, `RESOURCE=`;
+/// `06-placement.txt` `<pod> <node>` sorted by pod; `07-cross.txt` `PHASE=`, `NODE=`, `MESSAGE=`.
+fn pod_result_file(i: usize, outcomes: &[PodOutcome]) -> (&'static str, Vec<String>) {
+    let o = &outcomes[i];
+    match i {
+        0 => (
+            "04-container.txt",
+            vec![format!("NODE={}", node_or_none(o))],
+        ),
+        1 => (
+            "05-passthrough.txt",
+            vec![
+                format!("NODE={}", node_or_none(o)),
+                format!("RESOURCE={}", o.resource),
+            ],
+        ),
+        2 => {
+            let mut v: Vec<String> = outcomes
+                .iter()
+                .map(|o| format!("{} {}", o.name, node_or_none(o)))
+                .collect();
+            v.sort();
+            ("06-placement.txt", v)
+        }
+        _ => (
+            "07-cross.txt",
+            vec![
+                format!("PHASE={}", o.phase),
+                format!("NODE={}", node_or_none(o)),
+                format!("MESSAGE={}", o.message),
+            ],
+        ),
+    }
 }
 
 fn node_or_none(o: &PodOutcome) -> &str {
@@ -543,55 +580,37 @@ async fn step8(client: &Client, dirs: &LabDirs, gpuwl_bin: &Path) -> Result<Stri
     Ok(text)
 }
 
-/// One sentence per pending pod on the split, e.g. `job-cross waits on the vm-passthrough
-/// pool while 3 nvidia.com/gpu are free on container nodes`. Free units = allocatable
-/// minus the requests of the lab pods bound to the node, on nodes outside the pod's
-/// selector that advertise the requested resource.
-pub fn split_sentences(report: &LabReport) -> Vec<String> {
-    let mut out = Vec::new();
-    for (o, p) in report.pods.iter().zip(report.plan.pods.iter()) {
-        if o.node.is_some() {
-            continue;
-        }
-        let wanted_pool = p.node_selector.get(LABEL_KEY).cloned().unwrap_or_default();
-        let mut free = 0u64;
-        let mut pools: Vec<&str> = Vec::new();
-        for n in &report.plan.nodes {
-            if n.resource != o.resource || n.config.as_str() == wanted_pool {
-                continue;
+/// One sentence per pending pod that no pool can serve, from the inventory, e.g.
+/// `job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container
+/// nodes`: the pools its selector allows, and the free units of the same resource name in
+/// pools it cannot reach.
+pub fn split_sentences(inv: &Inventory) -> Vec<String> {
+    inv.unservable
+        .iter()
+        .map(|u| {
+            let pod = u.pod.rsplit('/').next().unwrap_or(&u.pod);
+            let allowed = if u.allowed_pools.is_empty() {
+                "no".to_string()
+            } else {
+                u.allowed_pools.join("/")
+            };
+            let free: i64 = u.free_same_name.iter().map(|f| f.free).sum();
+            let mut pools: Vec<&str> = u.free_same_name.iter().map(|f| f.pool.as_str()).collect();
+            pools.dedup();
+            if pools.is_empty() {
+                format!(
+                    "{pod} waits on the {allowed} pool: no node it may use advertises {}",
+                    u.resource
+                )
+            } else {
+                format!(
+                    "{pod} waits on the {allowed} pool while {free} {} are free on {} nodes",
+                    u.resource,
+                    pools.join("/")
+                )
             }
-            let used: u64 = report
-                .pods
-                .iter()
-                .zip(report.plan.pods.iter())
-                .filter(|(oo, pp)| oo.node.as_deref() == Some(&n.node) && pp.resource == n.resource)
-                .map(|(_, pp)| u64::from(pp.count))
-                .sum();
-            free += u64::from(n.amount).saturating_sub(used);
-            if !pools.contains(&n.config.as_str()) {
-                pools.push(n.config.as_str());
-            }
-        }
-        let pool = if wanted_pool.is_empty() {
-            "any".to_string()
-        } else {
-            wanted_pool
-        };
-        if pools.is_empty() {
-            out.push(format!(
-                "{} waits on the {pool} pool: no node advertises {}",
-                o.name, o.resource
-            ));
-        } else {
-            out.push(format!(
-                "{} waits on the {pool} pool while {free} {} are free on {} nodes",
-                o.name,
-                o.resource,
-                pools.join("/")
-            ));
-        }
-    }
-    out
+        })
+        .collect()
 }
 
 /// The summary table: node, label, advertised resource and amount, pods placed.
@@ -700,32 +719,15 @@ mod tests {
     }
 
     #[test]
-    fn split_sentence_counts_free_units_outside_the_selector() {
-        let plan = Plan::new(&LabNodes::default());
-        let o = |name: &str, res: &str, node: Option<&str>| PodOutcome {
-            name: name.into(),
-            resource: res.into(),
-            node: node.map(Into::into),
-            phase: if node.is_some() { "Running" } else { "Pending" }.into(),
-            message: String::new(),
-        };
-        let report = LabReport {
-            pods: vec![
-                o("job-container", "nvidia.com/gpu", Some("lab-node-0")),
-                o(
-                    "vmi-passthrough",
-                    "nvidia.com/GA102GL_A10",
-                    Some("lab-node-1"),
-                ),
-                o("vmi-vgpu", "nvidia.com/NVIDIA_A10-12Q", Some("lab-node-2")),
-                o("job-cross", "nvidia.com/gpu", None),
-            ],
-            plan,
-            consistency: "OK=3\n".into(),
-            local_kubeconfig: None,
-        };
+    fn split_sentence_from_the_inventory_of_the_lab_state() {
+        use crate::input::dump::{Source, read_nodes};
+        let data =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/inventory/lab");
+        let nodes = read_nodes(&Source::Path(data.join("nodes.json"))).unwrap();
+        let pods = crate::input::pods::read_pods_path(&data.join("pods.json")).unwrap();
+        let inv = crate::analysis::inventory::build(&nodes, &pods).unwrap();
         assert_eq!(
-            split_sentences(&report),
+            split_sentences(&inv),
             vec![
                 "job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container nodes"
             ]
