@@ -137,6 +137,16 @@ pub fn read_from(
     } else {
         let mut opts = serde_saphyr::Options::default();
         opts.with_snippet = false;
+        // The default budgets count the whole document (256 MiB input, 1M events, 250k
+        // nodes, 64 MiB of scalars): a big `kubectl get nodes -o yaml` exceeds them although
+        // the streaming visitor keeps memory flat. Lift those counters; keep the limits that
+        // bound memory or stack (depth, anchors/aliases, recorded anchor bytes).
+        let mut budget = serde_saphyr::Budget::default();
+        budget.max_reader_input_bytes = None;
+        budget.max_events = usize::MAX;
+        budget.max_nodes = usize::MAX;
+        budget.max_total_scalar_bytes = usize::MAX;
+        opts.budget = Some(budget);
         serde_saphyr::with_deserializer_from_reader_with_options(r, opts, |de| {
             Top {
                 ctx: &ctx,

@@ -27,20 +27,31 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
     };
     let config = match (kubeconfig, context) {
         (Some(path), _) => {
-            let kc = Kubeconfig::read_from(path)
-                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| {
+                Error::Input(format!("{}: {}", path.display(), one_line(&e.to_string())))
+            })?;
             Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| Error::Input(format!("{}: {e}", path.display())))?
+                .map_err(|e| {
+                    Error::Input(format!("{}: {}", path.display(), one_line(&e.to_string())))
+                })?
         }
         (None, Some(_)) => Config::from_kubeconfig(&opts)
             .await
-            .map_err(|e| Error::Input(format!("kubeconfig: {e}")))?,
-        (None, None) => Config::infer()
-            .await
-            .map_err(|e| Error::Runtime(format!("no cluster configuration: {e}")))?,
+            .map_err(|e| Error::Input(format!("kubeconfig: {}", one_line(&e.to_string()))))?,
+        (None, None) => Config::infer().await.map_err(|e| {
+            Error::Runtime(format!(
+                "no cluster configuration: {}",
+                one_line(&e.to_string())
+            ))
+        })?,
     };
-    Client::try_from(config).map_err(|e| Error::Runtime(format!("cannot build a client: {e}")))
+    Client::try_from(config).map_err(|e| {
+        Error::Runtime(format!(
+            "cannot build a client: {}",
+            one_line(&e.to_string())
+        ))
+    })
 }
 
 /// Reduces an API Node to a [`NodeInfo`] (quantities keep their API text).
@@ -91,7 +102,7 @@ pub async fn for_each_node(client: &Client, mut on_node: impl FnMut(NodeInfo)) -
         let page = api
             .list(&lp)
             .await
-            .map_err(|e| Error::Runtime(format!("listing nodes: {e}")))?;
+            .map_err(|e| Error::Runtime(format!("listing nodes: {}", one_line(&e.to_string()))))?;
         for n in &page.items {
             on_node(node_info(n));
             count += 1;
@@ -101,6 +112,11 @@ pub async fn for_each_node(client: &Client, mut on_node: impl FnMut(NodeInfo)) -
             _ => return Ok(count),
         }
     }
+}
+
+/// Collapses a multi-line (snippet) message into one line.
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// All nodes of the cluster (see [`for_each_node`]).
