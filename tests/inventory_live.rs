@@ -3,9 +3,6 @@
 //! gpu-vm/job-cross` with that cluster's kubeconfig. Asserts issue 5's "done when":
 //! three pools with capacity 4 / 2 / 4, allocated 1 / 1 / 1, job-cross unservable on
 //! nvidia.com/gpu beside 3 free in pool container, and the selector named as the cause.
-//!
-//! Ignored by default while the local control plane is being finished (issue of
-//! `gpuwl cluster`); run with `cargo test --test inventory_live -- --ignored`.
 
 use std::path::Path;
 use std::process::Command;
@@ -41,7 +38,6 @@ fn run(args: &[&str]) -> String {
 }
 
 #[test]
-#[ignore = "needs the local control plane (gpuwl cluster up); run with --ignored"]
 fn after_the_lab() {
     let _down = Down;
     let root = tempfile::tempdir().unwrap();
