@@ -90,12 +90,23 @@ pub fn node_info(node: &Node) -> NodeInfo {
 /// each to `on_node`; returns how many there were.
 ///
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
-pub async fn for_each_node(client: &Client, mut on_node: impl FnMut(NodeInfo)) -> Result<usize> {
+pub async fn for_each_node(client: &Client, on_node: impl FnMut(NodeInfo)) -> Result<usize> {
+    for_each_node_paged(client, PAGE_SIZE, on_node).await
+}
+
+/// [`for_each_node`] with an explicit page size (`limit`, at least 1).
+///
+/// Errors: as [`for_each_node`].
+pub async fn for_each_node_paged(
+    client: &Client,
+    page_size: u32,
+    mut on_node: impl FnMut(NodeInfo),
+) -> Result<usize> {
     let api: Api<Node> = Api::all(client.clone());
     let mut token: Option<String> = None;
     let mut count = 0;
     loop {
-        let mut lp = ListParams::default().limit(PAGE_SIZE);
+        let mut lp = ListParams::default().limit(page_size.max(1));
         if let Some(t) = &token {
             lp = lp.continue_token(t);
         }
