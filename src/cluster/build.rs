@@ -368,7 +368,7 @@ fn build(progress: bool) -> Result<()> {
         }
     }
     if progress {
-        eprintln!(
+        note!(
             "built the control plane in {}s: {}",
             started.elapsed().as_secs(),
             bin.display()

@@ -27,6 +27,14 @@
 //! State of cluster `NAME` lives in [`state_dir`]`(NAME)`: `kubeconfig`, `pki/`,
 //! `etcd/`, `pids/<component>.pid`, `logs/<component>.log`, `cluster.json`.
 
+/// Progress line on stderr; a closed stderr (e.g. `| head`) must not abort the command.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr(), $($arg)*);
+    }};
+}
+
 pub mod build;
 pub mod pki;
 pub mod process;
@@ -266,7 +274,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         }
         Status::Broken { detail } => {
             if opts.progress {
-                eprintln!("cluster {name:?} was broken ({detail}); starting it afresh");
+                note!("cluster {name:?} was broken ({detail}); starting it afresh");
             }
             process::stop_all(&state, Duration::from_secs(10))?;
         }
@@ -284,7 +292,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         return Err(e);
     }
     if opts.progress {
-        eprintln!(
+        note!(
             "cluster {name:?} is up in {:.1}s",
             started.elapsed().as_secs_f64()
         );
@@ -356,7 +364,7 @@ fn s(p: &Path) -> String {
 fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
     let step = |msg: &str| {
         if progress {
-            eprintln!("{msg}");
+            note!("{msg}");
         }
     };
     std::fs::create_dir_all(state)
