@@ -245,14 +245,18 @@ fn build(progress: bool) -> Result<()> {
         indicatif::ProgressBar::hidden()
     };
     bar.enable_steady_tick(Duration::from_millis(200));
-    bar.println(format!(
-        "building the control plane (Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}) into {}",
-        key_dir.display()
-    ));
-    bar.println(format!(
-        "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-        estimate.as_secs().div_ceil(60)
-    ));
+    if progress {
+        note!(
+            "building the control plane (Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}) into {}",
+            key_dir.display()
+        );
+        note!(
+            "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
+            estimate.as_secs().div_ceil(60)
+        );
+    }
+    // Without a terminal the bar is invisible: print a line every 100 packages instead.
+    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
     bar.set_message("fetching Go modules");
 
     let go = |args: &[&str]| {
@@ -329,6 +333,13 @@ fn build(progress: bool) -> Result<()> {
         for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
             let _ = writeln!(log, "{line}");
             bar.inc(1);
+            if plain && bar.position() % 100 == 0 {
+                note!(
+                    "compiled {}/{total} packages in {}s",
+                    bar.position(),
+                    started.elapsed().as_secs()
+                );
+            }
             tail.push(line);
             if tail.len() > 20 {
                 tail.remove(0);
