@@ -96,6 +96,27 @@ async fn pod_scheduled_message(kubeconfig: &Path) -> (String, Option<String>, St
     )
 }
 
+/// What a user might do between two runs: relabel with a typo and add a second GPU name.
+async fn tamper(kubeconfig: &Path) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let nodes: kube::Api<Node> = kube::Api::all(kube::Client::try_from(cfg).unwrap());
+    let label = serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": "vm_passthrough"}}});
+    nodes
+        .patch("lab-node-1", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let extra = serde_json::json!({"status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}});
+    nodes
+        .patch_status("lab-node-2", &PatchParams::default(), &Patch::Merge(&extra))
+        .await
+        .unwrap();
+}
+
 #[test]
 fn lab_on_the_local_control_plane_writes_every_file() {
     let _down = Down;
@@ -223,8 +244,27 @@ fn lab_on_the_local_control_plane_writes_every_file() {
     assert_eq!(lines.len(), 1, "{lines:?}");
     assert!(lines[0].starts_with("MISMATCH=lab-node-1 "), "{lines:?}");
 
-    // Twice: the same files.
+    // Twice, after tampering with the cluster: the same files.
     let first = snapshot(&root);
+    rt.block_on(tamper(&kubeconfig));
     run_lab(&root);
     assert_eq!(first, snapshot(&root));
+
+    // A failing step names itself, exits 3, and writes no file of its own.
+    let broken = tmp.path().join("broken");
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["lab", "--node", "container=no-such-node", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--root")
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("step 1 (label the three nodes) failed") && err.contains("no-such-node"),
+        "{err}"
+    );
+    assert!(!broken.join("out/01-nodes.txt").exists());
+    assert_eq!(std::fs::read_dir(broken.join("out")).unwrap().count(), 0);
 }

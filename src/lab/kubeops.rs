@@ -94,19 +94,23 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
             Err(e) => return Err(api_err(&format!("create node {name}"))(e)),
         }
     }
-    let res: BTreeMap<&str, &str> = SIM_NODE_CAPACITY.into_iter().collect();
+    let res: BTreeMap<String, Option<String>> = SIM_NODE_CAPACITY
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+        .collect();
     patch_status_resources(client, name, &res).await
 }
 
 /// Merge-patches `status.capacity` and `status.allocatable` of node `name` through the
 /// `status` subresource (what a device plugin's kubelet does), setting each `resources`
-/// entry (name → quantity string) in both maps. Other entries are left alone.
+/// entry (name → quantity string) in both maps; an entry whose value is `None` is removed
+/// from both. Other entries are left alone.
 ///
 /// Errors: [`Error::Runtime`] when the node does not exist or the API refuses.
 pub async fn patch_status_resources(
     client: &Client,
     name: &str,
-    resources: &BTreeMap<&str, &str>,
+    resources: &BTreeMap<String, Option<String>>,
 ) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let patch = json!({"status": {"capacity": resources, "allocatable": resources}});
@@ -114,6 +118,32 @@ pub async fn patch_status_resources(
         .await
         .map_err(api_err(&format!("patch status of node {name}")))?;
     Ok(())
+}
+
+/// Names under `prefix` in node `name`'s `status.capacity` or `status.allocatable`.
+///
+/// Errors: [`Error::Runtime`] when the node cannot be read.
+pub async fn status_resource_names(
+    client: &Client,
+    name: &str,
+    prefix: &str,
+) -> Result<Vec<String>> {
+    let api: Api<Node> = Api::all(client.clone());
+    let node = api
+        .get(name)
+        .await
+        .map_err(api_err(&format!("get node {name}")))?;
+    let mut names: Vec<String> = node
+        .status
+        .iter()
+        .flat_map(|s| s.capacity.iter().chain(s.allocatable.iter()))
+        .flat_map(|m| m.keys())
+        .filter(|k| k.starts_with(prefix))
+        .cloned()
+        .collect();
+    names.sort();
+    names.dedup();
+    Ok(names)
 }
 
 /// Sets label `key=value` on node `name` by a merge patch.

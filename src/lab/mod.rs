@@ -28,6 +28,7 @@ use crate::analysis::explain::Explanation;
 use crate::analysis::inventory::Inventory;
 
 use crate::error::{Error, Result};
+use crate::model::resource::NVIDIA_PREFIX;
 use crate::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use files::LabDirs;
 use manifests::{LabPod, NAMESPACE};
@@ -101,7 +102,7 @@ pub const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
 /// whitespace → `_` (`nvidia.com/NVIDIA_A10-12Q`, NVIDIA/kubevirt-gpu-device-plugin
 /// `readVgpuIDFromFile`) × 4 for vGPU.
 pub fn lab_resource(wc: WorkloadConfig) -> (String, u32) {
-    use crate::model::{pciids, resource::NVIDIA_PREFIX};
+    use crate::model::pciids;
     match wc {
         WorkloadConfig::Container => (format!("{NVIDIA_PREFIX}gpu"), 4),
         WorkloadConfig::VmPassthrough => {
@@ -319,7 +320,9 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     ));
 
     st.begin();
-    step3(&client, &plan, &dirs).await.map_err(|e| st.fail(e))?;
+    step3(&client, &plan, &dirs, local)
+        .await
+        .map_err(|e| st.fail(e))?;
     let advertised: Vec<String> = plan
         .nodes
         .iter()
@@ -480,10 +483,17 @@ async fn step1(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Res
     files::write_lines(&dirs.out.join("01-nodes.txt"), &lines)
 }
 
-async fn step3(client: &Client, plan: &Plan, dirs: &LabDirs) -> Result<()> {
+async fn step3(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Result<()> {
     for n in &plan.nodes {
-        let amount = n.amount.to_string();
-        let res = BTreeMap::from([(n.resource.as_str(), amount.as_str())]);
+        let mut res = BTreeMap::new();
+        if local {
+            // A simulated node has no device plugin to tidy up after it: drop any other
+            // NVIDIA resource a previous run or a user left, so a re-run starts clean.
+            for other in kubeops::status_resource_names(client, &n.node, NVIDIA_PREFIX).await? {
+                res.insert(other, None);
+            }
+        }
+        res.insert(n.resource.clone(), Some(n.amount.to_string()));
         kubeops::patch_status_resources(client, &n.node, &res).await?;
     }
     let lines: Vec<String> = plan
