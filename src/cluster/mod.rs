@@ -621,23 +621,12 @@ fn insecure_client(port: u16) -> Result<kube::Client> {
 /// Errors: [`Error::Runtime`] when the file cannot be read or parsed, the context does not
 /// exist, or its certificates cannot be loaded.
 pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Client> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).map_err(|e| {
-        rt(format!(
-            "cannot read kubeconfig {}: {e}",
-            kubeconfig.display()
-        ))
-    })?;
-    let opts = kube::config::KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..Default::default()
-    };
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &opts)
+    // The same loader as every other command; a broken kubeconfig of our own cluster is a
+    // runtime failure (exit 3), not the user's bad input.
+    crate::input::live::client(Some(kubeconfig), context)
         .await
-        .map_err(|e| rt(format!("kubeconfig {}: {e}", kubeconfig.display())))?;
-    kube::Client::try_from(cfg).map_err(|e| {
-        rt(format!(
-            "cannot build a client from {}: {e}",
-            kubeconfig.display()
-        ))
-    })
+        .map_err(|e| match e {
+            Error::Input(m) => Error::Runtime(m),
+            other => other,
+        })
 }
