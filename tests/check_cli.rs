@@ -313,3 +313,222 @@ fn live_mode_without_cluster_is_a_clean_error() {
     );
     assert_eq!(o.code, 2, "{}", o.stderr);
 }
+
+/// Writes `bytes` to a temp file named `name` and runs `gpuwl check` on it.
+fn check_bytes(name: &str, bytes: &[u8], extra: &[&str]) -> Out {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join(name);
+    std::fs::write(&p, bytes).unwrap();
+    let mut args = vec![p.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    run(&args, None)
+}
+
+const LABEL: &str = r#""labels":{"nvidia.com/gpu.workload.config":"container"}"#;
+
+#[test]
+fn duplicate_keys_and_node_names_are_bad_input() {
+    // Each of these used to pick one of the two values silently: a second `metadata`
+    // hid the labelled node (OK=0), a second `items` added nodes, a repeated resource or
+    // label key decided the verdict by its last value, and two nodes named alike gave
+    // two verdicts for one name.
+    for (json, needle) in [
+        (
+            format!(r#"{{"kind":"Node","metadata":{{"name":"a",{LABEL}}},"metadata":{{"name":"b"}}}}"#),
+            "duplicate key \"metadata\"",
+        ),
+        (
+            format!(r#"{{"kind":"List","items":[],"items":[{{"kind":"Node","metadata":{{"name":"a",{LABEL}}}}}]}}"#),
+            "duplicate key \"items\"",
+        ),
+        (
+            format!(r#"{{"kind":"List","items":[{{"kind":"Node","metadata":{{"name":"a",{LABEL}}},"status":{{"allocatable":{{"nvidia.com/gpu":"1","nvidia.com/gpu":"0"}}}}}}]}}"#),
+            "items[0]: status: allocatable: duplicate key \"nvidia.com/gpu\"",
+        ),
+        (
+            r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"a","labels":{"nvidia.com/gpu.workload.config":"container","nvidia.com/gpu.workload.config":"vm-vgpu"}}}]}"#.to_string(),
+            "items[0]: metadata: labels: duplicate key \"nvidia.com/gpu.workload.config\"",
+        ),
+        (
+            r#"{"kind":"List","items":[{"kind":"Node","kind":"Node","metadata":{"name":"a"}}]}"#.to_string(),
+            "items[0]: duplicate key \"kind\"",
+        ),
+        (
+            format!(r#"{{"kind":"List","items":[{{"kind":"Node","metadata":{{"name":"a",{LABEL}}}}},{{"kind":"Node","metadata":{{"name":"b"}}}},{{"kind":"Node","metadata":{{"name":"a"}}}}]}}"#),
+            "items[2]: duplicate node name \"a\"",
+        ),
+    ] {
+        bad_input(&check_bytes("dup.json", json.as_bytes(), &[]), needle);
+    }
+    // YAML: serde-saphyr's own duplicate check, without its advice to the programmer.
+    let o = check_bytes(
+        "dup.yaml",
+        b"kind: Node\nmetadata: {name: a}\nmetadata: {name: b}\n",
+        &[],
+    );
+    bad_input(
+        &o,
+        "dup.yaml: duplicate mapping key: metadata at line 3, column 1",
+    );
+    assert!(!o.stderr.contains("DuplicateKeyPolicy"), "{}", o.stderr);
+}
+
+#[test]
+fn several_yaml_documents_say_so_plainly() {
+    let o = check_bytes(
+        "two.yaml",
+        b"kind: Node\nmetadata: {name: a}\n---\nkind: Node\nmetadata: {name: b}\n",
+        &[],
+    );
+    bad_input(
+        &o,
+        "two.yaml: several YAML documents (---): expected one Node, NodeList or List",
+    );
+    assert!(!o.stderr.contains("read_with_options"), "{}", o.stderr);
+}
+
+#[test]
+fn nested_yaml_error_has_one_location() {
+    let o = check_bytes(
+        "null.yaml",
+        b"kind: List\nitems:\n- kind: Node\n  metadata: {name: a}\n  status: {allocatable: {nvidia.com/gpu: ~}}\n",
+        &[],
+    );
+    bad_input(
+        &o,
+        "null.yaml: items[0]: status: allocatable[\"nvidia.com/gpu\"]: invalid type: unit value, expected a string or number at line 5, column 26",
+    );
+    assert_eq!(o.stderr.matches(" at line ").count(), 1, "{}", o.stderr);
+}
+
+#[test]
+fn bad_field_errors_name_the_field() {
+    let o = check_bytes(
+        "null-label.json",
+        br#"{"kind":"Node","metadata":{"name":"a","labels":{"nvidia.com/gpu.workload.config":null}}}"#,
+        &[],
+    );
+    bad_input(
+        &o,
+        "null-label.json: metadata: labels[\"nvidia.com/gpu.workload.config\"]: invalid type: null",
+    );
+}
+
+#[test]
+fn names_cannot_forge_or_split_lines() {
+    // A node name with a newline used to print a second, forged MISMATCH line.
+    let o = check_bytes(
+        "nl.json",
+        format!(r#"{{"kind":"List","items":[{{"kind":"Node","metadata":{{"name":"a\nMISMATCH=evil",{LABEL}}}}}]}}"#).as_bytes(),
+        &[],
+    );
+    bad_input(
+        &o,
+        r#"items[0]: metadata.name "a\nMISMATCH=evil" is not a node name"#,
+    );
+    let o = check_bytes(
+        "sp.json",
+        format!(r#"{{"kind":"Node","metadata":{{"name":"a b",{LABEL}}}}}"#).as_bytes(),
+        &[],
+    );
+    bad_input(&o, r#"metadata.name "a b" is not a node name"#);
+    // A resource name is quoted into the reason: control characters are escaped.
+    let o = check_bytes(
+        "res.json",
+        br#"{"kind":"Node","metadata":{"name":"a","labels":{"nvidia.com/gpu.workload.config":"vm-vgpu"}},"status":{"allocatable":{"nvidia.com/gpu\nMISMATCH=zz":"1"}}}"#,
+        &[],
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "MISMATCH=a label vm-vgpu expects a vGPU type resource, but the node advertises nvidia.com/gpu\\nMISMATCH=zz=1 (device model)\n"
+    );
+}
+
+#[test]
+fn negative_and_fractional_gpu_counts_are_invalid_quantities() {
+    // "-1" used to read "nvidia.com/gpu listed with 0", and "500m" / "0.5" counted as an
+    // advertised GPU (OK=1); the API server accepts neither for an extended resource.
+    for (q, why) in [
+        ("-1", "not a valid device count (negative)"),
+        (
+            "500m",
+            "not a valid device count (extended resources are whole numbers)",
+        ),
+        (
+            "0.5",
+            "not a valid device count (extended resources are whole numbers)",
+        ),
+    ] {
+        let o = check_bytes(
+            "q.json",
+            format!(r#"{{"kind":"Node","metadata":{{"name":"a",{LABEL}}},"status":{{"allocatable":{{"nvidia.com/gpu":"{q}"}}}}}}"#).as_bytes(),
+            &[],
+        );
+        assert_eq!(o.code, 1, "{q}: {}", o.stderr);
+        assert_eq!(
+            o.stdout,
+            format!("MISMATCH=a status.allocatable[\"nvidia.com/gpu\"] is \"{q}\", {why}\n")
+        );
+    }
+    // Whole numbers, including binary suffixes and "-0", still read as counts.
+    let o = check_bytes(
+        "q.json",
+        format!(r#"{{"kind":"Node","metadata":{{"name":"a",{LABEL}}},"status":{{"allocatable":{{"nvidia.com/gpu":"1Ki"}}}}}}"#).as_bytes(),
+        &[],
+    );
+    assert_eq!((o.code, o.stdout.as_str()), (0, "OK=1\n"));
+}
+
+#[test]
+fn capacity_without_allocatable_entry_is_named_as_such() {
+    // The node has an allocatable map without the GPU: not advertised (contract), but the
+    // reason used to claim "nvidia.com/gpu listed with 0".
+    let o = check_bytes(
+        "cap.json",
+        format!(r#"{{"kind":"Node","metadata":{{"name":"a",{LABEL}}},"status":{{"capacity":{{"nvidia.com/gpu":"4","nvidia.com/mig-1g.10gb":"0"}},"allocatable":{{"cpu":"8","nvidia.com/mig-1g.10gb":"0"}}}}}}"#).as_bytes(),
+        &[],
+    );
+    assert_eq!(o.code, 1, "{}", o.stderr);
+    assert_eq!(
+        o.stdout,
+        "MISMATCH=a label container expects a container-GPU resource, but the node advertises no GPU resource (nvidia.com/mig-1g.10gb listed with 0; nvidia.com/gpu only in status.capacity (=4), not in status.allocatable)\n"
+    );
+}
+
+#[test]
+fn output_help_speaks_of_check() {
+    let o = Command::new(cargo_bin("gpuwl"))
+        .args(["check", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        help.contains("text is the `MISMATCH=<node> <reason>` / `OK=<n>` lines"),
+        "{help}"
+    );
+    assert!(!help.contains("[`"), "rustdoc link leaked: {help}");
+}
+
+#[test]
+fn big_dump_reads_every_node_across_read_chunks() {
+    // Nodes with labels and quantities spread over several read buffers: a value cut by
+    // a buffer's end must be read again, never reported as "EOF while parsing".
+    let mut s = String::from(r#"{"kind":"List","items":["#);
+    for i in 0..6000 {
+        if i > 0 {
+            s.push(',');
+        }
+        s.push_str(&format!(
+            r#"{{"kind":"Node","metadata":{{"name":"node-{i:05}","labels":{{"nvidia.com/gpu.workload.config":"container","pad":"{}"}}}},"status":{{"capacity":{{"nvidia.com/gpu":"8"}},"allocatable":{{"nvidia.com/gpu":"8"}}}}}}"#,
+            "x".repeat(i % 97)
+        ));
+    }
+    s.push_str("]}");
+    assert!(s.len() > 1_000_000);
+    let o = check_bytes("big.json", s.as_bytes(), &[]);
+    assert_eq!(
+        (o.code, o.stdout.as_str(), o.stderr.as_str()),
+        (0, "OK=6000\n", "")
+    );
+}

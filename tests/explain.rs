@@ -236,3 +236,30 @@ fn bad_usage_and_input_exit_2() {
         assert!(err.contains(want), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn help_is_about_explain_and_fits() {
+    let (rc, help, _) = gpuwl(&["explain", "--help"]);
+    assert_eq!(rc, 0);
+    // The -o help used to be the shared one: "Plain lines (for `check`: `MISMATCH=...`".
+    assert!(!help.contains("check"), "{help}");
+    assert!(help.contains("text is one screen (requests"), "{help}");
+    assert!(!help.contains("[`"), "rustdoc link leaked: {help}");
+    // Example lines are not wrapped mid-comment by clap (width 100).
+    assert!(help.lines().all(|l| l.chars().count() <= 100), "{help}");
+    assert!(
+        !help.lines().any(|l| l.trim_start().starts_with('(')),
+        "{help}"
+    );
+}
+
+#[test]
+fn stdin_twice_is_refused() {
+    let (rc, out, err) = gpuwl(&["explain", "--pod", "-", "--nodes", "-"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "gpuwl: only one of the dump files can be `-` (stdin is read once)\n"
+    );
+}

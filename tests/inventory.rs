@@ -328,3 +328,78 @@ fn bad_input_is_one_line_exit_2() {
     let (rc, _, _) = gpuwl(&["inventory", "--pods", "x.json"]);
     assert_eq!(rc, 2);
 }
+
+#[test]
+fn help_has_no_rustdoc_links_or_wrapped_examples() {
+    let (rc, help, _) = gpuwl(&["inventory", "--help"]);
+    assert_eq!(rc, 0);
+    // Was "Pretty JSON of the whole [`Inventory`] (camelCase keys)".
+    assert!(
+        help.contains("- json: Pretty JSON of the whole inventory (camelCase keys)"),
+        "{help}"
+    );
+    assert!(!help.contains("[`"), "{help}");
+    assert!(
+        !help.lines().any(|l| l.trim() == "csv"),
+        "an example wrapped: {help}"
+    );
+}
+
+#[test]
+fn stdin_twice_is_refused() {
+    let (rc, out, err) = gpuwl(&["inventory", "--nodes", "-", "--pods", "-"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "gpuwl: only one of the dump files can be `-` (stdin is read once)\n"
+    );
+}
+
+#[test]
+fn count_errors_say_what_is_wrong() {
+    // A huge whole number used to be reported as "not a whole number of units".
+    let dir = tempfile::tempdir().unwrap();
+    let n = dir.path().join("n.json");
+    std::fs::write(&n, r#"{"kind":"Node","metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}"#).unwrap();
+    for (q, why) in [
+        (
+            "99999999999999999999999",
+            "is too large (over 2^63-1 units)",
+        ),
+        ("-3", "is negative"),
+        ("500m", "is not a whole number of units"),
+    ] {
+        let p = dir.path().join("p.json");
+        std::fs::write(
+            &p,
+            format!(r#"{{"kind":"Pod","metadata":{{"name":"p","namespace":"d"}},"spec":{{"containers":[{{"name":"c","resources":{{"limits":{{"nvidia.com/gpu":"{q}"}}}}}}]}}}}"#),
+        )
+        .unwrap();
+        let (rc, out, err) = gpuwl(&[
+            "inventory",
+            "--nodes",
+            n.to_str().unwrap(),
+            "--pods",
+            p.to_str().unwrap(),
+        ]);
+        assert_eq!(rc, 2, "{err}");
+        assert!(out.is_empty());
+        assert!(
+            err.ends_with(&format!(
+                "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]: \"{q}\" {why}\n"
+            )),
+            "{q}: {err}"
+        );
+        std::fs::write(&n, format!(r#"{{"kind":"Node","metadata":{{"name":"n1"}},"status":{{"allocatable":{{"nvidia.com/gpu":"{q}"}}}}}}"#)).unwrap();
+        let (rc, _, err) = gpuwl(&["inventory", "--nodes", n.to_str().unwrap()]);
+        assert_eq!(rc, 2, "{err}");
+        assert!(
+            err.ends_with(&format!(
+                "node n1: status.allocatable[\"nvidia.com/gpu\"]: \"{q}\" {why}\n"
+            )),
+            "{q}: {err}"
+        );
+        std::fs::write(&n, r#"{"kind":"Node","metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}"#).unwrap();
+    }
+}

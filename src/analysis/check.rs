@@ -190,7 +190,13 @@ impl Report {
     pub fn text_lines(&self) -> Vec<String> {
         let v: Vec<String> = self
             .mismatches()
-            .map(|n| format!("MISMATCH={} {}", n.name, n.reason.as_deref().unwrap_or("")))
+            .map(|n| {
+                one_line(&format!(
+                    "MISMATCH={} {}",
+                    n.name,
+                    n.reason.as_deref().unwrap_or("")
+                ))
+            })
             .collect();
         if v.is_empty() {
             vec![format!("OK={}", self.labelled)]
@@ -207,6 +213,23 @@ impl Report {
             .filter(|f| f.severity == severity)
             .count()
     }
+}
+
+/// `s` with control characters escaped (`\n` → `\\n`), so that a resource name or label
+/// taken from a dump cannot split or forge a `MISMATCH=` line.
+fn one_line(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
 }
 
 /// Check options.
@@ -323,7 +346,19 @@ pub fn judge(node: &NodeInfo, classifier: &Classifier) -> NodeReport {
             continue;
         }
         let mut parsed = |f: ResourceField, raw: Option<&str>| -> Option<Quantity> {
-            match Quantity::parse(raw?) {
+            // The API server accepts only whole, non-negative counts of an extended
+            // resource (kubernetes/kubernetes `ValidateResourceQuantityValue`: integer
+            // resource, >= 0); device plugins advertise device counts. Anything else is a
+            // hand-made or corrupt value, not a count to judge by.
+            let q = match Quantity::parse(raw?) {
+                Err(e) => Err(format!("not a valid quantity ({e})")),
+                Ok(q) if q.is_negative() => Err("not a valid device count (negative)".to_string()),
+                Ok(q) if !q.is_integer() => Err(
+                    "not a valid device count (extended resources are whole numbers)".to_string(),
+                ),
+                Ok(q) => Ok(q),
+            };
+            match q {
                 Ok(q) => Some(q),
                 Err(e) => {
                     bad_quantity = true;
@@ -336,7 +371,7 @@ pub fn judge(node: &NodeInfo, classifier: &Classifier) -> NodeReport {
                         },
                         Some(name),
                         format!(
-                            "{}[{name:?}] is {:?}, not a valid quantity ({e})",
+                            "{}[{name:?}] is {:?}, {e}",
                             f.path(),
                             raw.unwrap_or_default()
                         ),
@@ -469,15 +504,40 @@ pub fn judge(node: &NodeInfo, classifier: &Classifier) -> NodeReport {
                         ),
                     ));
                 } else if advertised.is_empty() && !bad_quantity {
-                    let zeros: Vec<&str> = resources
-                        .iter()
-                        .filter(|r| r.class.is_gpu())
-                        .map(|r| r.name.as_str())
+                    // Why each GPU resource the node lists does not count: a 0 in the
+                    // advertising map, or no entry there at all (capacity only).
+                    let gpu = || resources.iter().filter(|r| r.class.is_gpu());
+                    let in_field = |r: &ResourceEntry| match field {
+                        ResourceField::Allocatable => r.allocatable.is_some(),
+                        ResourceField::Capacity => r.capacity.is_some(),
+                    };
+                    let zeros: Vec<&str> =
+                        gpu().filter(|r| in_field(r)).map(|r| r.name.as_str()).collect();
+                    let absent: Vec<String> = gpu()
+                        .filter(|r| !in_field(r))
+                        .map(|r| {
+                            format!(
+                                "{} only in status.capacity (={})",
+                                r.name,
+                                r.capacity.as_deref().unwrap_or_default()
+                            )
+                        })
                         .collect();
-                    let tail = if zeros.is_empty() {
+                    let mut why = Vec::new();
+                    if !zeros.is_empty() {
+                        why.push(format!("{} listed with 0", zeros.join(", ")));
+                    }
+                    if !absent.is_empty() {
+                        why.push(format!(
+                            "{}, not in {}",
+                            absent.join(", "),
+                            field.path()
+                        ));
+                    }
+                    let tail = if why.is_empty() {
                         String::new()
                     } else {
-                        format!(" ({} listed with 0)", zeros.join(", "))
+                        format!(" ({})", why.join("; "))
                     };
                     findings.push(finding(
                         Code::NoGpuResource,

@@ -291,10 +291,10 @@ pub fn unit_fraction(node: &NodeInfo, resource: &str) -> Option<f64> {
 fn units(node: &NodeInfo, field: ResourceField, resource: &str) -> Result<Option<i64>> {
     match node.quantity(field, resource) {
         None => Ok(None),
-        Some(Ok(q)) => match q.to_i64() {
-            Some(n) if n >= 0 => Ok(Some(n)),
-            _ => Err(Error::Input(format!(
-                "node {}: {}[{resource:?}]: {:?} is not a whole number of units",
+        Some(Ok(q)) => match q.to_count() {
+            Ok(n) => Ok(Some(n)),
+            Err(why) => Err(Error::Input(format!(
+                "node {}: {}[{resource:?}]: {:?} {why}",
                 node.name,
                 field.path(),
                 node.raw(field, resource).unwrap_or("")

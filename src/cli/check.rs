@@ -23,7 +23,8 @@ pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
     pub file: Option<PathBuf>,
-    /// Output format.
+    /// Output format: text is the `MISMATCH=<node> <reason>` / `OK=<n>` lines; json and
+    /// yaml add per-node findings with stable codes and severities.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
     /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).

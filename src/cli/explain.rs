@@ -13,7 +13,7 @@ use crate::render::{self, Format};
 Examples:
   gpuwl explain pod gpu-vm/job-cross                       # live cluster
   gpuwl explain --pod pod.yaml --nodes nodes.json          # a manifest against a node dump
-  gpuwl explain --pod vmi.yaml --nodes nodes.json          # a KubeVirt VMI (spec.domain.devices.gpus)
+  gpuwl explain --pod vmi.yaml --nodes nodes.json          # a KubeVirt VMI (devices.gpus)
   gpuwl explain pod gpu-vm/job-cross --pods pods.json --nodes nodes.json
 
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
@@ -34,7 +34,8 @@ pub struct Args {
     /// target is looked up when --pod is absent.
     #[arg(long, value_name = "FILE")]
     pub pods: Option<PathBuf>,
-    /// Output format.
+    /// Output format: text is one screen (requests, the nodes advertising them,
+    /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
     /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
@@ -73,6 +74,25 @@ pub fn parse_target(target: &[String]) -> Result<Option<(String, String)>> {
     }
 }
 
+/// Fails when more than one of `files` is `-`: stdin can be read only once (the second
+/// reader would see it empty and report a confusing "empty input").
+///
+/// Errors: [`Error::Input`] naming the problem.
+pub fn one_stdin(files: &[Option<&PathBuf>]) -> Result<()> {
+    if files
+        .iter()
+        .flatten()
+        .filter(|p| p.as_os_str() == "-")
+        .count()
+        > 1
+    {
+        return Err(Error::Input(
+            "only one of the dump files can be `-` (stdin is read once)".into(),
+        ));
+    }
+    Ok(())
+}
+
 fn pick(
     list: Vec<pods::PodInfo>,
     target: Option<&(String, String)>,
@@ -107,6 +127,7 @@ fn pick(
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let target = parse_target(&args.target)?;
+    one_stdin(&[args.pod.as_ref(), args.nodes.as_ref(), args.pods.as_ref()])?;
     let offline = args.pod.is_some() || args.nodes.is_some() || args.pods.is_some();
     let e = if offline {
         let all_pods = args.pods.as_deref().map(pods::read_pods_path).transpose()?;

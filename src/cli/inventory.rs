@@ -15,7 +15,7 @@ use crate::render::{self};
 Examples:
   gpuwl inventory                                  # the live cluster (current context)
   gpuwl inventory --nodes nodes.json --pods pods.json
-  kubectl get pods -A -o yaml > pods.yaml; gpuwl inventory --nodes nodes.json --pods pods.yaml -o csv
+  gpuwl inventory --nodes nodes.yaml --pods pods.yaml -o csv
 
 Rows: pool (the nvidia.com/gpu.workload.config value; unlabelled nodes under the operator's
 default, marked) × GPU resource name. ALLOCATED sums the effective requests of bound pods
@@ -51,6 +51,7 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let inv = match &args.nodes {
         Some(nodes_path) => {
+            crate::cli::explain::one_stdin(&[Some(nodes_path), args.pods.as_ref()])?;
             let nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
             let (pods, note) = match &args.pods {
                 Some(p) => (pods::read_pods_path(p)?, None),

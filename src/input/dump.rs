@@ -111,7 +111,14 @@ pub fn read_from(
     };
     let ctx = Ctx::default();
     let mut count = 0usize;
+    // Node names are unique in a cluster; a dump naming one twice (two dumps pasted
+    // together, a hand edit) would give two verdicts for one name.
+    let mut names = std::collections::HashSet::new();
+    let mut dup: Option<(usize, String)> = None;
     let mut cb = |n: NodeInfo| {
+        if dup.is_none() && !names.insert(n.name.clone()) {
+            dup = Some((count, n.name.clone()));
+        }
         count += 1;
         on_node(n)
     };
@@ -154,15 +161,53 @@ pub fn read_from(
             }
             .deserialize(de)
         })
-        .map_err(|e| e.to_string())
+        .map_err(|e| yaml_msg(&e))
     };
-    match res {
-        Ok(()) => Ok(count),
-        Err(msg) => Err(err(match ctx.item.get() {
+    match (res, dup) {
+        (Ok(()), None) => Ok(count),
+        (Ok(()), Some((i, name))) => Err(err(format!(
+            "items[{i}]: duplicate node name {name:?} (node names are unique in a cluster)"
+        ))),
+        (Err(msg), _) => Err(err(match ctx.item.get() {
             Some(i) => format!("items[{i}]: {msg}"),
             None => msg,
         })),
     }
+}
+
+/// serde-saphyr's message without advice meant for the programmer ("set
+/// DuplicateKeyPolicy in Options", "use read or read_with_options").
+fn yaml_msg(e: &serde_saphyr::Error) -> String {
+    if let serde_saphyr::Error::MultipleDocuments { .. } = e {
+        return "several YAML documents (---): expected one Node, NodeList or List".into();
+    }
+    let mut s = e
+        .to_string()
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    // An error raised in a nested value gets one location per level: keep the innermost.
+    while let Some(i) = s.rfind(" at line ") {
+        if !is_location(&s[i + " at line ".len()..]) || !ends_with_location(&s[..i]) {
+            break;
+        }
+        s.truncate(i);
+    }
+    s
+}
+
+/// Whether `s` is `<n>, column <m>`.
+fn is_location(s: &str) -> bool {
+    s.split_once(", column ").is_some_and(|(l, c)| {
+        !l.is_empty()
+            && !c.is_empty()
+            && l.bytes().all(|b| b.is_ascii_digit())
+            && c.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Whether `s` ends with ` at line <n>, column <m>`.
+fn ends_with_location(s: &str) -> bool {
+    s.rfind(" at line ")
+        .is_some_and(|i| is_location(&s[i + " at line ".len()..]))
 }
 
 /// Collapses a possibly multi-line message into one line.
@@ -210,11 +255,69 @@ impl<'de> Deserialize<'de> for Scalar {
     }
 }
 
+/// A map of scalars (labels, quantities); a key given twice is an error (JSON allows it,
+/// but which value counts would be a guess).
 fn scalar_map<'de, D: Deserializer<'de>>(
     d: D,
+    field: &'static str,
 ) -> std::result::Result<Option<BTreeMap<String, String>>, D::Error> {
-    let m: Option<BTreeMap<String, Scalar>> = Option::deserialize(d)?;
-    Ok(m.map(|m| m.into_iter().map(|(k, v)| (k, v.0)).collect()))
+    struct V(&'static str);
+    impl<'de> Visitor<'de> for V {
+        type Value = Option<BTreeMap<String, String>>;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a map of strings")
+        }
+        fn visit_unit<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_none<E: de::Error>(self) -> std::result::Result<Self::Value, E> {
+            Ok(None)
+        }
+        fn visit_some<D2: Deserializer<'de>>(
+            self,
+            d: D2,
+        ) -> std::result::Result<Self::Value, D2::Error> {
+            d.deserialize_map(self)
+        }
+        fn visit_map<A: MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut m = BTreeMap::new();
+            while let Some(k) = map.next_key::<String>()? {
+                let v = map
+                    .next_value::<Scalar>()
+                    .map_err(|e| in_field(e, &format!("{}[{k:?}]", self.0)))?;
+                if m.contains_key(&k) {
+                    return Err(de::Error::custom(format!(
+                        "{}: duplicate key {k:?}",
+                        self.0
+                    )));
+                }
+                m.insert(k, v.0);
+            }
+            Ok(Some(m))
+        }
+    }
+    d.deserialize_option(V(field))
+}
+
+fn labels_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<BTreeMap<String, String>>, D::Error> {
+    scalar_map(d, "labels")
+}
+
+fn capacity_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<BTreeMap<String, String>>, D::Error> {
+    scalar_map(d, "capacity")
+}
+
+fn allocatable_map<'de, D: Deserializer<'de>>(
+    d: D,
+) -> std::result::Result<Option<BTreeMap<String, String>>, D::Error> {
+    scalar_map(d, "allocatable")
 }
 
 fn null_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
@@ -227,7 +330,7 @@ fn null_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 #[serde(default)]
 struct MetaSlim {
     name: Option<String>,
-    #[serde(deserialize_with = "scalar_map")]
+    #[serde(deserialize_with = "labels_map")]
     labels: Option<BTreeMap<String, String>>,
 }
 
@@ -249,10 +352,27 @@ struct SpecSlim {
 #[derive(Deserialize, Default)]
 #[serde(default)]
 struct StatusSlim {
-    #[serde(deserialize_with = "scalar_map")]
+    #[serde(deserialize_with = "capacity_map")]
     capacity: Option<BTreeMap<String, String>>,
-    #[serde(deserialize_with = "scalar_map")]
+    #[serde(deserialize_with = "allocatable_map")]
     allocatable: Option<BTreeMap<String, String>>,
+}
+
+/// `e` prefixed with the field it arose in. An end-of-input error is passed through
+/// unchanged: the JSON reader recognises it to read more input and parse again, and a
+/// truncated file says so best without a field.
+fn in_field<E: de::Error + fmt::Display>(e: E, field: &str) -> E {
+    let msg = e.to_string();
+    if msg.starts_with("EOF while parsing") || msg.starts_with("unexpected end of input") {
+        e
+    } else {
+        E::custom(format!("{field}: {msg}"))
+    }
+}
+
+/// Whether a node name holds whitespace or a control character.
+fn n_bad(name: &str) -> bool {
+    name.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// The parts of an object that may be a Node, collected in any key order.
@@ -262,6 +382,8 @@ struct Parts {
     metadata: Option<MetaSlim>,
     spec: Option<SpecSlim>,
     status: Option<StatusSlim>,
+    /// Keys read so far (to reject duplicates).
+    keys: Vec<String>,
 }
 
 impl Parts {
@@ -271,6 +393,13 @@ impl Parts {
             Some(n) if !n.is_empty() => n,
             _ => return Err(E::custom("node without metadata.name")),
         };
+        // Node names are DNS subdomains; whitespace or control characters would forge
+        // or split the `MISMATCH=<node> <reason>` lines.
+        if n_bad(&name) {
+            return Err(E::custom(format!(
+                "metadata.name {name:?} is not a node name (whitespace or control character)"
+            )));
+        }
         let status = self.status.unwrap_or_default();
         Ok(NodeInfo {
             name,
@@ -297,14 +426,28 @@ impl Parts {
         key: &str,
         map: &mut A,
     ) -> std::result::Result<bool, A::Error> {
+        if !matches!(key, "kind" | "metadata" | "spec" | "status") {
+            return Ok(false);
+        }
+        self.seen(key)?;
+        let ctx = |e: A::Error| in_field(e, key);
         match key {
-            "kind" => self.kind = map.next_value::<Option<String>>()?,
-            "metadata" => self.metadata = map.next_value::<Option<MetaSlim>>()?,
-            "spec" => self.spec = map.next_value::<Option<SpecSlim>>()?,
-            "status" => self.status = map.next_value::<Option<StatusSlim>>()?,
-            _ => return Ok(false),
+            "kind" => self.kind = map.next_value::<Option<String>>().map_err(ctx)?,
+            "metadata" => self.metadata = map.next_value::<Option<MetaSlim>>().map_err(ctx)?,
+            "spec" => self.spec = map.next_value::<Option<SpecSlim>>().map_err(ctx)?,
+            _ => self.status = map.next_value::<Option<StatusSlim>>().map_err(ctx)?,
         }
         Ok(true)
+    }
+
+    /// Records that `key` was read; a key given twice is an error (JSON allows it, but
+    /// which value counts would be a guess: a second `metadata` could hide a node).
+    fn seen<E: de::Error>(&mut self, key: &str) -> std::result::Result<(), E> {
+        if self.keys.iter().any(|k| k == key) {
+            return Err(E::custom(format!("duplicate key {key:?}")));
+        }
+        self.keys.push(key.to_owned());
+        Ok(())
     }
 }
 
@@ -333,6 +476,7 @@ impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Top<'_, F> {
         let mut saw_items = false;
         while let Some(key) = map.next_key::<String>()? {
             if key == "items" {
+                parts.seen(&key)?;
                 saw_items = true;
                 map.next_value_seed(Items {
                     ctx: self.ctx,
@@ -427,6 +571,7 @@ impl<'de> Visitor<'de> for ItemSeed {
         let mut parts = Parts::default();
         while let Some(key) = map.next_key::<String>()? {
             if key == "kind" {
+                parts.seen(&key)?;
                 let kind = map.next_value::<Option<String>>()?;
                 if let Some(k) = kind.as_deref().filter(|k| *k != "Node") {
                     return Err(de::Error::custom(format!("kind {k:?} is not a Node")));

@@ -544,11 +544,7 @@ fn vmi_requests(
 /// `pkg/apis/core/validation/validation.go`, `validateResourceRequirements`).
 fn whole(raw: &str) -> std::result::Result<i64, String> {
     let q = Quantity::parse(raw).map_err(|e| format!("{raw:?} is not a quantity ({e})"))?;
-    if q.is_negative() {
-        return Err(format!("{raw:?} is negative"));
-    }
-    q.to_i64()
-        .ok_or_else(|| format!("{raw:?} is not a whole number of units"))
+    q.to_count().map_err(|why| format!("{raw:?} {why}"))
 }
 
 fn get<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {

@@ -163,6 +163,19 @@ impl Quantity {
         i64::try_from(v).ok()
     }
 
+    /// The value as a count of whole units (an extended resource such as
+    /// `nvidia.com/gpu`): `Err` with a short phrase when it is negative, a fraction, or
+    /// beyond `i64`.
+    pub fn to_count(&self) -> Result<i64, &'static str> {
+        if self.is_negative() {
+            Err("is negative")
+        } else if !self.is_integer() {
+            Err("is not a whole number of units")
+        } else {
+            self.to_i64().ok_or("is too large (over 2^63-1 units)")
+        }
+    }
+
     fn cmp_magnitude(&self, other: &Quantity) -> Ordering {
         match (self.is_zero(), other.is_zero()) {
             (true, true) => return Ordering::Equal,
@@ -321,6 +334,21 @@ mod tests {
 
     fn q(s: &str) -> Quantity {
         Quantity::parse(s).unwrap_or_else(|e| panic!("{s}: {e}"))
+    }
+
+    #[test]
+    fn to_count_says_what_is_wrong() {
+        assert_eq!(q("4").to_count(), Ok(4));
+        assert_eq!(q("1Ki").to_count(), Ok(1024));
+        assert_eq!(q("-0").to_count(), Ok(0));
+        assert_eq!(q("2e3").to_count(), Ok(2000));
+        assert_eq!(q("-3").to_count(), Err("is negative"));
+        assert_eq!(q("500m").to_count(), Err("is not a whole number of units"));
+        assert_eq!(
+            q("99999999999999999999999").to_count(),
+            Err("is too large (over 2^63-1 units)")
+        );
+        assert_eq!(q("9223372036854775807").to_count(), Ok(i64::MAX));
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub enum Output {
     /// A table, the unservable demand, and notes.
     #[default]
     Text,
-    /// Pretty JSON of the whole [`Inventory`] (camelCase keys).
+    /// Pretty JSON of the whole inventory (camelCase keys).
     Json,
     /// YAML of the same document.
     Yaml,

@@ -9,7 +9,7 @@ pub mod inventory;
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum Format {
-    /// Plain lines (for `check`: `MISMATCH=...` or `OK=<n>`).
+    /// Plain text for people and scripts.
     #[default]
     Text,
     /// Pretty JSON.
