@@ -532,3 +532,17 @@ fn big_dump_reads_every_node_across_read_chunks() {
         (0, "OK=6000\n", "")
     );
 }
+
+#[test]
+fn node_with_items_says_what_is_wrong() {
+    // Used to say: kind "Node" is not Node, NodeList or List.
+    let o = check_bytes(
+        "node-items.json",
+        br#"{"kind":"Node","metadata":{"name":"a"},"items":[]}"#,
+        &[],
+    );
+    bad_input(
+        &o,
+        "node-items.json: kind \"Node\" with an items field: expected one Node, or a NodeList or List",
+    );
+}

@@ -494,6 +494,9 @@ impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Top<'_, F> {
                 Ok(())
             }
             Some("NodeList") | Some("List") => Ok(()),
+            Some("Node") => Err(de::Error::custom(
+                "kind \"Node\" with an items field: expected one Node, or a NodeList or List",
+            )),
             Some(k) => Err(de::Error::custom(format!(
                 "kind {k:?} is not Node, NodeList or List"
             ))),
