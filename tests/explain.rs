@@ -179,7 +179,16 @@ fn taint_insufficient_stale_and_bound() {
     let doc = explain_json(&["pod", "ml/queue-2gpu", "--nodes", &nodes, "--pods", &pods]);
     assert_eq!(doc["candidates"], serde_json::json!(["dgx-a"]));
     assert_eq!(doc["fitting"], serde_json::json!([]));
-    assert!(doc["cause"].as_str().unwrap().starts_with("Insufficient: the candidates dgx-a advertise the names but have too few free units: nvidia.com/gpu (2 asked, 1 free on the candidates)"), "{}", doc["cause"]);
+    // dgx-a has 1 allocatable: freeing units cannot make 2 fit (was: "the candidates
+    // dgx-a advertise the names but have too few free units ... free units on them").
+    assert_eq!(
+        doc["cause"],
+        "Insufficient: the pod asks for more than any candidate (dgx-a) has, even with nothing allocated: 2 × nvidia.com/gpu asked, at most 1 allocatable on one candidate"
+    );
+    assert_eq!(
+        doc["fix"],
+        "ask for at most 1 × nvidia.com/gpu per pod (a pod's units come from one node), or add nodes with more GPUs"
+    );
     // A pod asking for nvidia.com/gpu sees the stale 0 on the relabelled passthrough node.
     assert_eq!(
         doc["requests"][0]["staleNodes"],
@@ -261,5 +270,120 @@ fn stdin_twice_is_refused() {
     assert_eq!(
         err,
         "gpuwl: only one of the dump files can be `-` (stdin is read once)\n"
+    );
+}
+
+#[test]
+fn request_larger_than_any_node_is_not_a_wait() {
+    // 9 × nvidia.com/gpu where the only container node has 4 allocatable: without --pods
+    // this read "lab-node-0 can take the pod now", and with --pods "free units on the
+    // candidates", though no node can ever hold it.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p9.json");
+    std::fs::write(
+        &p,
+        r#"{"kind":"Pod","metadata":{"name":"p9","namespace":"d"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"9"}}}]}}"#,
+    )
+    .unwrap();
+    for with_pods in [false, true] {
+        let mut args = vec![
+            "--pod".to_string(),
+            p.to_str().unwrap().into(),
+            "--nodes".into(),
+            lab("nodes.json"),
+        ];
+        if with_pods {
+            args.extend(["--pods".into(), lab("pods.json")]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let doc = explain_json(&args);
+        assert_eq!(doc["candidates"], serde_json::json!(["lab-node-0"]));
+        assert_eq!(doc["fitting"], serde_json::json!([]));
+        assert_eq!(
+            doc["cause"],
+            "Insufficient: the pod asks for more than any candidate (lab-node-0) has, even with nothing allocated: 9 × nvidia.com/gpu asked, at most 4 allocatable on one candidate"
+        );
+        assert_eq!(
+            doc["fix"],
+            "ask for at most 4 × nvidia.com/gpu per pod (a pod's units come from one node), or add nodes with more GPUs"
+        );
+    }
+    let (rc, out, _) = gpuwl(&[
+        "explain",
+        "--pod",
+        p.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains("  ∩ enough allocatable units → no node\n"),
+        "{out}"
+    );
+    // 4 fits lab-node-0's allocatable but only 3 are free: that is the freeing case.
+    let p4 = dir.path().join("p4.json");
+    std::fs::write(
+        &p4,
+        r#"{"kind":"Pod","metadata":{"name":"p4","namespace":"d"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"4"}}}]}}"#,
+    )
+    .unwrap();
+    let doc = explain_json(&[
+        "--pod",
+        p4.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+        "--pods",
+        &lab("pods.json"),
+    ]);
+    assert_eq!(
+        doc["cause"],
+        "Insufficient: the candidates lab-node-0 advertise the names but have too few free units: nvidia.com/gpu (4 asked, 3 free on the candidates)"
+    );
+}
+
+#[test]
+fn pod_file_with_a_repeated_key_is_bad_input() {
+    // serde_json's Value kept the last of two `nvidia.com/gpu` limits (1 then 9 → 9).
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dup.json");
+    std::fs::write(
+        &p,
+        r#"{"kind":"Pod","metadata":{"name":"p","namespace":"d"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpu":"9"}}}]}}"#,
+    )
+    .unwrap();
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "--pod",
+        p.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(rc, 2, "{out}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("dup.json: duplicate key \"nvidia.com/gpu\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+    let y = dir.path().join("two.yaml");
+    std::fs::write(
+        &y,
+        "kind: Pod\nmetadata: {name: p}\n---\nkind: Pod\nmetadata: {name: q}\n",
+    )
+    .unwrap();
+    let (rc, _, err) = gpuwl(&[
+        "explain",
+        "--pod",
+        y.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(rc, 2);
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: {}: several YAML documents (---): expected one Pod, PodList, List or VirtualMachineInstance\n",
+            y.display()
+        )
     );
 }

@@ -114,7 +114,8 @@ pub struct Explanation {
     pub allowed_nodes: Vec<String>,
     /// Allowed nodes that advertise every requested extended resource.
     pub candidates: Vec<String>,
-    /// Candidates with enough free units of everything (when allocations are known).
+    /// Candidates with enough units of everything: allocatable >= asked, and free >=
+    /// asked when allocations are known.
     pub fitting: Vec<String>,
     /// One-paragraph cause.
     pub cause: String,
@@ -296,9 +297,11 @@ pub fn explain(
         .iter()
         .filter(|n| {
             requests.iter().all(|rv| {
-                rv.advertisers
-                    .iter()
-                    .any(|a| &a.node == *n && a.free.is_none_or(|f| f >= rv.units))
+                rv.advertisers.iter().any(|a| {
+                    &a.node == *n
+                        && a.allocatable >= rv.units
+                        && a.free.is_none_or(|f| f >= rv.units)
+                })
             })
         })
         .cloned()
@@ -559,7 +562,48 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
             "split the request into pods that each ask for one kind of GPU resource".into(),
         );
     }
-    // 4. Candidates exist but lack free units.
+    // 4a. A request larger than any candidate's allocatable: no amount of freeing helps
+    //     (a pod's units come from one node).
+    let too_big: Vec<(&RequestView, i64)> = e
+        .requests
+        .iter()
+        .filter_map(|rv| {
+            let most = rv
+                .advertisers
+                .iter()
+                .filter(|a| e.candidates.contains(&a.node))
+                .map(|a| a.allocatable)
+                .max()?;
+            (rv.units > most).then_some((rv, most))
+        })
+        .collect();
+    if e.fitting.is_empty() && !too_big.is_empty() {
+        let what: Vec<String> = too_big
+            .iter()
+            .map(|(rv, most)| {
+                format!(
+                    "{} × {} asked, at most {most} allocatable on one candidate",
+                    rv.units, rv.resource
+                )
+            })
+            .collect();
+        let fix: Vec<String> = too_big
+            .iter()
+            .map(|(rv, most)| format!("at most {most} × {}", rv.resource))
+            .collect();
+        return (
+            format!(
+                "Insufficient: the pod asks for more than any candidate ({}) has, even with nothing allocated: {}",
+                e.candidates.join(", "),
+                what.join("; ")
+            ),
+            format!(
+                "ask for {} per pod (a pod's units come from one node), or add nodes with more GPUs",
+                fix.join(" and ")
+            ),
+        );
+    }
+    // 4b. Candidates exist but lack free units.
     if e.fitting.is_empty() {
         let short: Vec<String> = e
             .requests

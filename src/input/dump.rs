@@ -161,7 +161,7 @@ pub fn read_from(
             }
             .deserialize(de)
         })
-        .map_err(|e| yaml_msg(&e))
+        .map_err(|e| yaml_msg(&e, "one Node, NodeList or List"))
     };
     match (res, dup) {
         (Ok(()), None) => Ok(count),
@@ -177,9 +177,10 @@ pub fn read_from(
 
 /// serde-saphyr's message without advice meant for the programmer ("set
 /// DuplicateKeyPolicy in Options", "use read or read_with_options").
-fn yaml_msg(e: &serde_saphyr::Error) -> String {
+/// `expected` names what one document should be.
+pub(crate) fn yaml_msg(e: &serde_saphyr::Error, expected: &str) -> String {
     if let serde_saphyr::Error::MultipleDocuments { .. } = e {
-        return "several YAML documents (---): expected one Node, NodeList or List".into();
+        return format!("several YAML documents (---): expected {expected}");
     }
     let mut s = e
         .to_string()

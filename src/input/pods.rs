@@ -232,14 +232,97 @@ pub fn read_pods_str(text: &str, name: &str) -> Result<Vec<PodInfo>> {
                 "empty input: expected a Pod, PodList, List or VirtualMachineInstance".into(),
             ));
         }
-        Some(b'{') | Some(b'[') => serde_json::from_str(body).map_err(|e| err(e.to_string()))?,
+        Some(b'{') | Some(b'[') => {
+            serde_json::from_str::<Strict>(body)
+                .map_err(|e| err(e.to_string()))?
+                .0
+        }
         Some(_) => {
             let mut opts = serde_saphyr::Options::default();
             opts.with_snippet = false;
-            serde_saphyr::from_str_with_options(body, opts).map_err(|e| err(e.to_string()))?
+            serde_saphyr::from_str_with_options::<Strict>(body, opts)
+                .map_err(|e| {
+                    err(crate::input::dump::yaml_msg(
+                        &e,
+                        "one Pod, PodList, List or VirtualMachineInstance",
+                    ))
+                })?
+                .0
         }
     };
     from_document(&doc).map_err(err)
+}
+
+/// A JSON value whose objects may not repeat a key: serde_json's `Value` keeps the last
+/// of two, so a second `spec` or `limits` would silently replace the first.
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Strict, D::Error> {
+        use serde::de::{self, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Strict;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON/YAML value")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::Bool(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::from(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::from(v)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::from(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::String(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::String(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::Null))
+            }
+            fn visit_none<E: de::Error>(self) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::Null))
+            }
+            fn visit_some<D2: serde::Deserializer<'de>>(
+                self,
+                d: D2,
+            ) -> std::result::Result<Strict, D2::Error> {
+                <Strict as serde::Deserialize>::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> std::result::Result<Strict, A::Error> {
+                let mut v = Vec::new();
+                while let Some(Strict(x)) = s.next_element()? {
+                    v.push(x);
+                }
+                Ok(Strict(Value::Array(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Strict, A::Error> {
+                let mut o = serde_json::Map::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    let Strict(x) = m.next_value()?;
+                    if o.contains_key(&k) {
+                        return Err(de::Error::custom(format!("duplicate key {k:?}")));
+                    }
+                    o.insert(k, x);
+                }
+                Ok(Strict(Value::Object(o)))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 /// Converts a parsed document (List/PodList or one object) into pods; the error is the

@@ -132,6 +132,8 @@ fn text(e: &Explanation) -> String {
         );
         if e.allocations_known {
             let _ = writeln!(o, "  ∩ enough free units → {}", list(&e.fitting));
+        } else if e.fitting.len() < e.candidates.len() {
+            let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
         }
     }
     let _ = writeln!(o, "\nCause: {}", e.cause);
