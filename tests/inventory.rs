@@ -182,10 +182,11 @@ fn mixed_cluster_shapes() {
     assert_eq!(doc["nodesRead"], 7);
     assert_eq!(doc["gpuNodes"], 5, "cp-1 and net-1 are in no pool");
     // MIG mixed on the A100: 1 whole GPU + 7 × 1g.10gb; the Succeeded pod holds nothing;
-    // queue-2gpu (selector on the A100 product) is pending there.
+    // queue-2gpu (selector on the A100 product) asks for 2 where dgx-a has 1 allocatable:
+    // not pending there (it was counted as PENDING 2), but unservable, see below.
     assert_eq!(
         nums(row(&doc, "container", "nvidia.com/gpu")),
-        [1, 1, 1, 0, 1, 2]
+        [1, 1, 1, 0, 1, 0]
     );
     assert_eq!(
         nums(row(&doc, "container", "nvidia.com/mig-1g.10gb")),
@@ -248,7 +249,15 @@ fn mixed_cluster_shapes() {
             .unwrap()
             .contains("untolerated taint {nvidia.com/vgpu: true}:NoSchedule")
     );
-    assert_eq!(u.len(), 3);
+    let big = by_pod("ml/queue-2gpu");
+    assert_eq!(big["cause"], "too-large");
+    assert_eq!(big["units"], 2);
+    assert_eq!(
+        big["reason"],
+        "the allowed nodes have at most 1 allocatable each (a pod's units come from one node)"
+    );
+    assert_eq!(big["allowedPools"], serde_json::json!(["container"]));
+    assert_eq!(u.len(), 4);
 }
 
 #[test]

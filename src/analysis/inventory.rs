@@ -170,6 +170,8 @@ pub enum UnservableCause {
     Excluded,
     /// Allowed nodes advertise it, but none advertises every GPU resource the pod asks for.
     NotTogether,
+    /// Allowed nodes advertise it, but none has as many allocatable units as asked.
+    TooLarge,
 }
 
 /// Pending demand for one resource that no node can serve, whatever is freed.
@@ -438,11 +440,14 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
             .iter()
             .filter(|n| pool_of.contains_key(n.name.as_str()) && placement::allows(p, n))
             .collect();
+        // A node serves the pod when it advertises every name asked, each with at least
+        // the units asked (a pod's units come from one node; more cannot be freed).
         let fits = |n: &NodeInfo| {
-            gpu_reqs.iter().all(|(r, _)| {
+            gpu_reqs.iter().all(|(r, units)| {
                 advertised
                     .get(n.name.as_str())
-                    .is_some_and(|m| m.contains_key(*r))
+                    .and_then(|m| m.get(*r))
+                    .is_some_and(|alloc| alloc >= units)
             })
         };
         let fitting_pools: BTreeSet<Pool> = allowed
@@ -631,6 +636,20 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
                 "{r} is advertised only in pool {} and {} excludes those nodes",
                 pools.into_iter().collect::<Vec<_>>().join(", "),
                 why.into_iter().collect::<Vec<_>>().join(" and ")
+            ),
+            Vec::new(),
+        )
+    } else if let Some(most) = advertisers
+        .iter()
+        .filter(|n| allowed_names.contains(n.name.as_str()))
+        .filter_map(|n| advertised.get(n.name.as_str())?.get(r).copied())
+        .max()
+        .filter(|most| *most < units)
+    {
+        (
+            UnservableCause::TooLarge,
+            format!(
+                "the allowed nodes have at most {most} allocatable each (a pod's units come from one node)"
             ),
             Vec::new(),
         )
