@@ -546,3 +546,18 @@ fn node_with_items_says_what_is_wrong() {
         "node-items.json: kind \"Node\" with an items field: expected one Node, or a NodeList or List",
     );
 }
+
+#[test]
+fn type_errors_do_not_name_rust_structs() {
+    // Was: "spec: invalid type: null, expected struct TaintSlim".
+    let o = check_bytes(
+        "taint.json",
+        br#"{"kind":"Node","metadata":{"name":"a"},"spec":{"taints":[null]}}"#,
+        &[],
+    );
+    bad_input(
+        &o,
+        "taint.json: spec: invalid type: null, expected a taint object",
+    );
+    assert!(!o.stderr.contains("Slim"), "{}", o.stderr);
+}

@@ -328,7 +328,7 @@ fn null_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
+#[serde(default, expecting = "a metadata object")]
 struct MetaSlim {
     name: Option<String>,
     #[serde(deserialize_with = "labels_map")]
@@ -336,7 +336,7 @@ struct MetaSlim {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
+#[serde(default, expecting = "a taint object")]
 struct TaintSlim {
     key: Option<String>,
     value: Option<String>,
@@ -344,14 +344,14 @@ struct TaintSlim {
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
+#[serde(default, expecting = "a spec object")]
 struct SpecSlim {
     #[serde(deserialize_with = "null_vec")]
     taints: Vec<TaintSlim>,
 }
 
 #[derive(Deserialize, Default)]
-#[serde(default)]
+#[serde(default, expecting = "a status object")]
 struct StatusSlim {
     #[serde(deserialize_with = "capacity_map")]
     capacity: Option<BTreeMap<String, String>>,
