@@ -60,7 +60,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             }
             let info = cluster::info(name)?;
             let q = shell_quote(&h.kubeconfig.display().to_string());
-            println!(
+            crate::outln!(
                 "# cluster {name} {} at {} (Kubernetes {})",
                 if was_running {
                     "was already running"
@@ -70,42 +70,42 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 info.server_url(),
                 info.kubernetes_version
             );
-            println!("# kubeconfig: {}", h.kubeconfig.display());
-            println!("export KUBECONFIG={q}");
+            crate::outln!("# kubeconfig: {}", h.kubeconfig.display());
+            crate::outln!("export KUBECONFIG={q}");
             Ok(ExitStatus::Ok)
         }
         Action::Down => {
             let existed = cluster::state_dir(name).exists();
             cluster::down(name)?;
             if existed {
-                println!("cluster {name} stopped and its state removed");
+                crate::outln!("cluster {name} stopped and its state removed");
             } else {
-                println!("cluster {name} does not exist; nothing to do");
+                crate::outln!("cluster {name} does not exist; nothing to do");
             }
             Ok(ExitStatus::Ok)
         }
         Action::Status => match cluster::status(name)? {
             Status::Running => {
                 let info = cluster::info(name)?;
-                println!("{name}: running at {}", info.server_url());
-                println!("kubeconfig: {}", cluster::kubeconfig_path(name).display());
+                crate::outln!("{name}: running at {}", info.server_url());
+                crate::outln!("kubeconfig: {}", cluster::kubeconfig_path(name).display());
                 Ok(ExitStatus::Ok)
             }
             Status::Stopped => {
-                println!("{name}: stopped");
+                crate::outln!("{name}: stopped");
                 if cluster::state_dir(name).exists() {
-                    println!(
+                    crate::outln!(
                         "state left in {} (logs in logs/); start afresh with: gpuwl cluster up --name {name}",
                         cluster::state_dir(name).display()
                     );
                 } else {
-                    println!("start it with: gpuwl cluster up --name {name}");
+                    crate::outln!("start it with: gpuwl cluster up --name {name}");
                 }
                 Ok(ExitStatus::Runtime)
             }
             Status::Broken { detail } => {
-                println!("{name}: broken: {detail}");
-                println!(
+                crate::outln!("{name}: broken: {detail}");
+                crate::outln!(
                     "logs: {}/logs; recover with: gpuwl cluster up --name {name} (restarts it afresh) or gpuwl cluster down --name {name}",
                     cluster::state_dir(name).display()
                 );
@@ -120,12 +120,12 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     p.display()
                 )));
             }
-            println!("{}", p.display());
+            crate::outln!("{}", p.display());
             Ok(ExitStatus::Ok)
         }
         Action::Build { quiet } => {
             let dir = cluster::build::ensure_built(!quiet)?;
-            println!("{}", dir.display());
+            crate::outln!("{}", dir.display());
             Ok(ExitStatus::Ok)
         }
     }

@@ -114,16 +114,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         gpuwl_bin,
     };
     let rt = crate::cli::runtime()?;
-    let mut progress = |line: &str| println!("{line}");
+    let mut progress = |line: &str| crate::outln!("{line}");
     let report = rt.block_on(lab::run(&opts, &mut progress))?;
 
-    println!();
-    println!("{}", lab::summary_table(&report));
+    crate::outln!();
+    crate::outln!("{}", lab::summary_table(&report));
     for s in lab::split_sentences(&report.inventory) {
-        println!("{s}.");
+        crate::outln!("{s}.");
     }
-    println!("\nGPU inventory by pool (gpuwl inventory):");
-    print!(
+    crate::outln!("\nGPU inventory by pool (gpuwl inventory):");
+    crate::out!(
         "{}",
         crate::render::inventory::render(
             &report.inventory,
@@ -134,18 +134,18 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             },
         )
     );
-    println!("\nWhy job-cross is Pending (gpuwl explain pod gpu-vm/job-cross):");
-    print!(
+    crate::outln!("\nWhy job-cross is Pending (gpuwl explain pod gpu-vm/job-cross):");
+    crate::out!(
         "{}",
         crate::render::explain::render(&report.cross_explanation, crate::render::Format::Text)
     );
-    println!("\nResult files: {}/{{out,bin,k8s}}", root.display());
+    crate::outln!("\nResult files: {}/{{out,bin,k8s}}", root.display());
     if let Target::Local { cluster } = &opts.target {
         if args.down {
             crate::cluster::down(cluster)?;
-            println!("Local control plane {cluster:?} stopped (--down).");
+            crate::outln!("Local control plane {cluster:?} stopped (--down).");
         } else if let Some(kc) = &report.local_kubeconfig {
-            println!(
+            crate::outln!(
                 "The local control plane {cluster:?} is still running:\n  export KUBECONFIG={}\n  kubectl get pods -n gpu-vm -o wide\n  gpuwl cluster down{}",
                 kc.display(),
                 if cluster == "gpuwl" {

@@ -65,8 +65,11 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => explain::run(a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
-            clap_complete::generate(*shell, &mut cmd, "gpuwl", &mut std::io::stdout());
-            Ok(ExitStatus::Ok)
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut cmd, "gpuwl", &mut script);
+            crate::render::write_stdout(&script)
+                .map(|_| ExitStatus::Ok)
+                .map_err(|e| Error::Runtime(format!("cannot write the completion script: {e}")))
         }
     };
     match result {

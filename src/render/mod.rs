@@ -28,3 +28,26 @@ pub fn write_stdout(bytes: &[u8]) -> io::Result<()> {
         r => r,
     }
 }
+
+/// `print!` for command output: writes through [`write_stdout`], so a closed pipe
+/// (`gpuwl lab | head`) ends the output quietly instead of panicking. Other write errors
+/// are ignored too: the command's exit code still reports what it did.
+#[macro_export]
+macro_rules! out {
+    ($($t:tt)*) => {{
+        let _ = $crate::render::write_stdout(format!($($t)*).as_bytes());
+    }};
+}
+
+/// `println!` counterpart of [`out!`](crate::out).
+#[macro_export]
+macro_rules! outln {
+    () => {
+        $crate::out!("\n")
+    };
+    ($($t:tt)*) => {{
+        let mut s = format!($($t)*);
+        s.push('\n');
+        let _ = $crate::render::write_stdout(s.as_bytes());
+    }};
+}

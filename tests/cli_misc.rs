@@ -1,0 +1,63 @@
+//! Command-line behaviour outside `check`: completions, help, closed pipes.
+
+use std::process::{Command, Stdio};
+
+use assert_cmd::cargo::cargo_bin;
+
+#[test]
+fn completions_into_a_closed_pipe_do_not_panic() {
+    for shell in ["bash", "zsh", "fish"] {
+        let mut child = Command::new(cargo_bin("gpuwl"))
+            .args(["completions", shell])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take()); // the reader goes away at once, like `| head -c 0`
+        let out = child.wait_with_output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{shell}");
+        assert!(
+            out.stderr.is_empty(),
+            "{shell}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn completions_name_every_command() {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["completions", "bash"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for cmd in ["check", "cluster", "lab", "inventory", "explain"] {
+        assert!(text.contains(cmd), "{cmd}");
+    }
+}
+
+#[test]
+fn lab_help_lists_the_eight_steps_and_their_files() {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["lab", "--help"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    for (i, file) in [
+        "out/01-nodes.txt",
+        "out/operands.txt",
+        "out/03-resources.txt",
+        "out/04-container.txt",
+        "out/05-passthrough.txt",
+        "out/06-placement.txt",
+        "out/07-cross.txt",
+        "out/consistency.txt",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(text.contains(&format!("  {}. ", i + 1)), "step {}", i + 1);
+        assert!(text.contains(file), "{file}");
+    }
+    assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
+}
