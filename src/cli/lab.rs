@@ -115,7 +115,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     };
     let rt = crate::cli::runtime()?;
     let mut progress = |line: &str| crate::outln!("{line}");
-    let report = rt.block_on(lab::run(&opts, &mut progress))?;
+    let report = match rt.block_on(lab::run(&opts, &mut progress)) {
+        Ok(r) => r,
+        Err(e) => {
+            // --down means "leave nothing running", also when a step failed.
+            if let (true, Target::Local { cluster }) = (args.down, &opts.target) {
+                let _ = crate::cluster::down(cluster);
+            }
+            return Err(e);
+        }
+    };
 
     crate::outln!();
     crate::outln!("{}", lab::summary_table(&report));
