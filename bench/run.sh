@@ -4,8 +4,9 @@
 #   bench/run.sh                     # dumps 500 / 5000 / 65000 nodes, live 500 / 5000 nodes
 #   SIZES="500 5000" LIVE="500" bench/run.sh
 #   LIVE= bench/run.sh               # dumps only;  SIZES= bench/run.sh  # live only
+#   SKIP_BUILD=1 bench/run.sh        # measure the binaries already in target/release
 #
-# Work files (dumps are up to ~1.2 GB) go to $WORK (default /tmp/gpuwl-bench), never the
+# Work files (the 65,000-node dump is ~1.5 GB) go to $WORK (default /tmp/gpuwl-bench), never the
 # repo. Results: $WORK/results/{env.txt,dumps.tsv,live.tsv,checks.txt}. Rerunnable: dumps
 # are regenerated only when missing; the bench cluster is recreated for each live size.
 # Installs what it needs when missing: jq and time (apt-get), kubectl-view-allocations
@@ -30,7 +31,7 @@ need_apt jq jq
 [ -x /usr/bin/time ] || need_apt /usr/bin/time time
 
 cd "$ROOT"
-cargo build --release --bin gpuwl --example gendump --example openapi_decode --example loadcluster
+[ -n "${SKIP_BUILD:-}" ] || cargo build --release --bin gpuwl --example gendump --example openapi_decode --example loadcluster
 B=$ROOT/target/release/gpuwl
 EX=$ROOT/target/release/examples
 
@@ -66,7 +67,7 @@ if [ -n "$SIZES" ]; then
     : >"$RES/checks.txt"
     for n in $SIZES; do
         f=$WORK/nodes-$n.json
-        if [ ! -s "$f" ]; then
+        if [ ! -s "$f" ] || [ ! -s "$f.stats" ]; then
             "$EX/gendump" --nodes "$n" --seed 1 --mismatch-pct 2 --out "$f" 2>"$f.stats"
         fi
         bytes=$(stat -c %s "$f")
@@ -109,8 +110,8 @@ if [ -n "$LIVE" ]; then
         kc=$("$B" cluster kubeconfig --name "$CLUSTER")
         echo "== live $n nodes / $p pods"
         "$EX/loadcluster" --kubeconfig "$kc" --parallel 16 "$nf" "$pf" 2>&1 | tee -a "$RES/checks.txt"
-        # let kwok mark the pods Running before measuring (at most 10 min)
-        for _ in $(seq 120); do
+        # let kwok mark the pods Running before measuring (at most 3 min)
+        for _ in $(seq 36); do
             running=$(kubectl --kubeconfig "$kc" get pods -A --field-selector=status.phase=Running --chunk-size=500 -o name 2>/dev/null | wc -l)
             [ "$running" -ge "$p" ] && break
             sleep 5
