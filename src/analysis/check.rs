@@ -238,6 +238,11 @@ pub struct Options {
     /// Extra globs of resource names to ignore as non-GPU (`--ignore-resource`); see
     /// [`Classifier::with_ignore_globs`].
     pub ignore_resources: Vec<String>,
+    /// Keep only the reports of mismatching nodes (all the text output needs), so memory
+    /// grows with the number of mismatches, not of labelled nodes. The counts
+    /// ([`Report::labelled`], [`Report::nodes_seen`]) are kept either way; severity counts
+    /// and per-node findings of agreeing nodes are then not available.
+    pub mismatches_only: bool,
 }
 
 /// An incremental checker: feed nodes one by one (from a streaming reader), keep only
@@ -246,6 +251,7 @@ pub struct Options {
 pub struct Checker {
     classifier: Classifier,
     report: Report,
+    mismatches_only: bool,
 }
 
 impl Checker {
@@ -254,6 +260,7 @@ impl Checker {
         Checker {
             classifier: Classifier::with_ignore_globs(options.ignore_resources.iter().cloned()),
             report: Report::default(),
+            mismatches_only: options.mismatches_only,
         }
     }
 
@@ -264,7 +271,12 @@ impl Checker {
         if r.label.is_some() {
             self.report.labelled += 1;
         }
-        if r.label.is_some() || !r.findings.is_empty() {
+        let keep = if self.mismatches_only {
+            r.verdict == Verdict::Mismatch
+        } else {
+            r.label.is_some() || !r.findings.is_empty()
+        };
+        if keep {
             self.report.nodes.push(r);
         }
     }
@@ -601,6 +613,35 @@ mod tests {
     }
 
     #[test]
+    fn mismatches_only_keeps_the_text_verdict_and_drops_the_rest() {
+        let nodes = [
+            node("b", Some("container"), &[("nvidia.com/gpu", "4")]),
+            node("a", Some("vm-vgpu"), &[("nvidia.com/gpu", "2")]),
+            node("c", None, &[("nvidia.com/gpu", "0")]),
+            node(
+                "d",
+                Some("vm-passthrough"),
+                &[("nvidia.com/GA102GL_A10", "2")],
+            ),
+        ];
+        let full = check_with(&nodes, &Options::default());
+        let mut lean = Checker::new(&Options {
+            mismatches_only: true,
+            ..Options::default()
+        });
+        for n in &nodes {
+            lean.add(n);
+        }
+        let lean = lean.finish();
+        assert_eq!(lean.text_lines(), full.text_lines());
+        assert_eq!(lean.exit_status(), ExitStatus::Mismatch);
+        assert_eq!((lean.labelled, lean.nodes_seen), (3, 4));
+        let kept: Vec<&str> = lean.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(kept, ["a"]);
+        assert_eq!(full.nodes.len(), 4);
+    }
+
+    #[test]
     fn seed_ok() {
         let r = check([
             node("lab-node-0", Some("container"), &[("nvidia.com/gpu", "4")]),
@@ -798,6 +839,7 @@ mod tests {
         assert_eq!(check([&n]).exit_status(), ExitStatus::Mismatch);
         let o = Options {
             ignore_resources: vec!["custom_*".into()],
+            ..Options::default()
         };
         assert_eq!(check_with([&n], &o).text_lines(), ["OK=1"]);
     }
