@@ -650,8 +650,10 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
 /// Errors: [`crate::error::Error::Input`] when the pod does not exist;
 /// [`crate::error::Error::Runtime`] when the API cannot be reached.
 pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
-    let pod = crate::input::pods::get_pod(client, namespace, name).await?;
-    let nodes = crate::input::live::list_nodes(client).await?;
-    let pods = crate::input::pods::list_pods(client).await?;
+    let (pod, nodes, pods) = futures::try_join!(
+        crate::input::pods::get_pod(client, namespace, name),
+        crate::input::live::list_nodes(client),
+        crate::input::pods::list_pods(client)
+    )?;
     explain(&pod, Some(&nodes), Some(&pods))
 }
