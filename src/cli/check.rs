@@ -22,17 +22,15 @@ else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, ex
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
+    #[arg(conflicts_with_all = ["kubeconfig", "context"])]
     pub file: Option<PathBuf>,
     /// Output format: text is the `MISMATCH=<node> <reason>` / `OK=<n>` lines; json and
     /// yaml add per-node findings with stable codes and severities.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
-    #[arg(long, conflicts_with = "file")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context for the live cluster (default: the current context).
-    #[arg(long, conflicts_with = "file")]
-    pub context: Option<String>,
+    /// Where the live cluster is (used when no file is given).
+    #[command(flatten)]
+    pub live: crate::cli::LiveArgs,
     /// Treat matching `nvidia.com/` resources as non-GPU and ignore them (repeatable).
     /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
     /// `nvidia.com/`. Network Operator names (rdma_shared_device*, hostdev*, sriov*) are
@@ -58,11 +56,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
         }
         None => {
-            let rt = crate::cli::runtime()?;
-            rt.block_on(async {
-                let client =
-                    input::live::client(args.kubeconfig.as_deref(), args.context.as_deref())
-                        .await?;
+            let checker = &mut checker;
+            args.live.block_on(|client| async move {
                 input::live::for_each_node(&client, |n| checker.add(&n)).await
             })?;
         }

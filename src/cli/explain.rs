@@ -25,25 +25,22 @@ pub struct Args {
     pub target: Vec<String>,
     /// A Pod, VirtualMachineInstance or VirtualMachine manifest (JSON or YAML), or a list
     /// holding the target; `-` reads stdin.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub pod: Option<PathBuf>,
     /// Node dump (`kubectl get nodes -o json|yaml`) to explain against.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub nodes: Option<PathBuf>,
     /// Pod dump (`kubectl get pods -A -o json|yaml`) for allocations; also where the
     /// target is looked up when --pod is absent.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub pods: Option<PathBuf>,
     /// Output format: text is one screen (requests, the nodes advertising them,
     /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
-    #[arg(long, conflicts_with_all = ["pod", "nodes", "pods"])]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context for the live cluster (default: the current context).
-    #[arg(long, conflicts_with_all = ["pod", "nodes", "pods"])]
-    pub context: Option<String>,
+    /// Where the live cluster is (used when no file is given).
+    #[command(flatten)]
+    pub live: crate::cli::LiveArgs,
 }
 
 /// Parses the positional target: `[pod|pods|po|vmi] [NAMESPACE/]NAME`.
@@ -160,12 +157,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     .into(),
             ));
         };
-        let rt = crate::cli::runtime()?;
-        rt.block_on(async {
-            let client =
-                input::live::client(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-            explain::from_cluster(&client, &ns, &name).await
-        })?
+        args.live
+            .block_on(|client| async move { explain::from_cluster(&client, &ns, &name).await })?
     };
     let text = render::explain::render(&e, args.output);
     render::write_stdout(text.as_bytes())

@@ -24,7 +24,7 @@ serve. Demand no pool can serve is listed after the table, beside the free units
 Bad input: one line on stderr, exit 2.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub nodes: Option<PathBuf>,
     /// Pod dump: `kubectl get pods -A -o json|yaml` (needs --nodes). Without it, nothing is
     /// allocated or pending.
@@ -36,12 +36,9 @@ pub struct Args {
     /// Draw the USE bars even when stdout is not a terminal.
     #[arg(long)]
     pub bars: bool,
-    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
-    #[arg(long, conflicts_with = "nodes")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context for the live cluster (default: the current context).
-    #[arg(long, conflicts_with = "nodes")]
-    pub context: Option<String>,
+    /// Where the live cluster is (used when no file is given).
+    #[command(flatten)]
+    pub live: crate::cli::LiveArgs,
 }
 
 /// Runs `gpuwl inventory`.
@@ -67,15 +64,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             inv.notes.extend(note);
             inv
         }
-        None => {
-            let rt = crate::cli::runtime()?;
-            rt.block_on(async {
-                let client =
-                    input::live::client(args.kubeconfig.as_deref(), args.context.as_deref())
-                        .await?;
-                inventory::from_cluster(&client).await
-            })?
-        }
+        None => args
+            .live
+            .block_on(|client| async move { inventory::from_cluster(&client).await })?,
     };
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(

@@ -81,6 +81,37 @@ pub fn main() -> ExitCode {
     }
 }
 
+/// How a live cluster is reached: the flags `check`, `inventory` and `explain` share. The
+/// file arguments of each command declare the conflicts with these.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct LiveArgs {
+    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<std::path::PathBuf>,
+    /// Kubeconfig context for the live cluster (default: the current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+}
+
+impl LiveArgs {
+    /// Builds a runtime and a client from these flags, then runs `work` with the client.
+    ///
+    /// Errors: [`Error::Input`] for an unreadable kubeconfig or unknown context (exit 2),
+    /// [`Error::Runtime`] when no configuration is found or `work` fails to reach the API.
+    pub fn block_on<T, F, Fut>(&self, work: F) -> Result<T, Error>
+    where
+        F: FnOnce(kube::Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T, Error>>,
+    {
+        runtime()?.block_on(async {
+            let client =
+                crate::input::live::client(self.kubeconfig.as_deref(), self.context.as_deref())
+                    .await?;
+            work(client).await
+        })
+    }
+}
+
 /// A multi-threaded tokio runtime for commands that talk to the API server.
 ///
 /// Errors: [`Error::Runtime`] when the runtime cannot be built.
