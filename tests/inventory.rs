@@ -8,19 +8,10 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
-const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
+mod common;
+use common::gpuwl;
 
-fn gpuwl(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(cargo_bin("gpuwl"))
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
 
 fn json(args: &[&str]) -> Value {
     let mut a = args.to_vec();

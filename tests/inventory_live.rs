@@ -5,49 +5,25 @@
 //! nvidia.com/gpu beside 3 free in pool container, and the selector named as the cause.
 
 use std::path::Path;
-use std::process::Command;
 
-use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
+
+mod common;
+use common::{ClusterDown, gpuwl_ok};
 
 const CLUSTER: &str = "gpuwl-test-inventory";
 
-/// Stops the test cluster however the test ends.
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(cargo_bin("gpuwl"))
-            .args(["cluster", "down", "--name", CLUSTER])
-            .output();
-    }
-}
-
-fn run(args: &[&str]) -> String {
-    let out = Command::new(cargo_bin("gpuwl"))
-        .args(args)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "gpuwl {args:?} failed: {}\n{stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-}
-
 #[test]
 fn after_the_lab() {
-    let _down = Down;
+    let _down = ClusterDown(CLUSTER);
     let root = tempfile::tempdir().unwrap();
     let root_s = root.path().to_str().unwrap();
-    run(&["lab", "--cluster-name", CLUSTER, "--root", root_s]);
-    let kubeconfig = run(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    gpuwl_ok(&["lab", "--cluster-name", CLUSTER, "--root", root_s]);
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
     let kubeconfig = kubeconfig.trim();
     assert!(Path::new(kubeconfig).exists(), "{kubeconfig}");
 
-    let doc: Value = serde_json::from_str(&run(&[
+    let doc: Value = serde_json::from_str(&gpuwl_ok(&[
         "inventory",
         "--kubeconfig",
         kubeconfig,
@@ -84,7 +60,7 @@ fn after_the_lab() {
     let cross = std::fs::read_to_string(root.path().join("out/07-cross.txt")).unwrap();
     assert!(cross.contains(&format!("MESSAGE={msg}")), "{cross}");
 
-    let text = run(&[
+    let text = gpuwl_ok(&[
         "explain",
         "pod",
         "gpu-vm/job-cross",

@@ -9,17 +9,10 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 use k8s_openapi::api::core::v1::Pod;
 
-const CLUSTER: &str = "gpuwl-test-lab";
+mod common;
+use common::ClusterDown;
 
-/// Stops the test cluster however the test ends.
-struct Down;
-impl Drop for Down {
-    fn drop(&mut self) {
-        let _ = Command::new(cargo_bin("gpuwl"))
-            .args(["cluster", "down", "--name", CLUSTER])
-            .output();
-    }
-}
+const CLUSTER: &str = "gpuwl-test-lab";
 
 fn read(root: &Path, rel: &str) -> String {
     std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
@@ -119,7 +112,7 @@ async fn tamper(kubeconfig: &Path) {
 
 #[test]
 fn lab_on_the_local_control_plane_writes_every_file() {
-    let _down = Down;
+    let _down = ClusterDown(CLUSTER);
     let tmp = tempfile::tempdir().unwrap();
     let root: PathBuf = tmp.path().join("gpuwl");
     let stdout = run_lab(&root);

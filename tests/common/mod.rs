@@ -1,0 +1,36 @@
+//! Helpers shared by the integration tests: running the gpuwl binary, and stopping a test's
+//! own local control plane however the test ends.
+#![allow(dead_code)] // each test crate uses its own subset
+
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+
+/// Runs `gpuwl ARGS…` and returns (exit code, stdout, stderr); -1 when killed by a signal.
+pub fn gpuwl(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `gpuwl ARGS…`, asserts it succeeded (showing stdout and stderr if not), returns stdout.
+pub fn gpuwl_ok(args: &[&str]) -> String {
+    let (code, stdout, stderr) = gpuwl(args);
+    assert_eq!(code, 0, "gpuwl {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// Stops the named local control plane when dropped (`gpuwl cluster down --name NAME`).
+pub struct ClusterDown(pub &'static str);
+
+impl Drop for ClusterDown {
+    fn drop(&mut self) {
+        let _ = gpuwl(&["cluster", "down", "--name", self.0]);
+    }
+}
