@@ -15,18 +15,18 @@
 //!   `permittedHostDevices` (kubevirt/kubevirt; facts §5);
 //! - the scheduler's message is quoted from the pod, never composed (facts §6).
 
-pub mod placement;
-pub mod suggest;
+use crate::analysis::{names as suggest, placement};
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::Client;
 use serde::Serialize;
 
-use crate::analysis::inventory::{Pool, node_units};
 use crate::error::Result;
-use crate::input::pods::{Condition, ObjectKind, PodInfo};
+use crate::model::advertise::node_units;
 use crate::model::node::NodeInfo;
+use crate::model::pod::{Condition, ObjectKind, PodInfo};
+use crate::model::pool::Pool;
 use crate::model::resource::{self, NVIDIA_PREFIX, ResourceClass, classify};
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY};
 use placement::Exclusion;
@@ -162,7 +162,7 @@ pub fn explain(
                 .map(str::to_owned)
                 .collect::<Vec<_>>()
         })
-        .filter(|r| crate::input::pods::is_extended_resource(r))
+        .filter(|r| crate::model::pod::is_extended_resource(r))
         .collect();
 
     let mut requests = Vec::new();
@@ -483,7 +483,7 @@ fn diagnose(pod: &PodInfo, e: &Explanation, nodes: &[NodeInfo]) -> (String, Stri
             .iter()
             .filter(|n| e.allowed_nodes.contains(&n.name))
             .flat_map(|n| {
-                crate::analysis::inventory::gpu_resources(n)
+                crate::model::advertise::gpu_resources(n)
                     .into_iter()
                     .filter(|r| node_units(n, r).is_ok_and(|(_, a)| a > 0))
                     .map(str::to_owned)

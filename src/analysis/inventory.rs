@@ -32,67 +32,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use kube::Client;
 use serde::Serialize;
 
-use crate::analysis::explain::{placement, suggest};
-use crate::error::{Error, Result};
-use crate::input::pods::PodInfo;
-use crate::model::node::{NodeInfo, ResourceField};
-use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::analysis::{names, placement};
+use crate::error::Result;
+use crate::model::advertise::{gpu_resources, node_units};
+use crate::model::equivalents::unit_fraction;
+use crate::model::node::NodeInfo;
+use crate::model::pod::PodInfo;
+use crate::model::pool::{Pool, PoolOrigin};
+use crate::model::resource::{ResourceClass, classify};
 use crate::model::workload::{DEFAULT_WORKLOAD, LABEL_KEY, WorkloadConfig};
-
-/// How a node got its pool.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum PoolOrigin {
-    /// The node carries a valid [`LABEL_KEY`] value.
-    Label,
-    /// No label: the operator's default workload applies.
-    DefaultNoLabel,
-    /// A label value that is not one of the three: the operator silently uses the default.
-    DefaultInvalidLabel,
-}
-
-/// A pool: the effective workload config and how nodes got it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Pool {
-    /// The workload the operator applies.
-    pub workload: WorkloadConfig,
-    /// Label, or the default (and why).
-    pub origin: PoolOrigin,
-}
-
-impl Pool {
-    /// The pool of `node`: its label value, else [`DEFAULT_WORKLOAD`] marked by origin.
-    pub fn of(node: &NodeInfo) -> Pool {
-        match node.label(LABEL_KEY) {
-            None => Pool {
-                workload: DEFAULT_WORKLOAD,
-                origin: PoolOrigin::DefaultNoLabel,
-            },
-            Some(v) => match v.parse::<WorkloadConfig>() {
-                Ok(w) => Pool {
-                    workload: w,
-                    origin: PoolOrigin::Label,
-                },
-                Err(_) => Pool {
-                    workload: DEFAULT_WORKLOAD,
-                    origin: PoolOrigin::DefaultInvalidLabel,
-                },
-            },
-        }
-    }
-
-    /// Display name: `container`, `container (default: no label)`,
-    /// `container (default: invalid label)`.
-    pub fn name(&self) -> String {
-        match self.origin {
-            PoolOrigin::Label => self.workload.as_str().to_owned(),
-            PoolOrigin::DefaultNoLabel => format!("{} (default: no label)", self.workload),
-            PoolOrigin::DefaultInvalidLabel => {
-                format!("{} (default: invalid label)", self.workload)
-            }
-        }
-    }
-}
 
 /// One node's share of a [`Row`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -220,116 +168,6 @@ pub struct Inventory {
     pub unservable: Vec<Unservable>,
     /// Remarks (pods bound to unknown nodes, invalid label values, ...).
     pub notes: Vec<String>,
-}
-
-/// Per-vGPU-board memory in GB of ONE physical GPU, by the board name used in vGPU type
-/// names (`NVIDIA_A10-12Q` → `A10`). `A100` is the 40 GB board and `A100D` the 80 GB one
-/// (the `D` suffix of the 80 GB vGPU types).
-///
-/// Source: NVIDIA Virtual GPU Software User Guide, "Virtual GPU Types for Supported GPUs"
-/// (docs.nvidia.com/vgpu), where each board's largest time-sliced type is its whole
-/// framebuffer (e.g. `A10-24Q`, `T4-16Q`, `L40S-48Q`).
-pub fn board_memory_gb(board: &str) -> Option<f64> {
-    Some(match board {
-        "T4" | "A2" | "A16" | "V100" => 16.0,
-        "M10" | "M60" | "P4" => 8.0,
-        "A10" | "A30" | "L4" | "P40" | "RTX6000" => 24.0,
-        "A40" | "L40" | "L40S" | "L20" | "RTX8000" => 48.0,
-        "A100" => 40.0,
-        "A100D" | "H100" => 80.0,
-        _ => return None,
-    })
-}
-
-/// Parses a vGPU type suffix (`NVIDIA_A10-12Q`, `GRID_T4-2Q`, `NVIDIA_A100-1-5CME`) into
-/// (board, framebuffer GB); 0 GB means 512 MB. Grammar: NVIDIA/vgpu-device-manager
-/// `pkg/types/vgpu_type.go`.
-pub fn vgpu_framebuffer(short: &str) -> Option<(&str, f64)> {
-    let (head, rest) = short.split_once('-')?;
-    let board = head.rsplit('_').next()?;
-    let last = rest.rsplit('-').next()?;
-    let digits: String = last.chars().take_while(char::is_ascii_digit).collect();
-    let series = last[digits.len()..].chars().next()?;
-    if digits.is_empty() || !matches!(series, 'A' | 'B' | 'C' | 'Q') {
-        return None;
-    }
-    let gb: f64 = digits.parse().ok()?;
-    Some((board, if gb == 0.0 { 0.5 } else { gb }))
-}
-
-/// Physical GPUs per unit of `resource` on `node` (see module docs); `None` when it
-/// cannot be derived.
-pub fn unit_fraction(node: &NodeInfo, resource: &str) -> Option<f64> {
-    let short = resource.strip_prefix(NVIDIA_PREFIX)?;
-    match classify(resource) {
-        ResourceClass::PassthroughModel => Some(1.0),
-        ResourceClass::ContainerGpu => {
-            let replicas = node
-                .label("nvidia.com/gpu.replicas")
-                .and_then(|r| r.parse::<f64>().ok())
-                .filter(|r| *r >= 1.0);
-            match short {
-                "gpu" => Some(1.0 / replicas.unwrap_or(1.0)),
-                "gpu.shared" => replicas.map(|r| 1.0 / r),
-                _ => None,
-            }
-        }
-        ResourceClass::VgpuType => {
-            let (board, fb) = vgpu_framebuffer(short)?;
-            match node
-                .label("nvidia.com/gpu.memory")
-                .and_then(|m| m.parse::<f64>().ok())
-                .filter(|m| *m > 0.0)
-            {
-                Some(mib) => Some(fb * 1024.0 / mib),
-                None => Some(fb / board_memory_gb(board)?),
-            }
-        }
-        _ => None,
-    }
-}
-
-/// A node's GPU quantity in whole units.
-fn units(node: &NodeInfo, field: ResourceField, resource: &str) -> Result<Option<i64>> {
-    match node.quantity(field, resource) {
-        None => Ok(None),
-        Some(Ok(q)) => match q.to_count() {
-            Ok(n) => Ok(Some(n)),
-            Err(why) => Err(Error::Input(format!(
-                "node {}: {}[{resource:?}]: {:?} {why}",
-                node.name,
-                field.path(),
-                node.raw(field, resource).unwrap_or("")
-            ))),
-        },
-        Some(Err(e)) => Err(Error::Input(format!(
-            "node {}: {}[{resource:?}]: {:?} is not a quantity ({e})",
-            node.name,
-            field.path(),
-            node.raw(field, resource).unwrap_or("")
-        ))),
-    }
-}
-
-/// (capacity, allocatable) of `resource` on `node`, in units; allocatable falls back to
-/// capacity when the node has no allocatable map.
-///
-/// Errors: [`Error::Input`] naming the node and field when a value is not a whole number.
-pub fn node_units(node: &NodeInfo, resource: &str) -> Result<(i64, i64)> {
-    let cap = units(node, ResourceField::Capacity, resource)?.unwrap_or(0);
-    let alloc = match node.allocatable {
-        Some(_) => units(node, ResourceField::Allocatable, resource)?.unwrap_or(0),
-        None => cap,
-    };
-    Ok((cap, alloc))
-}
-
-/// The GPU resource names `node` lists (any quantity, zeros included).
-pub fn gpu_resources(node: &NodeInfo) -> Vec<&str> {
-    node.resource_names()
-        .into_iter()
-        .filter(|r| classify(r).is_gpu())
-        .collect()
 }
 
 /// Builds the inventory from nodes and pods.
@@ -607,7 +445,7 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
             .values()
             .flat_map(|m| m.keys().map(String::as_str))
             .collect();
-        let dym: Vec<String> = suggest::did_you_mean(r, names)
+        let dym: Vec<String> = names::did_you_mean(r, names)
             .into_iter()
             .map(|s| s.name)
             .collect();
@@ -757,48 +595,6 @@ mod tests {
             n.labels.insert((*k).into(), (*v).into());
         }
         n
-    }
-
-    #[test]
-    fn vgpu_types_parse() {
-        assert_eq!(vgpu_framebuffer("NVIDIA_A10-12Q"), Some(("A10", 12.0)));
-        assert_eq!(vgpu_framebuffer("GRID_T4-2Q"), Some(("T4", 2.0)));
-        assert_eq!(vgpu_framebuffer("NVIDIA_A100-1-5CME"), Some(("A100", 5.0)));
-        assert_eq!(vgpu_framebuffer("NVIDIA_A10-0B"), Some(("A10", 0.5)));
-        assert_eq!(vgpu_framebuffer("GRID_T4_2Q"), None);
-        assert_eq!(vgpu_framebuffer("GA102GL_A10"), None);
-    }
-
-    #[test]
-    fn physical_equivalents() {
-        let plain = node(&[]);
-        assert_eq!(unit_fraction(&plain, "nvidia.com/GA102GL_A10"), Some(1.0));
-        assert_eq!(unit_fraction(&plain, "nvidia.com/26b5"), Some(1.0));
-        assert_eq!(unit_fraction(&plain, "nvidia.com/gpu"), Some(1.0));
-        assert_eq!(unit_fraction(&plain, "nvidia.com/gpu.shared"), None);
-        assert_eq!(unit_fraction(&plain, "nvidia.com/mig-1g.10gb"), None);
-        assert_eq!(
-            unit_fraction(&plain, "nvidia.com/NVIDIA_A10-12Q"),
-            Some(0.5)
-        );
-        assert_eq!(unit_fraction(&plain, "nvidia.com/NVIDIA_XYZ-4Q"), None);
-        let ts = node(&[("nvidia.com/gpu.replicas", "4")]);
-        assert_eq!(unit_fraction(&ts, "nvidia.com/gpu"), Some(0.25));
-        assert_eq!(unit_fraction(&ts, "nvidia.com/gpu.shared"), Some(0.25));
-        // GFD's memory label wins over the board table: 4 GB of a 16384 MiB GPU.
-        let mem = node(&[("nvidia.com/gpu.memory", "16384")]);
-        assert_eq!(unit_fraction(&mem, "nvidia.com/GRID_T4-4Q"), Some(0.25));
-        assert_eq!(unit_fraction(&mem, "cpu"), None);
-    }
-
-    #[test]
-    fn pools() {
-        assert_eq!(Pool::of(&node(&[])).name(), "container (default: no label)");
-        assert_eq!(
-            Pool::of(&node(&[(LABEL_KEY, "vm_passthrough")])).name(),
-            "container (default: invalid label)"
-        );
-        assert_eq!(Pool::of(&node(&[(LABEL_KEY, "vm-vgpu")])).name(), "vm-vgpu");
     }
 
     #[test]

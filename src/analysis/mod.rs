@@ -1,6 +1,18 @@
-//! Analyses over the model. [`check`]: does each node's workload label agree with the GPU
-//! resources it advertises?
+//! Analyses over the model:
+//! - [`check`]: does each node's workload label agree with the GPU resources it advertises?
+//! - [`inventory`]: the GPU inventory split per pool × resource name, pending demand, and
+//!   the demand no pool can serve;
+//! - [`explain`]: why one pod or VM waits, as a [`diagnosis::Diagnosis`] from named rules.
+//!
+//! Shared parts: [`placement`] (which nodes a pod's constraints allow), [`names`] (names
+//! close to a requested one: the same hardware under another naming rule, or a typo),
+//! [`usage`] (per node × resource: allocatable, allocated, free — the one source of the
+//! numbers both inventory and explain print).
 
 pub mod check;
+pub mod diagnosis;
 pub mod explain;
 pub mod inventory;
+pub mod names;
+pub mod placement;
+pub mod usage;

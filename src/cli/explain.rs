@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::analysis::explain;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::{self, pods};
+use crate::model::pod::PodInfo;
 use crate::render::{self, Format};
 
 /// Arguments of `gpuwl explain`.
@@ -91,10 +92,10 @@ pub fn one_stdin(files: &[Option<&PathBuf>]) -> Result<()> {
 }
 
 fn pick(
-    list: Vec<pods::PodInfo>,
+    list: Vec<PodInfo>,
     target: Option<&(String, String)>,
     file: &std::path::Path,
-) -> Result<pods::PodInfo> {
+) -> Result<PodInfo> {
     match target {
         Some((ns, name)) => list
             .into_iter()

@@ -32,169 +32,18 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use serde::Serialize;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::input::dump::Source;
+use crate::model::pod::{
+    Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, Toleration,
+    is_extended_resource,
+};
 use crate::model::quantity::Quantity;
 
 /// Page size of the paginated live pod list (`limit`, then `continue` tokens).
 pub const PAGE_SIZE: u32 = 500;
-
-/// What kind of object a [`PodInfo`] was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ObjectKind {
-    /// A core `Pod`.
-    Pod,
-    /// A KubeVirt `VirtualMachineInstance`: its requests are those its virt-launcher pod
-    /// would make.
-    VirtualMachineInstance,
-    /// A KubeVirt `VirtualMachine` (its `spec.template` is read as a VMI).
-    VirtualMachine,
-}
-
-impl ObjectKind {
-    /// The Kubernetes kind, e.g. `Pod`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ObjectKind::Pod => "Pod",
-            ObjectKind::VirtualMachineInstance => "VirtualMachineInstance",
-            ObjectKind::VirtualMachine => "VirtualMachine",
-        }
-    }
-}
-
-/// One requirement of a node selector term (`matchExpressions[]` or `matchFields[]`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SelectorRequirement {
-    /// Label key (or field name, `metadata.name`, for `matchFields`).
-    pub key: String,
-    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt`, `Lt` (verbatim).
-    pub operator: String,
-    /// Values (empty for `Exists` / `DoesNotExist`).
-    pub values: Vec<String>,
-}
-
-/// One term of `requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms[]`:
-/// requirements are ANDed; terms are ORed.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SelectorTerm {
-    /// `matchExpressions` over node labels.
-    pub match_expressions: Vec<SelectorRequirement>,
-    /// `matchFields` over node fields (only `metadata.name` exists).
-    pub match_fields: Vec<SelectorRequirement>,
-}
-
-/// A pod toleration (`spec.tolerations[]`); absent fields are `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Toleration {
-    /// Taint key; `None` (with operator `Exists`) tolerates every key.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub key: Option<String>,
-    /// `Equal` (default) or `Exists`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub operator: Option<String>,
-    /// Value compared with `Equal`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub value: Option<String>,
-    /// Effect; `None` tolerates every effect.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub effect: Option<String>,
-}
-
-/// A status condition (`status.conditions[]`).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct Condition {
-    /// `type`, e.g. `PodScheduled`.
-    #[serde(rename = "type")]
-    pub type_: String,
-    /// `True`, `False` or `Unknown`.
-    pub status: String,
-    /// Machine reason, e.g. `Unschedulable`.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    /// Human message, verbatim (the scheduler's own text for PodScheduled).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// Where a requested extended resource comes from in the object, for explanations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct RequestSource {
-    /// The full resource name, e.g. `nvidia.com/gpu`.
-    pub resource: String,
-    /// The field that asks for it, e.g. `spec.containers[0].resources.limits` or
-    /// `spec.domain.devices.gpus[0].deviceName`.
-    pub field: String,
-}
-
-/// What gpuwl keeps of a Pod (or VMI): identity, binding, placement constraints, the
-/// PodScheduled condition and the effective extended-resource requests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PodInfo {
-    /// The kind read.
-    pub kind: ObjectKind,
-    /// `metadata.namespace` (`default` when absent).
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `spec.nodeName`; `None` when unbound (for VMIs: `status.nodeName`).
-    pub node_name: Option<String>,
-    /// `status.phase` verbatim (`Pending`, `Running`, `Succeeded`, `Failed`, ...).
-    pub phase: Option<String>,
-    /// `spec.nodeSelector`.
-    pub node_selector: BTreeMap<String, String>,
-    /// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
-    /// .nodeSelectorTerms`; `None` when the pod has no required node affinity.
-    pub required_affinity: Option<Vec<SelectorTerm>>,
-    /// `spec.tolerations`.
-    pub tolerations: Vec<Toleration>,
-    /// `status.conditions`.
-    pub conditions: Vec<Condition>,
-    /// Effective requests of extended resources, in whole units (see module docs).
-    pub requests: BTreeMap<String, i64>,
-    /// Where each requested extended resource is named, in document order.
-    pub sources: Vec<RequestSource>,
-}
-
-impl PodInfo {
-    /// `namespace/name`.
-    pub fn key(&self) -> String {
-        format!("{}/{}", self.namespace, self.name)
-    }
-
-    /// Whether the pod no longer holds resources: phase `Succeeded` or `Failed`.
-    pub fn is_terminal(&self) -> bool {
-        matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
-    }
-
-    /// Whether the pod is waiting to be scheduled: not bound and not terminal.
-    pub fn is_unbound(&self) -> bool {
-        self.node_name.is_none() && !self.is_terminal()
-    }
-
-    /// The `PodScheduled` condition, if present.
-    pub fn pod_scheduled(&self) -> Option<&Condition> {
-        self.conditions.iter().find(|c| c.type_ == "PodScheduled")
-    }
-}
-
-/// Whether `name` is an extended resource: it has a `/`, its domain is not
-/// `kubernetes.io` (nor a subdomain of it), and it does not start with `requests.`.
-///
-/// Source: kubernetes/kubernetes `pkg/apis/core/v1/helper/helpers.go`
-/// (`IsExtendedResourceName`, `IsNativeResource`).
-pub fn is_extended_resource(name: &str) -> bool {
-    let Some((domain, _)) = name.split_once('/') else {
-        return false;
-    };
-    !(domain == "kubernetes.io"
-        || domain.ends_with(".kubernetes.io")
-        || name.starts_with("requests."))
-}
 
 /// Reads all pods of `source` (a List/PodList, or one Pod/VMI/VM).
 ///

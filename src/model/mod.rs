@@ -1,11 +1,16 @@
-//! The domain model: workload configurations, `nvidia.com/*` resource names, exact
-//! Kubernetes quantities, the NVIDIA PCI device-name table, and the slim node record.
+//! The domain model: workload configurations and pools, `nvidia.com/*` resource names and
+//! their families, exact Kubernetes quantities, what a node advertises, the NVIDIA PCI
+//! device-name table, physical-GPU equivalents, and the slim node and pod records.
 //!
 //! Every domain fact is encoded once, here, with its public source named in the item's
-//! docstring (see `../shared/facts/gpu-operator.md` in the project workspace).
+//! docstring (summarised in `docs/domain-facts.md`).
 
+pub mod advertise;
+pub mod equivalents;
 pub mod node;
 pub mod pciids;
+pub mod pod;
+pub mod pool;
 pub mod quantity;
 pub mod resource;
 pub mod workload;

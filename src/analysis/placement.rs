@@ -18,8 +18,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::input::pods::{PodInfo, SelectorRequirement, SelectorTerm, Toleration};
 use crate::model::node::{NodeInfo, Taint};
+use crate::model::pod::{PodInfo, SelectorRequirement, SelectorTerm, Toleration};
 
 /// Why a node is excluded by the pod's constraints.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
