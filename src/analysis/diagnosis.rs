@@ -1,1 +1,151 @@
+//! The typed result of a diagnosis rule: a stable [`CauseCode`], the cause and the one fix
+//! in words, and the evidence (facts read from the input) that led there. Rules build
+//! these; `render/` prints them.
 
+use std::fmt;
+
+use serde::Serialize;
+
+/// Why a GPU pod or VM is not running where it should, as a stable code for scripts and
+/// tests (`explain -o json` → `causeCode`). Rules are tried in the order of this list;
+/// the first that applies wins.
+///
+/// | code | meaning |
+/// |------|---------|
+/// | `scheduled` | the pod is bound to a node: nothing to explain |
+/// | `no-gpu-request` | it requests no extended resource: its wait is not about GPUs |
+/// | `not-permitted` | a VMI's GPU/host-device name is not in the KubeVirt CR's `permittedHostDevices`: KubeVirt refuses the VMI, no launcher pod exists |
+/// | `no-node-data` | no nodes were given: nothing can be said about names |
+/// | `node-conditions` | every node carries a `node.kubernetes.io/*` condition taint the pod does not tolerate |
+/// | `unadvertised-name` | no node advertises a requested name (non-zero) |
+/// | `stale-only` | the name is only listed with a stale `0` (its device plugin left) |
+/// | `excluded` | nodes advertise it, but nodeSelector / required affinity / untolerated taints exclude all of them |
+/// | `not-co-located` | each requested name is advertised on an allowed node, but no single node has all of them |
+/// | `too-large` | the request is larger than any allowed node's allocatable: no amount of freeing helps |
+/// | `in-use` | the right name on allowed nodes, but every unit is allocated |
+/// | `insufficient` | free units exist on allowed nodes, but fewer than requested on each |
+/// | `fits-now` | an allowed node has the units free now: the wait is elsewhere (next attempt, cpu/memory) |
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CauseCode {
+    /// Bound to a node.
+    Scheduled,
+    /// No extended-resource request.
+    NoGpuRequest,
+    /// Not in KubeVirt's `permittedHostDevices`.
+    NotPermitted,
+    /// No node data.
+    NoNodeData,
+    /// Node-condition taints on every node.
+    NodeConditions,
+    /// No node advertises the name.
+    UnadvertisedName,
+    /// Only stale `0` entries.
+    StaleOnly,
+    /// Constraints exclude every advertiser.
+    Excluded,
+    /// No single node advertises all requested names.
+    NotCoLocated,
+    /// Larger than any node's allocatable.
+    TooLarge,
+    /// Every unit allocated.
+    InUse,
+    /// Some free units, fewer than asked.
+    Insufficient,
+    /// Fits now.
+    FitsNow,
+}
+
+impl CauseCode {
+    /// Every code, in rule order.
+    pub const ALL: [CauseCode; 13] = [
+        CauseCode::Scheduled,
+        CauseCode::NoGpuRequest,
+        CauseCode::NotPermitted,
+        CauseCode::NoNodeData,
+        CauseCode::NodeConditions,
+        CauseCode::UnadvertisedName,
+        CauseCode::StaleOnly,
+        CauseCode::Excluded,
+        CauseCode::NotCoLocated,
+        CauseCode::TooLarge,
+        CauseCode::InUse,
+        CauseCode::Insufficient,
+        CauseCode::FitsNow,
+    ];
+
+    /// The stable code, e.g. `unadvertised-name`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CauseCode::Scheduled => "scheduled",
+            CauseCode::NoGpuRequest => "no-gpu-request",
+            CauseCode::NoNodeData => "no-node-data",
+            CauseCode::NotPermitted => "not-permitted",
+            CauseCode::NodeConditions => "node-conditions",
+            CauseCode::UnadvertisedName => "unadvertised-name",
+            CauseCode::StaleOnly => "stale-only",
+            CauseCode::Excluded => "excluded",
+            CauseCode::NotCoLocated => "not-co-located",
+            CauseCode::TooLarge => "too-large",
+            CauseCode::InUse => "in-use",
+            CauseCode::Insufficient => "insufficient",
+            CauseCode::FitsNow => "fits-now",
+        }
+    }
+}
+
+impl fmt::Display for CauseCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One diagnosis: what is wrong, what to do, and what it rests on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Diagnosis {
+    /// The stable code.
+    pub code: CauseCode,
+    /// The cause, one paragraph.
+    pub cause: String,
+    /// The one fix.
+    pub fix: String,
+    /// Facts from the input behind the cause (node and pod names, counts), one per line.
+    pub evidence: Vec<String>,
+}
+
+impl Diagnosis {
+    /// A diagnosis without evidence lines.
+    pub fn new(code: CauseCode, cause: impl Into<String>, fix: impl Into<String>) -> Diagnosis {
+        Diagnosis {
+            code,
+            cause: cause.into(),
+            fix: fix.into(),
+            evidence: Vec::new(),
+        }
+    }
+
+    /// Adds evidence lines.
+    pub fn with_evidence(mut self, evidence: impl IntoIterator<Item = String>) -> Diagnosis {
+        self.evidence.extend(evidence);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_are_stable_kebab_strings() {
+        for c in CauseCode::ALL {
+            assert_eq!(
+                serde_json::to_value(c).unwrap(),
+                serde_json::Value::String(c.as_str().into())
+            );
+        }
+        assert_eq!(CauseCode::NotCoLocated.to_string(), "not-co-located");
+        let mut sorted = CauseCode::ALL;
+        sorted.sort();
+        assert_eq!(sorted, CauseCode::ALL, "ALL is in rule order");
+    }
+}

@@ -16,10 +16,16 @@ Examples:
   gpuwl explain --pod pod.yaml --nodes nodes.json          # a manifest against a node dump
   gpuwl explain --pod vmi.yaml --nodes nodes.json          # a KubeVirt VMI (devices.gpus)
   gpuwl explain pod gpu-vm/job-cross --pods pods.json --nodes nodes.json
+  gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json --kubevirt kubevirt.yaml
 
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
 free there, or the closest advertised names; how nodeSelector, required node affinity and
-taints narrow the nodes; stale zeros; the scheduler's PodScheduled message; one fix.")]
+taints narrow the nodes; stale zeros; the scheduler's PodScheduled message; then one cause with
+a stable code (`-o json` key causeCode: scheduled, no-gpu-request, not-permitted, no-node-data,
+node-conditions, unadvertised-name, stale-only, excluded, not-co-located, too-large, in-use,
+insufficient, fits-now) and one fix. \"Did you mean\" offers the same hardware under another
+naming rule (time-slicing .shared, MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU
+prefixes) before plain typos.")]
 pub struct Args {
     /// `pod NAMESPACE/NAME` (or just `NAMESPACE/NAME`); with --pod FILE it may be omitted.
     #[arg(value_name = "pod NAMESPACE/NAME", num_args = 0..=2)]
@@ -35,6 +41,10 @@ pub struct Args {
     /// target is looked up when --pod is absent.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub pods: Option<PathBuf>,
+    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`): checks that a
+    /// VMI's GPU and host-device names are in its permittedHostDevices.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    pub kubevirt: Option<PathBuf>,
     /// Output format: text is one screen (requests, the nodes advertising them,
     /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
@@ -125,8 +135,16 @@ fn pick(
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let target = parse_target(&args.target)?;
-    one_stdin(&[args.pod.as_ref(), args.nodes.as_ref(), args.pods.as_ref()])?;
-    let offline = args.pod.is_some() || args.nodes.is_some() || args.pods.is_some();
+    one_stdin(&[
+        args.pod.as_ref(),
+        args.nodes.as_ref(),
+        args.pods.as_ref(),
+        args.kubevirt.as_ref(),
+    ])?;
+    let offline = args.pod.is_some()
+        || args.nodes.is_some()
+        || args.pods.is_some()
+        || args.kubevirt.is_some();
     let e = if offline {
         let all_pods = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
         let pod = match (&args.pod, &all_pods, &args.pods) {
@@ -145,11 +163,19 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             .as_deref()
             .map(|p| input::read_nodes(&input::Source::from_arg(p)))
             .transpose()?;
-        explain::explain(&pod, nodes.as_deref(), all_pods.as_deref()).map_err(|e| {
-            match (e, &args.nodes) {
-                (Error::Input(m), Some(f)) => Error::Input(format!("{}: {m}", f.display())),
-                (e, _) => e,
-            }
+        let kubevirt = args
+            .kubevirt
+            .as_deref()
+            .map(input::kubevirt::read_path)
+            .transpose()?;
+        let inputs = explain::Inputs {
+            nodes: nodes.as_deref(),
+            pods: all_pods.as_deref(),
+            kubevirt: kubevirt.as_ref(),
+        };
+        explain::explain(&pod, inputs).map_err(|e| match (e, &args.nodes) {
+            (Error::Input(m), Some(f)) => Error::Input(format!("{}: {m}", f.display())),
+            (e, _) => e,
         })?
     } else {
         let Some((ns, name)) = target else {

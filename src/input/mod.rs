@@ -5,7 +5,9 @@
 //!   streaming deserializer), detected by content;
 //! - [`live`]: a kube-rs client from a kubeconfig and a paginated node list.
 
+pub mod document;
 pub mod dump;
+pub mod kubevirt;
 pub mod live;
 pub mod pods;
 

@@ -35,6 +35,7 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
+use crate::input::document::{array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, Toleration,
@@ -73,105 +74,12 @@ pub fn read_pods_path(path: &Path) -> Result<Vec<PodInfo>> {
 /// Parses pods from text; `name` is used in error messages. See [`read_pods`].
 pub fn read_pods_str(text: &str, name: &str) -> Result<Vec<PodInfo>> {
     let err = |m: String| Error::Input(format!("{name}: {}", one_line(&m)));
-    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
-    let first = body.bytes().find(|c| !c.is_ascii_whitespace());
-    let doc: Value = match first {
-        None => {
-            return Err(err(
-                "empty input: expected a Pod, PodList, List or VirtualMachineInstance".into(),
-            ));
-        }
-        Some(b'{') | Some(b'[') => {
-            serde_json::from_str::<Strict>(body)
-                .map_err(|e| err(e.to_string()))?
-                .0
-        }
-        Some(_) => {
-            let mut opts = serde_saphyr::Options::default();
-            opts.with_snippet = false;
-            serde_saphyr::from_str_with_options::<Strict>(body, opts)
-                .map_err(|e| {
-                    err(crate::input::dump::yaml_msg(
-                        &e,
-                        "one Pod, PodList, List or VirtualMachineInstance",
-                    ))
-                })?
-                .0
-        }
-    };
+    let doc = crate::input::document::parse(
+        text,
+        name,
+        "one Pod, PodList, List or VirtualMachineInstance",
+    )?;
     from_document(&doc).map_err(err)
-}
-
-/// A JSON value whose objects may not repeat a key: serde_json's `Value` keeps the last
-/// of two, so a second `spec` or `limits` would silently replace the first.
-struct Strict(Value);
-
-impl<'de> serde::Deserialize<'de> for Strict {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Strict, D::Error> {
-        use serde::de::{self, MapAccess, SeqAccess, Visitor};
-        struct V;
-        impl<'de> Visitor<'de> for V {
-            type Value = Strict;
-            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str("a JSON/YAML value")
-            }
-            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::Bool(v)))
-            }
-            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::from(v)))
-            }
-            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::from(v)))
-            }
-            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::from(v)))
-            }
-            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::String(v.to_owned())))
-            }
-            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::String(v)))
-            }
-            fn visit_unit<E: de::Error>(self) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::Null))
-            }
-            fn visit_none<E: de::Error>(self) -> std::result::Result<Strict, E> {
-                Ok(Strict(Value::Null))
-            }
-            fn visit_some<D2: serde::Deserializer<'de>>(
-                self,
-                d: D2,
-            ) -> std::result::Result<Strict, D2::Error> {
-                <Strict as serde::Deserialize>::deserialize(d)
-            }
-            fn visit_seq<A: SeqAccess<'de>>(
-                self,
-                mut s: A,
-            ) -> std::result::Result<Strict, A::Error> {
-                let mut v = Vec::new();
-                while let Some(Strict(x)) = s.next_element()? {
-                    v.push(x);
-                }
-                Ok(Strict(Value::Array(v)))
-            }
-            fn visit_map<A: MapAccess<'de>>(
-                self,
-                mut m: A,
-            ) -> std::result::Result<Strict, A::Error> {
-                let mut o = serde_json::Map::new();
-                while let Some(k) = m.next_key::<String>()? {
-                    let Strict(x) = m.next_value()?;
-                    if o.contains_key(&k) {
-                        return Err(de::Error::custom(format!("duplicate key {k:?}")));
-                    }
-                    o.insert(k, x);
-                }
-                Ok(Strict(Value::Object(o)))
-            }
-        }
-        d.deserialize_any(V)
-    }
 }
 
 /// Converts a parsed document (List/PodList or one object) into pods; the error is the
@@ -479,36 +387,6 @@ fn whole(raw: &str) -> std::result::Result<i64, String> {
     q.to_count().map_err(|why| format!("{raw:?} {why}"))
 }
 
-fn get<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
-    dotted.split('.').try_fold(v, |v, k| v.get(k))
-}
-
-fn opt_str<'a>(v: &'a Value, dotted: &str) -> std::result::Result<Option<&'a str>, String> {
-    match get(v, dotted) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{dotted}: expected a string")),
-    }
-}
-
-fn opt_scalar(v: Option<&Value>, path: &str) -> std::result::Result<Option<String>, String> {
-    match v {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(Value::Number(n)) => Ok(Some(n.to_string())),
-        Some(Value::Bool(b)) => Ok(Some(b.to_string())),
-        Some(_) => Err(format!("{path}: expected a scalar")),
-    }
-}
-
-fn array<'a>(v: Option<&'a Value>, path: &str) -> std::result::Result<&'a [Value], String> {
-    match v {
-        None | Some(Value::Null) => Ok(&[]),
-        Some(Value::Array(a)) => Ok(a),
-        Some(_) => Err(format!("{path}: expected a list")),
-    }
-}
-
 fn string_map(
     v: Option<&Value>,
     path: &str,
@@ -547,10 +425,6 @@ fn requirements(
         });
     }
     Ok(out)
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// A pod from the API, reduced to a [`PodInfo`].

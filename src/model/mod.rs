@@ -7,6 +7,7 @@
 
 pub mod advertise;
 pub mod equivalents;
+pub mod kubevirt;
 pub mod node;
 pub mod pciids;
 pub mod pod;

@@ -88,6 +88,76 @@ pub fn is_device_name(resource_suffix: &str) -> bool {
     lookup(resource_suffix).is_some()
 }
 
+/// Brand words the loose resolver ([`resolve_loose`]) ignores: hand-written names drop or
+/// add them freely (`Tesla_T4`, `TU104GL_T4`, `NVIDIA_T4` for `TU104GL [Tesla T4]`).
+pub const BRAND_WORDS: [&str; 5] = ["NVIDIA", "TESLA", "QUADRO", "GEFORCE", "GRID"];
+
+/// Whether an upper-case token is a GPU chip code as `pci.ids` writes it before the
+/// bracket: two letters, three digits, optional letters (`TU104GL`, `GA102`, `AD102GL`).
+fn is_chip(token: &str) -> bool {
+    let b = token.as_bytes();
+    b.len() >= 5
+        && b[..2].iter().all(u8::is_ascii_uppercase)
+        && b[2..5].iter().all(u8::is_ascii_digit)
+        && b[5..].iter().all(u8::is_ascii_uppercase)
+}
+
+fn tokens(name: &str) -> Vec<String> {
+    name.to_uppercase()
+        .split(|c: char| c == '_' || c.is_whitespace())
+        .filter(|t| !t.is_empty() && !BRAND_WORDS.contains(t))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The NVIDIA PCI device ids a resource-name suffix may mean, for names the sandbox plugin
+/// did not write: an exact sanitized name ([`lookup`]), the same name in another case
+/// (`TU104GL_Tesla_T4`, written before the plugin upper-cased names), a hex device id in
+/// any case (`1eb8`, `1EB8`), or a hand-written slug whose words (brand words
+/// [`BRAND_WORDS`] and case ignored) all occur in one device's sanitized name and include
+/// at least one model word besides the chip code (`TU104GL_T4`, `Tesla_T4` →
+/// `TU104GL_TESLA_T4`, 0x1eb8). Sorted, without duplicates; empty when nothing matches.
+pub fn resolve_loose(resource_suffix: &str) -> Vec<u16> {
+    if let Some(d) = lookup(resource_suffix).or_else(|| lookup(&resource_suffix.to_uppercase())) {
+        return vec![d.id];
+    }
+    if resource_suffix.len() == 4 && resource_suffix.bytes().all(|c| c.is_ascii_hexdigit()) {
+        return u16::from_str_radix(resource_suffix, 16)
+            .ok()
+            .filter(|id| by_id(*id).is_some())
+            .into_iter()
+            .collect();
+    }
+    let want = tokens(resource_suffix);
+    if !want.iter().any(|t| !is_chip(t)) {
+        return Vec::new();
+    }
+    let mut ids: Vec<u16> = table()
+        .iter()
+        .filter(|(name, _)| {
+            let have = tokens(name);
+            want.iter().all(|t| have.contains(t))
+        })
+        .map(|(_, d)| d.id)
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    ids
+}
+
+/// The PCI device id a name the sandbox plugin advertises stands for: its sanitized
+/// `pci.ids` name ([`lookup`]) or its lower-case hex fallback (`26b5`). `None` otherwise.
+pub fn advertised_id(resource_suffix: &str) -> Option<u16> {
+    lookup(resource_suffix).map(|d| d.id).or_else(|| {
+        (resource_suffix.len() == 4
+            && resource_suffix
+                .bytes()
+                .all(|c| c.is_ascii_digit() || (b'a'..=b'f').contains(&c)))
+        .then(|| u16::from_str_radix(resource_suffix, 16).ok())
+        .flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -127,5 +197,34 @@ mod tests {
         }
         assert_eq!(by_id(0x26b5).map(|d| d.pci_name), Some("AD102GL [L40]"));
         assert_eq!(by_id(0x2236).map(|d| d.pci_name), Some("GA102GL [A10]"));
+    }
+
+    #[test]
+    fn loose_resolution_compares_device_ids() {
+        for slug in [
+            "TU104GL_T4",
+            "Tesla_T4",
+            "TU104GL_Tesla_T4",
+            "tu104gl_tesla_t4",
+            "1eb8",
+            "1EB8",
+        ] {
+            assert_eq!(resolve_loose(slug), [0x1eb8], "{slug}");
+        }
+        assert_eq!(resolve_loose("GA102GL_A10"), [0x2236]);
+        assert!(
+            resolve_loose("TU104GL").is_empty(),
+            "a chip code alone is too vague"
+        );
+        assert!(resolve_loose("NVIDIA_A10-12Q").is_empty());
+        assert!(resolve_loose("zzzz").is_empty());
+        assert_eq!(advertised_id("TU104GL_TESLA_T4"), Some(0x1eb8));
+        assert_eq!(advertised_id("26b5"), Some(0x26b5));
+        assert_eq!(
+            advertised_id("26B5"),
+            None,
+            "the plugin writes hex ids in lower case"
+        );
+        assert!(!is_chip("T4") && is_chip("TU104GL") && is_chip("GA102"));
     }
 }

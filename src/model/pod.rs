@@ -144,6 +144,23 @@ impl PodInfo {
         self.node_name.is_none() && !self.is_terminal()
     }
 
+    /// Whether the object is a KubeVirt VMI or VM (not a pod).
+    pub fn is_vm(&self) -> bool {
+        matches!(
+            self.kind,
+            ObjectKind::VirtualMachineInstance | ObjectKind::VirtualMachine
+        )
+    }
+
+    /// The VMI a virt-launcher pod runs, from the name KubeVirt gives it:
+    /// `virt-launcher-<vmi>-<5 random characters>` (kubevirt/kubevirt
+    /// `pkg/virt-controller/services/template.go`). `None` for other pods.
+    pub fn launcher_vmi(&self) -> Option<&str> {
+        (self.kind == ObjectKind::Pod)
+            .then(|| launcher_vmi_name(&self.name))
+            .flatten()
+    }
+
     /// The `PodScheduled` condition, if present.
     pub fn pod_scheduled(&self) -> Option<&Condition> {
         self.conditions.iter().find(|c| c.type_ == "PodScheduled")
@@ -162,4 +179,12 @@ pub fn is_extended_resource(name: &str) -> bool {
     !(domain == "kubernetes.io"
         || domain.ends_with(".kubernetes.io")
         || name.starts_with("requests."))
+}
+
+/// The VMI name in a virt-launcher pod name `virt-launcher-<vmi>-<5 characters>`
+/// (kubevirt/kubevirt `pkg/virt-controller/services/template.go`); `None` for other names.
+pub fn launcher_vmi_name(pod_name: &str) -> Option<&str> {
+    let rest = pod_name.strip_prefix("virt-launcher-")?;
+    let (vmi, suffix) = rest.rsplit_once('-')?;
+    (!vmi.is_empty() && suffix.len() == 5).then_some(vmi)
 }

@@ -19,9 +19,12 @@ use crate::model::workload::WorkloadConfig;
 /// The prefix of every NVIDIA extended resource: `nvidia.com/`.
 pub const NVIDIA_PREFIX: &str = "nvidia.com/";
 
-/// Name prefixes (after `nvidia.com/`) of NVIDIA Network Operator resources, which are
-/// not GPUs and are ignored by the check.
-pub const NON_GPU_PREFIXES: [&str; 3] = ["rdma_shared_device", "hostdev", "sriov"];
+/// Name prefixes (after `nvidia.com/`) of NVIDIA resources that are not GPUs and are
+/// ignored by the check: NVIDIA Network Operator devices (`rdma_shared_device_*`,
+/// `hostdev*`, `sriov*`) and NVSwitch devices passed to Kata / confidential-computing VMs
+/// (`nvswitch`, NVIDIA/kubevirt-gpu-device-plugin and the GPU Operator's kata sandbox
+/// device plugin advertise them beside the GPUs).
+pub const NON_GPU_PREFIXES: [&str; 4] = ["rdma_shared_device", "hostdev", "sriov", "nvswitch"];
 
 /// What an extended resource name denotes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -327,6 +330,8 @@ mod tests {
             ("nvidia.com/rdma_shared_device_a", NonGpu),
             ("nvidia.com/hostdev", NonGpu),
             ("nvidia.com/sriov_cx6", NonGpu),
+            ("nvidia.com/nvswitch", NonGpu),
+            ("nvidia.com/pgpu", PassthroughModel),
             ("cpu", NotNvidia),
             ("memory", NotNvidia),
             ("amd.com/gpu", NotNvidia),

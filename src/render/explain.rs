@@ -91,6 +91,13 @@ fn text(e: &Explanation) -> String {
                     format!("excluded: {}", a.excluded_by.join("; "))
                 };
                 let _ = writeln!(o, "      {} [pool {}]: {usage} — {reach}", a.node, a.pool);
+                if !a.held_by.is_empty() && a.free.is_some_and(|f| f <= 0) {
+                    let mut held = a.held_by.iter().take(3).cloned().collect::<Vec<_>>();
+                    if a.held_by.len() > 3 {
+                        held.push(format!("and {} more", a.held_by.len() - 3));
+                    }
+                    let _ = writeln!(o, "        held by {}", held.join(", "));
+                }
             }
         }
         if !r.stale_nodes.is_empty() {
@@ -99,6 +106,15 @@ fn text(e: &Explanation) -> String {
                 "    stale 0 on {} (a key the kubelet keeps after the device plugin left; not advertised)",
                 r.stale_nodes.join(", ")
             );
+        }
+        match r.permitted {
+            Some(true) => {
+                let _ = writeln!(o, "    permitted in KubeVirt's permittedHostDevices");
+            }
+            Some(false) => {
+                let _ = writeln!(o, "    NOT in KubeVirt's permittedHostDevices");
+            }
+            None => {}
         }
         for s in &r.did_you_mean {
             let _ = writeln!(o, "    did you mean {}? ({})", s.name, s.why());
@@ -136,7 +152,10 @@ fn text(e: &Explanation) -> String {
             let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
         }
     }
-    let _ = writeln!(o, "\nCause: {}", e.cause);
+    let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, e.cause);
+    for ev in &e.evidence {
+        let _ = writeln!(o, "  {ev}");
+    }
     let _ = writeln!(o, "Fix: {}", e.fix);
     for n in &e.notes {
         let _ = writeln!(o, "note: {n}");

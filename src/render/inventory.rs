@@ -156,7 +156,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         let _ = writeln!(out, "{t}");
         let _ = writeln!(
             out,
-            "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: unbound pods this pool could serve."
+            "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: units requested by unbound pods this pool could serve."
         );
     }
     if !inv.unservable.is_empty() {

@@ -1,0 +1,392 @@
+//! Why a GPU pod (or KubeVirt VMI/VM) waits. [`explain`] gathers the facts — for every
+//! extended resource the pod requests: which nodes advertise it and what is allocated and
+//! free there ([`crate::analysis::usage`], the same numbers `inventory` prints), related
+//! names when none does ([`crate::analysis::names`]), stale zeros, whether KubeVirt
+//! permits it; how nodeSelector, required node affinity and taints narrow the nodes
+//! ([`crate::analysis::placement`]); the scheduler's own PodScheduled message — and then
+//! asks the named rules of [`rules`] for one [`Diagnosis`].
+//!
+//! Facts used (docs/domain-facts.md):
+//! - a resource listed with `0` is not advertised (§4; kubernetes/kubernetes
+//!   `pkg/kubelet/nodestatus/setters.go`);
+//! - different resource names are different resources to the scheduler; the workload label
+//!   [`crate::model::workload::LABEL_KEY`] decides which names a node advertises (§1, §3);
+//! - a VMI's `spec.domain.devices.gpus[].deviceName` becomes one unit requested by its
+//!   virt-launcher pod, and must be listed in the KubeVirt CR's `permittedHostDevices` (§5);
+//! - the scheduler's message is quoted from the pod, never composed (§6).
+
+pub mod rules;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use kube::Client;
+use serde::Serialize;
+
+use crate::analysis::diagnosis::{CauseCode, Diagnosis};
+use crate::analysis::names::{self, Suggestion};
+use crate::analysis::placement::{self, Exclusion};
+use crate::analysis::usage::Usage;
+use crate::error::Result;
+use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::node::NodeInfo;
+use crate::model::pod::{Condition, ObjectKind, PodInfo};
+use crate::model::resource::{self, NVIDIA_PREFIX, ResourceClass, classify};
+
+/// What an explanation is computed from, besides the pod itself.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Inputs<'a> {
+    /// All nodes; `None` when unknown.
+    pub nodes: Option<&'a [NodeInfo]>,
+    /// All pods (for allocations); `None` when unknown.
+    pub pods: Option<&'a [PodInfo]>,
+    /// KubeVirt's `permittedHostDevices`; `None` when unknown.
+    pub kubevirt: Option<&'a PermittedHostDevices>,
+}
+
+/// One node that advertises a requested resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeFree {
+    /// Node name.
+    pub node: String,
+    /// Its pool ([`crate::model::pool::Pool::name`]).
+    pub pool: String,
+    /// Allocatable units (> 0).
+    pub allocatable: i64,
+    /// Units requested by bound, non-terminal pods; `None` when pods are unknown.
+    pub allocated: Option<i64>,
+    /// allocatable − allocated; `None` when pods are unknown.
+    pub free: Option<i64>,
+    /// The pods holding units here (`namespace/name`).
+    pub held_by: Vec<String>,
+    /// Whether the pod's constraints allow the node.
+    pub allowed: bool,
+    /// The constraints that exclude it (empty when allowed).
+    pub excluded_by: Vec<String>,
+}
+
+/// One requested extended resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RequestView {
+    /// Full resource name.
+    pub resource: String,
+    /// Effective units requested.
+    pub units: i64,
+    /// Class: [`classify`] of the name, or — for a name no node advertises — the class of
+    /// the closest related advertised name (`GA102GL_A1O` is a mistyped device model, not
+    /// a vGPU type).
+    pub class: ResourceClass,
+    /// The field that names it (e.g. `spec.containers[0].resources.limits`).
+    pub field: String,
+    /// Nodes advertising it (allocatable > 0), by name.
+    pub advertisers: Vec<NodeFree>,
+    /// Nodes listing it with 0 (stale keys; they do not count).
+    pub stale_nodes: Vec<String>,
+    /// Related advertised names, when no node advertises this one.
+    pub did_you_mean: Vec<Suggestion>,
+    /// Whether KubeVirt's `permittedHostDevices` lists it: `None` when the CR is unknown
+    /// or the request does not come from a VMI's `gpus[]` / `hostDevices[]`.
+    pub permitted: Option<bool>,
+    /// Remarks on the name itself.
+    pub notes: Vec<String>,
+}
+
+/// How one kind of constraint narrows the nodes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConstraintView {
+    /// `nodeSelector`, `requiredNodeAffinity` or `taints`.
+    pub kind: String,
+    /// The constraint as written, e.g. `nvidia.com/gpu.workload.config=vm-passthrough`.
+    pub description: String,
+    /// Nodes it allows, by name.
+    pub allows: Vec<String>,
+}
+
+/// The explanation of one pod.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Explanation {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Kind read.
+    pub kind: ObjectKind,
+    /// `status.phase`.
+    pub phase: Option<String>,
+    /// Bound node, if any.
+    pub node: Option<String>,
+    /// The PodScheduled condition, verbatim.
+    pub scheduler: Option<Condition>,
+    /// Whether node data was given.
+    pub nodes_known: bool,
+    /// Whether pod data (for allocations) was given.
+    pub allocations_known: bool,
+    /// Nodes read.
+    pub nodes_total: usize,
+    /// Requested extended resources.
+    pub requests: Vec<RequestView>,
+    /// Constraints, in order nodeSelector, required affinity, taints.
+    pub constraints: Vec<ConstraintView>,
+    /// Nodes all constraints allow.
+    pub allowed_nodes: Vec<String>,
+    /// Allowed nodes that advertise every requested extended resource.
+    pub candidates: Vec<String>,
+    /// Candidates with enough units of everything: allocatable >= asked, and free >=
+    /// asked when allocations are known.
+    pub fitting: Vec<String>,
+    /// The KubeVirt CR the permissions were read from (`namespace/name`), when given.
+    pub kubevirt: Option<String>,
+    /// The stable diagnosis code ([`CauseCode`]).
+    pub cause_code: CauseCode,
+    /// One-paragraph cause.
+    pub cause: String,
+    /// One concrete fix.
+    pub fix: String,
+    /// Facts from the input behind the cause.
+    pub evidence: Vec<String>,
+    /// Other remarks.
+    pub notes: Vec<String>,
+}
+
+/// Explains `pod` against `inputs`.
+///
+/// Errors: [`crate::error::Error::Input`] when a node's quantity of an extended resource is
+/// not a whole number.
+pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
+    let nodes_known = inputs.nodes.is_some();
+    let nodes = inputs.nodes.unwrap_or(&[]);
+    let usage = Usage::build(nodes, inputs.pods)?;
+    let exclusions: BTreeMap<&str, Vec<Exclusion>> = nodes
+        .iter()
+        .map(|n| (n.name.as_str(), placement::exclusions(pod, n)))
+        .collect();
+    let advertised_names = usage.advertised_names();
+
+    let mut requests = Vec::new();
+    for (r, units) in &pod.requests {
+        let field = pod
+            .sources
+            .iter()
+            .find(|s| &s.resource == r)
+            .map(|s| s.field.clone())
+            .unwrap_or_default();
+        let mut advertisers = Vec::new();
+        let mut stale = Vec::new();
+        for n in nodes {
+            let Some(cell) = usage.cell(&n.name, r) else {
+                continue;
+            };
+            if !cell.advertised() {
+                if cell.listed {
+                    stale.push(n.name.clone());
+                }
+                continue;
+            }
+            let ex = &exclusions[n.name.as_str()];
+            advertisers.push(NodeFree {
+                node: n.name.clone(),
+                pool: usage.pool_of(&n.name).map(|p| p.name()).unwrap_or_default(),
+                allocatable: cell.allocatable,
+                allocated: usage.pods_known.then_some(cell.allocated),
+                free: usage.pods_known.then(|| cell.free()),
+                held_by: cell.holders.iter().map(|h| h.pod.clone()).collect(),
+                allowed: ex.is_empty(),
+                excluded_by: ex.iter().map(ToString::to_string).collect(),
+            });
+        }
+        let did_you_mean = if advertisers.is_empty() {
+            names::did_you_mean(r, advertised_names.iter().copied())
+        } else {
+            Vec::new()
+        };
+        let class = match did_you_mean.first() {
+            Some(s) if classify(r).is_gpu() => classify(&s.name),
+            _ => classify(r),
+        };
+        let mut notes = Vec::new();
+        if let Some(short) = r.strip_prefix(NVIDIA_PREFIX)
+            && advertisers.is_empty()
+            && class == ResourceClass::PassthroughModel
+        {
+            if resource::is_mixed_case_model(short) {
+                notes.push(format!(
+                    "{r} has lower-case letters: the sandbox device plugin upper-cases device names since v1.1.1 (2022)"
+                ));
+            } else if resource::is_hex_fallback(short) {
+                notes.push(format!(
+                    "{r} is a hex PCI device id: the plugin's pci.ids lacked the device; a newer plugin advertises the model name instead"
+                ));
+            }
+        }
+        let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
+        let permitted = inputs
+            .kubevirt
+            .filter(|_| from_vmi_device)
+            .map(|kv| kv.permits(r));
+        requests.push(RequestView {
+            resource: r.clone(),
+            units: *units,
+            class,
+            field,
+            advertisers,
+            stale_nodes: stale,
+            did_you_mean,
+            permitted,
+            notes,
+        });
+    }
+
+    // Constraints, each on its own, then together.
+    let mut constraints = Vec::new();
+    let names_where = |f: &dyn Fn(&Exclusion) -> bool| -> Vec<String> {
+        nodes
+            .iter()
+            .filter(|n| !exclusions[n.name.as_str()].iter().any(f))
+            .map(|n| n.name.clone())
+            .collect()
+    };
+    if !pod.node_selector.is_empty() {
+        constraints.push(ConstraintView {
+            kind: "nodeSelector".into(),
+            description: pod
+                .node_selector
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            allows: names_where(&|e| matches!(e, Exclusion::NodeSelector { .. })),
+        });
+    }
+    if let Some(terms) = &pod.required_affinity {
+        constraints.push(ConstraintView {
+            kind: "requiredNodeAffinity".into(),
+            description: placement::affinity_str(terms),
+            allows: names_where(&|e| matches!(e, Exclusion::Affinity)),
+        });
+    }
+    let tainted: BTreeSet<String> = nodes
+        .iter()
+        .flat_map(|n| &n.taints)
+        .filter(|t| matches!(t.effect.as_str(), "NoSchedule" | "NoExecute"))
+        .map(placement::taint_str)
+        .collect();
+    if !tainted.is_empty() {
+        constraints.push(ConstraintView {
+            kind: "taints".into(),
+            description: format!(
+                "node taints {} against {} toleration(s)",
+                tainted.into_iter().collect::<Vec<_>>().join(", "),
+                pod.tolerations.len()
+            ),
+            allows: names_where(&|e| matches!(e, Exclusion::Taint { .. })),
+        });
+    }
+    let allowed_nodes: Vec<String> = nodes
+        .iter()
+        .filter(|n| exclusions[n.name.as_str()].is_empty())
+        .map(|n| n.name.clone())
+        .collect();
+    let advertises_all = |node: &str| {
+        requests
+            .iter()
+            .all(|rv| rv.advertisers.iter().any(|a| a.node == node))
+    };
+    let candidates: Vec<String> = allowed_nodes
+        .iter()
+        .filter(|n| advertises_all(n))
+        .cloned()
+        .collect();
+    let fitting: Vec<String> = candidates
+        .iter()
+        .filter(|n| {
+            requests.iter().all(|rv| {
+                rv.advertisers.iter().any(|a| {
+                    &a.node == *n
+                        && a.allocatable >= rv.units
+                        && a.free.is_none_or(|f| f >= rv.units)
+                })
+            })
+        })
+        .cloned()
+        .collect();
+
+    let mut e = Explanation {
+        pod: pod.key(),
+        kind: pod.kind,
+        phase: pod.phase.clone(),
+        node: pod.node_name.clone(),
+        scheduler: pod.pod_scheduled().cloned(),
+        nodes_known,
+        allocations_known: usage.pods_known,
+        nodes_total: nodes.len(),
+        requests,
+        constraints,
+        allowed_nodes,
+        candidates,
+        fitting,
+        kubevirt: inputs.kubevirt.map(|k| k.object.clone()),
+        cause_code: CauseCode::FitsNow,
+        cause: String::new(),
+        fix: String::new(),
+        evidence: Vec::new(),
+        notes: Vec::new(),
+    };
+    if pod.is_vm() {
+        if let Some(kv) = inputs.kubevirt {
+            for d in &kv.pci_host_devices {
+                if !d.external_resource_provider
+                    && usage.advertised_names().contains(d.resource_name.as_str())
+                {
+                    e.notes.push(format!(
+                        "permittedHostDevices lists {} without externalResourceProvider: true: KubeVirt starts its own device plugin for devices the sandbox device plugin already serves",
+                        d.resource_name
+                    ));
+                }
+            }
+        }
+    }
+    let d: Diagnosis = rules::diagnose(&rules::Facts {
+        pod,
+        e: &e,
+        nodes,
+        usage: &usage,
+        kubevirt: inputs.kubevirt,
+    });
+    if pod.is_vm()
+        && inputs.kubevirt.is_none()
+        && matches!(
+            d.code,
+            CauseCode::UnadvertisedName | CauseCode::StaleOnly | CauseCode::FitsNow
+        )
+    {
+        e.notes.push(
+            "a VMI's deviceName must also be listed in the KubeVirt CR's permittedHostDevices, else KubeVirt refuses the VMI (Synchronized=False, \"GPU <name> is not permitted in permittedHostDevices configuration\") and makes no launcher pod; pass --kubevirt FILE to check".into(),
+        );
+    }
+    e.cause_code = d.code;
+    e.cause = d.cause;
+    e.fix = d.fix;
+    e.evidence = d.evidence;
+    Ok(e)
+}
+
+/// Explains pod `namespace/name` of a live cluster (lists all nodes and pods).
+///
+/// Errors: [`crate::error::Error::Input`] when the pod does not exist;
+/// [`crate::error::Error::Runtime`] when the API cannot be reached.
+pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
+    let (pod, nodes, pods) = futures::try_join!(
+        crate::input::pods::get_pod(client, namespace, name),
+        crate::input::live::list_nodes(client),
+        crate::input::pods::list_pods(client)
+    )?;
+    explain(
+        &pod,
+        Inputs {
+            nodes: Some(&nodes),
+            pods: Some(&pods),
+            kubevirt: None,
+        },
+    )
+}

@@ -1,0 +1,902 @@
+//! The diagnosis rules of `explain`, one small function per [`CauseCode`], tried in
+//! [`RULES`] order; the first that applies gives the [`Diagnosis`].
+//!
+//! Each rule reads the gathered facts ([`Facts`]: the pod, its [`Explanation`] without a
+//! diagnosis, the nodes, the shared [`Usage`] table, KubeVirt's permissions) and returns
+//! `None` when its situation does not hold. Counts in causes and fixes are per pool and
+//! come from [`Usage::pool_totals`], exactly what `inventory` prints.
+
+use std::collections::BTreeSet;
+
+use crate::analysis::diagnosis::{CauseCode, Diagnosis};
+use crate::analysis::explain::{Explanation, NodeFree, RequestView};
+use crate::analysis::names::{self, Relation};
+use crate::analysis::placement::{self, Exclusion};
+use crate::analysis::usage::Usage;
+use crate::model::advertise::advertised_gpus;
+use crate::model::kubevirt::{PermittedHostDevices, permit_entries};
+use crate::model::node::NodeInfo;
+use crate::model::pod::{PodInfo, launcher_vmi_name};
+use crate::model::pool::{Pool, PoolOrigin};
+use crate::model::resource::{ResourceClass, classify};
+use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+
+/// What the rules look at.
+pub struct Facts<'a> {
+    /// The pod (or VMI/VM) explained.
+    pub pod: &'a PodInfo,
+    /// Its explanation so far (requests, constraints, candidates; no diagnosis yet).
+    pub e: &'a Explanation,
+    /// All nodes (empty when unknown; see [`Explanation::nodes_known`]).
+    pub nodes: &'a [NodeInfo],
+    /// Per node × resource: allocatable, allocated, free.
+    pub usage: &'a Usage,
+    /// KubeVirt's `permittedHostDevices`, when known.
+    pub kubevirt: Option<&'a PermittedHostDevices>,
+}
+
+/// A diagnosis rule.
+pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
+
+/// The rules, in priority order (the order of [`CauseCode::ALL`]).
+pub const RULES: [(CauseCode, Rule); 13] = [
+    (CauseCode::Scheduled, scheduled),
+    (CauseCode::NoGpuRequest, no_gpu_request),
+    (CauseCode::NotPermitted, not_permitted),
+    (CauseCode::NoNodeData, no_node_data),
+    (CauseCode::NodeConditions, node_conditions),
+    (CauseCode::UnadvertisedName, unadvertised_name),
+    (CauseCode::StaleOnly, stale_only),
+    (CauseCode::Excluded, excluded),
+    (CauseCode::NotCoLocated, not_co_located),
+    (CauseCode::TooLarge, too_large),
+    (CauseCode::InUse, in_use),
+    (CauseCode::Insufficient, insufficient),
+    (CauseCode::FitsNow, fits_now),
+];
+
+/// The first diagnosis of [`RULES`] that applies ([`fits_now`] always does).
+pub fn diagnose(f: &Facts<'_>) -> Diagnosis {
+    RULES
+        .iter()
+        .find_map(|(_, rule)| rule(f))
+        .unwrap_or_else(|| Diagnosis::new(CauseCode::FitsNow, "", ""))
+}
+
+// ---- wording helpers -------------------------------------------------------------
+
+/// ` in <field>` or nothing.
+fn in_field(rv: &RequestView) -> String {
+    if rv.field.is_empty() {
+        String::new()
+    } else {
+        format!(" in {}", rv.field)
+    }
+}
+
+/// `pod`, `VMI` or `VM`.
+fn what(pod: &PodInfo) -> &'static str {
+    match pod.kind {
+        crate::model::pod::ObjectKind::Pod => "pod",
+        crate::model::pod::ObjectKind::VirtualMachineInstance => "VMI",
+        crate::model::pod::ObjectKind::VirtualMachine => "VM",
+    }
+}
+
+/// `ns/virt-launcher-x-abcde (VMI x)` or the pod key.
+fn holder(key: &str) -> String {
+    let name = key.split_once('/').map_or(key, |(_, n)| n);
+    match launcher_vmi_name(name) {
+        Some(vmi) => format!("{key} (VMI {vmi})"),
+        None => key.to_owned(),
+    }
+}
+
+/// Up to three holders, then `and N more`.
+fn holders(keys: &[&str]) -> String {
+    let mut v: Vec<String> = keys.iter().take(3).map(|k| holder(k)).collect();
+    if keys.len() > 3 {
+        v.push(format!("and {} more", keys.len() - 3));
+    }
+    v.join(", ")
+}
+
+/// What to stop to free a unit: the VMIs behind launcher pods, else the pods.
+fn stop_what(keys: &[&str]) -> String {
+    let vmis: BTreeSet<String> = keys
+        .iter()
+        .filter_map(|k| {
+            let (ns, n) = k.split_once('/')?;
+            launcher_vmi_name(n).map(|v| format!("{ns}/{v}"))
+        })
+        .collect();
+    let list = |v: Vec<String>| {
+        let n = v.len();
+        let mut s: Vec<String> = v.into_iter().take(3).collect();
+        if n > 3 {
+            s.push(format!("… ({n} in all)"));
+        }
+        s.join(", ")
+    };
+    if vmis.len() == keys.len() && !vmis.is_empty() {
+        format!(
+            "stop a VM holding one (VMI {})",
+            list(vmis.into_iter().collect())
+        )
+    } else {
+        format!(
+            "delete or finish a pod holding one ({})",
+            list(keys.iter().map(|k| k.to_string()).collect())
+        )
+    }
+}
+
+/// `n1 (4 free), n2 (2 free)` or with allocatable when allocations are unknown.
+fn nodes_with_free(adv: &[&NodeFree]) -> String {
+    adv.iter()
+        .map(|a| match a.free {
+            Some(f) => format!("{} ({f} free)", a.node),
+            None => format!("{} ({} allocatable)", a.node, a.allocatable),
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// `3 free` (or `4 allocatable` without pods) of `resource` in `pool`, inventory's numbers.
+fn pool_amount(f: &Facts<'_>, pool: Pool, resource: &str) -> String {
+    let t = f.usage.pool_totals(pool, resource);
+    if f.usage.pods_known {
+        format!("{} free", t.free())
+    } else {
+        format!("{} allocatable", t.allocatable)
+    }
+}
+
+/// The pools of the nodes advertising `rv`, once each, in node order.
+fn advertiser_pools(f: &Facts<'_>, rv: &RequestView) -> Vec<Pool> {
+    let mut out: Vec<Pool> = Vec::new();
+    for a in &rv.advertisers {
+        if let Some(p) = f.usage.pool_of(&a.node)
+            && !out.contains(&p)
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+/// Whether `have` is a near miss of `want`: equal after folding case and `-`/`_`, or
+/// within two edits.
+fn near_miss(want: &str, have: &str) -> bool {
+    want != have
+        && (want.to_lowercase().replace('_', "-") == have.to_lowercase().replace('_', "-")
+            || strsim::levenshtein(want, have) <= names::MAX_DISTANCE)
+}
+
+// ---- the rules -------------------------------------------------------------------
+
+/// `scheduled`: the pod is bound to a node.
+pub fn scheduled(f: &Facts<'_>) -> Option<Diagnosis> {
+    let n = f.pod.node_name.as_ref()?;
+    Some(Diagnosis::new(
+        CauseCode::Scheduled,
+        format!(
+            "the {} is bound to {n} (phase {})",
+            what(f.pod),
+            f.pod.phase.as_deref().unwrap_or("unknown")
+        ),
+        "nothing to fix: it was scheduled",
+    ))
+}
+
+/// `no-gpu-request`: no extended resource is requested.
+pub fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
+    f.e.requests.is_empty().then(|| {
+        Diagnosis::new(
+            CauseCode::NoGpuRequest,
+            format!(
+                "the {} requests no extended resource; its wait is not about GPUs",
+                what(f.pod)
+            ),
+            "read the scheduler message above (cpu, memory, volumes, ports)",
+        )
+    })
+}
+
+/// `not-permitted`: a VMI's device name is missing from KubeVirt's `permittedHostDevices`
+/// (and is not a misspelling of an advertised name, which [`unadvertised_name`] explains
+/// better: renaming the request fixes both).
+pub fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
+    let kv = f.kubevirt?;
+    let rv =
+        f.e.requests
+            .iter()
+            .find(|rv| rv.permitted == Some(false) && rv.did_you_mean.is_empty())?;
+    let advertised = if !f.e.nodes_known {
+        String::new()
+    } else if rv.advertisers.is_empty() {
+        "; no node advertises it either".to_string()
+    } else {
+        let adv: Vec<&NodeFree> = rv.advertisers.iter().collect();
+        format!(
+            "; the name itself is right: {} advertised on {}",
+            rv.resource,
+            nodes_with_free(&adv)
+        )
+    };
+    let list = format!(
+        "{} of {} {}{}",
+        kv.source.path(),
+        match kv.source {
+            crate::model::kubevirt::HostDevicesSource::KubeVirt => "KubeVirt",
+            crate::model::kubevirt::HostDevicesSource::HyperConverged => "HyperConverged",
+        },
+        kv.object,
+        if kv.present {
+            ""
+        } else {
+            " (absent: nothing is permitted)"
+        }
+    );
+    let entries = permit_entries(&rv.resource);
+    let fix = if entries.is_empty() {
+        format!(
+            "add a pciHostDevices or mediatedDevices entry with resourceName {} and externalResourceProvider: true to permittedHostDevices",
+            rv.resource
+        )
+    } else {
+        format!(
+            "add to permittedHostDevices ({}): {}",
+            kv.source.path(),
+            entries
+                .iter()
+                .map(|e| e.yaml_line(kv.source))
+                .collect::<Vec<_>>()
+                .join("; ")
+        )
+    };
+    Some(
+        Diagnosis::new(
+            CauseCode::NotPermitted,
+            format!(
+                "KubeVirt refuses the {}: {} (from {}) is not in {list}, so no virt-launcher pod is created and the scheduler never sees the request{advertised}",
+                what(f.pod),
+                rv.resource,
+                rv.field,
+            ),
+            fix,
+        )
+        .with_evidence([format!(
+            "permitted: {}",
+            kv.pci_host_devices
+                .iter()
+                .map(|d| d.resource_name.as_str())
+                .chain(kv.mediated_devices.iter().map(|d| d.resource_name.as_str()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )]),
+    )
+}
+
+/// `no-node-data`: without nodes nothing can be said about names.
+pub fn no_node_data(f: &Facts<'_>) -> Option<Diagnosis> {
+    (!f.e.nodes_known).then(|| {
+        Diagnosis::new(
+            CauseCode::NoNodeData,
+            "no node data: which nodes advertise the requested names is unknown",
+            "pass --nodes FILE (kubectl get nodes -o json) or run against the cluster",
+        )
+    })
+}
+
+/// `node-conditions`: every node carries a `node.kubernetes.io/*` taint (added by the API
+/// server's TaintNodesByCondition, removed by the node lifecycle controller) the pod does
+/// not tolerate.
+pub fn node_conditions(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.allowed_nodes.is_empty() || f.nodes.is_empty() {
+        return None;
+    }
+    let cond_taints = |n: &NodeInfo| -> Vec<String> {
+        placement::exclusions(f.pod, n)
+            .into_iter()
+            .filter_map(|x| match x {
+                Exclusion::Taint { taint } if taint.key.starts_with("node.kubernetes.io/") => {
+                    Some(placement::taint_str(&taint))
+                }
+                _ => None,
+            })
+            .collect()
+    };
+    let per_node: Vec<Vec<String>> = f.nodes.iter().map(cond_taints).collect();
+    if per_node.iter().any(Vec::is_empty) {
+        return None;
+    }
+    let all: BTreeSet<String> = per_node.into_iter().flatten().collect();
+    Some(Diagnosis::new(
+        CauseCode::NodeConditions,
+        format!(
+            "every node carries a node-condition taint the {} does not tolerate ({}): no node is schedulable, whatever the GPU names",
+            what(f.pod),
+            all.into_iter().collect::<Vec<_>>().join(", ")
+        ),
+        "make the nodes Ready (the node lifecycle controller removes node.kubernetes.io/* taints once the condition clears); do not tolerate it away",
+    ))
+}
+
+/// The fix for a request whose name is wrong but related to an advertised one.
+fn rename_fix(f: &Facts<'_>, rv: &RequestView, s: &names::Suggestion) -> String {
+    let mut fix = match s.relation {
+        Relation::SharingRename => format!(
+            "request {} instead of {}{}, or turn renameByDefault off in the device plugin's sharing config (time-slicing/MPS) so the nodes advertise {} again",
+            s.name,
+            rv.resource,
+            in_field(rv),
+            rv.resource
+        ),
+        Relation::MigPartition => format!(
+            "request {} instead of {}{} (the GPUs are partitioned by MIG), or change the nodes' MIG configuration (label nvidia.com/mig.config) so they advertise {}",
+            s.name,
+            rv.resource,
+            in_field(rv),
+            rv.resource
+        ),
+        _ => format!(
+            "request {} instead of {}{}",
+            s.name,
+            rv.resource,
+            in_field(rv)
+        ),
+    };
+    if f.pod.is_vm() {
+        match f.kubevirt {
+            Some(kv) if !kv.permits(&s.name) => {
+                let entries: Vec<String> = permit_entries(&s.name)
+                    .iter()
+                    .map(|e| e.yaml_line(kv.source))
+                    .collect();
+                fix.push_str(&format!(
+                    ", and permit it in permittedHostDevices ({})",
+                    if entries.is_empty() {
+                        format!("resourceName {}", s.name)
+                    } else {
+                        entries.join("; ")
+                    }
+                ));
+            }
+            Some(_) => {}
+            None => fix.push_str(&format!(
+                " (the same name in the KubeVirt CR's permittedHostDevices: {})",
+                s.name
+            )),
+        }
+    }
+    fix
+}
+
+/// `unadvertised-name`: no node advertises a requested name (non-zero). With a related
+/// advertised name, that name is the fix; else the class of the name says what would
+/// advertise it.
+pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
+    let rv = f.e.requests.iter().find(|rv| {
+        rv.advertisers.is_empty() && (rv.stale_nodes.is_empty() || !rv.did_you_mean.is_empty())
+    })?;
+    let mut cause = format!(
+        "no node advertises {} (non-zero, {} nodes read)",
+        rv.resource, f.e.nodes_total
+    );
+    if !rv.stale_nodes.is_empty() {
+        cause.push_str(&format!(
+            "; {} list it with 0, a stale key the kubelet keeps after its device plugin left",
+            rv.stale_nodes.join(", ")
+        ));
+    }
+    if let Some(s) = rv.did_you_mean.first() {
+        let on: Vec<String> = f
+            .usage
+            .advertisers(&s.name)
+            .map(|(n, c)| {
+                let pool = f.usage.pool_of(n).map(|p| p.name()).unwrap_or_default();
+                if f.usage.pods_known {
+                    format!(
+                        "{n} [{pool}]: {} allocatable, {} free",
+                        c.allocatable,
+                        c.free()
+                    )
+                } else {
+                    format!("{n} [{pool}]: {} allocatable", c.allocatable)
+                }
+            })
+            .collect();
+        let kind = if s.relation.same_hardware() {
+            "a name mismatch, not a shortage"
+        } else {
+            "one wrong character removes every node"
+        };
+        cause.push_str(&format!(
+            "; {} is advertised on {} and is {}: {kind}",
+            s.name,
+            on.join(", "),
+            s.why()
+        ));
+        return Some(
+            Diagnosis::new(CauseCode::UnadvertisedName, cause, rename_fix(f, rv, s))
+                .with_evidence(on),
+        );
+    }
+    let fix = match rv.class.workload() {
+        Some(w) => format!(
+            "no node advertises {} or any other name of that hardware: make one advertise it — label a GPU node {LABEL_KEY}={w} (with ClusterPolicy {ENABLE_FLAG}=true{}) so the GPU Operator deploys the device plugin for this {} — or request a name that is advertised",
+            rv.resource,
+            if w == WorkloadConfig::Container {
+                ", or without sandbox workloads at all"
+            } else {
+                ""
+            },
+            rv.class.describe()
+        ),
+        None => format!(
+            "deploy the device plugin that advertises {}, or request a name that is advertised",
+            rv.resource
+        ),
+    };
+    Some(Diagnosis::new(CauseCode::UnadvertisedName, cause, fix))
+}
+
+/// `stale-only`: the name is listed only with a stale `0`: its device plugin left (a
+/// relabelled node, a failed operand).
+pub fn stale_only(f: &Facts<'_>) -> Option<Diagnosis> {
+    let rv =
+        f.e.requests
+            .iter()
+            .find(|rv| rv.advertisers.is_empty() && !rv.stale_nodes.is_empty())?;
+    let labels: Vec<String> = f
+        .nodes
+        .iter()
+        .filter(|n| rv.stale_nodes.contains(&n.name))
+        .map(|n| {
+            let now: Vec<String> = advertised_gpus(n)
+                .into_iter()
+                .map(|(r, a)| format!("{r}={a}"))
+                .collect();
+            format!(
+                "{} (label {}; advertises {})",
+                n.name,
+                n.label(LABEL_KEY).unwrap_or("none"),
+                if now.is_empty() {
+                    "no GPU resource".to_string()
+                } else {
+                    now.join(", ")
+                }
+            )
+        })
+        .collect();
+    Some(
+        Diagnosis::new(
+            CauseCode::StaleOnly,
+            format!(
+                "{} is listed only with 0 on {}: a stale key the kubelet keeps after the device plugin that advertised it went away (a relabelled node, or an operand that is not running)",
+                rv.resource,
+                rv.stale_nodes.join(", ")
+            ),
+            format!(
+                "find why the device plugin for {} is gone on those nodes (their workload label, the GPU Operator's operand pods), or request a name that is advertised now",
+                rv.resource
+            ),
+        )
+        .with_evidence(labels),
+    )
+}
+
+/// `excluded`: nodes advertise the name, but the pod's constraints exclude all of them.
+/// A nodeSelector on the workload label points at the pool whose nodes carry the name; a
+/// label value on those nodes that is a near miss of the selector is the thing to fix.
+pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
+    let rv =
+        f.e.requests
+            .iter()
+            .find(|rv| !rv.advertisers.is_empty() && rv.advertisers.iter().all(|a| !a.allowed))?;
+    let adv_nodes: Vec<&NodeInfo> = f
+        .nodes
+        .iter()
+        .filter(|n| rv.advertisers.iter().any(|a| a.node == n.name))
+        .collect();
+    let adv_names: Vec<&str> = adv_nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut excl: Vec<Exclusion> = Vec::new();
+    for n in &adv_nodes {
+        for x in placement::exclusions(f.pod, n) {
+            if !excl.iter().any(|y| y.constraint() == x.constraint()) {
+                excl.push(x);
+            }
+        }
+    }
+    let pools = advertiser_pools(f, rv);
+    let pool_text = pools
+        .iter()
+        .map(|p| format!("pool {} ({})", p.name(), pool_amount(f, *p, &rv.resource)))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let constraint_list = excl
+        .iter()
+        .map(Exclusion::constraint)
+        .collect::<Vec<_>>()
+        .join(" and ");
+
+    // A label on the advertising nodes that misses the selector by a typo.
+    for x in &excl {
+        if let Exclusion::NodeSelector {
+            key,
+            want,
+            have: Some(_),
+        } = x
+        {
+            let typo: Vec<(&str, &str)> = adv_nodes
+                .iter()
+                .filter_map(|n| {
+                    let h = n.label(key)?;
+                    near_miss(want, h).then_some((n.name.as_str(), h))
+                })
+                .collect();
+            if let Some((_, h)) = typo.first() {
+                let who: Vec<&str> = typo.iter().map(|(n, _)| *n).collect();
+                let invalid = key == LABEL_KEY && h.parse::<WorkloadConfig>().is_err();
+                return Some(Diagnosis::new(
+                    CauseCode::Excluded,
+                    format!(
+                        "{} advertises {} but carries {key}={h}, a near miss of the nodeSelector {key}={want}{}: the broken label, not the pod, keeps them apart",
+                        who.join(", "),
+                        rv.resource,
+                        if invalid {
+                            format!(
+                                " and not a valid workload config (the GPU Operator silently applies its default to such a node, here pool {})",
+                                f.usage
+                                    .pool_of(who[0])
+                                    .map(|p| p.name())
+                                    .unwrap_or_default()
+                            )
+                        } else {
+                            String::new()
+                        }
+                    ),
+                    format!(
+                        "relabel the node: kubectl label node {} {key}={want} --overwrite",
+                        who.join(" ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    let first = excl.first().cloned();
+    if let Some(Exclusion::NodeSelector { key, want, .. }) = &first
+        && key == LABEL_KEY
+    {
+        // What the allowed nodes offer instead.
+        let other: BTreeSet<&str> = f
+            .nodes
+            .iter()
+            .filter(|n| f.e.allowed_nodes.contains(&n.name))
+            .flat_map(|n| advertised_gpus(n).into_iter().map(|(r, _)| r))
+            .collect();
+        let nobody = !f.nodes.iter().any(|n| n.label(key) == Some(want.as_str()));
+        let near: Vec<String> = f
+            .nodes
+            .iter()
+            .filter_map(|n| {
+                let h = n.label(key)?;
+                near_miss(want, h).then(|| format!("{} carries {key}={h}", n.name))
+            })
+            .collect();
+        let nobody = match (nobody, near.is_empty()) {
+            (false, _) => String::new(),
+            (true, true) => " (no node has it)".to_string(),
+            (true, false) => format!(" (no node has it; {}, a near miss)", near.join(", ")),
+        };
+        let cause = format!(
+            "the nodeSelector {key}={want} confines the {} to pool {want}{}, whose nodes advertise {} — not {}; {} exists only in {pool_text} on {}. Different names are different resources: one pool cannot lend to another.",
+            what(f.pod),
+            nobody,
+            if other.is_empty() {
+                "no GPU resource".to_string()
+            } else {
+                other.iter().copied().collect::<Vec<_>>().join(", ")
+            },
+            rv.resource,
+            rv.resource,
+            adv_names.join(", "),
+        );
+        // The value the advertising nodes really carry (never one no node has).
+        let carried: BTreeSet<&str> = adv_nodes.iter().filter_map(|n| n.label(key)).collect();
+        let target_pool = pools
+            .iter()
+            .filter(|p| p.origin == PoolOrigin::Label)
+            .max_by_key(|p| f.usage.pool_totals(**p, &rv.resource).free())
+            .copied();
+        let mut fix = match target_pool {
+            Some(p) => format!(
+                "change the nodeSelector {key}={want} to {key}={} (or remove it): pool {} has {} {}",
+                p.workload,
+                p.name(),
+                pool_amount(f, p, &rv.resource),
+                rv.resource
+            ),
+            None => format!(
+                "remove the nodeSelector {key}={want}: the nodes advertising {} ({}) carry {}",
+                rv.resource,
+                adv_names.join(", "),
+                if carried.is_empty() {
+                    format!("no {key} label")
+                } else {
+                    format!(
+                        "{key}={}",
+                        carried.iter().copied().collect::<Vec<_>>().join(" / ")
+                    )
+                }
+            ),
+        };
+        if let Some(alt) = other
+            .iter()
+            .find(|r| classify(r).is_gpu() && classify(r) != classify(&rv.resource))
+            .or(other.iter().next())
+        {
+            fix.push_str(&format!(
+                "; to stay on {want}, request {alt} instead of {}",
+                rv.resource
+            ));
+        }
+        return Some(Diagnosis::new(CauseCode::Excluded, cause, fix));
+    }
+    let cause = format!(
+        "{} is advertised only in {pool_text} on {}, and the {}'s {constraint_list} excludes those nodes",
+        rv.resource,
+        adv_names.join(", "),
+        what(f.pod),
+    );
+    let fix = match first {
+        Some(Exclusion::NodeSelector { key, want, have }) => match have {
+            Some(h) => format!(
+                "change the nodeSelector {key}={want} to {key}={h} (the value on {}) or remove it",
+                adv_names.join(", ")
+            ),
+            None => format!(
+                "remove the nodeSelector {key}={want}: no node advertising {} has that label",
+                rv.resource
+            ),
+        },
+        Some(Exclusion::Affinity) => format!(
+            "widen the required node affinity so that it matches {}",
+            adv_names.join(", ")
+        ),
+        Some(Exclusion::Taint { taint }) => format!(
+            "add the toleration {{key: {}, operator: {}, effect: {}}}",
+            taint.key,
+            match &taint.value {
+                Some(v) => format!("Equal, value: {v}"),
+                None => "Exists".into(),
+            },
+            taint.effect
+        ),
+        None => "check the nodes' labels and taints".into(),
+    };
+    Some(Diagnosis::new(CauseCode::Excluded, cause, fix))
+}
+
+/// `not-co-located`: each requested name is advertised on an allowed node, but no single
+/// allowed node advertises all of them.
+pub fn not_co_located(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.candidates.is_empty() {
+        return None;
+    }
+    let per_name: Vec<String> =
+        f.e.requests
+            .iter()
+            .map(|rv| {
+                let allowed: Vec<&NodeFree> = rv.advertisers.iter().filter(|a| a.allowed).collect();
+                format!("{} on {}", rv.resource, nodes_with_free(&allowed))
+            })
+            .collect();
+    let classes: BTreeSet<ResourceClass> = f.e.requests.iter().map(|rv| rv.class).collect();
+    let fix = if classes.len() > 1 {
+        format!(
+            "request names of one workload config only: a node runs one of container, vm-passthrough, vm-vgpu, so {} never meet on one node",
+            f.e.requests
+                .iter()
+                .map(|rv| rv.class.describe())
+                .collect::<Vec<_>>()
+                .join(" and ")
+        )
+    } else if classes.contains(&ResourceClass::VgpuType) {
+        format!(
+            "ask for one vGPU type per {} (or several of the same type), or configure a node to offer all of them (its vGPU device manager config, label nvidia.com/vgpu.config)",
+            what(f.pod)
+        )
+    } else if f.pod.is_vm() {
+        "ask only for devices one node has together, or make one node advertise all of them".into()
+    } else {
+        "ask only for resources one node has together (several workloads if need be), or make one node advertise all of them".into()
+    };
+    Some(Diagnosis::new(
+        CauseCode::NotCoLocated,
+        format!(
+            "each requested name is advertised, but on different nodes: {}; no allowed node advertises all of them together, and a {}'s devices come from one node",
+            per_name.join("; "),
+            what(f.pod)
+        ),
+        fix,
+    ))
+}
+
+/// `too-large`: the request is larger than any candidate's allocatable, so no amount of
+/// freeing helps (a pod's units come from one node).
+pub fn too_large(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.fitting.is_empty() {
+        return None;
+    }
+    let too_big: Vec<(&RequestView, i64)> =
+        f.e.requests
+            .iter()
+            .filter_map(|rv| {
+                let most = rv
+                    .advertisers
+                    .iter()
+                    .filter(|a| f.e.candidates.contains(&a.node))
+                    .map(|a| a.allocatable)
+                    .max()?;
+                (rv.units > most).then_some((rv, most))
+            })
+            .collect();
+    if too_big.is_empty() {
+        return None;
+    }
+    let what_: Vec<String> = too_big
+        .iter()
+        .map(|(rv, most)| {
+            format!(
+                "{} × {} asked, at most {most} allocatable on one candidate",
+                rv.units, rv.resource
+            )
+        })
+        .collect();
+    let fix: Vec<String> = too_big
+        .iter()
+        .map(|(rv, most)| format!("at most {most} × {}", rv.resource))
+        .collect();
+    Some(Diagnosis::new(
+        CauseCode::TooLarge,
+        format!(
+            "Insufficient: the {} asks for more than any candidate ({}) has, even with nothing allocated: {}",
+            what(f.pod),
+            f.e.candidates.join(", "),
+            what_.join("; ")
+        ),
+        format!(
+            "ask for {} per {} (its units come from one node), or add nodes with more GPUs",
+            fix.join(" and "),
+            what(f.pod)
+        ),
+    ))
+}
+
+/// The requests short of free units on the candidates, with the candidates' free sum.
+fn short_requests<'a>(f: &'a Facts<'_>) -> Vec<(&'a RequestView, i64, Vec<&'a NodeFree>)> {
+    f.e.requests
+        .iter()
+        .filter_map(|rv| {
+            let on: Vec<&NodeFree> = rv
+                .advertisers
+                .iter()
+                .filter(|a| f.e.candidates.contains(&a.node))
+                .collect();
+            let free = on
+                .iter()
+                .filter_map(|a| a.free)
+                .fold(0i64, |s, x| s.saturating_add(x.max(0)));
+            let enough = on.iter().any(|a| a.free.is_none_or(|x| x >= rv.units));
+            (!enough).then_some((rv, free, on))
+        })
+        .collect()
+}
+
+/// `in-use`: the right name on allowed nodes, but every unit is allocated (allocatable
+/// counts healthy devices, it does not drop when one is handed out).
+pub fn in_use(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.fitting.is_empty() || !f.usage.pods_known {
+        return None;
+    }
+    let short = short_requests(f);
+    let (rv, free, on) = short.first()?;
+    if *free > 0 {
+        return None;
+    }
+    let held: Vec<&str> = on
+        .iter()
+        .flat_map(|a| a.held_by.iter().map(String::as_str))
+        .collect();
+    let allocatable = on.iter().fold(0i64, |s, a| s.saturating_add(a.allocatable));
+    let allocated = on
+        .iter()
+        .fold(0i64, |s, a| s.saturating_add(a.allocated.unwrap_or(0)));
+    let evidence: Vec<String> = on
+        .iter()
+        .map(|a| {
+            format!(
+                "{}: {} allocatable, {} allocated by {}, {} free",
+                a.node,
+                a.allocatable,
+                a.allocated.unwrap_or(0),
+                holders(&a.held_by.iter().map(String::as_str).collect::<Vec<_>>()),
+                a.free.unwrap_or(0)
+            )
+        })
+        .collect();
+    Some(
+        Diagnosis::new(
+            CauseCode::InUse,
+            format!(
+                "the name is right and every unit is in use: {} on {} has {allocatable} allocatable, {allocated} allocated by {} pod(s), 0 free — allocatable counts devices, it does not drop when one is handed out",
+                rv.resource,
+                on.iter().map(|a| a.node.as_str()).collect::<Vec<_>>().join(", "),
+                held.len()
+            ),
+            format!(
+                "{}, or add a node advertising {}",
+                stop_what(&held),
+                rv.resource
+            ),
+        )
+        .with_evidence(evidence),
+    )
+}
+
+/// `insufficient`: free units exist on the candidates, but fewer than requested on each.
+pub fn insufficient(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.fitting.is_empty() {
+        return None;
+    }
+    let short = short_requests(f);
+    if short.is_empty() {
+        return Some(Diagnosis::new(
+            CauseCode::Insufficient,
+            format!(
+                "Insufficient: each requested name has enough free units on some candidate, but no single candidate ({}) has enough of all of them at once",
+                f.e.candidates.join(", ")
+            ),
+            "free units on one candidate (delete or finish pods using them) or ask for fewer units",
+        ));
+    }
+    let what_: Vec<String> = short
+        .iter()
+        .map(|(rv, free, _)| {
+            format!(
+                "{} ({} asked, {free} free on the candidates)",
+                rv.resource, rv.units
+            )
+        })
+        .collect();
+    Some(Diagnosis::new(
+        CauseCode::Insufficient,
+        format!(
+            "Insufficient: the candidates {} advertise the names but have too few free units: {}",
+            f.e.candidates.join(", "),
+            what_.join("; ")
+        ),
+        "free units on the candidates (delete or finish pods using them) or add nodes of the same pool",
+    ))
+}
+
+/// `fits-now`: an allowed node has the units free: the wait is elsewhere.
+pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
+    Some(Diagnosis::new(
+        CauseCode::FitsNow,
+        format!(
+            "{} can take the {} now{}",
+            f.e.fitting.join(", "),
+            what(f.pod),
+            if f.e.allocations_known {
+                ""
+            } else {
+                " (allocations unknown: pass --pods FILE)"
+            }
+        ),
+        "wait for the next scheduling attempt, or check non-GPU resources (cpu, memory) in the scheduler message",
+    ))
+}

@@ -1,0 +1,143 @@
+//! One JSON or YAML document (a manifest, a CR, a List) parsed into a `serde_json::Value`
+//! that rejects repeated keys, and the field getters that name the field in their errors.
+//! Used by the pod and custom-resource readers; node dumps stream instead ([`super::dump`]).
+
+use std::fmt;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+
+/// Parses `text` (JSON when the first non-blank byte is `{` or `[`, else YAML; a leading
+/// BOM is skipped). `name` (the file) starts every error message; `expecting` says what
+/// the document should be, e.g. `a KubeVirt or HyperConverged CR`.
+///
+/// Errors: [`Error::Input`], one line: empty input, a syntax error, a repeated key.
+pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
+    let err = |m: String| Error::Input(format!("{name}: {}", one_line(&m)));
+    let body = text.strip_prefix('\u{feff}').unwrap_or(text);
+    match body.bytes().find(|c| !c.is_ascii_whitespace()) {
+        None => Err(err(format!("empty input: expected {expecting}"))),
+        Some(b'{') | Some(b'[') => serde_json::from_str::<Strict>(body)
+            .map(|s| s.0)
+            .map_err(|e| err(e.to_string())),
+        Some(_) => {
+            let mut opts = serde_saphyr::Options::default();
+            opts.with_snippet = false;
+            serde_saphyr::from_str_with_options::<Strict>(body, opts)
+                .map(|s| s.0)
+                .map_err(|e| err(crate::input::dump::yaml_msg(&e, expecting)))
+        }
+    }
+}
+
+/// Collapses whitespace runs (newlines included) to one space.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+/// A JSON value whose objects may not repeat a key: serde_json's `Value` keeps the last
+/// of two, so a second `spec` or `limits` would silently replace the first.
+struct Strict(Value);
+
+impl<'de> serde::Deserialize<'de> for Strict {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Strict, D::Error> {
+        use serde::de::{self, MapAccess, SeqAccess, Visitor};
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Strict;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a JSON/YAML value")
+            }
+            fn visit_bool<E: de::Error>(self, v: bool) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::Bool(v)))
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::from(v)))
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::from(v)))
+            }
+            fn visit_f64<E: de::Error>(self, v: f64) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::from(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::String(v.to_owned())))
+            }
+            fn visit_string<E: de::Error>(self, v: String) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::String(v)))
+            }
+            fn visit_unit<E: de::Error>(self) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::Null))
+            }
+            fn visit_none<E: de::Error>(self) -> std::result::Result<Strict, E> {
+                Ok(Strict(Value::Null))
+            }
+            fn visit_some<D2: serde::Deserializer<'de>>(
+                self,
+                d: D2,
+            ) -> std::result::Result<Strict, D2::Error> {
+                <Strict as serde::Deserialize>::deserialize(d)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(
+                self,
+                mut s: A,
+            ) -> std::result::Result<Strict, A::Error> {
+                let mut v = Vec::new();
+                while let Some(Strict(x)) = s.next_element()? {
+                    v.push(x);
+                }
+                Ok(Strict(Value::Array(v)))
+            }
+            fn visit_map<A: MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> std::result::Result<Strict, A::Error> {
+                let mut o = serde_json::Map::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    let Strict(x) = m.next_value()?;
+                    if o.contains_key(&k) {
+                        return Err(de::Error::custom(format!("duplicate key {k:?}")));
+                    }
+                    o.insert(k, x);
+                }
+                Ok(Strict(Value::Object(o)))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// The value at a dotted path (`spec.configuration.permittedHostDevices`).
+pub fn get<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
+    dotted.split('.').try_fold(v, |v, k| v.get(k))
+}
+
+/// See the module docs.
+pub fn opt_str<'a>(v: &'a Value, dotted: &str) -> std::result::Result<Option<&'a str>, String> {
+    match get(v, dotted) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(_) => Err(format!("{dotted}: expected a string")),
+    }
+}
+
+/// See the module docs.
+pub fn opt_scalar(v: Option<&Value>, path: &str) -> std::result::Result<Option<String>, String> {
+    match v {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(Value::Number(n)) => Ok(Some(n.to_string())),
+        Some(Value::Bool(b)) => Ok(Some(b.to_string())),
+        Some(_) => Err(format!("{path}: expected a scalar")),
+    }
+}
+
+/// See the module docs.
+pub fn array<'a>(v: Option<&'a Value>, path: &str) -> std::result::Result<&'a [Value], String> {
+    match v {
+        None | Some(Value::Null) => Ok(&[]),
+        Some(Value::Array(a)) => Ok(a),
+        Some(_) => Err(format!("{path}: expected a list")),
+    }
+}

@@ -1,0 +1,189 @@
+//! Reading KubeVirt's `permittedHostDevices` from a KubeVirt or HyperConverged CR
+//! (`kubectl get kubevirt -A -o yaml`, `kubectl get hyperconverged -A -o yaml`: one object,
+//! or a List holding one) into [`PermittedHostDevices`].
+//!
+//! Field names: kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`
+//! (`PermittedHostDevices`, `PciHostDevice`, `MediatedHostDevice`) and
+//! kubevirt/hyperconverged-cluster-operator `api/v1beta1/hyperconverged_types.go`
+//! (`pciDeviceSelector`).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::input::document::{self, array, get, opt_scalar, opt_str};
+use crate::model::kubevirt::{
+    HostDevicesSource, MediatedDevice, PciHostDevice, PermittedHostDevices,
+};
+
+const EXPECTING: &str = "a KubeVirt or HyperConverged CR";
+
+/// Reads the CR in `path` (`-` for stdin).
+///
+/// Errors: [`Error::Input`] naming the file and field: unreadable, empty, invalid
+/// JSON/YAML, another kind, a List with no or several such CRs, a field of the wrong type.
+pub fn read_path(path: &Path) -> Result<PermittedHostDevices> {
+    let name = path.display().to_string();
+    let text = if name == "-" {
+        std::io::read_to_string(std::io::stdin().lock())
+    } else {
+        std::fs::read_to_string(path)
+    }
+    .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
+    read_str(&text, &name)
+}
+
+/// Parses the CR from text; `name` starts every error message. See [`read_path`].
+pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
+    let doc = document::parse(text, name, EXPECTING)?;
+    let err = |m: String| Error::Input(format!("{name}: {m}"));
+    let kind = opt_str(&doc, "kind").map_err(err)?;
+    let obj = match kind {
+        Some("List" | "KubeVirtList" | "HyperConvergedList") => {
+            let items = array(doc.get("items"), "items").map_err(err)?;
+            match items {
+                [one] => one,
+                [] => return Err(err(format!("items: empty, expected {EXPECTING}"))),
+                _ => {
+                    return Err(err(format!(
+                        "items: {} objects, expected one {EXPECTING}",
+                        items.len()
+                    )));
+                }
+            }
+        }
+        _ => &doc,
+    };
+    from_object(obj).map_err(err)
+}
+
+/// Reads one KubeVirt or HyperConverged object (as JSON). The error is the field-naming
+/// message without the source name.
+pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, String> {
+    let source = match opt_str(v, "kind")? {
+        Some("KubeVirt") => HostDevicesSource::KubeVirt,
+        Some("HyperConverged") => HostDevicesSource::HyperConverged,
+        Some(k) => return Err(format!("kind {k:?} is not KubeVirt or HyperConverged")),
+        None => return Err(format!("no kind field: expected {EXPECTING}")),
+    };
+    let object = format!(
+        "{}/{}",
+        opt_str(v, "metadata.namespace")?.unwrap_or(""),
+        opt_str(v, "metadata.name")?.unwrap_or("")
+    );
+    let path = source.path();
+    let list = match get(v, path) {
+        None | Some(Value::Null) => {
+            return Ok(PermittedHostDevices {
+                source,
+                object,
+                present: false,
+                pci_host_devices: Vec::new(),
+                mediated_devices: Vec::new(),
+            });
+        }
+        Some(l @ Value::Object(_)) => l,
+        Some(_) => return Err(format!("{path}: expected a map")),
+    };
+    let pci_field = match source {
+        HostDevicesSource::KubeVirt => "pciVendorSelector",
+        HostDevicesSource::HyperConverged => "pciDeviceSelector",
+    };
+    let entry = |e: &Value, p: &str, sel: &str| -> std::result::Result<_, String> {
+        let s = |k: &str| opt_scalar(e.get(k), &format!("{p}.{k}")).map(Option::unwrap_or_default);
+        let external = match e.get("externalResourceProvider") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(format!(
+                    "{p}.externalResourceProvider: expected true or false"
+                ));
+            }
+        };
+        Ok((s(sel)?, s("resourceName")?, external))
+    };
+    let mut pci_host_devices = Vec::new();
+    let pp = format!("{path}.pciHostDevices");
+    for (i, e) in array(list.get("pciHostDevices"), &pp)?.iter().enumerate() {
+        let (selector, resource_name, external_resource_provider) =
+            entry(e, &format!("{pp}[{i}]"), pci_field)?;
+        pci_host_devices.push(PciHostDevice {
+            selector,
+            resource_name,
+            external_resource_provider,
+        });
+    }
+    let mut mediated_devices = Vec::new();
+    let mp = format!("{path}.mediatedDevices");
+    for (i, e) in array(list.get("mediatedDevices"), &mp)?.iter().enumerate() {
+        let (selector, resource_name, external_resource_provider) =
+            entry(e, &format!("{mp}[{i}]"), "mdevNameSelector")?;
+        mediated_devices.push(MediatedDevice {
+            selector,
+            resource_name,
+            external_resource_provider,
+        });
+    }
+    Ok(PermittedHostDevices {
+        source,
+        object,
+        present: true,
+        pci_host_devices,
+        mediated_devices,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubevirt_and_hyperconverged() {
+        let kv = read_str(
+            "kind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\nspec:\n  configuration:\n    permittedHostDevices:\n      pciHostDevices:\n      - {pciVendorSelector: \"10DE:2236\", resourceName: nvidia.com/GA102GL_A10, externalResourceProvider: true}\n      mediatedDevices:\n      - {mdevNameSelector: \"NVIDIA A10-24Q\", resourceName: nvidia.com/NVIDIA_A10-24Q}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        assert_eq!(kv.object, "kubevirt/kubevirt");
+        assert_eq!(kv.pci_host_devices[0].selector, "10DE:2236");
+        assert!(kv.pci_host_devices[0].external_resource_provider);
+        assert!(!kv.mediated_devices[0].external_resource_provider);
+        assert!(kv.permits("nvidia.com/NVIDIA_A10-24Q"));
+        let hco = read_str(
+            r#"{"kind":"List","items":[{"kind":"HyperConverged","metadata":{"name":"kubevirt-hyperconverged","namespace":"openshift-cnv"},"spec":{"permittedHostDevices":{"pciHostDevices":[{"pciDeviceSelector":"10DE:1EB8","resourceName":"nvidia.com/TU104GL_TESLA_T4"}]}}}]}"#,
+            "hco.json",
+        )
+        .unwrap();
+        assert_eq!(hco.source, HostDevicesSource::HyperConverged);
+        assert_eq!(hco.pci_host_devices[0].selector, "10DE:1EB8");
+        let none = read_str(
+            "kind: KubeVirt\nmetadata: {name: kv}\nspec: {}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        assert!(!none.present && !none.permits("nvidia.com/GA102GL_A10"));
+    }
+
+    #[test]
+    fn bad_input_names_file_and_field() {
+        let e = read_str("kind: Pod\n", "x.yaml").unwrap_err().to_string();
+        assert_eq!(e, "x.yaml: kind \"Pod\" is not KubeVirt or HyperConverged");
+        let e = read_str(
+            "kind: KubeVirt\nspec: {configuration: {permittedHostDevices: {pciHostDevices: {}}}}\n",
+            "kv.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "kv.yaml: spec.configuration.permittedHostDevices.pciHostDevices: expected a list"
+        );
+        assert!(
+            read_str("", "e.yaml")
+                .unwrap_err()
+                .to_string()
+                .starts_with("e.yaml: empty input")
+        );
+    }
+}
