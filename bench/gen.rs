@@ -1,6 +1,6 @@
-//! The dump generator shared by `gendump` (bench/gendump.rs) and the criterion benches:
-//! realistic, deterministic
-//! `kubectl get nodes -o json` / `kubectl get pods -A -o json` dumps for the benchmarks.
+//! The dump generator shared by `gendump` (bench/gendump.rs) and the criterion benches
+//! (bench/criterion_check.rs): realistic, deterministic `kubectl get nodes -o json` /
+//! `kubectl get pods -A -o json` dumps for the benchmarks.
 //!
 //! ```text
 //! cargo run --release --example gendump -- --nodes 5000 [--pods 20000] [--seed 1]

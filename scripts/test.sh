@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
 #   formatting, lints, release build, the local control plane (built from pinned upstream
-#   Go modules on first run, cached after), unit + CLI + integration tests against that
-#   real control plane, and the shared checker cases.
+#   Go modules on first run, cached after), unit + CLI tests, the integration tests against
+#   that real control plane, and the shared checker cases.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,8 +20,13 @@ cargo build --release --quiet
 step "local control plane binaries (kube-apiserver, kube-scheduler, etcd, kwok)"
 target/release/gpuwl cluster build
 
-step "cargo test"
+step "cargo test (unit, property and CLI tests)"
 cargo test --quiet
+
+step "cargo test -- --ignored (integration tests on the local control plane)"
+# Marked #[ignore = "needs local control plane"] so a plain `cargo test` stays quick; they
+# take one cluster at a time (tests/it/common.rs), each under its own cluster name.
+cargo test --quiet -- --ignored
 
 step "shared checker cases"
 # The project's shared cases live beside the repository (../shared/cases); a copy is kept in
@@ -29,6 +34,13 @@ step "shared checker cases"
 tests/shared-cases/run-check-cases -- target/release/gpuwl check
 if [ -x ../shared/cases/run-check-cases ]; then
     ../shared/cases/run-check-cases -- target/release/gpuwl check
+fi
+
+step "shared explain cases"
+# The repo's copies (plus its own cases) run inside `cargo test` (tests/it/explain_cases.rs);
+# the originals beside the repository, when present, run here with their own checker.
+if [ -x ../shared/cases/run-explain-cases ]; then
+    ../shared/cases/run-explain-cases -- target/release/gpuwl
 fi
 
 step "all tests passed"

@@ -1,6 +1,6 @@
 //! The label ↔ advertised-resource check (the lab's step 8, hardened).
 //!
-//! Verdict rules (the seed's contract): only nodes carrying
+//! Verdict rules (the line contract of the lab's checker, docs/lab.md step 8): only nodes carrying
 //! [`LABEL_KEY`](crate::model::workload::LABEL_KEY) are judged. A resource is advertised
 //! when its allocatable quantity is > 0 (capacity when the node has no allocatable map);
 //! `"0"` is not advertised (the kubelet keeps stale zeros, kubernetes/kubernetes

@@ -6,35 +6,28 @@
 //! - pools: the value of [`LABEL_KEY`]; a node without it, or with a value that is not one
 //!   of the three, gets the operator's default [`DEFAULT_WORKLOAD`] (`container`) and is
 //!   marked as such (NVIDIA/gpu-operator `controllers/state_manager.go`,
-//!   `api/nvidia/v1/clusterpolicy_types.go`; `../shared/facts/gpu-operator.md` §1). Nodes
+//!   `api/nvidia/v1/clusterpolicy_types.go`; docs/domain-facts.md §1). Nodes
 //!   that neither carry the label nor list any GPU resource (control planes, CPU nodes)
 //!   are left out.
 //! - GPU resources: `nvidia.com/` names that [`classify`] puts in a GPU class.
-//! - capacity / allocatable: `status.capacity` / `status.allocatable` (allocatable falls
-//!   back to capacity when the node has no allocatable map). A resource listed with 0 is
-//!   NOT advertised: the kubelet keeps stale zeros after a device plugin leaves
-//!   (kubernetes/kubernetes `pkg/kubelet/nodestatus/setters.go`; facts §4). Such nodes are
-//!   counted as `staleNodes`, never in `nodes`.
-//! - allocated: the effective requests ([`crate::input::pods`]) of pods bound to a node of
-//!   the pool and not `Succeeded`/`Failed`. Allocatable is a count of healthy devices, not
-//!   of free ones (NVIDIA/k8s-device-plugin#452), so free = allocatable − allocated.
+//! - capacity, allocatable, allocated and free per node: [`Usage`], the table explain reads
+//!   too (a resource listed with 0 is not advertised, docs/domain-facts.md §4; such nodes
+//!   are counted as `staleNodes`, never in `nodes`). Row sums saturate, never wrap.
 //! - pending: the requests of unbound pods, in every pool that has a node the pod's
 //!   constraints allow ([`placement`]) and that advertises every GPU resource the pod
 //!   asks for (capacity ignored). A pod that fits several pools counts in each.
 //!   Demand that fits no pool is [`Unservable`], with the free units beside it.
-//! - physical-GPU equivalents ([`unit_fraction`]): passthrough 1 per unit; `nvidia.com/gpu`
-//!   1 per unit divided by the `nvidia.com/gpu.replicas` label of time-slicing (GFD); vGPU
-//!   the type's framebuffer over the GPU's memory (the `nvidia.com/gpu.memory` label in MiB
-//!   when present, else [`board_memory_gb`]); MIG and unknown types: `None` (`?`).
+//! - physical-GPU equivalents: [`unit_fraction`] (`None`, shown `?`, when not derivable).
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use kube::Client;
 use serde::Serialize;
 
+use crate::analysis::usage::Usage;
 use crate::analysis::{names, placement};
 use crate::error::Result;
-use crate::model::advertise::{gpu_resources, node_units};
+use crate::model::advertise::gpu_resources;
 use crate::model::equivalents::unit_fraction;
 use crate::model::node::NodeInfo;
 use crate::model::pod::PodInfo;
@@ -172,20 +165,17 @@ pub struct Inventory {
 
 /// Builds the inventory from nodes and pods.
 ///
-/// Errors: [`Error::Input`] (`node <name>: <field>: ...`) when a GPU quantity on a node
+/// Errors: [`crate::error::Error::Input`] (`node <name>: <field>: ...`) when a GPU quantity on a node
 /// is not a whole non-negative number.
 pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
     let mut notes = Vec::new();
-    // node name → pool, for nodes in a pool
+    // The per node × resource numbers, shared with explain.
+    let usage = Usage::build(nodes, Some(pods))?;
+    // node name → pool, for nodes in a pool (labelled, or listing a GPU resource)
     let mut pool_of: BTreeMap<&str, Pool> = BTreeMap::new();
     let mut invalid_labels = BTreeSet::new();
-    // (pool, resource) → per-node (cap, alloc)
-    let mut cells: BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>> = BTreeMap::new();
-    // resource → advertised (> 0) on node, for fitting
-    let mut advertised: BTreeMap<&str, BTreeMap<String, i64>> = BTreeMap::new();
     for n in nodes {
-        let gpus = gpu_resources(n);
-        if n.label(LABEL_KEY).is_none() && gpus.is_empty() {
+        if n.label(LABEL_KEY).is_none() && gpu_resources(n).is_empty() {
             continue;
         }
         let pool = Pool::of(n);
@@ -193,28 +183,6 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
             invalid_labels.insert(format!("{}={:?}", n.name, n.label(LABEL_KEY).unwrap_or("")));
         }
         pool_of.insert(&n.name, pool);
-        for r in &gpus {
-            let (cap, alloc) = node_units(n, r)?;
-            cells
-                .entry((pool, Some((*r).to_owned())))
-                .or_default()
-                .insert(
-                    n.name.clone(),
-                    NodeUse {
-                        name: n.name.clone(),
-                        capacity: cap,
-                        allocatable: alloc,
-                        allocated: 0,
-                        gpus_per_unit: unit_fraction(n, r),
-                    },
-                );
-            if alloc > 0 {
-                advertised
-                    .entry(&n.name)
-                    .or_default()
-                    .insert((*r).to_owned(), alloc);
-            }
-        }
     }
     if !invalid_labels.is_empty() {
         notes.push(format!(
@@ -224,44 +192,44 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
     }
     let node_by_name: BTreeMap<&str, &NodeInfo> =
         nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-
-    // Allocated: bound, non-terminal pods.
-    let mut unknown_nodes = BTreeSet::new();
-    for p in pods.iter().filter(|p| !p.is_terminal()) {
-        let Some(node) = &p.node_name else { continue };
-        let Some(pool) = pool_of
-            .get(node.as_str())
-            .copied()
-            .or_else(|| node_by_name.get(node.as_str()).map(|n| Pool::of(n)))
-        else {
-            if gpu_requests(p).next().is_some() {
-                unknown_nodes.insert(format!("{} on {node}", p.key()));
-            }
-            continue;
-        };
-        for (r, n) in gpu_requests(p) {
-            let cell = cells.entry((pool, Some(r.to_owned()))).or_default();
-            let e = cell.entry(node.clone()).or_insert_with(|| NodeUse {
-                name: node.clone(),
-                capacity: 0,
-                allocatable: 0,
-                allocated: 0,
-                gpus_per_unit: node_by_name
-                    .get(node.as_str())
-                    .and_then(|nd| unit_fraction(nd, r)),
-            });
-            e.allocated += n;
-        }
-    }
+    // (pool, resource) → per-node use: every GPU resource a pooled node lists, and every
+    // GPU resource a bound pod holds on any known node.
+    let mut cells: BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>> = BTreeMap::new();
+    // node → resource → allocatable (> 0), for fitting
+    let mut advertised: BTreeMap<&str, BTreeMap<String, i64>> = BTreeMap::new();
     // Free units per node and resource, for the "beside" lists.
     let mut free_by_node: BTreeMap<(String, String), i64> = BTreeMap::new();
-    for ((_, r), per_node) in &cells {
-        if let Some(r) = r {
-            for u in per_node.values() {
-                free_by_node.insert((u.name.clone(), r.clone()), u.allocatable - u.allocated);
-            }
+    for (node, r, c) in usage.cells() {
+        if !classify(r).is_gpu() {
+            continue;
         }
+        let Some(pool) = pool_of
+            .get(node)
+            .copied()
+            .or_else(|| (c.allocated > 0).then(|| usage.pool_of(node)).flatten())
+        else {
+            continue;
+        };
+        let n = node_by_name[node];
+        cells.entry((pool, Some(r.to_owned()))).or_default().insert(
+            node.to_owned(),
+            NodeUse {
+                name: node.to_owned(),
+                capacity: c.capacity,
+                allocatable: c.allocatable,
+                allocated: c.allocated,
+                gpus_per_unit: unit_fraction(n, r),
+            },
+        );
+        if c.advertised() {
+            advertised
+                .entry(n.name.as_str())
+                .or_default()
+                .insert(r.to_owned(), c.allocatable);
+        }
+        free_by_node.insert((node.to_owned(), r.to_owned()), c.free());
     }
+    let unknown_nodes = usage.unknown_nodes.clone();
 
     // Pending: unbound pods.
     let mut pending_rows: BTreeMap<(Pool, String), (i64, Vec<String>)> = BTreeMap::new();
@@ -311,7 +279,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
             }
             for pool in &fitting_pools {
                 let e = pending_rows.entry((*pool, (*r).to_owned())).or_default();
-                e.0 += units;
+                e.0 = e.0.saturating_add(*units);
                 e.1.push(p.key());
             }
         }
@@ -346,7 +314,8 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
         .into_iter()
         .map(|((pool, resource), per_node)| {
             let detail: Vec<NodeUse> = per_node.into_values().collect();
-            let sum = |f: fn(&NodeUse) -> i64| detail.iter().map(f).sum::<i64>();
+            let sum =
+                |f: fn(&NodeUse) -> i64| detail.iter().fold(0i64, |s, u| s.saturating_add(f(u)));
             let (capacity, allocatable, allocated) = (
                 sum(|u| u.capacity),
                 sum(|u| u.allocatable),
@@ -381,11 +350,11 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
                 capacity,
                 allocatable,
                 allocated,
-                free: allocatable - allocated,
+                free: allocatable.saturating_sub(allocated),
                 pending,
                 pending_pods,
                 capacity_gpus: eq(|u| u.capacity),
-                free_gpus: eq(|u| u.allocatable - u.allocated),
+                free_gpus: eq(|u| u.allocatable.saturating_sub(u.allocated)),
                 node_detail: detail,
                 resource,
             }
@@ -526,12 +495,14 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
                 .unwrap_or(0)
                 .max(0);
             if res == r && !allowed_names.contains(n.name.as_str()) {
-                *same.entry(*pool).or_default() += free;
+                let s = same.entry(*pool).or_default();
+                *s = s.saturating_add(free);
             } else if res != r
                 && allowed_names.contains(n.name.as_str())
                 && (confined || classify(res) == class)
             {
-                *other.entry((*pool, res.clone())).or_default() += free;
+                let o = other.entry((*pool, res.clone())).or_default();
+                *o = o.saturating_add(free);
             }
         }
     }
@@ -574,7 +545,7 @@ impl Inventory {
 
 /// Builds the inventory of a live cluster: all nodes, all pods (paginated lists).
 ///
-/// Errors: [`Error::Runtime`] when the API cannot be reached; [`Error::Input`] when a
+/// Errors: [`crate::error::Error::Runtime`] when the API cannot be reached; [`crate::error::Error::Input`] when a
 /// node's GPU quantity is not a whole number.
 pub async fn from_cluster(client: &Client) -> Result<Inventory> {
     // Both lists at once: they are independent, and the API server does the waiting.

@@ -80,7 +80,7 @@ impl Suggestion {
                 self.pci_device.as_deref().unwrap_or("?")
             ),
             Relation::SharingRename => {
-                "the same GPUs, renamed by time-slicing/MPS renameByDefault (.shared)".into()
+                "the same GPUs, renamed by time-slicing/MPS renameByDefault".into()
             }
             Relation::VgpuPrefix => {
                 "the same vGPU type (board and size) under another prefix".into()

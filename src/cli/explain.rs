@@ -41,8 +41,8 @@ pub struct Args {
     /// target is looked up when --pod is absent.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub pods: Option<PathBuf>,
-    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`): checks that a
-    /// VMI's GPU and host-device names are in its permittedHostDevices.
+    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`): whether a VMI's
+    /// GPU and host-device names are in its permittedHostDevices.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub kubevirt: Option<PathBuf>,
     /// Output format: text is one screen (requests, the nodes advertising them,

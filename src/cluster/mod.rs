@@ -1,7 +1,7 @@
 //! The local control plane: upstream etcd, kube-apiserver and kube-scheduler with kwok
 //! simulating every node, all on 127.0.0.1, started as detached processes.
 //!
-//! Design decisions (see issue 3):
+//! Design decisions:
 //! - The binaries come from the pinned Go module `controlplane/` ([`build`]), embedded
 //!   into gpuwl and built into a cache keyed by the pins. Nothing is downloaded at run time.
 //! - gpuwl starts the processes itself with the flags kwokctl's binary runtime uses

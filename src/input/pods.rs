@@ -22,7 +22,7 @@
 //!   not prefixed `requests.`);
 //! - VMIs: a virt-launcher pod requests one unit of each `spec.domain.devices.gpus[]` /
 //!   `hostDevices[]` `deviceName` (kubevirt/kubevirt `pkg/virt-controller/services/
-//!   rendercontainer.go`; `../shared/facts/gpu-operator.md` §5).
+//!   rendercontainer.go`; docs/domain-facts.md §5).
 
 use std::collections::BTreeMap;
 use std::fmt;

@@ -1,4 +1,4 @@
-//! The sandbox-workload lab (`shared/spec/lab.md`, from the seed document): eight steps
+//! The sandbox-workload lab (docs/lab.md): eight steps
 //! played on a cluster with a real kube-scheduler, leaving result files under a root `R`.
 //!
 //! 1. create `R/out`, `R/bin`, `R/k8s`, namespace `gpu-vm`; label the three nodes → `01-nodes.txt`
@@ -120,7 +120,7 @@ pub fn lab_resource(wc: WorkloadConfig) -> (String, u32) {
 }
 
 impl Plan {
-    /// The seed's plan on `nodes`.
+    /// The lab's plan (docs/lab.md) on `nodes`.
     pub fn new(nodes: &LabNodes) -> Plan {
         let mut ns: Vec<NodePlan> = WorkloadConfig::ALL
             .iter()

@@ -213,8 +213,8 @@ mod tests {
         }
         assert_eq!(resolve_loose("GA102GL_A10"), [0x2236]);
         assert!(
-            resolve_loose("TU104GL").is_empty(),
-            "a chip code alone is too vague"
+            resolve_loose("TU104GL_TU104GL").is_empty(),
+            "chip codes alone are too vague"
         );
         assert!(resolve_loose("NVIDIA_A10-12Q").is_empty());
         assert!(resolve_loose("zzzz").is_empty());

@@ -1,6 +1,6 @@
 //! Classification of extended-resource names under `nvidia.com/`.
 //!
-//! Sources (see `../shared/facts/gpu-operator.md` §3):
+//! Sources (summarised in docs/domain-facts.md §3):
 //! - container GPUs: NVIDIA/k8s-device-plugin `internal/rm/rm.go` (`nvidia.com/gpu`, MIG
 //!   `mixed` strategy `nvidia.com/mig-<g>g.<mem>gb` with media-extension forms such as
 //!   `mig-1g.10gb.me`; time-slicing/MPS `renameByDefault` appends `.shared`);
@@ -257,7 +257,7 @@ pub fn is_container_gpu_name(short: &str) -> bool {
 /// `pkg/types/vgpu_type.go`).
 pub const VGPU_MIG_SUFFIXES: [&str; 4] = ["MEALL", "NOME", "ME", "GFX"];
 
-/// The seed's vGPU rule, extended: `short` ends in an ASCII digit followed by one
+/// The lab's vGPU rule (docs/lab.md step 8), extended: `short` ends in an ASCII digit followed by one
 /// upper-case letter (`NVIDIA_A10-12Q`, `GRID_T4-2Q`, `NVIDIA_A100-1-5C`), optionally
 /// followed by one MIG-backed suffix from [`VGPU_MIG_SUFFIXES`] (`NVIDIA_A100-1-5CME`).
 ///

@@ -62,7 +62,7 @@ pub fn document(report: &Report) -> Document<'_> {
     }
 }
 
-/// Renders `report` in `format`; text is exactly the seed contract (one line each,
+/// Renders `report` in `format`; text is exactly the line contract (`MISMATCH=<node> <reason>` or `OK=<n>`, one line each,
 /// newline-terminated).
 pub fn render(report: &Report, format: Format) -> String {
     match format {

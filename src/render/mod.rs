@@ -1,4 +1,4 @@
-//! Output: the seed's text contract, JSON and YAML.
+//! Output: the check's line contract (`MISMATCH=` / `OK=` lines), tables, JSON, YAML and CSV.
 
 use std::io::{self, Write};
 

@@ -332,18 +332,25 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
         evidence: Vec::new(),
         notes: Vec::new(),
     };
-    if pod.is_vm() {
-        if let Some(kv) = inputs.kubevirt {
-            for d in &kv.pci_host_devices {
-                if !d.external_resource_provider
-                    && usage.advertised_names().contains(d.resource_name.as_str())
-                {
-                    e.notes.push(format!(
-                        "permittedHostDevices lists {} without externalResourceProvider: true: KubeVirt starts its own device plugin for devices the sandbox device plugin already serves",
-                        d.resource_name
-                    ));
-                }
-            }
+    if pod.is_vm()
+        && let Some(kv) = inputs.kubevirt
+    {
+        let advertised = usage.advertised_names();
+        let internal = kv
+            .pci_host_devices
+            .iter()
+            .filter(|d| !d.external_resource_provider)
+            .map(|d| d.resource_name.as_str())
+            .chain(
+                kv.mediated_devices
+                    .iter()
+                    .filter(|d| !d.external_resource_provider)
+                    .map(|d| d.resource_name.as_str()),
+            );
+        for r in internal.filter(|r| advertised.contains(r)) {
+            e.notes.push(format!(
+                "permittedHostDevices lists {r} without externalResourceProvider: true: KubeVirt starts its own device plugin for devices the GPU Operator's sandbox device plugin already serves"
+            ));
         }
     }
     let d: Diagnosis = rules::diagnose(&rules::Facts {
@@ -361,7 +368,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
         )
     {
         e.notes.push(
-            "a VMI's deviceName must also be listed in the KubeVirt CR's permittedHostDevices, else KubeVirt refuses the VMI (Synchronized=False, \"GPU <name> is not permitted in permittedHostDevices configuration\") and makes no launcher pod; pass --kubevirt FILE to check".into(),
+            "a VMI's deviceName must also be listed in the KubeVirt CR's permittedHostDevices, else KubeVirt refuses the VMI (Synchronized=False, \"GPU <name> is not permitted in permittedHostDevices configuration\") and makes no launcher pod; pass --kubevirt FILE to verify".into(),
         );
     }
     e.cause_code = d.code;

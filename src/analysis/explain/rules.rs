@@ -340,6 +340,20 @@ fn rename_fix(f: &Facts<'_>, rv: &RequestView, s: &names::Suggestion) -> String 
             in_field(rv),
             rv.resource
         ),
+        Relation::SamePciDevice
+            if crate::model::resource::is_hex_fallback(
+                s.name
+                    .strip_prefix(crate::model::resource::NVIDIA_PREFIX)
+                    .unwrap_or(&s.name),
+            ) =>
+        {
+            format!(
+                "request {} instead of {}{} (that node's sandbox device plugin is too old to know the device's name; after upgrading it the node advertises the model name instead)",
+                s.name,
+                rv.resource,
+                in_field(rv)
+            )
+        }
         _ => format!(
             "request {} instead of {}{}",
             s.name,
@@ -412,10 +426,24 @@ pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
         } else {
             "one wrong character removes every node"
         };
+        let nodes: Vec<&str> = f.usage.advertisers(&s.name).map(|(n, _)| n).collect();
+        let mut pools: Vec<Pool> = Vec::new();
+        for n in &nodes {
+            if let Some(p) = f.usage.pool_of(n)
+                && !pools.contains(&p)
+            {
+                pools.push(p);
+            }
+        }
+        let amounts: Vec<String> = pools
+            .iter()
+            .map(|p| format!("{} in pool {}", pool_amount(f, *p, &s.name), p.name()))
+            .collect();
         cause.push_str(&format!(
-            "; {} is advertised on {} and is {}: {kind}",
+            "; {} is advertised on {} ({}) and is {}: {kind}",
             s.name,
-            on.join(", "),
+            nodes.join(", "),
+            amounts.join("; "),
             s.why()
         ));
         return Some(
@@ -769,9 +797,9 @@ pub fn too_large(f: &Facts<'_>) -> Option<Diagnosis> {
             what_.join("; ")
         ),
         format!(
-            "ask for {} per {} (its units come from one node), or add nodes with more GPUs",
+            "ask for {} per {w} (a {w}'s units come from one node), or add nodes with more GPUs",
             fix.join(" and "),
-            what(f.pod)
+            w = what(f.pod)
         ),
     ))
 }

@@ -1,0 +1,44 @@
+//! Helpers shared by the integration tests: running the gpuwl binary, and stopping a test's
+//! own local control plane however the test ends.
+
+use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
+
+use assert_cmd::cargo::cargo_bin;
+
+/// Runs `gpuwl ARGS…` and returns (exit code, stdout, stderr); -1 when killed by a signal.
+pub fn gpuwl(args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Runs `gpuwl ARGS…`, asserts it succeeded (showing stdout and stderr if not), returns stdout.
+pub fn gpuwl_ok(args: &[&str]) -> String {
+    let (code, stdout, stderr) = gpuwl(args);
+    assert_eq!(code, 0, "gpuwl {args:?} failed:\n{stdout}\n{stderr}");
+    stdout
+}
+
+/// Stops the named local control plane when dropped (`gpuwl cluster down --name NAME`).
+pub struct ClusterDown(pub &'static str);
+
+impl Drop for ClusterDown {
+    fn drop(&mut self) {
+        let _ = gpuwl(&["cluster", "down", "--name", self.0]);
+    }
+}
+
+/// Held by every test that starts a local control plane, for its whole run: the tests share
+/// one process now, and two clusters starting at once would race for the first build of the
+/// binaries and for free ports. A test that panicked still lets the next one run.
+pub fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
+    static LOCK: Mutex<()> = Mutex::new(());
+    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}

@@ -1,0 +1,390 @@
+//! `gpuwl explain` on realistic dumps (tests/data/inventory): the lab's job-cross, a VMI
+//! with `GRID_T4_2Q`, a VM with `TU104GL_Tesla_T4`, a taint, an Insufficient pod, a bound
+//! pod, and bad input.
+
+use serde_json::Value;
+
+use crate::common::gpuwl;
+
+const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
+
+fn explain_json(args: &[&str]) -> Value {
+    let mut a = vec!["explain"];
+    a.extend(args);
+    a.extend(["-o", "json"]);
+    let (rc, out, err) = gpuwl(&a);
+    assert_eq!(rc, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn lab(f: &str) -> String {
+    format!("{D}/lab/{f}")
+}
+fn mixed(f: &str) -> String {
+    format!("{D}/mixed/{f}")
+}
+
+#[test]
+fn job_cross_names_the_selector_and_the_container_pool() {
+    let (nodes, pods) = (lab("nodes.json"), lab("pods.json"));
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "pod",
+        "gpu-vm/job-cross",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        out.starts_with("Pod gpu-vm/job-cross: Pending, not bound to a node\n"),
+        "{out}"
+    );
+    assert!(out.contains("Scheduler (PodScheduled=False, Unschedulable): \"0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.\""), "{out}");
+    assert!(out.contains("lab-node-0 [pool container]: 4 allocatable, 1 allocated, 3 free — excluded: nodeSelector nvidia.com/gpu.workload.config=vm-passthrough (node has nvidia.com/gpu.workload.config=container)"), "{out}");
+    assert!(
+        out.contains(
+            "nodeSelector nvidia.com/gpu.workload.config=vm-passthrough → allows 1 (lab-node-1)"
+        ),
+        "{out}"
+    );
+    assert!(out.contains("Cause (excluded): the nodeSelector nvidia.com/gpu.workload.config=vm-passthrough confines the pod to pool vm-passthrough, whose nodes advertise nvidia.com/GA102GL_A10 — not nvidia.com/gpu; nvidia.com/gpu exists only in pool container (3 free) on lab-node-0."), "{out}");
+    assert!(out.contains("Fix: change the nodeSelector nvidia.com/gpu.workload.config=vm-passthrough to nvidia.com/gpu.workload.config=container (or remove it): pool container has 3 free nvidia.com/gpu"), "{out}");
+
+    let doc = explain_json(&[
+        "pod",
+        "gpu-vm/job-cross",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(doc["pod"], "gpu-vm/job-cross");
+    assert_eq!(doc["causeCode"], "excluded");
+    assert_eq!(doc["allowedNodes"], serde_json::json!(["lab-node-1"]));
+    assert_eq!(doc["candidates"], serde_json::json!([]));
+    let r = &doc["requests"][0];
+    assert_eq!(r["resource"], "nvidia.com/gpu");
+    assert_eq!(r["units"], 1);
+    assert_eq!(r["advertisers"][0]["node"], "lab-node-0");
+    assert_eq!(r["advertisers"][0]["free"], 3);
+    assert_eq!(r["advertisers"][0]["allowed"], false);
+    assert_eq!(doc["scheduler"]["reason"], "Unschedulable");
+}
+
+#[test]
+fn manifest_without_pods_knows_no_allocations() {
+    let doc = explain_json(&[
+        "--pod",
+        &lab("pod-cross.yaml"),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(doc["allocationsKnown"], false);
+    assert_eq!(doc["scheduler"], Value::Null);
+    assert_eq!(doc["requests"][0]["advertisers"][0]["free"], Value::Null);
+    assert!(
+        doc["cause"]
+            .as_str()
+            .unwrap()
+            .contains("pool container (4 allocatable) on lab-node-0"),
+        "{}",
+        doc["cause"]
+    );
+}
+
+#[test]
+fn vmi_with_dash_underscore_slip() {
+    let (rc, out, _) = gpuwl(&[
+        "explain",
+        "--pod",
+        &mixed("vmi-grid-typo.yaml"),
+        "--nodes",
+        &mixed("nodes.json"),
+        "--pods",
+        &mixed("pods.json"),
+    ]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.starts_with("VirtualMachineInstance vms/vdi-7:"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "nvidia.com/GRID_T4_2Q × 1 (vGPU type) from spec.domain.devices.gpus[0].deviceName"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("did you mean nvidia.com/GRID_T4-2Q? (differs in - vs _)"),
+        "{out}"
+    );
+    assert!(out.contains("Fix: request nvidia.com/GRID_T4-2Q instead of nvidia.com/GRID_T4_2Q in spec.domain.devices.gpus[0].deviceName"), "{out}");
+    assert!(out.contains("permittedHostDevices"), "{out}");
+}
+
+#[test]
+fn vm_with_mixed_case_model() {
+    let doc = explain_json(&[
+        "--pod",
+        &mixed("vm-tesla-mixedcase.yaml"),
+        "--nodes",
+        &mixed("nodes.json"),
+    ]);
+    assert_eq!(doc["kind"], "VirtualMachine");
+    let r = &doc["requests"][0];
+    assert_eq!(r["resource"], "nvidia.com/TU104GL_Tesla_T4");
+    assert_eq!(r["didYouMean"][0]["name"], "nvidia.com/TU104GL_TESLA_T4");
+    assert_eq!(r["didYouMean"][0]["relation"], "case");
+    assert_eq!(doc["causeCode"], "unadvertised-name");
+    assert!(
+        r["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("upper-cases device names since v1.1.1")
+    );
+    assert_eq!(
+        doc["fix"],
+        "request nvidia.com/TU104GL_TESLA_T4 instead of nvidia.com/TU104GL_Tesla_T4 in spec.template.spec.domain.devices.gpus[0].deviceName (the same name in the KubeVirt CR's permittedHostDevices: nvidia.com/TU104GL_TESLA_T4)"
+    );
+}
+
+#[test]
+fn taint_insufficient_stale_and_bound() {
+    let (nodes, pods) = (mixed("nodes.json"), mixed("pods.json"));
+    let doc = explain_json(&[
+        "pod",
+        "vms/virt-launcher-vdi-notol",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(
+        doc["fix"],
+        "add the toleration {key: nvidia.com/vgpu, operator: Equal, value: true, effect: NoSchedule}"
+    );
+    assert_eq!(doc["causeCode"], "excluded");
+    let doc = explain_json(&["pod", "ml/queue-2gpu", "--nodes", &nodes, "--pods", &pods]);
+    assert_eq!(doc["causeCode"], "too-large");
+    assert_eq!(doc["candidates"], serde_json::json!(["dgx-a"]));
+    assert_eq!(doc["fitting"], serde_json::json!([]));
+    // dgx-a has 1 allocatable: freeing units cannot make 2 fit (was: "the candidates
+    // dgx-a advertise the names but have too few free units ... free units on them").
+    assert_eq!(
+        doc["cause"],
+        "Insufficient: the pod asks for more than any candidate (dgx-a) has, even with nothing allocated: 2 × nvidia.com/gpu asked, at most 1 allocatable on one candidate"
+    );
+    assert_eq!(
+        doc["fix"],
+        "ask for at most 1 × nvidia.com/gpu per pod (a pod's units come from one node), or add nodes with more GPUs"
+    );
+    // A pod asking for nvidia.com/gpu sees the stale 0 on the relabelled passthrough node.
+    assert_eq!(
+        doc["requests"][0]["staleNodes"],
+        serde_json::json!(["pt-t4"])
+    );
+    let doc = explain_json(&[
+        "pod",
+        "gpu-vm/job-container",
+        "--nodes",
+        &lab("nodes.json"),
+        "--pods",
+        &lab("pods.json"),
+    ]);
+    assert_eq!(doc["node"], "lab-node-0");
+    assert_eq!(doc["causeCode"], "scheduled");
+    assert_eq!(doc["fix"], "nothing to fix: it was scheduled");
+    // The bound pod's own unit counts, as in inventory (ALLOCATED 1 on lab-node-0).
+    let r = &doc["requests"][0];
+    assert_eq!(
+        (
+            &r["advertisers"][0]["allocated"],
+            &r["advertisers"][0]["free"]
+        ),
+        (&serde_json::json!(1), &serde_json::json!(3))
+    );
+}
+
+#[test]
+fn bad_usage_and_input_exit_2() {
+    for (args, want) in [
+        (
+            vec!["explain", "--nodes", &lab("nodes.json") as &str],
+            "give --pod FILE",
+        ),
+        (
+            vec![
+                "explain",
+                "pod",
+                "gpu-vm/nope",
+                "--pods",
+                &lab("pods.json"),
+                "--nodes",
+                &lab("nodes.json"),
+            ],
+            "no pod gpu-vm/nope",
+        ),
+        (
+            vec!["explain", "--pod", &lab("pods.json")],
+            "4 objects: name one",
+        ),
+        (
+            vec!["explain", "--pod", &format!("{D}/bad/pod-wrong-kind.yaml")],
+            "kind \"Service\" is not a Pod",
+        ),
+        (
+            vec!["explain", "node", "x", "--pod", &lab("pod-cross.yaml")],
+            "expected `pod NAMESPACE/NAME`",
+        ),
+    ] {
+        let (rc, out, err) = gpuwl(&args);
+        assert_eq!(rc, 2, "{args:?}: {err}");
+        assert!(out.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn help_is_about_explain_and_fits() {
+    let (rc, help, _) = gpuwl(&["explain", "--help"]);
+    assert_eq!(rc, 0);
+    // The -o help used to be the shared one: "Plain lines (for `check`: `MISMATCH=...`".
+    assert!(!help.contains("check"), "{help}");
+    assert!(help.contains("text is one screen (requests"), "{help}");
+    assert!(!help.contains("[`"), "rustdoc link leaked: {help}");
+    // Example lines are not wrapped mid-comment by clap (width 100).
+    assert!(help.lines().all(|l| l.chars().count() <= 100), "{help}");
+    assert!(
+        !help.lines().any(|l| l.trim_start().starts_with('(')),
+        "{help}"
+    );
+}
+
+#[test]
+fn stdin_twice_is_refused() {
+    let (rc, out, err) = gpuwl(&["explain", "--pod", "-", "--nodes", "-"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "gpuwl: only one of the dump files can be `-` (stdin is read once)\n"
+    );
+}
+
+#[test]
+fn request_larger_than_any_node_is_not_a_wait() {
+    // 9 × nvidia.com/gpu where the only container node has 4 allocatable: without --pods
+    // this read "lab-node-0 can take the pod now", and with --pods "free units on the
+    // candidates", though no node can ever hold it.
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("p9.json");
+    std::fs::write(
+        &p,
+        r#"{"kind":"Pod","metadata":{"name":"p9","namespace":"d"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"9"}}}]}}"#,
+    )
+    .unwrap();
+    for with_pods in [false, true] {
+        let mut args = vec![
+            "--pod".to_string(),
+            p.to_str().unwrap().into(),
+            "--nodes".into(),
+            lab("nodes.json"),
+        ];
+        if with_pods {
+            args.extend(["--pods".into(), lab("pods.json")]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let doc = explain_json(&args);
+        assert_eq!(doc["candidates"], serde_json::json!(["lab-node-0"]));
+        assert_eq!(doc["fitting"], serde_json::json!([]));
+        assert_eq!(
+            doc["cause"],
+            "Insufficient: the pod asks for more than any candidate (lab-node-0) has, even with nothing allocated: 9 × nvidia.com/gpu asked, at most 4 allocatable on one candidate"
+        );
+        assert_eq!(
+            doc["fix"],
+            "ask for at most 4 × nvidia.com/gpu per pod (a pod's units come from one node), or add nodes with more GPUs"
+        );
+    }
+    let (rc, out, _) = gpuwl(&[
+        "explain",
+        "--pod",
+        p.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains("  ∩ enough allocatable units → no node\n"),
+        "{out}"
+    );
+    // 4 fits lab-node-0's allocatable but only 3 are free: that is the freeing case.
+    let p4 = dir.path().join("p4.json");
+    std::fs::write(
+        &p4,
+        r#"{"kind":"Pod","metadata":{"name":"p4","namespace":"d"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"4"}}}]}}"#,
+    )
+    .unwrap();
+    let doc = explain_json(&[
+        "--pod",
+        p4.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+        "--pods",
+        &lab("pods.json"),
+    ]);
+    assert_eq!(
+        doc["cause"],
+        "Insufficient: the candidates lab-node-0 advertise the names but have too few free units: nvidia.com/gpu (4 asked, 3 free on the candidates)"
+    );
+}
+
+#[test]
+fn pod_file_with_a_repeated_key_is_bad_input() {
+    // serde_json's Value kept the last of two `nvidia.com/gpu` limits (1 then 9 → 9).
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("dup.json");
+    std::fs::write(
+        &p,
+        r#"{"kind":"Pod","metadata":{"name":"p","namespace":"d"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1","nvidia.com/gpu":"9"}}}]}}"#,
+    )
+    .unwrap();
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "--pod",
+        p.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(rc, 2, "{out}");
+    assert!(out.is_empty());
+    assert!(
+        err.contains("dup.json: duplicate key \"nvidia.com/gpu\""),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1);
+    let y = dir.path().join("two.yaml");
+    std::fs::write(
+        &y,
+        "kind: Pod\nmetadata: {name: p}\n---\nkind: Pod\nmetadata: {name: q}\n",
+    )
+    .unwrap();
+    let (rc, _, err) = gpuwl(&[
+        "explain",
+        "--pod",
+        y.to_str().unwrap(),
+        "--nodes",
+        &lab("nodes.json"),
+    ]);
+    assert_eq!(rc, 2);
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: {}: several YAML documents (---): expected one Pod, PodList, List or VirtualMachineInstance\n",
+            y.display()
+        )
+    );
+}

@@ -1,0 +1,404 @@
+//! `gpuwl inventory` on realistic dumps (tests/data/inventory): the lab's state after
+//! `gpuwl lab` (job-cross pending), and a mixed cluster with the facts sheet's shapes (MIG
+//! mixed, time-slicing, a stale zero after a relabel, `TU104GL_Tesla_T4`, `GRID_T4_2Q`,
+//! an invalid label value, a vGPU taint, a sidecar).
+
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+use serde_json::Value;
+
+use crate::common::gpuwl;
+
+const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
+
+fn json(args: &[&str]) -> Value {
+    let mut a = args.to_vec();
+    a.extend(["-o", "json"]);
+    let (rc, out, err) = gpuwl(&a);
+    assert_eq!(rc, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn row<'a>(doc: &'a Value, pool: &str, resource: &str) -> &'a Value {
+    doc["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pool"] == pool && r["resource"] == resource)
+        .unwrap_or_else(|| panic!("no row {pool} × {resource}"))
+}
+
+fn nums(r: &Value) -> [i64; 6] {
+    [
+        "nodes",
+        "capacity",
+        "allocatable",
+        "allocated",
+        "free",
+        "pending",
+    ]
+    .map(|k| r[k].as_i64().unwrap())
+}
+
+#[test]
+fn lab_state_three_pools_and_job_cross() {
+    let nodes = format!("{D}/lab/nodes.json");
+    let pods = format!("{D}/lab/pods.json");
+    let doc = json(&["inventory", "--nodes", &nodes, "--pods", &pods]);
+    assert_eq!(doc["rows"].as_array().unwrap().len(), 3);
+    assert_eq!(
+        nums(row(&doc, "container", "nvidia.com/gpu")),
+        [1, 4, 4, 1, 3, 0]
+    );
+    assert_eq!(
+        nums(row(&doc, "vm-passthrough", "nvidia.com/GA102GL_A10")),
+        [1, 2, 2, 1, 1, 0]
+    );
+    assert_eq!(
+        nums(row(&doc, "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q")),
+        [1, 4, 4, 1, 3, 0]
+    );
+    // physical GPUs: 4 containers GPUs, 2 passthrough, 4 × A10-12Q = 2 A10s (12 of 24 GB)
+    assert_eq!(
+        row(&doc, "container", "nvidia.com/gpu")["capacityGpus"],
+        4.0
+    );
+    assert_eq!(
+        row(&doc, "vm-passthrough", "nvidia.com/GA102GL_A10")["capacityGpus"],
+        2.0
+    );
+    assert_eq!(
+        row(&doc, "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q")["capacityGpus"],
+        2.0
+    );
+    assert_eq!(
+        row(&doc, "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q")["freeGpus"],
+        1.5
+    );
+    assert_eq!(doc["pendingPods"], 1);
+    let u = &doc["unservable"].as_array().unwrap()[..];
+    assert_eq!(u.len(), 1);
+    assert_eq!(u[0]["pod"], "gpu-vm/job-cross");
+    assert_eq!(u[0]["resource"], "nvidia.com/gpu");
+    assert_eq!(u[0]["units"], 1);
+    assert_eq!(u[0]["cause"], "excluded");
+    assert_eq!(u[0]["allowedPools"], serde_json::json!(["vm-passthrough"]));
+    assert_eq!(
+        u[0]["freeSameName"],
+        serde_json::json!([{"pool": "container", "resource": "nvidia.com/gpu", "free": 3}])
+    );
+    assert_eq!(
+        u[0]["freeOtherNames"],
+        serde_json::json!([{"pool": "vm-passthrough", "resource": "nvidia.com/GA102GL_A10", "free": 1}])
+    );
+    assert!(
+        u[0]["schedulerMessage"]
+            .as_str()
+            .unwrap()
+            .starts_with("0/3 nodes are available: 1 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector.")
+    );
+
+    // The text table says the same, with the split spelled out.
+    let (rc, out, _) = gpuwl(&["inventory", "--nodes", &nodes, "--pods", &pods, "--bars"]);
+    assert_eq!(rc, 0);
+    let line = |pool: &str| {
+        out.lines()
+            .find(|l| l.split_whitespace().nth(1) == Some(pool))
+            .unwrap_or_else(|| panic!("{pool} missing in\n{out}"))
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        line("container").contains("container nvidia.com/gpu 1 4 4 1 3 0 4 █████░░░░░░░░░░░░░░░"),
+        "{out}"
+    );
+    assert!(
+        line("vm-passthrough").contains("nvidia.com/GA102GL_A10 1 2 2 1 1 0 2 █████░░░░░"),
+        "{out}"
+    );
+    assert!(
+        line("vm-vgpu").contains("nvidia.com/NVIDIA_A10-12Q 1 4 4 1 3 0 2"),
+        "{out}"
+    );
+    assert!(out.contains("gpu-vm/job-cross wants 1 × nvidia.com/gpu: nvidia.com/gpu is advertised only in pool container and nodeSelector nvidia.com/gpu.workload.config=vm-passthrough excludes those nodes"), "{out}");
+    assert!(out.contains("beside: 3 free nvidia.com/gpu in pool container (out of the pod's reach); 1 free nvidia.com/GA102GL_A10 in pool vm-passthrough"), "{out}");
+}
+
+#[test]
+fn lab_state_csv_and_yaml_carry_the_same_numbers() {
+    let nodes = format!("{D}/lab/nodes.json");
+    let pods = format!("{D}/lab/pods.json");
+    let (rc, out, _) = gpuwl(&["inventory", "--nodes", &nodes, "--pods", &pods, "-o", "csv"]);
+    assert_eq!(rc, 0);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,pending,capacity_gpus,free_gpus",
+            "container,label,nvidia.com/gpu,container-gpu,1,0,4,4,1,3,0,4,3",
+            "vm-passthrough,label,nvidia.com/GA102GL_A10,passthrough-model,1,0,2,2,1,1,0,2,1",
+            "vm-vgpu,label,nvidia.com/NVIDIA_A10-12Q,vgpu-type,1,0,4,4,1,3,0,2,1.5",
+            "(unservable),,nvidia.com/gpu,container-gpu,0,0,,,,,1,,",
+        ]
+    );
+    let (rc, y, _) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+        "-o",
+        "yaml",
+    ]);
+    assert_eq!(rc, 0);
+    let doc: Value = serde_saphyr::from_str(&y).unwrap();
+    assert_eq!(
+        nums(row(&doc, "container", "nvidia.com/gpu")),
+        [1, 4, 4, 1, 3, 0]
+    );
+}
+
+#[test]
+fn mixed_cluster_shapes() {
+    let doc = json(&[
+        "inventory",
+        "--nodes",
+        &format!("{D}/mixed/nodes.json"),
+        "--pods",
+        &format!("{D}/mixed/pods.json"),
+    ]);
+    assert_eq!(doc["nodesRead"], 7);
+    assert_eq!(doc["gpuNodes"], 5, "cp-1 and net-1 are in no pool");
+    // MIG mixed on the A100: 1 whole GPU + 7 × 1g.10gb; the Succeeded pod holds nothing;
+    // queue-2gpu (selector on the A100 product) asks for 2 where dgx-a has 1 allocatable:
+    // not pending there (it was counted as PENDING 2), but unservable, see below.
+    assert_eq!(
+        nums(row(&doc, "container", "nvidia.com/gpu")),
+        [1, 1, 1, 0, 1, 0]
+    );
+    assert_eq!(
+        nums(row(&doc, "container", "nvidia.com/mig-1g.10gb")),
+        [1, 7, 7, 2, 5, 0]
+    );
+    assert_eq!(
+        row(&doc, "container", "nvidia.com/mig-1g.10gb")["capacityGpus"],
+        Value::Null
+    );
+    // Unlabelled time-sliced T4 node: default pool, marked; 16 units / 4 replicas = 4 GPUs;
+    // the sidecar pod takes max(1 + 1 sidecar, 2 init + 1 sidecar) = 3.
+    let ts = row(&doc, "container (default: no label)", "nvidia.com/gpu");
+    assert_eq!(ts["origin"], "default-no-label");
+    assert_eq!(nums(ts), [1, 16, 16, 3, 13, 0]);
+    assert_eq!(ts["capacityGpus"], 4.0);
+    // Invalid label value: the operator uses container, silently.
+    let typo = row(&doc, "container (default: invalid label)", "nvidia.com/gpu");
+    assert_eq!(nums(typo), [1, 2, 2, 0, 2, 0]);
+    assert!(
+        doc["notes"][0]
+            .as_str()
+            .unwrap()
+            .contains("typo-node=\"vm_passthrough\"")
+    );
+    // Relabelled node: stale nvidia.com/gpu 0 is not advertised.
+    let stale = row(&doc, "vm-passthrough", "nvidia.com/gpu");
+    assert_eq!(nums(stale), [0, 0, 0, 0, 0, 0]);
+    assert_eq!(stale["staleNodes"], serde_json::json!(["pt-t4"]));
+    assert_eq!(
+        nums(row(&doc, "vm-passthrough", "nvidia.com/TU104GL_TESLA_T4")),
+        [1, 4, 4, 1, 3, 0]
+    );
+    // vGPU: 16 × GRID T4-2Q = 2 T4s (2 GB of 16 GB each).
+    let v = row(&doc, "vm-vgpu", "nvidia.com/GRID_T4-2Q");
+    assert_eq!(nums(v), [1, 16, 16, 1, 15, 0]);
+    assert_eq!(v["capacityGpus"], 2.0);
+
+    let u = doc["unservable"].as_array().unwrap();
+    let by_pod = |p: &str| u.iter().find(|x| x["pod"] == p).unwrap();
+    let old = by_pod("vms/virt-launcher-old-example");
+    assert_eq!(old["cause"], "not-advertised");
+    assert_eq!(
+        old["didYouMean"],
+        serde_json::json!(["nvidia.com/TU104GL_TESLA_T4"])
+    );
+    let grid = by_pod("vms/virt-launcher-vdi-typo");
+    assert_eq!(
+        grid["didYouMean"],
+        serde_json::json!(["nvidia.com/GRID_T4-2Q"])
+    );
+    assert_eq!(
+        grid["freeOtherNames"],
+        serde_json::json!([{"pool": "vm-vgpu", "resource": "nvidia.com/GRID_T4-2Q", "free": 15}])
+    );
+    let notol = by_pod("vms/virt-launcher-vdi-notol");
+    assert_eq!(notol["cause"], "excluded");
+    assert!(
+        notol["reason"]
+            .as_str()
+            .unwrap()
+            .contains("untolerated taint {nvidia.com/vgpu: true}:NoSchedule")
+    );
+    let big = by_pod("ml/queue-2gpu");
+    assert_eq!(big["cause"], "too-large");
+    assert_eq!(big["units"], 2);
+    assert_eq!(
+        big["reason"],
+        "the allowed nodes have at most 1 allocatable each (a pod's units come from one node)"
+    );
+    assert_eq!(big["allowedPools"], serde_json::json!(["container"]));
+    assert_eq!(u.len(), 4);
+}
+
+#[test]
+fn nodes_without_pods_note_it() {
+    let doc = json(&["inventory", "--nodes", &format!("{D}/lab/nodes.json")]);
+    assert_eq!(
+        nums(row(&doc, "container", "nvidia.com/gpu")),
+        [1, 4, 4, 0, 4, 0]
+    );
+    assert!(doc["notes"][0].as_str().unwrap().starts_with("no --pods"));
+}
+
+#[test]
+fn bad_input_is_one_line_exit_2() {
+    for (args, want) in [
+        (
+            vec!["--nodes", "bad/nodes-bad-quantity.json"],
+            "bad/nodes-bad-quantity.json: node gpu-1: status.allocatable[\"nvidia.com/gpu\"]: \"four\" is not a quantity",
+        ),
+        (
+            vec![
+                "--nodes",
+                "lab/nodes.json",
+                "--pods",
+                "bad/pods-bad-quantity.yaml",
+            ],
+            "bad/pods-bad-quantity.yaml: items[0] (ml/half): spec.containers[0].resources.limits[\"nvidia.com/gpu\"]: \"500m\" is not a whole number of units",
+        ),
+        (
+            vec![
+                "--nodes",
+                "lab/nodes.json",
+                "--pods",
+                "bad/pods-truncated.json",
+            ],
+            "bad/pods-truncated.json: ",
+        ),
+        (
+            vec![
+                "--nodes",
+                "lab/nodes.json",
+                "--pods",
+                "bad/pod-wrong-kind.yaml",
+            ],
+            "bad/pod-wrong-kind.yaml: kind \"Service\" is not a Pod",
+        ),
+        (
+            vec!["--nodes", "lab/pods.json"],
+            "lab/pods.json: items[0]: kind \"Pod\" is not a Node",
+        ),
+        (vec!["--nodes", "nope.json"], "nope.json: cannot read"),
+    ] {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                if a.starts_with("--") {
+                    a.to_string()
+                } else {
+                    format!("{D}/{a}")
+                }
+            })
+            .collect();
+        let mut full = vec!["inventory".to_string()];
+        full.extend(args);
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(&full)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{full:?}: {err}");
+        assert!(out.stdout.is_empty());
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.starts_with("gpuwl: "), "{err}");
+        assert!(err.contains(want), "{full:?}: {err}");
+    }
+    // --pods needs --nodes: a usage error, also exit 2.
+    let (rc, _, _) = gpuwl(&["inventory", "--pods", "x.json"]);
+    assert_eq!(rc, 2);
+}
+
+#[test]
+fn help_has_no_rustdoc_links_or_wrapped_examples() {
+    let (rc, help, _) = gpuwl(&["inventory", "--help"]);
+    assert_eq!(rc, 0);
+    // Was "Pretty JSON of the whole [`Inventory`] (camelCase keys)".
+    assert!(
+        help.contains("- json: Pretty JSON of the whole inventory (camelCase keys)"),
+        "{help}"
+    );
+    assert!(!help.contains("[`"), "{help}");
+    assert!(
+        !help.lines().any(|l| l.trim() == "csv"),
+        "an example wrapped: {help}"
+    );
+}
+
+#[test]
+fn stdin_twice_is_refused() {
+    let (rc, out, err) = gpuwl(&["inventory", "--nodes", "-", "--pods", "-"]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "gpuwl: only one of the dump files can be `-` (stdin is read once)\n"
+    );
+}
+
+#[test]
+fn count_errors_say_what_is_wrong() {
+    // A huge whole number used to be reported as "not a whole number of units".
+    let dir = tempfile::tempdir().unwrap();
+    let n = dir.path().join("n.json");
+    std::fs::write(&n, r#"{"kind":"Node","metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}"#).unwrap();
+    for (q, why) in [
+        (
+            "99999999999999999999999",
+            "is too large (over 2^63-1 units)",
+        ),
+        ("-3", "is negative"),
+        ("500m", "is not a whole number of units"),
+    ] {
+        let p = dir.path().join("p.json");
+        std::fs::write(
+            &p,
+            format!(r#"{{"kind":"Pod","metadata":{{"name":"p","namespace":"d"}},"spec":{{"containers":[{{"name":"c","resources":{{"limits":{{"nvidia.com/gpu":"{q}"}}}}}}]}}}}"#),
+        )
+        .unwrap();
+        let (rc, out, err) = gpuwl(&[
+            "inventory",
+            "--nodes",
+            n.to_str().unwrap(),
+            "--pods",
+            p.to_str().unwrap(),
+        ]);
+        assert_eq!(rc, 2, "{err}");
+        assert!(out.is_empty());
+        assert!(
+            err.ends_with(&format!(
+                "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]: \"{q}\" {why}\n"
+            )),
+            "{q}: {err}"
+        );
+        std::fs::write(&n, format!(r#"{{"kind":"Node","metadata":{{"name":"n1"}},"status":{{"allocatable":{{"nvidia.com/gpu":"{q}"}}}}}}"#)).unwrap();
+        let (rc, _, err) = gpuwl(&["inventory", "--nodes", n.to_str().unwrap()]);
+        assert_eq!(rc, 2, "{err}");
+        assert!(
+            err.ends_with(&format!(
+                "node n1: status.allocatable[\"nvidia.com/gpu\"]: \"{q}\" {why}\n"
+            )),
+            "{q}: {err}"
+        );
+        std::fs::write(&n, r#"{"kind":"Node","metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}"#).unwrap();
+    }
+}

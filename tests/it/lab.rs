@@ -1,0 +1,264 @@
+//! End-to-end: `gpuwl lab` on the real local control plane (etcd, kube-apiserver,
+//! kube-scheduler, kwok), into a temporary root, twice. Asserts every result file.
+//!
+//! Uses its own cluster name and stops it at the end, so it never touches a user's cluster.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::common::{ClusterDown, one_cluster_at_a_time};
+
+const CLUSTER: &str = "gpuwl-test-lab";
+
+fn read(root: &Path, rel: &str) -> String {
+    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+}
+
+fn run_lab(root: &Path) -> String {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["lab", "--cluster-name", CLUSTER, "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "gpuwl lab failed: {}\n{stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
+fn snapshot(root: &Path) -> Vec<(String, String)> {
+    let mut v = Vec::new();
+    for rel in [
+        "out/01-nodes.txt",
+        "out/operands.txt",
+        "out/03-resources.txt",
+        "out/04-container.txt",
+        "out/05-passthrough.txt",
+        "out/06-placement.txt",
+        "out/07-cross.txt",
+        "out/consistency.txt",
+        "k8s/pod-container.yaml",
+        "k8s/pod-passthrough.yaml",
+        "k8s/pod-vgpu.yaml",
+        "k8s/pod-cross.yaml",
+        "bin/check-config.sh",
+    ] {
+        v.push((rel.to_string(), read(root, rel)));
+    }
+    v
+}
+
+fn manifest(name: &str, resource: &str, selector: Option<&str>) -> String {
+    let sel = selector
+        .map(|v| format!("  nodeSelector:\n    nvidia.com/gpu.workload.config: {v}\n"))
+        .unwrap_or_default();
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: gpu-vm\nspec:\n{sel}  containers:\n  - name: cuda\n    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources:\n      limits:\n        {resource}: 1\n"
+    )
+}
+
+async fn pod_scheduled_message(kubeconfig: &Path) -> (String, Option<String>, String) {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let client = kube::Client::try_from(cfg).unwrap();
+    let pods: kube::Api<Pod> = kube::Api::namespaced(client, "gpu-vm");
+    let p = pods.get("job-cross").await.unwrap();
+    let status = p.status.unwrap();
+    let cond = status
+        .conditions
+        .unwrap()
+        .into_iter()
+        .find(|c| c.type_ == "PodScheduled")
+        .unwrap();
+    assert_eq!(cond.status, "False");
+    assert_eq!(cond.reason.as_deref(), Some("Unschedulable"));
+    (
+        status.phase.unwrap(),
+        p.spec.unwrap().node_name,
+        cond.message.unwrap(),
+    )
+}
+
+/// What a user might do between two runs: relabel with a typo and add a second GPU name.
+async fn tamper(kubeconfig: &Path) {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Patch, PatchParams};
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    let nodes: kube::Api<Node> = kube::Api::all(kube::Client::try_from(cfg).unwrap());
+    let label = serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": "vm_passthrough"}}});
+    nodes
+        .patch("lab-node-1", &PatchParams::default(), &Patch::Merge(&label))
+        .await
+        .unwrap();
+    let extra = serde_json::json!({"status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}});
+    nodes
+        .patch_status("lab-node-2", &PatchParams::default(), &Patch::Merge(&extra))
+        .await
+        .unwrap();
+}
+
+#[test]
+#[ignore = "needs local control plane"]
+fn lab_on_the_local_control_plane_writes_every_file() {
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    let tmp = tempfile::tempdir().unwrap();
+    let root: PathBuf = tmp.path().join("gpuwl");
+    let stdout = run_lab(&root);
+
+    assert_eq!(
+        read(&root, "out/01-nodes.txt"),
+        "lab-node-0 container\nlab-node-1 vm-passthrough\nlab-node-2 vm-vgpu\n"
+    );
+    assert_eq!(
+        read(&root, "out/operands.txt"),
+        "container=datacenter-driver,container-toolkit,device-plugin,dcgm-exporter\n\
+         vm-passthrough=vfio-manager,sandbox-device-plugin\n\
+         vm-vgpu=vgpu-manager,vgpu-device-manager,sandbox-device-plugin\n\
+         NO_LABEL=container\n\
+         ENABLE_FLAG=sandboxWorkloads.enabled\n"
+    );
+    assert_eq!(
+        read(&root, "out/03-resources.txt"),
+        "lab-node-0 nvidia.com/gpu 4\nlab-node-1 nvidia.com/GA102GL_A10 2\nlab-node-2 nvidia.com/NVIDIA_A10-12Q 4\n"
+    );
+    assert_eq!(read(&root, "out/04-container.txt"), "NODE=lab-node-0\n");
+    assert_eq!(
+        read(&root, "out/05-passthrough.txt"),
+        "NODE=lab-node-1\nRESOURCE=nvidia.com/GA102GL_A10\n"
+    );
+    assert_eq!(
+        read(&root, "out/06-placement.txt"),
+        "job-container lab-node-0\nvmi-passthrough lab-node-1\nvmi-vgpu lab-node-2\n"
+    );
+    assert_eq!(
+        read(&root, "k8s/pod-container.yaml"),
+        manifest("job-container", "nvidia.com/gpu", None)
+    );
+    assert_eq!(
+        read(&root, "k8s/pod-passthrough.yaml"),
+        manifest("vmi-passthrough", "nvidia.com/GA102GL_A10", None)
+    );
+    assert_eq!(
+        read(&root, "k8s/pod-vgpu.yaml"),
+        manifest("vmi-vgpu", "nvidia.com/NVIDIA_A10-12Q", None)
+    );
+    assert_eq!(
+        read(&root, "k8s/pod-cross.yaml"),
+        manifest("job-cross", "nvidia.com/gpu", Some("vm-passthrough"))
+    );
+    assert_eq!(read(&root, "out/consistency.txt"), "OK=3\n");
+
+    // 07: the scheduler's own message, read back independently through the API.
+    let kubeconfig = {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(["cluster", "kubeconfig", "--name", CLUSTER])
+            .output()
+            .unwrap();
+        assert!(out.status.success());
+        PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+    };
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (phase, node, message) = rt.block_on(pod_scheduled_message(&kubeconfig));
+    assert_eq!(phase, "Pending");
+    assert_eq!(node, None);
+    assert!(message.starts_with("0/3 nodes are available:"), "{message}");
+    assert!(message.contains("Insufficient nvidia.com/gpu"), "{message}");
+    assert!(
+        message.contains("didn't match Pod's node affinity/selector"),
+        "{message}"
+    );
+    assert_eq!(
+        read(&root, "out/07-cross.txt"),
+        format!("PHASE=Pending\nNODE=none\nMESSAGE={message}\n")
+    );
+
+    // nodes.json: kubectl's List shape with the three lab nodes and their resources.
+    let dump: serde_json::Value = serde_json::from_str(&read(&root, "out/nodes.json")).unwrap();
+    assert_eq!(dump["kind"], "List");
+    assert_eq!(dump["apiVersion"], "v1");
+    assert_eq!(dump["metadata"]["resourceVersion"], "");
+    let items = dump["items"].as_array().unwrap();
+    let names: Vec<&str> = items
+        .iter()
+        .map(|n| n["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["lab-node-0", "lab-node-1", "lab-node-2"]);
+    assert_eq!(
+        items[1]["status"]["allocatable"]["nvidia.com/GA102GL_A10"],
+        "2"
+    );
+    assert_eq!(
+        items[1]["status"]["capacity"]["nvidia.com/GA102GL_A10"],
+        "2"
+    );
+
+    // The summary names the split.
+    assert!(
+        stdout.contains(
+            "job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container nodes"
+        ),
+        "{stdout}"
+    );
+
+    // check-config.sh: usage without argument; a MISMATCH when lab-node-1 also advertises
+    // nvidia.com/gpu; runs from any working directory.
+    let script = root.join("bin/check-config.sh");
+    let usage = Command::new(&script).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+    assert!(usage.stdout.is_empty());
+    let mut bad = dump.clone();
+    bad["items"][1]["status"]["allocatable"]["nvidia.com/gpu"] = "2".into();
+    bad["items"][1]["status"]["capacity"]["nvidia.com/gpu"] = "2".into();
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("bad.json"), bad.to_string()).unwrap();
+    let out = Command::new(&script)
+        .arg("bad.json")
+        .current_dir(other.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let lines: Vec<String> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(String::from)
+        .collect();
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(lines[0].starts_with("MISMATCH=lab-node-1 "), "{lines:?}");
+
+    // Twice, after tampering with the cluster: the same files.
+    let first = snapshot(&root);
+    rt.block_on(tamper(&kubeconfig));
+    run_lab(&root);
+    assert_eq!(first, snapshot(&root));
+
+    // A failing step names itself, exits 3, and writes no file of its own.
+    let broken = tmp.path().join("broken");
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["lab", "--node", "container=no-such-node", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .arg("--root")
+        .arg(&broken)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("step 1 (label the three nodes) failed") && err.contains("no-such-node"),
+        "{err}"
+    );
+    assert!(!broken.join("out/01-nodes.txt").exists());
+    assert_eq!(std::fs::read_dir(broken.join("out")).unwrap().count(), 0);
+}

@@ -1,0 +1,20 @@
+//! The integration tests, as one test binary (one link of gpuwl, kube and k8s-openapi
+//! instead of one per file). Data lives beside this directory: tests/data and
+//! tests/shared-cases.
+//!
+//! Tests that start the local control plane (`gpuwl cluster`, `gpuwl lab`) are
+//! `#[ignore = "needs local control plane"]`, so `cargo test` stays quick;
+//! `cargo test -- --ignored` runs them (scripts/test.sh runs both).
+
+mod common;
+
+mod check_cli;
+mod check_live;
+mod check_reader;
+mod cli_misc;
+mod cluster;
+mod explain;
+mod explain_cases;
+mod inventory;
+mod inventory_live;
+mod lab;
