@@ -478,7 +478,11 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
     // Free units: same name where the pod cannot go; other names where it can (all of
     // them when a selector or affinity confines the pod, else those of the same class).
     let confined = !p.node_selector.is_empty() || p.required_affinity.is_some();
-    let class = classify(r);
+    // A name no node advertises is classed by the advertised name it was meant to be
+    // (`GA102GL_A1O` is a mistyped device model, not a vGPU type).
+    let class = did_you_mean
+        .first()
+        .map_or_else(|| classify(r), |s| classify(s));
     let mut same: BTreeMap<Pool, i64> = BTreeMap::new();
     let mut other: BTreeMap<(Pool, String), i64> = BTreeMap::new();
     for n in nodes {
