@@ -22,10 +22,28 @@ use serde::Serialize;
 
 use crate::error::ExitStatus;
 use crate::model::node::{NodeInfo, ResourceField};
+use crate::model::operator::{
+    ClusterPolicy, LabelState, StateCode, StateSeverity, WorkloadSource, effective_workload,
+    state_findings,
+};
 use crate::model::pciids;
 use crate::model::quantity::Quantity;
 use crate::model::resource::{self, Classifier, NVIDIA_PREFIX, ResourceClass};
 use crate::model::workload::{DEFAULT_WORKLOAD, DEFAULT_WORKLOAD_FIELD, LABEL_KEY, WorkloadConfig};
+
+/// The check's code for an operator-state finding.
+fn state_code(c: StateCode) -> Code {
+    match c {
+        StateCode::VgpuConfigFailed => Code::VgpuConfigFailed,
+        StateCode::MigConfigFailed => Code::MigConfigFailed,
+        StateCode::ConfigPending => Code::ConfigPending,
+        StateCode::OperandPaused => Code::OperandPaused,
+        StateCode::OperandsDisabled => Code::OperandsDisabled,
+        StateCode::LabelIgnored => Code::LabelIgnored,
+        StateCode::VgpuConfigTypeDiffers => Code::VgpuConfigTypeDiffers,
+        StateCode::GpuPresentWithoutOperands => Code::GpuPresentWithoutOperands,
+    }
+}
 
 /// How much a finding matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -68,6 +86,25 @@ pub enum Code {
     /// warning: a node without the label advertises GPUs; the operator gives it the
     /// default workload.
     UnlabelledGpuNode,
+    /// warning: `nvidia.com/vgpu.config.state=failed` (the GPU Operator's own state; see
+    /// [`crate::model::operator`] for these eight).
+    VgpuConfigFailed,
+    /// warning: `nvidia.com/mig.config.state=failed`.
+    MigConfigFailed,
+    /// info: a vGPU or MIG config state `pending` / `rebooting`.
+    ConfigPending,
+    /// info: an operand deploy label `paused-for-*`.
+    OperandPaused,
+    /// warning: `nvidia.com/gpu.deploy.operands=false`.
+    OperandsDisabled,
+    /// warning: a workload label the operator does not follow (sandbox workloads disabled,
+    /// or deploy labels of another workload).
+    LabelIgnored,
+    /// warning: `nvidia.com/vgpu.config` names another vGPU type than the advertised one.
+    VgpuConfigTypeDiffers,
+    /// warning: an NVIDIA GPU (`nvidia.com/gpu.present`, NFD `pci-10de`) without any
+    /// operand deploy label.
+    GpuPresentWithoutOperands,
 }
 
 impl Code {
@@ -84,6 +121,14 @@ impl Code {
             Code::MixedCaseModel => "mixed-case-model",
             Code::IgnoredResource => "ignored-resource",
             Code::UnlabelledGpuNode => "unlabelled-gpu-node",
+            Code::VgpuConfigFailed => "vgpu-config-failed",
+            Code::MigConfigFailed => "mig-config-failed",
+            Code::ConfigPending => "config-pending",
+            Code::OperandPaused => "operand-paused",
+            Code::OperandsDisabled => "operands-disabled",
+            Code::LabelIgnored => "label-ignored",
+            Code::VgpuConfigTypeDiffers => "vgpu-config-type-differs",
+            Code::GpuPresentWithoutOperands => "gpu-present-without-operands",
         }
     }
 }
@@ -146,8 +191,10 @@ pub struct NodeReport {
     pub name: String,
     /// The raw label value, when labelled.
     pub label: Option<String>,
-    /// The workload the operator applies: the label when valid, else the default.
+    /// The workload the operator applies ([`effective_workload`]).
     pub effective_workload: WorkloadConfig,
+    /// Which source decided it: `label`, `cluster-policy`, `deploy-labels`, `default`.
+    pub workload_source: WorkloadSource,
     /// The verdict.
     pub verdict: Verdict,
     /// For a mismatch: the reason printed after `MISMATCH=<node> `.
@@ -243,6 +290,9 @@ pub struct Options {
     /// ([`Report::labelled`], [`Report::nodes_seen`]) are kept either way; severity counts
     /// and per-node findings of agreeing nodes are then not available.
     pub mismatches_only: bool,
+    /// The GPU Operator's ClusterPolicy, when known: effective workload configs and the
+    /// `label-ignored` finding follow it.
+    pub cluster_policy: Option<ClusterPolicy>,
 }
 
 /// An incremental checker: feed nodes one by one (from a streaming reader), keep only
@@ -250,6 +300,7 @@ pub struct Options {
 #[derive(Debug, Clone, Default)]
 pub struct Checker {
     classifier: Classifier,
+    policy: Option<ClusterPolicy>,
     report: Report,
     mismatches_only: bool,
 }
@@ -259,6 +310,7 @@ impl Checker {
     pub fn new(options: &Options) -> Checker {
         Checker {
             classifier: Classifier::with_ignore_globs(options.ignore_resources.iter().cloned()),
+            policy: options.cluster_policy.clone(),
             report: Report::default(),
             mismatches_only: options.mismatches_only,
         }
@@ -267,7 +319,7 @@ impl Checker {
     /// Judges one node and records its report when it is labelled or has findings.
     pub fn add(&mut self, node: &NodeInfo) {
         self.report.nodes_seen += 1;
-        let r = judge(node, &self.classifier);
+        let r = judge(node, &self.classifier, self.policy.as_ref());
         if r.label.is_some() {
             self.report.labelled += 1;
         }
@@ -318,8 +370,15 @@ fn expected_wording(w: WorkloadConfig) -> &'static str {
     }
 }
 
-/// Judges one node (whether or not it is labelled).
-pub fn judge(node: &NodeInfo, classifier: &Classifier) -> NodeReport {
+/// Judges one node (whether or not it is labelled) under `policy` (`None`: no
+/// ClusterPolicy known). The verdict follows the label (the line contract); the GPU
+/// Operator's own state adds findings ([`state_findings`]) and, for a mismatch it explains,
+/// its cause to the reason.
+pub fn judge(
+    node: &NodeInfo,
+    classifier: &Classifier,
+    policy: Option<&ClusterPolicy>,
+) -> NodeReport {
     let label = node.label(LABEL_KEY).map(str::to_owned);
     let labelled = label.is_some();
     let field = node.advertising_field();
@@ -565,6 +624,29 @@ pub fn judge(node: &NodeInfo, classifier: &Classifier) -> NodeReport {
         },
     }
 
+    let vgpu_types: Vec<&str> = advertised
+        .iter()
+        .filter(|r| r.class == ResourceClass::VgpuType)
+        .map(|r| r.name.as_str())
+        .collect();
+    let mut state_causes = Vec::new();
+    for f in state_findings(node, policy, &vgpu_types) {
+        state_causes.extend(f.cause.clone());
+        findings.push(finding(
+            state_code(f.code),
+            match f.severity {
+                StateSeverity::Warning => Severity::Warning,
+                StateSeverity::Info => Severity::Info,
+            },
+            None,
+            f.message,
+        ));
+    }
+    let eff = effective_workload(node, policy);
+    if eff.label != LabelState::Valid {
+        effective = eff.workload;
+    }
+
     findings.sort_by_key(|f| f.severity);
     let errors: Vec<&str> = findings
         .iter()
@@ -574,12 +656,25 @@ pub fn judge(node: &NodeInfo, classifier: &Classifier) -> NodeReport {
     let (verdict, reason) = match (&label, errors.is_empty()) {
         (None, _) => (Verdict::NotJudged, None),
         (Some(_), true) => (Verdict::Ok, None),
-        (Some(_), false) => (Verdict::Mismatch, Some(errors.join("; "))),
+        (Some(_), false) if state_causes.is_empty() => (Verdict::Mismatch, Some(errors.join("; "))),
+        (Some(_), false) => (
+            Verdict::Mismatch,
+            Some(format!(
+                "{} (operator state: {})",
+                errors.join("; "),
+                state_causes.join(", ")
+            )),
+        ),
     };
     NodeReport {
         name: node.name.clone(),
         label,
-        effective_workload: effective,
+        effective_workload: if eff.label_ignored {
+            eff.workload
+        } else {
+            effective
+        },
+        workload_source: eff.source,
         verdict,
         reason,
         resources,
@@ -842,5 +937,55 @@ mod tests {
             ..Options::default()
         };
         assert_eq!(check_with([&n], &o).text_lines(), ["OK=1"]);
+    }
+
+    #[test]
+    fn operator_state_adds_findings_and_names_the_cause_of_a_mismatch() {
+        let mut n = node("vg", Some("vm-vgpu"), &[]);
+        n.labels.insert("nvidia.com/vgpu.config".into(), "A10-12Q".into());
+        n.labels.insert("nvidia.com/vgpu.config.state".into(), "failed".into());
+        let r = judge(&n, &Classifier::default(), None);
+        assert_eq!(r.verdict, Verdict::Mismatch);
+        assert_eq!(codes(&r), [Code::NoGpuResource, Code::VgpuConfigFailed]);
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .ends_with("advertises no GPU resource (operator state: vgpu.config.state=failed)"),
+            "{:?}",
+            r.reason
+        );
+        // A state without a cause for the reason (a GPU node without operands) leaves the
+        // line as it was.
+        let mut m = node("m", Some("container"), &[]);
+        m.labels.insert("nvidia.com/gpu.present".into(), "true".into());
+        let r = judge(&m, &Classifier::default(), None);
+        assert_eq!(
+            r.reason.as_deref(),
+            Some(
+                "label container expects a container-GPU resource, but the node advertises no GPU resource"
+            )
+        );
+        assert!(codes(&r).contains(&Code::GpuPresentWithoutOperands));
+    }
+
+    #[test]
+    fn policy_disabled_makes_vm_labels_ignored_but_keeps_the_verdict() {
+        let p = crate::model::operator::ClusterPolicy {
+            name: "cp".into(),
+            sandbox_enabled: false,
+            default_workload: WorkloadConfig::Container,
+            default_workload_raw: None,
+            mode: None,
+            vgpu_manager_enabled: None,
+            vgpu_default_config: None,
+            mig_default_config: None,
+        };
+        let n = node("pt", Some("vm-passthrough"), &[("nvidia.com/GA102GL_A10", "2")]);
+        let r = judge(&n, &Classifier::default(), Some(&p));
+        assert_eq!(r.verdict, Verdict::Ok);
+        assert_eq!(codes(&r), [Code::LabelIgnored]);
+        assert_eq!(r.effective_workload, WorkloadConfig::Container);
+        assert_eq!(r.workload_source, WorkloadSource::ClusterPolicy);
     }
 }

@@ -30,10 +30,11 @@ use crate::error::Result;
 use crate::model::advertise::gpu_resources;
 use crate::model::equivalents::unit_fraction;
 use crate::model::node::NodeInfo;
+use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
 use crate::model::pool::{Pool, PoolOrigin};
 use crate::model::resource::{ResourceClass, classify};
-use crate::model::workload::{DEFAULT_WORKLOAD, LABEL_KEY, WorkloadConfig};
+use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One node's share of a [`Row`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -161,16 +162,20 @@ pub struct Inventory {
     pub unservable: Vec<Unservable>,
     /// Remarks (pods bound to unknown nodes, invalid label values, ...).
     pub notes: Vec<String>,
+    /// The GPU Operator ClusterPolicy the pools were computed under, or why there is none.
+    pub cluster_policy: PolicyStatus,
 }
 
 /// Builds the inventory from nodes and pods.
 ///
 /// Errors: [`crate::error::Error::Input`] (`node <name>: <field>: ...`) when a GPU quantity on a node
 /// is not a whole non-negative number.
-pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
+pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Result<Inventory> {
+    let cluster_policy = policy.clone();
+    let policy = policy.policy();
     let mut notes = Vec::new();
     // The per node × resource numbers, shared with explain.
-    let usage = Usage::build(nodes, Some(pods))?;
+    let usage = Usage::build(nodes, Some(pods), policy)?;
     // node name → pool, for nodes in a pool (labelled, or listing a GPU resource)
     let mut pool_of: BTreeMap<&str, Pool> = BTreeMap::new();
     let mut invalid_labels = BTreeSet::new();
@@ -178,15 +183,17 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
         if n.label(LABEL_KEY).is_none() && gpu_resources(n).is_empty() {
             continue;
         }
-        let pool = Pool::of(n);
-        if pool.origin == PoolOrigin::DefaultInvalidLabel {
-            invalid_labels.insert(format!("{}={:?}", n.name, n.label(LABEL_KEY).unwrap_or("")));
+        let pool = Pool::of(n, policy);
+        if let Some(v) = n.label(LABEL_KEY)
+            && v.parse::<WorkloadConfig>().is_err()
+        {
+            invalid_labels.insert(format!("{}={v:?} (applies {})", n.name, pool.workload));
         }
         pool_of.insert(&n.name, pool);
     }
     if !invalid_labels.is_empty() {
         notes.push(format!(
-            "label values that are not container/vm-passthrough/vm-vgpu (the operator silently uses {DEFAULT_WORKLOAD}): {}",
+            "label values that are not container/vm-passthrough/vm-vgpu (the operator silently applies its default workload): {}",
             invalid_labels.into_iter().collect::<Vec<_>>().join(", ")
         ));
     }
@@ -371,6 +378,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo]) -> Result<Inventory> {
         rows,
         unservable,
         notes,
+        cluster_policy,
     })
 }
 
@@ -553,11 +561,17 @@ impl Inventory {
 /// node's GPU quantity is not a whole number.
 pub async fn from_cluster(client: &Client) -> Result<Inventory> {
     // Both lists at once: they are independent, and the API server does the waiting.
-    let (nodes, pods) = futures::try_join!(
-        crate::input::live::list_nodes(client),
-        crate::input::pods::list_pods(client)
-    )?;
-    build(&nodes, &pods)
+    let (lists, policy) = futures::join!(
+        async {
+            futures::try_join!(
+                crate::input::live::list_nodes(client),
+                crate::input::pods::list_pods(client)
+            )
+        },
+        crate::input::clusterpolicy::from_cluster(client)
+    );
+    let (nodes, pods) = lists?;
+    build(&nodes, &pods, &policy)
 }
 
 #[cfg(test)]
@@ -575,7 +589,7 @@ mod tests {
     #[test]
     fn empty_labelled_pool_gets_a_row() {
         let n = node(&[(LABEL_KEY, "vm-passthrough")]);
-        let inv = build(&[n], &[]).unwrap();
+        let inv = build(&[n], &[], &PolicyStatus::not_read()).unwrap();
         assert_eq!(inv.rows.len(), 1);
         assert_eq!(inv.rows[0].resource, None);
         assert_eq!(inv.rows[0].pool, "vm-passthrough");

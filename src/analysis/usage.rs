@@ -20,6 +20,7 @@ use serde::Serialize;
 use crate::error::Result;
 use crate::model::advertise::node_units;
 use crate::model::node::NodeInfo;
+use crate::model::operator::ClusterPolicy;
 use crate::model::pod::{PodInfo, is_extended_resource};
 use crate::model::pool::Pool;
 
@@ -102,20 +103,25 @@ pub struct Usage {
 }
 
 impl Usage {
-    /// Builds the table: every extended resource each node lists, plus every extended
+    /// Builds the table (pools under `policy`, `None` when no ClusterPolicy is known):
+    /// every extended resource each node lists, plus every extended
     /// resource a bound, non-terminal pod holds on a known node. `pods` is `None` when
     /// allocations are unknown (then every `allocated` is 0 and [`Usage::pods_known`] is
     /// false).
     ///
     /// Errors: [`crate::error::Error::Input`] naming the node and field when a listed
     /// extended resource's quantity is not a whole non-negative number.
-    pub fn build(nodes: &[NodeInfo], pods: Option<&[PodInfo]>) -> Result<Usage> {
+    pub fn build(
+        nodes: &[NodeInfo],
+        pods: Option<&[PodInfo]>,
+        policy: Option<&ClusterPolicy>,
+    ) -> Result<Usage> {
         let mut u = Usage {
             pods_known: pods.is_some(),
             ..Usage::default()
         };
         for n in nodes {
-            u.pools.insert(n.name.clone(), Pool::of(n));
+            u.pools.insert(n.name.clone(), Pool::of(n, policy));
             for r in n.resource_names() {
                 if !is_extended_resource(r) {
                     continue;
@@ -254,17 +260,17 @@ mod tests {
             pod("p4", Some("gone"), "Running", &[("nvidia.com/gpu", 1)]),
             pod("p5", Some("c"), "Running", &[("nvidia.com/gpu", 1)]),
         ];
-        let u = Usage::build(&nodes, Some(&pods)).unwrap();
+        let u = Usage::build(&nodes, Some(&pods), None).unwrap();
         let a = u.cell("a", "nvidia.com/gpu").unwrap();
         assert_eq!((a.allocatable, a.allocated, a.free()), (4, 1, 3));
         assert_eq!(a.holders[0].pod, "ns/p1");
         assert!(u.cell("a", "cpu").is_none(), "not an extended resource");
-        let container = u.pool_totals(Pool::of(&nodes[0]), "nvidia.com/gpu");
+        let container = u.pool_totals(Pool::of(&nodes[0], None), "nvidia.com/gpu");
         assert_eq!(
             (container.nodes, container.allocatable, container.free()),
             (2, 6, 5)
         );
-        let vgpu = u.pool_totals(Pool::of(&nodes[2]), "nvidia.com/gpu");
+        let vgpu = u.pool_totals(Pool::of(&nodes[2], None), "nvidia.com/gpu");
         assert_eq!((vgpu.allocatable, vgpu.free()), (1, 0));
         assert_eq!(
             u.unknown_nodes.iter().collect::<Vec<_>>(),
@@ -284,10 +290,10 @@ mod tests {
             pod("p1", Some("a"), "Running", &[("nvidia.com/gpu", i64::MAX)]),
             pod("p2", Some("a"), "Running", &[("nvidia.com/gpu", i64::MAX)]),
         ];
-        let u = Usage::build(&nodes, Some(&pods)).unwrap();
+        let u = Usage::build(&nodes, Some(&pods), None).unwrap();
         assert_eq!(u.cell("a", "nvidia.com/gpu").unwrap().allocated, i64::MAX);
         assert!(u.saturated);
-        let t = u.pool_totals(Pool::of(&nodes[0]), "nvidia.com/gpu");
+        let t = u.pool_totals(Pool::of(&nodes[0], None), "nvidia.com/gpu");
         assert_eq!((t.allocatable, t.allocated), (i64::MAX, i64::MAX));
         assert_eq!(t.free(), 0);
     }
@@ -299,7 +305,7 @@ mod tests {
             "vm-passthrough",
             &[("nvidia.com/gpu", "0"), ("nvidia.com/GA102GL_A10", "2")],
         )];
-        let u = Usage::build(&nodes, None).unwrap();
+        let u = Usage::build(&nodes, None, None).unwrap();
         assert!(u.cell("a", "nvidia.com/gpu").unwrap().stale());
         assert_eq!(
             u.advertised_names().into_iter().collect::<Vec<_>>(),

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::analysis::check::{Checker, Options};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input;
+use crate::model::operator::PolicyStatus;
 use crate::render::{self, Format};
 
 /// Arguments of `gpuwl check`.
@@ -18,7 +19,10 @@ Examples:
   gpuwl check nodes.json --ignore-resource 'mellanox_*'
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
-else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.")]
+else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
+-o json also reports the GPU Operator's own state per node (vgpu-config-failed,
+mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
+vgpu-config-type-differs, gpu-present-without-operands); they never change the exit code.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
@@ -37,6 +41,11 @@ pub struct Args {
     /// always ignored.
     #[arg(long = "ignore-resource", value_name = "GLOB")]
     pub ignore_resource: Vec<String>,
+    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`): effective
+    /// workload configs, and `label-ignored` when sandbox workloads are disabled. Live
+    /// without it: read from the cluster (absent: inferred from the nodes' deploy labels).
+    #[arg(long, value_name = "FILE")]
+    pub cluster_policy: Option<PathBuf>,
 }
 
 /// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
@@ -45,25 +54,35 @@ pub struct Args {
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails (a closed pipe
 /// is not a failure).
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let mut checker = Checker::new(&Options {
+    let options = |policy: &PolicyStatus| Options {
         ignore_resources: args.ignore_resource.clone(),
         // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
         // 65,000-node dump needs no memory per agreeing node.
         mismatches_only: args.output == render::Format::Text,
-    });
-    match &args.file {
+        cluster_policy: policy.policy().cloned(),
+    };
+    let (report, policy) = match &args.file {
         Some(path) => {
+            crate::cli::explain::one_stdin(&[Some(path), args.cluster_policy.as_ref()])?;
+            let policy = match &args.cluster_policy {
+                Some(p) => crate::input::clusterpolicy::read_path(p)?,
+                None => PolicyStatus::not_read(),
+            };
+            let mut checker = Checker::new(&options(&policy));
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
+            (checker.finish(), policy)
         }
-        None => {
-            let checker = &mut checker;
-            args.live.block_on(|client| async move {
-                input::live::for_each_node(&client, |n| checker.add(&n)).await
-            })?;
-        }
-    }
-    let report = checker.finish();
-    let text = render::check::render(&report, args.output);
+        None => args.live.block_on(|client| async move {
+            let policy = match &args.cluster_policy {
+                Some(p) => crate::input::clusterpolicy::read_path(p)?,
+                None => crate::input::clusterpolicy::from_cluster(&client).await,
+            };
+            let mut checker = Checker::new(&options(&policy));
+            input::live::for_each_node(&client, |n| checker.add(&n)).await?;
+            Ok((checker.finish(), policy))
+        })?,
+    };
+    let text = render::check::render(&report, &policy, args.output);
     render::write_stdout(text.as_bytes())
         .map_err(|e| Error::Runtime(format!("writing the report: {e}")))?;
     Ok(report.exit_status())

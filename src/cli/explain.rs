@@ -45,6 +45,10 @@ pub struct Args {
     /// GPU and host-device names are in its permittedHostDevices.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub kubevirt: Option<PathBuf>,
+    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`), for the
+    /// effective workload configs of the nodes.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    pub cluster_policy: Option<PathBuf>,
     /// Output format: text is one screen (requests, the nodes advertising them,
     /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
@@ -140,11 +144,13 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         args.nodes.as_ref(),
         args.pods.as_ref(),
         args.kubevirt.as_ref(),
+        args.cluster_policy.as_ref(),
     ])?;
     let offline = args.pod.is_some()
         || args.nodes.is_some()
         || args.pods.is_some()
-        || args.kubevirt.is_some();
+        || args.kubevirt.is_some()
+        || args.cluster_policy.is_some();
     let e = if offline {
         let all_pods = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
         let pod = match (&args.pod, &all_pods, &args.pods) {
@@ -168,7 +174,13 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             .as_deref()
             .map(input::kubevirt::read_path)
             .transpose()?;
+        let policy = args
+            .cluster_policy
+            .as_deref()
+            .map(crate::input::clusterpolicy::read_path)
+            .transpose()?;
         let inputs = explain::Inputs {
+            cluster_policy: policy.as_ref().and_then(|p| p.policy()),
             nodes: nodes.as_deref(),
             pods: all_pods.as_deref(),
             kubevirt: kubevirt.as_ref(),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use crate::analysis::inventory;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::{self, pods};
+use crate::model::operator::PolicyStatus;
 use crate::render::inventory::{Output, TextOptions};
 use crate::render::{self};
 
@@ -17,10 +18,11 @@ Examples:
   gpuwl inventory --nodes nodes.json --pods pods.json
   gpuwl inventory --nodes nodes.yaml --pods pods.yaml -o csv
 
-Rows: pool (the nvidia.com/gpu.workload.config value; unlabelled nodes under the operator's
-default, marked) × GPU resource name. ALLOCATED sums the effective requests of bound pods
-that have not finished; FREE = ALLOCATABLE - ALLOCATED; PENDING = unbound pods the pool could
-serve. Demand no pool can serve is listed after the table, beside the free units elsewhere.
+Rows: pool × GPU resource name. A node's pool is the workload config the GPU Operator applies:
+its nvidia.com/gpu.workload.config label when honoured, else the ClusterPolicy's
+sandboxWorkloads.defaultWorkload, else what its nvidia.com/gpu.deploy.* labels show; a guessed
+default is marked. ALLOCATED sums the effective requests of bound pods that have not finished;
+FREE = ALLOCATABLE - ALLOCATED; PENDING = units requested by unbound pods the pool could serve. Demand no pool can serve is listed after the table, beside the free units elsewhere.
 Bad input: one line on stderr, exit 2.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
@@ -30,6 +32,10 @@ pub struct Args {
     /// allocated or pending.
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub pods: Option<PathBuf>,
+    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`), for the
+    /// effective workload configs (needs --nodes; live: read from the cluster).
+    #[arg(long, value_name = "FILE", requires = "nodes")]
+    pub cluster_policy: Option<PathBuf>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -48,7 +54,15 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let inv = match &args.nodes {
         Some(nodes_path) => {
-            crate::cli::explain::one_stdin(&[Some(nodes_path), args.pods.as_ref()])?;
+            crate::cli::explain::one_stdin(&[
+                Some(nodes_path),
+                args.pods.as_ref(),
+                args.cluster_policy.as_ref(),
+            ])?;
+            let policy = match &args.cluster_policy {
+                Some(p) => crate::input::clusterpolicy::read_path(p)?,
+                None => PolicyStatus::not_read(),
+            };
             let nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
             let (pods, note) = match &args.pods {
                 Some(p) => (pods::read_pods_path(p)?, None),
@@ -57,7 +71,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     Some("no --pods: allocated and pending are not known (shown as 0)".to_string()),
                 ),
             };
-            let mut inv = inventory::build(&nodes, &pods).map_err(|e| match e {
+            let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| match e {
                 Error::Input(m) => Error::Input(format!("{}: {m}", nodes_path.display())),
                 e => e,
             })?;

@@ -5,6 +5,7 @@
 //!   streaming deserializer), detected by content;
 //! - [`live`]: a kube-rs client from a kubeconfig and a paginated node list.
 
+pub mod clusterpolicy;
 pub mod document;
 pub mod dump;
 pub mod kubevirt;

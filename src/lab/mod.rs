@@ -735,7 +735,12 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/inventory/lab");
         let nodes = read_nodes(&Source::Path(data.join("nodes.json"))).unwrap();
         let pods = crate::input::pods::read_pods_path(&data.join("pods.json")).unwrap();
-        let inv = crate::analysis::inventory::build(&nodes, &pods).unwrap();
+        let inv = crate::analysis::inventory::build(
+            &nodes,
+            &pods,
+            &crate::model::operator::PolicyStatus::not_read(),
+        )
+        .unwrap();
         assert_eq!(
             split_sentences(&inv),
             vec![

@@ -9,6 +9,7 @@ pub mod advertise;
 pub mod equivalents;
 pub mod kubevirt;
 pub mod node;
+pub mod operator;
 pub mod pciids;
 pub mod pod;
 pub mod pool;

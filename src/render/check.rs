@@ -3,13 +3,14 @@
 use serde::Serialize;
 
 use crate::analysis::check::{NodeReport, Report, Severity};
+use crate::model::operator::PolicyStatus;
 use crate::render::Format;
 
 /// The structured document of `-o json|yaml`.
 ///
 /// Shape: `{ ok, exitCode, lines: [text lines], summary: { nodes, labelled, mismatched,
-/// errors, warnings, infos }, nodes: [NodeReport] }` with `NodeReport` = `{ name, label,
-/// effectiveWorkload, verdict: ok|mismatch|not-judged, reason?, resources: [{ name, class,
+/// errors, warnings, infos }, clusterPolicy: { status, policy?, note? }, nodes: [NodeReport] }`
+/// with `NodeReport` = `{ name, label, effectiveWorkload, workloadSource, verdict: ok|mismatch|not-judged, reason?, resources: [{ name, class,
 /// capacity?, allocatable?, advertised }], findings: [{ code, severity, resource?,
 /// message }] }`. Codes are stable (see [`crate::analysis::check::Code`]).
 #[derive(Debug, Serialize)]
@@ -23,6 +24,8 @@ pub struct Document<'a> {
     pub lines: Vec<String>,
     /// Counts.
     pub summary: Summary,
+    /// The ClusterPolicy the check ran under, or why there is none.
+    pub cluster_policy: &'a PolicyStatus,
     /// Per-node reports (labelled nodes and unlabelled nodes with findings), by name.
     pub nodes: &'a [NodeReport],
 }
@@ -45,7 +48,7 @@ pub struct Summary {
 }
 
 /// The structured view of `report`.
-pub fn document(report: &Report) -> Document<'_> {
+pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a> {
     Document {
         ok: report.mismatches().next().is_none(),
         exit_code: report.exit_status() as u8,
@@ -58,13 +61,14 @@ pub fn document(report: &Report) -> Document<'_> {
             warnings: report.count(Severity::Warning),
             infos: report.count(Severity::Info),
         },
+        cluster_policy: policy,
         nodes: &report.nodes,
     }
 }
 
 /// Renders `report` in `format`; text is exactly the line contract (`MISMATCH=<node> <reason>` or `OK=<n>`, one line each,
 /// newline-terminated).
-pub fn render(report: &Report, format: Format) -> String {
+pub fn render(report: &Report, policy: &PolicyStatus, format: Format) -> String {
     match format {
         Format::Text => {
             let mut s = report.text_lines().join("\n");
@@ -72,13 +76,12 @@ pub fn render(report: &Report, format: Format) -> String {
             s
         }
         Format::Json => {
-            let mut s = serde_json::to_string_pretty(&document(report))
+            let mut s = serde_json::to_string_pretty(&document(report, policy))
                 .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
             s.push('\n');
             s
         }
-        Format::Yaml => {
-            serde_saphyr::to_string(&document(report)).unwrap_or_else(|e| format!("error: {e:?}\n"))
-        }
+        Format::Yaml => serde_saphyr::to_string(&document(report, policy))
+            .unwrap_or_else(|e| format!("error: {e:?}\n")),
     }
 }

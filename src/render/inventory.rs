@@ -194,6 +194,18 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             }
         }
     }
+    if let Some(p) = inv.cluster_policy.policy() {
+        let _ = writeln!(
+            out,
+            "Pools follow ClusterPolicy {}: sandbox workloads {}.",
+            p.name,
+            if p.sandbox_enabled {
+                format!("enabled, unlabelled nodes get {}", p.default_workload)
+            } else {
+                "disabled, every GPU node is container whatever its label".to_string()
+            }
+        );
+    }
     for n in &inv.notes {
         let _ = writeln!(out, "\nnote: {n}");
     }

@@ -137,9 +137,9 @@ fn lab_state_csv_and_yaml_carry_the_same_numbers() {
         lines,
         [
             "pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,pending,capacity_gpus,free_gpus",
-            "container,label,nvidia.com/gpu,container-gpu,1,0,4,4,1,3,0,4,3",
-            "vm-passthrough,label,nvidia.com/GA102GL_A10,passthrough-model,1,0,2,2,1,1,0,2,1",
-            "vm-vgpu,label,nvidia.com/NVIDIA_A10-12Q,vgpu-type,1,0,4,4,1,3,0,2,1.5",
+            "container,known,nvidia.com/gpu,container-gpu,1,0,4,4,1,3,0,4,3",
+            "vm-passthrough,known,nvidia.com/GA102GL_A10,passthrough-model,1,0,2,2,1,1,0,2,1",
+            "vm-vgpu,known,nvidia.com/NVIDIA_A10-12Q,vgpu-type,1,0,4,4,1,3,0,2,1.5",
             "(unservable),,nvidia.com/gpu,container-gpu,0,0,,,,,1,,",
         ]
     );

@@ -18,3 +18,4 @@ mod explain_cases;
 mod inventory;
 mod inventory_live;
 mod lab;
+mod operator;

@@ -29,6 +29,7 @@ use crate::analysis::usage::Usage;
 use crate::error::Result;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
+use crate::model::operator::ClusterPolicy;
 use crate::model::pod::{Condition, ObjectKind, PodInfo};
 use crate::model::resource::{self, NVIDIA_PREFIX, ResourceClass, classify};
 
@@ -41,6 +42,8 @@ pub struct Inputs<'a> {
     pub pods: Option<&'a [PodInfo]>,
     /// KubeVirt's `permittedHostDevices`; `None` when unknown.
     pub kubevirt: Option<&'a PermittedHostDevices>,
+    /// The GPU Operator's ClusterPolicy (effective workload configs); `None` when unknown.
+    pub cluster_policy: Option<&'a ClusterPolicy>,
 }
 
 /// One node that advertises a requested resource.
@@ -156,7 +159,7 @@ pub struct Explanation {
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     let nodes_known = inputs.nodes.is_some();
     let nodes = inputs.nodes.unwrap_or(&[]);
-    let usage = Usage::build(nodes, inputs.pods)?;
+    let usage = Usage::build(nodes, inputs.pods, inputs.cluster_policy)?;
     let exclusions: BTreeMap<&str, Vec<Exclusion>> = nodes
         .iter()
         .map(|n| (n.name.as_str(), placement::exclusions(pod, n)))
@@ -383,17 +386,24 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
 /// Errors: [`crate::error::Error::Input`] when the pod does not exist;
 /// [`crate::error::Error::Runtime`] when the API cannot be reached.
 pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
-    let (pod, nodes, pods) = futures::try_join!(
-        crate::input::pods::get_pod(client, namespace, name),
-        crate::input::live::list_nodes(client),
-        crate::input::pods::list_pods(client)
-    )?;
+    let (lists, policy) = futures::join!(
+        async {
+            futures::try_join!(
+                crate::input::pods::get_pod(client, namespace, name),
+                crate::input::live::list_nodes(client),
+                crate::input::pods::list_pods(client)
+            )
+        },
+        crate::input::clusterpolicy::from_cluster(client)
+    );
+    let (pod, nodes, pods) = lists?;
     explain(
         &pod,
         Inputs {
             nodes: Some(&nodes),
             pods: Some(&pods),
             kubevirt: None,
+            cluster_policy: policy.policy(),
         },
     )
 }

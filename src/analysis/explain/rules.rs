@@ -17,7 +17,7 @@ use crate::model::advertise::advertised_gpus;
 use crate::model::kubevirt::{PermittedHostDevices, permit_entries};
 use crate::model::node::NodeInfo;
 use crate::model::pod::{PodInfo, launcher_vmi_name};
-use crate::model::pool::{Pool, PoolOrigin};
+use crate::model::pool::Pool;
 use crate::model::resource::{ResourceClass, classify};
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 
@@ -634,9 +634,17 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
         );
         // The value the advertising nodes really carry (never one no node has).
         let carried: BTreeSet<&str> = adv_nodes.iter().filter_map(|n| n.label(key)).collect();
+        // A pool to point the selector at: one whose advertising nodes carry exactly its
+        // name as their label (an unlabelled node in a pool by the ClusterPolicy default or
+        // by its deploy labels matches no selector value).
         let target_pool = pools
             .iter()
-            .filter(|p| p.origin == PoolOrigin::Label)
+            .filter(|p| {
+                adv_nodes.iter().any(|n| {
+                    f.usage.pool_of(&n.name) == Some(**p)
+                        && n.label(key) == Some(p.workload.as_str())
+                })
+            })
             .max_by_key(|p| f.usage.pool_totals(**p, &rv.resource).free())
             .copied();
         let mut fix = match target_pool {

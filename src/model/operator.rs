@@ -1,0 +1,628 @@
+//! The GPU Operator's own state: its ClusterPolicy's sandbox-workload settings, the
+//! effective workload config of a node (and which source decided it), and the state labels
+//! the operator and its managers write onto nodes.
+//!
+//! Facts (docs/domain-facts.md §1, §7):
+//! - NVIDIA/gpu-operator `controllers/state_manager.go` (`getWorkloadConfig`,
+//!   `gpuStateLabels`): the workload label is honoured only when ClusterPolicy
+//!   `spec.sandboxWorkloads.enabled` is true; an absent or invalid label falls back to
+//!   `spec.sandboxWorkloads.defaultWorkload` (CRD default `container`,
+//!   `api/nvidia/v1/clusterpolicy_types.go`); with sandbox workloads disabled every GPU
+//!   node is `container`. The operator then labels the node
+//!   `nvidia.com/gpu.deploy.<operand>` for the operands of that workload
+//!   ([`WorkloadConfig::deploy_labels`]); `nvidia.com/gpu.deploy.operands=false` turns
+//!   them all off.
+//! - NVIDIA/mig-parted (`deployments/gpu-operator/`) and NVIDIA/vgpu-device-manager: while
+//!   they reconfigure a GPU they set the operand deploy labels to `paused-for-mig-change` /
+//!   `paused-for-vgpu-change`, and report the requested config (`nvidia.com/mig.config`,
+//!   `nvidia.com/vgpu.config`) and its state (`….config.state`: `pending`, `rebooting`
+//!   (MIG), `success`, `failed`).
+//! - `nvidia.com/gpu.present=true` (gpu-operator) and NFD's
+//!   `feature.node.kubernetes.io/pci-10de.present=true` mark nodes that have an NVIDIA GPU.
+
+use serde::Serialize;
+
+use crate::model::node::NodeInfo;
+use crate::model::workload::{DEFAULT_WORKLOAD, DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
+
+/// `nvidia.com/gpu.deploy.operands`: `false` disables every operand on the node.
+pub const DEPLOY_OPERANDS_LABEL: &str = "nvidia.com/gpu.deploy.operands";
+/// The vGPU config the vGPU device manager applies (a name from its config map).
+pub const VGPU_CONFIG_LABEL: &str = "nvidia.com/vgpu.config";
+/// The state of [`VGPU_CONFIG_LABEL`]: `pending`, `success`, `failed`.
+pub const VGPU_CONFIG_STATE_LABEL: &str = "nvidia.com/vgpu.config.state";
+/// The MIG config the MIG manager applies (a name from its config map).
+pub const MIG_CONFIG_LABEL: &str = "nvidia.com/mig.config";
+/// The state of [`MIG_CONFIG_LABEL`]: `pending`, `rebooting`, `success`, `failed`.
+pub const MIG_CONFIG_STATE_LABEL: &str = "nvidia.com/mig.config.state";
+/// Set by the GPU Operator on nodes with an NVIDIA GPU.
+pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
+/// Set by Node Feature Discovery on nodes with a PCI device of vendor 10de.
+pub const NFD_NVIDIA_PCI_LABEL: &str = "feature.node.kubernetes.io/pci-10de.present";
+
+/// What gpuwl reads of a `nvidia.com/v1` ClusterPolicy (cluster-scoped, usually one,
+/// named `cluster-policy`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClusterPolicy {
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.sandboxWorkloads.enabled` (absent: `false`).
+    pub sandbox_enabled: bool,
+    /// `spec.sandboxWorkloads.defaultWorkload` when valid, else `container`.
+    pub default_workload: WorkloadConfig,
+    /// `spec.sandboxWorkloads.defaultWorkload` verbatim, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub default_workload_raw: Option<String>,
+    /// `spec.sandboxWorkloads.mode` (`kubevirt` or `kata`), when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// `spec.vgpuManager.enabled`, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vgpu_manager_enabled: Option<bool>,
+    /// `spec.vgpuDeviceManager.config.default` (the vGPU config of nodes without
+    /// [`VGPU_CONFIG_LABEL`]), when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vgpu_default_config: Option<String>,
+    /// `spec.migManager.config.default`, when set.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mig_default_config: Option<String>,
+}
+
+/// Where the ClusterPolicy came from, or why there is none (`clusterPolicy` in JSON).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PolicyStatus {
+    /// `file`, `cluster`, `absent-crd` (the API has no `clusterpolicies.nvidia.com`),
+    /// `no-object`, `unreadable` (listing failed: forbidden, timed out; the message says
+    /// which) or `not-read` (offline, no `--cluster-policy`).
+    pub status: &'static str,
+    /// The policy read, when one was.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy: Option<ClusterPolicy>,
+    /// A one-line remark (several objects, a listing error).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+impl PolicyStatus {
+    /// No ClusterPolicy given (offline without `--cluster-policy`).
+    pub fn not_read() -> PolicyStatus {
+        PolicyStatus {
+            status: "not-read",
+            policy: None,
+            note: None,
+        }
+    }
+
+    /// The policy, if any.
+    pub fn policy(&self) -> Option<&ClusterPolicy> {
+        self.policy.as_ref()
+    }
+}
+
+/// Which source decided a node's effective workload config.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WorkloadSource {
+    /// The node's valid [`LABEL_KEY`] value (sandbox workloads enabled, or no ClusterPolicy
+    /// known and nothing contradicts it).
+    Label,
+    /// The ClusterPolicy: sandbox workloads disabled (every node `container`), or its
+    /// `defaultWorkload` for a node without a valid label.
+    ClusterPolicy,
+    /// No ClusterPolicy known: inferred from the operator's `gpu.deploy.*` labels.
+    DeployLabels,
+    /// Nothing known: the CRD default, `container`.
+    Default,
+}
+
+impl WorkloadSource {
+    /// The stable code: `label`, `cluster-policy`, `deploy-labels`, `default`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WorkloadSource::Label => "label",
+            WorkloadSource::ClusterPolicy => "cluster-policy",
+            WorkloadSource::DeployLabels => "deploy-labels",
+            WorkloadSource::Default => "default",
+        }
+    }
+}
+
+/// The state of a node's workload label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelState {
+    /// One of the three values.
+    Valid,
+    /// No label.
+    Absent,
+    /// A value that is not one of the three.
+    Invalid,
+}
+
+/// A node's effective workload config: what the GPU Operator applies to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct EffectiveWorkload {
+    /// The workload config applied.
+    pub workload: WorkloadConfig,
+    /// Which source decided it.
+    pub source: WorkloadSource,
+    /// The label's state.
+    pub label: LabelState,
+    /// Whether a valid label says something else than what applies (the operator ignores
+    /// it: sandbox workloads disabled, or deploy labels of another workload).
+    pub label_ignored: bool,
+}
+
+/// Whether a deploy-label value means the operand is deployed (or paused, i.e. deployed
+/// and reconfiguring): anything but `false`.
+fn deployed(value: &str) -> bool {
+    value != "false"
+}
+
+/// The workload whose operands the node's `nvidia.com/gpu.deploy.*` labels show:
+/// `vfio-manager` → vm-passthrough; `vgpu-manager` / `vgpu-device-manager` → vm-vgpu;
+/// `driver` / `device-plugin` → container. `None` when the node has none of them.
+pub fn workload_from_deploy_labels(node: &NodeInfo) -> Option<WorkloadConfig> {
+    let has = |op: &str| {
+        node.label(&format!("{DEPLOY_LABEL_PREFIX}{op}"))
+            .is_some_and(deployed)
+    };
+    if has("vfio-manager") {
+        Some(WorkloadConfig::VmPassthrough)
+    } else if has("vgpu-manager") || has("vgpu-device-manager") {
+        Some(WorkloadConfig::VmVgpu)
+    } else if has("driver") || has("device-plugin") {
+        Some(WorkloadConfig::Container)
+    } else {
+        None
+    }
+}
+
+/// Whether the node carries any `nvidia.com/gpu.deploy.*` label.
+pub fn has_deploy_labels(node: &NodeInfo) -> bool {
+    node.labels
+        .keys()
+        .any(|k| k.starts_with(DEPLOY_LABEL_PREFIX))
+}
+
+/// The effective workload config of `node` under `policy` (see the module docs):
+/// - ClusterPolicy known: sandbox workloads disabled → `container` (cluster-policy; a valid
+///   label is ignored); enabled → a valid label (label), else `defaultWorkload`
+///   (cluster-policy);
+/// - no ClusterPolicy: a valid label (label) unless the deploy labels show another
+///   workload (deploy-labels; the label is ignored); no valid label → the deploy labels
+///   (deploy-labels), else `container` (default).
+pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> EffectiveWorkload {
+    let parsed = node.label(LABEL_KEY).map(str::parse::<WorkloadConfig>);
+    let label = match &parsed {
+        None => LabelState::Absent,
+        Some(Ok(_)) => LabelState::Valid,
+        Some(Err(_)) => LabelState::Invalid,
+    };
+    let valid = parsed.and_then(Result::ok);
+    let (workload, source) = match policy {
+        Some(p) if !p.sandbox_enabled => (WorkloadConfig::Container, WorkloadSource::ClusterPolicy),
+        Some(p) => match valid {
+            Some(w) => (w, WorkloadSource::Label),
+            None => (p.default_workload, WorkloadSource::ClusterPolicy),
+        },
+        None => match (valid, workload_from_deploy_labels(node)) {
+            (Some(w), Some(d)) if d != w => (d, WorkloadSource::DeployLabels),
+            (Some(w), _) => (w, WorkloadSource::Label),
+            (None, Some(d)) => (d, WorkloadSource::DeployLabels),
+            (None, None) => (DEFAULT_WORKLOAD, WorkloadSource::Default),
+        },
+    };
+    EffectiveWorkload {
+        workload,
+        source,
+        label,
+        label_ignored: valid.is_some_and(|w| w != workload),
+    }
+}
+
+/// Stable codes of the operator-state findings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StateCode {
+    /// `nvidia.com/vgpu.config.state=failed`.
+    VgpuConfigFailed,
+    /// `nvidia.com/mig.config.state=failed`.
+    MigConfigFailed,
+    /// A vGPU or MIG config state `pending` or `rebooting`.
+    ConfigPending,
+    /// A deploy label `paused-for-*`.
+    OperandPaused,
+    /// `nvidia.com/gpu.deploy.operands=false`.
+    OperandsDisabled,
+    /// A workload label the operator does not follow.
+    LabelIgnored,
+    /// `nvidia.com/vgpu.config` names a vGPU type other than the one(s) advertised.
+    VgpuConfigTypeDiffers,
+    /// The node has an NVIDIA GPU but no deploy label at all.
+    GpuPresentWithoutOperands,
+}
+
+/// How much an operator-state finding matters (none makes a MISMATCH by itself).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StateSeverity {
+    /// Worth a look.
+    Warning,
+    /// For the record (a transient state).
+    Info,
+}
+
+/// One observation about the operator's state on a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StateFinding {
+    /// Stable code.
+    pub code: StateCode,
+    /// Severity.
+    pub severity: StateSeverity,
+    /// What the operator does in this state and what to look at next, one line.
+    pub message: String,
+    /// A short cause for a MISMATCH reason, e.g. `vgpu.config.state=failed`, when this
+    /// state explains why a node advertises nothing.
+    pub cause: Option<String>,
+}
+
+/// The vGPU type a config name stands for, when the name has the shape of one
+/// (`A10-12Q`, `NVIDIA A10-12Q`, `L40S-48Q`): upper-cased, without the `NVIDIA`/`GRID`
+/// prefix. Named configs such as `default` give `None`.
+fn vgpu_type_core(s: &str) -> Option<String> {
+    let up = s.to_uppercase().replace([' ', '_'], "-");
+    let core = up
+        .strip_prefix("NVIDIA-")
+        .or_else(|| up.strip_prefix("GRID-"))
+        .unwrap_or(&up)
+        .to_owned();
+    let (board, size) = core.rsplit_once('-')?;
+    let digits = size.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    (!board.is_empty()
+        && !digits.is_empty()
+        && digits.bytes().all(|b| b.is_ascii_digit())
+        && size.len() > digits.len())
+    .then_some(core)
+}
+
+/// The operator-state findings of `node`: failed or pending vGPU/MIG configs, paused or
+/// disabled operands, an ignored workload label, a vGPU config that names another type
+/// than the advertised `vgpu_types` (full resource names), a GPU node without operands.
+pub fn state_findings(
+    node: &NodeInfo,
+    policy: Option<&ClusterPolicy>,
+    vgpu_types: &[&str],
+) -> Vec<StateFinding> {
+    let mut out = Vec::new();
+    let mut push = |code, severity, message: String, cause: Option<String>| {
+        out.push(StateFinding {
+            code,
+            severity,
+            message,
+            cause,
+        })
+    };
+    let vgpu = node.label(VGPU_CONFIG_LABEL);
+    let mig = node.label(MIG_CONFIG_LABEL);
+    match node.label(VGPU_CONFIG_STATE_LABEL) {
+        Some("failed") => push(
+            StateCode::VgpuConfigFailed,
+            StateSeverity::Warning,
+            format!(
+                "{VGPU_CONFIG_STATE_LABEL}=failed: the vGPU device manager could not create the vGPU devices of config {:?}, so the sandbox device plugin advertises no vGPU type here; read the nvidia-vgpu-device-manager pod's log on this node and check that the config exists for this GPU",
+                vgpu.unwrap_or("")
+            ),
+            Some("vgpu.config.state=failed".into()),
+        ),
+        Some(s @ "pending") => push(
+            StateCode::ConfigPending,
+            StateSeverity::Info,
+            format!(
+                "{VGPU_CONFIG_STATE_LABEL}={s}: the vGPU device manager is applying config {:?}; operands stay paused until it reports success",
+                vgpu.unwrap_or("")
+            ),
+            Some(format!("vgpu.config.state={s}")),
+        ),
+        _ => {}
+    }
+    match node.label(MIG_CONFIG_STATE_LABEL) {
+        Some("failed") => push(
+            StateCode::MigConfigFailed,
+            StateSeverity::Warning,
+            format!(
+                "{MIG_CONFIG_STATE_LABEL}=failed: the MIG manager could not apply config {:?}; the GPUs keep their previous layout and the device plugin may advertise nothing; read the nvidia-mig-manager pod's log on this node",
+                mig.unwrap_or("")
+            ),
+            Some("mig.config.state=failed".into()),
+        ),
+        Some(s @ ("pending" | "rebooting")) => push(
+            StateCode::ConfigPending,
+            StateSeverity::Info,
+            format!(
+                "{MIG_CONFIG_STATE_LABEL}={s}: the MIG manager is applying config {:?}; GPU operands are paused until it reports success",
+                mig.unwrap_or("")
+            ),
+            Some(format!("mig.config.state={s}")),
+        ),
+        _ => {}
+    }
+    let paused: Vec<String> = node
+        .labels
+        .iter()
+        .filter(|(k, v)| k.starts_with(DEPLOY_LABEL_PREFIX) && v.starts_with("paused-for-"))
+        .map(|(k, v)| format!("{}={v}", &k[DEPLOY_LABEL_PREFIX.len()..]))
+        .collect();
+    if !paused.is_empty() {
+        push(
+            StateCode::OperandPaused,
+            StateSeverity::Info,
+            format!(
+                "operands paused for a reconfiguration ({}): the MIG or vGPU device manager stopped them and restarts them when its config state is success",
+                paused.join(", ")
+            ),
+            Some({
+                let mut why: Vec<&str> = node
+                    .labels
+                    .iter()
+                    .filter(|(k, v)| {
+                        k.starts_with(DEPLOY_LABEL_PREFIX) && v.starts_with("paused-for-")
+                    })
+                    .map(|(_, v)| v.as_str())
+                    .collect();
+                why.sort_unstable();
+                why.dedup();
+                format!("operands {}", why.join("/"))
+            }),
+        );
+    }
+    if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
+        push(
+            StateCode::OperandsDisabled,
+            StateSeverity::Warning,
+            format!(
+                "{DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand on this node, so no device plugin advertises its GPUs; remove the label (kubectl label node {} {DEPLOY_OPERANDS_LABEL}-) to deploy them",
+                node.name
+            ),
+            Some(format!("{DEPLOY_OPERANDS_LABEL}=false")),
+        );
+    }
+    let eff = effective_workload(node, policy);
+    if eff.label_ignored {
+        let why = match (policy, eff.source) {
+            (Some(p), _) if !p.sandbox_enabled => format!(
+                "ClusterPolicy {} has sandboxWorkloads.enabled=false, so the operator ignores the label and runs container operands",
+                p.name
+            ),
+            _ => format!(
+                "the node's gpu.deploy.* labels are the {} set: the operator does not follow the label (sandbox workloads disabled in the ClusterPolicy?)",
+                eff.workload
+            ),
+        };
+        push(
+            StateCode::LabelIgnored,
+            StateSeverity::Warning,
+            format!(
+                "{LABEL_KEY}={} is ignored: {why}",
+                node.label(LABEL_KEY).unwrap_or("")
+            ),
+            Some(format!("label ignored, {} operands run", eff.workload)),
+        );
+    }
+    if let Some(cfg) = vgpu
+        && let Some(want) = vgpu_type_core(cfg)
+        && !vgpu_types.is_empty()
+        && !vgpu_types.iter().any(|t| {
+            vgpu_type_core(t.strip_prefix("nvidia.com/").unwrap_or(t)).as_deref()
+                == Some(want.as_str())
+        })
+    {
+        push(
+            StateCode::VgpuConfigTypeDiffers,
+            StateSeverity::Warning,
+            format!(
+                "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: the config is not applied yet, or failed (see {VGPU_CONFIG_STATE_LABEL}={})",
+                vgpu_types.join(", "),
+                node.label(VGPU_CONFIG_STATE_LABEL).unwrap_or("unset")
+            ),
+            None,
+        );
+    }
+    let gpu_present = node.label(GPU_PRESENT_LABEL) == Some("true")
+        || node.label(NFD_NVIDIA_PCI_LABEL) == Some("true");
+    if gpu_present && !has_deploy_labels(node) {
+        push(
+            StateCode::GpuPresentWithoutOperands,
+            StateSeverity::Warning,
+            format!(
+                "the node has an NVIDIA GPU ({}) but no {DEPLOY_LABEL_PREFIX}* label: the GPU Operator has not taken the node on (its node-labelling controller not running, or the node excluded by the ClusterPolicy's node selectors); check the gpu-operator pod's log",
+                if node.label(GPU_PRESENT_LABEL) == Some("true") {
+                    GPU_PRESENT_LABEL
+                } else {
+                    NFD_NVIDIA_PCI_LABEL
+                }
+            ),
+            None,
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(labels: &[(&str, &str)]) -> NodeInfo {
+        let mut n = NodeInfo::named("n");
+        for (k, v) in labels {
+            n.labels.insert((*k).into(), (*v).into());
+        }
+        n
+    }
+
+    fn policy(enabled: bool, default: WorkloadConfig) -> ClusterPolicy {
+        ClusterPolicy {
+            name: "cluster-policy".into(),
+            sandbox_enabled: enabled,
+            default_workload: default,
+            default_workload_raw: Some(default.to_string()),
+            mode: None,
+            vgpu_manager_enabled: None,
+            vgpu_default_config: None,
+            mig_default_config: None,
+        }
+    }
+
+    const PT_DEPLOY: [(&str, &str); 2] = [
+        ("nvidia.com/gpu.deploy.vfio-manager", "true"),
+        ("nvidia.com/gpu.deploy.sandbox-device-plugin", "true"),
+    ];
+
+    #[test]
+    fn unlabelled_node_follows_the_policy_default() {
+        let p = policy(true, WorkloadConfig::VmPassthrough);
+        let e = effective_workload(&node(&[]), Some(&p));
+        assert_eq!(
+            (e.workload, e.source, e.label),
+            (
+                WorkloadConfig::VmPassthrough,
+                WorkloadSource::ClusterPolicy,
+                LabelState::Absent
+            )
+        );
+        let e = effective_workload(&node(&[(LABEL_KEY, "vm_passthrough")]), Some(&p));
+        assert_eq!(
+            (e.workload, e.label),
+            (WorkloadConfig::VmPassthrough, LabelState::Invalid)
+        );
+    }
+
+    #[test]
+    fn disabled_sandbox_workloads_ignore_the_label() {
+        let p = policy(false, WorkloadConfig::VmPassthrough);
+        let n = node(&[(LABEL_KEY, "vm-vgpu")]);
+        let e = effective_workload(&n, Some(&p));
+        assert_eq!(
+            (e.workload, e.source, e.label_ignored),
+            (
+                WorkloadConfig::Container,
+                WorkloadSource::ClusterPolicy,
+                true
+            )
+        );
+        let f = state_findings(&n, Some(&p), &[]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].code, StateCode::LabelIgnored);
+        assert!(
+            f[0].message.contains("sandboxWorkloads.enabled=false"),
+            "{}",
+            f[0].message
+        );
+    }
+
+    #[test]
+    fn without_a_policy_deploy_labels_decide() {
+        let e = effective_workload(&node(&PT_DEPLOY), None);
+        assert_eq!(
+            (e.workload, e.source),
+            (WorkloadConfig::VmPassthrough, WorkloadSource::DeployLabels)
+        );
+        let e = effective_workload(&node(&[]), None);
+        assert_eq!(
+            (e.workload, e.source),
+            (WorkloadConfig::Container, WorkloadSource::Default)
+        );
+        let e = effective_workload(&node(&[(LABEL_KEY, "vm-vgpu")]), None);
+        assert_eq!(
+            (e.workload, e.source),
+            (WorkloadConfig::VmVgpu, WorkloadSource::Label)
+        );
+        // A vm-* label on a node whose operator runs container operands.
+        let n = node(&[
+            (LABEL_KEY, "vm-passthrough"),
+            ("nvidia.com/gpu.deploy.driver", "true"),
+            ("nvidia.com/gpu.deploy.device-plugin", "true"),
+        ]);
+        let e = effective_workload(&n, None);
+        assert_eq!(
+            (e.workload, e.source, e.label_ignored),
+            (
+                WorkloadConfig::Container,
+                WorkloadSource::DeployLabels,
+                true
+            )
+        );
+        assert_eq!(
+            state_findings(&n, None, &[])[0].code,
+            StateCode::LabelIgnored
+        );
+        // Deploy labels set to false are not deployed operands.
+        let off = node(&[("nvidia.com/gpu.deploy.vfio-manager", "false")]);
+        assert_eq!(workload_from_deploy_labels(&off), None);
+    }
+
+    #[test]
+    fn config_states_paused_and_disabled_operands() {
+        let n = node(&[
+            (VGPU_CONFIG_LABEL, "A10-12Q"),
+            (VGPU_CONFIG_STATE_LABEL, "failed"),
+            (MIG_CONFIG_LABEL, "all-1g.10gb"),
+            (MIG_CONFIG_STATE_LABEL, "rebooting"),
+            (
+                "nvidia.com/gpu.deploy.device-plugin",
+                "paused-for-mig-change",
+            ),
+            (DEPLOY_OPERANDS_LABEL, "false"),
+        ]);
+        let codes: Vec<StateCode> = state_findings(&n, None, &[])
+            .iter()
+            .map(|f| f.code)
+            .collect();
+        assert_eq!(
+            codes,
+            [
+                StateCode::VgpuConfigFailed,
+                StateCode::ConfigPending,
+                StateCode::OperandPaused,
+                StateCode::OperandsDisabled
+            ]
+        );
+        let f = state_findings(&node(&[(MIG_CONFIG_STATE_LABEL, "failed")]), None, &[]);
+        assert_eq!(f[0].code, StateCode::MigConfigFailed);
+        assert_eq!(f[0].cause.as_deref(), Some("mig.config.state=failed"));
+    }
+
+    #[test]
+    fn vgpu_config_type_versus_advertised_type() {
+        let n = node(&[
+            (VGPU_CONFIG_LABEL, "A10-24Q"),
+            ("nvidia.com/gpu.deploy.vgpu-manager", "true"),
+        ]);
+        let f = state_findings(&n, None, &["nvidia.com/NVIDIA_A10-12Q"]);
+        assert_eq!(f[0].code, StateCode::VgpuConfigTypeDiffers);
+        assert!(state_findings(&n, None, &["nvidia.com/NVIDIA_A10-24Q"]).is_empty());
+        assert!(state_findings(&n, None, &["nvidia.com/GRID_A10-24Q"]).is_empty());
+        let named = node(&[
+            (VGPU_CONFIG_LABEL, "default"),
+            ("nvidia.com/gpu.deploy.vgpu-manager", "true"),
+        ]);
+        assert!(state_findings(&named, None, &["nvidia.com/NVIDIA_A10-12Q"]).is_empty());
+        assert_eq!(vgpu_type_core("NVIDIA A10-12Q").as_deref(), Some("A10-12Q"));
+        assert_eq!(vgpu_type_core("all-disabled"), None);
+    }
+
+    #[test]
+    fn gpu_without_operands() {
+        let f = state_findings(&node(&[(GPU_PRESENT_LABEL, "true")]), None, &[]);
+        assert_eq!(f[0].code, StateCode::GpuPresentWithoutOperands);
+        let f = state_findings(&node(&[(NFD_NVIDIA_PCI_LABEL, "true")]), None, &[]);
+        assert_eq!(f[0].code, StateCode::GpuPresentWithoutOperands);
+        let ok = node(&[
+            (GPU_PRESENT_LABEL, "true"),
+            ("nvidia.com/gpu.deploy.driver", "true"),
+        ]);
+        assert!(state_findings(&ok, None, &[]).is_empty());
+    }
+}
