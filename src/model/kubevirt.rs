@@ -138,7 +138,8 @@ pub fn mdev_name(resource: &str) -> Option<String> {
 /// The entries that permit `resource` with `externalResourceProvider: true` (the GPU
 /// Operator's sandbox device plugin advertises it): a vGPU type → one `mediatedDevices`
 /// entry; a device-model name → one `pciHostDevices` entry per PCI device id its name
-/// resolves to (`GA102GL_A10` → `10DE:2236`; hex `26b5` → `10DE:26B5`). Empty when the
+/// resolves to (`GA102GL_A10` → `10DE:2236`; hex `26b5` → `10DE:26B5`; a name several
+/// ids share, [`pciids::collisions`], → one entry per id, sorted). Empty when the
 /// name is not a GPU name or no PCI id is known for it.
 pub fn permit_entries(resource: &str) -> Vec<PermitEntry> {
     let Some(short) = resource.strip_prefix(NVIDIA_PREFIX) else {
@@ -156,10 +157,10 @@ pub fn permit_entries(resource: &str) -> Vec<PermitEntry> {
             .into_iter()
             .collect(),
         ResourceClass::PassthroughModel => {
-            let ids: Vec<u16> = match pciids::advertised_id(short) {
-                Some(id) => vec![id],
-                None => pciids::resolve_loose(short),
-            };
+            let mut ids = pciids::advertised_ids(short);
+            if ids.is_empty() {
+                ids = pciids::resolve_loose(short);
+            }
             ids.into_iter()
                 .map(|id| {
                     PermitEntry::Pci(PciHostDevice {
@@ -204,6 +205,48 @@ mod tests {
         assert!(matches!(&e[0], PermitEntry::Pci(d) if d.selector == "10DE:26B5"));
         assert!(permit_entries("nvidia.com/gpu").is_empty());
         assert!(permit_entries("cpu").is_empty());
+    }
+
+    /// Both naming rules both ways: every NVIDIA `pci.ids` device → the sandbox plugin's
+    /// resource name → a `pciHostDevices` entry whose selector is that device's id; and
+    /// mdev type names → resource names (whitespace → `_`) → `mdevNameSelector` again.
+    #[test]
+    fn both_naming_rules_round_trip() {
+        for d in pciids::nvidia_devices() {
+            let resource = format!("{NVIDIA_PREFIX}{}", pciids::sanitize(d.pci_name));
+            assert_eq!(
+                classify(&resource),
+                ResourceClass::PassthroughModel,
+                "{d:?}"
+            );
+            let want = format!("10DE:{:04X}", d.id);
+            let entries = permit_entries(&resource);
+            assert!(
+                entries
+                    .iter()
+                    .any(|e| matches!(e, PermitEntry::Pci(p) if p.selector == want)),
+                "{d:?} → {resource} → {entries:?}"
+            );
+        }
+        for mdev in [
+            "NVIDIA A10-12Q",
+            "GRID T4-2Q",
+            "GRID V100-8Q",
+            "NVIDIA A100-4C",
+            "NVIDIA A100-1-5CME",
+            "NVIDIA L40S-48A",
+            "NVIDIA RTX Pro 6000 Blackwell DC-48C",
+        ] {
+            let resource = format!(
+                "{NVIDIA_PREFIX}{}",
+                mdev.split_whitespace().collect::<Vec<_>>().join("_")
+            );
+            assert_eq!(classify(&resource), ResourceClass::VgpuType, "{resource}");
+            assert_eq!(mdev_name(&resource).as_deref(), Some(mdev));
+            assert!(
+                matches!(&permit_entries(&resource)[..], [PermitEntry::Mdev(m)] if m.selector == mdev)
+            );
+        }
     }
 
     #[test]

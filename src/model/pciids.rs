@@ -51,20 +51,54 @@ pub struct NvidiaDevice {
     pub pci_name: &'static str,
 }
 
-fn table() -> &'static HashMap<String, NvidiaDevice> {
-    static TABLE: OnceLock<HashMap<String, NvidiaDevice>> = OnceLock::new();
+/// Every device of the embedded NVIDIA section, in `pci.ids` order.
+pub fn nvidia_devices() -> impl Iterator<Item = NvidiaDevice> {
+    pci_ids::Vendors::iter()
+        .filter(|v| v.id() == NVIDIA_VENDOR_ID)
+        .flat_map(|v| v.devices())
+        .map(|d| NvidiaDevice {
+            id: d.id(),
+            pci_name: d.name(),
+        })
+}
+
+/// Sanitized name → the devices carrying it, in `pci.ids` order (several when distinct
+/// `pci.ids` names sanitize alike, see [`collisions`]).
+fn table() -> &'static HashMap<String, Vec<NvidiaDevice>> {
+    static TABLE: OnceLock<HashMap<String, Vec<NvidiaDevice>>> = OnceLock::new();
     TABLE.get_or_init(|| {
-        let mut m = HashMap::new();
-        for v in pci_ids::Vendors::iter().filter(|v| v.id() == NVIDIA_VENDOR_ID) {
-            for d in v.devices() {
-                m.entry(sanitize(d.name())).or_insert(NvidiaDevice {
-                    id: d.id(),
-                    pci_name: d.name(),
-                });
+        let mut m: HashMap<String, Vec<NvidiaDevice>> = HashMap::new();
+        for d in nvidia_devices() {
+            let same = m.entry(sanitize(d.pci_name)).or_default();
+            if !same.iter().any(|s| s.id == d.id) {
+                same.push(d);
             }
         }
         m
     })
+}
+
+/// Every NVIDIA device whose sanitized name ([`sanitize`]) is exactly `resource_suffix`,
+/// sorted by id: the sandbox device plugin advertises all of them under that one name, so
+/// KubeVirt needs one `pciHostDevices` entry per id. Usually one; empty for names that are
+/// not a known device name.
+pub fn lookup_all(resource_suffix: &str) -> Vec<NvidiaDevice> {
+    let mut v = table().get(resource_suffix).cloned().unwrap_or_default();
+    v.sort_by_key(|d| d.id);
+    v
+}
+
+/// The sanitized names that several NVIDIA device ids share (two `pci.ids` names that
+/// differ only in characters the plugin drops or folds, or one name listed under two
+/// ids), sorted by name, each with its devices sorted by id.
+pub fn collisions() -> Vec<(String, Vec<NvidiaDevice>)> {
+    let mut v: Vec<(String, Vec<NvidiaDevice>)> = table()
+        .keys()
+        .map(|k| (k.clone(), lookup_all(k)))
+        .filter(|(_, ds)| ds.len() > 1)
+        .collect();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
 }
 
 /// The NVIDIA device whose sanitized name ([`sanitize`]) is exactly `resource_suffix`
@@ -72,7 +106,7 @@ fn table() -> &'static HashMap<String, NvidiaDevice> {
 /// `None` for names that are not a known NVIDIA device (vGPU types, hex ids, typos,
 /// mixed case).
 pub fn lookup(resource_suffix: &str) -> Option<NvidiaDevice> {
-    table().get(resource_suffix).copied()
+    lookup_all(resource_suffix).first().copied()
 }
 
 /// The NVIDIA device with PCI id `id` (e.g. `0x26b5`), if the embedded `pci.ids` knows it.
@@ -118,8 +152,12 @@ fn tokens(name: &str) -> Vec<String> {
 /// at least one model word besides the chip code (`TU104GL_T4`, `Tesla_T4` →
 /// `TU104GL_TESLA_T4`, 0x1eb8). Sorted, without duplicates; empty when nothing matches.
 pub fn resolve_loose(resource_suffix: &str) -> Vec<u16> {
-    if let Some(d) = lookup(resource_suffix).or_else(|| lookup(&resource_suffix.to_uppercase())) {
-        return vec![d.id];
+    let mut exact = lookup_all(resource_suffix);
+    if exact.is_empty() {
+        exact = lookup_all(&resource_suffix.to_uppercase());
+    }
+    if !exact.is_empty() {
+        return exact.iter().map(|d| d.id).collect();
     }
     if resource_suffix.len() == 4 && resource_suffix.bytes().all(|c| c.is_ascii_hexdigit()) {
         return u16::from_str_radix(resource_suffix, 16)
@@ -138,15 +176,28 @@ pub fn resolve_loose(resource_suffix: &str) -> Vec<u16> {
             let have = tokens(name);
             want.iter().all(|t| have.contains(t))
         })
-        .map(|(_, d)| d.id)
+        .flat_map(|(_, ds)| ds.iter().map(|d| d.id))
         .collect();
     ids.sort_unstable();
     ids.dedup();
     ids
 }
 
+/// Every PCI device id a name the sandbox plugin advertises stands for, sorted: the ids
+/// whose sanitized `pci.ids` name it is ([`lookup_all`]; more than one for the names in
+/// [`collisions`]), or its lower-case hex fallback (`26b5` → `[0x26b5]`). Empty otherwise.
+pub fn advertised_ids(resource_suffix: &str) -> Vec<u16> {
+    let ids: Vec<u16> = lookup_all(resource_suffix).iter().map(|d| d.id).collect();
+    if ids.is_empty() {
+        advertised_id(resource_suffix).into_iter().collect()
+    } else {
+        ids
+    }
+}
+
 /// The PCI device id a name the sandbox plugin advertises stands for: its sanitized
-/// `pci.ids` name ([`lookup`]) or its lower-case hex fallback (`26b5`). `None` otherwise.
+/// `pci.ids` name ([`lookup`]; the lowest id for a name in [`collisions`]) or its
+/// lower-case hex fallback (`26b5`). `None` otherwise.
 pub fn advertised_id(resource_suffix: &str) -> Option<u16> {
     lookup(resource_suffix).map(|d| d.id).or_else(|| {
         (resource_suffix.len() == 4
@@ -226,5 +277,74 @@ mod tests {
             "the plugin writes hex ids in lower case"
         );
         assert!(!is_chip("T4") && is_chip("TU104GL") && is_chip("GA102"));
+    }
+}
+
+#[cfg(test)]
+mod round_trip {
+    use super::*;
+
+    /// Every NVIDIA device of the embedded `pci.ids` → the plugin's resource name → back to
+    /// its id: the reverse rule `gpuwl kubevirt generate` uses for `pciVendorSelector`.
+    #[test]
+    fn every_nvidia_device_name_comes_back_to_its_id() {
+        let all: Vec<NvidiaDevice> = nvidia_devices().collect();
+        assert!(all.len() > 1500, "{} devices", all.len());
+        for d in &all {
+            let name = sanitize(d.pci_name);
+            assert!(!name.is_empty(), "{d:?}");
+            assert!(
+                name.bytes()
+                    .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == b'_'),
+                "{d:?} → {name}"
+            );
+            let back: Vec<u16> = lookup_all(&name).iter().map(|x| x.id).collect();
+            assert!(back.contains(&d.id), "{d:?} → {name} → {back:x?}");
+            assert_eq!(advertised_ids(&name), back, "{name}");
+            assert_eq!(resolve_loose(&name), back, "{name}");
+            assert_eq!(lookup(&name).map(|x| x.id), back.first().copied(), "{name}");
+            // The hex fallback the plugin uses when its pci.ids lacks the device.
+            assert_eq!(advertised_ids(&format!("{:04x}", d.id)), [d.id]);
+        }
+    }
+
+    /// Names that stand for several device ids. The sanitizing rule itself merges no two
+    /// distinct `pci.ids` names (upper-casing and dropping punctuation happen to keep every
+    /// NVIDIA name apart); every shared name is one `pci.ids` name listed under several ids
+    /// (board variants: `GA100 [A100 PCIe 40GB]` is 20b1 and 20f1). The counts are those of
+    /// the pci.ids embedded by the pinned `pci-ids` crate; a new release may change them.
+    #[test]
+    fn collisions_are_repeated_pci_ids_names_only() {
+        let c = collisions();
+        let merged: Vec<&(String, Vec<NvidiaDevice>)> = c
+            .iter()
+            .filter(|(_, ds)| ds.iter().any(|d| d.pci_name != ds[0].pci_name))
+            .collect();
+        assert!(
+            merged.is_empty(),
+            "distinct names sanitized alike: {merged:?}"
+        );
+        let ids: usize = c.iter().map(|(_, ds)| ds.len()).sum();
+        assert_eq!((c.len(), ids), (230, 616), "shared names, their ids");
+        // The data-center boards among them, as generate will list them.
+        for (name, want) in [
+            ("GA100_A100_PCIE_40GB", &[0x20b1, 0x20f1][..]),
+            ("AD102GL_L20", &[0x26b7, 0x26ba]),
+            ("GV100GL_TESLA_V100_SXM2_16GB", &[0x1db1, 0x1df5]),
+            ("TU102GL_QUADRO_RTX_6000_8000", &[0x1e30, 0x1e78]),
+            ("TU116GL", &[0x21ae, 0x21bf]),
+        ] {
+            assert_eq!(advertised_ids(name), want, "{name}");
+            assert!(c.iter().any(|(n, _)| n == name), "{name}");
+        }
+        // The usual passthrough boards stand for one id each.
+        for name in [
+            "GA102GL_A10",
+            "TU104GL_TESLA_T4",
+            "AD102GL_L40S",
+            "GH100_H100_PCIE",
+        ] {
+            assert_eq!(lookup_all(name).len(), 1, "{name}");
+        }
     }
 }
