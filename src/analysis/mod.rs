@@ -2,7 +2,9 @@
 //! - [`check`]: does each node's workload label agree with the GPU resources it advertises?
 //! - [`inventory`]: the GPU inventory split per pool × resource name, pending demand, and
 //!   the demand no pool can serve;
-//! - [`explain`]: why one pod or VM waits, as a [`diagnosis::Diagnosis`] from named rules.
+//! - [`explain`]: why one pod or VM waits, as a [`diagnosis::Diagnosis`] from named rules;
+//! - [`kubevirt`]: KubeVirt's `permittedHostDevices` generated from and checked against
+//!   what the nodes advertise.
 //!
 //! Shared parts: [`placement`] (which nodes a pod's constraints allow), [`names`] (names
 //! close to a requested one: the same hardware under another naming rule, or a typo),
@@ -13,6 +15,7 @@ pub mod check;
 pub mod diagnosis;
 pub mod explain;
 pub mod inventory;
+pub mod kubevirt;
 pub mod names;
 pub mod placement;
 pub mod usage;

@@ -15,6 +15,7 @@ pub mod check;
 pub mod cluster;
 pub mod explain;
 pub mod inventory;
+pub mod kubevirt;
 pub mod lab;
 
 /// Top-level parser.
@@ -46,6 +47,9 @@ pub enum Command {
     Inventory(inventory::Args),
     /// Explain why a GPU pod or KubeVirt VMI waits: advertised names, constraints, one fix
     Explain(explain::Args),
+    /// Generate and check KubeVirt's permittedHostDevices from the GPU names nodes advertise
+    #[command(long_about = kubevirt::LONG_ABOUT)]
+    Kubevirt(kubevirt::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// Shell to generate for
@@ -63,6 +67,7 @@ pub fn main() -> ExitCode {
         Command::Lab(a) => lab::run(a),
         Command::Inventory(a) => inventory::run(a),
         Command::Explain(a) => explain::run(a),
+        Command::Kubevirt(a) => kubevirt::run(a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut script = Vec::new();

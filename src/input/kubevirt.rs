@@ -1,6 +1,7 @@
 //! Reading KubeVirt's `permittedHostDevices` from a KubeVirt or HyperConverged CR
 //! (`kubectl get kubevirt -A -o yaml`, `kubectl get hyperconverged -A -o yaml`: one object,
-//! or a List holding one) into [`PermittedHostDevices`].
+//! or a List holding one) into [`PermittedHostDevices`], or from the live cluster
+//! ([`read_live`]: the HyperConverged CR when one exists, else the KubeVirt CR).
 //!
 //! Field names: kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`
 //! (`PermittedHostDevices`, `PciHostDevice`, `MediatedHostDevice`) and
@@ -8,7 +9,9 @@
 //! (`pciDeviceSelector`).
 
 use std::path::Path;
+use std::time::Duration;
 
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
@@ -132,6 +135,129 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Strin
         pci_host_devices,
         mediated_devices,
     })
+}
+
+/// How long one live list may take before gpuwl gives up (exit 3).
+pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A custom resource type gpuwl reads live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrType {
+    /// API group, e.g. `kubevirt.io`.
+    pub group: &'static str,
+    /// Version, e.g. `v1`.
+    pub version: &'static str,
+    /// Kind, e.g. `KubeVirt`.
+    pub kind: &'static str,
+    /// Plural resource, e.g. `kubevirts`.
+    pub plural: &'static str,
+}
+
+/// `kubevirt.io/v1` `KubeVirt` (`kubevirts`), kubevirt/kubevirt
+/// `staging/src/kubevirt.io/api/core/v1/types.go`.
+pub const KUBEVIRT: CrType = CrType {
+    group: "kubevirt.io",
+    version: "v1",
+    kind: "KubeVirt",
+    plural: "kubevirts",
+};
+
+/// `hco.kubevirt.io/v1beta1` `HyperConverged` (`hyperconvergeds`),
+/// kubevirt/hyperconverged-cluster-operator `api/v1beta1/hyperconverged_types.go`.
+pub const HYPERCONVERGED: CrType = CrType {
+    group: "hco.kubevirt.io",
+    version: "v1beta1",
+    kind: "HyperConverged",
+    plural: "hyperconvergeds",
+};
+
+/// The objects of `ty` in all namespaces, as JSON values with `kind` set; `None` when the
+/// API server does not serve the type (404: the CRD is not installed).
+///
+/// Errors: [`Error::Runtime`] when the list fails otherwise (forbidden, unreachable) or
+/// takes longer than [`LIVE_TIMEOUT`].
+pub async fn list_live(client: &kube::Client, ty: CrType) -> Result<Option<Vec<Value>>> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(ty.group, ty.version, ty.kind),
+        ty.plural,
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let what = format!("{}.{}", ty.plural, ty.group);
+    let list = match tokio::time::timeout(LIVE_TIMEOUT, api.list(&ListParams::default())).await {
+        Err(_) => {
+            return Err(Error::Runtime(format!(
+                "listing {what}: no answer within {}s",
+                LIVE_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
+        Ok(Err(e)) => {
+            return Err(Error::Runtime(format!(
+                "listing {what}: {}",
+                document::one_line(&e.to_string())
+            )));
+        }
+        Ok(Ok(list)) => list,
+    };
+    let mut out = Vec::with_capacity(list.items.len());
+    for o in &list.items {
+        let mut v =
+            serde_json::to_value(o).map_err(|e| Error::Runtime(format!("listing {what}: {e}")))?;
+        if let Value::Object(m) = &mut v {
+            m.insert("kind".into(), Value::String(ty.kind.into()));
+            m.insert(
+                "apiVersion".into(),
+                Value::String(format!("{}/{}", ty.group, ty.version)),
+            );
+        }
+        out.push(v);
+    }
+    Ok(Some(out))
+}
+
+/// The cluster's `permittedHostDevices`: from the HyperConverged CR when one exists (the
+/// HCO owns the KubeVirt CR and overwrites its list), else from the KubeVirt CR, in any
+/// namespace. `None` when neither exists (no CRD, or no object).
+///
+/// Errors: [`Error::Input`] when several CRs of the kind exist (pass the file instead) or
+/// one has a malformed list (the message names the object and field); [`Error::Runtime`]
+/// as [`list_live`].
+pub async fn read_live(client: &kube::Client) -> Result<Option<PermittedHostDevices>> {
+    for ty in [HYPERCONVERGED, KUBEVIRT] {
+        let Some(items) = list_live(client, ty).await? else {
+            continue;
+        };
+        let name = |v: &Value| {
+            format!(
+                "{}/{}",
+                opt_str(v, "metadata.namespace")
+                    .ok()
+                    .flatten()
+                    .unwrap_or(""),
+                opt_str(v, "metadata.name").ok().flatten().unwrap_or("")
+            )
+        };
+        match items.as_slice() {
+            [] => continue,
+            [one] => {
+                return from_object(one).map(Some).map_err(|m| {
+                    Error::Input(format!("{} {:?} in the cluster: {m}", ty.kind, name(one)))
+                });
+            }
+            many => {
+                return Err(Error::Input(format!(
+                    "{} {} CRs in the cluster ({}); pass the one to check with --kubevirt FILE",
+                    many.len(),
+                    ty.kind,
+                    many.iter()
+                        .map(|v| format!("{:?}", name(v)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )));
+            }
+        }
+    }
+    Ok(None)
 }
 
 #[cfg(test)]

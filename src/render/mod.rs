@@ -5,6 +5,7 @@ use std::io::{self, Write};
 pub mod check;
 pub mod explain;
 pub mod inventory;
+pub mod kubevirt;
 
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

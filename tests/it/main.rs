@@ -17,5 +17,6 @@ mod explain;
 mod explain_cases;
 mod inventory;
 mod inventory_live;
+mod kubevirt;
 mod lab;
 mod operator;

@@ -1,0 +1,264 @@
+//! `gpuwl kubevirt generate|check`: KubeVirt's `permittedHostDevices` generated from, and
+//! checked against, what the nodes advertise. Analysis in [`crate::analysis::kubevirt`],
+//! output in [`crate::render::kubevirt`].
+
+use std::path::{Path, PathBuf};
+
+use clap::Subcommand;
+
+use crate::analysis::kubevirt::{self, Advertised};
+use crate::error::{Error, ExitStatus, Result};
+use crate::input;
+use crate::model::kubevirt::{HostDevicesSource, PermittedHostDevices};
+use crate::model::node::NodeInfo;
+use crate::render::kubevirt::{PatchFormat, escape_controls};
+use crate::render::{self, Format};
+
+/// The long help of `gpuwl kubevirt`.
+pub const LONG_ABOUT: &str = "\
+KubeVirt's permittedHostDevices, generated from and checked against what the nodes advertise.
+
+A VM's GPU goes through one more list than a pod's: the KubeVirt CR (or OpenShift's
+HyperConverged CR) must permit the exact resource name the GPU Operator's sandbox device
+plugin advertises, or KubeVirt refuses the VMI: no virt-launcher pod, no scheduler message.
+  passthrough  nvidia.com/GA102GL_A10     pciHostDevices  pciVendorSelector: \"10DE:2236\"
+  vGPU         nvidia.com/NVIDIA_A10-12Q  mediatedDevices mdevNameSelector: \"NVIDIA A10-12Q\"
+both with externalResourceProvider: true (the sandbox plugin, not KubeVirt, serves them).
+HyperConverged spells the PCI selector pciDeviceSelector.";
+
+/// Arguments of `gpuwl kubevirt`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  gpuwl kubevirt generate > permit.yaml            # from the live cluster's nodes
+  kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file permit.yaml
+  gpuwl kubevirt generate --nodes nodes.json --for hyperconverged -o json
+  gpuwl kubevirt check                             # live: nodes and the KubeVirt/HCO CR
+  gpuwl kubevirt check --nodes nodes.json --kubevirt kubevirt.yaml -o json")]
+pub struct Args {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Sub,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Sub {
+    /// Print a merge patch permitting every passthrough model and vGPU type nodes advertise
+    Generate(GenerateArgs),
+    /// Check the CR's permittedHostDevices against the nodes (one line per finding)
+    Check(CheckArgs),
+}
+
+/// Which CR the patch is for (`--for`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum Target {
+    /// `kubevirt.io/v1` KubeVirt: spec.configuration.permittedHostDevices, pciVendorSelector.
+    #[default]
+    Kubevirt,
+    /// `hco.kubevirt.io/v1beta1` HyperConverged: spec.permittedHostDevices, pciDeviceSelector.
+    Hyperconverged,
+}
+
+impl Target {
+    fn source(self) -> HostDevicesSource {
+        match self {
+            Target::Kubevirt => HostDevicesSource::KubeVirt,
+            Target::Hyperconverged => HostDevicesSource::HyperConverged,
+        }
+    }
+}
+
+/// Arguments of `gpuwl kubevirt generate`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  gpuwl kubevirt generate > permit.yaml            # the live cluster (current context)
+  gpuwl kubevirt generate --nodes nodes.json       # a `kubectl get nodes -o json` dump
+  gpuwl kubevirt generate --nodes nodes.json --for hyperconverged -o json > permit.json
+
+Names: every nvidia.com/ passthrough model and vGPU type some node advertises (allocatable > 0),
+whatever its label. A passthrough name gets one pciHostDevices entry per PCI id its pci.ids name
+stands for (GA102GL_A10 -> 10DE:2236; hex 26b5 -> 10DE:26B5; several ids: a note on stderr);
+a vGPU type gets mdevNameSelector = the type with _ -> space (NVIDIA_A10-12Q -> NVIDIA A10-12Q).
+Entries are sorted. A merge patch replaces each list whole: add other devices' entries first.
+Bad input: one line on stderr, exit 2.")]
+pub struct GenerateArgs {
+    /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    pub nodes: Option<PathBuf>,
+    /// The CR the patch is for.
+    #[arg(long = "for", value_enum, default_value_t = Target::Kubevirt)]
+    pub target: Target,
+    /// Output format (the JSON patch's apply hint goes to stderr).
+    #[arg(short = 'o', long, value_enum, default_value_t = PatchFormat::Yaml)]
+    pub output: PatchFormat,
+    /// Where the live cluster is (used when --nodes is not given).
+    #[command(flatten)]
+    pub live: crate::cli::LiveArgs,
+}
+
+/// Arguments of `gpuwl kubevirt check`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  gpuwl kubevirt check                             # live: nodes, and the HyperConverged CR if
+                                                   # there is one, else the KubeVirt CR
+  gpuwl kubevirt check --kubevirt kubevirt.yaml    # live nodes, the CR from a file
+  gpuwl kubevirt check --nodes nodes.json --kubevirt kubevirt.yaml -o json
+
+Findings (code, severity), one line each: `ERROR <code> <resource>: <what>; <fix>`:
+  advertised-not-permitted (error)       a node advertises it, the CR does not permit it
+  permitted-not-advertised (warning)     permitted, no node advertises it (did you mean ...?)
+  internal-provider-for-operator-resource (error)
+                                         externalResourceProvider false/absent for an
+                                         advertised name: KubeVirt runs a second device plugin
+  selector-mismatch (error)              the PCI selector is not the name's PCI id (case is
+                                         ignored), mdevNameSelector not its type, wrong list
+  duplicate-resource-name (error)        listed twice (one pciHostDevices entry per PCI id is
+                                         fine)
+Exit 1 when any error, else 0 and one `OK: ...` line. Bad input or no CR found: one line on
+stderr, exit 2. Cluster unreachable: exit 3.")]
+pub struct CheckArgs {
+    /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin (needs --kubevirt).
+    /// Omitted: the live cluster.
+    #[arg(
+        long,
+        value_name = "FILE",
+        requires = "kubevirt",
+        conflicts_with_all = ["kubeconfig", "context"]
+    )]
+    pub nodes: Option<PathBuf>,
+    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`), JSON or YAML, kind
+    /// detected; `-` reads stdin. Omitted: read from the live cluster.
+    #[arg(long, value_name = "FILE")]
+    pub kubevirt: Option<PathBuf>,
+    /// Output format: text lines, or JSON/YAML with findings[] (code, severity, resource,
+    /// message, suggestion).
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Where the live cluster is (used for what no file gives).
+    #[command(flatten)]
+    pub live: crate::cli::LiveArgs,
+}
+
+/// Runs `gpuwl kubevirt`.
+///
+/// Errors: as [`generate`] and [`check`].
+pub fn run(args: &Args) -> Result<ExitStatus> {
+    match &args.command {
+        Sub::Generate(a) => generate(a),
+        Sub::Check(a) => check(a),
+    }
+}
+
+/// What the nodes advertise; a malformed GPU quantity names `from` (the file).
+fn advertised(nodes: &[NodeInfo], from: &str) -> Result<Advertised> {
+    Advertised::of(nodes).map_err(|e| match e {
+        Error::Input(m) => Error::Input(format!("{from}: {m}")),
+        e => e,
+    })
+}
+
+fn read_nodes(path: &Path) -> Result<Advertised> {
+    let source = input::Source::from_arg(path);
+    let nodes = input::read_nodes(&source)?;
+    advertised(&nodes, &source.to_string())
+}
+
+fn eprint_line(line: &str) {
+    eprintln!("gpuwl: {}", escape_controls(line));
+}
+
+/// Runs `gpuwl kubevirt generate`: prints the merge patch on stdout, notes (several PCI ids
+/// for one name, no known id) and, for JSON, how to apply it on stderr.
+///
+/// Errors: [`Error::Input`] for a bad node dump (naming the file and field);
+/// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
+pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
+    let adv = match &args.nodes {
+        Some(p) => read_nodes(p)?,
+        None => {
+            let nodes = args
+                .live
+                .block_on(|client| async move { input::live::list_nodes(&client).await })?;
+            advertised(&nodes, "cluster")?
+        }
+    };
+    let plan = kubevirt::generate(&adv);
+    let target = args.target.source();
+    let text = render::kubevirt::render_patch(&plan, target, args.output);
+    for n in &plan.notes {
+        eprint_line(n);
+    }
+    if adv.vm_names().next().is_none() {
+        eprint_line(
+            "no node advertises a passthrough model or vGPU type: the patch permits nothing",
+        );
+    }
+    if args.output == PatchFormat::Json {
+        eprint_line(&format!(
+            "Apply: {}",
+            render::kubevirt::apply_command(target)
+        ));
+    }
+    render::write_stdout(text.as_bytes())
+        .map_err(|e| Error::Runtime(format!("writing the patch: {e}")))?;
+    Ok(ExitStatus::Ok)
+}
+
+/// Runs `gpuwl kubevirt check`: prints the findings; exit 1 when any is an error.
+///
+/// Errors: [`Error::Input`] for bad files, several CRs in the cluster, or none at all
+/// ("no KubeVirt CR found; pass --kubevirt FILE"); [`Error::Runtime`] when the cluster
+/// cannot be reached or stdout fails.
+pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
+    if [&args.nodes, &args.kubevirt]
+        .iter()
+        .filter(|p| p.as_deref().is_some_and(|p| p.as_os_str() == "-"))
+        .count()
+        > 1
+    {
+        return Err(Error::Input(
+            "only one of --nodes and --kubevirt can be `-` (stdin is read once)".into(),
+        ));
+    }
+    let from_file = args
+        .kubevirt
+        .as_deref()
+        .map(input::kubevirt::read_path)
+        .transpose()?;
+    let (adv, kv): (Advertised, PermittedHostDevices) = match (&args.nodes, from_file) {
+        (Some(p), Some(kv)) => (read_nodes(p)?, kv),
+        (_, from_file) => {
+            let (nodes, kv) = args.live.block_on(|client| async move {
+                let nodes = input::live::list_nodes(&client).await?;
+                let kv = match from_file {
+                    Some(kv) => Some(kv),
+                    None => input::kubevirt::read_live(&client).await?,
+                };
+                Ok((nodes, kv))
+            })?;
+            let kv = kv.ok_or_else(|| {
+                Error::Input(format!(
+                    "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
+                     --kubevirt FILE",
+                    input::kubevirt::KUBEVIRT.plural,
+                    input::kubevirt::KUBEVIRT.group,
+                    input::kubevirt::HYPERCONVERGED.plural,
+                    input::kubevirt::HYPERCONVERGED.group,
+                ))
+            })?;
+            (advertised(&nodes, "cluster")?, kv)
+        }
+    };
+    let report = kubevirt::check(&adv, &kv);
+    let text = render::kubevirt::render_report(&report, args.output);
+    render::write_stdout(text.as_bytes())
+        .map_err(|e| Error::Runtime(format!("writing the report: {e}")))?;
+    Ok(if report.ok() {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Mismatch
+    })
+}
