@@ -942,8 +942,10 @@ mod tests {
     #[test]
     fn operator_state_adds_findings_and_names_the_cause_of_a_mismatch() {
         let mut n = node("vg", Some("vm-vgpu"), &[]);
-        n.labels.insert("nvidia.com/vgpu.config".into(), "A10-12Q".into());
-        n.labels.insert("nvidia.com/vgpu.config.state".into(), "failed".into());
+        n.labels
+            .insert("nvidia.com/vgpu.config".into(), "A10-12Q".into());
+        n.labels
+            .insert("nvidia.com/vgpu.config.state".into(), "failed".into());
         let r = judge(&n, &Classifier::default(), None);
         assert_eq!(r.verdict, Verdict::Mismatch);
         assert_eq!(codes(&r), [Code::NoGpuResource, Code::VgpuConfigFailed]);
@@ -958,7 +960,8 @@ mod tests {
         // A state without a cause for the reason (a GPU node without operands) leaves the
         // line as it was.
         let mut m = node("m", Some("container"), &[]);
-        m.labels.insert("nvidia.com/gpu.present".into(), "true".into());
+        m.labels
+            .insert("nvidia.com/gpu.present".into(), "true".into());
         let r = judge(&m, &Classifier::default(), None);
         assert_eq!(
             r.reason.as_deref(),
@@ -981,7 +984,11 @@ mod tests {
             vgpu_default_config: None,
             mig_default_config: None,
         };
-        let n = node("pt", Some("vm-passthrough"), &[("nvidia.com/GA102GL_A10", "2")]);
+        let n = node(
+            "pt",
+            Some("vm-passthrough"),
+            &[("nvidia.com/GA102GL_A10", "2")],
+        );
         let r = judge(&n, &Classifier::default(), Some(&p));
         assert_eq!(r.verdict, Verdict::Ok);
         assert_eq!(codes(&r), [Code::LabelIgnored]);

@@ -6,30 +6,22 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::lab::{self, LabNodes, LabOptions, Target};
 use crate::model::workload::WorkloadConfig;
 
-/// `gpuwl lab --help`: the steps, one line each, and where the lab runs.
-pub const LONG_ABOUT: &str = "\
+/// `gpuwl lab --help`: the steps (from [`lab::STEPS`]) and where the lab runs.
+pub fn long_about() -> String {
+    format!(
+        "\
 Play the sandbox-workload lab on a real kube-scheduler and write its result files.
 
 Steps (files under ROOT):
-  1. create out/ bin/ k8s/ and namespace gpu-vm; label the nodes container,
-     vm-passthrough, vm-vgpu                                   -> out/01-nodes.txt
-  2. operands per workload config, the no-label default and the
-     ClusterPolicy flag that enables the label                 -> out/operands.txt
-  3. advertise nvidia.com/gpu=4, nvidia.com/GA102GL_A10=2 and
-     nvidia.com/NVIDIA_A10-12Q=4 (status capacity+allocatable) -> out/03-resources.txt
-  4. pod job-container asks for nvidia.com/gpu                 -> out/04-container.txt
-  5. pod vmi-passthrough asks for nvidia.com/GA102GL_A10       -> out/05-passthrough.txt
-  6. pod vmi-vgpu asks for nvidia.com/NVIDIA_A10-12Q           -> out/06-placement.txt
-  7. pod job-cross asks a vm-passthrough node for nvidia.com/gpu
-     and stays Pending; the scheduler's message, verbatim      -> out/07-cross.txt
-  8. save the node dump, write the checker, run it on the dump -> out/nodes.json,
-                                                  bin/check-config.sh, out/consistency.txt
-  Pods are written to k8s/pod-*.yaml first and applied from those files.
+{}  Pods are written to k8s/pod-*.yaml first and applied from those files.
 
 Without --kubeconfig/--context the lab runs on the local control plane (gpuwl cluster up;
 built from pinned upstream sources on first use), creates lab-node-0..2 as simulated
 nodes, and leaves the cluster running. Ends with the GPU inventory by pool and the
-explanation of job-cross.";
+explanation of job-cross.",
+        lab::steps_help()
+    )
+}
 
 /// Arguments of `gpuwl lab`.
 #[derive(Debug, clap::Args)]

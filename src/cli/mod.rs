@@ -41,7 +41,7 @@ pub enum Command {
     /// Run a real local control plane (etcd, kube-apiserver, kube-scheduler, kwok nodes)
     Cluster(cluster::Args),
     /// Play the sandbox-workload lab's eight steps on a real scheduler and write the result files
-    #[command(long_about = lab::LONG_ABOUT)]
+    #[command(long_about = lab::long_about())]
     Lab(lab::Args),
     /// Show the split GPU inventory: per pool and GPU resource name, capacity, allocated, free, pending
     Inventory(inventory::Args),

@@ -244,17 +244,102 @@ pub struct LabReport {
     pub local_kubeconfig: Option<PathBuf>,
 }
 
-/// The step titles, as printed in progress lines and failures.
-pub const STEPS: [&str; 8] = [
-    "label the three nodes",
-    "list operands per workload config",
-    "advertise one GPU resource per node",
-    "container job asks for nvidia.com/gpu",
-    "passthrough VM asks for the device-model name",
-    "vGPU VM asks for the vGPU type",
-    "cross request: passthrough node, container resource",
-    "save the node dump and run the checker",
+/// One step of the lab (docs/lab.md): its number is its index in [`STEPS`] + 1.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Step {
+    /// The title, as printed in progress lines and failures.
+    pub title: &'static str,
+    /// What it does, one line for `gpuwl lab --help`.
+    pub does: &'static str,
+    /// The result files it writes, relative to the lab root.
+    pub files: &'static [&'static str],
+}
+
+/// The eight steps: the one table the lab's progress lines, its `--help` and the README's
+/// step table come from.
+pub const STEPS: [Step; 8] = [
+    Step {
+        title: "label the three nodes",
+        does: "create out/ bin/ k8s/, namespace gpu-vm; label container, vm-passthrough, vm-vgpu",
+        files: &["out/01-nodes.txt"],
+    },
+    Step {
+        title: "list operands per workload config",
+        does: "operands per workload config, the no-label default, the flag that enables the label",
+        files: &["out/operands.txt"],
+    },
+    Step {
+        title: "advertise one GPU resource per node",
+        does: "nvidia.com/gpu=4, GA102GL_A10=2, NVIDIA_A10-12Q=4 (status capacity + allocatable)",
+        files: &["out/03-resources.txt"],
+    },
+    Step {
+        title: "container job asks for nvidia.com/gpu",
+        does: "pod job-container, no nodeSelector",
+        files: &["k8s/pod-container.yaml", "out/04-container.txt"],
+    },
+    Step {
+        title: "passthrough VM asks for the device-model name",
+        does: "pod vmi-passthrough asks for nvidia.com/GA102GL_A10",
+        files: &["k8s/pod-passthrough.yaml", "out/05-passthrough.txt"],
+    },
+    Step {
+        title: "vGPU VM asks for the vGPU type",
+        does: "pod vmi-vgpu asks for nvidia.com/NVIDIA_A10-12Q",
+        files: &["k8s/pod-vgpu.yaml", "out/06-placement.txt"],
+    },
+    Step {
+        title: "cross request: passthrough node, container resource",
+        does: "job-cross asks a passthrough node for nvidia.com/gpu: Pending, the scheduler's words",
+        files: &["k8s/pod-cross.yaml", "out/07-cross.txt"],
+    },
+    Step {
+        title: "save the node dump and run the checker",
+        does: "save the node dump, write the checker, run it on the dump",
+        files: &[
+            "out/nodes.json",
+            "bin/check-config.sh",
+            "out/consistency.txt",
+        ],
+    },
 ];
+
+/// The step list of `gpuwl lab --help`: per step its number, title, what it does and its
+/// result files, wrapped to fit 100 columns.
+pub fn steps_help() -> String {
+    let mut out = String::new();
+    for (i, s) in STEPS.iter().enumerate() {
+        let head = format!("  {}. {} -> {}", i + 1, s.title, s.files.join(", "));
+        if head.chars().count() <= 90 {
+            out.push_str(&format!("{head}\n     {}\n", s.does));
+        } else {
+            out.push_str(&format!(
+                "  {}. {}\n     {}\n     -> {}\n",
+                i + 1,
+                s.title,
+                s.does,
+                s.files.join(", ")
+            ));
+        }
+    }
+    out
+}
+
+/// The README's step table (markdown rows `| n | title | files |`), kept equal to
+/// [`STEPS`] by a test.
+pub fn steps_markdown() -> String {
+    let mut out = String::from("| step | title | result files |\n|---|---|---|\n");
+    for (i, s) in STEPS.iter().enumerate() {
+        let files: Vec<String> = s.files.iter().map(|f| format!("`{f}`")).collect();
+        out.push_str(&format!(
+            "| {} | {} | {} |\n",
+            i + 1,
+            s.title,
+            files.join(", ")
+        ));
+    }
+    out
+}
 
 /// Numbers the steps, times them, and turns a failure into `step <k> (<title>) failed`.
 struct Steps<'a> {
@@ -272,7 +357,7 @@ impl Steps<'_> {
         let line = format!(
             "[{}/8] {} — {} ({:.1}s)",
             self.done,
-            STEPS[self.done - 1],
+            STEPS[self.done - 1].title,
             detail,
             self.started.elapsed().as_secs_f64()
         );
@@ -280,7 +365,7 @@ impl Steps<'_> {
     }
     fn fail(&self, e: Error) -> Error {
         let k = self.done;
-        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k]))
+        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k].title))
     }
 }
 
@@ -760,5 +845,19 @@ mod tests {
         assert_eq!(v["items"][0]["kind"], "Node");
         assert_eq!(v["items"][0]["apiVersion"], "v1");
         assert_eq!(v["items"][0]["metadata"]["name"], "a");
+    }
+
+    #[test]
+    fn readme_and_docs_carry_the_step_table() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let table = steps_markdown();
+        for doc in ["README.md", "docs/lab.md"] {
+            let text = std::fs::read_to_string(root.join(doc)).unwrap();
+            assert!(
+                text.contains(&table),
+                "{doc} must contain the step table of src/lab/mod.rs STEPS:\n{table}"
+            );
+        }
+        assert!(steps_help().lines().all(|l| l.chars().count() <= 90));
     }
 }
