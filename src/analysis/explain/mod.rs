@@ -386,7 +386,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
 /// Errors: [`crate::error::Error::Input`] when the pod does not exist;
 /// [`crate::error::Error::Runtime`] when the API cannot be reached.
 pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
-    let (lists, policy) = futures::join!(
+    let (lists, policy, kubevirt) = futures::join!(
         async {
             futures::try_join!(
                 crate::input::pods::get_pod(client, namespace, name),
@@ -394,15 +394,19 @@ pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Resul
                 crate::input::pods::list_pods(client)
             )
         },
-        crate::input::clusterpolicy::from_cluster(client)
+        crate::input::clusterpolicy::from_cluster(client),
+        // KubeVirt's permissions when the cluster has a KubeVirt or HyperConverged CR; an
+        // absent CRD, no object or an unreadable one only leaves the check out.
+        crate::input::kubevirt::read_live(client)
     );
+    let kubevirt = kubevirt.ok().flatten();
     let (pod, nodes, pods) = lists?;
     explain(
         &pod,
         Inputs {
             nodes: Some(&nodes),
             pods: Some(&pods),
-            kubevirt: None,
+            kubevirt: kubevirt.as_ref(),
             cluster_policy: policy.policy(),
         },
     )
