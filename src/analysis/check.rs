@@ -215,7 +215,15 @@ pub struct Report {
     pub nodes_seen: usize,
     /// How many carried the label (the `OK=<n>` number).
     pub labelled: usize,
+    /// With [`Options::warning_lines`]: the first [`WARNING_LINES`] warnings as
+    /// `<node>: <message>` (control characters escaped), in input order.
+    pub warning_lines: Vec<String>,
+    /// With [`Options::warning_lines`]: how many warnings there were in all.
+    pub warnings_total: usize,
 }
+
+/// How many warning lines a text-mode report keeps (the rest are counted).
+pub const WARNING_LINES: usize = 50;
 
 impl Report {
     /// The mismatching nodes, sorted by name.
@@ -293,6 +301,10 @@ pub struct Options {
     /// The GPU Operator's ClusterPolicy, when known: effective workload configs and the
     /// `label-ignored` finding follow it.
     pub cluster_policy: Option<ClusterPolicy>,
+    /// Keep up to [`WARNING_LINES`] warning lines (and count all) even when
+    /// `mismatches_only` drops the reports they belong to: the text mode prints them on
+    /// stderr.
+    pub warning_lines: bool,
 }
 
 /// An incremental checker: feed nodes one by one (from a streaming reader), keep only
@@ -301,6 +313,7 @@ pub struct Options {
 pub struct Checker {
     classifier: Classifier,
     policy: Option<ClusterPolicy>,
+    warning_lines: bool,
     report: Report,
     mismatches_only: bool,
 }
@@ -311,6 +324,7 @@ impl Checker {
         Checker {
             classifier: Classifier::with_ignore_globs(options.ignore_resources.iter().cloned()),
             policy: options.cluster_policy.clone(),
+            warning_lines: options.warning_lines,
             report: Report::default(),
             mismatches_only: options.mismatches_only,
         }
@@ -322,6 +336,20 @@ impl Checker {
         let r = judge(node, &self.classifier, self.policy.as_ref());
         if r.label.is_some() {
             self.report.labelled += 1;
+        }
+        if self.warning_lines {
+            for f in r
+                .findings
+                .iter()
+                .filter(|f| f.severity == Severity::Warning)
+            {
+                self.report.warnings_total += 1;
+                if self.report.warning_lines.len() < WARNING_LINES {
+                    self.report
+                        .warning_lines
+                        .push(one_line(&format!("{}: {}", r.name, f.message)));
+                }
+            }
         }
         let keep = if self.mismatches_only {
             r.verdict == Verdict::Mismatch

@@ -19,7 +19,8 @@ Examples:
   gpuwl check nodes.json --ignore-resource 'mellanox_*'
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
-else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
+else `OK=<number of labelled nodes>` (exit 0); warnings go to stderr as `warning:` lines
+(--quiet drops them). Bad input: one line on stderr, exit 2.
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
 vgpu-config-type-differs, gpu-present-without-operands); they never change the exit code.")]
@@ -46,6 +47,10 @@ pub struct Args {
     /// without it: read from the cluster (absent: inferred from the nodes' deploy labels).
     #[arg(long, value_name = "FILE")]
     pub cluster_policy: Option<PathBuf>,
+    /// Text mode: do not print warnings (stale "0", capacity above allocatable, unlabelled
+    /// GPU node, operator state, ...) as `warning:` lines on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
 }
 
 /// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
@@ -60,6 +65,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         // 65,000-node dump needs no memory per agreeing node.
         mismatches_only: args.output == render::Format::Text,
         cluster_policy: policy.policy().cloned(),
+        warning_lines: args.output == render::Format::Text && !args.quiet,
     };
     let (report, policy) = match &args.file {
         Some(path) => {
@@ -82,6 +88,20 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             Ok((checker.finish(), policy))
         })?,
     };
+    if !report.warning_lines.is_empty() {
+        let mut err = String::new();
+        for w in &report.warning_lines {
+            err.push_str(&format!("warning: {w}\n"));
+        }
+        let more = report.warnings_total - report.warning_lines.len();
+        if more > 0 {
+            err.push_str(&format!(
+                "warning: … and {more} more (gpuwl check -o json lists them all)\n"
+            ));
+        }
+        // stderr may be closed; the stdout contract matters, not the warnings.
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), err.as_bytes());
+    }
     let text = render::check::render(&report, &policy, args.output);
     render::write_stdout(text.as_bytes())
         .map_err(|e| Error::Runtime(format!("writing the report: {e}")))?;
