@@ -27,9 +27,14 @@ insufficient, fits-now) and one fix. \"Did you mean\" offers the same hardware u
 naming rule (time-slicing .shared, MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU
 prefixes) before plain typos.")]
 pub struct Args {
-    /// `pod NAMESPACE/NAME` (or just `NAMESPACE/NAME`); with --pod FILE it may be omitted.
-    #[arg(value_name = "pod NAMESPACE/NAME", num_args = 0..=2)]
+    /// The pod or VMI, as kubectl takes it: `pod NAME`, `pod/NAME`, `NAMESPACE/NAME` (with
+    /// -n, or the kubeconfig context's namespace, else `default`); with --pod FILE it may be
+    /// omitted.
+    #[arg(value_name = "pod NAME", num_args = 0..=2)]
     pub target: Vec<String>,
+    /// Namespace of the pod (default: the kubeconfig context's namespace, else `default`).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
     /// A Pod, VirtualMachineInstance or VirtualMachine manifest (JSON or YAML), or a list
     /// holding the target; `-` reads stdin.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
@@ -58,32 +63,50 @@ pub struct Args {
     pub live: crate::cli::LiveArgs,
 }
 
-/// Parses the positional target: `[pod|pods|po|vmi] [NAMESPACE/]NAME`.
+/// The kind words a target may start with, as kubectl users type them.
+const KINDS: [&str; 6] = ["pod", "pods", "po", "vmi", "vmis", "virtualmachineinstance"];
+
+/// Parses the positional target as kubectl users type it — `pod NAME`, `pod/NAME`,
+/// `NAMESPACE/NAME`, `pod NAMESPACE/NAME`, `NAME` — with `-n/--namespace` (`namespace`).
+/// Returns `(namespace, name)`; the namespace is `None` when neither `-n` nor the target
+/// names one (the caller then uses the kubeconfig context's namespace, else `default`).
 ///
-/// Errors: [`Error::Input`] on an unknown kind or more than one name.
-pub fn parse_target(target: &[String]) -> Result<Option<(String, String)>> {
-    let rest: &[String] = match target.first().map(String::as_str) {
-        Some("pod" | "pods" | "po" | "vmi" | "virtualmachineinstance") => &target[1..],
-        _ => target,
+/// Errors: [`Error::Input`] on an unknown kind, more than one name, or a namespace in the
+/// target that contradicts `-n`.
+pub fn parse_target(
+    target: &[String],
+    namespace: Option<&str>,
+) -> Result<Option<(Option<String>, String)>> {
+    let bad = |what: &str| {
+        Err(Error::Input(format!(
+            "explain: {what} (expected `pod NAME`, `pod/NAME` or `NAMESPACE/NAME`, with -n NAMESPACE)"
+        )))
     };
-    match rest {
-        [] => Ok(None),
-        [one] if !one.is_empty() => Ok(Some(match one.split_once('/') {
-            Some((ns, n)) if !ns.is_empty() && !n.is_empty() && !n.contains('/') => {
-                (ns.to_owned(), n.to_owned())
-            }
-            Some(_) => {
-                return Err(Error::Input(format!(
-                    "explain: {one:?} is not NAMESPACE/NAME"
-                )));
-            }
-            None => ("default".to_owned(), one.clone()),
-        })),
-        _ => Err(Error::Input(format!(
-            "explain: expected `pod NAMESPACE/NAME`, got {:?}",
-            target.join(" ")
-        ))),
+    let rest: Vec<&str> = match target.first().map(String::as_str) {
+        Some(k) if KINDS.contains(&k) => target[1..].iter().map(String::as_str).collect(),
+        _ => target.iter().map(String::as_str).collect(),
+    };
+    let one = match rest.as_slice() {
+        [] => return Ok(None),
+        [one] if !one.is_empty() => *one,
+        _ => return bad(&format!("one pod at a time, got {:?}", target.join(" "))),
+    };
+    let (ns, name) = match one.split_once('/') {
+        Some((kind, n)) if KINDS.contains(&kind) => (None, n),
+        Some((ns, n)) => (Some(ns), n),
+        None => (None, one),
+    };
+    if name.is_empty() || name.contains('/') || ns.is_some_and(str::is_empty) {
+        return bad(&format!("{one:?} is not a pod name"));
     }
+    let ns = match (ns, namespace) {
+        (Some(a), Some(b)) if a != b => {
+            return bad(&format!("{one:?} is in namespace {a}, but -n says {b}"));
+        }
+        (Some(a), _) => Some(a.to_owned()),
+        (None, b) => b.map(str::to_owned),
+    };
+    Ok(Some((ns, name.to_owned())))
 }
 
 /// Fails when more than one of `files` is `-`: stdin can be read only once (the second
@@ -107,14 +130,16 @@ pub fn one_stdin(files: &[Option<&PathBuf>]) -> Result<()> {
 
 fn pick(
     list: Vec<PodInfo>,
-    target: Option<&(String, String)>,
+    target: Option<&(Option<String>, String)>,
     file: &std::path::Path,
 ) -> Result<PodInfo> {
     match target {
-        Some((ns, name)) => list
-            .into_iter()
-            .find(|p| &p.namespace == ns && &p.name == name)
-            .ok_or_else(|| Error::Input(format!("{}: no pod {ns}/{name}", file.display()))),
+        Some((ns, name)) => {
+            let ns = ns.as_deref().unwrap_or("default");
+            list.into_iter()
+                .find(|p| p.namespace == ns && &p.name == name)
+                .ok_or_else(|| Error::Input(format!("{}: no pod {ns}/{name}", file.display())))
+        }
         None => {
             let n = list.len();
             let mut it = list.into_iter();
@@ -138,7 +163,7 @@ fn pick(
 /// Errors: [`Error::Input`] for bad files, a missing target or an unknown pod;
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let target = parse_target(&args.target)?;
+    let target = parse_target(&args.target, args.namespace.as_deref())?;
     one_stdin(&[
         args.pod.as_ref(),
         args.nodes.as_ref(),
@@ -192,12 +217,15 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     } else {
         let Some((ns, name)) = target else {
             return Err(Error::Input(
-                "explain: name the pod (`gpuwl explain pod NAMESPACE/NAME`) or give --pod FILE"
+                "explain: name the pod (`gpuwl explain pod NAME -n NAMESPACE`) or give --pod FILE"
                     .into(),
             ));
         };
-        args.live
-            .block_on(|client| async move { explain::from_cluster(&client, &ns, &name).await })?
+        args.live.block_on(|client| async move {
+            // As kubectl: the context's namespace when none is named.
+            let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
+            explain::from_cluster(&client, &ns, &name).await
+        })?
     };
     let text = render::explain::render(&e, args.output);
     render::write_stdout(text.as_bytes())
@@ -210,15 +238,29 @@ mod tests {
     use super::*;
 
     #[test]
-    fn targets() {
-        let t = |v: &[&str]| parse_target(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+    fn targets_as_kubectl_users_type_them() {
+        let t = |v: &[&str], n: Option<&str>| {
+            parse_target(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>(), n)
+        };
+        let some = |ns: Option<&str>, n: &str| Some((ns.map(str::to_owned), n.to_owned()));
         assert_eq!(
-            t(&["pod", "gpu-vm/job-cross"]).unwrap(),
-            Some(("gpu-vm".into(), "job-cross".into()))
+            t(&["pod", "gpu-vm/job-cross"], None).unwrap(),
+            some(Some("gpu-vm"), "job-cross")
         );
-        assert_eq!(t(&["p1"]).unwrap(), Some(("default".into(), "p1".into())));
-        assert_eq!(t(&["pod"]).unwrap(), None);
-        assert!(t(&["pod", "a/b/c"]).is_err());
-        assert!(t(&["node", "x"]).is_err());
+        assert_eq!(t(&["p1"], None).unwrap(), some(None, "p1"));
+        assert_eq!(
+            t(&["job-cross"], Some("gpu-vm")).unwrap(),
+            some(Some("gpu-vm"), "job-cross")
+        );
+        assert_eq!(
+            t(&["pod/job-cross"], Some("gpu-vm")).unwrap(),
+            some(Some("gpu-vm"), "job-cross")
+        );
+        assert_eq!(t(&["vmi", "win-1"], None).unwrap(), some(None, "win-1"));
+        assert_eq!(t(&["pod"], None).unwrap(), None);
+        assert!(t(&["pod", "a/b/c"], None).is_err());
+        assert!(t(&["a", "b"], None).is_err(), "one pod at a time");
+        assert!(t(&["ns1/p"], Some("ns2")).is_err());
+        assert!(t(&["pod/"], None).is_err());
     }
 }

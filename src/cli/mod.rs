@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::error::{Error, ExitStatus};
 
@@ -60,7 +60,23 @@ pub enum Command {
 /// Parses `std::env::args`, runs the command and returns its exit code. Errors are printed
 /// as one line `gpuwl: <message>` on stderr.
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let mut cmd = Cli::command();
+    // Run as `kubectl gpuwl` (the binary installed as kubectl-gpuwl): help and usage say so.
+    if std::env::args_os()
+        .next()
+        .and_then(|a| {
+            std::path::Path::new(&a)
+                .file_name()
+                .map(|f| f.to_string_lossy().starts_with("kubectl-gpuwl"))
+        })
+        .unwrap_or(false)
+    {
+        cmd = cmd.bin_name("kubectl gpuwl").display_name("kubectl gpuwl");
+    }
+    let cli = match Cli::from_arg_matches(&cmd.get_matches()) {
+        Ok(c) => c,
+        Err(e) => e.exit(),
+    };
     let result = match &cli.command {
         Command::Check(a) => check::run(a),
         Command::Cluster(a) => cluster::run(a),

@@ -236,7 +236,7 @@ fn bad_usage_and_input_exit_2() {
         ),
         (
             vec!["explain", "node", "x", "--pod", &lab("pod-cross.yaml")],
-            "expected `pod NAMESPACE/NAME`",
+            "one pod at a time, got \"node x\" (expected `pod NAME`, `pod/NAME` or `NAMESPACE/NAME`, with -n NAMESPACE)",
         ),
     ] {
         let (rc, out, err) = gpuwl(&args);
@@ -387,4 +387,48 @@ fn pod_file_with_a_repeated_key_is_bad_input() {
             y.display()
         )
     );
+}
+
+#[test]
+fn kubectl_target_forms_and_namespace_flag() {
+    let (nodes, pods) = (lab("nodes.json"), lab("pods.json"));
+    for target in [
+        vec!["-n", "gpu-vm", "job-cross"],
+        vec!["pod/job-cross", "--namespace", "gpu-vm"],
+        vec!["pod", "job-cross", "-n", "gpu-vm"],
+        vec!["gpu-vm/job-cross"],
+    ] {
+        let mut args = target.clone();
+        args.extend(["--nodes", &nodes, "--pods", &pods]);
+        let doc = explain_json(&args);
+        assert_eq!(doc["pod"], "gpu-vm/job-cross", "{target:?}");
+    }
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "gpu-vm/job-cross",
+        "-n",
+        "other",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!((rc, out.as_str()), (2, ""));
+    assert!(
+        err.contains("is in namespace gpu-vm, but -n says other"),
+        "{err}"
+    );
+}
+
+#[test]
+fn as_a_kubectl_plugin_the_help_says_kubectl_gpuwl() {
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("kubectl-gpuwl");
+    std::os::unix::fs::symlink(assert_cmd::cargo::cargo_bin("gpuwl"), &link).unwrap();
+    let out = std::process::Command::new(&link)
+        .args(["explain", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(help.contains("Usage: kubectl gpuwl explain"), "{help}");
 }
