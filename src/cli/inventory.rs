@@ -88,7 +88,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         args.output,
         TextOptions {
             bars: args.bars || terminal,
-            terminal,
+            width: render::width(),
         },
     );
     render::write_stdout(text.as_bytes())

@@ -106,7 +106,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         gpuwl_bin,
     };
     let rt = crate::cli::runtime()?;
-    let mut progress = |line: &str| crate::outln!("{line}");
+    let width = crate::render::width();
+    let mut progress =
+        |line: &str| crate::out!("{}", crate::render::wrap_lines(&format!("{line}\n"), width));
     let report = match rt.block_on(lab::run(&opts, &mut progress)) {
         Ok(r) => r,
         Err(e) => {
@@ -121,7 +123,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     crate::outln!();
     crate::outln!("{}", lab::summary_table(&report));
     for s in lab::split_sentences(&report.inventory) {
-        crate::outln!("{s}.");
+        crate::out!("{}", crate::render::wrap_lines(&format!("{s}.\n"), width));
     }
     crate::outln!("\nGPU inventory by pool (gpuwl inventory):");
     crate::out!(
@@ -131,7 +133,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             crate::render::inventory::Output::Text,
             crate::render::inventory::TextOptions {
                 bars: true,
-                terminal: false
+                width: crate::render::width(),
             },
         )
     );

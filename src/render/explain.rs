@@ -8,7 +8,7 @@ use crate::render::Format;
 /// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).
 pub fn render(e: &Explanation, format: Format) -> String {
     match format {
-        Format::Text => text(e),
+        Format::Text => crate::render::wrap_lines(&text(e), crate::render::width()),
         Format::Json => {
             let mut s = serde_json::to_string_pretty(e)
                 .unwrap_or_else(|err| format!("{{\"error\":{:?}}}", err.to_string()));

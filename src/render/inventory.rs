@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use comfy_table::{CellAlignment, ContentArrangement, Table};
+use crate::render::{Column, fit_table, wrap_lines};
 
 use crate::analysis::inventory::{Inventory, Row, UnservableCause};
 
@@ -24,15 +24,16 @@ pub enum Output {
 /// Text options.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct TextOptions {
-    /// Add the USE column: a bar per row, its length proportional to the row's allocatable
-    /// (the largest row gets [`BAR_WIDTH`]), `█` allocated, `░` free.
+    /// Add the USE column: a bar per row of [`BAR_WIDTH`] characters for the row's own
+    /// allocatable, `█` allocated, `░` free.
     pub bars: bool,
-    /// Let comfy-table fit the table to the terminal width.
-    pub terminal: bool,
+    /// The width to fit, in columns ([`crate::render::width`]): the USE bar goes first,
+    /// then headers shorten, then secondary columns go; names are never split.
+    pub width: usize,
 }
 
-/// Width, in characters, of the longest bar.
-pub const BAR_WIDTH: usize = 20;
+/// Width, in characters, of a USE bar.
+pub const BAR_WIDTH: usize = 10;
 
 /// Renders `inv` in `format` (`opts` applies to text).
 pub fn render(inv: &Inventory, format: Output, opts: TextOptions) -> String {
@@ -61,59 +62,60 @@ pub fn gpus(v: Option<f64>) -> String {
     }
 }
 
-/// The proportional bar of `row` given the largest allocatable of the table.
-pub fn bar(row: &Row, max_allocatable: i64) -> String {
-    if row.allocatable <= 0 || max_allocatable <= 0 {
+/// The USE bar of `row`: [`BAR_WIDTH`] characters for the row's own allocatable, `█` the
+/// allocated share, `░` the free share; empty when nothing is allocatable.
+pub fn bar(row: &Row) -> String {
+    if row.allocatable <= 0 {
         return String::new();
     }
-    let len = ((row.allocatable as f64 / max_allocatable as f64) * BAR_WIDTH as f64)
-        .round()
-        .max(1.0) as usize;
     let used = ((row.allocated.clamp(0, row.allocatable) as f64 / row.allocatable as f64)
-        * len as f64)
+        * BAR_WIDTH as f64)
         .round() as usize;
-    format!("{}{}", "█".repeat(used), "░".repeat(len - used))
+    format!("{}{}", "█".repeat(used), "░".repeat(BAR_WIDTH - used))
+}
+
+/// The inventory table's columns, in order; drop ranks: USE first, then GPUS, CAPACITY,
+/// NODES.
+fn columns() -> [Column; 10] {
+    let c = |header, short, right, drop_rank| Column {
+        header,
+        short,
+        right,
+        drop_rank,
+    };
+    [
+        c("POOL", "POOL", false, 0),
+        c("RESOURCE", "RESOURCE", false, 0),
+        c("NODES", "NODES", true, 2),
+        c("CAPACITY", "CAP", true, 3),
+        c("ALLOCATABLE", "ALLOC", true, 0),
+        c("ALLOCATED", "USED", true, 0),
+        c("FREE", "FREE", true, 0),
+        c("PENDING", "PEND", true, 0),
+        c("GPUS", "GPUS", true, 4),
+        c("USE", "USE", false, 5),
+    ]
 }
 
 fn text(inv: &Inventory, opts: TextOptions) -> String {
     let mut out = String::new();
+    let table_end;
     if inv.rows.is_empty() {
         let _ = writeln!(
             out,
             "No GPU nodes: none of the {} nodes carries the workload label or lists a GPU resource.",
             inv.nodes_read
         );
+        table_end = 0;
     } else {
-        let mut t = Table::new();
-        t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
-        t.set_content_arrangement(if opts.terminal {
-            ContentArrangement::Dynamic
-        } else {
-            ContentArrangement::Disabled
-        });
-        let mut header = vec![
-            "POOL",
-            "RESOURCE",
-            "NODES",
-            "CAPACITY",
-            "ALLOCATABLE",
-            "ALLOCATED",
-            "FREE",
-            "PENDING",
-            "GPUS",
-        ];
-        if opts.bars {
-            header.push("USE");
-        }
-        t.set_header(header);
-        let max = inv.rows.iter().map(|r| r.allocatable).max().unwrap_or(0);
+        let mut rows: Vec<Vec<String>> = Vec::new();
         for r in &inv.rows {
             let nodes = if r.stale_nodes.is_empty() {
                 r.nodes.to_string()
             } else {
                 format!("{} (+{} stale 0)", r.nodes, r.stale_nodes.len())
             };
-            let mut cells = vec![
+            rows.push(vec![
                 r.pool.clone(),
                 r.resource
                     .clone()
@@ -125,14 +127,11 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 r.free.to_string(),
                 r.pending.to_string(),
                 gpus(r.capacity_gpus),
-            ];
-            if opts.bars {
-                cells.push(bar(r, max));
-            }
-            t.add_row(cells);
+                if opts.bars { bar(r) } else { String::new() },
+            ]);
         }
         for unserv in &inv.unservable {
-            let mut cells = vec![
+            rows.push(vec![
                 "(no pool can serve)".to_string(),
                 unserv.resource.clone(),
                 "0".into(),
@@ -142,22 +141,29 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 "-".into(),
                 unserv.units.to_string(),
                 "-".into(),
-            ];
-            if opts.bars {
-                cells.push(String::new());
-            }
-            t.add_row(cells);
+                String::new(),
+            ]);
         }
-        for i in 2..9 {
-            if let Some(c) = t.column_mut(i) {
-                c.set_cell_alignment(CellAlignment::Right);
+        let mut cols = columns().to_vec();
+        if !opts.bars {
+            cols.pop();
+            for r in &mut rows {
+                r.pop();
             }
         }
-        let _ = writeln!(out, "{t}");
-        let _ = writeln!(
-            out,
+        let (table, short) = fit_table(&cols, &rows, opts.width);
+        let _ = writeln!(out, "{table}");
+        table_end = out.len();
+        let legend = if short {
+            "CAP capacity, ALLOC allocatable, USED allocated, PEND units requested by unbound pods this pool could serve; GPUS: physical-GPU equivalents of capacity (? = not derivable)."
+        } else {
             "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: units requested by unbound pods this pool could serve."
-        );
+        };
+        let mut legend = legend.to_string();
+        if opts.bars && table.lines().nth(1).is_some_and(|l| l.contains(" USE ")) {
+            legend.push_str(" USE: each row's own allocatable, █ allocated, ░ free.");
+        }
+        out.push_str(&format!("{legend}\n"));
     }
     if !inv.unservable.is_empty() {
         let _ = writeln!(
@@ -209,6 +215,9 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     for n in &inv.notes {
         let _ = writeln!(out, "\nnote: {n}");
     }
+    // Prose after the table wraps at the width; the table itself was fitted.
+    let tail = out.split_off(table_end);
+    out.push_str(&wrap_lines(&tail, opts.width));
     out
 }
 

@@ -8,8 +8,10 @@ use assert_cmd::cargo::cargo_bin;
 
 /// Runs `gpuwl ARGS…` and returns (exit code, stdout, stderr); -1 when killed by a signal.
 pub fn gpuwl(args: &[&str]) -> (i32, String, String) {
+    // Text output is laid out for $COLUMNS (else 80): wide, so assertions see whole lines.
     let out = Command::new(cargo_bin("gpuwl"))
         .args(args)
+        .env("COLUMNS", "1000")
         .output()
         .unwrap();
     (

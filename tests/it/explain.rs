@@ -249,8 +249,13 @@ fn bad_usage_and_input_exit_2() {
 
 #[test]
 fn help_is_about_explain_and_fits() {
-    let (rc, help, _) = gpuwl(&["explain", "--help"]);
-    assert_eq!(rc, 0);
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["explain", "--help"])
+        .env("COLUMNS", "100")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let help = String::from_utf8(out.stdout).unwrap();
     // The -o help used to be the shared one: "Plain lines (for `check`: `MISMATCH=...`".
     assert!(!help.contains("check"), "{help}");
     assert!(help.contains("text is one screen (requests"), "{help}");

@@ -111,7 +111,8 @@ fn lab_state_three_pools_and_job_cross() {
             .join(" ")
     };
     assert!(
-        line("container").contains("container nvidia.com/gpu 1 4 4 1 3 0 4 █████░░░░░░░░░░░░░░░"),
+        // The USE bar: 10 characters for the row's own allocatable (1 of 4 → 3 █).
+        line("container").contains("container nvidia.com/gpu 1 4 4 1 3 0 4 ███░░░░░░░"),
         "{out}"
     );
     assert!(
@@ -119,11 +120,41 @@ fn lab_state_three_pools_and_job_cross() {
         "{out}"
     );
     assert!(
-        line("vm-vgpu").contains("nvidia.com/NVIDIA_A10-12Q 1 4 4 1 3 0 2"),
+        line("vm-vgpu").contains("nvidia.com/NVIDIA_A10-12Q 1 4 4 1 3 0 2 ███░░░░░░░"),
         "{out}"
     );
     assert!(out.contains("gpu-vm/job-cross wants 1 × nvidia.com/gpu: nvidia.com/gpu is advertised only in pool container and nodeSelector nvidia.com/gpu.workload.config=vm-passthrough excludes those nodes"), "{out}");
     assert!(out.contains("beside: 3 free nvidia.com/gpu in pool container (out of the pod's reach); 1 free nvidia.com/GA102GL_A10 in pool vm-passthrough"), "{out}");
+    assert!(out.contains("USE: each row's own allocatable, █ allocated, ░ free."));
+}
+
+#[test]
+fn at_100_columns_no_line_is_wider_and_no_name_is_split() {
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
+    for cols in ["100", "80"] {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+            .args(["inventory", "--bars", "--nodes"])
+            .arg(format!("{d}/nodes.json"))
+            .arg("--pods")
+            .arg(format!("{d}/pods.json"))
+            .env("COLUMNS", cols)
+            .output()
+            .unwrap();
+        let out = String::from_utf8(out.stdout).unwrap();
+        let width: usize = cols.parse().unwrap();
+        assert!(out.lines().all(|l| l.chars().count() <= width), "{out}");
+        for name in [
+            "nvidia.com/NVIDIA_A10-12Q",
+            "nvidia.com/GA102GL_A10",
+            "ALLOC",
+            "vm-passthrough",
+        ] {
+            assert!(
+                out.contains(name),
+                "{name} split or missing at {cols}:\n{out}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -21,9 +21,14 @@ fn run_lab(root: &Path) -> String {
     let out = Command::new(cargo_bin("gpuwl"))
         .args(["lab", "--cluster-name", CLUSTER, "--root"])
         .arg(root)
+        .env("COLUMNS", "100")
         .output()
         .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    // Laid out for 100 columns: tables fitted, prose wrapped, no name split.
+    for line in stdout.lines() {
+        assert!(line.chars().count() <= 100, "over 100 columns: {line}");
+    }
     assert!(
         out.status.success(),
         "gpuwl lab failed: {}\n{stdout}\n{}",
