@@ -34,6 +34,8 @@ step "shared checker cases"
 tests/shared-cases/run-check-cases -- target/release/gpuwl check
 if [ -x ../shared/cases/run-check-cases ]; then
     ../shared/cases/run-check-cases -- target/release/gpuwl check
+else
+    echo "skipped ../shared/cases/run-check-cases: not beside this clone (the copy above ran)"
 fi
 
 step "shared explain cases"
@@ -41,6 +43,8 @@ step "shared explain cases"
 # the originals beside the repository, when present, run here with their own checker.
 if [ -x ../shared/cases/run-explain-cases ]; then
     ../shared/cases/run-explain-cases -- target/release/gpuwl
+else
+    echo "skipped ../shared/cases/run-explain-cases: not beside this clone (tests/data/explain ran in cargo test)"
 fi
 
 step "all tests passed"

@@ -154,13 +154,25 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         let (table, short) = fit_table(&cols, &rows, opts.width);
         let _ = writeln!(out, "{table}");
         table_end = out.len();
+        let header = table.lines().nth(1).unwrap_or_default().to_owned();
+        let shown = |h: &str| header.split_whitespace().any(|w| w == h);
         let legend = if short {
-            "CAP capacity, ALLOC allocatable, USED allocated, PEND units requested by unbound pods this pool could serve; GPUS: physical-GPU equivalents of capacity (? = not derivable)."
+            let mut parts = Vec::new();
+            if shown("CAP") {
+                parts.push("CAP capacity");
+            }
+            parts.push("ALLOC allocatable, USED allocated, PEND units requested by unbound pods this pool could serve");
+            if shown("GPUS") {
+                parts.push("GPUS physical-GPU equivalents of capacity (? = not derivable)");
+            }
+            format!("{}.", parts.join("; "))
+        } else if shown("GPUS") {
+            "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: units requested by unbound pods this pool could serve.".to_string()
         } else {
-            "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: units requested by unbound pods this pool could serve."
+            "PENDING: units requested by unbound pods this pool could serve.".to_string()
         };
-        let mut legend = legend.to_string();
-        if opts.bars && table.lines().nth(1).is_some_and(|l| l.contains(" USE ")) {
+        let mut legend = legend;
+        if opts.bars && shown("USE") {
             legend.push_str(" USE: each row's own allocatable, █ allocated, ░ free.");
         }
         out.push_str(&format!("{legend}\n"));
