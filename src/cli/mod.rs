@@ -125,11 +125,39 @@ impl LiveArgs {
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
         runtime()?.block_on(async {
-            let client =
-                crate::input::live::client(self.kubeconfig.as_deref(), self.context.as_deref())
-                    .await?;
-            work(client).await
+            let (client, server) = match crate::input::live::connect(
+                self.kubeconfig.as_deref(),
+                self.context.as_deref(),
+            )
+            .await
+            {
+                Ok(c) => c,
+                Err(Error::Runtime(m)) if self.kubeconfig.is_none() => {
+                    return Err(Error::Runtime(no_config_hint(m)));
+                }
+                Err(e) => return Err(e),
+            };
+            let server = server.trim_end_matches('/').to_owned();
+            work(client).await.map_err(|e| match e {
+                Error::Runtime(m) => Error::Runtime(format!("{server}: {m}")),
+                e => e,
+            })
         })
+    }
+}
+
+/// `m` (no kubeconfig found) with the way out: `--kubeconfig`/`KUBECONFIG`, and the export
+/// line when gpuwl's local control plane is running.
+fn no_config_hint(m: String) -> String {
+    let m = m.trim_start_matches("no cluster configuration: ");
+    let local = matches!(
+        crate::cluster::status(crate::cluster::DEFAULT_NAME),
+        Ok(crate::cluster::Status::Running)
+    );
+    if local {
+        "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local control plane is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\"".to_string()
+    } else {
+        format!("no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG ({m})")
     }
 }
 

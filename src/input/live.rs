@@ -21,6 +21,13 @@ pub const PAGE_SIZE: u32 = 500;
 /// the context does not exist; [`Error::Runtime`] when no configuration can be inferred or
 /// the client cannot be built.
 pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client> {
+    connect(kubeconfig, context).await.map(|(c, _)| c)
+}
+
+/// [`client`], and the API server's URL (for messages).
+///
+/// Errors: as [`client`].
+pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<(Client, String)> {
     let opts = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()
@@ -46,7 +53,8 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
             ))
         })?,
     };
-    Client::try_from(config).map_err(|e| {
+    let server = config.cluster_url.to_string();
+    Client::try_from(config).map(|c| (c, server)).map_err(|e| {
         Error::Runtime(format!(
             "cannot build a client: {}",
             one_line(&e.to_string())
@@ -113,7 +121,7 @@ pub async fn for_each_node_paged(
         let page = api
             .list(&lp)
             .await
-            .map_err(|e| Error::Runtime(format!("listing nodes: {}", one_line(&e.to_string()))))?;
+            .map_err(|e| api_error("list nodes", &e))?;
         for n in &page.items {
             on_node(node_info(n));
             count += 1;
@@ -122,6 +130,33 @@ pub async fn for_each_node_paged(
             Some(t) if !t.is_empty() => token = Some(t),
             _ => return Ok(count),
         }
+    }
+}
+
+/// The one-line error for a failed API call: `doing` says what gpuwl was doing
+/// (`list nodes`), and the message ends with a way out — forbidden: the verb and resource
+/// the credentials lack; unauthorized: the credentials; unreachable: whether the cluster
+/// is up. The caller ([`crate::cli::LiveArgs::block_on`]) adds the server's address.
+/// Secrets never appear: kube's errors carry no tokens.
+pub fn api_error(doing: &str, e: &kube::Error) -> Error {
+    match e {
+        kube::Error::Api(ae) if ae.code == 403 => Error::Runtime(format!(
+            "cannot {doing}: forbidden ({}); the credentials need RBAC permission to {doing} (kubectl auth can-i {doing})",
+            one_line(&ae.message)
+        )),
+        kube::Error::Api(ae) if ae.code == 401 => Error::Runtime(format!(
+            "cannot {doing}: unauthorized: the kubeconfig's credentials were refused (expired token or certificate?)"
+        )),
+        kube::Error::Api(ae) => Error::Runtime(format!(
+            "cannot {doing}: {} ({})",
+            one_line(&ae.message),
+            ae.code
+        )),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => Error::Runtime(format!(
+            "cannot {doing}: the API server does not answer ({}); is the cluster up? (the local one: gpuwl cluster status)",
+            one_line(&e.to_string())
+        )),
+        _ => Error::Runtime(format!("cannot {doing}: {}", one_line(&e.to_string()))),
     }
 }
 

@@ -462,7 +462,7 @@ pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
         let page = api
             .list(&lp)
             .await
-            .map_err(|e| Error::Runtime(format!("listing pods: {e}")))?;
+            .map_err(|e| crate::input::live::api_error("list pods", &e))?;
         for p in &page.items {
             out.push(pod_info(p)?);
         }
@@ -484,9 +484,10 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
         Err(kube::Error::Api(s)) if s.code == 404 => {
             Err(Error::Input(format!("pod {namespace}/{name} not found")))
         }
-        Err(e) => Err(Error::Runtime(format!(
-            "getting pod {namespace}/{name}: {e}"
-        ))),
+        Err(e) => Err(crate::input::live::api_error(
+            &format!("get pod {namespace}/{name}"),
+            &e,
+        )),
     }
 }
 

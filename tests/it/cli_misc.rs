@@ -61,3 +61,45 @@ fn lab_help_lists_the_eight_steps_and_their_files() {
     }
     assert!(text.lines().all(|l| l.chars().count() <= 100), "{text}");
 }
+
+#[test]
+fn live_errors_say_where_and_what_to_do_without_echoing_secrets() {
+    let dir = tempfile::tempdir().unwrap();
+    // No kubeconfig anywhere: one line with the way out.
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["check"])
+        .env_remove("KUBECONFIG")
+        .env("HOME", dir.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert!(out.stdout.is_empty());
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains("no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG"),
+        "{err}"
+    );
+    // A server that does not answer: its address, and how to see whether it is up.
+    let kc = dir.path().join("kc.yaml");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: \"https://127.0.0.1:1\", insecure-skip-tls-verify: true}\nusers:\n- name: u\n  user: {token: secret-token-do-not-print}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+    )
+    .unwrap();
+    for cmd in ["check", "inventory"] {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args([cmd, "--kubeconfig", kc.to_str().unwrap()])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(
+            err.starts_with("gpuwl: https://127.0.0.1:1: cannot list "),
+            "{err}"
+        );
+        assert!(err.contains("gpuwl cluster status"), "{err}");
+        assert!(!err.contains("secret-token"), "{err}");
+    }
+}
