@@ -33,7 +33,7 @@ use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
 use crate::model::pool::{Pool, PoolOrigin};
-use crate::model::resource::{ResourceClass, classify};
+use crate::model::resource::{Classifier, ResourceClass, classify};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One node's share of a [`Row`].
@@ -237,6 +237,9 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         free_by_node.insert((node.to_owned(), r.to_owned()), c.free());
     }
     let unknown_nodes = usage.unknown_nodes.clone();
+    for bad in &usage.skipped {
+        notes.push(format!("skipped (not a whole number of units): {bad}"));
+    }
 
     // Pending: unbound pods.
     let mut pending_rows: BTreeMap<(Pool, String), (i64, Vec<String>)> = BTreeMap::new();
@@ -555,11 +558,32 @@ impl Inventory {
     }
 }
 
+/// Removes the `nvidia.com/` resources matching `globs` (the `--ignore-resource` rule of
+/// [`Classifier::with_ignore_globs`]) from the nodes' capacity and allocatable and from the
+/// pods' requests, so that they count nowhere.
+pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[String]) {
+    if globs.is_empty() {
+        return;
+    }
+    let c = Classifier::with_ignore_globs(globs.iter().cloned());
+    let keep = |r: &String| c.classify(r) != ResourceClass::NonGpu;
+    for n in nodes {
+        n.capacity.retain(|r, _| keep(r));
+        if let Some(a) = &mut n.allocatable {
+            a.retain(|r, _| keep(r));
+        }
+    }
+    for p in pods {
+        p.requests.retain(|r, _| keep(r));
+        p.sources.retain(|s| keep(&s.resource));
+    }
+}
+
 /// Builds the inventory of a live cluster: all nodes, all pods (paginated lists).
 ///
 /// Errors: [`crate::error::Error::Runtime`] when the API cannot be reached; [`crate::error::Error::Input`] when a
 /// node's GPU quantity is not a whole number.
-pub async fn from_cluster(client: &Client) -> Result<Inventory> {
+pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventory> {
     // Both lists at once: they are independent, and the API server does the waiting.
     let (lists, policy) = futures::join!(
         async {
@@ -570,7 +594,8 @@ pub async fn from_cluster(client: &Client) -> Result<Inventory> {
         },
         crate::input::clusterpolicy::from_cluster(client)
     );
-    let (nodes, pods) = lists?;
+    let (mut nodes, mut pods) = lists?;
+    ignore_resources(&mut nodes, &mut pods, ignore);
     build(&nodes, &pods, &policy)
 }
 

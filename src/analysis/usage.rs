@@ -100,6 +100,10 @@ pub struct Usage {
     pub unknown_nodes: BTreeSet<String>,
     /// Whether any sum saturated at `i64::MAX`.
     pub saturated: bool,
+    /// Node quantities that are not whole numbers, one line each (`node gpu-1:
+    /// status.allocatable["nvidia.com/gpu"]: "four" is not a quantity`): those node ×
+    /// resource cells are left out, the rest is counted.
+    pub skipped: Vec<String>,
 }
 
 impl Usage {
@@ -109,8 +113,10 @@ impl Usage {
     /// allocations are unknown (then every `allocated` is 0 and [`Usage::pods_known`] is
     /// false).
     ///
-    /// Errors: [`crate::error::Error::Input`] naming the node and field when a listed
-    /// extended resource's quantity is not a whole non-negative number.
+    /// A listed extended resource whose quantity is not a whole non-negative number is
+    /// left out of the table and named in [`Usage::skipped`]; the rest is counted.
+    ///
+    /// Errors: none today (the `Result` leaves room for inputs that cannot be counted).
     pub fn build(
         nodes: &[NodeInfo],
         pods: Option<&[PodInfo]>,
@@ -126,7 +132,13 @@ impl Usage {
                 if !is_extended_resource(r) {
                     continue;
                 }
-                let (capacity, allocatable) = node_units(n, r)?;
+                let (capacity, allocatable) = match node_units(n, r) {
+                    Ok(u) => u,
+                    Err(e) => {
+                        u.skipped.push(e.to_string());
+                        continue;
+                    }
+                };
                 u.cells.insert(
                     (n.name.clone(), r.to_owned()),
                     Cell {

@@ -36,6 +36,11 @@ pub struct Args {
     /// effective workload configs (needs --nodes; live: read from the cluster).
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub cluster_policy: Option<PathBuf>,
+    /// Leave matching `nvidia.com/` resources out (repeatable), as `check --ignore-resource`:
+    /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
+    /// `nvidia.com/`.
+    #[arg(long = "ignore-resource", value_name = "GLOB")]
+    pub ignore_resource: Vec<String>,
     /// Output format.
     #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
     pub output: Output,
@@ -63,14 +68,15 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
                 None => PolicyStatus::not_read(),
             };
-            let nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
-            let (pods, note) = match &args.pods {
+            let mut nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
+            let (mut pods, note) = match &args.pods {
                 Some(p) => (pods::read_pods_path(p)?, None),
                 None => (
                     Vec::new(),
                     Some("no --pods: allocated and pending are not known (shown as 0)".to_string()),
                 ),
             };
+            inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
             let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| match e {
                 Error::Input(m) => Error::Input(format!("{}: {m}", nodes_path.display())),
                 e => e,
@@ -78,9 +84,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             inv.notes.extend(note);
             inv
         }
-        None => args
-            .live
-            .block_on(|client| async move { inventory::from_cluster(&client).await })?,
+        None => args.live.block_on(|client| async move {
+            inventory::from_cluster(&client, &args.ignore_resource).await
+        })?,
     };
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(

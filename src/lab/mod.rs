@@ -448,7 +448,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         .map_err(|e| st.fail(e))?;
     st.finish(&consistency.trim_end().replace('\n', "; "));
 
-    let inventory = crate::analysis::inventory::from_cluster(&client).await?;
+    let inventory = crate::analysis::inventory::from_cluster(&client, &[]).await?;
     let cross = &plan.pods[3].name;
     let cross_explanation =
         crate::analysis::explain::from_cluster(&client, NAMESPACE, cross).await?;

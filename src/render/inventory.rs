@@ -17,7 +17,7 @@ pub enum Output {
     Json,
     /// YAML of the same document.
     Yaml,
-    /// One CSV line per row, then one per unservable demand (pool `(unservable)`).
+    /// One CSV line per row, then one per unservable demand (pool `(no pool can serve)`, as in the table).
     Csv,
 }
 
@@ -271,7 +271,7 @@ fn csv(inv: &Inventory) -> String {
     for u in &inv.unservable {
         let _ = writeln!(
             out,
-            "(unservable),,{},{},0,0,,,,,{},,",
+            "(no pool can serve),,{},{},0,0,,,,,{},,",
             csv_field(&u.resource),
             crate::model::resource::classify(&u.resource).code(),
             u.units

@@ -171,7 +171,7 @@ fn lab_state_csv_and_yaml_carry_the_same_numbers() {
             "container,known,nvidia.com/gpu,container-gpu,1,0,4,4,1,3,0,4,3",
             "vm-passthrough,known,nvidia.com/GA102GL_A10,passthrough-model,1,0,2,2,1,1,0,2,1",
             "vm-vgpu,known,nvidia.com/NVIDIA_A10-12Q,vgpu-type,1,0,4,4,1,3,0,2,1.5",
-            "(unservable),,nvidia.com/gpu,container-gpu,0,0,,,,,1,,",
+            "(no pool can serve),,nvidia.com/gpu,container-gpu,0,0,,,,,1,,",
         ]
     );
     let (rc, y, _) = gpuwl(&[
@@ -294,10 +294,6 @@ fn nodes_without_pods_note_it() {
 #[test]
 fn bad_input_is_one_line_exit_2() {
     for (args, want) in [
-        (
-            vec!["--nodes", "bad/nodes-bad-quantity.json"],
-            "bad/nodes-bad-quantity.json: node gpu-1: status.allocatable[\"nvidia.com/gpu\"]: \"four\" is not a quantity",
-        ),
         (
             vec![
                 "--nodes",
@@ -422,14 +418,63 @@ fn count_errors_say_what_is_wrong() {
             "{q}: {err}"
         );
         std::fs::write(&n, format!(r#"{{"kind":"Node","metadata":{{"name":"n1"}},"status":{{"allocatable":{{"nvidia.com/gpu":"{q}"}}}}}}"#)).unwrap();
-        let (rc, _, err) = gpuwl(&["inventory", "--nodes", n.to_str().unwrap()]);
-        assert_eq!(rc, 2, "{err}");
+        // On a node the cell is skipped with that reason; the inventory goes on.
+        let (rc, out, err) = gpuwl(&["inventory", "--nodes", n.to_str().unwrap()]);
+        assert_eq!(rc, 0, "{err}");
         assert!(
-            err.ends_with(&format!(
-                "node n1: status.allocatable[\"nvidia.com/gpu\"]: \"{q}\" {why}\n"
+            out.contains(&format!(
+                "node n1: status.allocatable[\"nvidia.com/gpu\"]: \"{q}\" {why}"
             )),
-            "{q}: {err}"
+            "{q}: {out}"
         );
         std::fs::write(&n, r#"{"kind":"Node","metadata":{"name":"n1"},"status":{"allocatable":{"nvidia.com/gpu":"4"}}}"#).unwrap();
     }
+}
+
+#[test]
+fn a_bad_quantity_skips_that_cell_and_the_rest_is_counted() {
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
+    let (rc, out, err) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &format!("{d}/bad/nodes-bad-quantity.json"),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let doc: Value = serde_json::from_str(&out).unwrap();
+    let notes: Vec<&str> = doc["notes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n.as_str().unwrap())
+        .collect();
+    assert!(
+        notes.iter().any(|n| n.contains(
+            "skipped (not a whole number of units): node gpu-1: status.allocatable[\"nvidia.com/gpu\"]: \"four\" is not a quantity"
+        )),
+        "{notes:?}"
+    );
+}
+
+#[test]
+fn ignore_resource_leaves_names_out_as_in_check() {
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
+    let (rc, out, _) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &format!("{d}/nodes.json"),
+        "--pods",
+        &format!("{d}/pods.json"),
+        "--ignore-resource",
+        "GA102GL_*",
+        "-o",
+        "csv",
+    ]);
+    assert_eq!(rc, 0);
+    assert!(!out.contains("GA102GL_A10"), "{out}");
+    assert!(
+        out.contains("vm-passthrough,known,,"),
+        "an empty labelled pool keeps its row: {out}"
+    );
 }

@@ -356,6 +356,10 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
             ));
         }
     }
+    for bad in &usage.skipped {
+        e.notes
+            .push(format!("skipped (not a whole number of units): {bad}"));
+    }
     let d: Diagnosis = rules::diagnose(&rules::Facts {
         pod,
         e: &e,
