@@ -36,8 +36,9 @@ pub struct Args {
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// A Pod, VirtualMachineInstance or VirtualMachine manifest (JSON or YAML), or a list
-    /// holding the target; `-` reads stdin.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    /// holding the target; `-` reads stdin. Without --nodes/--pods, the nodes and pods come
+    /// from the live cluster when a kubeconfig is there.
+    #[arg(long, value_name = "FILE")]
     pub pod: Option<PathBuf>,
     /// Node dump (`kubectl get nodes -o json|yaml`) to explain against.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
@@ -158,6 +159,17 @@ fn pick(
     }
 }
 
+/// Whether a live cluster is configured: `--kubeconfig`/`--context`, `$KUBECONFIG`,
+/// `~/.kube/config`, or in-cluster credentials.
+fn live_configured(live: &crate::cli::LiveArgs) -> bool {
+    live.kubeconfig.is_some()
+        || live.context.is_some()
+        || std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty())
+        || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+        || std::env::var_os("HOME")
+            .is_some_and(|h| std::path::Path::new(&h).join(".kube/config").is_file())
+}
+
 /// Runs `gpuwl explain`.
 ///
 /// Errors: [`Error::Input`] for bad files, a missing target or an unknown pod;
@@ -189,11 +201,25 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 ));
             }
         };
-        let nodes = args
-            .nodes
-            .as_deref()
-            .map(|p| input::read_nodes(&input::Source::from_arg(p)))
+        // A manifest alone is explained against the live cluster when one is configured.
+        let live = (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
+            .then(|| {
+                args.live
+                    .block_on(|client| async move { explain::cluster_inputs(&client).await })
+            })
             .transpose()?;
+        let nodes = match &live {
+            Some(c) => Some(c.nodes.clone()),
+            None => args
+                .nodes
+                .as_deref()
+                .map(|p| input::read_nodes(&input::Source::from_arg(p)))
+                .transpose()?,
+        };
+        let all_pods = match &live {
+            Some(c) => Some(c.pods.clone()),
+            None => all_pods,
+        };
         let kubevirt = args
             .kubevirt
             .as_deref()
@@ -205,10 +231,15 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             .map(crate::input::clusterpolicy::read_path)
             .transpose()?;
         let inputs = explain::Inputs {
-            cluster_policy: policy.as_ref().and_then(|p| p.policy()),
+            cluster_policy: policy
+                .as_ref()
+                .or(live.as_ref().map(|c| &c.policy))
+                .and_then(|p| p.policy()),
             nodes: nodes.as_deref(),
             pods: all_pods.as_deref(),
-            kubevirt: kubevirt.as_ref(),
+            kubevirt: kubevirt
+                .as_ref()
+                .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
         };
         explain::explain(&pod, inputs).map_err(|e| match (e, &args.nodes) {
             (Error::Input(m), Some(f)) => Error::Input(format!("{}: {m}", f.display())),

@@ -216,6 +216,19 @@ fn write_sources() -> Result<PathBuf> {
     Ok(src)
 }
 
+/// The oldest Go release that builds the pinned modules (`go` directive of
+/// `controlplane/go.mod`).
+pub const MIN_GO: (u32, u32) = (1, 26);
+
+/// `(major, minor)` of `go version` output such as `go version go1.26.8 linux/amd64`.
+pub fn go_release(output: &str) -> Option<(u32, u32)> {
+    let v = output
+        .split_whitespace()
+        .find_map(|w| w.strip_prefix("go1."))?;
+    let minor: String = v.chars().take_while(char::is_ascii_digit).collect();
+    Some((1, minor.parse().ok()?))
+}
+
 fn build(progress: bool) -> Result<()> {
     let go_version = Command::new("go")
         .arg("version")
@@ -227,6 +240,17 @@ fn build(progress: bool) -> Result<()> {
         return Err(rt(format!(
             "`go version` failed: {}",
             last_line(&String::from_utf8_lossy(&go_version.stderr))
+        )));
+    }
+    let reported = String::from_utf8_lossy(&go_version.stdout).into_owned();
+    if let Some((major, minor)) = go_release(&reported)
+        && (major, minor) < MIN_GO
+    {
+        return Err(rt(format!(
+            "{}: the control plane needs Go {}.{} or newer (controlplane/go.mod); install a newer Go or put it first on PATH",
+            reported.trim(),
+            MIN_GO.0,
+            MIN_GO.1
         )));
     }
     let key_dir = cache_root().join(cache_key());
@@ -419,4 +443,17 @@ fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
 /// Path of one binary inside `dir`.
 pub(crate) fn binary(dir: &Path, name: &str) -> PathBuf {
     dir.join(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_releases() {
+        assert_eq!(go_release("go version go1.26.8 linux/amd64"), Some((1, 26)));
+        assert_eq!(go_release("go version go1.9 linux/amd64"), Some((1, 9)));
+        assert_eq!(go_release("go version devel"), None);
+        assert!((1, 25) < MIN_GO && (1, 26) >= MIN_GO);
+    }
 }

@@ -12,6 +12,8 @@ pub fn gpuwl(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(cargo_bin("gpuwl"))
         .args(args)
         .env("COLUMNS", "1000")
+        // Hermetic: a manifest alone would be explained against a configured cluster.
+        .env_remove("KUBECONFIG")
         .output()
         .unwrap();
     (

@@ -76,4 +76,19 @@ fn after_the_lab() {
         text.contains("nvidia.com/gpu exists only in pool container (3 free) on lab-node-0"),
         "{text}"
     );
+    // A manifest alone is explained against the configured cluster's nodes and pods.
+    let manifest = root.path().join("k8s/pod-cross.yaml");
+    let doc = gpuwl_ok(&[
+        "explain",
+        "--pod",
+        manifest.to_str().unwrap(),
+        "--kubeconfig",
+        kubeconfig,
+        "-o",
+        "json",
+    ]);
+    let doc: Value = serde_json::from_str(&doc).unwrap();
+    assert_eq!(doc["causeCode"], "excluded");
+    assert_eq!(doc["nodesTotal"], 3);
+    assert_eq!(doc["allocationsKnown"], true);
 }

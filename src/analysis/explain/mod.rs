@@ -385,33 +385,60 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     Ok(e)
 }
 
-/// Explains pod `namespace/name` of a live cluster (lists all nodes and pods).
+/// What a live cluster offers an explanation: all nodes, all pods, the ClusterPolicy
+/// status and KubeVirt's permissions (when a KubeVirt or HyperConverged CR is readable).
+pub struct ClusterInputs {
+    /// All nodes.
+    pub nodes: Vec<NodeInfo>,
+    /// All pods.
+    pub pods: Vec<PodInfo>,
+    /// The ClusterPolicy, or why there is none.
+    pub policy: crate::model::operator::PolicyStatus,
+    /// KubeVirt's `permittedHostDevices`, when readable.
+    pub kubevirt: Option<PermittedHostDevices>,
+}
+
+/// Reads [`ClusterInputs`] (the lists at once).
 ///
-/// Errors: [`crate::error::Error::Input`] when the pod does not exist;
-/// [`crate::error::Error::Runtime`] when the API cannot be reached.
-pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
+/// Errors: [`crate::error::Error::Runtime`] when nodes or pods cannot be listed; the
+/// ClusterPolicy and the KubeVirt CR never fail the call.
+pub async fn cluster_inputs(client: &Client) -> Result<ClusterInputs> {
     let (lists, policy, kubevirt) = futures::join!(
         async {
             futures::try_join!(
-                crate::input::pods::get_pod(client, namespace, name),
                 crate::input::live::list_nodes(client),
                 crate::input::pods::list_pods(client)
             )
         },
         crate::input::clusterpolicy::from_cluster(client),
-        // KubeVirt's permissions when the cluster has a KubeVirt or HyperConverged CR; an
-        // absent CRD, no object or an unreadable one only leaves the check out.
+        // An absent CRD, no object or an unreadable one only leaves the check out.
         crate::input::kubevirt::read_live(client)
     );
-    let kubevirt = kubevirt.ok().flatten();
-    let (pod, nodes, pods) = lists?;
+    let (nodes, pods) = lists?;
+    Ok(ClusterInputs {
+        nodes,
+        pods,
+        policy,
+        kubevirt: kubevirt.ok().flatten(),
+    })
+}
+
+/// Explains pod `namespace/name` of a live cluster (lists all nodes and pods).
+///
+/// Errors: [`crate::error::Error::Input`] when the pod does not exist;
+/// [`crate::error::Error::Runtime`] when the API cannot be reached.
+pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
+    let (pod, c) = futures::try_join!(
+        crate::input::pods::get_pod(client, namespace, name),
+        cluster_inputs(client)
+    )?;
     explain(
         &pod,
         Inputs {
-            nodes: Some(&nodes),
-            pods: Some(&pods),
-            kubevirt: kubevirt.as_ref(),
-            cluster_policy: policy.policy(),
+            nodes: Some(&c.nodes),
+            pods: Some(&c.pods),
+            kubevirt: c.kubevirt.as_ref(),
+            cluster_policy: c.policy.policy(),
         },
     )
 }
