@@ -11,7 +11,8 @@ use crate::error::{Error, ExitStatus, Result};
 use crate::input;
 use crate::model::kubevirt::{HostDevicesSource, PermittedHostDevices};
 use crate::model::node::NodeInfo;
-use crate::render::kubevirt::{PatchFormat, escape_controls};
+use crate::render::escape_controls;
+use crate::render::kubevirt::PatchFormat;
 use crate::render::{self, Format};
 
 /// The long help of `gpuwl kubevirt`.

@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::explain::Explanation;
-use crate::render::Format;
+use crate::render::{Format, esc, escape_serialized};
 
 /// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).
 pub fn render(e: &Explanation, format: Format) -> String {
@@ -13,11 +13,12 @@ pub fn render(e: &Explanation, format: Format) -> String {
             let mut s = serde_json::to_string_pretty(e)
                 .unwrap_or_else(|err| format!("{{\"error\":{:?}}}", err.to_string()));
             s.push('\n');
-            s
+            escape_serialized(&s).into_owned()
         }
-        Format::Yaml => {
-            serde_saphyr::to_string(e).unwrap_or_else(|err| format!("error: {err:?}\n"))
-        }
+        Format::Yaml => escape_serialized(
+            &serde_saphyr::to_string(e).unwrap_or_else(|err| format!("error: {err:?}\n")),
+        )
+        .into_owned(),
     }
 }
 
@@ -27,10 +28,10 @@ fn text(e: &Explanation) -> String {
         o,
         "{} {}: {}, {}",
         e.kind,
-        e.pod,
-        e.phase.as_deref().unwrap_or("phase unknown"),
+        esc(&e.pod),
+        esc(e.phase.as_deref().unwrap_or("phase unknown")),
         match &e.node {
-            Some(n) => format!("bound to {n}"),
+            Some(n) => format!("bound to {}", esc(n)),
             None => "not bound to a node".into(),
         }
     );
@@ -39,14 +40,14 @@ fn text(e: &Explanation) -> String {
             let _ = writeln!(
                 o,
                 "Scheduler (PodScheduled={}{}): {}",
-                c.status,
+                esc(&c.status),
                 c.reason
                     .as_deref()
-                    .map(|r| format!(", {r}"))
+                    .map(|r| format!(", {}", esc(r)))
                     .unwrap_or_default(),
                 c.message
                     .as_deref()
-                    .map(|m| format!("\"{m}\""))
+                    .map(|m| format!("\"{}\"", esc(m)))
                     .unwrap_or_else(|| "no message".into())
             );
         }
@@ -62,13 +63,13 @@ fn text(e: &Explanation) -> String {
         let _ = writeln!(
             o,
             "  {} × {} ({}){}",
-            r.resource,
+            esc(&r.resource),
             r.units,
             r.class.describe(),
             if r.field.is_empty() {
                 String::new()
             } else {
-                format!(" from {}", r.field)
+                format!(" from {}", esc(&r.field))
             }
         );
         if !e.nodes_known {
@@ -88,15 +89,20 @@ fn text(e: &Explanation) -> String {
                 let reach = if a.allowed {
                     "allowed".to_string()
                 } else {
-                    format!("excluded: {}", a.excluded_by.join("; "))
+                    format!("excluded: {}", esc(&a.excluded_by.join("; ")))
                 };
-                let _ = writeln!(o, "      {} [pool {}]: {usage} — {reach}", a.node, a.pool);
+                let _ = writeln!(
+                    o,
+                    "      {} [pool {}]: {usage} — {reach}",
+                    esc(&a.node),
+                    esc(&a.pool)
+                );
                 if !a.held_by.is_empty() && a.free.is_some_and(|f| f <= 0) {
                     let mut held = a.held_by.iter().take(3).cloned().collect::<Vec<_>>();
                     if a.held_by.len() > 3 {
                         held.push(format!("and {} more", a.held_by.len() - 3));
                     }
-                    let _ = writeln!(o, "        held by {}", held.join(", "));
+                    let _ = writeln!(o, "        held by {}", esc(&held.join(", ")));
                 }
             }
         }
@@ -104,7 +110,7 @@ fn text(e: &Explanation) -> String {
             let _ = writeln!(
                 o,
                 "    stale 0 on {} (a key the kubelet keeps after the device plugin left; not advertised)",
-                r.stale_nodes.join(", ")
+                esc(&r.stale_nodes.join(", "))
             );
         }
         match r.permitted {
@@ -117,10 +123,10 @@ fn text(e: &Explanation) -> String {
             None => {}
         }
         for s in &r.did_you_mean {
-            let _ = writeln!(o, "    did you mean {}? ({})", s.name, s.why());
+            let _ = writeln!(o, "    did you mean {}? ({})", esc(&s.name), esc(&s.why()));
         }
         for n in &r.notes {
-            let _ = writeln!(o, "    note: {n}");
+            let _ = writeln!(o, "    note: {}", esc(n));
         }
     }
     if e.nodes_known {
@@ -136,7 +142,7 @@ fn text(e: &Explanation) -> String {
                 o,
                 "  {} {} → allows {}",
                 c.kind,
-                c.description,
+                esc(&c.description),
                 list(&c.allows)
             );
         }
@@ -152,13 +158,13 @@ fn text(e: &Explanation) -> String {
             let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
         }
     }
-    let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, e.cause);
+    let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, esc(&e.cause));
     for ev in &e.evidence {
-        let _ = writeln!(o, "  {ev}");
+        let _ = writeln!(o, "  {}", esc(ev));
     }
-    let _ = writeln!(o, "Fix: {}", e.fix);
+    let _ = writeln!(o, "Fix: {}", esc(&e.fix));
     for n in &e.notes {
-        let _ = writeln!(o, "note: {n}");
+        let _ = writeln!(o, "note: {}", esc(n));
     }
     o
 }
@@ -167,6 +173,6 @@ fn list(v: &[String]) -> String {
     if v.is_empty() {
         "no node".into()
     } else {
-        format!("{} ({})", v.len(), v.join(", "))
+        format!("{} ({})", v.len(), esc(&v.join(", ")))
     }
 }

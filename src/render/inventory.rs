@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::render::{Column, fit_table, wrap_lines};
+use crate::render::{Column, esc, escape_serialized, fit_table, wrap_lines};
 
 use crate::analysis::inventory::{Inventory, Row, UnservableCause};
 
@@ -43,9 +43,12 @@ pub fn render(inv: &Inventory, format: Output, opts: TextOptions) -> String {
             let mut s = serde_json::to_string_pretty(inv)
                 .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
             s.push('\n');
-            s
+            escape_serialized(&s).into_owned()
         }
-        Output::Yaml => serde_saphyr::to_string(inv).unwrap_or_else(|e| format!("error: {e:?}\n")),
+        Output::Yaml => escape_serialized(
+            &serde_saphyr::to_string(inv).unwrap_or_else(|e| format!("error: {e:?}\n")),
+        )
+        .into_owned(),
         Output::Csv => csv(inv),
     }
 }
@@ -116,10 +119,10 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 format!("{} (+{} stale 0)", r.nodes, r.stale_nodes.len())
             };
             rows.push(vec![
-                r.pool.clone(),
+                esc(&r.pool),
                 r.resource
-                    .clone()
-                    .unwrap_or_else(|| "(no GPU resource)".into()),
+                    .as_deref()
+                    .map_or_else(|| "(no GPU resource)".into(), esc),
                 nodes,
                 r.capacity.to_string(),
                 r.allocatable.to_string(),
@@ -133,7 +136,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         for unserv in &inv.unservable {
             rows.push(vec![
                 "(no pool can serve)".to_string(),
-                unserv.resource.clone(),
+                esc(&unserv.resource),
                 "0".into(),
                 "-".into(),
                 "-".into(),
@@ -186,29 +189,36 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             let _ = writeln!(
                 out,
                 "  {} wants {} × {}: {}",
-                u.pod, u.units, u.resource, u.reason
+                esc(&u.pod),
+                u.units,
+                esc(&u.resource),
+                esc(&u.reason)
             );
             let mut beside = Vec::new();
             for f in u.free_same_name.iter().filter(|f| f.free > 0) {
                 beside.push(format!(
                     "{} free {} in pool {} (out of the pod's reach)",
-                    f.free, f.resource, f.pool
+                    f.free,
+                    esc(&f.resource),
+                    esc(&f.pool)
                 ));
             }
             for f in u.free_other_names.iter().filter(|f| f.free > 0) {
                 beside.push(format!(
                     "{} free {} in pool {} (reachable, but another name)",
-                    f.free, f.resource, f.pool
+                    f.free,
+                    esc(&f.resource),
+                    esc(&f.pool)
                 ));
             }
             if !beside.is_empty() {
                 let _ = writeln!(out, "    beside: {}", beside.join("; "));
             }
             if u.cause == UnservableCause::NotAdvertised && !u.did_you_mean.is_empty() {
-                let _ = writeln!(out, "    did you mean: {}", u.did_you_mean.join(", "));
+                let _ = writeln!(out, "    did you mean: {}", esc(&u.did_you_mean.join(", ")));
             }
             if let Some(m) = &u.scheduler_message {
-                let _ = writeln!(out, "    scheduler: {m}");
+                let _ = writeln!(out, "    scheduler: {}", esc(m));
             }
         }
     }
@@ -225,7 +235,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         );
     }
     for n in &inv.notes {
-        let _ = writeln!(out, "\nnote: {n}");
+        let _ = writeln!(out, "\nnote: {}", esc(n));
     }
     // Prose after the table wraps at the width; the table itself was fitted.
     let tail = out.split_off(table_end);

@@ -6,59 +6,11 @@
 //! kubevirt/hyperconverged-cluster-operator `api/v1beta1/hyperconverged_types.go`
 //! (`spec.permittedHostDevices`, `pciDeviceSelector`).
 
-use std::borrow::Cow;
-
 use serde::Serialize;
 
 use crate::analysis::kubevirt::{Finding, Plan, Report, Summary, kind_name};
 use crate::model::kubevirt::HostDevicesSource;
-use crate::render::Format;
-
-/// The bidirectional formatting characters (LRM, RLM, embeddings and overrides, isolates)
-/// that can make a terminal show text in another order than it is.
-fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// Makes text from a file or the cluster safe to print on a terminal: control characters
-/// (C0, DEL, C1: newlines, escapes) and the bidirectional-override characters are written
-/// as Rust escapes (`\n`, `\u{1b}`, `\u{202e}`), so a crafted name can neither forge an
-/// output line nor drive the terminal. Other text is returned unchanged.
-pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    let bad = |c: char| c.is_control() || is_bidi_control(c);
-    if !s.chars().any(bad) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if bad(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
-
-/// Makes serialized JSON or YAML safe to print: serde_json and serde-saphyr already escape
-/// C0 controls inside strings, but pass DEL, C1 controls and the bidirectional-override
-/// characters through; those become `\uXXXX` (a valid escape in a JSON string and a YAML
-/// double-quoted one). Line breaks and tabs, which structure the output, stay.
-pub fn escape_serialized(s: &str) -> Cow<'_, str> {
-    let bad = |c: char| (c.is_control() && !matches!(c, '\n' | '\t' | '\r')) || is_bidi_control(c);
-    if !s.chars().any(bad) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if bad(c) {
-            out.push_str(&format!("\\u{:04x}", c as u32));
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
+use crate::render::{Format, escape_controls, escape_serialized};
 
 // ---------------------------------------------------------------------------------------
 // generate
@@ -347,6 +299,7 @@ mod tests {
     use crate::analysis::kubevirt::{Advertised, check, generate};
     use crate::model::kubevirt::{MediatedDevice, PciHostDevice, PermittedHostDevices};
     use crate::model::node::NodeInfo;
+    use std::borrow::Cow;
 
     fn plan() -> Plan {
         Plan {

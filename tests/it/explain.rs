@@ -437,3 +437,46 @@ fn as_a_kubectl_plugin_the_help_says_kubectl_gpuwl() {
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(help.contains("Usage: kubectl gpuwl explain"), "{help}");
 }
+
+#[test]
+fn names_from_files_cannot_forge_lines_or_drive_the_terminal() {
+    let dir = tempfile::tempdir().unwrap();
+    let pods = dir.path().join("pods.json");
+    let evil = serde_json::json!({"kind": "List", "items": [{
+        "kind": "Pod",
+        "metadata": {"name": "evil\nMISMATCH=x\u{1b}[2J", "namespace": "d"},
+        "spec": {
+            "nodeSelector": {"k": "v\nFix: rm -rf /"},
+            "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu\n\u{1b}[31m": "1"}}}]
+        },
+        "status": {"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "False",
+            "message": "0/3 nodes\n\u{202e}Cause: forged"}]}
+    }]});
+    std::fs::write(&pods, evil.to_string()).unwrap();
+    let p = pods.to_str().unwrap();
+    for args in [
+        vec!["explain", "--pod", p, "--nodes", &lab("nodes.json") as &str],
+        vec!["inventory", "--nodes", &lab("nodes.json"), "--pods", p],
+        vec![
+            "explain",
+            "--pod",
+            p,
+            "--nodes",
+            &lab("nodes.json"),
+            "-o",
+            "json",
+        ],
+    ] {
+        let (rc, out, err) = gpuwl(&args);
+        assert_eq!(rc, 0, "{args:?}: {err}");
+        assert!(
+            !out.contains('\u{1b}') && !out.contains('\u{202e}'),
+            "{out}"
+        );
+        for line in out.lines() {
+            assert!(!line.starts_with("MISMATCH="), "forged: {out}");
+            assert!(!line.starts_with("Fix: rm"), "forged: {out}");
+            assert!(!line.starts_with("Cause: forged"), "forged: {out}");
+        }
+    }
+}
