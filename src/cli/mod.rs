@@ -112,6 +112,10 @@ pub struct LiveArgs {
     /// Kubeconfig context for the live cluster (default: the current context).
     #[arg(long, value_name = "NAME")]
     pub context: Option<String>,
+    /// Seconds to wait for one API response before giving up with exit 3 (connecting
+    /// waits at most 10 s).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub request_timeout: u64,
 }
 
 impl LiveArgs {
@@ -124,6 +128,9 @@ impl LiveArgs {
         F: FnOnce(kube::Client) -> Fut,
         Fut: std::future::Future<Output = Result<T, Error>>,
     {
+        crate::input::live::set_request_timeout(std::time::Duration::from_secs(
+            self.request_timeout.max(1),
+        ));
         runtime()?.block_on(async {
             let (client, server) = match crate::input::live::connect(
                 self.kubeconfig.as_deref(),

@@ -112,13 +112,14 @@ pub async fn from_cluster(client: &Client) -> PolicyStatus {
         policy: None,
         note,
     };
-    let list = match tokio::time::timeout(LIVE_TIMEOUT, api.list(&ListParams::default())).await {
+    let limit = LIVE_TIMEOUT.min(crate::input::live::request_timeout());
+    let list = match tokio::time::timeout(limit, api.list(&ListParams::default())).await {
         Err(_) => {
             return none(
                 "unreadable",
                 Some(format!(
                     "listing clusterpolicies.nvidia.com timed out after {}s",
-                    LIVE_TIMEOUT.as_secs()
+                    limit.as_secs()
                 )),
             );
         }

@@ -1,6 +1,7 @@
 //! Reading nodes from the live cluster with kube-rs.
 
 use std::path::Path;
+use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
@@ -9,6 +10,26 @@ use kube::{Client, Config};
 
 use crate::error::{Error, Result};
 use crate::model::node::{NodeInfo, Taint};
+
+/// How long gpuwl waits at most for a TCP/TLS connection to the API server (never longer
+/// than the request timeout).
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The default of `--request-timeout`: how long gpuwl waits for one API response.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+
+static REQUEST_TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// Sets the per-request timeout of every client made afterwards (`--request-timeout`); the
+/// first call wins.
+pub fn set_request_timeout(t: Duration) {
+    let _ = REQUEST_TIMEOUT.set(t);
+}
+
+/// The per-request timeout ([`DEFAULT_REQUEST_TIMEOUT`] unless set).
+pub fn request_timeout() -> Duration {
+    *REQUEST_TIMEOUT.get().unwrap_or(&DEFAULT_REQUEST_TIMEOUT)
+}
 
 /// Page size of the paginated node list (`limit`; `continue` tokens follow).
 pub const PAGE_SIZE: u32 = 500;
@@ -53,6 +74,11 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
             ))
         })?,
     };
+    let mut config = config;
+    config.connect_timeout = Some(CONNECT_TIMEOUT.min(request_timeout()));
+    config.read_timeout = Some(request_timeout());
+    config.write_timeout = Some(request_timeout());
+    config.reset_reader_on_write = true;
     let server = config.cluster_url.to_string();
     Client::try_from(config).map(|c| (c, server)).map_err(|e| {
         Error::Runtime(format!(
@@ -152,10 +178,25 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
             one_line(&ae.message),
             ae.code
         )),
-        kube::Error::HyperError(_) | kube::Error::Service(_) => Error::Runtime(format!(
-            "cannot {doing}: the API server does not answer ({}); is the cluster up? (the local one: gpuwl cluster status)",
-            one_line(&e.to_string())
-        )),
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            let text = format!("{e:?} {e}").to_lowercase();
+            if text.contains("timed out") || text.contains("timeout") || text.contains("elapsed") {
+                Error::Runtime(format!(
+                    "cannot {doing}: no answer within {}s (connect {}s); the server accepts connections but does not respond — a wrong address or port, or an overloaded API server (--request-timeout SECONDS to wait longer)",
+                    request_timeout().as_secs(),
+                    CONNECT_TIMEOUT.min(request_timeout()).as_secs()
+                ))
+            } else if text.contains("refused") {
+                Error::Runtime(format!(
+                    "cannot {doing}: connection refused; is the cluster up? (the local one: gpuwl cluster status)"
+                ))
+            } else {
+                Error::Runtime(format!(
+                    "cannot {doing}: the API server cannot be reached ({}); is the cluster up? (the local one: gpuwl cluster status)",
+                    one_line(&e.to_string())
+                ))
+            }
+        }
         _ => Error::Runtime(format!("cannot {doing}: {}", one_line(&e.to_string()))),
     }
 }

@@ -103,3 +103,44 @@ fn live_errors_say_where_and_what_to_do_without_echoing_secrets() {
         assert!(!err.contains("secret-token"), "{err}");
     }
 }
+
+#[test]
+fn a_silent_api_server_times_out_with_one_line() {
+    // Accepts TCP connections and never answers (no TLS, no HTTP).
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
+    )
+    .unwrap();
+    let started = std::time::Instant::now();
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args([
+            "check",
+            "--request-timeout",
+            "1",
+            "--kubeconfig",
+            kc.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(3), "{err}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+    assert!(
+        err.contains(&format!(
+            "https://127.0.0.1:{port}: cannot list nodes: no answer within 1s"
+        )),
+        "{err}"
+    );
+    assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
+}
