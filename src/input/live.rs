@@ -53,16 +53,18 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
         context: context.map(str::to_owned),
         ..Default::default()
     };
+    // $KUBECONFIG naming one file is read like --kubeconfig: a bad file is bad input (2)
+    // however it is named.
+    let env_file = std::env::var_os("KUBECONFIG")
+        .filter(|v| !v.is_empty() && !v.to_string_lossy().contains(':'))
+        .map(std::path::PathBuf::from);
+    let kubeconfig = kubeconfig.or(env_file.as_deref());
     let config = match (kubeconfig, context) {
         (Some(path), _) => {
-            let kc = Kubeconfig::read_from(path).map_err(|e| {
-                Error::Input(format!("{}: {}", path.display(), one_line(&e.to_string())))
-            })?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(path, &e))?;
             Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| {
-                    Error::Input(format!("{}: {}", path.display(), one_line(&e.to_string())))
-                })?
+                .map_err(|e| kubeconfig_error(path, &e))?
         }
         (None, Some(_)) => Config::from_kubeconfig(&opts)
             .await
@@ -199,6 +201,50 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
         }
         _ => Error::Runtime(format!("cannot {doing}: {}", one_line(&e.to_string()))),
     }
+}
+
+/// A kubeconfig that cannot be used, as one line that names the file and where the problem
+/// is but never echoes a value (a kubeconfig holds tokens and keys): an I/O problem is
+/// quoted, a parse problem gives only its line and column.
+fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
+    let mut chain = vec![e.to_string()];
+    let mut src = e.source();
+    while let Some(s) = src {
+        chain.push(s.to_string());
+        src = s.source();
+    }
+    let all = chain.join(": ");
+    if let Some(io) = chain.iter().find(|m| {
+        m.contains("No such file")
+            || m.contains("Is a directory")
+            || m.contains("Permission denied")
+    }) {
+        return Error::Input(format!("{}: cannot read: {}", path.display(), one_line(io)));
+    }
+    if all.to_lowercase().contains("context") {
+        return Error::Input(format!(
+            "{}: the context is not in this kubeconfig (or names a missing cluster or user)",
+            path.display()
+        ));
+    }
+    // Only the position `line N column M`: the rest of a parser message may quote a value.
+    let at = all.find("line ").and_then(|i| {
+        let w: Vec<&str> = all[i..].split_whitespace().take(4).collect();
+        let num = |s: &str| {
+            let d: String = s.chars().take_while(char::is_ascii_digit).collect();
+            (!d.is_empty()).then_some(d)
+        };
+        match w.as_slice() {
+            ["line", l, "column", c, ..] => Some(format!("line {} column {}", num(l)?, num(c)?)),
+            ["line", l, ..] => Some(format!("line {}", num(l)?)),
+            _ => None,
+        }
+    });
+    Error::Input(format!(
+        "{}: not a usable kubeconfig{} (values are not shown: a kubeconfig holds credentials)",
+        path.display(),
+        at.map(|l| format!(" at {}", l.trim())).unwrap_or_default()
+    ))
 }
 
 /// Collapses a multi-line (snippet) message into one line.

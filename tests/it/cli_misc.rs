@@ -144,3 +144,36 @@ fn a_silent_api_server_times_out_with_one_line() {
     );
     assert!(started.elapsed().as_secs() < 20, "{:?}", started.elapsed());
 }
+
+#[test]
+fn a_bad_kubeconfig_is_bad_input_however_named_and_never_shows_a_secret() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("garbage.yaml");
+    std::fs::write(
+        &bad,
+        "apiVersion: v1\nusers:\n- name: u\n  user: {token: \"SECRET-abc\", bad: [unclosed}\n",
+    )
+    .unwrap();
+    let dup = dir.path().join("dup.yaml");
+    std::fs::write(
+        &dup,
+        "apiVersion: v1\nusers:\n- name: u\n  user: {client-key-data: SECRET-key, client-key-data: SECRET-2}\n",
+    )
+    .unwrap();
+    for (file, via_env) in [(&bad, true), (&bad, false), (&dup, false), (&dup, true)] {
+        let mut cmd = Command::new(cargo_bin("gpuwl"));
+        cmd.arg("check");
+        if via_env {
+            cmd.env("KUBECONFIG", file);
+        } else {
+            cmd.arg("--kubeconfig").arg(file);
+        }
+        let out = cmd.output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert_eq!(err.lines().count(), 1, "{err}");
+        assert!(err.contains(file.to_str().unwrap()), "{err}");
+        assert!(err.contains("at line 4"), "{err}");
+        assert!(!err.contains("SECRET"), "{err}");
+    }
+}
