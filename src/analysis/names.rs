@@ -25,6 +25,11 @@ use crate::model::resource::{NVIDIA_PREFIX, is_container_gpu_name};
 /// The largest edit distance (Levenshtein, via the `strsim` crate) still suggested.
 pub const MAX_DISTANCE: usize = 2;
 
+/// The longest name compared at all: a resource name is at most a 253-character prefix, a
+/// `/` and a 63-character name (Kubernetes qualified names); longer input is invalid and
+/// would make the quadratic edit distance slow.
+pub const MAX_NAME: usize = 253 + 1 + 63;
+
 /// How a suggested name relates to the requested one, best first (the order ranks
 /// suggestions: every naming rule before a mere typo).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -157,9 +162,12 @@ pub fn did_you_mean<'a>(
     wanted: &str,
     advertised: impl IntoIterator<Item = &'a str>,
 ) -> Vec<Suggestion> {
+    if wanted.len() > MAX_NAME {
+        return Vec::new();
+    }
     let mut out: Vec<Suggestion> = advertised
         .into_iter()
-        .filter(|a| *a != wanted)
+        .filter(|a| *a != wanted && a.len() <= MAX_NAME)
         .filter_map(|a| {
             let distance = strsim::levenshtein(wanted, a);
             let (relation, pci_device) = match rule(wanted, a) {

@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::error::{Error, ExitStatus};
+use crate::render::write_stdout;
 
 pub mod check;
 pub mod cluster;
@@ -73,7 +74,23 @@ pub fn main() -> ExitCode {
     {
         cmd = cmd.bin_name("kubectl gpuwl").display_name("kubectl gpuwl");
     }
-    let cli = match Cli::from_arg_matches(&cmd.get_matches()) {
+    let matches = match cmd.try_get_matches() {
+        Ok(m) => m,
+        // --help and --version go to stdout through the same path as any output, so a
+        // failed write (`gpuwl check --help > /dev/full`) is reported (exit 3), not lost.
+        Err(e) if !e.use_stderr() => {
+            let text = e.render().to_string();
+            return match write_stdout(text.as_bytes()) {
+                Ok(()) => ExitStatus::Ok.into(),
+                Err(err) => {
+                    let _ = writeln!(std::io::stderr(), "gpuwl: writing the help: {err}");
+                    ExitStatus::Runtime.into()
+                }
+            };
+        }
+        Err(e) => e.exit(),
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
         Err(e) => e.exit(),
     };

@@ -70,7 +70,7 @@ pub fn read_str(text: &str, name: &str) -> Result<PolicyStatus> {
 pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, String> {
     match opt_str(v, "kind")? {
         Some("ClusterPolicy") => {}
-        Some(k) => return Err(format!("kind {k:?} is not ClusterPolicy")),
+        Some(k) => return Err(format!("kind {} is not ClusterPolicy", document::cut(k))),
         None => return Err(format!("no kind field: expected {EXPECTING}")),
     }
     let flag = |path: &str| -> std::result::Result<Option<bool>, String> {

@@ -31,6 +31,17 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
     }
 }
 
+/// A value echoed in an error, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
+/// with Rust escapes so that it is one line: errors name values, they never dump them.
+pub fn cut(s: &str) -> String {
+    const MAX: usize = 80;
+    if s.chars().count() <= MAX {
+        return format!("{s:?}");
+    }
+    let head: String = s.chars().take(MAX).collect();
+    format!("{:?}… ({} bytes)", head, s.len())
+}
+
 /// Collapses whitespace runs (newlines included) to one space.
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")

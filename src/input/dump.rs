@@ -515,7 +515,8 @@ fn finish_top<E: de::Error>(
             "kind \"Node\" with an items field: expected one Node, or a NodeList or List",
         )),
         Some(k) => Err(de::Error::custom(format!(
-            "kind {k:?} is not Node, NodeList or List"
+            "kind {} is not Node, NodeList or List",
+            crate::input::document::cut(k)
         ))),
         None if saw_items => Err(de::Error::custom(
             "list without kind: expected kind NodeList or List",
@@ -821,7 +822,10 @@ impl<'de> Visitor<'de> for ItemSeed {
                 parts.seen(&key)?;
                 let kind = map.next_value::<Option<String>>()?;
                 if let Some(k) = kind.as_deref().filter(|k| *k != "Node") {
-                    return Err(de::Error::custom(format!("kind {k:?} is not a Node")));
+                    return Err(de::Error::custom(format!(
+                        "kind {} is not a Node",
+                        crate::input::document::cut(k)
+                    )));
                 }
                 parts.kind = kind;
             } else if !parts.take(&key, &mut map)? {

@@ -67,7 +67,12 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Strin
     let source = match opt_str(v, "kind")? {
         Some("KubeVirt") => HostDevicesSource::KubeVirt,
         Some("HyperConverged") => HostDevicesSource::HyperConverged,
-        Some(k) => return Err(format!("kind {k:?} is not KubeVirt or HyperConverged")),
+        Some(k) => {
+            return Err(format!(
+                "kind {} is not KubeVirt or HyperConverged",
+                crate::input::document::cut(k)
+            ));
+        }
         None => return Err(format!("no kind field: expected {EXPECTING}")),
     };
     let object = format!(

@@ -148,7 +148,8 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         Some("VirtualMachine") => ObjectKind::VirtualMachine,
         Some(k) => {
             return Err(format!(
-                "kind {k:?} is not a Pod, VirtualMachineInstance or VirtualMachine"
+                "kind {} is not a Pod, VirtualMachineInstance or VirtualMachine",
+                crate::input::document::cut(k)
             ));
         }
         None => return Err("no kind field: expected a Pod".into()),

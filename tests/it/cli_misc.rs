@@ -177,3 +177,39 @@ fn a_bad_kubeconfig_is_bad_input_however_named_and_never_shows_a_secret() {
         assert!(!err.contains("SECRET"), "{err}");
     }
 }
+
+#[test]
+fn huge_values_are_cut_in_errors_and_help_write_failures_are_reported() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("big.json");
+    std::fs::write(
+        &p,
+        format!("{{\"kind\":\"{}\",\"items\":[]}}", "X".repeat(1_000_000)),
+    )
+    .unwrap();
+    for args in [
+        vec!["check".to_string(), p.to_str().unwrap().into()],
+        vec!["explain".into(), "--pod".into(), p.to_str().unwrap().into()],
+    ] {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(&args)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2));
+        assert!(out.stderr.len() < 400, "{} bytes", out.stderr.len());
+        assert!(String::from_utf8_lossy(&out.stderr).contains("(1000000 bytes)"));
+    }
+    if std::path::Path::new("/dev/full").exists() {
+        let full = std::fs::OpenOptions::new()
+            .write(true)
+            .open("/dev/full")
+            .unwrap();
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(["check", "--help"])
+            .stdout(full)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(3));
+        assert!(String::from_utf8_lossy(&out.stderr).contains("writing the help"));
+    }
+}
