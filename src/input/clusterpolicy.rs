@@ -30,12 +30,7 @@ pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
 /// wrong type.
 pub fn read_path(path: &Path) -> Result<PolicyStatus> {
     let name = path.display().to_string();
-    let text = if name == "-" {
-        std::io::read_to_string(std::io::stdin().lock())
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
+    let text = document::read_text(path)?;
     read_str(&text, &name)
 }
 

@@ -31,6 +31,77 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
     }
 }
 
+/// The largest manifest or dump read into memory whole (pods, CRs): 4 GiB.
+pub const MAX_DOCUMENT: u64 = 4 << 30;
+
+/// Reads a whole document from `path` (`-`: stdin), failing early on input that cannot be
+/// JSON or YAML text: a first non-blank byte that is a control character (`/dev/zero`), or
+/// bytes that are not UTF-8 (with the offset), and on more than [`MAX_DOCUMENT`] bytes.
+///
+/// Errors: [`Error::Input`] `<name>: cannot read: ...`, `<name>: not JSON or YAML text
+/// (byte 0x00 at offset 0)`, `<name>: not UTF-8 at byte offset N`, `<name>: larger than
+/// 4 GiB`.
+pub fn read_text(path: &std::path::Path) -> Result<String> {
+    use std::io::Read;
+    let name = path.display().to_string();
+    let mut input: Box<dyn Read> = if name == "-" {
+        Box::new(std::io::stdin().lock())
+    } else {
+        Box::new(
+            std::fs::File::open(path)
+                .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?,
+        )
+    };
+    let mut bytes = Vec::new();
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut checked = false;
+    let mut valid = 0;
+    loop {
+        let n = input
+            .read(&mut chunk)
+            .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        bytes.extend_from_slice(&chunk[..n]);
+        if !checked {
+            let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
+            if let Some((i, &b)) = body
+                .iter()
+                .enumerate()
+                .find(|(_, b)| !b.is_ascii_whitespace())
+            {
+                if b.is_ascii_control() {
+                    return Err(Error::Input(format!(
+                        "{name}: not JSON or YAML text (byte 0x{b:02x} at offset {i})"
+                    )));
+                }
+                checked = true;
+            }
+        }
+        // UTF-8 checked as it arrives: random bytes fail within the first chunk.
+        match std::str::from_utf8(&bytes[valid..]) {
+            Ok(_) => valid = bytes.len(),
+            Err(e) if e.error_len().is_some() => {
+                return Err(Error::Input(format!(
+                    "{name}: not UTF-8 at byte offset {}",
+                    valid + e.valid_up_to()
+                )));
+            }
+            Err(e) => valid += e.valid_up_to(),
+        }
+        if bytes.len() as u64 > MAX_DOCUMENT {
+            return Err(Error::Input(format!("{name}: larger than 4 GiB")));
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| {
+        Error::Input(format!(
+            "{name}: not UTF-8 at byte offset {}",
+            e.utf8_error().valid_up_to()
+        ))
+    })
+}
+
 /// A value echoed in an error, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
 /// with Rust escapes so that it is one line: errors name values, they never dump them.
 pub fn cut(s: &str) -> String {

@@ -28,12 +28,7 @@ const EXPECTING: &str = "a KubeVirt or HyperConverged CR";
 /// JSON/YAML, another kind, a List with no or several such CRs, a field of the wrong type.
 pub fn read_path(path: &Path) -> Result<PermittedHostDevices> {
     let name = path.display().to_string();
-    let text = if name == "-" {
-        std::io::read_to_string(std::io::stdin().lock())
-    } else {
-        std::fs::read_to_string(path)
-    }
-    .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
+    let text = document::read_text(path)?;
     read_str(&text, &name)
 }
 

@@ -26,7 +26,6 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::Read;
 use std::path::Path;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -53,16 +52,12 @@ pub const PAGE_SIZE: u32 = 500;
 /// a field of the wrong type, an extended-resource quantity that is not a whole
 /// non-negative number.
 pub fn read_pods(source: &Source) -> Result<Vec<PodInfo>> {
-    let mut text = String::new();
     let name = source.to_string();
-    match source {
-        Source::Stdin => std::io::stdin()
-            .lock()
-            .read_to_string(&mut text)
-            .map(|_| ()),
-        Source::Path(p) => std::fs::read_to_string(p).map(|t| text = t),
-    }
-    .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
+    let path = match source {
+        Source::Stdin => std::path::PathBuf::from("-"),
+        Source::Path(p) => p.clone(),
+    };
+    let text = crate::input::document::read_text(&path)?;
     read_pods_str(&text, &name)
 }
 

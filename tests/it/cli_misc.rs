@@ -213,3 +213,37 @@ fn huge_values_are_cut_in_errors_and_help_write_failures_are_reported() {
         assert!(String::from_utf8_lossy(&out.stderr).contains("writing the help"));
     }
 }
+
+#[test]
+fn pod_and_cr_readers_fail_early_on_bytes_that_are_not_text() {
+    let d = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/inventory/lab/nodes.json"
+    );
+    for (args, want) in [
+        (
+            vec!["inventory", "--nodes", d, "--pods", "/dev/zero"],
+            "/dev/zero: not JSON or YAML text (byte 0x00 at offset 0)",
+        ),
+        (
+            vec!["explain", "--pod", "/dev/zero"],
+            "/dev/zero: not JSON or YAML text (byte 0x00 at offset 0)",
+        ),
+        (
+            vec!["inventory", "--nodes", d, "--pods", "/dev/urandom"],
+            "/dev/urandom: not UTF-8 at byte offset",
+        ),
+        (
+            vec!["kubevirt", "check", "--nodes", d, "--kubevirt", "/dev/zero"],
+            "/dev/zero: not JSON or YAML text",
+        ),
+    ] {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+}
