@@ -116,8 +116,9 @@ fn vgpu_core(s: &str) -> Option<String> {
     Some(core.to_owned())
 }
 
-/// The naming-rule relation between a wanted and an advertised name, if any.
-fn rule(wanted: &str, advertised: &str) -> Option<(Relation, Option<String>)> {
+/// The naming-rule relation between a wanted and an advertised name, if any;
+/// `wanted_ids` are the PCI ids the wanted name may mean ([`pciids::resolve_loose`]).
+fn rule(wanted: &str, advertised: &str, wanted_ids: &[u16]) -> Option<(Relation, Option<String>)> {
     let (w, a) = (short(wanted), short(advertised));
     let same_domain = wanted.len() - w.len() == advertised.len() - a.len();
     if !same_domain {
@@ -143,8 +144,9 @@ fn rule(wanted: &str, advertised: &str) -> Option<(Relation, Option<String>)> {
         }
         return None;
     }
-    if let Some(id) = pciids::advertised_id(a)
-        && pciids::resolve_loose(w).contains(&id)
+    if let Some(id) = pciids::advertised_ids(a)
+        .into_iter()
+        .find(|id| wanted_ids.contains(id))
     {
         return Some((Relation::SamePciDevice, Some(format!("10de:{id:04x}"))));
     }
@@ -165,12 +167,14 @@ pub fn did_you_mean<'a>(
     if wanted.len() > MAX_NAME {
         return Vec::new();
     }
+    // Resolved once: the loose match reads the whole pci.ids table.
+    let wanted_ids = pciids::resolve_loose(short(wanted));
     let mut out: Vec<Suggestion> = advertised
         .into_iter()
         .filter(|a| *a != wanted && a.len() <= MAX_NAME)
         .filter_map(|a| {
             let distance = strsim::levenshtein(wanted, a);
-            let (relation, pci_device) = match rule(wanted, a) {
+            let (relation, pci_device) = match rule(wanted, a, &wanted_ids) {
                 Some(r) => r,
                 None if distance <= MAX_DISTANCE => (Relation::EditDistance, None),
                 None => return None,
