@@ -163,20 +163,31 @@ fn deployed(value: &str) -> bool {
 
 /// The workload whose operands the node's `nvidia.com/gpu.deploy.*` labels show:
 /// `vfio-manager` → vm-passthrough; `vgpu-manager` / `vgpu-device-manager` → vm-vgpu;
-/// `driver` / `device-plugin` → container. `None` when the node has none of them.
+/// `driver` / `device-plugin` → container. The operator keeps only the set of the node's
+/// workload (it removes the others when the workload changes), so labels of two sets at
+/// once are not evidence of either: `None` then, and when the node has none of them.
 pub fn workload_from_deploy_labels(node: &NodeInfo) -> Option<WorkloadConfig> {
     let has = |op: &str| {
         node.label(&format!("{DEPLOY_LABEL_PREFIX}{op}"))
             .is_some_and(deployed)
     };
-    if has("vfio-manager") {
-        Some(WorkloadConfig::VmPassthrough)
-    } else if has("vgpu-manager") || has("vgpu-device-manager") {
-        Some(WorkloadConfig::VmVgpu)
-    } else if has("driver") || has("device-plugin") {
-        Some(WorkloadConfig::Container)
-    } else {
-        None
+    let found: Vec<WorkloadConfig> = [
+        (WorkloadConfig::VmPassthrough, has("vfio-manager")),
+        (
+            WorkloadConfig::VmVgpu,
+            has("vgpu-manager") || has("vgpu-device-manager"),
+        ),
+        (
+            WorkloadConfig::Container,
+            has("driver") || has("device-plugin"),
+        ),
+    ]
+    .into_iter()
+    .filter_map(|(w, present)| present.then_some(w))
+    .collect();
+    match found.as_slice() {
+        [one] => Some(*one),
+        _ => None,
     }
 }
 
@@ -561,6 +572,19 @@ mod tests {
         // Deploy labels set to false are not deployed operands.
         let off = node(&[("nvidia.com/gpu.deploy.vfio-manager", "false")]);
         assert_eq!(workload_from_deploy_labels(&off), None);
+        // Labels of two workloads at once are no evidence: no inference, no label-ignored.
+        let mixed = node(&[
+            (LABEL_KEY, "vm-vgpu"),
+            ("nvidia.com/gpu.deploy.vfio-manager", "true"),
+            ("nvidia.com/gpu.deploy.driver", "true"),
+        ]);
+        assert_eq!(workload_from_deploy_labels(&mixed), None);
+        let e = effective_workload(&mixed, None);
+        assert_eq!(
+            (e.workload, e.source),
+            (WorkloadConfig::VmVgpu, WorkloadSource::Label)
+        );
+        assert!(state_findings(&mixed, None, &[]).is_empty());
     }
 
     #[test]
