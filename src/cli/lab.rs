@@ -122,6 +122,24 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 
     crate::outln!();
     crate::outln!("{}", lab::summary_table(&report));
+    let extra = report
+        .inventory
+        .nodes_read
+        .saturating_sub(report.plan.nodes.len());
+    if extra > 0 {
+        // A reused cluster may hold nodes of earlier experiments: say so, since they
+        // change the scheduler's counts, the inventory and the checker's OK=<n>.
+        crate::out!(
+            "{}",
+            crate::render::wrap_lines(
+                &format!(
+                    "note: the cluster has {extra} node(s) besides the lab's {}; they take part in scheduling, the inventory and the checker's count (a fresh cluster: gpuwl cluster down, then gpuwl lab).\n",
+                    report.plan.nodes.len()
+                ),
+                width
+            )
+        );
+    }
     for s in lab::split_sentences(&report.inventory) {
         crate::out!("{}", crate::render::wrap_lines(&format!("{s}.\n"), width));
     }
