@@ -175,7 +175,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
     let policy = policy.policy();
     let mut notes = Vec::new();
     // The per node × resource numbers, shared with explain.
-    let usage = Usage::build(nodes, Some(pods), policy)?;
+    let usage = Usage::build(nodes, Some(pods), policy);
     // node name → pool, for nodes in a pool (labelled, or listing a GPU resource)
     let mut pool_of: BTreeMap<&str, Pool> = BTreeMap::new();
     let mut invalid_labels = BTreeSet::new();

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::error::Result;
 use crate::model::advertise::node_units;
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
@@ -115,13 +114,11 @@ impl Usage {
     ///
     /// A listed extended resource whose quantity is not a whole non-negative number is
     /// left out of the table and named in [`Usage::skipped`]; the rest is counted.
-    ///
-    /// Errors: none today (the `Result` leaves room for inputs that cannot be counted).
     pub fn build(
         nodes: &[NodeInfo],
         pods: Option<&[PodInfo]>,
         policy: Option<&ClusterPolicy>,
-    ) -> Result<Usage> {
+    ) -> Usage {
         let mut u = Usage {
             pods_known: pods.is_some(),
             ..Usage::default()
@@ -170,7 +167,7 @@ impl Usage {
                 });
             }
         }
-        Ok(u)
+        u
     }
 
     /// The cell of `node` × `resource`, if the node lists it or a pod holds it there.
@@ -272,7 +269,7 @@ mod tests {
             pod("p4", Some("gone"), "Running", &[("nvidia.com/gpu", 1)]),
             pod("p5", Some("c"), "Running", &[("nvidia.com/gpu", 1)]),
         ];
-        let u = Usage::build(&nodes, Some(&pods), None).unwrap();
+        let u = Usage::build(&nodes, Some(&pods), None);
         let a = u.cell("a", "nvidia.com/gpu").unwrap();
         assert_eq!((a.allocatable, a.allocated, a.free()), (4, 1, 3));
         assert_eq!(a.holders[0].pod, "ns/p1");
@@ -302,7 +299,7 @@ mod tests {
             pod("p1", Some("a"), "Running", &[("nvidia.com/gpu", i64::MAX)]),
             pod("p2", Some("a"), "Running", &[("nvidia.com/gpu", i64::MAX)]),
         ];
-        let u = Usage::build(&nodes, Some(&pods), None).unwrap();
+        let u = Usage::build(&nodes, Some(&pods), None);
         assert_eq!(u.cell("a", "nvidia.com/gpu").unwrap().allocated, i64::MAX);
         assert!(u.saturated);
         let t = u.pool_totals(Pool::of(&nodes[0], None), "nvidia.com/gpu");
@@ -317,7 +314,7 @@ mod tests {
             "vm-passthrough",
             &[("nvidia.com/gpu", "0"), ("nvidia.com/GA102GL_A10", "2")],
         )];
-        let u = Usage::build(&nodes, None, None).unwrap();
+        let u = Usage::build(&nodes, None, None);
         assert!(u.cell("a", "nvidia.com/gpu").unwrap().stale());
         assert_eq!(
             u.advertised_names().into_iter().collect::<Vec<_>>(),

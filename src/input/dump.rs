@@ -22,6 +22,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, Result};
+use crate::input::document::one_line;
 use crate::model::node::{NodeInfo, Taint};
 
 /// Where a dump is read from.
@@ -214,11 +215,6 @@ fn is_location(s: &str) -> bool {
 fn ends_with_location(s: &str) -> bool {
     s.rfind(" at line ")
         .is_some_and(|i| is_location(&s[i + " at line ".len()..]))
-}
-
-/// Collapses a possibly multi-line message into one line.
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// Shared parse context: the list item being read (for error messages).

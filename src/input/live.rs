@@ -9,6 +9,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
 use crate::error::{Error, Result};
+use crate::input::document::one_line;
 use crate::model::node::{NodeInfo, Taint};
 
 /// How long gpuwl waits at most for a TCP/TLS connection to the API server (never longer
@@ -245,11 +246,6 @@ fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
         path.display(),
         at.map(|l| format!(" at {}", l.trim())).unwrap_or_default()
     ))
-}
-
-/// Collapses a multi-line (snippet) message into one line.
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 /// All nodes of the cluster (see [`for_each_node`]).

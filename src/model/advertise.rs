@@ -50,12 +50,6 @@ pub fn gpu_resources(node: &NodeInfo) -> Vec<&str> {
         .collect()
 }
 
-/// Whether `node` advertises `resource`: allocatable (see [`node_units`]) is a whole
-/// number > 0. A malformed quantity does not advertise.
-pub fn advertises(node: &NodeInfo, resource: &str) -> bool {
-    node_units(node, resource).is_ok_and(|(_, a)| a > 0)
-}
-
 /// The GPU resources `node` advertises, with their allocatable units, sorted by name.
 /// Stale zeros and malformed quantities are left out.
 pub fn advertised_gpus(node: &NodeInfo) -> Vec<(&str, i64)> {

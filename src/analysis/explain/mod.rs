@@ -159,7 +159,7 @@ pub struct Explanation {
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     let nodes_known = inputs.nodes.is_some();
     let nodes = inputs.nodes.unwrap_or(&[]);
-    let usage = Usage::build(nodes, inputs.pods, inputs.cluster_policy)?;
+    let usage = Usage::build(nodes, inputs.pods, inputs.cluster_policy);
     let exclusions: BTreeMap<&str, Vec<Exclusion>> = nodes
         .iter()
         .map(|n| (n.name.as_str(), placement::exclusions(pod, n)))
@@ -338,7 +338,6 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     if pod.is_vm()
         && let Some(kv) = inputs.kubevirt
     {
-        let advertised = usage.advertised_names();
         let internal = kv
             .pci_host_devices
             .iter()
@@ -350,7 +349,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
                     .filter(|d| !d.external_resource_provider)
                     .map(|d| d.resource_name.as_str()),
             );
-        for r in internal.filter(|r| advertised.contains(r)) {
+        for r in internal.filter(|r| advertised_names.contains(r)) {
             e.notes.push(format!(
                 "permittedHostDevices lists {r} without externalResourceProvider: true: KubeVirt starts its own device plugin for devices the GPU Operator's sandbox device plugin already serves"
             ));
