@@ -13,7 +13,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{gpuwl, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/operator");
 
@@ -286,39 +286,35 @@ async fn setup(kubeconfig: &std::path::Path, enabled: bool) {
 fn live_cluster_policy_decides_pools_and_label_ignored() {
     let _serial = one_cluster_at_a_time();
     let _ = cluster::down(NAME);
+    // Stopped however the test ends.
+    let _down = ClusterDown(NAME);
     let handle = cluster::up(&UpOptions {
         name: NAME.into(),
         progress: false,
     })
     .expect("cluster up");
-    let result = std::panic::catch_unwind(|| {
-        let kc = handle.kubeconfig.to_str().unwrap();
-        // No CRD yet: said so, never a failure.
-        let (_, doc) = json_of(&["check", "--kubeconfig", kc, "-o", "json"]);
-        assert_eq!(doc["clusterPolicy"]["status"], "absent-crd");
-        tokio::runtime::Runtime::new()
-            .unwrap()
-            .block_on(setup(&handle.kubeconfig, false));
-        let (rc, doc) = json_of(&["check", "--kubeconfig", kc, "-o", "json"]);
-        assert_eq!(doc["clusterPolicy"]["status"], "cluster");
-        assert_eq!(doc["clusterPolicy"]["policy"]["name"], "cluster-policy");
-        let op0 = node(&doc, "op-0");
-        assert!(codes(op0).contains(&"label-ignored"), "{op0}");
-        assert_eq!(op0["effectiveWorkload"], "container");
-        // The line contract is the label's: op-0 advertises its device model.
-        assert_eq!(rc, 0);
-        let (_, inv) = json_of(&["inventory", "--kubeconfig", kc, "-o", "json"]);
-        assert_eq!(inv["clusterPolicy"]["status"], "cluster");
-        let pools: Vec<&str> = inv["rows"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["pool"].as_str().unwrap())
-            .collect();
-        assert_eq!(pools, ["container"], "sandbox workloads disabled: {inv}");
-    });
-    cluster::down(NAME).expect("cluster down");
-    if let Err(e) = result {
-        std::panic::resume_unwind(e);
-    }
+    let kc = handle.kubeconfig.to_str().unwrap();
+    // No CRD yet: said so, never a failure.
+    let (_, doc) = json_of(&["check", "--kubeconfig", kc, "-o", "json"]);
+    assert_eq!(doc["clusterPolicy"]["status"], "absent-crd");
+    tokio::runtime::Runtime::new()
+        .unwrap()
+        .block_on(setup(&handle.kubeconfig, false));
+    let (rc, doc) = json_of(&["check", "--kubeconfig", kc, "-o", "json"]);
+    assert_eq!(doc["clusterPolicy"]["status"], "cluster");
+    assert_eq!(doc["clusterPolicy"]["policy"]["name"], "cluster-policy");
+    let op0 = node(&doc, "op-0");
+    assert!(codes(op0).contains(&"label-ignored"), "{op0}");
+    assert_eq!(op0["effectiveWorkload"], "container");
+    // The line contract is the label's: op-0 advertises its device model.
+    assert_eq!(rc, 0);
+    let (_, inv) = json_of(&["inventory", "--kubeconfig", kc, "-o", "json"]);
+    assert_eq!(inv["clusterPolicy"]["status"], "cluster");
+    let pools: Vec<&str> = inv["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["pool"].as_str().unwrap())
+        .collect();
+    assert_eq!(pools, ["container"], "sandbox workloads disabled: {inv}");
 }
