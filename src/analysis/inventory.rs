@@ -3,12 +3,10 @@
 //! serve, and physical-GPU equivalents where they can be derived.
 //!
 //! Rules and their sources:
-//! - pools: the value of [`LABEL_KEY`]; a node without it, or with a value that is not one
-//!   of the three, gets the operator's default [`DEFAULT_WORKLOAD`] (`container`) and is
-//!   marked as such (NVIDIA/gpu-operator `controllers/state_manager.go`,
-//!   `api/nvidia/v1/clusterpolicy_types.go`; docs/domain-facts.md §1). Nodes
-//!   that neither carry the label nor list any GPU resource (control planes, CPU nodes)
-//!   are left out.
+//! - pools: each node's effective workload config ([`Pool::of`]: the [`LABEL_KEY`] value
+//!   when the operator honours it, else the ClusterPolicy's default, else the node's deploy
+//!   labels; a guessed default is marked; docs/domain-facts.md §1, §7). Nodes that neither
+//!   carry the label nor list any GPU resource (control planes, CPU nodes) are left out.
 //! - GPU resources: `nvidia.com/` names that [`classify`] puts in a GPU class.
 //! - capacity, allocatable, allocated and free per node: [`Usage`], the table explain reads
 //!   too (a resource listed with 0 is not advertised, docs/domain-facts.md §4; such nodes
@@ -584,19 +582,9 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
 /// Errors: [`crate::error::Error::Runtime`] when the API cannot be reached; [`crate::error::Error::Input`] when a
 /// node's GPU quantity is not a whole number.
 pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventory> {
-    // Both lists at once: they are independent, and the API server does the waiting.
-    let (lists, policy) = futures::join!(
-        async {
-            futures::try_join!(
-                crate::input::live::list_nodes(client),
-                crate::input::pods::list_pods(client)
-            )
-        },
-        crate::input::clusterpolicy::from_cluster(client)
-    );
-    let (mut nodes, mut pods) = lists?;
-    ignore_resources(&mut nodes, &mut pods, ignore);
-    build(&nodes, &pods, &policy)
+    let mut snap = crate::input::snapshot::read(client, false).await?;
+    ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
+    build(&snap.nodes, &snap.pods, &snap.policy)
 }
 
 #[cfg(test)]

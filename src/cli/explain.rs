@@ -205,7 +205,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         let live = (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
             .then(|| {
                 args.live
-                    .block_on(|client| async move { explain::cluster_inputs(&client).await })
+                    .block_on(|client| async move { input::snapshot::read(&client, true).await })
             })
             .transpose()?;
         let nodes = match &live {

@@ -11,5 +11,6 @@ pub mod dump;
 pub mod kubevirt;
 pub mod live;
 pub mod pods;
+pub mod snapshot;
 
 pub use dump::{Source, for_each_node, read_nodes};

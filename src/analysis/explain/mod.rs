@@ -384,44 +384,6 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     Ok(e)
 }
 
-/// What a live cluster offers an explanation: all nodes, all pods, the ClusterPolicy
-/// status and KubeVirt's permissions (when a KubeVirt or HyperConverged CR is readable).
-pub struct ClusterInputs {
-    /// All nodes.
-    pub nodes: Vec<NodeInfo>,
-    /// All pods.
-    pub pods: Vec<PodInfo>,
-    /// The ClusterPolicy, or why there is none.
-    pub policy: crate::model::operator::PolicyStatus,
-    /// KubeVirt's `permittedHostDevices`, when readable.
-    pub kubevirt: Option<PermittedHostDevices>,
-}
-
-/// Reads [`ClusterInputs`] (the lists at once).
-///
-/// Errors: [`crate::error::Error::Runtime`] when nodes or pods cannot be listed; the
-/// ClusterPolicy and the KubeVirt CR never fail the call.
-pub async fn cluster_inputs(client: &Client) -> Result<ClusterInputs> {
-    let (lists, policy, kubevirt) = futures::join!(
-        async {
-            futures::try_join!(
-                crate::input::live::list_nodes(client),
-                crate::input::pods::list_pods(client)
-            )
-        },
-        crate::input::clusterpolicy::from_cluster(client),
-        // An absent CRD, no object or an unreadable one only leaves the check out.
-        crate::input::kubevirt::read_live(client)
-    );
-    let (nodes, pods) = lists?;
-    Ok(ClusterInputs {
-        nodes,
-        pods,
-        policy,
-        kubevirt: kubevirt.ok().flatten(),
-    })
-}
-
 /// Explains pod `namespace/name` of a live cluster (lists all nodes and pods).
 ///
 /// Errors: [`crate::error::Error::Input`] when the pod does not exist;
@@ -429,7 +391,7 @@ pub async fn cluster_inputs(client: &Client) -> Result<ClusterInputs> {
 pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
     let (pod, c) = futures::try_join!(
         crate::input::pods::get_pod(client, namespace, name),
-        cluster_inputs(client)
+        crate::input::snapshot::read(client, true)
     )?;
     explain(
         &pod,

@@ -1,0 +1,57 @@
+//! One read of what the analyses need from a live cluster: all nodes and all pods (the two
+//! lists at once, paginated), the GPU Operator's ClusterPolicy status and, when asked,
+//! KubeVirt's `permittedHostDevices`. `inventory` and `explain` both read through it.
+
+use kube::Client;
+
+use crate::error::Result;
+use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::node::NodeInfo;
+use crate::model::operator::PolicyStatus;
+use crate::model::pod::PodInfo;
+
+/// What a live cluster offers the analyses.
+pub struct Snapshot {
+    /// All nodes.
+    pub nodes: Vec<NodeInfo>,
+    /// All pods.
+    pub pods: Vec<PodInfo>,
+    /// The ClusterPolicy, or why there is none.
+    pub policy: PolicyStatus,
+    /// KubeVirt's `permittedHostDevices`, when asked for and readable.
+    pub kubevirt: Option<PermittedHostDevices>,
+}
+
+/// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR only when `with_kubevirt`.
+///
+/// Errors: [`crate::error::Error::Runtime`] when nodes or pods cannot be listed; the
+/// ClusterPolicy and the KubeVirt CR never fail the call (an absent CRD, no object or an
+/// unreadable one only leaves them out).
+pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
+    let (lists, policy, kubevirt) = futures::join!(
+        async {
+            futures::try_join!(
+                crate::input::live::list_nodes(client),
+                crate::input::pods::list_pods(client)
+            )
+        },
+        crate::input::clusterpolicy::from_cluster(client),
+        async {
+            if with_kubevirt {
+                crate::input::kubevirt::read_live(client)
+                    .await
+                    .ok()
+                    .flatten()
+            } else {
+                None
+            }
+        }
+    );
+    let (nodes, pods) = lists?;
+    Ok(Snapshot {
+        nodes,
+        pods,
+        policy,
+        kubevirt,
+    })
+}
