@@ -21,15 +21,15 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::error::ExitStatus;
-use crate::model::node::{NodeInfo, ResourceField};
+use crate::model::node::NodeInfo;
 use crate::model::operator::{
     ClusterPolicy, LabelState, StateCode, StateSeverity, WorkloadSource, effective_workload,
     state_findings,
 };
-use crate::model::pciids;
-use crate::model::quantity::Quantity;
-use crate::model::resource::{self, Classifier, NVIDIA_PREFIX, ResourceClass};
-use crate::model::workload::{DEFAULT_WORKLOAD, DEFAULT_WORKLOAD_FIELD, LABEL_KEY, WorkloadConfig};
+use crate::model::resource::{Classifier, ResourceClass};
+use crate::model::workload::WorkloadConfig;
+
+pub mod rules;
 
 /// The check's code for an operator-state finding.
 fn state_code(c: StateCode) -> Code {
@@ -390,290 +390,55 @@ where
     c.finish()
 }
 
-fn expected_wording(w: WorkloadConfig) -> &'static str {
-    match w {
-        WorkloadConfig::Container => "a container-GPU resource",
-        WorkloadConfig::VmPassthrough => "a device-model resource",
-        WorkloadConfig::VmVgpu => "a vGPU type resource",
-    }
-}
-
 /// Judges one node (whether or not it is labelled) under `policy` (`None`: no
-/// ClusterPolicy known). The verdict follows the label (the line contract); the GPU
-/// Operator's own state adds findings ([`state_findings`]) and, for a mismatch it explains,
-/// its cause to the reason.
+/// ClusterPolicy known): the [`rules::RESOURCE_RULES`] per resource, the
+/// [`rules::NODE_RULES`] about the label, then the GPU Operator's own state
+/// ([`state_findings`]). The verdict follows the label (the line contract); an operator
+/// state that explains a mismatch adds its cause to the reason.
 pub fn judge(
     node: &NodeInfo,
     classifier: &Classifier,
     policy: Option<&ClusterPolicy>,
 ) -> NodeReport {
-    let label = node.label(LABEL_KEY).map(str::to_owned);
-    let labelled = label.is_some();
-    let field = node.advertising_field();
+    let facts = rules::NodeFacts::gather(node, classifier);
     let mut findings = Vec::new();
-    let mut resources = Vec::new();
-    let mut bad_quantity = false;
-    let finding = |code, severity, resource: Option<&str>, message: String| Finding {
-        code,
-        severity,
-        resource: resource.map(str::to_owned),
-        message,
-    };
-
-    for name in node.resource_names() {
-        let class = classifier.classify(name);
-        if class == ResourceClass::NotNvidia {
-            continue;
-        }
-        let cap_raw = node.raw(ResourceField::Capacity, name);
-        let alloc_raw = node.raw(ResourceField::Allocatable, name);
-        let mut entry = ResourceEntry {
-            name: name.to_owned(),
-            class,
-            capacity: cap_raw.map(str::to_owned),
-            allocatable: alloc_raw.map(str::to_owned),
-            advertised: false,
-        };
-        if !class.is_gpu() {
-            findings.push(finding(
-                Code::IgnoredResource,
-                Severity::Info,
-                Some(name),
-                format!("{name} is not a GPU resource (NVIDIA Network Operator or --ignore-resource); ignored"),
-            ));
-            resources.push(entry);
-            continue;
-        }
-        let mut parsed = |f: ResourceField, raw: Option<&str>| -> Option<Quantity> {
-            // The API server accepts only whole, non-negative counts of an extended
-            // resource (kubernetes/kubernetes `ValidateResourceQuantityValue`: integer
-            // resource, >= 0); device plugins advertise device counts. Anything else is a
-            // hand-made or corrupt value, not a count to judge by.
-            let q = match Quantity::parse(raw?) {
-                Err(e) => Err(format!("not a valid quantity ({e})")),
-                Ok(q) if q.is_negative() => Err("not a valid device count (negative)".to_string()),
-                Ok(q) if !q.is_integer() => Err(
-                    "not a valid device count (extended resources are whole numbers)".to_string(),
-                ),
-                Ok(q) => Ok(q),
-            };
-            match q {
-                Ok(q) => Some(q),
-                Err(e) => {
-                    bad_quantity = true;
-                    findings.push(finding(
-                        Code::InvalidQuantity,
-                        if labelled {
-                            Severity::Error
-                        } else {
-                            Severity::Warning
-                        },
-                        Some(name),
-                        format!(
-                            "{}[{name:?}] is {:?}, {e}",
-                            f.path(),
-                            raw.unwrap_or_default()
-                        ),
-                    ));
-                    None
-                }
-            }
-        };
-        let cap = parsed(ResourceField::Capacity, cap_raw);
-        let alloc = parsed(ResourceField::Allocatable, alloc_raw);
-        let adv = match field {
-            ResourceField::Allocatable => alloc.as_ref(),
-            ResourceField::Capacity => cap.as_ref(),
-        };
-        entry.advertised = adv.is_some_and(Quantity::is_positive);
-        if adv.is_some_and(|q| !q.is_positive()) {
-            findings.push(finding(
-                Code::StaleZero,
-                Severity::Warning,
-                Some(name),
-                format!(
-                    "{name} is listed in {} with {} and is not counted as advertised (the kubelet keeps a stale 0 after a device plugin goes away)",
-                    field.path(),
-                    adv.map(ToString::to_string).unwrap_or_default()
-                ),
-            ));
-        }
-        if let (Some(c), Some(a)) = (&cap, &alloc)
-            && c > a
-        {
-            findings.push(finding(
-                Code::CapacityExceedsAllocatable,
-                Severity::Warning,
-                Some(name),
-                format!(
-                    "{name} capacity {c} > allocatable {a}: unhealthy devices, or the kubelet's 5-minute grace period after a device plugin went away"
-                ),
-            ));
-        }
-        let short = &name[NVIDIA_PREFIX.len()..];
-        if class == ResourceClass::PassthroughModel && entry.advertised {
-            if resource::is_hex_fallback(short) {
-                let known = u16::from_str_radix(short, 16)
-                    .ok()
-                    .and_then(pciids::by_id)
-                    .map(|d| format!(" (gpuwl's pci.ids knows it as {:?})", d.pci_name))
-                    .unwrap_or_default();
-                findings.push(finding(
-                    Code::HexIdFallback,
-                    Severity::Warning,
-                    Some(name),
-                    format!(
-                        "{name} is the sandbox device plugin's hex-id fallback: its pci.ids lacks device 0x{short}{known}; a plugin update will rename the resource"
-                    ),
-                ));
-            } else if resource::is_mixed_case_model(short) {
-                findings.push(finding(
-                    Code::MixedCaseModel,
-                    Severity::Warning,
-                    Some(name),
-                    format!(
-                        "{name} has lower-case letters: the sandbox device plugin upper-cases device names since v1.1.1, so no current plugin advertises it"
-                    ),
-                ));
-            }
-        }
-        resources.push(entry);
+    for r in &facts.resources {
+        findings.extend(
+            rules::RESOURCE_RULES
+                .iter()
+                .filter_map(|(_, rule)| rule(&facts, r)),
+        );
     }
+    findings.extend(
+        rules::NODE_RULES
+            .iter()
+            .filter_map(|(_, rule)| rule(&facts)),
+    );
 
-    let advertised: Vec<&ResourceEntry> = resources
-        .iter()
-        .filter(|r| r.advertised && r.class.is_gpu())
-        .collect();
-    let list = |v: &[&ResourceEntry]| {
-        v.iter()
-            .map(|r| {
-                let amount = match field {
-                    ResourceField::Allocatable => r.allocatable.as_deref(),
-                    ResourceField::Capacity => r.capacity.as_deref(),
-                };
-                format!(
-                    "{}={} ({})",
-                    r.name,
-                    amount.unwrap_or(""),
-                    r.class.describe()
-                )
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-
-    let mut effective = DEFAULT_WORKLOAD;
-    match &label {
-        None => {
-            if !advertised.is_empty() {
-                findings.push(finding(
-                    Code::UnlabelledGpuNode,
-                    Severity::Warning,
-                    None,
-                    format!(
-                        "no {LABEL_KEY} label: the operator applies {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD}); the node advertises {}",
-                        list(&advertised)
-                    ),
-                ));
-            }
-        }
-        Some(value) => match value.parse::<WorkloadConfig>() {
-            Err(e) => findings.push(finding(
-                Code::InvalidLabelValue,
-                Severity::Error,
-                None,
-                format!(
-                    "label value {e}: the operator silently falls back to {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD})"
-                ),
-            )),
-            Ok(w) => {
-                effective = w;
-                let want = ResourceClass::for_workload(w);
-                let wrong: Vec<&ResourceEntry> =
-                    advertised.iter().copied().filter(|r| r.class != want).collect();
-                if !wrong.is_empty() {
-                    findings.push(finding(
-                        Code::WrongClassResource,
-                        Severity::Error,
-                        Some(&wrong[0].name),
-                        format!(
-                            "label {w} expects {}, but the node advertises {}",
-                            expected_wording(w),
-                            list(&wrong)
-                        ),
-                    ));
-                } else if advertised.is_empty() && !bad_quantity {
-                    // Why each GPU resource the node lists does not count: a 0 in the
-                    // advertising map, or no entry there at all (capacity only).
-                    let gpu = || resources.iter().filter(|r| r.class.is_gpu());
-                    let in_field = |r: &ResourceEntry| match field {
-                        ResourceField::Allocatable => r.allocatable.is_some(),
-                        ResourceField::Capacity => r.capacity.is_some(),
-                    };
-                    let zeros: Vec<&str> =
-                        gpu().filter(|r| in_field(r)).map(|r| r.name.as_str()).collect();
-                    let absent: Vec<String> = gpu()
-                        .filter(|r| !in_field(r))
-                        .map(|r| {
-                            format!(
-                                "{} only in status.capacity (={})",
-                                r.name,
-                                r.capacity.as_deref().unwrap_or_default()
-                            )
-                        })
-                        .collect();
-                    let mut why = Vec::new();
-                    if !zeros.is_empty() {
-                        why.push(format!("{} listed with 0", zeros.join(", ")));
-                    }
-                    if !absent.is_empty() {
-                        why.push(format!(
-                            "{}, not in {}",
-                            absent.join(", "),
-                            field.path()
-                        ));
-                    }
-                    let tail = if why.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({})", why.join("; "))
-                    };
-                    findings.push(finding(
-                        Code::NoGpuResource,
-                        Severity::Error,
-                        None,
-                        format!(
-                            "label {w} expects {}, but the node advertises no GPU resource{tail}",
-                            expected_wording(w)
-                        ),
-                    ));
-                }
-            }
-        },
-    }
-
-    let vgpu_types: Vec<&str> = advertised
-        .iter()
-        .filter(|r| r.class == ResourceClass::VgpuType)
-        .map(|r| r.name.as_str())
+    let vgpu_types: Vec<&str> = facts
+        .advertised()
+        .filter(|r| r.entry.class == ResourceClass::VgpuType)
+        .map(|r| r.entry.name.as_str())
         .collect();
     let mut state_causes = Vec::new();
     for f in state_findings(node, policy, &vgpu_types) {
         state_causes.extend(f.cause.clone());
-        findings.push(finding(
-            state_code(f.code),
-            match f.severity {
+        findings.push(Finding {
+            code: state_code(f.code),
+            severity: match f.severity {
                 StateSeverity::Warning => Severity::Warning,
                 StateSeverity::Info => Severity::Info,
             },
-            None,
-            f.message,
-        ));
+            resource: None,
+            message: f.message,
+        });
     }
+    // The label's value when valid and followed; else what the operator applies.
     let eff = effective_workload(node, policy);
-    if eff.label != LabelState::Valid {
-        effective = eff.workload;
-    }
+    let effective = match facts.label.map(str::parse::<WorkloadConfig>) {
+        Some(Ok(w)) if eff.label == LabelState::Valid && !eff.label_ignored => w,
+        _ => eff.workload,
+    };
 
     findings.sort_by_key(|f| f.severity);
     let errors: Vec<&str> = findings
@@ -681,6 +446,7 @@ pub fn judge(
         .filter(|f| f.severity == Severity::Error)
         .map(|f| f.message.as_str())
         .collect();
+    let label = facts.label.map(str::to_owned);
     let (verdict, reason) = match (&label, errors.is_empty()) {
         (None, _) => (Verdict::NotJudged, None),
         (Some(_), true) => (Verdict::Ok, None),
@@ -697,15 +463,11 @@ pub fn judge(
     NodeReport {
         name: node.name.clone(),
         label,
-        effective_workload: if eff.label_ignored {
-            eff.workload
-        } else {
-            effective
-        },
+        effective_workload: effective,
         workload_source: eff.source,
         verdict,
         reason,
-        resources,
+        resources: facts.resources.into_iter().map(|r| r.entry).collect(),
         findings,
     }
 }
@@ -713,6 +475,7 @@ pub fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::workload::LABEL_KEY;
     use std::collections::BTreeMap;
 
     fn node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
