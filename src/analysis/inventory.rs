@@ -28,7 +28,7 @@ use crate::error::Result;
 use crate::model::advertise::gpu_resources;
 use crate::model::equivalents::unit_fraction;
 use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
+use crate::model::operator::{ClusterPolicy, PolicyStatus};
 use crate::model::pod::PodInfo;
 use crate::model::pool::{Pool, PoolOrigin};
 use crate::model::resource::{Classifier, ResourceClass, classify};
@@ -164,18 +164,64 @@ pub struct Inventory {
     pub cluster_policy: PolicyStatus,
 }
 
-/// Builds the inventory from nodes and pods.
+/// Builds the inventory from nodes and pods, in four named phases: [`assign_pools`] (which
+/// nodes are in which pool), [`supply`] (per pool × resource, each node's units),
+/// [`demand`] (unbound pods: which pools could serve them, and the demand none can), and
+/// [`sum_rows`] (the rows and their saturating sums).
 ///
-/// Errors: [`crate::error::Error::Input`] (`node <name>: <field>: ...`) when a GPU quantity on a node
-/// is not a whole non-negative number.
+/// Errors: none today (bad quantities are skipped and noted); the `Result` is kept for
+/// callers that read from a cluster.
 pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Result<Inventory> {
     let cluster_policy = policy.clone();
     let policy = policy.policy();
     let mut notes = Vec::new();
     // The per node × resource numbers, shared with explain.
     let usage = Usage::build(nodes, Some(pods), policy);
-    // node name → pool, for nodes in a pool (labelled, or listing a GPU resource)
-    let mut pool_of: BTreeMap<&str, Pool> = BTreeMap::new();
+    let pools = assign_pools(nodes, policy);
+    notes.extend(pools.note.clone());
+    let supply = supply(nodes, &usage, &pools.pool_of);
+    for bad in &usage.skipped {
+        notes.push(format!("skipped (not a whole number of units): {bad}"));
+    }
+    let demand = demand(nodes, pods, &pools.pool_of, &supply);
+    if !usage.unknown_nodes.is_empty() {
+        notes.push(format!(
+            "pods bound to nodes not in the node list (not counted): {}",
+            usage
+                .unknown_nodes
+                .iter()
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    let rows = sum_rows(supply.cells, &demand.pending);
+    Ok(Inventory {
+        nodes_read: nodes.len(),
+        gpu_nodes: pools.pool_of.len(),
+        pods_read: pods.len(),
+        pending_pods: demand.pending_pods,
+        rows,
+        unservable: demand.unservable,
+        notes,
+        cluster_policy,
+    })
+}
+
+/// Phase 1: the nodes in a pool and their pools.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Pools<'a> {
+    /// Node name → pool, for nodes that carry the label or list a GPU resource.
+    pub pool_of: BTreeMap<&'a str, Pool>,
+    /// A note naming the nodes whose label value is not a workload config, when any.
+    pub note: Option<String>,
+}
+
+/// Phase 1: puts each node that carries the workload label or lists a GPU resource in its
+/// pool ([`Pool::of`]: the effective workload config); control-plane and CPU nodes stay
+/// out. Invalid label values are noted with the workload the operator applies instead.
+pub fn assign_pools<'a>(nodes: &'a [NodeInfo], policy: Option<&ClusterPolicy>) -> Pools<'a> {
+    let mut pool_of = BTreeMap::new();
     let mut invalid_labels = BTreeSet::new();
     for n in nodes {
         if n.label(LABEL_KEY).is_none() && gpu_resources(n).is_empty() {
@@ -187,23 +233,46 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         {
             invalid_labels.insert(format!("{}={v:?} (applies {})", n.name, pool.workload));
         }
-        pool_of.insert(&n.name, pool);
+        pool_of.insert(n.name.as_str(), pool);
     }
-    if !invalid_labels.is_empty() {
-        notes.push(format!(
+    let note = (!invalid_labels.is_empty()).then(|| {
+        format!(
             "label values that are not container/vm-passthrough/vm-vgpu (the operator silently applies its default workload): {}",
             invalid_labels.into_iter().collect::<Vec<_>>().join(", ")
-        ));
-    }
-    let node_by_name: BTreeMap<&str, &NodeInfo> =
+        )
+    });
+    Pools { pool_of, note }
+}
+
+/// Per (pool, resource) the nodes' use; `None` resource: a pool whose nodes list no GPU
+/// resource.
+pub type Cells = BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>>;
+
+/// Phase 2: what the pools offer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Supply<'a> {
+    /// Per (pool, resource), each node's [`NodeUse`].
+    pub cells: Cells,
+    /// Node → GPU resource → allocatable units, for the advertised (> 0) names only.
+    pub advertised: BTreeMap<&'a str, BTreeMap<String, i64>>,
+    /// (node, resource) → free units (allocatable − allocated, may be negative).
+    pub free_by_node: BTreeMap<(String, String), i64>,
+}
+
+/// Phase 2: every GPU resource a pooled node lists, and every GPU resource a bound pod holds
+/// on a known node (counted in that node's pool even when the node lists no GPU), with
+/// physical-GPU fractions ([`unit_fraction`]). Labelled pools without any GPU resource get
+/// a `None`-resource cell so they still show.
+pub fn supply<'a>(
+    nodes: &'a [NodeInfo],
+    usage: &Usage,
+    pool_of: &BTreeMap<&'a str, Pool>,
+) -> Supply<'a> {
+    let node_by_name: BTreeMap<&str, &'a NodeInfo> =
         nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    // (pool, resource) → per-node use: every GPU resource a pooled node lists, and every
-    // GPU resource a bound pod holds on any known node.
-    let mut cells: BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>> = BTreeMap::new();
-    // node → resource → allocatable (> 0), for fitting
-    let mut advertised: BTreeMap<&str, BTreeMap<String, i64>> = BTreeMap::new();
-    // Free units per node and resource, for the "beside" lists.
-    let mut free_by_node: BTreeMap<(String, String), i64> = BTreeMap::new();
+    let mut cells: Cells = BTreeMap::new();
+    let mut advertised: BTreeMap<&'a str, BTreeMap<String, i64>> = BTreeMap::new();
+    let mut free_by_node = BTreeMap::new();
     for (node, r, c) in usage.cells() {
         if !classify(r).is_gpu() {
             continue;
@@ -215,7 +284,9 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         else {
             continue;
         };
-        let n = node_by_name[node];
+        let Some(n) = node_by_name.get(node).copied() else {
+            continue;
+        };
         cells.entry((pool, Some(r.to_owned()))).or_default().insert(
             node.to_owned(),
             NodeUse {
@@ -234,73 +305,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         }
         free_by_node.insert((node.to_owned(), r.to_owned()), c.free());
     }
-    let unknown_nodes = usage.unknown_nodes.clone();
-    for bad in &usage.skipped {
-        notes.push(format!("skipped (not a whole number of units): {bad}"));
-    }
-
-    // Pending: unbound pods.
-    let mut pending_rows: BTreeMap<(Pool, String), (i64, Vec<String>)> = BTreeMap::new();
-    let mut unservable = Vec::new();
-    let mut pending_pods = 0;
-    for p in pods.iter().filter(|p| p.is_unbound()) {
-        pending_pods += 1;
-        let gpu_reqs: Vec<(&str, i64)> = gpu_requests(p).collect();
-        if gpu_reqs.is_empty() {
-            continue;
-        }
-        // Nodes the pod's constraints allow, and which of them advertise everything asked.
-        let allowed: Vec<&NodeInfo> = nodes
-            .iter()
-            .filter(|n| pool_of.contains_key(n.name.as_str()) && placement::allows(p, n))
-            .collect();
-        // A node serves the pod when it advertises every name asked, each with at least
-        // the units asked (a pod's units come from one node; more cannot be freed).
-        let fits = |n: &NodeInfo| {
-            gpu_reqs.iter().all(|(r, units)| {
-                advertised
-                    .get(n.name.as_str())
-                    .and_then(|m| m.get(*r))
-                    .is_some_and(|alloc| alloc >= units)
-            })
-        };
-        let fitting_pools: BTreeSet<Pool> = allowed
-            .iter()
-            .filter(|n| fits(n))
-            .map(|n| pool_of[n.name.as_str()])
-            .collect();
-        for (r, units) in &gpu_reqs {
-            if fitting_pools.is_empty() {
-                unservable.push(unservable_entry(
-                    p,
-                    r,
-                    *units,
-                    &Ctx {
-                        nodes,
-                        allowed: &allowed,
-                        pool_of: &pool_of,
-                        advertised: &advertised,
-                        free_by_node: &free_by_node,
-                    },
-                ));
-                continue;
-            }
-            for pool in &fitting_pools {
-                let e = pending_rows.entry((*pool, (*r).to_owned())).or_default();
-                e.0 = e.0.saturating_add(*units);
-                e.1.push(p.key());
-            }
-        }
-    }
-    if !unknown_nodes.is_empty() {
-        notes.push(format!(
-            "pods bound to nodes not in the node list (not counted): {}",
-            unknown_nodes.into_iter().collect::<Vec<_>>().join(", ")
-        ));
-    }
-
-    // Labelled pools without any GPU resource still get a row.
-    for (name, pool) in &pool_of {
+    for (name, pool) in pool_of {
         if !cells.keys().any(|(p, r)| p == pool && r.is_some()) {
             cells.entry((*pool, None)).or_default().insert(
                 (*name).to_owned(),
@@ -314,10 +319,92 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
             );
         }
     }
-    for (pool, r) in pending_rows.keys() {
+    Supply {
+        cells,
+        advertised,
+        free_by_node,
+    }
+}
+
+/// Phase 3: what unbound pods ask for.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Demand {
+    /// (pool, resource) → (units, pods `namespace/name`) of pending pods that pool could
+    /// serve; a pod that fits several pools counts in each.
+    pub pending: BTreeMap<(Pool, String), (i64, Vec<String>)>,
+    /// Pending demand no pool can serve.
+    pub unservable: Vec<Unservable>,
+    /// Unbound, non-terminal pods (with or without GPU requests).
+    pub pending_pods: usize,
+}
+
+/// Phase 3: for each unbound pod asking for GPU resources, the pools with a node its
+/// constraints allow ([`placement::allows`]) that advertises every GPU name asked with at
+/// least the units asked (a pod's units come from one node); demand with no such pool is
+/// [`Unservable`] ([`unservable_cause`], [`free_beside`]).
+pub fn demand(
+    nodes: &[NodeInfo],
+    pods: &[PodInfo],
+    pool_of: &BTreeMap<&str, Pool>,
+    supply: &Supply<'_>,
+) -> Demand {
+    let mut d = Demand::default();
+    for p in pods.iter().filter(|p| p.is_unbound()) {
+        d.pending_pods += 1;
+        let gpu_reqs: Vec<(&str, i64)> = gpu_requests(p).collect();
+        if gpu_reqs.is_empty() {
+            continue;
+        }
+        let allowed: Vec<&NodeInfo> = nodes
+            .iter()
+            .filter(|n| pool_of.contains_key(n.name.as_str()) && placement::allows(p, n))
+            .collect();
+        let fits = |n: &NodeInfo| {
+            gpu_reqs.iter().all(|(r, units)| {
+                supply
+                    .advertised
+                    .get(n.name.as_str())
+                    .and_then(|m| m.get(*r))
+                    .is_some_and(|alloc| alloc >= units)
+            })
+        };
+        let fitting_pools: BTreeSet<Pool> = allowed
+            .iter()
+            .filter(|n| fits(n))
+            .map(|n| pool_of[n.name.as_str()])
+            .collect();
+        let cx = Ctx {
+            nodes,
+            allowed: &allowed,
+            pool_of,
+            advertised: &supply.advertised,
+            free_by_node: &supply.free_by_node,
+        };
+        for (r, units) in &gpu_reqs {
+            if fitting_pools.is_empty() {
+                d.unservable.push(unservable_entry(p, r, *units, &cx));
+                continue;
+            }
+            for pool in &fitting_pools {
+                let e = d.pending.entry((*pool, (*r).to_owned())).or_default();
+                e.0 = e.0.saturating_add(*units);
+                e.1.push(p.key());
+            }
+        }
+    }
+    d
+}
+
+/// Phase 4: one [`Row`] per (pool, resource), with pending demand, sums that saturate
+/// rather than wrap, and physical-GPU equivalents when every node's fraction is known;
+/// sorted by pool origin, workload, resource.
+pub fn sum_rows(
+    mut cells: Cells,
+    pending: &BTreeMap<(Pool, String), (i64, Vec<String>)>,
+) -> Vec<Row> {
+    for (pool, r) in pending.keys() {
         cells.entry((*pool, Some(r.clone()))).or_default();
     }
-
     let mut rows: Vec<Row> = cells
         .into_iter()
         .map(|((pool, resource), per_node)| {
@@ -338,7 +425,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
             };
             let (pending, pending_pods) = resource
                 .as_ref()
-                .and_then(|r| pending_rows.get(&(pool, r.clone())).cloned())
+                .and_then(|r| pending.get(&(pool, r.clone())).cloned())
                 .unwrap_or_default();
             Row {
                 pool: pool.name(),
@@ -371,16 +458,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
     rows.sort_by(|a, b| {
         (a.origin, a.workload, &a.resource).cmp(&(b.origin, b.workload, &b.resource))
     });
-    Ok(Inventory {
-        nodes_read: nodes.len(),
-        gpu_nodes: pool_of.len(),
-        pods_read: pods.len(),
-        pending_pods,
-        rows,
-        unservable,
-        notes,
-        cluster_policy,
-    })
+    rows
 }
 
 /// The GPU-class entries of a pod's effective requests.
@@ -391,35 +469,74 @@ fn gpu_requests(p: &PodInfo) -> impl Iterator<Item = (&str, i64)> {
         .map(|(r, n)| (r.as_str(), *n))
 }
 
-/// What [`unservable_entry`] looks at.
-struct Ctx<'a> {
-    nodes: &'a [NodeInfo],
-    allowed: &'a [&'a NodeInfo],
-    pool_of: &'a BTreeMap<&'a str, Pool>,
-    advertised: &'a BTreeMap<&'a str, BTreeMap<String, i64>>,
-    free_by_node: &'a BTreeMap<(String, String), i64>,
+/// What [`unservable_cause`] and [`free_beside`] look at.
+pub struct Ctx<'a> {
+    /// All nodes.
+    pub nodes: &'a [NodeInfo],
+    /// The pooled nodes the pod's constraints allow.
+    pub allowed: &'a [&'a NodeInfo],
+    /// Node → pool ([`assign_pools`]).
+    pub pool_of: &'a BTreeMap<&'a str, Pool>,
+    /// Node → advertised GPU name → allocatable ([`Supply::advertised`]).
+    pub advertised: &'a BTreeMap<&'a str, BTreeMap<String, i64>>,
+    /// (node, resource) → free units ([`Supply::free_by_node`]).
+    pub free_by_node: &'a BTreeMap<(String, String), i64>,
 }
 
 fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservable {
-    let Ctx {
-        nodes,
-        allowed,
-        pool_of,
-        advertised,
-        free_by_node,
-    } = *cx;
-    let advertisers: Vec<&NodeInfo> = nodes
+    let (cause, reason, did_you_mean) = unservable_cause(p, r, units, cx);
+    // A name no node advertises is classed by the advertised name it was meant to be
+    // (`GA102GL_A1O` is a mistyped device model, not a vGPU type).
+    let class = did_you_mean
+        .first()
+        .map_or_else(|| classify(r), |s| classify(s));
+    let (free_same_name, free_other_names) = free_beside(p, r, class, cx);
+    Unservable {
+        pod: p.key(),
+        resource: r.to_owned(),
+        units,
+        cause,
+        reason,
+        did_you_mean,
+        allowed_pools: cx
+            .allowed
+            .iter()
+            .map(|n| cx.pool_of[n.name.as_str()])
+            .collect::<BTreeSet<Pool>>()
+            .iter()
+            .map(Pool::name)
+            .collect(),
+        free_same_name,
+        free_other_names,
+        scheduler_message: p.pod_scheduled().and_then(|c| c.message.clone()),
+    }
+}
+
+/// Why `units` of `r` asked by `p` fit no pool, tried in this order: no node advertises
+/// `r` ([`UnservableCause::NotAdvertised`], with close advertised names), every advertiser
+/// is excluded by the pod's constraints ([`UnservableCause::Excluded`], naming them), no
+/// allowed node has that many units ([`UnservableCause::TooLarge`]), else no allowed node
+/// advertises all the pod's GPU names ([`UnservableCause::NotTogether`]). Returns (cause,
+/// one-line reason, did-you-mean names).
+pub fn unservable_cause(
+    p: &PodInfo,
+    r: &str,
+    units: i64,
+    cx: &Ctx<'_>,
+) -> (UnservableCause, String, Vec<String>) {
+    let advertisers: Vec<&NodeInfo> = cx
+        .nodes
         .iter()
         .filter(|n| {
-            advertised
+            cx.advertised
                 .get(n.name.as_str())
                 .is_some_and(|m| m.contains_key(r))
         })
         .collect();
-    let allowed_names: BTreeSet<&str> = allowed.iter().map(|n| n.name.as_str()).collect();
-    let allowed_pools: BTreeSet<Pool> = allowed.iter().map(|n| pool_of[n.name.as_str()]).collect();
-    let (cause, reason, did_you_mean) = if advertisers.is_empty() {
-        let names: BTreeSet<&str> = advertised
+    let allowed_names: BTreeSet<&str> = cx.allowed.iter().map(|n| n.name.as_str()).collect();
+    if advertisers.is_empty() {
+        let names: BTreeSet<&str> = cx
+            .advertised
             .values()
             .flat_map(|m| m.keys().map(String::as_str))
             .collect();
@@ -431,8 +548,9 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
         if let Some(first) = dym.first() {
             reason.push_str(&format!(" (did you mean {first}?)"));
         }
-        (UnservableCause::NotAdvertised, reason, dym)
-    } else if advertisers
+        return (UnservableCause::NotAdvertised, reason, dym);
+    }
+    if advertisers
         .iter()
         .all(|n| !allowed_names.contains(n.name.as_str()))
     {
@@ -444,9 +562,9 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
         }
         let pools: BTreeSet<String> = advertisers
             .iter()
-            .map(|n| pool_of[n.name.as_str()].name())
+            .map(|n| cx.pool_of[n.name.as_str()].name())
             .collect();
-        (
+        return (
             UnservableCause::Excluded,
             format!(
                 "{r} is advertised only in pool {} and {} excludes those nodes",
@@ -454,88 +572,85 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
                 why.into_iter().collect::<Vec<_>>().join(" and ")
             ),
             Vec::new(),
-        )
-    } else if let Some(most) = advertisers
+        );
+    }
+    if let Some(most) = advertisers
         .iter()
         .filter(|n| allowed_names.contains(n.name.as_str()))
-        .filter_map(|n| advertised.get(n.name.as_str())?.get(r).copied())
+        .filter_map(|n| cx.advertised.get(n.name.as_str())?.get(r).copied())
         .max()
         .filter(|most| *most < units)
     {
-        (
+        return (
             UnservableCause::TooLarge,
             format!(
                 "the allowed nodes have at most {most} allocatable each (a pod's units come from one node)"
             ),
             Vec::new(),
-        )
-    } else {
-        (
-            UnservableCause::NotTogether,
-            format!(
-                "no allowed node advertises {} together",
-                p.requests
-                    .keys()
-                    .filter(|k| classify(k).is_gpu())
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" and ")
-            ),
-            Vec::new(),
-        )
-    };
-    // Free units: same name where the pod cannot go; other names where it can (all of
-    // them when a selector or affinity confines the pod, else those of the same class).
+        );
+    }
+    (
+        UnservableCause::NotTogether,
+        format!(
+            "no allowed node advertises {} together",
+            p.requests
+                .keys()
+                .filter(|k| classify(k).is_gpu())
+                .cloned()
+                .collect::<Vec<_>>()
+                .join(" and ")
+        ),
+        Vec::new(),
+    )
+}
+
+/// The free units shown beside unservable demand for `r`: (the same name in pools the pod
+/// cannot reach, other GPU names on nodes it can reach). Other names are all names when a
+/// nodeSelector or required affinity confines the pod, else names of `class`. Negative free
+/// (over-committed) counts as 0; sums saturate.
+pub fn free_beside(
+    p: &PodInfo,
+    r: &str,
+    class: ResourceClass,
+    cx: &Ctx<'_>,
+) -> (Vec<Free>, Vec<Free>) {
+    let allowed_names: BTreeSet<&str> = cx.allowed.iter().map(|n| n.name.as_str()).collect();
     let confined = !p.node_selector.is_empty() || p.required_affinity.is_some();
-    // A name no node advertises is classed by the advertised name it was meant to be
-    // (`GA102GL_A1O` is a mistyped device model, not a vGPU type).
-    let class = did_you_mean
-        .first()
-        .map_or_else(|| classify(r), |s| classify(s));
     let mut same: BTreeMap<Pool, i64> = BTreeMap::new();
     let mut other: BTreeMap<(Pool, String), i64> = BTreeMap::new();
-    for n in nodes {
-        let Some(pool) = pool_of.get(n.name.as_str()) else {
+    for n in cx.nodes {
+        let Some(pool) = cx.pool_of.get(n.name.as_str()) else {
             continue;
         };
-        let Some(m) = advertised.get(n.name.as_str()) else {
+        let Some(m) = cx.advertised.get(n.name.as_str()) else {
             continue;
         };
+        let allowed = allowed_names.contains(n.name.as_str());
         for res in m.keys() {
-            let free = free_by_node
+            let free = cx
+                .free_by_node
                 .get(&(n.name.clone(), res.clone()))
                 .copied()
                 .unwrap_or(0)
                 .max(0);
-            if res == r && !allowed_names.contains(n.name.as_str()) {
+            if res == r && !allowed {
                 let s = same.entry(*pool).or_default();
                 *s = s.saturating_add(free);
-            } else if res != r
-                && allowed_names.contains(n.name.as_str())
-                && (confined || classify(res) == class)
-            {
+            } else if res != r && allowed && (confined || classify(res) == class) {
                 let o = other.entry((*pool, res.clone())).or_default();
                 *o = o.saturating_add(free);
             }
         }
     }
-    Unservable {
-        pod: p.key(),
-        resource: r.to_owned(),
-        units,
-        cause,
-        reason,
-        did_you_mean,
-        allowed_pools: allowed_pools.iter().map(Pool::name).collect(),
-        free_same_name: same
-            .into_iter()
+    (
+        same.into_iter()
             .map(|(pool, free)| Free {
                 pool: pool.name(),
                 resource: r.to_owned(),
                 free,
             })
             .collect(),
-        free_other_names: other
+        other
             .into_iter()
             .map(|((pool, resource), free)| Free {
                 pool: pool.name(),
@@ -543,8 +658,7 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
                 free,
             })
             .collect(),
-        scheduler_message: p.pod_scheduled().and_then(|c| c.message.clone()),
-    }
+    )
 }
 
 impl Inventory {
@@ -590,6 +704,7 @@ pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventor
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::pod::ObjectKind;
 
     fn node(labels: &[(&str, &str)]) -> NodeInfo {
         let mut n = NodeInfo::named("n");
@@ -599,6 +714,41 @@ mod tests {
         n
     }
 
+    /// A node `name` labelled `label` (when given) advertising `res` (capacity = allocatable).
+    fn gpu_node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
+        let mut n = NodeInfo::named(name);
+        if let Some(l) = label {
+            n.labels.insert(LABEL_KEY.into(), l.into());
+        }
+        n.capacity = res
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        n.allocatable = Some(n.capacity.clone());
+        n
+    }
+
+    /// A pod `name` asking for `req`, bound to `node` (running) or pending.
+    fn pod(name: &str, node: Option<&str>, req: &[(&str, i64)]) -> PodInfo {
+        PodInfo {
+            kind: ObjectKind::Pod,
+            namespace: "ns".into(),
+            name: name.into(),
+            node_name: node.map(Into::into),
+            phase: Some(if node.is_some() { "Running" } else { "Pending" }.into()),
+            node_selector: BTreeMap::new(),
+            required_affinity: None,
+            tolerations: Vec::new(),
+            conditions: Vec::new(),
+            requests: req.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            sources: Vec::new(),
+        }
+    }
+
+    fn wl(s: &str) -> WorkloadConfig {
+        s.parse().unwrap()
+    }
+
     #[test]
     fn empty_labelled_pool_gets_a_row() {
         let n = node(&[(LABEL_KEY, "vm-passthrough")]);
@@ -606,5 +756,175 @@ mod tests {
         assert_eq!(inv.rows.len(), 1);
         assert_eq!(inv.rows[0].resource, None);
         assert_eq!(inv.rows[0].pool, "vm-passthrough");
+    }
+
+    #[test]
+    fn pools_leave_out_cpu_nodes_and_note_invalid_labels() {
+        let nodes = [
+            gpu_node("cpu", None, &[]),
+            gpu_node("plain", None, &[("nvidia.com/gpu", "1")]),
+            gpu_node("typo", Some("vm_vgpu"), &[]),
+            gpu_node("vm", Some("vm-passthrough"), &[]),
+        ];
+        let p = assign_pools(&nodes, None);
+        let got: Vec<(&str, WorkloadConfig, PoolOrigin)> = p
+            .pool_of
+            .iter()
+            .map(|(n, pool)| (*n, pool.workload, pool.origin))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("plain", wl("container"), PoolOrigin::DefaultNoLabel),
+                ("typo", wl("container"), PoolOrigin::DefaultInvalidLabel),
+                ("vm", wl("vm-passthrough"), PoolOrigin::Known),
+            ]
+        );
+        assert!(
+            p.note
+                .as_deref()
+                .unwrap()
+                .ends_with("typo=\"vm_vgpu\" (applies container)"),
+            "{:?}",
+            p.note
+        );
+    }
+
+    #[test]
+    fn supply_counts_a_stale_zero_as_listed_but_not_advertised() {
+        let nodes = [gpu_node(
+            "a",
+            Some("vm-passthrough"),
+            &[("nvidia.com/gpu", "0"), ("nvidia.com/GA102GL_A10", "2")],
+        )];
+        let pods = [pod("vm", Some("a"), &[("nvidia.com/GA102GL_A10", 1)])];
+        let usage = Usage::build(&nodes, Some(&pods), None);
+        let pools = assign_pools(&nodes, None);
+        let s = supply(&nodes, &usage, &pools.pool_of);
+        assert_eq!(s.cells.len(), 2, "{:?}", s.cells.keys());
+        assert_eq!(
+            s.advertised["a"],
+            BTreeMap::from([("nvidia.com/GA102GL_A10".to_string(), 2)])
+        );
+        assert_eq!(
+            s.free_by_node[&("a".into(), "nvidia.com/GA102GL_A10".into())],
+            1
+        );
+        assert_eq!(s.free_by_node[&("a".into(), "nvidia.com/gpu".into())], 0);
+    }
+
+    #[test]
+    fn demand_counts_a_pod_in_every_pool_that_fits_and_keeps_the_rest_unservable() {
+        let nodes = [
+            gpu_node("c", Some("container"), &[("nvidia.com/gpu", "2")]),
+            gpu_node("u", None, &[("nvidia.com/gpu", "4")]),
+            gpu_node("v", Some("vm-vgpu"), &[("nvidia.com/NVIDIA_A10-12Q", "2")]),
+        ];
+        let pods = [
+            pod("job", None, &[("nvidia.com/gpu", 2)]),
+            pod("big", None, &[("nvidia.com/gpu", 3)]),
+            pod("typo", None, &[("nvidia.com/NVIDIA_A10-12O", 1)]),
+            pod("cpu", None, &[]),
+            pod("running", Some("c"), &[("nvidia.com/gpu", 1)]),
+        ];
+        let usage = Usage::build(&nodes, Some(&pods), None);
+        let pools = assign_pools(&nodes, None);
+        let s = supply(&nodes, &usage, &pools.pool_of);
+        let d = demand(&nodes, &pods, &pools.pool_of, &s);
+        assert_eq!(d.pending_pods, 4);
+        let pending: Vec<(String, i64, Vec<String>)> = d
+            .pending
+            .iter()
+            .map(|((pool, r), (units, pods))| {
+                (format!("{} {r}", pool.name()), *units, pods.clone())
+            })
+            .collect();
+        // job fits both container pools; big (3) fits only the unlabelled node with 4.
+        assert_eq!(pending.len(), 2, "{pending:?}");
+        assert_eq!(pending[0].1, 2);
+        assert_eq!(pending[0].2, ["ns/job"]);
+        assert_eq!(pending[1].1, 5);
+        assert_eq!(pending[1].2, ["ns/job", "ns/big"]);
+        let un: Vec<(&str, UnservableCause)> = d
+            .unservable
+            .iter()
+            .map(|u| (u.pod.as_str(), u.cause))
+            .collect();
+        assert_eq!(un, [("ns/typo", UnservableCause::NotAdvertised)]);
+        assert_eq!(d.unservable[0].did_you_mean, ["nvidia.com/NVIDIA_A10-12Q"]);
+    }
+
+    #[test]
+    fn unservable_cause_says_too_large_when_no_allowed_node_has_enough_units() {
+        let nodes = [gpu_node("c", Some("container"), &[("nvidia.com/gpu", "2")])];
+        let p = pod("big", None, &[("nvidia.com/gpu", 3)]);
+        let pools = assign_pools(&nodes, None);
+        let usage = Usage::build(&nodes, Some(std::slice::from_ref(&p)), None);
+        let s = supply(&nodes, &usage, &pools.pool_of);
+        let allowed: Vec<&NodeInfo> = nodes.iter().collect();
+        let cx = Ctx {
+            nodes: &nodes,
+            allowed: &allowed,
+            pool_of: &pools.pool_of,
+            advertised: &s.advertised,
+            free_by_node: &s.free_by_node,
+        };
+        let (cause, reason, dym) = unservable_cause(&p, "nvidia.com/gpu", 3, &cx);
+        assert_eq!(cause, UnservableCause::TooLarge);
+        assert!(reason.contains("at most 2 allocatable"), "{reason}");
+        assert!(dym.is_empty());
+    }
+
+    #[test]
+    fn unservable_cause_names_the_constraint_that_excludes_every_advertiser() {
+        let nodes = [gpu_node("c", Some("container"), &[("nvidia.com/gpu", "2")])];
+        let mut p = pod("pinned", None, &[("nvidia.com/gpu", 1)]);
+        p.node_selector.insert("zone".into(), "b".into());
+        let pools = assign_pools(&nodes, None);
+        let usage = Usage::build(&nodes, Some(std::slice::from_ref(&p)), None);
+        let s = supply(&nodes, &usage, &pools.pool_of);
+        let cx = Ctx {
+            nodes: &nodes,
+            allowed: &[],
+            pool_of: &pools.pool_of,
+            advertised: &s.advertised,
+            free_by_node: &s.free_by_node,
+        };
+        let (cause, reason, _) = unservable_cause(&p, "nvidia.com/gpu", 1, &cx);
+        assert_eq!(cause, UnservableCause::Excluded);
+        assert!(
+            reason.starts_with(
+                "nvidia.com/gpu is advertised only in pool container and nodeSelector"
+            ),
+            "{reason}"
+        );
+        // The same name's free units show beside it, in the pool the pod cannot reach.
+        let (same, other) = free_beside(&p, "nvidia.com/gpu", ResourceClass::ContainerGpu, &cx);
+        assert_eq!(
+            same,
+            [Free {
+                pool: "container".into(),
+                resource: "nvidia.com/gpu".into(),
+                free: 2
+            }]
+        );
+        assert!(other.is_empty());
+    }
+
+    #[test]
+    fn sum_rows_saturates_instead_of_wrapping() {
+        let max = i64::MAX.to_string();
+        let nodes = [
+            gpu_node("a", Some("container"), &[("nvidia.com/gpu", &max)]),
+            gpu_node("b", Some("container"), &[("nvidia.com/gpu", &max)]),
+        ];
+        let usage = Usage::build(&nodes, Some(&[]), None);
+        let pools = assign_pools(&nodes, None);
+        let s = supply(&nodes, &usage, &pools.pool_of);
+        let rows = sum_rows(s.cells, &BTreeMap::new());
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].allocatable, i64::MAX);
+        assert_eq!(rows[0].free, i64::MAX);
+        assert_eq!(rows[0].nodes, 2);
     }
 }
