@@ -28,13 +28,107 @@ impl From<ExitStatus> for ExitCode {
     }
 }
 
+/// A boxed underlying error kept as a [`std::error::Error::source`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+/// A field of an object (a node, pod or custom resource, in a file or from the cluster)
+/// that is not what it should be: `field` is its path (`spec.containers[0].resources`),
+/// empty for a problem with the object as a whole (its `kind`). Shown `<field>: <problem>`.
+/// Readers return it without the file or object name; [`Error::field`] adds where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    /// The field's path; empty for the whole object.
+    pub field: String,
+    /// What is wrong, one line (values already cut).
+    pub problem: String,
+}
+
+impl FieldError {
+    /// `field`: `problem`.
+    pub fn new(field: impl Into<String>, problem: impl Into<String>) -> FieldError {
+        FieldError {
+            field: field.into(),
+            problem: problem.into(),
+        }
+    }
+
+    /// A problem with the object as a whole (no field path).
+    pub fn object(problem: impl Into<String>) -> FieldError {
+        FieldError::new(String::new(), problem)
+    }
+}
+
+impl std::fmt::Display for FieldError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.field.is_empty() {
+            f.write_str(&self.problem)
+        } else {
+            write!(f, "{}: {}", self.field, self.problem)
+        }
+    }
+}
+
+impl std::error::Error for FieldError {}
+
+impl From<FieldError> for String {
+    /// The `<field>: <problem>` text, for readers that still build string messages.
+    fn from(e: FieldError) -> String {
+        e.to_string()
+    }
+}
+
 /// A failure that ends a command. `Display` is the one-line message printed on stderr
-/// after `gpuwl: `.
+/// after `gpuwl: `; [`Error::exit_status`] maps each variant to one of the two failure
+/// classes (input → 2, runtime → 3). Build them with the helpers ([`Error::file`],
+/// [`Error::read`], [`Error::field`], [`Error::cluster`], [`Error::write`]) so the message
+/// shape is the same everywhere and the underlying error stays reachable as `source()`.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Bad input: the message names the file (and node/field when known). Exit 2.
+    /// Bad input that is no one file's: a flag, a name, a combination. Exit 2.
     #[error("{0}")]
     Input(String),
+    /// A file that cannot be read or is not what it should be. Exit 2.
+    #[error("{}: {problem}", path.display())]
+    File {
+        /// The file as the user named it (`-` for stdin).
+        path: std::path::PathBuf,
+        /// What is wrong, one line.
+        problem: String,
+        /// The I/O or parser error, when there is one.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A field of an object that is wrong. Exit 2.
+    #[error("{}{source}", if origin.is_empty() { String::new() } else { format!("{origin}: ") })]
+    Field {
+        /// Where the object came from: the file, or `file: node <name>`.
+        origin: String,
+        /// The field and the problem.
+        #[source]
+        source: FieldError,
+    },
+    /// A call to the API server that failed. Exit 3.
+    #[error("{}cannot {doing}: {message}", server.as_deref().map(|s| format!("{s}: ")).unwrap_or_default())]
+    Cluster {
+        /// The API server's address, once known.
+        server: Option<String>,
+        /// What gpuwl was doing, e.g. `list nodes`.
+        doing: String,
+        /// The problem and the way out, one line, no secrets.
+        message: String,
+        /// The client error.
+        #[source]
+        source: Option<Box<kube::Error>>,
+    },
+    /// Writing output (stdout, a result file) failed. Exit 3.
+    #[error("cannot write {what}: {source}")]
+    Write {
+        /// What was being written, e.g. `the report`.
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Cluster, process or I/O failure outside the user's input. Exit 3.
     #[error("{0}")]
     Runtime(String),
@@ -44,11 +138,154 @@ impl Error {
     /// The exit status this error maps to (2 for input, 3 for runtime).
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            Error::Input(_) => ExitStatus::BadInput,
-            Error::Runtime(_) => ExitStatus::Runtime,
+            Error::Input(_) | Error::File { .. } | Error::Field { .. } => ExitStatus::BadInput,
+            Error::Cluster { .. } | Error::Write { .. } | Error::Runtime(_) => ExitStatus::Runtime,
+        }
+    }
+
+    /// Whether this is bad input (exit 2).
+    pub fn is_input(&self) -> bool {
+        self.exit_status() == ExitStatus::BadInput
+    }
+
+    /// A file that is not what it should be: `<path>: <problem>` (the problem made one
+    /// line).
+    pub fn file(path: impl Into<std::path::PathBuf>, problem: impl std::fmt::Display) -> Error {
+        Error::File {
+            path: path.into(),
+            problem: crate::input::document::one_line(&problem.to_string()),
+            source: None,
+        }
+    }
+
+    /// A file that cannot be read: `<path>: cannot read: <io error>`, the error kept as the
+    /// source.
+    pub fn read(path: impl Into<std::path::PathBuf>, e: std::io::Error) -> Error {
+        Error::File {
+            path: path.into(),
+            problem: format!("cannot read: {e}"),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// A wrong field: `<origin>: <field>: <problem>`; `origin` is the file, optionally with
+    /// the object (`nodes.json: node gpu-1`).
+    pub fn field(origin: impl Into<String>, e: FieldError) -> Error {
+        Error::Field {
+            origin: origin.into(),
+            source: e,
+        }
+    }
+
+    /// A failed API call: `cannot <doing>: <message>`, the client error kept as the source.
+    pub fn cluster(doing: &str, message: impl Into<String>, e: kube::Error) -> Error {
+        Error::Cluster {
+            server: None,
+            doing: doing.to_owned(),
+            message: message.into(),
+            source: Some(Box::new(e)),
+        }
+    }
+
+    /// Output that cannot be written: `cannot write <what>: <io error>`.
+    pub fn write(what: &str, e: std::io::Error) -> Error {
+        Error::Write {
+            what: what.to_owned(),
+            source: e,
+        }
+    }
+
+    /// Input errors that do not yet name their file get `path` in front; others unchanged.
+    pub fn in_file(self, path: &std::path::Path) -> Error {
+        match self {
+            Error::Input(m) => Error::File {
+                path: path.to_owned(),
+                problem: m,
+                source: None,
+            },
+            Error::Field { origin, source } if origin.is_empty() => Error::Field {
+                origin: path.display().to_string(),
+                source,
+            },
+            Error::Field { origin, source } => Error::Field {
+                origin: format!("{}: {origin}", path.display()),
+                source,
+            },
+            e => e,
+        }
+    }
+
+    /// Runtime errors from a cluster call get the server's address in front.
+    pub fn on_server(self, address: &str) -> Error {
+        match self {
+            Error::Cluster {
+                server: None,
+                doing,
+                message,
+                source,
+            } => Error::Cluster {
+                server: Some(address.to_owned()),
+                doing,
+                message,
+                source,
+            },
+            Error::Runtime(m) => Error::Runtime(format!("{address}: {m}")),
+            e => e,
         }
     }
 }
 
 /// Convenience result for gpuwl commands.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn each_helper_keeps_the_message_shape_and_its_exit_class() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = Error::read("nodes.json", io);
+        assert_eq!(e.to_string(), "nodes.json: cannot read: No such file");
+        assert_eq!(e.exit_status(), ExitStatus::BadInput);
+        assert!(e.source().is_some(), "the I/O error is kept");
+
+        let e = Error::field(
+            "pods.yaml: pod ns/a",
+            FieldError::new("spec.containers", "expected a list"),
+        );
+        assert_eq!(
+            e.to_string(),
+            "pods.yaml: pod ns/a: spec.containers: expected a list"
+        );
+        assert!(e.is_input());
+        assert_eq!(
+            e.source().unwrap().to_string(),
+            "spec.containers: expected a list"
+        );
+
+        let e = Error::write("the report", std::io::Error::other("No space left"));
+        assert_eq!(e.to_string(), "cannot write the report: No space left");
+        assert_eq!(e.exit_status(), ExitStatus::Runtime);
+
+        let e = Error::file("x.yaml", "line one\nline two");
+        assert_eq!(e.to_string(), "x.yaml: line one line two");
+    }
+
+    #[test]
+    fn context_is_added_once_where_it_is_missing() {
+        let p = std::path::Path::new("n.json");
+        assert_eq!(
+            Error::Input("node a: bad".into()).in_file(p).to_string(),
+            "n.json: node a: bad"
+        );
+        let f = Error::field("", FieldError::object("kind Pod is not ClusterPolicy")).in_file(p);
+        assert_eq!(f.to_string(), "n.json: kind Pod is not ClusterPolicy");
+        // A file error already names its file.
+        let e = Error::file("other.json", "empty input").in_file(p);
+        assert_eq!(e.to_string(), "other.json: empty input");
+        let r = Error::Runtime("cannot list nodes: refused".into()).on_server("https://h:6443");
+        assert_eq!(r.to_string(), "https://h:6443: cannot list nodes: refused");
+    }
+}

@@ -103,7 +103,6 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         let _ = std::io::Write::write_all(&mut std::io::stderr(), err.as_bytes());
     }
     let text = render::check::render(&report, &policy, args.output);
-    render::write_stdout(text.as_bytes())
-        .map_err(|e| Error::Runtime(format!("writing the report: {e}")))?;
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(report.exit_status())
 }

@@ -241,9 +241,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 .as_ref()
                 .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
         };
-        explain::explain(&pod, inputs).map_err(|e| match (e, &args.nodes) {
-            (Error::Input(m), Some(f)) => Error::Input(format!("{}: {m}", f.display())),
-            (e, _) => e,
+        explain::explain(&pod, inputs).map_err(|e| match &args.nodes {
+            Some(f) => e.in_file(f),
+            None => e,
         })?
     } else {
         let Some((ns, name)) = target else {
@@ -259,8 +259,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         })?
     };
     let text = render::explain::render(&e, args.output);
-    render::write_stdout(text.as_bytes())
-        .map_err(|e| Error::Runtime(format!("writing the explanation: {e}")))?;
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the explanation", e))?;
     Ok(ExitStatus::Ok)
 }
 

@@ -77,10 +77,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 ),
             };
             inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
-            let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| match e {
-                Error::Input(m) => Error::Input(format!("{}: {m}", nodes_path.display())),
-                e => e,
-            })?;
+            let mut inv =
+                inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
             inv.notes.extend(note);
             inv
         }
@@ -97,7 +95,6 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             width: render::width(),
         },
     );
-    render::write_stdout(text.as_bytes())
-        .map_err(|e| Error::Runtime(format!("writing the inventory: {e}")))?;
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the inventory", e))?;
     Ok(ExitStatus::Ok)
 }

@@ -155,10 +155,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 
 /// What the nodes advertise; a malformed GPU quantity names `from` (the file).
 fn advertised(nodes: &[NodeInfo], from: &str) -> Result<Advertised> {
-    Advertised::of(nodes).map_err(|e| match e {
-        Error::Input(m) => Error::Input(format!("{from}: {m}")),
-        e => e,
-    })
+    Advertised::of(nodes).map_err(|e| e.in_file(Path::new(from)))
 }
 
 fn read_nodes(path: &Path) -> Result<Advertised> {
@@ -203,8 +200,7 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
             render::kubevirt::apply_command(target)
         ));
     }
-    render::write_stdout(text.as_bytes())
-        .map_err(|e| Error::Runtime(format!("writing the patch: {e}")))?;
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the patch", e))?;
     Ok(ExitStatus::Ok)
 }
 
@@ -255,8 +251,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
     };
     let report = kubevirt::check(&adv, &kv);
     let text = render::kubevirt::render_report(&report, args.output);
-    render::write_stdout(text.as_bytes())
-        .map_err(|e| Error::Runtime(format!("writing the report: {e}")))?;
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(if report.ok() {
         ExitStatus::Ok
     } else {

@@ -107,7 +107,7 @@ pub fn main() -> ExitCode {
             clap_complete::generate(*shell, &mut cmd, "gpuwl", &mut script);
             crate::render::write_stdout(&script)
                 .map(|_| ExitStatus::Ok)
-                .map_err(|e| Error::Runtime(format!("cannot write the completion script: {e}")))
+                .map_err(|e| Error::write("the completion script", e))
         }
     };
     match result {
@@ -162,10 +162,7 @@ impl LiveArgs {
                 Err(e) => return Err(e),
             };
             let server = server.trim_end_matches('/').to_owned();
-            work(client).await.map_err(|e| match e {
-                Error::Runtime(m) => Error::Runtime(format!("{server}: {m}")),
-                e => e,
-            })
+            work(client).await.map_err(|e| e.on_server(&server))
         })
     }
 }

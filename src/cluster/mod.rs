@@ -626,7 +626,7 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
     crate::input::live::client(Some(kubeconfig), context)
         .await
         .map_err(|e| match e {
-            Error::Input(m) => Error::Runtime(m),
+            e if e.is_input() => Error::Runtime(e.to_string()),
             other => other,
         })
 }

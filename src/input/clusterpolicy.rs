@@ -13,7 +13,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::input::document::{self, array, get, opt_scalar, opt_str};
 use crate::model::operator::{ClusterPolicy, PolicyStatus};
 use crate::model::workload::{DEFAULT_WORKLOAD, WorkloadConfig};
@@ -37,16 +37,21 @@ pub fn read_path(path: &Path) -> Result<PolicyStatus> {
 /// Parses a ClusterPolicy from text; `name` starts every error message. See [`read_path`].
 pub fn read_str(text: &str, name: &str) -> Result<PolicyStatus> {
     let doc = document::parse(text, name, EXPECTING)?;
-    let err = |m: String| Error::Input(format!("{name}: {m}"));
+    let err = |e: FieldError| Error::field(name, e);
     let obj = match opt_str(&doc, "kind").map_err(err)? {
         Some("List" | "ClusterPolicyList") => {
             match array(doc.get("items"), "items").map_err(err)? {
                 [one] => one,
-                [] => return Err(err(format!("items: empty, expected {EXPECTING}"))),
+                [] => {
+                    return Err(err(FieldError::new(
+                        "items",
+                        format!("empty, expected {EXPECTING}"),
+                    )));
+                }
                 many => {
-                    return Err(err(format!(
-                        "items: {} objects, expected one ClusterPolicy",
-                        many.len()
+                    return Err(err(FieldError::new(
+                        "items",
+                        format!("{} objects, expected one ClusterPolicy", many.len()),
                     )));
                 }
             }
@@ -60,20 +65,30 @@ pub fn read_str(text: &str, name: &str) -> Result<PolicyStatus> {
     })
 }
 
-/// Reads one ClusterPolicy object (as JSON). The error is the field-naming message
-/// without the source name.
-pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, String> {
+/// Reads one ClusterPolicy object (as JSON).
+///
+/// Errors: the wrong field, without the source name (the caller adds it).
+pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, FieldError> {
     match opt_str(v, "kind")? {
         Some("ClusterPolicy") => {}
-        Some(k) => return Err(format!("kind {} is not ClusterPolicy", document::cut(k))),
-        None => return Err(format!("no kind field: expected {EXPECTING}")),
+        Some(k) => {
+            return Err(FieldError::object(format!(
+                "kind {} is not ClusterPolicy",
+                document::cut(k)
+            )));
+        }
+        None => {
+            return Err(FieldError::object(format!(
+                "no kind field: expected {EXPECTING}"
+            )));
+        }
     }
-    let flag = |path: &str| -> std::result::Result<Option<bool>, String> {
+    let flag = |path: &str| -> std::result::Result<Option<bool>, FieldError> {
         match get(v, path) {
             None | Some(Value::Null) => Ok(None),
             Some(Value::Bool(b)) => Ok(Some(*b)),
             Some(Value::String(s)) if s == "true" || s == "false" => Ok(Some(s == "true")),
-            Some(_) => Err(format!("{path}: expected true or false")),
+            Some(_) => Err(FieldError::new(path, "expected true or false")),
         }
     };
     let scalar = |path: &str| opt_scalar(get(v, path), path);

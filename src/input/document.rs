@@ -6,15 +6,15 @@ use std::fmt;
 
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
 
 /// Parses `text` (JSON when the first non-blank byte is `{` or `[`, else YAML; a leading
 /// BOM is skipped). `name` (the file) starts every error message; `expecting` says what
 /// the document should be, e.g. `a KubeVirt or HyperConverged CR`.
 ///
-/// Errors: [`Error::Input`], one line: empty input, a syntax error, a repeated key.
+/// Errors: [`Error::File`], one line: empty input, a syntax error, a repeated key.
 pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
-    let err = |m: String| Error::Input(format!("{name}: {}", one_line(&m)));
+    let err = |m: String| Error::file(name, m);
     let body = text.strip_prefix('\u{feff}').unwrap_or(text);
     match body.bytes().find(|c| !c.is_ascii_whitespace()) {
         None => Err(err(format!("empty input: expected {expecting}"))),
@@ -38,7 +38,7 @@ pub const MAX_DOCUMENT: u64 = 4 << 30;
 /// JSON or YAML text: a first non-blank byte that is a control character (`/dev/zero`), or
 /// bytes that are not UTF-8 (with the offset), and on more than [`MAX_DOCUMENT`] bytes.
 ///
-/// Errors: [`Error::Input`] `<name>: cannot read: ...`, `<name>: not JSON or YAML text
+/// Errors: [`Error::File`] `<name>: cannot read: ...`, `<name>: not JSON or YAML text
 /// (byte 0x00 at offset 0)`, `<name>: not UTF-8 at byte offset N`, `<name>: larger than
 /// 4 GiB`.
 pub fn read_text(path: &std::path::Path) -> Result<String> {
@@ -47,19 +47,14 @@ pub fn read_text(path: &std::path::Path) -> Result<String> {
     let mut input: Box<dyn Read> = if name == "-" {
         Box::new(std::io::stdin().lock())
     } else {
-        Box::new(
-            std::fs::File::open(path)
-                .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?,
-        )
+        Box::new(std::fs::File::open(path).map_err(|e| Error::read(path, e))?)
     };
     let mut bytes = Vec::new();
     let mut chunk = vec![0u8; 64 * 1024];
     let mut checked = false;
     let mut valid = 0;
     loop {
-        let n = input
-            .read(&mut chunk)
-            .map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))?;
+        let n = input.read(&mut chunk).map_err(|e| Error::read(path, e))?;
         if n == 0 {
             break;
         }
@@ -72,9 +67,10 @@ pub fn read_text(path: &std::path::Path) -> Result<String> {
                 .find(|(_, b)| !b.is_ascii_whitespace())
             {
                 if b.is_ascii_control() {
-                    return Err(Error::Input(format!(
-                        "{name}: not JSON or YAML text (byte 0x{b:02x} at offset {i})"
-                    )));
+                    return Err(Error::file(
+                        path,
+                        format!("not JSON or YAML text (byte 0x{b:02x} at offset {i})"),
+                    ));
                 }
                 checked = true;
             }
@@ -83,22 +79,22 @@ pub fn read_text(path: &std::path::Path) -> Result<String> {
         match std::str::from_utf8(&bytes[valid..]) {
             Ok(_) => valid = bytes.len(),
             Err(e) if e.error_len().is_some() => {
-                return Err(Error::Input(format!(
-                    "{name}: not UTF-8 at byte offset {}",
-                    valid + e.valid_up_to()
-                )));
+                return Err(Error::file(
+                    path,
+                    format!("not UTF-8 at byte offset {}", valid + e.valid_up_to()),
+                ));
             }
             Err(e) => valid += e.valid_up_to(),
         }
         if bytes.len() as u64 > MAX_DOCUMENT {
-            return Err(Error::Input(format!("{name}: larger than 4 GiB")));
+            return Err(Error::file(path, "larger than 4 GiB"));
         }
     }
     String::from_utf8(bytes).map_err(|e| {
-        Error::Input(format!(
-            "{name}: not UTF-8 at byte offset {}",
-            e.utf8_error().valid_up_to()
-        ))
+        Error::file(
+            path,
+            format!("not UTF-8 at byte offset {}", e.utf8_error().valid_up_to()),
+        )
     })
 }
 
@@ -196,30 +192,33 @@ pub fn get<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
 }
 
 /// See the module docs.
-pub fn opt_str<'a>(v: &'a Value, dotted: &str) -> std::result::Result<Option<&'a str>, String> {
+pub fn opt_str<'a>(v: &'a Value, dotted: &str) -> std::result::Result<Option<&'a str>, FieldError> {
     match get(v, dotted) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
-        Some(_) => Err(format!("{dotted}: expected a string")),
+        Some(_) => Err(FieldError::new(dotted, "expected a string")),
     }
 }
 
 /// See the module docs.
-pub fn opt_scalar(v: Option<&Value>, path: &str) -> std::result::Result<Option<String>, String> {
+pub fn opt_scalar(
+    v: Option<&Value>,
+    path: &str,
+) -> std::result::Result<Option<String>, FieldError> {
     match v {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s.clone())),
         Some(Value::Number(n)) => Ok(Some(n.to_string())),
         Some(Value::Bool(b)) => Ok(Some(b.to_string())),
-        Some(_) => Err(format!("{path}: expected a scalar")),
+        Some(_) => Err(FieldError::new(path, "expected a scalar")),
     }
 }
 
 /// See the module docs.
-pub fn array<'a>(v: Option<&'a Value>, path: &str) -> std::result::Result<&'a [Value], String> {
+pub fn array<'a>(v: Option<&'a Value>, path: &str) -> std::result::Result<&'a [Value], FieldError> {
     match v {
         None | Some(Value::Null) => Ok(&[]),
         Some(Value::Array(a)) => Ok(a),
-        Some(_) => Err(format!("{path}: expected a list")),
+        Some(_) => Err(FieldError::new(path, "expected a list")),
     }
 }

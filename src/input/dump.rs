@@ -920,7 +920,7 @@ mod tests {
         ] {
             let e = read(s).unwrap_err();
             let m = e.to_string();
-            assert!(matches!(e, Error::Input(_)), "{s}");
+            assert!(e.is_input(), "{s}");
             assert!(m.starts_with("t: "), "{m}");
             assert!(m.contains(want), "{s:?} → {m}");
             assert!(!m.contains('\n'), "{m}");

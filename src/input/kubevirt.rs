@@ -14,7 +14,7 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::input::document::{self, array, get, opt_scalar, opt_str};
 use crate::model::kubevirt::{
     HostDevicesSource, MediatedDevice, PciHostDevice, PermittedHostDevices,
@@ -35,18 +35,23 @@ pub fn read_path(path: &Path) -> Result<PermittedHostDevices> {
 /// Parses the CR from text; `name` starts every error message. See [`read_path`].
 pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
     let doc = document::parse(text, name, EXPECTING)?;
-    let err = |m: String| Error::Input(format!("{name}: {m}"));
+    let err = |e: FieldError| Error::field(name, e);
     let kind = opt_str(&doc, "kind").map_err(err)?;
     let obj = match kind {
         Some("List" | "KubeVirtList" | "HyperConvergedList") => {
             let items = array(doc.get("items"), "items").map_err(err)?;
             match items {
                 [one] => one,
-                [] => return Err(err(format!("items: empty, expected {EXPECTING}"))),
+                [] => {
+                    return Err(err(FieldError::new(
+                        "items",
+                        format!("empty, expected {EXPECTING}"),
+                    )));
+                }
                 _ => {
-                    return Err(err(format!(
-                        "items: {} objects, expected one {EXPECTING}",
-                        items.len()
+                    return Err(err(FieldError::new(
+                        "items",
+                        format!("{} objects, expected one {EXPECTING}", items.len()),
                     )));
                 }
             }
@@ -56,19 +61,24 @@ pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
     from_object(obj).map_err(err)
 }
 
-/// Reads one KubeVirt or HyperConverged object (as JSON). The error is the field-naming
-/// message without the source name.
-pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, String> {
+/// Reads one KubeVirt or HyperConverged object (as JSON).
+///
+/// Errors: the wrong field, without the source name (the caller adds it).
+pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, FieldError> {
     let source = match opt_str(v, "kind")? {
         Some("KubeVirt") => HostDevicesSource::KubeVirt,
         Some("HyperConverged") => HostDevicesSource::HyperConverged,
         Some(k) => {
-            return Err(format!(
+            return Err(FieldError::object(format!(
                 "kind {} is not KubeVirt or HyperConverged",
                 crate::input::document::cut(k)
-            ));
+            )));
         }
-        None => return Err(format!("no kind field: expected {EXPECTING}")),
+        None => {
+            return Err(FieldError::object(format!(
+                "no kind field: expected {EXPECTING}"
+            )));
+        }
     };
     let object = format!(
         "{}/{}",
@@ -87,20 +97,21 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Strin
             });
         }
         Some(l @ Value::Object(_)) => l,
-        Some(_) => return Err(format!("{path}: expected a map")),
+        Some(_) => return Err(FieldError::new(path, "expected a map")),
     };
     let pci_field = match source {
         HostDevicesSource::KubeVirt => "pciVendorSelector",
         HostDevicesSource::HyperConverged => "pciDeviceSelector",
     };
-    let entry = |e: &Value, p: &str, sel: &str| -> std::result::Result<_, String> {
+    let entry = |e: &Value, p: &str, sel: &str| -> std::result::Result<_, FieldError> {
         let s = |k: &str| opt_scalar(e.get(k), &format!("{p}.{k}")).map(Option::unwrap_or_default);
         let external = match e.get("externalResourceProvider") {
             None | Some(Value::Null) => false,
             Some(Value::Bool(b)) => *b,
             Some(_) => {
-                return Err(format!(
-                    "{p}.externalResourceProvider: expected true or false"
+                return Err(FieldError::new(
+                    format!("{p}.externalResourceProvider"),
+                    "expected true or false",
                 ));
             }
         };

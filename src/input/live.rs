@@ -168,39 +168,42 @@ pub async fn for_each_node_paged(
 /// is up. The caller ([`crate::cli::LiveArgs::block_on`]) adds the server's address.
 /// Secrets never appear: kube's errors carry no tokens.
 pub fn api_error(doing: &str, e: &kube::Error) -> Error {
-    match e {
-        kube::Error::Api(ae) if ae.code == 403 => Error::Runtime(format!(
-            "cannot {doing}: forbidden ({}); the credentials need RBAC permission to {doing} (kubectl auth can-i {doing})",
+    let message = match e {
+        kube::Error::Api(ae) if ae.code == 403 => format!(
+            "forbidden ({}); the credentials need RBAC permission to {doing} (kubectl auth can-i {doing})",
             one_line(&ae.message)
-        )),
-        kube::Error::Api(ae) if ae.code == 401 => Error::Runtime(format!(
-            "cannot {doing}: unauthorized: the kubeconfig's credentials were refused (expired token or certificate?)"
-        )),
-        kube::Error::Api(ae) => Error::Runtime(format!(
-            "cannot {doing}: {} ({})",
-            one_line(&ae.message),
-            ae.code
-        )),
+        ),
+        kube::Error::Api(ae) if ae.code == 401 => "unauthorized: the kubeconfig's credentials were refused (expired token or certificate?)".to_string(),
+        kube::Error::Api(ae) => format!("{} ({})", one_line(&ae.message), ae.code),
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
             let text = format!("{e:?} {e}").to_lowercase();
             if text.contains("timed out") || text.contains("timeout") || text.contains("elapsed") {
-                Error::Runtime(format!(
-                    "cannot {doing}: no answer within {}s (connect {}s); the server accepts connections but does not respond — a wrong address or port, or an overloaded API server (--request-timeout SECONDS to wait longer)",
+                format!(
+                    "no answer within {}s (connect {}s); the server accepts connections but does not respond — a wrong address or port, or an overloaded API server (--request-timeout SECONDS to wait longer)",
                     request_timeout().as_secs(),
                     CONNECT_TIMEOUT.min(request_timeout()).as_secs()
-                ))
+                )
             } else if text.contains("refused") {
-                Error::Runtime(format!(
-                    "cannot {doing}: connection refused; is the cluster up? (the local one: gpuwl cluster status)"
-                ))
+                "connection refused; is the cluster up? (the local one: gpuwl cluster status)"
+                    .to_string()
             } else {
-                Error::Runtime(format!(
-                    "cannot {doing}: the API server cannot be reached ({}); is the cluster up? (the local one: gpuwl cluster status)",
+                format!(
+                    "the API server cannot be reached ({}); is the cluster up? (the local one: gpuwl cluster status)",
                     one_line(&e.to_string())
-                ))
+                )
             }
         }
-        _ => Error::Runtime(format!("cannot {doing}: {}", one_line(&e.to_string()))),
+        _ => one_line(&e.to_string()),
+    };
+    Error::cluster(doing, message, clone_kube_error(e))
+}
+
+/// A copy of `e` to keep as an error's source: API errors whole, others as their message
+/// (kube's other errors are not `Clone`).
+fn clone_kube_error(e: &kube::Error) -> kube::Error {
+    match e {
+        kube::Error::Api(ae) => kube::Error::Api(ae.clone()),
+        other => kube::Error::Service(other.to_string().into()),
     }
 }
 

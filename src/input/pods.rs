@@ -394,6 +394,7 @@ fn string_map(
             .map(|(k, v)| {
                 opt_scalar(Some(v), &format!("{path}[{k:?}]"))
                     .map(|s| (k.clone(), s.unwrap_or_default()))
+                    .map_err(String::from)
             })
             .collect(),
         Some(_) => Err(format!("{path}: expected a map")),
@@ -570,7 +571,7 @@ mod tests {
         ] {
             let e = read_pods_str(s, "t").unwrap_err();
             let m = e.to_string();
-            assert!(matches!(e, Error::Input(_)));
+            assert!(e.is_input(), "{e}");
             assert!(m.contains(want), "{s:?} → {m}");
             assert!(!m.contains('\n'));
         }

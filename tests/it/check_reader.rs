@@ -20,7 +20,7 @@ fn read(bytes: &[u8]) -> Result<usize, Error> {
 
 fn assert_clean(r: Result<usize, Error>) -> Result<(), TestCaseError> {
     if let Err(e) = r {
-        prop_assert!(matches!(e, Error::Input(_)));
+        prop_assert!(e.is_input());
         let m = e.to_string();
         prop_assert!(m.starts_with("fuzz: "), "{}", m);
         prop_assert!(!m.contains('\n'), "{}", m);
