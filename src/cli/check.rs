@@ -79,10 +79,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             (checker.finish(), policy)
         }
         None => args.live.block_on(|client| async move {
-            let policy = match &args.cluster_policy {
-                Some(p) => crate::input::clusterpolicy::read_path(p)?,
-                None => crate::input::clusterpolicy::from_cluster(&client).await,
-            };
+            // The ClusterPolicy read never fails (it waits up to its own timeout), so it
+            // runs beside a one-node list that fails fast: a dead server costs one timeout.
+            let ((), policy) = futures::try_join!(input::live::probe_nodes(&client), async {
+                match &args.cluster_policy {
+                    Some(p) => crate::input::clusterpolicy::read_path(p),
+                    None => Ok(crate::input::clusterpolicy::from_cluster(&client).await),
+                }
+            })?;
             let mut checker = Checker::new(&options(&policy));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             Ok((checker.finish(), policy))

@@ -27,11 +27,14 @@ insufficient, fits-now) and one fix. \"Did you mean\" offers the same hardware u
 naming rule (time-slicing .shared, MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU
 prefixes) before plain typos.")]
 pub struct Args {
-    /// The pod or VMI, as kubectl takes it: `pod NAME`, `pod/NAME`, `NAMESPACE/NAME` (with
+    /// The pod or VMI (one per call), as kubectl takes it: `pod NAME`, `pod/NAME`, `NAMESPACE/NAME` (with
     /// -n, or the kubeconfig context's namespace, else `default`); with --pod FILE it may be
     /// omitted.
-    #[arg(value_name = "pod NAME", num_args = 0..=2)]
-    pub target: Vec<String>,
+    #[arg(value_name = "[pod] NAME")]
+    pub target: Option<String>,
+    /// The name, when the first word is the kind (`pod NAME`); one pod per call.
+    #[arg(hide = true)]
+    pub target_name: Option<String>,
     /// Namespace of the pod (default: the kubeconfig context's namespace, else `default`).
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
@@ -175,7 +178,13 @@ fn live_configured(live: &crate::cli::LiveArgs) -> bool {
 /// Errors: [`Error::Input`] for bad files, a missing target or an unknown pod;
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let target = parse_target(&args.target, args.namespace.as_deref())?;
+    let words: Vec<String> = args
+        .target
+        .iter()
+        .chain(&args.target_name)
+        .cloned()
+        .collect();
+    let target = parse_target(&words, args.namespace.as_deref())?;
     one_stdin(&[
         args.pod.as_ref(),
         args.nodes.as_ref(),

@@ -251,6 +251,18 @@ fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
     ))
 }
 
+/// Lists at most one node: the cheapest call that proves the server answers and the
+/// credentials may list nodes, before slower reads that do not fail on their own.
+///
+/// Errors: [`api_error`] (`cannot list nodes: ...`).
+pub async fn probe_nodes(client: &Client) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    api.list_metadata(&ListParams::default().limit(1))
+        .await
+        .map_err(|e| api_error("list nodes", &e))?;
+    Ok(())
+}
+
 /// All nodes of the cluster (see [`for_each_node`]).
 pub async fn list_nodes(client: &Client) -> Result<Vec<NodeInfo>> {
     let mut v = Vec::new();
