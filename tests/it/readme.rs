@@ -1,0 +1,218 @@
+//! The README's examples, re-run: every `$ gpuwl ...` line of a `text` block is either run
+//! here (from the data directory it names, at 100 columns) and its output compared with the
+//! lines that follow it in the README, or listed with the test that covers it. A block
+//! whose output starts with `...` is compared on the lines after the `...`; one that ends
+//! with `...` on the lines before it.
+
+use std::path::Path;
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
+
+use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+/// Examples run on files: (the command as the README prints it, the directory it runs in).
+const FILE_EXAMPLES: &[(&str, &str)] = &[
+    (
+        "gpuwl explain --pod vmi.yaml --nodes nodes.json --pods pods.json",
+        "tests/data/explain/passthrough-slug-shortened",
+    ),
+    (
+        "gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json --kubevirt kubevirt.yaml",
+        "tests/data/explain/vgpu-type-not-permitted",
+    ),
+    (
+        "gpuwl kubevirt generate --nodes nodes.json",
+        "tests/data/explain/vgpu-type-not-permitted",
+    ),
+    (
+        "gpuwl kubevirt check --nodes nodes.json --kubevirt kubevirt.yaml; echo \"exit $?\"",
+        "tests/data/explain/vgpu-type-not-permitted",
+    ),
+    (
+        "gpuwl kubevirt check --nodes nodes.json --kubevirt ../../kubevirt/hyperconverged.yaml; echo \"exit $?\"",
+        "tests/data/explain/vgpu-type-not-permitted",
+    ),
+    ("gpuwl check nodes.json", "tests/data/operator"),
+];
+
+/// Examples run on the lab's cluster by [`lab_examples_match_the_readme`].
+const LAB_EXAMPLES: &[&str] = &[
+    "gpuwl check",
+    "gpuwl check ~/gpuwl/out/nodes.json",
+    "gpuwl check -o json",
+];
+
+/// Examples covered elsewhere, with where.
+const COVERED_ELSEWHERE: &[(&str, &str)] = &[(
+    // A pipeline through jq and column: the codes it lists are asserted per node in
+    // tests/it/operator.rs (each_state_gets_its_code_and_the_lines_keep_their_contract).
+    "gpuwl check nodes.json -o json \\",
+    "tests/it/operator.rs",
+)];
+
+/// The README's `$ ...` lines in text blocks, each with the output lines after it.
+fn readme_examples() -> Vec<(String, Vec<String>)> {
+    let text = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let mut out: Vec<(String, Vec<String>)> = Vec::new();
+    let mut in_text = false;
+    for line in text.lines() {
+        if line.starts_with("```") {
+            in_text = line == "```text";
+            continue;
+        }
+        if !in_text {
+            continue;
+        }
+        if let Some(cmd) = line.strip_prefix("$ ") {
+            out.push((cmd.to_owned(), Vec::new()));
+        } else if let Some((_, lines)) = out.last_mut() {
+            lines.push(line.to_owned());
+        }
+    }
+    out
+}
+
+/// The README's output for `cmd` (which must appear exactly once).
+fn expected(cmd: &str) -> Vec<String> {
+    let all = readme_examples();
+    let found: Vec<&(String, Vec<String>)> = all.iter().filter(|(c, _)| c == cmd).collect();
+    assert_eq!(found.len(), 1, "README has {} `$ {cmd}` lines", found.len());
+    found[0].1.clone()
+}
+
+/// Compares `got` with the README's lines, honouring a leading or trailing `...`.
+fn assert_matches(cmd: &str, want: &[String], got: &str) {
+    let got: Vec<&str> = got.lines().collect();
+    let want: Vec<&str> = want.iter().map(String::as_str).collect();
+    let ok = match (want.first(), want.last()) {
+        (Some(&"..."), _) => got.ends_with(&want[1..]),
+        (_, Some(l)) if l.trim() == "..." => got.starts_with(&want[..want.len() - 1]),
+        _ => got == want,
+    };
+    assert!(
+        ok,
+        "README example `$ {cmd}` no longer matches.\n--- README ---\n{}\n--- gpuwl ---\n{}",
+        want.join("\n"),
+        got.join("\n")
+    );
+}
+
+/// Runs a README command line: `gpuwl ARGS` with an optional `; echo "exit $?"`.
+fn run_line(cmd: &str, dir: &Path, kubeconfig: Option<&Path>, home: Option<&Path>) -> String {
+    let (gpuwl_part, echo_exit) = match cmd.split_once("; ") {
+        Some((a, "echo \"exit $?\"")) => (a, true),
+        Some(_) => panic!("unexpected shell in `{cmd}`"),
+        None => (cmd, false),
+    };
+    let mut words = gpuwl_part.split_whitespace();
+    assert_eq!(words.next(), Some("gpuwl"));
+    let args: Vec<String> = words
+        .map(|w| match (w.strip_prefix("~/"), home) {
+            (Some(rest), Some(h)) => h.join(rest).display().to_string(),
+            _ => w.to_owned(),
+        })
+        .collect();
+    let mut c = Command::new(cargo_bin("gpuwl"));
+    c.args(&args).current_dir(dir).env("COLUMNS", "100");
+    match kubeconfig {
+        Some(k) => c.env("KUBECONFIG", k),
+        None => c.env_remove("KUBECONFIG"),
+    };
+    let out = c.output().unwrap();
+    let mut s = String::from_utf8_lossy(&out.stdout).into_owned();
+    if echo_exit {
+        s.push_str(&format!("exit {}\n", out.status.code().unwrap_or(-1)));
+    }
+    s
+}
+
+#[test]
+fn every_gpuwl_example_in_the_readme_is_rerun_somewhere() {
+    for (cmd, _) in readme_examples() {
+        if !cmd.starts_with("gpuwl ") && cmd != "gpuwl" {
+            continue;
+        }
+        let known = FILE_EXAMPLES.iter().any(|(c, _)| *c == cmd)
+            || LAB_EXAMPLES.contains(&cmd.as_str())
+            || COVERED_ELSEWHERE.iter().any(|(c, _)| *c == cmd);
+        assert!(
+            known,
+            "README example `$ {cmd}` is not re-run: add it to tests/it/readme.rs"
+        );
+    }
+}
+
+#[test]
+fn file_examples_match_the_readme() {
+    for (cmd, dir) in FILE_EXAMPLES {
+        let got = run_line(cmd, &Path::new(ROOT).join(dir), None, None);
+        assert_matches(cmd, &expected(cmd), &got);
+    }
+}
+
+#[test]
+#[ignore = "needs local control plane"]
+fn lab_examples_match_the_readme() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::{Api, Patch, PatchParams};
+
+    const CLUSTER: &str = "readme";
+    let _one = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    let home = tempfile::tempdir().unwrap();
+    let root = home.path().join("gpuwl");
+    gpuwl_ok(&[
+        "lab",
+        "--cluster-name",
+        CLUSTER,
+        "--root",
+        root.to_str().unwrap(),
+    ]);
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let kubeconfig = Path::new(kubeconfig.trim()).to_owned();
+
+    // What the README's kubectl lines do.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = gpuwl::cluster::client(&kubeconfig, None).await.unwrap();
+        let nodes: Api<Node> = Api::all(client);
+        let label = serde_json::json!({"metadata": {"labels": {
+            "nvidia.com/gpu.workload.config": "vm_passthrough"}}});
+        nodes
+            .patch("lab-node-1", &PatchParams::default(), &Patch::Merge(&label))
+            .await
+            .unwrap();
+        let status = serde_json::json!({"status": {
+            "capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}});
+        nodes
+            .patch_status(
+                "lab-node-2",
+                &PatchParams::default(),
+                &Patch::Merge(&status),
+            )
+            .await
+            .unwrap();
+    });
+
+    let dir = home.path();
+    // `$ gpuwl check` is followed in the README by `$ echo $?` and its `1`.
+    let check = expected("gpuwl check");
+    let got = run_line("gpuwl check", dir, Some(&kubeconfig), Some(dir));
+    assert_matches("gpuwl check", &check, &got);
+    let exit = expected("echo $?");
+    assert_eq!(exit, ["1"]);
+    let code = Command::new(cargo_bin("gpuwl"))
+        .arg("check")
+        .env("KUBECONFIG", &kubeconfig)
+        .status()
+        .unwrap()
+        .code();
+    assert_eq!(code, Some(1));
+    for cmd in ["gpuwl check ~/gpuwl/out/nodes.json", "gpuwl check -o json"] {
+        let got = run_line(cmd, dir, Some(&kubeconfig), Some(dir));
+        assert_matches(cmd, &expected(cmd), &got);
+    }
+}
