@@ -14,6 +14,7 @@ use crate::render::write_stdout;
 
 pub mod check;
 pub mod cluster;
+pub mod completions;
 pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
@@ -51,11 +52,14 @@ pub enum Command {
     /// Generate and check KubeVirt's permittedHostDevices from the GPU names nodes advertise
     #[command(long_about = kubevirt::LONG_ABOUT)]
     Kubevirt(kubevirt::Args),
-    /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
     Completions {
         /// Shell to generate for
         shell: clap_complete::Shell,
     },
+    /// Pod names for the completion scripts (one per line; nothing on failure)
+    #[command(name = "__complete-pods", hide = true)]
+    CompletePods(completions::PodsArgs),
 }
 
 /// Parses `std::env::args`, runs the command and returns its exit code. Errors are printed
@@ -101,14 +105,8 @@ pub fn main() -> ExitCode {
         Command::Inventory(a) => inventory::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Kubevirt(a) => kubevirt::run(a),
-        Command::Completions { shell } => {
-            let mut cmd = Cli::command();
-            let mut script = Vec::new();
-            clap_complete::generate(*shell, &mut cmd, "gpuwl", &mut script);
-            crate::render::write_stdout(&script)
-                .map(|_| ExitStatus::Ok)
-                .map_err(|e| Error::write("the completion script", e))
-        }
+        Command::Completions { shell } => completions::run(*shell),
+        Command::CompletePods(a) => completions::run_pods(a),
     };
     match result {
         Ok(status) => status.into(),

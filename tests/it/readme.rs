@@ -216,3 +216,47 @@ fn lab_examples_match_the_readme() {
         assert_matches(cmd, &expected(cmd), &got);
     }
 }
+
+/// Pod names complete after `explain` in bash, from the lab's cluster (the README's install
+/// line for bash).
+#[test]
+#[ignore = "needs local control plane"]
+fn bash_completes_pod_names_after_explain() {
+    const CLUSTER: &str = "complete";
+    let _one = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    let root = tempfile::tempdir().unwrap();
+    gpuwl_ok(&[
+        "lab",
+        "--cluster-name",
+        CLUSTER,
+        "--root",
+        root.path().to_str().unwrap(),
+    ]);
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let bin_dir = cargo_bin("gpuwl").parent().unwrap().to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let complete = |words: &str| {
+        let script = format!(
+            "source <(gpuwl completions bash)\nCOMP_WORDS=({words})\nCOMP_CWORD=$((${{#COMP_WORDS[@]}} - 1))\n_gpuwl_with_pods\nprintf '%s\\n' \"${{COMPREPLY[@]}}\""
+        );
+        let out = Command::new("bash")
+            .args(["-c", &script])
+            .env("PATH", &path)
+            .env("KUBECONFIG", kubeconfig.trim())
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    // The three lab pods of gpu-vm that start with "job-".
+    let got = complete("gpuwl explain -n gpu-vm job-");
+    assert!(got.lines().any(|l| l == "job-cross"), "{got}");
+    assert!(got.lines().all(|l| l.starts_with("job-")), "{got}");
+    // After a flag that takes a value, no pod names.
+    let got = complete("gpuwl explain -n gpu-vm --nodes job-");
+    assert!(!got.lines().any(|l| l == "job-cross"), "{got}");
+}
