@@ -87,6 +87,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 info.server_url(),
                 info.kubernetes_version
             );
+            if !was_running && *nodes > 0 {
+                let names: Vec<String> = (0..*nodes).map(cluster::nodes::plain_node_name).collect();
+                crate::outln!("# simulated nodes (no GPU): {}", names.join(" "));
+            }
             crate::outln!("# kubeconfig: {}", h.kubeconfig.display());
             crate::outln!("export KUBECONFIG={q}");
             Ok(ExitStatus::Ok)

@@ -71,7 +71,7 @@ const SOURCES: [(&str, &str); 6] = [
 ];
 
 /// Measured cold build on a 2-core machine (see BENCHMARKS.md), used for the estimate.
-const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(15 * 60);
+const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(18 * 60);
 
 /// `-ldflags` for `go build`: strip symbols and stamp the real versions so `--version`
 /// of every binary prints them.

@@ -178,7 +178,7 @@ impl ClusterInfo {
         self.ports()
             .by_component()
             .into_iter()
-            .filter(|(name, _)| *name == c)
+            .filter(|&(name, p)| name == c && p != 0)
             .map(|(_, p)| p)
             .collect()
     }
@@ -340,7 +340,10 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         }
         Status::Broken { detail } => {
             if opts.progress {
-                note!("cluster {name:?} was broken ({detail}); starting it afresh");
+                note!(
+                    "cluster {name:?} was broken ({}); starting it afresh",
+                    crate::render::esc(&detail)
+                );
             }
             process::stop_all(&state, Duration::from_secs(10))?;
         }
@@ -766,8 +769,14 @@ impl Watch {
     /// Ok while every started component lives and none logged a bind conflict.
     fn check(&mut self) -> StartResult<()> {
         for (c, how) in &self.started {
-            let log =
-                std::fs::read_to_string(process::log_file(&self.state, c)).unwrap_or_default();
+            // Only logs of components started by this call: they are short, and a bind
+            // conflict there is this start's.
+            let log = match how {
+                Some(_) => {
+                    std::fs::read_to_string(process::log_file(&self.state, c)).unwrap_or_default()
+                }
+                None => String::new(),
+            };
             if let Some(port) = ports::conflict_in_log(&log) {
                 return Err(StartError::PortTaken {
                     component: c.to_string(),
