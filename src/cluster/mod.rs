@@ -332,8 +332,15 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
                 let kubeconfig = handle.kubeconfig.clone();
                 let mut watch = Watch::running(&state);
                 move || {
-                    wait_ready(&mut watch, &kubeconfig, &info, Duration::from_secs(60))
-                        .map_err(StartError::into_error)
+                    wait_ready(
+                        &mut watch,
+                        &kubeconfig,
+                        &info,
+                        0,
+                        None,
+                        Duration::from_secs(60),
+                    )
+                    .map_err(StartError::into_error)
                 }
             })?;
             return Ok(handle);
@@ -581,7 +588,8 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             "--unsafe-no-fsync=true".into(),
         ],
     )?;
-    watch.listening("etcd", info.etcd_port, Duration::from_secs(30))?;
+    // Not waiting for etcd to listen: kube-apiserver retries until it does (as kwokctl
+    // starts them), and every component's start overlaps the others'.
 
     step(&format!(
         "starting kube-apiserver on https://127.0.0.1:{}",
@@ -616,12 +624,19 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         "starting kube-controller-manager (127.0.0.1:{}), kube-scheduler (127.0.0.1:{}) and kwok-controller (127.0.0.1:{})",
         info.controller_manager_port, info.scheduler_port, info.kwok_port
     ));
-    let kcm_args = controller_manager_args(&info, state, &kcm_kubeconfig);
-    watch.spawn(
-        "kube-controller-manager",
-        &build::binary(bin, "kube-controller-manager"),
-        &kcm_args,
-    )?;
+    // kube-controller-manager starts once the API server is ready (in `wait_ready`): it
+    // then passes its API server check at once instead of polling it every second, and
+    // it does not slow the API server's own start on a 2-core machine.
+    let kcm = Deferred {
+        component: "kube-controller-manager",
+        command: (
+            build::binary(bin, "kube-controller-manager"),
+            controller_manager_args(&info, state, &kcm_kubeconfig),
+        ),
+        port: info.controller_manager_port,
+        started: false,
+        _lock: lock,
+    };
     watch.spawn(
         "kube-scheduler",
         &build::binary(bin, "kube-scheduler"),
@@ -653,22 +668,36 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         ],
     )?;
     for (component, port) in ports.by_component() {
-        watch.listening(component, port, Duration::from_secs(60))?;
+        if component != kcm.component {
+            watch.listening(component, port, Duration::from_secs(60))?;
+        }
     }
-    drop(lock);
 
     step("waiting for /readyz, the controller-manager, the scheduler and kwok");
     let nodes = opts.nodes;
     on_own_thread({
         let info = info.clone();
         move || {
-            wait_ready(&mut watch, &kubeconfig, &info, Duration::from_secs(120))?;
-            if nodes > 0 {
-                create_plain_nodes(&kubeconfig, nodes)?;
-            }
-            Ok(())
+            wait_ready(
+                &mut watch,
+                &kubeconfig,
+                &info,
+                nodes,
+                Some(kcm),
+                Duration::from_secs(120),
+            )
         }
     })
+}
+
+/// A component [`wait_ready`] starts once the API server is ready, and the port lock,
+/// held until it listens.
+struct Deferred {
+    component: &'static str,
+    command: Command,
+    port: u16,
+    started: bool,
+    _lock: PortLock,
 }
 
 /// kube-controller-manager's flags. kwokctl's (kwok `pkg/kwokctl/components/kube_controller_manager.go`):
@@ -702,100 +731,57 @@ fn controller_manager_args(info: &ClusterInfo, state: &Path, kubeconfig: &Path) 
     ]
 }
 
-/// Creates the plain simulated nodes of [`UpOptions::nodes`] and waits until they are
-/// schedulable.
-fn create_plain_nodes(kubeconfig: &Path, n: u32) -> Result<()> {
-    let tokio_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| rt(format!("cannot start the async runtime: {e}")))?;
-    tokio_rt.block_on(async {
-        let c = client(kubeconfig, None).await?;
-        for i in 0..n {
-            nodes::ensure_sim_node(&c, &nodes::plain_node_name(i)).await?;
-        }
-        for i in 0..n {
-            nodes::wait_schedulable(&c, &nodes::plain_node_name(i), nodes::SCHEDULABLE_WAIT)
-                .await?;
-        }
-        Ok(())
-    })
-}
-
-/// The components started so far, checked on every tick of every wait: one that exited,
-/// or logged that its port is taken, ends the wait at once with its log's last line.
-///
-/// kube-controller-manager gives the API server 10 s to become healthy and exits
-/// otherwise (kubernetes/kubernetes `cmd/kube-controller-manager/app/controllermanager.go`,
-/// `WaitForAPIServer`); on a busy machine that can pass, so it is started again (up to
-/// [`Watch::RESPAWNS`] times) instead of failing the cluster.
 /// A program and its arguments.
 type Command = (PathBuf, Vec<String>);
 
+/// The components whose processes a wait checks on every tick: one that exited, or logged
+/// that its port is taken, ends the wait at once with its log's last line.
 struct Watch {
     state: PathBuf,
-    /// Component, and how to start it again (`None`: a cluster found running).
-    started: Vec<(&'static str, Option<Command>)>,
-    respawns: u32,
+    /// Component, and whether this call started it (then its log is read for a bind
+    /// conflict; a cluster found running has none of those).
+    started: Vec<(&'static str, bool)>,
 }
 
 impl Watch {
-    const RESPAWNS: u32 = 3;
-
     fn new(state: &Path) -> Watch {
         Watch {
             state: state.to_path_buf(),
             started: Vec::new(),
-            respawns: 0,
         }
     }
 
-    /// A cluster that is already running: every component, none to restart.
+    /// A cluster that is already running: every component, none started by this call.
     fn running(state: &Path) -> Watch {
         Watch {
             state: state.to_path_buf(),
-            started: process::COMPONENTS.iter().map(|c| (*c, None)).collect(),
-            respawns: 0,
+            started: process::COMPONENTS.iter().map(|c| (*c, false)).collect(),
         }
     }
 
     fn spawn(&mut self, component: &'static str, program: &Path, args: &[String]) -> Result<()> {
         process::spawn(&self.state, component, program, args)?;
-        self.started
-            .push((component, Some((program.to_path_buf(), args.to_vec()))));
+        self.started.push((component, true));
         Ok(())
     }
 
-    /// Ok while every started component lives and none logged a bind conflict.
-    fn check(&mut self) -> StartResult<()> {
-        for (c, how) in &self.started {
-            // Only logs of components started by this call: they are short, and a bind
-            // conflict there is this start's.
-            let log = match how {
-                Some(_) => {
-                    std::fs::read_to_string(process::log_file(&self.state, c)).unwrap_or_default()
+    /// Ok while every watched component lives and none started by this call logged a
+    /// bind conflict.
+    fn check(&self) -> StartResult<()> {
+        for &(c, ours) in &self.started {
+            if ours {
+                // Short logs, and a bind conflict there is this start's.
+                let log =
+                    std::fs::read_to_string(process::log_file(&self.state, c)).unwrap_or_default();
+                if let Some(port) = ports::conflict_in_log(&log) {
+                    return Err(StartError::PortTaken {
+                        component: c.to_string(),
+                        port,
+                    });
                 }
-                None => String::new(),
-            };
-            if let Some(port) = ports::conflict_in_log(&log) {
-                return Err(StartError::PortTaken {
-                    component: c.to_string(),
-                    port,
-                });
             }
-            if process::alive(&self.state, c).is_some() {
-                continue;
-            }
-            match how {
-                Some((program, args))
-                    if *c == "kube-controller-manager"
-                        && self.respawns < Self::RESPAWNS
-                        && log.contains("failed to wait for apiserver being healthy") =>
-                {
-                    self.respawns += 1;
-                    process::spawn(&self.state, c, program, args)?;
-                }
-                _ => return Err(not_ready(&self.state, c, "exited").into()),
+            if process::alive(&self.state, c).is_none() {
+                return Err(not_ready(&self.state, c, "exited").into());
             }
         }
         Ok(())
@@ -803,7 +789,7 @@ impl Watch {
 
     /// Waits until `component` accepts connections on `port` (and is still alive: the
     /// listener might be another process's).
-    fn listening(&mut self, component: &str, port: u16, timeout: Duration) -> StartResult<()> {
+    fn listening(&self, component: &str, port: u16, timeout: Duration) -> StartResult<()> {
         let deadline = Instant::now() + timeout;
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         loop {
@@ -835,12 +821,16 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
 
 /// Waits until the API server's `/readyz` says ok, kube-controller-manager serves
 /// `/healthz` and has created ServiceAccount `default/default`, the scheduler serves
-/// `/healthz` and holds its lease, and kwok serves `/healthz`. Every tick checks that each
-/// component lives. Runs its own single-threaded runtime.
+/// `/healthz` and holds its lease, and kwok serves `/healthz`; creates the `nodes` plain
+/// simulated nodes as soon as the API server is ready and waits until they are
+/// schedulable. Every tick checks that each component lives. Runs its own single-threaded
+/// runtime.
 fn wait_ready(
     watch: &mut Watch,
     kubeconfig: &Path,
     info: &ClusterInfo,
+    nodes: u32,
+    mut deferred: Option<Deferred>,
     timeout: Duration,
 ) -> StartResult<()> {
     let tokio_rt = tokio::runtime::Builder::new_current_thread()
@@ -864,9 +854,29 @@ fn wait_ready(
             "kube-scheduler",
             "kwok-controller",
         ];
+        let mut nodes_created = nodes == 0;
         loop {
             if !done[0] {
                 done[0] = get_text(&api, "/readyz").await.as_deref() == Some("ok");
+            }
+            if done[0]
+                && let Some(d) = &mut deferred
+            {
+                if !d.started {
+                    watch.spawn(d.component, &d.command.0, &d.command.1)?;
+                    d.started = true;
+                }
+                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, d.port));
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    // Listening: no other start can pick its port now.
+                    deferred = None;
+                }
+            }
+            if done[0] && !nodes_created {
+                for i in 0..nodes {
+                    nodes::ensure_sim_node(&api, &nodes::plain_node_name(i)).await?;
+                }
+                nodes_created = true;
             }
             if done[0] && !done[1] {
                 done[1] = get_text(&kcm, "/healthz").await.as_deref() == Some("ok")
@@ -888,6 +898,10 @@ fn wait_ready(
             }
             watch.check()?;
             if done.iter().all(|d| *d) {
+                for i in 0..nodes {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    nodes::wait_schedulable(&api, &nodes::plain_node_name(i), left).await?;
+                }
                 return Ok(());
             }
             if Instant::now() > deadline {
