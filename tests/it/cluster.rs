@@ -373,7 +373,7 @@ fn two_clusters_started_at_once_do_not_collide() {
     for c in cluster::process::COMPONENTS {
         assert!(
             out.lines()
-                .any(|l| l.trim_start().starts_with(c) && l.ends_with("healthy")),
+                .any(|l| l.trim_start().starts_with(c) && l.ends_with(" healthy")),
             "{c} in:\n{out}"
         );
     }
