@@ -17,7 +17,7 @@ cargo clippy --all-targets --quiet -- -D warnings
 step "cargo build --release"
 cargo build --release --quiet
 
-step "local control plane binaries (kube-apiserver, kube-scheduler, etcd, kwok)"
+step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl)"
 target/release/gpuwl cluster build
 
 step "cargo test (unit, property and CLI tests)"

@@ -1,8 +1,6 @@
 //! `gpuwl cluster up|down|status|kubeconfig|build [--name NAME]`: the local control plane
 //! (see [`crate::cluster`]).
 
-use std::path::Path;
-
 use crate::cluster::{self, Status, UpOptions};
 use crate::error::{Error, ExitStatus, Result};
 
@@ -22,21 +20,28 @@ pub enum Action {
     /// Start the cluster (building the binaries first if needed); idempotent. Prints
     /// the kubeconfig path and an `export KUBECONFIG=...` line (eval-safe)
     Up {
-        /// Also add the cluster's context to ~/.kube/config and make it current
+        /// Also add the cluster's context to ~/.kube/config (or $KUBECONFIG's first file)
+        /// and make it current; `cluster down` takes it out again
         #[arg(long)]
         set_context: bool,
+        /// Plain simulated nodes (kwok-node-0…, 32 CPU, 256 GiB, no GPU) to create when the
+        /// cluster starts, so a Deployment has somewhere to run; not when it already runs
+        #[arg(long, value_name = "N", default_value_t = 1)]
+        nodes: u32,
         /// No progress on stderr
         #[arg(long, short)]
         quiet: bool,
     },
-    /// Stop every process of the cluster and remove its state
+    /// Stop every process of the cluster, remove its state and the context
+    /// `up --set-context` added
     Down,
-    /// Say running / stopped / broken and how to recover (exit 0 only when running)
+    /// Say running / stopped / broken, each component's pid, ports and health, and how to
+    /// recover (exit 0 only when running)
     Status,
     /// Print the kubeconfig path (exit 3 when the cluster was never started)
     Kubeconfig,
-    /// Build (or find cached) etcd, kube-apiserver, kube-scheduler, kwok and kwokctl;
-    /// prints the bin directory
+    /// Build (or find cached) etcd, kube-apiserver, kube-controller-manager,
+    /// kube-scheduler, kwok and kwokctl; prints the bin directory
     Build {
         /// No progress on stderr
         #[arg(long, short)]
@@ -49,14 +54,26 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let name = args.name.as_str();
     cluster::validate_name(name)?;
     match &args.action {
-        Action::Up { set_context, quiet } => {
+        Action::Up {
+            set_context,
+            quiet,
+            nodes,
+        } => {
             let was_running = cluster::status(name)? == Status::Running;
             let h = cluster::up(&UpOptions {
                 name: name.to_string(),
                 progress: !quiet,
+                nodes: *nodes,
+                ports: None,
             })?;
             if *set_context {
-                set_context_in_user_kubeconfig(&h.kubeconfig, name)?;
+                let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;
+                if !quiet {
+                    eprintln!(
+                        "context {name} added to {} and made current (gpuwl cluster down --name {name} takes it out)",
+                        file.display()
+                    );
+                }
             }
             let info = cluster::info(name)?;
             let q = shell_quote(&h.kubeconfig.display().to_string());
@@ -70,6 +87,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 info.server_url(),
                 info.kubernetes_version
             );
+            if !was_running && *nodes > 0 {
+                let names: Vec<String> = (0..*nodes).map(cluster::nodes::plain_node_name).collect();
+                crate::outln!("# simulated nodes (no GPU): {}", names.join(" "));
+            }
             crate::outln!("# kubeconfig: {}", h.kubeconfig.display());
             crate::outln!("export KUBECONFIG={q}");
             Ok(ExitStatus::Ok)
@@ -84,34 +105,52 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             }
             Ok(ExitStatus::Ok)
         }
-        Action::Status => match cluster::status(name)? {
-            Status::Running => {
-                let info = cluster::info(name)?;
-                crate::outln!("{name}: running at {}", info.server_url());
-                crate::outln!("kubeconfig: {}", cluster::kubeconfig_path(name).display());
-                Ok(ExitStatus::Ok)
-            }
-            Status::Stopped => {
-                crate::outln!("{name}: stopped");
-                if cluster::state_dir(name).exists() {
+        Action::Status => {
+            let st = cluster::status(name)?;
+            match &st {
+                Status::Running => {
+                    let info = cluster::info(name)?;
                     crate::outln!(
-                        "state left in {} (logs in logs/); start afresh with: gpuwl cluster up --name {name}",
+                        "{name}: running at {} (Kubernetes {})",
+                        info.server_url(),
+                        info.kubernetes_version
+                    );
+                }
+                Status::Stopped => crate::outln!("{name}: stopped"),
+                Status::Broken { detail } => {
+                    crate::outln!("{name}: broken: {}", crate::render::esc(detail))
+                }
+            }
+            if st != Status::Stopped {
+                for c in cluster::probe(name)? {
+                    crate::outln!("{}", component_line(&c));
+                }
+            }
+            match st {
+                Status::Running => {
+                    crate::outln!("kubeconfig: {}", cluster::kubeconfig_path(name).display());
+                    Ok(ExitStatus::Ok)
+                }
+                Status::Stopped => {
+                    if cluster::state_dir(name).exists() {
+                        crate::outln!(
+                            "state left in {} (logs in logs/); start afresh with: gpuwl cluster up --name {name}",
+                            cluster::state_dir(name).display()
+                        );
+                    } else {
+                        crate::outln!("start it with: gpuwl cluster up --name {name}");
+                    }
+                    Ok(ExitStatus::Runtime)
+                }
+                Status::Broken { .. } => {
+                    crate::outln!(
+                        "logs: {}/logs; recover with: gpuwl cluster up --name {name} (restarts it afresh) or gpuwl cluster down --name {name}",
                         cluster::state_dir(name).display()
                     );
-                } else {
-                    crate::outln!("start it with: gpuwl cluster up --name {name}");
+                    Ok(ExitStatus::Runtime)
                 }
-                Ok(ExitStatus::Runtime)
             }
-            Status::Broken { detail } => {
-                crate::outln!("{name}: broken: {detail}");
-                crate::outln!(
-                    "logs: {}/logs; recover with: gpuwl cluster up --name {name} (restarts it afresh) or gpuwl cluster down --name {name}",
-                    cluster::state_dir(name).display()
-                );
-                Ok(ExitStatus::Runtime)
-            }
-        },
+        }
         Action::Kubeconfig => {
             let p = cluster::kubeconfig_path(name);
             if !p.is_file() {
@@ -141,44 +180,23 @@ fn shell_quote(s: &str) -> String {
     }
 }
 
-/// Merges the cluster's cluster/context/user into `$KUBECONFIG`'s first file or
-/// `~/.kube/config` and makes its context current. Only on `--set-context`.
-fn set_context_in_user_kubeconfig(ours: &Path, name: &str) -> Result<()> {
-    use kube::config::Kubeconfig;
-    let target = std::env::var_os("KUBECONFIG")
-        .and_then(|v| std::env::split_paths(&v).next())
-        .filter(|p| !p.as_os_str().is_empty() && p != ours)
-        .unwrap_or_else(|| cluster::build::home().join(".kube").join("config"));
-    let err = |e: &dyn std::fmt::Display| {
-        Error::Runtime(format!("cannot update {}: {e}", target.display()))
-    };
-    let mine = Kubeconfig::read_from(ours).map_err(|e| err(&e))?;
-    let mut theirs = if target.is_file() {
-        Kubeconfig::read_from(&target).map_err(|e| err(&e))?
-    } else {
-        Kubeconfig::default()
-    };
-    theirs.clusters.retain(|c| c.name != name);
-    theirs.contexts.retain(|c| c.name != name);
-    theirs
-        .auth_infos
-        .retain(|a| a.name != format!("{name}-admin"));
-    theirs.clusters.extend(mine.clusters);
-    theirs.contexts.extend(mine.contexts);
-    theirs.auth_infos.extend(mine.auth_infos);
-    theirs.current_context = Some(name.to_string());
-    if theirs.api_version.is_none() {
-        theirs.api_version = Some("v1".into());
-        theirs.kind = Some("Config".into());
-    }
-    let text = serde_saphyr::to_string(&theirs).map_err(|e| err(&e))?;
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
-    }
-    std::fs::write(&target, text).map_err(|e| err(&e))?;
-    eprintln!(
-        "context {name} added to {} and made current",
-        target.display()
+/// One line of `gpuwl cluster status` per component: name, pid, ports, health, and the
+/// last log line of one that is not running.
+fn component_line(c: &cluster::ComponentReport) -> String {
+    let pid = c
+        .pid
+        .map(|p| format!("pid {p}"))
+        .unwrap_or_else(|| "-".into());
+    let ports: Vec<String> = c.ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
+    let mut line = format!(
+        "  {:<24} {:<10} {:<33} {}",
+        c.component,
+        pid,
+        ports.join(" "),
+        c.health
     );
-    Ok(())
+    if !c.last_log_line.is_empty() {
+        line.push_str(&format!(" (last log line: {})", c.last_log_line));
+    }
+    line.trim_end().to_string()
 }

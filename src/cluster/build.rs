@@ -8,8 +8,8 @@
 //!
 //! `<cache>` is `$GPUWL_CACHE_DIR` when set, else `$XDG_CACHE_HOME/gpuwl/controlplane`,
 //! else `$HOME/.cache/gpuwl/controlplane`.
-//! `$GPUWL_CONTROLPLANE_BIN` may name a directory that already holds the five binaries
-//! (etcd, kube-apiserver, kube-scheduler, kwok, kwokctl); then nothing is built.
+//! `$GPUWL_CONTROLPLANE_BIN` may name a directory that already holds the six binaries
+//! (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl); then nothing is built.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -20,7 +20,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
 
-/// Kubernetes version of kube-apiserver and kube-scheduler (the `k8s.io/kubernetes` pin).
+/// Kubernetes version of kube-apiserver, kube-controller-manager and kube-scheduler (the
+/// `k8s.io/kubernetes` pin).
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// etcd server version (the `go.etcd.io/etcd/server/v3` pin, the one Kubernetes 1.36.3 uses).
 pub const ETCD_VERSION: &str = "v3.6.8";
@@ -28,25 +29,27 @@ pub const ETCD_VERSION: &str = "v3.6.8";
 pub const KWOK_VERSION: &str = "v0.8.0";
 
 /// Names of the binaries the build produces, all in one `bin/` directory.
-pub const BINARIES: [&str; 5] = [
+pub const BINARIES: [&str; 6] = [
     "etcd",
     "kube-apiserver",
+    "kube-controller-manager",
     "kube-scheduler",
     "kwok",
     "kwokctl",
 ];
 
 /// Go packages built, in the module's namespace.
-const PACKAGES: [&str; 5] = [
+const PACKAGES: [&str; 6] = [
     "./cmd/etcd",
     "./cmd/kube-apiserver",
+    "./cmd/kube-controller-manager",
     "./cmd/kube-scheduler",
     "sigs.k8s.io/kwok/cmd/kwok",
     "sigs.k8s.io/kwok/cmd/kwokctl",
 ];
 
 /// The embedded module: (path relative to the module root, contents).
-const SOURCES: [(&str, &str); 5] = [
+const SOURCES: [(&str, &str); 6] = [
     ("go.mod", include_str!("../../controlplane/go.mod")),
     ("go.sum", include_str!("../../controlplane/go.sum")),
     (
@@ -58,13 +61,17 @@ const SOURCES: [(&str, &str); 5] = [
         include_str!("../../controlplane/cmd/kube-apiserver/main.go"),
     ),
     (
+        "cmd/kube-controller-manager/main.go",
+        include_str!("../../controlplane/cmd/kube-controller-manager/main.go"),
+    ),
+    (
         "cmd/kube-scheduler/main.go",
         include_str!("../../controlplane/cmd/kube-scheduler/main.go"),
     ),
 ];
 
 /// Measured cold build on a 2-core machine (see BENCHMARKS.md), used for the estimate.
-const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(15 * 60);
+const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(18 * 60);
 
 /// `-ldflags` for `go build`: strip symbols and stamp the real versions so `--version`
 /// of every binary prints them.
@@ -128,7 +135,7 @@ pub(crate) fn home() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("/tmp"))
 }
 
-/// Directory holding the five binaries: `$GPUWL_CONTROLPLANE_BIN`, else
+/// Directory holding the six binaries: `$GPUWL_CONTROLPLANE_BIN`, else
 /// `<cache>/<key>/bin`. It may not exist yet; see [`ensure_built`].
 pub fn bin_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("GPUWL_CONTROLPLANE_BIN").filter(|v| !v.is_empty()) {
@@ -160,7 +167,7 @@ fn complete(dir: &Path) -> bool {
     BINARIES.iter().all(|b| dir.join(b).is_file()) && dir.join(KWOK_STAGES_FILE).is_file()
 }
 
-/// Returns the directory with the five binaries, building them first when missing.
+/// Returns the directory with the six binaries, building them first when missing.
 ///
 /// `progress` shows a progress bar with an estimate on stderr. A cold build takes
 /// minutes (see BENCHMARKS.md); a cached one returns at once.
@@ -234,7 +241,7 @@ fn build(progress: bool) -> Result<()> {
         .arg("version")
         .output()
         .map_err(|_| {
-            rt("`go` not found on PATH: install Go 1.26 or newer to build the control plane (etcd, kube-apiserver, kube-scheduler, kwok)")
+            rt("`go` not found on PATH: install Go 1.26 or newer to build the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)")
         })?;
     if !go_version.status.success() {
         return Err(rt(format!(

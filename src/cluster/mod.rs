@@ -1,31 +1,43 @@
-//! The local control plane: upstream etcd, kube-apiserver and kube-scheduler with kwok
-//! simulating every node, all on 127.0.0.1, started as detached processes.
+//! The local control plane: upstream etcd, kube-apiserver, kube-controller-manager and
+//! kube-scheduler with kwok simulating every node, all on 127.0.0.1, started as detached
+//! processes.
 //!
 //! Design decisions:
 //! - The binaries come from the pinned Go module `controlplane/` ([`build`]), embedded
 //!   into gpuwl and built into a cache keyed by the pins. Nothing is downloaded at run time.
 //! - gpuwl starts the processes itself with the flags kwokctl's binary runtime uses
-//!   (kwok's `test/e2e/kwokctl/dryrun/testdata/binary/create_cluster.txt`), but binds
-//!   everything to 127.0.0.1 on free ports. This is simpler and more robust than driving
-//!   kwokctl (which wants to download artifacts and edits `~/.kube/config`); kwokctl is
-//!   still built and can be pointed at the same binaries.
-//! - No kube-controller-manager runs, so nothing would create the `default`
-//!   ServiceAccount of a new namespace and the `ServiceAccount` admission plugin would
-//!   reject every Pod there. The API server therefore runs with
-//!   `--disable-admission-plugins=ServiceAccount`: Pods in any namespace, created at any
-//!   time, are accepted with no per-namespace step (kwok never runs containers, so no
-//!   token is needed). Side effect: namespaces are never finalized on delete.
-//! - For the same reason (no node-lifecycle controller to lift it) the
-//!   `TaintNodesByCondition` admission plugin is disabled too: otherwise every new Node
-//!   keeps the `node.kubernetes.io/not-ready:NoSchedule` taint it is created with, and
-//!   the scheduler rejects it ("had untolerated taint(s)") although kwok marks it Ready.
+//!   (kwok's `test/e2e/kwokctl/dryrun/testdata/binary/create_cluster.txt` and
+//!   `pkg/kwokctl/components/*.go`), but binds everything to 127.0.0.1 on free ports
+//!   ([`ports`]). This is simpler and more robust than driving kwokctl (which wants to
+//!   download artifacts and edits `~/.kube/config`); kwokctl is still built and can be
+//!   pointed at the same binaries.
+//! - kube-controller-manager runs with every default controller, as in a kubeadm
+//!   cluster: a new namespace gets its `default` ServiceAccount, a Deployment gets its
+//!   ReplicaSet and Pods, a deleted namespace is emptied and finalized. It authenticates
+//!   with its own client certificate as `system:kube-controller-manager` and gives each
+//!   controller its own ServiceAccount token (`--use-service-account-credentials`), signed
+//!   with the key the API server verifies (`sa.key` / `sa.pub`, [`pki`]). Leader election
+//!   is off (one instance).
+//! - The node-lifecycle controller watches the node leases kwok renews every 50 s
+//!   (`--node-lease-duration-seconds=200`, renewed at a quarter of it, kwok
+//!   `pkg/kwok/controllers/controller.go`); it runs with kwokctl's periods for that lease
+//!   (`--node-monitor-period=25s`, `--node-monitor-grace-period=3m20s`: kwokctl's defaults
+//!   5 s / 40 s times its default heartbeat factor 5, kwok
+//!   `pkg/apis/config/v1alpha1/zz_generated.defaults.go`, `pkg/kwokctl/cmd/create/cluster/cluster.go`),
+//!   so a simulated node is never marked unreachable and its pods are never evicted.
+//! - All default admission plugins are on, `ServiceAccount` and `TaintNodesByCondition`
+//!   included: a new Node starts tainted `node.kubernetes.io/not-ready:NoSchedule` and the
+//!   node-lifecycle controller lifts the taint once kwok reports it Ready
+//!   ([`nodes::wait_schedulable`]).
 //! - kwok runs with `--manage-all-nodes=true`: every Node becomes Ready and every Pod
 //!   bound to a Node becomes Running, without annotations.
 //! - Certificates come from `rcgen` ([`pki`]); the kubeconfig authenticates with a client
 //!   certificate in `system:masters`.
 //!
-//! State of cluster `NAME` lives in [`state_dir`]`(NAME)`: `kubeconfig`, `pki/`,
-//! `etcd/`, `pids/<component>.pid`, `logs/<component>.log`, `cluster.json`.
+//! State of cluster `NAME` lives in [`state_dir`]`(NAME)`: `kubeconfig`,
+//! `controller-manager.kubeconfig`, `pki/`, `etcd/`, `pids/<component>.pid`,
+//! `logs/<component>.log`, `cluster.json`, and `user-context.json` after `--set-context`
+//! ([`userconfig`]).
 
 /// Progress line on stderr; a closed stderr (e.g. `| head`) must not abort the command.
 macro_rules! note {
@@ -36,16 +48,20 @@ macro_rules! note {
 }
 
 pub mod build;
+pub mod nodes;
 pub mod pki;
+pub mod ports;
 pub mod process;
+pub mod userconfig;
 
-use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use ports::{PortLock, Ports};
 
 /// Options of [`up`].
 #[derive(Debug, Clone)]
@@ -54,6 +70,14 @@ pub struct UpOptions {
     pub name: String,
     /// Show build progress and start-up steps on stderr.
     pub progress: bool,
+    /// Plain simulated nodes to create when the cluster is started (not when it is
+    /// already running): `kwok-node-0` … ([`nodes::plain_node_name`]), each with
+    /// [`nodes::SIM_NODE_CAPACITY`] and no GPU. [`up`] returns once they are schedulable.
+    pub nodes: u32,
+    /// Fixed ports instead of free ones picked at start (tests, debugging). A port that
+    /// is taken is an error at once; picked ports that another process takes while the
+    /// cluster starts are replaced by fresh ones (up to three starts).
+    pub ports: Option<Ports>,
 }
 
 impl Default for UpOptions {
@@ -61,6 +85,8 @@ impl Default for UpOptions {
         UpOptions {
             name: DEFAULT_NAME.to_string(),
             progress: false,
+            nodes: 0,
+            ports: None,
         }
     }
 }
@@ -82,7 +108,7 @@ pub struct ClusterHandle {
 /// What [`status`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Status {
-    /// Every process (etcd, kube-apiserver, kube-scheduler, kwok-controller) is alive.
+    /// Every process ([`process::COMPONENTS`]) is alive.
     Running,
     /// No process is alive (no state at all, or state left from a stopped cluster/reboot).
     Stopped,
@@ -115,6 +141,10 @@ pub struct ClusterInfo {
     pub etcd_port: u16,
     /// etcd peer port.
     pub etcd_peer_port: u16,
+    /// kube-controller-manager secure port (HTTPS on 127.0.0.1, `/healthz` open); 0 in
+    /// the `cluster.json` of a cluster started before it ran one.
+    #[serde(default)]
+    pub controller_manager_port: u16,
     /// kube-scheduler secure port (HTTPS on 127.0.0.1, `/healthz` open).
     pub scheduler_port: u16,
     /// kwok-controller server port (HTTPS on 127.0.0.1, `/healthz`).
@@ -129,6 +159,28 @@ impl ClusterInfo {
     /// `https://127.0.0.1:<apiserver_port>`.
     pub fn server_url(&self) -> String {
         format!("https://127.0.0.1:{}", self.apiserver_port)
+    }
+
+    /// The ports, as one value.
+    pub fn ports(&self) -> Ports {
+        Ports {
+            apiserver: self.apiserver_port,
+            etcd: self.etcd_port,
+            etcd_peer: self.etcd_peer_port,
+            controller_manager: self.controller_manager_port,
+            scheduler: self.scheduler_port,
+            kwok: self.kwok_port,
+        }
+    }
+
+    /// The ports component `c` listens on (two for etcd; none for an unknown name).
+    pub fn ports_of(&self, c: &str) -> Vec<u16> {
+        self.ports()
+            .by_component()
+            .into_iter()
+            .filter(|&(name, p)| name == c && p != 0)
+            .map(|(_, p)| p)
+            .collect()
     }
 }
 
@@ -228,11 +280,13 @@ pub fn status(name: &str) -> Result<Status> {
     }
 }
 
-/// Stops every process of cluster `name` and removes its state directory. Succeeds when
-/// the cluster does not exist.
+/// Stops every process of cluster `name`, takes the entries `--set-context` added out of
+/// the user's kubeconfig ([`userconfig::remove`]) and removes its state directory.
+/// Succeeds when the cluster does not exist.
 ///
 /// Errors: [`Error::Input`] for an invalid name; [`Error::Runtime`] when a process
-/// cannot be stopped or the state cannot be removed.
+/// cannot be stopped, the user's kubeconfig cannot be updated or the state cannot be
+/// removed.
 pub fn down(name: &str) -> Result<()> {
     validate_name(name)?;
     let state = state_dir(name);
@@ -240,20 +294,28 @@ pub fn down(name: &str) -> Result<()> {
         return Ok(());
     }
     process::stop_all(&state, Duration::from_secs(10))?;
+    userconfig::remove(name, &state)?;
     std::fs::remove_dir_all(&state)
         .map_err(|e| rt(format!("cannot remove {}: {e}", state.display())))
 }
+
+/// How many times [`up`] starts the cluster when another process takes one of the
+/// picked ports while it starts.
+const START_ATTEMPTS: u32 = 3;
 
 /// Starts cluster `opts.name`, or returns it when it is already running (idempotent).
 ///
 /// Builds the binaries when missing ([`build::ensure_built`]); a stopped or broken
 /// cluster's leftover state is stopped and replaced by a fresh cluster. Returns once
-/// `/readyz` of the API server says `ok`, the scheduler serves `/healthz` and holds its
-/// leader lease, and kwok serves `/healthz`. Processes outlive the calling process.
-/// Safe to call from inside a tokio runtime (the waits run on their own thread).
+/// `/readyz` of the API server says `ok`, kube-controller-manager serves `/healthz` and
+/// its ServiceAccount controller has created `default/default`, the scheduler serves
+/// `/healthz` and holds its leader lease, kwok serves `/healthz`, and the
+/// [`UpOptions::nodes`] simulated nodes are schedulable. Processes outlive the calling
+/// process. Safe to call from inside a tokio runtime (the waits run on their own thread).
 ///
 /// Errors: [`Error::Input`] for an invalid name; [`Error::Runtime`] (one line, naming the
-/// component's log) when building fails or a component does not come up in time.
+/// component's log) when building fails, a port is taken (a fixed one, or picked ones
+/// three times), or a component exits or does not come up in time.
 pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     validate_name(&opts.name)?;
     let name = opts.name.as_str();
@@ -268,28 +330,59 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             let info = info(name)?;
             on_own_thread({
                 let kubeconfig = handle.kubeconfig.clone();
-                move || wait_ready(&kubeconfig, &info, Duration::from_secs(60))
+                let mut watch = Watch::running(&state);
+                move || {
+                    wait_ready(
+                        &mut watch,
+                        &kubeconfig,
+                        &info,
+                        0,
+                        None,
+                        Duration::from_secs(60),
+                    )
+                    .map_err(StartError::into_error)
+                }
             })?;
             return Ok(handle);
         }
         Status::Broken { detail } => {
             if opts.progress {
-                note!("cluster {name:?} was broken ({detail}); starting it afresh");
+                note!(
+                    "cluster {name:?} was broken ({}); starting it afresh",
+                    crate::render::esc(&detail)
+                );
             }
             process::stop_all(&state, Duration::from_secs(10))?;
         }
         Status::Stopped => {}
     }
-    if state.exists() {
-        std::fs::remove_dir_all(&state)
-            .map_err(|e| rt(format!("cannot remove stale {}: {e}", state.display())))?;
-    }
+    // Entries a --set-context of the old cluster left in the user's kubeconfig point at its
+    // certificates, which are about to be replaced.
+    let _ = userconfig::remove(name, &state);
+    remove_state(&state)?;
     let bin = build::ensure_built(opts.progress)?;
     let started = Instant::now();
-    let result = start(name, &state, &bin, opts.progress);
-    if let Err(e) = result {
-        let _ = process::stop_all(&state, Duration::from_secs(5));
-        return Err(e);
+    let mut attempt = 1;
+    loop {
+        match start(name, &state, &bin, opts) {
+            Ok(()) => break,
+            Err(StartError::PortTaken { component, port })
+                if opts.ports.is_none() && attempt < START_ATTEMPTS =>
+            {
+                if opts.progress {
+                    note!(
+                        "port {port} of {component} was taken by another process while starting; starting again on other ports"
+                    );
+                }
+                let _ = process::stop_all(&state, Duration::from_secs(5));
+                remove_state(&state)?;
+                attempt += 1;
+            }
+            Err(e) => {
+                let _ = process::stop_all(&state, Duration::from_secs(5));
+                return Err(e.into_error());
+            }
+        }
     }
     if opts.progress {
         note!(
@@ -300,26 +393,54 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     Ok(handle)
 }
 
-fn on_own_thread<T: Send + 'static>(f: impl FnOnce() -> Result<T> + Send + 'static) -> Result<T> {
+fn remove_state(state: &Path) -> Result<()> {
+    if state.exists() {
+        std::fs::remove_dir_all(state)
+            .map_err(|e| rt(format!("cannot remove stale {}: {e}", state.display())))?;
+    }
+    Ok(())
+}
+
+fn on_own_thread<T, E>(
+    f: impl FnOnce() -> std::result::Result<T, E> + Send + 'static,
+) -> std::result::Result<T, E>
+where
+    T: Send + 'static,
+    E: From<Error> + Send + 'static,
+{
     std::thread::spawn(f)
         .join()
-        .map_err(|_| rt("internal error: the readiness check panicked"))?
+        .map_err(|_| E::from(rt("internal error: the readiness check panicked")))?
 }
 
-/// Picks `n` distinct free TCP ports on 127.0.0.1.
-fn free_ports(n: usize) -> Result<Vec<u16>> {
-    let listeners = (0..n)
-        .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
-        .collect::<std::io::Result<Vec<_>>>()
-        .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
-    listeners
-        .iter()
-        .map(|l| l.local_addr().map(|a| a.port()))
-        .collect::<std::io::Result<Vec<_>>>()
-        .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))
+/// Why a start failed: a picked port was taken by another process (start again on other
+/// ports), or anything else.
+#[derive(Debug)]
+enum StartError {
+    PortTaken { component: String, port: u16 },
+    Other(Error),
 }
 
-fn kubeconfig_text(name: &str, server: &str, pki: &Path) -> String {
+impl StartError {
+    fn into_error(self) -> Error {
+        match self {
+            StartError::PortTaken { component, port } => rt(format!(
+                "cannot start {component}: port {port} on 127.0.0.1 is already in use by another process"
+            )),
+            StartError::Other(e) => e,
+        }
+    }
+}
+
+impl From<Error> for StartError {
+    fn from(e: Error) -> Self {
+        StartError::Other(e)
+    }
+}
+
+type StartResult<T> = std::result::Result<T, StartError>;
+
+fn kubeconfig_text(name: &str, server: &str, pki: &Path, user: &str, cert: &str) -> String {
     let p = |f: &str| pki.join(f).display().to_string();
     format!(
         "apiVersion: v1
@@ -333,17 +454,17 @@ contexts:
 - name: {name}
   context:
     cluster: {name}
-    user: {name}-admin
+    user: {user}
 current-context: {name}
 users:
-- name: {name}-admin
+- name: {user}
   user:
     client-certificate: {crt}
     client-key: {key}
 ",
         ca = p("ca.crt"),
-        crt = p("admin.crt"),
-        key = p("admin.key"),
+        crt = p(&format!("{cert}.crt")),
+        key = p(&format!("{cert}.key")),
     )
 }
 
@@ -361,9 +482,12 @@ fn s(p: &Path) -> String {
     p.display().to_string()
 }
 
-fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
+/// How long a start may wait for the port lock held by another `gpuwl cluster up`.
+const PORT_LOCK_WAIT: Duration = Duration::from_secs(120);
+
+fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<()> {
     let step = |msg: &str| {
-        if progress {
+        if opts.progress {
             note!("{msg}");
         }
     };
@@ -371,30 +495,10 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
         .map_err(|e| rt(format!("cannot create {}: {e}", state.display())))?;
     let pki_dir = state.join("pki");
     pki::generate(&pki_dir, name)?;
-    let ports = free_ports(5)?;
-    let info = ClusterInfo {
-        name: name.to_string(),
-        apiserver_port: ports[0],
-        etcd_port: ports[1],
-        etcd_peer_port: ports[2],
-        scheduler_port: ports[3],
-        kwok_port: ports[4],
-        bin_dir: bin.to_path_buf(),
-        kubernetes_version: build::KUBERNETES_VERSION.to_string(),
-    };
     let write = |file: &str, text: &str| {
         let p = state.join(file);
         std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))
     };
-    write(
-        "cluster.json",
-        &serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
-    )?;
-    let kubeconfig = state.join("kubeconfig");
-    write(
-        "kubeconfig",
-        &kubeconfig_text(name, &info.server_url(), &pki_dir),
-    )?;
     let stages_path = bin.join(build::KWOK_STAGES_FILE);
     let stages = std::fs::read_to_string(&stages_path).map_err(|e| {
         rt(format!(
@@ -403,13 +507,72 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
         ))
     })?;
     write("kwok.yaml", &format!("{KWOK_CONFIG}---\n{stages}"))?;
+
+    // From picking the ports until every component listens on its own, no other
+    // `gpuwl cluster up` on this machine picks any (see `ports`).
+    let lock = PortLock::acquire(PORT_LOCK_WAIT)?;
+    let ports = match opts.ports {
+        Some(p) => {
+            if let Some(taken) = p.first_taken() {
+                let component = p
+                    .by_component()
+                    .into_iter()
+                    .find(|&(_, q)| q == taken)
+                    .map(|(c, _)| c)
+                    .unwrap_or("the cluster");
+                return Err(rt(format!(
+                    "cannot start {component}: port {taken} on 127.0.0.1 is already in use by another process"
+                ))
+                .into());
+            }
+            p
+        }
+        None => Ports::pick()?,
+    };
+    let info = ClusterInfo {
+        name: name.to_string(),
+        apiserver_port: ports.apiserver,
+        etcd_port: ports.etcd,
+        etcd_peer_port: ports.etcd_peer,
+        controller_manager_port: ports.controller_manager,
+        scheduler_port: ports.scheduler,
+        kwok_port: ports.kwok,
+        bin_dir: bin.to_path_buf(),
+        kubernetes_version: build::KUBERNETES_VERSION.to_string(),
+    };
+    write(
+        "cluster.json",
+        &serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
+    )?;
+    let kubeconfig = state.join("kubeconfig");
+    write(
+        "kubeconfig",
+        &kubeconfig_text(
+            name,
+            &info.server_url(),
+            &pki_dir,
+            &format!("{name}-admin"),
+            "admin",
+        ),
+    )?;
+    let kcm_kubeconfig = state.join("controller-manager.kubeconfig");
+    write(
+        "controller-manager.kubeconfig",
+        &kubeconfig_text(
+            name,
+            &info.server_url(),
+            &pki_dir,
+            "system:kube-controller-manager",
+            "controller-manager",
+        ),
+    )?;
     let pk = |f: &str| s(&pki_dir.join(f));
+    let mut watch = Watch::new(state);
 
     step(&format!("starting etcd on 127.0.0.1:{}", info.etcd_port));
     let etcd_url = format!("http://127.0.0.1:{}", info.etcd_port);
     let peer_url = format!("http://127.0.0.1:{}", info.etcd_peer_port);
-    process::spawn(
-        state,
+    watch.spawn(
         "etcd",
         &build::binary(bin, "etcd"),
         &[
@@ -425,14 +588,14 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
             "--unsafe-no-fsync=true".into(),
         ],
     )?;
-    wait_tcp(state, "etcd", info.etcd_port, Duration::from_secs(30))?;
+    // Not waiting for etcd to listen: kube-apiserver retries until it does (as kwokctl
+    // starts them), and every component's start overlaps the others'.
 
     step(&format!(
         "starting kube-apiserver on https://127.0.0.1:{}",
         info.apiserver_port
     ));
-    process::spawn(
-        state,
+    watch.spawn(
         "kube-apiserver",
         &build::binary(bin, "kube-apiserver"),
         &[
@@ -450,7 +613,6 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             "--endpoint-reconciler-type=none".into(),
             "--authorization-mode=Node,RBAC".into(),
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition".into(),
             "--allow-privileged=true".into(),
             "--enable-priority-and-fairness=false".into(),
             "--max-requests-inflight=0".into(),
@@ -459,11 +621,23 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
     )?;
 
     step(&format!(
-        "starting kube-scheduler (127.0.0.1:{}) and kwok-controller (127.0.0.1:{})",
-        info.scheduler_port, info.kwok_port
+        "starting kube-controller-manager (127.0.0.1:{}), kube-scheduler (127.0.0.1:{}) and kwok-controller (127.0.0.1:{})",
+        info.controller_manager_port, info.scheduler_port, info.kwok_port
     ));
-    process::spawn(
-        state,
+    // kube-controller-manager starts once the API server is ready (in `wait_ready`): it
+    // then passes its API server check at once instead of polling it every second, and
+    // it does not slow the API server's own start on a 2-core machine.
+    let kcm = Deferred {
+        component: "kube-controller-manager",
+        command: (
+            build::binary(bin, "kube-controller-manager"),
+            controller_manager_args(&info, state, &kcm_kubeconfig),
+        ),
+        port: info.controller_manager_port,
+        started: false,
+        _lock: lock,
+    };
+    watch.spawn(
         "kube-scheduler",
         &build::binary(bin, "kube-scheduler"),
         &[
@@ -477,8 +651,7 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
             "--kube-api-burst=10000".into(),
         ],
     )?;
-    process::spawn(
-        state,
+    watch.spawn(
         "kwok-controller",
         &build::binary(bin, "kwok"),
         &[
@@ -494,34 +667,143 @@ fn start(name: &str, state: &Path, bin: &Path, progress: bool) -> Result<()> {
             "--node-lease-duration-seconds=200".into(),
         ],
     )?;
+    for (component, port) in ports.by_component() {
+        if component != kcm.component {
+            watch.listening(component, port, Duration::from_secs(60))?;
+        }
+    }
 
-    step("waiting for /readyz, the scheduler and kwok");
+    step("waiting for /readyz, the controller-manager, the scheduler and kwok");
+    let nodes = opts.nodes;
     on_own_thread({
         let info = info.clone();
-        move || wait_ready(&kubeconfig, &info, Duration::from_secs(120))
+        move || {
+            wait_ready(
+                &mut watch,
+                &kubeconfig,
+                &info,
+                nodes,
+                Some(kcm),
+                Duration::from_secs(120),
+            )
+        }
     })
 }
 
-fn wait_tcp(state: &Path, component: &str, port: u16, timeout: Duration) -> Result<()> {
-    let deadline = Instant::now() + timeout;
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    loop {
-        if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-            return Ok(());
-        }
-        check_alive(state, component)?;
-        if Instant::now() > deadline {
-            return Err(not_ready(state, component, "does not listen"));
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// A component [`wait_ready`] starts once the API server is ready, and the port lock,
+/// held until it listens.
+struct Deferred {
+    component: &'static str,
+    command: Command,
+    port: u16,
+    started: bool,
+    _lock: PortLock,
 }
 
-fn check_alive(state: &Path, component: &str) -> Result<()> {
-    if process::alive(state, component).is_none() {
-        return Err(not_ready(state, component, "exited"));
+/// kube-controller-manager's flags. kwokctl's (kwok `pkg/kwokctl/components/kube_controller_manager.go`):
+/// node-monitor periods, `--root-ca-file` and `--service-account-private-key-file`; plus
+/// its own identity and ServiceAccount credentials per controller, leader election off,
+/// and the cluster CA as signer of CertificateSigningRequests.
+fn controller_manager_args(info: &ClusterInfo, state: &Path, kubeconfig: &Path) -> Vec<String> {
+    let pk = |f: &str| s(&state.join("pki").join(f));
+    vec![
+        // No --authentication/--authorization-kubeconfig, as in kwokctl: with them it
+        // reads kube-system/extension-apiserver-authentication at start and exits when
+        // the API server's RBAC bootstrap has not yet granted that. Its health paths are
+        // open without them; nothing else needs to be.
+        format!("--kubeconfig={}", s(kubeconfig)),
+        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", info.controller_manager_port),
+        "--leader-elect=false".into(),
+        "--use-service-account-credentials=true".into(),
+        format!("--service-account-private-key-file={}", pk("sa.key")),
+        format!("--root-ca-file={}", pk("ca.crt")),
+        format!("--cluster-signing-cert-file={}", pk("ca.crt")),
+        format!("--cluster-signing-key-file={}", pk("ca.key")),
+        // Its default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec/, would be
+        // created on the host at start.
+        format!("--flex-volume-plugin-dir={}", s(&state.join("flexvolume"))),
+        "--node-monitor-period=25s".into(),
+        "--node-monitor-grace-period=3m20s".into(),
+        "--kube-api-qps=5000".into(),
+        "--kube-api-burst=10000".into(),
+    ]
+}
+
+/// A program and its arguments.
+type Command = (PathBuf, Vec<String>);
+
+/// The components whose processes a wait checks on every tick: one that exited, or logged
+/// that its port is taken, ends the wait at once with its log's last line.
+struct Watch {
+    state: PathBuf,
+    /// Component, and whether this call started it (then its log is read for a bind
+    /// conflict; a cluster found running has none of those).
+    started: Vec<(&'static str, bool)>,
+}
+
+impl Watch {
+    fn new(state: &Path) -> Watch {
+        Watch {
+            state: state.to_path_buf(),
+            started: Vec::new(),
+        }
     }
-    Ok(())
+
+    /// A cluster that is already running: every component, none started by this call.
+    fn running(state: &Path) -> Watch {
+        Watch {
+            state: state.to_path_buf(),
+            started: process::COMPONENTS.iter().map(|c| (*c, false)).collect(),
+        }
+    }
+
+    fn spawn(&mut self, component: &'static str, program: &Path, args: &[String]) -> Result<()> {
+        process::spawn(&self.state, component, program, args)?;
+        self.started.push((component, true));
+        Ok(())
+    }
+
+    /// Ok while every watched component lives and none started by this call logged a
+    /// bind conflict.
+    fn check(&self) -> StartResult<()> {
+        for &(c, ours) in &self.started {
+            if ours {
+                // Short logs, and a bind conflict there is this start's.
+                let log =
+                    std::fs::read_to_string(process::log_file(&self.state, c)).unwrap_or_default();
+                if let Some(port) = ports::conflict_in_log(&log) {
+                    return Err(StartError::PortTaken {
+                        component: c.to_string(),
+                        port,
+                    });
+                }
+            }
+            if process::alive(&self.state, c).is_none() {
+                return Err(not_ready(&self.state, c, "exited").into());
+            }
+        }
+        Ok(())
+    }
+
+    /// Waits until `component` accepts connections on `port` (and is still alive: the
+    /// listener might be another process's).
+    fn listening(&self, component: &str, port: u16, timeout: Duration) -> StartResult<()> {
+        let deadline = Instant::now() + timeout;
+        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+        loop {
+            let up = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
+            self.check()?;
+            if up {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(not_ready(&self.state, component, "does not listen").into());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
 }
 
 fn not_ready(state: &Path, component: &str, what: &str) -> Error {
@@ -532,15 +814,25 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
         if last.is_empty() {
             String::new()
         } else {
-            format!(": {last}")
+            format!(": {}", crate::render::esc(&last))
         }
     ))
 }
 
-/// Waits until the API server's `/readyz` says ok, the scheduler serves `/healthz` and
-/// holds its lease, and kwok serves `/healthz`. Runs its own single-threaded runtime.
-fn wait_ready(kubeconfig: &Path, info: &ClusterInfo, timeout: Duration) -> Result<()> {
-    let state = state_dir(&info.name);
+/// Waits until the API server's `/readyz` says ok, kube-controller-manager serves
+/// `/healthz` and has created ServiceAccount `default/default`, the scheduler serves
+/// `/healthz` and holds its lease, and kwok serves `/healthz`; creates the `nodes` plain
+/// simulated nodes as soon as the API server is ready and waits until they are
+/// schedulable. Every tick checks that each component lives. Runs its own single-threaded
+/// runtime.
+fn wait_ready(
+    watch: &mut Watch,
+    kubeconfig: &Path,
+    info: &ClusterInfo,
+    nodes: u32,
+    mut deferred: Option<Deferred>,
+    timeout: Duration,
+) -> StartResult<()> {
     let tokio_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -548,52 +840,202 @@ fn wait_ready(kubeconfig: &Path, info: &ClusterInfo, timeout: Duration) -> Resul
     tokio_rt.block_on(async {
         let deadline = Instant::now() + timeout;
         let api = client(kubeconfig, None).await?;
-        let tick = || tokio::time::sleep(Duration::from_millis(250));
-        // 1. API server ready.
-        loop {
-            if get_text(&api, "/readyz").await.as_deref() == Some("ok") {
-                break;
-            }
-            check_alive(&state, "etcd")?;
-            check_alive(&state, "kube-apiserver")?;
-            if Instant::now() > deadline {
-                return Err(not_ready(&state, "kube-apiserver", "is not ready in time"));
-            }
-            tick().await;
-        }
-        // 2. Scheduler serving and leading; 3. kwok serving.
         let sched = insecure_client(info.scheduler_port)?;
+        let kcm = insecure_client(info.controller_manager_port)?;
         let kwok = insecure_client(info.kwok_port)?;
         let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
             kube::Api::namespaced(api.clone(), "kube-system");
+        let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            kube::Api::namespaced(api.clone(), "default");
+        let mut done = [false; 4];
+        const WHO: [&str; 4] = [
+            "kube-apiserver",
+            "kube-controller-manager",
+            "kube-scheduler",
+            "kwok-controller",
+        ];
+        let mut nodes_created = nodes == 0;
         loop {
-            let sched_ok = get_text(&sched, "/healthz").await.as_deref() == Some("ok");
-            let leading = sched_ok
-                && leases
-                    .get_opt("kube-scheduler")
-                    .await
-                    .ok()
-                    .flatten()
-                    .and_then(|l| l.spec)
-                    .and_then(|s| s.holder_identity)
-                    .is_some_and(|h| !h.is_empty());
-            let kwok_ok = get_text(&kwok, "/healthz").await.as_deref() == Some("ok");
-            if leading && kwok_ok {
+            if !done[0] {
+                done[0] = get_text(&api, "/readyz").await.as_deref() == Some("ok");
+            }
+            if done[0]
+                && let Some(d) = &mut deferred
+            {
+                if !d.started {
+                    watch.spawn(d.component, &d.command.0, &d.command.1)?;
+                    d.started = true;
+                }
+                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, d.port));
+                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                    // Listening: no other start can pick its port now.
+                    deferred = None;
+                }
+            }
+            if done[0] && !nodes_created {
+                for i in 0..nodes {
+                    nodes::ensure_sim_node(&api, &nodes::plain_node_name(i)).await?;
+                }
+                nodes_created = true;
+            }
+            if done[0] && !done[1] {
+                done[1] = get_text(&kcm, "/healthz").await.as_deref() == Some("ok")
+                    && accounts.get_opt("default").await.ok().flatten().is_some();
+            }
+            if done[0] && !done[2] {
+                done[2] = get_text(&sched, "/healthz").await.as_deref() == Some("ok")
+                    && leases
+                        .get_opt("kube-scheduler")
+                        .await
+                        .ok()
+                        .flatten()
+                        .and_then(|l| l.spec)
+                        .and_then(|s| s.holder_identity)
+                        .is_some_and(|h| !h.is_empty());
+            }
+            if !done[3] {
+                done[3] = get_text(&kwok, "/healthz").await.as_deref() == Some("ok");
+            }
+            watch.check()?;
+            if done.iter().all(|d| *d) {
+                for i in 0..nodes {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    nodes::wait_schedulable(&api, &nodes::plain_node_name(i), left).await?;
+                }
                 return Ok(());
             }
-            check_alive(&state, "kube-scheduler")?;
-            check_alive(&state, "kwok-controller")?;
             if Instant::now() > deadline {
-                let who = if leading {
-                    "kwok-controller"
-                } else {
-                    "kube-scheduler"
-                };
-                return Err(not_ready(&state, who, "is not serving in time"));
+                let who = done
+                    .iter()
+                    .position(|d| !d)
+                    .map(|i| WHO[i])
+                    .unwrap_or("kube-apiserver");
+                return Err(not_ready(&watch.state, who, "is not ready in time").into());
             }
-            tick().await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     })
+}
+
+/// Health of one component as [`probe`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Health {
+    /// Its health endpoint answered `ok` (etcd: `"health":"true"`).
+    Healthy,
+    /// Alive, but the endpoint answered something else or nothing within 2 s (the text).
+    Unhealthy(String),
+    /// The process is not running.
+    NotRunning,
+}
+
+impl std::fmt::Display for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Health::Healthy => f.write_str("healthy"),
+            Health::Unhealthy(why) => write!(f, "unhealthy ({why})"),
+            Health::NotRunning => f.write_str("not running"),
+        }
+    }
+}
+
+/// One component of a cluster as [`probe`] found it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ComponentReport {
+    /// Component name ([`process::COMPONENTS`]).
+    pub component: &'static str,
+    /// Its pid while it runs.
+    pub pid: Option<u32>,
+    /// The ports it listens on (127.0.0.1).
+    pub ports: Vec<u16>,
+    /// What its health endpoint says: etcd `/health`, kube-apiserver `/readyz`, the others
+    /// `/healthz`.
+    pub health: Health,
+    /// Last line of its log when it is not running (escaped for a terminal).
+    pub last_log_line: String,
+}
+
+/// Every component of cluster `name`, in start order, with its pid, ports and health
+/// (each endpoint asked once, 2 s at most). Never starts anything.
+///
+/// Errors: [`Error::Input`] for an invalid name; [`Error::Runtime`] when the cluster was
+/// never started ([`info`]).
+pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
+    validate_name(name)?;
+    let info = info(name)?;
+    let state = state_dir(name);
+    let kubeconfig = kubeconfig_path(name);
+    on_own_thread(move || {
+        let tokio_rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| rt(format!("cannot start the async runtime: {e}")))?;
+        tokio_rt.block_on(async {
+            let mut out = Vec::new();
+            for c in process::COMPONENTS {
+                let pid = process::alive(&state, c);
+                let ports = info.ports_of(c);
+                let health = if pid.is_none() {
+                    Health::NotRunning
+                } else {
+                    let answer = match c {
+                        "etcd" => etcd_health(info.etcd_port),
+                        "kube-apiserver" => match client(&kubeconfig, None).await {
+                            Ok(api) => get_text(&api, "/readyz").await,
+                            Err(e) => Some(e.to_string()),
+                        },
+                        _ => match ports.first().map(|&p| insecure_client(p)) {
+                            Some(Ok(cl)) => get_text(&cl, "/healthz").await,
+                            _ => None,
+                        },
+                    };
+                    match answer.as_deref() {
+                        Some("ok") => Health::Healthy,
+                        Some(other) => Health::Unhealthy(crate::render::esc(
+                            &other.chars().take(120).collect::<String>(),
+                        )),
+                        None => Health::Unhealthy("no answer".into()),
+                    }
+                };
+                let last_log_line = if pid.is_none() {
+                    crate::render::esc(&process::last_log_line(&state, c))
+                } else {
+                    String::new()
+                };
+                out.push(ComponentReport {
+                    component: c,
+                    pid,
+                    ports,
+                    health,
+                    last_log_line,
+                });
+            }
+            Ok(out)
+        })
+    })
+}
+
+/// etcd's `/health` over plain HTTP: `Some("ok")` when it says `"health":"true"`, the body
+/// otherwise, `None` without an answer within 2 s.
+fn etcd_health(port: u16) -> Option<String> {
+    use std::io::{Read, Write};
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    conn.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
+        .ok()?;
+    let mut text = String::new();
+    conn.take(64 * 1024).read_to_string(&mut text).ok()?;
+    let body = text
+        .split("\r\n\r\n")
+        .nth(1)
+        .unwrap_or("")
+        .trim()
+        .to_string();
+    if body.replace(' ', "").contains(r#""health":"true""#) {
+        Some("ok".into())
+    } else {
+        Some(body)
+    }
 }
 
 async fn get_text(c: &kube::Client, path: &str) -> Option<String> {

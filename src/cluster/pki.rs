@@ -5,7 +5,14 @@
 //! - `apiserver.crt`, `apiserver.key`: serving cert for 127.0.0.1 / localhost;
 //! - `admin.crt`, `admin.key`: client cert `CN=gpuwl-admin, O=system:masters`, used by the
 //!   kubeconfig, kube-scheduler and kwok;
-//! - `sa.key`, `sa.pub`: service-account token signing key and its public half.
+//! - `controller-manager.crt`, `controller-manager.key`: client cert
+//!   `CN=system:kube-controller-manager`, the user the API server's bootstrap RBAC policy
+//!   binds to the `system:kube-controller-manager` ClusterRole (kubernetes/kubernetes
+//!   `plugin/pkg/auth/authorizer/rbac/bootstrappolicy/policy.go`), so kube-controller-manager
+//!   runs with the permissions a kubeadm cluster gives it, not as `system:masters`;
+//! - `sa.key`, `sa.pub`: service-account token signing key and its public half, shared by
+//!   the API server (`--service-account-signing-key-file`, `--service-account-key-file`)
+//!   and kube-controller-manager (`--service-account-private-key-file`).
 
 use std::path::Path;
 
@@ -80,15 +87,20 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
     let server_cert = server.signed_by(&server_key, &issuer).map_err(rt)?;
 
-    let admin_key = KeyPair::generate().map_err(rt)?;
-    let mut admin = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
-    admin.distinguished_name = name("gpuwl-admin", Some("system:masters"));
-    admin.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    admin.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-    let admin_cert = admin.signed_by(&admin_key, &issuer).map_err(rt)?;
+    let client = |cn: &str, org: Option<&str>| -> Result<(String, String)> {
+        let key = KeyPair::generate().map_err(rt)?;
+        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
+        params.distinguished_name = name(cn, org);
+        params.key_usages = vec![
+            KeyUsagePurpose::DigitalSignature,
+            KeyUsagePurpose::KeyEncipherment,
+        ];
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &issuer).map_err(rt)?;
+        Ok((cert.pem(), key.serialize_pem()))
+    };
+    let (admin_cert, admin_key) = client("gpuwl-admin", Some("system:masters"))?;
+    let (kcm_cert, kcm_key) = client("system:kube-controller-manager", None)?;
 
     let sa_key = KeyPair::generate().map_err(rt)?;
 
@@ -101,8 +113,10 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;
     w("apiserver.crt", &server_cert.pem())?;
     write_private(&dir.join("apiserver.key"), &server_key.serialize_pem())?;
-    w("admin.crt", &admin_cert.pem())?;
-    write_private(&dir.join("admin.key"), &admin_key.serialize_pem())?;
+    w("admin.crt", &admin_cert)?;
+    write_private(&dir.join("admin.key"), &admin_key)?;
+    w("controller-manager.crt", &kcm_cert)?;
+    write_private(&dir.join("controller-manager.key"), &kcm_key)?;
     write_private(&dir.join("sa.key"), &sa_key.serialize_pem())?;
     w("sa.pub", &sa_key.public_key_pem())?;
     Ok(())

@@ -13,9 +13,10 @@ use std::time::{Duration, Instant};
 use crate::error::{Error, Result};
 
 /// The components, in start order (stopped in reverse).
-pub const COMPONENTS: [&str; 4] = [
+pub const COMPONENTS: [&str; 5] = [
     "etcd",
     "kube-apiserver",
+    "kube-controller-manager",
     "kube-scheduler",
     "kwok-controller",
 ];

@@ -1,33 +1,10 @@
 //! The lab's result files: atomic writes and the `bin/check-config.sh` wrapper.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-/// Writes `contents` to `path` atomically: a temporary file in the same folder is written,
-/// flushed, given `mode` (Unix permission bits) and renamed over `path`, so a reader sees
-/// either the old file or the whole new one, never half of it.
-///
-/// Errors: [`Error::Runtime`] naming the path when the folder is missing or not writable.
-pub fn write_atomic(path: &Path, contents: &[u8], mode: u32) -> Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let fail = |e: std::io::Error| Error::Runtime(format!("cannot write {}: {e}", path.display()));
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".gpuwl-")
-        .tempfile_in(dir)
-        .map_err(fail)?;
-    tmp.write_all(contents).map_err(fail)?;
-    tmp.as_file().sync_all().map_err(fail)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
-            .map_err(fail)?;
-    }
-    tmp.persist(path).map_err(|e| fail(e.error))?;
-    Ok(())
-}
+pub use crate::render::write_atomic;
 
 /// Writes a text file of `lines`, each ending in `\n`, atomically with mode 0644.
 ///

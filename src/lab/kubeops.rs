@@ -1,5 +1,6 @@
-//! The API operations the lab performs: namespaces, simulated nodes, label and status
-//! patches, pod re-creation and waiting by watch. All idempotent, so the lab can re-run.
+//! The API operations the lab performs: namespaces, label and status patches, pod
+//! re-creation and waiting by watch (simulated nodes: [`crate::cluster::nodes`]). All
+//! idempotent, so the lab can re-run. Failures are one line each.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -11,23 +12,73 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::input::live::api_error;
+use crate::lab::manifests::NAMESPACE;
 
 /// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
 pub const WAIT: Duration = Duration::from_secs(90);
 
+/// One line per failed API call ([`api_error`]); a namespace being deleted under the
+/// lab's feet gets its own line with what to do.
 fn api_err(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
-    move |e| Error::Runtime(format!("{what}: {e}"))
+    move |e| match &e {
+        kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated") => {
+            Error::Runtime(format!(
+                "cannot {what}: namespace {NAMESPACE} is being deleted; run gpuwl lab again once `kubectl get namespace {NAMESPACE}` says NotFound"
+            ))
+        }
+        _ => api_error(what, &e),
+    }
 }
 
 fn is_conflict_or_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
-/// Creates namespace `ns` if it does not exist.
+/// How long [`ensure_namespace`] waits for a namespace that is being deleted to be gone
+/// (kube-controller-manager's namespace controller empties and finalizes it; on the local
+/// control plane that takes seconds).
+pub const NAMESPACE_GONE_WAIT: Duration = Duration::from_secs(60);
+
+/// Creates namespace `ns` if it does not exist. When it exists but is being deleted
+/// (Terminating, e.g. after `kubectl delete namespace`), waits by watch up to
+/// [`NAMESPACE_GONE_WAIT`] for it to be gone and creates it afresh.
 ///
-/// Errors: [`Error::Runtime`] when the API refuses for another reason than "already exists".
+/// Errors: [`Error::Runtime`] (one line) when the API refuses for another reason than
+/// "already exists", or the namespace is still Terminating after the wait (the message
+/// says what to check and run).
 pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
     let api: Api<Namespace> = Api::all(client.clone());
+    let existing = api
+        .get_opt(ns)
+        .await
+        .map_err(api_err(&format!("get namespace {ns}")))?;
+    if let Some(old) = existing {
+        if old.metadata.deletion_timestamp.is_none() {
+            return Ok(());
+        }
+        let uid = old.metadata.uid.clone().unwrap_or_default();
+        match tokio::time::timeout(
+            NAMESPACE_GONE_WAIT,
+            await_condition(api.clone(), ns, conditions::is_deleted(&uid)),
+        )
+        .await
+        {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => {
+                return Err(Error::Runtime(format!(
+                    "watch namespace {ns}: {}",
+                    crate::input::document::one_line(&e.to_string())
+                )));
+            }
+            Err(_) => {
+                return Err(Error::Runtime(format!(
+                    "namespace {ns} is still being deleted (Terminating) after {}s; see why with `kubectl get namespace {ns} -o yaml` (status.conditions), then run gpuwl lab again — on the local control plane, `gpuwl cluster down` starts it afresh",
+                    NAMESPACE_GONE_WAIT.as_secs()
+                )));
+            }
+        }
+    }
     let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))
         .map_err(|e| Error::Runtime(e.to_string()))?;
     match api.create(&PostParams::default(), &obj).await {
@@ -37,8 +88,10 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
     }
 }
 
-/// Creates ServiceAccount `default` in `ns` if missing. The local control plane runs no
-/// kube-controller-manager, whose ServiceAccount controller would normally do this.
+/// Creates ServiceAccount `default` in `ns` if missing. kube-controller-manager's
+/// ServiceAccount controller creates it too, moments after the namespace; creating it here
+/// lets the lab's first Pod (which the `ServiceAccount` admission plugin rejects while
+/// the account is missing) go in at once.
 ///
 /// Errors: [`Error::Runtime`] on any API failure except "already exists".
 pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result<()> {
@@ -50,55 +103,6 @@ pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result
         Err(e) if is_conflict_or_exists(&e) => Ok(()),
         Err(e) => Err(api_err(&format!("create serviceaccount {ns}/default"))(e)),
     }
-}
-
-/// Realistic non-GPU capacity of a simulated lab node: a 32-core, 256 GiB, 110-pod server.
-pub const SIM_NODE_CAPACITY: [(&str, &str); 4] = [
-    ("cpu", "32"),
-    ("memory", "263855104Ki"),
-    ("pods", "110"),
-    ("ephemeral-storage", "487260Mi"),
-];
-
-/// Creates a simulated node `name` (kwok on the local control plane plays its kubelet)
-/// unless it exists, with kubelet-like labels and [`SIM_NODE_CAPACITY`] in both capacity
-/// and allocatable.
-///
-/// Errors: [`Error::Runtime`] on API failure.
-pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
-    let api: Api<Node> = Api::all(client.clone());
-    if api
-        .get_opt(name)
-        .await
-        .map_err(api_err(&format!("get node {name}")))?
-        .is_none()
-    {
-        let node: Node = serde_json::from_value(json!({
-            "metadata": {
-                "name": name,
-                "labels": {
-                    "kubernetes.io/hostname": name,
-                    "kubernetes.io/os": "linux",
-                    "kubernetes.io/arch": "amd64",
-                    "beta.kubernetes.io/os": "linux",
-                    "beta.kubernetes.io/arch": "amd64",
-                    "type": "kwok"
-                },
-                "annotations": {"kwok.x-k8s.io/node": "fake"}
-            }
-        }))
-        .map_err(|e| Error::Runtime(e.to_string()))?;
-        match api.create(&PostParams::default(), &node).await {
-            Ok(_) => {}
-            Err(e) if is_conflict_or_exists(&e) => {}
-            Err(e) => return Err(api_err(&format!("create node {name}"))(e)),
-        }
-    }
-    let res: BTreeMap<String, Option<String>> = SIM_NODE_CAPACITY
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), Some(v.to_string())))
-        .collect();
-    patch_status_resources(client, name, &res).await
 }
 
 /// Merge-patches `status.capacity` and `status.allocatable` of node `name` through the
@@ -186,7 +190,12 @@ pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> Result<()> {
     )
     .await
     .map_err(|_| Error::Runtime(format!("pod {ns}/{name} still exists after {WAIT:?}")))?
-    .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {e}")))?;
+    .map_err(|e| {
+        Error::Runtime(format!(
+            "watch pod {ns}/{name}: {}",
+            crate::input::document::one_line(&e.to_string())
+        ))
+    })?;
     Ok(())
 }
 
@@ -213,7 +222,7 @@ pub async fn create_and_await_scheduling(client: &Client, pod: &Pod) -> Result<P
                 "pod {ns}/{name}: the scheduler decided nothing within {WAIT:?} (is kube-scheduler running?)"
             ))
         })?
-        .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {e}")))?;
+        .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {}", crate::input::document::one_line(&e.to_string()))))?;
     seen.ok_or_else(|| Error::Runtime(format!("pod {ns}/{name} vanished while waiting")))
 }
 

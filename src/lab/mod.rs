@@ -525,6 +525,7 @@ async fn connect(
                 crate::cluster::up(&crate::cluster::UpOptions {
                     name,
                     progress: true,
+                    ..Default::default()
                 })
             })
             .await
@@ -556,9 +557,21 @@ async fn step1(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Res
     }
     for n in &plan.nodes {
         if local {
-            kubeops::ensure_sim_node(client, &n.node).await?;
+            crate::cluster::nodes::ensure_sim_node(client, &n.node).await?;
         }
         kubeops::label_node(client, &n.node, LABEL_KEY, n.config.as_str()).await?;
+    }
+    if local {
+        // A new node is tainted not-ready until kwok and the node-lifecycle controller
+        // have acted; the scheduler must see the three nodes as they will stay.
+        for n in &plan.nodes {
+            crate::cluster::nodes::wait_schedulable(
+                client,
+                &n.node,
+                crate::cluster::nodes::SCHEDULABLE_WAIT,
+            )
+            .await?;
+        }
     }
     let lines: Vec<String> = plan
         .nodes

@@ -78,6 +78,7 @@ fn check_reads_the_live_cluster() {
     let handle = cluster::up(&UpOptions {
         name: NAME.into(),
         progress: false,
+        ..Default::default()
     })
     .expect("cluster up");
     let result = std::panic::catch_unwind(|| {

@@ -1,19 +1,25 @@
-//! Integration test of the local control plane (`gpuwl cluster`): a real kube-scheduler
-//! places Pods on kwok Nodes by extended resource.
+//! Integration tests of the local control plane (`gpuwl cluster`): a real kube-scheduler
+//! places Pods on kwok Nodes by extended resource; kube-controller-manager gives
+//! namespaces their ServiceAccount, Deployments their Pods and finalizes deleted
+//! namespaces; ports never collide; `down` undoes `--set-context`.
 //!
-//! Builds the control plane first when it is not cached (minutes, cold). Uses its own
-//! cluster name, `gpuwl-test-cluster`, and never touches another cluster.
+//! Builds the control plane first when it is not cached (minutes, cold). Each test uses
+//! its own cluster names (`gpuwl-test-…`) and never touches another cluster.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+use std::process::Command;
+
+use assert_cmd::cargo::cargo_bin;
 use gpuwl::cluster::{self, Status, UpOptions};
-use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
-use kube::api::{Patch, PatchParams, PostParams};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
-use crate::common::one_cluster_at_a_time;
+use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
 
 const NAME: &str = "gpuwl-test-cluster";
 
@@ -56,6 +62,7 @@ fn scheduler_places_pods_by_extended_resource() {
     let handle = cluster::up(&UpOptions {
         name: NAME.into(),
         progress: true,
+        ..Default::default()
     })
     .expect("cluster up");
     assert_eq!(cluster::status(NAME).unwrap(), Status::Running);
@@ -63,11 +70,13 @@ fn scheduler_places_pods_by_extended_resource() {
     let again = cluster::up(&UpOptions {
         name: NAME.into(),
         progress: false,
+        ..Default::default()
     })
     .expect("second up");
     assert_eq!(again, handle);
     let pids = recorded_pids(&handle.state_dir);
-    assert_eq!(pids.len(), 4);
+    assert_eq!(pids.len(), cluster::process::COMPONENTS.len());
+    assert!(cluster::process::COMPONENTS.contains(&"kube-controller-manager"));
 
     let result = std::panic::catch_unwind(|| {
         let rt = tokio::runtime::Runtime::new().unwrap();
@@ -126,6 +135,9 @@ async fn scenario(kubeconfig: &std::path::Path) {
         .create(&PostParams::default(), &ns)
         .await
         .expect("namespace");
+    // The ServiceAccount admission plugin refuses Pods until the controller-manager has
+    // made the namespace's `default` ServiceAccount.
+    wait_default_service_account(&client, "gpu-vm", Duration::from_secs(30)).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "gpu-vm");
     pods.create(
@@ -176,4 +188,323 @@ async fn scenario(kubeconfig: &std::path::Path) {
         "scheduling outcome not reached: {last}"
     );
     eprintln!("{last}");
+}
+
+/// Waits until ServiceAccount `ns/default` exists; returns how long that took. Panics after
+/// `timeout`.
+async fn wait_default_service_account(
+    client: &kube::Client,
+    ns: &str,
+    timeout: Duration,
+) -> Duration {
+    let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let started = Instant::now();
+    loop {
+        if accounts.get_opt("default").await.unwrap().is_some() {
+            return started.elapsed();
+        }
+        assert!(
+            started.elapsed() < timeout,
+            "no ServiceAccount {ns}/default after {timeout:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Asserts that no process recorded for the cluster is still alive (or exists, bar zombies).
+fn assert_gone(pids: &[u32], state: &std::path::Path) {
+    for &pid in pids {
+        assert!(
+            !cluster::process::is_ours_and_alive(pid, state),
+            "pid {pid} still alive after down"
+        );
+    }
+}
+
+/// What the controller-manager adds: a namespace gets its `default` ServiceAccount, a
+/// Deployment gets a Running Pod on a kwok node, a deleted namespace goes away; and down
+/// leaves no process.
+#[test]
+#[ignore = "needs local control plane"]
+fn controller_manager_makes_it_a_whole_cluster() {
+    const NAME: &str = "gpuwl-test-controllers";
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(NAME);
+    let _ = cluster::down(NAME);
+    let handle = cluster::up(&UpOptions {
+        name: NAME.into(),
+        progress: true,
+        nodes: 1,
+        ..Default::default()
+    })
+    .expect("cluster up");
+    let pids = recorded_pids(&handle.state_dir);
+    assert_eq!(pids.len(), cluster::process::COMPONENTS.len());
+    // Each component reports healthy.
+    let report = cluster::probe(NAME).unwrap();
+    let names: Vec<&str> = report.iter().map(|c| c.component).collect();
+    assert_eq!(names, cluster::process::COMPONENTS);
+    for c in &report {
+        assert_eq!(c.health, cluster::Health::Healthy, "{c:?}");
+        assert!(c.pid.is_some() && !c.ports.is_empty(), "{c:?}");
+    }
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = cluster::client(&handle.kubeconfig, None).await.unwrap();
+        let nodes: Api<Node> = Api::all(client.clone());
+        let node = nodes.get("kwok-node-0").await.expect("the plain node");
+        assert!(cluster::nodes::is_schedulable(&node), "{node:?}");
+
+        let namespaces: Api<Namespace> = Api::all(client.clone());
+        let ns: Namespace =
+            serde_json::from_value(serde_json::json!({"metadata": {"name": "x"}})).unwrap();
+        namespaces
+            .create(&PostParams::default(), &ns)
+            .await
+            .unwrap();
+        let took = wait_default_service_account(&client, "x", Duration::from_secs(10)).await;
+        eprintln!("default ServiceAccount after {took:?}");
+
+        let deployments: Api<Deployment> = Api::namespaced(client.clone(), "x");
+        let web: Deployment = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "web", "labels": {"app": "web"}},
+            "spec": {
+                "replicas": 1,
+                "selector": {"matchLabels": {"app": "web"}},
+                "template": {
+                    "metadata": {"labels": {"app": "web"}},
+                    "spec": {"containers": [{"name": "busybox", "image": "busybox"}]}
+                }
+            }
+        }))
+        .unwrap();
+        deployments
+            .create(&PostParams::default(), &web)
+            .await
+            .unwrap();
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "x");
+        let started = Instant::now();
+        let running = loop {
+            let list = pods
+                .list(&ListParams::default().labels("app=web"))
+                .await
+                .unwrap();
+            let running: Vec<Pod> = list
+                .items
+                .into_iter()
+                .filter(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+                .collect();
+            if !running.is_empty() {
+                break running;
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "no Running pod of web"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        eprintln!("web's pod Running after {:?}", started.elapsed());
+        assert_eq!(running.len(), 1);
+        assert_eq!(
+            running[0].spec.as_ref().unwrap().node_name.as_deref(),
+            Some("kwok-node-0")
+        );
+        // Its ServiceAccount token volume came from the ServiceAccount admission plugin.
+        assert_eq!(
+            running[0]
+                .spec
+                .as_ref()
+                .unwrap()
+                .service_account_name
+                .as_deref(),
+            Some("default")
+        );
+
+        let started = Instant::now();
+        namespaces.delete("x", &Default::default()).await.unwrap();
+        while namespaces.get_opt("x").await.unwrap().is_some() {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "namespace x still there after 60 s"
+            );
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        eprintln!("namespace x gone after {:?}", started.elapsed());
+    });
+
+    cluster::down(NAME).expect("cluster down");
+    assert_eq!(cluster::status(NAME).unwrap(), Status::Stopped);
+    assert_gone(&pids, &handle.state_dir);
+}
+
+/// Two `gpuwl cluster up` started at the same instant both come up, on distinct ports.
+#[test]
+#[ignore = "needs local control plane"]
+fn two_clusters_started_at_once_do_not_collide() {
+    const A: &str = "gpuwl-test-ports-a";
+    const B: &str = "gpuwl-test-ports-b";
+    let _serial = one_cluster_at_a_time();
+    let _down_a = ClusterDown(A);
+    let _down_b = ClusterDown(B);
+    let _ = cluster::down(A);
+    let _ = cluster::down(B);
+    let (a, b) = std::thread::scope(|s| {
+        let a = s.spawn(|| gpuwl(&["cluster", "up", "--name", A, "-q", "--nodes", "0"]));
+        let b = s.spawn(|| gpuwl(&["cluster", "up", "--name", B, "-q", "--nodes", "0"]));
+        (a.join().unwrap(), b.join().unwrap())
+    });
+    assert_eq!(a.0, 0, "{a:?}");
+    assert_eq!(b.0, 0, "{b:?}");
+    let pa = cluster::info(A).unwrap().ports();
+    let pb = cluster::info(B).unwrap().ports();
+    let mut all: Vec<u16> = pa
+        .by_component()
+        .iter()
+        .chain(pb.by_component().iter())
+        .map(|(_, p)| *p)
+        .collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 12, "{pa:?} {pb:?}");
+    // `status` names each component with its health.
+    let (code, out, _) = gpuwl(&["cluster", "status", "--name", A]);
+    assert_eq!(code, 0, "{out}");
+    for c in cluster::process::COMPONENTS {
+        assert!(
+            out.lines()
+                .any(|l| l.trim_start().starts_with(c) && l.ends_with(" healthy")),
+            "{c} in:\n{out}"
+        );
+    }
+}
+
+/// A port that something else holds is an error naming it, at once, and nothing is left
+/// running.
+#[test]
+#[ignore = "needs local control plane"]
+fn a_taken_port_is_a_clear_error() {
+    const NAME: &str = "gpuwl-test-taken-port";
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(NAME);
+    let _ = cluster::down(NAME);
+    let mut ports = cluster::ports::Ports::pick().unwrap();
+    let held = std::net::TcpListener::bind(("127.0.0.1", 0)).unwrap();
+    ports.scheduler = held.local_addr().unwrap().port();
+    let started = Instant::now();
+    let err = cluster::up(&UpOptions {
+        name: NAME.into(),
+        ports: Some(ports),
+        ..Default::default()
+    })
+    .unwrap_err();
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "cannot start kube-scheduler: port {} on 127.0.0.1 is already in use by another process",
+            ports.scheduler
+        )
+    );
+    assert_eq!(err.exit_status(), gpuwl::error::ExitStatus::Runtime);
+    assert_eq!(cluster::status(NAME).unwrap(), Status::Stopped);
+    drop(held);
+}
+
+/// `cluster up --set-context` then `cluster down`: the user's kubeconfig is as before,
+/// other entries and the current context included. Runs with a temporary HOME.
+#[test]
+#[ignore = "needs local control plane"]
+fn down_takes_out_the_context_set_context_added() {
+    const NAME: &str = "gpuwl-test-context";
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(NAME);
+    let _ = cluster::down(NAME);
+    let bin = cluster::build::ensure_built(false).unwrap();
+    let home = tempfile::tempdir().unwrap();
+    let config = home.path().join(".kube").join("config");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    let before = "apiVersion: v1\nkind: Config\nclusters:\n- name: other\n  cluster:\n    server: https://example.invalid:6443\ncontexts:\n- name: other\n  context:\n    cluster: other\n    user: other\ncurrent-context: other\nusers:\n- name: other\n  user:\n    token: abc\n";
+    std::fs::write(&config, before).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(args)
+            .env("HOME", home.path())
+            .env_remove("KUBECONFIG")
+            .env_remove("XDG_CACHE_HOME")
+            .env("GPUWL_CONTROLPLANE_BIN", &bin)
+            .env("GPUWL_STATE_DIR", cluster::state_root())
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "gpuwl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    run(&[
+        "cluster",
+        "up",
+        "--name",
+        NAME,
+        "--set-context",
+        "-q",
+        "--nodes",
+        "0",
+    ]);
+    let merged = kube::config::Kubeconfig::read_from(&config).unwrap();
+    assert_eq!(merged.current_context.as_deref(), Some(NAME));
+    let names = |c: &kube::config::Kubeconfig| {
+        (
+            c.clusters
+                .iter()
+                .map(|x| x.name.clone())
+                .collect::<Vec<_>>(),
+            c.contexts
+                .iter()
+                .map(|x| x.name.clone())
+                .collect::<Vec<_>>(),
+            c.auth_infos
+                .iter()
+                .map(|x| x.name.clone())
+                .collect::<Vec<_>>(),
+        )
+    };
+    assert_eq!(
+        names(&merged),
+        (
+            vec!["other".to_string(), NAME.to_string()],
+            vec!["other".to_string(), NAME.to_string()],
+            vec!["other".to_string(), format!("{NAME}-admin")]
+        )
+    );
+    // kubectl's view: the new context reaches the cluster.
+    let out = Command::new("kubectl")
+        .args(["get", "namespace", "default", "-o", "name"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .output();
+    if let Ok(out) = out {
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "namespace/default\n");
+    }
+    run(&["cluster", "down", "--name", NAME]);
+    let after = kube::config::Kubeconfig::read_from(&config).unwrap();
+    assert_eq!(after.current_context.as_deref(), Some("other"));
+    assert_eq!(
+        names(&after),
+        (
+            vec!["other".to_string()],
+            vec!["other".to_string()],
+            vec!["other".to_string()]
+        )
+    );
+    // Replaced atomically, its permissions kept.
+    let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
 }

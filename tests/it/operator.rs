@@ -291,6 +291,7 @@ fn live_cluster_policy_decides_pools_and_label_ignored() {
     let handle = cluster::up(&UpOptions {
         name: NAME.into(),
         progress: false,
+        ..Default::default()
     })
     .expect("cluster up");
     let kc = handle.kubeconfig.to_str().unwrap();
