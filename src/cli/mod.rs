@@ -18,6 +18,7 @@ pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
+pub mod serve;
 
 /// Top-level parser.
 #[derive(Debug, Parser)]
@@ -51,6 +52,8 @@ pub enum Command {
     /// Generate and check KubeVirt's permittedHostDevices from the GPU names nodes advertise
     #[command(long_about = kubevirt::LONG_ABOUT)]
     Kubevirt(kubevirt::Args),
+    /// Serve drift findings and GPU pools as Prometheus metrics, watching the cluster
+    Serve(serve::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell)
     Completions {
         /// Shell to generate for
@@ -101,6 +104,7 @@ pub fn main() -> ExitCode {
         Command::Inventory(a) => inventory::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Kubevirt(a) => kubevirt::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Completions { shell } => {
             let mut cmd = Cli::command();
             let mut script = Vec::new();

@@ -20,3 +20,4 @@ mod inventory_live;
 mod kubevirt;
 mod lab;
 mod operator;
+mod serve;
