@@ -104,6 +104,8 @@ pub struct Metrics {
     unservable: Family<ResourceLabels, Gauge>,
     kubevirt_finding: Family<KubevirtLabels, Gauge>,
     last_evaluation: Gauge<f64, AtomicU64>,
+    evaluation_seconds: Gauge<f64, AtomicU64>,
+    evaluations: Counter,
     watch_errors: Family<ResourceLabels, Counter>,
     api_reachable: Gauge,
     ready: Gauge,
@@ -129,6 +131,8 @@ impl Metrics {
             unservable: Family::default(),
             kubevirt_finding: Family::default(),
             last_evaluation: Gauge::default(),
+            evaluation_seconds: Gauge::default(),
+            evaluations: Counter::default(),
             watch_errors: Family::default(),
             api_reachable: Gauge::default(),
             ready: Gauge::default(),
@@ -176,6 +180,16 @@ impl Metrics {
             m.last_evaluation.clone(),
         );
         registry.register(
+            "gpuwl_last_evaluation_duration_seconds",
+            "How long the last evaluation took (the analyses over the whole cluster copy)",
+            m.evaluation_seconds.clone(),
+        );
+        registry.register(
+            "gpuwl_evaluations",
+            "Evaluations run (one per debounced burst of changes)",
+            m.evaluations.clone(),
+        );
+        registry.register(
             "gpuwl_watch_errors",
             "Errors of the watches (API errors, failed list or watch restarts), per watched resource",
             m.watch_errors.clone(),
@@ -199,9 +213,10 @@ impl Metrics {
         Metrics { registry, ..m }
     }
 
-    /// Replaces the evaluated families with `e`, stamped `now` (Unix seconds). Families
-    /// that `e` leaves as `None` (an evaluation that failed) keep their previous series.
-    pub fn update(&self, e: &Evaluation, now: f64) {
+    /// Replaces the evaluated families with `e`, stamped `now` (Unix seconds) and `took`
+    /// (seconds the evaluation ran). Families that `e` leaves as `None` (an evaluation that
+    /// failed) keep their previous series.
+    pub fn update(&self, e: &Evaluation, now: f64, took: f64) {
         let _w = self.gate.write().unwrap_or_else(|p| p.into_inner());
         self.node_mismatch.clear();
         self.node_finding.clear();
@@ -268,6 +283,8 @@ impl Metrics {
                 .set(1);
         }
         self.last_evaluation.set(now);
+        self.evaluation_seconds.set(took);
+        self.evaluations.inc();
     }
 
     /// Counts one error of the watch on `resource` (`nodes`, `pods`, `clusterpolicies`, …).
@@ -334,7 +351,7 @@ mod tests {
     #[test]
     fn the_exposition_has_the_documented_names() {
         let m = Metrics::new();
-        m.update(&eval(true, 1), 1_700_000_000.0);
+        m.update(&eval(true, 1), 1_700_000_000.0, 0.25);
         m.watch_error("nodes");
         m.set_status(false, false);
         let text = m.encode();
@@ -350,6 +367,8 @@ mod tests {
             "gpuwl_api_reachable 0",
             "gpuwl_ready 0",
             "gpuwl_last_evaluation_timestamp_seconds 1700000000.0",
+            "gpuwl_last_evaluation_duration_seconds 0.25",
+            "gpuwl_evaluations_total 1",
             "# EOF",
         ] {
             assert!(
@@ -362,10 +381,10 @@ mod tests {
     #[test]
     fn an_update_replaces_the_series_and_a_failed_inventory_keeps_the_last_rows() {
         let m = Metrics::new();
-        m.update(&eval(true, 1), 1.0);
+        m.update(&eval(true, 1), 1.0, 0.0);
         let mut next = eval(false, 0);
         next.nodes[0].findings.clear();
-        m.update(&next, 2.0);
+        m.update(&next, 2.0, 0.0);
         let text = m.encode();
         assert!(text.contains("gpuwl_node_mismatch{node=\"lab-node-1\"} 0\n"));
         assert!(!text.contains("gpuwl_node_finding{"), "{text}");
@@ -373,7 +392,7 @@ mod tests {
         let mut failed = eval(false, 0);
         failed.pools = None;
         failed.unservable = None;
-        m.update(&failed, 3.0);
+        m.update(&failed, 3.0, 0.0);
         let text = m.encode();
         assert!(
             text.contains(

@@ -184,7 +184,9 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             .duration_since(UNIX_EPOCH)
             .map(|d| d.as_secs_f64())
             .unwrap_or(0.0);
-        shared.metrics.update(&evaluation, now);
+        shared
+            .metrics
+            .update(&evaluation, now, started.elapsed().as_secs_f64());
         let first = !std::mem::replace(&mut lock(&shared.health).evaluated, true);
         if first {
             log(&format!(

@@ -375,3 +375,48 @@ fn serve_follows_the_lab_cluster() {
     };
     assert!(status.success(), "{status:?}");
 }
+
+/// Start-up failures: an unreadable kubeconfig is bad input (exit 2), an address in use a
+/// runtime failure (exit 3); one line on stderr each, nothing on stdout.
+#[test]
+fn serve_start_up_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing");
+    let (code, out, err) = crate::common::gpuwl(&[
+        "serve",
+        "--kubeconfig",
+        missing.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(
+        err.starts_with(&format!("gpuwl: {}: cannot read", missing.display())),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+
+    // A usable kubeconfig (nothing listens on its server: serve must not need it to start)
+    // and a port already taken.
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\nusers:\n- name: u\n  user: {}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n",
+    )
+    .unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let (code, out, err) = crate::common::gpuwl(&[
+        "serve",
+        "--kubeconfig",
+        kc.to_str().unwrap(),
+        "--listen",
+        &addr,
+    ]);
+    assert_eq!((code, out.as_str()), (3, ""), "{err}");
+    assert!(
+        err.starts_with(&format!("gpuwl: cannot listen on {addr}: ")),
+        "{err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
