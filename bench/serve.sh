@@ -33,7 +33,10 @@ row() { printf '%s\t%s\t%s\t%s\n' "$n" "$p" "$1" "$2" | tee -a "$out"; }
 now() { date +%s.%N; }
 secs() { echo "$2 - $1" | bc -l | sed 's/^\./0./'; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-metric() { curl -s "http://$addr/metrics" | awk -v m="$1" '$1 == m {print $2}'; }
+# The exposition goes to a file first: a reader that stops early (grep -q) would make curl
+# fail on a broken pipe under pipefail.
+scrape() { curl -s "http://$addr/metrics" -o "$WORK/metrics.txt"; }
+metric() { scrape && awk -v m="$1" '$1 == m {print $2}' "$WORK/metrics.txt"; }
 
 serve_pid=
 cleanup() {
@@ -67,11 +70,12 @@ for n in $SIZES; do
 
     # Peers: one-shot reads of the same cluster.
     /usr/bin/time -f '%e %M' -o "$WORK/t.txt" "$B" inventory --kubeconfig "$kc" >/dev/null
-    read -r wall rss <"$WORK/t.txt"
+    read -r wall rss < <(tail -n 1 "$WORK/t.txt")
     row "peer gpuwl inventory wall s" "$wall"
     row "peer gpuwl inventory max RSS MB" "$(echo "$rss / 1024" | bc -l | xargs printf '%.1f')"
-    /usr/bin/time -f '%e %M' -o "$WORK/t.txt" "$B" check --kubeconfig "$kc" >/dev/null || true
-    read -r wall rss <"$WORK/t.txt"
+    /usr/bin/time -f '%e %M' -o "$WORK/t.txt" "$B" check --kubeconfig "$kc" >/dev/null 2>&1 || true
+    # (exit 1: the generated cluster has planted mismatches; time then prints a first line)
+    read -r wall rss < <(tail -n 1 "$WORK/t.txt")
     row "peer gpuwl check wall s" "$wall"
     row "peer gpuwl check max RSS MB" "$(echo "$rss / 1024" | bc -l | xargs printf '%.1f')"
 
@@ -92,7 +96,9 @@ for n in $SIZES; do
     sleep 5
     row "RSS after sync MB" "$(awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$serve_pid/status")"
     row "peak RSS MB" "$(awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$serve_pid/status")"
-    row "series" "$(curl -s "http://$addr/metrics" | grep -vc '^#')"
+    scrape
+    row "series" "$(grep -vc '^#' "$WORK/metrics.txt")"
+    row "exposition bytes" "$(stat -c %s "$WORK/metrics.txt")"
 
     # Idle: no change made by us for $IDLE s (kwok may still update objects).
     e0=$(metric gpuwl_evaluations_total) c0=$(cpu_ticks "$serve_pid")
@@ -103,13 +109,14 @@ for n in $SIZES; do
     row "evaluations while idle" "$(echo "$e1 - $e0" | bc)"
 
     # Relabel → metric: a container node gets a typo, then its label back.
-    node=$(curl -s "http://$addr/metrics" | sed -n 's/^gpuwl_node_workload_config_info{node="\([^"]*\)",label="container".*/\1/p' | sort | head -n 1)
+    scrape
+    node=$(sed -n 's/^gpuwl_node_workload_config_info{node="\([^"]*\)",label="container".*/\1/p' "$WORK/metrics.txt" | sort | awk 'NR == 1')
     for i in $(seq "$RELABELS"); do
         for pair in "containr 1" "container 0"; do
             set -- $pair
             kubectl --kubeconfig "$kc" label node "$node" "nvidia.com/gpu.workload.config=$1" --overwrite >/dev/null
             t1=$(now)
-            until curl -s "http://$addr/metrics" | grep -q "^gpuwl_node_mismatch{node=\"$node\"} $2\$"; do sleep 0.02; done
+            until scrape && grep -q "^gpuwl_node_mismatch{node=\"$node\"} $2\$" "$WORK/metrics.txt"; do sleep 0.02; done
             row "relabel to metric s ($1)" "$(secs "$t1" "$(now)")"
         done
     done

@@ -9,13 +9,16 @@
 //! - A CR type is probed with one `list?limit=1`: 404 means its CRD is not installed; the
 //!   probe is repeated every [`CRD_PROBE_INTERVAL`] (one request), and a watch that meets
 //!   404 (the CRD was deleted) goes back to probing.
-//! - A watch error is logged as one line, counted in `gpuwl_watch_errors_total` and marks
-//!   the API server unreachable until a watch event or a `GET /version` (every
+//! - A watch error is logged as one line and counted in `gpuwl_watch_errors_total`; one
+//!   where the API server did not answer (refused, reset, timed out — not an error status
+//!   such as 403) marks it unreachable until a watch event or a `GET /version` (every
 //!   [`PROBE_INTERVAL`], only while unreachable) succeeds. kube-runtime restarts the
 //!   watch with its default backoff (0.8 s doubling to 30 s).
 
 use std::sync::{Arc, Mutex};
+
 use std::time::Duration;
+use tokio::sync::Mutex as AsyncMutex;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
@@ -38,6 +41,9 @@ use crate::serve::state::Mirror;
 
 /// How often an absent CRD is looked for again.
 pub const CRD_PROBE_INTERVAL: Duration = Duration::from_secs(300);
+
+/// How soon a CR type whose probe got no answer is probed again.
+pub const UNREACHABLE_RETRY: Duration = Duration::from_secs(30);
 
 /// How often, while the API server is unreachable, `GET /version` asks whether it is back.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
@@ -102,9 +108,9 @@ impl Store {
                 let objects: Vec<DynamicObject> = self
                     .policy
                     .objects
-                    .values()
-                    .into_iter()
-                    .filter_map(|v| serde_json::from_value(v).ok())
+                    .as_slice()
+                    .iter()
+                    .filter_map(|v| serde_json::from_value(v.clone()).ok())
                     .collect();
                 clusterpolicy::from_objects(objects)
             }
@@ -122,7 +128,7 @@ impl Store {
             if let Some(why) = &m.unreadable {
                 return Some(Err(format!("{}: {why}", ty.plural)));
             }
-            match kv_input::choose(ty, &m.objects.values()) {
+            match kv_input::choose(ty, m.objects.as_slice()) {
                 Ok(None) => continue,
                 Ok(Some(found)) => return Some(Ok(found)),
                 Err(e) => return Some(Err(e.to_string())),
@@ -147,8 +153,9 @@ pub struct Health {
 pub struct Shared {
     /// The client (read timeout off: watches stay open; kube-runtime detects dead ones).
     pub client: Client,
-    /// The cluster copy.
-    pub store: Mutex<Store>,
+    /// The cluster copy. An async mutex: the evaluator holds it while it reads the copy
+    /// in place (no snapshot copy), and the watchers wait for it without blocking a thread.
+    pub store: AsyncMutex<Store>,
     /// Woken on every change; the evaluator debounces.
     pub changed: Notify,
     /// Connection state.
@@ -180,11 +187,15 @@ impl Shared {
         }
     }
 
-    /// Records a failed watch or probe: one log line, one count, and the API server
-    /// marked unreachable with a probe started.
-    fn failed(self: &Arc<Self>, resource: &str, message: &str) {
+    /// Records a failed watch or probe: one log line, one count and, when the API server
+    /// did not answer at all (`unreachable`; an API error such as 403 is an answer), the
+    /// API server marked unreachable with a probe started.
+    fn failed(self: &Arc<Self>, resource: &str, message: &str, unreachable: bool) {
         log(&format!("watch {resource}: {message}"));
         self.metrics.watch_error(resource);
+        if !unreachable {
+            return;
+        }
         let start_probe = {
             let mut h = lock(&self.health);
             h.reachable = false;
@@ -251,6 +262,17 @@ fn not_found(e: &watcher::Error) -> bool {
     )
 }
 
+/// Whether a watcher error means the API server did not answer (connection refused, reset,
+/// timed out), rather than answering with an error status.
+fn no_answer(e: &watcher::Error) -> bool {
+    match e {
+        watcher::Error::InitialListFailed(k)
+        | watcher::Error::WatchStartFailed(k)
+        | watcher::Error::WatchFailed(k) => !matches!(k, kube::Error::Api(_)),
+        watcher::Error::WatchError(_) | watcher::Error::NoResourceVersion => false,
+    }
+}
+
 /// The one-line text of a watcher error, with gpuwl's hint for API errors.
 fn error_text(doing: &str, e: &watcher::Error) -> String {
     match e {
@@ -273,7 +295,6 @@ async fn run_watcher<K, T>(
     stop_on_404: bool,
 ) where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-    T: Clone,
 {
     let doing = format!("watch {resource}");
     let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
@@ -281,7 +302,7 @@ async fn run_watcher<K, T>(
         match item {
             Ok(event) => {
                 let real = !matches!(event, Event::Init);
-                let changed = pick(&mut lock(&shared.store)).apply(keyed(event, &reduce));
+                let changed = pick(&mut *shared.store.lock().await).apply(keyed(event, &reduce));
                 if real {
                     shared.reached();
                 }
@@ -290,7 +311,7 @@ async fn run_watcher<K, T>(
                 }
             }
             Err(e) if stop_on_404 && not_found(&e) => return,
-            Err(e) => shared.failed(resource, &error_text(&doing, &e)),
+            Err(e) => shared.failed(resource, &error_text(&doing, &e), no_answer(&e)),
         }
     }
 }
@@ -404,7 +425,7 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
         let wait = match probe {
             Ok(Ok(_)) => {
                 {
-                    let mut s = lock(&shared.store);
+                    let mut s = shared.store.lock().await;
                     let m = cr.mirror(&mut s);
                     m.installed = Some(true);
                     m.unreadable = None;
@@ -434,7 +455,7 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
             }
             Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
                 {
-                    let mut st = lock(&shared.store);
+                    let mut st = shared.store.lock().await;
                     let m = cr.mirror(&mut st);
                     m.installed = Some(false);
                     m.unreadable = None;
@@ -444,20 +465,32 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
                 CRD_PROBE_INTERVAL
             }
             other => {
-                let why = match other {
-                    Ok(Err(e)) => live::api_error(&format!("list {resource}"), &e).to_string(),
-                    _ => format!(
-                        "cannot list {resource}: no answer within {}s",
-                        PROBE_TIMEOUT.as_secs()
+                // An API error (403: the credentials may not list it) is asked again with
+                // the CRD probe; no answer at all, sooner.
+                let (why, unreachable) = match other {
+                    Ok(Err(e)) => (
+                        live::api_error(&format!("list {resource}"), &e).to_string(),
+                        !matches!(e, kube::Error::Api(_)),
+                    ),
+                    _ => (
+                        format!(
+                            "cannot list {resource}: no answer within {}s",
+                            PROBE_TIMEOUT.as_secs()
+                        ),
+                        true,
                     ),
                 };
                 {
-                    let mut st = lock(&shared.store);
+                    let mut st = shared.store.lock().await;
                     cr.mirror(&mut st).unreadable = Some(one_line(&why));
                 }
-                shared.failed(resource, &why);
+                shared.failed(resource, &why, unreachable);
                 shared.changed.notify_one();
-                Duration::from_secs(30)
+                if unreachable {
+                    UNREACHABLE_RETRY
+                } else {
+                    CRD_PROBE_INTERVAL
+                }
             }
         };
         tokio::time::sleep(wait).await;

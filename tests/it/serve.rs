@@ -2,7 +2,8 @@
 //! (`gpuwl-test-serve`), then `gpuwl serve` with that cluster's kubeconfig, scraped over
 //! HTTP and parsed with a Prometheus text parser (prometheus-parse). Relabelling a node with
 //! a typo turns its mismatch metric to 1; deleting job-cross drops the unservable count;
-//! `deploy/` is applied by server-side apply and every object is read back; stopping the
+//! `deploy/` is applied by server-side apply and every object is read back, and a second
+//! exporter impersonating its ServiceAccount works with its ClusterRole; stopping the
 //! cluster turns /readyz to 503 and gpuwl_api_reachable to 0 while the last good state is
 //! still served; SIGTERM ends the process with exit 0.
 
@@ -332,6 +333,43 @@ fn serve_follows_the_lab_cluster() {
     );
     drop(client);
     drop(rt);
+
+    // The ClusterRole is enough: a second exporter, as the ServiceAccount (impersonated),
+    // gets ready, sees the same drift and meets no watch error (no 403).
+    let mut doc: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(kubeconfig).unwrap()).unwrap();
+    for u in doc["users"].as_array_mut().unwrap() {
+        u["user"]["as"] = "system:serviceaccount:gpuwl:gpuwl".into();
+    }
+    let as_sa = root.path().join("kubeconfig-as-sa");
+    std::fs::write(&as_sa, serde_json::to_string(&doc).unwrap()).unwrap();
+    {
+        let sa = Serve::start(as_sa.to_str().unwrap());
+        wait_for(
+            Duration::from_secs(60),
+            "/readyz 200 as the ServiceAccount",
+            || sa.get("/readyz").0 == 200,
+        );
+        let s = sa.scrape();
+        assert_eq!(
+            value(&s, "gpuwl_node_mismatch", &[("node", "lab-node-1")]),
+            Some(1.0)
+        );
+        for r in [
+            "nodes",
+            "pods",
+            "clusterpolicies",
+            "hyperconvergeds",
+            "kubevirts",
+        ] {
+            assert_eq!(
+                value(&s, "gpuwl_watch_errors_total", &[("resource", r)]),
+                Some(0.0),
+                "{r}: {:?}",
+                sa.logged()
+            );
+        }
+    }
 
     // The API server goes away: /readyz and gpuwl_api_reachable say so, and the last
     // good state is still served.
