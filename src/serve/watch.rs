@@ -39,6 +39,11 @@ use crate::model::pod::PodInfo;
 use crate::serve::metrics::Metrics;
 use crate::serve::state::Mirror;
 
+/// Objects per page of the initial (and any re-) list of nodes and pods: a page is decoded
+/// into typed objects before they are reduced, so its size bounds the transient memory on
+/// top of what the mirrors hold.
+pub const LIST_PAGE_SIZE: u32 = 100;
+
 /// How often an absent CRD is looked for again.
 pub const CRD_PROBE_INTERVAL: Duration = Duration::from_secs(300);
 
@@ -332,7 +337,7 @@ pub async fn nodes(shared: Arc<Shared>) {
     run_watcher(
         &shared,
         api,
-        watcher::Config::default(),
+        watcher::Config::default().page_size(LIST_PAGE_SIZE),
         "nodes",
         |n: &Node| {
             let info = live::node_info(n);
@@ -353,7 +358,9 @@ pub async fn pods(shared: Arc<Shared>) {
     run_watcher(
         &shared,
         api,
-        watcher::Config::default().fields(POD_FIELD_SELECTOR),
+        watcher::Config::default()
+            .fields(POD_FIELD_SELECTOR)
+            .page_size(LIST_PAGE_SIZE),
         "pods",
         |p: &Pod| {
             let key = format!(
