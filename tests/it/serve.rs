@@ -3,7 +3,8 @@
 //! HTTP and parsed with a Prometheus text parser (prometheus-parse). Relabelling a node with
 //! a typo turns its mismatch metric to 1; deleting job-cross drops the unservable count;
 //! `deploy/` is applied by server-side apply and every object is read back, and a second
-//! exporter impersonating its ServiceAccount works with its ClusterRole; stopping the
+//! exporter impersonating its ServiceAccount works with its ClusterRole and follows a
+//! KubeVirt CR; stopping the
 //! cluster turns /readyz to 503 and gpuwl_api_reachable to 0 while the last good state is
 //! still served; SIGTERM ends the process with exit 0.
 
@@ -343,6 +344,9 @@ fn serve_follows_the_lab_cluster() {
     }
     let as_sa = root.path().join("kubeconfig-as-sa");
     std::fs::write(&as_sa, serde_json::to_string(&doc).unwrap()).unwrap();
+    // With a KubeVirt CR in place it also reports the CR's findings, and follows the CR.
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(crate::kubevirt::install_kubevirt(Path::new(kubeconfig)));
     {
         let sa = Serve::start(as_sa.to_str().unwrap());
         wait_for(
@@ -369,7 +373,54 @@ fn serve_follows_the_lab_cluster() {
                 sa.logged()
             );
         }
+        let kv = |s: &Scrape, resource: &str, code: &str| {
+            value(
+                s,
+                "gpuwl_kubevirt_finding",
+                &[("resource", resource), ("code", code)],
+            )
+        };
+        assert_eq!(
+            kv(&s, "nvidia.com/NVIDIA_A10-12Q", "advertised-not-permitted"),
+            Some(1.0)
+        );
+        assert_eq!(
+            kv(
+                &s,
+                "nvidia.com/TU104GL_TESLA_T4",
+                "permitted-not-advertised"
+            ),
+            Some(1.0)
+        );
+        // Permitting the vGPU type in the CR clears its finding.
+        let client = rt
+            .block_on(gpuwl::cluster::client(Path::new(kubeconfig), None))
+            .unwrap();
+        let ar = gpuwl::input::kubevirt::api_resource(gpuwl::input::kubevirt::KUBEVIRT);
+        let kvs: Api<DynamicObject> = Api::namespaced_with(client, "kubevirt", &ar);
+        let patch = serde_json::json!({"spec": {"configuration": {"permittedHostDevices": {
+            "mediatedDevices": [{"mdevNameSelector": "NVIDIA A10-12Q",
+                                 "resourceName": "nvidia.com/NVIDIA_A10-12Q"}]}}}});
+        rt.block_on(kvs.patch("kubevirt", &PatchParams::default(), &Patch::Merge(&patch)))
+            .unwrap();
+        wait_for(Duration::from_secs(10), "the vGPU finding clears", || {
+            kv(
+                &sa.scrape(),
+                "nvidia.com/NVIDIA_A10-12Q",
+                "advertised-not-permitted",
+            )
+            .is_none()
+        });
+        assert_eq!(
+            kv(
+                &sa.scrape(),
+                "nvidia.com/TU104GL_TESLA_T4",
+                "permitted-not-advertised"
+            ),
+            Some(1.0)
+        );
     }
+    drop(rt);
 
     // The API server goes away: /readyz and gpuwl_api_reachable say so, and the last
     // good state is still served.
