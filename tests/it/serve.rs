@@ -4,7 +4,7 @@
 //! a typo turns its mismatch metric to 1; deleting job-cross drops the unservable count;
 //! `deploy/` is applied by server-side apply and every object is read back, and a second
 //! exporter impersonating its ServiceAccount works with its ClusterRole and follows a
-//! KubeVirt CR; stopping the
+//! ClusterPolicy and a KubeVirt CR; stopping the
 //! cluster turns /readyz to 503 and gpuwl_api_reachable to 0 while the last good state is
 //! still served; SIGTERM ends the process with exit 0.
 
@@ -16,7 +16,8 @@ use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
-use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use prometheus_parse::{Scrape, Value};
 
 use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
@@ -347,6 +348,36 @@ fn serve_follows_the_lab_cluster() {
     // With a KubeVirt CR in place it also reports the CR's findings, and follows the CR.
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(crate::kubevirt::install_kubevirt(Path::new(kubeconfig)));
+    // And a ClusterPolicy (sandbox workloads on, default vm-passthrough) decides effective
+    // workload configs.
+    let client = rt
+        .block_on(gpuwl::cluster::client(Path::new(kubeconfig), None))
+        .unwrap();
+    let policies: Api<DynamicObject> =
+        Api::all_with(client.clone(), &gpuwl::input::clusterpolicy::api_resource());
+    rt.block_on(async {
+        let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+        crds.create(&PostParams::default(), &crate::operator::crd())
+            .await
+            .unwrap();
+        let policy: DynamicObject = serde_json::from_value(serde_json::json!({
+            "apiVersion": "nvidia.com/v1", "kind": "ClusterPolicy",
+            "metadata": {"name": "cluster-policy"},
+            "spec": {"sandboxWorkloads": {"enabled": true, "defaultWorkload": "vm-passthrough"}}
+        }))
+        .unwrap();
+        // The CRD takes a moment to be served.
+        for attempt in 0.. {
+            match policies.create(&PostParams::default(), &policy).await {
+                Ok(_) => break,
+                Err(e) if attempt < 100 => {
+                    let _ = e;
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("create ClusterPolicy: {e}"),
+            }
+        }
+    });
     {
         let sa = Serve::start(as_sa.to_str().unwrap());
         wait_for(
@@ -392,10 +423,47 @@ fn serve_follows_the_lab_cluster() {
             ),
             Some(1.0)
         );
+        // The typo'd label is invalid: the ClusterPolicy's default applies.
+        let info = |s: &Scrape, node: &str, label: &str, effective: &str| {
+            value(
+                s,
+                "gpuwl_node_workload_config_info",
+                &[
+                    ("node", node),
+                    ("label", label),
+                    ("effective", effective),
+                    ("source", "cluster-policy"),
+                ],
+            )
+        };
+        assert_eq!(
+            info(&s, "lab-node-1", "vm_passthrough", "vm-passthrough"),
+            Some(1.0)
+        );
+        // Sandbox workloads turned off: every node becomes container, the vm-vgpu label
+        // is ignored.
+        rt.block_on(policies.patch(
+            "cluster-policy",
+            &PatchParams::default(),
+            &Patch::Merge(&serde_json::json!({"spec": {"sandboxWorkloads": {"enabled": false}}})),
+        ))
+        .unwrap();
+        wait_for(Duration::from_secs(10), "the policy applies", || {
+            info(&sa.scrape(), "lab-node-2", "vm-vgpu", "container") == Some(1.0)
+        });
+        assert_eq!(
+            value(
+                &sa.scrape(),
+                "gpuwl_node_finding",
+                &[
+                    ("node", "lab-node-2"),
+                    ("code", "label-ignored"),
+                    ("severity", "warning")
+                ]
+            ),
+            Some(1.0)
+        );
         // Permitting the vGPU type in the CR clears its finding.
-        let client = rt
-            .block_on(gpuwl::cluster::client(Path::new(kubeconfig), None))
-            .unwrap();
         let ar = gpuwl::input::kubevirt::api_resource(gpuwl::input::kubevirt::KUBEVIRT);
         let kvs: Api<DynamicObject> = Api::namespaced_with(client, "kubevirt", &ar);
         let patch = serde_json::json!({"spec": {"configuration": {"permittedHostDevices": {
