@@ -9,6 +9,7 @@
 //! - [`render`]: text, JSON and YAML output;
 //! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-scheduler, kwok);
 //! - [`lab`]: the eight-step scenario played on a cluster;
+//! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line.
 
 pub mod analysis;
@@ -19,3 +20,4 @@ pub mod input;
 pub mod lab;
 pub mod model;
 pub mod render;
+pub mod serve;

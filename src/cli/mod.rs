@@ -19,6 +19,7 @@ pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
+pub mod serve;
 
 /// Top-level parser.
 #[derive(Debug, Parser)]
@@ -52,6 +53,8 @@ pub enum Command {
     /// Generate and check KubeVirt's permittedHostDevices from the GPU names nodes advertise
     #[command(long_about = kubevirt::LONG_ABOUT)]
     Kubevirt(kubevirt::Args),
+    /// Serve drift findings and GPU pools as Prometheus metrics, watching the cluster
+    Serve(serve::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
     Completions {
         /// Shell to generate for
@@ -105,6 +108,7 @@ pub fn main() -> ExitCode {
         Command::Inventory(a) => inventory::run(a),
         Command::Explain(a) => explain::run(a),
         Command::Kubevirt(a) => kubevirt::run(a),
+        Command::Serve(a) => serve::run(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),
     };

@@ -114,14 +114,7 @@ pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, FieldError> 
 /// timed-out list ([`LIVE_TIMEOUT`]) give a [`PolicyStatus`] without a policy that says
 /// so; several objects → the first by name, with a note.
 pub async fn from_cluster(client: &Client) -> PolicyStatus {
-    let gvk = GroupVersionKind::gvk("nvidia.com", "v1", "ClusterPolicy");
-    let ar = ApiResource::from_gvk_with_plural(&gvk, "clusterpolicies");
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let none = |status: &'static str, note: Option<String>| PolicyStatus {
-        status,
-        policy: None,
-        note,
-    };
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
     let limit = LIVE_TIMEOUT.min(crate::input::live::request_timeout());
     let list = match tokio::time::timeout(limit, api.list(&ListParams::default())).await {
         Err(_) => {
@@ -133,15 +126,7 @@ pub async fn from_cluster(client: &Client) -> PolicyStatus {
                 )),
             );
         }
-        Ok(Err(kube::Error::Api(e))) if e.code == 404 => {
-            return none(
-                "absent-crd",
-                Some(
-                    "the API has no clusterpolicies.nvidia.com (GPU Operator not installed?)"
-                        .into(),
-                ),
-            );
-        }
+        Ok(Err(kube::Error::Api(e))) if e.code == 404 => return absent_crd(),
         Ok(Err(e)) => {
             return none(
                 "unreadable",
@@ -152,7 +137,36 @@ pub async fn from_cluster(client: &Client) -> PolicyStatus {
         }
         Ok(Ok(l)) => l,
     };
-    let mut items = list.items;
+    from_objects(list.items)
+}
+
+/// The `nvidia.com/v1` `clusterpolicies` resource (cluster-scoped).
+pub fn api_resource() -> ApiResource {
+    let gvk = GroupVersionKind::gvk("nvidia.com", "v1", "ClusterPolicy");
+    ApiResource::from_gvk_with_plural(&gvk, "clusterpolicies")
+}
+
+/// A [`PolicyStatus`] with no policy: `status` and a remark.
+pub fn none(status: &'static str, note: Option<String>) -> PolicyStatus {
+    PolicyStatus {
+        status,
+        policy: None,
+        note,
+    }
+}
+
+/// The [`PolicyStatus`] when the API serves no `clusterpolicies.nvidia.com` (404).
+pub fn absent_crd() -> PolicyStatus {
+    none(
+        "absent-crd",
+        Some("the API has no clusterpolicies.nvidia.com (GPU Operator not installed?)".into()),
+    )
+}
+
+/// The [`PolicyStatus`] of the ClusterPolicy objects the API returned (listed or
+/// watched): none → `no-object`; several → the first by name, with a note; one that
+/// cannot be read → `unreadable`, naming the object and field.
+pub fn from_objects(mut items: Vec<DynamicObject>) -> PolicyStatus {
     items.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     let n = items.len();
     let Some(first) = items.into_iter().next() else {

@@ -188,11 +188,7 @@ pub const HYPERCONVERGED: CrType = CrType {
 /// Errors: [`Error::Runtime`] when the list fails otherwise (forbidden, unreachable) or
 /// takes longer than [`LIVE_TIMEOUT`].
 pub async fn list_live(client: &kube::Client, ty: CrType) -> Result<Option<Vec<Value>>> {
-    let ar = ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk(ty.group, ty.version, ty.kind),
-        ty.plural,
-    );
-    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource(ty));
     let what = format!("{}.{}", ty.plural, ty.group);
     let list = match tokio::time::timeout(LIVE_TIMEOUT, api.list(&ListParams::default())).await {
         Err(_) => {
@@ -212,18 +208,25 @@ pub async fn list_live(client: &kube::Client, ty: CrType) -> Result<Option<Vec<V
     };
     let mut out = Vec::with_capacity(list.items.len());
     for o in &list.items {
-        let mut v =
-            serde_json::to_value(o).map_err(|e| Error::Runtime(format!("listing {what}: {e}")))?;
-        if let Value::Object(m) = &mut v {
-            m.insert("kind".into(), Value::String(ty.kind.into()));
-            m.insert(
-                "apiVersion".into(),
-                Value::String(format!("{}/{}", ty.group, ty.version)),
-            );
-        }
-        out.push(v);
+        out.push(object_value(ty, o).map_err(|e| Error::Runtime(format!("listing {what}: {e}")))?);
     }
     Ok(Some(out))
+}
+
+/// A listed or watched `ty` object as the JSON value [`from_object`] reads (`kind` and
+/// `apiVersion` set: the API leaves them out of list items).
+///
+/// Errors: the object does not serialize (not expected of a decoded object).
+pub fn object_value(ty: CrType, o: &DynamicObject) -> serde_json::Result<Value> {
+    let mut v = serde_json::to_value(o)?;
+    if let Value::Object(m) = &mut v {
+        m.insert("kind".into(), Value::String(ty.kind.into()));
+        m.insert(
+            "apiVersion".into(),
+            Value::String(format!("{}/{}", ty.group, ty.version)),
+        );
+    }
+    Ok(v)
 }
 
 /// The cluster's `permittedHostDevices`: from the HyperConverged CR when one exists (the
@@ -234,41 +237,54 @@ pub async fn list_live(client: &kube::Client, ty: CrType) -> Result<Option<Vec<V
 /// one has a malformed list (the message names the object and field); [`Error::Runtime`]
 /// as [`list_live`].
 pub async fn read_live(client: &kube::Client) -> Result<Option<PermittedHostDevices>> {
-    for ty in [HYPERCONVERGED, KUBEVIRT] {
-        let Some(items) = list_live(client, ty).await? else {
-            continue;
-        };
-        let name = |v: &Value| {
-            format!(
-                "{}/{}",
-                opt_str(v, "metadata.namespace")
-                    .ok()
-                    .flatten()
-                    .unwrap_or(""),
-                opt_str(v, "metadata.name").ok().flatten().unwrap_or("")
-            )
-        };
-        match items.as_slice() {
-            [] => continue,
-            [one] => {
-                return from_object(one).map(Some).map_err(|m| {
-                    Error::Input(format!("{} {:?} in the cluster: {m}", ty.kind, name(one)))
-                });
-            }
-            many => {
-                return Err(Error::Input(format!(
-                    "{} {} CRs in the cluster ({}); pass the one to check with --kubevirt FILE",
-                    many.len(),
-                    ty.kind,
-                    many.iter()
-                        .map(|v| format!("{:?}", name(v)))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                )));
-            }
-        }
+    let hco = list_live(client, HYPERCONVERGED).await?;
+    if let Some(found) = choose(HYPERCONVERGED, hco.as_deref().unwrap_or(&[]))? {
+        return Ok(Some(found));
     }
-    Ok(None)
+    let kv = list_live(client, KUBEVIRT).await?;
+    choose(KUBEVIRT, kv.as_deref().unwrap_or(&[]))
+}
+
+/// The [`ApiResource`] of `ty`, for listing or watching it.
+pub fn api_resource(ty: CrType) -> ApiResource {
+    ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk(ty.group, ty.version, ty.kind),
+        ty.plural,
+    )
+}
+
+/// The `permittedHostDevices` of the `ty` CRs the API returned (JSON values with `kind`
+/// set, as [`list_live`] gives them): `None` when there are none, the one CR's list when
+/// there is one. [`read_live`] asks the HyperConverged CRs first.
+///
+/// Errors: [`Error::Input`] when there are several (pass the file instead) or the one has
+/// a malformed list (the message names the object and field).
+pub fn choose(ty: CrType, items: &[Value]) -> Result<Option<PermittedHostDevices>> {
+    let name = |v: &Value| {
+        format!(
+            "{}/{}",
+            opt_str(v, "metadata.namespace")
+                .ok()
+                .flatten()
+                .unwrap_or(""),
+            opt_str(v, "metadata.name").ok().flatten().unwrap_or("")
+        )
+    };
+    match items {
+        [] => Ok(None),
+        [one] => from_object(one)
+            .map(Some)
+            .map_err(|m| Error::Input(format!("{} {:?} in the cluster: {m}", ty.kind, name(one)))),
+        many => Err(Error::Input(format!(
+            "{} {} CRs in the cluster ({}); pass the one to check with --kubevirt FILE",
+            many.len(),
+            ty.kind,
+            many.iter()
+                .map(|v| format!("{:?}", name(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -50,6 +50,21 @@ pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
 ///
 /// Errors: as [`client`].
 pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<(Client, String)> {
+    let config = config(kubeconfig, context).await?;
+    let server = config.cluster_url.to_string();
+    Client::try_from(config).map(|c| (c, server)).map_err(|e| {
+        Error::Runtime(format!(
+            "cannot build a client: {}",
+            one_line(&e.to_string())
+        ))
+    })
+}
+
+/// The client configuration [`connect`] uses: the kubeconfig (or in-cluster) settings with
+/// gpuwl's timeouts ([`CONNECT_TIMEOUT`], [`request_timeout`] for reads and writes).
+///
+/// Errors: as [`client`], less the client build.
+pub async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config> {
     let opts = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()
@@ -82,13 +97,7 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
     config.read_timeout = Some(request_timeout());
     config.write_timeout = Some(request_timeout());
     config.reset_reader_on_write = true;
-    let server = config.cluster_url.to_string();
-    Client::try_from(config).map(|c| (c, server)).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot build a client: {}",
-            one_line(&e.to_string())
-        ))
-    })
+    Ok(config)
 }
 
 /// Reduces an API Node to a [`NodeInfo`] (quantities keep their API text).

@@ -430,7 +430,8 @@ const KUBEVIRT_CR: &str = r#"{
   }}}
 }"#;
 
-async fn install_kubevirt(kubeconfig: &Path) {
+/// Installs the KubeVirt CRD (open schema), the `kubevirt` namespace and the CR above.
+pub(crate) async fn install_kubevirt(kubeconfig: &Path) {
     use k8s_openapi::api::core::v1::Namespace;
     use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
     use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};

@@ -21,3 +21,4 @@ mod kubevirt;
 mod lab;
 mod operator;
 mod readme;
+mod serve;

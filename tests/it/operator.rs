@@ -211,7 +211,7 @@ const NAME: &str = "gpuwl-test-operator";
 
 /// A minimal ClusterPolicy CRD with an open schema (the real one is far larger; gpuwl
 /// reads only a few fields).
-fn crd() -> CustomResourceDefinition {
+pub(crate) fn crd() -> CustomResourceDefinition {
     serde_json::from_value(json!({
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

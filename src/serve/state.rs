@@ -1,0 +1,491 @@
+//! What `gpuwl serve` keeps between events, and what one evaluation computes.
+//!
+//! [`Mirror`] is the exporter's copy of one watched resource, reduced to what the analyses
+//! read ([`NodeInfo`], [`PodInfo`], a CR's JSON); [`evaluate`] runs the existing analyses
+//! over a snapshot of the mirrors — [`check::judge`] per node (the seed's verdict and the
+//! GPU Operator state findings), [`inventory::build`] (pools, units, unservable demand) and,
+//! when the KubeVirt CR is known, [`kubevirt::check`] — and returns the numbers the metrics
+//! show. No domain rule lives here.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use kube::runtime::watcher::Event;
+
+use crate::analysis::{check, inventory, kubevirt};
+use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::node::NodeInfo;
+use crate::model::operator::PolicyStatus;
+use crate::model::pod::PodInfo;
+use crate::model::resource::Classifier;
+
+/// A local copy of one watched resource: objects by key, fed with a watcher's events.
+///
+/// The objects live in one contiguous `Vec` (in no particular order) so an evaluation reads
+/// them as a slice, without a copy; a key → index map finds one. A re-list (`Init` …
+/// `InitApply` … `InitDone`) is buffered and swaps in whole at `InitDone`, so objects
+/// deleted while the watch was down disappear and an evaluation never sees half a list.
+#[derive(Debug)]
+pub struct Mirror<T> {
+    items: Vec<T>,
+    keys: Vec<String>,
+    index: HashMap<String, usize>,
+    buffer: Option<Box<Mirror<T>>>,
+    synced: bool,
+}
+
+impl<T> Default for Mirror<T> {
+    fn default() -> Self {
+        Mirror {
+            items: Vec::new(),
+            keys: Vec::new(),
+            index: HashMap::new(),
+            buffer: None,
+            synced: false,
+        }
+    }
+}
+
+impl<T> Mirror<T> {
+    fn insert(&mut self, key: String, value: T) {
+        match self.index.get(&key) {
+            Some(&i) => self.items[i] = value,
+            None => {
+                self.index.insert(key.clone(), self.items.len());
+                self.keys.push(key);
+                self.items.push(value);
+            }
+        }
+    }
+
+    fn remove(&mut self, key: &str) -> bool {
+        let Some(i) = self.index.remove(key) else {
+            return false;
+        };
+        self.items.swap_remove(i);
+        self.keys.swap_remove(i);
+        if let Some(moved) = self.keys.get(i) {
+            self.index.insert(moved.clone(), i);
+        }
+        true
+    }
+
+    /// Applies one watcher event. `Some(value)` keeps the object under its key, `None`
+    /// (an object the exporter does not need, e.g. a pod without extended-resource
+    /// requests) removes it. Returns whether the mirror's contents may have changed.
+    pub fn apply(&mut self, event: Event<(String, Option<T>)>) -> bool {
+        match event {
+            Event::Init => {
+                self.buffer = Some(Box::default());
+                false
+            }
+            Event::InitApply((key, value)) => {
+                if let (Some(b), Some(v)) = (self.buffer.as_mut(), value) {
+                    b.insert(key, v);
+                }
+                false
+            }
+            Event::InitDone => {
+                if let Some(b) = self.buffer.take() {
+                    self.items = b.items;
+                    self.keys = b.keys;
+                    self.index = b.index;
+                }
+                self.synced = true;
+                true
+            }
+            Event::Apply((key, Some(v))) => {
+                self.insert(key, v);
+                true
+            }
+            Event::Apply((key, None)) | Event::Delete((key, _)) => self.remove(&key),
+        }
+    }
+
+    /// Whether the first complete list has arrived.
+    pub fn synced(&self) -> bool {
+        self.synced
+    }
+
+    /// Forgets everything (the resource's CRD went away), and counts as synced.
+    pub fn reset(&mut self) {
+        *self = Mirror {
+            synced: true,
+            ..Mirror::default()
+        };
+    }
+
+    /// The objects, in no particular order.
+    pub fn as_slice(&self) -> &[T] {
+        &self.items
+    }
+
+    /// How many objects the mirror holds.
+    pub fn len(&self) -> usize {
+        self.items.len()
+    }
+
+    /// Whether the mirror holds no object.
+    pub fn is_empty(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
+/// One labelled or GPU node, as the metrics show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeEval {
+    /// Node name.
+    pub name: String,
+    /// The workload-config label's value verbatim; `None` when the node has none.
+    pub label: Option<String>,
+    /// The workload config the GPU Operator applies (`container`, …).
+    pub effective: &'static str,
+    /// Which source decided it (`label`, `cluster-policy`, `deploy-labels`, `default`).
+    pub source: &'static str,
+    /// The seed's verdict for a labelled node: `Some(true)` for a MISMATCH; `None` when not
+    /// labelled (not judged).
+    pub mismatch: Option<bool>,
+    /// Whether the node is in a pool (labelled, or lists a GPU resource).
+    pub in_pool: bool,
+    /// Findings as (code, severity), e.g. (`vgpu-config-failed`, `warning`), deduplicated.
+    pub findings: Vec<(&'static str, &'static str)>,
+}
+
+/// One pool × GPU resource name: units in each kind.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PoolEval {
+    /// Pool display name (as `gpuwl inventory` shows it).
+    pub pool: String,
+    /// Full resource name.
+    pub resource: String,
+    /// (kind, units) for capacity, allocatable, allocated, free, pending.
+    pub units: [(&'static str, i64); 5],
+}
+
+/// What one evaluation computed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Evaluation {
+    /// Labelled nodes and nodes with findings or GPU resources, by name.
+    pub nodes: Vec<NodeEval>,
+    /// Pool × resource rows; `None` when the inventory could not be built (the previous
+    /// rows stay shown, the reason is in [`Evaluation::problems`]).
+    pub pools: Option<Vec<PoolEval>>,
+    /// Pending pods no pool can serve, per resource; every GPU resource name that is
+    /// advertised or asked for appears (0 when none waits), so the series drop to 0
+    /// instead of vanishing. `None` with [`Evaluation::pools`].
+    pub unservable: Option<BTreeMap<String, i64>>,
+    /// KubeVirt findings as (resource, code) when the KubeVirt/HyperConverged CR is known.
+    pub kubevirt: Option<Vec<(String, &'static str)>>,
+    /// One-line problems met (an unreadable CR, an inventory error), for the log.
+    pub problems: Vec<String>,
+}
+
+fn severity_str(s: check::Severity) -> &'static str {
+    match s {
+        check::Severity::Error => "error",
+        check::Severity::Warning => "warning",
+        check::Severity::Info => "info",
+    }
+}
+
+/// Runs the analyses over one snapshot. `kubevirt_cr`: `None` when no KubeVirt or
+/// HyperConverged CR is known, `Some(Err(reason))` when one is there but cannot be read.
+pub fn evaluate(
+    nodes: &[NodeInfo],
+    pods: &[PodInfo],
+    policy: &PolicyStatus,
+    kubevirt_cr: Option<std::result::Result<&PermittedHostDevices, String>>,
+) -> Evaluation {
+    let classifier = Classifier::default();
+    let mut problems = Vec::new();
+    let node_evals = nodes
+        .iter()
+        .filter_map(|n| {
+            let r = check::judge(n, &classifier, policy.policy());
+            let in_pool = r.label.is_some() || r.resources.iter().any(|e| e.class.is_gpu());
+            if !in_pool && r.findings.is_empty() {
+                return None;
+            }
+            let findings: BTreeSet<(&'static str, &'static str)> = r
+                .findings
+                .iter()
+                .map(|f| (f.code.as_str(), severity_str(f.severity)))
+                .collect();
+            Some(NodeEval {
+                mismatch: r
+                    .label
+                    .is_some()
+                    .then_some(r.verdict == check::Verdict::Mismatch),
+                name: r.name,
+                label: r.label,
+                effective: r.effective_workload.as_str(),
+                source: r.workload_source.as_str(),
+                in_pool,
+                findings: findings.into_iter().collect(),
+            })
+        })
+        .collect();
+
+    let (pools, unservable) = match inventory::build(nodes, pods, policy) {
+        Ok(inv) => {
+            let mut unservable: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+            let mut pools = Vec::new();
+            for row in &inv.rows {
+                let Some(resource) = &row.resource else {
+                    continue;
+                };
+                unservable.entry(resource.clone()).or_default();
+                pools.push(PoolEval {
+                    pool: row.pool.clone(),
+                    resource: resource.clone(),
+                    units: [
+                        ("capacity", row.capacity),
+                        ("allocatable", row.allocatable),
+                        ("allocated", row.allocated),
+                        ("free", row.free),
+                        ("pending", row.pending),
+                    ],
+                });
+            }
+            for u in &inv.unservable {
+                unservable
+                    .entry(u.resource.clone())
+                    .or_default()
+                    .insert(u.pod.as_str());
+            }
+            let counts = unservable
+                .into_iter()
+                .map(|(r, pods)| (r, i64::try_from(pods.len()).unwrap_or(i64::MAX)))
+                .collect();
+            (Some(pools), Some(counts))
+        }
+        Err(e) => {
+            problems.push(format!("inventory: {e}"));
+            (None, None)
+        }
+    };
+
+    let kubevirt = match kubevirt_cr {
+        None => None,
+        Some(Err(reason)) => {
+            problems.push(reason);
+            None
+        }
+        Some(Ok(kv)) => match kubevirt::Advertised::of(nodes) {
+            Ok(adv) => {
+                let report = kubevirt::check(&adv, kv);
+                let found: BTreeSet<(String, &'static str)> = report
+                    .findings
+                    .iter()
+                    .map(|f| (f.resource.clone(), f.code.as_str()))
+                    .collect();
+                Some(found.into_iter().collect())
+            }
+            Err(e) => {
+                problems.push(format!("kubevirt: {e}"));
+                None
+            }
+        },
+    };
+    Evaluation {
+        nodes: node_evals,
+        pools,
+        unservable,
+        kubevirt,
+        problems,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::kubevirt::HostDevicesSource;
+
+    fn node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
+        let mut labels = BTreeMap::new();
+        if let Some(l) = label {
+            labels.insert(crate::model::workload::LABEL_KEY.to_owned(), l.to_owned());
+        }
+        let q: BTreeMap<String, String> = res
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        NodeInfo {
+            name: name.into(),
+            labels,
+            taints: Vec::new(),
+            capacity: q.clone(),
+            allocatable: Some(q),
+        }
+    }
+
+    fn pod(name: &str, node: Option<&str>, selector: Option<&str>, res: &str) -> PodInfo {
+        let mut node_selector = BTreeMap::new();
+        if let Some(s) = selector {
+            node_selector.insert(crate::model::workload::LABEL_KEY.to_owned(), s.to_owned());
+        }
+        PodInfo {
+            kind: crate::model::pod::ObjectKind::Pod,
+            namespace: "gpu-vm".into(),
+            name: name.into(),
+            node_name: node.map(str::to_owned),
+            phase: Some(if node.is_some() { "Running" } else { "Pending" }.into()),
+            node_selector,
+            required_affinity: None,
+            tolerations: Vec::new(),
+            conditions: Vec::new(),
+            requests: [(res.to_owned(), 1)].into_iter().collect(),
+            sources: Vec::new(),
+        }
+    }
+
+    /// The lab's three nodes and four pods.
+    fn lab() -> (Vec<NodeInfo>, Vec<PodInfo>) {
+        (
+            vec![
+                node("lab-node-0", Some("container"), &[("nvidia.com/gpu", "4")]),
+                node(
+                    "lab-node-1",
+                    Some("vm-passthrough"),
+                    &[("nvidia.com/GA102GL_A10", "2")],
+                ),
+                node(
+                    "lab-node-2",
+                    Some("vm-vgpu"),
+                    &[("nvidia.com/NVIDIA_A10-12Q", "4")],
+                ),
+                node("control", None, &[]),
+            ],
+            vec![
+                pod("job-container", Some("lab-node-0"), None, "nvidia.com/gpu"),
+                pod(
+                    "vmi-passthrough",
+                    Some("lab-node-1"),
+                    None,
+                    "nvidia.com/GA102GL_A10",
+                ),
+                pod(
+                    "vmi-vgpu",
+                    Some("lab-node-2"),
+                    None,
+                    "nvidia.com/NVIDIA_A10-12Q",
+                ),
+                pod("job-cross", None, Some("vm-passthrough"), "nvidia.com/gpu"),
+            ],
+        )
+    }
+
+    #[test]
+    fn the_lab_evaluates_as_inventory_and_check_say() {
+        let (nodes, pods) = lab();
+        let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), None);
+        let names: Vec<&str> = e.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["lab-node-0", "lab-node-1", "lab-node-2"]);
+        assert!(e.nodes.iter().all(|n| n.mismatch == Some(false)));
+        assert_eq!(e.nodes[1].effective, "vm-passthrough");
+        assert_eq!(e.nodes[1].source, "label");
+        let unservable = e.unservable.unwrap();
+        assert_eq!(unservable["nvidia.com/gpu"], 1);
+        assert_eq!(unservable["nvidia.com/GA102GL_A10"], 0);
+        let pools = e.pools.unwrap();
+        let c = pools
+            .iter()
+            .find(|p| p.pool == "container" && p.resource == "nvidia.com/gpu")
+            .unwrap();
+        assert_eq!(
+            c.units,
+            [
+                ("capacity", 4),
+                ("allocatable", 4),
+                ("allocated", 1),
+                ("free", 3),
+                ("pending", 0)
+            ]
+        );
+        assert!(e.kubevirt.is_none());
+        assert!(e.problems.is_empty(), "{:?}", e.problems);
+    }
+
+    #[test]
+    fn a_typo_mismatches_and_deleting_the_pod_clears_the_unservable_count() {
+        let (mut nodes, mut pods) = lab();
+        nodes[1].labels.insert(
+            crate::model::workload::LABEL_KEY.into(),
+            "vm_passthrough".into(),
+        );
+        pods.retain(|p| p.name != "job-cross");
+        let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), None);
+        let n1 = &e.nodes[1];
+        assert_eq!(n1.mismatch, Some(true));
+        assert_eq!(n1.label.as_deref(), Some("vm_passthrough"));
+        assert!(n1.findings.contains(&("invalid-label-value", "error")));
+        assert_eq!(e.unservable.unwrap()["nvidia.com/gpu"], 0);
+    }
+
+    #[test]
+    fn kubevirt_findings_when_the_cr_is_known() {
+        let (nodes, pods) = lab();
+        let empty = PermittedHostDevices {
+            source: HostDevicesSource::KubeVirt,
+            object: "kubevirt/kubevirt".into(),
+            present: true,
+            pci_host_devices: Vec::new(),
+            mediated_devices: Vec::new(),
+        };
+        let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), Some(Ok(&empty)));
+        let kv = e.kubevirt.unwrap();
+        assert!(kv.contains(&(
+            "nvidia.com/GA102GL_A10".to_owned(),
+            "advertised-not-permitted"
+        )));
+        assert!(kv.contains(&(
+            "nvidia.com/NVIDIA_A10-12Q".to_owned(),
+            "advertised-not-permitted"
+        )));
+        let bad = evaluate(
+            &nodes,
+            &pods,
+            &PolicyStatus::not_read(),
+            Some(Err("KubeVirt \"kubevirt/kubevirt\": bad".into())),
+        );
+        assert!(bad.kubevirt.is_none());
+        assert_eq!(bad.problems, ["KubeVirt \"kubevirt/kubevirt\": bad"]);
+    }
+
+    #[test]
+    fn a_relist_replaces_the_mirror_at_init_done() {
+        let sorted = |m: &Mirror<i32>| {
+            let mut v = m.as_slice().to_vec();
+            v.sort();
+            v
+        };
+        let mut m: Mirror<i32> = Mirror::default();
+        assert!(!m.synced());
+        m.apply(Event::Init);
+        m.apply(Event::InitApply(("a".into(), Some(1))));
+        m.apply(Event::InitApply(("b".into(), None)));
+        assert!(m.is_empty());
+        assert!(m.apply(Event::InitDone));
+        assert!(m.synced());
+        assert_eq!(m.as_slice(), [1]);
+        assert!(m.apply(Event::Apply(("c".into(), Some(3)))));
+        assert!(m.apply(Event::Apply(("e".into(), Some(5)))));
+        assert!(m.apply(Event::Apply(("c".into(), Some(30)))));
+        assert_eq!(sorted(&m), [1, 5, 30]);
+        // Removing the first moves the last into its place; the index follows.
+        assert!(m.apply(Event::Apply(("a".into(), None))));
+        assert!(!m.apply(Event::Delete(("zz".into(), None))));
+        assert!(m.apply(Event::Delete(("e".into(), None))));
+        assert_eq!(m.as_slice(), [30]);
+        assert!(m.apply(Event::Apply(("c".into(), Some(3)))));
+        assert_eq!(m.as_slice(), [3]);
+        // A re-list after an outage drops what was deleted meanwhile.
+        m.apply(Event::Init);
+        m.apply(Event::InitApply(("d".into(), Some(4))));
+        assert_eq!(m.as_slice(), [3]);
+        m.apply(Event::InitDone);
+        assert_eq!(m.as_slice(), [4]);
+        assert_eq!(m.len(), 1);
+        m.reset();
+        assert!(m.is_empty() && m.synced());
+    }
+}
