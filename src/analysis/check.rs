@@ -451,11 +451,20 @@ pub fn judge(
             // hand-made or corrupt value, not a count to judge by.
             let q = match Quantity::parse(raw?) {
                 Err(e) => Err(format!("not a valid quantity ({e})")),
-                Ok(q) if q.is_negative() => Err("not a valid device count (negative)".to_string()),
-                Ok(q) if !q.is_integer() => Err(
-                    "not a valid device count (extended resources are whole numbers)".to_string(),
-                ),
-                Ok(q) => Ok(q),
+                // The one count rule inventory and explain apply too (`to_count`).
+                Ok(q) => match q.to_count() {
+                    Ok(_) => Ok(q),
+                    Err(_) if q.is_negative() => {
+                        Err("not a valid device count (negative)".to_string())
+                    }
+                    Err(_) if !q.is_integer() => Err(
+                        "not a valid device count (extended resources are whole numbers)"
+                            .to_string(),
+                    ),
+                    Err(_) => {
+                        Err("not a valid device count (too large: over 2^63-1 units)".to_string())
+                    }
+                },
             };
             match q {
                 Ok(q) => Some(q),

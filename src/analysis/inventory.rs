@@ -236,7 +236,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
     }
     let unknown_nodes = usage.unknown_nodes.clone();
     for bad in &usage.skipped {
-        notes.push(format!("skipped (not a whole number of units): {bad}"));
+        notes.push(format!("skipped (not a valid device count): {bad}"));
     }
 
     // Pending: unbound pods.

@@ -120,12 +120,18 @@ pub struct PodInfo {
     pub required_affinity: Option<Vec<SelectorTerm>>,
     /// `spec.tolerations`.
     pub tolerations: Vec<Toleration>,
-    /// `status.conditions`.
+    /// `status.conditions` of type `PodScheduled` (the only one gpuwl reads; readers
+    /// leave the others out).
     pub conditions: Vec<Condition>,
     /// Effective requests of extended resources, in whole units (see module docs).
     pub requests: BTreeMap<String, i64>,
-    /// Where each requested extended resource is named, in document order.
+    /// Where each requested extended resource's number comes from (the `requests` field
+    /// when given, else `limits`), in document order.
     pub sources: Vec<RequestSource>,
+    /// What the API server would reject in this object, one sentence each naming the
+    /// field (an extended resource whose requests differ from its limits).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl PodInfo {
