@@ -572,7 +572,9 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
         }
     }
     for p in pods {
-        p.requests.retain(|r, _| keep(r));
+        if p.requests.keys().any(|r| !keep(r)) {
+            std::sync::Arc::make_mut(&mut p.requests).retain(|r, _| keep(r));
+        }
         p.sources.retain(|s| keep(&s.resource));
     }
 }

@@ -363,6 +363,18 @@ impl<'de> serde::de::DeserializeSeed<'de> for Prune {
     }
 }
 
+/// `e` prefixed with the field it arose in, so that nested fields read outermost first
+/// (`spec: containers: resources: limits: number out of range`). The end of the input is
+/// left alone: it is about the file, not a field (and the node reader retries on it).
+pub(crate) fn in_field<E: serde::de::Error + fmt::Display>(e: E, field: &str) -> E {
+    let msg = e.to_string();
+    if msg.starts_with("EOF while parsing") || msg.starts_with("unexpected end of input") {
+        e
+    } else {
+        E::custom(format!("{field}: {msg}"))
+    }
+}
+
 struct PruneVisitor(&'static [(&'static str, Keep)]);
 
 impl<'de> serde::de::Visitor<'de> for PruneVisitor {
@@ -415,7 +427,9 @@ impl<'de> serde::de::Visitor<'de> for PruneVisitor {
         while let Some(k) = m.next_key::<String>()? {
             match self.0.iter().find(|(name, _)| *name == k) {
                 Some((_, keep)) => {
-                    let x = m.next_value_seed(Prune(*keep))?;
+                    let x = m
+                        .next_value_seed(Prune(*keep))
+                        .map_err(|e| in_field(e, &k))?;
                     if o.contains_key(&k) {
                         return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
                     }

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, Result};
-use crate::input::document::{Guard, GuardState, MAX_OBJECT, one_line};
+use crate::input::document::{Guard, GuardState, MAX_OBJECT, in_field, one_line};
 use crate::model::node::{NodeInfo, Taint};
 
 /// Where a dump is read from.
@@ -433,18 +433,6 @@ struct StatusSlim {
     capacity: Option<BTreeMap<String, String>>,
     #[serde(deserialize_with = "allocatable_map")]
     allocatable: Option<BTreeMap<String, String>>,
-}
-
-/// `e` prefixed with the field it arose in. An end-of-input error is passed through
-/// unchanged: the JSON reader recognises it to read more input and parse again, and a
-/// truncated file says so best without a field.
-fn in_field<E: de::Error + fmt::Display>(e: E, field: &str) -> E {
-    let msg = e.to_string();
-    if msg.starts_with("EOF while parsing") || msg.starts_with("unexpected end of input") {
-        e
-    } else {
-        E::custom(format!("{field}: {msg}"))
-    }
 }
 
 /// Whether a node name holds whitespace or a control character.

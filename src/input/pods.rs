@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::Arc;
 
 use kube::Client;
 use kube::api::ListParams;
@@ -249,6 +250,8 @@ struct Top {
     items: std::result::Result<Vec<PodInfo>, String>,
     /// Items without `kind` read before the list's own `kind` (which decides theirs).
     pending: Vec<(usize, Value)>,
+    /// Shared tolerations.
+    interner: Interner,
 }
 
 impl Top {
@@ -257,8 +260,9 @@ impl Top {
             (Some("List" | "PodList" | "VirtualMachineInstanceList"), _) => {
                 let mut out = self.items?;
                 let default_kind = list_item_kind(self.kind.as_deref());
+                let mut interner = self.interner;
                 for (i, v) in self.pending {
-                    out.insert(i, convert(i, &v, default_kind)?);
+                    out.insert(i, interner.share(convert(i, &v, default_kind)?));
                 }
                 Ok(out)
             }
@@ -333,6 +337,7 @@ impl<'de> Visitor<'de> for PodTop<'_> {
             saw_items: false,
             items: Ok(Vec::new()),
             pending: Vec::new(),
+            interner: Interner::default(),
         };
         let mut keys: Vec<String> = Vec::new();
         while let Some(key) = map.next_key::<String>()? {
@@ -352,7 +357,9 @@ impl<'de> Visitor<'de> for PodTop<'_> {
                 self.item.set(None);
                 self.guard.limit_from_here(document::MAX_OBJECT, TOO_BIG);
             } else if let Some((_, keep)) = fields.iter().find(|(f, _)| *f == key) {
-                let v = map.next_value_seed(Prune(*keep))?;
+                let v = map
+                    .next_value_seed(Prune(*keep))
+                    .map_err(|e| document::in_field(e, &key))?;
                 if key == "kind" {
                     top.kind = match &v {
                         Value::String(s) => Some(s.clone()),
@@ -388,7 +395,7 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
     type Value = ();
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("items: an array")
+        f.write_str("`items` to be an array")
     }
 
     fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
@@ -413,7 +420,7 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
             if let Ok(out) = &mut self.out.items {
                 if known {
                     match convert(i, &v, list_item_kind(self.out.kind.as_deref())) {
-                        Ok(p) => out.push(p),
+                        Ok(p) => out.push(self.out.interner.share(p)),
                         Err(m) => self.out.items = Err(m),
                     }
                 } else {
@@ -546,11 +553,9 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             Some(out)
         }
     };
-    let mut tolerations = Vec::new();
-    for (i, t) in array(spec.get("tolerations"), &sp("tolerations"))?
-        .iter()
-        .enumerate()
-    {
+    let list = array(spec.get("tolerations"), &sp("tolerations"))?;
+    let mut tolerations = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
         let tp = format!("{}[{i}]", sp("tolerations"));
         let f = |k: &str| {
             opt_scalar(t.get(k), &format!("{tp}.{k}")).map(|o| o.filter(|s| !s.is_empty()))
@@ -581,7 +586,8 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             conditions.push(condition);
         }
     }
-    let (requests, found) = match kind {
+    conditions.shrink_to_fit();
+    let (requests, mut found) = match kind {
         ObjectKind::Pod => pod_requests(spec, spec_path)?,
         _ => vmi_requests(spec, spec_path)?,
     };
@@ -593,12 +599,41 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         phase,
         node_selector,
         required_affinity,
-        tolerations,
+        tolerations: tolerations.into(),
         conditions,
-        requests,
-        sources: found.sources,
+        requests: Arc::new(requests),
+        sources: {
+            found.sources.shrink_to_fit();
+            found.sources
+        },
         problems: found.problems,
     })
+}
+
+/// Hands pods with equal tolerations (and equal requests) one shared copy (see
+/// [`PodInfo::tolerations`], [`PodInfo::requests`]).
+#[derive(Default)]
+struct Interner {
+    tolerations: std::collections::HashSet<Arc<[Toleration]>>,
+    requests: std::collections::HashSet<Arc<Requests>>,
+}
+
+impl Interner {
+    fn share(&mut self, mut p: PodInfo) -> PodInfo {
+        match self.tolerations.get(&p.tolerations) {
+            Some(t) => p.tolerations = t.clone(),
+            None => {
+                self.tolerations.insert(p.tolerations.clone());
+            }
+        }
+        match self.requests.get(&p.requests) {
+            Some(r) => p.requests = r.clone(),
+            None => {
+                self.requests.insert(p.requests.clone());
+            }
+        }
+        p
+    }
 }
 
 type Requests = BTreeMap<String, i64>;
@@ -978,6 +1013,60 @@ mod tests {
             assert!(matches!(e, Error::Input(_)));
             assert!(m.contains(want), "{s:?} → {m}");
             assert!(!m.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn api_page_is_read_slim_with_its_continue_token() {
+        let page = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"tok"},
+            "items":[{"metadata":{"name":"a","namespace":"n","managedFields":[{"big":1}]},
+                      "spec":{"nodeName":"w1","containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"2"}}}]},
+                      "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"},{"type":"PodScheduled","status":"True"}]}}]}"#;
+        let (pods, token) = read_response(page, "list pods").unwrap();
+        assert_eq!(token.as_deref(), Some("tok"));
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].key(), "n/a");
+        assert_eq!(pods[0].node_name.as_deref(), Some("w1"));
+        assert_eq!(pods[0].requests["nvidia.com/gpu"], 2);
+        // only the scheduler's condition is kept
+        assert_eq!(pods[0].conditions.len(), 1);
+        assert_eq!(pods[0].conditions[0].type_, "PodScheduled");
+        let (one, token) = read_response(
+            br#"{"kind":"Pod","metadata":{"name":"b"},"spec":{}}"#,
+            "get pod",
+        )
+        .unwrap();
+        assert_eq!((one[0].name.as_str(), token), ("b", None));
+        let e = read_response(
+            b"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{}}]}",
+            "list pods",
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Runtime(_)));
+        assert_eq!(
+            e.to_string(),
+            "list pods: the API server's response: items[0]: metadata.name: missing"
+        );
+    }
+
+    #[test]
+    fn errors_name_the_field_even_from_the_parser() {
+        for (s, want) in [
+            (
+                r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"resources":{"limits":{"nvidia.com/gpu":1e400}}}]}}"#,
+                "t: spec: containers: resources: limits: number out of range",
+            ),
+            (
+                r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}},{"kind":"Pod","metadata":[1]}]}"#,
+                "t: items[1]: metadata.name: missing",
+            ),
+            (
+                r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a","name":"b"}}]}"#,
+                "t: items[0]: metadata: duplicate key \"name\"",
+            ),
+        ] {
+            let m = read_pods_str(s, "t").unwrap_err().to_string();
+            assert!(m.starts_with(want), "{s} → {m}");
         }
     }
 

@@ -167,7 +167,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     let advertised_names = usage.advertised_names();
 
     let mut requests = Vec::new();
-    for (r, units) in &pod.requests {
+    for (r, units) in pod.requests.iter() {
         let field = pod
             .sources
             .iter()
