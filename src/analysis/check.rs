@@ -479,9 +479,10 @@ pub fn judge(
                         },
                         Some(name),
                         format!(
-                            "{}[{name:?}] is {:?}, {e}",
+                            "{}[{}] is {}, {e}",
                             f.path(),
-                            raw.unwrap_or_default()
+                            crate::error::cut(name),
+                            crate::error::cut(raw.unwrap_or_default())
                         ),
                     ));
                     None

@@ -245,16 +245,7 @@ impl<R: std::io::Read> std::io::Read for Guard<R> {
     }
 }
 
-/// A value echoed in an error, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
-/// with Rust escapes so that it is one line: errors name values, they never dump them.
-pub fn cut(s: &str) -> String {
-    const MAX: usize = 80;
-    if s.chars().count() <= MAX {
-        return format!("{s:?}");
-    }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{:?}… ({} bytes)", head, s.len())
-}
+pub use crate::error::cut;
 
 /// Collapses whitespace runs (newlines included) to one space.
 pub fn one_line(s: &str) -> String {

@@ -35,7 +35,7 @@ use kube::api::ListParams;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, cut};
 use crate::input::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
@@ -659,7 +659,7 @@ fn container_requests(
         let mut out = BTreeMap::new();
         for (k, raw) in string_map(get(c, &format!("resources.{field}")), &fp)? {
             if is_extended_resource(&k) {
-                let n = whole(&raw).map_err(|e| format!("{fp}[{k:?}]: {e}"))?;
+                let n = whole(&raw).map_err(|e| format!("{fp}[{}]: {e}", cut(&k)))?;
                 out.insert(k, (n, raw));
             }
         }
@@ -686,7 +686,9 @@ fn container_requests(
                 .any(|p| p.starts_with(&format!("{path}: {k} ")))
         {
             found.problems.push(format!(
-                "{path}: {k} requests {rraw:?} ≠ limits {lraw:?}: the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the {r} counted here is from {path}.resources.requests",
+                "{path}: {k} requests {} ≠ limits {}: the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the {r} counted here is from {path}.resources.requests",
+                cut(rraw),
+                cut(lraw),
             ));
         }
         if !found.sources.iter().any(|s| &s.resource == k) {
@@ -753,7 +755,7 @@ fn pod_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests,
     let overhead = string_map(spec.get("overhead"), &format!("{spec_path}.overhead"))?;
     for (k, raw) in overhead {
         if is_extended_resource(&k) {
-            let n = whole(&raw).map_err(|e| format!("{spec_path}.overhead[{k:?}]: {e}"))?;
+            let n = whole(&raw).map_err(|e| format!("{spec_path}.overhead[{}]: {e}", cut(&k)))?;
             let e = reqs.entry(k).or_default();
             *e = e.saturating_add(n);
         }
@@ -796,8 +798,8 @@ fn vmi_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests,
 /// A whole, non-negative quantity (extended resources must be integers:
 /// `pkg/apis/core/validation/validation.go`, `validateResourceRequirements`).
 fn whole(raw: &str) -> std::result::Result<i64, String> {
-    let q = Quantity::parse(raw).map_err(|e| format!("{raw:?} is not a quantity ({e})"))?;
-    q.to_count().map_err(|why| format!("{raw:?} {why}"))
+    let q = Quantity::parse(raw).map_err(|e| format!("{} is not a quantity ({e})", cut(raw)))?;
+    q.to_count().map_err(|why| format!("{} {why}", cut(raw)))
 }
 
 fn string_map(
@@ -809,7 +811,7 @@ fn string_map(
         Some(Value::Object(m)) => m
             .iter()
             .map(|(k, v)| {
-                opt_scalar(Some(v), &format!("{path}[{k:?}]"))
+                opt_scalar(Some(v), &format!("{path}[{}]", cut(k)))
                     .map(|s| (k.clone(), s.unwrap_or_default()))
             })
             .collect(),

@@ -386,3 +386,54 @@ fn requests_that_differ_from_limits_are_called_out_with_the_field_counted() {
     let (_, out, _) = gpuwl(&["explain", "--nodes", &nodes, "--pod", &f]);
     assert!(!out.contains("would reject"), "{out}");
 }
+
+#[test]
+fn long_quantities_and_label_values_are_cut_where_echoed() {
+    let dir = tempfile::tempdir().unwrap();
+    let long = format!("1{}", "0".repeat(100_000));
+    let f = write(&dir, "n.json", list(&[node("a", &format!("\"{long}\""))]));
+    let cut = format!("\"1{}\"… (100001 bytes)", "0".repeat(79));
+    let (rc, out, _) = gpuwl(&["check", &f]);
+    assert_eq!(rc, 1);
+    assert!(out.len() < 400, "{}", out.len());
+    assert!(
+        out.contains(&format!("is {cut}, not a valid device count (too large")),
+        "{out}"
+    );
+    let (_, out, _) = gpuwl(&["inventory", "--nodes", &f]);
+    assert!(out.len() < 2000 && out.contains(&cut), "{out}");
+    // The same number written as a JSON number (read as its text).
+    let f = write(&dir, "num.json", list(&[node("a", &long)]));
+    let (rc, out, _) = gpuwl(&["check", &f]);
+    assert_eq!(rc, 1);
+    assert!(out.contains(&cut), "{out}");
+    // A workload label value of 100,000 characters.
+    let v = "v".repeat(100_000);
+    let f = write(
+        &dir,
+        "label.json",
+        format!(
+            r#"{{"kind":"Node","metadata":{{"name":"a","labels":{{"nvidia.com/gpu.workload.config":"{v}"}}}}}}"#
+        ),
+    );
+    let (rc, out, _) = gpuwl(&["check", &f]);
+    assert_eq!(rc, 1);
+    assert!(out.len() < 400, "{}", out.len());
+    assert!(
+        out.contains("… (100000 bytes) is not one of container"),
+        "{out}"
+    );
+    // A pod quantity.
+    let nodes = write(&dir, "one.json", list(&[node("n1", "\"1\"")]));
+    let p = write(
+        &dir,
+        "p.json",
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"name":"p"}},"spec":{{"containers":[{{"name":"c","resources":{{"limits":{{"nvidia.com/gpu":"{long}"}}}}}}]}}}}"#
+        ),
+    );
+    let (rc, _, err) = gpuwl(&["explain", "--nodes", &nodes, "--pod", &p]);
+    assert_eq!(rc, 2);
+    assert!(err.len() < 400, "{err}");
+    assert!(err.contains(&format!("{cut} is too large")), "{err}");
+}
