@@ -881,19 +881,10 @@ fn read_response(body: &[u8], doing: &str) -> Result<(Vec<PodInfo>, Option<Strin
 ///
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
-    let request = kube::core::Request::new("/api/v1/pods");
     let mut token: Option<String> = None;
     let mut out = Vec::new();
     loop {
-        let mut lp = ListParams::default()
-            .limit(PAGE_SIZE)
-            .fields(LIVE_FIELD_SELECTOR);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let req = request
-            .list(&lp)
-            .map_err(|e| Error::Runtime(format!("cannot list pods: {e}")))?;
+        let req = list_request(token.as_deref())?;
         let body = client
             .request_text(req)
             .await
@@ -905,6 +896,22 @@ pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
             None => return Ok(out),
         }
     }
+}
+
+/// The request for one page of the live pod list: all namespaces, [`PAGE_SIZE`] pods,
+/// [`LIVE_FIELD_SELECTOR`], after `token` (the previous page's `continue`).
+///
+/// Errors: [`Error::Runtime`] when the request cannot be built.
+fn list_request(token: Option<&str>) -> Result<http::Request<Vec<u8>>> {
+    let mut lp = ListParams::default()
+        .limit(PAGE_SIZE)
+        .fields(LIVE_FIELD_SELECTOR);
+    if let Some(t) = token {
+        lp = lp.continue_token(t);
+    }
+    kube::core::Request::new("/api/v1/pods")
+        .list(&lp)
+        .map_err(|e| Error::Runtime(format!("cannot list pods: {e}")))
 }
 
 /// One pod by namespace and name (decoded as [`list_pods`] does).
@@ -1049,6 +1056,17 @@ mod tests {
             e.to_string(),
             "list pods: the API server's response: items[0]: metadata.name: missing"
         );
+    }
+
+    #[test]
+    fn live_list_asks_the_server_to_leave_finished_pods_out() {
+        let q = list_request(Some("tok")).unwrap().uri().to_string();
+        assert!(q.starts_with("/api/v1/pods?"), "{q}");
+        assert!(
+            q.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),
+            "{q}"
+        );
+        assert!(q.contains("limit=500") && q.contains("continue=tok"), "{q}");
     }
 
     #[test]
