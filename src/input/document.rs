@@ -324,15 +324,19 @@ impl<'de> serde::Deserialize<'de> for Strict {
     }
 }
 
-/// Which parts of a JSON/YAML value a [`Prune`] keeps: everything, or only the listed
-/// fields of an object (each with its own rule). Lists are transparent: the rule applies to
-/// each element.
+/// Which parts of a JSON/YAML value a [`Prune`] keeps: everything, only the listed fields
+/// of an object (each with its own rule), or each element of a list by one rule. A value of
+/// another shape than its rule names (a list where an object belongs, a string where a
+/// list belongs) is a type error, as serde would make it; null is accepted as absent.
 #[derive(Debug, Clone, Copy)]
 pub enum Keep {
     /// The whole value.
     All,
-    /// Only these fields of an object; other fields are skipped unread (not stored).
+    /// An object, of which only these fields are kept; other fields are skipped unread (not
+    /// stored).
     Fields(&'static [(&'static str, Keep)]),
+    /// A list, each element kept by the rule.
+    Each(&'static Keep),
 }
 
 /// Deserializes a value into a `serde_json::Value` holding only what its [`Keep`] names,
@@ -349,7 +353,7 @@ impl<'de> serde::de::DeserializeSeed<'de> for Prune {
     ) -> std::result::Result<Value, D::Error> {
         match self.0 {
             Keep::All => <Strict as serde::Deserialize>::deserialize(d).map(|s| s.0),
-            Keep::Fields(f) => d.deserialize_any(PruneVisitor(f)),
+            Keep::Fields(_) | Keep::Each(_) => d.deserialize_any(PruneVisitor(self.0)),
         }
     }
 }
@@ -366,30 +370,16 @@ pub(crate) fn in_field<E: serde::de::Error + fmt::Display>(e: E, field: &str) ->
     }
 }
 
-struct PruneVisitor(&'static [(&'static str, Keep)]);
+/// Visits a value under [`Keep::Fields`] or [`Keep::Each`]; scalars are type errors.
+struct PruneVisitor(Keep);
 
 impl<'de> serde::de::Visitor<'de> for PruneVisitor {
     type Value = Value;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON/YAML value")
-    }
-    fn visit_bool<E: serde::de::Error>(self, v: bool) -> std::result::Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Value, E> {
-        Ok(Value::String(v.to_owned()))
-    }
-    fn visit_string<E: serde::de::Error>(self, v: String) -> std::result::Result<Value, E> {
-        Ok(Value::String(v))
+        f.write_str(match self.0 {
+            Keep::Each(_) => "a list",
+            _ => "an object",
+        })
     }
     fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Value, E> {
         Ok(Value::Null)
@@ -404,8 +394,14 @@ impl<'de> serde::de::Visitor<'de> for PruneVisitor {
         self,
         mut s: A,
     ) -> std::result::Result<Value, A::Error> {
+        let Keep::Each(each) = self.0 else {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Seq,
+                &self,
+            ));
+        };
         let mut v = Vec::new();
-        while let Some(x) = s.next_element_seed(Prune(Keep::Fields(self.0)))? {
+        while let Some(x) = s.next_element_seed(Prune(*each))? {
             v.push(x);
         }
         Ok(Value::Array(v))
@@ -414,9 +410,15 @@ impl<'de> serde::de::Visitor<'de> for PruneVisitor {
         self,
         mut m: A,
     ) -> std::result::Result<Value, A::Error> {
+        let Keep::Fields(fields) = self.0 else {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Map,
+                &self,
+            ));
+        };
         let mut o = serde_json::Map::new();
         while let Some(k) = m.next_key::<String>()? {
-            match self.0.iter().find(|(name, _)| *name == k) {
+            match fields.iter().find(|(name, _)| *name == k) {
                 Some((_, keep)) => {
                     let x = m
                         .next_value_seed(Prune(*keep))

@@ -165,8 +165,8 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
         )]),
     ),
     ("tolerations", Keep::All),
-    ("containers", CONTAINER),
-    ("initContainers", CONTAINER),
+    ("containers", Keep::Each(&CONTAINER)),
+    ("initContainers", Keep::Each(&CONTAINER)),
     ("overhead", Keep::All),
     (
         "domain",
@@ -174,8 +174,14 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
             (
                 "devices",
                 Keep::Fields(&[
-                    ("gpus", Keep::Fields(&[("deviceName", Keep::All)])),
-                    ("hostDevices", Keep::Fields(&[("deviceName", Keep::All)])),
+                    (
+                        "gpus",
+                        Keep::Each(&Keep::Fields(&[("deviceName", Keep::All)])),
+                    ),
+                    (
+                        "hostDevices",
+                        Keep::Each(&Keep::Fields(&[("deviceName", Keep::All)])),
+                    ),
                 ]),
             ),
             ("resources", RESOURCES),
@@ -228,12 +234,12 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("nodeName", Keep::All),
             (
                 "conditions",
-                Keep::Fields(&[
+                Keep::Each(&Keep::Fields(&[
                     ("type", Keep::All),
                     ("status", Keep::All),
                     ("reason", Keep::All),
                     ("message", Keep::All),
-                ]),
+                ])),
             ),
         ]),
     ),
@@ -1078,7 +1084,7 @@ mod tests {
             ),
             (
                 r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}},{"kind":"Pod","metadata":[1]}]}"#,
-                "t: items[1]: metadata.name: missing",
+                "t: items[1]: metadata: invalid type: sequence, expected an object",
             ),
             (
                 r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a","name":"b"}}]}"#,

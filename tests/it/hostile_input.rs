@@ -160,6 +160,40 @@ fn metadata_or_status_of_the_wrong_type_is_rejected_in_json_as_in_yaml() {
         let (rc, _, err2) = gpuwl(&["inventory", "--nodes", &f]);
         assert_eq!((rc, &err2), (2, &err), "{name}");
     }
+    // Pod files: the same rule for every object and list the reader keeps.
+    let nodes = write(&dir, "n.json", list(&[node("n1", "\"1\"")]));
+    for (body, field) in [
+        (
+            r#"{"kind":"Pod","metadata":["evil",{"name":"x"}]}"#,
+            "metadata: invalid type: sequence, expected an object",
+        ),
+        (
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":[{"nodeName":"n1"}]}"#,
+            "spec: invalid type: sequence, expected an object",
+        ),
+        (
+            r#"{"kind":"Pod","metadata":{"name":"p"},"status":["Running"]}"#,
+            "status: invalid type: sequence, expected an object",
+        ),
+        (
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":{"c":{}}}}"#,
+            "spec: containers: invalid type: map, expected a list",
+        ),
+        (
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - resources: [1]\n",
+            "spec: containers: resources: invalid type: sequence, expected an object",
+        ),
+    ] {
+        let f = write(&dir, "pod.txt", body);
+        let (rc, out, err) = gpuwl(&["explain", "--nodes", &nodes, "--pod", &f]);
+        assert_eq!((rc, out.as_str()), (2, ""), "{body}: {err}");
+        assert!(
+            err.starts_with(&format!("gpuwl: {f}: {field}")),
+            "{body}: {err}"
+        );
+        let (rc, _, _) = gpuwl(&["inventory", "--nodes", &nodes, "--pods", &f]);
+        assert_eq!(rc, 2, "{body}");
+    }
 }
 
 #[test]
