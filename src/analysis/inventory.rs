@@ -181,7 +181,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
     notes.extend(pools.note.clone());
     let supply = supply(nodes, &usage, &pools.pool_of);
     for bad in &usage.skipped {
-        notes.push(format!("skipped (not a whole number of units): {bad}"));
+        notes.push(format!("skipped (not a valid device count): {bad}"));
     }
     let demand = demand(nodes, pods, &pools.pool_of, &supply);
     if !usage.unknown_nodes.is_empty() {
@@ -686,7 +686,9 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
         }
     }
     for p in pods {
-        p.requests.retain(|r, _| keep(r));
+        if p.requests.keys().any(|r| !keep(r)) {
+            std::sync::Arc::make_mut(&mut p.requests).retain(|r, _| keep(r));
+        }
         p.sources.retain(|s| keep(&s.resource));
     }
 }
@@ -738,10 +740,11 @@ mod tests {
             phase: Some(if node.is_some() { "Running" } else { "Pending" }.into()),
             node_selector: BTreeMap::new(),
             required_affinity: None,
-            tolerations: Vec::new(),
+            tolerations: Vec::new().into(),
             conditions: Vec::new(),
-            requests: req.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            requests: std::sync::Arc::new(req.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
             sources: Vec::new(),
+            problems: Vec::new(),
         }
     }
 

@@ -156,7 +156,7 @@ impl Usage {
                 u.unknown_nodes.insert(format!("{} on {node}", p.key()));
                 continue;
             }
-            for (r, units) in &p.requests {
+            for (r, units) in p.requests.iter() {
                 let c = u.cells.entry((node.clone(), r.clone())).or_default();
                 let (sum, over) = c.allocated.overflowing_add(*units);
                 c.allocated = if over { i64::MAX } else { sum };
@@ -248,10 +248,11 @@ mod tests {
             phase: Some(phase.into()),
             node_selector: BTreeMap::new(),
             required_affinity: None,
-            tolerations: vec![],
+            tolerations: Default::default(),
             conditions: vec![],
-            requests: req.iter().map(|(r, u)| ((*r).into(), *u)).collect(),
+            requests: std::sync::Arc::new(req.iter().map(|(r, u)| ((*r).into(), *u)).collect()),
             sources: vec![],
+            problems: vec![],
         }
     }
 

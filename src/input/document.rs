@@ -31,65 +31,33 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
     }
 }
 
-/// The largest manifest or dump read into memory whole (pods, CRs): 4 GiB.
+/// The largest manifest or dump read into memory whole (CRs): 4 GiB.
 pub const MAX_DOCUMENT: u64 = 4 << 30;
 
-/// Reads a whole document from `path` (`-`: stdin), failing early on input that cannot be
-/// JSON or YAML text: a first non-blank byte that is a control character (`/dev/zero`), or
-/// bytes that are not UTF-8 (with the offset), and on more than [`MAX_DOCUMENT`] bytes.
+/// The most bytes one object of a streamed list (a node or pod item, or a single object
+/// document) may span: 64 MiB. The API server stores at most ~1.5 MiB per object (etcd's
+/// default `--max-request-bytes`), so a larger one is not an API object, and refusing it
+/// bounds what a reader buffers.
+pub const MAX_OBJECT: u64 = 64 << 20;
+
+/// Reads a whole document from `path` (`-`: stdin) through a [`Guard`] limited to
+/// [`MAX_DOCUMENT`] bytes.
 ///
-/// Errors: [`Error::File`] `<name>: cannot read: ...`, `<name>: not JSON or YAML text
-/// (byte 0x00 at offset 0)`, `<name>: not UTF-8 at byte offset N`, `<name>: larger than
-/// 4 GiB`.
+/// Errors: [`Error::File`] `<name>: cannot read: ...`, or the [`Guard`]'s messages
+/// (`not JSON or YAML text (byte 0x00 at offset 0)`, `not UTF-8 at byte offset N`,
+/// `larger than 4 GiB`).
 pub fn read_text(path: &std::path::Path) -> Result<String> {
     use std::io::Read;
-    let name = path.display().to_string();
-    let mut input: Box<dyn Read> = if name == "-" {
-        Box::new(std::io::stdin().lock())
-    } else {
-        Box::new(std::fs::File::open(path).map_err(|e| Error::read(path, e))?)
-    };
+    let mut g = Guard::new(open(path)?, MAX_DOCUMENT, "larger than 4 GiB");
     let mut bytes = Vec::new();
-    let mut chunk = vec![0u8; 64 * 1024];
-    let mut checked = false;
-    let mut valid = 0;
-    loop {
-        let n = input.read(&mut chunk).map_err(|e| Error::read(path, e))?;
-        if n == 0 {
-            break;
-        }
-        bytes.extend_from_slice(&chunk[..n]);
-        if !checked {
-            let body = bytes.strip_prefix(b"\xef\xbb\xbf").unwrap_or(&bytes);
-            if let Some((i, &b)) = body
-                .iter()
-                .enumerate()
-                .find(|(_, b)| !b.is_ascii_whitespace())
-            {
-                if b.is_ascii_control() {
-                    return Err(Error::file(
-                        path,
-                        format!("not JSON or YAML text (byte 0x{b:02x} at offset {i})"),
-                    ));
-                }
-                checked = true;
-            }
-        }
-        // UTF-8 checked as it arrives: random bytes fail within the first chunk.
-        match std::str::from_utf8(&bytes[valid..]) {
-            Ok(_) => valid = bytes.len(),
-            Err(e) if e.error_len().is_some() => {
-                return Err(Error::file(
-                    path,
-                    format!("not UTF-8 at byte offset {}", valid + e.valid_up_to()),
-                ));
-            }
-            Err(e) => valid += e.valid_up_to(),
-        }
-        if bytes.len() as u64 > MAX_DOCUMENT {
-            return Err(Error::file(path, "larger than 4 GiB"));
-        }
+    if let Err(e) = g.read_to_end(&mut bytes) {
+        return Err(match g.state.failure() {
+            Some(why) => Error::file(path, why),
+            None => Error::read(path, e),
+        });
     }
+    // The guard skips its UTF-8 check after a UTF-16/32 byte-order mark; text readers
+    // need UTF-8.
     String::from_utf8(bytes).map_err(|e| {
         Error::file(
             path,
@@ -98,16 +66,183 @@ pub fn read_text(path: &std::path::Path) -> Result<String> {
     })
 }
 
-/// A value echoed in an error, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
-/// with Rust escapes so that it is one line: errors name values, they never dump them.
-pub fn cut(s: &str) -> String {
-    const MAX: usize = 80;
-    if s.chars().count() <= MAX {
-        return format!("{s:?}");
+/// Opens `path` for reading (`-`: stdin).
+///
+/// Errors: [`Error::Input`] `<path>: cannot read: <why>`.
+pub fn open(path: &std::path::Path) -> Result<Box<dyn std::io::Read>> {
+    if path.as_os_str() == "-" {
+        return Ok(Box::new(std::io::stdin().lock()));
     }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{:?}… ({} bytes)", head, s.len())
+    std::fs::File::open(path)
+        .map(|f| Box::new(f) as Box<dyn std::io::Read>)
+        .map_err(|e| Error::read(path, e))
 }
+
+/// What a [`Guard`] shares with the parser reading through it: the byte offset, the current
+/// size limit, and why it stopped the input (if it did).
+#[derive(Debug)]
+pub struct GuardState {
+    pos: std::cell::Cell<u64>,
+    limit: std::cell::Cell<u64>,
+    over: std::cell::Cell<&'static str>,
+    failure: std::cell::RefCell<Option<String>>,
+}
+
+impl GuardState {
+    /// Bytes read so far.
+    pub fn pos(&self) -> u64 {
+        self.pos.get()
+    }
+
+    /// Allows `max` more bytes from here (the start of one list item), failing with
+    /// `what` beyond them.
+    pub fn limit_from_here(&self, max: u64, what: &'static str) {
+        self.limit.set(self.pos.get().saturating_add(max));
+        self.over.set(what);
+    }
+
+    /// Why the guard failed the input, as a message without the file name (`not UTF-8 at
+    /// byte offset 17`); `None` when it did not. A parser error that follows a guard
+    /// failure is only its echo: report this instead.
+    pub fn failure(&self) -> Option<String> {
+        self.failure.borrow().clone()
+    }
+}
+
+/// A reader that checks bytes as they arrive, so that input which cannot be JSON or YAML
+/// text fails at once instead of after being buffered: a first non-blank byte that is a
+/// control character (`/dev/zero`), bytes that are not UTF-8 (`/dev/urandom`, a Latin-1
+/// file; skipped after a UTF-16/32 byte-order mark, which serde-saphyr decodes), and more
+/// bytes than the current limit ([`GuardState::limit_from_here`]). A failure is an
+/// `io::Error` for the parser and a message in [`GuardState::failure`].
+pub struct Guard<R> {
+    inner: R,
+    /// Shared with the parser's visitors.
+    pub state: std::rc::Rc<GuardState>,
+    started: bool,
+    check_utf8: bool,
+    /// An incomplete UTF-8 sequence at the end of the last read.
+    carry: [u8; 4],
+    carry_len: usize,
+}
+
+impl<R: std::io::Read> Guard<R> {
+    /// Guards `inner`, allowing `max` bytes in all (`what`: the message beyond them).
+    pub fn new(inner: R, max: u64, what: &'static str) -> Guard<R> {
+        Guard {
+            inner,
+            state: std::rc::Rc::new(GuardState {
+                pos: std::cell::Cell::new(0),
+                limit: std::cell::Cell::new(max),
+                over: std::cell::Cell::new(what),
+                failure: std::cell::RefCell::new(None),
+            }),
+            started: false,
+            check_utf8: true,
+            carry: [0; 4],
+            carry_len: 0,
+        }
+    }
+
+    fn fail(&self, msg: String) -> std::io::Error {
+        let mut f = self.state.failure.borrow_mut();
+        if f.is_none() {
+            *f = Some(msg.clone());
+        }
+        std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
+    }
+
+    /// Checks `data` (read at offset `base`) as the continuation of what came before.
+    fn check(&mut self, data: &[u8], base: u64) -> std::result::Result<(), std::io::Error> {
+        if !self.started && base == 0 {
+            let bom16 = [&b"\xff\xfe"[..], b"\xfe\xff", b"\0\0\xfe\xff"];
+            if bom16.iter().any(|b| data.starts_with(b)) {
+                self.check_utf8 = false;
+            }
+        }
+        if !self.started {
+            let body = data.strip_prefix(b"\xef\xbb\xbf").unwrap_or(data);
+            let skip = data.len() - body.len();
+            if let Some((i, &b)) = body
+                .iter()
+                .enumerate()
+                .find(|(_, b)| !b.is_ascii_whitespace())
+            {
+                self.started = true;
+                if b.is_ascii_control() && self.check_utf8 {
+                    return Err(self.fail(format!(
+                        "not JSON or YAML text (byte 0x{b:02x} at offset {})",
+                        base + (skip + i) as u64
+                    )));
+                }
+            }
+        }
+        if !self.check_utf8 {
+            return Ok(());
+        }
+        let mut i = 0;
+        if self.carry_len > 0 {
+            let start = base - self.carry_len as u64;
+            let need = match self.carry[0] {
+                0xc0..=0xdf => 2,
+                0xe0..=0xef => 3,
+                _ => 4,
+            };
+            while self.carry_len < need && i < data.len() {
+                self.carry[self.carry_len] = data[i];
+                self.carry_len += 1;
+                i += 1;
+            }
+            if self.carry_len < need {
+                return Ok(());
+            }
+            if std::str::from_utf8(&self.carry[..need]).is_err() {
+                return Err(self.fail(format!("not UTF-8 at byte offset {start}")));
+            }
+            self.carry_len = 0;
+        }
+        match std::str::from_utf8(&data[i..]) {
+            Ok(_) => Ok(()),
+            Err(e) if e.error_len().is_none() => {
+                let tail = &data[i + e.valid_up_to()..];
+                self.carry[..tail.len()].copy_from_slice(tail);
+                self.carry_len = tail.len();
+                Ok(())
+            }
+            Err(e) => Err(self.fail(format!(
+                "not UTF-8 at byte offset {}",
+                base + (i + e.valid_up_to()) as u64
+            ))),
+        }
+    }
+}
+
+impl<R: std::io::Read> std::io::Read for Guard<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if let Some(f) = self.state.failure() {
+            return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, f));
+        }
+        let n = self.inner.read(buf)?;
+        let base = self.state.pos.get();
+        if n == 0 {
+            if self.carry_len > 0 && self.check_utf8 {
+                let at = base - self.carry_len as u64;
+                return Err(self.fail(format!(
+                    "not UTF-8 at byte offset {at} (the file ends inside a character)"
+                )));
+            }
+            return Ok(0);
+        }
+        self.state.pos.set(base + n as u64);
+        self.check(&buf[..n], base)?;
+        if self.state.pos.get() > self.state.limit.get() {
+            return Err(self.fail(self.state.over.get().to_owned()));
+        }
+        Ok(n)
+    }
+}
+
+pub use crate::error::cut;
 
 /// Collapses whitespace runs (newlines included) to one space.
 pub fn one_line(s: &str) -> String {
@@ -183,6 +318,119 @@ impl<'de> serde::Deserialize<'de> for Strict {
             }
         }
         d.deserialize_any(V)
+    }
+}
+
+/// Which parts of a JSON/YAML value a [`Prune`] keeps: everything, only the listed fields
+/// of an object (each with its own rule), or each element of a list by one rule. A value of
+/// another shape than its rule names (a list where an object belongs, a string where a
+/// list belongs) is a type error, as serde would make it; null is accepted as absent.
+#[derive(Debug, Clone, Copy)]
+pub enum Keep {
+    /// The whole value.
+    All,
+    /// An object, of which only these fields are kept; other fields are skipped unread (not
+    /// stored).
+    Fields(&'static [(&'static str, Keep)]),
+    /// A list, each element kept by the rule.
+    Each(&'static Keep),
+}
+
+/// Deserializes a value into a `serde_json::Value` holding only what its [`Keep`] names,
+/// so that a reader keeps a few hundred bytes of a 20 KB pod. Repeated keys among the kept
+/// fields are an error (as in [`parse`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Prune(pub Keep);
+
+impl<'de> serde::de::DeserializeSeed<'de> for Prune {
+    type Value = Value;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Value, D::Error> {
+        match self.0 {
+            Keep::All => <Strict as serde::Deserialize>::deserialize(d).map(|s| s.0),
+            Keep::Fields(_) | Keep::Each(_) => d.deserialize_any(PruneVisitor(self.0)),
+        }
+    }
+}
+
+/// `e` prefixed with the field it arose in, so that nested fields read outermost first
+/// (`spec: containers: resources: limits: number out of range`). The end of the input is
+/// left alone: it is about the file, not a field (and the node reader retries on it).
+pub(crate) fn in_field<E: serde::de::Error + fmt::Display>(e: E, field: &str) -> E {
+    let msg = e.to_string();
+    if msg.starts_with("EOF while parsing") || msg.starts_with("unexpected end of input") {
+        e
+    } else {
+        E::custom(format!("{field}: {msg}"))
+    }
+}
+
+/// Visits a value under [`Keep::Fields`] or [`Keep::Each`]; scalars are type errors.
+struct PruneVisitor(Keep);
+
+impl<'de> serde::de::Visitor<'de> for PruneVisitor {
+    type Value = Value;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self.0 {
+            Keep::Each(_) => "a list",
+            _ => "an object",
+        })
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut s: A,
+    ) -> std::result::Result<Value, A::Error> {
+        let Keep::Each(each) = self.0 else {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Seq,
+                &self,
+            ));
+        };
+        let mut v = Vec::new();
+        while let Some(x) = s.next_element_seed(Prune(*each))? {
+            v.push(x);
+        }
+        Ok(Value::Array(v))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut m: A,
+    ) -> std::result::Result<Value, A::Error> {
+        let Keep::Fields(fields) = self.0 else {
+            return Err(serde::de::Error::invalid_type(
+                serde::de::Unexpected::Map,
+                &self,
+            ));
+        };
+        let mut o = serde_json::Map::new();
+        while let Some(k) = m.next_key::<String>()? {
+            match fields.iter().find(|(name, _)| *name == k) {
+                Some((_, keep)) => {
+                    let x = m
+                        .next_value_seed(Prune(*keep))
+                        .map_err(|e| in_field(e, &k))?;
+                    if o.contains_key(&k) {
+                        return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
+                    }
+                    o.insert(k, x);
+                }
+                None => {
+                    m.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(Value::Object(o))
     }
 }
 

@@ -22,7 +22,7 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, Result};
-use crate::input::document::one_line;
+use crate::input::document::{Guard, GuardState, MAX_OBJECT, in_field, one_line};
 use crate::model::node::{NodeInfo, Taint};
 
 /// Where a dump is read from.
@@ -82,6 +82,30 @@ pub fn for_each_node(source: &Source, on_node: impl FnMut(NodeInfo)) -> Result<u
     read_from(reader, &source.to_string(), on_node)
 }
 
+/// Over [`MAX_OBJECT`] bytes in one object.
+const TOO_BIG: &str =
+    "an object larger than 64 MiB (the API server stores at most ~1.5 MiB per object): not a node";
+
+/// serde-saphyr options for a streamed document (nodes and pods). The default budgets
+/// count the whole document (256 MiB input, 1M events, 250k nodes, 64 MiB of scalars): a
+/// big `kubectl get nodes -o yaml` exceeds them although the streaming visitors keep memory
+/// flat, so those counters are lifted; the limits that bound memory or stack (depth,
+/// anchors and aliases, recorded anchor bytes) are kept. A non-finite float (`.inf`,
+/// `.nan`, `1e400`) reaches the visitors as text (`.inf`), so a quantity written that way
+/// is judged as a bad quantity of its node, not a syntax error of the file.
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
+    let mut opts = serde_saphyr::Options::default();
+    opts.with_snippet = false;
+    opts.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::AsString;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_reader_input_bytes = None;
+    budget.max_events = usize::MAX;
+    budget.max_nodes = usize::MAX;
+    budget.max_total_scalar_bytes = usize::MAX;
+    opts.budget = Some(budget);
+    opts
+}
+
 /// Streams the nodes of any reader; `name` is used in error messages. See
 /// [`for_each_node`].
 pub fn read_from(
@@ -89,14 +113,16 @@ pub fn read_from(
     name: &str,
     mut on_node: impl FnMut(NodeInfo),
 ) -> Result<usize> {
-    let mut r = BufReader::with_capacity(64 * 1024, reader);
+    let guard = Guard::new(reader, MAX_OBJECT, TOO_BIG);
+    let state = guard.state.clone();
+    let mut r = BufReader::with_capacity(64 * 1024, guard);
     let err = |msg: String| Error::Input(format!("{name}: {}", one_line(&msg)));
     // Detect the format from the first non-blank byte.
     let first = loop {
         let buf = match r.fill_buf() {
             Ok(b) => b,
             Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(err(format!("cannot read: {e}"))),
+            Err(e) => return Err(err(state.failure().unwrap_or(format!("cannot read: {e}")))),
         };
         if buf.is_empty() {
             return Err(err("empty input: expected a Node, NodeList or List".into()));
@@ -110,7 +136,10 @@ pub fn read_from(
             }
         }
     };
-    let ctx = Ctx::default();
+    let ctx = Ctx {
+        item: Cell::new(None),
+        guard: state.clone(),
+    };
     let mut count = 0usize;
     // Node names are unique in a cluster; a dump naming one twice (two dumps pasted
     // together, a hand edit) would give two verdicts for one name.
@@ -148,19 +177,7 @@ pub fn read_from(
             _ => e.to_string(),
         })
     } else {
-        let mut opts = serde_saphyr::Options::default();
-        opts.with_snippet = false;
-        // The default budgets count the whole document (256 MiB input, 1M events, 250k
-        // nodes, 64 MiB of scalars): a big `kubectl get nodes -o yaml` exceeds them although
-        // the streaming visitor keeps memory flat. Lift those counters; keep the limits that
-        // bound memory or stack (depth, anchors/aliases, recorded anchor bytes).
-        let mut budget = serde_saphyr::Budget::default();
-        budget.max_reader_input_bytes = None;
-        budget.max_events = usize::MAX;
-        budget.max_nodes = usize::MAX;
-        budget.max_total_scalar_bytes = usize::MAX;
-        opts.budget = Some(budget);
-        serde_saphyr::with_deserializer_from_reader_with_options(r, opts, |de| {
+        serde_saphyr::with_deserializer_from_reader_with_options(r, yaml_options(), |de| {
             Top {
                 ctx: &ctx,
                 on_node: &mut cb,
@@ -168,6 +185,11 @@ pub fn read_from(
             .deserialize(de)
         })
         .map_err(|e| yaml_msg(&e, "one Node, NodeList or List"))
+    };
+    let res = match state.failure() {
+        // A parser error after the guard stopped the input only echoes it.
+        Some(f) => Err(f),
+        None => res,
     };
     match (res, dup) {
         (Ok(()), None) => Ok(count),
@@ -217,10 +239,19 @@ fn ends_with_location(s: &str) -> bool {
         .is_some_and(|i| is_location(&s[i + " at line ".len()..]))
 }
 
-/// Shared parse context: the list item being read (for error messages).
-#[derive(Default)]
+/// Shared parse context: the list item being read (for error messages), and the input's
+/// guard (each item may span at most [`MAX_OBJECT`] bytes).
 struct Ctx {
     item: Cell<Option<usize>>,
+    guard: std::rc::Rc<GuardState>,
+}
+
+impl Ctx {
+    /// Item `i` starts here (`None`: the list ended).
+    fn at_item(&self, i: Option<usize>) {
+        self.item.set(i);
+        self.guard.limit_from_here(MAX_OBJECT, TOO_BIG);
+    }
 }
 
 /// A scalar kept as text: strings verbatim, numbers and booleans as their decimal text.
@@ -328,6 +359,50 @@ fn null_vec<'de, D: Deserializer<'de>, T: Deserialize<'de>>(
     Ok(Option::<Vec<T>>::deserialize(d)?.unwrap_or_default())
 }
 
+/// A struct that may only be read from a map. serde's derived structs also accept a
+/// sequence (fields by position), so `"metadata": ["evil", {...}]` would read as a node
+/// named `evil`; the API server (and this reader's YAML path) reject it, and so does this.
+struct Obj<T>(T);
+
+/// What an [`Obj`] is called in a type error (`a taint object`).
+trait Named {
+    const WHAT: &'static str;
+}
+
+impl Named for MetaSlim {
+    const WHAT: &'static str = "a metadata object";
+}
+impl Named for SpecSlim {
+    const WHAT: &'static str = "a spec object";
+}
+impl Named for StatusSlim {
+    const WHAT: &'static str = "a status object";
+}
+impl Named for TaintSlim {
+    const WHAT: &'static str = "a taint object";
+}
+
+impl<'de, T: Deserialize<'de> + Named> Deserialize<'de> for Obj<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> std::result::Result<Obj<T>, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de> + Named> Visitor<'de> for V<T> {
+            type Value = Obj<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(T::WHAT)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> std::result::Result<Obj<T>, A::Error> {
+                T::deserialize(de::value::MapAccessDeserializer::new(map)).map(Obj)
+            }
+        }
+        d.deserialize_map(V(std::marker::PhantomData))
+    }
+}
+
+/// `Option<Obj<T>>` as `Option<T>`.
+fn obj<T>(o: Option<Obj<T>>) -> Option<T> {
+    o.map(|Obj(t)| t)
+}
+
 #[derive(Deserialize, Default)]
 #[serde(default, expecting = "a metadata object")]
 struct MetaSlim {
@@ -348,7 +423,7 @@ struct TaintSlim {
 #[serde(default, expecting = "a spec object")]
 struct SpecSlim {
     #[serde(deserialize_with = "null_vec")]
-    taints: Vec<TaintSlim>,
+    taints: Vec<Obj<TaintSlim>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -358,18 +433,6 @@ struct StatusSlim {
     capacity: Option<BTreeMap<String, String>>,
     #[serde(deserialize_with = "allocatable_map")]
     allocatable: Option<BTreeMap<String, String>>,
-}
-
-/// `e` prefixed with the field it arose in. An end-of-input error is passed through
-/// unchanged: the JSON reader recognises it to read more input and parse again, and a
-/// truncated file says so best without a field.
-fn in_field<E: de::Error + fmt::Display>(e: E, field: &str) -> E {
-    let msg = e.to_string();
-    if msg.starts_with("EOF while parsing") || msg.starts_with("unexpected end of input") {
-        e
-    } else {
-        E::custom(format!("{field}: {msg}"))
-    }
 }
 
 /// Whether a node name holds whitespace or a control character.
@@ -411,7 +474,7 @@ impl Parts {
                 .unwrap_or_default()
                 .taints
                 .into_iter()
-                .map(|t| Taint {
+                .map(|Obj(t)| Taint {
                     key: t.key.unwrap_or_default(),
                     value: t.value,
                     effect: t.effect.unwrap_or_default(),
@@ -435,9 +498,9 @@ impl Parts {
         let ctx = |e: A::Error| in_field(e, key);
         match key {
             "kind" => self.kind = map.next_value::<Option<String>>().map_err(ctx)?,
-            "metadata" => self.metadata = map.next_value::<Option<MetaSlim>>().map_err(ctx)?,
-            "spec" => self.spec = map.next_value::<Option<SpecSlim>>().map_err(ctx)?,
-            _ => self.status = map.next_value::<Option<StatusSlim>>().map_err(ctx)?,
+            "metadata" => self.metadata = obj(map.next_value().map_err(ctx)?),
+            "spec" => self.spec = obj(map.next_value().map_err(ctx)?),
+            _ => self.status = obj(map.next_value().map_err(ctx)?),
         }
         Ok(true)
     }
@@ -484,7 +547,7 @@ impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Top<'_, F> {
                     ctx: self.ctx,
                     on_node: &mut *self.on_node,
                 })?;
-                self.ctx.item.set(None);
+                self.ctx.at_item(None);
             } else if !parts.take(&key, &mut map)? {
                 map.next_value::<IgnoredAny>()?;
             }
@@ -634,17 +697,25 @@ impl<R: Read> Window<R> {
                 Some(Ok(_)) => true,
                 // Was the value cut by the window's end? Ask a plain skip: nested
                 // visitors wrap errors in custom messages, which hides `is_eof`.
-                Some(Err(e)) if !self.eof => {
+                Some(Err(e)) => {
                     let mut probe = serde_json::Deserializer::from_slice(&self.buf[self.pos..])
                         .into_iter::<IgnoredAny>();
                     match probe.next() {
-                        Some(Err(p)) if p.is_eof() => true,
-                        None => true,
-                        Some(Ok(_)) if probe.byte_offset() == avail => true,
+                        Some(Err(p)) if p.is_eof() && !self.eof => true,
+                        None if !self.eof => true,
+                        Some(Ok(_)) if probe.byte_offset() == avail && !self.eof => true,
+                        // A quantity written as a number too large for a float: read it
+                        // as its text, as every scalar of a label or quantity map is.
+                        Some(Ok(_)) if e.to_string().contains("]: number out of range") => {
+                            let end = probe.byte_offset();
+                            let text = quote_huge_numbers(&self.buf[self.pos..self.pos + end]);
+                            let v = serde_json::from_slice(&text).map_err(|e| json_msg(&e))?;
+                            self.pos += end;
+                            return Ok(v);
+                        }
                         _ => return Err(json_msg(&e)),
                     }
                 }
-                Some(Err(e)) => return Err(json_msg(&e)),
                 None if !self.eof => true,
                 None => return Err("invalid JSON: EOF while parsing a value".into()),
             };
@@ -652,6 +723,51 @@ impl<R: Read> Window<R> {
             self.fill(avail.max(Self::CHUNK))?;
         }
     }
+}
+
+/// `json` with every number outside strings that overflows an `f64` (`1e400`) turned
+/// into a string of its text; everything else byte for byte.
+fn quote_huge_numbers(json: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(json.len() + 16);
+    let mut i = 0;
+    let mut in_str = false;
+    while i < json.len() {
+        let c = json[i];
+        if in_str {
+            out.push(c);
+            match c {
+                b'\\' if i + 1 < json.len() => {
+                    out.push(json[i + 1]);
+                    i += 1;
+                }
+                b'"' => in_str = false,
+                _ => {}
+            }
+            i += 1;
+            continue;
+        }
+        if c == b'"' {
+            in_str = true;
+        } else if c == b'-' || c.is_ascii_digit() {
+            let end = i + json[i..]
+                .iter()
+                .take_while(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+                .count();
+            let tok = std::str::from_utf8(&json[i..end]).unwrap_or("");
+            if tok.parse::<f64>().is_ok_and(f64::is_infinite) {
+                out.push(b'"');
+                out.extend_from_slice(&json[i..end]);
+                out.push(b'"');
+            } else {
+                out.extend_from_slice(&json[i..end]);
+            }
+            i = end;
+            continue;
+        }
+        out.push(c);
+        i += 1;
+    }
+    out
 }
 
 /// One list item as a standalone value (for [`Window::value`]).
@@ -701,7 +817,7 @@ fn json_object<R: Read>(
                             w.pos += 1;
                         } else {
                             loop {
-                                ctx.item.set(Some(i));
+                                ctx.at_item(Some(i));
                                 let Item(node) = w.value()?;
                                 on_node(node);
                                 i += 1;
@@ -721,16 +837,16 @@ fn json_object<R: Read>(
                                 }
                             }
                         }
-                        ctx.item.set(None);
+                        ctx.at_item(None);
                     } else {
                         // null is an empty list; anything else is the usual type error
                         let _: Option<Vec<Item>> = w.value()?;
                     }
                 }
                 "kind" => parts.kind = w.value().map_err(field)?,
-                "metadata" => parts.metadata = w.value().map_err(field)?,
-                "spec" => parts.spec = w.value().map_err(field)?,
-                "status" => parts.status = w.value().map_err(field)?,
+                "metadata" => parts.metadata = obj(w.value().map_err(field)?),
+                "spec" => parts.spec = obj(w.value().map_err(field)?),
+                "status" => parts.status = obj(w.value().map_err(field)?),
                 _ => {
                     let _: IgnoredAny = w.value()?;
                 }
@@ -782,14 +898,14 @@ impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Items<'_, F> {
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
         let mut i = 0usize;
         loop {
-            self.ctx.item.set(Some(i));
+            self.ctx.at_item(Some(i));
             match seq.next_element_seed(ItemSeed)? {
                 Some(node) => (self.on_node)(node),
                 None => break,
             }
             i += 1;
         }
-        self.ctx.item.set(None);
+        self.ctx.at_item(None);
         Ok(())
     }
 }

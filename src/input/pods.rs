@@ -26,15 +26,17 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io::{self, BufRead, BufReader, Read};
 use std::path::Path;
+use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, ListParams};
+use kube::api::ListParams;
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::input::document::{array, get, one_line, opt_scalar, opt_str};
+use crate::error::{Error, Result, cut};
+use crate::input::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, Toleration,
@@ -47,18 +49,22 @@ pub const PAGE_SIZE: u32 = 500;
 
 /// Reads all pods of `source` (a List/PodList, or one Pod/VMI/VM).
 ///
+/// The input is streamed: each list item is reduced to the fields a [`PodInfo`] needs
+/// ([`ITEM`]; everything else is skipped unread) and converted before the next one is
+/// read, so memory grows with the pods kept, not with the file. Bytes that cannot be JSON or
+/// YAML text fail at once ([`document::Guard`]), and one object may span at most
+/// [`document::MAX_OBJECT`] bytes.
+///
 /// Errors: [`Error::Input`] naming the source, the item and the field: unreadable file,
-/// empty input, invalid JSON/YAML, an unexpected kind, an item without `metadata.name`,
-/// a field of the wrong type, an extended-resource quantity that is not a whole
-/// non-negative number.
+/// empty input, invalid JSON/YAML, text that is not UTF-8 (with the byte offset), an
+/// unexpected kind, an item without `metadata.name`, a field of the wrong type, an
+/// extended-resource quantity that is not a whole non-negative number.
 pub fn read_pods(source: &Source) -> Result<Vec<PodInfo>> {
-    let name = source.to_string();
     let path = match source {
         Source::Stdin => std::path::PathBuf::from("-"),
         Source::Path(p) => p.clone(),
     };
-    let text = crate::input::document::read_text(&path)?;
-    read_pods_str(&text, &name)
+    read_pods_from(document::open(&path)?, &source.to_string())
 }
 
 /// Reads pods from a file path (see [`read_pods`]).
@@ -68,13 +74,369 @@ pub fn read_pods_path(path: &Path) -> Result<Vec<PodInfo>> {
 
 /// Parses pods from text; `name` is used in error messages. See [`read_pods`].
 pub fn read_pods_str(text: &str, name: &str) -> Result<Vec<PodInfo>> {
+    read_pods_from(text.as_bytes(), name)
+}
+
+/// What every document should be (for messages).
+const EXPECTING: &str = "one Pod, PodList, List or VirtualMachineInstance";
+
+/// Over [`document::MAX_OBJECT`] in one object.
+const TOO_BIG: &str =
+    "an object larger than 64 MiB (the API server stores at most ~1.5 MiB per object): not a pod";
+
+/// Streams pods from any reader (see [`read_pods`]); `name` starts every error.
+///
+/// Errors: as [`read_pods`].
+pub fn read_pods_from(reader: impl Read, name: &str) -> Result<Vec<PodInfo>> {
     let err = |m: String| Error::Input(format!("{name}: {}", one_line(&m)));
-    let doc = crate::input::document::parse(
-        text,
-        name,
-        "one Pod, PodList, List or VirtualMachineInstance",
-    )?;
-    from_document(&doc).map_err(err)
+    read_top(reader).map_err(err)?.finish().map_err(err)
+}
+
+/// Reads the top-level object; the error is the message without the source name.
+fn read_top(reader: impl Read) -> std::result::Result<Top, String> {
+    let guard = document::Guard::new(reader, document::MAX_OBJECT, TOO_BIG);
+    let state = guard.state.clone();
+    let mut r = BufReader::with_capacity(64 * 1024, guard);
+    let err = |m: String| m;
+    let first = loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(err(state.failure().unwrap_or(format!("cannot read: {e}")))),
+        };
+        if buf.is_empty() {
+            return Err(err(format!("empty input: expected {EXPECTING}")));
+        }
+        let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
+        match body.iter().position(|c| !c.is_ascii_whitespace()) {
+            Some(i) => break body[i],
+            None => {
+                let n = r.buffer().len();
+                r.consume(n);
+            }
+        }
+    };
+    let item = std::cell::Cell::new(None);
+    let top = PodTop {
+        guard: &state,
+        item: &item,
+    };
+    let res: std::result::Result<Top, String> = if first == b'{' || first == b'[' {
+        if r.buffer().starts_with(b"\xef\xbb\xbf") {
+            r.consume(3);
+        }
+        let mut de = serde_json::Deserializer::from_reader(r);
+        (|| {
+            let t = top.deserialize(&mut de)?;
+            de.end()?;
+            Ok(t)
+        })()
+        .map_err(|e: serde_json::Error| e.to_string())
+    } else {
+        serde_saphyr::with_deserializer_from_reader_with_options(
+            r,
+            crate::input::dump::yaml_options(),
+            |de| top.deserialize(de),
+        )
+        .map_err(|e| crate::input::dump::yaml_msg(&e, EXPECTING))
+    };
+    let at = || match item.get() {
+        Some(i) => format!("items[{i}]: "),
+        None => String::new(),
+    };
+    match res {
+        _ if state.failure().is_some() => {
+            Err(format!("{}{}", at(), state.failure().unwrap_or_default()))
+        }
+        Err(m) => Err(format!("{}{m}", at())),
+        Ok(top) => Ok(top),
+    }
+}
+
+/// The fields of a pod spec (and of a VMI spec) that [`PodInfo`] is built from.
+const SPEC_FIELDS: &[(&str, Keep)] = &[
+    ("nodeName", Keep::All),
+    ("nodeSelector", Keep::All),
+    (
+        "affinity",
+        Keep::Fields(&[(
+            "nodeAffinity",
+            Keep::Fields(&[("requiredDuringSchedulingIgnoredDuringExecution", Keep::All)]),
+        )]),
+    ),
+    ("tolerations", Keep::All),
+    ("containers", Keep::Each(&CONTAINER)),
+    ("initContainers", Keep::Each(&CONTAINER)),
+    ("overhead", Keep::All),
+    (
+        "domain",
+        Keep::Fields(&[
+            (
+                "devices",
+                Keep::Fields(&[
+                    (
+                        "gpus",
+                        Keep::Each(&Keep::Fields(&[("deviceName", Keep::All)])),
+                    ),
+                    (
+                        "hostDevices",
+                        Keep::Each(&Keep::Fields(&[("deviceName", Keep::All)])),
+                    ),
+                ]),
+            ),
+            ("resources", RESOURCES),
+        ]),
+    ),
+];
+
+const RESOURCES: Keep = Keep::Fields(&[("limits", Keep::All), ("requests", Keep::All)]);
+
+const CONTAINER: Keep = Keep::Fields(&[
+    ("name", Keep::All),
+    ("resources", RESOURCES),
+    ("restartPolicy", Keep::All),
+]);
+
+/// What is kept of one Pod, VirtualMachineInstance or VirtualMachine (a VM's
+/// `spec.template.spec` is a VMI spec).
+pub const ITEM: Keep = Keep::Fields(&[
+    ("kind", Keep::All),
+    (
+        "metadata",
+        Keep::Fields(&[
+            ("name", Keep::All),
+            ("namespace", Keep::All),
+            // a list's page token (live lists)
+            ("continue", Keep::All),
+        ]),
+    ),
+    (
+        "spec",
+        Keep::Fields(&[
+            ("nodeName", SPEC_FIELDS[0].1),
+            ("nodeSelector", SPEC_FIELDS[1].1),
+            ("affinity", SPEC_FIELDS[2].1),
+            ("tolerations", SPEC_FIELDS[3].1),
+            ("containers", SPEC_FIELDS[4].1),
+            ("initContainers", SPEC_FIELDS[5].1),
+            ("overhead", SPEC_FIELDS[6].1),
+            ("domain", SPEC_FIELDS[7].1),
+            (
+                "template",
+                Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
+            ),
+        ]),
+    ),
+    (
+        "status",
+        Keep::Fields(&[
+            ("phase", Keep::All),
+            ("nodeName", Keep::All),
+            (
+                "conditions",
+                Keep::Each(&Keep::Fields(&[
+                    ("type", Keep::All),
+                    ("status", Keep::All),
+                    ("reason", Keep::All),
+                    ("message", Keep::All),
+                ])),
+            ),
+        ]),
+    ),
+]);
+
+/// What was read of the top-level object: its kind, the pruned object itself (for a
+/// single Pod/VMI/VM), and the list items already converted.
+struct Top {
+    kind: Option<String>,
+    object: Value,
+    saw_items: bool,
+    /// Items converted so far, or the first item's error (later items are still parsed,
+    /// so a syntax error anywhere is reported, but not converted).
+    items: std::result::Result<Vec<PodInfo>, String>,
+    /// Items without `kind` read before the list's own `kind` (which decides theirs).
+    pending: Vec<(usize, Value)>,
+    /// Shared tolerations.
+    interner: Interner,
+}
+
+impl Top {
+    fn finish(self) -> std::result::Result<Vec<PodInfo>, String> {
+        match (self.kind.as_deref(), self.saw_items) {
+            (Some("List" | "PodList" | "VirtualMachineInstanceList"), _) => {
+                let mut out = self.items?;
+                let default_kind = list_item_kind(self.kind.as_deref());
+                let mut interner = self.interner;
+                for (i, v) in self.pending {
+                    out.insert(i, interner.share(convert(i, &v, default_kind)?));
+                }
+                Ok(out)
+            }
+            (Some(_), _) => object(&self.object, None).map(|p| vec![p]),
+            (None, true) => Err("list without kind: expected kind PodList or List".into()),
+            (None, false) => {
+                Err("no kind field: expected a Pod, PodList, List or VirtualMachineInstance".into())
+            }
+        }
+    }
+}
+
+/// The kind of a list's items that do not say theirs.
+fn list_item_kind(list: Option<&str>) -> Option<&'static str> {
+    match list {
+        Some("PodList") => Some("Pod"),
+        Some("VirtualMachineInstanceList") => Some("VirtualMachineInstance"),
+        _ => None,
+    }
+}
+
+/// One list item (pruned to [`ITEM`]) as a [`PodInfo`]; the error names the item.
+fn convert(
+    i: usize,
+    item: &Value,
+    default_kind: Option<&str>,
+) -> std::result::Result<PodInfo, String> {
+    object(item, default_kind).map_err(|m| {
+        let who = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(|n| {
+                let ns = item
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+                    .unwrap_or("default");
+                format!(" ({ns}/{n})")
+            })
+            .unwrap_or_default();
+        format!("items[{i}]{who}: {m}")
+    })
+}
+
+/// The top-level visitor: collects `kind` and the pruned object, streams `items`.
+#[derive(Clone, Copy)]
+struct PodTop<'a> {
+    guard: &'a document::GuardState,
+    item: &'a std::cell::Cell<Option<usize>>,
+}
+
+impl<'de> DeserializeSeed<'de> for PodTop<'_> {
+    type Value = Top;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Top, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for PodTop<'_> {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an object (a Pod, PodList, List or VirtualMachineInstance)")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Top, A::Error> {
+        let Keep::Fields(fields) = ITEM else {
+            unreachable!("ITEM lists fields")
+        };
+        let mut top = Top {
+            kind: None,
+            object: Value::Object(serde_json::Map::new()),
+            saw_items: false,
+            items: Ok(Vec::new()),
+            pending: Vec::new(),
+            interner: Interner::default(),
+        };
+        let mut keys: Vec<String> = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let kept = key == "items" || fields.iter().any(|(f, _)| *f == key);
+            if kept {
+                if keys.contains(&key) {
+                    return Err(de::Error::custom(format!("duplicate key {key:?}")));
+                }
+                keys.push(key.clone());
+            }
+            if key == "items" {
+                top.saw_items = true;
+                map.next_value_seed(Items {
+                    top: self,
+                    out: &mut top,
+                })?;
+                self.item.set(None);
+                self.guard.limit_from_here(document::MAX_OBJECT, TOO_BIG);
+            } else if let Some((_, keep)) = fields.iter().find(|(f, _)| *f == key) {
+                let v = map
+                    .next_value_seed(Prune(*keep))
+                    .map_err(|e| document::in_field(e, &key))?;
+                if key == "kind" {
+                    top.kind = match &v {
+                        Value::String(s) => Some(s.clone()),
+                        Value::Null => None,
+                        _ => return Err(de::Error::custom("kind: expected a string")),
+                    };
+                }
+                if let Value::Object(o) = &mut top.object {
+                    o.insert(key, v);
+                }
+            } else {
+                map.next_value::<IgnoredAny>()?;
+            }
+        }
+        Ok(top)
+    }
+}
+
+/// The `items` array, streamed: each element is pruned to [`ITEM`] and converted.
+struct Items<'a, 'b> {
+    top: PodTop<'a>,
+    out: &'b mut Top,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`items` to be an array")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            self.top.item.set(Some(i));
+            self.top
+                .guard
+                .limit_from_here(document::MAX_OBJECT, TOO_BIG);
+            let Some(v) = seq.next_element_seed(Prune(ITEM))? else {
+                break;
+            };
+            let known = self.out.kind.is_some() || v.get("kind").is_some_and(|k| !k.is_null());
+            if let Ok(out) = &mut self.out.items {
+                if known {
+                    match convert(i, &v, list_item_kind(self.out.kind.as_deref())) {
+                        Ok(p) => out.push(self.out.interner.share(p)),
+                        Err(m) => self.out.items = Err(m),
+                    }
+                } else {
+                    self.out.pending.push((i, v));
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
 }
 
 /// Converts a parsed document (List/PodList or one object) into pods; the error is the
@@ -123,6 +485,24 @@ pub fn from_document(doc: &Value) -> std::result::Result<Vec<PodInfo>, String> {
             Err("no kind field: expected a Pod, PodList, List or VirtualMachineInstance".into())
         }
     }
+}
+
+/// Converts a typed pod from the API (what `serve`'s watch sees) into a [`PodInfo`].
+///
+/// Errors: [`Error::Runtime`] naming the pod and the field that could not be read.
+pub fn pod_info(pod: &k8s_openapi::api::core::v1::Pod) -> Result<PodInfo> {
+    let mut v = serde_json::to_value(pod)
+        .map_err(|e| Error::Runtime(format!("reading a pod from the API: {e}")))?;
+    if let Value::Object(m) = &mut v {
+        m.insert("kind".into(), Value::String("Pod".into()));
+    }
+    from_object(&v).map_err(|m| {
+        Error::Runtime(format!(
+            "pod {}/{}: {m}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or("")
+        ))
+    })
 }
 
 /// Converts one API object (as JSON) into a [`PodInfo`] (what the live readers use).
@@ -197,11 +577,9 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             Some(out)
         }
     };
-    let mut tolerations = Vec::new();
-    for (i, t) in array(spec.get("tolerations"), &sp("tolerations"))?
-        .iter()
-        .enumerate()
-    {
+    let list = array(spec.get("tolerations"), &sp("tolerations"))?;
+    let mut tolerations = Vec::with_capacity(list.len());
+    for (i, t) in list.iter().enumerate() {
         let tp = format!("{}[{i}]", sp("tolerations"));
         let f = |k: &str| {
             opt_scalar(t.get(k), &format!("{tp}.{k}")).map(|o| o.filter(|s| !s.is_empty()))
@@ -220,14 +598,20 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
     {
         let cp = format!("status.conditions[{i}]");
         let f = |k: &str| opt_scalar(c.get(k), &format!("{cp}.{k}"));
-        conditions.push(Condition {
+        let condition = Condition {
             type_: f("type")?.unwrap_or_default(),
             status: f("status")?.unwrap_or_default(),
             reason: f("reason")?,
             message: f("message")?,
-        });
+        };
+        // Only the scheduler's condition is used; the others (Ready, Initialized, ...)
+        // would cost memory for every pod of a large list.
+        if condition.type_ == "PodScheduled" {
+            conditions.push(condition);
+        }
     }
-    let (requests, sources) = match kind {
+    conditions.shrink_to_fit();
+    let (requests, mut found) = match kind {
         ObjectKind::Pod => pod_requests(spec, spec_path)?,
         _ => vmi_requests(spec, spec_path)?,
     };
@@ -239,49 +623,114 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         phase,
         node_selector,
         required_affinity,
-        tolerations,
+        tolerations: tolerations.into(),
         conditions,
-        requests,
-        sources,
+        requests: Arc::new(requests),
+        sources: {
+            found.sources.shrink_to_fit();
+            found.sources
+        },
+        problems: found.problems,
     })
+}
+
+/// Hands pods with equal tolerations (and equal requests) one shared copy (see
+/// [`PodInfo::tolerations`], [`PodInfo::requests`]).
+#[derive(Default)]
+struct Interner {
+    tolerations: std::collections::HashSet<Arc<[Toleration]>>,
+    requests: std::collections::HashSet<Arc<Requests>>,
+}
+
+impl Interner {
+    fn share(&mut self, mut p: PodInfo) -> PodInfo {
+        match self.tolerations.get(&p.tolerations) {
+            Some(t) => p.tolerations = t.clone(),
+            None => {
+                self.tolerations.insert(p.tolerations.clone());
+            }
+        }
+        match self.requests.get(&p.requests) {
+            Some(r) => p.requests = r.clone(),
+            None => {
+                self.requests.insert(p.requests.clone());
+            }
+        }
+        p
+    }
 }
 
 type Requests = BTreeMap<String, i64>;
 
+/// Where the requests were found, and what the API server would reject.
+#[derive(Default)]
+struct Found {
+    sources: Vec<RequestSource>,
+    problems: Vec<String>,
+}
+
 /// The extended-resource requests of one container: `requests`, each absent one
-/// defaulted from `limits` (`SetDefaults_Pod`).
+/// defaulted from `limits` (`SetDefaults_Pod`). Both set and different is a pod the API
+/// server rejects (`validateResourceRequirements`: an extended resource's requests must
+/// equal its limits): noted in `found.problems`, the requests value counted.
 fn container_requests(
     c: &Value,
     path: &str,
-    sources: &mut Vec<RequestSource>,
+    found: &mut Found,
 ) -> std::result::Result<Requests, String> {
-    let mut out = Requests::new();
-    for field in ["limits", "requests"] {
+    let read = |field: &str| -> std::result::Result<BTreeMap<String, (i64, String)>, String> {
         let fp = format!("{path}.resources.{field}");
-        let m = string_map(get(c, &format!("resources.{field}")), &fp)?;
-        for (k, raw) in m {
-            if !is_extended_resource(&k) {
-                continue;
+        let mut out = BTreeMap::new();
+        for (k, raw) in string_map(get(c, &format!("resources.{field}")), &fp)? {
+            if is_extended_resource(&k) {
+                let n = whole(&raw).map_err(|e| format!("{fp}[{}]: {e}", cut(&k)))?;
+                out.insert(k, (n, raw));
             }
-            let n = whole(&raw).map_err(|e| format!("{fp}[{k:?}]: {e}"))?;
-            // requests win over limits; limits only fill absent requests
-            if field == "requests" || !out.contains_key(&k) {
-                out.insert(k.clone(), n);
-            }
-            if !sources.iter().any(|s| s.resource == k) {
-                sources.push(RequestSource {
-                    resource: k,
-                    field: fp.clone(),
-                });
-            }
+        }
+        Ok(out)
+    };
+    let limits = read("limits")?;
+    let requests = read("requests")?;
+    let mut out = Requests::new();
+    for (k, &(n, _)) in limits.iter().chain(requests.iter()) {
+        // requests win over limits; limits only fill absent requests
+        let from = if requests.contains_key(k) {
+            "requests"
+        } else {
+            "limits"
+        };
+        if from == "requests" || !out.contains_key(k) {
+            out.insert(k.clone(), n);
+        }
+        if let (Some((l, lraw)), Some((r, rraw))) = (limits.get(k), requests.get(k))
+            && l != r
+            && !found
+                .problems
+                .iter()
+                .any(|p| p.starts_with(&format!("{path}: {k} ")))
+        {
+            found.problems.push(format!(
+                "{path}: {k} requests {} ≠ limits {}: the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the {r} counted here is from {path}.resources.requests",
+                cut(rraw),
+                cut(lraw),
+            ));
+        }
+        if !found.sources.iter().any(|s| &s.resource == k) {
+            found.sources.push(RequestSource {
+                resource: k.clone(),
+                field: format!("{path}.resources.{from}"),
+            });
         }
     }
     Ok(out)
 }
 
+/// Adds `b` into `a`, saturating at `i64::MAX` (quantities may be as large as 2^63-1;
+/// a sum of two must not wrap into a small count).
 fn add_into(a: &mut Requests, b: &Requests) {
     for (k, v) in b {
-        *a.entry(k.clone()).or_default() += v;
+        let e = a.entry(k.clone()).or_default();
+        *e = e.saturating_add(*v);
     }
 }
 
@@ -292,17 +741,14 @@ fn max_into(a: &mut Requests, b: &Requests) {
     }
 }
 
-fn pod_requests(
-    spec: &Value,
-    spec_path: &str,
-) -> std::result::Result<(Requests, Vec<RequestSource>), String> {
-    let mut sources = Vec::new();
+fn pod_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests, Found), String> {
+    let mut found = Found::default();
     let mut reqs = Requests::new();
     for (i, c) in array(spec.get("containers"), &format!("{spec_path}.containers"))?
         .iter()
         .enumerate()
     {
-        let r = container_requests(c, &format!("{spec_path}.containers[{i}]"), &mut sources)?;
+        let r = container_requests(c, &format!("{spec_path}.containers[{i}]"), &mut found)?;
         add_into(&mut reqs, &r);
     }
     // PodRequests (component-helpers): sidecars add to the regular sum and to every later
@@ -317,7 +763,7 @@ fn pod_requests(
     .enumerate()
     {
         let p = format!("{spec_path}.initContainers[{i}]");
-        let r = container_requests(c, &p, &mut sources)?;
+        let r = container_requests(c, &p, &mut found)?;
         let restart = opt_scalar(c.get("restartPolicy"), &format!("{p}.restartPolicy"))?;
         if restart.as_deref() == Some("Always") {
             add_into(&mut reqs, &r);
@@ -333,20 +779,18 @@ fn pod_requests(
     let overhead = string_map(spec.get("overhead"), &format!("{spec_path}.overhead"))?;
     for (k, raw) in overhead {
         if is_extended_resource(&k) {
-            let n = whole(&raw).map_err(|e| format!("{spec_path}.overhead[{k:?}]: {e}"))?;
-            *reqs.entry(k).or_default() += n;
+            let n = whole(&raw).map_err(|e| format!("{spec_path}.overhead[{}]: {e}", cut(&k)))?;
+            let e = reqs.entry(k).or_default();
+            *e = e.saturating_add(n);
         }
     }
     reqs.retain(|_, v| *v > 0);
-    Ok((reqs, sources))
+    Ok((reqs, found))
 }
 
-fn vmi_requests(
-    spec: &Value,
-    spec_path: &str,
-) -> std::result::Result<(Requests, Vec<RequestSource>), String> {
+fn vmi_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests, Found), String> {
     let mut reqs = Requests::new();
-    let mut sources = Vec::new();
+    let mut found = Found::default();
     for list in ["gpus", "hostDevices"] {
         let lp = format!("{spec_path}.domain.devices.{list}");
         for (i, d) in array(get(spec, &format!("domain.devices.{list}")), &lp)?
@@ -357,30 +801,29 @@ fn vmi_requests(
             let Some(name) = opt_scalar(d.get("deviceName"), &fp)?.filter(|s| !s.is_empty()) else {
                 return Err(format!("{fp}: missing"));
             };
-            *reqs.entry(name.clone()).or_default() += 1;
-            sources.push(RequestSource {
+            let e = reqs.entry(name.clone()).or_default();
+            *e = e.saturating_add(1);
+            found.sources.push(RequestSource {
                 resource: name,
                 field: fp,
             });
         }
     }
     // Explicit resources on the VMI (spec.domain.resources) are passed to the launcher.
-    let mut extra = Vec::new();
     let r = container_requests(
         spec.get("domain").unwrap_or(&Value::Null),
         &format!("{spec_path}.domain"),
-        &mut extra,
+        &mut found,
     )?;
     add_into(&mut reqs, &r);
-    sources.extend(extra);
-    Ok((reqs, sources))
+    Ok((reqs, found))
 }
 
 /// A whole, non-negative quantity (extended resources must be integers:
 /// `pkg/apis/core/validation/validation.go`, `validateResourceRequirements`).
 fn whole(raw: &str) -> std::result::Result<i64, String> {
-    let q = Quantity::parse(raw).map_err(|e| format!("{raw:?} is not a quantity ({e})"))?;
-    q.to_count().map_err(|why| format!("{raw:?} {why}"))
+    let q = Quantity::parse(raw).map_err(|e| format!("{} is not a quantity ({e})", cut(raw)))?;
+    q.to_count().map_err(|why| format!("{} {why}", cut(raw)))
 }
 
 fn string_map(
@@ -392,7 +835,7 @@ fn string_map(
         Some(Value::Object(m)) => m
             .iter()
             .map(|(k, v)| {
-                opt_scalar(Some(v), &format!("{path}[{k:?}]"))
+                opt_scalar(Some(v), &format!("{path}[{}]", cut(k)))
                     .map(|s| (k.clone(), s.unwrap_or_default()))
                     .map_err(String::from)
             })
@@ -424,67 +867,97 @@ fn requirements(
     Ok(out)
 }
 
-/// A pod from the API, reduced to a [`PodInfo`].
+/// The field selector of the live pod list: the API server leaves out pods that have
+/// finished (phase `Succeeded` or `Failed`), which hold no resources
+/// ([`PodInfo::is_terminal`]) and would only be skipped here.
+pub const LIVE_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
+
+/// One API response (a PodList page or one Pod) read with the dump reader: only the fields
+/// a [`PodInfo`] needs are decoded (not a whole `k8s_openapi` Pod). Returns the pods and
+/// the page's `continue` token.
 ///
-/// Errors: [`Error::Runtime`] if the object cannot be serialized or read back (an API
-/// object that violates its own schema).
-pub fn pod_info(pod: &Pod) -> Result<PodInfo> {
-    let mut v = serde_json::to_value(pod)
-        .map_err(|e| Error::Runtime(format!("reading a pod from the API: {e}")))?;
-    if let Value::Object(m) = &mut v {
-        m.insert("kind".into(), Value::String("Pod".into()));
-    }
-    from_object(&v).map_err(|m| {
+/// Errors: [`Error::Runtime`] (`doing: <what>`) when the response is not a readable pod
+/// or list.
+fn read_response(body: &[u8], doing: &str) -> Result<(Vec<PodInfo>, Option<String>)> {
+    let err = |m: String| {
         Error::Runtime(format!(
-            "pod {}/{}: {m}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or("")
+            "{doing}: the API server's response: {}",
+            one_line(&m)
         ))
-    })
+    };
+    let top = read_top(body).map_err(err)?;
+    let token = top
+        .object
+        .pointer("/metadata/continue")
+        .and_then(Value::as_str)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned);
+    // A PodList's items carry no kind; a single Pod does.
+    let mut top = top;
+    if top.kind.is_none() && !top.saw_items {
+        top.kind = Some("Pod".into());
+    }
+    Ok((top.finish().map_err(err)?, token))
 }
 
-/// Lists all pods of all namespaces page by page ([`PAGE_SIZE`] per request, following
-/// `continue`).
+/// Lists the pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]), page
+/// by page ([`PAGE_SIZE`] per request, following `continue`), decoding only the fields a
+/// [`PodInfo`] needs.
 ///
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
-    let api: Api<Pod> = Api::all(client.clone());
     let mut token: Option<String> = None;
     let mut out = Vec::new();
     loop {
-        let mut lp = ListParams::default().limit(PAGE_SIZE);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = api
-            .list(&lp)
+        let req = list_request(token.as_deref())?;
+        let body = client
+            .request_text(req)
             .await
             .map_err(|e| crate::input::live::api_error("list pods", &e))?;
-        for p in &page.items {
-            out.push(pod_info(p)?);
-        }
-        match page.metadata.continue_ {
-            Some(t) if !t.is_empty() => token = Some(t),
-            _ => return Ok(out),
+        let (pods, next) = read_response(body.as_bytes(), "list pods")?;
+        out.extend(pods);
+        match next {
+            Some(t) => token = Some(t),
+            None => return Ok(out),
         }
     }
 }
 
-/// One pod by namespace and name.
+/// The request for one page of the live pod list: all namespaces, [`PAGE_SIZE`] pods,
+/// [`LIVE_FIELD_SELECTOR`], after `token` (the previous page's `continue`).
+///
+/// Errors: [`Error::Runtime`] when the request cannot be built.
+fn list_request(token: Option<&str>) -> Result<http::Request<Vec<u8>>> {
+    let mut lp = ListParams::default()
+        .limit(PAGE_SIZE)
+        .fields(LIVE_FIELD_SELECTOR);
+    if let Some(t) = token {
+        lp = lp.continue_token(t);
+    }
+    kube::core::Request::new("/api/v1/pods")
+        .list(&lp)
+        .map_err(|e| Error::Runtime(format!("cannot list pods: {e}")))
+}
+
+/// One pod by namespace and name (decoded as [`list_pods`] does).
 ///
 /// Errors: [`Error::Input`] when it does not exist (404); [`Error::Runtime`] for other
 /// API failures.
 pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<PodInfo> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
-    match api.get(name).await {
-        Ok(p) => pod_info(&p),
+    let doing = format!("get pod {namespace}/{name}");
+    let req = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
+        .get(name, &Default::default())
+        .map_err(|e| Error::Runtime(format!("cannot {doing}: {e}")))?;
+    match client.request_text(req).await {
+        Ok(body) => {
+            let (mut pods, _) = read_response(body.as_bytes(), &doing)?;
+            pods.pop()
+                .ok_or_else(|| Error::Runtime(format!("{doing}: the API server returned no pod")))
+        }
         Err(kube::Error::Api(s)) if s.code == 404 => {
             Err(Error::Input(format!("pod {namespace}/{name} not found")))
         }
-        Err(e) => Err(crate::input::live::api_error(
-            &format!("get pod {namespace}/{name}"),
-            &e,
-        )),
+        Err(e) => Err(crate::input::live::api_error(&doing, &e)),
     }
 }
 
@@ -574,6 +1047,71 @@ mod tests {
             assert!(e.is_input(), "{e}");
             assert!(m.contains(want), "{s:?} → {m}");
             assert!(!m.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn api_page_is_read_slim_with_its_continue_token() {
+        let page = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"tok"},
+            "items":[{"metadata":{"name":"a","namespace":"n","managedFields":[{"big":1}]},
+                      "spec":{"nodeName":"w1","containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"2"}}}]},
+                      "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"},{"type":"PodScheduled","status":"True"}]}}]}"#;
+        let (pods, token) = read_response(page, "list pods").unwrap();
+        assert_eq!(token.as_deref(), Some("tok"));
+        assert_eq!(pods.len(), 1);
+        assert_eq!(pods[0].key(), "n/a");
+        assert_eq!(pods[0].node_name.as_deref(), Some("w1"));
+        assert_eq!(pods[0].requests["nvidia.com/gpu"], 2);
+        // only the scheduler's condition is kept
+        assert_eq!(pods[0].conditions.len(), 1);
+        assert_eq!(pods[0].conditions[0].type_, "PodScheduled");
+        let (one, token) = read_response(
+            br#"{"kind":"Pod","metadata":{"name":"b"},"spec":{}}"#,
+            "get pod",
+        )
+        .unwrap();
+        assert_eq!((one[0].name.as_str(), token), ("b", None));
+        let e = read_response(
+            b"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{}}]}",
+            "list pods",
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Runtime(_)));
+        assert_eq!(
+            e.to_string(),
+            "list pods: the API server's response: items[0]: metadata.name: missing"
+        );
+    }
+
+    #[test]
+    fn live_list_asks_the_server_to_leave_finished_pods_out() {
+        let q = list_request(Some("tok")).unwrap().uri().to_string();
+        assert!(q.starts_with("/api/v1/pods?"), "{q}");
+        assert!(
+            q.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),
+            "{q}"
+        );
+        assert!(q.contains("limit=500") && q.contains("continue=tok"), "{q}");
+    }
+
+    #[test]
+    fn errors_name_the_field_even_from_the_parser() {
+        for (s, want) in [
+            (
+                r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"resources":{"limits":{"nvidia.com/gpu":1e400}}}]}}"#,
+                "t: spec: containers: resources: limits: number out of range",
+            ),
+            (
+                r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a"}},{"kind":"Pod","metadata":[1]}]}"#,
+                "t: items[1]: metadata: invalid type: sequence, expected an object",
+            ),
+            (
+                r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a","name":"b"}}]}"#,
+                "t: items[0]: metadata: duplicate key \"name\"",
+            ),
+        ] {
+            let m = read_pods_str(s, "t").unwrap_err().to_string();
+            assert!(m.starts_with(want), "{s} → {m}");
         }
     }
 

@@ -3,7 +3,7 @@
 //! stale key the kubelet keeps after its device plugin left, not an offer
 //! (kubernetes/kubernetes `pkg/kubelet/nodestatus/setters.go`; docs/domain-facts.md §4).
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Result, cut};
 use crate::model::node::{NodeInfo, ResourceField};
 use crate::model::resource::classify;
 
@@ -14,17 +14,19 @@ fn units(node: &NodeInfo, field: ResourceField, resource: &str) -> Result<Option
         Some(Ok(q)) => match q.to_count() {
             Ok(n) => Ok(Some(n)),
             Err(why) => Err(Error::Input(format!(
-                "node {}: {}[{resource:?}]: {:?} {why}",
+                "node {}: {}[{}]: {} {why}",
                 node.name,
                 field.path(),
-                node.raw(field, resource).unwrap_or("")
+                cut(resource),
+                cut(node.raw(field, resource).unwrap_or(""))
             ))),
         },
         Some(Err(e)) => Err(Error::Input(format!(
-            "node {}: {}[{resource:?}]: {:?} is not a quantity ({e})",
+            "node {}: {}[{}]: {} is not a quantity ({e})",
             node.name,
             field.path(),
-            node.raw(field, resource).unwrap_or("")
+            cut(resource),
+            cut(node.raw(field, resource).unwrap_or(""))
         ))),
     }
 }

@@ -7,8 +7,19 @@
 //! in [`crate::input::pods`] compute them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use serde::Serialize;
+
+/// Serializes shared requests as a map.
+fn map<S: serde::Serializer>(v: &Arc<BTreeMap<String, i64>>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_ref().serialize(s)
+}
+
+/// Serializes shared tolerations as a list.
+fn slice<S: serde::Serializer>(v: &Arc<[Toleration]>, s: S) -> Result<S::Ok, S::Error> {
+    v.as_ref().serialize(s)
+}
 
 /// What kind of object a [`PodInfo`] was read from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -56,7 +67,7 @@ pub struct SelectorTerm {
 }
 
 /// A pod toleration (`spec.tolerations[]`); absent fields are `None`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize)]
 pub struct Toleration {
     /// Taint key; `None` (with operator `Exists`) tolerates every key.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -118,14 +129,26 @@ pub struct PodInfo {
     /// `spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution
     /// .nodeSelectorTerms`; `None` when the pod has no required node affinity.
     pub required_affinity: Option<Vec<SelectorTerm>>,
-    /// `spec.tolerations`.
-    pub tolerations: Vec<Toleration>,
-    /// `status.conditions`.
+    /// `spec.tolerations`. Shared: most pods carry the same few (the API server adds
+    /// the same `not-ready`/`unreachable` pair to every pod), so a reader hands one copy
+    /// to all pods with equal tolerations instead of ~700 bytes each.
+    #[serde(serialize_with = "slice")]
+    pub tolerations: Arc<[Toleration]>,
+    /// `status.conditions` of type `PodScheduled` (the only one gpuwl reads; readers
+    /// leave the others out).
     pub conditions: Vec<Condition>,
     /// Effective requests of extended resources, in whole units (see module docs).
-    pub requests: BTreeMap<String, i64>,
-    /// Where each requested extended resource is named, in document order.
+    /// Shared like [`PodInfo::tolerations`]: most pods of a list ask for the same few
+    /// (`nvidia.com/gpu: 1`); `Arc::make_mut` gives a pod its own copy to change.
+    #[serde(serialize_with = "map")]
+    pub requests: Arc<BTreeMap<String, i64>>,
+    /// Where each requested extended resource's number comes from (the `requests` field
+    /// when given, else `limits`), in document order.
     pub sources: Vec<RequestSource>,
+    /// What the API server would reject in this object, one sentence each naming the
+    /// field (an extended resource whose requests differ from its limits).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub problems: Vec<String>,
 }
 
 impl PodInfo {

@@ -52,7 +52,10 @@ pub enum WorkloadConfig {
 
 /// The error of parsing a label value that is not one of the three.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{value:?} is not one of container, vm-passthrough, vm-vgpu")]
+#[error(
+    "{} is not one of container, vm-passthrough, vm-vgpu",
+    crate::error::cut(value)
+)]
 pub struct InvalidWorkloadConfig {
     /// The rejected value, verbatim.
     pub value: String,

@@ -331,10 +331,11 @@ mod tests {
             phase: Some(if node.is_some() { "Running" } else { "Pending" }.into()),
             node_selector,
             required_affinity: None,
-            tolerations: Vec::new(),
+            tolerations: Vec::new().into(),
             conditions: Vec::new(),
-            requests: [(res.to_owned(), 1)].into_iter().collect(),
+            requests: std::sync::Arc::new([(res.to_owned(), 1)].into_iter().collect()),
             sources: Vec::new(),
+            problems: Vec::new(),
         }
     }
 

@@ -367,7 +367,9 @@ fn pod_file_with_a_repeated_key_is_bad_input() {
     assert_eq!(rc, 2, "{out}");
     assert!(out.is_empty());
     assert!(
-        err.contains("dup.json: duplicate key \"nvidia.com/gpu\""),
+        err.contains(
+            "dup.json: spec: containers: resources: limits: duplicate key \"nvidia.com/gpu\""
+        ),
         "{err}"
     );
     assert_eq!(err.lines().count(), 1);

@@ -451,7 +451,7 @@ fn a_bad_quantity_skips_that_cell_and_the_rest_is_counted() {
         .collect();
     assert!(
         notes.iter().any(|n| n.contains(
-            "skipped (not a whole number of units): node gpu-1: status.allocatable[\"nvidia.com/gpu\"]: \"four\" is not a quantity"
+            "skipped (not a valid device count): node gpu-1: status.allocatable[\"nvidia.com/gpu\"]: \"four\" is not a quantity"
         )),
         "{notes:?}"
     );

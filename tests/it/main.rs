@@ -15,6 +15,7 @@ mod cli_misc;
 mod cluster;
 mod explain;
 mod explain_cases;
+mod hostile_input;
 mod inventory;
 mod inventory_live;
 mod kubevirt;

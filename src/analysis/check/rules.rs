@@ -42,13 +42,17 @@ impl Parsed {
         let Some(raw) = raw else {
             return Parsed::Absent;
         };
+        // The one count rule inventory and explain apply too (`Quantity::to_count`).
         let why = match Quantity::parse(raw) {
             Err(e) => format!("not a valid quantity ({e})"),
-            Ok(q) if q.is_negative() => "not a valid device count (negative)".to_string(),
-            Ok(q) if !q.is_integer() => {
-                "not a valid device count (extended resources are whole numbers)".to_string()
-            }
-            Ok(q) => return Parsed::Count(q),
+            Ok(q) => match q.to_count() {
+                Ok(_) => return Parsed::Count(q),
+                Err(_) if q.is_negative() => "not a valid device count (negative)".to_string(),
+                Err(_) if !q.is_integer() => {
+                    "not a valid device count (extended resources are whole numbers)".to_string()
+                }
+                Err(_) => "not a valid device count (too large: over 2^63-1 units)".to_string(),
+            },
         };
         Parsed::Invalid {
             raw: raw.to_owned(),
@@ -245,7 +249,12 @@ fn invalid(n: &NodeFacts<'_>, r: &ResourceFacts, f: ResourceField) -> Option<Fin
             Severity::Warning
         },
         Some(name),
-        format!("{}[{name:?}] is {raw:?}, {why}", f.path()),
+        format!(
+            "{}[{}] is {}, {why}",
+            f.path(),
+            crate::error::cut(name),
+            crate::error::cut(raw)
+        ),
     ))
 }
 

@@ -167,7 +167,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     let advertised_names = usage.advertised_names();
 
     let mut requests = Vec::new();
-    for (r, units) in &pod.requests {
+    for (r, units) in pod.requests.iter() {
         let field = pod
             .sources
             .iter()
@@ -222,6 +222,12 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
                 ));
             }
         }
+        notes.extend(
+            pod.problems
+                .iter()
+                .filter(|p| p.contains(&format!(": {r} requests ")))
+                .cloned(),
+        );
         let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
         let permitted = inputs
             .kubevirt
@@ -357,7 +363,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     }
     for bad in &usage.skipped {
         e.notes
-            .push(format!("skipped (not a whole number of units): {bad}"));
+            .push(format!("skipped (not a valid device count): {bad}"));
     }
     let d: Diagnosis = rules::diagnose(&rules::Facts {
         pod,
