@@ -742,6 +742,7 @@ mod tests {
             conditions: Vec::new(),
             requests: req.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             sources: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 

@@ -252,6 +252,7 @@ mod tests {
             conditions: vec![],
             requests: req.iter().map(|(r, u)| ((*r).into(), *u)).collect(),
             sources: vec![],
+            resource_claims: vec![],
         }
     }
 

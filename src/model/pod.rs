@@ -126,6 +126,9 @@ pub struct PodInfo {
     pub requests: BTreeMap<String, i64>,
     /// Where each requested extended resource is named, in document order.
     pub sources: Vec<RequestSource>,
+    /// `spec.resourceClaims[]` (DRA), each with the claim it resolves to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<crate::model::dra::PodClaim>,
 }
 
 impl PodInfo {
