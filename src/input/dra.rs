@@ -373,7 +373,9 @@ pub fn resource_claim(v: &Value) -> FieldResult<ResourceClaim> {
 /// Page size of the live lists.
 pub const PAGE_SIZE: u32 = 500;
 
-async fn collect<K>(api: Api<K>, what: &str) -> Result<Option<Vec<Value>>>
+/// Lists all objects of `api`; `Ok(Err(why))` when the list is not served (404) or not
+/// allowed (403): DRA is then skipped, not an error.
+async fn collect<K>(api: Api<K>, what: &str) -> Result<std::result::Result<Vec<Value>, String>>
 where
     K: Clone
         + serde::de::DeserializeOwned
@@ -390,7 +392,17 @@ where
         }
         let page = match api.list(&lp).await {
             Ok(p) => p,
-            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                return Ok(Err(format!(
+                    "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
+                    crate::model::dra::API_VERSION
+                )));
+            }
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                return Ok(Err(format!(
+                    "the credentials may not list {what} (kubectl auth can-i list {what})"
+                )));
+            }
             Err(e) => return Err(crate::input::live::api_error(&format!("list {what}"), &e)),
         };
         for item in &page.items {
@@ -403,7 +415,7 @@ where
         }
         match page.metadata.continue_ {
             Some(t) if !t.is_empty() => token = Some(t),
-            _ => return Ok(Some(out)),
+            _ => return Ok(Ok(out)),
         }
     }
 }
@@ -429,14 +441,11 @@ pub async fn list(client: &Client) -> Result<(DraObjects, DraSource)> {
             "resourceclaims.resource.k8s.io"
         ),
     )?;
-    let (Some(classes), Some(slices), Some(claims)) = (classes, slices, claims) else {
-        return Ok((
-            DraObjects::default(),
-            DraSource::Skipped(format!(
-                "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
-                crate::model::dra::API_VERSION
-            )),
-        ));
+    let (classes, slices, claims) = match (classes, slices, claims) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, c),
+        (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => {
+            return Ok((DraObjects::default(), DraSource::Skipped(why)));
+        }
     };
     let mut out = DraObjects::default();
     let bad = |kind: &str, v: &Value, e: FieldError| {
