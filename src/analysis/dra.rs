@@ -365,13 +365,15 @@ impl<'a> Matcher<'a> {
         }
     }
 
-    /// The devices a request alternative can take: all of its DeviceClass's selectors and
-    /// its own are true. Returns the indexes and the evaluation errors met (each once).
+    /// The devices a request alternative can take: its DeviceClass exists and all of the
+    /// class's selectors and its own are true. Returns the indexes and the evaluation errors met (each once).
     pub fn matching(&self, dra: &DraObjects, spec: &RequestSpec) -> (Vec<usize>, Vec<String>) {
         let mut exprs: Vec<&str> = Vec::new();
-        if let Some(c) = dra.class(&spec.device_class) {
-            exprs.extend(c.selectors.iter().map(String::as_str));
-        }
+        // A request whose DeviceClass does not exist cannot be allocated at all.
+        let Some(c) = dra.class(&spec.device_class) else {
+            return (Vec::new(), Vec::new());
+        };
+        exprs.extend(c.selectors.iter().map(String::as_str));
         exprs.extend(spec.selectors.iter().map(String::as_str));
         let mut out = Vec::new();
         let mut errors = BTreeSet::new();
