@@ -16,6 +16,10 @@
 //!   `status.allocation.devices.results[]` (`request`, `driver`, `pool`, `device`),
 //!   `status.reservedFor[]` (the consumers: pods).
 //!
+//! A slice carries either `sharedCounters` or `devices`, not both (the v1.36 API server
+//! refuses both in one slice: "only one of `sharedCounters` or `devices` is allowed"), so
+//! counters and the devices consuming them are joined across the slices of one pool.
+//!
 //! An attribute or capacity name without a domain belongs to the driver's domain
 //! (`QualifiedName` in `types.go`: "If the domain is not specified, it defaults to the
 //! driver name"); the records store every name qualified, `gpu.nvidia.com/type`.

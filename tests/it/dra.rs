@@ -192,12 +192,27 @@ fn scheduler_allocates_one_device_per_gpu() {
             classes.create(&pp, &c).await.unwrap();
         }
         let slices: Api<ResourceSlice> = Api::all(client.clone());
-        let s: ResourceSlice = serde_json::from_value(json!({
-            "metadata": {"name": "dra-node-0-gpu.nvidia.com"},
+        // Counters and devices go in separate slices of one pool (the API server
+        // refuses a slice with both).
+        let counters: ResourceSlice = serde_json::from_value(json!({
+            "metadata": {"name": "dra-node-0-counters"},
             "spec": {
                 "driver": "gpu.nvidia.com", "nodeName": "dra-node-0",
-                "pool": {"name": "dra-node-0", "generation": 1, "resourceSliceCount": 1},
-                "sharedCounters": [{"name": "gpu-0", "counters": {"gpu": {"value": "1"}}}],
+                "pool": {"name": "dra-node-0", "generation": 1, "resourceSliceCount": 2},
+                "sharedCounters": [{"name": "gpu-0", "counters": {"gpu": {"value": "1"}}}]
+            }
+        }))
+        .unwrap();
+        let created = slices.create(&pp, &counters).await.unwrap();
+        assert!(
+            created.spec.shared_counters.is_some(),
+            "the API server dropped sharedCounters (DRAPartitionableDevices off?)"
+        );
+        let s: ResourceSlice = serde_json::from_value(json!({
+            "metadata": {"name": "dra-node-0-devices"},
+            "spec": {
+                "driver": "gpu.nvidia.com", "nodeName": "dra-node-0",
+                "pool": {"name": "dra-node-0", "generation": 1, "resourceSliceCount": 2},
                 "devices": [
                     {"name": "gpu-0", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-0"}},
                      "consumesCounters": [{"counterSet": "gpu-0", "counters": {"gpu": {"value": "1"}}}]},
@@ -209,8 +224,8 @@ fn scheduler_allocates_one_device_per_gpu() {
         .unwrap();
         let created = slices.create(&pp, &s).await.unwrap();
         assert!(
-            created.spec.shared_counters.is_some(),
-            "the API server dropped sharedCounters (DRAPartitionableDevices off?)"
+            created.spec.devices.as_ref().is_some_and(|d| d[0].consumes_counters.is_some()),
+            "the API server dropped consumesCounters"
         );
         let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), "dra");
         let mut pods = Vec::new();
