@@ -43,6 +43,12 @@ use crate::model::pool::Pool;
 /// A device's address: `driver/pool/device` (what allocation results name).
 pub type DeviceKey = (String, String, String);
 
+/// A counter's address: driver, pool, counter set, counter.
+type CounterKey = (String, String, String, String);
+
+/// A row being summed: the row, its nodes, its physical devices.
+type RowAcc = (DraRow, BTreeSet<String>, BTreeSet<String>);
+
 /// One device with what gpuwl derived about it.
 #[derive(Debug, Clone)]
 pub struct DeviceInfo<'a> {
@@ -238,7 +244,7 @@ impl<'a> Matcher<'a> {
         }
         // Counters: what each (driver, pool, set, counter) offers and what allocated
         // devices consume.
-        let mut offered: BTreeMap<(String, String, String, String), i64> = BTreeMap::new();
+        let mut offered: BTreeMap<CounterKey, i64> = BTreeMap::new();
         for s in &dra.resource_slices {
             for cs in &s.shared_counters {
                 for (n, a) in &cs.counters {
@@ -249,8 +255,7 @@ impl<'a> Matcher<'a> {
                 }
             }
         }
-        let mut used: BTreeMap<(String, String, String, String), (i64, Vec<String>)> =
-            BTreeMap::new();
+        let mut used: BTreeMap<CounterKey, (i64, Vec<String>)> = BTreeMap::new();
         for d in devices.iter().filter(|d| !d.allocated_to.is_empty()) {
             for cu in &d.device.consumes_counters {
                 for (n, a) in &cu.counters {
@@ -491,8 +496,7 @@ pub fn inventory(
                 .unwrap_or_else(|| "(node not read)".into()),
         }
     };
-    let mut rows: BTreeMap<(String, String, String), (DraRow, BTreeSet<String>, BTreeSet<String>)> =
-        BTreeMap::new();
+    let mut rows: BTreeMap<(String, String, String), RowAcc> = BTreeMap::new();
     let mut row_of = Vec::new();
     for d in &m.devices {
         let pool = pool_of(d.node);
