@@ -249,13 +249,13 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
 }
 
 /// The DRA part: a table per driver × device type × node pool, the count of physical GPUs,
-/// the blocked devices, and notes.
+/// the blocked devices, and notes. Nothing when DRA was skipped or the cluster has no
+/// slices and no claims (the JSON keeps `dra` either way).
 fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
     let what = match &d.source {
-        DraSource::Skipped(why) => {
-            let _ = writeln!(out, "\nDRA devices: not read: {}", esc(why));
-            return;
-        }
+        // Text stays as it was on clusters without DRA; JSON says why (`dra.source`).
+        DraSource::Skipped(_) => return,
+        DraSource::Cluster if d.resource_slices == 0 && d.resource_claims == 0 => return,
         DraSource::File(f) => format!("from {}", esc(f)),
         DraSource::Cluster => "from the cluster".to_string(),
     };

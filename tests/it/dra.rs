@@ -285,3 +285,62 @@ fn scheduler_allocates_one_device_per_gpu() {
     assert_eq!(doc["causeCode"], "counter-exhausted", "{doc}");
     assert_eq!(doc["scheduler"]["message"], msg.as_str());
 }
+
+const LAB_CLUSTER: &str = "gpuwl-test-lab-dra";
+
+/// `gpuwl lab --dra`: the eight seed files are as without it, and the ninth step serves
+/// the cross request through DRA claims.
+#[test]
+#[ignore = "needs local control plane"]
+fn lab_dra_ninth_step_serves_the_cross_request() {
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(LAB_CLUSTER);
+    let plain = tempfile::tempdir().unwrap();
+    let with = tempfile::tempdir().unwrap();
+    let p = plain.path().to_str().unwrap();
+    let w = with.path().to_str().unwrap();
+    gpuwl_ok(&["lab", "--cluster-name", LAB_CLUSTER, "--root", p]);
+    let out = gpuwl_ok(&["lab", "--dra", "--cluster-name", LAB_CLUSTER, "--root", w]);
+    assert!(out.contains("[9] DRA: the same GPUs as claims"), "{out}");
+    assert!(
+        out.contains("the cross request is served on lab-node-1, because gpu and vfio devices are offered from one pool"),
+        "{out}"
+    );
+    for f in [
+        "01-nodes.txt",
+        "03-resources.txt",
+        "04-container.txt",
+        "05-passthrough.txt",
+        "06-placement.txt",
+        "07-cross.txt",
+        "operands.txt",
+        "consistency.txt",
+    ] {
+        let a = std::fs::read_to_string(plain.path().join("out").join(f)).unwrap();
+        let b = std::fs::read_to_string(with.path().join("out").join(f)).unwrap();
+        assert_eq!(a, b, "{f} differs with --dra");
+    }
+    assert!(!plain.path().join("out/09-dra.txt").exists());
+    let dra = std::fs::read_to_string(with.path().join("out/09-dra.txt")).unwrap();
+    let lines: Vec<&str> = dra.lines().collect();
+    assert_eq!(lines.len(), 4, "{dra}");
+    assert_eq!(lines[0], "job-container lab-node-0");
+    assert_eq!(lines[1], "vmi-passthrough lab-node-1");
+    assert_eq!(lines[2], "job-cross lab-node-1");
+    assert_eq!(
+        lines[3],
+        "POOL gpu.nvidia.com GPUS=6 IN_USE=3 FREE=3 TYPES=gpu,vfio"
+    );
+
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", LAB_CLUSTER]);
+    let doc: Value = serde_json::from_str(&gpuwl_ok(&[
+        "inventory",
+        "--kubeconfig",
+        kubeconfig.trim(),
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    assert_eq!(doc["dra"]["physicalGpus"], 6, "{}", doc["dra"]);
+    assert_eq!(doc["dra"]["blocked"].as_array().unwrap().len(), 3);
+}
