@@ -15,6 +15,10 @@ use serde::Serialize;
 /// | `scheduled` | the pod is bound to a node: nothing to explain |
 /// | `no-gpu-request` | it requests no extended resource: its wait is not about GPUs |
 /// | `not-permitted` | a VMI's GPU/host-device name is not in the KubeVirt CR's `permittedHostDevices`: KubeVirt refuses the VMI, no launcher pod exists |
+/// | `claim-not-found` | a resource claim of the pod does not exist (a missing ResourceClaim, or a template whose claim is not made yet) |
+/// | `no-matching-device` | a claim's request matches no device (its DeviceClass's and its own CEL selectors) on a node the pod may use |
+/// | `counter-exhausted` | the matching devices are blocked: the physical GPU behind each is taken under another device type (its shared counter consumed, e.g. by a `gpu` claim when a `vfio` device is asked) |
+/// | `devices-in-use` | the matching devices are allocated to other claims |
 /// | `no-node-data` | no nodes were given: nothing can be said about names |
 /// | `node-conditions` | every node carries a `node.kubernetes.io/*` condition taint the pod does not tolerate |
 /// | `unadvertised-name` | no node advertises a requested name (non-zero) |
@@ -34,6 +38,14 @@ pub enum CauseCode {
     NoGpuRequest,
     /// Not in KubeVirt's `permittedHostDevices`.
     NotPermitted,
+    /// A resource claim of the pod does not exist.
+    ClaimNotFound,
+    /// A claim's request matches no device on an allowed node.
+    NoMatchingDevice,
+    /// The matching devices' shared counters are consumed by sibling devices.
+    CounterExhausted,
+    /// The matching devices are allocated to other claims.
+    DevicesInUse,
     /// No node data.
     NoNodeData,
     /// Node-condition taints on every node.
@@ -58,10 +70,14 @@ pub enum CauseCode {
 
 impl CauseCode {
     /// Every code, in rule order.
-    pub const ALL: [CauseCode; 13] = [
+    pub const ALL: [CauseCode; 17] = [
         CauseCode::Scheduled,
         CauseCode::NoGpuRequest,
         CauseCode::NotPermitted,
+        CauseCode::ClaimNotFound,
+        CauseCode::NoMatchingDevice,
+        CauseCode::CounterExhausted,
+        CauseCode::DevicesInUse,
         CauseCode::NoNodeData,
         CauseCode::NodeConditions,
         CauseCode::UnadvertisedName,
@@ -80,6 +96,10 @@ impl CauseCode {
             CauseCode::Scheduled => "scheduled",
             CauseCode::NoGpuRequest => "no-gpu-request",
             CauseCode::NoNodeData => "no-node-data",
+            CauseCode::ClaimNotFound => "claim-not-found",
+            CauseCode::NoMatchingDevice => "no-matching-device",
+            CauseCode::CounterExhausted => "counter-exhausted",
+            CauseCode::DevicesInUse => "devices-in-use",
             CauseCode::NotPermitted => "not-permitted",
             CauseCode::NodeConditions => "node-conditions",
             CauseCode::UnadvertisedName => "unadvertised-name",

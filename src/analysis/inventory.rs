@@ -162,6 +162,10 @@ pub struct Inventory {
     pub notes: Vec<String>,
     /// The GPU Operator ClusterPolicy the pools were computed under, or why there is none.
     pub cluster_policy: PolicyStatus,
+    /// The DRA devices (`resource.k8s.io/v1`), when read or tried: rows per driver ×
+    /// device type × node pool, or why they were not read.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dra: Option<crate::analysis::dra::DraInventory>,
 }
 
 /// Builds the inventory from nodes and pods, in four named phases: [`assign_pools`] (which
@@ -205,6 +209,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         unservable: demand.unservable,
         notes,
         cluster_policy,
+        dra: None,
     })
 }
 
@@ -700,7 +705,14 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
 pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventory> {
     let mut snap = crate::input::snapshot::read(client, false).await?;
     ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
-    build(&snap.nodes, &snap.pods, &snap.policy)
+    let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
+    inv.dra = Some(crate::analysis::dra::inventory(
+        &snap.dra,
+        snap.dra_source.clone(),
+        &snap.nodes,
+        snap.policy.policy(),
+    ));
+    Ok(inv)
 }
 
 #[cfg(test)]
@@ -745,6 +757,7 @@ mod tests {
             requests: std::sync::Arc::new(req.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
             sources: Vec::new(),
             problems: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 

@@ -13,6 +13,7 @@
 
 pub mod check;
 pub mod diagnosis;
+pub mod dra;
 pub mod explain;
 pub mod inventory;
 pub mod kubevirt;

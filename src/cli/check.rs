@@ -23,7 +23,8 @@ else `OK=<number of labelled nodes>` (exit 0); warnings go to stderr as `warning
 (--quiet drops them). Bad input: one line on stderr, exit 2.
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
-vgpu-config-type-differs, gpu-present-without-operands); they never change the exit code.")]
+vgpu-config-type-differs, gpu-present-without-operands) and dra-and-device-plugin (with
+--dra, or live); they never change the exit code.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
@@ -47,6 +48,12 @@ pub struct Args {
     /// without it: read from the cluster (absent: inferred from the nodes' deploy labels).
     #[arg(long, value_name = "FILE")]
     pub cluster_policy: Option<PathBuf>,
+    /// DRA objects (`kubectl get deviceclasses,resourceslices,resourceclaims -A -o
+    /// json|yaml`): nodes whose GPUs NVIDIA's DRA driver publishes while a device plugin
+    /// advertises them too get `dra-and-device-plugin`. Live without it: listed from the
+    /// cluster when it serves resource.k8s.io/v1.
+    #[arg(long, value_name = "FILE")]
+    pub dra: Option<PathBuf>,
     /// Text mode: do not print warnings (stale "0", capacity above allocatable, unlabelled
     /// GPU node, operator state, ...) as `warning:` lines on stderr.
     #[arg(short, long)]
@@ -59,7 +66,14 @@ pub struct Args {
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails (a closed pipe
 /// is not a failure).
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let options = |policy: &PolicyStatus| Options {
+    let file_dra = args
+        .dra
+        .as_deref()
+        .map(crate::input::dra::read_path)
+        .transpose()?
+        .map(|d| crate::analysis::check::DraNodes::from_objects(&d));
+    let options = |policy: &PolicyStatus, dra: Option<crate::analysis::check::DraNodes>| Options {
+        dra,
         ignore_resources: args.ignore_resource.clone(),
         // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
         // 65,000-node dump needs no memory per agreeing node.
@@ -69,12 +83,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     };
     let (report, policy) = match &args.file {
         Some(path) => {
-            crate::cli::explain::one_stdin(&[Some(path), args.cluster_policy.as_ref()])?;
+            crate::cli::explain::one_stdin(&[
+                Some(path),
+                args.cluster_policy.as_ref(),
+                args.dra.as_ref(),
+            ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
                 None => PolicyStatus::not_read(),
             };
-            let mut checker = Checker::new(&options(&policy));
+            let mut checker = Checker::new(&options(&policy, file_dra.clone()));
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
             (checker.finish(), policy)
         }
@@ -87,7 +105,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     None => Ok(crate::input::clusterpolicy::from_cluster(&client).await),
                 }
             })?;
-            let mut checker = Checker::new(&options(&policy));
+            let dra = match &file_dra {
+                Some(d) => Some(d.clone()),
+                None => match crate::input::dra::list(&client).await? {
+                    (d, crate::model::dra::DraSource::Cluster) => {
+                        Some(crate::analysis::check::DraNodes::from_objects(&d))
+                    }
+                    _ => None,
+                },
+            };
+            let mut checker = Checker::new(&options(&policy, dra));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             Ok((checker.finish(), policy))
         })?,

@@ -21,9 +21,12 @@ Examples:
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
 free there, or the closest advertised names; how nodeSelector, required node affinity and
 taints narrow the nodes; stale zeros; the scheduler's PodScheduled message; then one cause with
-a stable code (`-o json` key causeCode: scheduled, no-gpu-request, not-permitted, no-node-data,
-node-conditions, unadvertised-name, stale-only, excluded, not-co-located, too-large, in-use,
-insufficient, fits-now) and one fix. \"Did you mean\" offers the same hardware under another
+a stable code (`-o json` key causeCode: scheduled, no-gpu-request, not-permitted,
+claim-not-found, no-matching-device, counter-exhausted, devices-in-use, no-node-data, node-conditions,
+unadvertised-name, stale-only, excluded, not-co-located, too-large, in-use, insufficient,
+fits-now) and one fix. For a pod with resourceClaims (DRA; --dra FILE or the live cluster): per
+claim and request, the DeviceClass, the devices its CEL selectors match, their nodes and which
+are free. \"Did you mean\" offers the same hardware under another
 naming rule (time-slicing .shared, MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU
 prefixes) before plain typos.")]
 pub struct Args {
@@ -58,6 +61,11 @@ pub struct Args {
     /// effective workload configs of the nodes.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub cluster_policy: Option<PathBuf>,
+    /// DRA objects (`kubectl get deviceclasses,resourceslices,resourceclaims -A -o
+    /// json|yaml`): for a pod with resourceClaims, the devices each request's DeviceClass
+    /// and CEL selectors match, and which are free.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    pub dra: Option<PathBuf>,
     /// Output format: text is one screen (requests, the nodes advertising them,
     /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
@@ -191,8 +199,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         args.pods.as_ref(),
         args.kubevirt.as_ref(),
         args.cluster_policy.as_ref(),
+        args.dra.as_ref(),
     ])?;
-    let offline = args.pod.is_some()
+    let offline = args.dra.is_some()
+        || args.pod.is_some()
         || args.nodes.is_some()
         || args.pods.is_some()
         || args.kubevirt.is_some()
@@ -234,6 +244,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             .as_deref()
             .map(input::kubevirt::read_path)
             .transpose()?;
+        let dra = args
+            .dra
+            .as_deref()
+            .map(crate::input::dra::read_path)
+            .transpose()?;
         let policy = args
             .cluster_policy
             .as_deref()
@@ -249,6 +264,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             kubevirt: kubevirt
                 .as_ref()
                 .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
+            dra: dra.as_ref().or(live
+                .as_ref()
+                .filter(|c| matches!(c.dra_source, crate::model::dra::DraSource::Cluster))
+                .map(|c| &c.dra)),
         };
         explain::explain(&pod, inputs).map_err(|e| match &args.nodes {
             Some(f) => e.in_file(f),

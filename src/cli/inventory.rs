@@ -23,6 +23,10 @@ its nvidia.com/gpu.workload.config label when honoured, else the ClusterPolicy's
 sandboxWorkloads.defaultWorkload, else what its nvidia.com/gpu.deploy.* labels show; a guessed
 default is marked. ALLOCATED sums the effective requests of bound pods that have not finished;
 FREE = ALLOCATABLE - ALLOCATED; PENDING = units requested by unbound pods the pool could serve. Demand no pool can serve is listed after the table, beside the free units elsewhere.
+DRA rows (with --dra, or live when resource.k8s.io/v1 is served): per driver × device type × node
+pool, devices, the physical GPUs behind them (a GPU offered as gpu and vfio counts once),
+allocated, blocked (a sibling device consumed the shared counter), free, and the devices
+unallocated claims ask for.
 Bad input: one line on stderr, exit 2.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
@@ -36,6 +40,11 @@ pub struct Args {
     /// effective workload configs (needs --nodes; live: read from the cluster).
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub cluster_policy: Option<PathBuf>,
+    /// DRA objects: `kubectl get deviceclasses,resourceslices,resourceclaims -A -o
+    /// json|yaml` (needs --nodes; live: listed from the cluster when it serves
+    /// resource.k8s.io/v1). Adds the DRA rows: driver × device type × node pool.
+    #[arg(long, value_name = "FILE", requires = "nodes")]
+    pub dra: Option<PathBuf>,
     /// Leave matching `nvidia.com/` resources out (repeatable), as `check --ignore-resource`:
     /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
     /// `nvidia.com/`.
@@ -63,6 +72,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 Some(nodes_path),
                 args.pods.as_ref(),
                 args.cluster_policy.as_ref(),
+                args.dra.as_ref(),
             ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
@@ -80,6 +90,15 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut inv =
                 inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
             inv.notes.extend(note);
+            if let Some(f) = &args.dra {
+                let dra = crate::input::dra::read_path(f)?;
+                inv.dra = Some(crate::analysis::dra::inventory(
+                    &dra,
+                    crate::model::dra::DraSource::File(f.display().to_string()),
+                    &nodes,
+                    policy.policy(),
+                ));
+            }
             inv
         }
         None => args.live.block_on(|client| async move {

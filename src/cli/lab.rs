@@ -49,6 +49,12 @@ pub struct Args {
     /// Stop the local control plane when the lab is done
     #[arg(long)]
     pub down: bool,
+    /// After the eight steps, a ninth on the same cluster: DeviceClasses for gpu and vfio,
+    /// a ResourceSlice pair per lab node (a shared counter per GPU, a gpu and a vfio
+    /// device consuming it), and the container job, the passthrough VM and the cross
+    /// request as claims → out/09-dra.txt (`<pod> <node|none>` lines, then a POOL line).
+    #[arg(long)]
+    pub dra: bool,
 }
 
 fn parse_node(s: &str) -> std::result::Result<(WorkloadConfig, String), String> {
@@ -104,6 +110,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         nodes,
         down: args.down,
         gpuwl_bin,
+        dra: args.dra,
     };
     let rt = crate::cli::runtime()?;
     let width = crate::render::width();
@@ -160,6 +167,29 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         "{}",
         crate::render::explain::render(&report.cross_explanation, crate::render::Format::Text)
     );
+    if let Some(d) = &report.dra {
+        let cross = d
+            .pods
+            .iter()
+            .find(|(p, _)| p == "job-cross")
+            .and_then(|(_, n)| n.as_deref());
+        crate::out!(
+            "{}",
+            crate::render::wrap_lines(
+                &format!(
+                    "\nWith DRA (step 9, out/09-dra.txt): {}; {}.\n",
+                    match cross {
+                        Some(n) => format!(
+                            "the cross request is served on {n}, because gpu and vfio devices are offered from one pool of physical GPUs (one shared counter each) instead of by a workload label"
+                        ),
+                        None => "the cross request is still not served".to_string(),
+                    },
+                    d.pool_line
+                ),
+                width
+            )
+        );
+    }
     crate::outln!("\nResult files: {}/{{out,bin,k8s}}", root.display());
     if let Target::Local { cluster } = &opts.target {
         if args.down {

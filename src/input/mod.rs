@@ -7,6 +7,7 @@
 
 pub mod clusterpolicy;
 pub mod document;
+pub mod dra;
 pub mod dump;
 pub mod kubevirt;
 pub mod live;

@@ -221,6 +221,8 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("initContainers", SPEC_FIELDS[5].1),
             ("overhead", SPEC_FIELDS[6].1),
             ("domain", SPEC_FIELDS[7].1),
+            // DRA: the pod's claims (names only).
+            ("resourceClaims", Keep::All),
             (
                 "template",
                 Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
@@ -232,6 +234,8 @@ pub const ITEM: Keep = Keep::Fields(&[
         Keep::Fields(&[
             ("phase", Keep::All),
             ("nodeName", Keep::All),
+            // DRA: the claims generated from templates.
+            ("resourceClaimStatuses", Keep::All),
             (
                 "conditions",
                 Keep::Each(&Keep::Fields(&[
@@ -615,6 +619,10 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         ObjectKind::Pod => pod_requests(spec, spec_path)?,
         _ => vmi_requests(spec, spec_path)?,
     };
+    let resource_claims = match kind {
+        ObjectKind::Pod => pod_resource_claims(v, spec, spec_path)?,
+        _ => Vec::new(),
+    };
     Ok(PodInfo {
         kind,
         namespace,
@@ -631,7 +639,51 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             found.sources
         },
         problems: found.problems,
+        resource_claims,
     })
+}
+
+/// A pod's `spec.resourceClaims[]` (DRA), each resolved to its ResourceClaim: the
+/// `resourceClaimName`, or for a `resourceClaimTemplateName` the claim named in
+/// `status.resourceClaimStatuses[]` (kubernetes/kubernetes
+/// `staging/src/k8s.io/api/core/v1/types.go`, `PodResourceClaim`, `PodResourceClaimStatus`).
+fn pod_resource_claims(
+    v: &Value,
+    spec: &Value,
+    spec_path: &str,
+) -> std::result::Result<Vec<crate::model::dra::PodClaim>, String> {
+    let mut generated = BTreeMap::new();
+    let sp = "status.resourceClaimStatuses";
+    for (i, s) in array(get(v, sp), sp)?.iter().enumerate() {
+        let p = format!("{sp}[{i}]");
+        if let (Some(n), Some(c)) = (
+            opt_scalar(s.get("name"), &format!("{p}.name"))?,
+            opt_scalar(
+                s.get("resourceClaimName"),
+                &format!("{p}.resourceClaimName"),
+            )?,
+        ) {
+            generated.insert(n, c);
+        }
+    }
+    let mut out = Vec::new();
+    let rp = format!("{spec_path}.resourceClaims");
+    for (i, c) in array(spec.get("resourceClaims"), &rp)?.iter().enumerate() {
+        let p = format!("{rp}[{i}]");
+        let f = |k: &str| {
+            opt_scalar(c.get(k), &format!("{p}.{k}")).map(|o| o.filter(|s| !s.is_empty()))
+        };
+        let Some(name) = f("name")? else {
+            return Err(format!("{p}.name: missing"));
+        };
+        out.push(crate::model::dra::PodClaim {
+            generated_claim_name: generated.get(&name).cloned(),
+            resource_claim_name: f("resourceClaimName")?,
+            resource_claim_template_name: f("resourceClaimTemplateName")?,
+            name,
+        });
+    }
+    Ok(out)
 }
 
 /// Hands pods with equal tolerations (and equal requests) one shared copy (see
@@ -1113,6 +1165,32 @@ mod tests {
             let m = read_pods_str(s, "t").unwrap_err().to_string();
             assert!(m.starts_with(want), "{s} → {m}");
         }
+    }
+
+    #[test]
+    fn resource_claims_resolve_templates_through_status() {
+        let p = one(r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{
+            "containers":[{"name":"a","resources":{"claims":[{"name":"gpu"}]}}],
+            "resourceClaims":[{"name":"gpu","resourceClaimName":"shared-gpu"},
+                              {"name":"vfio","resourceClaimTemplateName":"vfio-tmpl"},
+                              {"name":"late","resourceClaimTemplateName":"t"}]},
+            "status":{"resourceClaimStatuses":[{"name":"vfio","resourceClaimName":"p-vfio-8xk2c"}]}}"#);
+        let names: Vec<_> = p.resource_claims.iter().map(|c| c.claim_name()).collect();
+        assert_eq!(names, vec![Some("shared-gpu"), Some("p-vfio-8xk2c"), None]);
+        assert_eq!(
+            p.resource_claims[1].resource_claim_template_name.as_deref(),
+            Some("vfio-tmpl")
+        );
+        let e = read_pods_str(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"resourceClaims":[{"resourceClaimName":"x"}]}}"#,
+            "t",
+        )
+        .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("t: spec.resourceClaims[0].name: missing"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -20,15 +20,22 @@ pub struct Snapshot {
     pub policy: PolicyStatus,
     /// KubeVirt's `permittedHostDevices`, when asked for and readable.
     pub kubevirt: Option<PermittedHostDevices>,
+    /// DRA DeviceClasses, ResourceSlices and ResourceClaims (empty when not served).
+    pub dra: crate::model::dra::DraObjects,
+    /// Whether DRA objects were listed, or why not.
+    pub dra_source: crate::model::dra::DraSource,
 }
 
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR only when `with_kubevirt`.
+///
+/// DRA objects are listed too; a server without `resource.k8s.io/v1`, or credentials
+/// that may not list them, leave them out with the reason in `dra_source`.
 ///
 /// Errors: [`crate::error::Error::Runtime`] when nodes or pods cannot be listed; the
 /// ClusterPolicy and the KubeVirt CR never fail the call (an absent CRD, no object or an
 /// unreadable one only leaves them out).
 pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
-    let (lists, policy, kubevirt) = futures::join!(
+    let (lists, policy, kubevirt, dra) = futures::join!(
         async {
             futures::try_join!(
                 crate::input::live::list_nodes(client),
@@ -45,13 +52,17 @@ pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
             } else {
                 None
             }
-        }
+        },
+        crate::input::dra::list(client)
     );
     let (nodes, pods) = lists?;
+    let (dra, dra_source) = dra?;
     Ok(Snapshot {
         nodes,
         pods,
         policy,
         kubevirt,
+        dra,
+        dra_source,
     })
 }

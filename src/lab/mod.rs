@@ -13,6 +13,7 @@
 //! Every value comes from [`crate::model`] (label key, operands, default, enable flag,
 //! resource names) or from the API (placements, phases, the scheduler's message).
 
+pub mod dra;
 pub mod files;
 pub mod kubeops;
 pub mod manifests;
@@ -208,6 +209,8 @@ pub struct LabOptions {
     pub down: bool,
     /// Absolute path of the gpuwl binary `bin/check-config.sh` calls.
     pub gpuwl_bin: PathBuf,
+    /// After the eight steps, the ninth: the same GPUs as DRA devices ([`dra`]).
+    pub dra: bool,
 }
 
 /// What one pod did, read back from the API.
@@ -242,6 +245,8 @@ pub struct LabReport {
     pub cross_explanation: Explanation,
     /// Kubeconfig of the local control plane, when it was used.
     pub local_kubeconfig: Option<PathBuf>,
+    /// The DRA step's result (`--dra`).
+    pub dra: Option<dra::DraStep>,
 }
 
 /// One step of the lab (docs/lab.md): its number is its index in [`STEPS`] + 1.
@@ -448,6 +453,27 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         .map_err(|e| st.fail(e))?;
     st.finish(&consistency.trim_end().replace('\n', "; "));
 
+    let dra_step = if opts.dra {
+        let started = Instant::now();
+        let d = dra::run(&client, &opts.nodes, &dirs).await.map_err(|e| {
+            Error::Runtime(format!("step 9 (DRA: the same GPUs as claims) failed: {e}"))
+        })?;
+        let placed: Vec<String> = d
+            .pods
+            .iter()
+            .map(|(p, n)| format!("{p} → {}", n.as_deref().unwrap_or("none")))
+            .collect();
+        (st.progress)(&format!(
+            "[9] DRA: the same GPUs as claims — {}; {} ({:.1}s)",
+            placed.join(", "),
+            d.pool_line,
+            started.elapsed().as_secs_f64()
+        ));
+        Some(d)
+    } else {
+        None
+    };
+
     let inventory = crate::analysis::inventory::from_cluster(&client, &[]).await?;
     let cross = &plan.pods[3].name;
     let cross_explanation =
@@ -459,6 +485,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         inventory,
         cross_explanation,
         local_kubeconfig,
+        dra: dra_step,
     })
 }
 

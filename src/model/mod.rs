@@ -6,6 +6,7 @@
 //! docstring (summarised in `docs/domain-facts.md`).
 
 pub mod advertise;
+pub mod dra;
 pub mod equivalents;
 pub mod kubevirt;
 pub mod node;

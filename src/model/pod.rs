@@ -149,6 +149,9 @@ pub struct PodInfo {
     /// field (an extended resource whose requests differ from its limits).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
+    /// `spec.resourceClaims[]` (DRA), each with the claim it resolves to.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<crate::model::dra::PodClaim>,
 }
 
 impl PodInfo {

@@ -129,6 +129,7 @@ fn text(e: &Explanation) -> String {
             let _ = writeln!(o, "    note: {}", esc(n));
         }
     }
+    claims_text(&mut o, e);
     if e.nodes_known {
         let _ = writeln!(o, "\nConstraints ({} nodes):", e.nodes_total);
         if e.constraints.is_empty() {
@@ -167,6 +168,89 @@ fn text(e: &Explanation) -> String {
         let _ = writeln!(o, "note: {}", esc(n));
     }
     o
+}
+
+/// The pod's DRA resource claims: per claim and request, the DeviceClass, its selectors,
+/// the matching devices and their state.
+fn claims_text(o: &mut String, e: &Explanation) {
+    if e.claims.is_empty() {
+        return;
+    }
+    let _ = writeln!(o, "\nResource claims (DRA):");
+    for c in &e.claims {
+        let state = if !c.found {
+            "does not exist".to_string()
+        } else if c.allocated {
+            format!("allocated: {}", c.allocated_devices.join(", "))
+        } else {
+            "not allocated".to_string()
+        };
+        let _ = writeln!(
+            o,
+            "  {} → {}{}: {}",
+            esc(&c.name),
+            c.claim
+                .as_deref()
+                .map(|n| format!("ResourceClaim {}", esc(n)))
+                .unwrap_or_else(|| "no ResourceClaim yet".into()),
+            c.template
+                .as_deref()
+                .map(|t| format!(" (from template {})", esc(t)))
+                .unwrap_or_default(),
+            esc(&state)
+        );
+        for r in &c.requests {
+            for a in &r.alternatives {
+                let _ = writeln!(
+                    o,
+                    "    request {}{}: DeviceClass {}{}, {}",
+                    esc(&r.request),
+                    a.subrequest
+                        .as_deref()
+                        .map(|s| format!("/{}", esc(s)))
+                        .unwrap_or_default(),
+                    esc(&a.device_class),
+                    if a.class_found {
+                        ""
+                    } else {
+                        " (does not exist)"
+                    },
+                    if a.all {
+                        "all matching devices".to_string()
+                    } else {
+                        format!("{} device(s)", a.count)
+                    }
+                );
+                for s in &a.selectors {
+                    let _ = writeln!(o, "      selector: {}", esc(s));
+                }
+                for err in &a.errors {
+                    let _ = writeln!(o, "      cannot evaluate: {}", esc(err));
+                }
+                let _ = writeln!(
+                    o,
+                    "      matches {} device(s), {} free on allowed nodes{}",
+                    a.matching.len(),
+                    a.free,
+                    if a.matching.is_empty() { "" } else { ":" }
+                );
+                for d in &a.matching {
+                    let _ = writeln!(
+                        o,
+                        "        {} ({}{}): {}{}",
+                        esc(&d.device),
+                        esc(&d.device_type),
+                        d.node
+                            .as_deref()
+                            .map(|n| format!(" on {}", esc(n)))
+                            .unwrap_or_default(),
+                        esc(&d.state),
+                        if d.allowed { "" } else { " — node excluded" }
+                    );
+                }
+            }
+        }
+    }
 }
 
 fn list(v: &[String]) -> String {

@@ -5,7 +5,9 @@ use std::fmt::Write as _;
 
 use crate::render::{Column, esc, escape_serialized, fit_table, wrap_lines};
 
+use crate::analysis::dra::DraInventory;
 use crate::analysis::inventory::{Inventory, Row, UnservableCause};
+use crate::model::dra::DraSource;
 
 /// Output format of `gpuwl inventory` (`-o text|json|yaml|csv`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -234,6 +236,9 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             }
         );
     }
+    if let Some(d) = &inv.dra {
+        dra_text(&mut out, d, opts.width);
+    }
     for n in &inv.notes {
         let _ = writeln!(out, "\nnote: {}", esc(n));
     }
@@ -241,6 +246,92 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     let tail = out.split_off(table_end);
     out.push_str(&wrap_lines(&tail, opts.width));
     out
+}
+
+/// The DRA part: a table per driver × device type × node pool, the count of physical GPUs,
+/// the blocked devices, and notes. Nothing when DRA was skipped or the cluster has no
+/// slices and no claims (the JSON keeps `dra` either way).
+fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
+    let what = match &d.source {
+        // Text stays as it was on clusters without DRA; JSON says why (`dra.source`).
+        DraSource::Skipped(_) => return,
+        DraSource::Cluster if d.resource_slices == 0 && d.resource_claims == 0 => return,
+        DraSource::File(f) => format!("from {}", esc(f)),
+        DraSource::Cluster => "from the cluster".to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "\nDRA devices ({}, {what}): {} DeviceClasses, {} ResourceSlices, {} ResourceClaims",
+        crate::model::dra::API_VERSION,
+        d.device_classes,
+        d.resource_slices,
+        d.resource_claims
+    );
+    if d.rows.is_empty() {
+        let _ = writeln!(out, "No DRA devices published.");
+    } else {
+        let c = |header, short, right, drop_rank| Column {
+            header,
+            short,
+            right,
+            drop_rank,
+        };
+        let cols = [
+            c("DRIVER", "DRIVER", false, 0),
+            c("TYPE", "TYPE", false, 0),
+            c("POOL", "POOL", false, 0),
+            c("NODES", "NODES", true, 2),
+            c("DEVICES", "DEV", true, 0),
+            c("GPUS", "GPUS", true, 0),
+            c("ALLOCATED", "USED", true, 0),
+            c("BLOCKED", "BLKD", true, 0),
+            c("FREE", "FREE", true, 0),
+            c("PENDING", "PEND", true, 0),
+        ];
+        let rows: Vec<Vec<String>> = d
+            .rows
+            .iter()
+            .map(|r| {
+                vec![
+                    esc(&r.driver),
+                    esc(&r.device_type),
+                    esc(&r.pool),
+                    r.nodes.to_string(),
+                    r.devices.to_string(),
+                    r.physical.to_string(),
+                    r.allocated.to_string(),
+                    r.blocked.to_string(),
+                    r.free.to_string(),
+                    r.pending.to_string(),
+                ]
+            })
+            .collect();
+        let (table, _) = fit_table(&cols, &rows, width);
+        let _ = writeln!(out, "{table}");
+        let _ = writeln!(
+            out,
+            "{} physical GPUs behind {} devices, each counted once ({} in use); BLOCKED: not allocated, but a sibling device consumed the shared counter; PENDING: devices unallocated claims ask for.",
+            d.physical_gpus,
+            d.rows.iter().map(|r| r.devices).sum::<usize>(),
+            d.physical_in_use
+        );
+    }
+    for b in &d.blocked {
+        let _ = writeln!(
+            out,
+            "  {} ({}{}): {}",
+            esc(&b.device),
+            esc(&b.device_type),
+            b.node
+                .as_deref()
+                .map(|n| format!(" on {}", esc(n)))
+                .unwrap_or_default(),
+            esc(&b.reason)
+        );
+    }
+    for n in &d.notes {
+        let _ = writeln!(out, "note: {}", esc(n));
+    }
 }
 
 fn csv_field(s: &str) -> String {

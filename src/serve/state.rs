@@ -336,6 +336,7 @@ mod tests {
             requests: std::sync::Arc::new([(res.to_owned(), 1)].into_iter().collect()),
             sources: Vec::new(),
             problems: Vec::new(),
+            resource_claims: Vec::new(),
         }
     }
 

@@ -36,6 +36,14 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
         "tests/data/explain/vgpu-type-not-permitted",
     ),
     ("gpuwl check nodes.json", "tests/data/operator"),
+    (
+        "gpuwl inventory --nodes nodes.json --dra two-gpus.json",
+        "tests/data/dra",
+    ),
+    (
+        "gpuwl explain pod gpu-vm/vm-vfio-2 --pods pods.json --nodes nodes.json --dra two-gpus.json",
+        "tests/data/dra",
+    ),
 ];
 
 /// Examples run on the lab's cluster by [`lab_examples_match_the_readme`].

@@ -105,6 +105,9 @@ pub enum Code {
     /// warning: an NVIDIA GPU (`nvidia.com/gpu.present`, NFD `pci-10de`) without any
     /// operand deploy label.
     GpuPresentWithoutOperands,
+    /// warning: the node's GPUs are published both by a device plugin (an advertised
+    /// `nvidia.com/` GPU resource) and by NVIDIA's DRA driver (ResourceSlice devices).
+    DraAndDevicePlugin,
 }
 
 impl Code {
@@ -129,6 +132,7 @@ impl Code {
             Code::LabelIgnored => "label-ignored",
             Code::VgpuConfigTypeDiffers => "vgpu-config-type-differs",
             Code::GpuPresentWithoutOperands => "gpu-present-without-operands",
+            Code::DraAndDevicePlugin => "dra-and-device-plugin",
         }
     }
 }
@@ -305,6 +309,138 @@ pub struct Options {
     /// `mismatches_only` drops the reports they belong to: the text mode prints them on
     /// stderr.
     pub warning_lines: bool,
+    /// What NVIDIA's DRA driver publishes per node, when DRA objects were read: the nodes
+    /// with such devices get the `dra-and-device-plugin` finding if a device plugin also
+    /// advertises GPUs there.
+    pub dra: Option<DraNodes>,
+}
+
+/// The DRA facts `check` uses: per node, the devices NVIDIA's DRA driver
+/// ([`NVIDIA_GPU_DRIVER`]) publishes there, and the extended resource names DeviceClasses
+/// offer through DRA (`spec.extendedResourceName`: a pod requesting that name is served
+/// from the class's devices; kubernetes/kubernetes
+/// `staging/src/k8s.io/api/resource/v1/types.go`, `DeviceClassSpec.ExtendedResourceName`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct DraNodes {
+    /// Node → number of devices (all types) NVIDIA's DRA driver publishes there.
+    pub devices: std::collections::BTreeMap<String, usize>,
+    /// Extended resource name → the DeviceClass that advertises it through DRA.
+    pub extended_names: std::collections::BTreeMap<String, String>,
+    /// Node → extended resource name → devices there that the DeviceClass offering the
+    /// name selects: the node is judged as advertising that many units of the name.
+    pub extended_by_node:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>>,
+}
+
+/// The DRA driver of NVIDIA/k8s-dra-driver-gpu (its `DriverName`, `gpu.nvidia.com`).
+pub const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
+
+impl DraNodes {
+    /// From DRA objects read.
+    pub fn from_objects(dra: &crate::model::dra::DraObjects) -> DraNodes {
+        let mut devices = std::collections::BTreeMap::new();
+        for s in dra
+            .resource_slices
+            .iter()
+            .filter(|s| s.driver == NVIDIA_GPU_DRIVER)
+        {
+            for d in &s.devices {
+                if let Some(n) = d.node_name.as_ref().or(s.node_name.as_ref()) {
+                    *devices.entry(n.clone()).or_insert(0usize) += 1;
+                }
+            }
+        }
+        let extended_names = dra
+            .device_classes
+            .iter()
+            .filter_map(|c| {
+                c.extended_resource_name
+                    .clone()
+                    .map(|e| (e, c.name.clone()))
+            })
+            .collect();
+        let m = crate::analysis::dra::Matcher::new(dra);
+        let mut extended_by_node: std::collections::BTreeMap<
+            String,
+            std::collections::BTreeMap<String, usize>,
+        > = std::collections::BTreeMap::new();
+        for c in &dra.device_classes {
+            let Some(e) = &c.extended_resource_name else {
+                continue;
+            };
+            let spec = crate::model::dra::RequestSpec {
+                subrequest: None,
+                device_class: c.name.clone(),
+                selectors: Vec::new(),
+                all: false,
+                count: 1,
+            };
+            for i in m.matching(dra, &spec).0 {
+                if let Some(n) = m.devices[i].node {
+                    *extended_by_node
+                        .entry(n.to_owned())
+                        .or_default()
+                        .entry(e.clone())
+                        .or_insert(0) += 1;
+                }
+            }
+        }
+        DraNodes {
+            devices,
+            extended_names,
+            extended_by_node,
+        }
+    }
+
+    /// The `dra-and-device-plugin` finding for a node whose report lists advertised GPU
+    /// resources, when NVIDIA's DRA driver also publishes devices there; `via_dra`: the
+    /// names the node was judged to advertise only through a DeviceClass (not a device
+    /// plugin).
+    pub fn finding(
+        &self,
+        r: &NodeReport,
+        via_dra: &std::collections::BTreeSet<String>,
+    ) -> Option<Finding> {
+        let n = *self.devices.get(&r.name)?;
+        let plugin: Vec<&ResourceEntry> = r
+            .resources
+            .iter()
+            .filter(|e| e.advertised && e.class.is_gpu() && !via_dra.contains(&e.name))
+            .collect();
+        let first = plugin.first()?;
+        let names = plugin
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {}",
+                    e.name,
+                    e.allocatable
+                        .as_deref()
+                        .or(e.capacity.as_deref())
+                        .unwrap_or("?")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ");
+        let via_class = plugin
+            .iter()
+            .filter_map(|e| self.extended_names.get(&e.name).map(|c| (e, c)))
+            .map(|(e, c)| {
+                format!(
+                    "; DeviceClass {c} also offers {} through DRA, so a pod asking for it may get either",
+                    e.name
+                )
+            })
+            .collect::<String>();
+        Some(Finding {
+            code: Code::DraAndDevicePlugin,
+            severity: Severity::Warning,
+            resource: Some(first.name.clone()),
+            message: format!(
+                "GPUs published twice: a device plugin advertises {names} and the DRA driver {NVIDIA_GPU_DRIVER} publishes {n} device(s) on this node; the two allocate independently and can hand out the same GPU twice — run one of them per node{via_class}"
+            ),
+        })
+    }
 }
 
 /// An incremental checker: feed nodes one by one (from a streaming reader), keep only
@@ -316,6 +452,7 @@ pub struct Checker {
     warning_lines: bool,
     report: Report,
     mismatches_only: bool,
+    dra: Option<DraNodes>,
 }
 
 impl Checker {
@@ -327,13 +464,44 @@ impl Checker {
             warning_lines: options.warning_lines,
             report: Report::default(),
             mismatches_only: options.mismatches_only,
+            dra: options.dra.clone(),
         }
     }
 
     /// Judges one node and records its report when it is labelled or has findings.
     pub fn add(&mut self, node: &NodeInfo) {
         self.report.nodes_seen += 1;
-        let r = judge(node, &self.classifier, self.policy.as_ref());
+        // A DeviceClass's extendedResourceName counts as advertised by the nodes whose
+        // devices it selects (the scheduler serves such requests from DRA).
+        let via_dra = self
+            .dra
+            .as_ref()
+            .and_then(|d| d.extended_by_node.get(&node.name));
+        let augmented;
+        let mut synthesized = std::collections::BTreeSet::new();
+        let node = match via_dra {
+            Some(names) => {
+                let mut n = node.clone();
+                for (name, count) in names {
+                    if !n.capacity.contains_key(name) {
+                        synthesized.insert(name.clone());
+                        n.capacity.insert(name.clone(), count.to_string());
+                    }
+                    if let Some(a) = &mut n.allocatable
+                        && !a.contains_key(name)
+                    {
+                        a.insert(name.clone(), count.to_string());
+                    }
+                }
+                augmented = n;
+                &augmented
+            }
+            None => node,
+        };
+        let mut r = judge(node, &self.classifier, self.policy.as_ref());
+        if let Some(f) = self.dra.as_ref().and_then(|d| d.finding(&r, &synthesized)) {
+            r.findings.push(f);
+        }
         if r.label.is_some() {
             self.report.labelled += 1;
         }
@@ -785,5 +953,81 @@ mod tests {
         assert_eq!(codes(&r), [Code::LabelIgnored]);
         assert_eq!(r.effective_workload, WorkloadConfig::Container);
         assert_eq!(r.workload_source, WorkloadSource::ClusterPolicy);
+    }
+
+    fn dra(move_devices_to: &str, extended: Option<&str>) -> DraNodes {
+        let mut d = crate::input::dra::read_str(
+            include_str!("../../../tests/data/dra/two-gpus.json"),
+            "two-gpus.json",
+        )
+        .unwrap();
+        for s in &mut d.resource_slices {
+            s.node_name = Some(move_devices_to.into());
+        }
+        if let Some(e) = extended {
+            d.device_classes[0].extended_resource_name = Some(e.into());
+        }
+        DraNodes::from_objects(&d)
+    }
+
+    fn check_dra(nodes: &[NodeInfo], dra: DraNodes) -> Report {
+        check_with(
+            nodes,
+            &Options {
+                dra: Some(dra),
+                ..Default::default()
+            },
+        )
+    }
+
+    #[test]
+    fn a_node_published_by_a_device_plugin_and_the_dra_driver_is_flagged() {
+        let both = node("both", Some("container"), &[("nvidia.com/gpu", "2")]);
+        let plugin_only = node("plugin", Some("container"), &[("nvidia.com/gpu", "2")]);
+        let r = check_dra(&[both.clone(), plugin_only], dra("both", None));
+        let f = &r.nodes[0].findings;
+        assert_eq!(r.nodes[0].name, "both");
+        assert_eq!(codes(&r.nodes[0]), [Code::DraAndDevicePlugin]);
+        assert_eq!(f[0].severity, Severity::Warning);
+        assert_eq!(
+            f[0].message,
+            "GPUs published twice: a device plugin advertises nvidia.com/gpu 2 and the DRA driver gpu.nvidia.com publishes 4 device(s) on this node; the two allocate independently and can hand out the same GPU twice — run one of them per node"
+        );
+        assert!(
+            codes(&r.nodes[1]).is_empty(),
+            "plugin only: {:?}",
+            r.nodes[1]
+        );
+        assert_eq!(r.nodes[0].verdict, Verdict::Ok);
+        // A DeviceClass offering the same name through DRA is named.
+        let r = check_dra(&[both], dra("both", Some("nvidia.com/gpu")));
+        // nvidia.com/gpu is listed by the node itself, so the plugin still advertises it.
+        let f = &r.nodes[0].findings;
+        assert_eq!(codes(&r.nodes[0]), [Code::DraAndDevicePlugin]);
+        assert!(
+            f[0].message.ends_with("; DeviceClass gpu.nvidia.com also offers nvidia.com/gpu through DRA, so a pod asking for it may get either"),
+            "{}",
+            f[0].message
+        );
+    }
+
+    #[test]
+    fn an_extended_resource_name_of_a_device_class_counts_as_advertised() {
+        let dra_only = node("dra-node", Some("container"), &[]);
+        let r = check_dra(std::slice::from_ref(&dra_only), dra("dra-node", None));
+        assert_eq!(
+            r.nodes[0].verdict,
+            Verdict::Mismatch,
+            "no name without extendedResourceName"
+        );
+        let r = check_dra(&[dra_only], dra("dra-node", Some("nvidia.com/gpu")));
+        // The class selects the 2 `gpu` devices: nvidia.com/gpu 2, a container resource.
+        assert_eq!(r.nodes[0].verdict, Verdict::Ok, "{:?}", r.nodes[0]);
+        assert_eq!(r.nodes[0].resources[0].name, "nvidia.com/gpu");
+        assert_eq!(r.nodes[0].resources[0].allocatable.as_deref(), Some("2"));
+        assert!(
+            !codes(&r.nodes[0]).contains(&Code::DraAndDevicePlugin),
+            "a name offered through DRA is not a device plugin"
+        );
     }
 }

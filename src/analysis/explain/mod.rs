@@ -44,6 +44,8 @@ pub struct Inputs<'a> {
     pub kubevirt: Option<&'a PermittedHostDevices>,
     /// The GPU Operator's ClusterPolicy (effective workload configs); `None` when unknown.
     pub cluster_policy: Option<&'a ClusterPolicy>,
+    /// DRA objects (DeviceClasses, ResourceSlices, ResourceClaims); `None` when unknown.
+    pub dra: Option<&'a crate::model::dra::DraObjects>,
 }
 
 /// One node that advertises a requested resource.
@@ -150,6 +152,12 @@ pub struct Explanation {
     pub evidence: Vec<String>,
     /// Other remarks.
     pub notes: Vec<String>,
+    /// The pod's DRA resource claims (`spec.resourceClaims`): per claim and request, the
+    /// DeviceClass, the devices its selectors match, on which nodes, which are free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<crate::analysis::dra::ClaimView>,
+    /// Whether DRA objects were given (or listed).
+    pub dra_known: bool,
 }
 
 /// Explains `pod` against `inputs`.
@@ -340,7 +348,26 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
         fix: String::new(),
         evidence: Vec::new(),
         notes: Vec::new(),
+        claims: Vec::new(),
+        dra_known: inputs.dra.is_some(),
     };
+    if !pod.resource_claims.is_empty() {
+        match inputs.dra {
+            Some(dra) => {
+                let allowed = |node: &str| {
+                    !nodes_known
+                        || exclusions
+                            .get(node)
+                            .is_some_and(|ex: &Vec<Exclusion>| ex.is_empty())
+                };
+                e.claims =
+                    crate::analysis::dra::claim_views(dra, &pod.namespace, &pod.resource_claims, &allowed);
+            }
+            None => e.notes.push(
+                "the pod asks for devices through resourceClaims (DRA): pass --dra FILE (kubectl get deviceclasses,resourceslices,resourceclaims -A -o json) to see which devices they match".into(),
+            ),
+        }
+    }
     if pod.is_vm()
         && let Some(kv) = inputs.kubevirt
     {
@@ -406,6 +433,7 @@ pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Resul
             pods: Some(&c.pods),
             kubevirt: c.kubevirt.as_ref(),
             cluster_policy: c.policy.policy(),
+            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
         },
     )
 }

@@ -39,10 +39,14 @@ pub struct Facts<'a> {
 pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
 
 /// The rules, in priority order (the order of [`CauseCode::ALL`]).
-pub const RULES: [(CauseCode, Rule); 13] = [
+pub const RULES: [(CauseCode, Rule); 17] = [
     (CauseCode::Scheduled, scheduled),
     (CauseCode::NoGpuRequest, no_gpu_request),
     (CauseCode::NotPermitted, not_permitted),
+    (CauseCode::ClaimNotFound, claim_not_found),
+    (CauseCode::NoMatchingDevice, no_matching_device),
+    (CauseCode::CounterExhausted, counter_exhausted),
+    (CauseCode::DevicesInUse, devices_in_use),
     (CauseCode::NoNodeData, no_node_data),
     (CauseCode::NodeConditions, node_conditions),
     (CauseCode::UnadvertisedName, unadvertised_name),
@@ -189,9 +193,9 @@ pub fn scheduled(f: &Facts<'_>) -> Option<Diagnosis> {
     ))
 }
 
-/// `no-gpu-request`: no extended resource is requested.
+/// `no-gpu-request`: no extended resource is requested and no DRA resource claim.
 pub fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
-    f.e.requests.is_empty().then(|| {
+    (f.e.requests.is_empty() && f.pod.resource_claims.is_empty()).then(|| {
         Diagnosis::new(
             CauseCode::NoGpuRequest,
             format!(
@@ -201,6 +205,215 @@ pub fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
             "read the scheduler message above (cpu, memory, volumes, ports)",
         )
     })
+}
+
+/// `claim-not-found`: a resource claim of the pod does not exist: the named ResourceClaim
+/// is missing, or the template's claim is not made yet (`status.resourceClaimStatuses`
+/// names none: the resource claim controller of kube-controller-manager makes it).
+pub fn claim_not_found(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.dra_known {
+        return None;
+    }
+    let c = f.e.claims.iter().find(|c| !c.found)?;
+    let (cause, fix) = match (&c.claim, &c.template) {
+        (Some(name), None) => (
+            format!(
+                "the {}'s resource claim {} names ResourceClaim {name}, which does not exist",
+                what(f.pod),
+                c.name
+            ),
+            format!("create ResourceClaim {name}, or point spec.resourceClaims[].resourceClaimName at an existing claim"),
+        ),
+        (Some(name), Some(t)) => (
+            format!(
+                "the {}'s resource claim {} was made from template {t} as {name}, which no longer exists",
+                what(f.pod),
+                c.name
+            ),
+            "delete and re-create the pod so that a new claim is made from the template".into(),
+        ),
+        (None, t) => (
+            format!(
+                "the {}'s resource claim {} comes from template {}, but no claim was made from it yet (status.resourceClaimStatuses names none)",
+                what(f.pod),
+                c.name,
+                t.as_deref().unwrap_or("(none)")
+            ),
+            "check that the ResourceClaimTemplate exists in the pod's namespace and that kube-controller-manager (its resource claim controller) runs".into(),
+        ),
+    };
+    Some(Diagnosis::new(CauseCode::ClaimNotFound, cause, fix))
+}
+
+/// The unallocated requests of the pod's claims that cannot be served now, each with its
+/// claim.
+fn unserved_requests<'a>(
+    f: &'a Facts<'_>,
+) -> Vec<(
+    &'a crate::analysis::dra::ClaimView,
+    &'a crate::analysis::dra::DraRequestView,
+)> {
+    f.e.claims
+        .iter()
+        .filter(|c| c.found && !c.allocated)
+        .flat_map(|c| c.requests.iter().map(move |r| (c, r)))
+        .filter(|(_, r)| !r.alternatives.iter().any(|a| a.satisfiable()))
+        .collect()
+}
+
+fn claim_name(c: &crate::analysis::dra::ClaimView) -> String {
+    c.claim.clone().unwrap_or_else(|| c.name.clone())
+}
+
+/// `no-matching-device`: a request of an unallocated claim matches no device on a node
+/// the pod may use, under every alternative (its DeviceClass's selectors and its own).
+pub fn no_matching_device(f: &Facts<'_>) -> Option<Diagnosis> {
+    let (c, r) = unserved_requests(f).into_iter().find(|(_, r)| {
+        r.alternatives
+            .iter()
+            .all(|a| !a.matching.iter().any(|d| d.allowed))
+    })?;
+    let mut evidence = Vec::new();
+    let mut elsewhere = 0;
+    for a in &r.alternatives {
+        if !a.class_found {
+            evidence.push(format!("DeviceClass {} does not exist", a.device_class));
+        }
+        evidence.push(format!(
+            "DeviceClass {}: selectors {}",
+            a.device_class,
+            if a.selectors.is_empty() {
+                "(none)".to_string()
+            } else {
+                a.selectors.join(" && ")
+            }
+        ));
+        evidence.extend(a.errors.iter().map(|e| format!("cannot evaluate: {e}")));
+        elsewhere += a.matching.len();
+    }
+    let cause = if elsewhere > 0 {
+        format!(
+            "request {} of claim {} matches {elsewhere} device(s), all on nodes the {}'s nodeSelector, affinity or taints exclude",
+            r.request,
+            claim_name(c),
+            what(f.pod)
+        )
+    } else if r.alternatives.iter().any(|a| !a.class_found) {
+        format!(
+            "request {} of claim {} names a DeviceClass that does not exist, so no device matches",
+            r.request,
+            claim_name(c)
+        )
+    } else {
+        format!(
+            "request {} of claim {} matches no published device: no ResourceSlice offers a device its selectors accept",
+            r.request,
+            claim_name(c)
+        )
+    };
+    let fix = if elsewhere > 0 {
+        "relax the pod's node constraints to reach the nodes with matching devices".to_string()
+    } else {
+        "correct the DeviceClass name or the CEL selectors to what the drivers publish (kubectl get resourceslices -o yaml), or install the DRA driver on the nodes".to_string()
+    };
+    Some(Diagnosis::new(CauseCode::NoMatchingDevice, cause, fix).with_evidence(evidence))
+}
+
+/// `counter-exhausted`: the devices a request matches are free of claims, but blocked:
+/// the physical GPU behind each is allocated under another device type (its shared counter
+/// consumed) — DRA's form of the split between container and VM GPUs.
+pub fn counter_exhausted(f: &Facts<'_>) -> Option<Diagnosis> {
+    let (c, r) = unserved_requests(f).into_iter().find(|(_, r)| {
+        r.alternatives
+            .iter()
+            .any(|a| a.matching.iter().any(|d| d.allowed && d.blocked))
+    })?;
+    let blocked: Vec<&crate::analysis::dra::MatchedDevice> = r
+        .alternatives
+        .iter()
+        .flat_map(|a| a.matching.iter())
+        .filter(|d| d.allowed && d.blocked)
+        .collect();
+    let types: BTreeSet<&str> = blocked.iter().map(|d| d.device_type.as_str()).collect();
+    let holders: BTreeSet<&str> = blocked
+        .iter()
+        .filter_map(|d| d.state.rsplit_once(" by ").map(|(_, h)| h))
+        .collect();
+    let reachable = r
+        .alternatives
+        .iter()
+        .flat_map(|a| a.matching.iter())
+        .filter(|d| d.allowed)
+        .count();
+    let cause = format!(
+        "request {} of claim {} matches {reachable} device(s) on allowed nodes, none free; {} {} device(s) among them are not allocated but blocked: the physical GPU behind each is taken under another device type, its shared counter consumed ({})",
+        r.request,
+        claim_name(c),
+        blocked.len(),
+        types.into_iter().collect::<Vec<_>>().join("/"),
+        blocked
+            .iter()
+            .map(|d| format!("{} {}", d.device, d.state))
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    let fix = format!(
+        "free a GPU: end the workload holding claim {} (its device then returns the counter), or add GPUs; the scheduler allocates the first claim that asks, whatever the device type",
+        holders.into_iter().collect::<Vec<_>>().join(", ")
+    );
+    Some(
+        Diagnosis::new(CauseCode::CounterExhausted, cause, fix).with_evidence(blocked.iter().map(
+            |d| {
+                format!(
+                    "{} ({}{}): {}",
+                    d.device,
+                    d.device_type,
+                    d.node
+                        .as_deref()
+                        .map(|n| format!(" on {n}"))
+                        .unwrap_or_default(),
+                    d.state
+                )
+            },
+        )),
+    )
+}
+
+/// `devices-in-use`: the devices a request matches on allowed nodes are allocated to
+/// other claims (fewer free than asked).
+pub fn devices_in_use(f: &Facts<'_>) -> Option<Diagnosis> {
+    let (c, r) = unserved_requests(f).into_iter().find(|(_, r)| {
+        r.alternatives
+            .iter()
+            .any(|a| a.matching.iter().any(|d| d.allowed))
+    })?;
+    let a = r
+        .alternatives
+        .iter()
+        .find(|a| a.matching.iter().any(|d| d.allowed))?;
+    let used: Vec<&crate::analysis::dra::MatchedDevice> =
+        a.matching.iter().filter(|d| d.allowed && !d.free).collect();
+    let cause = format!(
+        "request {} of claim {} asks for {} device(s) of DeviceClass {}; {} match on allowed nodes, {} free",
+        r.request,
+        claim_name(c),
+        if a.all {
+            "all".to_string()
+        } else {
+            a.count.to_string()
+        },
+        a.device_class,
+        a.matching.iter().filter(|d| d.allowed).count(),
+        a.free
+    );
+    Some(
+        Diagnosis::new(
+            CauseCode::DevicesInUse,
+            cause,
+            "wait for the claims holding them to be released (their pods end), or lower the request's count",
+        )
+        .with_evidence(used.iter().map(|d| format!("{}: {}", d.device, d.state))),
+    )
 }
 
 /// `not-permitted`: a VMI's device name is missing from KubeVirt's `permittedHostDevices`
@@ -935,4 +1148,159 @@ pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
         ),
         "wait for the next scheduling attempt, or check non-GPU resources (cpu, memory) in the scheduler message",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::analysis::diagnosis::CauseCode;
+    use crate::analysis::explain::{Explanation, Inputs, explain};
+    use crate::model::dra::DraObjects;
+    use crate::model::node::NodeInfo;
+    use crate::model::pod::PodInfo;
+
+    fn fixtures() -> (Vec<NodeInfo>, Vec<PodInfo>, DraObjects) {
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(
+            include_str!("../../../tests/data/dra/nodes.json").as_bytes(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let pods = crate::input::pods::read_pods_str(
+            include_str!("../../../tests/data/dra/pods.json"),
+            "pods.json",
+        )
+        .unwrap();
+        let dra = crate::input::dra::read_str(
+            include_str!("../../../tests/data/dra/two-gpus.json"),
+            "two-gpus.json",
+        )
+        .unwrap();
+        (nodes, pods, dra)
+    }
+
+    fn run(name: &str, dra: &DraObjects) -> Explanation {
+        let (nodes, pods, _) = fixtures();
+        let pod = pods.iter().find(|p| p.name == name).unwrap();
+        explain(
+            pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&pods),
+                dra: Some(dra),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn counter_exhausted_names_the_sibling_holder() {
+        let (_, _, dra) = fixtures();
+        let e = run("vm-vfio-2", &dra);
+        assert_eq!(e.cause_code, CauseCode::CounterExhausted);
+        assert_eq!(
+            e.evidence,
+            vec![
+                "gpu.nvidia.com/gpu-node-1/gpu-vfio-0 (vfio on gpu-node-1): in use as gpu by gpu-jobs/job-gpu"
+                    .to_string()
+            ]
+        );
+        assert!(e.fix.contains("gpu-jobs/job-gpu"), "{}", e.fix);
+        let alt = &e.claims[0].requests[0].alternatives[0];
+        assert_eq!((alt.matching.len(), alt.free), (2, 0));
+    }
+
+    #[test]
+    fn devices_in_use_when_the_matching_device_is_allocated() {
+        let (_, _, dra) = fixtures();
+        let e = run("want-gpu-0", &dra);
+        assert_eq!(e.cause_code, CauseCode::DevicesInUse);
+        assert_eq!(
+            e.evidence,
+            vec!["gpu.nvidia.com/gpu-node-1/gpu-0: allocated to gpu-jobs/job-gpu".to_string()]
+        );
+    }
+
+    #[test]
+    fn no_matching_device_for_selectors_nothing_satisfies() {
+        let (_, _, dra) = fixtures();
+        let e = run("two-a100", &dra);
+        assert_eq!(e.cause_code, CauseCode::NoMatchingDevice);
+        assert!(
+            e.cause.contains("matches no published device"),
+            "{}",
+            e.cause
+        );
+        // A missing DeviceClass says so.
+        let mut dra2 = dra.clone();
+        dra2.device_classes.retain(|c| c.name != "gpu.nvidia.com");
+        let e = run("want-gpu-0", &dra2);
+        assert_eq!(e.cause_code, CauseCode::NoMatchingDevice);
+        assert!(
+            e.evidence
+                .contains(&"DeviceClass gpu.nvidia.com does not exist".to_string())
+        );
+    }
+
+    #[test]
+    fn no_matching_device_when_constraints_exclude_the_device_nodes() {
+        let (nodes, mut pods, dra) = fixtures();
+        let pod = pods.iter_mut().find(|p| p.name == "vm-vfio-2").unwrap();
+        pod.node_selector
+            .insert("kubernetes.io/hostname".into(), "gpu-node-2".into());
+        let e = explain(
+            pod,
+            Inputs {
+                nodes: Some(&nodes),
+                dra: Some(&dra),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::NoMatchingDevice);
+        assert!(
+            e.cause.contains("all on nodes the pod's nodeSelector"),
+            "{}",
+            e.cause
+        );
+    }
+
+    #[test]
+    fn claim_not_found_for_missing_claims_and_unmade_templates() {
+        let (_, _, dra) = fixtures();
+        let e = run("from-template", &dra);
+        assert_eq!(e.cause_code, CauseCode::ClaimNotFound);
+        assert!(e.cause.contains("template one-gpu"), "{}", e.cause);
+        let mut dra2 = dra.clone();
+        dra2.resource_claims.retain(|c| c.name != "two-a100");
+        let e = run("two-a100", &dra2);
+        assert_eq!(e.cause_code, CauseCode::ClaimNotFound);
+        assert!(
+            e.cause
+                .contains("names ResourceClaim gpu-jobs/two-a100, which does not exist"),
+            "{}",
+            e.cause
+        );
+    }
+
+    #[test]
+    fn claims_without_dra_data_are_not_no_gpu_request() {
+        let (nodes, pods, _) = fixtures();
+        let pod = pods.iter().find(|p| p.name == "vm-vfio-2").unwrap();
+        let e = explain(
+            pod,
+            Inputs {
+                nodes: Some(&nodes),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_ne!(e.cause_code, CauseCode::NoGpuRequest);
+        assert!(
+            e.notes.iter().any(|n| n.contains("--dra FILE")),
+            "{:?}",
+            e.notes
+        );
+    }
 }
