@@ -326,7 +326,7 @@ fn build(progress: bool) -> Result<()> {
     if progress && total > 0 {
         bar.set_style(
             indicatif::ProgressStyle::with_template(
-                "{spinner} compiling [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+                "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
             .progress_chars("=> "),
@@ -342,56 +342,71 @@ fn build(progress: bool) -> Result<()> {
     let p = cores.to_string();
     let ld = ldflags();
     let out_dir = format!("{}/", partial.display());
-    let mut args = vec![
-        "build",
-        "-v",
-        "-p",
-        &p,
-        "-trimpath",
-        "-ldflags",
-        &ld,
-        "-o",
-        &out_dir,
-    ];
-    args.extend(PACKAGES);
-    let mut child = go(&args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| rt(format!("cannot run go build: {e}")))?;
+    // One `go build` per binary, so that a warm Go cache (nothing to compile, only links)
+    // still shows which binary is being built instead of one silent wait.
     let mut tail = Vec::new();
-    if let Some(err) = child.stderr.take() {
-        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
-            let _ = writeln!(log, "{line}");
-            bar.inc(1);
-            if plain && bar.position() % 100 == 0 {
-                note!(
-                    "compiled {}/{total} packages in {}s",
-                    bar.position(),
-                    started.elapsed().as_secs()
-                );
-            }
-            tail.push(line);
-            if tail.len() > 20 {
-                tail.remove(0);
+    for (i, pkg) in PACKAGES.iter().enumerate() {
+        let name = pkg.rsplit('/').next().unwrap_or(pkg);
+        let step = format!("{name} ({}/{})", i + 1, PACKAGES.len());
+        bar.set_message(step.clone());
+        if plain {
+            note!(
+                "building {step}; {}/{total} packages compiled, {}s elapsed",
+                bar.position(),
+                started.elapsed().as_secs()
+            );
+        }
+        let args = [
+            "build",
+            "-v",
+            "-p",
+            &p,
+            "-trimpath",
+            "-ldflags",
+            &ld,
+            "-o",
+            &out_dir,
+            pkg,
+        ];
+        let mut child = go(&args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| rt(format!("cannot run go build: {e}")))?;
+        if let Some(err) = child.stderr.take() {
+            for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+                let _ = writeln!(log, "{line}");
+                bar.inc(1);
+                if plain && bar.position() % 100 == 0 {
+                    note!(
+                        "compiled {}/{total} packages in {}s",
+                        bar.position(),
+                        started.elapsed().as_secs()
+                    );
+                }
+                tail.push(line);
+                if tail.len() > 20 {
+                    tail.remove(0);
+                }
             }
         }
+        let status = child.wait().map_err(|e| rt(format!("go build: {e}")))?;
+        if !status.success() {
+            bar.finish_and_clear();
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(rt(format!(
+                "building the control plane ({name}) failed (log {}): {}",
+                log_path.display(),
+                tail.iter()
+                    .rev()
+                    .find(|l| l.contains("error") || l.contains(": "))
+                    .or(tail.last())
+                    .map(String::as_str)
+                    .unwrap_or("go build exited with an error")
+            )));
+        }
     }
-    let status = child.wait().map_err(|e| rt(format!("go build: {e}")))?;
     bar.finish_and_clear();
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(rt(format!(
-            "building the control plane failed (log {}): {}",
-            log_path.display(),
-            tail.iter()
-                .rev()
-                .find(|l| l.contains("error") || l.contains(": "))
-                .or(tail.last())
-                .map(String::as_str)
-                .unwrap_or("go build exited with an error")
-        )));
-    }
     write_kwok_stages(&src, &partial)?;
     let versions = format!(
         "kubernetes {KUBERNETES_VERSION}\netcd {ETCD_VERSION}\nkwok {KWOK_VERSION}\n{}\n",

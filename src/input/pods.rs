@@ -35,7 +35,7 @@ use kube::api::ListParams;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::error::{Error, Result, cut};
+use crate::error::{Error, FieldError, Result, cut};
 use crate::input::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
@@ -276,7 +276,9 @@ impl Top {
                 }
                 Ok(out)
             }
-            (Some(_), _) => object(&self.object, None).map(|p| vec![p]),
+            (Some(_), _) => object(&self.object, None)
+                .map(|p| vec![p])
+                .map_err(|e| e.to_string()),
             (None, true) => Err("list without kind: expected kind PodList or List".into()),
             (None, false) => {
                 Err("no kind field: expected a Pod, PodList, List or VirtualMachineInstance".into())
@@ -483,7 +485,9 @@ pub fn from_document(doc: &Value) -> std::result::Result<Vec<PodInfo>, String> {
                 })
                 .collect()
         }
-        (Some(_), _) => object(doc, None).map(|p| vec![p]),
+        (Some(_), _) => object(doc, None)
+            .map(|p| vec![p])
+            .map_err(|e| e.to_string()),
         (None, Some(_)) => Err("list without kind: expected kind PodList or List".into()),
         (None, None) => {
             Err("no kind field: expected a Pod, PodList, List or VirtualMachineInstance".into())
@@ -512,13 +516,13 @@ pub fn pod_info(pod: &k8s_openapi::api::core::v1::Pod) -> Result<PodInfo> {
 /// Converts one API object (as JSON) into a [`PodInfo`] (what the live readers use).
 ///
 /// Errors: the field-naming message, without the source name.
-pub fn from_object(v: &Value) -> std::result::Result<PodInfo, String> {
+pub fn from_object(v: &Value) -> std::result::Result<PodInfo, FieldError> {
     object(v, Some("Pod"))
 }
 
-fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo, String> {
+fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo, FieldError> {
     if !v.is_object() {
-        return Err("expected an object".into());
+        return Err(FieldError::object("expected an object"));
     }
     let kind = opt_str(v, "kind")?.or(default_kind);
     let kind = match kind {
@@ -526,16 +530,16 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         Some("VirtualMachineInstance") => ObjectKind::VirtualMachineInstance,
         Some("VirtualMachine") => ObjectKind::VirtualMachine,
         Some(k) => {
-            return Err(format!(
+            return Err(FieldError::object(format!(
                 "kind {} is not a Pod, VirtualMachineInstance or VirtualMachine",
                 crate::input::document::cut(k)
-            ));
+            )));
         }
-        None => return Err("no kind field: expected a Pod".into()),
+        None => return Err(FieldError::object("no kind field: expected a Pod")),
     };
     let name = match opt_str(v, "metadata.name")? {
         Some(n) if !n.is_empty() => n.to_owned(),
-        _ => return Err("metadata.name: missing".into()),
+        _ => return Err(FieldError::new("metadata.name", "missing")),
     };
     let namespace = opt_str(v, "metadata.namespace")?
         .unwrap_or("default")
@@ -549,7 +553,8 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
     let spec = spec.unwrap_or(&null);
     let sp = |f: &str| format!("{spec_path}.{f}");
     let node_name = match kind {
-        ObjectKind::Pod => opt_str(spec, "nodeName").map_err(|e| format!("{spec_path}.{e}"))?,
+        ObjectKind::Pod => opt_str(spec, "nodeName")
+            .map_err(|e| FieldError::new(format!("{spec_path}.{}", e.field), e.problem))?,
         _ => opt_str(v, "status.nodeName")?,
     }
     .filter(|s| !s.is_empty())
@@ -651,7 +656,7 @@ fn pod_resource_claims(
     v: &Value,
     spec: &Value,
     spec_path: &str,
-) -> std::result::Result<Vec<crate::model::dra::PodClaim>, String> {
+) -> std::result::Result<Vec<crate::model::dra::PodClaim>, FieldError> {
     let mut generated = BTreeMap::new();
     let sp = "status.resourceClaimStatuses";
     for (i, s) in array(get(v, sp), sp)?.iter().enumerate() {
@@ -674,7 +679,7 @@ fn pod_resource_claims(
             opt_scalar(c.get(k), &format!("{p}.{k}")).map(|o| o.filter(|s| !s.is_empty()))
         };
         let Some(name) = f("name")? else {
-            return Err(format!("{p}.name: missing"));
+            return Err(FieldError::new(format!("{p}.name"), "missing"));
         };
         out.push(crate::model::dra::PodClaim {
             generated_claim_name: generated.get(&name).cloned(),
@@ -729,13 +734,14 @@ fn container_requests(
     c: &Value,
     path: &str,
     found: &mut Found,
-) -> std::result::Result<Requests, String> {
-    let read = |field: &str| -> std::result::Result<BTreeMap<String, (i64, String)>, String> {
+) -> std::result::Result<Requests, FieldError> {
+    let read = |field: &str| -> std::result::Result<BTreeMap<String, (i64, String)>, FieldError> {
         let fp = format!("{path}.resources.{field}");
         let mut out = BTreeMap::new();
         for (k, raw) in string_map(get(c, &format!("resources.{field}")), &fp)? {
             if is_extended_resource(&k) {
-                let n = whole(&raw).map_err(|e| format!("{fp}[{}]: {e}", cut(&k)))?;
+                let n =
+                    whole(&raw).map_err(|e| FieldError::new(format!("{fp}[{}]", cut(&k)), e))?;
                 out.insert(k, (n, raw));
             }
         }
@@ -793,7 +799,10 @@ fn max_into(a: &mut Requests, b: &Requests) {
     }
 }
 
-fn pod_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests, Found), String> {
+fn pod_requests(
+    spec: &Value,
+    spec_path: &str,
+) -> std::result::Result<(Requests, Found), FieldError> {
     let mut found = Found::default();
     let mut reqs = Requests::new();
     for (i, c) in array(spec.get("containers"), &format!("{spec_path}.containers"))?
@@ -831,7 +840,8 @@ fn pod_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests,
     let overhead = string_map(spec.get("overhead"), &format!("{spec_path}.overhead"))?;
     for (k, raw) in overhead {
         if is_extended_resource(&k) {
-            let n = whole(&raw).map_err(|e| format!("{spec_path}.overhead[{}]: {e}", cut(&k)))?;
+            let n = whole(&raw)
+                .map_err(|e| FieldError::new(format!("{spec_path}.overhead[{}]", cut(&k)), e))?;
             let e = reqs.entry(k).or_default();
             *e = e.saturating_add(n);
         }
@@ -840,7 +850,10 @@ fn pod_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests,
     Ok((reqs, found))
 }
 
-fn vmi_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests, Found), String> {
+fn vmi_requests(
+    spec: &Value,
+    spec_path: &str,
+) -> std::result::Result<(Requests, Found), FieldError> {
     let mut reqs = Requests::new();
     let mut found = Found::default();
     for list in ["gpus", "hostDevices"] {
@@ -851,7 +864,7 @@ fn vmi_requests(spec: &Value, spec_path: &str) -> std::result::Result<(Requests,
         {
             let fp = format!("{lp}[{i}].deviceName");
             let Some(name) = opt_scalar(d.get("deviceName"), &fp)?.filter(|s| !s.is_empty()) else {
-                return Err(format!("{fp}: missing"));
+                return Err(FieldError::new(fp, "missing"));
             };
             let e = reqs.entry(name.clone()).or_default();
             *e = e.saturating_add(1);
@@ -881,7 +894,7 @@ fn whole(raw: &str) -> std::result::Result<i64, String> {
 fn string_map(
     v: Option<&Value>,
     path: &str,
-) -> std::result::Result<BTreeMap<String, String>, String> {
+) -> std::result::Result<BTreeMap<String, String>, FieldError> {
     match v {
         None | Some(Value::Null) => Ok(BTreeMap::new()),
         Some(Value::Object(m)) => m
@@ -889,17 +902,16 @@ fn string_map(
             .map(|(k, v)| {
                 opt_scalar(Some(v), &format!("{path}[{}]", cut(k)))
                     .map(|s| (k.clone(), s.unwrap_or_default()))
-                    .map_err(String::from)
             })
             .collect(),
-        Some(_) => Err(format!("{path}: expected a map")),
+        Some(_) => Err(FieldError::new(path, "expected a map")),
     }
 }
 
 fn requirements(
     v: Option<&Value>,
     path: &str,
-) -> std::result::Result<Vec<SelectorRequirement>, String> {
+) -> std::result::Result<Vec<SelectorRequirement>, FieldError> {
     let mut out = Vec::new();
     for (i, r) in array(v, path)?.iter().enumerate() {
         let rp = format!("{path}[{i}]");

@@ -508,3 +508,36 @@ fn down_takes_out_the_context_set_context_added() {
     let mode = std::fs::metadata(&config).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "{mode:o}");
 }
+
+/// A build on a warm Go cache (nothing to compile, only links) still says which binary it
+/// builds, one line each when stderr is not a terminal.
+#[test]
+#[ignore = "needs local control plane"]
+fn a_warm_cache_build_shows_each_binary() {
+    let _one = crate::common::one_cluster_at_a_time();
+    let cache = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["cluster", "build"])
+        .env("GPUWL_CACHE_DIR", cache.path())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    for (i, name) in [
+        "etcd",
+        "kube-apiserver",
+        "kube-controller-manager",
+        "kube-scheduler",
+        "kwok",
+        "kwokctl",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert!(
+            err.contains(&format!("building {name} ({}/6)", i + 1)),
+            "{err}"
+        );
+    }
+    assert!(err.contains("built the control plane in"), "{err}");
+}
