@@ -333,6 +333,26 @@ fn serve_follows_the_lab_cluster() {
             "Service/gpuwl",
         ]
     );
+    // With the controller-manager in the local control plane, the Deployment gets its pod
+    // and kwok runs it on a simulated node.
+    let running = rt.block_on(async {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), "gpuwl");
+        for _ in 0..60 {
+            if let Ok(l) = pods.list(&Default::default()).await
+                && l.items
+                    .iter()
+                    .any(|p| p.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Running"))
+            {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        false
+    });
+    assert!(
+        running,
+        "deploy/'s Deployment got no Running pod within 30 s"
+    );
     drop(client);
     drop(rt);
 
