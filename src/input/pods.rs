@@ -467,22 +467,7 @@ pub fn from_document(doc: &Value) -> std::result::Result<Vec<PodInfo>, String> {
             items
                 .iter()
                 .enumerate()
-                .map(|(i, item)| {
-                    object(item, default_kind).map_err(|m| {
-                        let who = item
-                            .pointer("/metadata/name")
-                            .and_then(Value::as_str)
-                            .map(|n| {
-                                let ns = item
-                                    .pointer("/metadata/namespace")
-                                    .and_then(Value::as_str)
-                                    .unwrap_or("default");
-                                format!(" ({ns}/{n})")
-                            })
-                            .unwrap_or_default();
-                        format!("items[{i}]{who}: {m}")
-                    })
-                })
+                .map(|(i, item)| convert(i, item, default_kind))
                 .collect()
         }
         (Some(_), _) => object(doc, None)
