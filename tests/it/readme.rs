@@ -172,15 +172,74 @@ fn lab_examples_match_the_readme() {
     let _down = ClusterDown(CLUSTER);
     let home = tempfile::tempdir().unwrap();
     let root = home.path().join("gpuwl");
-    gpuwl_ok(&[
-        "lab",
-        "--cluster-name",
-        CLUSTER,
-        "--root",
-        root.to_str().unwrap(),
-    ]);
+    let lab = Command::new(cargo_bin("gpuwl"))
+        .args(["lab", "--cluster-name", CLUSTER, "--root"])
+        .arg(&root)
+        .env("COLUMNS", "100")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert!(
+        lab.status.success(),
+        "{}",
+        String::from_utf8_lossy(&lab.stderr)
+    );
     let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
     let kubeconfig = Path::new(kubeconfig.trim()).to_owned();
+
+    // "What the main job prints": the lab's stdout at 100 columns, equal to the README's
+    // block once timings, the cluster's name and the paths are those of the README's run.
+    let readme = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let section = &readme[readme.find("## What the main job prints").unwrap()..];
+    let block = &section[section.find("```text\n").unwrap() + 8..];
+    let block = &block[..block.find("```").unwrap()];
+    let normalise = |t: &str| -> Vec<String> {
+        t.replace(&kubeconfig.display().to_string(), "KUBECONFIG")
+            .replace(
+                "/root/.local/state/gpuwl/clusters/gpuwl/kubeconfig",
+                "KUBECONFIG",
+            )
+            .replace(&root.display().to_string(), "ROOT")
+            .replace("/root/gpuwl", "ROOT")
+            .replace(&format!("cluster down --name {CLUSTER}"), "cluster down")
+            .replace(&format!("\"{CLUSTER}\""), "\"gpuwl\"")
+            .lines()
+            .map(|l| {
+                // Step timings (`(1.2 s)`, `3ms`) differ from run to run.
+                let mut out = String::new();
+                let mut chars = l.chars().peekable();
+                while let Some(c) = chars.next() {
+                    if c.is_ascii_digit() {
+                        while chars
+                            .peek()
+                            .is_some_and(|d| d.is_ascii_digit() || *d == '.')
+                        {
+                            chars.next();
+                        }
+                        out.push('N');
+                    } else {
+                        out.push(c);
+                    }
+                }
+                out
+            })
+            .collect()
+    };
+    let got = normalise(&String::from_utf8_lossy(&lab.stdout));
+    let want = normalise(block);
+    let diff: Vec<String> = want
+        .iter()
+        .zip(&got)
+        .filter(|(w, g)| w != g)
+        .map(|(w, g)| format!("README: {w}\nlab:    {g}"))
+        .collect();
+    assert!(
+        diff.is_empty() && want.len() == got.len(),
+        "the README's lab output differs ({} vs {} lines):\n{}",
+        want.len(),
+        got.len(),
+        diff.join("\n")
+    );
 
     // What the README's kubectl lines do.
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -215,8 +274,9 @@ fn lab_examples_match_the_readme() {
     let code = Command::new(cargo_bin("gpuwl"))
         .arg("check")
         .env("KUBECONFIG", &kubeconfig)
-        .status()
+        .output()
         .unwrap()
+        .status
         .code();
     assert_eq!(code, Some(1));
     for cmd in ["gpuwl check ~/gpuwl/out/nodes.json", "gpuwl check -o json"] {
