@@ -26,7 +26,8 @@ FREE = ALLOCATABLE - ALLOCATED; PENDING = units requested by unbound pods the po
 DRA rows (with --dra, or live when resource.k8s.io/v1 is served): per driver × device type × node
 pool, devices, the physical GPUs behind them (a GPU offered as gpu and vfio counts once),
 allocated, blocked (a sibling device consumed the shared counter), free, and the devices
-unallocated claims ask for.
+unallocated claims ask for; in -o csv they are rows with origin `dra`, resource
+`<driver>/<device type>`, capacity = devices, capacity_gpus = the physical GPUs.
 Bad input: one line on stderr, exit 2.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.

@@ -3,8 +3,8 @@
 //!
 //! Files: what `kubectl get deviceclasses,resourceslices,resourceclaims -A -o json|yaml`
 //! prints (a `List` of mixed kinds), a `DeviceClassList` / `ResourceSliceList` /
-//! `ResourceClaimList`, or one object; JSON or YAML, detected by content, read whole up to
-//! [`crate::input::document::MAX_DOCUMENT`] like the pod and CR readers. Objects of other
+//! `ResourceClaimList`, or one object; JSON or YAML, detected by content, streamed like the
+//! node and pod readers (one list item at a time, each at most 64 MiB). Objects of other
 //! kinds in a `List` are skipped (a dump of `all` is fine).
 //!
 //! Errors: one line naming the file, the item and the field, exit 2:
@@ -20,10 +20,11 @@ use std::path::Path;
 use k8s_openapi::api::resource::v1 as api;
 use kube::Client;
 use kube::api::{Api, ListParams};
+use serde::de::{self as de, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::error::{Error, FieldError, Result};
-use crate::input::document::{array, cut, get, opt_scalar, opt_str};
+use crate::input::document::{self, array, cut, get, opt_scalar, opt_str};
 use crate::model::dra::{
     AllocatedDevice, Amount, AttrValue, ClaimRequest, CounterSet, CounterUse, Device, DeviceClass,
     DraObjects, DraSource, RequestSpec, ResourceClaim, ResourceSlice, qualify,
@@ -32,59 +33,283 @@ use crate::model::quantity::Quantity;
 
 type FieldResult<T> = std::result::Result<T, FieldError>;
 
-/// Reads DRA objects from `path` (`-`: stdin).
+/// Reads DRA objects from `path` (`-`: stdin), streaming (see [`read_from`]).
 ///
 /// Errors: [`Error::File`] naming the file (and item and field): unreadable, not JSON or
 /// YAML, a field of the wrong type, a quantity that is not one, an attribute with no or two
-/// values, an item without `metadata.name`.
+/// values, an item without `metadata.name`, an object over 64 MiB.
 pub fn read_path(path: &Path) -> Result<DraObjects> {
-    let text = crate::input::document::read_text(path)?;
-    read_str(&text, &path.display().to_string())
+    read_from(document::open(path)?, &path.display().to_string())
 }
 
 /// Parses DRA objects from `text`; `name` starts every error. See [`read_path`].
 pub fn read_str(text: &str, name: &str) -> Result<DraObjects> {
-    let doc = crate::input::document::parse(
-        text,
-        name,
-        "a List of DeviceClasses, ResourceSlices and ResourceClaims",
-    )?;
-    from_document(&doc).map_err(|m| Error::file(name, m))
+    read_from(text.as_bytes(), name)
 }
 
-fn from_document(doc: &Value) -> std::result::Result<DraObjects, String> {
-    let mut out = DraObjects::default();
-    let kind = doc.get("kind").and_then(Value::as_str);
-    match kind {
-        Some(k) if k == "List" || k.ends_with("List") => {
-            let default = k.strip_suffix("List").filter(|s| !s.is_empty());
-            for (i, item) in array(doc.get("items"), "items")?.iter().enumerate() {
-                add(&mut out, item, default).map_err(|e| {
-                    let who = item
-                        .pointer("/metadata/name")
-                        .and_then(Value::as_str)
-                        .map(|n| {
-                            let kind = item
-                                .get("kind")
-                                .and_then(Value::as_str)
-                                .or(default)
-                                .unwrap_or("?");
-                            format!(" ({} {})", cut(kind).trim_matches('"'), cut(n))
-                        })
-                        .unwrap_or_default();
-                    format!("items[{i}]{who}: {e}")
-                })?;
+/// What an object larger than [`document::MAX_OBJECT`] is called in the error.
+const TOO_BIG: &str =
+    "an object larger than 64 MiB (the API server stores at most ~1.5 MiB per object)";
+
+const EXPECTING: &str = "a List of DeviceClasses, ResourceSlices and ResourceClaims";
+
+/// Reads DRA objects from `reader` the way nodes and pods are read: the `items` of a list
+/// are converted one at a time as they arrive (each bounded to 64 MiB by a
+/// [`document::Guard`]), so memory follows the objects kept, not the file; bytes that
+/// cannot start JSON or YAML text fail at once. `name` starts every error.
+///
+/// Errors: as [`read_path`].
+pub fn read_from(reader: impl std::io::Read, name: &str) -> Result<DraObjects> {
+    use std::io::BufRead;
+    let guard = document::Guard::new(reader, document::MAX_OBJECT, TOO_BIG);
+    let state = guard.state.clone();
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, guard);
+    let fail = |m: String| Error::file(name, m);
+    let first = loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => {
+                return Err(fail(state.failure().unwrap_or(format!("cannot read: {e}"))));
+            }
+        };
+        if buf.is_empty() {
+            return Err(fail(format!("empty input: expected {EXPECTING}")));
+        }
+        let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
+        match body.iter().position(|c| !c.is_ascii_whitespace()) {
+            Some(i) => break body[i],
+            None => {
+                let n = r.buffer().len();
+                r.consume(n);
             }
         }
-        Some(_) => add(&mut out, doc, None).map_err(|e| e.to_string())?,
-        None => {
-            return Err(
+    };
+    let item = std::cell::Cell::new(None);
+    let top = DraTop {
+        guard: &state,
+        item: &item,
+    };
+    let res: std::result::Result<Top, String> = if first == b'{' || first == b'[' {
+        if r.buffer().starts_with(b"\xef\xbb\xbf") {
+            r.consume(3);
+        }
+        let mut de = serde_json::Deserializer::from_reader(r);
+        (|| {
+            let t = top.deserialize(&mut de)?;
+            de.end()?;
+            Ok(t)
+        })()
+        .map_err(|e: serde_json::Error| e.to_string())
+    } else {
+        serde_saphyr::with_deserializer_from_reader_with_options(
+            r,
+            crate::input::dump::yaml_options(),
+            |de| top.deserialize(de),
+        )
+        .map_err(|e| crate::input::dump::yaml_msg(&e, EXPECTING))
+    };
+    let at = || match item.get() {
+        Some(i) => format!("items[{i}]: "),
+        None => String::new(),
+    };
+    let top = match res {
+        _ if state.failure().is_some() => {
+            return Err(fail(format!(
+                "{}{}",
+                at(),
+                state.failure().unwrap_or_default()
+            )));
+        }
+        Err(m) => return Err(fail(format!("{}{m}", at()))),
+        Ok(top) => top,
+    };
+    top.finish().map_err(fail)
+}
+
+/// What was read of the top-level object.
+struct Top {
+    /// `kind`, once seen.
+    kind: Option<String>,
+    /// The other top-level fields (for a single object).
+    object: serde_json::Map<String, Value>,
+    /// Whether an `items` field was seen.
+    saw_items: bool,
+    /// Objects converted so far, or the first item's error.
+    out: std::result::Result<DraObjects, String>,
+    /// Items without `kind` that came before the list's `kind` (kubectl prints `items`
+    /// first): converted once the list's kind is known.
+    pending: Vec<(usize, Value)>,
+}
+
+impl Top {
+    fn finish(self) -> std::result::Result<DraObjects, String> {
+        let mut out = self.out?;
+        match self.kind.as_deref() {
+            Some(k) if self.saw_items || k == "List" || k.ends_with("List") => {
+                let default = list_item_kind(Some(k));
+                for (i, v) in &self.pending {
+                    add_item(&mut out, *i, v, default)?;
+                }
+                Ok(out)
+            }
+            Some(_) => {
+                add(&mut out, &Value::Object(self.object), None).map_err(|e| e.to_string())?;
+                Ok(out)
+            }
+            None => Err(
                 "no kind field: expected a List, a DeviceClass, ResourceSlice or ResourceClaim"
                     .into(),
-            );
+            ),
         }
     }
-    Ok(out)
+}
+
+/// The kind of the items of a typed list (`DeviceClassList` → `DeviceClass`).
+fn list_item_kind(list: Option<&str>) -> Option<&str> {
+    list.and_then(|k| k.strip_suffix("List"))
+        .filter(|s| !s.is_empty())
+}
+
+/// Converts list item `i` into `out`; the error names the item.
+fn add_item(
+    out: &mut DraObjects,
+    i: usize,
+    item: &Value,
+    default: Option<&str>,
+) -> std::result::Result<(), String> {
+    add(out, item, default).map_err(|e| {
+        let who = item
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(|n| {
+                let kind = item
+                    .get("kind")
+                    .and_then(Value::as_str)
+                    .or(default)
+                    .unwrap_or("?");
+                format!(" ({} {})", cut(kind).trim_matches('"'), cut(n))
+            })
+            .unwrap_or_default();
+        format!("items[{i}]{who}: {e}")
+    })
+}
+
+/// The top-level visitor: keeps `kind` and the other fields, streams `items`.
+#[derive(Clone, Copy)]
+struct DraTop<'a> {
+    guard: &'a document::GuardState,
+    item: &'a std::cell::Cell<Option<usize>>,
+}
+
+impl<'de> DeserializeSeed<'de> for DraTop<'_> {
+    type Value = Top;
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Top, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for DraTop<'_> {
+    type Value = Top;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(EXPECTING)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Top, A::Error> {
+        let mut top = Top {
+            kind: None,
+            object: serde_json::Map::new(),
+            saw_items: false,
+            out: Ok(DraObjects::default()),
+            pending: Vec::new(),
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                if top.saw_items {
+                    return Err(de::Error::custom("duplicate key \"items\""));
+                }
+                top.saw_items = true;
+                map.next_value_seed(Items {
+                    top: self,
+                    out: &mut top,
+                })?;
+                self.item.set(None);
+                self.guard.limit_from_here(document::MAX_OBJECT, TOO_BIG);
+                continue;
+            }
+            if top.object.contains_key(&key) {
+                return Err(de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            let v = map
+                .next_value_seed(document::Prune(document::Keep::All))
+                .map_err(|e| document::in_field(e, &key))?;
+            if key == "kind" {
+                top.kind = match &v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Null => None,
+                    _ => return Err(de::Error::custom("kind: expected a string")),
+                };
+            }
+            top.object.insert(key, v);
+        }
+        Ok(top)
+    }
+}
+
+/// The `items` array, streamed: each element read whole (bounded) and converted.
+struct Items<'a, 'b> {
+    top: DraTop<'a>,
+    out: &'b mut Top,
+}
+
+impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
+    type Value = ();
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Items<'_, '_> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("`items` to be an array")
+    }
+
+    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
+        let mut i = 0usize;
+        loop {
+            self.top.item.set(Some(i));
+            self.top
+                .guard
+                .limit_from_here(document::MAX_OBJECT, TOO_BIG);
+            let Some(v) = seq.next_element_seed(document::Prune(document::Keep::All))? else {
+                break;
+            };
+            let known = self.out.kind.is_some() || v.get("kind").is_some_and(|k| !k.is_null());
+            if let Ok(out) = &mut self.out.out {
+                if known {
+                    let default = list_item_kind(self.out.kind.as_deref()).map(str::to_owned);
+                    if let Err(m) = add_item(out, i, &v, default.as_deref()) {
+                        self.out.out = Err(m);
+                    }
+                } else {
+                    self.out.pending.push((i, v));
+                }
+            }
+            i += 1;
+        }
+        Ok(())
+    }
 }
 
 fn add(out: &mut DraObjects, item: &Value, default_kind: Option<&str>) -> FieldResult<()> {
@@ -489,6 +714,40 @@ mod tests {
        "status":{"allocation":{"devices":{"results":[{"request":"gpu","driver":"gpu.nvidia.com","pool":"n1","device":"gpu-0"}]}},
                  "reservedFor":[{"resource":"pods","name":"p","uid":"u"}]}},
       {"apiVersion":"v1","kind":"Pod","metadata":{"name":"ignored"}}]}"#;
+
+    #[test]
+    fn typed_list_with_items_before_kind_is_read_as_kubectl_prints_it() {
+        // kubectl writes `items` before `kind`; a typed list's items carry no kind.
+        let text = r#"{"apiVersion":"resource.k8s.io/v1","items":[
+          {"metadata":{"name":"gpu.example.com"},"spec":{"selectors":[]}},
+          {"metadata":{"name":"vfio.example.com"}}],
+          "kind":"DeviceClassList","metadata":{"resourceVersion":"7"}}"#;
+        let d = read_str(text, "classes.json").unwrap();
+        let names: Vec<&str> = d.device_classes.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["gpu.example.com", "vfio.example.com"]);
+    }
+
+    #[test]
+    fn bytes_that_are_not_text_and_oversized_objects_fail_early() {
+        let e = read_from(&[0u8; 1 << 20][..], "/dev/zero").unwrap_err();
+        assert!(e.to_string().starts_with("/dev/zero: "), "{e}");
+        assert!(e.is_input());
+        // One item over 64 MiB is refused while it is read, naming the item.
+        let big = format!(
+            r#"{{"kind":"List","items":[{{"kind":"DeviceClass","metadata":{{"name":"{}"}}}}]}}"#,
+            // Over the limit by more than the reader's 64 KiB buffer.
+            "x".repeat((64 << 20) + (256 << 10))
+        );
+        let Err(e) = read_str(&big, "big.json") else {
+            panic!("a 64 MiB item was accepted");
+        };
+        let e = e.to_string();
+        assert!(
+            e.starts_with("big.json: items[0]: an object larger than 64 MiB"),
+            "{}",
+            &e[..e.len().min(200)]
+        );
+    }
 
     #[test]
     fn mixed_list() {

@@ -378,6 +378,30 @@ fn csv(inv: &Inventory) -> String {
             u.units
         );
     }
+    // DRA rows in the same columns: origin `dra`, resource `<driver>/<device type>`, class
+    // `dra-device`; capacity and allocatable are the devices published, free excludes the
+    // devices a sibling's shared counter blocks, capacity_gpus the physical GPUs behind them.
+    if let Some(d) = &inv.dra {
+        for r in &d.rows {
+            let fields = [
+                r.pool.clone(),
+                "dra".to_owned(),
+                format!("{}/{}", r.driver, r.device_type),
+                "dra-device".to_owned(),
+                r.nodes.to_string(),
+                "0".to_owned(),
+                r.devices.to_string(),
+                r.devices.to_string(),
+                r.allocated.to_string(),
+                r.free.to_string(),
+                r.pending.to_string(),
+                r.physical.to_string(),
+                String::new(),
+            ];
+            let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
+            let _ = writeln!(out, "{}", line.join(","));
+        }
+    }
     out
 }
 

@@ -77,6 +77,30 @@ fn inventory_counts_each_physical_gpu_once() {
 }
 
 #[test]
+fn csv_carries_the_dra_rows_in_the_same_columns() {
+    let csv = gpuwl_ok(&[
+        "inventory",
+        "--nodes",
+        &f("nodes.json"),
+        "--dra",
+        &f("two-gpus.json"),
+        "-o",
+        "csv",
+    ]);
+    let dra: Vec<&str> = csv.lines().filter(|l| l.contains(",dra,")).collect();
+    // pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,
+    // pending,capacity_gpus,free_gpus
+    assert_eq!(
+        dra,
+        [
+            "container,dra,gpu.nvidia.com/gpu,dra-device,1,0,2,2,1,0,1,2,",
+            "container,dra,gpu.nvidia.com/vfio,dra-device,1,0,2,2,1,0,1,2,",
+        ],
+        "{csv}"
+    );
+}
+
+#[test]
 fn explain_each_dra_cause() {
     for (pod, code) in [
         ("gpu-vm/vm-vfio-2", "counter-exhausted"),
