@@ -9,7 +9,7 @@ use crate::error::{Error, ExitStatus, Result};
 pub struct Args {
     #[command(subcommand)]
     pub action: Action,
-    /// Cluster name (state in ~/.local/state/gpuwl/clusters/NAME)
+    /// Cluster name (state in $GPUWL_STATE_DIR/NAME, default ~/.local/state/gpuwl/clusters/NAME)
     #[arg(long, global = true, default_value = cluster::DEFAULT_NAME)]
     pub name: String,
 }

@@ -43,8 +43,13 @@ pub struct Args {
     /// Node for a workload config, as CONFIG=NODE; repeatable [default: container=lab-node-0, vm-passthrough=lab-node-1, vm-vgpu=lab-node-2]
     #[arg(long = "node", value_name = "CONFIG=NODE", value_parser = parse_node)]
     pub nodes: Vec<(WorkloadConfig, String)>,
-    /// Name of the local control plane to use
-    #[arg(long, value_name = "NAME", default_value = "gpuwl")]
+    /// Name of the local control plane to use (`--name` as in `gpuwl cluster`)
+    #[arg(
+        long,
+        visible_alias = "name",
+        value_name = "NAME",
+        default_value = "gpuwl"
+    )]
     pub cluster_name: String,
     /// Stop the local control plane when the lab is done
     #[arg(long)]

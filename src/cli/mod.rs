@@ -29,7 +29,7 @@ pub mod serve;
     about = "Check GPU Operator workload labels against advertised GPU resources, and play the sandbox-workload lab on a real scheduler",
     long_about = None,
     after_help = "Exit codes: 0 ok · 1 check found mismatches · 2 bad input or usage · 3 cluster/runtime failure\n\
-Run as a kubectl plugin: ln -s \"$(command -v gpuwl)\" ~/.local/bin/kubectl-gpuwl && kubectl gpuwl check"
+Run as a kubectl plugin: ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl && kubectl gpuwl check"
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -41,7 +41,7 @@ pub struct Cli {
 pub enum Command {
     /// Judge, per node, whether the workload-config label agrees with the GPU resources it advertises
     Check(check::Args),
-    /// Run a real local control plane (etcd, kube-apiserver, kube-scheduler, kwok nodes)
+    /// Run a real local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok nodes)
     Cluster(cluster::Args),
     /// Play the sandbox-workload lab's eight steps on a real scheduler and write the result files
     #[command(long_about = lab::long_about())]

@@ -433,11 +433,18 @@ pub fn state_findings(
         push(
             StateCode::VgpuConfigTypeDiffers,
             StateSeverity::Warning,
-            format!(
-                "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: the config is not applied yet, or failed (see {VGPU_CONFIG_STATE_LABEL}={})",
-                vgpu_types.join(", "),
-                node.label(VGPU_CONFIG_STATE_LABEL).unwrap_or("unset")
-            ),
+            match node.label(VGPU_CONFIG_STATE_LABEL) {
+                // The manager says it applied a config: the label was changed after that.
+                Some(state @ "success") => format!(
+                    "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: {VGPU_CONFIG_STATE_LABEL}={state} is from an earlier config; the vGPU device manager has not applied this one yet",
+                    vgpu_types.join(", ")
+                ),
+                state => format!(
+                    "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: the config is not applied yet, or failed (see {VGPU_CONFIG_STATE_LABEL}={})",
+                    vgpu_types.join(", "),
+                    state.unwrap_or("unset")
+                ),
+            },
             None,
         );
     }
