@@ -78,6 +78,76 @@ pub fn open(path: &std::path::Path) -> Result<Box<dyn std::io::Read>> {
         .map_err(|e| Error::read(path, e))
 }
 
+/// Reads one top-level JSON or YAML document through `guard` (whose `state` the caller's
+/// `seed` also holds, to move the per-object limit) with `seed`: JSON when the first
+/// non-blank byte is `{` or `[` (a BOM skipped), else YAML. The streaming list readers (pods,
+/// DRA objects) use it; `item` is where their seed records the list item being read, so
+/// errors start with `items[N]: `.
+///
+/// Errors: the message without the source name: empty input, bytes that cannot start text,
+/// the guard's limit, a syntax or type error (YAML's with `expecting`).
+pub fn read_streamed<T, S>(
+    guard: Guard<impl std::io::Read>,
+    expecting: &str,
+    item: &std::cell::Cell<Option<usize>>,
+    seed: S,
+) -> std::result::Result<T, String>
+where
+    S: for<'de> serde::de::DeserializeSeed<'de, Value = T>,
+{
+    use std::io::BufRead;
+    let state = guard.state.clone();
+    let mut r = std::io::BufReader::with_capacity(64 * 1024, guard);
+    let first = loop {
+        let buf = match r.fill_buf() {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(state.failure().unwrap_or(format!("cannot read: {e}"))),
+        };
+        if buf.is_empty() {
+            return Err(format!("empty input: expected {expecting}"));
+        }
+        let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
+        match body.iter().position(|c| !c.is_ascii_whitespace()) {
+            Some(i) => break body[i],
+            None => {
+                let n = r.buffer().len();
+                r.consume(n);
+            }
+        }
+    };
+    let res: std::result::Result<T, String> = if first == b'{' || first == b'[' {
+        if r.buffer().starts_with(b"\xef\xbb\xbf") {
+            r.consume(3);
+        }
+        let mut de = serde_json::Deserializer::from_reader(r);
+        (|| {
+            let t = seed.deserialize(&mut de)?;
+            de.end()?;
+            Ok(t)
+        })()
+        .map_err(|e: serde_json::Error| e.to_string())
+    } else {
+        serde_saphyr::with_deserializer_from_reader_with_options(
+            r,
+            crate::input::dump::yaml_options(),
+            |de| seed.deserialize(de),
+        )
+        .map_err(|e| crate::input::dump::yaml_msg(&e, expecting))
+    };
+    let at = || match item.get() {
+        Some(i) => format!("items[{i}]: "),
+        None => String::new(),
+    };
+    match res {
+        _ if state.failure().is_some() => {
+            Err(format!("{}{}", at(), state.failure().unwrap_or_default()))
+        }
+        Err(m) => Err(format!("{}{m}", at())),
+        Ok(t) => Ok(t),
+    }
+}
+
 /// What a [`Guard`] shares with the parser reading through it: the byte offset, the current
 /// size limit, and why it stopped the input (if it did).
 #[derive(Debug)]

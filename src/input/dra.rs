@@ -60,71 +60,16 @@ const EXPECTING: &str = "a List of DeviceClasses, ResourceSlices and ResourceCla
 ///
 /// Errors: as [`read_path`].
 pub fn read_from(reader: impl std::io::Read, name: &str) -> Result<DraObjects> {
-    use std::io::BufRead;
     let guard = document::Guard::new(reader, document::MAX_OBJECT, TOO_BIG);
     let state = guard.state.clone();
-    let mut r = std::io::BufReader::with_capacity(64 * 1024, guard);
-    let fail = |m: String| Error::file(name, m);
-    let first = loop {
-        let buf = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => {
-                return Err(fail(state.failure().unwrap_or(format!("cannot read: {e}"))));
-            }
-        };
-        if buf.is_empty() {
-            return Err(fail(format!("empty input: expected {EXPECTING}")));
-        }
-        let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
-        match body.iter().position(|c| !c.is_ascii_whitespace()) {
-            Some(i) => break body[i],
-            None => {
-                let n = r.buffer().len();
-                r.consume(n);
-            }
-        }
-    };
     let item = std::cell::Cell::new(None);
     let top = DraTop {
         guard: &state,
         item: &item,
     };
-    let res: std::result::Result<Top, String> = if first == b'{' || first == b'[' {
-        if r.buffer().starts_with(b"\xef\xbb\xbf") {
-            r.consume(3);
-        }
-        let mut de = serde_json::Deserializer::from_reader(r);
-        (|| {
-            let t = top.deserialize(&mut de)?;
-            de.end()?;
-            Ok(t)
-        })()
-        .map_err(|e: serde_json::Error| e.to_string())
-    } else {
-        serde_saphyr::with_deserializer_from_reader_with_options(
-            r,
-            crate::input::dump::yaml_options(),
-            |de| top.deserialize(de),
-        )
-        .map_err(|e| crate::input::dump::yaml_msg(&e, EXPECTING))
-    };
-    let at = || match item.get() {
-        Some(i) => format!("items[{i}]: "),
-        None => String::new(),
-    };
-    let top = match res {
-        _ if state.failure().is_some() => {
-            return Err(fail(format!(
-                "{}{}",
-                at(),
-                state.failure().unwrap_or_default()
-            )));
-        }
-        Err(m) => return Err(fail(format!("{}{m}", at()))),
-        Ok(top) => top,
-    };
-    top.finish().map_err(fail)
+    document::read_streamed(guard, EXPECTING, &item, top)
+        .and_then(Top::finish)
+        .map_err(|m| Error::file(name, m))
 }
 
 /// What was read of the top-level object.

@@ -26,7 +26,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::Read;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -96,61 +96,12 @@ pub fn read_pods_from(reader: impl Read, name: &str) -> Result<Vec<PodInfo>> {
 fn read_top(reader: impl Read) -> std::result::Result<Top, String> {
     let guard = document::Guard::new(reader, document::MAX_OBJECT, TOO_BIG);
     let state = guard.state.clone();
-    let mut r = BufReader::with_capacity(64 * 1024, guard);
-    let err = |m: String| m;
-    let first = loop {
-        let buf = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(err(state.failure().unwrap_or(format!("cannot read: {e}")))),
-        };
-        if buf.is_empty() {
-            return Err(err(format!("empty input: expected {EXPECTING}")));
-        }
-        let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
-        match body.iter().position(|c| !c.is_ascii_whitespace()) {
-            Some(i) => break body[i],
-            None => {
-                let n = r.buffer().len();
-                r.consume(n);
-            }
-        }
-    };
     let item = std::cell::Cell::new(None);
     let top = PodTop {
         guard: &state,
         item: &item,
     };
-    let res: std::result::Result<Top, String> = if first == b'{' || first == b'[' {
-        if r.buffer().starts_with(b"\xef\xbb\xbf") {
-            r.consume(3);
-        }
-        let mut de = serde_json::Deserializer::from_reader(r);
-        (|| {
-            let t = top.deserialize(&mut de)?;
-            de.end()?;
-            Ok(t)
-        })()
-        .map_err(|e: serde_json::Error| e.to_string())
-    } else {
-        serde_saphyr::with_deserializer_from_reader_with_options(
-            r,
-            crate::input::dump::yaml_options(),
-            |de| top.deserialize(de),
-        )
-        .map_err(|e| crate::input::dump::yaml_msg(&e, EXPECTING))
-    };
-    let at = || match item.get() {
-        Some(i) => format!("items[{i}]: "),
-        None => String::new(),
-    };
-    match res {
-        _ if state.failure().is_some() => {
-            Err(format!("{}{}", at(), state.failure().unwrap_or_default()))
-        }
-        Err(m) => Err(format!("{}{m}", at())),
-        Ok(top) => Ok(top),
-    }
+    document::read_streamed(guard, EXPECTING, &item, top)
 }
 
 /// The fields of a pod spec (and of a VMI spec) that [`PodInfo`] is built from.
