@@ -30,6 +30,21 @@ pub fn gpuwl_ok(args: &[&str]) -> String {
     stdout
 }
 
+/// Plays `gpuwl lab` on the local control plane `cluster`, results in a fresh temporary
+/// root; returns that root (kept alive by the caller) and the cluster's kubeconfig path.
+pub fn lab_cluster(cluster: &str) -> (tempfile::TempDir, String) {
+    let root = tempfile::tempdir().unwrap();
+    gpuwl_ok(&[
+        "lab",
+        "--cluster-name",
+        cluster,
+        "--root",
+        root.path().to_str().unwrap(),
+    ]);
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", cluster]);
+    (root, kubeconfig.trim().to_owned())
+}
+
 /// Stops the named local control plane when dropped (`gpuwl cluster down --name NAME`).
 pub struct ClusterDown(pub &'static str);
 

@@ -480,11 +480,8 @@ const CLUSTER: &str = "gpuwl-test-kubevirt";
 fn check_live_after_the_lab() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let root = tempfile::tempdir().unwrap();
-    let root_s = root.path().to_str().unwrap();
-    gpuwl_ok(&["lab", "--cluster-name", CLUSTER, "--root", root_s]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim();
+    let (root, kubeconfig) = crate::common::lab_cluster(CLUSTER);
+    let kubeconfig = kubeconfig.as_str();
 
     // No KubeVirt CRD yet: a clear message, exit 2.
     let (rc, out, err) = gpuwl(&["kubevirt", "check", "--kubeconfig", kubeconfig]);

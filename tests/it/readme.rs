@@ -283,25 +283,13 @@ fn lab_examples_match_the_readme() {
         let got = run_line(cmd, dir, Some(&kubeconfig), Some(dir));
         assert_matches(cmd, &expected(cmd), &got);
     }
+    // The same cluster serves the completion check (one lab run, not two).
+    bash_completes_pod_names_after_explain(&kubeconfig);
 }
 
-/// Pod names complete after `explain` in bash, from the lab's cluster (the README's install
-/// line for bash).
-#[test]
-#[ignore = "needs local control plane"]
-fn bash_completes_pod_names_after_explain() {
-    const CLUSTER: &str = "complete";
-    let _one = one_cluster_at_a_time();
-    let _down = ClusterDown(CLUSTER);
-    let root = tempfile::tempdir().unwrap();
-    gpuwl_ok(&[
-        "lab",
-        "--cluster-name",
-        CLUSTER,
-        "--root",
-        root.path().to_str().unwrap(),
-    ]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+/// Pod names complete after `explain` in bash (the README's install line for bash), on the
+/// lab's cluster at `kubeconfig`.
+fn bash_completes_pod_names_after_explain(kubeconfig: &Path) {
     let bin_dir = cargo_bin("gpuwl").parent().unwrap().to_owned();
     let path = format!(
         "{}:{}",
@@ -315,7 +303,7 @@ fn bash_completes_pod_names_after_explain() {
         let out = Command::new("bash")
             .args(["-c", &script])
             .env("PATH", &path)
-            .env("KUBECONFIG", kubeconfig.trim())
+            .env("KUBECONFIG", kubeconfig)
             .output()
             .unwrap();
         String::from_utf8_lossy(&out.stdout).into_owned()

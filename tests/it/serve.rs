@@ -177,16 +177,8 @@ async fn apply_dir(client: &kube::Client, dir: &Path) -> Vec<String> {
 fn serve_follows_the_lab_cluster() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let root = tempfile::tempdir().unwrap();
-    gpuwl_ok(&[
-        "lab",
-        "--cluster-name",
-        CLUSTER,
-        "--root",
-        root.path().to_str().unwrap(),
-    ]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim();
+    let (root, kubeconfig) = crate::common::lab_cluster(CLUSTER);
+    let kubeconfig = kubeconfig.as_str();
 
     let serve = Serve::start(kubeconfig);
     assert_eq!(serve.get("/healthz").0, 200);
