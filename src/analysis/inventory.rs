@@ -83,8 +83,18 @@ pub struct Row {
     pub pending_pods: Vec<String>,
     /// Physical-GPU equivalents of `capacity` (`None`: not derivable, shown `?`).
     pub capacity_gpus: Option<f64>,
-    /// Physical-GPU equivalents of `free` (`None`: not derivable).
+    /// Whole physical GPUs certainly free (`None`: not derivable). For a resource of one
+    /// unit per GPU (passthrough, plain `nvidia.com/gpu`) it is `free`; for one whose units
+    /// are slots of a GPU (a vGPU type, time-sliced replicas) a GPU counts only when none
+    /// of its slots can be in use: per node, its GPUs minus its allocated units (each
+    /// allocated slot may sit on a different GPU), never below 0. A GPU hosts one vGPU type
+    /// at a time (NVIDIA/vgpu-device-manager configures every GPU of a node with one
+    /// type), so a half-used GPU is not half a GPU free for another type.
     pub free_gpus: Option<f64>,
+    /// Slots per physical GPU when a unit is a slot of a GPU (a vGPU type: the card's
+    /// memory over the type's framebuffer; time-slicing: the replicas), the same on every
+    /// node of the row; `None` for one unit per GPU or when not derivable or mixed.
+    pub slots_per_gpu: Option<i64>,
     /// Per-node detail, by node name.
     pub node_detail: Vec<NodeUse>,
 }
@@ -139,6 +149,24 @@ pub struct Unservable {
     pub free_other_names: Vec<Free>,
     /// The pod's PodScheduled message, verbatim, when present.
     pub scheduler_message: Option<String>,
+}
+
+/// Unservable demand summed per resource name, in first-seen order: `(resource, units,
+/// pods)`. The table and the CSV show one `(no pool can serve)` row per name, so two
+/// pending pods asking 1 each read as one row of 2, not two identical rows. Units add
+/// with saturation (never wrap).
+pub fn unservable_by_resource(unservable: &[Unservable]) -> Vec<(String, i64, usize)> {
+    let mut out: Vec<(String, i64, usize)> = Vec::new();
+    for u in unservable {
+        match out.iter_mut().find(|(r, _, _)| *r == u.resource) {
+            Some(entry) => {
+                entry.1 = entry.1.saturating_add(u.units);
+                entry.2 += 1;
+            }
+            None => out.push((u.resource.clone(), u.units, 1)),
+        }
+    }
+    out
 }
 
 /// The whole inventory.
@@ -454,7 +482,18 @@ pub fn sum_rows(
                 pending,
                 pending_pods,
                 capacity_gpus: eq(|u| u.capacity),
-                free_gpus: eq(|u| u.allocatable.saturating_sub(u.allocated)),
+                free_gpus: resource
+                    .as_ref()
+                    .and_then(|_| detail.iter().map(whole_free_gpus).sum::<Option<f64>>()),
+                slots_per_gpu: {
+                    let mut slots = detail.iter().map(|u| slots_per_gpu(u.gpus_per_unit));
+                    match slots.next() {
+                        Some(Some(first)) if slots.all(|s| s == Some(first)) && first > 1 => {
+                            Some(first)
+                        }
+                        _ => None,
+                    }
+                },
                 node_detail: detail,
                 resource,
             }
@@ -464,6 +503,29 @@ pub fn sum_rows(
         (a.origin, a.workload, &a.resource).cmp(&(b.origin, b.workload, &b.resource))
     });
     rows
+}
+
+/// Units per physical GPU when a unit is a fraction of one (`1 / gpus_per_unit`, rounded:
+/// 2 for `NVIDIA_A10-12Q` on a 24 GB A10, 4 for four time-slicing replicas); `Some(1)` for
+/// one unit per GPU; `None` when not derivable.
+fn slots_per_gpu(gpus_per_unit: Option<f64>) -> Option<i64> {
+    let g = gpus_per_unit.filter(|g| *g > 0.0)?;
+    if g >= 1.0 {
+        return Some(1);
+    }
+    Some((1.0 / g).round().max(1.0) as i64)
+}
+
+/// Whole GPUs of one node certainly free for `u`'s resource (see [`Row::free_gpus`]).
+fn whole_free_gpus(u: &NodeUse) -> Option<f64> {
+    let g = u.gpus_per_unit?;
+    let free = u.allocatable.saturating_sub(u.allocated).max(0);
+    let slots = slots_per_gpu(Some(g))?;
+    if slots <= 1 {
+        return Some(g * free as f64);
+    }
+    let gpus = u.allocatable.max(0) / slots;
+    Some(gpus.saturating_sub(u.allocated.clamp(0, gpus)) as f64)
 }
 
 /// The GPU-class entries of a pod's effective requests.
@@ -718,6 +780,34 @@ pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventor
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn node_use(alloc: i64, used: i64, g: Option<f64>) -> NodeUse {
+        NodeUse {
+            name: "n".into(),
+            capacity: alloc,
+            allocatable: alloc,
+            allocated: used,
+            gpus_per_unit: g,
+        }
+    }
+
+    #[test]
+    fn whole_free_gpus_counts_a_gpu_only_when_no_slot_of_it_can_be_used() {
+        // 2 A10s × 2 slots of A10-12Q.
+        assert_eq!(whole_free_gpus(&node_use(4, 0, Some(0.5))), Some(2.0));
+        assert_eq!(whole_free_gpus(&node_use(4, 1, Some(0.5))), Some(1.0));
+        assert_eq!(whole_free_gpus(&node_use(4, 2, Some(0.5))), Some(0.0));
+        assert_eq!(whole_free_gpus(&node_use(4, 4, Some(0.5))), Some(0.0));
+        // over-committed never goes below 0
+        assert_eq!(whole_free_gpus(&node_use(4, 9, Some(0.5))), Some(0.0));
+        // one unit per GPU: the free units
+        assert_eq!(whole_free_gpus(&node_use(8, 3, Some(1.0))), Some(5.0));
+        assert_eq!(whole_free_gpus(&node_use(8, 3, None)), None);
+        // time-slicing, 4 replicas of 1 GPU
+        assert_eq!(whole_free_gpus(&node_use(4, 1, Some(0.25))), Some(0.0));
+        assert_eq!(slots_per_gpu(Some(1.0 / 3.0)), Some(3));
+        assert_eq!(slots_per_gpu(Some(1.0)), Some(1));
+    }
     use crate::model::pod::ObjectKind;
 
     fn node(labels: &[(&str, &str)]) -> NodeInfo {

@@ -101,7 +101,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             if existed {
                 crate::outln!("cluster {name} stopped and its state removed");
             } else {
-                crate::outln!("cluster {name} does not exist; nothing to do");
+                crate::outln!(
+                    "cluster {name} does not exist; nothing to do{}",
+                    cluster::running_elsewhere_hint(name)
+                );
             }
             Ok(ExitStatus::Ok)
         }
@@ -138,7 +141,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                             cluster::state_dir(name).display()
                         );
                     } else {
-                        crate::outln!("start it with: gpuwl cluster up --name {name}");
+                        crate::outln!(
+                            "start it with: gpuwl cluster up --name {name}{}",
+                            cluster::running_elsewhere_hint(name)
+                        );
                     }
                     Ok(ExitStatus::Runtime)
                 }
@@ -155,8 +161,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let p = cluster::kubeconfig_path(name);
             if !p.is_file() {
                 return Err(Error::Runtime(format!(
-                    "cluster {name} has no kubeconfig ({} missing); run `gpuwl cluster up --name {name}`",
-                    p.display()
+                    "cluster {name} has no kubeconfig ({} missing); run `gpuwl cluster up --name {name}`{}",
+                    p.display(),
+                    cluster::running_elsewhere_hint(name)
                 )));
             }
             crate::outln!("{}", p.display());

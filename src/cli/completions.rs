@@ -75,7 +75,28 @@ pub fn script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "gpuwl", &mut out);
     match shell {
-        clap_complete::Shell::Bash => out.extend_from_slice(bash_pods().as_bytes()),
+        clap_complete::Shell::Bash => {
+            // clap's bash generator lists hidden subcommands among the words it offers;
+            // the `__complete*` helpers are for scripts, never for a user's <TAB>.
+            let text = String::from_utf8_lossy(&out).into_owned();
+            let mut kept = String::with_capacity(text.len());
+            for line in text.split_inclusive('\n') {
+                match line.find("opts=\"") {
+                    Some(at) if line.contains(" __complete") => {
+                        let (head, words) = line.split_at(at + "opts=\"".len());
+                        let (words, tail) = words.split_once('"').unwrap_or((words, ""));
+                        let visible: Vec<&str> = words
+                            .split(' ')
+                            .filter(|w| !w.starts_with("__complete"))
+                            .collect();
+                        kept.push_str(&format!("{head}{}\"{tail}", visible.join(" ")));
+                    }
+                    _ => kept.push_str(line),
+                }
+            }
+            out = kept.into_bytes();
+            out.extend_from_slice(bash_pods().as_bytes());
+        }
         clap_complete::Shell::Zsh => {
             let text = String::from_utf8_lossy(&out).into_owned();
             // clap gives the explain target `_default` (file names); pods fit better.
@@ -111,17 +132,14 @@ pub fn run(shell: clap_complete::Shell) -> Result<ExitStatus> {
         .map_err(|e| Error::write("the completion script", e))
 }
 
-/// Runs the hidden `gpuwl __complete-pods`: pod names, one per line, in the namespace of
-/// `-n` or the context's. Waits at most 3 s per request; any failure prints nothing and
-/// exits 0, so a completion never shows an error.
-pub fn run_pods(args: &PodsArgs) -> Result<ExitStatus> {
-    let mut live = args.live.clone();
+/// Pod names in the namespace of `namespace` (else the context's), from the cluster
+/// `live` reaches; each request waits at most 3 s. Only DNS-label-shaped names are kept, so
+/// nothing a completion offers can carry a control character. Any failure gives `[]`.
+fn pod_names(live: &crate::cli::LiveArgs, namespace: Option<String>) -> Vec<String> {
+    let mut live = live.clone();
     live.request_timeout = live.request_timeout.min(3);
     let names = live.block_on(|client| async move {
-        let ns = args
-            .namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_owned());
+        let ns = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
         let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, &ns);
         let list = api
             .list_metadata(&kube::api::ListParams::default().limit(500))
@@ -133,16 +151,179 @@ pub fn run_pods(args: &PodsArgs) -> Result<ExitStatus> {
             .filter_map(|p| p.metadata.name)
             .collect::<Vec<_>>())
     });
+    names
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|n| {
+            n.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
+        })
+        .collect()
+}
+
+/// Runs the hidden `gpuwl __complete-pods`: pod names, one per line, in the namespace of
+/// `-n` or the context's. Waits at most 3 s per request; any failure prints nothing and
+/// exits 0, so a completion never shows an error.
+pub fn run_pods(args: &PodsArgs) -> Result<ExitStatus> {
     let mut out = String::new();
-    for n in names.unwrap_or_default() {
-        // Names are DNS labels; anything else is not offered.
-        if n.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
-        {
-            out.push_str(&n);
-            out.push('\n');
+    for n in pod_names(&args.live, args.namespace.clone()) {
+        out.push_str(&n);
+        out.push('\n');
+    }
+    let _ = crate::render::write_stdout(out.as_bytes());
+    Ok(ExitStatus::Ok)
+}
+
+/// The name kubectl (≥ 1.26) runs to complete a plugin's arguments: `kubectl_complete-`
+/// and the plugin's name (kubernetes/kubectl `pkg/cmd/plugin`, plugin completion). gpuwl
+/// linked under this name answers as `gpuwl __complete`.
+pub const KUBECTL_HELPER: &str = "kubectl_complete-gpuwl";
+
+/// Cobra's completion directives, the last line `:<n>` of a `__complete` answer (kubectl
+/// reads them from a plugin's `kubectl_complete-<plugin>` helper; spf13/cobra
+/// `completions.go`, `ShellCompDirective`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Directive {
+    /// Let the shell complete file names when nothing is offered (0).
+    Default = 0,
+    /// Offer only what is listed, never file names (4).
+    NoFileComp = 4,
+}
+
+/// What to offer for the words typed after `gpuwl` (or `kubectl gpuwl`); the last word is
+/// the one being completed (empty for a new word). Subcommands and their aliases, long
+/// flags (after `-`), a flag's possible values (after `-o`, or `completions`' shell), and
+/// pod names for `explain`'s target (through `pods`, given the namespace / kubeconfig /
+/// context flags typed so far). Hidden commands and flags are never offered.
+pub fn candidates(
+    words: &[String],
+    pods: &dyn Fn(&crate::cli::LiveArgs, Option<String>) -> Vec<String>,
+) -> (Vec<String>, Directive) {
+    let mut cmd = crate::cli::Cli::command();
+    cmd.build();
+    let (cur, done) = match words.split_last() {
+        Some((c, d)) => (c.as_str(), d),
+        None => ("", &[][..]),
+    };
+    let mut path: Vec<String> = Vec::new();
+    let mut positionals = 0usize;
+    let mut live = crate::cli::LiveArgs::default();
+    let mut namespace = None;
+    let mut pending_value: Option<clap::Arg> = None;
+    let mut cmd_ref = cmd.clone();
+    for w in done {
+        if let Some(arg) = pending_value.take() {
+            match arg.get_id().as_str() {
+                "namespace" => namespace = Some(w.clone()),
+                "kubeconfig" => live.kubeconfig = Some(w.into()),
+                "context" => live.context = Some(w.clone()),
+                _ => {}
+            }
+            continue;
+        }
+        if w == "--" {
+            continue;
+        }
+        if let Some(flag) = w.strip_prefix("--") {
+            if flag.contains('=') {
+                continue;
+            }
+            if let Some(a) = cmd_ref.get_arguments().find(|a| a.get_long() == Some(flag))
+                && a.get_action().takes_values()
+            {
+                pending_value = Some(a.clone());
+            }
+            continue;
+        }
+        if let Some(short) = w.strip_prefix('-').filter(|s| s.len() == 1) {
+            let c = short.chars().next().unwrap_or('-');
+            if let Some(a) = cmd_ref.get_arguments().find(|a| a.get_short() == Some(c))
+                && a.get_action().takes_values()
+            {
+                pending_value = Some(a.clone());
+            }
+            continue;
+        }
+        if w.starts_with('-') {
+            continue;
+        }
+        match cmd_ref.find_subcommand(w).cloned() {
+            Some(sub) if positionals == 0 => {
+                path.push(sub.get_name().to_owned());
+                cmd_ref = sub;
+            }
+            _ => positionals += 1,
         }
     }
+    let filter = |items: Vec<String>| -> Vec<String> {
+        let mut v: Vec<String> = items.into_iter().filter(|i| i.starts_with(cur)).collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if let Some(arg) = pending_value {
+        let values: Vec<String> = arg
+            .get_possible_values()
+            .iter()
+            .filter(|v| !v.is_hide_set())
+            .map(|v| v.get_name().to_owned())
+            .collect();
+        if values.is_empty() {
+            // A file, a name, a number: the shell's own (file) completion.
+            return (Vec::new(), Directive::Default);
+        }
+        return (filter(values), Directive::NoFileComp);
+    }
+    if cur.starts_with('-') {
+        let mut flags: Vec<String> = cmd_ref
+            .get_arguments()
+            .filter(|a| !a.is_hide_set() && !a.is_positional())
+            .filter_map(|a| a.get_long().map(|l| format!("--{l}")))
+            .collect();
+        flags.push("--help".into());
+        return (filter(flags), Directive::NoFileComp);
+    }
+    if cmd_ref.has_subcommands() && positionals == 0 {
+        let subs: Vec<String> = cmd_ref
+            .get_subcommands()
+            .filter(|c| !c.is_hide_set())
+            .map(|c| c.get_name().to_owned())
+            .collect();
+        return (filter(subs), Directive::NoFileComp);
+    }
+    if path.first().map(String::as_str) == Some("explain") && positionals == 0 {
+        return (filter(pods(&live, namespace)), Directive::NoFileComp);
+    }
+    let values: Vec<String> = cmd_ref
+        .get_positionals()
+        .nth(positionals)
+        .map(|a| {
+            a.get_possible_values()
+                .iter()
+                .filter(|v| !v.is_hide_set())
+                .map(|v| v.get_name().to_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    if values.is_empty() {
+        (Vec::new(), Directive::Default)
+    } else {
+        (filter(values), Directive::NoFileComp)
+    }
+}
+
+/// Runs the hidden `gpuwl __complete WORD...`: one candidate per line, then `:<directive>`,
+/// the protocol kubectl (≥ 1.26) speaks with a plugin's `kubectl_complete-gpuwl` helper
+/// (gpuwl linked as [`KUBECTL_HELPER`] answers the same). Never fails: a cluster that does not answer
+/// within 3 s gives no pod names.
+pub fn run_complete(words: &[String]) -> Result<ExitStatus> {
+    let (items, directive) = candidates(words, &pod_names);
+    let mut out = String::new();
+    for i in items {
+        out.push_str(&i);
+        out.push('\n');
+    }
+    out.push_str(&format!(":{}\n", directive as u8));
     let _ = crate::render::write_stdout(out.as_bytes());
     Ok(ExitStatus::Ok)
 }
@@ -150,6 +331,86 @@ pub fn run_pods(args: &PodsArgs) -> Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn words(s: &str) -> Vec<String> {
+        let mut v: Vec<String> = s.split(' ').map(str::to_owned).collect();
+        if s.is_empty() {
+            v = vec![String::new()];
+        }
+        v
+    }
+
+    fn no_pods(_: &crate::cli::LiveArgs, _: Option<String>) -> Vec<String> {
+        Vec::new()
+    }
+
+    #[test]
+    fn complete_offers_visible_subcommands_only() {
+        let (c, d) = candidates(&words(""), &no_pods);
+        assert!(c.contains(&"check".to_string()) && c.contains(&"explain".to_string()));
+        assert!(
+            !c.iter().any(|w| w.starts_with("__")),
+            "hidden commands offered: {c:?}"
+        );
+        assert_eq!(d, Directive::NoFileComp);
+        let (c, _) = candidates(&words("in"), &no_pods);
+        assert_eq!(c, vec!["inventory".to_string()]);
+        let (c, _) = candidates(&words("cluster s"), &no_pods);
+        assert_eq!(c, vec!["status".to_string()]);
+    }
+
+    #[test]
+    fn complete_offers_flags_and_their_values() {
+        let (c, _) = candidates(&words("check --clu"), &no_pods);
+        assert_eq!(c, vec!["--cluster-policy".to_string()]);
+        let (c, d) = candidates(&words("inventory -o "), &no_pods);
+        assert!(
+            c.contains(&"json".to_string()) && c.contains(&"csv".to_string()),
+            "{c:?}"
+        );
+        assert_eq!(d, Directive::NoFileComp);
+        // A file-valued flag leaves the completion to the shell.
+        let (c, d) = candidates(&words("check --nodes "), &no_pods);
+        assert!(c.is_empty());
+        assert_eq!(d, Directive::Default);
+        let (c, _) = candidates(&words("completions z"), &no_pods);
+        assert_eq!(c, vec!["zsh".to_string()]);
+    }
+
+    #[test]
+    fn complete_offers_pods_for_explain_in_the_typed_namespace() {
+        let seen = std::cell::RefCell::new(None);
+        let pods = |live: &crate::cli::LiveArgs, ns: Option<String>| {
+            *seen.borrow_mut() = Some((live.context.clone(), ns));
+            vec![
+                "job-cross".to_string(),
+                "job-container".to_string(),
+                "vmi-x".to_string(),
+            ]
+        };
+        let (c, d) = candidates(&words("explain -n gpu-vm --context lab job-c"), &pods);
+        assert_eq!(
+            c,
+            vec!["job-container".to_string(), "job-cross".to_string()]
+        );
+        assert_eq!(d, Directive::NoFileComp);
+        assert_eq!(
+            seen.borrow().clone(),
+            Some((Some("lab".to_string()), Some("gpu-vm".to_string())))
+        );
+    }
+
+    #[test]
+    fn bash_script_does_not_offer_hidden_commands() {
+        let s = String::from_utf8(script(clap_complete::Shell::Bash).unwrap()).unwrap();
+        let offered = s
+            .lines()
+            .filter(|l| l.contains("opts=\"") && l.contains("check"))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(!offered.is_empty(), "top-level word list found");
+        assert!(!offered.contains("__complete"), "{offered}");
+    }
 
     #[test]
     fn bash_script_wraps_clap_and_offers_pods_after_explain() {

@@ -63,22 +63,43 @@ pub enum Command {
     /// Pod names for the completion scripts (one per line; nothing on failure)
     #[command(name = "__complete-pods", hide = true)]
     CompletePods(completions::PodsArgs),
+    /// Completion candidates in cobra's protocol, for kubectl's `kubectl_complete-gpuwl`
+    #[command(name = "__complete", hide = true)]
+    Complete {
+        /// The words after `gpuwl`; the last is the one being completed
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        words: Vec<String>,
+    },
 }
 
 /// Parses `std::env::args`, runs the command and returns its exit code. Errors are printed
 /// as one line `gpuwl: <message>` on stderr.
 pub fn main() -> ExitCode {
+    // Run as `kubectl_complete-gpuwl` (a link kubectl ≥ 1.26 calls to complete `kubectl
+    // gpuwl …`): every argument is a word to complete, answered in cobra's protocol.
+    let argv0_is = |prefix: &str| {
+        std::env::args_os()
+            .next()
+            .and_then(|a| {
+                std::path::Path::new(&a)
+                    .file_name()
+                    .map(|f| f.to_string_lossy().starts_with(prefix))
+            })
+            .unwrap_or(false)
+    };
+    if argv0_is(completions::KUBECTL_HELPER) {
+        let words: Vec<String> = std::env::args_os()
+            .skip(1)
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        return match completions::run_complete(&words) {
+            Ok(status) => status.into(),
+            Err(e) => e.exit_status().into(),
+        };
+    }
     let mut cmd = Cli::command();
     // Run as `kubectl gpuwl` (the binary installed as kubectl-gpuwl): help and usage say so.
-    if std::env::args_os()
-        .next()
-        .and_then(|a| {
-            std::path::Path::new(&a)
-                .file_name()
-                .map(|f| f.to_string_lossy().starts_with("kubectl-gpuwl"))
-        })
-        .unwrap_or(false)
-    {
+    if argv0_is("kubectl-gpuwl") {
         cmd = cmd.bin_name("kubectl gpuwl").display_name("kubectl gpuwl");
     }
     let matches = match cmd.try_get_matches() {
@@ -111,6 +132,7 @@ pub fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),
+        Command::Complete { words } => completions::run_complete(words),
     };
     match result {
         Ok(status) => status.into(),

@@ -230,6 +230,42 @@ pub fn kubeconfig_path(name: &str) -> PathBuf {
     state_dir(name).join("kubeconfig")
 }
 
+/// Names of the clusters that have a state directory under [`state_root`] (valid names
+/// only), sorted, each with its [`Status`]. Never starts anything; unreadable entries are
+/// skipped.
+pub fn list() -> Vec<(String, Status)> {
+    let Ok(rd) = std::fs::read_dir(state_root()) else {
+        return Vec::new();
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().is_dir())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| validate_name(n).is_ok())
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .filter_map(|n| status(&n).ok().map(|s| (n, s)))
+        .collect()
+}
+
+/// A hint for a command aimed at cluster `name` that does not run: the OTHER clusters that
+/// do, and the `--name` that reaches them, e.g.
+/// `; running now: eval (add --name eval)`. Empty when no other cluster runs.
+pub fn running_elsewhere_hint(name: &str) -> String {
+    let running: Vec<String> = list()
+        .into_iter()
+        .filter(|(n, s)| n != name && *s == Status::Running)
+        .map(|(n, _)| n)
+        .collect();
+    match running.as_slice() {
+        [] => String::new(),
+        [one] => format!("; running now: {one} (add --name {one})"),
+        many => format!("; running now: {} (add --name NAME)", many.join(", ")),
+    }
+}
+
 /// Reads `<state>/cluster.json` of cluster `name`.
 ///
 /// Errors: [`Error::Runtime`] when the cluster was never started or the file is corrupt.
@@ -237,8 +273,9 @@ pub fn info(name: &str) -> Result<ClusterInfo> {
     let p = state_dir(name).join("cluster.json");
     let text = std::fs::read_to_string(&p).map_err(|_| {
         rt(format!(
-            "cluster {name:?} has not been started (no {}); run `gpuwl cluster up --name {name}`",
-            p.display()
+            "cluster {name:?} has not been started (no {}); run `gpuwl cluster up --name {name}`{}",
+            p.display(),
+            running_elsewhere_hint(name)
         ))
     })?;
     serde_json::from_str(&text).map_err(|e| rt(format!("corrupt {}: {e}", p.display())))

@@ -46,12 +46,20 @@ pub fn plain_node_name(i: u32) -> String {
 pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let doing = format!("create node {name}");
+    let res: serde_json::Map<String, serde_json::Value> = SIM_NODE_CAPACITY
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
     if api
         .get_opt(name)
         .await
         .map_err(|e| api_error(&format!("get node {name}"), &e))?
         .is_none()
     {
+        // The status goes in with the create, as a kubelet registers its node: kwok's
+        // node-initialize stage keeps an allocatable it finds and writes its own defaults
+        // only where there is none, so its first status write cannot replace ours
+        // (kubernetes-sigs/kwok `kustomize/stage/node/fast/node-initialize.yaml`).
         let node: Node = serde_json::from_value(json!({
             "metadata": {
                 "name": name,
@@ -64,7 +72,8 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
                     "type": "kwok"
                 },
                 "annotations": {"kwok.x-k8s.io/node": "fake"}
-            }
+            },
+            "status": {"capacity": res, "allocatable": res}
         }))
         .map_err(|e| Error::Runtime(e.to_string()))?;
         match api.create(&PostParams::default(), &node).await {
@@ -73,6 +82,31 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
             Err(e) => return Err(api_error(&doing, &e)),
         }
     }
+    let patch = json!({"status": {"capacity": res, "allocatable": res}});
+    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| api_error(&format!("patch status of node {name}"), &e))?;
+    Ok(())
+}
+
+/// kwok's own capacity for a node that has none (cpu `1k`, memory `1Ti`, pods `1M`, kwok
+/// `kustomize/stage/node/fast/node-initialize.yaml`).
+const KWOK_DEFAULT_CAPACITY: [(&str, &str); 3] = [("cpu", "1k"), ("memory", "1Ti"), ("pods", "1M")];
+
+/// True when `node`'s allocatable holds kwok's defaults ([`KWOK_DEFAULT_CAPACITY`]) for
+/// every one of cpu, memory and pods: kwok initialised it without gpuwl's figures.
+pub fn has_kwok_default_capacity(node: &Node) -> bool {
+    let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());
+    alloc.is_some_and(|a| {
+        KWOK_DEFAULT_CAPACITY
+            .iter()
+            .all(|(k, v)| a.get(*k).is_some_and(|q| q.0 == *v))
+    })
+}
+
+/// Re-applies [`SIM_NODE_CAPACITY`] to node `name`'s capacity and allocatable (a merge patch
+/// of the status: GPU entries are left alone).
+async fn restore_capacity(api: &Api<Node>, name: &str) -> Result<()> {
     let res: serde_json::Map<String, serde_json::Value> = SIM_NODE_CAPACITY
         .into_iter()
         .map(|(k, v)| (k.to_string(), json!(v)))
@@ -105,7 +139,9 @@ pub fn is_schedulable(node: &Node) -> bool {
     ready && !tainted
 }
 
-/// Waits, by watch, until node `name` [`is_schedulable`], for at most `timeout`.
+/// Waits, by watch, until node `name` [`is_schedulable`], for at most `timeout`; a node that
+/// then shows kwok's default capacity ([`has_kwok_default_capacity`]) gets
+/// [`SIM_NODE_CAPACITY`] back before this returns.
 ///
 /// Errors: [`Error::Runtime`] when it is not within `timeout` (the message says which of
 /// kwok or kube-controller-manager did not act) or the watch fails.
@@ -113,7 +149,14 @@ pub async fn wait_schedulable(client: &Client, name: &str, timeout: Duration) ->
     let api: Api<Node> = Api::all(client.clone());
     let cond = |n: Option<&Node>| n.is_some_and(is_schedulable);
     match tokio::time::timeout(timeout, await_condition(api.clone(), name, cond)).await {
-        Ok(Ok(_)) => Ok(()),
+        Ok(Ok(node)) => {
+            if node.as_ref().is_some_and(has_kwok_default_capacity) {
+                // kwok's first status write landed after ours (a node that existed before
+                // ensure_sim_node's patch): put the simulated server's figures back.
+                restore_capacity(&api, name).await?;
+            }
+            Ok(())
+        }
         Ok(Err(e)) => Err(Error::Runtime(format!("watch node {name}: {e}"))),
         Err(_) => {
             let node = api.get_opt(name).await.ok().flatten();
@@ -166,5 +209,27 @@ mod tests {
         )));
         assert!(!is_schedulable(&node("False", None)));
         assert!(!is_schedulable(&node("Unknown", None)));
+    }
+
+    #[test]
+    fn kwok_default_capacity_is_recognised_only_when_all_three_are_kwoks() {
+        let with = |cpu: &str, mem: &str, pods: &str| -> Node {
+            serde_json::from_value(json!({
+                "metadata": {"name": "n"},
+                "status": {"allocatable": {"cpu": cpu, "memory": mem, "pods": pods, "nvidia.com/gpu": "4"}}
+            }))
+            .unwrap()
+        };
+        assert!(has_kwok_default_capacity(&with("1k", "1Ti", "1M")));
+        assert!(!has_kwok_default_capacity(&with(
+            "32",
+            "263855104Ki",
+            "110"
+        )));
+        // A node a test gave its own small cpu is not "kwok's default".
+        assert!(!has_kwok_default_capacity(&with("1k", "8Gi", "1M")));
+        assert!(!has_kwok_default_capacity(
+            &serde_json::from_value(json!({"metadata": {"name": "n"}})).unwrap()
+        ));
     }
 }

@@ -61,6 +61,33 @@ pub struct InvalidWorkloadConfig {
     pub value: String,
 }
 
+impl InvalidWorkloadConfig {
+    /// The valid value the rejected one was most likely meant to be: equal but for case,
+    /// surrounding spaces or `_` for `-`, else at most 2 edits away (Levenshtein, lower
+    /// case). The operator compares case-sensitively, so `Vm-Passthrough` is invalid there
+    /// (NVIDIA/gpu-operator `controllers/state_manager.go`, `isValidWorkloadConfig`).
+    pub fn nearest(&self) -> Option<WorkloadConfig> {
+        let v = self.value.trim().to_ascii_lowercase().replace('_', "-");
+        if v.is_empty() || v.len() > 40 {
+            return None;
+        }
+        WorkloadConfig::ALL
+            .into_iter()
+            .map(|w| (strsim::levenshtein(&v, w.as_str()), w))
+            .filter(|(d, _)| *d <= 2)
+            .min_by_key(|(d, _)| *d)
+            .map(|(_, w)| w)
+    }
+
+    /// `; did you mean vm-passthrough?` when [`Self::nearest`] has one, else empty: the
+    /// tail a message about the value ends with.
+    pub fn did_you_mean(&self) -> String {
+        self.nearest()
+            .map(|w| format!("; did you mean {w}?"))
+            .unwrap_or_default()
+    }
+}
+
 impl WorkloadConfig {
     /// All three values, in the operator's order.
     pub const ALL: [WorkloadConfig; 3] = [
@@ -171,6 +198,26 @@ impl serde::Serialize for WorkloadConfig {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_invalid_value_names_the_one_it_was_meant_to_be() {
+        let err = |v: &str| v.parse::<WorkloadConfig>().unwrap_err();
+        assert_eq!(
+            err("Vm-Passthrough").did_you_mean(),
+            "; did you mean vm-passthrough?"
+        );
+        assert_eq!(err("vm_vgpu").nearest(), Some(WorkloadConfig::VmVgpu));
+        assert_eq!(
+            err(" container ").nearest(),
+            Some(WorkloadConfig::Container)
+        );
+        assert_eq!(
+            err("vm-pasthrough").nearest(),
+            Some(WorkloadConfig::VmPassthrough)
+        );
+        assert_eq!(err("vgpu").nearest(), None);
+        assert_eq!(err("gpu").did_you_mean(), "");
+    }
 
     #[test]
     fn label_and_flags() {

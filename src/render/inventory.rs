@@ -93,7 +93,8 @@ fn columns() -> [Column; 10] {
         c("RESOURCE", "RESOURCE", false, 0),
         c("NODES", "NODES", true, 2),
         c("CAPACITY", "CAP", true, 3),
-        c("ALLOCATABLE", "ALLOC", true, 0),
+        // Never shortened: "ALLOC" beside "USED" reads as allocated twice.
+        c("ALLOCATABLE", "ALLOCATABLE", true, 0),
         c("ALLOCATED", "USED", true, 0),
         c("FREE", "FREE", true, 0),
         c("PENDING", "PEND", true, 0),
@@ -135,16 +136,18 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 if opts.bars { bar(r) } else { String::new() },
             ]);
         }
-        for unserv in &inv.unservable {
+        for (resource, units, _) in
+            crate::analysis::inventory::unservable_by_resource(&inv.unservable)
+        {
             rows.push(vec![
                 "(no pool can serve)".to_string(),
-                esc(&unserv.resource),
+                esc(&resource),
                 "0".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
                 "-".into(),
-                unserv.units.to_string(),
+                units.to_string(),
                 "-".into(),
                 String::new(),
             ]);
@@ -156,7 +159,20 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 r.pop();
             }
         }
-        let (table, short) = fit_table(&cols, &rows, opts.width);
+        let (mut table, short) = fit_table(&cols, &rows, opts.width);
+        if table
+            .lines()
+            .any(|l| crate::render::display_width(l) > opts.width)
+        {
+            // Last resort before names would overflow: ALLOCATABLE as ALLOC (the legend
+            // then spells it out beside USED).
+            for c in &mut cols {
+                if c.header == "ALLOCATABLE" {
+                    c.short = "ALLOC";
+                }
+            }
+            table = fit_table(&cols, &rows, opts.width).0;
+        }
         let _ = writeln!(out, "{table}");
         table_end = out.len();
         let header = table.lines().nth(1).unwrap_or_default().to_owned();
@@ -166,7 +182,10 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             if shown("CAP") {
                 parts.push("CAP capacity");
             }
-            parts.push("ALLOC allocatable, USED allocated, PEND units requested by unbound pods this pool could serve");
+            if shown("ALLOC") {
+                parts.push("ALLOC allocatable (what the nodes offer)");
+            }
+            parts.push("USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve");
             if shown("GPUS") {
                 parts.push("GPUS physical-GPU equivalents of capacity (? = not derivable)");
             }
@@ -179,6 +198,20 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         let mut legend = legend;
         if opts.bars && shown("USE") {
             legend.push_str(" USE: each row's own allocatable, █ allocated, ░ free.");
+        }
+        // Columns fit_table left out for the width: say so, never drop them silently.
+        let dropped: Vec<&str> = cols
+            .iter()
+            .filter(|c| c.header != "USE" || opts.bars)
+            .filter(|c| !shown(c.header) && !shown(c.short))
+            .map(|c| c.header)
+            .collect();
+        if !dropped.is_empty() {
+            legend.push_str(&format!(
+                " Not shown at {} columns: {} (widen the terminal, or -o json / -o csv).",
+                opts.width,
+                dropped.join(", ")
+            ));
         }
         out.push_str(&format!("{legend}\n"));
     }
@@ -369,13 +402,14 @@ fn csv(inv: &Inventory) -> String {
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         let _ = writeln!(out, "{}", line.join(","));
     }
-    for u in &inv.unservable {
+    for (resource, units, _) in crate::analysis::inventory::unservable_by_resource(&inv.unservable)
+    {
         let _ = writeln!(
             out,
             "(no pool can serve),,{},{},0,0,,,,,{},,",
-            csv_field(&u.resource),
-            crate::model::resource::classify(&u.resource).code(),
-            u.units
+            csv_field(&resource),
+            crate::model::resource::classify(&resource).code(),
+            units
         );
     }
     // DRA rows in the same columns: origin `dra`, resource `<driver>/<device type>`, class

@@ -92,7 +92,7 @@ fn shared_case_outputs_exactly() {
         (
             "unknown-label-value",
             1,
-            "MISMATCH=lab-node-1 label value \"vm_passthrough\" is not one of container, vm-passthrough, vm-vgpu: the operator silently falls back to sandboxWorkloads.defaultWorkload (default container)\n",
+            "MISMATCH=lab-node-1 label value \"vm_passthrough\" is not one of container, vm-passthrough, vm-vgpu: the operator silently falls back to sandboxWorkloads.defaultWorkload (default container); did you mean vm-passthrough?\n",
         ),
     ] {
         let o = run(&[&case(name)], None);

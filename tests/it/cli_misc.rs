@@ -36,6 +36,67 @@ fn completions_name_every_command() {
     }
 }
 
+/// `kubectl gpuwl <TAB>` through the real kubectl: its hidden `__complete` command finds the
+/// plugin `kubectl-gpuwl` and its helper `kubectl_complete-gpuwl` on PATH (both links to
+/// gpuwl) and prints what the helper answered.
+#[test]
+fn kubectl_completes_the_plugin_through_the_helper_link() {
+    let dir = tempfile::tempdir().unwrap();
+    for link in ["kubectl-gpuwl", "kubectl_complete-gpuwl", "gpuwl"] {
+        std::os::unix::fs::symlink(cargo_bin("gpuwl"), dir.path().join(link)).unwrap();
+    }
+    // The helper alone speaks cobra's protocol: candidates, then `:<directive>`.
+    let out = Command::new(dir.path().join("kubectl_complete-gpuwl"))
+        .args(["cluster", "st"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8(out.stdout).unwrap(),
+        "status\n:4\n",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let Ok(kubectl) = which_kubectl() else {
+        eprintln!("kubectl not on PATH: only the helper itself was checked");
+        return;
+    };
+    let path = format!(
+        "{}:{}",
+        dir.path().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new(kubectl)
+        .args(["__complete", "gpuwl", "inventory", "-o", ""])
+        .env("PATH", &path)
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let offered: Vec<&str> = text.lines().filter(|l| !l.starts_with(':')).collect();
+    assert!(
+        offered.contains(&"json") && offered.contains(&"csv"),
+        "kubectl offered {offered:?}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The hidden commands are never offered.
+    let out = Command::new(dir.path().join("kubectl_complete-gpuwl"))
+        .arg("")
+        .output()
+        .unwrap();
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("explain\n") && !text.contains("__"), "{text}");
+}
+
+fn which_kubectl() -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|p| {
+            std::env::split_paths(&p)
+                .map(|d| d.join("kubectl"))
+                .find(|f| f.is_file())
+        })
+        .ok_or(())
+}
+
 #[test]
 fn lab_help_lists_the_eight_steps_and_their_files() {
     let out = Command::new(cargo_bin("gpuwl"))

@@ -255,6 +255,49 @@ fn controller_manager_makes_it_a_whole_cluster() {
         let nodes: Api<Node> = Api::all(client.clone());
         let node = nodes.get("kwok-node-0").await.expect("the plain node");
         assert!(cluster::nodes::is_schedulable(&node), "{node:?}");
+        // The plain node has the 32 CPU / 256 GiB / 110 pods the help promises, not kwok's
+        // defaults (kwok's first status write must not replace gpuwl's).
+        let alloc = node.status.as_ref().unwrap().allocatable.clone().unwrap();
+        for (k, v) in cluster::nodes::SIM_NODE_CAPACITY {
+            assert_eq!(
+                alloc.get(k).map(|q| q.0.as_str()),
+                Some(v),
+                "{k}: {alloc:?}"
+            );
+        }
+        // Force the race: a node created bare gets kwok's defaults; waiting for it
+        // through wait_schedulable puts the simulated server's figures back.
+        let bare: Node = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "bare-0", "labels": {"type": "kwok"},
+                         "annotations": {"kwok.x-k8s.io/node": "fake"}}
+        }))
+        .unwrap();
+        nodes
+            .create(&kube::api::PostParams::default(), &bare)
+            .await
+            .unwrap();
+        let kwoks =
+            kube::runtime::wait::await_condition(nodes.clone(), "bare-0", |n: Option<&Node>| {
+                n.is_some_and(cluster::nodes::has_kwok_default_capacity)
+            });
+        tokio::time::timeout(std::time::Duration::from_secs(30), kwoks)
+            .await
+            .expect("kwok initialises a bare node with its defaults")
+            .unwrap();
+        cluster::nodes::wait_schedulable(&client, "bare-0", std::time::Duration::from_secs(60))
+            .await
+            .unwrap();
+        let bare = nodes.get("bare-0").await.unwrap();
+        assert!(
+            !cluster::nodes::has_kwok_default_capacity(&bare),
+            "{bare:?}"
+        );
+        let alloc = bare.status.unwrap().allocatable.unwrap();
+        assert_eq!(alloc.get("cpu").map(|q| q.0.as_str()), Some("32"));
+        nodes
+            .delete("bare-0", &kube::api::DeleteParams::default())
+            .await
+            .unwrap();
 
         let namespaces: Api<Namespace> = Api::all(client.clone());
         let ns: Namespace =

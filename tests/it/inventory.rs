@@ -8,7 +8,7 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
-use crate::common::gpuwl;
+use crate::common::{gpuwl, gpuwl_ok};
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
 
@@ -72,9 +72,19 @@ fn lab_state_three_pools_and_job_cross() {
         row(&doc, "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q")["capacityGpus"],
         2.0
     );
+    // 4 slots of A10-12Q = 2 A10s × 2 slots; 1 slot in use: 3 slots free but only 1 whole
+    // A10 certainly free (a GPU hosts one vGPU type at a time, so half an A10 is no GPU).
     assert_eq!(
         row(&doc, "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q")["freeGpus"],
-        1.5
+        1.0
+    );
+    assert_eq!(
+        row(&doc, "vm-vgpu", "nvidia.com/NVIDIA_A10-12Q")["slotsPerGpu"],
+        2
+    );
+    assert_eq!(
+        row(&doc, "container", "nvidia.com/gpu")["slotsPerGpu"],
+        serde_json::Value::Null
     );
     assert_eq!(doc["pendingPods"], 1);
     let u = &doc["unservable"].as_array().unwrap()[..];
@@ -143,6 +153,18 @@ fn at_100_columns_no_line_is_wider_and_no_name_is_split() {
         let out = String::from_utf8(out.stdout).unwrap();
         let width: usize = cols.parse().unwrap();
         assert!(out.lines().all(|l| l.chars().count() <= width), "{out}");
+        // Columns left out for the width are named, never dropped silently.
+        let words = out.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            words.contains(&format!("Not shown at {cols} columns: ")),
+            "{out}"
+        );
+        if cols == "100" {
+            // ALLOCATABLE is spelt out beside USED where it fits.
+            assert!(out.contains(" ALLOCATABLE "), "{out}");
+        } else {
+            assert!(words.contains("ALLOC allocatable"), "{out}");
+        }
         for name in [
             "nvidia.com/NVIDIA_A10-12Q",
             "nvidia.com/GA102GL_A10",
@@ -170,7 +192,7 @@ fn lab_state_csv_and_yaml_carry_the_same_numbers() {
             "pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,pending,capacity_gpus,free_gpus",
             "container,known,nvidia.com/gpu,container-gpu,1,0,4,4,1,3,0,4,3",
             "vm-passthrough,known,nvidia.com/GA102GL_A10,passthrough-model,1,0,2,2,1,1,0,2,1",
-            "vm-vgpu,known,nvidia.com/NVIDIA_A10-12Q,vgpu-type,1,0,4,4,1,3,0,2,1.5",
+            "vm-vgpu,known,nvidia.com/NVIDIA_A10-12Q,vgpu-type,1,0,4,4,1,3,0,2,1",
             "(no pool can serve),,nvidia.com/gpu,container-gpu,0,0,,,,,1,,",
         ]
     );
@@ -476,5 +498,63 @@ fn ignore_resource_leaves_names_out_as_in_check() {
     assert!(
         out.contains("vm-passthrough,known,,"),
         "an empty labelled pool keeps its row: {out}"
+    );
+}
+
+/// Two pending pods that no pool can serve, asking the same name, make one
+/// `(no pool can serve)` row with their sum, in the table and in CSV.
+#[test]
+fn unservable_demand_is_one_row_per_name() {
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
+    let mut pods: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{d}/pods.json")).unwrap()).unwrap();
+    let items = pods["items"].as_array_mut().unwrap();
+    let mut second = items
+        .iter()
+        .find(|p| p["metadata"]["name"] == "job-cross")
+        .expect("job-cross in the lab dump")
+        .clone();
+    second["metadata"]["name"] = "job-cross-2".into();
+    items.push(second);
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("pods.json");
+    std::fs::write(&f, serde_json::to_string(&pods).unwrap()).unwrap();
+    let nodes = format!("{d}/nodes.json");
+    let out = gpuwl_ok(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        f.to_str().unwrap(),
+    ]);
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("(no pool can serve)"))
+        .collect();
+    assert_eq!(rows.len(), 1, "{out}");
+    // NODES 0, PENDING 2; no other figure is known for such demand.
+    let figures: Vec<&str> = rows[0]
+        .split_whitespace()
+        .filter(|t| t.chars().all(|c| c.is_ascii_digit()))
+        .collect();
+    assert_eq!(figures, ["0", "2"], "{}", rows[0]);
+    // Both pods are still named below the table.
+    assert!(out.contains("gpu-vm/job-cross wants") && out.contains("gpu-vm/job-cross-2 wants"));
+    let csv = gpuwl_ok(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        f.to_str().unwrap(),
+        "-o",
+        "csv",
+    ]);
+    let unserv: Vec<&str> = csv
+        .lines()
+        .filter(|l| l.starts_with("(no pool can serve)"))
+        .collect();
+    assert_eq!(
+        unserv,
+        ["(no pool can serve),,nvidia.com/gpu,container-gpu,0,0,,,,,2,,"]
     );
 }

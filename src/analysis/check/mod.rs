@@ -814,7 +814,7 @@ mod tests {
         assert_eq!(
             r.text_lines(),
             [
-                "MISMATCH=n label container expects a container-GPU resource, but the node advertises nvidia.com/GA102GL_A10=1 (device model)"
+                "MISMATCH=n label container expects a container-GPU resource, but the node advertises nvidia.com/GA102GL_A10=1 (device model) as well as nvidia.com/gpu=4 (container GPU)"
             ]
         );
     }

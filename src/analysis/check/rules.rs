@@ -383,7 +383,8 @@ pub fn invalid_label_value(n: &NodeFacts<'_>) -> Option<Finding> {
         Severity::Error,
         None,
         format!(
-            "label value {e}: the operator silently falls back to {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD})"
+            "label value {e}: the operator silently falls back to {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD}){}",
+            e.did_you_mean()
         ),
     ))
 }
@@ -408,12 +409,19 @@ pub fn wrong_class_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     let want = ResourceClass::for_workload(w);
     let wrong: Vec<&ResourceFacts> = n.advertised().filter(|r| r.entry.class != want).collect();
     let first = wrong.first()?;
+    // Every advertised GPU name is said: the right-class ones too, after the wrong ones.
+    let right: Vec<&ResourceFacts> = n.advertised().filter(|r| r.entry.class == want).collect();
+    let beside = if right.is_empty() {
+        String::new()
+    } else {
+        format!(" as well as {}", n.list(right.iter().copied()))
+    };
     Some(finding(
         Code::WrongClassResource,
         Severity::Error,
         Some(&first.entry.name),
         format!(
-            "label {w} expects {}, but the node advertises {}",
+            "label {w} expects {}, but the node advertises {}{beside}",
             expected_wording(w),
             n.list(wrong.iter().copied())
         ),
@@ -664,6 +672,43 @@ mod tests {
         );
         let right = node(Some("vm-passthrough"), &[("nvidia.com/GA102GL_A10", "4")]);
         assert!(node_rule(wrong_class_resource, &right).is_none());
+    }
+
+    #[test]
+    fn the_wrong_class_reason_lists_every_advertised_gpu_name() {
+        let n = node(
+            Some("vm-vgpu"),
+            &[("nvidia.com/gpu", "2"), ("nvidia.com/NVIDIA_A10-12Q", "4")],
+        );
+        let f = node_rule(wrong_class_resource, &n).unwrap();
+        assert_eq!(
+            f.message,
+            "label vm-vgpu expects a vGPU type resource, but the node advertises nvidia.com/gpu=2 (container GPU) as well as nvidia.com/NVIDIA_A10-12Q=4 (vGPU type)"
+        );
+    }
+
+    #[test]
+    fn a_label_value_off_by_case_or_a_typo_says_which_it_was_meant_to_be() {
+        for (value, meant) in [
+            ("Vm-Passthrough", "vm-passthrough"),
+            ("vm_vgpu", "vm-vgpu"),
+            ("Container", "container"),
+        ] {
+            let n = node(Some(value), &[("nvidia.com/gpu", "1")]);
+            let f = node_rule(invalid_label_value, &n).unwrap();
+            assert!(
+                f.message.ends_with(&format!("; did you mean {meant}?")),
+                "{}",
+                f.message
+            );
+        }
+        let far = node(Some("gpu"), &[("nvidia.com/gpu", "1")]);
+        assert!(
+            !node_rule(invalid_label_value, &far)
+                .unwrap()
+                .message
+                .contains("did you mean")
+        );
     }
 
     #[test]
