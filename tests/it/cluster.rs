@@ -258,12 +258,10 @@ fn controller_manager_makes_it_a_whole_cluster() {
         // The plain node has the 32 CPU / 256 GiB / 110 pods the help promises, not kwok's
         // defaults (kwok's first status write must not replace gpuwl's).
         let alloc = node.status.as_ref().unwrap().allocatable.clone().unwrap();
+        // Compared as quantities: the API server writes 263855104Ki back as 257671Mi.
+        let q = |s: &str| gpuwl::model::quantity::Quantity::parse(s).unwrap();
         for (k, v) in cluster::nodes::SIM_NODE_CAPACITY {
-            assert_eq!(
-                alloc.get(k).map(|q| q.0.as_str()),
-                Some(v),
-                "{k}: {alloc:?}"
-            );
+            assert_eq!(alloc.get(k).map(|x| q(&x.0)), Some(q(v)), "{k}: {alloc:?}");
         }
         // Force the race: a node created bare gets kwok's defaults; waiting for it
         // through wait_schedulable puts the simulated server's figures back.
