@@ -63,6 +63,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::input::live::{ClusterArgs, Flavour};
 use ports::{PortLock, Ports};
 use recipe::{Component, Condition, Readiness, StartWhen};
 
@@ -974,7 +975,7 @@ fn etcd_health(port: u16) -> Option<String> {
 
 async fn get_text(c: &kube::Client, path: &str) -> Option<String> {
     let req = http::Request::get(path).body(Vec::new()).ok()?;
-    tokio::time::timeout(Duration::from_secs(5), c.request_text(req))
+    tokio::time::timeout(HEALTH_TIMEOUT, c.request_text(req))
         .await
         .ok()?
         .ok()
@@ -988,21 +989,25 @@ fn insecure_client(port: u16) -> Result<kube::Client> {
         .map_err(|e| rt(format!("bad url: {e}")))?;
     let mut cfg = kube::Config::new(url);
     cfg.accept_invalid_certs = true;
-    kube::Client::try_from(cfg)
+    crate::input::live::client_from_config(cfg, Flavour::OneShot, HEALTH_TIMEOUT)
         .map_err(|e| rt(format!("cannot build a client for port {port}: {e}")))
 }
 
-/// A kube client from a kubeconfig file, using `context` or the file's current context.
+/// How long a health or readiness request to a component waits for its answer.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A one-shot client from a kubeconfig file, using `context` or the file's current
+/// context, each response awaited [`DEFAULT_REQUEST_TIMEOUT`] at most
+/// ([`crate::input::live::connect`]).
 ///
-/// Errors: [`Error::Runtime`] when the file cannot be read or parsed, the context does not
-/// exist, or its certificates cannot be loaded.
+/// Errors: [`Error::Runtime`] when the file cannot be read or parsed or its certificates
+/// cannot be loaded: a broken kubeconfig of gpuwl's own cluster is a runtime failure
+/// (exit 3), not the user's bad input.
 pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Client> {
-    // The same loader as every other command; a broken kubeconfig of our own cluster is a
-    // runtime failure (exit 3), not the user's bad input.
-    crate::input::live::client(Some(kubeconfig), context)
-        .await
-        .map_err(|e| match e {
-            e if e.is_input() => Error::Runtime(e.to_string()),
-            other => other,
-        })
+    let args = ClusterArgs::file(kubeconfig, context);
+    match crate::input::live::connect(&args, Flavour::OneShot).await {
+        Ok(c) => Ok(c.client),
+        Err(e) if e.is_input() => Err(Error::Runtime(e.to_string())),
+        Err(e) => Err(e),
+    }
 }
