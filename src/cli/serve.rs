@@ -25,7 +25,7 @@ pub struct Args {
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
     /// Where the cluster is (default: $KUBECONFIG, ~/.kube/config, in-cluster service
-    /// account); --request-timeout bounds connecting and each list, not the watches.
+    /// account); --request-timeout bounds connecting and sending, not the watches' reads.
     #[command(flatten)]
     pub cluster: crate::input::live::ClusterArgs,
     /// Milliseconds of quiet after a change before re-evaluating.
