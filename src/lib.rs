@@ -21,3 +21,4 @@ pub mod lab;
 pub mod model;
 pub mod render;
 pub mod serve;
+pub mod text;

@@ -129,5 +129,5 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| Error::failed("cannot start the async runtime", e))
 }
