@@ -32,6 +32,7 @@ pub mod serve;
 Run as a kubectl plugin: ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl && kubectl gpuwl check"
 )]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }

@@ -999,7 +999,7 @@ fn insecure_client(port: u16) -> Result<kube::Client> {
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A one-shot client from a kubeconfig file, using `context` or the file's current
-/// context, each response awaited [`DEFAULT_REQUEST_TIMEOUT`] at most
+/// context, each response awaited [`crate::input::live::DEFAULT_REQUEST_TIMEOUT`] at most
 /// ([`crate::input::live::connect`]).
 ///
 /// Errors: [`Error::Runtime`] when the file cannot be read or parsed or its certificates
