@@ -9,18 +9,6 @@
 
 use std::process::ExitCode;
 
-/// A value echoed in a message, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
-/// with Rust escapes so that it is one line: messages name values, they never dump them.
-/// Values of 80 characters or fewer read exactly as `{:?}` prints them.
-pub fn cut(s: &str) -> String {
-    const MAX: usize = 80;
-    if s.chars().count() <= MAX {
-        return format!("{s:?}");
-    }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{:?}… ({} bytes)", head, s.len())
-}
-
 /// Exit statuses of every gpuwl command (see the module table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -132,6 +120,32 @@ pub enum Error {
         #[source]
         source: Option<Box<kube::Error>>,
     },
+    /// A call to the API server that got no answer in time. Exit 3.
+    #[error("{}cannot {doing}: {}", server.as_deref().map(|s| format!("{s}: ")).unwrap_or_default(), timeout_message(*within))]
+    ClusterTimeout {
+        /// The API server's address, once known.
+        server: Option<String>,
+        /// What gpuwl was doing, e.g. `list nodes`.
+        doing: String,
+        /// The request timeout, once known.
+        within: Option<std::time::Duration>,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// No kubeconfig given, none found and not in a pod. Exit 3.
+    #[error("{}", if *local_running {
+        "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local control plane is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\"".to_owned()
+    } else {
+        format!("no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG ({detail})")
+    })]
+    NoKubeconfig {
+        /// Why kube-rs found none, one line.
+        detail: String,
+        /// Whether gpuwl's local control plane (`gpuwl`) is running: the message then
+        /// gives its export line.
+        local_running: bool,
+    },
     /// Writing output (stdout, a result file) failed. Exit 3.
     #[error("cannot write {what}: {source}")]
     Write {
@@ -141,7 +155,26 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Cluster, process or I/O failure outside the user's input. Exit 3.
+    /// An operation outside the user's input (a file of gpuwl's own state, a process, a
+    /// certificate, the async runtime) that failed with an underlying error, kept as the
+    /// source. Shown `<doing>: <error>`, the error made one line. Exit 3.
+    #[error("{doing}: {}", crate::text::one_line(&source.to_string()))]
+    Failed {
+        /// What gpuwl was doing, e.g. `cannot write /path/cluster.json`.
+        doing: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+    /// Bad input of gpuwl's own making (the kubeconfig of its local control plane): a
+    /// runtime failure, not the user's. Shown as the input error. Exit 3.
+    #[error("{0}")]
+    OwnInput(#[source] Box<Error>),
+    /// The local control plane's certificates cannot be generated. Exit 3.
+    #[error("cannot generate cluster certificates: {0}")]
+    Pki(#[source] rcgen::Error),
+    /// Cluster, process or I/O failure outside the user's input, without an underlying
+    /// error (a component that exits, a wait that runs out). Exit 3.
     #[error("{0}")]
     Runtime(String),
 }
@@ -151,7 +184,14 @@ impl Error {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
             Error::Input(_) | Error::File { .. } | Error::Field { .. } => ExitStatus::BadInput,
-            Error::Cluster { .. } | Error::Write { .. } | Error::Runtime(_) => ExitStatus::Runtime,
+            Error::Cluster { .. }
+            | Error::ClusterTimeout { .. }
+            | Error::NoKubeconfig { .. }
+            | Error::Write { .. }
+            | Error::Failed { .. }
+            | Error::Pki(_)
+            | Error::OwnInput(_)
+            | Error::Runtime(_) => ExitStatus::Runtime,
         }
     }
 
@@ -165,7 +205,7 @@ impl Error {
     pub fn file(path: impl Into<std::path::PathBuf>, problem: impl std::fmt::Display) -> Error {
         Error::File {
             path: path.into(),
-            problem: crate::input::document::one_line(&problem.to_string()),
+            problem: crate::text::one_line(&problem.to_string()),
             source: None,
         }
     }
@@ -199,6 +239,25 @@ impl Error {
         }
     }
 
+    /// An API call that got no answer in time (the timeout is added by
+    /// [`Error::at_server`]).
+    pub fn cluster_timeout(doing: &str, e: kube::Error) -> Error {
+        Error::ClusterTimeout {
+            server: None,
+            doing: doing.to_owned(),
+            within: None,
+            source: Box::new(e),
+        }
+    }
+
+    /// An operation that failed with `e`: `<doing>: <e>`, `e` kept as the source.
+    pub fn failed(doing: impl Into<String>, e: impl Into<BoxError>) -> Error {
+        Error::Failed {
+            doing: doing.into(),
+            source: e.into(),
+        }
+    }
+
     /// Output that cannot be written: `cannot write <what>: <io error>`.
     pub fn write(what: &str, e: std::io::Error) -> Error {
         Error::Write {
@@ -227,8 +286,9 @@ impl Error {
         }
     }
 
-    /// Runtime errors from a cluster call get the server's address in front.
-    pub fn on_server(self, address: &str) -> Error {
+    /// Errors of a cluster call get the server's address in front (and a timeout the
+    /// request timeout `within` it waited); others unchanged.
+    pub fn at_server(self, address: &str, within: std::time::Duration) -> Error {
         match self {
             Error::Cluster {
                 server: None,
@@ -241,10 +301,40 @@ impl Error {
                 message,
                 source,
             },
+            Error::ClusterTimeout {
+                server: None,
+                doing,
+                within: None,
+                source,
+            } => Error::ClusterTimeout {
+                server: Some(address.to_owned()),
+                doing,
+                within: Some(within),
+                source,
+            },
             Error::Runtime(m) => Error::Runtime(format!("{address}: {m}")),
             e => e,
         }
     }
+}
+
+/// How long a client connects at most (never longer than the request timeout).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The message of an API call without an answer: how long gpuwl waited (`within` per
+/// response, and per connection, when known) and the way out.
+fn timeout_message(within: Option<std::time::Duration>) -> String {
+    let waited = match within {
+        Some(t) => format!(
+            "no answer within {}s (connect {}s)",
+            t.as_secs(),
+            CONNECT_TIMEOUT.min(t).as_secs()
+        ),
+        None => "no answer within the request timeout".to_owned(),
+    };
+    format!(
+        "{waited}; the server accepts connections but does not respond — a wrong address or port, or an overloaded API server (--request-timeout SECONDS to wait longer)"
+    )
 }
 
 /// Convenience result for gpuwl commands.
@@ -281,6 +371,14 @@ mod tests {
         assert_eq!(e.to_string(), "cannot write the report: No space left");
         assert_eq!(e.exit_status(), ExitStatus::Runtime);
 
+        let e = Error::failed(
+            "cannot write /s/cluster.json",
+            std::io::Error::other("No space\nleft"),
+        );
+        assert_eq!(e.to_string(), "cannot write /s/cluster.json: No space left");
+        assert_eq!(e.exit_status(), ExitStatus::Runtime);
+        assert_eq!(e.source().unwrap().to_string(), "No space\nleft");
+
         let e = Error::file("x.yaml", "line one\nline two");
         assert_eq!(e.to_string(), "x.yaml: line one line two");
     }
@@ -297,7 +395,8 @@ mod tests {
         // A file error already names its file.
         let e = Error::file("other.json", "empty input").in_file(p);
         assert_eq!(e.to_string(), "other.json: empty input");
-        let r = Error::Runtime("cannot list nodes: refused".into()).on_server("https://h:6443");
+        let r = Error::Runtime("cannot list nodes: refused".into())
+            .at_server("https://h:6443", std::time::Duration::from_secs(4));
         assert_eq!(r.to_string(), "https://h:6443: cannot list nodes: refused");
     }
 }

@@ -19,7 +19,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::Client;
 use serde::Serialize;
 
 use crate::analysis::usage::Usage;
@@ -75,8 +74,13 @@ pub struct Row {
     pub allocatable: i64,
     /// Sum of the effective requests of bound, non-terminal pods, units.
     pub allocated: i64,
-    /// allocatable − allocated (negative when over-committed).
+    /// allocatable − allocated, never below 0: an over-committed row has free 0 and its
+    /// excess in [`Row::overcommitted`].
     pub free: i64,
+    /// allocated − allocatable when more is allocated than allocatable (requests that
+    /// outgrew the node after a relabel or a device that went unhealthy; or hostile
+    /// requests), else 0. Saturating.
+    pub overcommitted: i64,
     /// Requests of unbound pods that this pool could serve, units.
     pub pending: i64,
     /// The pending pods (`namespace/name`).
@@ -478,7 +482,8 @@ pub fn sum_rows(
                 capacity,
                 allocatable,
                 allocated,
-                free: allocatable.saturating_sub(allocated),
+                free: allocatable.saturating_sub(allocated).max(0),
+                overcommitted: allocated.saturating_sub(allocatable).max(0),
                 pending,
                 pending_pods,
                 capacity_gpus: eq(|u| u.capacity),
@@ -760,12 +765,15 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
     }
 }
 
-/// Builds the inventory of a live cluster: all nodes, all pods (paginated lists).
+/// Builds the inventory of what was read from a live cluster
+/// ([`crate::input::snapshot::read`]): all nodes, all pods, the ClusterPolicy and the DRA
+/// objects, less the `ignore`d resources.
 ///
-/// Errors: [`crate::error::Error::Runtime`] when the API cannot be reached; [`crate::error::Error::Input`] when a
-/// node's GPU quantity is not a whole number.
-pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventory> {
-    let mut snap = crate::input::snapshot::read(client, false).await?;
+/// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole number.
+pub fn from_snapshot(
+    mut snap: crate::input::snapshot::Snapshot,
+    ignore: &[String],
+) -> Result<Inventory> {
     ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
     let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
     inv.dra = Some(crate::analysis::dra::inventory(

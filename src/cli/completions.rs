@@ -14,7 +14,7 @@ pub struct PodsArgs {
     pub namespace: Option<String>,
     /// Where the live cluster is.
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
 }
 
 /// The flags of `explain` that take a value: the word after them is not a pod name.
@@ -135,7 +135,7 @@ pub fn run(shell: clap_complete::Shell) -> Result<ExitStatus> {
 /// Pod names in the namespace of `namespace` (else the context's), from the cluster
 /// `live` reaches; each request waits at most 3 s. Only DNS-label-shaped names are kept, so
 /// nothing a completion offers can carry a control character. Any failure gives `[]`.
-fn pod_names(live: &crate::cli::LiveArgs, namespace: Option<String>) -> Vec<String> {
+fn pod_names(live: &crate::input::live::ClusterArgs, namespace: Option<String>) -> Vec<String> {
     let mut live = live.clone();
     live.request_timeout = live.request_timeout.min(3);
     let names = live.block_on(|client| async move {
@@ -197,7 +197,7 @@ pub enum Directive {
 /// context flags typed so far). Hidden commands and flags are never offered.
 pub fn candidates(
     words: &[String],
-    pods: &dyn Fn(&crate::cli::LiveArgs, Option<String>) -> Vec<String>,
+    pods: &dyn Fn(&crate::input::live::ClusterArgs, Option<String>) -> Vec<String>,
 ) -> (Vec<String>, Directive) {
     let mut cmd = crate::cli::Cli::command();
     cmd.build();
@@ -207,7 +207,7 @@ pub fn candidates(
     };
     let mut path: Vec<String> = Vec::new();
     let mut positionals = 0usize;
-    let mut live = crate::cli::LiveArgs::default();
+    let mut live = crate::input::live::ClusterArgs::default();
     let mut namespace = None;
     let mut pending_value: Option<clap::Arg> = None;
     let mut cmd_ref = cmd.clone();
@@ -340,7 +340,7 @@ mod tests {
         v
     }
 
-    fn no_pods(_: &crate::cli::LiveArgs, _: Option<String>) -> Vec<String> {
+    fn no_pods(_: &crate::input::live::ClusterArgs, _: Option<String>) -> Vec<String> {
         Vec::new()
     }
 
@@ -380,7 +380,7 @@ mod tests {
     #[test]
     fn complete_offers_pods_for_explain_in_the_typed_namespace() {
         let seen = std::cell::RefCell::new(None);
-        let pods = |live: &crate::cli::LiveArgs, ns: Option<String>| {
+        let pods = |live: &crate::input::live::ClusterArgs, ns: Option<String>| {
             *seen.borrow_mut() = Some((live.context.clone(), ns));
             vec![
                 "job-cross".to_string(),

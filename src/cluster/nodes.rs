@@ -75,7 +75,7 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
             },
             "status": {"capacity": res, "allocatable": res}
         }))
-        .map_err(|e| Error::Runtime(e.to_string()))?;
+        .map_err(|e| Error::failed(format!("node {name}: cannot build the object"), e))?;
         match api.create(&PostParams::default(), &node).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -157,7 +157,7 @@ pub async fn wait_schedulable(client: &Client, name: &str, timeout: Duration) ->
             }
             Ok(())
         }
-        Ok(Err(e)) => Err(Error::Runtime(format!("watch node {name}: {e}"))),
+        Ok(Err(e)) => Err(Error::failed(format!("watch node {name}"), e)),
         Err(_) => {
             let node = api.get_opt(name).await.ok().flatten();
             let ready = node.as_ref().is_some_and(|n| {

@@ -35,7 +35,7 @@ use kube::api::ListParams;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::error::{Error, FieldError, Result, cut};
+use crate::error::{Error, FieldError, Result};
 use crate::input::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
@@ -43,6 +43,7 @@ use crate::model::pod::{
     is_extended_resource,
 };
 use crate::model::quantity::Quantity;
+use crate::text::cut;
 
 /// Page size of the paginated live pod list (`limit`, then `continue` tokens).
 pub const PAGE_SIZE: u32 = 500;
@@ -435,8 +436,8 @@ pub fn from_document(doc: &Value) -> std::result::Result<Vec<PodInfo>, String> {
 ///
 /// Errors: [`Error::Runtime`] naming the pod and the field that could not be read.
 pub fn pod_info(pod: &k8s_openapi::api::core::v1::Pod) -> Result<PodInfo> {
-    let mut v = serde_json::to_value(pod)
-        .map_err(|e| Error::Runtime(format!("reading a pod from the API: {e}")))?;
+    let mut v =
+        serde_json::to_value(pod).map_err(|e| Error::failed("reading a pod from the API", e))?;
     if let Value::Object(m) = &mut v {
         m.insert("kind".into(), Value::String("Pod".into()));
     }
@@ -906,37 +907,35 @@ fn read_response(body: &[u8], doing: &str) -> Result<(Vec<PodInfo>, Option<Strin
 ///
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
-    let mut token: Option<String> = None;
     let mut out = Vec::new();
-    loop {
-        let req = list_request(token.as_deref())?;
+    crate::input::live::pages(list_params(), async |lp: &ListParams| {
         let body = client
-            .request_text(req)
+            .request_text(list_request(lp)?)
             .await
             .map_err(|e| crate::input::live::api_error("list pods", &e))?;
         let (pods, next) = read_response(body.as_bytes(), "list pods")?;
         out.extend(pods);
-        match next {
-            Some(t) => token = Some(t),
-            None => return Ok(out),
-        }
-    }
+        Ok::<_, Error>(next)
+    })
+    .await?;
+    Ok(out)
 }
 
-/// The request for one page of the live pod list: all namespaces, [`PAGE_SIZE`] pods,
-/// [`LIVE_FIELD_SELECTOR`], after `token` (the previous page's `continue`).
+/// The parameters of the live pod list: [`PAGE_SIZE`] pods a page, [`LIVE_FIELD_SELECTOR`].
+fn list_params() -> ListParams {
+    ListParams::default()
+        .limit(PAGE_SIZE)
+        .fields(LIVE_FIELD_SELECTOR)
+}
+
+/// The request for one page of the live pod list: all namespaces, `lp` (with the previous
+/// page's `continue`).
 ///
 /// Errors: [`Error::Runtime`] when the request cannot be built.
-fn list_request(token: Option<&str>) -> Result<http::Request<Vec<u8>>> {
-    let mut lp = ListParams::default()
-        .limit(PAGE_SIZE)
-        .fields(LIVE_FIELD_SELECTOR);
-    if let Some(t) = token {
-        lp = lp.continue_token(t);
-    }
+fn list_request(lp: &ListParams) -> Result<http::Request<Vec<u8>>> {
     kube::core::Request::new("/api/v1/pods")
-        .list(&lp)
-        .map_err(|e| Error::Runtime(format!("cannot list pods: {e}")))
+        .list(lp)
+        .map_err(|e| Error::failed("cannot list pods", e))
 }
 
 /// One pod by namespace and name (decoded as [`list_pods`] does).
@@ -947,7 +946,7 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
     let doing = format!("get pod {namespace}/{name}");
     let req = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
         .get(name, &Default::default())
-        .map_err(|e| Error::Runtime(format!("cannot {doing}: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
     match client.request_text(req).await {
         Ok(body) => {
             let (mut pods, _) = read_response(body.as_bytes(), &doing)?;
@@ -1085,7 +1084,10 @@ mod tests {
 
     #[test]
     fn live_list_asks_the_server_to_leave_finished_pods_out() {
-        let q = list_request(Some("tok")).unwrap().uri().to_string();
+        let q = list_request(&list_params().continue_token("tok"))
+            .unwrap()
+            .uri()
+            .to_string();
         assert!(q.starts_with("/api/v1/pods?"), "{q}");
         assert!(
             q.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),

@@ -186,14 +186,11 @@ pub enum Target {
     Local {
         /// Cluster name, `gpuwl` by default.
         cluster: String,
+        /// How long to wait for one API response.
+        request_timeout: std::time::Duration,
     },
     /// An existing cluster reached through a kubeconfig; the named nodes must exist.
-    Kubeconfig {
-        /// Kubeconfig file; `None` = `$KUBECONFIG` or `~/.kube/config`.
-        path: Option<PathBuf>,
-        /// Context; `None` = the current context.
-        context: Option<String>,
-    },
+    Kubeconfig(crate::input::live::ClusterArgs),
 }
 
 /// Everything `gpuwl lab` needs.
@@ -370,7 +367,7 @@ impl Steps<'_> {
     }
     fn fail(&self, e: Error) -> Error {
         let k = self.done;
-        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k].title))
+        Error::failed(format!("step {} ({}) failed", k + 1, STEPS[k].title), e)
     }
 }
 
@@ -455,9 +452,9 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
 
     let dra_step = if opts.dra {
         let started = Instant::now();
-        let d = dra::run(&client, &opts.nodes, &dirs).await.map_err(|e| {
-            Error::Runtime(format!("step 9 (DRA: the same GPUs as claims) failed: {e}"))
-        })?;
+        let d = dra::run(&client, &opts.nodes, &dirs)
+            .await
+            .map_err(|e| Error::failed("step 9 (DRA: the same GPUs as claims) failed", e))?;
         let placed: Vec<String> = d
             .pods
             .iter()
@@ -474,7 +471,10 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         None
     };
 
-    let inventory = crate::analysis::inventory::from_cluster(&client, &[]).await?;
+    let inventory = crate::analysis::inventory::from_snapshot(
+        crate::input::snapshot::read(&client, false).await?,
+        &[],
+    )?;
     let cross = &plan.pods[3].name;
     let cross_explanation =
         crate::analysis::explain::from_cluster(&client, NAMESPACE, cross).await?;
@@ -546,7 +546,10 @@ async fn connect(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Client, Option<PathBuf>)> {
     match &opts.target {
-        Target::Local { cluster } => {
+        Target::Local {
+            cluster,
+            request_timeout,
+        } => {
             let name = cluster.clone();
             let handle = tokio::task::spawn_blocking(move || {
                 crate::cluster::up(&crate::cluster::UpOptions {
@@ -556,18 +559,25 @@ async fn connect(
                 })
             })
             .await
-            .map_err(|e| Error::Runtime(format!("cluster up: {e}")))??;
+            .map_err(|e| Error::failed("cluster up", e))??;
             progress(&format!(
                 "local control plane {:?} is up (kubeconfig {})",
                 handle.name,
                 handle.kubeconfig.display()
             ));
-            let client = crate::cluster::client(&handle.kubeconfig, None).await?;
+            let args = crate::input::live::ClusterArgs {
+                request_timeout: request_timeout.as_secs(),
+                ..crate::input::live::ClusterArgs::file(&handle.kubeconfig, None)
+            };
+            let client = crate::input::live::connect(&args, crate::input::live::Flavour::OneShot)
+                .await?
+                .client;
             Ok((client, Some(handle.kubeconfig)))
         }
-        Target::Kubeconfig { path, context } => {
-            let client = crate::input::live::client(path.as_deref(), context.as_deref()).await?;
-            Ok((client, None))
+        Target::Kubeconfig(args) => {
+            let conn =
+                crate::input::live::connect(args, crate::input::live::Flavour::OneShot).await?;
+            Ok((conn.client, None))
         }
     }
 }
@@ -683,7 +693,7 @@ pub fn nodes_json(nodes: &[k8s_openapi::api::core::v1::Node]) -> Result<Vec<u8>>
         serde_json::ser::PrettyFormatter::with_indent(b"    "),
     );
     list.serialize(&mut ser)
-        .map_err(|e| Error::Runtime(format!("cannot serialize nodes: {e}")))?;
+        .map_err(|e| Error::failed("cannot serialize nodes", e))?;
     buf.push(b'\n');
     Ok(buf)
 }
@@ -698,7 +708,7 @@ async fn step8(client: &Client, dirs: &LabDirs, gpuwl_bin: &Path) -> Result<Stri
         .arg(&dump)
         .output()
         .await
-        .map_err(|e| Error::Runtime(format!("cannot run {}: {e}", script.display())))?;
+        .map_err(|e| Error::failed(format!("cannot run {}", script.display()), e))?;
     match out.status.code() {
         Some(0) | Some(1) => {}
         other => {

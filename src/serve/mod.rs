@@ -15,7 +15,6 @@
 //! gracefully (in-flight scrapes finish).
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -24,7 +23,6 @@ use tokio::sync::Mutex as AsyncMutex;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
-use crate::input::document::one_line;
 use crate::serve::metrics::Metrics;
 use crate::serve::watch::{Cr, Health, Shared, Store, lock, log};
 
@@ -47,10 +45,10 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 pub struct Options {
     /// Where the HTTP server listens (port 0: any free port; the log line names it).
     pub listen: SocketAddr,
-    /// Kubeconfig file (else `$KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context (else the current one).
-    pub context: Option<String>,
+    /// The cluster: kubeconfig (else `$KUBECONFIG`, `~/.kube/config`, in-cluster), context
+    /// (else the current one), and the request timeout (connecting and writing; watches
+    /// have no read timeout).
+    pub cluster: crate::input::live::ClusterArgs,
     /// See [`DEBOUNCE`].
     pub debounce: Duration,
 }
@@ -61,18 +59,8 @@ pub struct Options {
 /// [`Error::Runtime`] when no configuration is found, the client cannot be built or the
 /// address cannot be bound (exit 3). Once serving, API failures never end it.
 pub async fn serve(opts: &Options) -> Result<()> {
-    let mut config =
-        crate::input::live::config(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
-    // Watches stay open for minutes without a byte when nothing changes: no read timeout
-    // (kube-runtime restarts a watch that is silent past its own timeout + 5 s).
-    config.read_timeout = None;
-    let server = config.cluster_url.to_string();
-    let client = kube::Client::try_from(config).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot build a client: {}",
-            one_line(&e.to_string())
-        ))
-    })?;
+    let crate::input::live::Connection { client, server } =
+        crate::input::live::connect(&opts.cluster, crate::input::live::Flavour::Watch).await?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", opts.listen)))?;
@@ -81,7 +69,7 @@ pub async fn serve(opts: &Options) -> Result<()> {
         .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", opts.listen)))?;
     log(&format!(
         "listening on http://{local} (/metrics, /healthz, /readyz); API server {}",
-        server.trim_end_matches('/')
+        server
     ));
     let shared = Arc::new(Shared {
         client,
