@@ -172,6 +172,7 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
     let kubeconfig = kubeconfig.or(env_file.as_deref());
     match (kubeconfig, context) {
         (Some(path), _) => {
+            readable(path)?;
             let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(path, &e))?;
             Config::from_custom_kubeconfig(kc, &opts)
                 .await
@@ -346,6 +347,25 @@ fn clone_kube_error(e: &kube::Error) -> kube::Error {
 /// A kubeconfig that cannot be used, as one line that names the file and where the problem
 /// is but never echoes a value (a kubeconfig holds tokens and keys): an I/O problem is
 /// quoted, a parse problem gives only its line and column.
+/// Checks that the kubeconfig at `path` can be opened as a file, so a missing, unreadable
+/// or directory path is said from the I/O error itself (`/x: cannot read: No such file or
+/// directory (os error 2)`), not from a parser message that quotes the path again.
+///
+/// Errors: [`Error::Input`] naming the path and the I/O reason.
+fn readable(path: &Path) -> Result<()> {
+    let opened = std::fs::File::open(path).and_then(|f| {
+        if f.metadata()?.is_dir() {
+            Err(std::io::Error::new(
+                std::io::ErrorKind::IsADirectory,
+                "is a directory",
+            ))
+        } else {
+            Ok(())
+        }
+    });
+    opened.map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))
+}
+
 fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
     let mut chain = vec![e.to_string()];
     let mut src = e.source();
@@ -354,13 +374,6 @@ fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
         src = s.source();
     }
     let all = chain.join(": ");
-    if let Some(io) = chain.iter().find(|m| {
-        m.contains("No such file")
-            || m.contains("Is a directory")
-            || m.contains("Permission denied")
-    }) {
-        return Error::Input(format!("{}: cannot read: {}", path.display(), one_line(io)));
-    }
     if all.to_lowercase().contains("context") {
         return Error::Input(format!(
             "{}: the context is not in this kubeconfig (or names a missing cluster or user)",

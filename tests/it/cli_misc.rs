@@ -398,3 +398,30 @@ fn explain_takes_one_pod_and_its_usage_says_so() {
         "{help}"
     );
 }
+
+/// A kubeconfig path that is missing or a directory is named once, unquoted, with the I/O
+/// reason, whether it comes from $KUBECONFIG or --kubeconfig (exit 2: bad input).
+#[test]
+fn a_missing_kubeconfig_is_named_once() {
+    let out = Command::new(cargo_bin("gpuwl"))
+        .arg("check")
+        .env("KUBECONFIG", "/nonexistent")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpuwl: /nonexistent: cannot read: No such file or directory (os error 2)\n"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["inventory", "--kubeconfig"])
+        .arg(dir.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.matches(&*dir.path().to_string_lossy()).count(), 1, "{err}");
+    assert!(err.ends_with(": cannot read: is a directory\n"), "{err}");
+}
