@@ -38,13 +38,15 @@ pub struct Args {
     #[arg(long, value_name = "FILE", requires = "nodes")]
     pub pods: Option<PathBuf>,
     /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`), for the
-    /// effective workload configs (needs --nodes; live: read from the cluster).
-    #[arg(long, value_name = "FILE", requires = "nodes")]
+    /// effective workload configs; with --nodes or on the live cluster (there it replaces
+    /// the cluster's own, as in `check`; without it the cluster's is read).
+    #[arg(long, value_name = "FILE")]
     pub cluster_policy: Option<PathBuf>,
     /// DRA objects: `kubectl get deviceclasses,resourceslices,resourceclaims -A -o
-    /// json|yaml` (needs --nodes; live: listed from the cluster when it serves
-    /// resource.k8s.io/v1). Adds the DRA rows: driver × device type × node pool.
-    #[arg(long, value_name = "FILE", requires = "nodes")]
+    /// json|yaml`; with --nodes or on the live cluster (there it replaces what the cluster
+    /// lists; without it they are listed when it serves resource.k8s.io/v1). Adds the DRA
+    /// rows: driver × device type × node pool.
+    #[arg(long, value_name = "FILE")]
     pub dra: Option<PathBuf>,
     /// Leave matching `nvidia.com/` resources out (repeatable), as `check --ignore-resource`:
     /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
@@ -102,10 +104,32 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             }
             inv
         }
-        None => args.live.block_on(|client| async move {
-            let snap = crate::input::snapshot::read(&client, false).await?;
-            inventory::from_snapshot(snap, &args.ignore_resource)
-        })?,
+        None => {
+            // Files given beside the live cluster replace the part they hold.
+            crate::cli::explain::one_stdin(&[args.cluster_policy.as_ref(), args.dra.as_ref()])?;
+            let policy = match &args.cluster_policy {
+                Some(p) => Some(crate::input::clusterpolicy::read_path(p)?),
+                None => None,
+            };
+            let dra = match &args.dra {
+                Some(f) => Some((
+                    crate::input::dra::read_path(f)?,
+                    crate::model::dra::DraSource::File(f.display().to_string()),
+                )),
+                None => None,
+            };
+            args.live.block_on(|client| async move {
+                let mut snap = crate::input::snapshot::read(&client, false).await?;
+                if let Some(p) = policy {
+                    snap.policy = p;
+                }
+                if let Some((objects, source)) = dra {
+                    snap.dra = objects;
+                    snap.dra_source = source;
+                }
+                inventory::from_snapshot(snap, &args.ignore_resource)
+            })?
+        }
     };
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(

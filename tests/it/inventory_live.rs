@@ -52,6 +52,29 @@ fn after_the_lab() {
         u["freeSameName"],
         serde_json::json!([{"pool": "container", "resource": "nvidia.com/gpu", "free": 3}])
     );
+    // A ClusterPolicy file replaces the cluster's on the live cluster too, as in check:
+    // sandbox workloads off puts every GPU node in pool container.
+    let policy = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/operator/clusterpolicy-disabled.yaml"
+    );
+    let off: Value = serde_json::from_str(&gpuwl_ok(&[
+        "inventory",
+        "--kubeconfig",
+        kubeconfig,
+        "--cluster-policy",
+        policy,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let pools: std::collections::BTreeSet<&str> = off["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["workload"].as_str())
+        .collect();
+    assert_eq!(pools, ["container"].into(), "{off}");
     // The scheduler's own text, read from the pod.
     let msg = u["schedulerMessage"].as_str().unwrap();
     assert!(msg.starts_with("0/3 nodes are available: "), "{msg}");
