@@ -105,18 +105,37 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     None => Ok(crate::input::clusterpolicy::from_cluster(&client).await),
                 }
             })?;
+            let mut denied = None;
             let dra = match &file_dra {
                 Some(d) => Some(d.clone()),
                 None => match crate::input::dra::list(&client).await? {
                     (d, crate::model::dra::DraSource::Cluster) => {
                         Some(crate::analysis::check::DraNodes::from_objects(&d))
                     }
+                    (_, crate::model::dra::DraSource::Denied(why)) => {
+                        denied = Some(why);
+                        None
+                    }
                     _ => None,
                 },
             };
             let mut checker = Checker::new(&options(&policy, dra));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
-            Ok((checker.finish(), policy))
+            let mut report = checker.finish();
+            if let Some(why) = denied
+                && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
+                && args.output == render::Format::Text
+                && !args.quiet
+            {
+                // Not a finding (the exit code stays), but never silent: a DRA-and-plugin
+                // double count cannot be seen without these objects.
+                report.warnings_total += 1;
+                report.warning_lines.push(format!(
+                    "DRA objects not read: {}; dra-and-device-plugin is not judged",
+                    render::esc(&why)
+                ));
+            }
+            Ok((report, policy))
         })?,
     };
     if !report.warning_lines.is_empty() {

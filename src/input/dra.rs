@@ -545,7 +545,7 @@ pub const PAGE_SIZE: u32 = 500;
 
 /// Lists all objects of `api`; `Ok(Err(why))` when the list is not served (404) or not
 /// allowed (403): DRA is then skipped, not an error.
-async fn collect<K>(api: Api<K>, what: &str) -> Result<std::result::Result<Vec<Value>, String>>
+async fn collect<K>(api: Api<K>, what: &str) -> Result<std::result::Result<Vec<Value>, DraSource>>
 where
     K: Clone
         + serde::de::DeserializeOwned
@@ -561,16 +561,16 @@ where
             let page = match api.list(lp).await {
                 Ok(p) => p,
                 Err(kube::Error::Api(s)) if s.code == 404 => {
-                    not_listed = Some(format!(
+                    not_listed = Some(DraSource::Skipped(format!(
                         "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
                         crate::model::dra::API_VERSION
-                    ));
+                    )));
                     return Ok(None);
                 }
                 Err(kube::Error::Api(s)) if s.code == 403 => {
-                    not_listed = Some(format!(
+                    not_listed = Some(DraSource::Denied(format!(
                         "the credentials may not list {what} (kubectl auth can-i list {what})"
-                    ));
+                    )));
                     return Ok(None);
                 }
                 Err(e) => return Err(crate::input::live::api_error(&format!("list {what}"), &e)),
@@ -617,7 +617,7 @@ pub async fn list(client: &Client) -> Result<(DraObjects, DraSource)> {
     let (classes, slices, claims) = match (classes, slices, claims) {
         (Ok(a), Ok(b), Ok(c)) => (a, b, c),
         (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => {
-            return Ok((DraObjects::default(), DraSource::Skipped(why)));
+            return Ok((DraObjects::default(), why));
         }
     };
     let mut out = DraObjects::default();

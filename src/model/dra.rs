@@ -255,8 +255,12 @@ pub enum DraSource {
     File(String),
     /// Listed from the live cluster.
     Cluster,
-    /// Not read: the reason (e.g. `resource.k8s.io/v1 is not served by this cluster`).
+    /// Not read because the cluster has no DRA: the reason (e.g. `resource.k8s.io/v1 is
+    /// not served by this cluster`). Text output stays silent: there is nothing to miss.
     Skipped(String),
+    /// Not read although the cluster may have DRA objects: the credentials may not list
+    /// them (HTTP 403). Text output says so, since the inventory then lacks them.
+    Denied(String),
 }
 
 /// One entry of a pod's `spec.resourceClaims[]`, with the claim it resolves to.

@@ -299,6 +299,15 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
     let what = match &d.source {
         // Text stays as it was on clusters without DRA; JSON says why (`dra.source`).
         DraSource::Skipped(_) => return,
+        DraSource::Denied(why) => {
+            let _ = writeln!(
+                out,
+                "\nDRA devices ({}): not read: {} — DRA rows are missing from this inventory.",
+                crate::model::dra::API_VERSION,
+                esc(why)
+            );
+            return;
+        }
         DraSource::Cluster if d.resource_slices == 0 && d.resource_claims == 0 => return,
         DraSource::File(f) => format!("from {}", esc(f)),
         DraSource::Cluster => "from the cluster".to_string(),

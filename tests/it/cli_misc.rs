@@ -422,6 +422,10 @@ fn a_missing_kubeconfig_is_named_once() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(err.matches(&*dir.path().to_string_lossy()).count(), 1, "{err}");
+    assert_eq!(
+        err.matches(&*dir.path().to_string_lossy()).count(),
+        1,
+        "{err}"
+    );
     assert!(err.ends_with(": cannot read: is a directory\n"), "{err}");
 }

@@ -75,6 +75,46 @@ fn after_the_lab() {
         .filter_map(|r| r["workload"].as_str())
         .collect();
     assert_eq!(pools, ["container"].into(), "{off}");
+    // Under the shipped ServiceAccount (deploy/01-rbac.yaml: no resource.k8s.io), DRA
+    // objects cannot be listed: text output says so instead of leaving them out silently.
+    let apply = std::process::Command::new("kubectl")
+        .args(["--kubeconfig", kubeconfig, "apply", "-f"])
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/deploy/00-namespace.yaml"
+        ))
+        .arg("-f")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/01-rbac.yaml"))
+        .output()
+        .expect("kubectl on PATH");
+    assert!(
+        apply.status.success(),
+        "{}",
+        String::from_utf8_lossy(&apply.stderr)
+    );
+    // The admin kubeconfig, impersonating the ServiceAccount (`as:` in the user entry).
+    let admin = std::fs::read_to_string(kubeconfig).unwrap();
+    let at = admin.find("    client-key: ").expect("client-key line");
+    let end = at + admin[at..].find('\n').unwrap() + 1;
+    let as_sa = format!(
+        "{}    as: system:serviceaccount:gpuwl:gpuwl\n{}",
+        &admin[..end],
+        &admin[end..]
+    );
+    let sa = root.path().join("sa-kubeconfig");
+    std::fs::write(&sa, as_sa).unwrap();
+    let sa = sa.to_str().unwrap();
+    let text = gpuwl_ok(&["inventory", "--kubeconfig", sa]);
+    assert!(
+        text.contains("DRA devices (resource.k8s.io/v1): not read: the credentials may not list"),
+        "{text}"
+    );
+    let (rc, _, err) = crate::common::gpuwl(&["check", "--kubeconfig", sa]);
+    assert!(rc == 0 || rc == 1, "{err}");
+    assert!(
+        err.contains("warning: DRA objects not read: the credentials may not list"),
+        "{err}"
+    );
     // The scheduler's own text, read from the pod.
     let msg = u["schedulerMessage"].as_str().unwrap();
     assert!(msg.starts_with("0/3 nodes are available: "), "{msg}");
