@@ -35,7 +35,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// An existing cluster (and existing nodes) instead of the local control plane:
-    /// --kubeconfig and/or --context; --request-timeout applies to either.
+    /// --kubeconfig and/or --context. The lab waits on watches up to 90 s, so its client
+    /// waits at least 95 s for a response whatever --request-timeout says.
     #[command(flatten)]
     pub cluster: crate::input::live::ClusterArgs,
     /// Node for a workload config, as CONFIG=NODE; repeatable [default: container=lab-node-0, vm-passthrough=lab-node-1, vm-vgpu=lab-node-2]
