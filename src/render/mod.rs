@@ -7,6 +7,7 @@ pub mod check;
 pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
+pub mod lab;
 
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
