@@ -19,7 +19,8 @@
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line;
-//! - [`error`]: the errors and exit codes; [`text`]: message helpers both use.
+//! - [`error`]: the errors and exit codes; [`text`]: message helpers both use;
+//!   [`files`]: atomic file writing.
 
 #![deny(missing_docs)]
 
@@ -27,6 +28,7 @@ pub mod analysis;
 pub mod cli;
 pub mod cluster;
 pub mod error;
+pub mod files;
 pub mod input;
 pub mod lab;
 pub mod model;

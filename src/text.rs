@@ -17,3 +17,20 @@ pub fn cut(s: &str) -> String {
 pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
+
+/// `s` with control characters escaped (`\n` → `\\n`), so that a resource name or label
+/// taken from a dump cannot split or forge a `MISMATCH=` line.
+pub fn escape_controls(s: &str) -> String {
+    if !s.chars().any(char::is_control) {
+        return s.to_owned();
+    }
+    s.chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}

@@ -138,19 +138,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             Ok((report, policy))
         })?,
     };
-    if !report.warning_lines.is_empty() {
-        let mut err = String::new();
-        for w in &report.warning_lines {
-            err.push_str(&format!("warning: {w}\n"));
-        }
-        let more = report.warnings_total - report.warning_lines.len();
-        if more > 0 {
-            err.push_str(&format!(
-                "warning: … and {more} more (gpuwl check -o json lists them all)\n"
-            ));
-        }
+    let warnings = render::check::warnings(&report);
+    if !warnings.is_empty() {
         // stderr may be closed; the stdout contract matters, not the warnings.
-        let _ = std::io::Write::write_all(&mut std::io::stderr(), err.as_bytes());
+        let _ = std::io::Write::write_all(&mut std::io::stderr(), warnings.as_bytes());
     }
     let text = render::check::render(&report, &policy, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;

@@ -35,7 +35,8 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
     /// An existing cluster (and existing nodes) instead of the local control plane:
-    /// --kubeconfig and/or --context; --request-timeout applies to either.
+    /// --kubeconfig and/or --context. The lab waits on watches up to 90 s, so its client
+    /// waits at least 95 s for a response whatever --request-timeout says.
     #[command(flatten)]
     pub cluster: crate::input::live::ClusterArgs,
     /// Node for a workload config, as CONFIG=NODE; repeatable [default: container=lab-node-0, vm-passthrough=lab-node-1, vm-vgpu=lab-node-2]
@@ -128,70 +129,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         }
     };
 
-    crate::outln!();
-    crate::outln!("{}", lab::summary_table(&report));
-    let extra = report
-        .inventory
-        .nodes_read
-        .saturating_sub(report.plan.nodes.len());
-    if extra > 0 {
-        // A reused cluster may hold nodes of earlier experiments: say so, since they
-        // change the scheduler's counts, the inventory and the checker's OK=<n>.
-        crate::out!(
-            "{}",
-            crate::render::wrap_lines(
-                &format!(
-                    "note: the cluster has {extra} node(s) besides the lab's {}; they take part in scheduling, the inventory and the checker's count (a fresh cluster: gpuwl cluster down, then gpuwl lab).\n",
-                    report.plan.nodes.len()
-                ),
-                width
-            )
-        );
-    }
-    for s in lab::split_sentences(&report.inventory) {
-        crate::out!("{}", crate::render::wrap_lines(&format!("{s}.\n"), width));
-    }
-    crate::outln!("\nGPU inventory by pool (gpuwl inventory):");
-    crate::out!(
-        "{}",
-        crate::render::inventory::render(
-            &report.inventory,
-            crate::render::inventory::Output::Text,
-            crate::render::inventory::TextOptions {
-                bars: true,
-                width: crate::render::width(),
-            },
-        )
-    );
-    crate::outln!("\nWhy job-cross is Pending (gpuwl explain pod gpu-vm/job-cross):");
-    crate::out!(
-        "{}",
-        crate::render::explain::render(&report.cross_explanation, crate::render::Format::Text)
-    );
-    if let Some(d) = &report.dra {
-        let cross = d
-            .pods
-            .iter()
-            .find(|(p, _)| p == "job-cross")
-            .and_then(|(_, n)| n.as_deref());
-        crate::out!(
-            "{}",
-            crate::render::wrap_lines(
-                &format!(
-                    "\nWith DRA (step 9, out/09-dra.txt): {}; {}.\n",
-                    match cross {
-                        Some(n) => format!(
-                            "the cross request is served on {n}, because gpu and vfio devices are offered from one pool of physical GPUs (one shared counter each) instead of by a workload label"
-                        ),
-                        None => "the cross request is still not served".to_string(),
-                    },
-                    d.pool_line
-                ),
-                width
-            )
-        );
-    }
-    crate::outln!("\nResult files: {}/{{out,bin,k8s}}", root.display());
+    crate::out!("{}", crate::render::lab::summary(&report, &root, width));
     if let Target::Local { cluster, .. } = &opts.target {
         if args.down {
             crate::cluster::down(cluster)?;

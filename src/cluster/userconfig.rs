@@ -64,7 +64,7 @@ fn write(target: &Path, cfg: &Kubeconfig) -> Result<()> {
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o600)
     };
-    crate::render::write_atomic(target, text.as_bytes(), mode)
+    crate::files::write_atomic(target, text.as_bytes(), mode)
 }
 
 /// Merges the cluster/context/user of `ours` (the cluster's kubeconfig) into [`target`],
@@ -105,7 +105,7 @@ pub fn merge(ours: &Path, name: &str, state: &Path) -> Result<PathBuf> {
     };
     let json = serde_json::to_string_pretty(&record)
         .map_err(|e| Error::failed("cannot record the --set-context entries", e))?;
-    crate::render::write_atomic(&record_path, json.as_bytes(), 0o644)?;
+    crate::files::write_atomic(&record_path, json.as_bytes(), 0o644)?;
     write(&target, &theirs)?;
     Ok(target)
 }

@@ -4,7 +4,7 @@ use std::path::{Path, PathBuf};
 
 use crate::error::{Error, Result};
 
-pub use crate::render::write_atomic;
+pub use crate::files::write_atomic;
 
 /// Writes a text file of `lines`, each ending in `\n`, atomically with mode 0644.
 ///

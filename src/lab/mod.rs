@@ -541,6 +541,14 @@ pub fn operands_lines() -> Vec<String> {
     v
 }
 
+/// The read timeout of the lab's client: `--request-timeout`, but never shorter than the
+/// longest wait on a watch ([`kubeops::WAIT`]): a watch on a pod or a namespace stays
+/// quiet until the awaited change happens, and each wait has its own limit, which must
+/// end it first with its own message.
+fn lab_read_timeout(request_timeout: std::time::Duration) -> std::time::Duration {
+    request_timeout.max(kubeops::WAIT + std::time::Duration::from_secs(5))
+}
+
 async fn connect(
     opts: &LabOptions,
     progress: &mut dyn FnMut(&str),
@@ -566,7 +574,7 @@ async fn connect(
                 handle.kubeconfig.display()
             ));
             let args = crate::input::live::ClusterArgs {
-                request_timeout: request_timeout.as_secs(),
+                request_timeout: lab_read_timeout(*request_timeout).as_secs(),
                 ..crate::input::live::ClusterArgs::file(&handle.kubeconfig, None)
             };
             let client = crate::input::live::connect(&args, crate::input::live::Flavour::OneShot)
@@ -575,8 +583,12 @@ async fn connect(
             Ok((client, Some(handle.kubeconfig)))
         }
         Target::Kubeconfig(args) => {
+            let args = crate::input::live::ClusterArgs {
+                request_timeout: lab_read_timeout(args.request_timeout()).as_secs(),
+                ..args.clone()
+            };
             let conn =
-                crate::input::live::connect(args, crate::input::live::Flavour::OneShot).await?;
+                crate::input::live::connect(&args, crate::input::live::Flavour::OneShot).await?;
             Ok((conn.client, None))
         }
     }

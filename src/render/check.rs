@@ -52,7 +52,7 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
     Document {
         ok: report.mismatches().next().is_none(),
         exit_code: report.exit_status() as u8,
-        lines: report.text_lines(),
+        lines: text_lines(report),
         summary: Summary {
             nodes: report.nodes_seen,
             labelled: report.labelled,
@@ -66,12 +66,51 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
     }
 }
 
+/// The seed contract's stdout lines: `MISMATCH=<node> <reason>` per mismatching node
+/// sorted by name, or the single line `OK=<labelled nodes>`.
+pub fn text_lines(report: &Report) -> Vec<String> {
+    let v: Vec<String> = report
+        .mismatches()
+        .map(|n| {
+            crate::text::escape_controls(&format!(
+                "MISMATCH={} {}",
+                n.name,
+                n.reason.as_deref().unwrap_or("")
+            ))
+        })
+        .collect();
+    if v.is_empty() {
+        vec![format!("OK={}", report.labelled)]
+    } else {
+        v
+    }
+}
+
+/// The `warning:` lines check prints on stderr in text mode (without `--quiet`): one per
+/// kept warning ([`Report::warning_lines`]), then `… and N more` when some were not kept;
+/// empty when there are none.
+pub fn warnings(report: &Report) -> String {
+    let mut err = String::new();
+    for w in &report.warning_lines {
+        err.push_str(&format!("warning: {w}\n"));
+    }
+    let more = report
+        .warnings_total
+        .saturating_sub(report.warning_lines.len());
+    if more > 0 {
+        err.push_str(&format!(
+            "warning: … and {more} more (gpuwl check -o json lists them all)\n"
+        ));
+    }
+    err
+}
+
 /// Renders `report` in `format`; text is exactly the line contract (`MISMATCH=<node> <reason>` or `OK=<n>`, one line each,
 /// newline-terminated).
 pub fn render(report: &Report, policy: &PolicyStatus, format: Format) -> String {
     match format {
         Format::Text => {
-            let mut s = report.text_lines().join("\n");
+            let mut s = text_lines(report).join("\n");
             s.push('\n');
             s
         }

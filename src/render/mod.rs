@@ -7,6 +7,7 @@ pub mod check;
 pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
+pub mod lab;
 
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -241,36 +242,6 @@ macro_rules! outln {
         s.push('\n');
         let _ = $crate::render::write_stdout(s.as_bytes());
     }};
-}
-
-/// Writes `contents` to `path` atomically: a temporary file in the same folder is written,
-/// flushed, given `mode` (Unix permission bits) and renamed over `path`, so a reader sees
-/// either the old file or the whole new one, never half of it.
-///
-/// Errors: [`crate::error::Error::Runtime`] naming the path when the folder is missing or not writable.
-pub fn write_atomic(
-    path: &std::path::Path,
-    contents: &[u8],
-    mode: u32,
-) -> crate::error::Result<()> {
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
-    let fail = |e: std::io::Error| {
-        crate::error::Error::failed(format!("cannot write {}", path.display()), e)
-    };
-    let mut tmp = tempfile::Builder::new()
-        .prefix(".gpuwl-")
-        .tempfile_in(dir)
-        .map_err(fail)?;
-    io::Write::write_all(&mut tmp, contents).map_err(fail)?;
-    tmp.as_file().sync_all().map_err(fail)?;
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(mode))
-            .map_err(fail)?;
-    }
-    tmp.persist(path).map_err(|e| fail(e.error))?;
-    Ok(())
 }
 
 #[cfg(test)]

@@ -132,26 +132,6 @@ impl Report {
         }
     }
 
-    /// The seed contract's stdout lines: `MISMATCH=<node> <reason>` per mismatching node
-    /// sorted by name, or the single line `OK=<labelled nodes>`.
-    pub fn text_lines(&self) -> Vec<String> {
-        let v: Vec<String> = self
-            .mismatches()
-            .map(|n| {
-                one_line(&format!(
-                    "MISMATCH={} {}",
-                    n.name,
-                    n.reason.as_deref().unwrap_or("")
-                ))
-            })
-            .collect();
-        if v.is_empty() {
-            vec![format!("OK={}", self.labelled)]
-        } else {
-            v
-        }
-    }
-
     /// Number of findings of `severity` over all nodes.
     pub fn count(&self, severity: Severity) -> usize {
         self.nodes
@@ -160,23 +140,6 @@ impl Report {
             .filter(|f| f.severity == severity)
             .count()
     }
-}
-
-/// `s` with control characters escaped (`\n` → `\\n`), so that a resource name or label
-/// taken from a dump cannot split or forge a `MISMATCH=` line.
-fn one_line(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_owned();
-    }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
 }
 
 /// Check options.
@@ -403,7 +366,10 @@ impl Checker {
                 if self.report.warning_lines.len() < WARNING_LINES {
                     self.report
                         .warning_lines
-                        .push(one_line(&format!("{}: {}", r.name, f.message)));
+                        .push(crate::text::escape_controls(&format!(
+                            "{}: {}",
+                            r.name, f.message
+                        )));
                 }
             }
         }
@@ -530,6 +496,7 @@ pub fn judge(
 mod tests {
     use super::*;
     use crate::model::workload::LABEL_KEY;
+    use crate::render::check::text_lines;
     use std::collections::BTreeMap;
 
     fn node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
@@ -573,7 +540,7 @@ mod tests {
             lean.add(n);
         }
         let lean = lean.finish();
-        assert_eq!(lean.text_lines(), full.text_lines());
+        assert_eq!(text_lines(&lean), text_lines(&full));
         assert_eq!(lean.exit_status(), ExitStatus::Mismatch);
         assert_eq!((lean.labelled, lean.nodes_seen), (3, 4));
         let kept: Vec<&str> = lean.nodes.iter().map(|n| n.name.as_str()).collect();
@@ -597,7 +564,7 @@ mod tests {
             ),
             node("cp", None, &[]),
         ]);
-        assert_eq!(r.text_lines(), ["OK=3"]);
+        assert_eq!(text_lines(&r), ["OK=3"]);
         assert_eq!(r.exit_status(), ExitStatus::Ok);
         assert_eq!(r.nodes_seen, 4);
         assert_eq!(r.nodes.len(), 3);
@@ -606,9 +573,9 @@ mod tests {
     #[test]
     fn no_labelled_nodes_is_ok_0() {
         let r = check([node("a", None, &[]), node("b", None, &[])]);
-        assert_eq!(r.text_lines(), ["OK=0"]);
+        assert_eq!(text_lines(&r), ["OK=0"]);
         assert_eq!(r.exit_status(), ExitStatus::Ok);
-        assert!(check(Vec::<NodeInfo>::new()).text_lines() == ["OK=0"]);
+        assert!(text_lines(&check(Vec::<NodeInfo>::new())) == ["OK=0"]);
     }
 
     #[test]
@@ -626,7 +593,7 @@ mod tests {
             ),
         ]);
         assert_eq!(
-            r.text_lines(),
+            text_lines(&r),
             [
                 "MISMATCH=lab-node-1 label vm-passthrough expects a device-model resource, but the node advertises nvidia.com/gpu=2 (container GPU)",
                 "MISMATCH=lab-node-2 label vm-vgpu expects a vGPU type resource, but the node advertises no GPU resource (nvidia.com/NVIDIA_A10-12Q listed with 0)",
@@ -646,7 +613,7 @@ mod tests {
                 ("nvidia.com/GA106_RTX_A2000_12GB", "1"),
             ],
         )]);
-        assert_eq!(r.text_lines(), ["OK=1"]);
+        assert_eq!(text_lines(&r), ["OK=1"]);
         assert_eq!(codes(&r.nodes[0]), [Code::StaleZero, Code::StaleZero]);
     }
 
@@ -654,7 +621,7 @@ mod tests {
     fn invalid_label_values() {
         for v in ["vm_passthrough", "Container", "", "VM-VGPU"] {
             let r = check([node("n", Some(v), &[("nvidia.com/gpu", "1")])]);
-            let lines = r.text_lines();
+            let lines = text_lines(&r);
             assert_eq!(lines.len(), 1);
             assert!(
                 lines[0].starts_with(&format!("MISMATCH=n label value {v:?} is not one of")),
@@ -685,7 +652,7 @@ mod tests {
                 r.exit_status() == ExitStatus::Ok,
                 ok,
                 "{label} {res}: {:?}",
-                r.text_lines()
+                text_lines(&r)
             );
         }
     }
@@ -698,7 +665,7 @@ mod tests {
             &[("nvidia.com/gpu", "4"), ("nvidia.com/GA102GL_A10", "1")],
         )]);
         assert_eq!(
-            r.text_lines(),
+            text_lines(&r),
             [
                 "MISMATCH=n label container expects a container-GPU resource, but the node advertises nvidia.com/GA102GL_A10=1 (device model) as well as nvidia.com/gpu=4 (container GPU)"
             ]
@@ -712,7 +679,7 @@ mod tests {
             node("b", Some("container"), &[("nvidia.com/gpu", "4")]),
             node("c", Some("container"), &[("nvidia.com/gpu", "Gi")]),
         ]);
-        let l = r.text_lines();
+        let l = text_lines(&r);
         assert_eq!(l.len(), 2);
         assert!(l[0].starts_with("MISMATCH=a status.capacity[\"nvidia.com/gpu\"] is \"4x\", not a valid quantity (unknown suffix \"x\")"), "{l:?}");
         assert!(l[0].contains("status.allocatable[\"nvidia.com/gpu\"] is \"4x\""));
@@ -728,14 +695,14 @@ mod tests {
         let mut n = node("n", Some("container"), &[]);
         n.allocatable = None;
         n.capacity.insert("nvidia.com/gpu".into(), "2".into());
-        assert_eq!(check([&n]).text_lines(), ["OK=1"]);
+        assert_eq!(text_lines(&check([&n])), ["OK=1"]);
         // an allocatable map without the key: not advertised
         n.allocatable = Some(BTreeMap::new());
         assert_eq!(check([&n]).exit_status(), ExitStatus::Mismatch);
         let mut g = node("g", Some("container"), &[("nvidia.com/gpu", "2")]);
         g.capacity.insert("nvidia.com/gpu".into(), "4".into());
         let r = check([g]);
-        assert_eq!(r.text_lines(), ["OK=1"]);
+        assert_eq!(text_lines(&r), ["OK=1"]);
         assert_eq!(codes(&r.nodes[0]), [Code::CapacityExceedsAllocatable]);
     }
 
@@ -758,7 +725,7 @@ mod tests {
             ),
             node("unl", None, &[("nvidia.com/gpu", "8")]),
         ]);
-        assert_eq!(r.text_lines(), ["OK=3"]);
+        assert_eq!(text_lines(&r), ["OK=3"]);
         let by = |n: &str| r.nodes.iter().find(|x| x.name == n).unwrap();
         assert_eq!(codes(by("hex")), [Code::HexIdFallback]);
         assert!(by("hex").findings[0].message.contains("AD102GL [L40]"));
@@ -781,7 +748,7 @@ mod tests {
             ignore_resources: vec!["custom_*".into()],
             ..Options::default()
         };
-        assert_eq!(check_with([&n], &o).text_lines(), ["OK=1"]);
+        assert_eq!(text_lines(&check_with([&n], &o)), ["OK=1"]);
     }
 
     #[test]
