@@ -273,15 +273,33 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         dra_text(&mut out, d, opts.width);
     }
     for r in inv.rows.iter().filter(|r| r.overcommitted > 0) {
+        let resource = r.resource.as_deref().map_or_else(String::new, esc);
         let _ = writeln!(
             out,
-            "\nnote: over-committed: pool {} {}: {} allocated of {} allocatable ({} over); FREE shows 0.",
+            "\nnote: over-committed: pool {} {resource}: {} allocated of {} allocatable ({} over); FREE shows 0.",
             esc(&r.pool),
-            r.resource.as_deref().map_or_else(String::new, esc),
             r.allocated,
             r.allocatable,
             r.overcommitted
         );
+        // Say why, node by node: a node that stopped advertising the name while bound pods
+        // still hold it (its device plugin left, or its workload config changed) is the
+        // usual cause; the kubelet does not evict them.
+        for u in r.node_detail.iter().filter(|u| u.allocated > u.allocatable) {
+            let why = if u.allocatable <= 0 {
+                format!(
+                    "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; those pods keep running, nothing new can be placed there",
+                    u.allocatable.max(0),
+                    u.allocated
+                )
+            } else {
+                format!(
+                    "advertises {} {resource} while bound pods hold {}: the plugin now offers fewer units than are in use",
+                    u.allocatable, u.allocated
+                )
+            };
+            let _ = writeln!(out, "  node {} {why}.", esc(&u.name));
+        }
     }
     for n in &inv.notes {
         let _ = writeln!(out, "\nnote: {}", esc(n));

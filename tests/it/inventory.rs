@@ -558,3 +558,64 @@ fn unservable_demand_is_one_row_per_name() {
         ["(no pool can serve),,nvidia.com/gpu,container-gpu,0,0,,,,,2,,"]
     );
 }
+
+/// A name removed from a node's status while two bound pods hold it: FREE is 0 (never
+/// negative), and the note says which node stopped advertising it and why that matters.
+#[test]
+fn a_name_removed_under_its_holders_is_explained_not_negative() {
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
+    let read = |f: &str| -> serde_json::Value {
+        serde_json::from_str(&std::fs::read_to_string(format!("{d}/{f}")).unwrap()).unwrap()
+    };
+    let mut nodes = read("nodes.json");
+    for n in nodes["items"].as_array_mut().unwrap() {
+        if n["metadata"]["name"] == "lab-node-1" {
+            for field in ["capacity", "allocatable"] {
+                n["status"][field]
+                    .as_object_mut()
+                    .unwrap()
+                    .remove("nvidia.com/GA102GL_A10");
+            }
+        }
+    }
+    let mut pods = read("pods.json");
+    let items = pods["items"].as_array_mut().unwrap();
+    let mut second = items
+        .iter()
+        .find(|p| p["metadata"]["name"] == "vmi-passthrough")
+        .expect("vmi-passthrough in the lab dump")
+        .clone();
+    second["metadata"]["name"] = "vmi-passthrough-2".into();
+    items.push(second);
+    let dir = tempfile::tempdir().unwrap();
+    let (nf, pf) = (dir.path().join("nodes.json"), dir.path().join("pods.json"));
+    std::fs::write(&nf, nodes.to_string()).unwrap();
+    std::fs::write(&pf, pods.to_string()).unwrap();
+    let args = [
+        "inventory",
+        "--nodes",
+        nf.to_str().unwrap(),
+        "--pods",
+        pf.to_str().unwrap(),
+    ];
+    let text = gpuwl_ok(&args);
+    assert!(
+        text.contains(
+            "node lab-node-1 no longer advertises nvidia.com/GA102GL_A10 (allocatable 0) while bound pods hold 2"
+        ),
+        "{text}"
+    );
+    let json: Value =
+        serde_json::from_str(&gpuwl_ok(&[&args[..], &["-o", "json"]].concat())).unwrap();
+    let row = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["resource"] == "nvidia.com/GA102GL_A10")
+        .expect("a row for the held name");
+    assert_eq!(
+        (row["free"].as_i64(), row["allocated"].as_i64()),
+        (Some(0), Some(2))
+    );
+    assert_eq!(row["overcommitted"].as_i64(), Some(2));
+}
