@@ -198,6 +198,36 @@ pub struct Inventory {
     /// device type × node pool, or why they were not read.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dra: Option<crate::analysis::dra::DraInventory>,
+    /// Nodes counted in both tables: a device plugin advertises an NVIDIA GPU name there
+    /// (allocatable > 0, not a DRA extended-resource name) AND NVIDIA's DRA driver
+    /// (`gpu.nvidia.com`) publishes devices there — the same physical GPUs, twice, and two
+    /// allocators that can hand one GPU out twice (`check`'s `dra-and-device-plugin`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub published_twice: Vec<String>,
+}
+
+/// Sets [`Inventory::dra`] from DRA objects read from `source`, and
+/// [`Inventory::published_twice`]: the nodes whose GPUs both a device plugin and NVIDIA's
+/// DRA driver offer.
+pub fn attach_dra(
+    inv: &mut Inventory,
+    dra: &crate::model::dra::DraObjects,
+    source: crate::model::dra::DraSource,
+    nodes: &[NodeInfo],
+    policy: Option<&ClusterPolicy>,
+) {
+    let published = crate::analysis::check::DraNodes::from_objects(dra);
+    inv.published_twice = nodes
+        .iter()
+        .filter(|n| published.devices.get(&n.name).is_some_and(|d| *d > 0))
+        .filter(|n| {
+            crate::model::advertise::advertised_gpus(n)
+                .iter()
+                .any(|(r, _)| !published.extended_names.contains_key(*r))
+        })
+        .map(|n| n.name.clone())
+        .collect();
+    inv.dra = Some(crate::analysis::dra::inventory(dra, source, nodes, policy));
 }
 
 /// Builds the inventory from nodes and pods, in four named phases: [`assign_pools`] (which
@@ -242,6 +272,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         notes,
         cluster_policy,
         dra: None,
+        published_twice: Vec::new(),
     })
 }
 
@@ -776,12 +807,13 @@ pub fn from_snapshot(
 ) -> Result<Inventory> {
     ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
     let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
-    inv.dra = Some(crate::analysis::dra::inventory(
+    attach_dra(
+        &mut inv,
         &snap.dra,
         snap.dra_source.clone(),
         &snap.nodes,
         snap.policy.policy(),
-    ));
+    );
     Ok(inv)
 }
 

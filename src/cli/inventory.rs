@@ -95,12 +95,13 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             inv.notes.extend(note);
             if let Some(f) = &args.dra {
                 let dra = crate::input::dra::read_path(f)?;
-                inv.dra = Some(crate::analysis::dra::inventory(
+                inventory::attach_dra(
+                    &mut inv,
                     &dra,
                     crate::model::dra::DraSource::File(f.display().to_string()),
                     &nodes,
                     policy.policy(),
-                ));
+                );
             }
             inv
         }

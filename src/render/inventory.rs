@@ -272,6 +272,13 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     if let Some(d) = &inv.dra {
         dra_text(&mut out, d, opts.width);
     }
+    if !inv.published_twice.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nnote: both tables count the same GPUs on {}: a device plugin advertises them and the DRA driver gpu.nvidia.com publishes them too, so a free unit above may be a device in use below (and the reverse); run one of the two per node (gpuwl check: dra-and-device-plugin).",
+            esc(&inv.published_twice.join(", "))
+        );
+    }
     for r in inv.rows.iter().filter(|r| r.overcommitted > 0) {
         let resource = r.resource.as_deref().map_or_else(String::new, esc);
         let _ = writeln!(

@@ -368,3 +368,43 @@ fn lab_dra_ninth_step_serves_the_cross_request() {
     assert_eq!(doc["dra"]["physicalGpus"], 6, "{}", doc["dra"]);
     assert_eq!(doc["dra"]["blocked"].as_array().unwrap().len(), 3);
 }
+
+/// A node whose GPUs a device plugin advertises while the DRA driver publishes them too:
+/// the inventory says on screen that its two tables count the same GPUs (and JSON names
+/// the node), as check's dra-and-device-plugin warning does.
+#[test]
+fn inventory_says_when_both_tables_count_the_same_gpus() {
+    let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dra");
+    let mut nodes: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{d}/nodes.json")).unwrap()).unwrap();
+    for n in nodes["items"].as_array_mut().unwrap() {
+        if n["metadata"]["name"] == "gpu-node-1" {
+            for field in ["capacity", "allocatable"] {
+                n["status"][field]["nvidia.com/gpu"] = "2".into();
+            }
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let nf = dir.path().join("nodes.json");
+    std::fs::write(&nf, nodes.to_string()).unwrap();
+    let dra = format!("{d}/two-gpus.json");
+    let args = ["inventory", "--nodes", nf.to_str().unwrap(), "--dra", &dra];
+    let (rc, text, err) = crate::common::gpuwl(&args);
+    assert_eq!(rc, 0, "{err}");
+    assert!(
+        text.contains("note: both tables count the same GPUs on gpu-node-1"),
+        "{text}"
+    );
+    let (_, json, _) = crate::common::gpuwl(&[&args[..], &["-o", "json"]].concat());
+    let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(doc["publishedTwice"], serde_json::json!(["gpu-node-1"]));
+    // Without the plugin's name the note is absent.
+    let (_, plain, _) = crate::common::gpuwl(&[
+        "inventory",
+        "--nodes",
+        &format!("{d}/nodes.json"),
+        "--dra",
+        &dra,
+    ]);
+    assert!(!plain.contains("both tables count"), "{plain}");
+}
