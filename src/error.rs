@@ -132,6 +132,32 @@ pub enum Error {
         #[source]
         source: Option<Box<kube::Error>>,
     },
+    /// A call to the API server that got no answer in time. Exit 3.
+    #[error("{}cannot {doing}: {}", server.as_deref().map(|s| format!("{s}: ")).unwrap_or_default(), timeout_message(*within))]
+    ClusterTimeout {
+        /// The API server's address, once known.
+        server: Option<String>,
+        /// What gpuwl was doing, e.g. `list nodes`.
+        doing: String,
+        /// The request timeout, once known.
+        within: Option<std::time::Duration>,
+        /// The client error.
+        #[source]
+        source: Box<kube::Error>,
+    },
+    /// No kubeconfig given, none found and not in a pod. Exit 3.
+    #[error("{}", if *local_running {
+        "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local control plane is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\"".to_owned()
+    } else {
+        format!("no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG ({detail})")
+    })]
+    NoKubeconfig {
+        /// Why kube-rs found none, one line.
+        detail: String,
+        /// Whether gpuwl's local control plane (`gpuwl`) is running: the message then
+        /// gives its export line.
+        local_running: bool,
+    },
     /// Writing output (stdout, a result file) failed. Exit 3.
     #[error("cannot write {what}: {source}")]
     Write {
@@ -151,7 +177,11 @@ impl Error {
     pub fn exit_status(&self) -> ExitStatus {
         match self {
             Error::Input(_) | Error::File { .. } | Error::Field { .. } => ExitStatus::BadInput,
-            Error::Cluster { .. } | Error::Write { .. } | Error::Runtime(_) => ExitStatus::Runtime,
+            Error::Cluster { .. }
+            | Error::ClusterTimeout { .. }
+            | Error::NoKubeconfig { .. }
+            | Error::Write { .. }
+            | Error::Runtime(_) => ExitStatus::Runtime,
         }
     }
 
@@ -199,6 +229,17 @@ impl Error {
         }
     }
 
+    /// An API call that got no answer in time (the timeout is added by
+    /// [`Error::at_server`]).
+    pub fn cluster_timeout(doing: &str, e: kube::Error) -> Error {
+        Error::ClusterTimeout {
+            server: None,
+            doing: doing.to_owned(),
+            within: None,
+            source: Box::new(e),
+        }
+    }
+
     /// Output that cannot be written: `cannot write <what>: <io error>`.
     pub fn write(what: &str, e: std::io::Error) -> Error {
         Error::Write {
@@ -227,8 +268,9 @@ impl Error {
         }
     }
 
-    /// Runtime errors from a cluster call get the server's address in front.
-    pub fn on_server(self, address: &str) -> Error {
+    /// Errors of a cluster call get the server's address in front (and a timeout the
+    /// request timeout `within` it waited); others unchanged.
+    pub fn at_server(self, address: &str, within: std::time::Duration) -> Error {
         match self {
             Error::Cluster {
                 server: None,
@@ -241,10 +283,40 @@ impl Error {
                 message,
                 source,
             },
+            Error::ClusterTimeout {
+                server: None,
+                doing,
+                within: None,
+                source,
+            } => Error::ClusterTimeout {
+                server: Some(address.to_owned()),
+                doing,
+                within: Some(within),
+                source,
+            },
             Error::Runtime(m) => Error::Runtime(format!("{address}: {m}")),
             e => e,
         }
     }
+}
+
+/// How long a client connects at most (never longer than the request timeout).
+pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The message of an API call without an answer: how long gpuwl waited (`within` per
+/// response, and per connection, when known) and the way out.
+fn timeout_message(within: Option<std::time::Duration>) -> String {
+    let waited = match within {
+        Some(t) => format!(
+            "no answer within {}s (connect {}s)",
+            t.as_secs(),
+            CONNECT_TIMEOUT.min(t).as_secs()
+        ),
+        None => "no answer within the request timeout".to_owned(),
+    };
+    format!(
+        "{waited}; the server accepts connections but does not respond — a wrong address or port, or an overloaded API server (--request-timeout SECONDS to wait longer)"
+    )
 }
 
 /// Convenience result for gpuwl commands.
@@ -297,7 +369,8 @@ mod tests {
         // A file error already names its file.
         let e = Error::file("other.json", "empty input").in_file(p);
         assert_eq!(e.to_string(), "other.json: empty input");
-        let r = Error::Runtime("cannot list nodes: refused".into()).on_server("https://h:6443");
+        let r = Error::Runtime("cannot list nodes: refused".into())
+            .at_server("https://h:6443", std::time::Duration::from_secs(4));
         assert_eq!(r.to_string(), "https://h:6443: cannot list nodes: refused");
     }
 }

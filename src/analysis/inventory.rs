@@ -19,7 +19,6 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::Client;
 use serde::Serialize;
 
 use crate::analysis::usage::Usage;
@@ -698,12 +697,15 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
     }
 }
 
-/// Builds the inventory of a live cluster: all nodes, all pods (paginated lists).
+/// Builds the inventory of what was read from a live cluster
+/// ([`crate::input::snapshot::read`]): all nodes, all pods, the ClusterPolicy and the DRA
+/// objects, less the `ignore`d resources.
 ///
-/// Errors: [`crate::error::Error::Runtime`] when the API cannot be reached; [`crate::error::Error::Input`] when a
-/// node's GPU quantity is not a whole number.
-pub async fn from_cluster(client: &Client, ignore: &[String]) -> Result<Inventory> {
-    let mut snap = crate::input::snapshot::read(client, false).await?;
+/// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole number.
+pub fn from_snapshot(
+    mut snap: crate::input::snapshot::Snapshot,
+    ignore: &[String],
+) -> Result<Inventory> {
     ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
     let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
     inv.dra = Some(crate::analysis::dra::inventory(

@@ -36,7 +36,7 @@ pub struct Args {
     pub output: Format,
     /// Where the live cluster is (used when no file is given).
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
     /// Treat matching `nvidia.com/` resources as non-GPU and ignore them (repeatable).
     /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
     /// `nvidia.com/`. Network Operator names (rdma_shared_device*, hostdev*, sriov*) are

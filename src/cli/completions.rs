@@ -14,7 +14,7 @@ pub struct PodsArgs {
     pub namespace: Option<String>,
     /// Where the live cluster is.
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
 }
 
 /// The flags of `explain` that take a value: the word after them is not a pod name.

@@ -72,7 +72,7 @@ pub struct Args {
     pub output: Format,
     /// Where the live cluster is (used when no file is given).
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
 }
 
 /// The kind words a target may start with, as kubectl users type them.
@@ -172,7 +172,7 @@ fn pick(
 
 /// Whether a live cluster is configured: `--kubeconfig`/`--context`, `$KUBECONFIG`,
 /// `~/.kube/config`, or in-cluster credentials.
-fn live_configured(live: &crate::cli::LiveArgs) -> bool {
+fn live_configured(live: &crate::input::live::ClusterArgs) -> bool {
     live.kubeconfig.is_some()
         || live.context.is_some()
         || std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty())

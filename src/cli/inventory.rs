@@ -59,7 +59,7 @@ pub struct Args {
     pub bars: bool,
     /// Where the live cluster is (used when no file is given).
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
 }
 
 /// Runs `gpuwl inventory`.
@@ -103,7 +103,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             inv
         }
         None => args.live.block_on(|client| async move {
-            inventory::from_cluster(&client, &args.ignore_resource).await
+            let snap = crate::input::snapshot::read(&client, false).await?;
+            inventory::from_snapshot(snap, &args.ignore_resource)
         })?,
     };
     let terminal = std::io::stdout().is_terminal();

@@ -96,7 +96,7 @@ pub struct GenerateArgs {
     pub output: PatchFormat,
     /// Where the live cluster is (used when --nodes is not given).
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
 }
 
 /// Arguments of `gpuwl kubevirt check`.
@@ -140,7 +140,7 @@ pub struct CheckArgs {
     pub output: Format,
     /// Where the live cluster is (used for what no file gives).
     #[command(flatten)]
-    pub live: crate::cli::LiveArgs,
+    pub live: crate::input::live::ClusterArgs,
 }
 
 /// Runs `gpuwl kubevirt`.

@@ -34,12 +34,10 @@ pub struct Args {
     /// Lab root: result files go to ROOT/out, ROOT/bin, ROOT/k8s [default: $HOME/gpuwl]
     #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
-    /// Use this kubeconfig (an existing cluster and existing nodes) instead of the local control plane
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use (implies an existing cluster)
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    /// An existing cluster (and existing nodes) instead of the local control plane:
+    /// --kubeconfig and/or --context; --request-timeout applies to either.
+    #[command(flatten)]
+    pub cluster: crate::input::live::ClusterArgs,
     /// Node for a workload config, as CONFIG=NODE; repeatable [default: container=lab-node-0, vm-passthrough=lab-node-1, vm-vgpu=lab-node-2]
     #[arg(long = "node", value_name = "CONFIG=NODE", value_parser = parse_node)]
     pub nodes: Vec<(WorkloadConfig, String)>,
@@ -96,14 +94,12 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             WorkloadConfig::VmVgpu => nodes.vgpu = n.clone(),
         }
     }
-    let target = if args.kubeconfig.is_some() || args.context.is_some() {
-        Target::Kubeconfig {
-            path: args.kubeconfig.clone(),
-            context: args.context.clone(),
-        }
+    let target = if args.cluster.kubeconfig.is_some() || args.cluster.context.is_some() {
+        Target::Kubeconfig(args.cluster.clone())
     } else {
         Target::Local {
             cluster: args.cluster_name.clone(),
+            request_timeout: args.cluster.request_timeout(),
         }
     };
     let gpuwl_bin = std::env::current_exe()
@@ -125,7 +121,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         Ok(r) => r,
         Err(e) => {
             // --down means "leave nothing running", also when a step failed.
-            if let (true, Target::Local { cluster }) = (args.down, &opts.target) {
+            if let (true, Target::Local { cluster, .. }) = (args.down, &opts.target) {
                 let _ = crate::cluster::down(cluster);
             }
             return Err(e);
@@ -196,7 +192,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         );
     }
     crate::outln!("\nResult files: {}/{{out,bin,k8s}}", root.display());
-    if let Target::Local { cluster } = &opts.target {
+    if let Target::Local { cluster, .. } = &opts.target {
         if args.down {
             crate::cluster::down(cluster)?;
             crate::outln!("Local control plane {cluster:?} stopped (--down).");

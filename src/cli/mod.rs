@@ -121,69 +121,6 @@ pub fn main() -> ExitCode {
     }
 }
 
-/// How a live cluster is reached: the flags `check`, `inventory` and `explain` share. The
-/// file arguments of each command declare the conflicts with these.
-#[derive(Debug, Clone, Default, clap::Args)]
-pub struct LiveArgs {
-    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<std::path::PathBuf>,
-    /// Kubeconfig context for the live cluster (default: the current context).
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
-    /// Seconds to wait for one API response before giving up with exit 3 (connecting
-    /// waits at most 10 s).
-    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
-    pub request_timeout: u64,
-}
-
-impl LiveArgs {
-    /// Builds a runtime and a client from these flags, then runs `work` with the client.
-    ///
-    /// Errors: [`Error::Input`] for an unreadable kubeconfig or unknown context (exit 2),
-    /// [`Error::Runtime`] when no configuration is found or `work` fails to reach the API.
-    pub fn block_on<T, F, Fut>(&self, work: F) -> Result<T, Error>
-    where
-        F: FnOnce(kube::Client) -> Fut,
-        Fut: std::future::Future<Output = Result<T, Error>>,
-    {
-        crate::input::live::set_request_timeout(std::time::Duration::from_secs(
-            self.request_timeout.max(1),
-        ));
-        runtime()?.block_on(async {
-            let (client, server) = match crate::input::live::connect(
-                self.kubeconfig.as_deref(),
-                self.context.as_deref(),
-            )
-            .await
-            {
-                Ok(c) => c,
-                Err(Error::Runtime(m)) if self.kubeconfig.is_none() => {
-                    return Err(Error::Runtime(no_config_hint(m)));
-                }
-                Err(e) => return Err(e),
-            };
-            let server = server.trim_end_matches('/').to_owned();
-            work(client).await.map_err(|e| e.on_server(&server))
-        })
-    }
-}
-
-/// `m` (no kubeconfig found) with the way out: `--kubeconfig`/`KUBECONFIG`, and the export
-/// line when gpuwl's local control plane is running.
-fn no_config_hint(m: String) -> String {
-    let m = m.trim_start_matches("no cluster configuration: ");
-    let local = matches!(
-        crate::cluster::status(crate::cluster::DEFAULT_NAME),
-        Ok(crate::cluster::Status::Running)
-    );
-    if local {
-        "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local control plane is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\"".to_string()
-    } else {
-        format!("no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG ({m})")
-    }
-}
-
 /// A multi-threaded tokio runtime for commands that talk to the API server.
 ///
 /// Errors: [`Error::Runtime`] when the runtime cannot be built.

@@ -1,7 +1,6 @@
 //! `gpuwl serve`: arguments and entry point.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{ExitStatus, Result};
@@ -30,12 +29,10 @@ pub struct Args {
     /// Address and port to serve on (port 0: any free port, printed on stderr).
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
     pub listen: SocketAddr,
-    /// Kubeconfig (default: $KUBECONFIG, ~/.kube/config, in-cluster service account).
-    #[arg(long, value_name = "FILE")]
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context (default: the current context).
-    #[arg(long, value_name = "NAME")]
-    pub context: Option<String>,
+    /// Where the cluster is (default: $KUBECONFIG, ~/.kube/config, in-cluster service
+    /// account); --request-timeout bounds connecting and sending, not the watches' reads.
+    #[command(flatten)]
+    pub cluster: crate::input::live::ClusterArgs,
     /// Milliseconds of quiet after a change before re-evaluating.
     #[arg(long, value_name = "MS", default_value_t = serve::DEBOUNCE.as_millis() as u64)]
     pub debounce_ms: u64,
@@ -51,8 +48,7 @@ pub struct Args {
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let opts = serve::Options {
         listen: args.listen,
-        kubeconfig: args.kubeconfig.clone(),
-        context: args.context.clone(),
+        cluster: args.cluster.clone(),
         debounce: Duration::from_millis(args.debounce_ms),
         unhealthy_after: (args.unhealthy_after > 0)
             .then(|| Duration::from_secs(args.unhealthy_after)),

@@ -8,7 +8,8 @@
 //! - gpuwl starts the processes itself with the flags kwokctl's binary runtime uses
 //!   (kwok's `test/e2e/kwokctl/dryrun/testdata/binary/create_cluster.txt` and
 //!   `pkg/kwokctl/components/*.go`), but binds everything to 127.0.0.1 on free ports
-//!   ([`ports`]). This is simpler and more robust than driving kwokctl (which wants to
+//!   ([`ports`]). Each component's command line, ports and readiness are one value built
+//!   by [`recipe`]; [`up`] starts them in order and waits for each. This is simpler and more robust than driving kwokctl (which wants to
 //!   download artifacts and edits `~/.kube/config`); kwokctl is still built and can be
 //!   pointed at the same binaries.
 //! - kube-controller-manager runs with every default controller, as in a kubeadm
@@ -52,6 +53,7 @@ pub mod nodes;
 pub mod pki;
 pub mod ports;
 pub mod process;
+pub mod recipe;
 pub mod userconfig;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -61,7 +63,9 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::input::live::{ClusterArgs, Flavour};
 use ports::{PortLock, Ports};
+use recipe::{Component, Condition, Readiness, StartWhen};
 
 /// Options of [`up`].
 #[derive(Debug, Clone)]
@@ -331,11 +335,15 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             on_own_thread({
                 let kubeconfig = handle.kubeconfig.clone();
                 let mut watch = Watch::running(&state);
+                let components = recipe::components(&recipe::Layout {
+                    info: &info,
+                    state: &state,
+                });
                 move || {
                     wait_ready(
                         &mut watch,
                         &kubeconfig,
-                        &info,
+                        &components,
                         0,
                         None,
                         Duration::from_secs(60),
@@ -478,10 +486,6 @@ options:
   podsOnNodeSyncParallelism: 1
 ";
 
-fn s(p: &Path) -> String {
-    p.display().to_string()
-}
-
 /// How long a start may wait for the port lock held by another `gpuwl cluster up`.
 const PORT_LOCK_WAIT: Duration = Duration::from_secs(120);
 
@@ -555,7 +559,6 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             "admin",
         ),
     )?;
-    let kcm_kubeconfig = state.join("controller-manager.kubeconfig");
     write(
         "controller-manager.kubeconfig",
         &kubeconfig_text(
@@ -566,173 +569,60 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             "controller-manager",
         ),
     )?;
-    let pk = |f: &str| s(&pki_dir.join(f));
+    let components = recipe::components(&recipe::Layout { info: &info, state });
     let mut watch = Watch::new(state);
-
-    step(&format!("starting etcd on 127.0.0.1:{}", info.etcd_port));
-    let etcd_url = format!("http://127.0.0.1:{}", info.etcd_port);
-    let peer_url = format!("http://127.0.0.1:{}", info.etcd_peer_port);
-    watch.spawn(
-        "etcd",
-        &build::binary(bin, "etcd"),
-        &[
-            "--name=node0".into(),
-            format!("--data-dir={}", s(&state.join("etcd"))),
-            format!("--listen-client-urls={etcd_url}"),
-            format!("--advertise-client-urls={etcd_url}"),
-            format!("--listen-peer-urls={peer_url}"),
-            format!("--initial-advertise-peer-urls={peer_url}"),
-            format!("--initial-cluster=node0={peer_url}"),
-            "--auto-compaction-retention=1".into(),
-            "--quota-backend-bytes=8589934592".into(),
-            "--unsafe-no-fsync=true".into(),
-        ],
-    )?;
-    // Not waiting for etcd to listen: kube-apiserver retries until it does (as kwokctl
-    // starts them), and every component's start overlaps the others'.
-
-    step(&format!(
-        "starting kube-apiserver on https://127.0.0.1:{}",
-        info.apiserver_port
-    ));
-    watch.spawn(
-        "kube-apiserver",
-        &build::binary(bin, "kube-apiserver"),
-        &[
-            format!("--etcd-servers={etcd_url}"),
-            "--etcd-prefix=/registry".into(),
-            "--bind-address=127.0.0.1".into(),
-            "--advertise-address=127.0.0.1".into(),
-            format!("--secure-port={}", info.apiserver_port),
-            format!("--tls-cert-file={}", pk("apiserver.crt")),
-            format!("--tls-private-key-file={}", pk("apiserver.key")),
-            format!("--client-ca-file={}", pk("ca.crt")),
-            format!("--service-account-key-file={}", pk("sa.pub")),
-            format!("--service-account-signing-key-file={}", pk("sa.key")),
-            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
-            "--service-cluster-ip-range=10.96.0.0/16".into(),
-            "--endpoint-reconciler-type=none".into(),
-            "--authorization-mode=Node,RBAC".into(),
-            "--allow-privileged=true".into(),
-            "--enable-priority-and-fairness=false".into(),
-            "--max-requests-inflight=0".into(),
-            "--max-mutating-requests-inflight=0".into(),
-        ],
-    )?;
-
-    step(&format!(
-        "starting kube-controller-manager (127.0.0.1:{}), kube-scheduler (127.0.0.1:{}) and kwok-controller (127.0.0.1:{})",
-        info.controller_manager_port, info.scheduler_port, info.kwok_port
-    ));
-    // kube-controller-manager starts once the API server is ready (in `wait_ready`): it
-    // then passes its API server check at once instead of polling it every second, and
-    // it does not slow the API server's own start on a 2-core machine.
-    let kcm = Deferred {
-        component: "kube-controller-manager",
-        command: (
-            build::binary(bin, "kube-controller-manager"),
-            controller_manager_args(&info, state, &kcm_kubeconfig),
-        ),
-        port: info.controller_manager_port,
-        started: false,
-        _lock: lock,
-    };
-    watch.spawn(
-        "kube-scheduler",
-        &build::binary(bin, "kube-scheduler"),
-        &[
-            format!("--kubeconfig={}", s(&kubeconfig)),
-            format!("--authentication-kubeconfig={}", s(&kubeconfig)),
-            format!("--authorization-kubeconfig={}", s(&kubeconfig)),
-            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
-            "--bind-address=127.0.0.1".into(),
-            format!("--secure-port={}", info.scheduler_port),
-            "--kube-api-qps=5000".into(),
-            "--kube-api-burst=10000".into(),
-        ],
-    )?;
-    watch.spawn(
-        "kwok-controller",
-        &build::binary(bin, "kwok"),
-        &[
-            "--manage-all-nodes=true".into(),
-            format!("--kubeconfig={}", s(&kubeconfig)),
-            format!("--config={}", s(&state.join("kwok.yaml"))),
-            format!("--tls-cert-file={}", pk("apiserver.crt")),
-            format!("--tls-private-key-file={}", pk("apiserver.key")),
-            "--node-ip=127.0.0.1".into(),
-            "--node-name=localhost".into(),
-            format!("--node-port={}", info.kwok_port),
-            format!("--server-address=127.0.0.1:{}", info.kwok_port),
-            "--node-lease-duration-seconds=200".into(),
-        ],
-    )?;
-    for (component, port) in ports.by_component() {
-        if component != kcm.component {
-            watch.listening(component, port, Duration::from_secs(60))?;
+    let mut deferred = Vec::new();
+    for c in components.iter() {
+        match c.start {
+            StartWhen::Now => {
+                step(&format!("starting {} on {}", c.name, c.endpoint));
+                watch.spawn(c)?;
+            }
+            StartWhen::AfterApiServer => deferred.push(c.clone()),
+        }
+    }
+    for c in components.iter().filter(|c| c.start == StartWhen::Now) {
+        for &port in &c.ports {
+            watch.listening(c.name, port, Duration::from_secs(60))?;
         }
     }
 
-    step("waiting for /readyz, the controller-manager, the scheduler and kwok");
+    step(&format!(
+        "waiting for {}",
+        components
+            .iter()
+            .map(|c| c.name)
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
     let nodes = opts.nodes;
-    on_own_thread({
-        let info = info.clone();
-        move || {
-            wait_ready(
-                &mut watch,
-                &kubeconfig,
-                &info,
-                nodes,
-                Some(kcm),
-                Duration::from_secs(120),
-            )
-        }
+    let deferred = Deferred {
+        components: deferred,
+        started: 0,
+        _lock: lock,
+        progress: opts.progress,
+    };
+    on_own_thread(move || {
+        wait_ready(
+            &mut watch,
+            &kubeconfig,
+            &components,
+            nodes,
+            Some(deferred),
+            Duration::from_secs(120),
+        )
     })
 }
 
-/// A component [`wait_ready`] starts once the API server is ready, and the port lock,
-/// held until it listens.
+/// The components [`wait_ready`] starts once the API server is ready, in order, and the
+/// port lock, held until they all listen.
 struct Deferred {
-    component: &'static str,
-    command: Command,
-    port: u16,
-    started: bool,
+    components: Vec<Component>,
+    /// How many of `components` were started.
+    started: usize,
     _lock: PortLock,
+    progress: bool,
 }
-
-/// kube-controller-manager's flags. kwokctl's (kwok `pkg/kwokctl/components/kube_controller_manager.go`):
-/// node-monitor periods, `--root-ca-file` and `--service-account-private-key-file`; plus
-/// its own identity and ServiceAccount credentials per controller, leader election off,
-/// and the cluster CA as signer of CertificateSigningRequests.
-fn controller_manager_args(info: &ClusterInfo, state: &Path, kubeconfig: &Path) -> Vec<String> {
-    let pk = |f: &str| s(&state.join("pki").join(f));
-    vec![
-        // No --authentication/--authorization-kubeconfig, as in kwokctl: with them it
-        // reads kube-system/extension-apiserver-authentication at start and exits when
-        // the API server's RBAC bootstrap has not yet granted that. Its health paths are
-        // open without them; nothing else needs to be.
-        format!("--kubeconfig={}", s(kubeconfig)),
-        "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
-        "--bind-address=127.0.0.1".into(),
-        format!("--secure-port={}", info.controller_manager_port),
-        "--leader-elect=false".into(),
-        "--use-service-account-credentials=true".into(),
-        format!("--service-account-private-key-file={}", pk("sa.key")),
-        format!("--root-ca-file={}", pk("ca.crt")),
-        format!("--cluster-signing-cert-file={}", pk("ca.crt")),
-        format!("--cluster-signing-key-file={}", pk("ca.key")),
-        // Its default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec/, would be
-        // created on the host at start.
-        format!("--flex-volume-plugin-dir={}", s(&state.join("flexvolume"))),
-        "--node-monitor-period=25s".into(),
-        "--node-monitor-grace-period=3m20s".into(),
-        "--kube-api-qps=5000".into(),
-        "--kube-api-burst=10000".into(),
-    ]
-}
-
-/// A program and its arguments.
-type Command = (PathBuf, Vec<String>);
 
 /// The components whose processes a wait checks on every tick: one that exited, or logged
 /// that its port is taken, ends the wait at once with its log's last line.
@@ -759,9 +649,9 @@ impl Watch {
         }
     }
 
-    fn spawn(&mut self, component: &'static str, program: &Path, args: &[String]) -> Result<()> {
-        process::spawn(&self.state, component, program, args)?;
-        self.started.push((component, true));
+    fn spawn(&mut self, c: &Component) -> Result<()> {
+        process::spawn(&self.state, c)?;
+        self.started.push((c.name, true));
         Ok(())
     }
 
@@ -791,9 +681,8 @@ impl Watch {
     /// listener might be another process's).
     fn listening(&self, component: &str, port: u16, timeout: Duration) -> StartResult<()> {
         let deadline = Instant::now() + timeout;
-        let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         loop {
-            let up = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok();
+            let up = accepts(port);
             self.check()?;
             if up {
                 return Ok(());
@@ -804,6 +693,12 @@ impl Watch {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Whether something accepts TCP connections on `127.0.0.1:port` (200 ms at most).
+fn accepts(port: u16) -> bool {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
 }
 
 fn not_ready(state: &Path, component: &str, what: &str) -> Error {
@@ -819,16 +714,60 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
     ))
 }
 
-/// Waits until the API server's `/readyz` says ok, kube-controller-manager serves
-/// `/healthz` and has created ServiceAccount `default/default`, the scheduler serves
-/// `/healthz` and holds its lease, and kwok serves `/healthz`; creates the `nodes` plain
+/// Whether `c` is ready by its [`Readiness`]. `api` is the admin client; `health` the
+/// client for its own HTTPS port (a [`Readiness::Healthz`] component); `api_ready`
+/// whether the API server said `/readyz` ok: a condition read from the API server is
+/// asked only then.
+async fn is_ready(
+    c: &Component,
+    api: &kube::Client,
+    health: Option<&kube::Client>,
+    api_ready: bool,
+) -> bool {
+    match &c.readiness {
+        Readiness::Listening => c.ports.iter().all(|&p| accepts(p)),
+        Readiness::ApiServerReadyz => get_text(api, "/readyz").await.as_deref() == Some("ok"),
+        Readiness::Healthz { also, .. } => {
+            if also.is_some() && !api_ready {
+                return false;
+            }
+            let Some(health) = health else {
+                return false;
+            };
+            get_text(health, "/healthz").await.as_deref() == Some("ok")
+                && match also {
+                    None => true,
+                    Some(Condition::ServiceAccount { namespace, name }) => {
+                        let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+                            kube::Api::namespaced(api.clone(), namespace);
+                        accounts.get_opt(name).await.ok().flatten().is_some()
+                    }
+                    Some(Condition::LeaseHeld { namespace, name }) => {
+                        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                            kube::Api::namespaced(api.clone(), namespace);
+                        leases
+                            .get_opt(name)
+                            .await
+                            .ok()
+                            .flatten()
+                            .and_then(|l| l.spec)
+                            .and_then(|s| s.holder_identity)
+                            .is_some_and(|h| !h.is_empty())
+                    }
+                }
+        }
+    }
+}
+
+/// Waits until every component of `components` is ready by its [`Readiness`], starting the
+/// `deferred` ones once the API server's `/readyz` says ok; creates the `nodes` plain
 /// simulated nodes as soon as the API server is ready and waits until they are
 /// schedulable. Every tick checks that each component lives. Runs its own single-threaded
 /// runtime.
 fn wait_ready(
     watch: &mut Watch,
     kubeconfig: &Path,
-    info: &ClusterInfo,
+    components: &[Component],
     nodes: u32,
     mut deferred: Option<Deferred>,
     timeout: Duration,
@@ -840,61 +779,57 @@ fn wait_ready(
     tokio_rt.block_on(async {
         let deadline = Instant::now() + timeout;
         let api = client(kubeconfig, None).await?;
-        let sched = insecure_client(info.scheduler_port)?;
-        let kcm = insecure_client(info.controller_manager_port)?;
-        let kwok = insecure_client(info.kwok_port)?;
-        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-            kube::Api::namespaced(api.clone(), "kube-system");
-        let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
-            kube::Api::namespaced(api.clone(), "default");
-        let mut done = [false; 4];
-        const WHO: [&str; 4] = [
-            "kube-apiserver",
-            "kube-controller-manager",
-            "kube-scheduler",
-            "kwok-controller",
-        ];
+        // A component ready once it listens (etcd) was waited for before this wait.
+        let waited: Vec<&Component> = components
+            .iter()
+            .filter(|c| c.readiness != Readiness::Listening)
+            .collect();
+        let health = waited
+            .iter()
+            .map(|c| match c.readiness {
+                Readiness::Healthz { port, .. } => insecure_client(port).map(Some),
+                _ => Ok(None),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let api_server = waited
+            .iter()
+            .position(|c| c.readiness == Readiness::ApiServerReadyz);
+        let mut done = vec![false; waited.len()];
         let mut nodes_created = nodes == 0;
         loop {
-            if !done[0] {
-                done[0] = get_text(&api, "/readyz").await.as_deref() == Some("ok");
-            }
-            if done[0]
-                && let Some(d) = &mut deferred
+            if let Some(i) = api_server
+                && !done[i]
             {
-                if !d.started {
-                    watch.spawn(d.component, &d.command.0, &d.command.1)?;
-                    d.started = true;
+                done[i] = is_ready(waited[i], &api, None, false).await;
+            }
+            let api_ready = api_server.is_none_or(|i| done[i]);
+            if api_ready && let Some(d) = &mut deferred {
+                while d.started < d.components.len() {
+                    let c = &d.components[d.started];
+                    if d.progress {
+                        note!("starting {} on {}", c.name, c.endpoint);
+                    }
+                    watch.spawn(c)?;
+                    d.started += 1;
                 }
-                let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, d.port));
-                if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
-                    // Listening: no other start can pick its port now.
+                if d.components
+                    .iter()
+                    .all(|c| c.ports.iter().all(|&p| accepts(p)))
+                {
+                    // Listening: no other start can pick their ports now.
                     deferred = None;
                 }
             }
-            if done[0] && !nodes_created {
+            if api_ready && !nodes_created {
                 for i in 0..nodes {
                     nodes::ensure_sim_node(&api, &nodes::plain_node_name(i)).await?;
                 }
                 nodes_created = true;
             }
-            if done[0] && !done[1] {
-                done[1] = get_text(&kcm, "/healthz").await.as_deref() == Some("ok")
-                    && accounts.get_opt("default").await.ok().flatten().is_some();
-            }
-            if done[0] && !done[2] {
-                done[2] = get_text(&sched, "/healthz").await.as_deref() == Some("ok")
-                    && leases
-                        .get_opt("kube-scheduler")
-                        .await
-                        .ok()
-                        .flatten()
-                        .and_then(|l| l.spec)
-                        .and_then(|s| s.holder_identity)
-                        .is_some_and(|h| !h.is_empty());
-            }
-            if !done[3] {
-                done[3] = get_text(&kwok, "/healthz").await.as_deref() == Some("ok");
+            for (i, c) in waited.iter().enumerate() {
+                if !done[i] && Some(i) != api_server {
+                    done[i] = is_ready(c, &api, health[i].as_ref(), api_ready).await;
+                }
             }
             watch.check()?;
             if done.iter().all(|d| *d) {
@@ -908,7 +843,7 @@ fn wait_ready(
                 let who = done
                     .iter()
                     .position(|d| !d)
-                    .map(|i| WHO[i])
+                    .map(|i| waited[i].name)
                     .unwrap_or("kube-apiserver");
                 return Err(not_ready(&watch.state, who, "is not ready in time").into());
             }
@@ -1040,7 +975,7 @@ fn etcd_health(port: u16) -> Option<String> {
 
 async fn get_text(c: &kube::Client, path: &str) -> Option<String> {
     let req = http::Request::get(path).body(Vec::new()).ok()?;
-    tokio::time::timeout(Duration::from_secs(5), c.request_text(req))
+    tokio::time::timeout(HEALTH_TIMEOUT, c.request_text(req))
         .await
         .ok()?
         .ok()
@@ -1054,21 +989,25 @@ fn insecure_client(port: u16) -> Result<kube::Client> {
         .map_err(|e| rt(format!("bad url: {e}")))?;
     let mut cfg = kube::Config::new(url);
     cfg.accept_invalid_certs = true;
-    kube::Client::try_from(cfg)
+    crate::input::live::client_from_config(cfg, Flavour::OneShot, HEALTH_TIMEOUT)
         .map_err(|e| rt(format!("cannot build a client for port {port}: {e}")))
 }
 
-/// A kube client from a kubeconfig file, using `context` or the file's current context.
+/// How long a health or readiness request to a component waits for its answer.
+const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A one-shot client from a kubeconfig file, using `context` or the file's current
+/// context, each response awaited [`DEFAULT_REQUEST_TIMEOUT`] at most
+/// ([`crate::input::live::connect`]).
 ///
-/// Errors: [`Error::Runtime`] when the file cannot be read or parsed, the context does not
-/// exist, or its certificates cannot be loaded.
+/// Errors: [`Error::Runtime`] when the file cannot be read or parsed or its certificates
+/// cannot be loaded: a broken kubeconfig of gpuwl's own cluster is a runtime failure
+/// (exit 3), not the user's bad input.
 pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Client> {
-    // The same loader as every other command; a broken kubeconfig of our own cluster is a
-    // runtime failure (exit 3), not the user's bad input.
-    crate::input::live::client(Some(kubeconfig), context)
-        .await
-        .map_err(|e| match e {
-            e if e.is_input() => Error::Runtime(e.to_string()),
-            other => other,
-        })
+    let args = ClusterArgs::file(kubeconfig, context);
+    match crate::input::live::connect(&args, Flavour::OneShot).await {
+        Ok(c) => Ok(c.client),
+        Err(e) if e.is_input() => Err(Error::Runtime(e.to_string())),
+        Err(e) => Err(e),
+    }
 }

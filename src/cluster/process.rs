@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use super::recipe::Component;
 use crate::error::{Error, Result};
 
 /// The components, in start order (stopped in reverse).
@@ -30,8 +31,10 @@ pub fn log_file(state: &Path, component: &str) -> PathBuf {
     state.join("logs").join(format!("{component}.log"))
 }
 
-/// Starts `program args` detached from this process, recording its pid.
-pub fn spawn(state: &Path, component: &str, program: &Path, args: &[String]) -> Result<u32> {
+/// Starts `c.binary c.args` (with `c.env` added to the environment) detached from this
+/// process, recording its pid.
+pub fn spawn(state: &Path, c: &Component) -> Result<u32> {
+    let (component, program, args) = (c.name, c.binary.as_path(), &c.args);
     let rt = |what: &str, e: std::io::Error| {
         Error::Runtime(format!("cannot start {component}: {what}: {e}"))
     };
@@ -45,6 +48,7 @@ pub fn spawn(state: &Path, component: &str, program: &Path, args: &[String]) -> 
     let log2 = log.try_clone().map_err(|e| rt("log file", e))?;
     let mut cmd = Command::new(program);
     cmd.args(args)
+        .envs(c.env.iter().map(|(k, v)| (k, v)))
         .current_dir(state)
         .stdin(Stdio::null())
         .stdout(log)

@@ -111,22 +111,31 @@ pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, FieldError> 
 }
 
 /// Reads the cluster's ClusterPolicy. Never fails: an absent CRD, no object, a denied or
-/// timed-out list ([`LIVE_TIMEOUT`]) give a [`PolicyStatus`] without a policy that says
+/// timed-out list ([`LIVE_TIMEOUT`], or the client's request timeout when shorter) give a [`PolicyStatus`] without a policy that says
 /// so; several objects → the first by name, with a note.
 pub async fn from_cluster(client: &Client) -> PolicyStatus {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &api_resource());
-    let limit = LIVE_TIMEOUT.min(crate::input::live::request_timeout());
-    let list = match tokio::time::timeout(limit, api.list(&ListParams::default())).await {
+    let list = match tokio::time::timeout(LIVE_TIMEOUT, api.list(&ListParams::default())).await {
         Err(_) => {
             return none(
                 "unreadable",
                 Some(format!(
                     "listing clusterpolicies.nvidia.com timed out after {}s",
-                    limit.as_secs()
+                    LIVE_TIMEOUT.as_secs()
                 )),
             );
         }
         Ok(Err(kube::Error::Api(e))) if e.code == 404 => return absent_crd(),
+        // The client's own request timeout (shorter than LIVE_TIMEOUT) ran out.
+        Ok(Err(e)) if crate::input::live::is_timeout(&e) => {
+            return none(
+                "unreadable",
+                Some(
+                    "listing clusterpolicies.nvidia.com timed out (no answer within the request timeout)"
+                        .to_owned(),
+                ),
+            );
+        }
         Ok(Err(e)) => {
             return none(
                 "unreadable",

@@ -553,41 +553,44 @@ where
         + std::fmt::Debug
         + k8s_openapi::Resource,
 {
-    let mut token: Option<String> = None;
     let mut out = Vec::new();
-    loop {
-        let mut lp = ListParams::default().limit(PAGE_SIZE);
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = match api.list(&lp).await {
-            Ok(p) => p,
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                return Ok(Err(format!(
-                    "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
-                    crate::model::dra::API_VERSION
-                )));
+    let mut not_listed = None;
+    crate::input::live::pages(
+        ListParams::default().limit(PAGE_SIZE),
+        async |lp: &ListParams| {
+            let page = match api.list(lp).await {
+                Ok(p) => p,
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    not_listed = Some(format!(
+                        "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
+                        crate::model::dra::API_VERSION
+                    ));
+                    return Ok(None);
+                }
+                Err(kube::Error::Api(s)) if s.code == 403 => {
+                    not_listed = Some(format!(
+                        "the credentials may not list {what} (kubectl auth can-i list {what})"
+                    ));
+                    return Ok(None);
+                }
+                Err(e) => return Err(crate::input::live::api_error(&format!("list {what}"), &e)),
+            };
+            for item in &page.items {
+                let mut v = serde_json::to_value(item)
+                    .map_err(|e| Error::Runtime(format!("reading {what} from the API: {e}")))?;
+                if let Value::Object(m) = &mut v {
+                    m.insert("kind".into(), Value::String(K::KIND.to_owned()));
+                }
+                out.push(v);
             }
-            Err(kube::Error::Api(s)) if s.code == 403 => {
-                return Ok(Err(format!(
-                    "the credentials may not list {what} (kubectl auth can-i list {what})"
-                )));
-            }
-            Err(e) => return Err(crate::input::live::api_error(&format!("list {what}"), &e)),
-        };
-        for item in &page.items {
-            let mut v = serde_json::to_value(item)
-                .map_err(|e| Error::Runtime(format!("reading {what} from the API: {e}")))?;
-            if let Value::Object(m) = &mut v {
-                m.insert("kind".into(), Value::String(K::KIND.to_owned()));
-            }
-            out.push(v);
-        }
-        match page.metadata.continue_ {
-            Some(t) if !t.is_empty() => token = Some(t),
-            _ => return Ok(Ok(out)),
-        }
-    }
+            Ok(page.metadata.continue_)
+        },
+    )
+    .await?;
+    Ok(match not_listed {
+        Some(why) => Err(why),
+        None => Ok(out),
+    })
 }
 
 /// Lists DeviceClasses, ResourceSlices and ResourceClaims (all namespaces) of a live

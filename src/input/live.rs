@@ -1,6 +1,11 @@
-//! Reading nodes from the live cluster with kube-rs.
+//! Cluster access, one way: the flags that say where a cluster is ([`ClusterArgs`]:
+//! `--kubeconfig`, `--context`, `--request-timeout`, flattened into every command that
+//! talks to a cluster), the one client builder ([`connect`], one-shot or watch flavour,
+//! [`client_from_config`]), the one paging loop ([`pages`], [`list_all`]) and the one
+//! mapping of a failed API call to an [`Error`] ([`api_error`]). The node list reads
+//! through them.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -12,47 +17,137 @@ use crate::error::{Error, Result};
 use crate::input::document::one_line;
 use crate::model::node::{NodeInfo, Taint};
 
-/// How long gpuwl waits at most for a TCP/TLS connection to the API server (never longer
-/// than the request timeout).
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+pub use crate::error::CONNECT_TIMEOUT;
 
-/// The default of `--request-timeout`: how long gpuwl waits for one API response.
-pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(60);
+/// The default of `--request-timeout`: how long gpuwl waits for one API response. One list
+/// page of a healthy API server answers in well under a second; 30 s leaves room for a
+/// large page on a loaded server and still ends a command aimed at a silent one soon.
+pub const DEFAULT_REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
-static REQUEST_TIMEOUT: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
-
-/// Sets the per-request timeout of every client made afterwards (`--request-timeout`); the
-/// first call wins.
-pub fn set_request_timeout(t: Duration) {
-    let _ = REQUEST_TIMEOUT.set(t);
-}
-
-/// The per-request timeout ([`DEFAULT_REQUEST_TIMEOUT`] unless set).
-pub fn request_timeout() -> Duration {
-    *REQUEST_TIMEOUT.get().unwrap_or(&DEFAULT_REQUEST_TIMEOUT)
-}
-
-/// Page size of the paginated node list (`limit`; `continue` tokens follow).
+/// Page size of the paginated lists (`limit`; `continue` tokens follow).
 pub const PAGE_SIZE: u32 = 500;
 
-/// A client from a kubeconfig: `kubeconfig` (else `$KUBECONFIG` / `~/.kube/config`, else
-/// the in-cluster service account, as kube-rs infers), with `context` (else the
-/// kubeconfig's current context).
-///
-/// Errors: [`Error::Input`] when the given kubeconfig file cannot be read or parsed, or
-/// the context does not exist; [`Error::Runtime`] when no configuration can be inferred or
-/// the client cannot be built.
-pub async fn client(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Client> {
-    connect(kubeconfig, context).await.map(|(c, _)| c)
+/// Where a cluster is and how long to wait for it: the flags every command that talks to a
+/// cluster flattens. The file arguments of each command declare the conflicts with these.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ClusterArgs {
+    /// Kubeconfig for the live cluster (default: $KUBECONFIG, ~/.kube/config, in-cluster).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context for the live cluster (default: the current context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Seconds to wait for one API response before giving up with exit 3 (connecting
+    /// waits at most 10 s).
+    #[arg(long, value_name = "SECONDS", default_value_t = DEFAULT_REQUEST_TIMEOUT.as_secs())]
+    pub request_timeout: u64,
 }
 
-/// [`client`], and the API server's URL (for messages).
+impl Default for ClusterArgs {
+    fn default() -> Self {
+        ClusterArgs {
+            kubeconfig: None,
+            context: None,
+            request_timeout: DEFAULT_REQUEST_TIMEOUT.as_secs(),
+        }
+    }
+}
+
+impl ClusterArgs {
+    /// A kubeconfig file with its current context (or `context`) and the default timeout.
+    pub fn file(kubeconfig: &Path, context: Option<&str>) -> ClusterArgs {
+        ClusterArgs {
+            kubeconfig: Some(kubeconfig.to_owned()),
+            context: context.map(str::to_owned),
+            ..ClusterArgs::default()
+        }
+    }
+
+    /// `--request-timeout` as a duration (at least 1 s).
+    pub fn request_timeout(&self) -> Duration {
+        Duration::from_secs(self.request_timeout.max(1))
+    }
+
+    /// Builds a runtime and a one-shot client from these flags, then runs `work` with the
+    /// client; its cluster errors get the server's address and the timeouts
+    /// ([`Error::at_server`]).
+    ///
+    /// Errors: as [`connect`]; [`Error::Runtime`] when the runtime cannot be built; and
+    /// `work`'s.
+    pub fn block_on<T, F, Fut>(&self, work: F) -> Result<T>
+    where
+        F: FnOnce(Client) -> Fut,
+        Fut: std::future::Future<Output = Result<T>>,
+    {
+        crate::cli::runtime()?.block_on(async {
+            let conn = connect(self, Flavour::OneShot).await?;
+            let (client, server) = (conn.client, conn.server);
+            work(client)
+                .await
+                .map_err(|e| e.at_server(&server, self.request_timeout()))
+        })
+    }
+}
+
+/// What a client is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    /// Requests that each get an answer: every read waits at most the request timeout.
+    OneShot,
+    /// Watches that stay open for minutes without a byte when nothing changes: no read
+    /// timeout (kube-runtime restarts a watch that is silent past its own timeout + 5 s);
+    /// connecting and writing still time out.
+    Watch,
+}
+
+/// A client and the API server it talks to.
+#[derive(Clone)]
+pub struct Connection {
+    /// The client.
+    pub client: Client,
+    /// The API server's URL, without a trailing `/` (for messages).
+    pub server: String,
+}
+
+/// Connects to the cluster `args` names: the kubeconfig (else `$KUBECONFIG` /
+/// `~/.kube/config`, else the in-cluster service account, as kube-rs infers), with its
+/// context (else the kubeconfig's current context), gpuwl's timeouts for `flavour`. Makes
+/// no request.
 ///
-/// Errors: as [`client`].
-pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<(Client, String)> {
-    let config = config(kubeconfig, context).await?;
-    let server = config.cluster_url.to_string();
-    Client::try_from(config).map(|c| (c, server)).map_err(|e| {
+/// Errors: [`Error::Input`] when the given kubeconfig file cannot be read or parsed, or
+/// the context does not exist; [`Error::NoKubeconfig`] when no configuration can be
+/// inferred (the message says how to give one); [`Error::Runtime`] when the client cannot
+/// be built.
+pub async fn connect(args: &ClusterArgs, flavour: Flavour) -> Result<Connection> {
+    let config = config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+    let server = config
+        .cluster_url
+        .to_string()
+        .trim_end_matches('/')
+        .to_owned();
+    let client = client_from_config(config, flavour, args.request_timeout())?;
+    Ok(Connection { client, server })
+}
+
+/// The one place a client is built: `config` with gpuwl's timeouts for `flavour`
+/// ([`CONNECT_TIMEOUT`] capped by `request_timeout`; `request_timeout` for reads, none for
+/// a [`Flavour::Watch`], and writes).
+///
+/// Errors: [`Error::Runtime`] when the client cannot be built (a TLS setting it cannot
+/// load).
+pub fn client_from_config(
+    mut config: Config,
+    flavour: Flavour,
+    request_timeout: Duration,
+) -> Result<Client> {
+    config.connect_timeout = Some(CONNECT_TIMEOUT.min(request_timeout));
+    config.read_timeout = match flavour {
+        Flavour::OneShot => Some(request_timeout),
+        Flavour::Watch => None,
+    };
+    config.write_timeout = Some(request_timeout);
+    config.reset_reader_on_write = true;
+    Client::try_from(config).map_err(|e| {
         Error::Runtime(format!(
             "cannot build a client: {}",
             one_line(&e.to_string())
@@ -60,11 +155,11 @@ pub async fn connect(kubeconfig: Option<&Path>, context: Option<&str>) -> Result
     })
 }
 
-/// The client configuration [`connect`] uses: the kubeconfig (or in-cluster) settings with
-/// gpuwl's timeouts ([`CONNECT_TIMEOUT`], [`request_timeout`] for reads and writes).
+/// The kubeconfig (or in-cluster) settings [`connect`] starts from, before timeouts.
 ///
-/// Errors: as [`client`], less the client build.
-pub async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config> {
+/// Errors: [`Error::Input`] when the given kubeconfig file cannot be read or parsed, or
+/// the context does not exist; [`Error::NoKubeconfig`] when none can be inferred.
+async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config> {
     let opts = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()
@@ -75,29 +170,70 @@ pub async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<
         .filter(|v| !v.is_empty() && !v.to_string_lossy().contains(':'))
         .map(std::path::PathBuf::from);
     let kubeconfig = kubeconfig.or(env_file.as_deref());
-    let config = match (kubeconfig, context) {
+    match (kubeconfig, context) {
         (Some(path), _) => {
             let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(path, &e))?;
             Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| kubeconfig_error(path, &e))?
+                .map_err(|e| kubeconfig_error(path, &e))
         }
         (None, Some(_)) => Config::from_kubeconfig(&opts)
             .await
-            .map_err(|e| Error::Input(format!("kubeconfig: {}", one_line(&e.to_string()))))?,
-        (None, None) => Config::infer().await.map_err(|e| {
-            Error::Runtime(format!(
-                "no cluster configuration: {}",
-                one_line(&e.to_string())
-            ))
-        })?,
+            .map_err(|e| Error::Input(format!("kubeconfig: {}", one_line(&e.to_string())))),
+        (None, None) => Config::infer().await.map_err(|e| Error::NoKubeconfig {
+            detail: one_line(&e.to_string()),
+            local_running: matches!(
+                crate::cluster::status(crate::cluster::DEFAULT_NAME),
+                Ok(crate::cluster::Status::Running)
+            ),
+        }),
+    }
+}
+
+/// The one paging loop: calls `page` with `base` (its `limit` set to [`PAGE_SIZE`] unless
+/// given) and then with each `continue` token `page` returns, until it returns none (or an
+/// empty one). `page` handles the items of its page itself.
+///
+/// Errors: the first of `page`'s.
+pub async fn pages<E>(
+    base: ListParams,
+    mut page: impl AsyncFnMut(&ListParams) -> std::result::Result<Option<String>, E>,
+) -> std::result::Result<(), E> {
+    let mut lp = if base.limit.is_none() {
+        base.limit(PAGE_SIZE)
+    } else {
+        base
     };
-    let mut config = config;
-    config.connect_timeout = Some(CONNECT_TIMEOUT.min(request_timeout()));
-    config.read_timeout = Some(request_timeout());
-    config.write_timeout = Some(request_timeout());
-    config.reset_reader_on_write = true;
-    Ok(config)
+    loop {
+        match page(&lp).await? {
+            Some(t) if !t.is_empty() => lp = lp.continue_token(&t),
+            _ => return Ok(()),
+        }
+    }
+}
+
+/// Lists every object of `api` matching `base`, page by page ([`pages`]), handing each to
+/// `on_item`; returns how many there were.
+///
+/// Errors: [`api_error`] (`cannot <doing>: ...`) when a page cannot be listed.
+pub async fn list_all<K>(
+    api: &Api<K>,
+    base: ListParams,
+    doing: &str,
+    mut on_item: impl FnMut(K),
+) -> Result<usize>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let mut count = 0;
+    pages(base, async |lp: &ListParams| {
+        let page = api.list(lp).await.map_err(|e| api_error(doing, &e))?;
+        count += page.items.len();
+        page.items.into_iter().for_each(&mut on_item);
+        Ok::<_, Error>(page.metadata.continue_)
+    })
+    .await?;
+    Ok(count)
 }
 
 /// Reduces an API Node to a [`NodeInfo`] (quantities keep their API text).
@@ -135,7 +271,7 @@ pub fn node_info(node: &Node) -> NodeInfo {
 /// Lists all nodes page by page ([`PAGE_SIZE`] per request, following `continue`) and hands
 /// each to `on_node`; returns how many there were.
 ///
-/// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
+/// Errors: [`Error::Cluster`] when the API server cannot be reached or refuses the list.
 pub async fn for_each_node(client: &Client, on_node: impl FnMut(NodeInfo)) -> Result<usize> {
     for_each_node_paged(client, PAGE_SIZE, on_node).await
 }
@@ -149,32 +285,15 @@ pub async fn for_each_node_paged(
     mut on_node: impl FnMut(NodeInfo),
 ) -> Result<usize> {
     let api: Api<Node> = Api::all(client.clone());
-    let mut token: Option<String> = None;
-    let mut count = 0;
-    loop {
-        let mut lp = ListParams::default().limit(page_size.max(1));
-        if let Some(t) = &token {
-            lp = lp.continue_token(t);
-        }
-        let page = api
-            .list(&lp)
-            .await
-            .map_err(|e| api_error("list nodes", &e))?;
-        for n in &page.items {
-            on_node(node_info(n));
-            count += 1;
-        }
-        match page.metadata.continue_ {
-            Some(t) if !t.is_empty() => token = Some(t),
-            _ => return Ok(count),
-        }
-    }
+    let base = ListParams::default().limit(page_size.max(1));
+    list_all(&api, base, "list nodes", |n| on_node(node_info(&n))).await
 }
 
 /// The one-line error for a failed API call: `doing` says what gpuwl was doing
 /// (`list nodes`), and the message ends with a way out — forbidden: the verb and resource
 /// the credentials lack; unauthorized: the credentials; unreachable: whether the cluster
-/// is up. The caller ([`crate::cli::LiveArgs::block_on`]) adds the server's address.
+/// is up. The caller ([`ClusterArgs::block_on`]) adds the server's address and the
+/// timeouts ([`Error::at_server`]).
 /// Secrets never appear: kube's errors carry no tokens.
 pub fn api_error(doing: &str, e: &kube::Error) -> Error {
     let message = match e {
@@ -185,14 +304,11 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
         kube::Error::Api(ae) if ae.code == 401 => "unauthorized: the kubeconfig's credentials were refused (expired token or certificate?)".to_string(),
         kube::Error::Api(ae) => format!("{} ({})", one_line(&ae.message), ae.code),
         kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            if is_timeout(e) {
+                return Error::cluster_timeout(doing, clone_kube_error(e));
+            }
             let text = format!("{e:?} {e}").to_lowercase();
-            if text.contains("timed out") || text.contains("timeout") || text.contains("elapsed") {
-                format!(
-                    "no answer within {}s (connect {}s); the server accepts connections but does not respond — a wrong address or port, or an overloaded API server (--request-timeout SECONDS to wait longer)",
-                    request_timeout().as_secs(),
-                    CONNECT_TIMEOUT.min(request_timeout()).as_secs()
-                )
-            } else if text.contains("refused") {
+            if text.contains("refused") {
                 "connection refused; is the cluster up? (the local one: gpuwl cluster status)"
                     .to_string()
             } else {
@@ -205,6 +321,17 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
         _ => one_line(&e.to_string()),
     };
     Error::cluster(doing, message, clone_kube_error(e))
+}
+
+/// Whether `e` is a client-side timeout (connect, read or write): the server did not answer.
+pub fn is_timeout(e: &kube::Error) -> bool {
+    match e {
+        kube::Error::HyperError(_) | kube::Error::Service(_) => {
+            let text = format!("{e:?} {e}").to_lowercase();
+            text.contains("timed out") || text.contains("timeout") || text.contains("elapsed")
+        }
+        _ => false,
+    }
 }
 
 /// A copy of `e` to keep as an error's source: API errors whole, others as their message
@@ -265,6 +392,7 @@ fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
 ///
 /// Errors: [`api_error`] (`cannot list nodes: ...`).
 pub async fn probe_nodes(client: &Client) -> Result<()> {
+    // One request, not a list: no paging.
     let api: Api<Node> = Api::all(client.clone());
     api.list_metadata(&ListParams::default().limit(1))
         .await
@@ -277,4 +405,67 @@ pub async fn list_nodes(client: &Client) -> Result<Vec<NodeInfo>> {
     let mut v = Vec::new();
     for_each_node(client, |n| v.push(n)).await?;
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_follows_continue_tokens_until_none_or_empty_and_keeps_the_base() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        for (last, want_calls) in [(None, 3), (Some(String::new()), 3)] {
+            let mut seen = Vec::new();
+            let r: std::result::Result<(), ()> = rt.block_on(pages(
+                ListParams::default().fields("a=b"),
+                async |lp: &ListParams| {
+                    seen.push((
+                        lp.limit,
+                        lp.continue_token.clone(),
+                        lp.field_selector.clone(),
+                    ));
+                    Ok(match seen.len() {
+                        1 => Some("t1".to_owned()),
+                        2 => Some("t2".to_owned()),
+                        _ => last.clone(),
+                    })
+                },
+            ));
+            assert_eq!(r, Ok(()));
+            assert_eq!(seen.len(), want_calls);
+            assert_eq!(seen[0], (Some(PAGE_SIZE), None, Some("a=b".into())));
+            assert_eq!(
+                seen[2],
+                (Some(PAGE_SIZE), Some("t2".into()), Some("a=b".into()))
+            );
+        }
+        // An error ends the loop at once; a given limit stays.
+        let mut calls = 0;
+        let r: std::result::Result<(), &str> = rt.block_on(pages(
+            ListParams::default().limit(7),
+            async |lp: &ListParams| {
+                calls += 1;
+                assert_eq!(lp.limit, Some(7));
+                Err("boom")
+            },
+        ));
+        assert_eq!((r, calls), (Err("boom"), 1));
+    }
+
+    #[test]
+    fn request_timeout_defaults_to_30_s_and_is_at_least_1_s() {
+        let args = |s| ClusterArgs {
+            request_timeout: s,
+            ..ClusterArgs::default()
+        };
+        assert_eq!(args(4).request_timeout(), Duration::from_secs(4));
+        assert_eq!(args(0).request_timeout(), Duration::from_secs(1));
+        assert_eq!(
+            ClusterArgs::default().request_timeout(),
+            DEFAULT_REQUEST_TIMEOUT
+        );
+        assert_eq!(DEFAULT_REQUEST_TIMEOUT, Duration::from_secs(30));
+    }
 }

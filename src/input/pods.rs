@@ -906,36 +906,34 @@ fn read_response(body: &[u8], doing: &str) -> Result<(Vec<PodInfo>, Option<Strin
 ///
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
-    let mut token: Option<String> = None;
     let mut out = Vec::new();
-    loop {
-        let req = list_request(token.as_deref())?;
+    crate::input::live::pages(list_params(), async |lp: &ListParams| {
         let body = client
-            .request_text(req)
+            .request_text(list_request(lp)?)
             .await
             .map_err(|e| crate::input::live::api_error("list pods", &e))?;
         let (pods, next) = read_response(body.as_bytes(), "list pods")?;
         out.extend(pods);
-        match next {
-            Some(t) => token = Some(t),
-            None => return Ok(out),
-        }
-    }
+        Ok::<_, Error>(next)
+    })
+    .await?;
+    Ok(out)
 }
 
-/// The request for one page of the live pod list: all namespaces, [`PAGE_SIZE`] pods,
-/// [`LIVE_FIELD_SELECTOR`], after `token` (the previous page's `continue`).
+/// The parameters of the live pod list: [`PAGE_SIZE`] pods a page, [`LIVE_FIELD_SELECTOR`].
+fn list_params() -> ListParams {
+    ListParams::default()
+        .limit(PAGE_SIZE)
+        .fields(LIVE_FIELD_SELECTOR)
+}
+
+/// The request for one page of the live pod list: all namespaces, `lp` (with the previous
+/// page's `continue`).
 ///
 /// Errors: [`Error::Runtime`] when the request cannot be built.
-fn list_request(token: Option<&str>) -> Result<http::Request<Vec<u8>>> {
-    let mut lp = ListParams::default()
-        .limit(PAGE_SIZE)
-        .fields(LIVE_FIELD_SELECTOR);
-    if let Some(t) = token {
-        lp = lp.continue_token(t);
-    }
+fn list_request(lp: &ListParams) -> Result<http::Request<Vec<u8>>> {
     kube::core::Request::new("/api/v1/pods")
-        .list(&lp)
+        .list(lp)
         .map_err(|e| Error::Runtime(format!("cannot list pods: {e}")))
 }
 
@@ -1085,7 +1083,10 @@ mod tests {
 
     #[test]
     fn live_list_asks_the_server_to_leave_finished_pods_out() {
-        let q = list_request(Some("tok")).unwrap().uri().to_string();
+        let q = list_request(&list_params().continue_token("tok"))
+            .unwrap()
+            .uri()
+            .to_string();
         assert!(q.starts_with("/api/v1/pods?"), "{q}");
         assert!(
             q.contains("fieldSelector=status.phase%21%3DSucceeded%2Cstatus.phase%21%3DFailed"),

@@ -242,15 +242,10 @@ pub fn pod_scheduled(p: &Pod) -> Option<&PodCondition> {
 pub async fn list_nodes(client: &Client) -> Result<Vec<Node>> {
     let api: Api<Node> = Api::all(client.clone());
     let mut out = Vec::new();
-    let mut lp = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&lp).await.map_err(api_err("list nodes"))?;
-        out.extend(page.items);
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => break,
-        }
-    }
+    crate::input::live::list_all(&api, ListParams::default().limit(500), "list nodes", |n| {
+        out.push(n)
+    })
+    .await?;
     Ok(out)
 }
 

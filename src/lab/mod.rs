@@ -186,14 +186,11 @@ pub enum Target {
     Local {
         /// Cluster name, `gpuwl` by default.
         cluster: String,
+        /// How long to wait for one API response.
+        request_timeout: std::time::Duration,
     },
     /// An existing cluster reached through a kubeconfig; the named nodes must exist.
-    Kubeconfig {
-        /// Kubeconfig file; `None` = `$KUBECONFIG` or `~/.kube/config`.
-        path: Option<PathBuf>,
-        /// Context; `None` = the current context.
-        context: Option<String>,
-    },
+    Kubeconfig(crate::input::live::ClusterArgs),
 }
 
 /// Everything `gpuwl lab` needs.
@@ -474,7 +471,10 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         None
     };
 
-    let inventory = crate::analysis::inventory::from_cluster(&client, &[]).await?;
+    let inventory = crate::analysis::inventory::from_snapshot(
+        crate::input::snapshot::read(&client, false).await?,
+        &[],
+    )?;
     let cross = &plan.pods[3].name;
     let cross_explanation =
         crate::analysis::explain::from_cluster(&client, NAMESPACE, cross).await?;
@@ -546,7 +546,10 @@ async fn connect(
     progress: &mut dyn FnMut(&str),
 ) -> Result<(Client, Option<PathBuf>)> {
     match &opts.target {
-        Target::Local { cluster } => {
+        Target::Local {
+            cluster,
+            request_timeout,
+        } => {
             let name = cluster.clone();
             let handle = tokio::task::spawn_blocking(move || {
                 crate::cluster::up(&crate::cluster::UpOptions {
@@ -562,12 +565,19 @@ async fn connect(
                 handle.name,
                 handle.kubeconfig.display()
             ));
-            let client = crate::cluster::client(&handle.kubeconfig, None).await?;
+            let args = crate::input::live::ClusterArgs {
+                request_timeout: request_timeout.as_secs(),
+                ..crate::input::live::ClusterArgs::file(&handle.kubeconfig, None)
+            };
+            let client = crate::input::live::connect(&args, crate::input::live::Flavour::OneShot)
+                .await?
+                .client;
             Ok((client, Some(handle.kubeconfig)))
         }
-        Target::Kubeconfig { path, context } => {
-            let client = crate::input::live::client(path.as_deref(), context.as_deref()).await?;
-            Ok((client, None))
+        Target::Kubeconfig(args) => {
+            let conn =
+                crate::input::live::connect(args, crate::input::live::Flavour::OneShot).await?;
+            Ok((conn.client, None))
         }
     }
 }

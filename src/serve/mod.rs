@@ -28,7 +28,7 @@ use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
 use crate::error::{Error, Result};
-use crate::input::document::one_line;
+use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
 
 pub mod http;
@@ -50,10 +50,10 @@ pub const DEBOUNCE: Duration = Duration::from_millis(200);
 pub struct Options {
     /// Where the HTTP server listens (port 0: any free port; the log line names it).
     pub listen: SocketAddr,
-    /// Kubeconfig file (else `$KUBECONFIG`, `~/.kube/config`, in-cluster).
-    pub kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context (else the current one).
-    pub context: Option<String>,
+    /// The cluster: kubeconfig (else `$KUBECONFIG`, `~/.kube/config`, in-cluster), context
+    /// (else the current one), and the request timeout (connecting and writing; watches
+    /// have no read timeout).
+    pub cluster: crate::input::live::ClusterArgs,
     /// See [`DEBOUNCE`].
     pub debounce: Duration,
     /// `/healthz` fails once the API server has not answered for this long (`None`:
@@ -74,30 +74,6 @@ pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 /// itself at least once a minute: kube-rs `kube-client/src/client/auth/mod.rs`,
 /// `TokenFile`).
 pub const IN_CLUSTER_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
-
-/// Builds the client `gpuwl serve` uses: the kubeconfig as every command reads it, with
-/// no read timeout (watches stay open for minutes without a byte when nothing changes;
-/// the watchdog finds a hung API server). Returns the client and the API server's URL.
-///
-/// Errors: as [`crate::input::live::config`]; [`Error::Runtime`] when the client cannot
-/// be built.
-pub async fn client(opts: &Options) -> Result<(kube::Client, String)> {
-    let mut config =
-        crate::input::live::config(opts.kubeconfig.as_deref(), opts.context.as_deref()).await?;
-    config.read_timeout = None;
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_owned();
-    let client = kube::Client::try_from(config).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot build a client: {}",
-            one_line(&e.to_string())
-        ))
-    })?;
-    Ok((client, server))
-}
 
 /// The files the client is built from: the kubeconfig files (`--kubeconfig`, else each of
 /// `$KUBECONFIG`, else `~/.kube/config`) with the certificate and key files they name;
@@ -165,9 +141,9 @@ pub fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
 /// [`Error::Runtime`] when no configuration is found, the client cannot be built or the
 /// address cannot be bound (exit 3). Once serving, API failures never end it.
 pub async fn serve(opts: &Options) -> Result<()> {
-    let files = credential_files(opts.kubeconfig.as_deref());
+    let files = credential_files(opts.cluster.kubeconfig.as_deref());
     let loaded = fingerprint(&files);
-    let (client, server) = client(opts).await?;
+    let Connection { client, server } = connect(&opts.cluster, Flavour::Watch).await?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
         .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", opts.listen)))?;
@@ -214,12 +190,12 @@ async fn supervisor(shared: Arc<Shared>) {
 }
 
 /// Every [`RELOAD_INTERVAL`], compares the credential files with `loaded` (their digest
-/// when the client was built); on a change builds a new client and restarts the watches
-/// with it. A file that cannot be used is logged once and the previous client kept.
+/// when the client was built); on a change connects anew ([`connect`], as at start) and
+/// restarts the watches with the new client. A file that cannot be used is logged once and the previous client kept.
 async fn reloader(shared: Arc<Shared>, opts: Options, mut loaded: [u8; 32]) {
     loop {
         tokio::time::sleep(RELOAD_INTERVAL).await;
-        let files = credential_files(opts.kubeconfig.as_deref());
+        let files = credential_files(opts.cluster.kubeconfig.as_deref());
         let now = fingerprint(&files);
         if now == loaded {
             continue;
@@ -230,8 +206,9 @@ async fn reloader(shared: Arc<Shared>, opts: Options, mut loaded: [u8; 32]) {
             .map(|f| f.display().to_string())
             .collect::<Vec<_>>()
             .join(", ");
-        match client(&opts).await {
-            Ok((client, server)) => {
+        // The same builder as at start (kube-rs re-reads the kubeconfig or in-cluster files).
+        match connect(&opts.cluster, Flavour::Watch).await {
+            Ok(Connection { client, server }) => {
                 *lock(&shared.client) = client;
                 shared.metrics.reloaded();
                 log(&format!(

@@ -104,9 +104,9 @@ fn live_errors_say_where_and_what_to_do_without_echoing_secrets() {
     }
 }
 
-#[test]
-fn a_silent_api_server_times_out_with_one_line() {
-    // Accepts TCP connections and never answers (no TLS, no HTTP).
+/// A server on 127.0.0.1 that accepts TCP connections and never answers (no TLS, no
+/// HTTP), and a kubeconfig in `dir` pointing at it; returns the port and the kubeconfig.
+fn silent_api_server(dir: &std::path::Path) -> (u16, std::path::PathBuf) {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     std::thread::spawn(move || {
@@ -115,13 +115,19 @@ fn a_silent_api_server_times_out_with_one_line() {
             held.push(c);
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kc.yaml");
+    let kc = dir.join("kc.yaml");
     std::fs::write(
         &kc,
         format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
     )
     .unwrap();
+    (port, kc)
+}
+
+#[test]
+fn a_silent_api_server_times_out_with_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, kc) = silent_api_server(dir.path());
     let started = std::time::Instant::now();
     let out = Command::new(cargo_bin("gpuwl"))
         .args([
@@ -148,6 +154,72 @@ fn a_silent_api_server_times_out_with_one_line() {
         "{:?}",
         started.elapsed()
     );
+}
+
+#[test]
+fn every_one_shot_live_command_gives_up_on_a_silent_api_server_within_its_request_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let (port, kc) = silent_api_server(dir.path());
+    let kc = kc.to_str().unwrap();
+    for cmd in [
+        &["inventory"][..],
+        &["explain", "pod", "default/p"],
+        &["kubevirt", "generate"],
+        &["kubevirt", "check"],
+    ] {
+        let started = std::time::Instant::now();
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(cmd)
+            .args(["--request-timeout", "2", "--kubeconfig", kc])
+            .output()
+            .unwrap();
+        let took = started.elapsed();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{cmd:?}: {err}");
+        assert_eq!(err.lines().count(), 1, "{cmd:?}: {err}");
+        assert!(
+            err.contains(&format!("https://127.0.0.1:{port}: cannot "))
+                && err.contains("no answer within 2s"),
+            "{cmd:?}: {err}"
+        );
+        // The request timeout once (the reads run at once or stop at the first failure),
+        // not the old default of 60 s.
+        assert!(
+            took < std::time::Duration::from_millis(4500),
+            "{cmd:?} took {took:?}"
+        );
+    }
+}
+
+#[test]
+fn every_command_that_talks_to_a_cluster_takes_the_same_cluster_flags() {
+    for cmd in [
+        &["check"][..],
+        &["inventory"],
+        &["explain"],
+        &["kubevirt", "generate"],
+        &["kubevirt", "check"],
+        &["serve"],
+        &["lab"],
+    ] {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(cmd)
+            .arg("--help")
+            .output()
+            .unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(0), "{cmd:?}");
+        for flag in ["--kubeconfig <FILE>", "--context <NAME>"] {
+            assert!(help.contains(flag), "{cmd:?} lacks {flag}: {help}");
+        }
+        // The default request timeout is 30 s, the same everywhere.
+        let rt = help
+            .split("--request-timeout <SECONDS>")
+            .nth(1)
+            .unwrap_or_else(|| panic!("{cmd:?} lacks --request-timeout: {help}"));
+        let rt = rt.split("\n  -").next().unwrap();
+        assert!(rt.contains("[default: 30]"), "{cmd:?}: {rt}");
+    }
 }
 
 #[test]

@@ -1,0 +1,387 @@
+//! The control-plane recipe as data: one builder per component returning a [`Component`]
+//! (binary, arguments, environment, ports, when to start it and how to tell it is ready).
+//! [`super::up`] starts the list [`components`] returns in order and waits for each
+//! component's [`Readiness`]; nothing here starts a process, so the generated command
+//! lines are tested against a golden file (`src/cluster/testdata/recipe.golden`).
+//!
+//! The flags follow kwokctl's binary runtime (kwok `pkg/kwokctl/components/*.go` and
+//! `test/e2e/kwokctl/dryrun/testdata/binary/create_cluster.txt`), bound to 127.0.0.1 on
+//! the cluster's own ports. Adding a component (the GPU Operator, a device-plugin
+//! emulation) is one more builder and one more entry in [`components`] and
+//! [`super::process::COMPONENTS`].
+
+use std::path::{Path, PathBuf};
+
+use super::ClusterInfo;
+
+/// When [`super::up`] starts a component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartWhen {
+    /// At once, in list order.
+    Now,
+    /// Once the API server's `/readyz` says `ok`: it then passes its own API-server check at
+    /// once instead of polling, and does not slow the API server's start on a small machine.
+    AfterApiServer,
+}
+
+/// What must hold, besides its health endpoint, before a component counts as ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Condition {
+    /// The ServiceAccount `namespace/name` exists (kube-controller-manager's ServiceAccount
+    /// controller has run).
+    ServiceAccount {
+        /// Namespace of the ServiceAccount.
+        namespace: &'static str,
+        /// Its name.
+        name: &'static str,
+    },
+    /// The coordination Lease `namespace/name` has a non-empty holder (a leader elected).
+    LeaseHeld {
+        /// Namespace of the Lease.
+        namespace: &'static str,
+        /// Its name.
+        name: &'static str,
+    },
+}
+
+/// How [`super::up`] knows a component is ready.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// Ready once it accepts TCP connections on each of its [`Component::ports`].
+    Listening,
+    /// `GET /readyz` through the cluster's admin kubeconfig answers `ok` (the API server).
+    ApiServerReadyz,
+    /// `GET /healthz` on `https://127.0.0.1:<port>` (self-signed certificate, anonymous)
+    /// answers `ok`, and `also` holds. Checked only once the API server is ready.
+    Healthz {
+        /// The HTTPS port to ask.
+        port: u16,
+        /// A further condition read from the API server.
+        also: Option<Condition>,
+    },
+}
+
+/// One process of the local control plane, as data.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    /// Component name: pid file, log file and progress lines use it
+    /// ([`super::process::COMPONENTS`]).
+    pub name: &'static str,
+    /// The program (in the cluster's binary directory).
+    pub binary: PathBuf,
+    /// Its command-line arguments.
+    pub args: Vec<String>,
+    /// Environment variables set on top of gpuwl's own environment.
+    pub env: Vec<(String, String)>,
+    /// The TCP ports it listens on, all on 127.0.0.1 (two for etcd).
+    pub ports: Vec<u16>,
+    /// Where it serves, for the progress line (`127.0.0.1:<port>` or a URL).
+    pub endpoint: String,
+    /// When to start it.
+    pub start: StartWhen,
+    /// How to tell it is ready.
+    pub readiness: Readiness,
+}
+
+/// The files a recipe refers to, all inside the cluster's state directory.
+#[derive(Debug, Clone)]
+pub struct Layout<'a> {
+    /// The cluster's ports and binary directory.
+    pub info: &'a ClusterInfo,
+    /// The cluster's state directory (`pki/`, `etcd/`, kubeconfigs, `kwok.yaml`).
+    pub state: &'a Path,
+}
+
+impl Layout<'_> {
+    fn state_file(&self, f: &str) -> String {
+        s(&self.state.join(f))
+    }
+
+    fn pki(&self, f: &str) -> String {
+        s(&self.state.join("pki").join(f))
+    }
+
+    fn bin(&self, name: &str) -> PathBuf {
+        super::build::binary(&self.info.bin_dir, name)
+    }
+}
+
+fn s(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Every component of the cluster, in start order.
+pub fn components(l: &Layout<'_>) -> Vec<Component> {
+    vec![
+        etcd(l),
+        kube_apiserver(l),
+        kube_controller_manager(l),
+        kube_scheduler(l),
+        kwok_controller(l),
+    ]
+}
+
+/// etcd, one member, plain HTTP on 127.0.0.1, no fsync (the data is thrown away with the
+/// cluster). kwokctl's flags (kwok `pkg/kwokctl/components/etcd.go`).
+pub fn etcd(l: &Layout<'_>) -> Component {
+    let info = l.info;
+    let etcd_url = format!("http://127.0.0.1:{}", info.etcd_port);
+    let peer_url = format!("http://127.0.0.1:{}", info.etcd_peer_port);
+    Component {
+        name: "etcd",
+        binary: l.bin("etcd"),
+        args: vec![
+            "--name=node0".into(),
+            format!("--data-dir={}", l.state_file("etcd")),
+            format!("--listen-client-urls={etcd_url}"),
+            format!("--advertise-client-urls={etcd_url}"),
+            format!("--listen-peer-urls={peer_url}"),
+            format!("--initial-advertise-peer-urls={peer_url}"),
+            format!("--initial-cluster=node0={peer_url}"),
+            "--auto-compaction-retention=1".into(),
+            "--quota-backend-bytes=8589934592".into(),
+            "--unsafe-no-fsync=true".into(),
+        ],
+        env: Vec::new(),
+        ports: vec![info.etcd_port, info.etcd_peer_port],
+        endpoint: format!("127.0.0.1:{}", info.etcd_port),
+        // Not waiting for etcd before the next component: kube-apiserver retries until it
+        // listens (as kwokctl starts them), and every component's start overlaps.
+        start: StartWhen::Now,
+        readiness: Readiness::Listening,
+    }
+}
+
+/// kube-apiserver with every default admission plugin, Node and RBAC authorization, and
+/// kwokctl's flags (kwok `pkg/kwokctl/components/kube_apiserver.go`).
+pub fn kube_apiserver(l: &Layout<'_>) -> Component {
+    let info = l.info;
+    Component {
+        name: "kube-apiserver",
+        binary: l.bin("kube-apiserver"),
+        args: vec![
+            format!("--etcd-servers=http://127.0.0.1:{}", info.etcd_port),
+            "--etcd-prefix=/registry".into(),
+            "--bind-address=127.0.0.1".into(),
+            "--advertise-address=127.0.0.1".into(),
+            format!("--secure-port={}", info.apiserver_port),
+            format!("--tls-cert-file={}", l.pki("apiserver.crt")),
+            format!("--tls-private-key-file={}", l.pki("apiserver.key")),
+            format!("--client-ca-file={}", l.pki("ca.crt")),
+            format!("--service-account-key-file={}", l.pki("sa.pub")),
+            format!("--service-account-signing-key-file={}", l.pki("sa.key")),
+            "--service-account-issuer=https://kubernetes.default.svc.cluster.local".into(),
+            "--service-cluster-ip-range=10.96.0.0/16".into(),
+            "--endpoint-reconciler-type=none".into(),
+            "--authorization-mode=Node,RBAC".into(),
+            "--allow-privileged=true".into(),
+            "--enable-priority-and-fairness=false".into(),
+            "--max-requests-inflight=0".into(),
+            "--max-mutating-requests-inflight=0".into(),
+        ],
+        env: Vec::new(),
+        ports: vec![info.apiserver_port],
+        endpoint: info.server_url(),
+        start: StartWhen::Now,
+        readiness: Readiness::ApiServerReadyz,
+    }
+}
+
+/// kube-controller-manager's flags. kwokctl's (kwok `pkg/kwokctl/components/kube_controller_manager.go`):
+/// node-monitor periods, `--root-ca-file` and `--service-account-private-key-file`; plus
+/// its own identity and ServiceAccount credentials per controller, leader election off,
+/// and the cluster CA as signer of CertificateSigningRequests. Started once the API
+/// server is ready; ready once its ServiceAccount controller made `default/default`.
+pub fn kube_controller_manager(l: &Layout<'_>) -> Component {
+    let info = l.info;
+    Component {
+        name: "kube-controller-manager",
+        binary: l.bin("kube-controller-manager"),
+        args: vec![
+            // No --authentication/--authorization-kubeconfig, as in kwokctl: with them it
+            // reads kube-system/extension-apiserver-authentication at start and exits when
+            // the API server's RBAC bootstrap has not yet granted that. Its health paths are
+            // open without them; nothing else needs to be.
+            format!(
+                "--kubeconfig={}",
+                l.state_file("controller-manager.kubeconfig")
+            ),
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", info.controller_manager_port),
+            "--leader-elect=false".into(),
+            "--use-service-account-credentials=true".into(),
+            format!("--service-account-private-key-file={}", l.pki("sa.key")),
+            format!("--root-ca-file={}", l.pki("ca.crt")),
+            format!("--cluster-signing-cert-file={}", l.pki("ca.crt")),
+            format!("--cluster-signing-key-file={}", l.pki("ca.key")),
+            // Its default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec/, would be
+            // created on the host at start.
+            format!("--flex-volume-plugin-dir={}", l.state_file("flexvolume")),
+            "--node-monitor-period=25s".into(),
+            "--node-monitor-grace-period=3m20s".into(),
+            "--kube-api-qps=5000".into(),
+            "--kube-api-burst=10000".into(),
+        ],
+        env: Vec::new(),
+        ports: vec![info.controller_manager_port],
+        endpoint: format!("127.0.0.1:{}", info.controller_manager_port),
+        start: StartWhen::AfterApiServer,
+        readiness: Readiness::Healthz {
+            port: info.controller_manager_port,
+            also: Some(Condition::ServiceAccount {
+                namespace: "default",
+                name: "default",
+            }),
+        },
+    }
+}
+
+/// kube-scheduler with the admin kubeconfig, its health paths open, and kwokctl's client
+/// rate limits (kwok `pkg/kwokctl/components/kube_scheduler.go`). Ready once it holds its
+/// leader lease `kube-system/kube-scheduler`.
+pub fn kube_scheduler(l: &Layout<'_>) -> Component {
+    let info = l.info;
+    let kubeconfig = l.state_file("kubeconfig");
+    Component {
+        name: "kube-scheduler",
+        binary: l.bin("kube-scheduler"),
+        args: vec![
+            format!("--kubeconfig={kubeconfig}"),
+            format!("--authentication-kubeconfig={kubeconfig}"),
+            format!("--authorization-kubeconfig={kubeconfig}"),
+            "--authorization-always-allow-paths=/healthz,/readyz,/livez,/metrics".into(),
+            "--bind-address=127.0.0.1".into(),
+            format!("--secure-port={}", info.scheduler_port),
+            "--kube-api-qps=5000".into(),
+            "--kube-api-burst=10000".into(),
+        ],
+        env: Vec::new(),
+        ports: vec![info.scheduler_port],
+        endpoint: format!("127.0.0.1:{}", info.scheduler_port),
+        start: StartWhen::Now,
+        readiness: Readiness::Healthz {
+            port: info.scheduler_port,
+            also: Some(Condition::LeaseHeld {
+                namespace: "kube-system",
+                name: "kube-scheduler",
+            }),
+        },
+    }
+}
+
+/// kwok-controller managing every node (`--manage-all-nodes=true`: every Node becomes
+/// Ready, every bound Pod Running), its configuration and stages in `kwok.yaml`, its node
+/// leases of 200 s (kwok `pkg/kwokctl/components/kwok_controller.go`).
+pub fn kwok_controller(l: &Layout<'_>) -> Component {
+    let info = l.info;
+    Component {
+        name: "kwok-controller",
+        binary: l.bin("kwok"),
+        args: vec![
+            "--manage-all-nodes=true".into(),
+            format!("--kubeconfig={}", l.state_file("kubeconfig")),
+            format!("--config={}", l.state_file("kwok.yaml")),
+            format!("--tls-cert-file={}", l.pki("apiserver.crt")),
+            format!("--tls-private-key-file={}", l.pki("apiserver.key")),
+            "--node-ip=127.0.0.1".into(),
+            "--node-name=localhost".into(),
+            format!("--node-port={}", info.kwok_port),
+            format!("--server-address=127.0.0.1:{}", info.kwok_port),
+            "--node-lease-duration-seconds=200".into(),
+        ],
+        env: Vec::new(),
+        ports: vec![info.kwok_port],
+        endpoint: format!("127.0.0.1:{}", info.kwok_port),
+        start: StartWhen::Now,
+        readiness: Readiness::Healthz {
+            port: info.kwok_port,
+            also: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info() -> ClusterInfo {
+        ClusterInfo {
+            name: "golden".into(),
+            apiserver_port: 6443,
+            etcd_port: 2379,
+            etcd_peer_port: 2380,
+            controller_manager_port: 10257,
+            scheduler_port: 10259,
+            kwok_port: 10247,
+            bin_dir: PathBuf::from("/bin-dir"),
+            kubernetes_version: "v0.0.0".into(),
+        }
+    }
+
+    /// The recipe, one block per component: name, start, binary, ports, readiness, then
+    /// one argument per line.
+    fn render(components: &[Component]) -> String {
+        let mut out = String::new();
+        for c in components {
+            out.push_str(&format!(
+                "{} start={:?} binary={} ports={:?} endpoint={}\n  readiness={:?}\n",
+                c.name,
+                c.start,
+                c.binary.display(),
+                c.ports,
+                c.endpoint,
+                c.readiness
+            ));
+            for (k, v) in &c.env {
+                out.push_str(&format!("  env {k}={v}\n"));
+            }
+            for a in &c.args {
+                out.push_str(&format!("  {a}\n"));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn recipe_matches_golden_file() {
+        let info = info();
+        let state = PathBuf::from("/state");
+        let got = render(&components(&Layout {
+            info: &info,
+            state: &state,
+        }));
+        let path = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/src/cluster/testdata/recipe.golden"
+        );
+        if std::env::var_os("GPUWL_UPDATE_GOLDEN").is_some() {
+            std::fs::write(path, &got).unwrap();
+        }
+        let want = std::fs::read_to_string(path).unwrap();
+        assert_eq!(
+            got, want,
+            "recipe changed; rerun with GPUWL_UPDATE_GOLDEN=1 and review the diff"
+        );
+    }
+
+    #[test]
+    fn recipe_names_and_ports_match_the_process_list_and_ports() {
+        let info = info();
+        let state = PathBuf::from("/state");
+        let comps = components(&Layout {
+            info: &info,
+            state: &state,
+        });
+        let names: Vec<_> = comps.iter().map(|c| c.name).collect();
+        assert_eq!(names, super::super::process::COMPONENTS);
+        let mut by_recipe: Vec<(&str, u16)> = comps
+            .iter()
+            .flat_map(|c| c.ports.iter().map(move |&p| (c.name, p)))
+            .collect();
+        let mut by_ports = info.ports().by_component().to_vec();
+        by_recipe.sort();
+        by_ports.sort();
+        assert_eq!(by_recipe, by_ports);
+    }
+}
