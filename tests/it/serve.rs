@@ -1138,3 +1138,46 @@ fn serve_without_an_api_server() {
         "{errors} node watch errors in about 5 s"
     );
 }
+
+/// A hung API server — it accepts connections and never answers, as one paused with
+/// SIGSTOP does — is seen by the watchdog within 20 s (the issue: 90 s unseen, 296 s in a
+/// longer pause), with one log line, and /healthz stays 200 (serve can recover from that).
+/// The live SIGSTOP test is `serve_survives_a_hung_and_a_replaced_api_server`.
+#[test]
+fn serve_sees_a_silent_api_server_within_20_s() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
+    )
+    .unwrap();
+    let serve = Serve::start(kc.to_str().unwrap());
+    assert_eq!(
+        value(&serve.scrape(), "gpuwl_api_reachable", &[]),
+        Some(1.0)
+    );
+    let took = wait_for(Duration::from_secs(25), "gpuwl_api_reachable 0", || {
+        value(&serve.scrape(), "gpuwl_api_reachable", &[]) == Some(0.0)
+    });
+    assert!(took <= Duration::from_secs(21), "{took:?}");
+    let s = serve.scrape();
+    assert_eq!(value(&s, "gpuwl_stale", &[]), Some(1.0));
+    assert_eq!(serve.get("/readyz").0, 503);
+    assert_eq!(serve.get("/healthz").0, 200);
+    let log = serve.logged();
+    let said: Vec<&String> = log
+        .iter()
+        .filter(|l| l.contains("the API server does not answer"))
+        .collect();
+    assert_eq!(said.len(), 1, "{log:?}");
+    assert!(said[0].contains("no answer within 10 s"), "{log:?}");
+}
