@@ -441,7 +441,7 @@ pub async fn watchdog(shared: Arc<Shared>) {
         let client = shared.client();
         let verdict = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
             Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => Ok(()),
-            Ok(Err(e)) => Err(crate::error::cut(&one_line(&e.to_string()))),
+            Ok(Err(e)) => Err(live::api_error("GET /version", &e).to_string()),
             Err(_) => Err(format!(
                 "GET /version: no answer within {} s",
                 PROBE_TIMEOUT.as_secs()
