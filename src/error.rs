@@ -9,18 +9,6 @@
 
 use std::process::ExitCode;
 
-/// A value echoed in a message, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
-/// with Rust escapes so that it is one line: messages name values, they never dump them.
-/// Values of 80 characters or fewer read exactly as `{:?}` prints them.
-pub fn cut(s: &str) -> String {
-    const MAX: usize = 80;
-    if s.chars().count() <= MAX {
-        return format!("{s:?}");
-    }
-    let head: String = s.chars().take(MAX).collect();
-    format!("{:?}… ({} bytes)", head, s.len())
-}
-
 /// Exit statuses of every gpuwl command (see the module table).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ExitStatus {
@@ -167,7 +155,26 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Cluster, process or I/O failure outside the user's input. Exit 3.
+    /// An operation outside the user's input (a file of gpuwl's own state, a process, a
+    /// certificate, the async runtime) that failed with an underlying error, kept as the
+    /// source. Shown `<doing>: <error>`, the error made one line. Exit 3.
+    #[error("{doing}: {}", crate::text::one_line(&source.to_string()))]
+    Failed {
+        /// What gpuwl was doing, e.g. `cannot write /path/cluster.json`.
+        doing: String,
+        /// The underlying error.
+        #[source]
+        source: BoxError,
+    },
+    /// Bad input of gpuwl's own making (the kubeconfig of its local control plane): a
+    /// runtime failure, not the user's. Shown as the input error. Exit 3.
+    #[error("{0}")]
+    OwnInput(#[source] Box<Error>),
+    /// The local control plane's certificates cannot be generated. Exit 3.
+    #[error("cannot generate cluster certificates: {0}")]
+    Pki(#[source] rcgen::Error),
+    /// Cluster, process or I/O failure outside the user's input, without an underlying
+    /// error (a component that exits, a wait that runs out). Exit 3.
     #[error("{0}")]
     Runtime(String),
 }
@@ -181,6 +188,9 @@ impl Error {
             | Error::ClusterTimeout { .. }
             | Error::NoKubeconfig { .. }
             | Error::Write { .. }
+            | Error::Failed { .. }
+            | Error::Pki(_)
+            | Error::OwnInput(_)
             | Error::Runtime(_) => ExitStatus::Runtime,
         }
     }
@@ -195,7 +205,7 @@ impl Error {
     pub fn file(path: impl Into<std::path::PathBuf>, problem: impl std::fmt::Display) -> Error {
         Error::File {
             path: path.into(),
-            problem: crate::input::document::one_line(&problem.to_string()),
+            problem: crate::text::one_line(&problem.to_string()),
             source: None,
         }
     }
@@ -237,6 +247,14 @@ impl Error {
             doing: doing.to_owned(),
             within: None,
             source: Box::new(e),
+        }
+    }
+
+    /// An operation that failed with `e`: `<doing>: <e>`, `e` kept as the source.
+    pub fn failed(doing: impl Into<String>, e: impl Into<BoxError>) -> Error {
+        Error::Failed {
+            doing: doing.into(),
+            source: e.into(),
         }
     }
 
@@ -352,6 +370,14 @@ mod tests {
         let e = Error::write("the report", std::io::Error::other("No space left"));
         assert_eq!(e.to_string(), "cannot write the report: No space left");
         assert_eq!(e.exit_status(), ExitStatus::Runtime);
+
+        let e = Error::failed(
+            "cannot write /s/cluster.json",
+            std::io::Error::other("No space\nleft"),
+        );
+        assert_eq!(e.to_string(), "cannot write /s/cluster.json: No space left");
+        assert_eq!(e.exit_status(), ExitStatus::Runtime);
+        assert_eq!(e.source().unwrap().to_string(), "No space\nleft");
 
         let e = Error::file("x.yaml", "line one\nline two");
         assert_eq!(e.to_string(), "x.yaml: line one line two");

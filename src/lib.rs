@@ -1,16 +1,27 @@
 //! gpuwl — checks that NVIDIA GPU Operator workload labels agree with the extended
-//! resources nodes advertise, reproduces the sandbox-workload lab on a real local control
-//! plane, and explains the split GPU inventory.
+//! resources nodes advertise, shows the split GPU inventory, explains why GPU pods and
+//! KubeVirt VMs wait, generates and checks KubeVirt's `permittedHostDevices`, serves the
+//! findings as Prometheus metrics, and plays the sandbox-workload lab on a real local
+//! control plane.
 //!
-//! Layout (a picture of the design):
-//! - [`input`]: where nodes and pods come from (kubectl dumps, the live cluster);
-//! - [`model`]: workload configs, resource names, quantities, nodes;
-//! - [`analysis`]: `check` (and later `inventory`, `explain`) over the model;
-//! - [`render`]: text, JSON and YAML output;
-//! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-scheduler, kwok);
-//! - [`lab`]: the eight-step scenario played on a cluster;
+//! Layout (a picture of the design), in data-flow order:
+//! - [`input`]: where the data comes from — kubectl dumps of nodes, pods, DRA objects and
+//!   CRs (streamed), and the live cluster through one access module
+//!   ([`input::live`]: `--kubeconfig`/`--context`/`--request-timeout`, one client builder,
+//!   one paging loop, one API-error mapping);
+//! - [`model`]: workload configs, resource names, quantities, nodes, pods, pools, the GPU
+//!   Operator's ClusterPolicy and node state, DRA and KubeVirt objects;
+//! - [`analysis`]: `check`, `inventory`, `explain`, the KubeVirt check and DRA, each over
+//!   the model only (they take data, never a client);
+//! - [`render`]: text, JSON, YAML and CSV output;
+//! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-controller-manager,
+//!   kube-scheduler, kwok), its recipe one value per component ([`cluster::recipe`]);
+//! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
-//! - [`cli`]: the command line.
+//! - [`cli`]: the command line;
+//! - [`error`]: the errors and exit codes; [`text`]: message helpers both use.
+
+#![deny(missing_docs)]
 
 pub mod analysis;
 pub mod cli;
@@ -21,3 +32,4 @@ pub mod lab;
 pub mod model;
 pub mod render;
 pub mod serve;
+pub mod text;

@@ -74,15 +74,21 @@ pub struct Row {
     pub allocatable: i64,
     /// Sum of the effective requests of bound, non-terminal pods, units.
     pub allocated: i64,
-    /// allocatable − allocated (negative when over-committed).
+    /// allocatable − allocated, never below 0: an over-committed row has free 0 and its
+    /// excess in [`Row::overcommitted`].
     pub free: i64,
+    /// allocated − allocatable when more is allocated than allocatable (requests that
+    /// outgrew the node after a relabel or a device that went unhealthy; or hostile
+    /// requests), else 0. Saturating.
+    pub overcommitted: i64,
     /// Requests of unbound pods that this pool could serve, units.
     pub pending: i64,
     /// The pending pods (`namespace/name`).
     pub pending_pods: Vec<String>,
     /// Physical-GPU equivalents of `capacity` (`None`: not derivable, shown `?`).
     pub capacity_gpus: Option<f64>,
-    /// Physical-GPU equivalents of `free` (`None`: not derivable).
+    /// Physical-GPU equivalents of `free`, per node never below 0 (`None`: not
+    /// derivable).
     pub free_gpus: Option<f64>,
     /// Per-node detail, by node name.
     pub node_detail: Vec<NodeUse>,
@@ -449,11 +455,12 @@ pub fn sum_rows(
                 capacity,
                 allocatable,
                 allocated,
-                free: allocatable.saturating_sub(allocated),
+                free: allocatable.saturating_sub(allocated).max(0),
+                overcommitted: allocated.saturating_sub(allocatable).max(0),
                 pending,
                 pending_pods,
                 capacity_gpus: eq(|u| u.capacity),
-                free_gpus: eq(|u| u.allocatable.saturating_sub(u.allocated)),
+                free_gpus: eq(|u| u.allocatable.saturating_sub(u.allocated).max(0)),
                 node_detail: detail,
                 resource,
             }

@@ -7,6 +7,7 @@ use crate::error::{Error, ExitStatus, Result};
 /// Arguments of `gpuwl cluster`.
 #[derive(Debug, clap::Args)]
 pub struct Args {
+    /// What to do with the cluster.
     #[command(subcommand)]
     pub action: Action,
     /// Cluster name (state in $GPUWL_STATE_DIR/NAME, default ~/.local/state/gpuwl/clusters/NAME)

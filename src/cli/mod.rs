@@ -32,6 +32,7 @@ pub mod serve;
 Run as a kubectl plugin: ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl && kubectl gpuwl check"
 )]
 pub struct Cli {
+    /// The command to run.
     #[command(subcommand)]
     pub command: Command,
 }
@@ -129,5 +130,5 @@ pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
         .worker_threads(2)
         .enable_all()
         .build()
-        .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))
+        .map_err(|e| Error::failed("cannot start the async runtime", e))
 }

@@ -216,9 +216,10 @@ fn write_sources() -> Result<PathBuf> {
         let p = src.join(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)
-                .map_err(|e| rt(format!("cannot create {}: {e}", parent.display())))?;
+                .map_err(|e| Error::failed(format!("cannot create {}", parent.display()), e))?;
         }
-        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+        std::fs::write(&p, text)
+            .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
     }
     Ok(src)
 }
@@ -264,7 +265,7 @@ fn build(progress: bool) -> Result<()> {
     let src = write_sources()?;
     let log_path = key_dir.join("build.log");
     let mut log = std::fs::File::create(&log_path)
-        .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
+        .map_err(|e| Error::failed(format!("cannot write {}", log_path.display()), e))?;
 
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
@@ -304,7 +305,7 @@ fn build(progress: bool) -> Result<()> {
     let started = Instant::now();
     let out = go(&["mod", "download"])
         .output()
-        .map_err(|e| rt(format!("cannot run go: {e}")))?;
+        .map_err(|e| Error::failed("cannot run go", e))?;
     let _ = log.write_all(&out.stderr);
     if !out.status.success() {
         bar.finish_and_clear();
@@ -338,7 +339,7 @@ fn build(progress: bool) -> Result<()> {
     let partial = key_dir.join(format!("bin.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial)
-        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
+        .map_err(|e| Error::failed(format!("cannot create {}", partial.display()), e))?;
     let p = cores.to_string();
     let ld = ldflags();
     let out_dir = format!("{}/", partial.display());
@@ -372,7 +373,7 @@ fn build(progress: bool) -> Result<()> {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| rt(format!("cannot run go build: {e}")))?;
+            .map_err(|e| Error::failed("cannot run go build", e))?;
         if let Some(err) = child.stderr.take() {
             for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
                 let _ = writeln!(log, "{line}");
@@ -390,7 +391,7 @@ fn build(progress: bool) -> Result<()> {
                 }
             }
         }
-        let status = child.wait().map_err(|e| rt(format!("go build: {e}")))?;
+        let status = child.wait().map_err(|e| Error::failed("go build", e))?;
         if !status.success() {
             bar.finish_and_clear();
             let _ = std::fs::remove_dir_all(&partial);
@@ -418,10 +419,10 @@ fn build(progress: bool) -> Result<()> {
         let _ = std::fs::remove_dir_all(&partial);
         // Another build finished first: its result is as good as ours.
         if !complete(&bin) {
-            return Err(rt(format!(
-                "cannot move binaries to {}: {e}",
-                bin.display()
-            )));
+            return Err(Error::failed(
+                format!("cannot move binaries to {}", bin.display()),
+                e,
+            ));
         }
     }
     if progress {
@@ -441,7 +442,7 @@ fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
         .current_dir(src)
         .env("GOWORK", "off")
         .output()
-        .map_err(|e| rt(format!("cannot run go: {e}")))?;
+        .map_err(|e| Error::failed("cannot run go", e))?;
     let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
     if !o.status.success() || dir.as_os_str().is_empty() {
         return Err(rt(format!(
@@ -454,12 +455,12 @@ fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
         let p = dir.join(rel);
         docs.push(
             std::fs::read_to_string(&p)
-                .map_err(|e| rt(format!("cannot read {}: {e}", p.display())))?,
+                .map_err(|e| Error::failed(format!("cannot read {}", p.display()), e))?,
         );
     }
     let p = out.join(KWOK_STAGES_FILE);
     std::fs::write(&p, docs.join("\n---\n"))
-        .map_err(|e| rt(format!("cannot write {}: {e}", p.display())))
+        .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))
 }
 
 /// Path of one binary inside `dir`.

@@ -245,7 +245,7 @@ pub fn info(name: &str) -> Result<ClusterInfo> {
             p.display()
         ))
     })?;
-    serde_json::from_str(&text).map_err(|e| rt(format!("corrupt {}: {e}", p.display())))
+    serde_json::from_str(&text).map_err(|e| Error::failed(format!("corrupt {}", p.display()), e))
 }
 
 /// Process-level status of cluster `name` (see [`Status`]). Never starts anything.
@@ -300,7 +300,7 @@ pub fn down(name: &str) -> Result<()> {
     process::stop_all(&state, Duration::from_secs(10))?;
     userconfig::remove(name, &state)?;
     std::fs::remove_dir_all(&state)
-        .map_err(|e| rt(format!("cannot remove {}: {e}", state.display())))
+        .map_err(|e| Error::failed(format!("cannot remove {}", state.display()), e))
 }
 
 /// How many times [`up`] starts the cluster when another process takes one of the
@@ -404,7 +404,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
 fn remove_state(state: &Path) -> Result<()> {
     if state.exists() {
         std::fs::remove_dir_all(state)
-            .map_err(|e| rt(format!("cannot remove stale {}: {e}", state.display())))?;
+            .map_err(|e| Error::failed(format!("cannot remove stale {}", state.display()), e))?;
     }
     Ok(())
 }
@@ -496,12 +496,13 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         }
     };
     std::fs::create_dir_all(state)
-        .map_err(|e| rt(format!("cannot create {}: {e}", state.display())))?;
+        .map_err(|e| Error::failed(format!("cannot create {}", state.display()), e))?;
     let pki_dir = state.join("pki");
     pki::generate(&pki_dir, name)?;
     let write = |file: &str, text: &str| {
         let p = state.join(file);
-        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))
+        std::fs::write(&p, text)
+            .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))
     };
     let stages_path = bin.join(build::KWOK_STAGES_FILE);
     let stages = std::fs::read_to_string(&stages_path).map_err(|e| {
@@ -546,7 +547,8 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
     };
     write(
         "cluster.json",
-        &serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
+        &serde_json::to_string_pretty(&info)
+            .map_err(|e| Error::failed("cannot write cluster.json", e))?,
     )?;
     let kubeconfig = state.join("kubeconfig");
     write(
@@ -775,7 +777,7 @@ fn wait_ready(
     let tokio_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| rt(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Error::failed("cannot start the async runtime", e))?;
     tokio_rt.block_on(async {
         let deadline = Instant::now() + timeout;
         let api = client(kubeconfig, None).await?;
@@ -903,7 +905,7 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
         let tokio_rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(|e| rt(format!("cannot start the async runtime: {e}")))?;
+            .map_err(|e| Error::failed("cannot start the async runtime", e))?;
         tokio_rt.block_on(async {
             let mut out = Vec::new();
             for c in process::COMPONENTS {
@@ -986,18 +988,18 @@ async fn get_text(c: &kube::Client, path: &str) -> Option<String> {
 fn insecure_client(port: u16) -> Result<kube::Client> {
     let url = format!("https://127.0.0.1:{port}")
         .parse()
-        .map_err(|e| rt(format!("bad url: {e}")))?;
+        .map_err(|e| Error::failed("bad url", e))?;
     let mut cfg = kube::Config::new(url);
     cfg.accept_invalid_certs = true;
     crate::input::live::client_from_config(cfg, Flavour::OneShot, HEALTH_TIMEOUT)
-        .map_err(|e| rt(format!("cannot build a client for port {port}: {e}")))
+        .map_err(|e| Error::failed(format!("cannot build a client for port {port}"), e))
 }
 
 /// How long a health or readiness request to a component waits for its answer.
 const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A one-shot client from a kubeconfig file, using `context` or the file's current
-/// context, each response awaited [`DEFAULT_REQUEST_TIMEOUT`] at most
+/// context, each response awaited [`crate::input::live::DEFAULT_REQUEST_TIMEOUT`] at most
 /// ([`crate::input::live::connect`]).
 ///
 /// Errors: [`Error::Runtime`] when the file cannot be read or parsed or its certificates
@@ -1007,7 +1009,7 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
     let args = ClusterArgs::file(kubeconfig, context);
     match crate::input::live::connect(&args, Flavour::OneShot).await {
         Ok(c) => Ok(c.client),
-        Err(e) if e.is_input() => Err(Error::Runtime(e.to_string())),
+        Err(e) if e.is_input() => Err(Error::OwnInput(Box::new(e))),
         Err(e) => Err(e),
     }
 }

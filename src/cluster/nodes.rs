@@ -66,7 +66,7 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
                 "annotations": {"kwok.x-k8s.io/node": "fake"}
             }
         }))
-        .map_err(|e| Error::Runtime(e.to_string()))?;
+        .map_err(|e| Error::failed(format!("node {name}: cannot build the object"), e))?;
         match api.create(&PostParams::default(), &node).await {
             Ok(_) => {}
             Err(kube::Error::Api(s)) if s.code == 409 => {}
@@ -114,7 +114,7 @@ pub async fn wait_schedulable(client: &Client, name: &str, timeout: Duration) ->
     let cond = |n: Option<&Node>| n.is_some_and(is_schedulable);
     match tokio::time::timeout(timeout, await_condition(api.clone(), name, cond)).await {
         Ok(Ok(_)) => Ok(()),
-        Ok(Err(e)) => Err(Error::Runtime(format!("watch node {name}: {e}"))),
+        Ok(Err(e)) => Err(Error::failed(format!("watch node {name}"), e)),
         Err(_) => {
             let node = api.get_opt(name).await.ok().flatten();
             let ready = node.as_ref().is_some_and(|n| {

@@ -23,8 +23,8 @@ use rcgen::{
 
 use crate::error::{Error, Result};
 
-fn rt(e: impl std::fmt::Display) -> Error {
-    Error::Runtime(format!("cannot generate cluster certificates: {e}"))
+fn rt(e: rcgen::Error) -> Error {
+    Error::Pki(e)
 }
 
 fn write_private(path: &Path, text: &str) -> Result<()> {
@@ -36,9 +36,9 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
         .truncate(true)
         .mode(0o600)
         .open(path)
-        .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", path.display())))?;
+        .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))?;
     f.write_all(text.as_bytes())
-        .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", path.display())))
+        .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))
 }
 
 fn name(cn: &str, org: Option<&str>) -> DistinguishedName {
@@ -53,7 +53,7 @@ fn name(cn: &str, org: Option<&str>) -> DistinguishedName {
 /// Generates every certificate and key into `dir` (created if missing).
 pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     std::fs::create_dir_all(dir)
-        .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", dir.display())))?;
+        .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
 
     let ca_key = KeyPair::generate().map_err(rt)?;
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
@@ -107,7 +107,7 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     let w = |file: &str, text: &str| {
         let p = dir.join(file);
         std::fs::write(&p, text)
-            .map_err(|e| Error::Runtime(format!("cannot write {}: {e}", p.display())))
+            .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))
     };
     w("ca.crt", &ca_cert.pem())?;
     write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;

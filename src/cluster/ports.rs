@@ -61,12 +61,12 @@ impl Ports {
         let listeners = (0..6)
             .map(|_| TcpListener::bind((Ipv4Addr::LOCALHOST, 0)))
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+            .map_err(|e| Error::failed("cannot find a free port on 127.0.0.1", e))?;
         let p = listeners
             .iter()
             .map(|l| l.local_addr().map(|a| a.port()))
             .collect::<std::io::Result<Vec<_>>>()
-            .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+            .map_err(|e| Error::failed("cannot find a free port on 127.0.0.1", e))?;
         Ok(Ports {
             apiserver: p[0],
             etcd: p[1],
@@ -116,7 +116,9 @@ impl PortLock {
             .truncate(false)
             .write(true)
             .open(&path)
-            .map_err(|e| rt(format!("cannot open the port lock {}: {e}", path.display())))?;
+            .map_err(|e| {
+                Error::failed(format!("cannot open the port lock {}", path.display()), e)
+            })?;
         let deadline = Instant::now() + timeout;
         loop {
             use std::os::fd::AsRawFd;
@@ -127,10 +129,10 @@ impl PortLock {
             }
             let e = std::io::Error::last_os_error();
             if e.raw_os_error() != Some(libc::EWOULDBLOCK) {
-                return Err(rt(format!(
-                    "cannot lock the port lock {}: {e}",
-                    path.display()
-                )));
+                return Err(Error::failed(
+                    format!("cannot lock the port lock {}", path.display()),
+                    e,
+                ));
             }
             if Instant::now() >= deadline {
                 return Err(rt(format!(

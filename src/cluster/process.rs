@@ -36,7 +36,7 @@ pub fn log_file(state: &Path, component: &str) -> PathBuf {
 pub fn spawn(state: &Path, c: &Component) -> Result<u32> {
     let (component, program, args) = (c.name, c.binary.as_path(), &c.args);
     let rt = |what: &str, e: std::io::Error| {
-        Error::Runtime(format!("cannot start {component}: {what}: {e}"))
+        Error::failed(format!("cannot start {component}: {what}"), e)
     };
     std::fs::create_dir_all(state.join("pids")).map_err(|e| rt("pids dir", e))?;
     std::fs::create_dir_all(state.join("logs")).map_err(|e| rt("logs dir", e))?;

@@ -45,19 +45,18 @@ fn user_name(cluster: &str) -> String {
 fn read(target: &Path) -> Result<Kubeconfig> {
     if target.is_file() {
         Kubeconfig::read_from(target)
-            .map_err(|e| Error::Runtime(format!("cannot read {}: {e}", target.display())))
+            .map_err(|e| Error::failed(format!("cannot read {}", target.display()), e))
     } else {
         Ok(Kubeconfig::default())
     }
 }
 
 fn write(target: &Path, cfg: &Kubeconfig) -> Result<()> {
-    let err = |e: &dyn std::fmt::Display| {
-        Error::Runtime(format!("cannot update {}: {e}", target.display()))
-    };
-    let text = serde_saphyr::to_string(cfg).map_err(|e| err(&e))?;
+    let err =
+        |e: crate::error::BoxError| Error::failed(format!("cannot update {}", target.display()), e);
+    let text = serde_saphyr::to_string(cfg).map_err(|e| err(e.into()))?;
     if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| err(&e))?;
+        std::fs::create_dir_all(parent).map_err(|e| err(e.into()))?;
     }
     let mode = {
         use std::os::unix::fs::PermissionsExt;
@@ -77,7 +76,7 @@ fn write(target: &Path, cfg: &Kubeconfig) -> Result<()> {
 pub fn merge(ours: &Path, name: &str, state: &Path) -> Result<PathBuf> {
     let target = target(ours);
     let mine = Kubeconfig::read_from(ours)
-        .map_err(|e| Error::Runtime(format!("cannot read {}: {e}", ours.display())))?;
+        .map_err(|e| Error::failed(format!("cannot read {}", ours.display()), e))?;
     let mut theirs = read(&target)?;
     let record_path = state.join(RECORD);
     // A second --set-context keeps the first record: the context current before gpuwl.
@@ -104,7 +103,8 @@ pub fn merge(ours: &Path, name: &str, state: &Path) -> Result<PathBuf> {
         file: target.clone(),
         previous_context: previous,
     };
-    let json = serde_json::to_string_pretty(&record).map_err(|e| Error::Runtime(e.to_string()))?;
+    let json = serde_json::to_string_pretty(&record)
+        .map_err(|e| Error::failed("cannot record the --set-context entries", e))?;
     crate::render::write_atomic(&record_path, json.as_bytes(), 0o644)?;
     write(&target, &theirs)?;
     Ok(target)

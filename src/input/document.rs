@@ -26,7 +26,7 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
             opts.with_snippet = false;
             serde_saphyr::from_str_with_options::<Strict>(body, opts)
                 .map(|s| s.0)
-                .map_err(|e| err(crate::input::dump::yaml_msg(&e, expecting)))
+                .map_err(|e| err(yaml_msg(&e, expecting)))
         }
     }
 }
@@ -128,12 +128,10 @@ where
         })()
         .map_err(|e: serde_json::Error| e.to_string())
     } else {
-        serde_saphyr::with_deserializer_from_reader_with_options(
-            r,
-            crate::input::dump::yaml_options(),
-            |de| seed.deserialize(de),
-        )
-        .map_err(|e| crate::input::dump::yaml_msg(&e, expecting))
+        serde_saphyr::with_deserializer_from_reader_with_options(r, yaml_options(), |de| {
+            seed.deserialize(de)
+        })
+        .map_err(|e| yaml_msg(&e, expecting))
     };
     let at = || match item.get() {
         Some(i) => format!("items[{i}]: "),
@@ -312,12 +310,8 @@ impl<R: std::io::Read> std::io::Read for Guard<R> {
     }
 }
 
-pub use crate::error::cut;
-
-/// Collapses whitespace runs (newlines included) to one space.
-pub fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
-}
+// The text helpers every reader uses, under the names the readers have always used.
+pub use crate::text::{cut, one_line};
 
 /// A JSON value whose objects may not repeat a key: serde_json's `Value` keeps the last
 /// of two, so a second `spec` or `limits` would silently replace the first.
@@ -539,4 +533,60 @@ pub fn array<'a>(v: Option<&'a Value>, path: &str) -> std::result::Result<&'a [V
         Some(Value::Array(a)) => Ok(a),
         Some(_) => Err(FieldError::new(path, "expected a list")),
     }
+}
+
+/// serde-saphyr options for a streamed document (nodes and pods). The default budgets
+/// count the whole document (256 MiB input, 1M events, 250k nodes, 64 MiB of scalars): a
+/// big `kubectl get nodes -o yaml` exceeds them although the streaming visitors keep memory
+/// flat, so those counters are lifted; the limits that bound memory or stack (depth,
+/// anchors and aliases, recorded anchor bytes) are kept. A non-finite float (`.inf`,
+/// `.nan`, `1e400`) reaches the visitors as text (`.inf`), so a quantity written that way
+/// is judged as a bad quantity of its node, not a syntax error of the file.
+pub(crate) fn yaml_options() -> serde_saphyr::Options {
+    let mut opts = serde_saphyr::Options::default();
+    opts.with_snippet = false;
+    opts.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::AsString;
+    let mut budget = serde_saphyr::Budget::default();
+    budget.max_reader_input_bytes = None;
+    budget.max_events = usize::MAX;
+    budget.max_nodes = usize::MAX;
+    budget.max_total_scalar_bytes = usize::MAX;
+    opts.budget = Some(budget);
+    opts
+}
+
+/// serde-saphyr's message without advice meant for the programmer ("set
+/// DuplicateKeyPolicy in Options", "use read or read_with_options").
+/// `expected` names what one document should be.
+pub(crate) fn yaml_msg(e: &serde_saphyr::Error, expected: &str) -> String {
+    if let serde_saphyr::Error::MultipleDocuments { .. } = e {
+        return format!("several YAML documents (---): expected {expected}");
+    }
+    let mut s = e
+        .to_string()
+        .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
+    // An error raised in a nested value gets one location per level: keep the innermost.
+    while let Some(i) = s.rfind(" at line ") {
+        if !is_location(&s[i + " at line ".len()..]) || !ends_with_location(&s[..i]) {
+            break;
+        }
+        s.truncate(i);
+    }
+    s
+}
+
+/// Whether `s` is `<n>, column <m>`.
+fn is_location(s: &str) -> bool {
+    s.split_once(", column ").is_some_and(|(l, c)| {
+        !l.is_empty()
+            && !c.is_empty()
+            && l.bytes().all(|b| b.is_ascii_digit())
+            && c.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
+/// Whether `s` ends with ` at line <n>, column <m>`.
+fn ends_with_location(s: &str) -> bool {
+    s.rfind(" at line ")
+        .is_some_and(|i| is_location(&s[i + " at line ".len()..]))
 }

@@ -577,7 +577,7 @@ where
             };
             for item in &page.items {
                 let mut v = serde_json::to_value(item)
-                    .map_err(|e| Error::Runtime(format!("reading {what} from the API: {e}")))?;
+                    .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
                 if let Value::Object(m) = &mut v {
                     m.insert("kind".into(), Value::String(K::KIND.to_owned()));
                 }
@@ -622,12 +622,15 @@ pub async fn list(client: &Client) -> Result<(DraObjects, DraSource)> {
     };
     let mut out = DraObjects::default();
     let bad = |kind: &str, v: &Value, e: FieldError| {
-        Error::Runtime(format!(
-            "{kind} {}: {e}",
-            v.pointer("/metadata/name")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-        ))
+        Error::failed(
+            format!(
+                "{kind} {}",
+                v.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+            ),
+            e,
+        )
     };
     for v in &classes {
         out.device_classes

@@ -22,7 +22,9 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 
 use crate::error::{Error, Result};
-use crate::input::document::{Guard, GuardState, MAX_OBJECT, in_field, one_line};
+use crate::input::document::{
+    Guard, GuardState, MAX_OBJECT, in_field, one_line, yaml_msg, yaml_options,
+};
 use crate::model::node::{NodeInfo, Taint};
 
 /// Where a dump is read from.
@@ -85,26 +87,6 @@ pub fn for_each_node(source: &Source, on_node: impl FnMut(NodeInfo)) -> Result<u
 /// Over [`MAX_OBJECT`] bytes in one object.
 const TOO_BIG: &str =
     "an object larger than 64 MiB (the API server stores at most ~1.5 MiB per object): not a node";
-
-/// serde-saphyr options for a streamed document (nodes and pods). The default budgets
-/// count the whole document (256 MiB input, 1M events, 250k nodes, 64 MiB of scalars): a
-/// big `kubectl get nodes -o yaml` exceeds them although the streaming visitors keep memory
-/// flat, so those counters are lifted; the limits that bound memory or stack (depth,
-/// anchors and aliases, recorded anchor bytes) are kept. A non-finite float (`.inf`,
-/// `.nan`, `1e400`) reaches the visitors as text (`.inf`), so a quantity written that way
-/// is judged as a bad quantity of its node, not a syntax error of the file.
-pub(crate) fn yaml_options() -> serde_saphyr::Options {
-    let mut opts = serde_saphyr::Options::default();
-    opts.with_snippet = false;
-    opts.non_finite_float_policy = serde_saphyr::NonFiniteFloatPolicy::AsString;
-    let mut budget = serde_saphyr::Budget::default();
-    budget.max_reader_input_bytes = None;
-    budget.max_events = usize::MAX;
-    budget.max_nodes = usize::MAX;
-    budget.max_total_scalar_bytes = usize::MAX;
-    opts.budget = Some(budget);
-    opts
-}
 
 /// Streams the nodes of any reader; `name` is used in error messages. See
 /// [`for_each_node`].
@@ -201,42 +183,6 @@ pub fn read_from(
             None => msg,
         })),
     }
-}
-
-/// serde-saphyr's message without advice meant for the programmer ("set
-/// DuplicateKeyPolicy in Options", "use read or read_with_options").
-/// `expected` names what one document should be.
-pub(crate) fn yaml_msg(e: &serde_saphyr::Error, expected: &str) -> String {
-    if let serde_saphyr::Error::MultipleDocuments { .. } = e {
-        return format!("several YAML documents (---): expected {expected}");
-    }
-    let mut s = e
-        .to_string()
-        .replace(", set DuplicateKeyPolicy in Options if acceptable", "");
-    // An error raised in a nested value gets one location per level: keep the innermost.
-    while let Some(i) = s.rfind(" at line ") {
-        if !is_location(&s[i + " at line ".len()..]) || !ends_with_location(&s[..i]) {
-            break;
-        }
-        s.truncate(i);
-    }
-    s
-}
-
-/// Whether `s` is `<n>, column <m>`.
-fn is_location(s: &str) -> bool {
-    s.split_once(", column ").is_some_and(|(l, c)| {
-        !l.is_empty()
-            && !c.is_empty()
-            && l.bytes().all(|b| b.is_ascii_digit())
-            && c.bytes().all(|b| b.is_ascii_digit())
-    })
-}
-
-/// Whether `s` ends with ` at line <n>, column <m>`.
-fn ends_with_location(s: &str) -> bool {
-    s.rfind(" at line ")
-        .is_some_and(|i| is_location(&s[i + " at line ".len()..]))
 }
 
 /// Shared parse context: the list item being read (for error messages), and the input's

@@ -199,16 +199,13 @@ pub async fn list_live(client: &kube::Client, ty: CrType) -> Result<Option<Vec<V
         }
         Ok(Err(kube::Error::Api(s))) if s.code == 404 => return Ok(None),
         Ok(Err(e)) => {
-            return Err(Error::Runtime(format!(
-                "listing {what}: {}",
-                document::one_line(&e.to_string())
-            )));
+            return Err(Error::failed(format!("listing {what}"), e));
         }
         Ok(Ok(list)) => list,
     };
     let mut out = Vec::with_capacity(list.items.len());
     for o in &list.items {
-        out.push(object_value(ty, o).map_err(|e| Error::Runtime(format!("listing {what}: {e}")))?);
+        out.push(object_value(ty, o).map_err(|e| Error::failed(format!("listing {what}"), e))?);
     }
     Ok(Some(out))
 }

@@ -1,9 +1,17 @@
-//! Where nodes come from: a `kubectl get nodes -o json|yaml` dump (file or stdin), or the
-//! live cluster. Every reader yields [`crate::model::node::NodeInfo`].
+//! Where the data comes from: `kubectl get … -o json|yaml` dumps (a file or stdin), or the
+//! live cluster. Readers yield the model's types ([`crate::model::node::NodeInfo`],
+//! [`crate::model::pod::PodInfo`], DRA objects, the ClusterPolicy, KubeVirt's
+//! `permittedHostDevices`).
 //!
-//! - [`dump`]: streaming JSON (a serde visitor over `items`) and YAML (serde-saphyr's
-//!   streaming deserializer), detected by content;
-//! - [`live`]: a kube-rs client from a kubeconfig and a paginated node list.
+//! - [`document`]: what every reader shares — format sniffing (JSON or YAML by the first
+//!   byte, BOM, size guard), the streamed list entry point, the YAML options and messages;
+//! - [`dump`]: the node dump (streaming JSON visitor over `items`, YAML through
+//!   serde-saphyr's streaming deserializer);
+//! - [`pods`], [`dra`], [`clusterpolicy`], [`kubevirt`]: pods, DRA objects, the GPU
+//!   Operator's ClusterPolicy and the KubeVirt/HyperConverged CRs, from files or the cluster;
+//! - [`live`]: cluster access — the cluster flags, the one client builder (one-shot or
+//!   watch), the one paging loop, the API-error mapping — and the node list;
+//! - [`snapshot`]: one read of everything the analyses need from a live cluster.
 
 pub mod clusterpolicy;
 pub mod document;

@@ -35,7 +35,7 @@ use kube::api::ListParams;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
-use crate::error::{Error, FieldError, Result, cut};
+use crate::error::{Error, FieldError, Result};
 use crate::input::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
@@ -43,6 +43,7 @@ use crate::model::pod::{
     is_extended_resource,
 };
 use crate::model::quantity::Quantity;
+use crate::text::cut;
 
 /// Page size of the paginated live pod list (`limit`, then `continue` tokens).
 pub const PAGE_SIZE: u32 = 500;
@@ -435,8 +436,8 @@ pub fn from_document(doc: &Value) -> std::result::Result<Vec<PodInfo>, String> {
 ///
 /// Errors: [`Error::Runtime`] naming the pod and the field that could not be read.
 pub fn pod_info(pod: &k8s_openapi::api::core::v1::Pod) -> Result<PodInfo> {
-    let mut v = serde_json::to_value(pod)
-        .map_err(|e| Error::Runtime(format!("reading a pod from the API: {e}")))?;
+    let mut v =
+        serde_json::to_value(pod).map_err(|e| Error::failed("reading a pod from the API", e))?;
     if let Value::Object(m) = &mut v {
         m.insert("kind".into(), Value::String("Pod".into()));
     }
@@ -934,7 +935,7 @@ fn list_params() -> ListParams {
 fn list_request(lp: &ListParams) -> Result<http::Request<Vec<u8>>> {
     kube::core::Request::new("/api/v1/pods")
         .list(lp)
-        .map_err(|e| Error::Runtime(format!("cannot list pods: {e}")))
+        .map_err(|e| Error::failed("cannot list pods", e))
 }
 
 /// One pod by namespace and name (decoded as [`list_pods`] does).
@@ -945,7 +946,7 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
     let doing = format!("get pod {namespace}/{name}");
     let req = kube::core::Request::new(format!("/api/v1/namespaces/{namespace}/pods"))
         .get(name, &Default::default())
-        .map_err(|e| Error::Runtime(format!("cannot {doing}: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
     match client.request_text(req).await {
         Ok(body) => {
             let (mut pods, _) = read_response(body.as_bytes(), &doing)?;

@@ -56,7 +56,7 @@ where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
 {
     let o: K = serde_json::from_value(obj)
-        .map_err(|e| Error::Runtime(format!("{what}: cannot build the object: {e}")))?;
+        .map_err(|e| Error::failed(format!("{what}: cannot build the object"), e))?;
     match api.create(&PostParams::default(), &o).await {
         Ok(_) => Ok(()),
         Err(e) if exists(&e) => Ok(()),
@@ -186,7 +186,7 @@ pub async fn run(client: &Client, nodes: &LabNodes, dirs: &LabDirs) -> Result<Dr
                     "metadata": {"name": pod, "namespace": NAMESPACE},
                     "spec": spec
                 }))
-                .map_err(|e| Error::Runtime(format!("pod {pod}: {e}")))?;
+                .map_err(|e| Error::failed(format!("pod {pod}"), e))?;
                 kubeops::create_and_await_scheduling(client, &p).await?
             }
         };

@@ -79,7 +79,7 @@ impl LabDirs {
     pub fn create(&self) -> Result<()> {
         for d in [&self.out, &self.bin, &self.k8s] {
             std::fs::create_dir_all(d)
-                .map_err(|e| Error::Runtime(format!("cannot create {}: {e}", d.display())))?;
+                .map_err(|e| Error::failed(format!("cannot create {}", d.display()), e))?;
         }
         Ok(())
     }

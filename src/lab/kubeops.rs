@@ -66,10 +66,7 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
         {
             Ok(Ok(_)) => {}
             Ok(Err(e)) => {
-                return Err(Error::Runtime(format!(
-                    "watch namespace {ns}: {}",
-                    crate::input::document::one_line(&e.to_string())
-                )));
+                return Err(Error::failed(format!("watch namespace {ns}"), e));
             }
             Err(_) => {
                 return Err(Error::Runtime(format!(
@@ -80,7 +77,7 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
         }
     }
     let obj: Namespace = serde_json::from_value(json!({"metadata": {"name": ns}}))
-        .map_err(|e| Error::Runtime(e.to_string()))?;
+        .map_err(|e| Error::failed(format!("namespace {ns}: cannot build the object"), e))?;
     match api.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
         Err(e) if is_conflict_or_exists(&e) => Ok(()),
@@ -97,7 +94,7 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
 pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result<()> {
     let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
     let obj: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}}))
-        .map_err(|e| Error::Runtime(e.to_string()))?;
+        .map_err(|e| Error::failed("serviceaccount default: cannot build the object", e))?;
     match api.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
         Err(e) if is_conflict_or_exists(&e) => Ok(()),
@@ -190,12 +187,7 @@ pub async fn delete_pod(client: &Client, ns: &str, name: &str) -> Result<()> {
     )
     .await
     .map_err(|_| Error::Runtime(format!("pod {ns}/{name} still exists after {WAIT:?}")))?
-    .map_err(|e| {
-        Error::Runtime(format!(
-            "watch pod {ns}/{name}: {}",
-            crate::input::document::one_line(&e.to_string())
-        ))
-    })?;
+    .map_err(|e| Error::failed(format!("watch pod {ns}/{name}"), e))?;
     Ok(())
 }
 
@@ -222,7 +214,7 @@ pub async fn create_and_await_scheduling(client: &Client, pod: &Pod) -> Result<P
                 "pod {ns}/{name}: the scheduler decided nothing within {WAIT:?} (is kube-scheduler running?)"
             ))
         })?
-        .map_err(|e| Error::Runtime(format!("watch pod {ns}/{name}: {}", crate::input::document::one_line(&e.to_string()))))?;
+        .map_err(|e| Error::failed(format!("watch pod {ns}/{name}"), e))?;
     seen.ok_or_else(|| Error::Runtime(format!("pod {ns}/{name} vanished while waiting")))
 }
 

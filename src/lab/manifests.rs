@@ -90,7 +90,7 @@ impl LabPod {
             },
         };
         serde_saphyr::to_string(&m)
-            .map_err(|e| Error::Runtime(format!("cannot render manifest {}: {e}", self.file)))
+            .map_err(|e| Error::failed(format!("cannot render manifest {}", self.file), e))
     }
 }
 

@@ -367,7 +367,7 @@ impl Steps<'_> {
     }
     fn fail(&self, e: Error) -> Error {
         let k = self.done;
-        Error::Runtime(format!("step {} ({}) failed: {e}", k + 1, STEPS[k].title))
+        Error::failed(format!("step {} ({}) failed", k + 1, STEPS[k].title), e)
     }
 }
 
@@ -452,9 +452,9 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
 
     let dra_step = if opts.dra {
         let started = Instant::now();
-        let d = dra::run(&client, &opts.nodes, &dirs).await.map_err(|e| {
-            Error::Runtime(format!("step 9 (DRA: the same GPUs as claims) failed: {e}"))
-        })?;
+        let d = dra::run(&client, &opts.nodes, &dirs)
+            .await
+            .map_err(|e| Error::failed("step 9 (DRA: the same GPUs as claims) failed", e))?;
         let placed: Vec<String> = d
             .pods
             .iter()
@@ -559,7 +559,7 @@ async fn connect(
                 })
             })
             .await
-            .map_err(|e| Error::Runtime(format!("cluster up: {e}")))??;
+            .map_err(|e| Error::failed("cluster up", e))??;
             progress(&format!(
                 "local control plane {:?} is up (kubeconfig {})",
                 handle.name,
@@ -693,7 +693,7 @@ pub fn nodes_json(nodes: &[k8s_openapi::api::core::v1::Node]) -> Result<Vec<u8>>
         serde_json::ser::PrettyFormatter::with_indent(b"    "),
     );
     list.serialize(&mut ser)
-        .map_err(|e| Error::Runtime(format!("cannot serialize nodes: {e}")))?;
+        .map_err(|e| Error::failed("cannot serialize nodes", e))?;
     buf.push(b'\n');
     Ok(buf)
 }
@@ -708,7 +708,7 @@ async fn step8(client: &Client, dirs: &LabDirs, gpuwl_bin: &Path) -> Result<Stri
         .arg(&dump)
         .output()
         .await
-        .map_err(|e| Error::Runtime(format!("cannot run {}: {e}", script.display())))?;
+        .map_err(|e| Error::failed(format!("cannot run {}", script.display()), e))?;
     match out.status.code() {
         Some(0) | Some(1) => {}
         other => {

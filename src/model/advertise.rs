@@ -3,9 +3,10 @@
 //! stale key the kubelet keeps after its device plugin left, not an offer
 //! (kubernetes/kubernetes `pkg/kubelet/nodestatus/setters.go`; docs/domain-facts.md §4).
 
-use crate::error::{Error, Result, cut};
+use crate::error::{Error, Result};
 use crate::model::node::{NodeInfo, ResourceField};
 use crate::model::resource::classify;
+use crate::text::cut;
 
 /// A node's GPU quantity in whole units.
 fn units(node: &NodeInfo, field: ResourceField, resource: &str) -> Result<Option<i64>> {

@@ -8,6 +8,7 @@
 pub mod advertise;
 pub mod dra;
 pub mod equivalents;
+pub mod finding;
 pub mod kubevirt;
 pub mod node;
 pub mod operator;

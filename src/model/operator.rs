@@ -22,6 +22,7 @@
 
 use serde::Serialize;
 
+use crate::model::finding::{Code, Severity};
 use crate::model::node::NodeInfo;
 use crate::model::workload::{DEFAULT_WORKLOAD, DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
 
@@ -234,45 +235,14 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
     }
 }
 
-/// Stable codes of the operator-state findings.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum StateCode {
-    /// `nvidia.com/vgpu.config.state=failed`.
-    VgpuConfigFailed,
-    /// `nvidia.com/mig.config.state=failed`.
-    MigConfigFailed,
-    /// A vGPU or MIG config state `pending` or `rebooting`.
-    ConfigPending,
-    /// A deploy label `paused-for-*`.
-    OperandPaused,
-    /// `nvidia.com/gpu.deploy.operands=false`.
-    OperandsDisabled,
-    /// A workload label the operator does not follow.
-    LabelIgnored,
-    /// `nvidia.com/vgpu.config` names a vGPU type other than the one(s) advertised.
-    VgpuConfigTypeDiffers,
-    /// The node has an NVIDIA GPU but no deploy label at all.
-    GpuPresentWithoutOperands,
-}
-
-/// How much an operator-state finding matters (none makes a MISMATCH by itself).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum StateSeverity {
-    /// Worth a look.
-    Warning,
-    /// For the record (a transient state).
-    Info,
-}
-
 /// One observation about the operator's state on a node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct StateFinding {
-    /// Stable code.
-    pub code: StateCode,
-    /// Severity.
-    pub severity: StateSeverity,
+    /// Stable code (one of check's [`Code`]s).
+    pub code: Code,
+    /// Severity: [`Severity::Warning`] or [`Severity::Info`] (none makes a MISMATCH by
+    /// itself).
+    pub severity: Severity,
     /// What the operator does in this state and what to look at next, one line.
     pub message: String,
     /// A short cause for a MISMATCH reason, e.g. `vgpu.config.state=failed`, when this
@@ -299,178 +269,284 @@ fn vgpu_type_core(s: &str) -> Option<String> {
     .then_some(core)
 }
 
-/// The operator-state findings of `node`: failed or pending vGPU/MIG configs, paused or
-/// disabled operands, an ignored workload label, a vGPU config that names another type
-/// than the advertised `vgpu_types` (full resource names), a GPU node without operands.
+/// What the operator-state rules read about one node, gathered once
+/// ([`state_findings`]).
+pub struct StateFacts<'a> {
+    /// The node.
+    pub node: &'a NodeInfo,
+    /// The ClusterPolicy, when known.
+    pub policy: Option<&'a ClusterPolicy>,
+    /// The workload the operator applies ([`effective_workload`]).
+    pub eff: &'a EffectiveWorkload,
+    /// The vGPU type resources the node advertises (full names).
+    pub vgpu_types: &'a [&'a str],
+}
+
+impl StateFacts<'_> {
+    fn vgpu_config(&self) -> &str {
+        self.node.label(VGPU_CONFIG_LABEL).unwrap_or("")
+    }
+
+    fn mig_config(&self) -> &str {
+        self.node.label(MIG_CONFIG_LABEL).unwrap_or("")
+    }
+}
+
+/// An operator-state rule: a finding about the node, or none.
+pub type StateRule = fn(&StateFacts<'_>) -> Option<StateFinding>;
+
+/// The operator-state rules, in the order their findings are listed, with the code each
+/// gives.
+pub const STATE_RULES: [(Code, StateRule); 9] = [
+    (Code::VgpuConfigFailed, vgpu_config_failed),
+    (Code::ConfigPending, vgpu_config_pending),
+    (Code::MigConfigFailed, mig_config_failed),
+    (Code::ConfigPending, mig_config_pending),
+    (Code::OperandPaused, operand_paused),
+    (Code::OperandsDisabled, operands_disabled),
+    (Code::LabelIgnored, label_ignored),
+    (Code::VgpuConfigTypeDiffers, vgpu_config_type_differs),
+    (
+        Code::GpuPresentWithoutOperands,
+        gpu_present_without_operands,
+    ),
+];
+
+/// The operator-state findings of `node` ([`STATE_RULES`]): failed or pending vGPU/MIG
+/// configs, paused or disabled operands, an ignored workload label, a vGPU config that
+/// names another type than the advertised `vgpu_types` (full resource names), a GPU node
+/// without operands. `eff` is [`effective_workload`]`(node, policy)`, gathered once by
+/// the caller.
 pub fn state_findings(
     node: &NodeInfo,
     policy: Option<&ClusterPolicy>,
+    eff: &EffectiveWorkload,
     vgpu_types: &[&str],
 ) -> Vec<StateFinding> {
-    let mut out = Vec::new();
-    let mut push = |code, severity, message: String, cause: Option<String>| {
-        out.push(StateFinding {
-            code,
-            severity,
-            message,
-            cause,
-        })
+    let facts = StateFacts {
+        node,
+        policy,
+        eff,
+        vgpu_types,
     };
-    let vgpu = node.label(VGPU_CONFIG_LABEL);
-    let mig = node.label(MIG_CONFIG_LABEL);
-    match node.label(VGPU_CONFIG_STATE_LABEL) {
-        Some("failed") => push(
-            StateCode::VgpuConfigFailed,
-            StateSeverity::Warning,
+    STATE_RULES
+        .iter()
+        .filter_map(|(_, rule)| rule(&facts))
+        .collect()
+}
+
+fn finding(code: Code, severity: Severity, message: String, cause: Option<String>) -> StateFinding {
+    StateFinding {
+        code,
+        severity,
+        message,
+        cause,
+    }
+}
+
+/// `vgpu-config-failed` (warning): `nvidia.com/vgpu.config.state=failed`.
+pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
+    (f.node.label(VGPU_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
+        finding(
+            Code::VgpuConfigFailed,
+            Severity::Warning,
             format!(
                 "{VGPU_CONFIG_STATE_LABEL}=failed: the vGPU device manager could not create the vGPU devices of config {:?}, so the sandbox device plugin advertises no vGPU type here; read the nvidia-vgpu-device-manager pod's log on this node and check that the config exists for this GPU",
-                vgpu.unwrap_or("")
+                f.vgpu_config()
             ),
             Some("vgpu.config.state=failed".into()),
+        )
+    })
+}
+
+/// `config-pending` (info): `nvidia.com/vgpu.config.state=pending`.
+pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let s = f
+        .node
+        .label(VGPU_CONFIG_STATE_LABEL)
+        .filter(|s| *s == "pending")?;
+    Some(finding(
+        Code::ConfigPending,
+        Severity::Info,
+        format!(
+            "{VGPU_CONFIG_STATE_LABEL}={s}: the vGPU device manager is applying config {:?}; operands stay paused until it reports success",
+            f.vgpu_config()
         ),
-        Some(s @ "pending") => push(
-            StateCode::ConfigPending,
-            StateSeverity::Info,
-            format!(
-                "{VGPU_CONFIG_STATE_LABEL}={s}: the vGPU device manager is applying config {:?}; operands stay paused until it reports success",
-                vgpu.unwrap_or("")
-            ),
-            Some(format!("vgpu.config.state={s}")),
-        ),
-        _ => {}
-    }
-    match node.label(MIG_CONFIG_STATE_LABEL) {
-        Some("failed") => push(
-            StateCode::MigConfigFailed,
-            StateSeverity::Warning,
+        Some(format!("vgpu.config.state={s}")),
+    ))
+}
+
+/// `mig-config-failed` (warning): `nvidia.com/mig.config.state=failed`.
+pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
+    (f.node.label(MIG_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
+        finding(
+            Code::MigConfigFailed,
+            Severity::Warning,
             format!(
                 "{MIG_CONFIG_STATE_LABEL}=failed: the MIG manager could not apply config {:?}; the GPUs keep their previous layout and the device plugin may advertise nothing; read the nvidia-mig-manager pod's log on this node",
-                mig.unwrap_or("")
+                f.mig_config()
             ),
             Some("mig.config.state=failed".into()),
+        )
+    })
+}
+
+/// `config-pending` (info): `nvidia.com/mig.config.state=pending|rebooting`.
+pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let s = f
+        .node
+        .label(MIG_CONFIG_STATE_LABEL)
+        .filter(|s| matches!(*s, "pending" | "rebooting"))?;
+    Some(finding(
+        Code::ConfigPending,
+        Severity::Info,
+        format!(
+            "{MIG_CONFIG_STATE_LABEL}={s}: the MIG manager is applying config {:?}; GPU operands are paused until it reports success",
+            f.mig_config()
         ),
-        Some(s @ ("pending" | "rebooting")) => push(
-            StateCode::ConfigPending,
-            StateSeverity::Info,
-            format!(
-                "{MIG_CONFIG_STATE_LABEL}={s}: the MIG manager is applying config {:?}; GPU operands are paused until it reports success",
-                mig.unwrap_or("")
-            ),
-            Some(format!("mig.config.state={s}")),
-        ),
-        _ => {}
-    }
-    let paused: Vec<String> = node
-        .labels
-        .iter()
-        .filter(|(k, v)| k.starts_with(DEPLOY_LABEL_PREFIX) && v.starts_with("paused-for-"))
+        Some(format!("mig.config.state={s}")),
+    ))
+}
+
+/// `operand-paused` (info): deploy labels `paused-for-*`.
+pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let paused_labels = || {
+        f.node
+            .labels
+            .iter()
+            .filter(|(k, v)| k.starts_with(DEPLOY_LABEL_PREFIX) && v.starts_with("paused-for-"))
+    };
+    let paused: Vec<String> = paused_labels()
         .map(|(k, v)| format!("{}={v}", &k[DEPLOY_LABEL_PREFIX.len()..]))
         .collect();
-    if !paused.is_empty() {
-        push(
-            StateCode::OperandPaused,
-            StateSeverity::Info,
-            format!(
-                "operands paused for a reconfiguration ({}): the MIG or vGPU device manager stopped them and restarts them when its config state is success",
-                paused.join(", ")
-            ),
-            Some({
-                let mut why: Vec<&str> = node
-                    .labels
-                    .iter()
-                    .filter(|(k, v)| {
-                        k.starts_with(DEPLOY_LABEL_PREFIX) && v.starts_with("paused-for-")
-                    })
-                    .map(|(_, v)| v.as_str())
-                    .collect();
-                why.sort_unstable();
-                why.dedup();
-                format!("operands {}", why.join("/"))
-            }),
-        );
+    if paused.is_empty() {
+        return None;
     }
-    if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
-        push(
-            StateCode::OperandsDisabled,
-            StateSeverity::Warning,
+    let mut why: Vec<&str> = paused_labels().map(|(_, v)| v.as_str()).collect();
+    why.sort_unstable();
+    why.dedup();
+    Some(finding(
+        Code::OperandPaused,
+        Severity::Info,
+        format!(
+            "operands paused for a reconfiguration ({}): the MIG or vGPU device manager stopped them and restarts them when its config state is success",
+            paused.join(", ")
+        ),
+        Some(format!("operands {}", why.join("/"))),
+    ))
+}
+
+/// `operands-disabled` (warning): `nvidia.com/gpu.deploy.operands=false`.
+pub fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
+    (f.node.label(DEPLOY_OPERANDS_LABEL) == Some("false")).then(|| {
+        finding(
+            Code::OperandsDisabled,
+            Severity::Warning,
             format!(
                 "{DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand on this node, so no device plugin advertises its GPUs; remove the label (kubectl label node {} {DEPLOY_OPERANDS_LABEL}-) to deploy them",
-                node.name
+                f.node.name
             ),
             Some(format!("{DEPLOY_OPERANDS_LABEL}=false")),
-        );
+        )
+    })
+}
+
+/// `label-ignored` (warning): a workload label the operator does not follow.
+pub fn label_ignored(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let eff = f.eff;
+    if !eff.label_ignored {
+        return None;
     }
-    let eff = effective_workload(node, policy);
-    if eff.label_ignored {
-        let why = match (policy, eff.source) {
-            (Some(p), _) if !p.sandbox_enabled => format!(
-                "ClusterPolicy {} has sandboxWorkloads.enabled=false, so the operator ignores the label and runs container operands",
-                p.name
-            ),
-            _ => format!(
-                "the node's gpu.deploy.* labels are the {} set: the operator does not follow the label (sandbox workloads disabled in the ClusterPolicy?)",
-                eff.workload
-            ),
-        };
-        push(
-            StateCode::LabelIgnored,
-            StateSeverity::Warning,
-            format!(
-                "{LABEL_KEY}={} is ignored: {why}",
-                node.label(LABEL_KEY).unwrap_or("")
-            ),
-            Some(format!("label ignored, {} operands run", eff.workload)),
-        );
-    }
-    if let Some(cfg) = vgpu
-        && let Some(want) = vgpu_type_core(cfg)
-        && !vgpu_types.is_empty()
-        && !vgpu_types.iter().any(|t| {
+    let why = match (f.policy, eff.source) {
+        (Some(p), _) if !p.sandbox_enabled => format!(
+            "ClusterPolicy {} has sandboxWorkloads.enabled=false, so the operator ignores the label and runs container operands",
+            p.name
+        ),
+        _ => format!(
+            "the node's gpu.deploy.* labels are the {} set: the operator does not follow the label (sandbox workloads disabled in the ClusterPolicy?)",
+            eff.workload
+        ),
+    };
+    Some(finding(
+        Code::LabelIgnored,
+        Severity::Warning,
+        format!(
+            "{LABEL_KEY}={} is ignored: {why}",
+            f.node.label(LABEL_KEY).unwrap_or("")
+        ),
+        Some(format!("label ignored, {} operands run", eff.workload)),
+    ))
+}
+
+/// `vgpu-config-type-differs` (warning): `nvidia.com/vgpu.config` names a vGPU type other
+/// than the advertised one(s).
+pub fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let cfg = f.node.label(VGPU_CONFIG_LABEL)?;
+    let want = vgpu_type_core(cfg)?;
+    let types = f.vgpu_types;
+    if types.is_empty()
+        || types.iter().any(|t| {
             vgpu_type_core(t.strip_prefix("nvidia.com/").unwrap_or(t)).as_deref()
                 == Some(want.as_str())
         })
     {
-        push(
-            StateCode::VgpuConfigTypeDiffers,
-            StateSeverity::Warning,
-            match node.label(VGPU_CONFIG_STATE_LABEL) {
-                // The manager says it applied a config: the label was changed after that.
-                Some(state @ "success") => format!(
-                    "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: {VGPU_CONFIG_STATE_LABEL}={state} is from an earlier config; the vGPU device manager has not applied this one yet",
-                    vgpu_types.join(", ")
-                ),
-                state => format!(
-                    "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: the config is not applied yet, or failed (see {VGPU_CONFIG_STATE_LABEL}={})",
-                    vgpu_types.join(", "),
-                    state.unwrap_or("unset")
-                ),
-            },
-            None,
-        );
+        return None;
     }
-    let gpu_present = node.label(GPU_PRESENT_LABEL) == Some("true")
-        || node.label(NFD_NVIDIA_PCI_LABEL) == Some("true");
-    if gpu_present && !has_deploy_labels(node) {
-        push(
-            StateCode::GpuPresentWithoutOperands,
-            StateSeverity::Warning,
+    let message = match f.node.label(VGPU_CONFIG_STATE_LABEL) {
+        // The manager says it applied a config: the label was changed after that.
+        Some(state @ "success") => format!(
+            "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: {VGPU_CONFIG_STATE_LABEL}={state} is from an earlier config; the vGPU device manager has not applied this one yet",
+            types.join(", ")
+        ),
+        state => format!(
+            "{VGPU_CONFIG_LABEL}={cfg} asks for vGPU type {want}, but the node advertises {}: the config is not applied yet, or failed (see {VGPU_CONFIG_STATE_LABEL}={})",
+            types.join(", "),
+            state.unwrap_or("unset")
+        ),
+    };
+    Some(finding(
+        Code::VgpuConfigTypeDiffers,
+        Severity::Warning,
+        message,
+        None,
+    ))
+}
+
+/// `gpu-present-without-operands` (warning): an NVIDIA GPU (`nvidia.com/gpu.present`, NFD
+/// `pci-10de`) and no deploy label at all.
+pub fn gpu_present_without_operands(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let node = f.node;
+    let present = if node.label(GPU_PRESENT_LABEL) == Some("true") {
+        GPU_PRESENT_LABEL
+    } else if node.label(NFD_NVIDIA_PCI_LABEL) == Some("true") {
+        NFD_NVIDIA_PCI_LABEL
+    } else {
+        return None;
+    };
+    (!has_deploy_labels(node)).then(|| {
+        finding(
+            Code::GpuPresentWithoutOperands,
+            Severity::Warning,
             format!(
-                "the node has an NVIDIA GPU ({}) but no {DEPLOY_LABEL_PREFIX}* label: the GPU Operator has not taken the node on (its node-labelling controller not running, or the node excluded by the ClusterPolicy's node selectors); check the gpu-operator pod's log",
-                if node.label(GPU_PRESENT_LABEL) == Some("true") {
-                    GPU_PRESENT_LABEL
-                } else {
-                    NFD_NVIDIA_PCI_LABEL
-                }
+                "the node has an NVIDIA GPU ({present}) but no {DEPLOY_LABEL_PREFIX}* label: the GPU Operator has not taken the node on (its node-labelling controller not running, or the node excluded by the ClusterPolicy's node selectors); check the gpu-operator pod's log"
             ),
             None,
-        );
-    }
-    out
+        )
+    })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// [`state_findings`] with the effective workload gathered here.
+    fn findings(
+        node: &NodeInfo,
+        policy: Option<&ClusterPolicy>,
+        vgpu_types: &[&str],
+    ) -> Vec<StateFinding> {
+        state_findings(node, policy, &effective_workload(node, policy), vgpu_types)
+    }
 
     fn node(labels: &[(&str, &str)]) -> NodeInfo {
         let mut n = NodeInfo::named("n");
@@ -530,9 +606,9 @@ mod tests {
                 true
             )
         );
-        let f = state_findings(&n, Some(&p), &[]);
+        let f = findings(&n, Some(&p), &[]);
         assert_eq!(f.len(), 1);
-        assert_eq!(f[0].code, StateCode::LabelIgnored);
+        assert_eq!(f[0].code, Code::LabelIgnored);
         assert!(
             f[0].message.contains("sandboxWorkloads.enabled=false"),
             "{}",
@@ -572,10 +648,7 @@ mod tests {
                 true
             )
         );
-        assert_eq!(
-            state_findings(&n, None, &[])[0].code,
-            StateCode::LabelIgnored
-        );
+        assert_eq!(findings(&n, None, &[])[0].code, Code::LabelIgnored);
         // Deploy labels set to false are not deployed operands.
         let off = node(&[("nvidia.com/gpu.deploy.vfio-manager", "false")]);
         assert_eq!(workload_from_deploy_labels(&off), None);
@@ -591,7 +664,7 @@ mod tests {
             (e.workload, e.source),
             (WorkloadConfig::VmVgpu, WorkloadSource::Label)
         );
-        assert!(state_findings(&mixed, None, &[]).is_empty());
+        assert!(findings(&mixed, None, &[]).is_empty());
     }
 
     #[test]
@@ -607,21 +680,18 @@ mod tests {
             ),
             (DEPLOY_OPERANDS_LABEL, "false"),
         ]);
-        let codes: Vec<StateCode> = state_findings(&n, None, &[])
-            .iter()
-            .map(|f| f.code)
-            .collect();
+        let codes: Vec<Code> = findings(&n, None, &[]).iter().map(|f| f.code).collect();
         assert_eq!(
             codes,
             [
-                StateCode::VgpuConfigFailed,
-                StateCode::ConfigPending,
-                StateCode::OperandPaused,
-                StateCode::OperandsDisabled
+                Code::VgpuConfigFailed,
+                Code::ConfigPending,
+                Code::OperandPaused,
+                Code::OperandsDisabled
             ]
         );
-        let f = state_findings(&node(&[(MIG_CONFIG_STATE_LABEL, "failed")]), None, &[]);
-        assert_eq!(f[0].code, StateCode::MigConfigFailed);
+        let f = findings(&node(&[(MIG_CONFIG_STATE_LABEL, "failed")]), None, &[]);
+        assert_eq!(f[0].code, Code::MigConfigFailed);
         assert_eq!(f[0].cause.as_deref(), Some("mig.config.state=failed"));
     }
 
@@ -631,29 +701,29 @@ mod tests {
             (VGPU_CONFIG_LABEL, "A10-24Q"),
             ("nvidia.com/gpu.deploy.vgpu-manager", "true"),
         ]);
-        let f = state_findings(&n, None, &["nvidia.com/NVIDIA_A10-12Q"]);
-        assert_eq!(f[0].code, StateCode::VgpuConfigTypeDiffers);
-        assert!(state_findings(&n, None, &["nvidia.com/NVIDIA_A10-24Q"]).is_empty());
-        assert!(state_findings(&n, None, &["nvidia.com/GRID_A10-24Q"]).is_empty());
+        let f = findings(&n, None, &["nvidia.com/NVIDIA_A10-12Q"]);
+        assert_eq!(f[0].code, Code::VgpuConfigTypeDiffers);
+        assert!(findings(&n, None, &["nvidia.com/NVIDIA_A10-24Q"]).is_empty());
+        assert!(findings(&n, None, &["nvidia.com/GRID_A10-24Q"]).is_empty());
         let named = node(&[
             (VGPU_CONFIG_LABEL, "default"),
             ("nvidia.com/gpu.deploy.vgpu-manager", "true"),
         ]);
-        assert!(state_findings(&named, None, &["nvidia.com/NVIDIA_A10-12Q"]).is_empty());
+        assert!(findings(&named, None, &["nvidia.com/NVIDIA_A10-12Q"]).is_empty());
         assert_eq!(vgpu_type_core("NVIDIA A10-12Q").as_deref(), Some("A10-12Q"));
         assert_eq!(vgpu_type_core("all-disabled"), None);
     }
 
     #[test]
     fn gpu_without_operands() {
-        let f = state_findings(&node(&[(GPU_PRESENT_LABEL, "true")]), None, &[]);
-        assert_eq!(f[0].code, StateCode::GpuPresentWithoutOperands);
-        let f = state_findings(&node(&[(NFD_NVIDIA_PCI_LABEL, "true")]), None, &[]);
-        assert_eq!(f[0].code, StateCode::GpuPresentWithoutOperands);
+        let f = findings(&node(&[(GPU_PRESENT_LABEL, "true")]), None, &[]);
+        assert_eq!(f[0].code, Code::GpuPresentWithoutOperands);
+        let f = findings(&node(&[(NFD_NVIDIA_PCI_LABEL, "true")]), None, &[]);
+        assert_eq!(f[0].code, Code::GpuPresentWithoutOperands);
         let ok = node(&[
             (GPU_PRESENT_LABEL, "true"),
             ("nvidia.com/gpu.deploy.driver", "true"),
         ]);
-        assert!(state_findings(&ok, None, &[]).is_empty());
+        assert!(findings(&ok, None, &[]).is_empty());
     }
 }

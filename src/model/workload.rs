@@ -54,7 +54,7 @@ pub enum WorkloadConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{} is not one of container, vm-passthrough, vm-vgpu",
-    crate::error::cut(value)
+    crate::text::cut(value)
 )]
 pub struct InvalidWorkloadConfig {
     /// The rejected value, verbatim.

@@ -239,6 +239,17 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     if let Some(d) = &inv.dra {
         dra_text(&mut out, d, opts.width);
     }
+    for r in inv.rows.iter().filter(|r| r.overcommitted > 0) {
+        let _ = writeln!(
+            out,
+            "\nnote: over-committed: pool {} {}: {} allocated of {} allocatable ({} over); FREE shows 0.",
+            esc(&r.pool),
+            r.resource.as_deref().map_or_else(String::new, esc),
+            r.allocated,
+            r.allocatable,
+            r.overcommitted
+        );
+    }
     for n in &inv.notes {
         let _ = writeln!(out, "\nnote: {}", esc(n));
     }

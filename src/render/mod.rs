@@ -255,7 +255,7 @@ pub fn write_atomic(
 ) -> crate::error::Result<()> {
     let dir = path.parent().unwrap_or(std::path::Path::new("."));
     let fail = |e: std::io::Error| {
-        crate::error::Error::Runtime(format!("cannot write {}: {e}", path.display()))
+        crate::error::Error::failed(format!("cannot write {}", path.display()), e)
     };
     let mut tmp = tempfile::Builder::new()
         .prefix(".gpuwl-")

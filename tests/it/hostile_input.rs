@@ -471,3 +471,46 @@ fn long_quantities_and_label_values_are_cut_where_echoed() {
     assert!(err.len() < 400, "{err}");
     assert!(err.contains(&format!("{cut} is too large")), "{err}");
 }
+
+#[test]
+fn an_over_committed_node_shows_free_0_and_the_excess_never_a_negative_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let nodes = write(&dir, "n.json", list(&[node("n1", "\"8\"")]));
+    let max = "9223372036854775807";
+    let pod = |name: &str| {
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"name":"{name}","namespace":"d"}},"spec":{{"nodeName":"n1","containers":[{{"name":"c","resources":{{"limits":{{"nvidia.com/gpu":"{max}"}}}}}}]}}}}"#
+        )
+    };
+    let pods = write(&dir, "p.json", list(&[pod("a"), pod("b")]));
+    let (rc, out, err) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let row = &doc["rows"][0];
+    assert_eq!(row["resource"], "nvidia.com/gpu", "{out}");
+    assert_eq!(row["allocatable"], 8);
+    assert_eq!(row["allocated"], i64::MAX, "allocated saturates");
+    assert_eq!(row["free"], 0, "{out}");
+    assert_eq!(row["overcommitted"], i64::MAX - 8, "{out}");
+    assert_eq!(row["freeGpus"], 0.0, "{out}");
+    assert!(!out.contains("\"free\": -"), "{out}");
+
+    let (rc, text, err) = gpuwl(&["inventory", "--nodes", &nodes, "--pods", &pods]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!text.contains(" -9"), "{text}");
+    assert!(
+        text.contains(&format!(
+            "note: over-committed: pool container nvidia.com/gpu: {max} allocated of 8 allocatable ({} over); FREE shows 0.",
+            i64::MAX - 8
+        )),
+        "{text}"
+    );
+}

@@ -16,132 +16,20 @@
 //! [`Severity::Error`] findings make a node mismatch.
 
 use std::borrow::Borrow;
-use std::fmt;
 
 use serde::Serialize;
 
 use crate::error::ExitStatus;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{
-    ClusterPolicy, LabelState, StateCode, StateSeverity, WorkloadSource, effective_workload,
-    state_findings,
+    ClusterPolicy, LabelState, WorkloadSource, effective_workload, state_findings,
 };
 use crate::model::resource::{Classifier, ResourceClass};
 use crate::model::workload::WorkloadConfig;
 
 pub mod rules;
 
-/// The check's code for an operator-state finding.
-fn state_code(c: StateCode) -> Code {
-    match c {
-        StateCode::VgpuConfigFailed => Code::VgpuConfigFailed,
-        StateCode::MigConfigFailed => Code::MigConfigFailed,
-        StateCode::ConfigPending => Code::ConfigPending,
-        StateCode::OperandPaused => Code::OperandPaused,
-        StateCode::OperandsDisabled => Code::OperandsDisabled,
-        StateCode::LabelIgnored => Code::LabelIgnored,
-        StateCode::VgpuConfigTypeDiffers => Code::VgpuConfigTypeDiffers,
-        StateCode::GpuPresentWithoutOperands => Code::GpuPresentWithoutOperands,
-    }
-}
-
-/// How much a finding matters.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Severity {
-    /// Makes a labelled node a MISMATCH (exit 1).
-    Error,
-    /// Worth a look; does not change the exit code.
-    Warning,
-    /// For the record (ignored non-GPU resources).
-    Info,
-}
-
-/// Stable finding codes (serialized in kebab-case, e.g. `wrong-class-resource`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Code {
-    /// error: the label value is not `container`, `vm-passthrough` or `vm-vgpu`.
-    InvalidLabelValue,
-    /// error: a labelled node advertises no GPU resource with a quantity > 0.
-    NoGpuResource,
-    /// error: a labelled node advertises a GPU resource of another class.
-    WrongClassResource,
-    /// error on labelled nodes, warning otherwise: an `nvidia.com/` quantity does not
-    /// parse.
-    InvalidQuantity,
-    /// warning: a GPU resource is listed with 0 (stale entry after a device plugin left).
-    StaleZero,
-    /// warning: capacity > allocatable (unhealthy devices, or the kubelet's 5-minute
-    /// grace period after a relabel).
-    CapacityExceedsAllocatable,
-    /// warning: a passthrough name that is a lower-case hex device id (the plugin's
-    /// pci.ids lacks the device).
-    HexIdFallback,
-    /// warning: a passthrough name with lower-case letters (no current plugin advertises
-    /// such names).
-    MixedCaseModel,
-    /// info: a non-GPU NVIDIA resource (Network Operator, `--ignore-resource`), ignored.
-    IgnoredResource,
-    /// warning: a node without the label advertises GPUs; the operator gives it the
-    /// default workload.
-    UnlabelledGpuNode,
-    /// warning: `nvidia.com/vgpu.config.state=failed` (the GPU Operator's own state; see
-    /// [`crate::model::operator`] for these eight).
-    VgpuConfigFailed,
-    /// warning: `nvidia.com/mig.config.state=failed`.
-    MigConfigFailed,
-    /// info: a vGPU or MIG config state `pending` / `rebooting`.
-    ConfigPending,
-    /// info: an operand deploy label `paused-for-*`.
-    OperandPaused,
-    /// warning: `nvidia.com/gpu.deploy.operands=false`.
-    OperandsDisabled,
-    /// warning: a workload label the operator does not follow (sandbox workloads disabled,
-    /// or deploy labels of another workload).
-    LabelIgnored,
-    /// warning: `nvidia.com/vgpu.config` names another vGPU type than the advertised one.
-    VgpuConfigTypeDiffers,
-    /// warning: an NVIDIA GPU (`nvidia.com/gpu.present`, NFD `pci-10de`) without any
-    /// operand deploy label.
-    GpuPresentWithoutOperands,
-    /// warning: the node's GPUs are published both by a device plugin (an advertised
-    /// `nvidia.com/` GPU resource) and by NVIDIA's DRA driver (ResourceSlice devices).
-    DraAndDevicePlugin,
-}
-
-impl Code {
-    /// The kebab-case code string, as serialized.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Code::InvalidLabelValue => "invalid-label-value",
-            Code::NoGpuResource => "no-gpu-resource",
-            Code::WrongClassResource => "wrong-class-resource",
-            Code::InvalidQuantity => "invalid-quantity",
-            Code::StaleZero => "stale-zero",
-            Code::CapacityExceedsAllocatable => "capacity-exceeds-allocatable",
-            Code::HexIdFallback => "hex-id-fallback",
-            Code::MixedCaseModel => "mixed-case-model",
-            Code::IgnoredResource => "ignored-resource",
-            Code::UnlabelledGpuNode => "unlabelled-gpu-node",
-            Code::VgpuConfigFailed => "vgpu-config-failed",
-            Code::MigConfigFailed => "mig-config-failed",
-            Code::ConfigPending => "config-pending",
-            Code::OperandPaused => "operand-paused",
-            Code::OperandsDisabled => "operands-disabled",
-            Code::LabelIgnored => "label-ignored",
-            Code::VgpuConfigTypeDiffers => "vgpu-config-type-differs",
-            Code::GpuPresentWithoutOperands => "gpu-present-without-operands",
-            Code::DraAndDevicePlugin => "dra-and-device-plugin",
-        }
-    }
-}
-
-impl fmt::Display for Code {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use crate::model::finding::{Code, Severity};
 
 /// One observation about one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -588,21 +476,19 @@ pub fn judge(
         .filter(|r| r.entry.class == ResourceClass::VgpuType)
         .map(|r| r.entry.name.as_str())
         .collect();
+    // Gathered once: the state rules and the report's effective workload both read it.
+    let eff = effective_workload(node, policy);
     let mut state_causes = Vec::new();
-    for f in state_findings(node, policy, &vgpu_types) {
+    for f in state_findings(node, policy, &eff, &vgpu_types) {
         state_causes.extend(f.cause.clone());
         findings.push(Finding {
-            code: state_code(f.code),
-            severity: match f.severity {
-                StateSeverity::Warning => Severity::Warning,
-                StateSeverity::Info => Severity::Info,
-            },
+            code: f.code,
+            severity: f.severity,
             resource: None,
             message: f.message,
         });
     }
     // The label's value when valid and followed; else what the operator applies.
-    let eff = effective_workload(node, policy);
     let effective = match facts.label.map(str::parse::<WorkloadConfig>) {
         Some(Ok(w)) if eff.label == LabelState::Valid && !eff.label_ignored => w,
         _ => eff.workload,

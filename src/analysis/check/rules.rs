@@ -252,8 +252,8 @@ fn invalid(n: &NodeFacts<'_>, r: &ResourceFacts, f: ResourceField) -> Option<Fin
         format!(
             "{}[{}] is {}, {why}",
             f.path(),
-            crate::error::cut(name),
-            crate::error::cut(raw)
+            crate::text::cut(name),
+            crate::text::cut(raw)
         ),
     ))
 }
