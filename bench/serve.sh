@@ -110,7 +110,7 @@ for n in $SIZES; do
 
     # Relabel → metric: a container node gets a typo, then its label back.
     scrape
-    node=$(sed -n 's/^gpuwl_node_workload_config_info{node="\([^"]*\)",label="container".*/\1/p' "$WORK/metrics.txt" | sort | awk 'NR == 1')
+    node=$(sed -n 's/^gpuwl_node_workload_config_info{node="\([^"]*\)",label_state="valid",effective="container".*/\1/p' "$WORK/metrics.txt" | sort | awk 'NR == 1')
     for i in $(seq "$RELABELS"); do
         for pair in "containr 1" "container 0"; do
             set -- $pair

@@ -20,6 +20,19 @@ cargo build --release --quiet
 step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl)"
 target/release/gpuwl cluster build
 
+step "alerting rules: promtool check rules + promtool test rules (deploy/prometheus/)"
+# promtool is built from its Go module by scripts/tools.sh on the first run (a few minutes),
+# cached under ~/.cache/gpuwl/tools/ after; the live serve test uses it too (check metrics).
+promtool="$(scripts/tools.sh promtool | tail -n 1)"
+"$promtool" check rules deploy/prometheus/rules.yaml
+"$promtool" test rules deploy/prometheus/rules.test.yaml
+
+step "Helm chart: helm lint (deploy/helm/gpuwl)"
+# helm is built from its Go module the same way; the live serve test renders the chart and
+# applies it to the local control plane.
+helm="$(scripts/tools.sh helm | tail -n 1)"
+"$helm" lint deploy/helm/gpuwl --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true
+
 step "cargo test (unit, property and CLI tests)"
 cargo test --quiet
 

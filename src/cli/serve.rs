@@ -16,10 +16,15 @@ Examples:
 
 Watches nodes and pods (and the ClusterPolicy, KubeVirt and HyperConverged CRs when their CRDs
 exist), re-evaluates check, inventory and the KubeVirt check on every change (debounced), and
-serves the results on /metrics (OpenMetrics text). /healthz: 200 while running. /readyz: 200 once
-the initial lists are in and the API server is reachable; while it is away /metrics keeps the last
-good state and gpuwl_api_reachable is 0. Logs one line per API error on stderr. SIGTERM stops it.
-The metrics and the deploy/ manifests are described in README.md.")]
+serves the results on /metrics (classic Prometheus text, or OpenMetrics when the Accept header asks;
+gzip when accepted). A watchdog asks the API server GET /version every 10 s (10 s timeout): a hung
+API server is seen within 20 s. /readyz: 200 once the initial lists are in, the API server answers
+and every watch is current; otherwise 503, while /metrics keeps the last good state with
+gpuwl_stale 1. Failed watches retry with a backoff growing to 30 s (with jitter). A kubeconfig (or
+in-cluster CA) that changes on disk is reloaded within 5 s. /healthz: 503 when serve cannot recover
+by itself (its watchdog stalled, an evaluation hangs, or the API server has not answered for
+--unhealthy-after). Logs one line per state change on stderr. SIGTERM stops it. The metrics, alerts
+and the Helm chart are described in README.md.")]
 pub struct Args {
     /// Address and port to serve on (port 0: any free port, printed on stderr).
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
@@ -31,6 +36,10 @@ pub struct Args {
     /// Milliseconds of quiet after a change before re-evaluating.
     #[arg(long, value_name = "MS", default_value_t = serve::DEBOUNCE.as_millis() as u64)]
     pub debounce_ms: u64,
+    /// Seconds the API server may not answer before /healthz fails, so that a liveness
+    /// probe restarts the exporter (0: never; the metrics then stay the last good state).
+    #[arg(long, value_name = "SECONDS", default_value_t = serve::UNHEALTHY_AFTER.as_secs())]
+    pub unhealthy_after: u64,
 }
 
 /// Runs `gpuwl serve` until SIGTERM/SIGINT.
@@ -41,6 +50,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         listen: args.listen,
         cluster: args.cluster.clone(),
         debounce: Duration::from_millis(args.debounce_ms),
+        unhealthy_after: (args.unhealthy_after > 0)
+            .then(|| Duration::from_secs(args.unhealthy_after)),
     };
     let rt = crate::cli::runtime()?;
     let result = rt.block_on(serve::serve(&opts));

@@ -1,9 +1,12 @@
-//! The exporter's metrics, kept in a `prometheus-client` registry and encoded by it (the
-//! OpenMetrics text format, which Prometheus scrapes as it does its own text format).
+//! The exporter's metrics, kept in a `prometheus-client` registry and encoded by it as
+//! OpenMetrics text, or rewritten as the classic text format ([`classic`]) for clients that
+//! do not ask for OpenMetrics ([`Format::negotiate`]).
 //!
 //! Names follow kube-state-metrics (`<prefix>_<object>_<what>`, `_info` gauges of 1,
-//! `_total` counters); labels are low-cardinality: node names, codes, pool and resource
-//! names — never a node's free-form labels. The table of metrics is in README.md
+//! `_total` counters), one metric per quantity (the five pool quantities are five metrics).
+//! Label values are identifiers the API server validated (node and resource names) or come
+//! from closed sets (codes, severities, workload configs, pool origins, label states) —
+//! never free text such as a node's label values. The table of metrics is in README.md
 //! ("gpuwl serve").
 
 use std::sync::RwLock;
@@ -35,28 +38,29 @@ pub struct FindingLabels {
     pub severity: String,
 }
 
-/// `{node, label, effective, source}`.
+/// `{node, label_state, effective, source}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WorkloadLabels {
     /// Node name.
     pub node: String,
-    /// The workload-config label's value verbatim (empty when absent).
-    pub label: String,
+    /// `valid`, `invalid` or `absent`: the workload-config label's state (its value is
+    /// free text and not exported; `gpuwl check` shows it).
+    pub label_state: &'static str,
     /// The workload config the operator applies.
-    pub effective: String,
+    pub effective: &'static str,
     /// Which source decided it.
-    pub source: String,
+    pub source: &'static str,
 }
 
-/// `{pool, resource, kind}`.
+/// `{pool, origin, resource}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct PoolLabels {
-    /// Pool name.
-    pub pool: String,
+    /// The pool's workload config: `container`, `vm-passthrough`, `vm-vgpu`.
+    pub pool: &'static str,
+    /// `known`, `default-no-label` or `default-invalid-label`.
+    pub origin: &'static str,
     /// Resource name.
     pub resource: String,
-    /// `capacity`, `allocatable`, `allocated`, `free` or `pending`.
-    pub kind: String,
 }
 
 /// `{resource}`.
@@ -82,6 +86,21 @@ pub struct VersionLabels {
     pub version: String,
 }
 
+/// The longest label value exported (characters): a DNS subdomain name's limit, the
+/// longest a node or resource name the API server accepts can be.
+pub const MAX_LABEL_VALUE: usize = 253;
+
+/// A name as a label value, bounded: control characters become U+FFFD and the value is
+/// cut to [`MAX_LABEL_VALUE`] characters. Names the API server validated pass unchanged;
+/// this bounds what it does not validate (a KubeVirt CR's `resourceName`).
+/// `prometheus-client` escapes `\`, `"` and newlines in the exposition.
+pub fn label_value(name: &str) -> String {
+    name.chars()
+        .take(MAX_LABEL_VALUE)
+        .map(|c| if c.is_control() { '\u{fffd}' } else { c })
+        .collect()
+}
+
 /// The watched resources, as `gpuwl_watch_errors_total` names them.
 pub const WATCHED: [&str; 5] = [
     "nodes",
@@ -89,6 +108,33 @@ pub const WATCHED: [&str; 5] = [
     "clusterpolicies",
     "hyperconvergeds",
     "kubevirts",
+];
+
+/// The five pool quantities, each its own metric (a sum over one of them is meaningful;
+/// over a `kind` label it was not): (metric name, help, index in [`PoolEval::units`]).
+///
+/// [`PoolEval::units`]: crate::serve::state::PoolEval::units
+pub const POOL_METRICS: [(&str, &str); 5] = [
+    (
+        "gpuwl_pool_capacity_units",
+        "GPU units the pool's nodes list in status.capacity, per pool (workload config), origin and resource name",
+    ),
+    (
+        "gpuwl_pool_allocatable_units",
+        "GPU units the pool's nodes list in status.allocatable, per pool, origin and resource name",
+    ),
+    (
+        "gpuwl_pool_allocated_units",
+        "GPU units requested by pods bound to the pool's nodes, per pool, origin and resource name",
+    ),
+    (
+        "gpuwl_pool_free_units",
+        "Allocatable minus allocated GPU units, per pool, origin and resource name",
+    ),
+    (
+        "gpuwl_pool_pending_units",
+        "GPU units requested by pending pods this pool could serve (a pod that fits several pools counts in each), per pool, origin and resource name",
+    ),
 ];
 
 /// All metrics of the exporter.
@@ -100,7 +146,7 @@ pub struct Metrics {
     node_mismatch: Family<NodeLabels, Gauge>,
     node_finding: Family<FindingLabels, Gauge>,
     workload_info: Family<WorkloadLabels, Gauge>,
-    pool_units: Family<PoolLabels, Gauge>,
+    pool_units: [Family<PoolLabels, Gauge>; 5],
     unservable: Family<ResourceLabels, Gauge>,
     kubevirt_finding: Family<KubevirtLabels, Gauge>,
     last_evaluation: Gauge<f64, AtomicU64>,
@@ -109,11 +155,60 @@ pub struct Metrics {
     watch_errors: Family<ResourceLabels, Counter>,
     api_reachable: Gauge,
     ready: Gauge,
+    stale: Gauge,
+    last_contact: Gauge<f64, AtomicU64>,
+    reloads: Counter,
 }
 
 impl Default for Metrics {
     fn default() -> Self {
         Metrics::new()
+    }
+}
+
+/// The two exposition formats `/metrics` speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0 text (`application/openmetrics-text; version=1.0.0`), ends `# EOF`.
+    OpenMetrics,
+    /// Prometheus' classic text format (`text/plain; version=0.0.4`), what `curl` and
+    /// `promtool check metrics` get.
+    Classic,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics when it names
+    /// `application/openmetrics-text` with a higher q-value than every classic alternative
+    /// (`text/plain`, `*/*`), else classic (also without an `Accept` header, as the
+    /// Prometheus exposition format says for clients that do not negotiate).
+    pub fn negotiate(accept: Option<&str>) -> Format {
+        let mut best: Option<(f32, Format)> = None;
+        for range in accept.unwrap_or("").split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or("").to_ascii_lowercase();
+            let format = match media.as_str() {
+                "application/openmetrics-text" => Format::OpenMetrics,
+                "text/plain" | "text/*" | "*/*" => Format::Classic,
+                _ => continue,
+            };
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .and_then(|(_, v)| v.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            if q > 0.0 && best.is_none_or(|(bq, _)| q > bq) {
+                best = Some((q, format));
+            }
+        }
+        best.map_or(Format::Classic, |(_, f)| f)
+    }
+
+    /// The `Content-Type` of the exposition in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Classic => "text/plain; version=0.0.4; charset=utf-8",
+        }
     }
 }
 
@@ -127,7 +222,7 @@ impl Metrics {
             node_mismatch: Family::default(),
             node_finding: Family::default(),
             workload_info: Family::default(),
-            pool_units: Family::default(),
+            pool_units: Default::default(),
             unservable: Family::default(),
             kubevirt_finding: Family::default(),
             last_evaluation: Gauge::default(),
@@ -136,6 +231,9 @@ impl Metrics {
             watch_errors: Family::default(),
             api_reachable: Gauge::default(),
             ready: Gauge::default(),
+            stale: Gauge::default(),
+            last_contact: Gauge::default(),
+            reloads: Counter::default(),
         };
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
@@ -155,14 +253,12 @@ impl Metrics {
         );
         registry.register(
             "gpuwl_node_workload_config_info",
-            "1 per GPU node: its workload-config label (empty when absent), the workload config the GPU Operator applies, and which source decided it (label, cluster-policy, deploy-labels, default)",
+            "1 per GPU node: its workload-config label's state (valid, invalid, absent), the workload config the GPU Operator applies, and which source decided it (label, cluster-policy, deploy-labels, default)",
             m.workload_info.clone(),
         );
-        registry.register(
-            "gpuwl_pool_units",
-            "GPU units per pool (effective workload config) and resource name; kind capacity|allocatable|allocated|free|pending, as gpuwl inventory",
-            m.pool_units.clone(),
-        );
+        for ((name, help), family) in POOL_METRICS.iter().zip(&m.pool_units) {
+            registry.register(*name, *help, family.clone());
+        }
         registry.register(
             "gpuwl_unservable_pods",
             "Pending pods asking for the resource that no pool can serve, whatever is freed (gpuwl inventory's unservable demand)",
@@ -176,7 +272,7 @@ impl Metrics {
         registry.register("gpuwl_build_info", "gpuwl's version", build_info);
         registry.register(
             "gpuwl_last_evaluation_timestamp_seconds",
-            "Unix time of the last evaluation (it stays old while the API server is away)",
+            "Unix time of the last evaluation (it stays old while the API server is away: nothing is evaluated then)",
             m.last_evaluation.clone(),
         );
         registry.register(
@@ -196,13 +292,28 @@ impl Metrics {
         );
         registry.register(
             "gpuwl_api_reachable",
-            "1 while the watches reach the API server, 0 while it is away (the other metrics then show the last good state)",
+            "1 while the API server answers the watchdog's GET /version (every 10 s, 10 s timeout), 0 while it does not",
             m.api_reachable.clone(),
         );
         registry.register(
             "gpuwl_ready",
-            "1 once the initial node and pod lists are in and evaluated and the API server is reachable (what /readyz answers)",
+            "1 once the initial node and pod lists are in and evaluated, the API server is reachable and every watch is current (what /readyz answers)",
             m.ready.clone(),
+        );
+        registry.register(
+            "gpuwl_stale",
+            "1 while the other gpuwl metrics show the last good state rather than the cluster now (API server unreachable, a watch failing or re-listing), else 0",
+            m.stale.clone(),
+        );
+        registry.register(
+            "gpuwl_api_last_contact_timestamp_seconds",
+            "Unix time the API server last answered the watchdog (0 before the first answer)",
+            m.last_contact.clone(),
+        );
+        registry.register(
+            "gpuwl_client_reloads",
+            "Times the API client was rebuilt because the kubeconfig or the in-cluster credentials changed on disk",
+            m.reloads.clone(),
         );
         // The counters exist at 0 from the start, so rate() sees the first error.
         for resource in WATCHED {
@@ -210,6 +321,8 @@ impl Metrics {
                 resource: resource.into(),
             });
         }
+        registry.register_collector(Box::new(ProcessCollector));
+        m.stale.set(1);
         Metrics { registry, ..m }
     }
 
@@ -225,14 +338,14 @@ impl Metrics {
             if let Some(m) = n.mismatch {
                 self.node_mismatch
                     .get_or_create(&NodeLabels {
-                        node: n.name.clone(),
+                        node: label_value(&n.name),
                     })
                     .set(i64::from(m));
             }
             for (code, severity) in &n.findings {
                 self.node_finding
                     .get_or_create(&FindingLabels {
-                        node: n.name.clone(),
+                        node: label_value(&n.name),
                         code: (*code).into(),
                         severity: (*severity).into(),
                     })
@@ -241,25 +354,26 @@ impl Metrics {
             if n.in_pool {
                 self.workload_info
                     .get_or_create(&WorkloadLabels {
-                        node: n.name.clone(),
-                        label: n.label.clone().unwrap_or_default(),
-                        effective: n.effective.into(),
-                        source: n.source.into(),
+                        node: label_value(&n.name),
+                        label_state: n.label_state,
+                        effective: n.effective,
+                        source: n.source,
                     })
                     .set(1);
             }
         }
         if let Some(pools) = &e.pools {
-            self.pool_units.clear();
+            for family in &self.pool_units {
+                family.clear();
+            }
             for p in pools {
-                for (kind, units) in p.units {
-                    self.pool_units
-                        .get_or_create(&PoolLabels {
-                            pool: p.pool.clone(),
-                            resource: p.resource.clone(),
-                            kind: kind.into(),
-                        })
-                        .set(units);
+                let labels = PoolLabels {
+                    pool: p.pool,
+                    origin: p.origin,
+                    resource: label_value(&p.resource),
+                };
+                for (family, (_, units)) in self.pool_units.iter().zip(p.units) {
+                    family.get_or_create(&labels).set(units);
                 }
             }
         }
@@ -268,7 +382,7 @@ impl Metrics {
             for (resource, pods) in unservable {
                 self.unservable
                     .get_or_create(&ResourceLabels {
-                        resource: resource.clone(),
+                        resource: label_value(resource),
                     })
                     .set(*pods);
             }
@@ -277,7 +391,7 @@ impl Metrics {
         for (resource, code) in e.kubevirt.iter().flatten() {
             self.kubevirt_finding
                 .get_or_create(&KubevirtLabels {
-                    resource: resource.clone(),
+                    resource: label_value(resource),
                     code: (*code).into(),
                 })
                 .set(1);
@@ -296,24 +410,158 @@ impl Metrics {
             .inc();
     }
 
-    /// Sets `gpuwl_api_reachable` and `gpuwl_ready`.
-    pub fn set_status(&self, reachable: bool, ready: bool) {
+    /// Sets `gpuwl_api_reachable`, `gpuwl_ready` and `gpuwl_stale`.
+    pub fn set_status(&self, reachable: bool, ready: bool, stale: bool) {
         self.api_reachable.set(i64::from(reachable));
         self.ready.set(i64::from(ready));
+        self.stale.set(i64::from(stale));
     }
 
-    /// The exposition, OpenMetrics text (ends with `# EOF`).
-    pub fn encode(&self) -> String {
+    /// Sets `gpuwl_api_last_contact_timestamp_seconds` (Unix seconds).
+    pub fn contact(&self, now: f64) {
+        self.last_contact.set(now);
+    }
+
+    /// Counts one client rebuild (`gpuwl_client_reloads_total`).
+    pub fn reloaded(&self) {
+        self.reloads.inc();
+    }
+
+    /// The exposition in `format`.
+    pub fn encode(&self, format: Format) -> String {
         let _r = self.gate.read().unwrap_or_else(|p| p.into_inner());
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
-        out
+        match format {
+            Format::OpenMetrics => out,
+            Format::Classic => classic(&out),
+        }
     }
 }
 
-/// The `Content-Type` of [`Metrics::encode`]'s output.
-pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+/// Rewrites `prometheus-client`'s OpenMetrics text as the classic text format: a counter
+/// family's `# HELP` / `# TYPE` name the sample (`…_total`), `unknown` becomes `untyped`,
+/// `# UNIT` and `# EOF` go. Sample lines are the same in both formats for the gauges and
+/// counters exported here (no exemplars, no timestamps, no info/stateset types).
+pub fn classic(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> = openmetrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .filter_map(|l| l.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "]
+            .into_iter()
+            .find_map(|p| line.strip_prefix(p).map(|rest| (p, rest)));
+        match meta {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                out.push_str(prefix);
+                out.push_str(name);
+                if counters.contains(name) {
+                    out.push_str("_total");
+                }
+                out.push(' ');
+                out.push_str(if prefix == "# TYPE " && tail == "unknown" {
+                    "untyped"
+                } else {
+                    tail
+                });
+            }
+            None => out.push_str(line),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// The standard `process_*` metrics of the Prometheus client libraries (CPU seconds,
+/// resident and virtual memory, open and maximum file descriptors, start time), read from
+/// `/proc/self` on each scrape (procfs crate; the names and meanings follow
+/// prometheus/client_golang `prometheus/process_collector.go`). Elsewhere than on Linux
+/// nothing is exported.
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl prometheus_client::collector::Collector for ProcessCollector {
+    fn encode(
+        &self,
+        #[allow(unused_mut, unused_variables)]
+        mut encoder: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        #[cfg(target_os = "linux")]
+        {
+            use prometheus_client::encoding::EncodeMetric;
+            use prometheus_client::metrics::counter::ConstCounter;
+            use prometheus_client::metrics::gauge::ConstGauge;
+            let Ok(me) = procfs::process::Process::myself() else {
+                return Ok(());
+            };
+            let gauge = |encoder: &mut prometheus_client::encoding::DescriptorEncoder,
+                         name: &str,
+                         help: &str,
+                         v: f64|
+             -> Result<(), std::fmt::Error> {
+                let g = ConstGauge::new(v);
+                g.encode(encoder.encode_descriptor(name, help, None, g.metric_type())?)
+            };
+            if let Ok(stat) = me.stat() {
+                let ticks = procfs::ticks_per_second().max(1) as f64;
+                let c = ConstCounter::new((stat.utime + stat.stime) as f64 / ticks);
+                c.encode(encoder.encode_descriptor(
+                    "process_cpu_seconds",
+                    "Total user and system CPU time spent in seconds",
+                    None,
+                    c.metric_type(),
+                )?)?;
+                gauge(
+                    &mut encoder,
+                    "process_resident_memory_bytes",
+                    "Resident memory size in bytes",
+                    (stat.rss.saturating_mul(procfs::page_size())) as f64,
+                )?;
+                gauge(
+                    &mut encoder,
+                    "process_virtual_memory_bytes",
+                    "Virtual memory size in bytes",
+                    stat.vsize as f64,
+                )?;
+                if let Ok(boot) = procfs::boot_time_secs() {
+                    gauge(
+                        &mut encoder,
+                        "process_start_time_seconds",
+                        "Start time of the process since unix epoch in seconds",
+                        boot as f64 + stat.starttime as f64 / ticks,
+                    )?;
+                }
+            }
+            if let Ok(fds) = me.fd_count() {
+                gauge(
+                    &mut encoder,
+                    "process_open_fds",
+                    "Number of open file descriptors",
+                    fds as f64,
+                )?;
+            }
+            if let Ok(limits) = me.limits()
+                && let procfs::process::LimitValue::Value(max) = limits.max_open_files.soft_limit
+            {
+                gauge(
+                    &mut encoder,
+                    "process_max_fds",
+                    "Maximum number of open file descriptors",
+                    max as f64,
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -324,7 +572,7 @@ mod tests {
         Evaluation {
             nodes: vec![NodeEval {
                 name: "lab-node-1".into(),
-                label: Some("vm_passthrough".into()),
+                label_state: "invalid",
                 effective: "container",
                 source: "default",
                 mismatch: Some(mismatch),
@@ -332,7 +580,8 @@ mod tests {
                 findings: vec![("invalid-label-value", "error")],
             }],
             pools: Some(vec![PoolEval {
-                pool: "container".into(),
+                pool: "container",
+                origin: "known",
                 resource: "nvidia.com/gpu".into(),
                 units: [
                     ("capacity", 4),
@@ -353,19 +602,25 @@ mod tests {
         let m = Metrics::new();
         m.update(&eval(true, 1), 1_700_000_000.0, 0.25);
         m.watch_error("nodes");
-        m.set_status(false, false);
-        let text = m.encode();
+        m.set_status(false, false, true);
+        let text = m.encode(Format::OpenMetrics);
         for line in [
             "gpuwl_node_mismatch{node=\"lab-node-1\"} 1",
             "gpuwl_node_finding{node=\"lab-node-1\",code=\"invalid-label-value\",severity=\"error\"} 1",
-            "gpuwl_node_workload_config_info{node=\"lab-node-1\",label=\"vm_passthrough\",effective=\"container\",source=\"default\"} 1",
-            "gpuwl_pool_units{pool=\"container\",resource=\"nvidia.com/gpu\",kind=\"free\"} 3",
+            "gpuwl_node_workload_config_info{node=\"lab-node-1\",label_state=\"invalid\",effective=\"container\",source=\"default\"} 1",
+            "gpuwl_pool_capacity_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 4",
+            "gpuwl_pool_allocatable_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 4",
+            "gpuwl_pool_allocated_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 1",
+            "gpuwl_pool_free_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 3",
+            "gpuwl_pool_pending_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 0",
             "gpuwl_unservable_pods{resource=\"nvidia.com/gpu\"} 1",
             "gpuwl_build_info{version=\"0.1.0\"} 1",
             "gpuwl_watch_errors_total{resource=\"nodes\"} 1",
             "gpuwl_watch_errors_total{resource=\"pods\"} 0",
             "gpuwl_api_reachable 0",
             "gpuwl_ready 0",
+            "gpuwl_stale 1",
+            "gpuwl_client_reloads_total 0",
             "gpuwl_last_evaluation_timestamp_seconds 1700000000.0",
             "gpuwl_last_evaluation_duration_seconds 0.25",
             "gpuwl_evaluations_total 1",
@@ -385,7 +640,7 @@ mod tests {
         let mut next = eval(false, 0);
         next.nodes[0].findings.clear();
         m.update(&next, 2.0, 0.0);
-        let text = m.encode();
+        let text = m.encode(Format::OpenMetrics);
         assert!(text.contains("gpuwl_node_mismatch{node=\"lab-node-1\"} 0\n"));
         assert!(!text.contains("gpuwl_node_finding{"), "{text}");
         assert!(text.contains("gpuwl_unservable_pods{resource=\"nvidia.com/gpu\"} 0\n"));
@@ -393,12 +648,123 @@ mod tests {
         failed.pools = None;
         failed.unservable = None;
         m.update(&failed, 3.0, 0.0);
-        let text = m.encode();
+        let text = m.encode(Format::OpenMetrics);
         assert!(
             text.contains(
-                "gpuwl_pool_units{pool=\"container\",resource=\"nvidia.com/gpu\",kind=\"capacity\"} 4\n"
+                "gpuwl_pool_capacity_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 4\n"
             ),
             "{text}"
         );
+    }
+
+    #[test]
+    fn accept_picks_the_format() {
+        use Format::*;
+        // Prometheus 3's default scrape_protocols header.
+        let prom = "application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2";
+        assert_eq!(Format::negotiate(Some(prom)), OpenMetrics);
+        assert_eq!(Format::negotiate(Some("text/plain;version=0.0.4")), Classic);
+        assert_eq!(Format::negotiate(Some("*/*")), Classic);
+        assert_eq!(Format::negotiate(None), Classic);
+        assert_eq!(
+            Format::negotiate(Some("application/openmetrics-text")),
+            OpenMetrics
+        );
+        assert_eq!(
+            Format::negotiate(Some("text/plain;q=0.9, application/openmetrics-text;q=0.5")),
+            Classic
+        );
+        assert_eq!(
+            Format::negotiate(Some("application/openmetrics-text;q=0, text/plain")),
+            Classic
+        );
+        assert_eq!(Format::negotiate(Some("application/json")), Classic);
+    }
+
+    #[test]
+    fn the_classic_format_names_counters_by_their_samples_and_has_no_eof() {
+        let m = Metrics::new();
+        m.update(&eval(true, 1), 1_700_000_000.0, 0.25);
+        let text = m.encode(Format::Classic);
+        assert!(!text.contains("# EOF"), "{text}");
+        assert!(!text.contains("# UNIT"), "{text}");
+        for line in [
+            "# HELP gpuwl_evaluations_total Evaluations run (one per debounced burst of changes).",
+            "# TYPE gpuwl_evaluations_total counter",
+            "gpuwl_evaluations_total 1",
+            "# TYPE gpuwl_watch_errors_total counter",
+            "# TYPE gpuwl_node_mismatch gauge",
+            "gpuwl_node_mismatch{node=\"lab-node-1\"} 1",
+        ] {
+            assert!(
+                text.lines().any(|l| l == line),
+                "missing {line:?} in\n{text}"
+            );
+        }
+        // Every sample's family has a HELP and a TYPE under the sample's own name (or its
+        // name without a `_total` / `_info` … suffix for the other types): what
+        // `promtool check metrics` asks.
+        let typed: std::collections::HashSet<&str> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("# TYPE "))
+            .filter_map(|l| l.split(' ').next())
+            .collect();
+        for sample in text.lines().filter(|l| !l.starts_with('#')) {
+            let name = sample.split(['{', ' ']).next().unwrap();
+            assert!(typed.contains(name), "{name} has no TYPE in\n{text}");
+        }
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_metrics_are_exported() {
+        let text = Metrics::new().encode(Format::Classic);
+        for name in [
+            "process_cpu_seconds_total",
+            "process_resident_memory_bytes",
+            "process_virtual_memory_bytes",
+            "process_start_time_seconds",
+            "process_open_fds",
+            "process_max_fds",
+        ] {
+            let v: f64 = text
+                .lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+                .parse()
+                .unwrap();
+            assert!(v >= 0.0, "{name} {v}");
+            if name != "process_cpu_seconds_total" {
+                assert!(v > 0.0, "{name} {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn label_values_are_bounded_and_escaped() {
+        let m = Metrics::new();
+        let mut e = eval(false, 0);
+        e.kubevirt = Some(vec![(
+            format!("nvidia.com/A10\"}} 1\n\u{1b}[31m{}", "x".repeat(400)),
+            "permitted-not-advertised",
+        )]);
+        m.update(&e, 1.0, 0.0);
+        let text = m.encode(Format::Classic);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("gpuwl_kubevirt_finding{"))
+            .unwrap();
+        assert!(
+            line.starts_with(
+                "gpuwl_kubevirt_finding{resource=\"nvidia.com/A10\\\"} 1\u{fffd}\u{fffd}[31m"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("\",code=\"permitted-not-advertised\"} 1"),
+            "{line}"
+        );
+        assert!(line.len() < MAX_LABEL_VALUE + 80, "{line}");
+        assert!(!text.contains('\u{1b}'));
     }
 }

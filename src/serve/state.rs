@@ -16,7 +16,9 @@ use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
+use crate::model::pool::PoolOrigin;
 use crate::model::resource::Classifier;
+use crate::model::workload::WorkloadConfig;
 
 /// A local copy of one watched resource: objects by key, fed with a watcher's events.
 ///
@@ -135,8 +137,9 @@ impl<T> Mirror<T> {
 pub struct NodeEval {
     /// Node name.
     pub name: String,
-    /// The workload-config label's value verbatim; `None` when the node has none.
-    pub label: Option<String>,
+    /// The workload-config label's state: `valid` (one of the three values), `invalid`
+    /// or `absent`. The value itself is free text and never exported.
+    pub label_state: &'static str,
     /// The workload config the GPU Operator applies (`container`, …).
     pub effective: &'static str,
     /// Which source decided it (`label`, `cluster-policy`, `deploy-labels`, `default`).
@@ -153,8 +156,12 @@ pub struct NodeEval {
 /// One pool × GPU resource name: units in each kind.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PoolEval {
-    /// Pool display name (as `gpuwl inventory` shows it).
-    pub pool: String,
+    /// The pool's effective workload config: `container`, `vm-passthrough`, `vm-vgpu`.
+    pub pool: &'static str,
+    /// How sure the pool is: `known`, `default-no-label`, `default-invalid-label`
+    /// ([`crate::model::pool::PoolOrigin`]). With [`PoolEval::pool`] it tells apart the
+    /// rows `gpuwl inventory` names `container` and `container (default: no label)`.
+    pub origin: &'static str,
     /// Full resource name.
     pub resource: String,
     /// (kind, units) for capacity, allocatable, allocated, free, pending.
@@ -215,8 +222,12 @@ pub fn evaluate(
                     .label
                     .is_some()
                     .then_some(r.verdict == check::Verdict::Mismatch),
+                label_state: match r.label.as_deref() {
+                    None => "absent",
+                    Some(v) if v.parse::<WorkloadConfig>().is_ok() => "valid",
+                    Some(_) => "invalid",
+                },
                 name: r.name,
-                label: r.label,
                 effective: r.effective_workload.as_str(),
                 source: r.workload_source.as_str(),
                 in_pool,
@@ -235,7 +246,12 @@ pub fn evaluate(
                 };
                 unservable.entry(resource.clone()).or_default();
                 pools.push(PoolEval {
-                    pool: row.pool.clone(),
+                    pool: row.workload.as_str(),
+                    origin: match row.origin {
+                        PoolOrigin::Known => "known",
+                        PoolOrigin::DefaultNoLabel => "default-no-label",
+                        PoolOrigin::DefaultInvalidLabel => "default-invalid-label",
+                    },
                     resource: resource.clone(),
                     units: [
                         ("capacity", row.capacity),
@@ -418,7 +434,8 @@ mod tests {
         let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), None);
         let n1 = &e.nodes[1];
         assert_eq!(n1.mismatch, Some(true));
-        assert_eq!(n1.label.as_deref(), Some("vm_passthrough"));
+        assert_eq!(n1.label_state, "invalid");
+        assert_eq!(e.nodes[0].label_state, "valid");
         assert!(n1.findings.contains(&("invalid-label-value", "error")));
         assert_eq!(e.unservable.unwrap()["nvidia.com/gpu"], 0);
     }

@@ -9,22 +9,29 @@
 //! - A CR type is probed with one `list?limit=1`: 404 means its CRD is not installed; the
 //!   probe is repeated every [`CRD_PROBE_INTERVAL`] (one request), and a watch that meets
 //!   404 (the CRD was deleted) goes back to probing.
-//! - A watch error is logged as one line and counted in `gpuwl_watch_errors_total`; one
-//!   where the API server did not answer (refused, reset, timed out — not an error status
-//!   such as 403) marks it unreachable until a watch event or a `GET /version` (every
-//!   [`PROBE_INTERVAL`], only while unreachable) succeeds. kube-runtime restarts the
-//!   watch with its default backoff (0.8 s doubling to 30 s).
+//! - A watch error is counted in `gpuwl_watch_errors_total`; the watch is then started
+//!   afresh (a re-list) after a [`backoff`] (0.5 s doubling to 15 s, plus up to 100 %
+//!   jitter: at most 30 s), cut short when the watchdog sees the API server come back.
+//!   (kube-runtime's own `default_backoff` is not used: its watcher yields `Event::Init`
+//!   before each re-list, which resets that backoff, so a refused watch retried about every
+//!   second.) Only state changes are logged — a watch failing, a watch current again — one
+//!   line each, never one per retry.
+//! - Whether the API server is reachable is decided by one watchdog ([`watchdog`]): a
+//!   `GET /version` every [`WATCHDOG_INTERVAL`] with a [`PROBE_TIMEOUT`] (every
+//!   [`PROBE_INTERVAL`] while it does not answer, and at once when a watch meets no
+//!   answer). A hung API server — one that accepts connections and never answers, whose
+//!   open watches just go quiet — is so seen within 20 s.
 
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::Mutex as AsyncMutex;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::Notify;
@@ -50,11 +57,41 @@ pub const CRD_PROBE_INTERVAL: Duration = Duration::from_secs(300);
 /// How soon a CR type whose probe got no answer is probed again.
 pub const UNREACHABLE_RETRY: Duration = Duration::from_secs(30);
 
-/// How often, while the API server is unreachable, `GET /version` asks whether it is back.
+/// The first retry delay of a failed watch (before jitter).
+pub const BACKOFF_MIN: Duration = Duration::from_millis(500);
+
+/// Where the retry delay stops doubling (before jitter): with jitter, up to 30 s.
+pub const BACKOFF_MAX: Duration = Duration::from_secs(15);
+
+/// A failed watch's retry delays: [`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`], each plus a
+/// random jitter of up to 100 % (backon's `ExponentialBuilder::with_jitter`): 0.5-1 s,
+/// 1-2 s, … 15-30 s. Retries of several watches so spread out instead of arriving at once.
+pub fn backoff() -> impl Iterator<Item = Duration> {
+    use backon::BackoffBuilder;
+    backon::ExponentialBuilder::default()
+        .with_min_delay(BACKOFF_MIN)
+        .with_max_delay(BACKOFF_MAX)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
+
+/// How often the watchdog asks `GET /version` while the API server answers.
+pub const WATCHDOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// How often the watchdog asks while the API server does not answer.
 pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How long one probe (`list?limit=1`, `GET /version`) may take.
 pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long the watchdog may go without finishing a round before `/healthz` fails (the
+/// task died or hangs: nothing inside the process would notice the API server again).
+pub const HEARTBEAT_LIMIT: Duration = Duration::from_secs(60);
+
+/// How long one evaluation may run before `/healthz` fails.
+pub const EVALUATION_LIMIT: Duration = Duration::from_secs(300);
 
 /// What is known of one custom resource type.
 #[derive(Debug, Default)]
@@ -143,21 +180,67 @@ impl Store {
     }
 }
 
-/// Connection state shared by the watchers, the evaluator and the HTTP handlers.
-#[derive(Debug, Default)]
+/// Where one watch stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchState {
+    /// Started (or restarted with a new client, or after an outage); its list is not in.
+    Syncing,
+    /// Its list is in and the watch runs: the mirror is the cluster now.
+    Current,
+    /// Its last attempt failed; it retries after a backoff. The mirror keeps the last
+    /// good state.
+    Failing,
+}
+
+/// Connection state shared by the watchers, the watchdog, the evaluator and the HTTP
+/// handlers.
+#[derive(Debug)]
 pub struct Health {
-    /// Whether the API server answered last time anything asked.
+    /// Whether the API server answered the watchdog's last probe.
     pub reachable: bool,
-    /// Whether a probe task is running (at most one).
-    pub probing: bool,
+    /// Since when it has not (`None` while it answers).
+    pub down_since: Option<Instant>,
     /// Whether an evaluation has completed since the initial lists came in.
     pub evaluated: bool,
+    /// Each running watch's state, by watched resource (`nodes`, `pods`, a CR plural).
+    pub watches: BTreeMap<&'static str, WatchState>,
+    /// When the watchdog last finished a round.
+    pub heartbeat: Instant,
+    /// When the running evaluation started, while one runs.
+    pub evaluating_since: Option<Instant>,
+}
+
+impl Default for Health {
+    fn default() -> Self {
+        Health {
+            reachable: true,
+            down_since: None,
+            evaluated: false,
+            watches: BTreeMap::new(),
+            heartbeat: Instant::now(),
+            evaluating_since: None,
+        }
+    }
+}
+
+impl Health {
+    /// Whether the metrics show the last good state rather than the cluster now: the API
+    /// server does not answer, or a watch is failing or re-listing.
+    pub fn stale(&self) -> bool {
+        !self.reachable || self.watches.values().any(|w| *w != WatchState::Current)
+    }
+
+    /// Whether `/readyz` answers 200: evaluated and not stale.
+    pub fn ready(&self) -> bool {
+        self.evaluated && !self.stale()
+    }
 }
 
 /// Everything the tasks share.
 pub struct Shared {
-    /// The client (read timeout off: watches stay open; kube-runtime detects dead ones).
-    pub client: Client,
+    /// The client (read timeout off: watches stay open; the watchdog finds a hung API
+    /// server). Replaced when the credentials change on disk.
+    pub client: Mutex<Client>,
     /// The cluster copy. An async mutex: the evaluator holds it while it reads the copy
     /// in place (no snapshot copy), and the watchers wait for it without blocking a thread.
     pub store: AsyncMutex<Store>,
@@ -167,50 +250,175 @@ pub struct Shared {
     pub health: Mutex<Health>,
     /// The metrics.
     pub metrics: Metrics,
+    /// Woken when a watch met no answer: the watchdog probes at once.
+    pub probe_now: Notify,
+    /// Woken to restart every watch (a new client; the API server back after an outage).
+    pub restart: Notify,
+    /// Bumped when the API server answers again: watches waiting out a backoff retry now.
+    pub retry_now: tokio::sync::watch::Sender<u64>,
+    /// `/healthz` fails once the API server has not answered for this long (`None`: never).
+    pub unhealthy_after: Option<Duration>,
 }
 
 impl Shared {
-    /// Whether `/readyz` answers 200: initial lists in and evaluated, API server reachable.
+    /// A new state around `client`.
+    pub fn new(client: Client, unhealthy_after: Option<Duration>) -> Shared {
+        Shared {
+            client: Mutex::new(client),
+            store: AsyncMutex::new(Store::default()),
+            changed: Notify::new(),
+            health: Mutex::new(Health::default()),
+            metrics: Metrics::new(),
+            probe_now: Notify::new(),
+            restart: Notify::new(),
+            retry_now: tokio::sync::watch::Sender::new(0),
+            unhealthy_after,
+        }
+    }
+
+    /// The current client.
+    pub fn client(&self) -> Client {
+        lock(&self.client).clone()
+    }
+
+    /// Whether `/readyz` answers 200 ([`Health::ready`]).
     pub fn ready(&self) -> bool {
+        lock(&self.health).ready()
+    }
+
+    /// `Err(why)` when the process cannot recover by itself and should be restarted (what
+    /// `/healthz` answers): the watchdog stopped finishing rounds, an evaluation hangs, or
+    /// the API server has not answered for longer than [`Shared::unhealthy_after`].
+    pub fn healthy(&self) -> std::result::Result<(), String> {
         let h = lock(&self.health);
-        h.evaluated && h.reachable
+        let beat = h.heartbeat.elapsed();
+        if beat > HEARTBEAT_LIMIT {
+            return Err(format!(
+                "the API watchdog has not finished a round for {} s",
+                beat.as_secs()
+            ));
+        }
+        if let Some(since) = h.evaluating_since
+            && since.elapsed() > EVALUATION_LIMIT
+        {
+            return Err(format!(
+                "an evaluation has run for {} s",
+                since.elapsed().as_secs()
+            ));
+        }
+        if let (Some(limit), Some(since)) = (self.unhealthy_after, h.down_since)
+            && since.elapsed() > limit
+        {
+            return Err(format!(
+                "the API server has not answered for {} s (--unhealthy-after {} s)",
+                since.elapsed().as_secs(),
+                limit.as_secs()
+            ));
+        }
+        Ok(())
     }
 
-    /// Refreshes `gpuwl_api_reachable` / `gpuwl_ready` from [`Health`].
+    /// Refreshes `gpuwl_api_reachable` / `gpuwl_ready` / `gpuwl_stale` from [`Health`].
     pub fn publish_health(&self) {
-        let (reachable, evaluated) = {
+        let (reachable, ready, stale) = {
             let h = lock(&self.health);
-            (h.reachable, h.evaluated)
+            (h.reachable, h.ready(), h.stale())
         };
-        self.metrics.set_status(reachable, reachable && evaluated);
+        self.metrics.set_status(reachable, ready, stale);
     }
 
-    fn reached(&self) {
-        let was = std::mem::replace(&mut lock(&self.health).reachable, true);
-        if !was {
+    /// Marks the node and pod watches as re-listing after a restart; a CR's watch is
+    /// tracked again once its new probe finds the CRD.
+    pub fn watches_restarted(&self) {
+        {
+            let mut h = lock(&self.health);
+            h.watches.clear();
+            h.watches.insert("nodes", WatchState::Syncing);
+            h.watches.insert("pods", WatchState::Syncing);
+        }
+        self.publish_health();
+    }
+
+    /// Records `resource`'s watch state; `None` when it no longer runs (its CRD went away).
+    fn set_watch(&self, resource: &'static str, state: Option<WatchState>) {
+        let before = {
+            let mut h = lock(&self.health);
+            match state {
+                Some(s) => h.watches.insert(resource, s),
+                None => h.watches.remove(resource),
+            }
+        };
+        if before != state {
+            if before == Some(WatchState::Failing) && state == Some(WatchState::Current) {
+                log(&format!("watch {resource}: current again"));
+            }
             self.publish_health();
         }
     }
 
-    /// Records a failed watch or probe: one log line, one count and, when the API server
-    /// did not answer at all (`unreachable`; an API error such as 403 is an answer), the
-    /// API server marked unreachable with a probe started.
-    fn failed(self: &Arc<Self>, resource: &str, message: &str, unreachable: bool) {
-        log(&format!("watch {resource}: {message}"));
+    /// Records a failed watch: one count and, when it was not failing already, one log
+    /// line. A failure where the API server did not answer at all (`unreachable`; an API
+    /// error such as 403 is an answer) wakes the watchdog.
+    fn watch_failed(&self, resource: &'static str, message: &str, unreachable: bool) {
         self.metrics.watch_error(resource);
-        if !unreachable {
-            return;
+        let before = lock(&self.health)
+            .watches
+            .insert(resource, WatchState::Failing);
+        if before != Some(WatchState::Failing) {
+            log(&format!(
+                "watch {resource}: {message} (retrying with a backoff up to 30 s; logged again when it recovers)"
+            ));
+            self.publish_health();
         }
-        let start_probe = {
-            let mut h = lock(&self.health);
-            h.reachable = false;
-            !std::mem::replace(&mut h.probing, true)
-        };
-        self.publish_health();
-        if start_probe {
-            tokio::spawn(probe_until_reachable(self.clone()));
+        if unreachable {
+            self.probe_now.notify_one();
         }
     }
+
+    /// The watchdog's verdict: one log line and a metrics update when it changes. Coming
+    /// back after an outage restarts the watches (a re-list: what changed meanwhile, and
+    /// a watch that hung with the server, are then caught up) and wakes those in backoff.
+    fn set_reachable(&self, reachable: bool, why: &str) {
+        let (changed, down_for) = {
+            let mut h = lock(&self.health);
+            let changed = h.reachable != reachable;
+            h.reachable = reachable;
+            let down_for = h.down_since.map(|t| t.elapsed());
+            h.down_since = if reachable {
+                None
+            } else {
+                h.down_since.or(Some(Instant::now()))
+            };
+            (changed, down_for)
+        };
+        if reachable {
+            self.metrics.contact(unix_now());
+        }
+        if !changed {
+            return;
+        }
+        if reachable {
+            log(&format!(
+                "the API server answers again after {} s; re-listing",
+                down_for.unwrap_or_default().as_secs()
+            ));
+            self.restart.notify_one();
+            self.retry_now.send_modify(|n| *n += 1);
+        } else {
+            log(&format!(
+                "the API server does not answer ({why}); serving the last good state"
+            ));
+        }
+        self.publish_health();
+    }
+}
+
+/// Seconds since the Unix epoch, now.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
 }
 
 /// A std mutex lock that survives a panicked holder (the data are plain maps).
@@ -223,23 +431,35 @@ pub fn log(message: &str) {
     eprintln!("gpuwl serve: {}", one_line(message));
 }
 
-/// `GET /version` every [`PROBE_INTERVAL`] until it answers; then the API server counts
-/// as reachable again.
-async fn probe_until_reachable(shared: Arc<Shared>) {
+/// The watchdog: `GET /version` with a [`PROBE_TIMEOUT`], every [`WATCHDOG_INTERVAL`]
+/// while the API server answers and every [`PROBE_INTERVAL`] while it does not (or at
+/// once when a watch met no answer). Any HTTP answer counts as reachable (a 401 or 403
+/// is the API server answering); a connection error, a TLS error or no answer in time
+/// counts as unreachable. Runs forever.
+pub async fn watchdog(shared: Arc<Shared>) {
     loop {
-        tokio::time::sleep(PROBE_INTERVAL).await;
-        if lock(&shared.health).reachable {
-            break;
-        }
-        if let Ok(Ok(_)) =
-            tokio::time::timeout(PROBE_TIMEOUT, shared.client.apiserver_version()).await
-        {
-            log("the API server answers again");
-            shared.reached();
-            break;
+        let client = shared.client();
+        let verdict = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
+            Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => Ok(()),
+            Ok(Err(e)) => Err(live::api_error("GET /version", &e).to_string()),
+            Err(_) => Err(format!(
+                "GET /version: no answer within {} s",
+                PROBE_TIMEOUT.as_secs()
+            )),
+        };
+        let reachable = verdict.is_ok();
+        shared.set_reachable(reachable, verdict.as_ref().err().map_or("", String::as_str));
+        lock(&shared.health).heartbeat = Instant::now();
+        let wait = if reachable {
+            WATCHDOG_INTERVAL
+        } else {
+            PROBE_INTERVAL
+        };
+        tokio::select! {
+            _ = tokio::time::sleep(wait) => {}
+            _ = shared.probe_now.notified() => {}
         }
     }
-    lock(&shared.health).probing = false;
 }
 
 /// A watcher event with the object reduced by `reduce` (`None`: not kept).
@@ -288,8 +508,9 @@ fn error_text(doing: &str, e: &watcher::Error) -> String {
     }
 }
 
-/// Runs one watcher until it meets 404 (`stop_on_404`) or forever, applying its events to
-/// the mirror `pick` selects.
+/// Runs one watch until it meets 404 (`stop_on_404`) or forever, applying its events to
+/// the mirror `pick` selects. After an error the watch is started afresh (a re-list) once
+/// the backoff has passed, or as soon as the watchdog sees the API server come back.
 async fn run_watcher<K, T>(
     shared: &Arc<Shared>,
     api: Api<K>,
@@ -302,38 +523,59 @@ async fn run_watcher<K, T>(
     K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
 {
     let doing = format!("watch {resource}");
-    let mut stream = std::pin::pin!(watcher(api, config).default_backoff());
-    while let Some(item) = stream.next().await {
-        match item {
-            Ok(event) => {
-                let real = !matches!(event, Event::Init);
-                let changed = pick(&mut *shared.store.lock().await).apply(keyed(event, &reduce));
-                if real {
-                    shared.reached();
-                }
-                if changed {
-                    shared.changed.notify_one();
-                }
-            }
-            Err(e) if stop_on_404 && not_found(&e) => return,
-            Err(e) => shared.failed(resource, &error_text(&doing, &e), no_answer(&e)),
-        }
+    let mut backoff = backoff();
+    let mut started = Instant::now();
+    let mut retry_now = shared.retry_now.subscribe();
+    {
+        let mut h = lock(&shared.health);
+        h.watches.entry(resource).or_insert(WatchState::Syncing);
     }
-}
-
-fn watcher<K>(
-    api: Api<K>,
-    config: watcher::Config,
-) -> impl futures::Stream<Item = watcher::Result<Event<K>>> + Send
-where
-    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
-{
-    watcher::watcher(api, config)
+    shared.publish_health();
+    loop {
+        let mut stream = std::pin::pin!(watcher::watcher(api.clone(), config.clone()));
+        let error = loop {
+            match stream.next().await {
+                Some(Ok(event)) => {
+                    let current =
+                        matches!(event, Event::InitDone | Event::Apply(_) | Event::Delete(_));
+                    let changed =
+                        pick(&mut *shared.store.lock().await).apply(keyed(event, &reduce));
+                    if current {
+                        shared.set_watch(resource, Some(WatchState::Current));
+                    }
+                    if changed {
+                        shared.changed.notify_one();
+                    }
+                }
+                Some(Err(e)) => break Some(e),
+                None => break None,
+            }
+        };
+        match error {
+            Some(e) if stop_on_404 && not_found(&e) => {
+                shared.set_watch(resource, None);
+                return;
+            }
+            Some(e) => shared.watch_failed(resource, &error_text(&doing, &e), no_answer(&e)),
+            None => {}
+        }
+        // A watch that ran for a while before it failed starts the backoff over.
+        if started.elapsed() > 2 * BACKOFF_MAX {
+            backoff = self::backoff();
+        }
+        let delay = backoff.next().unwrap_or(2 * BACKOFF_MAX);
+        retry_now.borrow_and_update();
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => {}
+            _ = retry_now.changed() => {}
+        }
+        started = Instant::now();
+    }
 }
 
 /// Watches nodes forever.
 pub async fn nodes(shared: Arc<Shared>) {
-    let api: Api<Node> = Api::all(shared.client.clone());
+    let api: Api<Node> = Api::all(shared.client());
     run_watcher(
         &shared,
         api,
@@ -354,7 +596,7 @@ pub const POD_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Fail
 
 /// Watches pods forever (see the module docs for which are kept).
 pub async fn pods(shared: Arc<Shared>) {
-    let api: Api<Pod> = Api::all(shared.client.clone());
+    let api: Api<Pod> = Api::all(shared.client());
     run_watcher(
         &shared,
         api,
@@ -424,7 +666,7 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
         Cr::ClusterPolicy => clusterpolicy::api_resource(),
         _ => kv_input::api_resource(ty),
     };
-    let api: Api<DynamicObject> = Api::all_with(shared.client.clone(), &ar);
+    let api: Api<DynamicObject> = Api::all_with(shared.client(), &ar);
     let resource = ty.plural;
     loop {
         let probe =
@@ -473,7 +715,8 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
             }
             other => {
                 // An API error (403: the credentials may not list it) is asked again with
-                // the CRD probe; no answer at all, sooner.
+                // the CRD probe; no answer at all, sooner. No answer keeps what an earlier
+                // answer said (the last good state); a new reason is logged once.
                 let (why, unreachable) = match other {
                     Ok(Err(e)) => (
                         live::api_error(&format!("list {resource}"), &e).to_string(),
@@ -487,12 +730,26 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
                         true,
                     ),
                 };
-                {
+                let why = one_line(&why);
+                let new_reason = {
                     let mut st = shared.store.lock().await;
-                    cr.mirror(&mut st).unreadable = Some(one_line(&why));
+                    let m = cr.mirror(&mut st);
+                    if unreachable && m.settled() {
+                        false
+                    } else {
+                        let new = m.unreadable.as_deref() != Some(why.as_str());
+                        m.unreadable = Some(why.clone());
+                        new
+                    }
+                };
+                shared.metrics.watch_error(resource);
+                if new_reason {
+                    log(&format!("watch {resource}: {why}"));
+                    shared.changed.notify_one();
                 }
-                shared.failed(resource, &why, unreachable);
-                shared.changed.notify_one();
+                if unreachable {
+                    shared.probe_now.notify_one();
+                }
                 if unreachable {
                     UNREACHABLE_RETRY
                 } else {
@@ -501,5 +758,115 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
             }
         };
         tokio::time::sleep(wait).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shared(unhealthy_after: Option<Duration>) -> Shared {
+        let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
+        Shared::new(Client::try_from(config).unwrap(), unhealthy_after)
+    }
+
+    #[test]
+    fn ready_needs_an_evaluation_an_answer_and_every_watch_current() {
+        let mut h = Health::default();
+        assert!(!h.stale() && !h.ready(), "not evaluated yet");
+        h.evaluated = true;
+        assert!(h.ready());
+        h.watches.insert("nodes", WatchState::Current);
+        h.watches.insert("pods", WatchState::Syncing);
+        assert!(h.stale() && !h.ready());
+        h.watches.insert("pods", WatchState::Current);
+        assert!(h.ready());
+        h.watches.insert("clusterpolicies", WatchState::Failing);
+        assert!(h.stale() && !h.ready());
+        h.watches.remove("clusterpolicies");
+        h.reachable = false;
+        assert!(h.stale() && !h.ready());
+    }
+
+    #[tokio::test]
+    async fn healthz_fails_only_when_serve_cannot_recover_by_itself() {
+        let s = shared(Some(Duration::from_secs(60)));
+        assert_eq!(s.healthy(), Ok(()));
+        // Unreachable for less than --unhealthy-after: still healthy.
+        s.set_reachable(false, "refused");
+        assert_eq!(s.healthy(), Ok(()));
+        if let Some(t) = Instant::now().checked_sub(Duration::from_secs(61)) {
+            lock(&s.health).down_since = Some(t);
+            let why = s.healthy().unwrap_err();
+            assert!(why.contains("has not answered for 61 s"), "{why}");
+        }
+        // Back: healthy again, the watches restart.
+        s.set_reachable(true, "");
+        assert_eq!(s.healthy(), Ok(()));
+        // A watchdog that stopped finishing rounds (Instant cannot go back further than
+        // the machine's boot).
+        if let Some(t) = Instant::now().checked_sub(HEARTBEAT_LIMIT + Duration::from_secs(1)) {
+            lock(&s.health).heartbeat = t;
+            assert!(s.healthy().unwrap_err().contains("watchdog"));
+            lock(&s.health).heartbeat = Instant::now();
+        }
+        // An evaluation that hangs.
+        if let Some(t) = Instant::now().checked_sub(EVALUATION_LIMIT + Duration::from_secs(1)) {
+            lock(&s.health).evaluating_since = Some(t);
+            assert!(s.healthy().unwrap_err().contains("evaluation"));
+        }
+        // --unhealthy-after 0: never for the API server.
+        let never = shared(None);
+        never.set_reachable(false, "refused");
+        lock(&never.health).down_since = Instant::now().checked_sub(Duration::from_secs(100));
+        assert_eq!(never.healthy(), Ok(()));
+    }
+
+    #[tokio::test]
+    async fn the_metrics_follow_the_state_and_a_failing_watch_counts_every_error() {
+        let s = shared(None);
+        let text = || s.metrics.encode(crate::serve::metrics::Format::Classic);
+        lock(&s.health).evaluated = true;
+        s.set_watch("nodes", Some(WatchState::Current));
+        assert!(text().contains("gpuwl_ready 1\n"), "{}", text());
+        assert!(text().contains("gpuwl_stale 0\n"));
+        for _ in 0..3 {
+            s.watch_failed("nodes", "cannot watch nodes: refused", true);
+        }
+        assert!(text().contains("gpuwl_watch_errors_total{resource=\"nodes\"} 3\n"));
+        assert!(text().contains("gpuwl_stale 1\n"));
+        assert!(text().contains("gpuwl_ready 0\n"));
+        assert!(text().contains("gpuwl_api_reachable 1\n"));
+        s.set_watch("nodes", Some(WatchState::Current));
+        s.set_reachable(false, "refused");
+        assert!(text().contains("gpuwl_api_reachable 0\n"));
+        assert!(text().contains("gpuwl_stale 1\n"));
+        s.set_reachable(true, "");
+        assert!(text().contains("gpuwl_api_reachable 1\n"));
+        assert!(text().contains("gpuwl_ready 1\n"));
+        // Coming back woke the watches waiting out a backoff.
+        assert_eq!(*s.retry_now.borrow(), 1);
+    }
+
+    #[test]
+    fn the_backoff_grows_to_30_s_with_jitter() {
+        let delays: Vec<Duration> = backoff().take(12).collect();
+        for (i, d) in delays.iter().enumerate() {
+            let base = BACKOFF_MIN.saturating_mul(1 << i.min(10)).min(BACKOFF_MAX);
+            assert!(
+                *d >= base && *d <= 2 * base,
+                "retry {i}: {d:?} (base {base:?})"
+            );
+        }
+        assert!(delays[11] >= BACKOFF_MAX && delays[11] <= Duration::from_secs(30));
+        // In a 60 s outage: at most about 8 attempts, not 50.
+        let mut t = Duration::ZERO;
+        let attempts = backoff()
+            .take_while(|d| {
+                t += *d;
+                t < Duration::from_secs(60)
+            })
+            .count();
+        assert!((3..=8).contains(&attempts), "{attempts}");
     }
 }

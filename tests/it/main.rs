@@ -21,6 +21,7 @@ mod inventory;
 mod inventory_live;
 mod kubevirt;
 mod lab;
+mod monitoring;
 mod operator;
 mod readme;
 mod serve;
