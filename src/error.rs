@@ -143,7 +143,8 @@ pub enum Error {
         /// Why kube-rs found none, one line.
         detail: String,
         /// Whether gpuwl's local control plane (`gpuwl`) is running: the message then
-        /// gives its export line.
+        /// gives its export line. Set by the command line ([`crate::cli::main`]), which
+        /// may look at the local control plane; `false` where the error is made.
         local_running: bool,
     },
     /// Writing output (stdout, a result file) failed. Exit 3.

@@ -77,23 +77,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 }
             }
             let info = cluster::info(name)?;
-            let q = shell_quote(&h.kubeconfig.display().to_string());
-            crate::outln!(
-                "# cluster {name} {} at {} (Kubernetes {})",
-                if was_running {
-                    "was already running"
-                } else {
-                    "is running"
-                },
-                info.server_url(),
-                info.kubernetes_version
+            let new_nodes = if was_running { 0 } else { *nodes };
+            crate::out!(
+                "{}",
+                crate::render::cluster::up_summary(&info, was_running, new_nodes, &h.kubeconfig)
             );
-            if !was_running && *nodes > 0 {
-                let names: Vec<String> = (0..*nodes).map(cluster::nodes::plain_node_name).collect();
-                crate::outln!("# simulated nodes (no GPU): {}", names.join(" "));
-            }
-            crate::outln!("# kubeconfig: {}", h.kubeconfig.display());
-            crate::outln!("export KUBECONFIG={q}");
             Ok(ExitStatus::Ok)
         }
         Action::Down => {
@@ -111,52 +99,38 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         }
         Action::Status => {
             let st = cluster::status(name)?;
-            match &st {
-                Status::Running => {
-                    let info = cluster::info(name)?;
-                    crate::outln!(
-                        "{name}: running at {} (Kubernetes {})",
-                        info.server_url(),
-                        info.kubernetes_version
-                    );
-                }
-                Status::Stopped => crate::outln!("{name}: stopped"),
-                Status::Broken { detail } => {
-                    crate::outln!("{name}: broken: {}", crate::render::esc(detail))
-                }
-            }
-            if st != Status::Stopped {
-                for c in cluster::probe(name)? {
-                    crate::outln!("{}", component_line(&c));
-                }
-            }
-            match st {
-                Status::Running => {
-                    crate::outln!("kubeconfig: {}", cluster::kubeconfig_path(name).display());
-                    Ok(ExitStatus::Ok)
-                }
-                Status::Stopped => {
-                    if cluster::state_dir(name).exists() {
-                        crate::outln!(
-                            "state left in {} (logs in logs/); start afresh with: gpuwl cluster up --name {name}",
-                            cluster::state_dir(name).display()
-                        );
-                    } else {
-                        crate::outln!(
-                            "start it with: gpuwl cluster up --name {name}{}",
-                            cluster::running_elsewhere_hint(name)
-                        );
-                    }
-                    Ok(ExitStatus::Runtime)
-                }
-                Status::Broken { .. } => {
-                    crate::outln!(
-                        "logs: {}/logs; recover with: gpuwl cluster up --name {name} (restarts it afresh) or gpuwl cluster down --name {name}",
-                        cluster::state_dir(name).display()
-                    );
-                    Ok(ExitStatus::Runtime)
+            let info = match st {
+                Status::Running => Some(cluster::info(name)?),
+                _ => None,
+            };
+            let components = if st != Status::Stopped {
+                cluster::probe(name)?
+            } else {
+                Vec::new()
+            };
+            let state = cluster::state_dir(name);
+            let state_left = state.exists().then_some(state.as_path());
+            crate::out!(
+                "{}",
+                crate::render::cluster::status_text(
+                    name,
+                    &st,
+                    info.as_ref(),
+                    &components,
+                    &cluster::kubeconfig_path(name),
+                    state_left,
+                )
+            );
+            if st == Status::Stopped && state_left.is_none() {
+                let elsewhere = cluster::running_elsewhere_hint(name);
+                if !elsewhere.is_empty() {
+                    crate::outln!("{}", elsewhere.trim_start_matches("; "));
                 }
             }
+            Ok(match st {
+                Status::Running => ExitStatus::Ok,
+                Status::Stopped | Status::Broken { .. } => ExitStatus::Runtime,
+            })
         }
         Action::Kubeconfig => {
             let p = cluster::kubeconfig_path(name);
@@ -176,35 +150,4 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             Ok(ExitStatus::Ok)
         }
     }
-}
-
-fn shell_quote(s: &str) -> String {
-    if s.chars()
-        .all(|c| c.is_ascii_alphanumeric() || "/._-+:@".contains(c))
-    {
-        s.to_string()
-    } else {
-        format!("'{}'", s.replace('\'', "'\\''"))
-    }
-}
-
-/// One line of `gpuwl cluster status` per component: name, pid, ports, health, and the
-/// last log line of one that is not running.
-fn component_line(c: &cluster::ComponentReport) -> String {
-    let pid = c
-        .pid
-        .map(|p| format!("pid {p}"))
-        .unwrap_or_else(|| "-".into());
-    let ports: Vec<String> = c.ports.iter().map(|p| format!("127.0.0.1:{p}")).collect();
-    let mut line = format!(
-        "  {:<24} {:<10} {:<33} {}",
-        c.component,
-        pid,
-        ports.join(" "),
-        c.health
-    );
-    if !c.last_log_line.is_empty() {
-        line.push_str(&format!(" (last log line: {})", c.last_log_line));
-    }
-    line.trim_end().to_string()
 }

@@ -12,6 +12,8 @@ use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 use crate::error::{Error, ExitStatus};
 use crate::render::write_stdout;
 
+pub use crate::input::live::runtime;
+
 pub mod check;
 pub mod cluster;
 pub mod completions;
@@ -137,20 +139,16 @@ pub fn main() -> ExitCode {
     };
     match result {
         Ok(status) => status.into(),
-        Err(e) => {
+        Err(mut e) => {
+            // The way out of a missing kubeconfig names the local control plane when it runs.
+            if let Error::NoKubeconfig { local_running, .. } = &mut e {
+                *local_running = matches!(
+                    crate::cluster::status(crate::cluster::DEFAULT_NAME),
+                    Ok(crate::cluster::Status::Running)
+                );
+            }
             let _ = writeln!(std::io::stderr(), "gpuwl: {e}");
             e.exit_status().into()
         }
     }
-}
-
-/// A multi-threaded tokio runtime for commands that talk to the API server.
-///
-/// Errors: [`Error::Runtime`] when the runtime cannot be built.
-pub fn runtime() -> Result<tokio::runtime::Runtime, Error> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::failed("cannot start the async runtime", e))
 }

@@ -79,7 +79,7 @@ impl ClusterArgs {
         F: FnOnce(Client) -> Fut,
         Fut: std::future::Future<Output = Result<T>>,
     {
-        crate::cli::runtime()?.block_on(async {
+        runtime()?.block_on(async {
             let conn = connect(self, Flavour::OneShot).await?;
             let (client, server) = (conn.client, conn.server);
             work(client)
@@ -87,6 +87,17 @@ impl ClusterArgs {
                 .map_err(|e| e.at_server(&server, self.request_timeout()))
         })
     }
+}
+
+/// A multi-threaded tokio runtime for commands that talk to the API server.
+///
+/// Errors: [`Error::Failed`] when the runtime cannot be built.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::failed("cannot start the async runtime", e))
 }
 
 /// What a client is for.
@@ -147,12 +158,7 @@ pub fn client_from_config(
     };
     config.write_timeout = Some(request_timeout);
     config.reset_reader_on_write = true;
-    Client::try_from(config).map_err(|e| {
-        Error::Runtime(format!(
-            "cannot build a client: {}",
-            one_line(&e.to_string())
-        ))
-    })
+    Client::try_from(config).map_err(|e| Error::failed("cannot build a client", e))
 }
 
 /// The kubeconfig (or in-cluster) settings [`connect`] starts from, before timeouts.
@@ -183,10 +189,8 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
             .map_err(|e| Error::Input(format!("kubeconfig: {}", one_line(&e.to_string())))),
         (None, None) => Config::infer().await.map_err(|e| Error::NoKubeconfig {
             detail: one_line(&e.to_string()),
-            local_running: matches!(
-                crate::cluster::status(crate::cluster::DEFAULT_NAME),
-                Ok(crate::cluster::Status::Running)
-            ),
+            // Filled in by the command line, which knows about the local control plane.
+            local_running: false,
         }),
     }
 }

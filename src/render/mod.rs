@@ -4,6 +4,7 @@ use std::borrow::Cow;
 use std::io::{self, Write};
 
 pub mod check;
+pub mod cluster;
 pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
