@@ -315,6 +315,7 @@ mod tests {
             taints: Vec::new(),
             capacity: q.clone(),
             allocatable: Some(q),
+            ..Default::default()
         }
     }
 
@@ -337,6 +338,7 @@ mod tests {
             sources: Vec::new(),
             problems: Vec::new(),
             resource_claims: Vec::new(),
+            ..Default::default()
         }
     }
 
