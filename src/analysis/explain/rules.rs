@@ -782,8 +782,12 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
             have: Some(_),
         } = x
         {
+            // A value some node carries is meant, not mistyped (a pod pinned to another
+            // node by name is not a typo of this node's name).
+            let carried = f.nodes.iter().any(|n| n.label(key) == Some(want.as_str()));
             let typo: Vec<(&str, &str)> = adv_nodes
                 .iter()
+                .filter(|_| !carried)
                 .filter_map(|n| {
                     let h = n.label(key)?;
                     near_miss(want, h).then_some((n.name.as_str(), h))
@@ -1566,6 +1570,12 @@ fn operator_blocker(
 /// disabled by `nvidia.com/gpu.deploy.*=false`.
 pub fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
     for rv in f.e.requests.iter().filter(|rv| rv.advertisers.is_empty()) {
+        // A misspelt name is the name's problem, whatever the operator's state.
+        if rv.did_you_mean.first().is_some_and(|s| {
+            !matches!(s.relation, Relation::MigPartition | Relation::SharingRename)
+        }) {
+            continue;
+        }
         let class = classify(&rv.resource);
         let found: Vec<(String, String)> = f
             .nodes
@@ -1861,6 +1871,93 @@ mod tests {
             e.notes.iter().any(|n| n.contains("--dra FILE")),
             "{:?}",
             e.notes
+        );
+    }
+
+    fn nodes_and_pod(pod: &str) -> (Vec<NodeInfo>, PodInfo) {
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(
+            r#"{"kind":"List","items":[
+              {"kind":"Node","metadata":{"name":"gpu-node-1","labels":{"kubernetes.io/hostname":"gpu-node-1","nvidia.com/gpu.workload.config":"container"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110","nvidia.com/gpu":"2"}}},
+              {"kind":"Node","metadata":{"name":"cpu-node-1","labels":{"kubernetes.io/hostname":"cpu-node-1"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110"}}}]}"#
+                .as_bytes(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let pod = crate::input::pods::read_pods_str(pod, "pod.json")
+            .unwrap()
+            .remove(0);
+        (nodes, pod)
+    }
+
+    fn explain_with(pod: &str) -> Explanation {
+        let (nodes, pod) = nodes_and_pod(pod);
+        explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn near_misses_are_fixed_in_the_pod_never_by_relabelling_the_hostname() {
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"kubernetes.io/hostname":"gpu-node-2"},
+               "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::Excluded);
+        assert!(!e.fix.contains("kubectl label"), "{}", e.fix);
+        assert!(
+            e.fix.contains("change the pod's nodeSelector kubernetes.io/hostname=gpu-node-2 to kubernetes.io/hostname=gpu-node-1"),
+            "{}",
+            e.fix
+        );
+        // An invalid workload value in the pod is the pod's to fix.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"nvidia.com/gpu.workload.config":"Container"},
+               "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::Excluded);
+        assert!(!e.fix.contains("kubectl label"), "{}", e.fix);
+        assert!(e.fix.contains("=container"), "{}", e.fix);
+        // Pinned by name to a node that exists: not a typo.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"kubernetes.io/hostname":"cpu-node-1"},
+               "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert!(!e.cause.contains("near miss"), "{}", e.cause);
+    }
+
+    #[test]
+    fn every_blocking_cause_is_listed_primary_first() {
+        // The GPU node is short of memory; the CPU node lacks the GPU.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{
+               "containers":[{"name":"c","resources":{"requests":{"memory":"40Gi"},"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::OtherResource);
+        assert_eq!(e.cause_codes, vec![CauseCode::OtherResource]);
+        assert!(e.fix.contains("at most 32Gi"), "{}", e.fix);
+        assert_eq!(
+            e.predicted_message.as_deref(),
+            Some("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 2 Insufficient memory.")
+        );
+        // Three units on a two-unit node, and too much cpu: too-large, then other-resource.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{
+               "containers":[{"name":"c","resources":{"requests":{"cpu":"9"},"limits":{"nvidia.com/gpu":"3"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::TooLarge);
+        assert_eq!(
+            e.cause_codes,
+            vec![CauseCode::TooLarge, CauseCode::OtherResource]
         );
     }
 }
