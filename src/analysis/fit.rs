@@ -15,7 +15,9 @@
 //! 3. NodeAffinity (`plugins/nodeaffinity`): `nodeSelector` and required node affinity —
 //!    "node(s) didn't match Pod's node affinity/selector"; when every term of the affinity
 //!    names nodes with `matchFields metadata.name In`, PreFilter keeps only those and the
-//!    others count as "node(s) didn't satisfy plugin(s) [NodeAffinity]";
+//!    others are not filtered at all: they count as "node(s) didn't satisfy plugin(s)
+//!    [NodeAffinity]" whatever their cordon or taints (`pkg/scheduler/schedule_one.go`,
+//!    `findNodesThatFitPod`);
 //! 4. NodeResourcesFit (`plugins/noderesources/fit.go`, `fitsRequest`): "Too many pods"
 //!    when the node's pods + 1 exceed allocatable `pods`; then, for every resource the pod
 //!    requests (> 0) — cpu (millicores), memory, ephemeral-storage, hugepages-*, extended
@@ -214,6 +216,12 @@ pub fn filter(
         .iter()
         .map(|n| {
             let mut stages: Vec<Vec<Failure>> = Vec::new();
+            // 0. NodeAffinity's PreFilter: a node the affinity does not name is not
+            // filtered at all.
+            let unnamed = named.as_ref().is_some_and(|s| !s.contains(&n.name));
+            if unnamed {
+                stages.push(vec![Failure::NotNamed]);
+            }
             // 1. NodeUnschedulable
             let cordon = Taint {
                 key: UNSCHEDULABLE_TAINT.into(),
@@ -231,14 +239,14 @@ pub fn filter(
                 stages.push(vec![Failure::Taint { taint: t.clone() }]);
             }
             // 3. NodeAffinity
-            if named.as_ref().is_some_and(|s| !s.contains(&n.name)) {
-                stages.push(vec![Failure::NotNamed]);
-            } else if placement::exclusions(pod, n).iter().any(|x| {
-                matches!(
-                    x,
-                    placement::Exclusion::NodeSelector { .. } | placement::Exclusion::Affinity
-                )
-            }) {
+            if !unnamed
+                && placement::exclusions(pod, n).iter().any(|x| {
+                    matches!(
+                        x,
+                        placement::Exclusion::NodeSelector { .. } | placement::Exclusion::Affinity
+                    )
+                })
+            {
                 stages.push(vec![Failure::NodeAffinity]);
             }
             // 4. NodeResourcesFit

@@ -13,8 +13,10 @@
 //! - reasons: the scheduler's histogram (`N <reason>` per node) against the one gpuwl
 //!   predicts from its filters (`Explanation::filters`);
 //! - causes: every reason family the scheduler names has a code in `causeCodes`
-//!   (placement → `excluded`/`node-conditions`; `Insufficient <extended>` → a GPU code or
-//!   `excluded`; cpu/memory/pods/… → `other-resource`).
+//!   (placement → `excluded`/`node-conditions`; cpu/memory/pods/… → `other-resource`;
+//!   `Insufficient <extended>` → a GPU code, or the code that explains the nodes which do
+//!   advertise the name — `excluded`, `other-resource` — since that reason also comes
+//!   from every node without the name, which is no cause of its own).
 //!
 //! Rounds: one namespace and one set of nodes per round, `targets` target pods created one
 //! after another (earlier placed ones stay and hold their units, as in a real cluster),
@@ -146,7 +148,7 @@ pub fn generate(rng: &mut Rng, id: usize, targets: usize) -> Round {
             _ => "",
         };
         if !gpu_name.is_empty() && !rng.chance(0.1) {
-            res.insert(gpu_name.into(), (1 + rng.below(4)).to_string());
+            res.insert(gpu_name.into(), (1 + rng.below(8)).to_string());
         }
         if rng.chance(0.3) {
             // A stale zero of another name (a relabelled node).
@@ -154,11 +156,11 @@ pub fn generate(rng: &mut Rng, id: usize, targets: usize) -> Round {
             res.entry(stale.into()).or_insert_with(|| "0".into());
         }
         let mut spec = json!({});
-        if rng.chance(0.3) {
+        if rng.chance(0.25) {
             let t = rng.pick(&taints_menu).clone();
             spec["taints"] = json!([t]);
         }
-        if rng.chance(0.15) {
+        if rng.chance(0.1) {
             spec["unschedulable"] = json!(true);
         }
         nodes.push((
@@ -242,7 +244,14 @@ fn resources(rng: &mut Rng, gpu: Option<(&str, usize)>, invalid: bool) -> Value 
 }
 
 fn target(rng: &mut Rng, ns: &str, t: usize, nodes: &[String]) -> Value {
-    let gpu = *rng.pick(&[CONTAINER_GPU, CONTAINER_GPU, PASSTHROUGH, VGPU, MIG]);
+    let gpu = *rng.pick(&[
+        CONTAINER_GPU,
+        CONTAINER_GPU,
+        CONTAINER_GPU,
+        PASSTHROUGH,
+        VGPU,
+        MIG,
+    ]);
     let units = 1 + rng.below(3);
     let invalid = rng.chance(0.03);
     let mut containers = vec![json!({"name": "main", "image": "x",
@@ -264,7 +273,7 @@ fn target(rng: &mut Rng, ns: &str, t: usize, nodes: &[String]) -> Value {
         }
         spec["initContainers"] = json!(init);
     }
-    if rng.chance(0.3) {
+    if rng.chance(0.25) {
         let mut sel = json!({});
         if rng.chance(0.6) {
             sel[WORKLOAD] = json!(
@@ -276,7 +285,7 @@ fn target(rng: &mut Rng, ns: &str, t: usize, nodes: &[String]) -> Value {
         }
         spec["nodeSelector"] = sel;
     }
-    if rng.chance(0.2) {
+    if rng.chance(0.15) {
         let term = match rng.below(4) {
             0 => json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}),
             1 => {
@@ -352,6 +361,7 @@ pub fn acceptable(reason: &str) -> &'static [CauseCode] {
             Insufficient,
             Excluded,
             NodeConditions,
+            OtherResource,
         ]
     } else {
         &[OtherResource]
