@@ -6,6 +6,7 @@
 #
 #   bench/differential.sh                       # 200 rounds x 10 = 2000 scenarios, seed 1
 #   SEED=7 ROUNDS=50 bench/differential.sh
+#   DEBUG=1 bench/differential.sh               # debug build
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -13,9 +14,13 @@ SEED=${SEED:-1}
 ROUNDS=${ROUNDS:-200}
 TARGETS=${TARGETS:-10}
 CLUSTER=${CLUSTER:-gpuwl-differential}
-cargo build --release --quiet --example differential
-target/release/gpuwl cluster up --name "$CLUSTER" -q --nodes 0 >/dev/null
-trap 'target/release/gpuwl cluster down --name "$CLUSTER" >/dev/null 2>&1 || true' EXIT
-KC=$(target/release/gpuwl cluster kubeconfig --name "$CLUSTER")
-echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cores, seed $SEED, $ROUNDS rounds x $TARGETS targets"
-target/release/examples/differential --kubeconfig "$KC" --seed "$SEED" --rounds "$ROUNDS" --targets "$TARGETS"
+# DEBUG=1: the debug build (quicker to build when only the debug target is warm; the run
+# itself is bound by the control plane, not by gpuwl).
+if [ "${DEBUG:-}" = 1 ]; then PROFILE=debug; FLAG=; else PROFILE=release; FLAG=--release; fi
+cargo build $FLAG --quiet --bin gpuwl --example differential
+GPUWL=target/$PROFILE/gpuwl
+$GPUWL cluster up --name "$CLUSTER" -q --nodes 0 >/dev/null
+trap '$GPUWL cluster down --name "$CLUSTER" >/dev/null 2>&1 || true' EXIT
+KC=$($GPUWL cluster kubeconfig --name "$CLUSTER")
+echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $PROFILE build, seed $SEED, $ROUNDS rounds x $TARGETS targets"
+target/$PROFILE/examples/differential --kubeconfig "$KC" --seed "$SEED" --rounds "$ROUNDS" --targets "$TARGETS"
