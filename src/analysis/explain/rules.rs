@@ -1960,4 +1960,62 @@ mod tests {
             vec![CauseCode::TooLarge, CauseCode::OtherResource]
         );
     }
+
+    #[test]
+    fn operator_state_names_sandbox_workloads_off_and_disabled_operands() {
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(
+            r#"{"kind":"List","items":[
+              {"kind":"Node","metadata":{"name":"gpu-a10-1","labels":{"nvidia.com/gpu.present":"true","nvidia.com/gpu.workload.config":"vm-passthrough"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110","nvidia.com/gpu":"1"}}},
+              {"kind":"Node","metadata":{"name":"gpu-a10-2","labels":{"nvidia.com/gpu.present":"true","nvidia.com/gpu.workload.config":"container","nvidia.com/gpu.deploy.device-plugin":"false"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110"}}}]}"#
+                .as_bytes(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let policy = crate::model::operator::ClusterPolicy {
+            name: "cluster-policy".into(),
+            sandbox_enabled: false,
+            default_workload: crate::model::workload::WorkloadConfig::Container,
+            default_workload_raw: None,
+            mode: None,
+            vgpu_manager_enabled: None,
+            vgpu_default_config: None,
+            mig_default_config: None,
+        };
+        let run = |pod: &str| {
+            let pod = crate::input::pods::read_pods_str(pod, "pod.json")
+                .unwrap()
+                .remove(0);
+            explain(
+                &pod,
+                Inputs {
+                    nodes: Some(&nodes),
+                    pods: Some(&[]),
+                    cluster_policy: Some(&policy),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let e = run(
+            r#"{"kind":"VirtualMachineInstance","metadata":{"name":"v"},"spec":{"domain":{"devices":{"gpus":[{"name":"g","deviceName":"nvidia.com/GA102GL_A10"}]}}}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::OperatorState, "{}", e.cause);
+        assert!(
+            e.cause.contains("sandboxWorkloads.enabled=false"),
+            "{}",
+            e.cause
+        );
+        assert!(e.fix.contains("\"enabled\":true"), "{}", e.fix);
+        // A container pod: the container node's device plugin is disabled... but the
+        // vm-labelled node runs container operands and advertises nvidia.com/gpu, so the
+        // pod fits there.
+        let e = run(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::TooLarge, "{}", e.cause);
+    }
 }
