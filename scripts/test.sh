@@ -59,5 +59,10 @@ if [ -x ../shared/cases/run-explain-cases ]; then
 else
     echo "skipped ../shared/cases/run-explain-cases: not beside this clone (tests/data/explain ran in cargo test)"
 fi
+if [ -x ../shared/cases/run-explain-cases ] && [ -d ../shared/cases/explain-round3 ]; then
+    ../shared/cases/run-explain-cases --cases ../shared/cases/explain-round3 -- target/release/gpuwl
+else
+    echo "skipped ../shared/cases/explain-round3: not beside this clone (its copies in tests/data/explain ran in cargo test)"
+fi
 
 step "all tests passed"

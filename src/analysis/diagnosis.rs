@@ -7,11 +7,13 @@ use std::fmt;
 use serde::Serialize;
 
 /// Why a GPU pod or VM is not running where it should, as a stable code for scripts and
-/// tests (`explain -o json` → `causeCode`). Rules are tried in the order of this list;
-/// the first that applies wins.
+/// tests (`explain -o json` → `causeCode`). Rules are tried in the order of this table
+/// ([`CauseCode::ALL`]); the first that applies wins.
 ///
 /// | code | meaning |
 /// |------|---------|
+/// | `invalid-spec` | the API server refuses the manifest (an extended resource in requests without limits, or different from them; a request above its limit): there is no pod to schedule |
+/// | `admission-rejected` | the pod was bound, then the kubelet refused it (phase `Failed`, e.g. `UnexpectedAdmissionError` from a device plugin's Allocate) |
 /// | `scheduled` | the pod is bound to a node: nothing to explain |
 /// | `no-gpu-request` | it requests no extended resource: its wait is not about GPUs |
 /// | `not-permitted` | a VMI's GPU/host-device name is not in the KubeVirt CR's `permittedHostDevices`: KubeVirt refuses the VMI, no launcher pod exists |
@@ -21,13 +23,15 @@ use serde::Serialize;
 /// | `devices-in-use` | the matching devices are allocated to other claims |
 /// | `no-node-data` | no nodes were given: nothing can be said about names |
 /// | `node-conditions` | every node carries a `node.kubernetes.io/*` condition taint the pod does not tolerate |
+/// | `operator-state` | the GPU Operator's own state keeps the name from being advertised: `nvidia.com/mig.config.state` / `vgpu.config.state` failed or pending, sandbox workloads off while nodes are labelled for VMs, an operand disabled by `nvidia.com/gpu.deploy.*=false` |
 /// | `unadvertised-name` | no node advertises a requested name (non-zero) |
 /// | `stale-only` | the name is only listed with a stale `0` (its device plugin left) |
-/// | `excluded` | nodes advertise it, but nodeSelector / required affinity / untolerated taints exclude all of them |
+/// | `excluded` | nodes advertise it, but a cordon, nodeSelector / required affinity or untolerated taints exclude all of them; or a cordoned node is the only one that would fit (fix: `kubectl uncordon`) |
 /// | `not-co-located` | each requested name is advertised on an allowed node, but no single node has all of them |
 /// | `too-large` | the request is larger than any allowed node's allocatable: no amount of freeing helps |
 /// | `in-use` | the right name on allowed nodes, but every unit is allocated |
 /// | `insufficient` | free units exist on allowed nodes, but fewer than requested on each |
+/// | `other-resource` | the GPU units are free on an allowed node, but it is short of cpu, memory, ephemeral-storage, hugepages or pod slots |
 /// | `fits-now` | an allowed node has the units free now: the wait is elsewhere (next attempt, cpu/memory) |
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -66,11 +70,22 @@ pub enum CauseCode {
     Insufficient,
     /// Fits now.
     FitsNow,
+    // Added for issue 22 (rule positions are in ALL, not in this declaration order).
+    /// The API server refuses the manifest.
+    InvalidSpec,
+    /// Bound, then refused by the kubelet.
+    AdmissionRejected,
+    /// The GPU Operator's own state keeps the name from being advertised.
+    OperatorState,
+    /// GPU units fit, another resource (cpu, memory, pods, ...) does not.
+    OtherResource,
 }
 
 impl CauseCode {
     /// Every code, in rule order.
-    pub const ALL: [CauseCode; 17] = [
+    pub const ALL: [CauseCode; 21] = [
+        CauseCode::InvalidSpec,
+        CauseCode::AdmissionRejected,
         CauseCode::Scheduled,
         CauseCode::NoGpuRequest,
         CauseCode::NotPermitted,
@@ -80,6 +95,7 @@ impl CauseCode {
         CauseCode::DevicesInUse,
         CauseCode::NoNodeData,
         CauseCode::NodeConditions,
+        CauseCode::OperatorState,
         CauseCode::UnadvertisedName,
         CauseCode::StaleOnly,
         CauseCode::Excluded,
@@ -87,8 +103,17 @@ impl CauseCode {
         CauseCode::TooLarge,
         CauseCode::InUse,
         CauseCode::Insufficient,
+        CauseCode::OtherResource,
         CauseCode::FitsNow,
     ];
+
+    /// The position of the code in rule order ([`CauseCode::ALL`]).
+    pub fn rank(self) -> usize {
+        CauseCode::ALL
+            .iter()
+            .position(|c| *c == self)
+            .unwrap_or(usize::MAX)
+    }
 
     /// The stable code, e.g. `unadvertised-name`.
     pub fn as_str(self) -> &'static str {
@@ -110,6 +135,10 @@ impl CauseCode {
             CauseCode::InUse => "in-use",
             CauseCode::Insufficient => "insufficient",
             CauseCode::FitsNow => "fits-now",
+            CauseCode::InvalidSpec => "invalid-spec",
+            CauseCode::AdmissionRejected => "admission-rejected",
+            CauseCode::OperatorState => "operator-state",
+            CauseCode::OtherResource => "other-resource",
         }
     }
 }
@@ -164,8 +193,14 @@ mod tests {
             );
         }
         assert_eq!(CauseCode::NotCoLocated.to_string(), "not-co-located");
+        // Every code once in ALL (its rule order), and RULES in that order.
         let mut sorted = CauseCode::ALL;
         sorted.sort();
-        assert_eq!(sorted, CauseCode::ALL, "ALL is in rule order");
+        sorted.windows(2).for_each(|w| assert_ne!(w[0], w[1]));
+        let rules: Vec<CauseCode> = crate::analysis::explain::rules::RULES
+            .iter()
+            .map(|(c, _)| *c)
+            .collect();
+        assert_eq!(rules, CauseCode::ALL, "RULES are in ALL's order");
     }
 }

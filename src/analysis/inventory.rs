@@ -888,6 +888,7 @@ mod tests {
             sources: Vec::new(),
             problems: Vec::new(),
             resource_claims: Vec::new(),
+            ..Default::default()
         }
     }
 

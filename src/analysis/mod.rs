@@ -6,7 +6,8 @@
 //! - [`kubevirt`]: KubeVirt's `permittedHostDevices` generated from and checked against
 //!   what the nodes advertise.
 //!
-//! Shared parts: [`placement`] (which nodes a pod's constraints allow), [`names`] (names
+//! Shared parts: [`fit`] (the scheduler's filters node by node: cordon, taints,
+//! selector/affinity, every resource), [`placement`] (which nodes a pod's constraints allow), [`names`] (names
 //! close to a requested one: the same hardware under another naming rule, or a typo),
 //! [`usage`] (per node × resource: allocatable, allocated, free — the one source of the
 //! numbers both inventory and explain print).
@@ -15,6 +16,7 @@ pub mod check;
 pub mod diagnosis;
 pub mod dra;
 pub mod explain;
+pub mod fit;
 pub mod inventory;
 pub mod kubevirt;
 pub mod names;

@@ -12,7 +12,10 @@
 //!   key and value) and the scheduler's `tainttoleration` plugin, which filters on
 //!   `NoSchedule` and `NoExecute` only (`PreferNoSchedule` only scores).
 //!
-//! Capacity is not considered here: that is what allocations are for.
+//! - cordon: `pkg/scheduler/framework/plugins/nodeunschedulable` (`spec.unschedulable`
+//!   unless `node.kubernetes.io/unschedulable:NoSchedule` is tolerated).
+//!
+//! Capacity is not considered here: that is [`crate::analysis::fit`]'s.
 
 use std::fmt;
 
@@ -25,6 +28,9 @@ use crate::model::pod::{PodInfo, SelectorRequirement, SelectorTerm, Toleration};
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "by", rename_all = "kebab-case")]
 pub enum Exclusion {
+    /// The node is cordoned (`spec.unschedulable`) and the pod does not tolerate
+    /// `node.kubernetes.io/unschedulable:NoSchedule` (the NodeUnschedulable filter).
+    Unschedulable,
     /// A `spec.nodeSelector` entry the node's labels do not satisfy.
     NodeSelector {
         /// Label key.
@@ -47,6 +53,7 @@ pub enum Exclusion {
 impl fmt::Display for Exclusion {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            Exclusion::Unschedulable => f.write_str("cordoned (spec.unschedulable)"),
             Exclusion::NodeSelector { key, want, have } => match have {
                 Some(h) => write!(f, "nodeSelector {key}={want} (node has {key}={h})"),
                 None => write!(f, "nodeSelector {key}={want} (node lacks the label)"),
@@ -62,6 +69,7 @@ impl Exclusion {
     /// `required node affinity`, `untolerated taint {k: v}:NoSchedule`.
     pub fn constraint(&self) -> String {
         match self {
+            Exclusion::Unschedulable => "cordon (spec.unschedulable)".into(),
             Exclusion::NodeSelector { key, want, .. } => format!("nodeSelector {key}={want}"),
             Exclusion::Affinity => "required node affinity".into(),
             Exclusion::Taint { taint } => format!("untolerated taint {}", taint_str(taint)),
@@ -80,6 +88,15 @@ pub fn taint_str(t: &Taint) -> String {
 /// Every constraint of `pod` that excludes `node` (empty: the node is allowed).
 pub fn exclusions(pod: &PodInfo, node: &NodeInfo) -> Vec<Exclusion> {
     let mut out = Vec::new();
+    let cordon = Taint {
+        key: crate::analysis::fit::UNSCHEDULABLE_TAINT.into(),
+        value: None,
+        effect: "NoSchedule".into(),
+    };
+    let cordoned = node.unschedulable && !pod.tolerations.iter().any(|t| tolerates(t, &cordon));
+    if cordoned {
+        out.push(Exclusion::Unschedulable);
+    }
     for (k, v) in &pod.node_selector {
         let have = node.label(k);
         if have != Some(v.as_str()) {
@@ -96,6 +113,10 @@ pub fn exclusions(pod: &PodInfo, node: &NodeInfo) -> Vec<Exclusion> {
         out.push(Exclusion::Affinity);
     }
     for t in &node.taints {
+        // The cordon's own taint is the cordon, said once.
+        if cordoned && t.key == cordon.key {
+            continue;
+        }
         if matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
             && !pod.tolerations.iter().any(|tol| tolerates(tol, t))
         {

@@ -254,6 +254,7 @@ mod tests {
             sources: vec![],
             problems: vec![],
             resource_claims: vec![],
+            ..Default::default()
         }
     }
 

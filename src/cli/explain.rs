@@ -19,16 +19,24 @@ Examples:
   gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json --kubevirt kubevirt.yaml
 
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
-free there, or the closest advertised names; how nodeSelector, required node affinity and
-taints narrow the nodes; stale zeros; the scheduler's PodScheduled message; then one cause with
-a stable code (`-o json` key causeCode: scheduled, no-gpu-request, not-permitted,
-claim-not-found, no-matching-device, counter-exhausted, devices-in-use, no-node-data, node-conditions,
+free there, or the closest advertised names; how cordons, nodeSelector, required node affinity
+and taints narrow the nodes; stale zeros; the scheduler's PodScheduled message; then one cause
+with a stable code and one fix (`-o json` key causeCode: invalid-spec, admission-rejected,
+scheduled, no-gpu-request, not-permitted, claim-not-found, no-matching-device,
+counter-exhausted, devices-in-use, no-node-data, node-conditions, operator-state,
 unadvertised-name, stale-only, excluded, not-co-located, too-large, in-use, insufficient,
-fits-now) and one fix. For a pod with resourceClaims (DRA; --dra FILE or the live cluster): per
-claim and request, the DeviceClass, the devices its CEL selectors match, their nodes and which
-are free. \"Did you mean\" offers the same hardware under another
-naming rule (time-slicing .shared, MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU
-prefixes) before plain typos.")]
+other-resource, fits-now); causeCodes lists every blocking cause, the first one first.
+The scheduler's filters are modelled node by node: cordon, taints, nodeSelector and affinity,
+and the fit of every resource: cpu, memory, ephemeral-storage, hugepages, pod slots, extended
+resources, with init and sidecar containers, overhead and requests defaulted from limits.
+Not modelled: host ports, volumes, inter-pod affinity, topology spread, scheduling gates.
+For a pod with resourceClaims (DRA; --dra FILE or the live cluster): per claim and request,
+the DeviceClass, the devices its CEL selectors match, their nodes and which are free.
+\"Did you mean\" offers the same hardware under another naming rule (time-slicing .shared,
+MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU prefixes) before plain typos.
+
+Exit status: 0 when nothing blocks the pod (scheduled, fits-now), 1 when a blocking cause was
+found, 2 on bad input, 3 when the cluster cannot be read.")]
 pub struct Args {
     /// The pod or VMI (one per call), as kubectl takes it: `pod NAME`, `pod/NAME`, `NAMESPACE/NAME` (with
     /// -n, or the kubeconfig context's namespace, else `default`); with --pod FILE it may be
@@ -283,12 +291,50 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         args.live.block_on(|client| async move {
             // As kubectl: the context's namespace when none is named.
             let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
-            explain::from_cluster(&client, &ns, &name).await
+            from_cluster(&client, &ns, &name).await
         })?
     };
     let text = render::explain::render(&e, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the explanation", e))?;
-    Ok(ExitStatus::Ok)
+    Ok(exit_status(&e))
+}
+
+/// The exit status of an explanation: 0 when nothing blocks the pod (`scheduled`,
+/// `fits-now`), 1 when a blocking cause was found (any other code). Bad input (2) and
+/// cluster errors (3) come from the error path.
+pub fn exit_status(e: &explain::Explanation) -> ExitStatus {
+    use crate::analysis::diagnosis::CauseCode;
+    match e.cause_code {
+        CauseCode::Scheduled | CauseCode::FitsNow => ExitStatus::Ok,
+        _ => ExitStatus::Mismatch,
+    }
+}
+
+/// Gathers pod `namespace/name` and the cluster's nodes, pods, KubeVirt CR, ClusterPolicy
+/// and DRA objects (all lists at once, each call with the client's timeouts), then
+/// explains it: the live counterpart of the file inputs; the analysis itself takes data.
+///
+/// Errors: [`Error::Input`] when the pod does not exist; [`Error::Runtime`] when the API
+/// cannot be reached.
+pub async fn from_cluster(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<explain::Explanation> {
+    let (pod, c) = futures::try_join!(
+        crate::input::pods::get_pod(client, namespace, name),
+        crate::input::snapshot::read(client, true)
+    )?;
+    explain::explain(
+        &pod,
+        explain::Inputs {
+            nodes: Some(&c.nodes),
+            pods: Some(&c.pods),
+            kubevirt: c.kubevirt.as_ref(),
+            cluster_policy: c.policy.policy(),
+            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
+        },
+    )
 }
 
 #[cfg(test)]

@@ -370,6 +370,7 @@ struct TaintSlim {
 struct SpecSlim {
     #[serde(deserialize_with = "null_vec")]
     taints: Vec<Obj<TaintSlim>>,
+    unschedulable: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -412,12 +413,12 @@ impl Parts {
             )));
         }
         let status = self.status.unwrap_or_default();
+        let spec = self.spec.unwrap_or_default();
         Ok(NodeInfo {
             name,
             labels: meta.labels.unwrap_or_default(),
-            taints: self
-                .spec
-                .unwrap_or_default()
+            unschedulable: spec.unschedulable.unwrap_or(false),
+            taints: spec
                 .taints
                 .into_iter()
                 .map(|Obj(t)| Taint {

@@ -251,6 +251,11 @@ pub fn node_info(node: &Node) -> NodeInfo {
     NodeInfo {
         name: node.metadata.name.clone().unwrap_or_default(),
         labels: node.metadata.labels.clone().unwrap_or_default(),
+        unschedulable: node
+            .spec
+            .as_ref()
+            .and_then(|s| s.unschedulable)
+            .unwrap_or(false),
         taints: node
             .spec
             .as_ref()

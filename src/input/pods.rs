@@ -139,6 +139,8 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
             ("resources", RESOURCES),
         ]),
     ),
+    // pod-level resources (cpu, memory, hugepages)
+    ("resources", RESOURCES),
 ];
 
 const RESOURCES: Keep = Keep::Fields(&[("limits", Keep::All), ("requests", Keep::All)]);
@@ -173,6 +175,7 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("initContainers", SPEC_FIELDS[5].1),
             ("overhead", SPEC_FIELDS[6].1),
             ("domain", SPEC_FIELDS[7].1),
+            ("resources", SPEC_FIELDS[8].1),
             // DRA: the pod's claims (names only).
             ("resourceClaims", Keep::All),
             (
@@ -185,6 +188,8 @@ pub const ITEM: Keep = Keep::Fields(&[
         "status",
         Keep::Fields(&[
             ("phase", Keep::All),
+            ("reason", Keep::All),
+            ("message", Keep::All),
             ("nodeName", Keep::All),
             // DRA: the claims generated from templates.
             ("resourceClaimStatuses", Keep::All),
@@ -557,10 +562,12 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         }
     }
     conditions.shrink_to_fit();
-    let (requests, mut found) = match kind {
+    let (requests, other_requests, mut found) = match kind {
         ObjectKind::Pod => pod_requests(spec, spec_path)?,
         _ => vmi_requests(spec, spec_path)?,
     };
+    let status_reason = opt_str(v, "status.reason")?.map(str::to_owned);
+    let status_message = opt_str(v, "status.message")?.map(str::to_owned);
     let resource_claims = match kind {
         ObjectKind::Pod => pod_resource_claims(v, spec, spec_path)?,
         _ => Vec::new(),
@@ -576,6 +583,9 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         tolerations: tolerations.into(),
         conditions,
         requests: Arc::new(requests),
+        other_requests: Arc::new(other_requests),
+        status_reason,
+        status_message,
         sources: {
             found.sources.shrink_to_fit();
             found.sources
@@ -650,6 +660,12 @@ impl Interner {
                 self.requests.insert(p.requests.clone());
             }
         }
+        match self.requests.get(&p.other_requests) {
+            Some(r) => p.other_requests = r.clone(),
+            None => {
+                self.requests.insert(p.other_requests.clone());
+            }
+        }
         p
     }
 }
@@ -663,29 +679,55 @@ struct Found {
     problems: Vec<String>,
 }
 
-/// The extended-resource requests of one container: `requests`, each absent one
-/// defaulted from `limits` (`SetDefaults_Pod`). Both set and different is a pod the API
-/// server rejects (`validateResourceRequirements`: an extended resource's requests must
-/// equal its limits): noted in `found.problems`, the requests value counted.
+/// One container's requests: the extended resources in whole units, and the other
+/// resources in scheduler units ([`native_units`]).
+struct ContainerRequests {
+    extended: Requests,
+    native: Requests,
+}
+
+/// The units the scheduler compares a non-extended resource in: cpu in millicores
+/// (`MilliValue()`), the rest in whole units (`Value()`), both rounded up
+/// (kubernetes/kubernetes `pkg/scheduler/framework/types.go`, `Resource.Add`).
+fn native_units(resource: &str, q: &Quantity) -> i64 {
+    if resource == "cpu" {
+        q.scaled_ceil(3)
+    } else {
+        q.scaled_ceil(0)
+    }
+}
+
+/// The requests of one container: `requests`, each absent one defaulted from `limits`
+/// (`SetDefaults_Pod`). What the API server refuses (`validateResourceRequirements`) is
+/// noted in `found.problems`, naming the field: an extended resource in requests but not
+/// in limits, or in both with different numbers (the requests value is counted); a
+/// request larger than its limit.
 fn container_requests(
     c: &Value,
     path: &str,
+    container: Option<String>,
     found: &mut Found,
-) -> std::result::Result<Requests, FieldError> {
-    let read = |field: &str| -> std::result::Result<BTreeMap<String, (i64, String)>, FieldError> {
+) -> std::result::Result<ContainerRequests, FieldError> {
+    type Read = BTreeMap<String, (i64, String)>;
+    let read = |field: &str| -> std::result::Result<(Read, Read), FieldError> {
         let fp = format!("{path}.resources.{field}");
-        let mut out = BTreeMap::new();
+        let mut ext = BTreeMap::new();
+        let mut native = BTreeMap::new();
         for (k, raw) in string_map(get(c, &format!("resources.{field}")), &fp)? {
             if is_extended_resource(&k) {
                 let n =
                     whole(&raw).map_err(|e| FieldError::new(format!("{fp}[{}]", cut(&k)), e))?;
-                out.insert(k, (n, raw));
+                ext.insert(k, (n, raw));
+            } else if let Ok(q) = Quantity::parse(&raw) {
+                // The API server refuses a malformed quantity; a dump never has one, and a
+                // manifest's is not this reader's to judge: it is left out.
+                native.insert(k.clone(), (native_units(&k, &q), raw));
             }
         }
-        Ok(out)
+        Ok((ext, native))
     };
-    let limits = read("limits")?;
-    let requests = read("requests")?;
+    let (limits, native_limits) = read("limits")?;
+    let (requests, native_requests) = read("requests")?;
     let mut out = Requests::new();
     for (k, &(n, _)) in limits.iter().chain(requests.iter()) {
         // requests win over limits; limits only fill absent requests
@@ -697,12 +739,15 @@ fn container_requests(
         if from == "requests" || !out.contains_key(k) {
             out.insert(k.clone(), n);
         }
-        if let (Some((l, lraw)), Some((r, rraw))) = (limits.get(k), requests.get(k))
-            && l != r
-            && !found
+        let noted = |found: &Found| {
+            found
                 .problems
                 .iter()
                 .any(|p| p.starts_with(&format!("{path}: {k} ")))
+        };
+        if let (Some((l, lraw)), Some((r, rraw))) = (limits.get(k), requests.get(k))
+            && l != r
+            && !noted(found)
         {
             found.problems.push(format!(
                 "{path}: {k} requests {} ≠ limits {}: the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the {r} counted here is from {path}.resources.requests",
@@ -710,14 +755,41 @@ fn container_requests(
                 cut(lraw),
             ));
         }
+        if let (None, Some((_, rraw))) = (limits.get(k), requests.get(k))
+            && !noted(found)
+        {
+            found.problems.push(format!(
+                "{path}: {k} requests {} without a limit: the API server refuses the pod ({path}.resources.limits: Required value: Limit must be set for non overcommitable resources); an extended resource is set in limits, requests left out or equal",
+                cut(rraw),
+            ));
+        }
         if !found.sources.iter().any(|s| &s.resource == k) {
             found.sources.push(RequestSource {
                 resource: k.clone(),
                 field: format!("{path}.resources.{from}"),
+                container: container.clone(),
             });
         }
     }
-    Ok(out)
+    let mut native = Requests::new();
+    for (k, &(n, _)) in native_limits.iter().chain(native_requests.iter()) {
+        if native_requests.contains_key(k) || !native.contains_key(k) {
+            native.insert(k.clone(), n);
+        }
+        if let (Some((l, lraw)), Some((r, rraw))) = (native_limits.get(k), native_requests.get(k))
+            && r > l
+        {
+            found.problems.push(format!(
+                "{path}: {k} requests {} > limits {}: the API server refuses the pod ({path}.resources.requests[{k}]: must be less than or equal to {k} limit)",
+                cut(rraw),
+                cut(lraw),
+            ));
+        }
+    }
+    Ok(ContainerRequests {
+        extended: out,
+        native,
+    })
 }
 
 /// Adds `b` into `a`, saturating at `i64::MAX` (quantities may be as large as 2^63-1;
@@ -736,23 +808,37 @@ fn max_into(a: &mut Requests, b: &Requests) {
     }
 }
 
+/// `PodRequests` (component-helpers `resource/helpers.go`) over extended and other
+/// resources alike: the sum of the regular containers and the restartable-init
+/// ("sidecar") containers, or the largest init phase (each init container plus the
+/// sidecars started before it) when that is larger; pod-level `spec.resources.requests`
+/// (defaulted from its limits) replaces the containers' cpu, memory and hugepages; then
+/// `spec.overhead` is added. An extended resource whose number comes from the init phase
+/// is attributed to that init container ([`RequestSource::field`]).
 fn pod_requests(
     spec: &Value,
     spec_path: &str,
-) -> std::result::Result<(Requests, Found), FieldError> {
+) -> std::result::Result<(Requests, Requests, Found), FieldError> {
     let mut found = Found::default();
     let mut reqs = Requests::new();
+    let mut native = Requests::new();
     for (i, c) in array(spec.get("containers"), &format!("{spec_path}.containers"))?
         .iter()
         .enumerate()
     {
-        let r = container_requests(c, &format!("{spec_path}.containers[{i}]"), &mut found)?;
-        add_into(&mut reqs, &r);
+        let name = opt_scalar(c.get("name"), &format!("{spec_path}.containers[{i}].name"))?;
+        let r = container_requests(c, &format!("{spec_path}.containers[{i}]"), name, &mut found)?;
+        add_into(&mut reqs, &r.extended);
+        add_into(&mut native, &r.native);
     }
-    // PodRequests (component-helpers): sidecars add to the regular sum and to every later
-    // init container; the init phase needs the max of each init container + prior sidecars.
+    // Sidecars add to the regular sum and to every later init container; the init phase
+    // needs the max of each init container + prior sidecars.
     let mut sidecars = Requests::new();
+    let mut native_sidecars = Requests::new();
     let mut init_max = Requests::new();
+    let mut native_init_max = Requests::new();
+    // Which init container sets init_max of an extended resource: (field, container).
+    let mut init_src: BTreeMap<String, (String, Option<String>)> = BTreeMap::new();
     for (i, c) in array(
         spec.get("initContainers"),
         &format!("{spec_path}.initContainers"),
@@ -761,19 +847,78 @@ fn pod_requests(
     .enumerate()
     {
         let p = format!("{spec_path}.initContainers[{i}]");
-        let r = container_requests(c, &p, &mut found)?;
+        let name = opt_scalar(c.get("name"), &format!("{p}.name"))?;
+        let r = container_requests(
+            c,
+            &p,
+            name.as_ref().map(|n| format!("init container {n}")),
+            &mut found,
+        )?;
+        // The field of this init container that names resource `k`.
+        let field_of = |k: &str| -> (String, Option<String>) {
+            let from = if get(c, "resources.requests")
+                .and_then(|m| m.get(k))
+                .is_some()
+            {
+                "requests"
+            } else {
+                "limits"
+            };
+            (
+                format!("{p}.resources.{from}"),
+                name.as_ref().map(|n| format!("init container {n}")),
+            )
+        };
         let restart = opt_scalar(c.get("restartPolicy"), &format!("{p}.restartPolicy"))?;
-        if restart.as_deref() == Some("Always") {
-            add_into(&mut reqs, &r);
-            add_into(&mut sidecars, &r);
-            max_into(&mut init_max, &sidecars);
+        let phase = if restart.as_deref() == Some("Always") {
+            add_into(&mut reqs, &r.extended);
+            add_into(&mut native, &r.native);
+            add_into(&mut sidecars, &r.extended);
+            add_into(&mut native_sidecars, &r.native);
+            max_into(&mut native_init_max, &native_sidecars);
+            sidecars.clone()
         } else {
-            let mut t = r;
+            let mut t = r.extended.clone();
             add_into(&mut t, &sidecars);
-            max_into(&mut init_max, &t);
+            let mut n = r.native;
+            add_into(&mut n, &native_sidecars);
+            max_into(&mut native_init_max, &n);
+            t
+        };
+        for (k, v) in &phase {
+            if *v > init_max.get(k).copied().unwrap_or(0) {
+                init_max.insert(k.clone(), *v);
+                if r.extended.contains_key(k) {
+                    init_src.insert(k.clone(), field_of(k));
+                }
+            }
         }
     }
-    max_into(&mut reqs, &init_max);
+    for (k, v) in &init_max {
+        if *v > reqs.get(k).copied().unwrap_or(0) {
+            reqs.insert(k.clone(), *v);
+            if let Some((field, container)) = init_src.remove(k)
+                && let Some(s) = found.sources.iter_mut().find(|s| &s.resource == k)
+            {
+                s.field = field;
+                s.container = container;
+            }
+        }
+    }
+    max_into(&mut native, &native_init_max);
+    // Pod-level requests (PodLevelResources), defaulted from pod-level limits.
+    let mut pod_level = Requests::new();
+    for field in ["limits", "requests"] {
+        let fp = format!("{spec_path}.resources.{field}");
+        for (k, raw) in string_map(get(spec, &format!("resources.{field}")), &fp)? {
+            if (k == "cpu" || k == "memory" || k.starts_with("hugepages-"))
+                && let Ok(q) = Quantity::parse(&raw)
+            {
+                pod_level.insert(k.clone(), native_units(&k, &q));
+            }
+        }
+    }
+    native.extend(pod_level);
     let overhead = string_map(spec.get("overhead"), &format!("{spec_path}.overhead"))?;
     for (k, raw) in overhead {
         if is_extended_resource(&k) {
@@ -781,16 +926,21 @@ fn pod_requests(
                 .map_err(|e| FieldError::new(format!("{spec_path}.overhead[{}]", cut(&k)), e))?;
             let e = reqs.entry(k).or_default();
             *e = e.saturating_add(n);
+        } else if let Ok(q) = Quantity::parse(&raw) {
+            let n = native_units(&k, &q);
+            let e = native.entry(k).or_default();
+            *e = e.saturating_add(n);
         }
     }
     reqs.retain(|_, v| *v > 0);
-    Ok((reqs, found))
+    native.retain(|_, v| *v != 0);
+    Ok((reqs, native, found))
 }
 
 fn vmi_requests(
     spec: &Value,
     spec_path: &str,
-) -> std::result::Result<(Requests, Found), FieldError> {
+) -> std::result::Result<(Requests, Requests, Found), FieldError> {
     let mut reqs = Requests::new();
     let mut found = Found::default();
     for list in ["gpus", "hostDevices"] {
@@ -808,6 +958,7 @@ fn vmi_requests(
             found.sources.push(RequestSource {
                 resource: name,
                 field: fp,
+                container: None,
             });
         }
     }
@@ -815,10 +966,13 @@ fn vmi_requests(
     let r = container_requests(
         spec.get("domain").unwrap_or(&Value::Null),
         &format!("{spec_path}.domain"),
+        None,
         &mut found,
     )?;
-    add_into(&mut reqs, &r);
-    Ok((reqs, found))
+    add_into(&mut reqs, &r.extended);
+    // The launcher pod's cpu and memory are KubeVirt's to compute (overheads, the
+    // guest's memory): not modelled, so left out.
+    Ok((reqs, Requests::new(), found))
 }
 
 /// A whole, non-negative quantity (extended resources must be integers:

@@ -52,6 +52,10 @@ pub struct NodeInfo {
     pub labels: BTreeMap<String, String>,
     /// `spec.taints`.
     pub taints: Vec<Taint>,
+    /// `spec.unschedulable` (`kubectl cordon`): the scheduler's NodeUnschedulable filter
+    /// keeps pods off unless they tolerate `node.kubernetes.io/unschedulable:NoSchedule`.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub unschedulable: bool,
     /// `status.capacity`, raw quantity text per resource name.
     pub capacity: BTreeMap<String, String>,
     /// `status.allocatable`, raw quantity text per resource name; `None` when absent.

@@ -16,15 +16,20 @@ fn map<S: serde::Serializer>(v: &Arc<BTreeMap<String, i64>>, s: S) -> Result<S::
     v.as_ref().serialize(s)
 }
 
+fn is_empty(v: &Arc<BTreeMap<String, i64>>) -> bool {
+    v.is_empty()
+}
+
 /// Serializes shared tolerations as a list.
 fn slice<S: serde::Serializer>(v: &Arc<[Toleration]>, s: S) -> Result<S::Ok, S::Error> {
     v.as_ref().serialize(s)
 }
 
 /// What kind of object a [`PodInfo`] was read from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub enum ObjectKind {
     /// A core `Pod`.
+    #[default]
     Pod,
     /// A KubeVirt `VirtualMachineInstance`: its requests are those its virt-launcher pod
     /// would make.
@@ -105,13 +110,19 @@ pub struct RequestSource {
     /// The full resource name, e.g. `nvidia.com/gpu`.
     pub resource: String,
     /// The field that asks for it, e.g. `spec.containers[0].resources.limits` or
-    /// `spec.domain.devices.gpus[0].deviceName`.
+    /// `spec.domain.devices.gpus[0].deviceName`: the container whose number decides the
+    /// effective request (an init container when the init phase needs more than the
+    /// regular containers together).
     pub field: String,
+    /// That container's `name`, with `init container ` before it for an init container
+    /// (e.g. `init container fetch-weights`); `None` for VMI devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
 }
 
 /// What gpuwl keeps of a Pod (or VMI): identity, binding, placement constraints, the
 /// PodScheduled condition and the effective extended-resource requests.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PodInfo {
     /// The kind read.
@@ -142,6 +153,20 @@ pub struct PodInfo {
     /// (`nvidia.com/gpu: 1`); `Arc::make_mut` gives a pod its own copy to change.
     #[serde(serialize_with = "map")]
     pub requests: Arc<BTreeMap<String, i64>>,
+    /// Effective requests of the other resources the scheduler's NodeResourcesFit filter
+    /// compares — `cpu` in millicores, `memory`, `ephemeral-storage` and `hugepages-*` in
+    /// whole units (bytes), rounded up as the scheduler rounds (`MilliValue()`/`Value()`),
+    /// computed like [`PodInfo::requests`] (and pod-level `spec.resources.requests` for
+    /// cpu, memory and hugepages when set). Zero entries are left out. Shared like
+    /// [`PodInfo::requests`].
+    #[serde(serialize_with = "map", skip_serializing_if = "is_empty")]
+    pub other_requests: Arc<BTreeMap<String, i64>>,
+    /// `status.reason` (e.g. `UnexpectedAdmissionError` when the kubelet refused the pod).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_reason: Option<String>,
+    /// `status.message`, verbatim.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<String>,
     /// Where each requested extended resource's number comes from (the `requests` field
     /// when given, else `limits`), in document order.
     pub sources: Vec<RequestSource>,

@@ -176,6 +176,38 @@ impl Quantity {
         }
     }
 
+    /// The value times `10^scale`, rounded up to a whole number (toward +∞), saturating at
+    /// the `i64` range: `scaled_ceil(0)` is apimachinery's `Quantity.Value()`,
+    /// `scaled_ceil(3)` its `MilliValue()` (kubernetes/apimachinery
+    /// `pkg/api/resource/quantity.go`; both round up), the units the scheduler compares
+    /// (cpu in millicores, memory and the rest in whole units).
+    pub fn scaled_ceil(&self, scale: i64) -> i64 {
+        if self.is_zero() {
+            return 0;
+        }
+        let exp = self.exp.saturating_add(scale);
+        let sat = if self.negative { i64::MIN } else { i64::MAX };
+        if self.digits.len() as i64 + exp > 19 {
+            return sat;
+        }
+        // Whole part and whether a fraction is cut off.
+        let keep = (self.digits.len() as i64 + exp).max(0) as usize;
+        let mut v: i128 = 0;
+        for &d in self.digits.iter().take(keep) {
+            v = v * 10 + d as i128;
+        }
+        for _ in 0..exp.max(0) {
+            v *= 10;
+        }
+        let cut = self.digits.len() > keep;
+        if self.negative {
+            v = -v;
+        } else if cut {
+            v += 1;
+        }
+        i64::try_from(v).unwrap_or(sat)
+    }
+
     fn cmp_magnitude(&self, other: &Quantity) -> Ordering {
         match (self.is_zero(), other.is_zero()) {
             (true, true) => return Ordering::Equal,
@@ -507,5 +539,20 @@ mod tests {
             prop_assert_eq!(q(&format!("{a}m")).cmp(&q(&format!("{b}m"))), a.cmp(&b));
             prop_assert_eq!(q(&format!("{a}m")) == q(&format!("{}", a as f64 / 1000.0)), true);
         }
+    }
+
+    #[test]
+    fn scaled_ceil_rounds_up_like_value_and_milli_value() {
+        let q = |s: &str| Quantity::parse(s).unwrap();
+        assert_eq!(q("100m").scaled_ceil(3), 100);
+        assert_eq!(q("1.5").scaled_ceil(3), 1500);
+        assert_eq!(q("2").scaled_ceil(3), 2000);
+        assert_eq!(q("1n").scaled_ceil(3), 1);
+        assert_eq!(q("1.5").scaled_ceil(0), 2);
+        assert_eq!(q("24Gi").scaled_ceil(0), 25769803776);
+        assert_eq!(q("25011572Ki").scaled_ceil(0), 25611849728);
+        assert_eq!(q("0").scaled_ceil(0), 0);
+        assert_eq!(q("-1.5").scaled_ceil(0), -1);
+        assert_eq!(q("1e30").scaled_ceil(0), i64::MAX);
     }
 }

@@ -69,7 +69,12 @@ fn text(e: &Explanation) -> String {
             if r.field.is_empty() {
                 String::new()
             } else {
-                format!(" from {}", esc(&r.field))
+                match r.container.as_deref() {
+                    Some(c) if c.starts_with("init container ") => {
+                        format!(" from {} ({})", esc(&r.field), esc(c))
+                    }
+                    _ => format!(" from {}", esc(&r.field)),
+                }
             }
         );
         if !e.nodes_known {
@@ -158,12 +163,30 @@ fn text(e: &Explanation) -> String {
         } else if e.fitting.len() < e.candidates.len() {
             let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
         }
+        if e.node.is_none() && e.schedulable != e.fitting {
+            let _ = writeln!(
+                o,
+                "  ∩ cpu, memory, pod slots and the rest fit → {}",
+                list(&e.schedulable)
+            );
+        }
     }
     let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, esc(&e.cause));
     for ev in &e.evidence {
         let _ = writeln!(o, "  {}", esc(ev));
     }
     let _ = writeln!(o, "Fix: {}", esc(&e.fix));
+    if e.cause_codes.len() > 1 {
+        let _ = writeln!(
+            o,
+            "Also blocking: {}",
+            e.cause_codes[1..]
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     for n in &e.notes {
         let _ = writeln!(o, "note: {}", esc(n));
     }

@@ -331,6 +331,7 @@ mod tests {
             taints: Vec::new(),
             capacity: q.clone(),
             allocatable: Some(q),
+            ..Default::default()
         }
     }
 
@@ -353,6 +354,7 @@ mod tests {
             sources: Vec::new(),
             problems: Vec::new(),
             resource_claims: Vec::new(),
+            ..Default::default()
         }
     }
 

@@ -30,6 +30,19 @@ pub fn gpuwl_ok(args: &[&str]) -> String {
     stdout
 }
 
+/// Runs `gpuwl explain ARGS…` (ARGS without the word `explain`), asserts it explained (exit
+/// 0: nothing blocks the pod; 1: a blocking cause), returns stdout.
+pub fn gpuwl_explained(args: &[&str]) -> String {
+    let mut a = vec!["explain"];
+    a.extend(args);
+    let (code, stdout, stderr) = gpuwl(&a);
+    assert!(
+        code == 0 || code == 1,
+        "gpuwl {a:?} exit {code}:\n{stdout}\n{stderr}"
+    );
+    stdout
+}
+
 /// Plays `gpuwl lab` on the local control plane `cluster`, results in a fresh temporary
 /// root; returns that root (kept alive by the caller) and the cluster's kubeconfig path.
 pub fn lab_cluster(cluster: &str) -> (tempfile::TempDir, String) {

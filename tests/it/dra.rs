@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, gpuwl_explained, gpuwl_ok, one_cluster_at_a_time};
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dra");
 
@@ -109,8 +109,7 @@ fn explain_each_dra_cause() {
         ("gpu-jobs/from-template", "claim-not-found"),
         ("gpu-jobs/job-gpu", "scheduled"),
     ] {
-        let out = gpuwl_ok(&[
-            "explain",
+        let out = gpuwl_explained(&[
             "pod",
             pod,
             "--pods",
@@ -126,8 +125,7 @@ fn explain_each_dra_cause() {
         assert_eq!(doc["causeCode"], code, "{pod}: {doc}");
         assert_eq!(doc["draKnown"], true);
     }
-    let text = gpuwl_ok(&[
-        "explain",
+    let text = gpuwl_explained(&[
         "pod",
         "gpu-vm/vm-vfio-2",
         "--pods",
@@ -296,8 +294,7 @@ fn scheduler_allocates_one_device_per_gpu() {
     assert_eq!(blocked[0]["device"], "gpu.nvidia.com/dra-node-0/gpu-vfio-0");
     assert_eq!(blocked[0]["reason"], "in use as gpu by dra/claim-gpu");
 
-    let doc: Value = serde_json::from_str(&gpuwl_ok(&[
-        "explain",
+    let doc: Value = serde_json::from_str(&gpuwl_explained(&[
         "pod",
         "dra/job-vfio",
         "--kubeconfig",

@@ -370,7 +370,7 @@ fn pod_request_sums_saturate_instead_of_wrapping() {
     ] {
         let f = write(&dir, "p.json", &pod);
         let (rc, out, err) = gpuwl(&["explain", "--nodes", &nodes, "--pod", &f]);
-        assert_eq!(rc, 0, "{what}: {err}");
+        assert_eq!(rc, 1, "{what}: too-large: {err}");
         assert!(
             out.contains(&format!("nvidia.com/gpu × {max} ")),
             "{what}: {out}"
@@ -395,7 +395,7 @@ fn requests_that_differ_from_limits_are_called_out_with_the_field_counted() {
         };
         let f = write(&dir, "p.json", &pod);
         let (rc, out, err) = gpuwl(&["explain", "--nodes", &nodes, "--pod", &f]);
-        assert_eq!(rc, 0, "{err}");
+        assert_eq!(rc, 1, "invalid-spec: {err}");
         assert!(
             out.contains(&format!(
                 "nvidia.com/gpu × {req} (container GPU) from spec.{container}.resources.requests"

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl_explained, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-test-inventory";
 
@@ -121,13 +121,7 @@ fn after_the_lab() {
     let cross = std::fs::read_to_string(root.path().join("out/07-cross.txt")).unwrap();
     assert!(cross.contains(&format!("MESSAGE={msg}")), "{cross}");
 
-    let text = gpuwl_ok(&[
-        "explain",
-        "pod",
-        "gpu-vm/job-cross",
-        "--kubeconfig",
-        kubeconfig,
-    ]);
+    let text = gpuwl_explained(&["pod", "gpu-vm/job-cross", "--kubeconfig", kubeconfig]);
     assert!(
         text.contains("Cause (excluded): the nodeSelector nvidia.com/gpu.workload.config=vm-passthrough confines the pod to pool vm-passthrough"),
         "{text}"
@@ -138,8 +132,7 @@ fn after_the_lab() {
     );
     // A manifest alone is explained against the configured cluster's nodes and pods.
     let manifest = root.path().join("k8s/pod-cross.yaml");
-    let doc = gpuwl_ok(&[
-        "explain",
+    let doc = gpuwl_explained(&[
         "--pod",
         manifest.to_str().unwrap(),
         "--kubeconfig",

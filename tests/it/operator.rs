@@ -170,7 +170,7 @@ fn explain_proposes_no_selector_value_that_no_node_carries() {
         "-o",
         "json",
     ]);
-    assert_eq!(rc, 0, "{err}");
+    assert_eq!(rc, 1, "excluded: {err}");
     let doc: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(doc["causeCode"], "excluded");
     let fix = doc["fix"].as_str().unwrap();

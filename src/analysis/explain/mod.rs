@@ -19,10 +19,10 @@ pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use kube::Client;
 use serde::Serialize;
 
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
+use crate::analysis::fit::{self, Failure, NodeFit};
 use crate::analysis::names::{self, Suggestion};
 use crate::analysis::placement::{self, Exclusion};
 use crate::analysis::usage::Usage;
@@ -82,8 +82,13 @@ pub struct RequestView {
     /// the closest related advertised name (`GA102GL_A1O` is a mistyped device model, not
     /// a vGPU type).
     pub class: ResourceClass,
-    /// The field that names it (e.g. `spec.containers[0].resources.limits`).
+    /// The field that names it (e.g. `spec.containers[0].resources.limits`; for units
+    /// an init container decides, that init container's field).
     pub field: String,
+    /// The container that field belongs to (`init container NAME` for an init
+    /// container); absent for VMI devices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
     /// Nodes advertising it (allocatable > 0), by name.
     pub advertisers: Vec<NodeFree>,
     /// Nodes listing it with 0 (stale keys; they do not count).
@@ -142,8 +147,23 @@ pub struct Explanation {
     pub fitting: Vec<String>,
     /// The KubeVirt CR the permissions were read from (`namespace/name`), when given.
     pub kubevirt: Option<String>,
-    /// The stable diagnosis code ([`CauseCode`]).
+    /// Allowed nodes that pass every modelled scheduler filter: besides the above, cpu,
+    /// memory, ephemeral-storage, hugepages and pod slots ([`crate::analysis::fit`]).
+    pub schedulable: Vec<String>,
+    /// Per node, the scheduler's filters as gpuwl models them: the reasons the scheduler
+    /// reports for it (its first failing filter) and every failing filter.
+    pub filters: Vec<NodeFit>,
+    /// The `0/N nodes are available: …` part of the message the scheduler would write,
+    /// from [`Explanation::filters`]; absent when a node passes, or nodes are unknown.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub predicted_message: Option<String>,
+    /// The stable diagnosis code ([`CauseCode`]): the primary cause.
     pub cause_code: CauseCode,
+    /// Every blocking cause found, the primary first, then the others in the scheduler's
+    /// filter order (cordon/taints/selector → `excluded`; GPU units short on a node that
+    /// advertises them → `too-large`/`in-use`/`insufficient`; cpu, memory, pods and the
+    /// rest → `other-resource`), each once.
+    pub cause_codes: Vec<CauseCode>,
     /// One-paragraph cause.
     pub cause: String,
     /// One concrete fix.
@@ -160,11 +180,25 @@ pub struct Explanation {
     pub dra_known: bool,
 }
 
-/// Explains `pod` against `inputs`.
+/// Explains `pod` against `inputs`: [`gather`], then the first rule of
+/// [`rules::RULES`] that applies, and [`Explanation::cause_codes`].
 ///
 /// Errors: [`crate::error::Error::Input`] when a node's quantity of an extended resource is
 /// not a whole number.
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
+    let (mut e, usage) = gather(pod, inputs)?;
+    diagnose(pod, inputs, &usage, &mut e);
+    Ok(e)
+}
+
+/// The facts, gathered before any rule runs (like `check`'s gather step): per requested
+/// extended resource its advertisers and their free units ([`Usage`]), stale zeros and
+/// related names; how cordon, nodeSelector, affinity and taints narrow the nodes; the
+/// scheduler's filters node by node ([`fit`]); the pod's DRA claims; notes. The returned
+/// explanation has no diagnosis yet (`causeCode` `fits-now`, empty cause and fix).
+///
+/// Errors: as [`explain`].
+pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)> {
     let nodes_known = inputs.nodes.is_some();
     let nodes = inputs.nodes.unwrap_or(&[]);
     let usage = Usage::build(nodes, inputs.pods, inputs.cluster_policy);
@@ -176,12 +210,9 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
 
     let mut requests = Vec::new();
     for (r, units) in pod.requests.iter() {
-        let field = pod
-            .sources
-            .iter()
-            .find(|s| &s.resource == r)
-            .map(|s| s.field.clone())
-            .unwrap_or_default();
+        let source = pod.sources.iter().find(|s| &s.resource == r);
+        let field = source.map(|s| s.field.clone()).unwrap_or_default();
+        let container = source.and_then(|s| s.container.clone());
         let mut advertisers = Vec::new();
         let mut stale = Vec::new();
         for n in nodes {
@@ -246,6 +277,7 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
             units: *units,
             class,
             field,
+            container,
             advertisers,
             stale_nodes: stale,
             did_you_mean,
@@ -263,6 +295,18 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
             .map(|n| n.name.clone())
             .collect()
     };
+    let cordoned: Vec<&str> = nodes
+        .iter()
+        .filter(|n| n.unschedulable)
+        .map(|n| n.name.as_str())
+        .collect();
+    if !cordoned.is_empty() {
+        constraints.push(ConstraintView {
+            kind: "cordon".into(),
+            description: format!("spec.unschedulable on {}", cordoned.join(", ")),
+            allows: names_where(&|e| matches!(e, Exclusion::Unschedulable)),
+        });
+    }
     if !pod.node_selector.is_empty() {
         constraints.push(ConstraintView {
             kind: "nodeSelector".into(),
@@ -328,6 +372,19 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
         .cloned()
         .collect();
 
+    // The scheduler's filters, node by node (every resource, not only extended ones).
+    let requested = inputs.pods.map(fit::requested);
+    let filters: Vec<NodeFit> = if pod.node_name.is_none() {
+        fit::filter(pod, nodes, requested.as_ref())
+    } else {
+        Vec::new()
+    };
+    let schedulable: Vec<String> = filters
+        .iter()
+        .filter(|f| f.passes())
+        .map(|f| f.node.clone())
+        .collect();
+    let predicted_message = fit::message(&filters);
     let mut e = Explanation {
         pod: pod.key(),
         kind: pod.kind,
@@ -342,8 +399,12 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
         allowed_nodes,
         candidates,
         fitting,
+        schedulable,
+        filters,
+        predicted_message,
         kubevirt: inputs.kubevirt.map(|k| k.object.clone()),
         cause_code: CauseCode::FitsNow,
+        cause_codes: Vec::new(),
         cause: String::new(),
         fix: String::new(),
         evidence: Vec::new(),
@@ -392,12 +453,19 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
         e.notes
             .push(format!("skipped (not a valid device count): {bad}"));
     }
+    Ok((e, usage))
+}
+
+/// Runs the rules over the gathered facts and fills in the diagnosis.
+fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanation) {
+    let nodes = inputs.nodes.unwrap_or(&[]);
     let d: Diagnosis = rules::diagnose(&rules::Facts {
         pod,
-        e: &e,
+        e,
         nodes,
-        usage: &usage,
+        usage,
         kubevirt: inputs.kubevirt,
+        cluster_policy: inputs.cluster_policy,
     });
     if pod.is_vm()
         && inputs.kubevirt.is_none()
@@ -410,30 +478,95 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
             "a VMI's deviceName must also be listed in the KubeVirt CR's permittedHostDevices, else KubeVirt refuses the VMI (Synchronized=False, \"GPU <name> is not permitted in permittedHostDevices configuration\") and makes no launcher pod; pass --kubevirt FILE to verify".into(),
         );
     }
+    e.cause_codes = cause_codes(d.code, e, usage);
     e.cause_code = d.code;
     e.cause = d.cause;
     e.fix = d.fix;
     e.evidence = d.evidence;
-    Ok(e)
+    scheduler_notes(e);
 }
 
-/// Explains pod `namespace/name` of a live cluster (lists all nodes and pods).
-///
-/// Errors: [`crate::error::Error::Input`] when the pod does not exist;
-/// [`crate::error::Error::Runtime`] when the API cannot be reached.
-pub async fn from_cluster(client: &Client, namespace: &str, name: &str) -> Result<Explanation> {
-    let (pod, c) = futures::try_join!(
-        crate::input::pods::get_pod(client, namespace, name),
-        crate::input::snapshot::read(client, true)
-    )?;
-    explain(
-        &pod,
-        Inputs {
-            nodes: Some(&c.nodes),
-            pods: Some(&c.pods),
-            kubevirt: c.kubevirt.as_ref(),
-            cluster_policy: c.policy.policy(),
-            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
-        },
-    )
+/// Compares the scheduler's own message (when it has the `0/N nodes are available` form)
+/// with the reasons gpuwl's filters predict, and notes a difference: the input is older
+/// than the message, or a filter gpuwl does not model decided.
+fn scheduler_notes(e: &mut Explanation) {
+    let Some(msg) = e.scheduler.as_ref().and_then(|c| c.message.as_deref()) else {
+        return;
+    };
+    // DRA reasons are the claims section's to explain.
+    if e.node.is_some() || e.filters.is_empty() || !e.claims.is_empty() {
+        return;
+    }
+    let Some((_, said)) = fit::parse_message(msg) else {
+        return;
+    };
+    let predicted = fit::histogram(&e.filters);
+    let unexplained: Vec<String> = said
+        .iter()
+        .filter(|(r, _)| !predicted.contains_key(*r))
+        .map(|(r, n)| format!("{n} {r}"))
+        .collect();
+    if !unexplained.is_empty() {
+        e.notes.push(format!(
+            "the scheduler's message names {} that gpuwl's filters do not find in this input (the input may be newer or older than the message, or a filter gpuwl does not model decided: host ports, volumes, inter-pod affinity, topology spread, DRA)",
+            unexplained.join(", ")
+        ));
+    }
+}
+
+/// Every blocking cause: `primary`, then what each node's first failing filter says, in
+/// filter order — a placement rule (`excluded`, or `node-conditions` for a
+/// `node.kubernetes.io/*` condition taint), GPU units short on a node that advertises the
+/// name (`too-large` when more than its allocatable, `in-use` when none free, else
+/// `insufficient`), any other resource (`other-resource`) — each code once.
+fn cause_codes(primary: CauseCode, e: &Explanation, usage: &Usage) -> Vec<CauseCode> {
+    let mut out = vec![primary];
+    let mut placement = Vec::new();
+    let mut gpu = Vec::new();
+    let mut other = Vec::new();
+    for f in &e.filters {
+        for r in &f.reasons {
+            match r {
+                Failure::Taint { taint }
+                    if taint.key.starts_with("node.kubernetes.io/")
+                        && taint.key != fit::UNSCHEDULABLE_TAINT =>
+                {
+                    placement.push(CauseCode::NodeConditions)
+                }
+                Failure::Unschedulable
+                | Failure::Taint { .. }
+                | Failure::NodeAffinity
+                | Failure::NotNamed => placement.push(CauseCode::Excluded),
+                Failure::Insufficient {
+                    resource,
+                    requested,
+                    allocatable,
+                    used,
+                } if e.requests.iter().any(|rv| &rv.resource == resource) => {
+                    if usage
+                        .cell(&f.node, resource)
+                        .is_some_and(|c| c.advertised())
+                    {
+                        gpu.push(if requested > allocatable {
+                            CauseCode::TooLarge
+                        } else if allocatable.saturating_sub(*used) <= 0 {
+                            CauseCode::InUse
+                        } else {
+                            CauseCode::Insufficient
+                        });
+                    }
+                }
+                Failure::Insufficient { .. } | Failure::TooManyPods { .. } => {
+                    other.push(CauseCode::OtherResource)
+                }
+            }
+        }
+    }
+    gpu.sort();
+    for c in placement.into_iter().chain(gpu).chain(other) {
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    out
 }

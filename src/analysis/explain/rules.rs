@@ -33,13 +33,17 @@ pub struct Facts<'a> {
     pub usage: &'a Usage,
     /// KubeVirt's `permittedHostDevices`, when known.
     pub kubevirt: Option<&'a PermittedHostDevices>,
+    /// The GPU Operator's ClusterPolicy, when known.
+    pub cluster_policy: Option<&'a crate::model::operator::ClusterPolicy>,
 }
 
 /// A diagnosis rule.
 pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
 
 /// The rules, in priority order (the order of [`CauseCode::ALL`]).
-pub const RULES: [(CauseCode, Rule); 17] = [
+pub const RULES: [(CauseCode, Rule); 21] = [
+    (CauseCode::InvalidSpec, invalid_spec),
+    (CauseCode::AdmissionRejected, admission_rejected),
     (CauseCode::Scheduled, scheduled),
     (CauseCode::NoGpuRequest, no_gpu_request),
     (CauseCode::NotPermitted, not_permitted),
@@ -49,6 +53,7 @@ pub const RULES: [(CauseCode, Rule); 17] = [
     (CauseCode::DevicesInUse, devices_in_use),
     (CauseCode::NoNodeData, no_node_data),
     (CauseCode::NodeConditions, node_conditions),
+    (CauseCode::OperatorState, operator_state),
     (CauseCode::UnadvertisedName, unadvertised_name),
     (CauseCode::StaleOnly, stale_only),
     (CauseCode::Excluded, excluded),
@@ -56,6 +61,7 @@ pub const RULES: [(CauseCode, Rule); 17] = [
     (CauseCode::TooLarge, too_large),
     (CauseCode::InUse, in_use),
     (CauseCode::Insufficient, insufficient),
+    (CauseCode::OtherResource, other_resource),
     (CauseCode::FitsNow, fits_now),
 ];
 
@@ -69,12 +75,15 @@ pub fn diagnose(f: &Facts<'_>) -> Diagnosis {
 
 // ---- wording helpers -------------------------------------------------------------
 
-/// ` in <field>` or nothing.
+/// ` in <field>` (and the init container's name) or nothing.
 fn in_field(rv: &RequestView) -> String {
     if rv.field.is_empty() {
         String::new()
     } else {
-        format!(" in {}", rv.field)
+        match rv.container.as_deref() {
+            Some(c) if c.starts_with("init container ") => format!(" in {} ({c})", rv.field),
+            _ => format!(" in {}", rv.field),
+        }
     }
 }
 
@@ -732,6 +741,9 @@ pub fn stale_only(f: &Facts<'_>) -> Option<Diagnosis> {
 /// A nodeSelector on the workload label points at the pool whose nodes carry the name; a
 /// label value on those nodes that is a near miss of the selector is the thing to fix.
 pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
+    if let Some(d) = cordoned(f) {
+        return Some(d);
+    }
     let rv =
         f.e.requests
             .iter()
@@ -770,8 +782,12 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
             have: Some(_),
         } = x
         {
+            // A value some node carries is meant, not mistyped (a pod pinned to another
+            // node by name is not a typo of this node's name).
+            let carried = f.nodes.iter().any(|n| n.label(key) == Some(want.as_str()));
             let typo: Vec<(&str, &str)> = adv_nodes
                 .iter()
+                .filter(|_| !carried)
                 .filter_map(|n| {
                     let h = n.label(key)?;
                     near_miss(want, h).then_some((n.name.as_str(), h))
@@ -780,6 +796,38 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
             if let Some((_, h)) = typo.first() {
                 let who: Vec<&str> = typo.iter().map(|(n, _)| *n).collect();
                 let invalid = key == LABEL_KEY && h.parse::<WorkloadConfig>().is_err();
+                let want_valid = key != LABEL_KEY || want.parse::<WorkloadConfig>().is_ok();
+                // The node's label is the one to fix only when it is the invalid side and
+                // an admin sets it; else the pod's selector is.
+                if !(invalid && want_valid) || system_label(key) {
+                    return Some(Diagnosis::new(
+                        CauseCode::Excluded,
+                        format!(
+                            "{} advertises {} but carries {key}={h}; the {}'s nodeSelector {key}={want} is a near miss of it{}",
+                            who.join(", "),
+                            rv.resource,
+                            what(f.pod),
+                            if key == LABEL_KEY && !want_valid {
+                                format!(
+                                    " and not a valid workload config ({})",
+                                    WorkloadConfig::ALL
+                                        .iter()
+                                        .map(|w| w.as_str())
+                                        .collect::<Vec<_>>()
+                                        .join(", ")
+                                )
+                            } else if system_label(key) {
+                                " (a label the kubelet, cloud provider or feature discovery sets: the node's value is the real one)".to_string()
+                            } else {
+                                String::new()
+                            }
+                        ),
+                        format!(
+                            "change the {}'s nodeSelector {key}={want} to {key}={h}",
+                            what(f.pod)
+                        ),
+                    ));
+                }
                 return Some(Diagnosis::new(
                     CauseCode::Excluded,
                     format!(
@@ -901,6 +949,15 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
         what(f.pod),
     );
     let fix = match first {
+        Some(Exclusion::Unschedulable) => format!(
+            "finish the maintenance and uncordon: kubectl uncordon {}",
+            adv_nodes
+                .iter()
+                .filter(|n| n.unschedulable)
+                .map(|n| n.name.as_str())
+                .collect::<Vec<_>>()
+                .join(" ")
+        ),
         Some(Exclusion::NodeSelector { key, want, have }) => match have {
             Some(h) => format!(
                 "change the nodeSelector {key}={want} to {key}={h} (the value on {}) or remove it",
@@ -1114,10 +1171,16 @@ pub fn insufficient(f: &Facts<'_>) -> Option<Diagnosis> {
     }
     let what_: Vec<String> = short
         .iter()
-        .map(|(rv, free, _)| {
+        .map(|(rv, _, on)| {
             format!(
-                "{} ({} asked, {free} free on the candidates)",
-                rv.resource, rv.units
+                "{} × {} asked, {} (a {}'s units come from one node)",
+                rv.units,
+                rv.resource,
+                on.iter()
+                    .map(|a| format!("{} has {} free", a.node, a.free.unwrap_or(a.allocatable)))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                what(f.pod)
             )
         })
         .collect();
@@ -1128,17 +1191,22 @@ pub fn insufficient(f: &Facts<'_>) -> Option<Diagnosis> {
             f.e.candidates.join(", "),
             what_.join("; ")
         ),
-        "free units on the candidates (delete or finish pods using them) or add nodes of the same pool",
+        "free units on one candidate so that it alone has enough (delete or finish pods using them there), ask for fewer units, or add nodes of the same pool",
     ))
 }
 
 /// `fits-now`: an allowed node has the units free: the wait is elsewhere.
 pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
+    let nodes = if f.e.schedulable.is_empty() {
+        &f.e.fitting
+    } else {
+        &f.e.schedulable
+    };
     Some(Diagnosis::new(
         CauseCode::FitsNow,
         format!(
             "{} can take the {} now{}",
-            f.e.fitting.join(", "),
+            nodes.join(", "),
             what(f.pod),
             if f.e.allocations_known {
                 ""
@@ -1146,8 +1214,510 @@ pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
                 " (allocations unknown: pass --pods FILE)"
             }
         ),
-        "wait for the next scheduling attempt, or check non-GPU resources (cpu, memory) in the scheduler message",
+        "wait for the next scheduling attempt; if it stays Pending, the scheduler message names what gpuwl does not model (host ports, volumes, inter-pod affinity, topology spread, scheduling gates)",
     ))
+}
+
+/// The cordon part of `excluded`: no node passes every filter, and a cordoned node would
+/// (only its cordon stops it): uncordoning it is the fix.
+fn cordoned(f: &Facts<'_>) -> Option<Diagnosis> {
+    use crate::analysis::fit::Failure;
+    if !f.e.schedulable.is_empty() {
+        return None;
+    }
+    let blocked: Vec<&str> = f
+        .e
+        .filters
+        .iter()
+        .filter(|x| {
+            !x.all.is_empty()
+                && x.all.iter().all(|c| {
+                    matches!(c, Failure::Unschedulable)
+                        || matches!(c, Failure::Taint { taint } if taint.key == crate::analysis::fit::UNSCHEDULABLE_TAINT)
+                })
+        })
+        .map(|x| x.node.as_str())
+        .collect();
+    if blocked.is_empty() {
+        return None;
+    }
+    let free_on = |n: &str| -> String {
+        f.e.requests
+            .iter()
+            .filter_map(|rv| {
+                let a = rv.advertisers.iter().find(|a| a.node == n)?;
+                Some(format!(
+                    "{} {}",
+                    a.free
+                        .map_or(format!("{} allocatable", a.allocatable), |x| format!(
+                            "{x} free"
+                        )),
+                    rv.resource
+                ))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let others: Vec<String> =
+        f.e.requests
+            .iter()
+            .flat_map(|rv| {
+                rv.advertisers
+                    .iter()
+                    .filter(|a| a.allowed)
+                    .map(move |a| (rv, a))
+            })
+            .map(|(rv, a)| {
+                format!(
+                    "{} has {} {}",
+                    a.node,
+                    a.free
+                        .map_or(format!("{} allocatable", a.allocatable), |x| format!(
+                            "{x} free"
+                        )),
+                    rv.resource
+                )
+            })
+            .collect();
+    Some(Diagnosis::new(
+        CauseCode::Excluded,
+        format!(
+            "{} would take the {} ({}), but {} cordoned (spec.unschedulable: kubectl cordon or a drain), and the scheduler skips cordoned nodes{}",
+            blocked.join(", "),
+            what(f.pod),
+            blocked
+                .iter()
+                .map(|n| free_on(n))
+                .filter(|s| !s.is_empty())
+                .collect::<Vec<_>>()
+                .join("; "),
+            if blocked.len() == 1 {
+                "it is"
+            } else {
+                "they are"
+            },
+            if others.is_empty() {
+                String::new()
+            } else {
+                format!("; of the nodes it may use, {}", others.join(", "))
+            }
+        ),
+        format!(
+            "finish the maintenance and kubectl uncordon {}{}; tolerating the unschedulable taint is not a fix for an ordinary {}",
+            blocked.join(" "),
+            if others.is_empty() {
+                String::new()
+            } else {
+                " (or free units on an uncordoned node)".to_string()
+            },
+            what(f.pod)
+        ),
+    ))
+}
+
+// ---- rules added for the scheduler's full filter set (issue 22) -------------------
+
+/// One problem of [`PodInfo::problems`] taken apart: `(field path, resource, requested,
+/// what)` where `what` is `without-limit`, `differs` or `above-limit`.
+fn spec_problem(p: &str) -> Option<(&str, &str, String, &'static str)> {
+    let (path, rest) = p.split_once(": ")?;
+    let mut words = rest.split(' ');
+    let resource = words.next()?;
+    if words.next()? != "requests" {
+        return None;
+    }
+    let value = words.next()?.trim_matches('"').to_owned();
+    let what = match words.next()? {
+        "without" => "without-limit",
+        "≠" => "differs",
+        ">" => "above-limit",
+        _ => return None,
+    };
+    Some((path, resource, value, what))
+}
+
+/// `invalid-spec`: the API server refuses the manifest (kubernetes/kubernetes
+/// `pkg/apis/core/validation/validation.go`, `ValidateResourceRequirements`: an extended
+/// resource must have a limit, and requests equal to it when both are set; a request
+/// above its limit): there is no pod for the scheduler.
+pub fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
+    let first = f.pod.problems.first()?;
+    let parsed = spec_problem(first);
+    let fix = match parsed {
+        Some((path, r, v, "without-limit")) => format!(
+            "set {r}: {v} under {path}.resources.limits (requests may then be left out: they default to the limit), then create the {} again",
+            what(f.pod)
+        ),
+        Some((path, r, _, "differs")) => format!(
+            "make {path}.resources.requests {r} equal to its limit, or leave {r} out of requests (it defaults to the limit)"
+        ),
+        Some((path, r, _, _)) => {
+            format!("lower {path}.resources.requests {r} to at most its limit, or raise the limit")
+        }
+        None => "correct the resources as the API server's message says".into(),
+    };
+    Some(
+        Diagnosis::new(
+            CauseCode::InvalidSpec,
+            format!(
+                "the API server refuses this {} as written, so there is nothing to schedule (nodes are not the cause): {first}",
+                what(f.pod)
+            ),
+            fix,
+        )
+        .with_evidence(f.pod.problems.iter().skip(1).cloned()),
+    )
+}
+
+/// Reasons the kubelet gives a pod it refuses at admission (kubernetes/kubernetes
+/// `pkg/kubelet/lifecycle/predicate.go`; device-manager and topology-manager errors).
+fn admission_reason(reason: &str) -> bool {
+    reason.starts_with("OutOf")
+        || matches!(
+            reason,
+            "UnexpectedAdmissionError"
+                | "NodeAffinity"
+                | "NodeName"
+                | "Taint"
+                | "PodOSNotSupported"
+                | "PodOSSelectorNodeLabelDoesNotMatch"
+                | "InvalidNodeInfo"
+                | "UnexpectedError"
+                | "TopologyAffinityError"
+                | "SMTAlignmentError"
+                | "InitContainerRestartPolicyForbidden"
+        )
+}
+
+/// `admission-rejected`: the scheduler bound the pod, then the kubelet refused it (phase
+/// `Failed` with an admission reason). With a shared GPU (MPS, or time-slicing with
+/// `failRequestsGreaterThanOne`) the device plugin refuses more than one replica
+/// (NVIDIA/k8s-device-plugin `internal/rm/allocate.go`; #929, #1762).
+pub fn admission_rejected(f: &Facts<'_>) -> Option<Diagnosis> {
+    let node = f.pod.node_name.as_ref()?;
+    if f.pod.phase.as_deref() != Some("Failed") {
+        return None;
+    }
+    let reason = f.pod.status_reason.as_deref()?;
+    if !admission_reason(reason) {
+        return None;
+    }
+    let msg = f.pod.status_message.as_deref().unwrap_or("");
+    let n = f.nodes.iter().find(|n| &n.name == node);
+    let strategy = n.and_then(|n| n.label("nvidia.com/gpu.sharing-strategy"));
+    let replicas = n.and_then(|n| n.label("nvidia.com/gpu.replicas"));
+    let shared = msg.contains("maximum request size for shared resources")
+        || strategy.is_some_and(|s| s != "none");
+    let big = f.e.requests.iter().find(|rv| rv.units > 1);
+    let mut cause = format!(
+        "the {} was bound to {node}, then the kubelet refused it at admission ({reason}: \"{}\"); it is Failed, and a Failed pod is never retried",
+        what(f.pod),
+        {
+            let one = crate::input::document::one_line(msg);
+            if one.chars().count() > 240 {
+                format!("{}…", one.chars().take(240).collect::<String>())
+            } else {
+                one
+            }
+        }
+    );
+    let fix = match (shared, big) {
+        (true, Some(rv)) => {
+            let strat = strategy.unwrap_or("shared");
+            cause.push_str(&format!(
+                ". {node} shares its GPUs ({strat}{}): each {} unit is a replica of a GPU, and a pod may ask for at most 1 (failRequestsGreaterThanOne, always on for MPS); the pod asks {} — replicas are not fractions, 2 replicas give no more GPU than 1",
+                replicas.map(|r| format!(", {r} replicas per GPU")).unwrap_or_default(),
+                rv.resource,
+                rv.units
+            ));
+            format!(
+                "request {}: 1 (one replica){}, or set sharing.{}.failRequestsGreaterThanOne: false in the device plugin config knowingly (k8s-device-plugin #1762 and later); then delete and re-create the pod",
+                rv.resource,
+                in_field(rv),
+                if strat == "mps" { "mps" } else { "timeSlicing" }
+            )
+        }
+        _ => format!(
+            "delete and re-create the pod once the kubelet's reason is dealt with (it names the refused request or rule on {node})"
+        ),
+    };
+    Some(Diagnosis::new(CauseCode::AdmissionRejected, cause, fix))
+}
+
+/// What the GPU Operator's state on `node` says about advertising a name of class
+/// `class` (`mig`: a MIG name): the cause, and the fix. `None` when nothing does.
+fn operator_blocker(
+    f: &Facts<'_>,
+    node: &NodeInfo,
+    resource: &str,
+    class: ResourceClass,
+) -> Option<(String, String)> {
+    use crate::model::operator::{
+        DEPLOY_OPERANDS_LABEL, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, VGPU_CONFIG_LABEL,
+        VGPU_CONFIG_STATE_LABEL, effective_workload,
+    };
+    let n = &node.name;
+    let mig = resource
+        .strip_prefix(crate::model::resource::NVIDIA_PREFIX)
+        .is_some_and(|s| s.starts_with("mig-"));
+    if mig && let Some(state) = node.label(MIG_CONFIG_STATE_LABEL) {
+        let config = node.label(MIG_CONFIG_LABEL).unwrap_or("?");
+        match state {
+            "failed" => {
+                return Some((
+                    format!(
+                        "{n} asks for MIG config {config} ({MIG_CONFIG_LABEL}) but {MIG_CONFIG_STATE_LABEL}=failed: the MIG layout was never applied, the GPUs are still whole{}",
+                        advertised_gpus(node)
+                            .into_iter()
+                            .map(|(r, a)| format!(" ({r}={a})"))
+                            .next()
+                            .unwrap_or_default()
+                    ),
+                    format!(
+                        "read the nvidia-mig-manager pod's log on {n}; a MIG mode change usually needs a GPU reset or a reboot (reboot {n}, or enable the mig-manager's reboot option) until {MIG_CONFIG_STATE_LABEL}=success — then {resource} is advertised"
+                    ),
+                ));
+            }
+            s @ ("pending" | "rebooting") => {
+                return Some((
+                    format!(
+                        "{n} is applying MIG config {config}: {MIG_CONFIG_STATE_LABEL}={s}, so no MIG device is advertised yet"
+                    ),
+                    format!(
+                        "wait for {MIG_CONFIG_STATE_LABEL}=success on {n} (the nvidia-mig-manager log shows progress; a reboot may be pending)"
+                    ),
+                ));
+            }
+            _ => {}
+        }
+    }
+    if class == ResourceClass::VgpuType
+        && let Some(state @ ("failed" | "pending")) = node.label(VGPU_CONFIG_STATE_LABEL)
+    {
+        let config = node.label(VGPU_CONFIG_LABEL).unwrap_or("?");
+        return Some((
+            format!(
+                "{n} asks for vGPU config {config} ({VGPU_CONFIG_LABEL}) but {VGPU_CONFIG_STATE_LABEL}={state}: its vGPU devices are not created, so no vGPU type is advertised"
+            ),
+            if state == "failed" {
+                format!(
+                    "read the nvidia-vgpu-device-manager pod's log on {n} and check that config {config} exists for its GPU, until {VGPU_CONFIG_STATE_LABEL}=success"
+                )
+            } else {
+                format!("wait for {VGPU_CONFIG_STATE_LABEL}=success on {n}")
+            },
+        ));
+    }
+    let want = class.workload()?;
+    let label = node
+        .label(LABEL_KEY)
+        .and_then(|l| l.parse::<WorkloadConfig>().ok());
+    if label == Some(want) {
+        let eff = effective_workload(node, f.cluster_policy);
+        if eff.workload != want {
+            let why = match f.cluster_policy {
+                Some(p) if !p.sandbox_enabled => format!(
+                    "ClusterPolicy {} has {ENABLE_FLAG}=false, so the operator ignores the label and runs {} operands",
+                    p.name, eff.workload
+                ),
+                _ => format!(
+                    "its gpu.deploy.* labels are the {} set: the operator does not follow the label (sandbox workloads off in the ClusterPolicy?)",
+                    eff.workload
+                ),
+            };
+            return Some((
+                format!("{n} is labelled {LABEL_KEY}={want}, but {why}"),
+                format!(
+                    "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect"
+                ),
+            ));
+        }
+    }
+    let is_gpu_node = node.label("nvidia.com/gpu.present") == Some("true") || label.is_some();
+    if is_gpu_node && node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
+        return Some((
+            format!(
+                "{n} has {DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand there, so nothing advertises its GPUs"
+            ),
+            format!("remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-"),
+        ));
+    }
+    let eff = effective_workload(node, f.cluster_policy);
+    if is_gpu_node && eff.workload == want {
+        let operand = match want {
+            WorkloadConfig::Container => "device-plugin",
+            _ => "sandbox-device-plugin",
+        };
+        let key = format!("nvidia.com/gpu.deploy.{operand}");
+        if node.label(&key) == Some("false") {
+            return Some((
+                format!(
+                    "{n} runs {want} workloads but has {key}=false: that operand is disabled there, so {resource} is not advertised"
+                ),
+                format!(
+                    "kubectl label node {n} {key}=true --overwrite (unless another component, e.g. a DRA driver, is meant to serve its GPUs)"
+                ),
+            ));
+        }
+    }
+    None
+}
+
+/// `operator-state`: a requested name no node advertises, and the GPU Operator's own
+/// state on a GPU node says why: a MIG or vGPU config that failed or is pending
+/// (`nvidia.com/mig.config.state`, `nvidia.com/vgpu.config.state`), a workload label the
+/// operator ignores because sandbox workloads are off, operands or the device plugin
+/// disabled by `nvidia.com/gpu.deploy.*=false`.
+pub fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
+    for rv in f.e.requests.iter().filter(|rv| rv.advertisers.is_empty()) {
+        // A misspelt name is the name's problem, whatever the operator's state.
+        if rv.did_you_mean.first().is_some_and(|s| {
+            !matches!(s.relation, Relation::MigPartition | Relation::SharingRename)
+        }) {
+            continue;
+        }
+        let class = classify(&rv.resource);
+        let found: Vec<(String, String)> = f
+            .nodes
+            .iter()
+            .filter_map(|n| operator_blocker(f, n, &rv.resource, class))
+            .collect();
+        let Some((cause, fix)) = found.first().cloned() else {
+            continue;
+        };
+        let mut c = format!("no node advertises {}", rv.resource);
+        if !rv.stale_nodes.is_empty() {
+            c.push_str(&format!(" ({} list it with 0)", rv.stale_nodes.join(", ")));
+        }
+        c.push_str(&format!(", and the GPU Operator's state says why: {cause}"));
+        return Some(
+            Diagnosis::new(CauseCode::OperatorState, c, fix)
+                .with_evidence(found.into_iter().skip(1).map(|(c, _)| c)),
+        );
+    }
+    None
+}
+
+/// `other-resource`: the GPU units are free on an allowed node that advertises them, but
+/// the scheduler's NodeResourcesFit finds it short of something else (cpu, memory,
+/// ephemeral-storage, hugepages, pod slots).
+pub fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
+    if !f.e.schedulable.is_empty() || f.e.fitting.is_empty() {
+        return None;
+    }
+    use crate::analysis::fit::{Failure, amount};
+    let gpu_nodes: Vec<&crate::analysis::fit::NodeFit> =
+        f.e.filters
+            .iter()
+            .filter(|x| f.e.fitting.contains(&x.node))
+            .collect();
+    let shortfalls: Vec<(&str, &Failure)> = gpu_nodes
+        .iter()
+        .flat_map(|x| x.capacity().map(move |c| (x.node.as_str(), c)))
+        .collect();
+    let (_, first) = shortfalls.first()?;
+    let per_node: Vec<String> = gpu_nodes
+        .iter()
+        .map(|x| {
+            let what: Vec<String> = x
+                .capacity()
+                .map(|c| match c {
+                    Failure::TooManyPods { allowed, used } => {
+                        format!("no pod slot ({used} of {allowed} pods)")
+                    }
+                    Failure::Insufficient {
+                        resource,
+                        requested,
+                        allocatable,
+                        used,
+                    } => format!(
+                        "{resource}: the {} asks {}, {} allocatable, {} requested by its pods, {} free",
+                        what(f.pod),
+                        amount(resource, *requested),
+                        amount(resource, *allocatable),
+                        amount(resource, *used),
+                        amount(resource, allocatable.saturating_sub(*used).max(0))
+                    ),
+                    other => other.reason(),
+                })
+                .collect();
+            format!("{} is short of {}", x.node, what.join("; "))
+        })
+        .collect();
+    let gpus: Vec<String> =
+        f.e.requests
+            .iter()
+            .map(|rv| format!("{} × {}", rv.units, rv.resource))
+            .collect();
+    let cause = format!(
+        "the extended resources fit ({} free on {}), but NodeResourcesFit rejects {} for another resource: {}",
+        gpus.join(", "),
+        f.e.fitting.join(", "),
+        if gpu_nodes.len() == 1 { "it" } else { "them" },
+        per_node.join("; ")
+    );
+    let fix = match first {
+        Failure::TooManyPods { allowed, .. } => format!(
+            "free a pod slot on {} (finish or move a pod there), or raise the kubelet's maxPods (allocatable pods {allowed})",
+            f.e.fitting.join(", ")
+        ),
+        Failure::Insufficient { resource, .. } => {
+            // The largest request that fits one of the GPU nodes now, and without its pods.
+            let (best_node, best) = gpu_nodes
+                .iter()
+                .filter_map(|x| {
+                    let a = crate::analysis::fit::allocatable(
+                        f.nodes.iter().find(|n| n.name == x.node)?,
+                    );
+                    let total = a.get(resource.as_str()).copied().unwrap_or(0);
+                    let used = x
+                        .all
+                        .iter()
+                        .find_map(|c| match c {
+                            Failure::Insufficient {
+                                resource: r, used, ..
+                            } if r == resource => Some(*used),
+                            _ => None,
+                        })
+                        .unwrap_or(0);
+                    Some((x.node.as_str(), total.saturating_sub(used).max(0)))
+                })
+                .max_by_key(|(_, v)| *v)?;
+            format!(
+                "lower the {resource} request to at most {} (the most {resource} free on a node with the GPUs: {best_node}), or free {resource} there, or use nodes with more {resource}",
+                amount(resource, best)
+            )
+        }
+        _ => "make room on the nodes with the GPUs".into(),
+    };
+    Some(Diagnosis::new(CauseCode::OtherResource, cause, fix))
+}
+
+/// Whether label `key` is set by the kubelet, a cloud provider, Node Feature Discovery or
+/// GPU Feature Discovery — relabelling such a node is no fix (it is reset, or it lies
+/// about the node): `kubernetes.io/hostname` and the other `kubernetes.io` / `k8s.io`
+/// labels, `feature.node.kubernetes.io/*`, and NVIDIA's discovered labels (all
+/// `nvidia.com/` labels but the admin-set workload, MIG and vGPU configs and
+/// `gpu.deploy.*`).
+pub fn system_label(key: &str) -> bool {
+    let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
+    let k8s = |d: &str| {
+        d == "kubernetes.io"
+            || d.ends_with(".kubernetes.io")
+            || d == "k8s.io"
+            || d.ends_with(".k8s.io")
+    };
+    if k8s(domain) {
+        return true;
+    }
+    if domain == "nvidia.com" {
+        let name = &key["nvidia.com/".len()..];
+        return !(key == LABEL_KEY
+            || name == "mig.config"
+            || name == "vgpu.config"
+            || name.starts_with("gpu.deploy."));
+    }
+    false
 }
 
 #[cfg(test)]
@@ -1302,5 +1872,150 @@ mod tests {
             "{:?}",
             e.notes
         );
+    }
+
+    fn nodes_and_pod(pod: &str) -> (Vec<NodeInfo>, PodInfo) {
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(
+            r#"{"kind":"List","items":[
+              {"kind":"Node","metadata":{"name":"gpu-node-1","labels":{"kubernetes.io/hostname":"gpu-node-1","nvidia.com/gpu.workload.config":"container"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110","nvidia.com/gpu":"2"}}},
+              {"kind":"Node","metadata":{"name":"cpu-node-1","labels":{"kubernetes.io/hostname":"cpu-node-1"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110"}}}]}"#
+                .as_bytes(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let pod = crate::input::pods::read_pods_str(pod, "pod.json")
+            .unwrap()
+            .remove(0);
+        (nodes, pod)
+    }
+
+    fn explain_with(pod: &str) -> Explanation {
+        let (nodes, pod) = nodes_and_pod(pod);
+        explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn near_misses_are_fixed_in_the_pod_never_by_relabelling_the_hostname() {
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"kubernetes.io/hostname":"gpu-node-2"},
+               "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::Excluded);
+        assert!(!e.fix.contains("kubectl label"), "{}", e.fix);
+        assert!(
+            e.fix.contains("change the pod's nodeSelector kubernetes.io/hostname=gpu-node-2 to kubernetes.io/hostname=gpu-node-1"),
+            "{}",
+            e.fix
+        );
+        // An invalid workload value in the pod is the pod's to fix.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"nvidia.com/gpu.workload.config":"Container"},
+               "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::Excluded);
+        assert!(!e.fix.contains("kubectl label"), "{}", e.fix);
+        assert!(e.fix.contains("=container"), "{}", e.fix);
+        // Pinned by name to a node that exists: not a typo.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"nodeSelector":{"kubernetes.io/hostname":"cpu-node-1"},
+               "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert!(!e.cause.contains("near miss"), "{}", e.cause);
+    }
+
+    #[test]
+    fn every_blocking_cause_is_listed_primary_first() {
+        // The GPU node is short of memory; the CPU node lacks the GPU.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{
+               "containers":[{"name":"c","resources":{"requests":{"memory":"40Gi"},"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::OtherResource);
+        assert_eq!(e.cause_codes, vec![CauseCode::OtherResource]);
+        assert!(e.fix.contains("at most 32Gi"), "{}", e.fix);
+        assert_eq!(
+            e.predicted_message.as_deref(),
+            Some("0/2 nodes are available: 1 Insufficient nvidia.com/gpu, 2 Insufficient memory.")
+        );
+        // Three units on a two-unit node, and too much cpu: too-large, then other-resource.
+        let e = explain_with(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{
+               "containers":[{"name":"c","resources":{"requests":{"cpu":"9"},"limits":{"nvidia.com/gpu":"3"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::TooLarge);
+        assert_eq!(
+            e.cause_codes,
+            vec![CauseCode::TooLarge, CauseCode::OtherResource]
+        );
+    }
+
+    #[test]
+    fn operator_state_names_sandbox_workloads_off_and_disabled_operands() {
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(
+            r#"{"kind":"List","items":[
+              {"kind":"Node","metadata":{"name":"gpu-a10-1","labels":{"nvidia.com/gpu.present":"true","nvidia.com/gpu.workload.config":"vm-passthrough"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110","nvidia.com/gpu":"1"}}},
+              {"kind":"Node","metadata":{"name":"gpu-a10-2","labels":{"nvidia.com/gpu.present":"true","nvidia.com/gpu.workload.config":"container","nvidia.com/gpu.deploy.device-plugin":"false"}},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"110"}}}]}"#
+                .as_bytes(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let policy = crate::model::operator::ClusterPolicy {
+            name: "cluster-policy".into(),
+            sandbox_enabled: false,
+            default_workload: crate::model::workload::WorkloadConfig::Container,
+            default_workload_raw: None,
+            mode: None,
+            vgpu_manager_enabled: None,
+            vgpu_default_config: None,
+            mig_default_config: None,
+        };
+        let run = |pod: &str| {
+            let pod = crate::input::pods::read_pods_str(pod, "pod.json")
+                .unwrap()
+                .remove(0);
+            explain(
+                &pod,
+                Inputs {
+                    nodes: Some(&nodes),
+                    pods: Some(&[]),
+                    cluster_policy: Some(&policy),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let e = run(
+            r#"{"kind":"VirtualMachineInstance","metadata":{"name":"v"},"spec":{"domain":{"devices":{"gpus":[{"name":"g","deviceName":"nvidia.com/GA102GL_A10"}]}}}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::OperatorState, "{}", e.cause);
+        assert!(
+            e.cause.contains("sandboxWorkloads.enabled=false"),
+            "{}",
+            e.cause
+        );
+        assert!(e.fix.contains("\"enabled\":true"), "{}", e.fix);
+        // A container pod: the container node's device plugin is disabled... but the
+        // vm-labelled node runs container operands and advertises nvidia.com/gpu, so the
+        // pod fits there.
+        let e = run(
+            r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]}}"#,
+        );
+        assert_eq!(e.cause_code, CauseCode::TooLarge, "{}", e.cause);
     }
 }

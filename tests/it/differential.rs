@@ -1,0 +1,53 @@
+//! explain against the real kube-scheduler, on random situations (see
+//! differential_harness.rs): 24 rounds × 10 targets = 240 scenarios, seed 22. Every
+//! outcome (placed / not placed / refused by the API server) must agree, every reason the
+//! scheduler names must have a code in causeCodes, and the reason counts gpuwl predicts
+//! must be the scheduler's. `bench/differential.rs` runs thousands and prints the figures.
+
+#[path = "differential_harness.rs"]
+mod harness;
+
+use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+
+const CLUSTER: &str = "gpuwl-it-differential";
+
+#[test]
+#[ignore = "needs local control plane"]
+fn explain_agrees_with_the_real_scheduler() {
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q", "--nodes", "0"]);
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let kubeconfig = kubeconfig.trim().to_owned();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let outcomes = rt.block_on(async {
+        let client = gpuwl::cluster::client(std::path::Path::new(&kubeconfig), None)
+            .await
+            .unwrap();
+        let mut rng = harness::Rng::new(22);
+        let mut all = Vec::new();
+        for id in 0..24 {
+            let round = harness::generate(&mut rng, id, 10);
+            all.extend(harness::run_round(&client, &round).await.unwrap());
+        }
+        all
+    });
+    let f = harness::figures(&outcomes);
+    eprintln!("differential: {f}");
+    let bad: Vec<String> = outcomes
+        .iter()
+        .filter(|o| !(o.outcome_ok && o.causes_ok && o.reasons_ok))
+        .map(|o| {
+            format!(
+                "{}: placed={} refused={} code={} codes={:?}\n  scheduler: {}\n  predicted {:?}\n  actual    {:?}\n  manifest {}",
+                o.name, o.placed, o.refused, o.code, o.codes, o.message, o.predicted, o.actual, o.manifest
+            )
+        })
+        .collect();
+    assert!(bad.is_empty(), "{f}\n{}", bad.join("\n"));
+    assert!(f.total >= 200, "{f}");
+    assert!(
+        f.placed >= 25 && f.pending >= 100 && f.refused >= 1,
+        "a generator that exercises every side: {f}"
+    );
+}

@@ -1,0 +1,612 @@
+//! The differential test of `explain` against the real kube-scheduler: a seeded generator
+//! of random situations (2-6 kwok nodes with random workload labels, GPU names and counts,
+//! stale zeros, cpu/memory/pod limits, taints and cordons; pods bound to them; target pods
+//! with random GPU requests, cpu/memory, init and sidecar containers, nodeSelector,
+//! required affinity, tolerations), run on a local control plane.
+//!
+//! For each target, explain's file-mode verdict is taken first — from the nodes and pods
+//! listed just before, serialized as `kubectl get -o json` would write them and read back
+//! by gpuwl's dump readers — then the pod is created and the scheduler's decision read
+//! (PodScheduled True, or False with its message). Compared:
+//! - outcome: the scheduler binds the pod ⇔ explain's causeCode is `fits-now`; a manifest
+//!   the API server refuses ⇔ `invalid-spec`;
+//! - reasons: the scheduler's histogram (`N <reason>` per node) against the one gpuwl
+//!   predicts from its filters (`Explanation::filters`);
+//! - causes: every reason family the scheduler names has a code in `causeCodes`
+//!   (placement → `excluded`/`node-conditions`; cpu/memory/pods/… → `other-resource`;
+//!   `Insufficient <extended>` → a GPU code, or the code that explains the nodes which do
+//!   advertise the name — `excluded`, `other-resource` — since that reason also comes
+//!   from every node without the name, which is no cause of its own).
+//!
+//! Rounds: one namespace and one set of nodes per round, `targets` target pods created one
+//! after another (earlier placed ones stay and hold their units, as in a real cluster),
+//! then the namespace and nodes are deleted. Shared by `tests/it/differential.rs` (the
+//! `--ignored` test) and `bench/differential.rs` (thousands of scenarios).
+
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gpuwl::analysis::diagnosis::CauseCode;
+use gpuwl::analysis::explain::{self, Explanation};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use serde_json::{Value, json};
+
+/// splitmix64: a small seeded generator (no dependency; the same seed gives the same
+/// scenarios on every machine).
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator from `seed`.
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+    /// The next 64 random bits.
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    /// 0..n.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next() % 10_000) as f64 / 10_000.0 < p
+    }
+    /// One element.
+    pub fn pick<'a, T>(&mut self, v: &'a [T]) -> &'a T {
+        &v[self.below(v.len())]
+    }
+}
+
+const WORKLOAD: &str = "nvidia.com/gpu.workload.config";
+/// GPU names per workload config, and a MIG name.
+const CONTAINER_GPU: &str = "nvidia.com/gpu";
+const PASSTHROUGH: &str = "nvidia.com/GA102GL_A10";
+const VGPU: &str = "nvidia.com/NVIDIA_A10-12Q";
+const MIG: &str = "nvidia.com/mig-1g.10gb";
+const NAMES: [&str; 4] = [CONTAINER_GPU, PASSTHROUGH, VGPU, MIG];
+
+/// One round: nodes, pods bound to them, and the targets to schedule one by one.
+#[derive(Debug, Clone)]
+pub struct Round {
+    /// Round number (names are unique per round).
+    pub id: usize,
+    /// Namespace of the round's pods.
+    pub namespace: String,
+    /// Node manifests (metadata + spec) and their status resources.
+    pub nodes: Vec<(Value, BTreeMap<String, String>)>,
+    /// Pods with `spec.nodeName` set (bypass the scheduler).
+    pub bound: Vec<Value>,
+    /// Target pods, created in order.
+    pub targets: Vec<Value>,
+}
+
+fn quantity_pick(rng: &mut Rng, v: &[&str]) -> String {
+    rng.pick(v).to_string()
+}
+
+/// Generates round `id` from `rng`.
+pub fn generate(rng: &mut Rng, id: usize, targets: usize) -> Round {
+    let namespace = format!("diff-{id}");
+    let n_nodes = 2 + rng.below(5);
+    let mut nodes = Vec::new();
+    let taints_menu = [
+        json!({"key": "nvidia.com/gpu", "effect": "NoSchedule"}),
+        json!({"key": "dedicated", "value": "ml", "effect": "NoExecute"}),
+        json!({"key": "sku", "value": "gpu", "effect": "NoSchedule"}),
+        json!({"key": "soft", "value": "x", "effect": "PreferNoSchedule"}),
+    ];
+    let mut names: Vec<String> = Vec::new();
+    for i in 0..n_nodes {
+        let name = format!("d{id}-n{i}");
+        names.push(name.clone());
+        let mut labels = json!({
+            "kubernetes.io/hostname": name,
+            "kubernetes.io/os": "linux",
+            "type": "kwok",
+            "zone": rng.pick(&["a", "b"]).to_string(),
+        });
+        let workload = *rng.pick(&[
+            "container",
+            "vm-passthrough",
+            "vm-vgpu",
+            "none",
+            "Container",
+        ]);
+        if workload != "none" {
+            labels[WORKLOAD] = json!(workload);
+        }
+        let mut res: BTreeMap<String, String> = BTreeMap::new();
+        res.insert("cpu".into(), quantity_pick(rng, &["2", "4", "8", "16"]));
+        res.insert(
+            "memory".into(),
+            quantity_pick(rng, &["4Gi", "8Gi", "16Gi", "32Gi", "64Gi"]),
+        );
+        res.insert(
+            "pods".into(),
+            quantity_pick(rng, &["1", "2", "3", "5", "110"]),
+        );
+        res.insert("ephemeral-storage".into(), "100Gi".into());
+        let gpu_name = match workload {
+            "container" | "Container" => {
+                if rng.chance(0.2) {
+                    MIG
+                } else {
+                    CONTAINER_GPU
+                }
+            }
+            "vm-passthrough" => PASSTHROUGH,
+            "vm-vgpu" => VGPU,
+            _ => "",
+        };
+        if !gpu_name.is_empty() && !rng.chance(0.1) {
+            res.insert(gpu_name.into(), (1 + rng.below(8)).to_string());
+        }
+        if rng.chance(0.3) {
+            // A stale zero of another name (a relabelled node).
+            let stale = *rng.pick(&NAMES);
+            res.entry(stale.into()).or_insert_with(|| "0".into());
+        }
+        let mut spec = json!({});
+        if rng.chance(0.25) {
+            let t = rng.pick(&taints_menu).clone();
+            spec["taints"] = json!([t]);
+        }
+        if rng.chance(0.1) {
+            spec["unschedulable"] = json!(true);
+        }
+        nodes.push((
+            json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": {"name": name, "labels": labels,
+                             "annotations": {"kwok.x-k8s.io/node": "fake"}},
+                "spec": spec
+            }),
+            res,
+        ));
+    }
+    let mut bound = Vec::new();
+    for j in 0..rng.below(7) {
+        let (n, res) = &nodes[rng.below(nodes.len())];
+        let node = n["metadata"]["name"].as_str().unwrap().to_owned();
+        let mut limits = json!({});
+        let mut requests = json!({});
+        if let Some((g, q)) = res
+            .iter()
+            .find(|(k, v)| k.starts_with("nvidia.com/") && v.as_str() != "0")
+            && rng.chance(0.7)
+        {
+            let have: i64 = q.parse().unwrap_or(1);
+            limits[g] = json!((1 + rng.below(have as usize)).to_string());
+        }
+        if rng.chance(0.7) {
+            requests["cpu"] = json!(rng.pick(&["500m", "1", "2", "3"]).to_string());
+            requests["memory"] = json!(rng.pick(&["1Gi", "2Gi", "4Gi", "8Gi"]).to_string());
+        }
+        bound.push(json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("bound-{j}"), "namespace": namespace},
+            "spec": {"nodeName": node, "containers": [{"name": "c", "image": "x",
+                     "resources": {"limits": limits, "requests": requests}}]}
+        }));
+    }
+    let mut out = Vec::new();
+    for t in 0..targets {
+        out.push(target(rng, &namespace, t, &names));
+    }
+    Round {
+        id,
+        namespace,
+        nodes,
+        bound,
+        targets: out,
+    }
+}
+
+fn resources(rng: &mut Rng, gpu: Option<(&str, usize)>, invalid: bool) -> Value {
+    let mut limits = json!({});
+    let mut requests = json!({});
+    if let Some((g, n)) = gpu {
+        if invalid {
+            requests[g] = json!(n.to_string());
+        } else if rng.chance(0.2) {
+            requests[g] = json!(n.to_string());
+            limits[g] = json!(n.to_string());
+        } else {
+            limits[g] = json!(n.to_string());
+        }
+    }
+    if rng.chance(0.8) {
+        let cpu = rng
+            .pick(&["100m", "500m", "2", "3500m", "6", "12"])
+            .to_string();
+        let mem = rng
+            .pick(&["256Mi", "1Gi", "6Gi", "20Gi", "40Gi"])
+            .to_string();
+        if rng.chance(0.2) {
+            // Limits only: requests default to them.
+            limits["cpu"] = json!(cpu);
+            limits["memory"] = json!(mem);
+        } else {
+            requests["cpu"] = json!(cpu);
+            requests["memory"] = json!(mem);
+        }
+    }
+    json!({"limits": limits, "requests": requests})
+}
+
+fn target(rng: &mut Rng, ns: &str, t: usize, nodes: &[String]) -> Value {
+    let gpu = *rng.pick(&[
+        CONTAINER_GPU,
+        CONTAINER_GPU,
+        CONTAINER_GPU,
+        PASSTHROUGH,
+        VGPU,
+        MIG,
+    ]);
+    let units = 1 + rng.below(3);
+    let invalid = rng.chance(0.03);
+    let mut containers = vec![json!({"name": "main", "image": "x",
+        "resources": resources(rng, Some((gpu, units)), invalid)})];
+    if rng.chance(0.15) {
+        containers
+            .push(json!({"name": "side", "image": "x", "resources": resources(rng, None, false)}));
+    }
+    let mut spec = json!({"containers": containers, "terminationGracePeriodSeconds": 0});
+    if rng.chance(0.3) {
+        let init_gpu = rng.chance(0.5).then(|| (gpu, 1 + rng.below(4)));
+        let mut init = vec![json!({"name": "init", "image": "x",
+            "resources": resources(rng, init_gpu, false)})];
+        if rng.chance(0.3) {
+            init.push(
+                json!({"name": "sidecar", "image": "x", "restartPolicy": "Always",
+                "resources": resources(rng, None, false)}),
+            );
+        }
+        spec["initContainers"] = json!(init);
+    }
+    if rng.chance(0.25) {
+        let mut sel = json!({});
+        if rng.chance(0.6) {
+            sel[WORKLOAD] = json!(
+                rng.pick(&["container", "vm-passthrough", "vm-vgpu", "Container"])
+                    .to_string()
+            );
+        } else {
+            sel["zone"] = json!(rng.pick(&["a", "b"]).to_string());
+        }
+        spec["nodeSelector"] = sel;
+    }
+    if rng.chance(0.15) {
+        let term = match rng.below(4) {
+            0 => json!({"matchExpressions": [{"key": "zone", "operator": "In", "values": ["a"]}]}),
+            1 => {
+                json!({"matchExpressions": [{"key": WORKLOAD, "operator": "NotIn", "values": ["vm-vgpu"]}]})
+            }
+            2 => json!({"matchExpressions": [{"key": WORKLOAD, "operator": "Exists"}]}),
+            _ => json!({"matchFields": [{"key": "metadata.name", "operator": "In",
+                    "values": [rng.pick(nodes).clone()]}]}),
+        };
+        spec["affinity"] = json!({"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution":
+            {"nodeSelectorTerms": [term]}}});
+    }
+    if rng.chance(0.4) {
+        let tol = match rng.below(5) {
+            0 => json!({"operator": "Exists"}),
+            1 => json!({"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}),
+            2 => json!({"key": "dedicated", "operator": "Equal", "value": "ml"}),
+            3 => json!({"key": "sku", "value": "gpu", "effect": "NoSchedule"}),
+            _ => {
+                json!({"key": "node.kubernetes.io/unschedulable", "operator": "Exists", "effect": "NoSchedule"})
+            }
+        };
+        spec["tolerations"] = json!([tol]);
+    }
+    json!({"apiVersion": "v1", "kind": "Pod",
+           "metadata": {"name": format!("t{t}"), "namespace": ns}, "spec": spec})
+}
+
+/// What happened to one target.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    /// `round/target`.
+    pub name: String,
+    /// The scheduler bound it.
+    pub placed: bool,
+    /// The API server refused the manifest.
+    pub refused: bool,
+    /// The scheduler's message (Unschedulable) or the API error.
+    pub message: String,
+    /// explain's primary code.
+    pub code: CauseCode,
+    /// explain's causeCodes.
+    pub codes: Vec<CauseCode>,
+    /// The histogram gpuwl predicts.
+    pub predicted: BTreeMap<String, usize>,
+    /// The scheduler's histogram (empty when placed/refused).
+    pub actual: BTreeMap<String, usize>,
+    /// Outcome agrees.
+    pub outcome_ok: bool,
+    /// Histograms agree (vacuous when placed or refused).
+    pub reasons_ok: bool,
+    /// Every scheduler reason has a matching code in causeCodes.
+    pub causes_ok: bool,
+    /// The target manifest, for reproducing a disagreement.
+    pub manifest: Value,
+}
+
+/// The codes that explain a scheduler reason.
+pub fn acceptable(reason: &str) -> &'static [CauseCode] {
+    use CauseCode::*;
+    if gpuwl::analysis::fit::is_placement_reason(reason) {
+        &[Excluded, NodeConditions]
+    } else if let Some(r) = reason.strip_prefix("Insufficient ")
+        && r.contains('/')
+    {
+        &[
+            UnadvertisedName,
+            StaleOnly,
+            OperatorState,
+            NotCoLocated,
+            TooLarge,
+            InUse,
+            Insufficient,
+            Excluded,
+            NodeConditions,
+            OtherResource,
+        ]
+    } else {
+        &[OtherResource]
+    }
+}
+
+/// Applies a round's nodes and bound pods, waits until the nodes are schedulable.
+pub async fn setup(client: &Client, r: &Round) -> Result<(), String> {
+    let e = |m: String| m;
+    gpuwl::lab::kubeops::ensure_namespace(client, &r.namespace)
+        .await
+        .map_err(|x| e(x.to_string()))?;
+    gpuwl::lab::kubeops::ensure_default_service_account(client, &r.namespace)
+        .await
+        .map_err(|x| e(x.to_string()))?;
+    let api: Api<Node> = Api::all(client.clone());
+    for (n, res) in &r.nodes {
+        let node: Node = serde_json::from_value(n.clone()).map_err(|x| x.to_string())?;
+        api.create(&PostParams::default(), &node)
+            .await
+            .map_err(|x| format!("create node: {x}"))?;
+        let name = n["metadata"]["name"].as_str().unwrap();
+        let patch = json!({"status": {"capacity": res, "allocatable": res}});
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(|x| format!("patch node status: {x}"))?;
+    }
+    let waits = r.nodes.iter().map(|(n, _)| {
+        let name = n["metadata"]["name"].as_str().unwrap().to_owned();
+        async move {
+            gpuwl::cluster::nodes::wait_schedulable(client, &name, Duration::from_secs(60)).await
+        }
+    });
+    for w in futures::future::join_all(waits).await {
+        w.map_err(|x| x.to_string())?;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &r.namespace);
+    for p in &r.bound {
+        let pod: Pod = serde_json::from_value(p.clone()).map_err(|x| x.to_string())?;
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .map_err(|x| format!("create bound pod: {x}"))?;
+    }
+    // Let the scheduler's informers catch up with the nodes' and pods' last updates.
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    Ok(())
+}
+
+/// Deletes the round's namespace (its pods) and nodes.
+pub async fn teardown(client: &Client, r: &Round) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &r.namespace);
+    let _ = pods
+        .delete_collection(
+            &DeleteParams::default().grace_period(0),
+            &ListParams::default(),
+        )
+        .await;
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let _ = ns.delete(&r.namespace, &DeleteParams::default()).await;
+    let api: Api<Node> = Api::all(client.clone());
+    for (n, _) in &r.nodes {
+        let _ = api
+            .delete(
+                n["metadata"]["name"].as_str().unwrap(),
+                &DeleteParams::default(),
+            )
+            .await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+}
+
+/// The cluster's nodes and pods as `kubectl get -o json` lists (text).
+async fn snapshot(client: &Client) -> Result<(String, String), String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::all(client.clone());
+    let lp = ListParams::default();
+    let (n, p) =
+        futures::try_join!(nodes.list(&lp), pods.list(&lp)).map_err(|e| format!("list: {e}"))?;
+    let list =
+        |items: Vec<Value>| json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string();
+    let nodes: Vec<Value> = n
+        .items
+        .iter()
+        .map(|x| {
+            let mut v = serde_json::to_value(x).unwrap();
+            v["kind"] = json!("Node");
+            v
+        })
+        .collect();
+    let pods: Vec<Value> = p
+        .items
+        .iter()
+        .map(|x| {
+            let mut v = serde_json::to_value(x).unwrap();
+            v["kind"] = json!("Pod");
+            v
+        })
+        .collect();
+    Ok((list(nodes), list(pods)))
+}
+
+/// explain's file-mode verdict for `manifest` against the listed nodes and pods.
+pub fn verdict(nodes_json: &str, pods_json: &str, manifest: &Value) -> Result<Explanation, String> {
+    let mut nodes = Vec::new();
+    gpuwl::input::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
+        .map_err(|e| e.to_string())?;
+    let pods =
+        gpuwl::input::pods::read_pods_str(pods_json, "pods.json").map_err(|e| e.to_string())?;
+    let pod = gpuwl::input::pods::read_pods_str(&manifest.to_string(), "pod.json")
+        .map_err(|e| e.to_string())?
+        .remove(0);
+    explain::explain(
+        &pod,
+        explain::Inputs {
+            nodes: Some(&nodes),
+            pods: Some(&pods),
+            ..Default::default()
+        },
+    )
+    .map_err(|e| e.to_string())
+}
+
+/// Runs one round: setup, each target (verdict, then the scheduler), teardown.
+pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, String> {
+    setup(client, r).await?;
+    let mut out = Vec::new();
+    let result = async {
+        for m in &r.targets {
+            let (nj, pj) = snapshot(client).await?;
+            let e = verdict(&nj, &pj, m)?;
+            let pod: Pod = serde_json::from_value(m.clone()).map_err(|x| x.to_string())?;
+            let name = format!(
+                "{}/{}",
+                r.namespace,
+                m["metadata"]["name"].as_str().unwrap()
+            );
+            let predicted: BTreeMap<String, usize> = gpuwl::analysis::fit::histogram(&e.filters);
+            let (placed, refused, message, actual) =
+                match gpuwl::lab::kubeops::create_and_await_scheduling(client, &pod).await {
+                    Ok(p) => {
+                        let c = gpuwl::lab::kubeops::pod_scheduled(&p).cloned();
+                        let placed = c.as_ref().is_some_and(|c| c.status == "True");
+                        let msg = c.and_then(|c| c.message).unwrap_or_default();
+                        let actual = if placed {
+                            BTreeMap::new()
+                        } else {
+                            gpuwl::analysis::fit::parse_message(&msg)
+                                .map(|(_, h)| h)
+                                .unwrap_or_default()
+                        };
+                        (placed, false, msg, actual)
+                    }
+                    Err(err) => {
+                        let s = err.to_string();
+                        if s.contains("422") || s.contains("Invalid") || s.contains("invalid") {
+                            (false, true, s, BTreeMap::new())
+                        } else {
+                            return Err(s);
+                        }
+                    }
+                };
+            let outcome_ok = if refused {
+                e.cause_code == CauseCode::InvalidSpec
+            } else {
+                placed == (e.cause_code == CauseCode::FitsNow)
+            };
+            let reasons_ok = placed || refused || predicted == actual;
+            let causes_ok = placed
+                || refused
+                || actual
+                    .keys()
+                    .all(|r| acceptable(r).iter().any(|c| e.cause_codes.contains(c)));
+            out.push(Outcome {
+                name,
+                placed,
+                refused,
+                message,
+                code: e.cause_code,
+                codes: e.cause_codes.clone(),
+                predicted,
+                actual,
+                outcome_ok,
+                reasons_ok,
+                causes_ok,
+                manifest: m.clone(),
+            });
+        }
+        Ok::<(), String>(())
+    }
+    .await;
+    teardown(client, r).await;
+    result.map(|_| out)
+}
+
+/// Agreement figures over outcomes.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Figures {
+    /// Scenarios (targets).
+    pub total: usize,
+    /// Placed by the scheduler.
+    pub placed: usize,
+    /// Refused by the API server.
+    pub refused: usize,
+    /// Outcome agreements.
+    pub outcome: usize,
+    /// Pending ones (scheduler said Unschedulable).
+    pub pending: usize,
+    /// Pending ones whose histogram agrees exactly.
+    pub reasons: usize,
+    /// Pending ones whose every reason is covered by causeCodes.
+    pub causes: usize,
+}
+
+/// Sums outcomes.
+pub fn figures(v: &[Outcome]) -> Figures {
+    let mut f = Figures::default();
+    for o in v {
+        f.total += 1;
+        f.placed += o.placed as usize;
+        f.refused += o.refused as usize;
+        f.outcome += o.outcome_ok as usize;
+        if !o.placed && !o.refused {
+            f.pending += 1;
+            f.reasons += o.reasons_ok as usize;
+            f.causes += o.causes_ok as usize;
+        }
+    }
+    f
+}
+
+impl std::fmt::Display for Figures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "scenarios {} (placed {}, pending {}, refused {}): outcome {}/{}, reasons {}/{}, causes {}/{}",
+            self.total,
+            self.placed,
+            self.pending,
+            self.refused,
+            self.outcome,
+            self.total,
+            self.reasons,
+            self.pending,
+            self.causes,
+            self.pending
+        )
+    }
+}
