@@ -14,6 +14,8 @@
 pub mod check;
 pub mod diagnosis;
 pub mod dra;
+pub mod dra_cel;
+pub mod dra_hints;
 pub mod explain;
 pub mod inventory;
 pub mod kubevirt;

@@ -158,6 +158,13 @@ fn text(e: &Explanation) -> String {
         } else if e.fitting.len() < e.candidates.len() {
             let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
         }
+        if let Some(p) = &e.dra {
+            let _ = writeln!(
+                o,
+                "  DRA: the claims can be allocated now on → {}",
+                list(&p.fits)
+            );
+        }
     }
     let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, esc(&e.cause));
     for ev in &e.evidence {
@@ -181,7 +188,14 @@ fn claims_text(o: &mut String, e: &Explanation) {
         let state = if !c.found {
             "does not exist".to_string()
         } else if c.allocated {
-            format!("allocated: {}", c.allocated_devices.join(", "))
+            let on = if c.allocated_nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", c.allocated_nodes.join(", "))
+            };
+            format!("allocated{on}: {}", c.allocated_devices.join(", "))
+        } else if c.from_template {
+            "not made yet; the template's requests".to_string()
         } else {
             "not allocated".to_string()
         };
@@ -224,8 +238,11 @@ fn claims_text(o: &mut String, e: &Explanation) {
                 for s in &a.selectors {
                     let _ = writeln!(o, "      selector: {}", esc(s));
                 }
-                for err in &a.errors {
+                for err in a.errors.iter().take(3) {
                     let _ = writeln!(o, "      cannot evaluate: {}", esc(err));
+                }
+                for h in a.hints.iter().take(3) {
+                    let _ = writeln!(o, "      {}", esc(&crate::analysis::dra_hints::describe(h)));
                 }
                 let _ = writeln!(
                     o,

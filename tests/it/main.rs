@@ -13,6 +13,7 @@ mod check_live;
 mod check_reader;
 mod cli_misc;
 mod cluster;
+mod differential_dra;
 mod dra;
 mod explain;
 mod explain_cases;
