@@ -16,11 +16,11 @@ SEEDS=${SEEDS:-1 2 3 4 5}
 SCENARIOS=${SCENARIOS:-100}
 mkdir -p "$WORK"
 cd "$ROOT"
-cargo test --release --test it --no-run >/dev/null 2>&1 || cargo test --release --test it --no-run
-total=0 outcome=0 cause=0 pending=0
+cargo test --test it --no-run >/dev/null 2>&1 || cargo test --test it --no-run
+total=0 outcome=0 cause=0 pending=0 retried=0
 for s in $SEEDS; do
     GPUWL_DIFF_DRA_SEED=$s GPUWL_DIFF_DRA_SCENARIOS=$SCENARIOS \
-        cargo test --release --test it differential_dra -- --ignored --nocapture >"$WORK/seed-$s.log" 2>&1
+        cargo test --test it differential_dra -- --ignored --nocapture >"$WORK/seed-$s.log" 2>&1
     line=$(grep '^DIFF-DRA ' "$WORK/seed-$s.log" | tail -1)
     echo "${line:-DIFF-DRA seed=$s: no result (see $WORK/seed-$s.log)}"
     [ -n "$line" ] || continue
@@ -28,6 +28,7 @@ for s in $SEEDS; do
     o=$(sed -E 's/.*outcome=([0-9]+)\/.*/\1/' <<<"$line")
     c=$(sed -E 's/.*cause=([0-9]+)\/.*/\1/' <<<"$line")
     p=$(sed -E 's/.*cause=[0-9]+\/([0-9]+).*/\1/' <<<"$line")
-    total=$((total + n)) outcome=$((outcome + o)) cause=$((cause + c)) pending=$((pending + p))
+    r=$(sed -E 's/.*retried=([0-9]+).*/\1/' <<<"$line")
+    total=$((total + n)) outcome=$((outcome + o)) cause=$((cause + c)) pending=$((pending + p)) retried=$((retried + r))
 done
-echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending"
+echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending retried=$retried"
