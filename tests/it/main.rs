@@ -17,6 +17,7 @@ mod differential_dra;
 mod dra;
 mod explain;
 mod explain_cases;
+mod explain_dra;
 mod hostile_input;
 mod inventory;
 mod inventory_live;
