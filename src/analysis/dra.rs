@@ -347,6 +347,13 @@ impl<'a> Matcher<'a> {
                     Ok(false) => return Ok(false),
                     Err(error) => {
                         let d = &self.devices[i];
+                        let published = match error.strip_prefix("no such key: ") {
+                            Some(key) => crate::analysis::dra_hints::nearest_first(
+                                d.device.attributes.keys().cloned(),
+                                &crate::model::dra::qualify(&d.slice.driver, key),
+                            ),
+                            None => Vec::new(),
+                        };
                         return Err(Box::new(SelectorFailure {
                             device: d.id(),
                             node: d.node.map(str::to_owned),
@@ -354,6 +361,7 @@ impl<'a> Matcher<'a> {
                             index: k,
                             expression: e.clone(),
                             error,
+                            published,
                         }));
                     }
                 }
@@ -416,6 +424,10 @@ pub struct SelectorFailure {
     pub expression: String,
     /// The error (`no such key: index`, `no such overload: ...`).
     pub error: String,
+    /// For a missing attribute (`no such key`): the attributes the device does publish,
+    /// qualified, nearest to the missing name first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<String>,
 }
 
 /// One DRA row of `inventory`: driver × device type × node pool.

@@ -152,7 +152,7 @@ fn references(expr: &str) -> Vec<Ref> {
 }
 
 /// `a` sorted by closeness to `to` (case-folded edit distance, then the text).
-fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
+pub(crate) fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
     let norm = |s: &str| s.to_lowercase().replace(['-', '_', ' '], "");
     let mut v: Vec<(usize, usize, String)> = a
         .into_iter()

@@ -483,9 +483,12 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
     let (mut placed, mut reason, mut message) = decision(client, &ns).await;
     // A first attempt the scheduler made before its informers saw every slice (a pool seen
     // with one of its two slices is incomplete) disagrees for that reason alone: when the
-    // verdicts differ, the pod is created once more and the fresh attempt counts.
+    // verdicts differ (placed or not, or the cause family), the pod is created once more
+    // and the fresh attempt counts.
     let mut retried = false;
-    if (gpuwl_code == "fits-now") != placed && !placed {
+    let agrees = (gpuwl_code == "fits-now") == placed
+        && (placed || families(&reason, &message).contains(&gpuwl_code.as_str()));
+    if !agrees && !placed {
         retried = true;
         gpuwl::lab::kubeops::delete_pod(client, &ns, "target")
             .await

@@ -109,9 +109,22 @@ pub fn selector_error(f: &Facts<'_>) -> Option<Diagnosis> {
     let fix = if let Some(c) = corrected_for(f, &e.expression) {
         format!("change the selector of {} to: {c}", e.source)
     } else if let Some(key) = e.error.strip_prefix("no such key: ") {
+        let published = if e.published.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (it publishes {}, nearest first)",
+                e.published
+                    .iter()
+                    .take(6)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
         format!(
-            "the device does not publish {key}: test for it first in {} — has(device.attributes[...].{key}) && (...) — or select on an attribute every device publishes (kubectl get resourceslices -o yaml)",
-            e.source
+            "{} does not publish {key}{published}: test for it first in {} — has(device.attributes[...].{key}) && (...) — or select on an attribute every device publishes",
+            e.device, e.source
         )
     } else {
         format!(
