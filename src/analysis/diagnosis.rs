@@ -18,6 +18,7 @@ use serde::Serialize;
 /// | `no-gpu-request` | it requests no extended resource: its wait is not about GPUs |
 /// | `not-permitted` | a VMI's GPU/host-device name is not in the KubeVirt CR's `permittedHostDevices`: KubeVirt refuses the VMI, no launcher pod exists |
 /// | `claim-not-found` | a resource claim of the pod does not exist (a missing ResourceClaim, or a template whose claim is not made yet) |
+/// | `selector-error` | a claim's or DeviceClass's CEL selector fails to evaluate on a device of an allowed node (a missing attribute, a version compared with a string): the scheduler aborts every attempt (`SchedulerError`) |
 /// | `no-matching-device` | a claim's request matches no device (its DeviceClass's and its own CEL selectors) on a node the pod may use |
 /// | `counter-exhausted` | the matching devices are blocked: the physical GPU behind each is taken under another device type (its shared counter consumed, e.g. by a `gpu` claim when a `vfio` device is asked) |
 /// | `devices-in-use` | the matching devices are allocated to other claims |
@@ -44,6 +45,8 @@ pub enum CauseCode {
     NotPermitted,
     /// A resource claim of the pod does not exist.
     ClaimNotFound,
+    /// A CEL selector fails on a device: the scheduling attempt is aborted.
+    SelectorError,
     /// A claim's request matches no device on an allowed node.
     NoMatchingDevice,
     /// The matching devices' shared counters are consumed by sibling devices.
@@ -83,13 +86,14 @@ pub enum CauseCode {
 
 impl CauseCode {
     /// Every code, in rule order.
-    pub const ALL: [CauseCode; 21] = [
+    pub const ALL: [CauseCode; 22] = [
         CauseCode::InvalidSpec,
         CauseCode::AdmissionRejected,
         CauseCode::Scheduled,
         CauseCode::NoGpuRequest,
         CauseCode::NotPermitted,
         CauseCode::ClaimNotFound,
+        CauseCode::SelectorError,
         CauseCode::NoMatchingDevice,
         CauseCode::CounterExhausted,
         CauseCode::DevicesInUse,
@@ -122,6 +126,7 @@ impl CauseCode {
             CauseCode::NoGpuRequest => "no-gpu-request",
             CauseCode::NoNodeData => "no-node-data",
             CauseCode::ClaimNotFound => "claim-not-found",
+            CauseCode::SelectorError => "selector-error",
             CauseCode::NoMatchingDevice => "no-matching-device",
             CauseCode::CounterExhausted => "counter-exhausted",
             CauseCode::DevicesInUse => "devices-in-use",
@@ -201,6 +206,12 @@ mod tests {
             .iter()
             .map(|(c, _)| *c)
             .collect();
-        assert_eq!(rules, CauseCode::ALL, "RULES are in ALL's order");
+        // The DRA slot (NoMatchingDevice) also answers counter-exhausted and
+        // devices-in-use, so those two have no rule of their own.
+        let expected: Vec<CauseCode> = CauseCode::ALL
+            .into_iter()
+            .filter(|c| !matches!(c, CauseCode::CounterExhausted | CauseCode::DevicesInUse))
+            .collect();
+        assert_eq!(rules, expected, "RULES are in ALL's order");
     }
 }

@@ -33,7 +33,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 
 use crate::model::dra::{
-    Amount, AttrValue, Device, DraObjects, DraSource, RequestSpec, ResourceClaim, ResourceSlice,
+    AttrValue, Device, DraObjects, DraSource, RequestSpec, ResourceClaim, ResourceSlice,
     TYPE_ATTRIBUTE,
 };
 use crate::model::node::NodeInfo;
@@ -89,64 +89,10 @@ impl DeviceInfo<'_> {
 pub struct Matcher<'a> {
     /// The devices, indexed like `cel_devices`.
     pub devices: Vec<DeviceInfo<'a>>,
-    cel_devices: Vec<cel::Value>,
+    cel_devices: Vec<Box<dyn cel::common::value::Val>>,
     programs: std::cell::RefCell<HashMap<String, Result<std::rc::Rc<cel::Program>, String>>>,
-}
-
-fn attr_cel(v: &AttrValue) -> cel::Value {
-    match v {
-        AttrValue::Int(i) => cel::Value::Int(*i),
-        AttrValue::Bool(b) => cel::Value::Bool(*b),
-        AttrValue::String(s) | AttrValue::Version(s) => cel::Value::from(s.clone()),
-    }
-}
-
-fn amount_cel(a: &Amount) -> cel::Value {
-    match a.value {
-        Some(v) => cel::Value::Int(v),
-        None => cel::Value::from(a.raw.clone()),
-    }
-}
-
-/// The CEL `device` variable: `driver`, `attributes` and `capacity` as maps of domain →
-/// (name → value); every domain of `domains` is present (an empty map when the device has
-/// none in it), as the API server's environment answers unknown domains.
-fn device_value(driver: &str, d: &Device, domains: &BTreeSet<String>) -> cel::Value {
-    fn split(q: &str) -> (String, String) {
-        match q.rsplit_once('/') {
-            Some((d, n)) => (d.to_owned(), n.to_owned()),
-            None => (String::new(), q.to_owned()),
-        }
-    }
-    let mut attrs: HashMap<String, HashMap<String, cel::Value>> = domains
-        .iter()
-        .map(|d| (d.clone(), HashMap::new()))
-        .collect();
-    for (q, v) in &d.attributes {
-        let (dom, n) = split(q);
-        attrs.entry(dom).or_default().insert(n, attr_cel(v));
-    }
-    let mut caps: HashMap<String, HashMap<String, cel::Value>> = domains
-        .iter()
-        .map(|d| (d.clone(), HashMap::new()))
-        .collect();
-    for (q, v) in &d.capacity {
-        let (dom, n) = split(q);
-        caps.entry(dom).or_default().insert(n, amount_cel(v));
-    }
-    let to_map = |m: HashMap<String, HashMap<String, cel::Value>>| {
-        cel::Value::from(
-            m.into_iter()
-                .map(|(k, v)| (k, cel::Value::from(v)))
-                .collect::<HashMap<String, cel::Value>>(),
-        )
-    };
-    let mut top: HashMap<String, cel::Value> = HashMap::new();
-    top.insert("driver".into(), cel::Value::from(driver.to_owned()));
-    top.insert("attributes".into(), to_map(attrs));
-    top.insert("capacity".into(), to_map(caps));
-    top.insert("allowMultipleAllocations".into(), cel::Value::Bool(false));
-    cel::Value::from(top)
+    /// Results of [`Matcher::eval`], by expression and device.
+    results: std::cell::RefCell<HashMap<(String, usize), Result<bool, String>>>,
 }
 
 /// The quoted domains an expression looks up: `attributes['d']`, `capacity["d"]`.
@@ -189,6 +135,11 @@ impl<'a> Matcher<'a> {
             .iter()
             .flat_map(|c| c.selectors.iter())
             .chain(dra.resource_claims.iter().flat_map(|c| {
+                c.requests
+                    .iter()
+                    .flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.iter()))
+            }))
+            .chain(dra.resource_claim_templates.iter().flat_map(|c| {
                 c.requests
                     .iter()
                     .flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.iter()))
@@ -239,7 +190,7 @@ impl<'a> Matcher<'a> {
                     allocated_to: allocated.get(&key).cloned().unwrap_or_default(),
                     blocked_by: Vec::new(),
                 });
-                cel_devices.push(device_value(&s.driver, d, &domains));
+                cel_devices.push(crate::analysis::dra_cel::device_val(&s.driver, d, &domains));
             }
         }
         // Counters: what each (driver, pool, set, counter) offers and what allocated
@@ -312,6 +263,7 @@ impl<'a> Matcher<'a> {
             devices,
             cel_devices,
             programs: Default::default(),
+            results: Default::default(),
         };
         // Devices without a `type` attribute take the name of the first class selecting them.
         let types: Vec<Option<String>> = (0..m.devices.len())
@@ -345,14 +297,9 @@ impl<'a> Matcher<'a> {
             .borrow_mut()
             .entry(expr.to_owned())
             .or_insert_with(|| {
-                cel::Program::compile(expr)
+                crate::analysis::dra_cel::compile(expr)
                     .map(std::rc::Rc::new)
-                    .map_err(|e| {
-                        format!(
-                            "does not compile: {}",
-                            crate::input::document::one_line(&e.to_string())
-                        )
-                    })
+                    .map_err(|e| format!("does not compile: {e}"))
             })
             .clone()
     }
@@ -360,14 +307,67 @@ impl<'a> Matcher<'a> {
     /// Evaluates CEL `expr` for device `i`: `Ok(true|false)`, or why it cannot be
     /// evaluated (does not compile, an evaluation error, not a bool).
     pub fn eval(&self, expr: &str, i: usize) -> Result<bool, String> {
-        let p = self.program(expr)?;
-        let mut ctx = cel::Context::default();
-        ctx.add_variable_from_value("device", self.cel_devices[i].clone());
-        match p.execute(&ctx) {
-            Ok(cel::Value::Bool(b)) => Ok(b),
-            Ok(other) => Err(format!("gives {other:?}, not a bool")),
-            Err(e) => Err(crate::input::document::one_line(&e.to_string())),
+        let key = (expr.to_owned(), i);
+        if let Some(r) = self.results.borrow().get(&key) {
+            return r.clone();
         }
+        let r = self
+            .program(expr)
+            .and_then(|p| crate::analysis::dra_cel::run(&p, self.cel_devices[i].as_ref()));
+        self.results.borrow_mut().insert(key, r.clone());
+        r
+    }
+
+    /// Whether device `i` is selectable for `spec` as the allocator decides it: the
+    /// class's selectors, then the request's own, in order, stopping at the first that
+    /// is false (kubernetes/kubernetes `staging/src/k8s.io/dynamic-resource-allocation/
+    /// structured/internal/incubating/allocator_incubating.go`, `isSelectable` and
+    /// `selectorsMatch`). `owner` names the request's claim (`ns/name`) for the error.
+    ///
+    /// Errors: the first selector that cannot be evaluated on the device (the
+    /// allocator then aborts the whole attempt).
+    pub fn selectable(
+        &self,
+        dra: &DraObjects,
+        spec: &RequestSpec,
+        owner: &str,
+        i: usize,
+    ) -> Result<bool, Box<SelectorFailure>> {
+        let Some(class) = dra.class(&spec.device_class) else {
+            return Ok(false);
+        };
+        let sets = [
+            (format!("DeviceClass {}", class.name), &class.selectors),
+            (format!("claim {owner}"), &spec.selectors),
+        ];
+        for (source, sels) in sets {
+            for (k, e) in sels.iter().enumerate() {
+                match self.eval(e, i) {
+                    Ok(true) => {}
+                    Ok(false) => return Ok(false),
+                    Err(error) => {
+                        let d = &self.devices[i];
+                        let published = match error.strip_prefix("no such key: ") {
+                            Some(key) => crate::analysis::dra_hints::nearest_first(
+                                d.device.attributes.keys().cloned(),
+                                &crate::model::dra::qualify(&d.slice.driver, key),
+                            ),
+                            None => Vec::new(),
+                        };
+                        return Err(Box::new(SelectorFailure {
+                            device: d.id(),
+                            node: d.node.map(str::to_owned),
+                            source,
+                            index: k,
+                            expression: e.clone(),
+                            error,
+                            published,
+                        }));
+                    }
+                }
+            }
+        }
+        Ok(true)
     }
 
     /// The devices a request alternative can take: its DeviceClass exists and all of the
@@ -404,6 +404,30 @@ impl<'a> Matcher<'a> {
         }
         (out, errors.into_iter().collect())
     }
+}
+
+/// A selector that cannot be evaluated on a device: the allocator stops there
+/// ("CEL runtime error") and the scheduler aborts the attempt (`SchedulerError`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SelectorFailure {
+    /// `driver/pool/device`.
+    pub device: String,
+    /// Its node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// `DeviceClass NAME` or `claim NS/NAME`.
+    pub source: String,
+    /// The selector's index in that list (`selector #N`).
+    pub index: usize,
+    /// The CEL expression.
+    pub expression: String,
+    /// The error (`no such key: index`, `no such overload: ...`).
+    pub error: String,
+    /// For a missing attribute (`no such key`): the attributes the device does publish,
+    /// qualified, nearest to the missing name first.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub published: Vec<String>,
 }
 
 /// One DRA row of `inventory`: driver × device type × node pool.
@@ -645,6 +669,17 @@ pub struct AlternativeView {
     pub free: usize,
     /// Selectors that could not be evaluated.
     pub errors: Vec<String>,
+    /// The most matching devices (free or not) on any one allowed node: a count above it
+    /// can never be served (one claim's devices come from one node).
+    pub max_on_one_node: usize,
+    /// Devices on allowed nodes the DeviceClass's selectors alone accept (the request's own
+    /// selectors aside), and how many of them are free.
+    pub class_matches: usize,
+    /// Of [`AlternativeView::class_matches`], the free ones.
+    pub class_free: usize,
+    /// When nothing matches: why, per attribute the selectors reference.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub hints: Vec<crate::analysis::dra_hints::Hint>,
 }
 
 /// One request of a claim.
@@ -669,14 +704,56 @@ pub struct ClaimView {
     /// `resourceClaimTemplateName`, when the claim comes from a template.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
-    /// Whether the ResourceClaim exists in the DRA objects read.
+    /// Whether the ResourceClaim exists in the DRA objects read (or, for a template
+    /// whose claim is not made yet, whether the template does: its requests are then the
+    /// template's, as the claim made from it will carry).
     pub found: bool,
+    /// The requests come from the ResourceClaimTemplate (no claim made from it yet).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub from_template: bool,
+    /// For an allocated claim: the nodes its allocation is bound to
+    /// (`status.allocation.nodeSelector`), else the nodes of its devices.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocated_nodes: Vec<String>,
+    /// For an allocated claim: the pods it is reserved for (`status.reservedFor`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub reserved_for: Vec<String>,
     /// Whether it is allocated.
     pub allocated: bool,
     /// Its allocated devices, `driver/pool/device (request)`.
     pub allocated_devices: Vec<String>,
     /// Its requests.
     pub requests: Vec<DraRequestView>,
+}
+
+/// The requests of one of the pod's claims: the ResourceClaim's, or — when no claim was
+/// made from the pod's template yet (a pod not created yet, or the controller has not run)
+/// — the template's, with the name the claim will be known by.
+fn pod_claim_source<'d>(
+    dra: &'d DraObjects,
+    namespace: &str,
+    pc: &crate::model::dra::PodClaim,
+) -> Option<(
+    String,
+    &'d [crate::model::dra::ClaimRequest],
+    Option<&'d ResourceClaim>,
+)> {
+    if let Some(c) = pc.claim_name().and_then(|n| dra.claim(namespace, n)) {
+        return Some((c.key(), c.requests.as_slice(), Some(c)));
+    }
+    if pc.claim_name().is_none()
+        && let Some(t) = pc
+            .resource_claim_template_name
+            .as_deref()
+            .and_then(|t| dra.template(namespace, t))
+    {
+        return Some((
+            format!("{namespace}/(from template {})", t.name),
+            t.requests.as_slice(),
+            None,
+        ));
+    }
+    None
 }
 
 /// The claim views of `pod_claims` (namespace `namespace`); `allowed(node)` says whether
@@ -691,13 +768,16 @@ pub fn claim_views(
     pod_claims
         .iter()
         .map(|pc| {
-            let claim: Option<&ResourceClaim> =
-                pc.claim_name().and_then(|n| dra.claim(namespace, n));
+            let source = pod_claim_source(dra, namespace, pc);
+            let claim: Option<&ResourceClaim> = source.as_ref().and_then(|s| s.2);
             let mut v = ClaimView {
                 name: pc.name.clone(),
                 claim: pc.claim_name().map(|n| format!("{namespace}/{n}")),
                 template: pc.resource_claim_template_name.clone(),
-                found: claim.is_some(),
+                found: source.is_some(),
+                from_template: source.as_ref().is_some_and(|s| s.2.is_none()),
+                allocated_nodes: claim.map(|c| allocated_nodes(&m, c)).unwrap_or_default(),
+                reserved_for: claim.map(|c| c.reserved_for.clone()).unwrap_or_default(),
                 allocated: claim.is_some_and(|c| c.allocated),
                 allocated_devices: claim
                     .map(|c| {
@@ -711,8 +791,10 @@ pub fn claim_views(
                     .unwrap_or_default(),
                 requests: Vec::new(),
             };
-            let Some(c) = claim else { return v };
-            for r in &c.requests {
+            let Some((key, requests, _)) = source else {
+                return v;
+            };
+            for r in requests {
                 let mut alts = Vec::new();
                 for alt in &r.alternatives {
                     let (idx, errors) = m.matching(dra, alt);
@@ -725,7 +807,7 @@ pub fn claim_views(
                         .iter()
                         .map(|&i| {
                             let d = &m.devices[i];
-                            let mine = d.allocated_to.contains(&c.key());
+                            let mine = d.allocated_to.contains(&key);
                             MatchedDevice {
                                 device: d.id(),
                                 device_type: d.device_type.clone(),
@@ -747,6 +829,20 @@ pub fn claim_views(
                             }
                         })
                         .collect();
+                    let hints = if matching.is_empty() {
+                        crate::analysis::dra_hints::hints(&m, dra, alt)
+                    } else {
+                        Vec::new()
+                    };
+                    let by_class: Vec<usize> = match dra.class(&alt.device_class) {
+                        Some(c) => (0..m.devices.len())
+                            .filter(|&i| {
+                                m.devices[i].node.is_none_or(allowed)
+                                    && c.selectors.iter().all(|e| m.eval(e, i) == Ok(true))
+                            })
+                            .collect(),
+                        None => Vec::new(),
+                    };
                     alts.push(AlternativeView {
                         subrequest: alt.subrequest.clone(),
                         device_class: alt.device_class.clone(),
@@ -755,8 +851,12 @@ pub fn claim_views(
                         count: alt.count,
                         all: alt.all,
                         free: matching.iter().filter(|d| d.free && d.allowed).count(),
+                        max_on_one_node: max_on_one_node(&matching),
                         matching,
                         errors,
+                        hints,
+                        class_matches: by_class.len(),
+                        class_free: by_class.iter().filter(|&&i| m.devices[i].is_free()).count(),
                     });
                 }
                 v.requests.push(DraRequestView {
@@ -767,6 +867,364 @@ pub fn claim_views(
             v
         })
         .collect()
+}
+
+/// The most matching devices (free or not) on one allowed node (devices reachable from
+/// every node count on each).
+fn max_on_one_node(matching: &[MatchedDevice]) -> usize {
+    let shared = matching
+        .iter()
+        .filter(|d| d.allowed && d.node.is_none())
+        .count();
+    let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in matching.iter().filter(|d| d.allowed) {
+        if let Some(n) = d.node.as_deref() {
+            *per.entry(n).or_default() += 1;
+        }
+    }
+    per.values().max().copied().unwrap_or(0) + shared
+}
+
+/// The nodes an allocated claim is bound to: its allocation's node selector, else the
+/// nodes of its devices.
+fn allocated_nodes(m: &Matcher<'_>, c: &ResourceClaim) -> Vec<String> {
+    if !c.allocated_nodes.is_empty() {
+        return c.allocated_nodes.clone();
+    }
+    let mut out: Vec<String> = Vec::new();
+    for r in &c.results {
+        if let Some(n) = m
+            .devices
+            .iter()
+            .find(|d| {
+                d.slice.driver == r.driver && d.slice.pool == r.pool && d.device.name == r.device
+            })
+            .and_then(|d| d.node)
+            && !out.iter().any(|o| o == n)
+        {
+            out.push(n.to_owned());
+        }
+    }
+    out
+}
+
+/// What allocating the pod's claims on one node gives.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase", tag = "verdict")]
+pub enum NodeAllocation {
+    /// Every claim can be allocated (or is allocated) here.
+    Fits,
+    /// An allocated claim of the pod is bound to other nodes.
+    ClaimElsewhere {
+        /// The claim, `ns/name`.
+        claim: String,
+        /// The nodes it is bound to.
+        nodes: Vec<String>,
+    },
+    /// No allocation of the unallocated claims exists here now.
+    CannotAllocate,
+    /// A selector failed to evaluate before an allocation was found: the scheduler aborts.
+    SelectorError(SelectorFailure),
+    /// The search was cut short (more than [`SEARCH_LIMIT`] steps).
+    Unknown,
+}
+
+/// The most devices tried in one node's allocation search before giving up.
+pub const SEARCH_LIMIT: usize = 200_000;
+
+/// The DRA part of scheduling the pod: per allowed node, whether its claims can be
+/// allocated there.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DraPlacement {
+    /// Per node the pod's constraints allow, in node order.
+    pub nodes: Vec<(String, NodeAllocation)>,
+    /// The nodes where every claim can be allocated now.
+    pub fits: Vec<String>,
+    /// The first selector error met on an allowed node, if any: the scheduler's attempt
+    /// ends in `SchedulerError` with it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub selector_error: Option<SelectorFailure>,
+}
+
+/// One claim to allocate: its key and requests.
+struct Pending<'d> {
+    key: String,
+    requests: &'d [crate::model::dra::ClaimRequest],
+}
+
+/// The search state on one node.
+struct Search<'m, 'd> {
+    m: &'m Matcher<'d>,
+    dra: &'d DraObjects,
+    /// Device indexes visible from the node, in slice and device order.
+    visible: Vec<usize>,
+    claims: Vec<Pending<'d>>,
+    /// Devices taken by this search.
+    taking: BTreeSet<usize>,
+    /// Counter amounts left: (driver, pool, set, counter) → amount.
+    left: BTreeMap<CounterKey, i64>,
+    steps: usize,
+}
+
+enum Stop {
+    Error(Box<SelectorFailure>),
+    Limit,
+}
+
+impl<'d> Search<'_, 'd> {
+    fn counters_ok(&self, i: usize) -> bool {
+        let d = &self.m.devices[i];
+        d.device.consumes_counters.iter().all(|cu| {
+            cu.counters.iter().all(|(n, a)| {
+                let k = (
+                    d.slice.driver.clone(),
+                    d.slice.pool.clone(),
+                    cu.counter_set.clone(),
+                    n.clone(),
+                );
+                self.left.get(&k).copied().unwrap_or(0) >= a.value.unwrap_or(0)
+            })
+        })
+    }
+
+    fn take(&mut self, i: usize, sign: i64) {
+        let d = &self.m.devices[i];
+        for cu in &d.device.consumes_counters {
+            for (n, a) in &cu.counters {
+                let k = (
+                    d.slice.driver.clone(),
+                    d.slice.pool.clone(),
+                    cu.counter_set.clone(),
+                    n.clone(),
+                );
+                let e = self.left.entry(k).or_default();
+                *e = e.saturating_sub(sign.saturating_mul(a.value.unwrap_or(0)));
+            }
+        }
+        if sign > 0 {
+            self.taking.insert(i);
+        } else {
+            self.taking.remove(&i);
+        }
+    }
+
+    fn in_use(&self, i: usize) -> bool {
+        !self.m.devices[i].allocated_to.is_empty() || self.taking.contains(&i)
+    }
+
+    fn step(&mut self) -> Result<(), Stop> {
+        self.steps += 1;
+        if self.steps > SEARCH_LIMIT {
+            Err(Stop::Limit)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Allocates request `ri` of claim `ci` and everything after it.
+    fn solve(&mut self, ci: usize, ri: usize) -> Result<bool, Stop> {
+        if ci == self.claims.len() {
+            return Ok(true);
+        }
+        if ri == self.claims[ci].requests.len() {
+            return self.solve(ci + 1, 0);
+        }
+        let requests: &'d [crate::model::dra::ClaimRequest] = self.claims[ci].requests;
+        let alts = &requests[ri].alternatives;
+        for alt in alts {
+            if alt.all {
+                let mut all = Vec::new();
+                for &i in &self.visible.clone() {
+                    self.step()?;
+                    if self
+                        .m
+                        .selectable(self.dra, alt, &self.claims[ci].key, i)
+                        .map_err(Stop::Error)?
+                    {
+                        all.push(i);
+                    }
+                }
+                if all.is_empty() {
+                    continue;
+                }
+                let mut taken = Vec::new();
+                let mut ok = true;
+                for &i in &all {
+                    if self.in_use(i) || !self.counters_ok(i) {
+                        ok = false;
+                        break;
+                    }
+                    self.take(i, 1);
+                    taken.push(i);
+                }
+                if ok && self.solve(ci, ri + 1)? {
+                    return Ok(true);
+                }
+                for i in taken {
+                    self.take(i, -1);
+                }
+            } else if self.pick(ci, ri, alt, alt.count, 0)? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Picks `need` more devices for `alt` from visible position `start` on.
+    fn pick(
+        &mut self,
+        ci: usize,
+        ri: usize,
+        alt: &RequestSpec,
+        need: i64,
+        start: usize,
+    ) -> Result<bool, Stop> {
+        if need <= 0 {
+            return self.solve(ci, ri + 1);
+        }
+        for pos in start..self.visible.len() {
+            self.step()?;
+            let i = self.visible[pos];
+            if self.in_use(i) {
+                continue;
+            }
+            if !self
+                .m
+                .selectable(self.dra, alt, &self.claims[ci].key, i)
+                .map_err(Stop::Error)?
+            {
+                continue;
+            }
+            if !self.counters_ok(i) {
+                continue;
+            }
+            self.take(i, 1);
+            let done = self.pick(ci, ri, alt, need - 1, pos + 1);
+            match done {
+                Ok(true) => return Ok(true),
+                Ok(false) => self.take(i, -1),
+                Err(e) => {
+                    self.take(i, -1);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(false)
+    }
+}
+
+/// Simulates the scheduler's DRA filter on every node of `allowed` (the nodes the pod's
+/// other constraints allow, in order) for the pod's claims: an allocated claim must be
+/// bound to the node; the unallocated ones (a template's requests for a claim not made
+/// yet) must all be allocated from devices visible from that one node — its own slices
+/// and those of every node (`allNodes`); slices behind a `nodeSelector` are not modelled —
+/// skipping allocated devices, trying devices in slice order, checking each one's class
+/// and request selectors, then its shared counters, backtracking as the allocator does
+/// (kubernetes/kubernetes `staging/src/k8s.io/dynamic-resource-allocation/structured/
+/// internal/incubating/allocator_incubating.go`, `allocateOne`; the DynamicResources
+/// plugin `pkg/scheduler/framework/plugins/dynamicresources/dynamicresources.go` runs it per
+/// node in Filter and turns an allocator error into a scheduling error).
+pub fn placement(
+    dra: &DraObjects,
+    namespace: &str,
+    pod_claims: &[crate::model::dra::PodClaim],
+    allowed: &[String],
+) -> DraPlacement {
+    let m = Matcher::new(dra);
+    let mut offered: BTreeMap<CounterKey, i64> = BTreeMap::new();
+    for s in &dra.resource_slices {
+        for cs in &s.shared_counters {
+            for (n, a) in &cs.counters {
+                let e = offered
+                    .entry((s.driver.clone(), s.pool.clone(), cs.name.clone(), n.clone()))
+                    .or_default();
+                *e = e.saturating_add(a.value.unwrap_or(i64::MAX));
+            }
+        }
+    }
+    for d in m.devices.iter().filter(|d| !d.allocated_to.is_empty()) {
+        for cu in &d.device.consumes_counters {
+            for (n, a) in &cu.counters {
+                let e = offered
+                    .entry((
+                        d.slice.driver.clone(),
+                        d.slice.pool.clone(),
+                        cu.counter_set.clone(),
+                        n.clone(),
+                    ))
+                    .or_default();
+                *e = e.saturating_sub(a.value.unwrap_or(0));
+            }
+        }
+    }
+    let mut bound: Vec<(String, Vec<String>)> = Vec::new();
+    let mut pending = Vec::new();
+    for pc in pod_claims {
+        let Some((key, requests, claim)) = pod_claim_source(dra, namespace, pc) else {
+            continue;
+        };
+        match claim {
+            Some(c) if c.allocated => bound.push((key, allocated_nodes(&m, c))),
+            _ => pending.push(Pending { key, requests }),
+        }
+    }
+    let mut out = DraPlacement {
+        nodes: Vec::new(),
+        fits: Vec::new(),
+        selector_error: None,
+    };
+    for node in allowed {
+        if let Some((claim, nodes)) = bound
+            .iter()
+            .find(|(_, nodes)| !nodes.is_empty() && !nodes.iter().any(|n| n == node))
+        {
+            out.nodes.push((
+                node.clone(),
+                NodeAllocation::ClaimElsewhere {
+                    claim: claim.clone(),
+                    nodes: nodes.clone(),
+                },
+            ));
+            continue;
+        }
+        let visible: Vec<usize> = (0..m.devices.len())
+            .filter(|&i| {
+                let d = &m.devices[i];
+                d.node == Some(node.as_str()) || (d.node.is_none() && d.slice.all_nodes)
+            })
+            .collect();
+        let mut search = Search {
+            m: &m,
+            dra,
+            visible,
+            claims: pending
+                .iter()
+                .map(|p| Pending {
+                    key: p.key.clone(),
+                    requests: p.requests,
+                })
+                .collect(),
+            taking: BTreeSet::new(),
+            left: offered.clone(),
+            steps: 0,
+        };
+        let verdict = match search.solve(0, 0) {
+            Ok(true) => NodeAllocation::Fits,
+            Ok(false) => NodeAllocation::CannotAllocate,
+            Err(Stop::Error(e)) => NodeAllocation::SelectorError(*e),
+            Err(Stop::Limit) => NodeAllocation::Unknown,
+        };
+        match &verdict {
+            NodeAllocation::Fits => out.fits.push(node.clone()),
+            NodeAllocation::SelectorError(e) if out.selector_error.is_none() => {
+                out.selector_error = Some(e.clone());
+            }
+            _ => {}
+        }
+        out.nodes.push((node.clone(), verdict));
+    }
+    out
 }
 
 impl AlternativeView {
@@ -899,7 +1357,7 @@ mod tests {
         assert_eq!(
             names(&spec(
                 "gpu.nvidia.com",
-                &["device.capacity['gpu.nvidia.com'].memory >= 20 * 1024 * 1024 * 1024"]
+                &["device.capacity['gpu.nvidia.com'].memory.compareTo(quantity('20Gi')) >= 0"]
             ))
             .0,
             vec!["gpu-0", "gpu-1"]
@@ -917,5 +1375,112 @@ mod tests {
         assert!(errs.is_empty(), "{errs:?}");
         let (_, errs) = names(&spec("gpu.nvidia.com", &["device.driver =="]));
         assert!(errs[0].contains("does not compile"), "{errs:?}");
+    }
+
+    /// Three nodes with one free GPU each, a claim for two, a template, a shared claim
+    /// allocated on node c, a node without `index`.
+    fn three_nodes(selector: &str, count: i64) -> DraObjects {
+        let slice = |node: &str, index: bool| {
+            format!(
+                r#"{{"kind":"ResourceSlice","metadata":{{"name":"{node}"}},"spec":{{"driver":"gpu.nvidia.com","nodeName":"{node}","pool":{{"name":"{node}"}},
+                "devices":[{{"name":"gpu-0","attributes":{{"type":{{"string":"gpu"}},"productName":{{"string":"NVIDIA A10"}},"driverVersion":{{"version":"580.95.5"}}{}}}}}]}}}}"#,
+                if index { r#","index":{"int":0}"# } else { "" }
+            )
+        };
+        let text = format!(
+            r#"{{"kind":"List","items":[
+            {{"kind":"DeviceClass","metadata":{{"name":"gpu.nvidia.com"}},"spec":{{"selectors":[{{"cel":{{"expression":"device.attributes['gpu.nvidia.com'].type == 'gpu'"}}}}]}}}},
+            {},{},{},
+            {{"kind":"ResourceClaimTemplate","metadata":{{"name":"t","namespace":"ns"}},"spec":{{"spec":{{"devices":{{"requests":[{{"name":"gpu","exactly":{{"deviceClassName":"gpu.nvidia.com","count":{count},"selectors":[{{"cel":{{"expression":"{selector}"}}}}]}}}}]}}}}}}}},
+            {{"kind":"ResourceClaim","metadata":{{"name":"shared","namespace":"ns"}},"spec":{{"devices":{{"requests":[{{"name":"gpu","exactly":{{"deviceClassName":"gpu.nvidia.com"}}}}]}}}},
+             "status":{{"allocation":{{"devices":{{"results":[{{"request":"gpu","driver":"gpu.nvidia.com","pool":"c","device":"gpu-0"}}]}},
+               "nodeSelector":{{"nodeSelectorTerms":[{{"matchFields":[{{"key":"metadata.name","operator":"In","values":["c"]}}]}}]}}}},
+               "reservedFor":[{{"resource":"pods","name":"holder","uid":"u"}}]}}}}]}}"#,
+            slice("a", true),
+            slice("b", true),
+            slice("c", false),
+        );
+        crate::input::dra::read_str(&text, "t.json").unwrap()
+    }
+
+    fn template_claim() -> Vec<crate::model::dra::PodClaim> {
+        vec![crate::model::dra::PodClaim {
+            name: "gpu".into(),
+            resource_claim_name: None,
+            resource_claim_template_name: Some("t".into()),
+            generated_claim_name: None,
+        }]
+    }
+
+    fn nodes() -> Vec<String> {
+        ["a", "b", "c"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn a_claims_devices_come_from_one_node() {
+        let d = three_nodes("device.driver == 'gpu.nvidia.com'", 2);
+        let p = placement(&d, "ns", &template_claim(), &nodes());
+        assert!(p.fits.is_empty(), "{p:?}");
+        // a and b each have their GPU free; c's is allocated to the shared claim.
+        assert!(
+            p.nodes
+                .iter()
+                .all(|(_, v)| *v == NodeAllocation::CannotAllocate)
+        );
+        let d = three_nodes("device.driver == 'gpu.nvidia.com'", 1);
+        let p = placement(&d, "ns", &template_claim(), &nodes());
+        assert_eq!(p.fits, vec!["a".to_string(), "b".to_string()]);
+        let v = claim_views(&d, "ns", &template_claim(), &|_| true);
+        assert!(v[0].found && v[0].from_template);
+        assert_eq!(v[0].requests[0].alternatives[0].max_on_one_node, 1);
+    }
+
+    #[test]
+    fn a_runtime_error_on_a_tried_device_aborts() {
+        // c publishes no index, but its only GPU is allocated: skipped before selectors.
+        let d = three_nodes("device.attributes['gpu.nvidia.com'].index == 0", 1);
+        let p = placement(&d, "ns", &template_claim(), &nodes());
+        assert_eq!(p.fits, vec!["a".to_string(), "b".to_string()]);
+        assert!(p.selector_error.is_none());
+        // A version compared with a string fails on the first device tried.
+        let d = three_nodes(
+            "device.attributes['gpu.nvidia.com'].driverVersion == '580.95.5'",
+            1,
+        );
+        let p = placement(&d, "ns", &template_claim(), &nodes());
+        let e = p.selector_error.expect("selector error");
+        assert_eq!(e.device, "gpu.nvidia.com/a/gpu-0");
+        assert_eq!(e.source, "claim ns/(from template t)");
+        assert!(e.error.starts_with("no such overload"), "{}", e.error);
+        let v = claim_views(&d, "ns", &template_claim(), &|_| true);
+        let h = &v[0].requests[0].alternatives[0].hints[0];
+        assert_eq!(h.problem, "type-mismatch");
+        assert_eq!(
+            h.corrected.as_deref(),
+            Some(
+                "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('580.95.5')) == 0"
+            )
+        );
+    }
+
+    #[test]
+    fn a_shared_claim_binds_the_pod_to_its_node() {
+        let d = three_nodes("true", 1);
+        let shared = vec![crate::model::dra::PodClaim {
+            name: "gpu".into(),
+            resource_claim_name: Some("shared".into()),
+            resource_claim_template_name: None,
+            generated_claim_name: None,
+        }];
+        let p = placement(&d, "ns", &shared, &nodes());
+        assert_eq!(p.fits, vec!["c".to_string()]);
+        let p = placement(&d, "ns", &shared, &["a".to_string()]);
+        assert_eq!(
+            p.nodes[0].1,
+            NodeAllocation::ClaimElsewhere {
+                claim: "ns/shared".into(),
+                nodes: vec!["c".into()]
+            }
+        );
     }
 }

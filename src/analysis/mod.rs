@@ -15,6 +15,8 @@
 pub mod check;
 pub mod diagnosis;
 pub mod dra;
+pub mod dra_cel;
+pub mod dra_hints;
 pub mod explain;
 pub mod fit;
 pub mod inventory;

@@ -1,9 +1,11 @@
 //! Reading DRA objects (`resource.k8s.io/v1` DeviceClasses, ResourceSlices,
-//! ResourceClaims) from a file or the live cluster into [`DraObjects`].
+//! ResourceClaims, ResourceClaimTemplates) from a file or the live cluster into
+//! [`DraObjects`].
 //!
-//! Files: what `kubectl get deviceclasses,resourceslices,resourceclaims -A -o json|yaml`
+//! Files: what `kubectl get
+//! deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates -A -o json|yaml`
 //! prints (a `List` of mixed kinds), a `DeviceClassList` / `ResourceSliceList` /
-//! `ResourceClaimList`, or one object; JSON or YAML, detected by content, streamed like the
+//! `ResourceClaimList` / `ResourceClaimTemplateList`, or one object; JSON or YAML, detected by content, streamed like the
 //! node and pod readers (one list item at a time, each at most 64 MiB). Objects of other
 //! kinds in a `List` are skipped (a dump of `all` is fine).
 //!
@@ -11,7 +13,8 @@
 //! `dra.json: items[3] (ResourceSlice node-a-gpus): spec.devices[0].attributes["type"]:
 //! expected exactly one of int, bool, string, version`.
 //!
-//! Live: the three lists, paginated; a server that does not serve `resource.k8s.io/v1`
+//! Live: the four lists, paginated (a cluster that refuses the templates' list still
+//! gives the other three); a server that does not serve `resource.k8s.io/v1`
 //! (404 on the list) is skipped and said so ([`DraSource::Skipped`]).
 
 use std::collections::BTreeMap;
@@ -27,7 +30,8 @@ use crate::error::{Error, FieldError, Result};
 use crate::input::document::{self, array, cut, get, opt_scalar, opt_str};
 use crate::model::dra::{
     AllocatedDevice, Amount, AttrValue, ClaimRequest, CounterSet, CounterUse, Device, DeviceClass,
-    DraObjects, DraSource, RequestSpec, ResourceClaim, ResourceSlice, qualify,
+    DraObjects, DraSource, RequestSpec, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    qualify,
 };
 use crate::model::quantity::Quantity;
 
@@ -265,6 +269,9 @@ fn add(out: &mut DraObjects, item: &Value, default_kind: Option<&str>) -> FieldR
         Some("DeviceClass") => out.device_classes.push(device_class(item)?),
         Some("ResourceSlice") => out.resource_slices.push(resource_slice(item)?),
         Some("ResourceClaim") => out.resource_claims.push(resource_claim(item)?),
+        Some("ResourceClaimTemplate") => out
+            .resource_claim_templates
+            .push(resource_claim_template(item)?),
         _ => {}
     }
     Ok(())
@@ -471,16 +478,10 @@ fn request_spec(v: &Value, path: &str, sub: Option<String>) -> FieldResult<Reque
     })
 }
 
-/// One ResourceClaim from its API object (JSON).
-///
-/// Errors: the field that is missing or of the wrong type.
-pub fn resource_claim(v: &Value) -> FieldResult<ResourceClaim> {
-    let name = name_of(v)?;
-    let namespace = opt_str(v, "metadata.namespace")?
-        .unwrap_or("default")
-        .to_owned();
+/// The requests at `rp` (`spec.devices.requests` of a claim, `spec.spec.devices.requests`
+/// of a template).
+fn claim_requests(v: &Value, rp: &str) -> FieldResult<Vec<ClaimRequest>> {
     let mut requests = Vec::new();
-    let rp = "spec.devices.requests";
     for (i, r) in array(get(v, rp), rp)?.iter().enumerate() {
         let p = format!("{rp}[{i}]");
         let Some(rn) = opt_scalar(r.get("name"), &format!("{p}.name"))? else {
@@ -504,6 +505,18 @@ pub fn resource_claim(v: &Value) -> FieldResult<ResourceClaim> {
             alternatives,
         });
     }
+    Ok(requests)
+}
+
+/// One ResourceClaim from its API object (JSON).
+///
+/// Errors: the field that is missing or of the wrong type.
+pub fn resource_claim(v: &Value) -> FieldResult<ResourceClaim> {
+    let name = name_of(v)?;
+    let namespace = opt_str(v, "metadata.namespace")?
+        .unwrap_or("default")
+        .to_owned();
+    let requests = claim_requests(v, "spec.devices.requests")?;
     let allocated = !matches!(get(v, "status.allocation"), None | Some(Value::Null));
     let mut results = Vec::new();
     let ap = "status.allocation.devices.results";
@@ -530,6 +543,26 @@ pub fn resource_claim(v: &Value) -> FieldResult<ResourceClaim> {
         let n = opt_scalar(r.get("name"), &format!("{p}.name"))?.unwrap_or_default();
         reserved_for.push(format!("{res}/{n}"));
     }
+    let mut allocated_nodes = Vec::new();
+    let tp = "status.allocation.nodeSelector.nodeSelectorTerms";
+    for (i, t) in array(get(v, tp), tp)?.iter().enumerate() {
+        let fp = format!("{tp}[{i}].matchFields");
+        for (j, f) in array(t.get("matchFields"), &fp)?.iter().enumerate() {
+            let p = format!("{fp}[{j}]");
+            let key = opt_scalar(f.get("key"), &format!("{p}.key"))?;
+            let op = opt_scalar(f.get("operator"), &format!("{p}.operator"))?;
+            if key.as_deref() == Some("metadata.name") && op.as_deref() == Some("In") {
+                for (k, n) in array(f.get("values"), &format!("{p}.values"))?
+                    .iter()
+                    .enumerate()
+                {
+                    if let Some(n) = opt_scalar(Some(n), &format!("{p}.values[{k}]"))? {
+                        allocated_nodes.push(n);
+                    }
+                }
+            }
+        }
+    }
     Ok(ResourceClaim {
         namespace,
         name,
@@ -537,6 +570,20 @@ pub fn resource_claim(v: &Value) -> FieldResult<ResourceClaim> {
         allocated,
         results,
         reserved_for,
+        allocated_nodes,
+    })
+}
+
+/// One ResourceClaimTemplate from its API object (JSON).
+///
+/// Errors: the field that is missing or of the wrong type.
+pub fn resource_claim_template(v: &Value) -> FieldResult<ResourceClaimTemplate> {
+    Ok(ResourceClaimTemplate {
+        name: name_of(v)?,
+        namespace: opt_str(v, "metadata.namespace")?
+            .unwrap_or("default")
+            .to_owned(),
+        requests: claim_requests(v, "spec.spec.devices.requests")?,
     })
 }
 
@@ -593,14 +640,14 @@ where
     })
 }
 
-/// Lists DeviceClasses, ResourceSlices and ResourceClaims (all namespaces) of a live
-/// cluster. When the server does not serve `resource.k8s.io/v1` the result is empty and
+/// Lists DeviceClasses, ResourceSlices, ResourceClaims and ResourceClaimTemplates (all
+/// namespaces) of a live cluster. When the server does not serve `resource.k8s.io/v1` the result is empty and
 /// the source says why.
 ///
 /// Errors: [`Error::Runtime`] when a list fails for another reason (unreachable, forbidden)
 /// or an object does not read (naming it and the field).
 pub async fn list(client: &Client) -> Result<(DraObjects, DraSource)> {
-    let (classes, slices, claims) = futures::try_join!(
+    let (classes, slices, claims, templates) = futures::try_join!(
         collect(
             Api::<api::DeviceClass>::all(client.clone()),
             "deviceclasses.resource.k8s.io"
@@ -613,7 +660,13 @@ pub async fn list(client: &Client) -> Result<(DraObjects, DraSource)> {
             Api::<api::ResourceClaim>::all(client.clone()),
             "resourceclaims.resource.k8s.io"
         ),
+        collect(
+            Api::<api::ResourceClaimTemplate>::all(client.clone()),
+            "resourceclaimtemplates.resource.k8s.io"
+        ),
     )?;
+    // Templates only add to explain; a cluster that refuses them still has the rest.
+    let templates = templates.unwrap_or_default();
     let (classes, slices, claims) = match (classes, slices, claims) {
         (Ok(a), Ok(b), Ok(c)) => (a, b, c),
         (Err(why), _, _) | (_, Err(why), _) | (_, _, Err(why)) => {
@@ -643,6 +696,10 @@ pub async fn list(client: &Client) -> Result<(DraObjects, DraSource)> {
     for v in &claims {
         out.resource_claims
             .push(resource_claim(v).map_err(|e| bad("ResourceClaim", v, e))?);
+    }
+    for v in &templates {
+        out.resource_claim_templates
+            .push(resource_claim_template(v).map_err(|e| bad("ResourceClaimTemplate", v, e))?);
     }
     Ok((out, DraSource::Cluster))
 }

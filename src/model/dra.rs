@@ -212,6 +212,11 @@ pub struct ResourceClaim {
     pub results: Vec<AllocatedDevice>,
     /// `status.reservedFor[]` as `resource/name` (e.g. `pods/job-a`).
     pub reserved_for: Vec<String>,
+    /// The nodes `status.allocation.nodeSelector` names (`matchFields` `metadata.name In
+    /// [...]`, as the allocator writes it for node-local devices); empty when it names
+    /// none (not allocated, or devices reachable from every node).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocated_nodes: Vec<String>,
 }
 
 impl ResourceClaim {
@@ -219,6 +224,21 @@ impl ResourceClaim {
     pub fn key(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
+}
+
+/// A ResourceClaimTemplate: the claim spec the resource claim controller copies into a
+/// new ResourceClaim for each pod that names it in `spec.resourceClaims[]
+/// .resourceClaimTemplateName` (kubernetes/kubernetes
+/// `staging/src/k8s.io/api/resource/v1/types.go`, `ResourceClaimTemplateSpec.spec`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaimTemplate {
+    /// `metadata.namespace` (`default` when absent).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `spec.spec.devices.requests[]`.
+    pub requests: Vec<ClaimRequest>,
 }
 
 /// Everything DRA read from a file or a cluster.
@@ -231,12 +251,21 @@ pub struct DraObjects {
     pub resource_slices: Vec<ResourceSlice>,
     /// ResourceClaims.
     pub resource_claims: Vec<ResourceClaim>,
+    /// ResourceClaimTemplates.
+    pub resource_claim_templates: Vec<ResourceClaimTemplate>,
 }
 
 impl DraObjects {
     /// The DeviceClass named `name`.
     pub fn class(&self, name: &str) -> Option<&DeviceClass> {
         self.device_classes.iter().find(|c| c.name == name)
+    }
+
+    /// The template `namespace/name`.
+    pub fn template(&self, namespace: &str, name: &str) -> Option<&ResourceClaimTemplate> {
+        self.resource_claim_templates
+            .iter()
+            .find(|c| c.namespace == namespace && c.name == name)
     }
 
     /// The claim `namespace/name`.

@@ -163,11 +163,23 @@ fn text(e: &Explanation) -> String {
         } else if e.fitting.len() < e.candidates.len() {
             let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
         }
-        if e.node.is_none() && e.schedulable != e.fitting {
+        // A further narrowing of the chain only (a DRA pod's fitting comes from its claims,
+        // so its schedulable set need not be a subset).
+        if e.node.is_none()
+            && e.schedulable != e.fitting
+            && e.schedulable.iter().all(|n| e.fitting.contains(n))
+        {
             let _ = writeln!(
                 o,
                 "  ∩ cpu, memory, pod slots and the rest fit → {}",
                 list(&e.schedulable)
+            );
+        }
+        if let Some(p) = &e.dra {
+            let _ = writeln!(
+                o,
+                "  DRA: the claims can be allocated now on → {}",
+                list(&p.fits)
             );
         }
     }
@@ -204,7 +216,14 @@ fn claims_text(o: &mut String, e: &Explanation) {
         let state = if !c.found {
             "does not exist".to_string()
         } else if c.allocated {
-            format!("allocated: {}", c.allocated_devices.join(", "))
+            let on = if c.allocated_nodes.is_empty() {
+                String::new()
+            } else {
+                format!(" on {}", c.allocated_nodes.join(", "))
+            };
+            format!("allocated{on}: {}", c.allocated_devices.join(", "))
+        } else if c.from_template {
+            "not made yet; the template's requests".to_string()
         } else {
             "not allocated".to_string()
         };
@@ -247,8 +266,11 @@ fn claims_text(o: &mut String, e: &Explanation) {
                 for s in &a.selectors {
                     let _ = writeln!(o, "      selector: {}", esc(s));
                 }
-                for err in &a.errors {
+                for err in a.errors.iter().take(3) {
                     let _ = writeln!(o, "      cannot evaluate: {}", esc(err));
+                }
+                for h in a.hints.iter().take(3) {
+                    let _ = writeln!(o, "      {}", esc(&crate::analysis::dra_hints::describe(h)));
                 }
                 let _ = writeln!(
                     o,

@@ -15,6 +15,7 @@
 //!   virt-launcher pod, and must be listed in the KubeVirt CR's `permittedHostDevices` (§5);
 //! - the scheduler's message is quoted from the pod, never composed (§6).
 
+pub mod dra_rules;
 pub mod rules;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -176,6 +177,10 @@ pub struct Explanation {
     /// DeviceClass, the devices its selectors match, on which nodes, which are free.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub claims: Vec<crate::analysis::dra::ClaimView>,
+    /// The DRA filter per allowed node: where the pod's claims can be allocated now
+    /// (`None` without claims or DRA objects).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dra: Option<crate::analysis::dra::DraPlacement>,
     /// Whether DRA objects were given (or listed).
     pub dra_known: bool,
 }
@@ -410,6 +415,7 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
         evidence: Vec::new(),
         notes: Vec::new(),
         claims: Vec::new(),
+        dra: None,
         dra_known: inputs.dra.is_some(),
     };
     if !pod.resource_claims.is_empty() {
@@ -423,6 +429,28 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
                 };
                 e.claims =
                     crate::analysis::dra::claim_views(dra, &pod.namespace, &pod.resource_claims, &allowed);
+                // Without nodes, every node a slice names is a candidate.
+                let dra_nodes: Vec<String> = if nodes_known {
+                    e.allowed_nodes.clone()
+                } else {
+                    let mut v: Vec<String> = dra
+                        .resource_slices
+                        .iter()
+                        .filter_map(|s| s.node_name.clone())
+                        .collect();
+                    v.sort();
+                    v.dedup();
+                    v
+                };
+                let p = crate::analysis::dra::placement(
+                    dra,
+                    &pod.namespace,
+                    &pod.resource_claims,
+                    &dra_nodes,
+                );
+                // A DRA pod fits only where its claims can be allocated.
+                e.fitting.retain(|n| p.fits.contains(n));
+                e.dra = Some(p);
             }
             None => e.notes.push(
                 "the pod asks for devices through resourceClaims (DRA): pass --dra FILE (kubectl get deviceclasses,resourceslices,resourceclaims -A -o json) to see which devices they match".into(),

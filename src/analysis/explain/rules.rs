@@ -9,6 +9,7 @@
 use std::collections::BTreeSet;
 
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
+use crate::analysis::explain::dra_rules;
 use crate::analysis::explain::{Explanation, NodeFree, RequestView};
 use crate::analysis::names::{self, Relation};
 use crate::analysis::placement::{self, Exclusion};
@@ -41,16 +42,19 @@ pub struct Facts<'a> {
 pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
 
 /// The rules, in priority order (the order of [`CauseCode::ALL`]).
-pub const RULES: [(CauseCode, Rule); 21] = [
+///
+/// The DRA slot [`dra_rules::cannot_allocate`] answers with `excluded`,
+/// `no-matching-device`, `too-large`, `counter-exhausted` or `devices-in-use` (the first
+/// that holds), so the DRA filter's causes come before the extended-resource ones.
+pub const RULES: [(CauseCode, Rule); 20] = [
     (CauseCode::InvalidSpec, invalid_spec),
     (CauseCode::AdmissionRejected, admission_rejected),
     (CauseCode::Scheduled, scheduled),
     (CauseCode::NoGpuRequest, no_gpu_request),
     (CauseCode::NotPermitted, not_permitted),
-    (CauseCode::ClaimNotFound, claim_not_found),
-    (CauseCode::NoMatchingDevice, no_matching_device),
-    (CauseCode::CounterExhausted, counter_exhausted),
-    (CauseCode::DevicesInUse, devices_in_use),
+    (CauseCode::ClaimNotFound, dra_rules::claim_not_found),
+    (CauseCode::SelectorError, dra_rules::selector_error),
+    (CauseCode::NoMatchingDevice, dra_rules::cannot_allocate),
     (CauseCode::NoNodeData, no_node_data),
     (CauseCode::NodeConditions, node_conditions),
     (CauseCode::OperatorState, operator_state),
@@ -214,215 +218,6 @@ pub fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
             "read the scheduler message above (cpu, memory, volumes, ports)",
         )
     })
-}
-
-/// `claim-not-found`: a resource claim of the pod does not exist: the named ResourceClaim
-/// is missing, or the template's claim is not made yet (`status.resourceClaimStatuses`
-/// names none: the resource claim controller of kube-controller-manager makes it).
-pub fn claim_not_found(f: &Facts<'_>) -> Option<Diagnosis> {
-    if !f.e.dra_known {
-        return None;
-    }
-    let c = f.e.claims.iter().find(|c| !c.found)?;
-    let (cause, fix) = match (&c.claim, &c.template) {
-        (Some(name), None) => (
-            format!(
-                "the {}'s resource claim {} names ResourceClaim {name}, which does not exist",
-                what(f.pod),
-                c.name
-            ),
-            format!("create ResourceClaim {name}, or point spec.resourceClaims[].resourceClaimName at an existing claim"),
-        ),
-        (Some(name), Some(t)) => (
-            format!(
-                "the {}'s resource claim {} was made from template {t} as {name}, which no longer exists",
-                what(f.pod),
-                c.name
-            ),
-            "delete and re-create the pod so that a new claim is made from the template".into(),
-        ),
-        (None, t) => (
-            format!(
-                "the {}'s resource claim {} comes from template {}, but no claim was made from it yet (status.resourceClaimStatuses names none)",
-                what(f.pod),
-                c.name,
-                t.as_deref().unwrap_or("(none)")
-            ),
-            "check that the ResourceClaimTemplate exists in the pod's namespace and that kube-controller-manager (its resource claim controller) runs".into(),
-        ),
-    };
-    Some(Diagnosis::new(CauseCode::ClaimNotFound, cause, fix))
-}
-
-/// The unallocated requests of the pod's claims that cannot be served now, each with its
-/// claim.
-fn unserved_requests<'a>(
-    f: &'a Facts<'_>,
-) -> Vec<(
-    &'a crate::analysis::dra::ClaimView,
-    &'a crate::analysis::dra::DraRequestView,
-)> {
-    f.e.claims
-        .iter()
-        .filter(|c| c.found && !c.allocated)
-        .flat_map(|c| c.requests.iter().map(move |r| (c, r)))
-        .filter(|(_, r)| !r.alternatives.iter().any(|a| a.satisfiable()))
-        .collect()
-}
-
-fn claim_name(c: &crate::analysis::dra::ClaimView) -> String {
-    c.claim.clone().unwrap_or_else(|| c.name.clone())
-}
-
-/// `no-matching-device`: a request of an unallocated claim matches no device on a node
-/// the pod may use, under every alternative (its DeviceClass's selectors and its own).
-pub fn no_matching_device(f: &Facts<'_>) -> Option<Diagnosis> {
-    let (c, r) = unserved_requests(f).into_iter().find(|(_, r)| {
-        r.alternatives
-            .iter()
-            .all(|a| !a.matching.iter().any(|d| d.allowed))
-    })?;
-    let mut evidence = Vec::new();
-    let mut elsewhere = 0;
-    for a in &r.alternatives {
-        if !a.class_found {
-            evidence.push(format!("DeviceClass {} does not exist", a.device_class));
-        }
-        evidence.push(format!(
-            "DeviceClass {}: selectors {}",
-            a.device_class,
-            if a.selectors.is_empty() {
-                "(none)".to_string()
-            } else {
-                a.selectors.join(" && ")
-            }
-        ));
-        evidence.extend(a.errors.iter().map(|e| format!("cannot evaluate: {e}")));
-        elsewhere += a.matching.len();
-    }
-    let cause = if elsewhere > 0 {
-        format!(
-            "request {} of claim {} matches {elsewhere} device(s), all on nodes the {}'s nodeSelector, affinity or taints exclude",
-            r.request,
-            claim_name(c),
-            what(f.pod)
-        )
-    } else if r.alternatives.iter().any(|a| !a.class_found) {
-        format!(
-            "request {} of claim {} names a DeviceClass that does not exist, so no device matches",
-            r.request,
-            claim_name(c)
-        )
-    } else {
-        format!(
-            "request {} of claim {} matches no published device: no ResourceSlice offers a device its selectors accept",
-            r.request,
-            claim_name(c)
-        )
-    };
-    let fix = if elsewhere > 0 {
-        "relax the pod's node constraints to reach the nodes with matching devices".to_string()
-    } else {
-        "correct the DeviceClass name or the CEL selectors to what the drivers publish (kubectl get resourceslices -o yaml), or install the DRA driver on the nodes".to_string()
-    };
-    Some(Diagnosis::new(CauseCode::NoMatchingDevice, cause, fix).with_evidence(evidence))
-}
-
-/// `counter-exhausted`: the devices a request matches are free of claims, but blocked:
-/// the physical GPU behind each is allocated under another device type (its shared counter
-/// consumed) — DRA's form of the split between container and VM GPUs.
-pub fn counter_exhausted(f: &Facts<'_>) -> Option<Diagnosis> {
-    let (c, r) = unserved_requests(f).into_iter().find(|(_, r)| {
-        r.alternatives
-            .iter()
-            .any(|a| a.matching.iter().any(|d| d.allowed && d.blocked))
-    })?;
-    let blocked: Vec<&crate::analysis::dra::MatchedDevice> = r
-        .alternatives
-        .iter()
-        .flat_map(|a| a.matching.iter())
-        .filter(|d| d.allowed && d.blocked)
-        .collect();
-    let types: BTreeSet<&str> = blocked.iter().map(|d| d.device_type.as_str()).collect();
-    let holders: BTreeSet<&str> = blocked
-        .iter()
-        .filter_map(|d| d.state.rsplit_once(" by ").map(|(_, h)| h))
-        .collect();
-    let reachable = r
-        .alternatives
-        .iter()
-        .flat_map(|a| a.matching.iter())
-        .filter(|d| d.allowed)
-        .count();
-    let cause = format!(
-        "request {} of claim {} matches {reachable} device(s) on allowed nodes, none free; {} {} device(s) among them are not allocated but blocked: the physical GPU behind each is taken under another device type, its shared counter consumed ({})",
-        r.request,
-        claim_name(c),
-        blocked.len(),
-        types.into_iter().collect::<Vec<_>>().join("/"),
-        blocked
-            .iter()
-            .map(|d| format!("{} {}", d.device, d.state))
-            .collect::<Vec<_>>()
-            .join("; ")
-    );
-    let fix = format!(
-        "free a GPU: end the workload holding claim {} (its device then returns the counter), or add GPUs; the scheduler allocates the first claim that asks, whatever the device type",
-        holders.into_iter().collect::<Vec<_>>().join(", ")
-    );
-    Some(
-        Diagnosis::new(CauseCode::CounterExhausted, cause, fix).with_evidence(blocked.iter().map(
-            |d| {
-                format!(
-                    "{} ({}{}): {}",
-                    d.device,
-                    d.device_type,
-                    d.node
-                        .as_deref()
-                        .map(|n| format!(" on {n}"))
-                        .unwrap_or_default(),
-                    d.state
-                )
-            },
-        )),
-    )
-}
-
-/// `devices-in-use`: the devices a request matches on allowed nodes are allocated to
-/// other claims (fewer free than asked).
-pub fn devices_in_use(f: &Facts<'_>) -> Option<Diagnosis> {
-    let (c, r) = unserved_requests(f).into_iter().find(|(_, r)| {
-        r.alternatives
-            .iter()
-            .any(|a| a.matching.iter().any(|d| d.allowed))
-    })?;
-    let a = r
-        .alternatives
-        .iter()
-        .find(|a| a.matching.iter().any(|d| d.allowed))?;
-    let used: Vec<&crate::analysis::dra::MatchedDevice> =
-        a.matching.iter().filter(|d| d.allowed && !d.free).collect();
-    let cause = format!(
-        "request {} of claim {} asks for {} device(s) of DeviceClass {}; {} match on allowed nodes, {} free",
-        r.request,
-        claim_name(c),
-        if a.all {
-            "all".to_string()
-        } else {
-            a.count.to_string()
-        },
-        a.device_class,
-        a.matching.iter().filter(|d| d.allowed).count(),
-        a.free
-    );
-    Some(
-        Diagnosis::new(
-            CauseCode::DevicesInUse,
-            cause,
-            "wait for the claims holding them to be released (their pods end), or lower the request's count",
-        )
-        .with_evidence(used.iter().map(|d| format!("{}: {}", d.device, d.state))),
-    )
 }
 
 /// `not-permitted`: a VMI's device name is missing from KubeVirt's `permittedHostDevices`
@@ -1798,10 +1593,12 @@ mod tests {
         let e = run("two-a100", &dra);
         assert_eq!(e.cause_code, CauseCode::NoMatchingDevice);
         assert!(
-            e.cause.contains("matches no published device"),
+            e.cause
+                .contains("no device has gpu.nvidia.com/productName = 'NVIDIA A100'"),
             "{}",
             e.cause
         );
+        assert!(e.fix.contains("productName == '"), "{}", e.fix);
         // A missing DeviceClass says so.
         let mut dra2 = dra.clone();
         dra2.device_classes.retain(|c| c.name != "gpu.nvidia.com");

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs the DRA differential test (tests/it/differential_dra.rs) many times: random DRA
+# situations on the local control plane's real kube-scheduler, against explain's file-mode
+# verdict. Prints one DIFF-DRA line per seed and the totals; the disagreements of each
+# seed go to $WORK/seed-N.log.
+#
+#   bench/differential-dra.sh                    # seeds 1..5, 100 scenarios each
+#   SEEDS="7 8" SCENARIOS=200 bench/differential-dra.sh
+#
+# Needs the local control plane binaries (`gpuwl cluster build`). Each seed starts and
+# stops its own cluster (gpuwl-test-diff-dra).
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+WORK=${WORK:-/tmp/gpuwl-diff-dra}
+SEEDS=${SEEDS:-1 2 3 4 5}
+SCENARIOS=${SCENARIOS:-100}
+mkdir -p "$WORK"
+cd "$ROOT"
+cargo test --test it --no-run >/dev/null 2>&1 || cargo test --test it --no-run
+total=0 outcome=0 cause=0 pending=0 retried=0
+for s in $SEEDS; do
+    GPUWL_DIFF_DRA_SEED=$s GPUWL_DIFF_DRA_SCENARIOS=$SCENARIOS \
+        cargo test --test it differential_dra -- --ignored --nocapture >"$WORK/seed-$s.log" 2>&1
+    line=$(grep '^DIFF-DRA ' "$WORK/seed-$s.log" | tail -1)
+    echo "${line:-DIFF-DRA seed=$s: no result (see $WORK/seed-$s.log)}"
+    [ -n "$line" ] || continue
+    n=$(sed -E 's/.*scenarios=([0-9]+).*/\1/' <<<"$line")
+    o=$(sed -E 's/.*outcome=([0-9]+)\/.*/\1/' <<<"$line")
+    c=$(sed -E 's/.*cause=([0-9]+)\/.*/\1/' <<<"$line")
+    p=$(sed -E 's/.*cause=[0-9]+\/([0-9]+).*/\1/' <<<"$line")
+    r=$(sed -E 's/.*retried=([0-9]+).*/\1/' <<<"$line")
+    total=$((total + n)) outcome=$((outcome + o)) cause=$((cause + c)) pending=$((pending + p)) retried=$((retried + r))
+done
+echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending retried=$retried"

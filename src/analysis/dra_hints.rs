@@ -1,0 +1,390 @@
+//! Why a DRA request's selectors match no device, to the attribute: the attributes and
+//! capacities the CEL selectors reference (`device.attributes['domain'].name`,
+//! `device.attributes["domain"]["name"]`, `device.capacity[...]...`), whether any device
+//! publishes them, which values the devices publish (nearest to the selector's literal
+//! first), and — when the comparison cannot work at all — the corrected expression.
+//!
+//! Types follow the allocator's CEL environment ([`crate::analysis::dra_cel`]): a `version`
+//! attribute is a `kubernetes.Semver` (compare with `compareTo(semver('…'))`), a capacity a
+//! `kubernetes.Quantity` (`compareTo(quantity('…'))`). References are found by reading
+//! the expression's text, not its syntax tree: `cel.bind` aliases and computed keys are
+//! not followed.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::analysis::dra::Matcher;
+use crate::model::dra::{AttrValue, DraObjects, RequestSpec};
+
+/// One finding about one attribute a selector references.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Hint {
+    /// The selector (CEL expression).
+    pub selector: String,
+    /// The qualified attribute or capacity name (`gpu.nvidia.com/productName`).
+    pub attribute: String,
+    /// `not-published` (no candidate device has it), `value-not-published` (none has the
+    /// value compared with), `type-mismatch` (a version or quantity compared with a string
+    /// or number: a runtime error on every device).
+    pub problem: String,
+    /// The literal the selector compares with, as written (without quotes).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// What the candidate devices publish: attribute values (for `value-not-published`,
+    /// nearest to `value` first) or the names published in the domain (for
+    /// `not-published`, nearest to the name first).
+    pub published: Vec<String>,
+    /// The selector corrected (nearest value, or the typed comparison).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<String>,
+}
+
+/// One reference found in an expression.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ref {
+    capacity: bool,
+    domain: String,
+    name: String,
+    /// The byte range of `ref op literal` (or of the reference alone).
+    span: (usize, usize),
+    /// The byte range of the reference alone.
+    ref_span: (usize, usize),
+    op: Option<String>,
+    /// The literal and whether it was quoted.
+    literal: Option<(String, bool)>,
+}
+
+fn quoted(s: &str, at: usize) -> Option<(String, usize)> {
+    let q = s[at..].chars().next()?;
+    if q != '\'' && q != '"' {
+        return None;
+    }
+    let end = s[at + 1..].find(q)?;
+    Some((s[at + 1..at + 1 + end].to_owned(), at + 1 + end + 1))
+}
+
+fn references(expr: &str) -> Vec<Ref> {
+    let mut out = Vec::new();
+    for (key, capacity) in [("device.attributes[", false), ("device.capacity[", true)] {
+        let mut from = 0;
+        while let Some(i) = expr[from..].find(key) {
+            let start = from + i;
+            from = start + key.len();
+            let Some((domain, mut at)) = quoted(expr, from) else {
+                continue;
+            };
+            if !expr[at..].starts_with(']') {
+                continue;
+            }
+            at += 1;
+            let name = if let Some(rest) = expr[at..].strip_prefix('.') {
+                let n: String = rest
+                    .chars()
+                    .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                    .collect();
+                if n.is_empty() {
+                    continue;
+                }
+                at += 1 + n.len();
+                n
+            } else if expr[at..].starts_with('[') {
+                let Some((n, after)) = quoted(expr, at + 1) else {
+                    continue;
+                };
+                if !expr[after..].starts_with(']') {
+                    continue;
+                }
+                at = after + 1;
+                n
+            } else {
+                continue;
+            };
+            // A method call on the value (`.lowerAscii()`, `.compareTo(...)`) is not a plain
+            // comparison.
+            let ref_end = at;
+            let rest = &expr[at..];
+            let trimmed = rest.trim_start();
+            let ws = rest.len() - trimmed.len();
+            let mut op = None;
+            let mut literal = None;
+            let mut end = ref_end;
+            for o in ["==", "!=", ">=", "<=", ">", "<"] {
+                if let Some(after_op) = trimmed.strip_prefix(o) {
+                    let t2 = after_op.trim_start();
+                    let lit_at = expr.len() - t2.len();
+                    if let Some((lit, after)) = quoted(expr, lit_at) {
+                        op = Some(o.to_owned());
+                        literal = Some((lit, true));
+                        end = after;
+                    } else {
+                        let num: String = t2
+                            .chars()
+                            .take_while(|c| {
+                                c.is_ascii_digit() || matches!(c, '.' | '-' | '*' | ' ')
+                            })
+                            .collect();
+                        let num = num.trim_end().to_owned();
+                        if !num.is_empty() {
+                            op = Some(o.to_owned());
+                            end = lit_at + num.len();
+                            literal = Some((num, false));
+                        }
+                    }
+                    break;
+                }
+            }
+            let _ = ws;
+            out.push(Ref {
+                capacity,
+                domain,
+                name,
+                span: (start, end),
+                ref_span: (start, ref_end),
+                op,
+                literal,
+            });
+        }
+    }
+    out.sort_by_key(|r| r.span.0);
+    out
+}
+
+/// `a` sorted by closeness to `to` (case-folded edit distance, then the text).
+pub(crate) fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
+    let norm = |s: &str| s.to_lowercase().replace(['-', '_', ' '], "");
+    let mut v: Vec<(usize, usize, String)> = a
+        .into_iter()
+        .map(|s| {
+            (
+                strsim::levenshtein(&norm(&s), &norm(to)),
+                strsim::levenshtein(&s, to),
+                s,
+            )
+        })
+        .collect();
+    v.sort();
+    v.dedup_by(|x, y| x.2 == y.2);
+    v.into_iter().map(|(_, _, s)| s).collect()
+}
+
+fn quote_cel(s: &str) -> String {
+    if s.contains('\'') {
+        format!("\"{}\"", s.replace('"', "\\\""))
+    } else {
+        format!("'{s}'")
+    }
+}
+
+/// The hints for request alternative `spec` that matches no device: per attribute its
+/// selectors (the class's and its own) reference, what the devices the class selects
+/// publish (all devices when the class selects none or does not exist).
+pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint> {
+    let class = dra.class(&spec.device_class);
+    // Candidate devices: those the class's selectors accept.
+    let by_class: Vec<usize> = (0..m.devices.len())
+        .filter(|&i| class.is_some_and(|c| c.selectors.iter().all(|e| m.eval(e, i) == Ok(true))))
+        .collect();
+    let candidates: Vec<usize> = if by_class.is_empty() {
+        (0..m.devices.len()).collect()
+    } else {
+        by_class
+    };
+    let mut out = Vec::new();
+    let exprs = class
+        .map(|c| c.selectors.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .chain(spec.selectors.iter().cloned());
+    for expr in exprs {
+        for r in references(&expr) {
+            let q = format!("{}/{}", r.domain, r.name);
+            let values: Vec<Option<String>> = candidates
+                .iter()
+                .map(|&i| {
+                    let d = m.devices[i].device;
+                    if r.capacity {
+                        d.capacity.get(&q).map(|a| format!("quantity:{}", a.raw))
+                    } else {
+                        d.attributes.get(&q).map(|v| match v {
+                            AttrValue::Version(s) => format!("version:{s}"),
+                            AttrValue::String(s) => format!("string:{s}"),
+                            other => format!("other:{}", other.text()),
+                        })
+                    }
+                })
+                .collect();
+            let present: BTreeSet<String> = values.iter().flatten().cloned().collect();
+            if present.is_empty() {
+                let names: BTreeSet<String> = candidates
+                    .iter()
+                    .flat_map(|&i| {
+                        let d = m.devices[i].device;
+                        let keys: Vec<&String> = if r.capacity {
+                            d.capacity.keys().collect()
+                        } else {
+                            d.attributes.keys().collect()
+                        };
+                        keys.into_iter()
+                            .filter_map(|k| k.strip_prefix(&format!("{}/", r.domain)))
+                            .map(str::to_owned)
+                            .collect::<Vec<_>>()
+                    })
+                    .collect();
+                out.push(Hint {
+                    selector: expr.clone(),
+                    attribute: q,
+                    problem: "not-published".into(),
+                    value: r.literal.as_ref().map(|l| l.0.clone()),
+                    published: nearest_first(names, &r.name),
+                    corrected: None,
+                });
+                continue;
+            }
+            let (Some(op), Some((lit, was_quoted))) = (&r.op, &r.literal) else {
+                continue;
+            };
+            let kind = present
+                .iter()
+                .next()
+                .and_then(|p| p.split_once(':'))
+                .map(|(k, _)| k.to_owned())
+                .unwrap_or_default();
+            let reference = &expr[r.ref_span.0..r.ref_span.1];
+            let typed = |f: &str| {
+                format!(
+                    "{}{}.compareTo({f}({})) {op} 0{}",
+                    &expr[..r.span.0],
+                    reference,
+                    quote_cel(lit),
+                    &expr[r.span.1..]
+                )
+            };
+            let shown: Vec<String> = present
+                .iter()
+                .filter_map(|p| p.split_once(':').map(|(_, v)| v.to_owned()))
+                .collect();
+            match kind.as_str() {
+                "version" if *was_quoted => out.push(Hint {
+                    selector: expr.clone(),
+                    attribute: q,
+                    problem: "type-mismatch".into(),
+                    value: Some(lit.clone()),
+                    published: nearest_first(shown, lit),
+                    corrected: Some(typed("semver")),
+                }),
+                "quantity" => out.push(Hint {
+                    selector: expr.clone(),
+                    attribute: q,
+                    problem: "type-mismatch".into(),
+                    value: Some(lit.clone()),
+                    published: nearest_first(shown, lit),
+                    corrected: Some(typed("quantity")),
+                }),
+                "string" if *was_quoted && (op == "==" || op == "!=") => {
+                    if shown.iter().any(|v| v == lit) {
+                        continue;
+                    }
+                    let ordered = nearest_first(shown, lit);
+                    let corrected = ordered.first().map(|best| {
+                        format!(
+                            "{}{} {op} {}{}",
+                            &expr[..r.span.0],
+                            reference,
+                            quote_cel(best),
+                            &expr[r.span.1..]
+                        )
+                    });
+                    out.push(Hint {
+                        selector: expr.clone(),
+                        attribute: q,
+                        problem: "value-not-published".into(),
+                        value: Some(lit.clone()),
+                        published: ordered,
+                        corrected,
+                    });
+                }
+                _ => {}
+            }
+        }
+    }
+    out
+}
+
+/// The hint in words: `productName: no device publishes 'X'; published: 'A' (nearest), 'B'`.
+pub fn describe(h: &Hint) -> String {
+    let list = |v: &[String]| {
+        let mut s: Vec<String> = v.iter().take(5).map(|x| format!("'{x}'")).collect();
+        if v.len() > 5 {
+            s.push(format!("… ({} in all)", v.len()));
+        }
+        s.join(", ")
+    };
+    match h.problem.as_str() {
+        "not-published" if h.published.is_empty() => format!(
+            "no device publishes attribute {} (nor any other in domain {})",
+            h.attribute,
+            h.attribute.rsplit_once('/').map_or("", |(d, _)| d)
+        ),
+        "not-published" => format!(
+            "no device publishes attribute {}; the driver publishes {} (nearest first)",
+            h.attribute,
+            list(&h.published)
+        ),
+        "value-not-published" => format!(
+            "no device has {} = '{}'; the devices publish {} (nearest first)",
+            h.attribute,
+            h.value.as_deref().unwrap_or(""),
+            list(&h.published)
+        ),
+        _ => format!(
+            "{} is typed ({}), not a string or number: comparing it with '{}' is a CEL runtime error (no such overload) on every device",
+            h.attribute,
+            if h.corrected
+                .as_deref()
+                .is_some_and(|c| c.contains("semver("))
+            {
+                "a version, kubernetes.Semver"
+            } else {
+                "a quantity, kubernetes.Quantity"
+            },
+            h.value.as_deref().unwrap_or("")
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn references_with_literals() {
+        let r = references(
+            "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].productName == 'NVIDIA-A100' && device.attributes[\"gpu.nvidia.com\"][\"index\"] >= 2",
+        );
+        assert_eq!(r.len(), 2);
+        assert_eq!(r[0].name, "productName");
+        assert_eq!(r[0].literal, Some(("NVIDIA-A100".into(), true)));
+        assert_eq!(r[1].name, "index");
+        assert_eq!(r[1].op.as_deref(), Some(">="));
+        assert_eq!(r[1].literal, Some(("2".into(), false)));
+        let r = references(
+            "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('a100')",
+        );
+        assert_eq!(r[0].op, None);
+    }
+
+    #[test]
+    fn nearest_value_first() {
+        let v = nearest_first(
+            [
+                "NVIDIA A10".to_string(),
+                "NVIDIA A100-SXM4-80GB".into(),
+                "Tesla T4".into(),
+            ],
+            "NVIDIA-A100-SXM4-80GB",
+        );
+        assert_eq!(v[0], "NVIDIA A100-SXM4-80GB");
+    }
+}
