@@ -1108,10 +1108,44 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
                 .ok_or_else(|| Error::Runtime(format!("{doing}: the API server returned no pod")))
         }
         Err(kube::Error::Api(s)) if s.code == 404 => {
-            Err(Error::Input(format!("pod {namespace}/{name} not found")))
+            let elsewhere = namespaces_holding(client, name).await;
+            let hint = match elsewhere.as_slice() {
+                [] => String::new(),
+                [one] => format!("; a pod {name} is in namespace {one} (add -n {one})"),
+                many => format!(
+                    "; pods named {name} are in namespaces {} (add -n NAMESPACE)",
+                    many.join(", ")
+                ),
+            };
+            Err(Error::Input(format!(
+                "pod {namespace}/{name} not found{hint}"
+            )))
         }
         Err(e) => Err(crate::input::live::api_error(&doing, &e)),
     }
+}
+
+/// The namespaces (sorted, at most 10) holding a pod named `name`, from one list of pod
+/// metadata across all namespaces with the field selector `metadata.name=NAME`; `[]` when
+/// there is none or the list fails (credentials limited to one namespace, say): the hint
+/// is a courtesy, never an error of its own.
+async fn namespaces_holding(client: &Client, name: &str) -> Vec<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::all(client.clone());
+    let lp = kube::api::ListParams::default()
+        .fields(&format!("metadata.name={name}"))
+        .limit(10);
+    let Ok(list) = api.list_metadata(&lp).await else {
+        return Vec::new();
+    };
+    let mut out: Vec<String> = list
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.namespace)
+        .map(|ns| crate::text::escape_controls(&ns))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
 }
 
 impl fmt::Display for ObjectKind {

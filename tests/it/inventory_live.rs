@@ -115,6 +115,14 @@ fn after_the_lab() {
         err.contains("warning: DRA objects not read: the credentials may not list"),
         "{err}"
     );
+    // explain without -n looks in the context's namespace (default); the error names the
+    // namespace where a pod of that name is.
+    let (rc, _, err) = crate::common::gpuwl(&["explain", "job-cross", "--kubeconfig", kubeconfig]);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(
+        err,
+        "gpuwl: pod default/job-cross not found; a pod job-cross is in namespace gpu-vm (add -n gpu-vm)\n"
+    );
     // The scheduler's own text, read from the pod.
     let msg = u["schedulerMessage"].as_str().unwrap();
     assert!(msg.starts_with("0/3 nodes are available: "), "{msg}");
