@@ -115,6 +115,14 @@ fn after_the_lab() {
         err.contains("warning: DRA objects not read: the credentials may not list"),
         "{err}"
     );
+    // A cluster name that does not run: the error names the ones that do, and their --name.
+    let (rc, _, err) = crate::common::gpuwl(&["cluster", "kubeconfig", "--name", "not-started-x"]);
+    assert_eq!(rc, 3, "{err}");
+    assert!(err.contains("has no kubeconfig"), "{err}");
+    assert!(
+        err.contains("running now: ") && err.contains(CLUSTER),
+        "{err}"
+    );
     // explain without -n looks in the context's namespace (default); the error names the
     // namespace where a pod of that name is.
     let (rc, _, err) = crate::common::gpuwl(&["explain", "job-cross", "--kubeconfig", kubeconfig]);
