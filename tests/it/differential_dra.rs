@@ -468,9 +468,21 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
     let (code, out, err) = gpuwl(&[
         "explain", "--pod", &podf, "--nodes", &nf, "--pods", &pf, "--dra", &df, "-o", "json",
     ]);
-    assert_eq!(code, 0, "explain failed: {err}\n{out}\n{}", sc.describe);
-    let doc: Value = serde_json::from_str(&out).unwrap();
+    let doc: Value = serde_json::from_str(&out).unwrap_or_else(|e| {
+        panic!(
+            "explain failed ({code}): {e}: {err}\n{out}\n{}",
+            sc.describe
+        )
+    });
     let gpuwl_code = doc["causeCode"].as_str().unwrap_or("").to_owned();
+    // explain's exit code: 0 when the pod is scheduled or fits now, 1 for a blocking cause.
+    let fits = matches!(gpuwl_code.as_str(), "scheduled" | "fits-now");
+    assert_eq!(
+        code,
+        if fits { 0 } else { 1 },
+        "explain's exit code for {gpuwl_code}: {err}\n{}",
+        sc.describe
+    );
     let gpuwl_fitting: Vec<String> = doc["fitting"]
         .as_array()
         .map(|a| {
