@@ -165,30 +165,10 @@ fn live_errors_say_where_and_what_to_do_without_echoing_secrets() {
     }
 }
 
-/// A server on 127.0.0.1 that accepts TCP connections and never answers (no TLS, no
-/// HTTP), and a kubeconfig in `dir` pointing at it; returns the port and the kubeconfig.
-fn silent_api_server(dir: &std::path::Path) -> (u16, std::path::PathBuf) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in listener.incoming() {
-            held.push(c);
-        }
-    });
-    let kc = dir.join("kc.yaml");
-    std::fs::write(
-        &kc,
-        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
-    )
-    .unwrap();
-    (port, kc)
-}
-
 #[test]
 fn a_silent_api_server_times_out_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, kc) = silent_api_server(dir.path());
+    let (port, kc) = crate::common::silent_api_server(dir.path());
     let started = std::time::Instant::now();
     let out = Command::new(cargo_bin("gpuwl"))
         .args([
@@ -220,7 +200,7 @@ fn a_silent_api_server_times_out_with_one_line() {
 #[test]
 fn every_one_shot_live_command_gives_up_on_a_silent_api_server_within_its_request_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, kc) = silent_api_server(dir.path());
+    let (port, kc) = crate::common::silent_api_server(dir.path());
     let kc = kc.to_str().unwrap();
     for cmd in [
         &["inventory"][..],

@@ -74,3 +74,23 @@ pub fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
     static LOCK: Mutex<()> = Mutex::new(());
     LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
+
+/// A server on 127.0.0.1 that accepts TCP connections and never answers (no TLS, no
+/// HTTP), and a kubeconfig in `dir` pointing at it; returns the port and the kubeconfig.
+pub fn silent_api_server(dir: &std::path::Path) -> (u16, std::path::PathBuf) {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for c in listener.incoming() {
+            held.push(c);
+        }
+    });
+    let kc = dir.join("kc.yaml");
+    std::fs::write(
+        &kc,
+        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
+    )
+    .unwrap();
+    (port, kc)
+}

@@ -1145,21 +1145,8 @@ fn serve_without_an_api_server() {
 /// The live SIGSTOP test is `serve_survives_a_hung_and_a_replaced_api_server`.
 #[test]
 fn serve_sees_a_silent_api_server_within_20_s() {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in listener.incoming() {
-            held.push(c);
-        }
-    });
     let dir = tempfile::tempdir().unwrap();
-    let kc = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kc,
-        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
-    )
-    .unwrap();
+    let (_, kc) = crate::common::silent_api_server(dir.path());
     let serve = Serve::start(kc.to_str().unwrap());
     assert_eq!(
         value(&serve.scrape(), "gpuwl_api_reachable", &[]),
