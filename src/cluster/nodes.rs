@@ -27,6 +27,14 @@ pub const SIM_NODE_CAPACITY: [(&str, &str); 4] = [
     ("ephemeral-storage", "487260Mi"),
 ];
 
+/// [`SIM_NODE_CAPACITY`] as the JSON map a node's `status.capacity`/`allocatable` takes.
+fn sim_capacity() -> serde_json::Map<String, serde_json::Value> {
+    SIM_NODE_CAPACITY
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect()
+}
+
 /// How long [`wait_schedulable`] waits by default for kwok and the node-lifecycle
 /// controller (both act within a second on an idle cluster).
 pub const SCHEDULABLE_WAIT: Duration = Duration::from_secs(60);
@@ -46,10 +54,7 @@ pub fn plain_node_name(i: u32) -> String {
 pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
     let api: Api<Node> = Api::all(client.clone());
     let doing = format!("create node {name}");
-    let res: serde_json::Map<String, serde_json::Value> = SIM_NODE_CAPACITY
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let res = sim_capacity();
     if api
         .get_opt(name)
         .await
@@ -107,10 +112,7 @@ pub fn has_kwok_default_capacity(node: &Node) -> bool {
 /// Re-applies [`SIM_NODE_CAPACITY`] to node `name`'s capacity and allocatable (a merge patch
 /// of the status: GPU entries are left alone).
 async fn restore_capacity(api: &Api<Node>, name: &str) -> Result<()> {
-    let res: serde_json::Map<String, serde_json::Value> = SIM_NODE_CAPACITY
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), json!(v)))
-        .collect();
+    let res = sim_capacity();
     let patch = json!({"status": {"capacity": res, "allocatable": res}});
     api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
         .await
