@@ -46,8 +46,12 @@ fn explain_agrees_with_the_real_scheduler() {
         .collect();
     assert!(bad.is_empty(), "{f}\n{}", bad.join("\n"));
     assert!(f.total >= 200, "{f}");
+    // How many targets get placed varies between runs of the same seed (30 on one, 24 on
+    // another): the live state a target meets (node readiness and taints set by kwok and
+    // the controllers) is timing-dependent. gpuwl reads that same state, so agreement is
+    // asserted above whatever the count; this only guards that both sides are exercised.
     assert!(
-        f.placed >= 25 && f.pending >= 100 && f.refused >= 1,
+        f.placed >= 10 && f.pending >= 100 && f.refused >= 1,
         "a generator that exercises every side: {f}"
     );
 }
