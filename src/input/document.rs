@@ -78,71 +78,412 @@ pub fn open(path: &std::path::Path) -> Result<Box<dyn std::io::Read>> {
         .map_err(|e| Error::read(path, e))
 }
 
-/// Reads one top-level JSON or YAML document through `guard` (whose `state` the caller's
-/// `seed` also holds, to move the per-object limit) with `seed`: JSON when the first
-/// non-blank byte is `{` or `[` (a BOM skipped), else YAML. The streaming list readers (pods,
-/// DRA objects) use it; `item` is where their seed records the list item being read, so
-/// errors start with `items[N]: `.
-///
-/// Errors: the message without the source name: empty input, bytes that cannot start text,
-/// the guard's limit, a syntax or type error (YAML's with `expecting`).
-pub fn read_streamed<T, S>(
-    guard: Guard<impl std::io::Read>,
-    expecting: &str,
-    item: &std::cell::Cell<Option<usize>>,
-    seed: S,
-) -> std::result::Result<T, String>
-where
-    S: for<'de> serde::de::DeserializeSeed<'de, Value = T>,
-{
-    use std::io::BufRead;
-    let state = guard.state.clone();
-    let mut r = std::io::BufReader::with_capacity(64 * 1024, guard);
-    let first = loop {
-        let buf = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(state.failure().unwrap_or(format!("cannot read: {e}"))),
-        };
-        if buf.is_empty() {
-            return Err(format!("empty input: expected {expecting}"));
+/// Why a streamed document could not be read, without the source's name (the public
+/// readers add it): the parser's or the guard's message, a list item that could not be
+/// converted, or the top-level object itself.
+#[derive(Debug)]
+pub enum ReadError {
+    /// Not readable as JSON or YAML of the right shape: empty input, bytes that cannot
+    /// start text, the guard's limit, a syntax or type error. `item` is the list item being
+    /// read when it happened. Shown `[items[<item>]: ]<message>`.
+    Parse {
+        /// The `items` index being read, if any.
+        item: Option<usize>,
+        /// The parser's or guard's message, one line.
+        message: String,
+    },
+    /// A list item read whole but wrong. Shown `items[<index>][ (<who>)]: <error>`.
+    Item {
+        /// Its index in `items`.
+        index: usize,
+        /// The object it is (`ns/name`, `ResourceSlice name`), when it says.
+        who: Option<String>,
+        /// The wrong field.
+        error: FieldError,
+    },
+    /// The top-level object is wrong (its kind, a single object's field).
+    Object(FieldError),
+}
+
+impl fmt::Display for ReadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ReadError::Parse {
+                item: Some(i),
+                message,
+            } => write!(f, "items[{i}]: {message}"),
+            ReadError::Parse {
+                item: None,
+                message,
+            } => f.write_str(message),
+            ReadError::Item {
+                index,
+                who: Some(who),
+                error,
+            } => write!(f, "items[{index}] ({who}): {error}"),
+            ReadError::Item {
+                index,
+                who: None,
+                error,
+            } => write!(f, "items[{index}]: {error}"),
+            ReadError::Object(e) => write!(f, "{e}"),
         }
-        let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
-        match body.iter().position(|c| !c.is_ascii_whitespace()) {
-            Some(i) => break body[i],
-            None => {
-                let n = r.buffer().len();
-                r.consume(n);
+    }
+}
+
+impl std::error::Error for ReadError {}
+
+impl From<FieldError> for ReadError {
+    fn from(e: FieldError) -> ReadError {
+        ReadError::Object(e)
+    }
+}
+
+/// The top-level object of a streamed document once it has been read: its `kind`, the
+/// fields the [`ListSink`] kept (everything but `items`), and whether it had `items`.
+#[derive(Debug)]
+pub struct TopObject {
+    /// `kind`, when present and not null.
+    pub kind: Option<String>,
+    /// The kept top-level fields, `kind` included.
+    pub object: serde_json::Map<String, Value>,
+    /// Whether an `items` field was seen (a list).
+    pub saw_items: bool,
+}
+
+/// One kind of streamed list reader (nodes, pods, DRA objects): what it keeps of the
+/// top-level object, how one `items` element is read, what it does with it, and what the
+/// whole document becomes. [`read_list`] drives it; the readers differ only here.
+pub trait ListSink {
+    /// What one list element is read into (a pruned `Value`, a typed node).
+    type Item;
+    /// Reads one list element; run once per element, so it is `Copy`.
+    type Seed: for<'de> serde::de::DeserializeSeed<'de, Value = Self::Item> + Copy;
+    /// What the document becomes.
+    type Out;
+    /// The seed for one element.
+    fn seed(&self) -> Self::Seed;
+    /// How the top-level field `key` (never `items`) is kept; `None` skips it unread.
+    /// Return `Some` for `kind`, or the list's kind stays unknown.
+    fn top_field(&self, key: &str) -> Option<Keep>;
+    /// Whether an element names its own kind. One that does not waits (with every element
+    /// after it, keeping their order) until the list's `kind` is known, which kubectl
+    /// prints after `items`.
+    fn names_kind(item: &Self::Item) -> bool;
+    /// Takes element `index`; `list_kind` is the list's `kind` when known.
+    ///
+    /// Errors: the element is wrong ([`ReadError::Item`]); later elements are still parsed
+    /// (so a syntax error anywhere is reported first) but no longer handed over.
+    fn item(
+        &mut self,
+        index: usize,
+        item: Self::Item,
+        list_kind: Option<&str>,
+    ) -> std::result::Result<(), ReadError>;
+    /// Ends the document: a list is complete; a single object is converted from `top`.
+    ///
+    /// Errors: a wrong kind, or a single object's wrong field.
+    fn finish(self, top: TopObject) -> std::result::Result<Self::Out, ReadError>;
+}
+
+/// Reads one JSON or YAML document that is a list (`items` streamed: each element read by
+/// the sink's seed and handed over before the next is read, so memory follows what the
+/// sink keeps, not the file) or a single object, through a [`Guard`]: bytes that cannot
+/// start text fail at once and one object may span at most [`MAX_OBJECT`] bytes
+/// (`too_big`: the message beyond). JSON when the first non-blank byte is `{` or `[` (a
+/// BOM skipped), else YAML; `expecting` names what the document should be.
+///
+/// Errors: [`ReadError`], without the source's name.
+pub fn read_list<L: ListSink>(
+    reader: impl std::io::Read,
+    expecting: &str,
+    too_big: &'static str,
+    sink: L,
+) -> std::result::Result<L::Out, ReadError> {
+    read_list_from(Input::start(reader, expecting, too_big)?, expecting, sink)
+}
+
+/// [`read_list`] on an input already started (for a reader that looks at the first byte
+/// first, as the node reader does for its JSON fast path).
+///
+/// Errors: as [`read_list`].
+pub fn read_list_from<L: ListSink, R: std::io::Read>(
+    input: Input<R>,
+    expecting: &str,
+    mut sink: L,
+) -> std::result::Result<L::Out, ReadError> {
+    let item = std::cell::Cell::new(None);
+    let state = input.state.clone();
+    let seed = TopSeed {
+        guard: &state,
+        item: &item,
+        too_big: input.too_big,
+        expecting,
+        sink: &mut sink,
+    };
+    let top = input.read(expecting, &item, seed)?;
+    if let Some(e) = top.failed {
+        return Err(e);
+    }
+    let kind = top.object.kind.clone();
+    for (i, v) in top.pending {
+        sink.item(i, v, kind.as_deref())?;
+    }
+    sink.finish(top.object)
+}
+
+/// A document being read: buffered through a [`Guard`] (one object at most
+/// [`MAX_OBJECT`] bytes) and positioned at its first non-blank byte (a BOM skipped).
+pub struct Input<R> {
+    /// The guarded, buffered input.
+    pub reader: std::io::BufReader<Guard<R>>,
+    /// The guard's state, shared with the parser.
+    pub state: std::rc::Rc<GuardState>,
+    /// The first non-blank byte: `{` or `[` is JSON, anything else YAML.
+    pub first: u8,
+    too_big: &'static str,
+}
+
+impl<R: std::io::Read> Input<R> {
+    /// Guards `reader` and finds its first non-blank byte; `too_big` is the message for an
+    /// object over [`MAX_OBJECT`] bytes.
+    ///
+    /// Errors: [`ReadError::Parse`]: unreadable, empty (`expecting` says what should be
+    /// there), bytes that cannot start text.
+    pub fn start(
+        reader: R,
+        expecting: &str,
+        too_big: &'static str,
+    ) -> std::result::Result<Input<R>, ReadError> {
+        use std::io::BufRead;
+        let guard = Guard::new(reader, MAX_OBJECT, too_big);
+        let state = guard.state.clone();
+        let parse = |message: String| ReadError::Parse {
+            item: None,
+            message,
+        };
+        let mut r = std::io::BufReader::with_capacity(64 * 1024, guard);
+        let first = loop {
+            let buf = match r.fill_buf() {
+                Ok(b) => b,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                Err(e) => {
+                    return Err(parse(
+                        state.failure().unwrap_or(format!("cannot read: {e}")),
+                    ));
+                }
+            };
+            if buf.is_empty() {
+                return Err(parse(format!("empty input: expected {expecting}")));
+            }
+            let body = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
+            match body.iter().position(|c| !c.is_ascii_whitespace()) {
+                Some(i) => break body[i],
+                None => {
+                    let n = r.buffer().len();
+                    r.consume(n);
+                }
+            }
+        };
+        if first == b'{' || first == b'[' {
+            // JSON parsers do not skip a BOM.
+            if r.buffer().starts_with(b"\xef\xbb\xbf") {
+                r.consume(3);
             }
         }
-    };
-    let res: std::result::Result<T, String> = if first == b'{' || first == b'[' {
-        if r.buffer().starts_with(b"\xef\xbb\xbf") {
-            r.consume(3);
-        }
-        let mut de = serde_json::Deserializer::from_reader(r);
-        (|| {
-            let t = seed.deserialize(&mut de)?;
-            de.end()?;
-            Ok(t)
-        })()
-        .map_err(|e: serde_json::Error| e.to_string())
-    } else {
-        serde_saphyr::with_deserializer_from_reader_with_options(r, yaml_options(), |de| {
-            seed.deserialize(de)
+        Ok(Input {
+            reader: r,
+            state,
+            first,
+            too_big,
         })
-        .map_err(|e| yaml_msg(&e, expecting))
-    };
-    let at = || match item.get() {
-        Some(i) => format!("items[{i}]: "),
-        None => String::new(),
-    };
-    match res {
-        _ if state.failure().is_some() => {
-            Err(format!("{}{}", at(), state.failure().unwrap_or_default()))
+    }
+
+    /// Reads the whole document with `seed` (see [`read_list`]); `item` is where the seed
+    /// records the list element being read.
+    fn read<T, S>(
+        self,
+        expecting: &str,
+        item: &std::cell::Cell<Option<usize>>,
+        seed: S,
+    ) -> std::result::Result<T, ReadError>
+    where
+        S: for<'de> serde::de::DeserializeSeed<'de, Value = T>,
+    {
+        let state = self.state;
+        let res: std::result::Result<T, String> = if self.first == b'{' || self.first == b'[' {
+            let mut de = serde_json::Deserializer::from_reader(self.reader);
+            (|| {
+                let t = seed.deserialize(&mut de)?;
+                de.end()?;
+                Ok(t)
+            })()
+            .map_err(|e: serde_json::Error| e.to_string())
+        } else {
+            serde_saphyr::with_deserializer_from_reader_with_options(
+                self.reader,
+                yaml_options(),
+                |de| seed.deserialize(de),
+            )
+            .map_err(|e| yaml_msg(&e, expecting))
+        };
+        match (res, state.failure()) {
+            // A parser error after the guard stopped the input only echoes it.
+            (_, Some(message)) | (Err(message), None) => Err(ReadError::Parse {
+                item: item.get(),
+                message,
+            }),
+            (Ok(t), None) => Ok(t),
         }
-        Err(m) => Err(format!("{}{m}", at())),
-        Ok(t) => Ok(t),
+    }
+}
+
+/// What [`TopSeed`] returns: the top-level object, the first element that was wrong, and
+/// the elements still waiting for the list's kind.
+struct TopRead<T> {
+    object: TopObject,
+    failed: Option<ReadError>,
+    pending: Vec<(usize, T)>,
+}
+
+/// The top-level visitor of [`read_list`]: keeps the fields the sink asks for, streams
+/// `items` through [`ItemsSeed`].
+struct TopSeed<'a, L> {
+    guard: &'a GuardState,
+    item: &'a std::cell::Cell<Option<usize>>,
+    too_big: &'static str,
+    expecting: &'a str,
+    sink: &'a mut L,
+}
+
+impl<'de, L: ListSink> serde::de::DeserializeSeed<'de> for TopSeed<'_, L> {
+    type Value = TopRead<L::Item>;
+    fn deserialize<D: serde::Deserializer<'de>>(
+        self,
+        d: D,
+    ) -> std::result::Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, L: ListSink> serde::de::Visitor<'de> for TopSeed<'_, L> {
+    type Value = TopRead<L::Item>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "an object ({})", self.expecting)
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Self::Value, A::Error> {
+        use serde::de::Error as _;
+        let mut top = TopRead {
+            object: TopObject {
+                kind: None,
+                object: serde_json::Map::new(),
+                saw_items: false,
+            },
+            failed: None,
+            pending: Vec::new(),
+        };
+        while let Some(key) = map.next_key::<String>()? {
+            if key == "items" {
+                if top.object.saw_items {
+                    return Err(A::Error::custom("duplicate key \"items\""));
+                }
+                top.object.saw_items = true;
+                map.next_value_seed(ItemsSeed {
+                    guard: self.guard,
+                    item: self.item,
+                    too_big: self.too_big,
+                    sink: &mut *self.sink,
+                    top: &mut top,
+                })?;
+                self.item.set(None);
+                self.guard.limit_from_here(MAX_OBJECT, self.too_big);
+                continue;
+            }
+            let Some(keep) = self.sink.top_field(&key) else {
+                map.next_value::<serde::de::IgnoredAny>()?;
+                continue;
+            };
+            if top.object.object.contains_key(&key) {
+                return Err(A::Error::custom(format!("duplicate key {key:?}")));
+            }
+            let v = map
+                .next_value_seed(Prune(keep))
+                .map_err(|e| in_field(e, &key))?;
+            if key == "kind" {
+                top.object.kind = match &v {
+                    Value::String(s) => Some(s.clone()),
+                    Value::Null => None,
+                    _ => return Err(A::Error::custom("kind: expected a string")),
+                };
+            }
+            top.object.object.insert(key, v);
+        }
+        Ok(top)
+    }
+}
+
+/// The `items` array of [`read_list`], streamed: each element read by the sink's seed
+/// (bounded to [`MAX_OBJECT`]) and handed over, or kept waiting for the list's kind.
+struct ItemsSeed<'a, 'b, L: ListSink> {
+    guard: &'a GuardState,
+    item: &'a std::cell::Cell<Option<usize>>,
+    too_big: &'static str,
+    sink: &'b mut L,
+    top: &'b mut TopRead<L::Item>,
+}
+
+impl<'de, L: ListSink> serde::de::DeserializeSeed<'de> for ItemsSeed<'_, '_, L> {
+    type Value = ();
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de, L: ListSink> serde::de::Visitor<'de> for ItemsSeed<'_, '_, L> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("`items` to be an array")
+    }
+
+    fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_none<E: serde::de::Error>(self) -> std::result::Result<(), E> {
+        Ok(())
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<(), A::Error> {
+        let seed = self.sink.seed();
+        let mut i = 0usize;
+        loop {
+            self.item.set(Some(i));
+            self.guard.limit_from_here(MAX_OBJECT, self.too_big);
+            let Some(v) = seq.next_element_seed(seed)? else {
+                break;
+            };
+            if self.top.failed.is_none() {
+                let kind = self.top.object.kind.as_deref();
+                if self.top.pending.is_empty() && (kind.is_some() || L::names_kind(&v)) {
+                    if let Err(e) = self.sink.item(i, v, kind) {
+                        self.top.failed = Some(e);
+                    }
+                } else {
+                    self.top.pending.push((i, v));
+                }
+            }
+            i += 1;
+        }
+        Ok(())
     }
 }
 

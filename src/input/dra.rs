@@ -23,7 +23,6 @@ use std::path::Path;
 use k8s_openapi::api::resource::v1 as api;
 use kube::Client;
 use kube::api::{Api, ListParams};
-use serde::de::{self as de, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::error::{Error, FieldError, Result};
@@ -57,59 +56,78 @@ const TOO_BIG: &str =
 
 const EXPECTING: &str = "a List of DeviceClasses, ResourceSlices and ResourceClaims";
 
-/// Reads DRA objects from `reader` the way nodes and pods are read: the `items` of a list
-/// are converted one at a time as they arrive (each bounded to 64 MiB by a
-/// [`document::Guard`]), so memory follows the objects kept, not the file; bytes that
-/// cannot start JSON or YAML text fail at once. `name` starts every error.
+/// Reads DRA objects from `reader` the way nodes and pods are read
+/// ([`document::read_list`]): the `items` of a list are converted one at a time as they
+/// arrive (each bounded to 64 MiB), so memory follows the objects kept, not the file;
+/// bytes that cannot start JSON or YAML text fail at once. `name` starts every error.
 ///
 /// Errors: as [`read_path`].
 pub fn read_from(reader: impl std::io::Read, name: &str) -> Result<DraObjects> {
-    let guard = document::Guard::new(reader, document::MAX_OBJECT, TOO_BIG);
-    let state = guard.state.clone();
-    let item = std::cell::Cell::new(None);
-    let top = DraTop {
-        guard: &state,
-        item: &item,
-    };
-    document::read_streamed(guard, EXPECTING, &item, top)
-        .and_then(Top::finish)
-        .map_err(|m| Error::file(name, m))
+    document::read_list(reader, EXPECTING, TOO_BIG, DraSink::default())
+        .map_err(|e| Error::file(name, e))
 }
 
-/// What was read of the top-level object.
-struct Top {
-    /// `kind`, once seen.
-    kind: Option<String>,
-    /// The other top-level fields (for a single object).
-    object: serde_json::Map<String, Value>,
-    /// Whether an `items` field was seen.
-    saw_items: bool,
-    /// Objects converted so far, or the first item's error.
-    out: std::result::Result<DraObjects, String>,
-    /// Items without `kind` that came before the list's `kind` (kubectl prints `items`
-    /// first): converted once the list's kind is known.
-    pending: Vec<(usize, Value)>,
+/// The DRA reader's part of [`document::read_list`]: whole elements, converted as they
+/// arrive; a single object keeps every top-level field.
+#[derive(Default)]
+struct DraSink {
+    out: DraObjects,
 }
 
-impl Top {
-    fn finish(self) -> std::result::Result<DraObjects, String> {
-        let mut out = self.out?;
-        match self.kind.as_deref() {
-            Some(k) if self.saw_items || k == "List" || k.ends_with("List") => {
-                let default = list_item_kind(Some(k));
-                for (i, v) in &self.pending {
-                    add_item(&mut out, *i, v, default)?;
-                }
-                Ok(out)
-            }
+impl document::ListSink for DraSink {
+    type Item = Value;
+    type Seed = document::Prune;
+    type Out = DraObjects;
+
+    fn seed(&self) -> document::Prune {
+        document::Prune(document::Keep::All)
+    }
+
+    fn top_field(&self, _key: &str) -> Option<document::Keep> {
+        Some(document::Keep::All)
+    }
+
+    fn names_kind(item: &Value) -> bool {
+        item.get("kind").is_some_and(|k| !k.is_null())
+    }
+
+    fn item(
+        &mut self,
+        index: usize,
+        item: Value,
+        list_kind: Option<&str>,
+    ) -> std::result::Result<(), document::ReadError> {
+        let default = list_item_kind(list_kind);
+        add(&mut self.out, &item, default).map_err(|error| document::ReadError::Item {
+            index,
+            who: item
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .map(|n| {
+                    let kind = item
+                        .get("kind")
+                        .and_then(Value::as_str)
+                        .or(default)
+                        .unwrap_or("?");
+                    format!("{} {}", cut(kind).trim_matches('"'), cut(n))
+                }),
+            error,
+        })
+    }
+
+    fn finish(
+        mut self,
+        top: document::TopObject,
+    ) -> std::result::Result<DraObjects, document::ReadError> {
+        match top.kind.as_deref() {
+            Some(k) if top.saw_items || k == "List" || k.ends_with("List") => Ok(self.out),
             Some(_) => {
-                add(&mut out, &Value::Object(self.object), None).map_err(|e| e.to_string())?;
-                Ok(out)
+                add(&mut self.out, &Value::Object(top.object), None)?;
+                Ok(self.out)
             }
-            None => Err(
-                "no kind field: expected a List, a DeviceClass, ResourceSlice or ResourceClaim"
-                    .into(),
-            ),
+            None => Err(FieldError::object(
+                "no kind field: expected a List, a DeviceClass, ResourceSlice or ResourceClaim",
+            ))?,
         }
     }
 }
@@ -118,147 +136,6 @@ impl Top {
 fn list_item_kind(list: Option<&str>) -> Option<&str> {
     list.and_then(|k| k.strip_suffix("List"))
         .filter(|s| !s.is_empty())
-}
-
-/// Converts list item `i` into `out`; the error names the item.
-fn add_item(
-    out: &mut DraObjects,
-    i: usize,
-    item: &Value,
-    default: Option<&str>,
-) -> std::result::Result<(), String> {
-    add(out, item, default).map_err(|e| {
-        let who = item
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .map(|n| {
-                let kind = item
-                    .get("kind")
-                    .and_then(Value::as_str)
-                    .or(default)
-                    .unwrap_or("?");
-                format!(" ({} {})", cut(kind).trim_matches('"'), cut(n))
-            })
-            .unwrap_or_default();
-        format!("items[{i}]{who}: {e}")
-    })
-}
-
-/// The top-level visitor: keeps `kind` and the other fields, streams `items`.
-#[derive(Clone, Copy)]
-struct DraTop<'a> {
-    guard: &'a document::GuardState,
-    item: &'a std::cell::Cell<Option<usize>>,
-}
-
-impl<'de> DeserializeSeed<'de> for DraTop<'_> {
-    type Value = Top;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Top, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for DraTop<'_> {
-    type Value = Top;
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(EXPECTING)
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Top, A::Error> {
-        let mut top = Top {
-            kind: None,
-            object: serde_json::Map::new(),
-            saw_items: false,
-            out: Ok(DraObjects::default()),
-            pending: Vec::new(),
-        };
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "items" {
-                if top.saw_items {
-                    return Err(de::Error::custom("duplicate key \"items\""));
-                }
-                top.saw_items = true;
-                map.next_value_seed(Items {
-                    top: self,
-                    out: &mut top,
-                })?;
-                self.item.set(None);
-                self.guard.limit_from_here(document::MAX_OBJECT, TOO_BIG);
-                continue;
-            }
-            if top.object.contains_key(&key) {
-                return Err(de::Error::custom(format!("duplicate key {key:?}")));
-            }
-            let v = map
-                .next_value_seed(document::Prune(document::Keep::All))
-                .map_err(|e| document::in_field(e, &key))?;
-            if key == "kind" {
-                top.kind = match &v {
-                    Value::String(s) => Some(s.clone()),
-                    Value::Null => None,
-                    _ => return Err(de::Error::custom("kind: expected a string")),
-                };
-            }
-            top.object.insert(key, v);
-        }
-        Ok(top)
-    }
-}
-
-/// The `items` array, streamed: each element read whole (bounded) and converted.
-struct Items<'a, 'b> {
-    top: DraTop<'a>,
-    out: &'b mut Top,
-}
-
-impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Items<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("`items` to be an array")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        let mut i = 0usize;
-        loop {
-            self.top.item.set(Some(i));
-            self.top
-                .guard
-                .limit_from_here(document::MAX_OBJECT, TOO_BIG);
-            let Some(v) = seq.next_element_seed(document::Prune(document::Keep::All))? else {
-                break;
-            };
-            let known = self.out.kind.is_some() || v.get("kind").is_some_and(|k| !k.is_null());
-            if let Ok(out) = &mut self.out.out {
-                if known {
-                    let default = list_item_kind(self.out.kind.as_deref()).map(str::to_owned);
-                    if let Err(m) = add_item(out, i, &v, default.as_deref()) {
-                        self.out.out = Err(m);
-                    }
-                } else {
-                    self.out.pending.push((i, v));
-                }
-            }
-            i += 1;
-        }
-        Ok(())
-    }
 }
 
 fn add(out: &mut DraObjects, item: &Value, default_kind: Option<&str>) -> FieldResult<()> {

@@ -2,12 +2,13 @@
 //! `NodeList`, a single `Node`, or the same in YAML; from a file or stdin (`-`).
 //!
 //! The format is detected by content: the first non-blank byte `{` means JSON (a UTF-8
-//! byte-order mark is skipped), anything else YAML. JSON is read with a streaming serde
-//! visitor: each element of `items` is reduced to a [`NodeInfo`] (name, labels, taints,
-//! capacity, allocatable; everything else is skipped without being stored) and handed to
-//! the caller before the next one is read, so memory stays flat for any dump size. YAML
-//! goes through serde-saphyr's streaming deserializer with the same visitor (and its
-//! default budgets against hostile documents).
+//! byte-order mark is skipped), anything else YAML. Each element of `items` is reduced to a
+//! [`NodeInfo`] (name, labels, taints, capacity, allocatable; everything else is skipped
+//! without being stored) and handed to the caller before the next one is read, so memory
+//! stays flat for any dump size. A JSON object goes through a fast path that parses each
+//! element from a window of bytes with serde_json's slice reader; YAML (and JSON that is
+//! not an object) goes through the streaming list reader every dump reader shares
+//! ([`crate::input::document::read_list`]) with the same element reader.
 //!
 //! Errors are [`Error::Input`] with one line: `<file>: [items[<i>]: ]<what>`.
 
@@ -15,15 +16,17 @@ use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
-use std::io::{self, BufRead, BufReader, Read};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
+use crate::error::FieldError;
 use crate::error::{Error, Result};
 use crate::input::document::{
-    Guard, GuardState, MAX_OBJECT, in_field, one_line, yaml_msg, yaml_options,
+    GuardState, Input, Keep, ListSink, MAX_OBJECT, ReadError, TopObject, in_field, one_line,
+    read_list_from,
 };
 use crate::model::node::{NodeInfo, Taint};
 
@@ -95,32 +98,11 @@ pub fn read_from(
     name: &str,
     mut on_node: impl FnMut(NodeInfo),
 ) -> Result<usize> {
-    let guard = Guard::new(reader, MAX_OBJECT, TOO_BIG);
-    let state = guard.state.clone();
-    let mut r = BufReader::with_capacity(64 * 1024, guard);
     let err = |msg: String| Error::Input(format!("{name}: {}", one_line(&msg)));
-    // Detect the format from the first non-blank byte.
-    let first = loop {
-        let buf = match r.fill_buf() {
-            Ok(b) => b,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(err(state.failure().unwrap_or(format!("cannot read: {e}")))),
-        };
-        if buf.is_empty() {
-            return Err(err("empty input: expected a Node, NodeList or List".into()));
-        }
-        let buf = buf.strip_prefix(b"\xef\xbb\xbf").unwrap_or(buf);
-        match buf.iter().position(|c| !c.is_ascii_whitespace()) {
-            Some(i) => break buf[i],
-            None => {
-                let n = r.buffer().len();
-                r.consume(n);
-            }
-        }
-    };
+    let input = Input::start(reader, EXPECTING, TOO_BIG).map_err(|e| err(e.to_string()))?;
     let ctx = Ctx {
         item: Cell::new(None),
-        guard: state.clone(),
+        guard: input.state.clone(),
     };
     let mut count = 0usize;
     // Node names are unique in a cluster; a dump naming one twice (two dumps pasted
@@ -134,56 +116,44 @@ pub fn read_from(
         count += 1;
         on_node(n)
     };
-    let res: std::result::Result<(), String> = if first == b'{' {
-        if r.buffer().starts_with(b"\xef\xbb\xbf") {
-            r.consume(3);
+    let res = if input.first == b'{' {
+        match json_object(Window::new(input.reader), &ctx, &mut cb) {
+            // A parser error after the guard stopped the input only echoes it.
+            Err(_) if ctx.guard.failure().is_some() => Err(ReadError::Parse {
+                item: ctx.item.get(),
+                message: ctx.guard.failure().unwrap_or_default(),
+            }),
+            Err(ReadError::Parse {
+                item: None,
+                message,
+            }) => Err(ReadError::Parse {
+                item: ctx.item.get(),
+                message,
+            }),
+            other => other,
         }
-        json_object(Window::new(r), &ctx, &mut cb)
-    } else if first == b'[' {
-        if r.buffer().starts_with(b"\xef\xbb\xbf") {
-            r.consume(3);
-        }
-        let mut de = serde_json::Deserializer::from_reader(r);
-        (|| {
-            Top {
-                ctx: &ctx,
-                on_node: &mut cb,
-            }
-            .deserialize(&mut de)?;
-            de.end()
-        })()
-        .map_err(|e| match e.classify() {
-            serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                format!("invalid JSON: {e}")
-            }
-            _ => e.to_string(),
-        })
     } else {
-        serde_saphyr::with_deserializer_from_reader_with_options(r, yaml_options(), |de| {
-            Top {
-                ctx: &ctx,
-                on_node: &mut cb,
-            }
-            .deserialize(de)
-        })
-        .map_err(|e| yaml_msg(&e, "one Node, NodeList or List"))
-    };
-    let res = match state.failure() {
-        // A parser error after the guard stopped the input only echoes it.
-        Some(f) => Err(f),
-        None => res,
+        read_list_from(input, EXPECTING, NodeSink { on_node: &mut cb })
     };
     match (res, dup) {
         (Ok(()), None) => Ok(count),
         (Ok(()), Some((i, name))) => Err(err(format!(
             "items[{i}]: duplicate node name {name:?} (node names are unique in a cluster)"
         ))),
-        (Err(msg), _) => Err(err(match ctx.item.get() {
-            Some(i) => format!("items[{i}]: {msg}"),
-            None => msg,
-        })),
+        (Err(e), _) => Err(err(e.to_string())),
     }
 }
+
+/// A message of the JSON fast path, without the list item.
+fn parse_error(message: impl Into<String>) -> ReadError {
+    ReadError::Parse {
+        item: None,
+        message: message.into(),
+    }
+}
+
+/// What a node dump should be (for messages).
+const EXPECTING: &str = "one Node, NodeList or List";
 
 /// Shared parse context: the list item being read (for error messages), and the input's
 /// guard (each item may span at most [`MAX_OBJECT`] bytes).
@@ -463,73 +433,67 @@ impl Parts {
     }
 }
 
-/// The top-level object: a Node, or a NodeList/List whose `items` are streamed.
-struct Top<'a, F> {
-    ctx: &'a Ctx,
+/// The node reader's part of [`read_list_from`] (YAML, and JSON that does not start with
+/// `{`): each element is read straight into a [`NodeInfo`] by [`ItemSeed`] and handed over.
+struct NodeSink<'a, F> {
     on_node: &'a mut F,
 }
 
-impl<'de, F: FnMut(NodeInfo)> DeserializeSeed<'de> for Top<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
+impl<F: FnMut(NodeInfo)> ListSink for NodeSink<'_, F> {
+    type Item = NodeInfo;
+    type Seed = ItemSeed;
+    type Out = ();
+
+    fn seed(&self) -> ItemSeed {
+        ItemSeed
+    }
+
+    fn top_field(&self, key: &str) -> Option<Keep> {
+        matches!(key, "kind" | "metadata" | "spec" | "status").then_some(Keep::All)
+    }
+
+    fn names_kind(_: &NodeInfo) -> bool {
+        // ItemSeed already refused any kind but Node.
+        true
+    }
+
+    fn item(
+        &mut self,
+        _index: usize,
+        node: NodeInfo,
+        _list_kind: Option<&str>,
+    ) -> std::result::Result<(), ReadError> {
+        (self.on_node)(node);
+        Ok(())
+    }
+
+    fn finish(self, top: TopObject) -> std::result::Result<(), ReadError> {
+        if is_single_node(top.kind.as_deref(), top.saw_items)? {
+            let node = ItemSeed
+                .deserialize(serde_json::Value::Object(top.object))
+                .map_err(|e| FieldError::object(e.to_string()))?;
+            (self.on_node)(node);
+        }
+        Ok(())
     }
 }
 
-impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Top<'_, F> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a Node, NodeList or List object")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<(), A::Error> {
-        let mut parts = Parts::default();
-        let mut saw_items = false;
-        while let Some(key) = map.next_key::<String>()? {
-            if key == "items" {
-                parts.seen(&key)?;
-                saw_items = true;
-                map.next_value_seed(Items {
-                    ctx: self.ctx,
-                    on_node: &mut *self.on_node,
-                })?;
-                self.ctx.at_item(None);
-            } else if !parts.take(&key, &mut map)? {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        finish_top(parts, saw_items, self.on_node)
-    }
-}
-
-/// The end of the top-level object: a single Node is handed over, a list is done, any
-/// other kind is an error.
-fn finish_top<E: de::Error>(
-    parts: Parts,
-    saw_items: bool,
-    on_node: &mut impl FnMut(NodeInfo),
-) -> std::result::Result<(), E> {
-    match parts.kind.as_deref() {
-        Some("Node") if !saw_items => {
-            let node = parts.into_node()?;
-            on_node(node);
-            Ok(())
-        }
-        Some("NodeList") | Some("List") => Ok(()),
-        Some("Node") => Err(de::Error::custom(
-            "kind \"Node\" with an items field: expected one Node, or a NodeList or List",
-        )),
-        Some(k) => Err(de::Error::custom(format!(
+/// What the top-level object is, from its kind: a single Node (`true`), a NodeList or
+/// List already streamed (`false`), or neither (the error).
+fn is_single_node(kind: Option<&str>, saw_items: bool) -> std::result::Result<bool, FieldError> {
+    let wrong = |m: String| Err(FieldError::object(m));
+    match kind {
+        Some("Node") if !saw_items => Ok(true),
+        Some("NodeList") | Some("List") => Ok(false),
+        Some("Node") => wrong(
+            "kind \"Node\" with an items field: expected one Node, or a NodeList or List".into(),
+        ),
+        Some(k) => wrong(format!(
             "kind {} is not Node, NodeList or List",
             crate::input::document::cut(k)
-        ))),
-        None if saw_items => Err(de::Error::custom(
-            "list without kind: expected kind NodeList or List",
         )),
-        None => Err(de::Error::custom(
-            "no kind field: expected a Node, NodeList or List",
-        )),
+        None if saw_items => wrong("list without kind: expected kind NodeList or List".into()),
+        None => wrong("no kind field: expected a Node, NodeList or List".into()),
     }
 }
 
@@ -572,7 +536,7 @@ impl<R: Read> Window<R> {
     }
 
     /// Reads at least `want` more bytes (or to the end), first dropping what was parsed.
-    fn fill(&mut self, want: usize) -> std::result::Result<(), String> {
+    fn fill(&mut self, want: usize) -> std::result::Result<(), ReadError> {
         if self.pos > 0 {
             self.buf.drain(..self.pos);
             self.pos = 0;
@@ -590,7 +554,7 @@ impl<R: Read> Window<R> {
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => self.buf.truncate(old),
                 Err(e) => {
                     self.buf.truncate(old);
-                    return Err(format!("cannot read: {e}"));
+                    return Err(parse_error(format!("cannot read: {e}")));
                 }
             }
         }
@@ -598,7 +562,7 @@ impl<R: Read> Window<R> {
     }
 
     /// Skips whitespace and returns the next byte without consuming it (None at the end).
-    fn peek(&mut self) -> std::result::Result<Option<u8>, String> {
+    fn peek(&mut self) -> std::result::Result<Option<u8>, ReadError> {
         loop {
             while let Some(&c) = self.buf.get(self.pos) {
                 if !matches!(c, b' ' | b'\n' | b'\t' | b'\r') {
@@ -614,24 +578,26 @@ impl<R: Read> Window<R> {
     }
 
     /// Consumes `c` (after whitespace) or fails naming what was expected.
-    fn expect(&mut self, c: u8, what: &str) -> std::result::Result<(), String> {
+    fn expect(&mut self, c: u8, what: &str) -> std::result::Result<(), ReadError> {
         match self.peek()? {
             Some(x) if x == c => {
                 self.pos += 1;
                 Ok(())
             }
-            Some(x) => Err(format!(
+            Some(x) => Err(parse_error(format!(
                 "invalid JSON: expected {what}, found {:?}",
                 x as char
-            )),
-            None => Err(format!("invalid JSON: EOF while parsing, expected {what}")),
+            ))),
+            None => Err(parse_error(format!(
+                "invalid JSON: EOF while parsing, expected {what}"
+            ))),
         }
     }
 
     /// Parses one JSON value. A value cut by the end of the window is retried after
     /// reading more (at least doubling what is available, so retries cost O(n) in all);
     /// a value ending exactly at the window's end is re-read too (a number may go on).
-    fn value<T: de::DeserializeOwned>(&mut self) -> std::result::Result<T, String> {
+    fn value<T: de::DeserializeOwned>(&mut self) -> std::result::Result<T, ReadError> {
         loop {
             let avail = self.buf.len() - self.pos;
             let mut it =
@@ -656,15 +622,16 @@ impl<R: Read> Window<R> {
                         Some(Ok(_)) if e.to_string().contains("]: number out of range") => {
                             let end = probe.byte_offset();
                             let text = quote_huge_numbers(&self.buf[self.pos..self.pos + end]);
-                            let v = serde_json::from_slice(&text).map_err(|e| json_msg(&e))?;
+                            let v = serde_json::from_slice(&text)
+                                .map_err(|e| parse_error(json_msg(&e)))?;
                             self.pos += end;
                             return Ok(v);
                         }
-                        _ => return Err(json_msg(&e)),
+                        _ => return Err(parse_error(json_msg(&e))),
                     }
                 }
                 None if !self.eof => true,
-                None => return Err("invalid JSON: EOF while parsing a value".into()),
+                None => return Err(parse_error("invalid JSON: EOF while parsing a value")),
             };
             debug_assert!(more);
             self.fill(avail.max(Self::CHUNK))?;
@@ -726,13 +693,16 @@ impl<'de> Deserialize<'de> for Item {
     }
 }
 
-/// The JSON fast path for a top-level object: the same rules as [`Top`], with each
+/// The JSON fast path for a top-level object: the same rules as [`NodeSink`], with each
 /// element of `items` parsed on its own from the [`Window`].
+///
+/// Errors: [`ReadError::Parse`] without the list item (the caller adds it from `ctx`),
+/// or [`ReadError::Object`] for the top-level object.
 fn json_object<R: Read>(
     mut w: Window<R>,
     ctx: &Ctx,
     on_node: &mut impl FnMut(NodeInfo),
-) -> std::result::Result<(), String> {
+) -> std::result::Result<(), ReadError> {
     w.expect(b'{', "`{`")?;
     let mut parts = Parts::default();
     let mut saw_items = false;
@@ -741,7 +711,7 @@ fn json_object<R: Read>(
     } else {
         loop {
             if w.peek()? != Some(b'"') {
-                return Err("invalid JSON: key must be a string".into());
+                return Err(parse_error("invalid JSON: key must be a string"));
             }
             let key: String = w.value()?;
             w.expect(b':', "`:`")?;
@@ -751,9 +721,9 @@ fn json_object<R: Read>(
             ) {
                 parts
                     .seen::<serde_json::Error>(&key)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| parse_error(e.to_string()))?;
             }
-            let field = |e: String| format!("{key}: {e}");
+            let field = |e: ReadError| parse_error(format!("{key}: {e}"));
             match key.as_str() {
                 "items" => {
                     saw_items = true;
@@ -776,10 +746,9 @@ fn json_object<R: Read>(
                                     }
                                     _ => {
                                         ctx.item.set(Some(i));
-                                        return Err(
-                                            "invalid JSON: expected `,` or `]` after an item"
-                                                .into(),
-                                        );
+                                        return Err(parse_error(
+                                            "invalid JSON: expected `,` or `]` after an item",
+                                        ));
                                     }
                                 }
                             }
@@ -804,60 +773,25 @@ fn json_object<R: Read>(
                     w.pos += 1;
                     break;
                 }
-                _ => return Err("invalid JSON: expected `,` or `}`".into()),
+                _ => return Err(parse_error("invalid JSON: expected `,` or `}`")),
             }
         }
     }
     if w.peek()?.is_some() {
-        return Err("invalid JSON: trailing characters".into());
+        return Err(parse_error("invalid JSON: trailing characters"));
     }
-    finish_top::<serde_json::Error>(parts, saw_items, on_node).map_err(|e| e.to_string())
-}
-
-/// The `items` array, streamed element by element.
-struct Items<'a, F> {
-    ctx: &'a Ctx,
-    on_node: &'a mut F,
-}
-
-impl<'de, F: FnMut(NodeInfo)> DeserializeSeed<'de> for Items<'_, F> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
+    if is_single_node(parts.kind.as_deref(), saw_items)? {
+        on_node(
+            parts
+                .into_node::<serde_json::Error>()
+                .map_err(|e| FieldError::object(e.to_string()))?,
+        );
     }
-}
-
-impl<'de, F: FnMut(NodeInfo)> Visitor<'de> for Items<'_, F> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an array of Nodes")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        let mut i = 0usize;
-        loop {
-            self.ctx.at_item(Some(i));
-            match seq.next_element_seed(ItemSeed)? {
-                Some(node) => (self.on_node)(node),
-                None => break,
-            }
-            i += 1;
-        }
-        self.ctx.at_item(None);
-        Ok(())
-    }
+    Ok(())
 }
 
 /// One list item, which must be a Node (`kind` absent, as in a raw NodeList, or `Node`).
+#[derive(Clone, Copy)]
 struct ItemSeed;
 
 impl<'de> DeserializeSeed<'de> for ItemSeed {

@@ -307,6 +307,15 @@ pub async fn for_each_node_paged(
 /// Secrets never appear: kube's errors carry no tokens.
 pub fn api_error(doing: &str, e: &kube::Error) -> Error {
     let message = match e {
+        // The NamespaceLifecycle admission plugin refuses new objects in a namespace that
+        // is being deleted (kubernetes/kubernetes
+        // `plugin/pkg/admission/namespace/lifecycle/admission.go`).
+        kube::Error::Api(ae) if ae.code == 403 && ae.message.contains("being terminated") => {
+            format!(
+                "{}; try again once the namespace is gone (`kubectl get namespace` says NotFound)",
+                one_line(&ae.message)
+            )
+        }
         kube::Error::Api(ae) if ae.code == 403 => format!(
             "forbidden ({}); the credentials need RBAC permission to {doing} (kubectl auth can-i {doing})",
             one_line(&ae.message)
@@ -331,6 +340,11 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
         _ => one_line(&e.to_string()),
     };
     Error::cluster(doing, message, clone_kube_error(e))
+}
+
+/// [`api_error`] as a closure for `map_err`: `.map_err(api_err("list nodes"))`.
+pub fn api_err(doing: &str) -> impl Fn(kube::Error) -> Error + '_ {
+    move |e| api_error(doing, &e)
 }
 
 /// Whether `e` is a client-side timeout (connect, read or write): the server did not answer.

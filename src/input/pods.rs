@@ -32,7 +32,6 @@ use std::sync::Arc;
 
 use kube::Client;
 use kube::api::ListParams;
-use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::Value;
 
 use crate::error::{Error, FieldError, Result};
@@ -89,20 +88,8 @@ const TOO_BIG: &str =
 ///
 /// Errors: as [`read_pods`].
 pub fn read_pods_from(reader: impl Read, name: &str) -> Result<Vec<PodInfo>> {
-    let err = |m: String| Error::Input(format!("{name}: {}", one_line(&m)));
-    read_top(reader).map_err(err)?.finish().map_err(err)
-}
-
-/// Reads the top-level object; the error is the message without the source name.
-fn read_top(reader: impl Read) -> std::result::Result<Top, String> {
-    let guard = document::Guard::new(reader, document::MAX_OBJECT, TOO_BIG);
-    let state = guard.state.clone();
-    let item = std::cell::Cell::new(None);
-    let top = PodTop {
-        guard: &state,
-        item: &item,
-    };
-    document::read_streamed(guard, EXPECTING, &item, top)
+    document::read_list(reader, EXPECTING, TOO_BIG, PodSink::default())
+        .map_err(|e| Error::Input(format!("{name}: {}", one_line(&e.to_string()))))
 }
 
 /// The fields of a pod spec (and of a VMI spec) that [`PodInfo`] is built from.
@@ -206,40 +193,58 @@ pub const ITEM: Keep = Keep::Fields(&[
     ),
 ]);
 
-/// What was read of the top-level object: its kind, the pruned object itself (for a
-/// single Pod/VMI/VM), and the list items already converted.
-struct Top {
-    kind: Option<String>,
-    object: Value,
-    saw_items: bool,
-    /// Items converted so far, or the first item's error (later items are still parsed,
-    /// so a syntax error anywhere is reported, but not converted).
-    items: std::result::Result<Vec<PodInfo>, String>,
-    /// Items without `kind` read before the list's own `kind` (which decides theirs).
-    pending: Vec<(usize, Value)>,
-    /// Shared tolerations.
+/// The pod reader's part of [`document::read_list`]: elements pruned to [`ITEM`],
+/// converted as they arrive, tolerations shared.
+#[derive(Default)]
+struct PodSink {
+    out: Vec<PodInfo>,
     interner: Interner,
 }
 
-impl Top {
-    fn finish(self) -> std::result::Result<Vec<PodInfo>, String> {
-        match (self.kind.as_deref(), self.saw_items) {
-            (Some("List" | "PodList" | "VirtualMachineInstanceList"), _) => {
-                let mut out = self.items?;
-                let default_kind = list_item_kind(self.kind.as_deref());
-                let mut interner = self.interner;
-                for (i, v) in self.pending {
-                    out.insert(i, interner.share(convert(i, &v, default_kind)?));
-                }
-                Ok(out)
-            }
-            (Some(_), _) => object(&self.object, None)
-                .map(|p| vec![p])
-                .map_err(|e| e.to_string()),
-            (None, true) => Err("list without kind: expected kind PodList or List".into()),
-            (None, false) => {
-                Err("no kind field: expected a Pod, PodList, List or VirtualMachineInstance".into())
-            }
+impl document::ListSink for PodSink {
+    type Item = Value;
+    type Seed = Prune;
+    type Out = Vec<PodInfo>;
+
+    fn seed(&self) -> Prune {
+        Prune(ITEM)
+    }
+
+    fn top_field(&self, key: &str) -> Option<Keep> {
+        let Keep::Fields(fields) = ITEM else {
+            unreachable!("ITEM lists fields")
+        };
+        fields.iter().find(|(f, _)| *f == key).map(|(_, k)| *k)
+    }
+
+    fn names_kind(item: &Value) -> bool {
+        item.get("kind").is_some_and(|k| !k.is_null())
+    }
+
+    fn item(
+        &mut self,
+        index: usize,
+        item: Value,
+        list_kind: Option<&str>,
+    ) -> std::result::Result<(), document::ReadError> {
+        let p = convert(index, &item, list_item_kind(list_kind))?;
+        self.out.push(self.interner.share(p));
+        Ok(())
+    }
+
+    fn finish(
+        self,
+        top: document::TopObject,
+    ) -> std::result::Result<Vec<PodInfo>, document::ReadError> {
+        match (top.kind.as_deref(), top.saw_items) {
+            (Some("List" | "PodList" | "VirtualMachineInstanceList"), _) => Ok(self.out),
+            (Some(_), _) => Ok(vec![object(&Value::Object(top.object), None)?]),
+            (None, true) => Err(FieldError::object(
+                "list without kind: expected kind PodList or List",
+            ))?,
+            (None, false) => Err(FieldError::object(
+                "no kind field: expected a Pod, PodList, List or VirtualMachineInstance",
+            ))?,
         }
     }
 }
@@ -255,12 +260,13 @@ fn list_item_kind(list: Option<&str>) -> Option<&'static str> {
 
 /// One list item (pruned to [`ITEM`]) as a [`PodInfo`]; the error names the item.
 fn convert(
-    i: usize,
+    index: usize,
     item: &Value,
     default_kind: Option<&str>,
-) -> std::result::Result<PodInfo, String> {
-    object(item, default_kind).map_err(|m| {
-        let who = item
+) -> std::result::Result<PodInfo, document::ReadError> {
+    object(item, default_kind).map_err(|error| document::ReadError::Item {
+        index,
+        who: item
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .map(|n| {
@@ -268,173 +274,10 @@ fn convert(
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
                     .unwrap_or("default");
-                format!(" ({ns}/{n})")
-            })
-            .unwrap_or_default();
-        format!("items[{i}]{who}: {m}")
+                format!("{ns}/{n}")
+            }),
+        error,
     })
-}
-
-/// The top-level visitor: collects `kind` and the pruned object, streams `items`.
-#[derive(Clone, Copy)]
-struct PodTop<'a> {
-    guard: &'a document::GuardState,
-    item: &'a std::cell::Cell<Option<usize>>,
-}
-
-impl<'de> DeserializeSeed<'de> for PodTop<'_> {
-    type Value = Top;
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<Top, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for PodTop<'_> {
-    type Value = Top;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("an object (a Pod, PodList, List or VirtualMachineInstance)")
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> std::result::Result<Top, A::Error> {
-        let Keep::Fields(fields) = ITEM else {
-            unreachable!("ITEM lists fields")
-        };
-        let mut top = Top {
-            kind: None,
-            object: Value::Object(serde_json::Map::new()),
-            saw_items: false,
-            items: Ok(Vec::new()),
-            pending: Vec::new(),
-            interner: Interner::default(),
-        };
-        let mut keys: Vec<String> = Vec::new();
-        while let Some(key) = map.next_key::<String>()? {
-            let kept = key == "items" || fields.iter().any(|(f, _)| *f == key);
-            if kept {
-                if keys.contains(&key) {
-                    return Err(de::Error::custom(format!("duplicate key {key:?}")));
-                }
-                keys.push(key.clone());
-            }
-            if key == "items" {
-                top.saw_items = true;
-                map.next_value_seed(Items {
-                    top: self,
-                    out: &mut top,
-                })?;
-                self.item.set(None);
-                self.guard.limit_from_here(document::MAX_OBJECT, TOO_BIG);
-            } else if let Some((_, keep)) = fields.iter().find(|(f, _)| *f == key) {
-                let v = map
-                    .next_value_seed(Prune(*keep))
-                    .map_err(|e| document::in_field(e, &key))?;
-                if key == "kind" {
-                    top.kind = match &v {
-                        Value::String(s) => Some(s.clone()),
-                        Value::Null => None,
-                        _ => return Err(de::Error::custom("kind: expected a string")),
-                    };
-                }
-                if let Value::Object(o) = &mut top.object {
-                    o.insert(key, v);
-                }
-            } else {
-                map.next_value::<IgnoredAny>()?;
-            }
-        }
-        Ok(top)
-    }
-}
-
-/// The `items` array, streamed: each element is pruned to [`ITEM`] and converted.
-struct Items<'a, 'b> {
-    top: PodTop<'a>,
-    out: &'b mut Top,
-}
-
-impl<'de> DeserializeSeed<'de> for Items<'_, '_> {
-    type Value = ();
-    fn deserialize<D: Deserializer<'de>>(self, d: D) -> std::result::Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Items<'_, '_> {
-    type Value = ();
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("`items` to be an array")
-    }
-
-    fn visit_unit<E: de::Error>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_none<E: de::Error>(self) -> std::result::Result<(), E> {
-        Ok(())
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> std::result::Result<(), A::Error> {
-        let mut i = 0usize;
-        loop {
-            self.top.item.set(Some(i));
-            self.top
-                .guard
-                .limit_from_here(document::MAX_OBJECT, TOO_BIG);
-            let Some(v) = seq.next_element_seed(Prune(ITEM))? else {
-                break;
-            };
-            let known = self.out.kind.is_some() || v.get("kind").is_some_and(|k| !k.is_null());
-            if let Ok(out) = &mut self.out.items {
-                if known {
-                    match convert(i, &v, list_item_kind(self.out.kind.as_deref())) {
-                        Ok(p) => out.push(self.out.interner.share(p)),
-                        Err(m) => self.out.items = Err(m),
-                    }
-                } else {
-                    self.out.pending.push((i, v));
-                }
-            }
-            i += 1;
-        }
-        Ok(())
-    }
-}
-
-/// Converts a parsed document (List/PodList or one object) into pods; the error is the
-/// message without the source name.
-pub fn from_document(doc: &Value) -> std::result::Result<Vec<PodInfo>, String> {
-    let Value::Object(map) = doc else {
-        return Err("expected an object (a Pod, PodList, List or VirtualMachineInstance)".into());
-    };
-    let kind = map.get("kind").and_then(Value::as_str);
-    match (kind, map.get("items")) {
-        (Some("List" | "PodList" | "VirtualMachineInstanceList"), items) => {
-            let items = match items {
-                None | Some(Value::Null) => return Ok(Vec::new()),
-                Some(Value::Array(a)) => a,
-                Some(_) => return Err("items: expected an array".into()),
-            };
-            let default_kind = match kind {
-                Some("PodList") => Some("Pod"),
-                Some("VirtualMachineInstanceList") => Some("VirtualMachineInstance"),
-                _ => None,
-            };
-            items
-                .iter()
-                .enumerate()
-                .map(|(i, item)| convert(i, item, default_kind))
-                .collect()
-        }
-        (Some(_), _) => object(doc, None)
-            .map(|p| vec![p])
-            .map_err(|e| e.to_string()),
-        (None, Some(_)) => Err("list without kind: expected kind PodList or List".into()),
-        (None, None) => {
-            Err("no kind field: expected a Pod, PodList, List or VirtualMachineInstance".into())
-        }
-    }
 }
 
 /// Converts a typed pod from the API (what `serve`'s watch sees) into a [`PodInfo`].
@@ -715,8 +558,7 @@ fn container_requests(
         let mut native = BTreeMap::new();
         for (k, raw) in string_map(get(c, &format!("resources.{field}")), &fp)? {
             if is_extended_resource(&k) {
-                let n =
-                    whole(&raw).map_err(|e| FieldError::new(format!("{fp}[{}]", cut(&k)), e))?;
+                let n = whole(&raw, || format!("{fp}[{}]", cut(&k)))?;
                 ext.insert(k, (n, raw));
             } else if let Ok(q) = Quantity::parse(&raw) {
                 // The API server refuses a malformed quantity; a dump never has one, and a
@@ -922,8 +764,7 @@ fn pod_requests(
     let overhead = string_map(spec.get("overhead"), &format!("{spec_path}.overhead"))?;
     for (k, raw) in overhead {
         if is_extended_resource(&k) {
-            let n = whole(&raw)
-                .map_err(|e| FieldError::new(format!("{spec_path}.overhead[{}]", cut(&k)), e))?;
+            let n = whole(&raw, || format!("{spec_path}.overhead[{}]", cut(&k)))?;
             let e = reqs.entry(k).or_default();
             *e = e.saturating_add(n);
         } else if let Ok(q) = Quantity::parse(&raw) {
@@ -977,9 +818,12 @@ fn vmi_requests(
 
 /// A whole, non-negative quantity (extended resources must be integers:
 /// `pkg/apis/core/validation/validation.go`, `validateResourceRequirements`).
-fn whole(raw: &str) -> std::result::Result<i64, String> {
-    let q = Quantity::parse(raw).map_err(|e| format!("{} is not a quantity ({e})", cut(raw)))?;
-    q.to_count().map_err(|why| format!("{} {why}", cut(raw)))
+/// `field` names the quantity in the error.
+fn whole(raw: &str, field: impl Fn() -> String) -> std::result::Result<i64, FieldError> {
+    let q = Quantity::parse(raw)
+        .map_err(|e| FieldError::new(field(), format!("{} is not a quantity ({e})", cut(raw))))?;
+    q.to_count()
+        .map_err(|why| FieldError::new(field(), format!("{} {why}", cut(raw))))
 }
 
 fn string_map(
@@ -1031,28 +875,60 @@ pub const LIVE_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Fai
 /// a [`PodInfo`] needs are decoded (not a whole `k8s_openapi` Pod). Returns the pods and
 /// the page's `continue` token.
 ///
-/// Errors: [`Error::Runtime`] (`doing: <what>`) when the response is not a readable pod
-/// or list.
+/// Errors: [`Error::Failed`] (`<doing>: the API server's response: <why>`) when the
+/// response is not a readable pod or list.
 fn read_response(body: &[u8], doing: &str) -> Result<(Vec<PodInfo>, Option<String>)> {
-    let err = |m: String| {
-        Error::Runtime(format!(
-            "{doing}: the API server's response: {}",
-            one_line(&m)
-        ))
-    };
-    let top = read_top(body).map_err(err)?;
-    let token = top
-        .object
-        .pointer("/metadata/continue")
-        .and_then(Value::as_str)
-        .filter(|t| !t.is_empty())
-        .map(str::to_owned);
-    // A PodList's items carry no kind; a single Pod does.
-    let mut top = top;
-    if top.kind.is_none() && !top.saw_items {
-        top.kind = Some("Pod".into());
+    document::read_list(body, EXPECTING, TOO_BIG, ResponseSink(PodSink::default()))
+        .map_err(|e| Error::failed(format!("{doing}: the API server's response"), e))
+}
+
+/// [`PodSink`] for an API response: a PodList's page token is kept, and a response
+/// without `kind` that is not a list is one Pod.
+struct ResponseSink(PodSink);
+
+impl document::ListSink for ResponseSink {
+    type Item = Value;
+    type Seed = Prune;
+    type Out = (Vec<PodInfo>, Option<String>);
+
+    fn seed(&self) -> Prune {
+        self.0.seed()
     }
-    Ok((top.finish().map_err(err)?, token))
+
+    fn top_field(&self, key: &str) -> Option<Keep> {
+        self.0.top_field(key)
+    }
+
+    fn names_kind(item: &Value) -> bool {
+        PodSink::names_kind(item)
+    }
+
+    fn item(
+        &mut self,
+        index: usize,
+        item: Value,
+        list_kind: Option<&str>,
+    ) -> std::result::Result<(), document::ReadError> {
+        self.0.item(index, item, list_kind)
+    }
+
+    fn finish(
+        self,
+        mut top: document::TopObject,
+    ) -> std::result::Result<Self::Out, document::ReadError> {
+        let token = top
+            .object
+            .get("metadata")
+            .and_then(|m| m.get("continue"))
+            .and_then(Value::as_str)
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned);
+        // A PodList's items carry no kind; a single Pod does.
+        if top.kind.is_none() && !top.saw_items {
+            top.kind = Some("Pod".into());
+        }
+        Ok((self.0.finish(top)?, token))
+    }
 }
 
 /// Lists the pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]), page
@@ -1263,7 +1139,7 @@ mod tests {
             "list pods",
         )
         .unwrap_err();
-        assert!(matches!(e, Error::Runtime(_)));
+        assert!(matches!(e, Error::Failed { .. }));
         assert_eq!(
             e.to_string(),
             "list pods: the API server's response: items[0]: metadata.name: missing"

@@ -21,6 +21,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::error::{Error, Result};
+use crate::input::live::api_err;
 use crate::lab::files::{self, LabDirs};
 use crate::lab::{LabNodes, kubeops};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
@@ -41,10 +42,6 @@ pub struct DraStep {
     pub pods: Vec<(String, Option<String>)>,
     /// The `POOL ...` line of `09-dra.txt`.
     pub pool_line: String,
-}
-
-fn api_err(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
-    move |e| crate::input::live::api_error(what, &e)
 }
 
 fn exists(e: &kube::Error) -> bool {

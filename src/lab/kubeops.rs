@@ -12,24 +12,10 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::input::live::api_error;
-use crate::lab::manifests::NAMESPACE;
+use crate::input::live::api_err;
 
 /// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
 pub const WAIT: Duration = Duration::from_secs(90);
-
-/// One line per failed API call ([`api_error`]); a namespace being deleted under the
-/// lab's feet gets its own line with what to do.
-fn api_err(what: &str) -> impl Fn(kube::Error) -> Error + '_ {
-    move |e| match &e {
-        kube::Error::Api(s) if s.code == 403 && s.message.contains("being terminated") => {
-            Error::Runtime(format!(
-                "cannot {what}: namespace {NAMESPACE} is being deleted; run gpuwl lab again once `kubectl get namespace {NAMESPACE}` says NotFound"
-            ))
-        }
-        _ => api_error(what, &e),
-    }
-}
 
 fn is_conflict_or_exists(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)

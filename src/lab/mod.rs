@@ -736,65 +736,6 @@ async fn step8(client: &Client, dirs: &LabDirs, gpuwl_bin: &Path) -> Result<Stri
     Ok(text)
 }
 
-/// One sentence per pending pod that no pool can serve, from the inventory, e.g.
-/// `job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container
-/// nodes`: the pools its selector allows, and the free units of the same resource name in
-/// pools it cannot reach.
-pub fn split_sentences(inv: &Inventory) -> Vec<String> {
-    inv.unservable
-        .iter()
-        .map(|u| {
-            let pod = u.pod.rsplit('/').next().unwrap_or(&u.pod);
-            let allowed = if u.allowed_pools.is_empty() {
-                "no".to_string()
-            } else {
-                u.allowed_pools.join("/")
-            };
-            let free: i64 = u.free_same_name.iter().map(|f| f.free).sum();
-            let mut pools: Vec<&str> = u.free_same_name.iter().map(|f| f.pool.as_str()).collect();
-            pools.dedup();
-            if pools.is_empty() {
-                format!(
-                    "{pod} waits on the {allowed} pool: no node it may use advertises {}",
-                    u.resource
-                )
-            } else {
-                format!(
-                    "{pod} waits on the {allowed} pool while {free} {} are free on {} nodes",
-                    u.resource,
-                    pools.join("/")
-                )
-            }
-        })
-        .collect()
-}
-
-/// The summary table: node, label, advertised resource and amount, pods placed.
-pub fn summary_table(report: &LabReport) -> comfy_table::Table {
-    let mut t = comfy_table::Table::new();
-    t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
-    t.set_header(["NODE", "LABEL", "ADVERTISES", "PODS PLACED"]);
-    for n in &report.plan.nodes {
-        let placed: Vec<&str> = report
-            .pods
-            .iter()
-            .filter(|o| o.node.as_deref() == Some(n.node.as_str()))
-            .map(|o| o.name.as_str())
-            .collect();
-        t.add_row([
-            n.node.clone(),
-            n.config.as_str().to_string(),
-            format!("{}={}", n.resource, n.amount),
-            if placed.is_empty() {
-                "-".into()
-            } else {
-                placed.join(", ")
-            },
-        ]);
-    }
-    t
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -888,7 +829,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            split_sentences(&inv),
+            crate::render::lab::split_sentences(&inv),
             vec![
                 "job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container nodes"
             ]

@@ -10,7 +10,7 @@ use crate::lab::LabReport;
 pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
     let mut out = String::new();
     out.push('\n');
-    let _ = writeln!(out, "{}", crate::lab::summary_table(report));
+    let _ = writeln!(out, "{}", summary_table(report));
     let extra = report
         .inventory
         .nodes_read
@@ -30,7 +30,7 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
             )
         );
     }
-    for s in crate::lab::split_sentences(&report.inventory) {
+    for s in split_sentences(&report.inventory) {
         let _ = write!(
             out,
             "{}",
@@ -85,4 +85,63 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
     }
     let _ = writeln!(out, "\nResult files: {}/{{out,bin,k8s}}", root.display());
     out
+}
+
+/// One sentence per pending pod that no pool can serve, from the inventory, e.g.
+/// `job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container
+/// nodes`: the pools its selector allows, and the free units of the same resource name in
+/// pools it cannot reach.
+pub fn split_sentences(inv: &crate::analysis::inventory::Inventory) -> Vec<String> {
+    inv.unservable
+        .iter()
+        .map(|u| {
+            let pod = u.pod.rsplit('/').next().unwrap_or(&u.pod);
+            let allowed = if u.allowed_pools.is_empty() {
+                "no".to_string()
+            } else {
+                u.allowed_pools.join("/")
+            };
+            let free: i64 = u.free_same_name.iter().map(|f| f.free).sum();
+            let mut pools: Vec<&str> = u.free_same_name.iter().map(|f| f.pool.as_str()).collect();
+            pools.dedup();
+            if pools.is_empty() {
+                format!(
+                    "{pod} waits on the {allowed} pool: no node it may use advertises {}",
+                    u.resource
+                )
+            } else {
+                format!(
+                    "{pod} waits on the {allowed} pool while {free} {} are free on {} nodes",
+                    u.resource,
+                    pools.join("/")
+                )
+            }
+        })
+        .collect()
+}
+
+/// The summary table: node, label, advertised resource and amount, pods placed.
+pub fn summary_table(report: &crate::lab::LabReport) -> comfy_table::Table {
+    let mut t = comfy_table::Table::new();
+    t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
+    t.set_header(["NODE", "LABEL", "ADVERTISES", "PODS PLACED"]);
+    for n in &report.plan.nodes {
+        let placed: Vec<&str> = report
+            .pods
+            .iter()
+            .filter(|o| o.node.as_deref() == Some(n.node.as_str()))
+            .map(|o| o.name.as_str())
+            .collect();
+        t.add_row([
+            n.node.clone(),
+            n.config.as_str().to_string(),
+            format!("{}={}", n.resource, n.amount),
+            if placed.is_empty() {
+                "-".into()
+            } else {
+                placed.join(", ")
+            },
+        ]);
+    }
+    t
 }

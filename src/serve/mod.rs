@@ -138,18 +138,18 @@ pub fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
 /// Runs the exporter until SIGTERM or SIGINT.
 ///
 /// Errors: [`Error::Input`] for an unusable kubeconfig or context (exit 2);
-/// [`Error::Runtime`] when no configuration is found, the client cannot be built or the
-/// address cannot be bound (exit 3). Once serving, API failures never end it.
+/// [`Error::NoKubeconfig`] or [`Error::Failed`] when no configuration is found, the client
+/// cannot be built or the address cannot be bound (exit 3). Once serving, API failures never end it.
 pub async fn serve(opts: &Options) -> Result<()> {
     let files = credential_files(opts.cluster.kubeconfig.as_deref());
     let loaded = fingerprint(&files);
     let Connection { client, server } = connect(&opts.cluster, Flavour::Watch).await?;
     let listener = tokio::net::TcpListener::bind(opts.listen)
         .await
-        .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", opts.listen)))?;
+        .map_err(|e| Error::failed(format!("cannot listen on {}", opts.listen), e))?;
     let local = listener
         .local_addr()
-        .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", opts.listen)))?;
+        .map_err(|e| Error::failed(format!("cannot listen on {}", opts.listen), e))?;
     log(&format!(
         "listening on http://{local} (/metrics, /healthz, /readyz); API server {server}"
     ));
@@ -167,7 +167,7 @@ pub async fn serve(opts: &Options) -> Result<()> {
     for t in &tasks {
         t.abort();
     }
-    served.map_err(|e| Error::Runtime(format!("serving on {local}: {e}")))?;
+    served.map_err(|e| Error::failed(format!("serving on {local}"), e))?;
     log("stopped");
     Ok(())
 }
