@@ -14,7 +14,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::analysis::dra::Matcher;
+use crate::analysis::dra_match::Matcher;
 use crate::model::dra::{AttrValue, DraObjects, RequestSpec};
 
 /// One finding about one attribute a selector references.
@@ -151,24 +151,6 @@ fn references(expr: &str) -> Vec<Ref> {
     out
 }
 
-/// `a` sorted by closeness to `to` (case-folded edit distance, then the text).
-pub(crate) fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
-    let norm = |s: &str| s.to_lowercase().replace(['-', '_', ' '], "");
-    let mut v: Vec<(usize, usize, String)> = a
-        .into_iter()
-        .map(|s| {
-            (
-                strsim::levenshtein(&norm(&s), &norm(to)),
-                strsim::levenshtein(&s, to),
-                s,
-            )
-        })
-        .collect();
-    v.sort();
-    v.dedup_by(|x, y| x.2 == y.2);
-    v.into_iter().map(|(_, _, s)| s).collect()
-}
-
 fn quote_cel(s: &str) -> String {
     if s.contains('\'') {
         format!("\"{}\"", s.replace('"', "\\\""))
@@ -237,7 +219,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     attribute: q,
                     problem: "not-published".into(),
                     value: r.literal.as_ref().map(|l| l.0.clone()),
-                    published: nearest_first(names, &r.name),
+                    published: crate::analysis::names::nearest_first(names, &r.name),
                     corrected: None,
                 });
                 continue;
@@ -271,7 +253,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     attribute: q,
                     problem: "type-mismatch".into(),
                     value: Some(lit.clone()),
-                    published: nearest_first(shown, lit),
+                    published: crate::analysis::names::nearest_first(shown, lit),
                     corrected: Some(typed("semver")),
                 }),
                 "quantity" => out.push(Hint {
@@ -279,14 +261,14 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     attribute: q,
                     problem: "type-mismatch".into(),
                     value: Some(lit.clone()),
-                    published: nearest_first(shown, lit),
+                    published: crate::analysis::names::nearest_first(shown, lit),
                     corrected: Some(typed("quantity")),
                 }),
                 "string" if *was_quoted && (op == "==" || op == "!=") => {
                     if shown.iter().any(|v| v == lit) {
                         continue;
                     }
-                    let ordered = nearest_first(shown, lit);
+                    let ordered = crate::analysis::names::nearest_first(shown, lit);
                     let corrected = ordered.first().map(|best| {
                         format!(
                             "{}{} {op} {}{}",
@@ -377,7 +359,7 @@ mod tests {
 
     #[test]
     fn nearest_value_first() {
-        let v = nearest_first(
+        let v = crate::analysis::names::nearest_first(
             [
                 "NVIDIA A10".to_string(),
                 "NVIDIA A100-SXM4-80GB".into(),

@@ -17,6 +17,7 @@ pub mod diagnosis;
 pub mod dra;
 pub mod dra_cel;
 pub mod dra_hints;
+pub mod dra_match;
 pub mod explain;
 pub mod fit;
 pub mod inventory;

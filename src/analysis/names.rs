@@ -192,6 +192,24 @@ pub fn did_you_mean<'a>(
     out
 }
 
+/// `a` sorted by closeness to `to` (case-folded edit distance, then the text).
+pub fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
+    let norm = |s: &str| s.to_lowercase().replace(['-', '_', ' '], "");
+    let mut v: Vec<(usize, usize, String)> = a
+        .into_iter()
+        .map(|s| {
+            (
+                strsim::levenshtein(&norm(&s), &norm(to)),
+                strsim::levenshtein(&s, to),
+                s,
+            )
+        })
+        .collect();
+    v.sort();
+    v.dedup_by(|x, y| x.2 == y.2);
+    v.into_iter().map(|(_, _, s)| s).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

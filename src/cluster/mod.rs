@@ -394,7 +394,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             if opts.progress {
                 note!(
                     "cluster {name:?} was broken ({}); starting it afresh",
-                    crate::render::esc(&detail)
+                    crate::text::escape_controls(&detail)
                 );
             }
             process::stop_all(&state, Duration::from_secs(10))?;
@@ -748,7 +748,7 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
         if last.is_empty() {
             String::new()
         } else {
-            format!(": {}", crate::render::esc(&last))
+            format!(": {}", crate::text::escape_controls(&last))
         }
     ))
 }
@@ -964,14 +964,14 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                     };
                     match answer.as_deref() {
                         Some("ok") => Health::Healthy,
-                        Some(other) => Health::Unhealthy(crate::render::esc(
+                        Some(other) => Health::Unhealthy(crate::text::escape_controls(
                             &other.chars().take(120).collect::<String>(),
                         )),
                         None => Health::Unhealthy("no answer".into()),
                     }
                 };
                 let last_log_line = if pid.is_none() {
-                    crate::render::esc(&process::last_log_line(&state, c))
+                    crate::text::escape_controls(&process::last_log_line(&state, c))
                 } else {
                     String::new()
                 };

@@ -290,11 +290,14 @@ pub fn pod_info(pod: &k8s_openapi::api::core::v1::Pod) -> Result<PodInfo> {
         m.insert("kind".into(), Value::String("Pod".into()));
     }
     from_object(&v).map_err(|m| {
-        Error::Runtime(format!(
-            "pod {}/{}: {m}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or("")
-        ))
+        Error::failed(
+            format!(
+                "pod {}/{}",
+                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                pod.metadata.name.as_deref().unwrap_or("")
+            ),
+            m,
+        )
     })
 }
 
