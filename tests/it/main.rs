@@ -16,6 +16,7 @@ mod cluster;
 mod dra;
 mod explain;
 mod explain_cases;
+mod gpu_operator;
 mod hostile_input;
 mod inventory;
 mod inventory_live;
