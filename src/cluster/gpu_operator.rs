@@ -486,12 +486,27 @@ pub fn policy_object(dist: &Path, settings: &PolicySettings) -> Result<serde_jso
         std::fs::read_to_string(&p).map_err(|e| rt(format!("cannot read {}: {e}", p.display())))?;
     let mut v: serde_json::Value = serde_saphyr::from_str(&text)
         .map_err(|e| rt(format!("cannot parse {}: {e}", p.display())))?;
+    // `plugin:` with nothing after it is YAML null; kubectl drops such fields, the API
+    // server's apply rejects them for an object-typed field.
+    drop_nulls(&mut v);
     v["metadata"] = json!({ "name": POLICY_NAME });
     v["spec"]["sandboxWorkloads"] = json!({
         "enabled": settings.sandbox_enabled,
         "defaultWorkload": settings.default_workload.as_deref().unwrap_or("container"),
     });
     Ok(v)
+}
+
+/// Removes every `null` member of every object inside `v`.
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
 }
 
 /// The ClusterPolicy resource (`nvidia.com/v1`, cluster-scoped).
@@ -748,6 +763,13 @@ mod tests {
             .find(|(k, _)| k == "SANDBOX_DEVICE_PLUGIN_IMAGE")
             .unwrap();
         assert!(sdp.1.contains("/sandbox-device-plugin:"));
+    }
+
+    #[test]
+    fn nulls_are_dropped_from_the_policy() {
+        let mut v = json!({"spec": {"validator": {"plugin": null, "env": [{"a": null, "b": 1}]}}});
+        drop_nulls(&mut v);
+        assert_eq!(v, json!({"spec": {"validator": {"env": [{"b": 1}]}}}));
     }
 
     #[test]

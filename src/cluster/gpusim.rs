@@ -42,7 +42,24 @@ use crate::model::resource::NVIDIA_PREFIX;
 /// Annotation holding a node's simulated hardware ([`GpuHardware`] as JSON).
 pub const HARDWARE_ANNOTATION: &str = "gpuwl.local/simulated-gpus";
 
-/// `app` label of the operand pods that matter to the emulation (NVIDIA/gpu-operator
+/// The DaemonSet that owns an operand pod (its `ownerReferences` entry of kind
+/// `DaemonSet`), else its `app` or `name` label: the operator's DaemonSet names are stable
+/// while their pod labels are not (the VFIO manager's pods carry `name=`, not `app=`,
+/// NVIDIA/gpu-operator `assets/state-vfio-manager/0600_daemonset.yaml`).
+pub fn daemonset_of(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
+    let m = &pod.metadata;
+    m.owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.kind == "DaemonSet")
+        .map(|o| o.name.clone())
+        .or_else(|| {
+            let l = m.labels.as_ref()?;
+            l.get("app").or_else(|| l.get("name")).cloned()
+        })
+}
+
+/// DaemonSet names of the operands that matter to the emulation (NVIDIA/gpu-operator
 /// `assets/state-*/0500_daemonset.yaml`, `0600_daemonset.yaml`).
 pub const DEVICE_PLUGIN_APP: &str = "nvidia-device-plugin-daemonset";
 /// `app` of the sandbox (KubeVirt GPU) device plugin.
@@ -213,7 +230,7 @@ pub struct NodeOperands {
 }
 
 impl NodeOperands {
-    /// Records a running pod with `app` label `app`.
+    /// Records a running pod of DaemonSet `app`.
     pub fn add(&mut self, app: &str) {
         match app {
             DEVICE_PLUGIN_APP => self.device_plugin = true,
@@ -327,13 +344,13 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
         if p.metadata.deletion_timestamp.is_some() || phase != Some("Running") {
             continue;
         }
-        let (Some(node), Some(app)) = (
+        let (Some(node), Some(ds)) = (
             p.spec.as_ref().and_then(|s| s.node_name.clone()),
-            p.metadata.labels.as_ref().and_then(|l| l.get("app")),
+            daemonset_of(&p),
         ) else {
             continue;
         };
-        running.entry(node).or_default().add(app);
+        running.entry(node).or_default().add(&ds);
     }
     // The vGPU device manager's config as the operator deployed it, and the policy's
     // default config name.

@@ -58,7 +58,7 @@ pub async fn apply_hardware(client: &Client, name: &str, hw: &GpuHardware) -> Re
     Ok(())
 }
 
-/// The operator's name for the operand of a pod with `app` label `app`: `nvidia-` and
+/// The operator's name for the operand of a pod of DaemonSet `app`: `nvidia-` and
 /// `-daemonset` taken off (`nvidia-driver-daemonset` → `driver`, `nvidia-vfio-manager` →
 /// `vfio-manager`, `gpu-feature-discovery` unchanged): the names of its
 /// `nvidia.com/gpu.deploy.<operand>` labels.
@@ -85,10 +85,7 @@ pub async fn running_operands(client: &Client) -> Result<BTreeMap<String, BTreeS
         }
         let (Some(node), Some(app)) = (
             p.spec.as_ref().and_then(|s| s.node_name.clone()),
-            p.metadata
-                .labels
-                .as_ref()
-                .and_then(|l| l.get("app").cloned()),
+            crate::cluster::gpusim::daemonset_of(&p),
         ) else {
             continue;
         };
@@ -106,8 +103,20 @@ fn plugin_of(wc: WorkloadConfig) -> &'static str {
     }
 }
 
+/// The operands a node of `wc` needs before its plugin can advertise anything: its plugin,
+/// and for the sandbox configs the manager that prepares the GPUs (`vfio-manager`,
+/// `vgpu-device-manager`).
+fn needed(wc: WorkloadConfig) -> &'static [&'static str] {
+    match wc {
+        WorkloadConfig::Container => &["device-plugin"],
+        WorkloadConfig::VmPassthrough => &["sandbox-device-plugin", "vfio-manager"],
+        WorkloadConfig::VmVgpu => &["sandbox-device-plugin", "vgpu-device-manager"],
+    }
+}
+
 /// Waits until the ClusterPolicy says `ready` and every `(node, config)` runs the device
-/// plugin of its config and none of another config's, then returns the running operands per
+/// plugin of its config and the manager that prepares its GPUs, and no plugin of another
+/// config, then returns the running operands per
 /// node (lab nodes only).
 ///
 /// Errors: [`Error::Runtime`] after [`OPERATOR_WAIT`], saying what was seen.
@@ -126,7 +135,7 @@ pub async fn wait_operands(
                 .iter()
                 .filter(|other| plugin_of(**other) != plugin_of(*wc))
                 .any(|other| has(plugin_of(*other)));
-            has(plugin_of(*wc)) && !wrong
+            needed(*wc).iter().all(|o| has(o)) && !wrong
         });
         if settled && state.as_deref() == Some("ready") {
             return Ok(nodes
