@@ -27,5 +27,6 @@ mod kubevirt;
 mod lab;
 mod monitoring;
 mod operator;
+mod operator_model;
 mod readme;
 mod serve;
