@@ -285,14 +285,22 @@ pub struct Pools<'a> {
     pub note: Option<String>,
 }
 
-/// Phase 1: puts each node that carries the workload label or lists a GPU resource in its
-/// pool ([`Pool::of`]: the effective workload config); control-plane and CPU nodes stay
-/// out. Invalid label values are noted with the workload the operator applies instead.
+/// Phase 1: puts each node that carries the workload label, lists a GPU resource or has an
+/// NVIDIA GPU by NFD's labels in its pool ([`Pool::of`]: the effective workload config);
+/// control-plane and CPU nodes stay out, and so does a labelled node that NFD shows
+/// without a GPU (the operator never reads its label,
+/// [`crate::model::operator::OperatorScope::NoGpu`]). Invalid label values are noted with
+/// the workload the operator applies instead.
 pub fn assign_pools<'a>(nodes: &'a [NodeInfo], policy: Option<&ClusterPolicy>) -> Pools<'a> {
     let mut pool_of = BTreeMap::new();
     let mut invalid_labels = BTreeSet::new();
     for n in nodes {
-        if n.label(LABEL_KEY).is_none() && gpu_resources(n).is_empty() {
+        let gpu = crate::model::operator::gpu_evidence(n);
+        if gpu == crate::model::operator::GpuEvidence::NoGpu
+            || (n.label(LABEL_KEY).is_none()
+                && gpu_resources(n).is_empty()
+                && gpu != crate::model::operator::GpuEvidence::Nfd)
+        {
             continue;
         }
         let pool = Pool::of(n, policy);

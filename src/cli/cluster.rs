@@ -29,6 +29,12 @@ pub enum Action {
         /// cluster starts, so a Deployment has somewhere to run; not when it already runs
         #[arg(long, value_name = "N", default_value_t = 1)]
         nodes: u32,
+        /// Also run the real NVIDIA GPU Operator (built from its pinned Go module) with its
+        /// CRDs, namespace gpu-operator and a ClusterPolicy with sandbox workloads enabled,
+        /// plus gpuwl's device-plugin emulation (the advertised GPU names follow the
+        /// operand pods). Operand images are never pulled: kwok runs no containers
+        #[arg(long)]
+        gpu_operator: bool,
         /// No progress on stderr
         #[arg(long, short)]
         quiet: bool,
@@ -42,11 +48,23 @@ pub enum Action {
     /// Print the kubeconfig path (exit 3 when the cluster was never started)
     Kubeconfig,
     /// Build (or find cached) etcd, kube-apiserver, kube-controller-manager,
-    /// kube-scheduler, kwok and kwokctl; prints the bin directory
+    /// kube-scheduler, kwok and kwokctl, then the NVIDIA GPU Operator; prints the
+    /// operator's directory, then the control plane's bin directory (last line)
     Build {
         /// No progress on stderr
         #[arg(long, short)]
         quiet: bool,
+        /// Build the control plane only, not the GPU Operator
+        #[arg(long)]
+        no_gpu_operator: bool,
+    },
+    /// Run the device-plugin emulation against a cluster until stopped (started by
+    /// `up --gpu-operator` as a supervised process)
+    #[command(hide = true)]
+    EmulateDevicePlugins {
+        /// Kubeconfig of the cluster
+        #[arg(long)]
+        kubeconfig: std::path::PathBuf,
     },
 }
 
@@ -59,6 +77,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             set_context,
             quiet,
             nodes,
+            gpu_operator,
         } => {
             let was_running = cluster::status(name)? == Status::Running;
             let h = cluster::up(&UpOptions {
@@ -66,6 +85,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 progress: !quiet,
                 nodes: *nodes,
                 ports: None,
+                gpu_operator: *gpu_operator,
             })?;
             if *set_context {
                 let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;
@@ -144,9 +164,28 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             crate::outln!("{}", p.display());
             Ok(ExitStatus::Ok)
         }
-        Action::Build { quiet } => {
+        Action::Build {
+            quiet,
+            no_gpu_operator,
+        } => {
             let dir = cluster::build::ensure_built(!quiet)?;
+            if !no_gpu_operator {
+                let op = cluster::gpu_operator::ensure_built(!quiet)?;
+                crate::outln!("{}", op.display());
+            }
+            // The control plane's bin directory stays the last line (scripts take it).
             crate::outln!("{}", dir.display());
+            Ok(ExitStatus::Ok)
+        }
+        Action::EmulateDevicePlugins { kubeconfig } => {
+            let tokio_rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))?;
+            tokio_rt.block_on(async {
+                let client = cluster::client(kubeconfig, None).await?;
+                cluster::gpusim::emulate(client, cluster::gpu_operator::NAMESPACE).await
+            })?;
             Ok(ExitStatus::Ok)
         }
     }

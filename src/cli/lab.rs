@@ -59,6 +59,12 @@ pub struct Args {
     /// request as claims → out/09-dra.txt (`<pod> <node|none>` lines, then a POOL line).
     #[arg(long)]
     pub dra: bool,
+    /// Run the real NVIDIA GPU Operator on the local control plane (`gpuwl cluster up
+    /// --gpu-operator`): step 2 waits for the operand pods it deploys per node and also
+    /// writes out/operands-observed.txt, step 3 reads back the names the emulated device
+    /// plugins advertise. The result files are the same as without it
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub operator: bool,
 }
 
 fn parse_node(s: &str) -> std::result::Result<(WorkloadConfig, String), String> {
@@ -113,6 +119,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         down: args.down,
         gpuwl_bin,
         dra: args.dra,
+        operator: args.operator,
     };
     let rt = crate::cli::runtime()?;
     let width = crate::render::width();

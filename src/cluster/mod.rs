@@ -49,6 +49,8 @@ macro_rules! note {
 }
 
 pub mod build;
+pub mod gpu_operator;
+pub mod gpusim;
 pub mod nodes;
 pub mod pki;
 pub mod ports;
@@ -82,6 +84,9 @@ pub struct UpOptions {
     /// is taken is an error at once; picked ports that another process takes while the
     /// cluster starts are replaced by fresh ones (up to three starts).
     pub ports: Option<Ports>,
+    /// Also run the real GPU Operator and the device-plugin emulation
+    /// ([`gpu_operator::start`]); on a running cluster they are added.
+    pub gpu_operator: bool,
 }
 
 impl Default for UpOptions {
@@ -91,6 +96,7 @@ impl Default for UpOptions {
             progress: false,
             nodes: 0,
             ports: None,
+            gpu_operator: false,
         }
     }
 }
@@ -157,6 +163,10 @@ pub struct ClusterInfo {
     pub bin_dir: PathBuf,
     /// Kubernetes version of the binaries.
     pub kubernetes_version: String,
+    /// The GPU Operator's health-probe port (plain HTTP on 127.0.0.1, `/healthz`); 0 when
+    /// it was not started ([`gpu_operator::start`]).
+    #[serde(default)]
+    pub gpu_operator_port: u16,
 }
 
 impl ClusterInfo {
@@ -182,6 +192,7 @@ impl ClusterInfo {
         self.ports()
             .by_component()
             .into_iter()
+            .chain([(gpu_operator::OPERATOR_COMPONENT, self.gpu_operator_port)])
             .filter(|&(name, p)| name == c && p != 0)
             .map(|(_, p)| p)
             .collect()
@@ -295,14 +306,18 @@ pub fn status(name: &str) -> Result<Status> {
         return Ok(Status::Stopped);
     }
     let mut dead = Vec::new();
-    for c in process::COMPONENTS {
+    let all: Vec<&str> = process::COMPONENTS
+        .into_iter()
+        .chain(process::started_optional(&state))
+        .collect();
+    for &c in &all {
         if process::alive(&state, c).is_none() {
             dead.push(c);
         }
     }
     if dead.is_empty() {
         Ok(Status::Running)
-    } else if dead.len() == process::COMPONENTS.len() {
+    } else if dead.len() == all.len() {
         Ok(Status::Stopped)
     } else {
         let detail = dead
@@ -388,6 +403,9 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
                     .map_err(StartError::into_error)
                 }
             })?;
+            if opts.gpu_operator {
+                gpu_operator::start(name, &state, opts.progress)?;
+            }
             return Ok(handle);
         }
         Status::Broken { detail } => {
@@ -406,6 +424,10 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     let _ = userconfig::remove(name, &state);
     remove_state(&state)?;
     let bin = build::ensure_built(opts.progress)?;
+    if opts.gpu_operator {
+        // Built before anything starts: a failed build leaves no half-started cluster.
+        gpu_operator::ensure_built(opts.progress)?;
+    }
     let started = Instant::now();
     let mut attempt = 1;
     loop {
@@ -428,6 +450,12 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
                 return Err(e.into_error());
             }
         }
+    }
+    if opts.gpu_operator
+        && let Err(e) = gpu_operator::start(name, &state, opts.progress)
+    {
+        let _ = process::stop_all(&state, Duration::from_secs(5));
+        return Err(e);
     }
     if opts.progress {
         note!(
@@ -581,6 +609,7 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         kwok_port: ports.kwok,
         bin_dir: bin.to_path_buf(),
         kubernetes_version: build::KUBERNETES_VERSION.to_string(),
+        gpu_operator_port: 0,
     };
     write(
         "cluster.json",
@@ -766,6 +795,15 @@ async fn is_ready(
     match &c.readiness {
         Readiness::Listening => c.ports.iter().all(|&p| accepts(p)),
         Readiness::ApiServerReadyz => get_text(api, "/readyz").await.as_deref() == Some("ok"),
+        Readiness::HttpHealthz { port } => {
+            let port = *port;
+            tokio::task::spawn_blocking(move || gpu_operator::http_get(port, "/healthz"))
+                .await
+                .ok()
+                .flatten()
+                .as_deref()
+                == Some("ok")
+        }
         Readiness::Healthz { also, .. } => {
             if also.is_some() && !api_ready {
                 return false;
@@ -945,7 +983,11 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
             .map_err(|e| Error::failed("cannot start the async runtime", e))?;
         tokio_rt.block_on(async {
             let mut out = Vec::new();
-            for c in process::COMPONENTS {
+            let all: Vec<&'static str> = process::COMPONENTS
+                .into_iter()
+                .chain(process::started_optional(&state))
+                .collect();
+            for c in all {
                 let pid = process::alive(&state, c);
                 let ports = info.ports_of(c);
                 let health = if pid.is_none() {
@@ -953,6 +995,11 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                 } else {
                     let answer = match c {
                         "etcd" => etcd_health(info.etcd_port),
+                        gpu_operator::OPERATOR_COMPONENT => {
+                            gpu_operator::http_get(info.gpu_operator_port, "/healthz")
+                        }
+                        // No port: alive is healthy.
+                        gpu_operator::EMULATION_COMPONENT => Some("ok".into()),
                         "kube-apiserver" => match client(&kubeconfig, None).await {
                             Ok(api) => get_text(&api, "/readyz").await,
                             Err(e) => Some(e.to_string()),

@@ -22,6 +22,20 @@ pub const COMPONENTS: [&str; 5] = [
     "kwok-controller",
 ];
 
+/// Components started only on request (`gpuwl cluster up --gpu-operator`,
+/// [`super::gpu_operator`]), after the others; stopped first. Each counts for the
+/// cluster's status only once its pid file exists.
+pub const OPTIONAL_COMPONENTS: [&str; 2] = ["gpu-operator", "gpu-device-plugins"];
+
+/// The optional components this cluster started (those with a pid file).
+pub fn started_optional(state: &Path) -> Vec<&'static str> {
+    OPTIONAL_COMPONENTS
+        .iter()
+        .copied()
+        .filter(|c| pid_file(state, c).is_file())
+        .collect()
+}
+
 fn pid_file(state: &Path, component: &str) -> PathBuf {
     state.join("pids").join(format!("{component}.pid"))
 }
@@ -114,7 +128,11 @@ pub fn alive(state: &Path, component: &str) -> Option<u32> {
 /// until none is alive. Returns the components that had to be killed.
 pub fn stop_all(state: &Path, grace: Duration) -> Result<Vec<&'static str>> {
     let mut killed = Vec::new();
-    for component in COMPONENTS.iter().rev() {
+    for component in OPTIONAL_COMPONENTS
+        .iter()
+        .rev()
+        .chain(COMPONENTS.iter().rev())
+    {
         let Some(pid) = alive(state, component) else {
             continue;
         };

@@ -17,6 +17,7 @@ pub mod dra;
 pub mod files;
 pub mod kubeops;
 pub mod manifests;
+pub mod operator;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -208,6 +209,9 @@ pub struct LabOptions {
     pub gpuwl_bin: PathBuf,
     /// After the eight steps, the ninth: the same GPUs as DRA devices ([`dra`]).
     pub dra: bool,
+    /// Run the real GPU Operator on the local control plane and observe steps 2 and 3
+    /// ([`operator`]) instead of writing them from the model (local target only).
+    pub operator: bool,
 }
 
 /// What one pod did, read back from the API.
@@ -389,7 +393,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     };
 
     st.begin();
-    step1(&client, &plan, &dirs, local)
+    step1(&client, &plan, &dirs, local, opts.operator)
         .await
         .map_err(|e| st.fail(e))?;
     let labels: Vec<String> = plan
@@ -399,23 +403,71 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         .collect();
     st.finish(&labels.join(" "));
 
+    let lab_nodes: Vec<(String, WorkloadConfig)> = plan
+        .nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.config))
+        .collect();
     st.begin();
+    let observed = if opts.operator {
+        Some(
+            operator::wait_operands(&client, &lab_nodes)
+                .await
+                .map_err(|e| st.fail(e))?,
+        )
+    } else {
+        None
+    };
     files::write_lines(&dirs.out.join("operands.txt"), &operands_lines())
         .map_err(|e| st.fail(e))?;
-    st.finish(&format!(
-        "NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"
-    ));
+    if let Some(observed) = &observed {
+        let lines = operator::observed_lines(&lab_nodes, observed);
+        files::write_lines(&dirs.out.join(OPERANDS_OBSERVED), &lines).map_err(|e| st.fail(e))?;
+        let per_node: Vec<String> = lines[..lines.len() - 1].to_vec();
+        st.finish(&format!("observed {}", per_node.join("; ")));
+    } else {
+        st.finish(&format!(
+            "NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"
+        ));
+    }
 
     st.begin();
-    step3(&client, &plan, &dirs, local)
-        .await
-        .map_err(|e| st.fail(e))?;
+    if opts.operator {
+        let want: Vec<(String, String, u32)> = plan
+            .nodes
+            .iter()
+            .map(|n| (n.node.clone(), n.resource.clone(), n.amount))
+            .collect();
+        // The file is read back from node status: what the emulated plugins advertise.
+        let seen = operator::wait_advertised(&client, &want)
+            .await
+            .map_err(|e| st.fail(e))?;
+        let lines: Vec<String> = plan
+            .nodes
+            .iter()
+            .flat_map(|n| {
+                seen[&n.node]
+                    .iter()
+                    .map(|(r, a)| format!("{} {r} {a}", n.node))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        files::write_lines(&dirs.out.join("03-resources.txt"), &lines).map_err(|e| st.fail(e))?;
+    } else {
+        step3(&client, &plan, &dirs, local)
+            .await
+            .map_err(|e| st.fail(e))?;
+    }
     let advertised: Vec<String> = plan
         .nodes
         .iter()
         .map(|n| format!("{} {}={}", n.node, n.resource, n.amount))
         .collect();
-    st.finish(&advertised.join(", "));
+    st.finish(&format!(
+        "{}{}",
+        if opts.operator { "observed " } else { "" },
+        advertised.join(", ")
+    ));
 
     let mut outcomes: Vec<PodOutcome> = Vec::new();
     for (i, pod) in plan.pods.iter().enumerate() {
@@ -558,10 +610,12 @@ async fn connect(
             request_timeout,
         } => {
             let name = cluster.clone();
+            let gpu_operator = opts.operator;
             let handle = tokio::task::spawn_blocking(move || {
                 crate::cluster::up(&crate::cluster::UpOptions {
                     name,
                     progress: true,
+                    gpu_operator,
                     ..Default::default()
                 })
             })
@@ -593,7 +647,16 @@ async fn connect(
     }
 }
 
-async fn step1(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Result<()> {
+/// The file of `--operator`'s observed operands, under `out/`.
+pub const OPERANDS_OBSERVED: &str = "operands-observed.txt";
+
+async fn step1(
+    client: &Client,
+    plan: &Plan,
+    dirs: &LabDirs,
+    local: bool,
+    with_operator: bool,
+) -> Result<()> {
     dirs.create()?;
     kubeops::ensure_namespace(client, NAMESPACE).await?;
     if local {
@@ -606,6 +669,9 @@ async fn step1(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Res
     for n in &plan.nodes {
         if local {
             crate::cluster::nodes::ensure_sim_node(client, &n.node).await?;
+        }
+        if with_operator {
+            operator::apply_hardware(client, &n.node, &operator::lab_hardware(n.config)).await?;
         }
         kubeops::label_node(client, &n.node, LABEL_KEY, n.config.as_str()).await?;
     }
@@ -642,6 +708,11 @@ async fn step3(client: &Client, plan: &Plan, dirs: &LabDirs, local: bool) -> Res
         res.insert(n.resource.clone(), Some(n.amount.to_string()));
         kubeops::patch_status_resources(client, &n.node, &res).await?;
     }
+    write_resources(plan, dirs)
+}
+
+/// `03-resources.txt`: `<node> <resource> <amount>` per node, by node name.
+fn write_resources(plan: &Plan, dirs: &LabDirs) -> Result<()> {
     let lines: Vec<String> = plan
         .nodes
         .iter()

@@ -70,11 +70,14 @@ pub enum Code {
     /// warning: the node's GPUs are published both by a device plugin (an advertised
     /// `nvidia.com/` GPU resource) and by NVIDIA's DRA driver (ResourceSlice devices).
     DraAndDevicePlugin,
+    /// warning: a workload label on a node NFD shows without an NVIDIA GPU: the operator
+    /// never reads it (the node is not judged).
+    LabelWithoutGpu,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 19] = [
+    pub const ALL: [Code; 20] = [
         Code::InvalidLabelValue,
         Code::NoGpuResource,
         Code::WrongClassResource,
@@ -94,6 +97,7 @@ impl Code {
         Code::VgpuConfigTypeDiffers,
         Code::GpuPresentWithoutOperands,
         Code::DraAndDevicePlugin,
+        Code::LabelWithoutGpu,
     ];
 
     /// The kebab-case code string, as serialized.
@@ -118,6 +122,7 @@ impl Code {
             Code::VgpuConfigTypeDiffers => "vgpu-config-type-differs",
             Code::GpuPresentWithoutOperands => "gpu-present-without-operands",
             Code::DraAndDevicePlugin => "dra-and-device-plugin",
+            Code::LabelWithoutGpu => "label-without-gpu",
         }
     }
 }
@@ -155,6 +160,7 @@ mod tests {
             Code::VgpuConfigTypeDiffers => 16,
             Code::GpuPresentWithoutOperands => 17,
             Code::DraAndDevicePlugin => 18,
+            Code::LabelWithoutGpu => 19,
         }
     }
 

@@ -40,6 +40,25 @@ pub const MIG_CONFIG_STATE_LABEL: &str = "nvidia.com/mig.config.state";
 pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 /// Set by Node Feature Discovery on nodes with a PCI device of vendor 10de.
 pub const NFD_NVIDIA_PCI_LABEL: &str = "feature.node.kubernetes.io/pci-10de.present";
+/// The NFD labels by which the operator finds GPU nodes (any of them `true`):
+/// NVIDIA/gpu-operator `controllers/state_manager.go` `gpuNodeLabels`, `hasGPULabels`.
+pub const NFD_GPU_LABELS: [&str; 3] = [
+    NFD_NVIDIA_PCI_LABEL,
+    "feature.node.kubernetes.io/pci-0302_10de.present",
+    "feature.node.kubernetes.io/pci-0300_10de.present",
+];
+/// The prefix of every NFD label (`nfdLabelPrefix`, same file): a node carrying one was
+/// seen by NFD, so the absence of [`NFD_GPU_LABELS`] there means no NVIDIA GPU.
+pub const NFD_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
+/// `nvidia.com/gpu.deploy.mig-manager`: added on container nodes with a MIG-capable GPU
+/// (`migManagerLabelKey`, `addGPUStateLabels`, same file).
+pub const MIG_MANAGER_DEPLOY_LABEL: &str = "nvidia.com/gpu.deploy.mig-manager";
+/// `nvidia.com/mig.capable` (GFD): `true` on MIG-capable GPUs.
+pub const MIG_CAPABLE_LABEL: &str = "nvidia.com/mig.capable";
+/// `nvidia.com/vgpu.host-driver-version`: set on vGPU nodes, which never get a MIG manager.
+pub const VGPU_HOST_DRIVER_LABEL: &str = "nvidia.com/vgpu.host-driver-version";
+/// `nvidia.com/gpu.product` (GFD).
+pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 
 /// What gpuwl reads of a `nvidia.com/v1` ClusterPolicy (cluster-scoped, usually one,
 /// named `cluster-policy`).
@@ -142,6 +161,52 @@ pub enum LabelState {
     Invalid,
 }
 
+/// What tells whether a node has an NVIDIA GPU ([`gpu_evidence`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum GpuEvidence {
+    /// One of NFD's [`NFD_GPU_LABELS`] is `true`: the operator manages the node.
+    Nfd,
+    /// No NFD GPU label, but the node lists an NVIDIA GPU resource (a device plugin ran
+    /// there): a GPU is assumed.
+    Advertised,
+    /// The node carries NFD labels ([`NFD_LABEL_PREFIX`]) but none of
+    /// [`NFD_GPU_LABELS`]: no NVIDIA GPU; the operator leaves it alone (and resets a
+    /// `nvidia.com/gpu.present=true` it finds there to `false`, with every deploy label
+    /// removed).
+    NoGpu,
+    /// No NFD label at all (NFD not deployed, or a dump without them): not known; treated
+    /// as a GPU node when it carries the workload label, as before NFD was read.
+    Unknown,
+}
+
+/// The GPU evidence of `node` (see [`GpuEvidence`]).
+pub fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
+    if NFD_GPU_LABELS.iter().any(|k| node.label(k) == Some("true")) {
+        GpuEvidence::Nfd
+    } else if !crate::model::advertise::gpu_resources(node).is_empty() {
+        GpuEvidence::Advertised
+    } else if node.labels.keys().any(|k| k.starts_with(NFD_LABEL_PREFIX)) {
+        GpuEvidence::NoGpu
+    } else {
+        GpuEvidence::Unknown
+    }
+}
+
+/// Whether the operator deploys the operands of a workload on a node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OperatorScope {
+    /// It applies the effective workload's operands ([`operands`]).
+    Operands,
+    /// `nvidia.com/gpu.deploy.operands=false`: it removes every deploy label and deploys
+    /// nothing (`hasOperandsDisabled`, `removeAllGPUStateLabels`).
+    OperandsDisabled,
+    /// NFD shows no NVIDIA GPU ([`GpuEvidence::NoGpu`]): the node is not a GPU node to the
+    /// operator, its workload label is never read.
+    NoGpu,
+}
+
 /// A node's effective workload config: what the GPU Operator applies to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct EffectiveWorkload {
@@ -154,6 +219,67 @@ pub struct EffectiveWorkload {
     /// Whether a valid label says something else than what applies (the operator ignores
     /// it: sandbox workloads disabled, or deploy labels of another workload).
     pub label_ignored: bool,
+    /// Whether the operator applies `workload` at all: on a node without a GPU, or with
+    /// its operands disabled, `workload` is what it would apply, and nothing is deployed.
+    pub scope: OperatorScope,
+}
+
+impl EffectiveWorkload {
+    /// The workload whose operands the operator deploys on the node: `None` when
+    /// [`EffectiveWorkload::scope`] is not [`OperatorScope::Operands`].
+    pub fn applied(&self) -> Option<WorkloadConfig> {
+        (self.scope == OperatorScope::Operands).then_some(self.workload)
+    }
+}
+
+/// Whether the node's GPU is MIG-capable as the operator decides it (`hasMIGCapableGPU`,
+/// NVIDIA/gpu-operator `controllers/state_manager.go`): never on a vGPU host
+/// ([`VGPU_HOST_DRIVER_LABEL`] set); else [`MIG_CAPABLE_LABEL`] when present; else a
+/// product name containing H100, A100 or A30.
+pub fn mig_capable(node: &NodeInfo) -> bool {
+    if node
+        .label(VGPU_HOST_DRIVER_LABEL)
+        .is_some_and(|v| !v.is_empty())
+    {
+        return false;
+    }
+    if let Some(v) = node.label(MIG_CAPABLE_LABEL) {
+        return v == "true";
+    }
+    node.label(GPU_PRODUCT_LABEL).is_some_and(|p| {
+        let p = p.to_lowercase();
+        ["h100", "a100", "a30"].iter().any(|m| p.contains(m))
+    })
+}
+
+/// The operands (the `<x>` of `nvidia.com/gpu.deploy.<x>`) whose deploy label the
+/// operator leaves at `true` on `node` once it has reconciled, sorted: none unless
+/// `eff.scope` is [`OperatorScope::Operands`]; else each deploy label of the workload
+/// ([`WorkloadConfig::deploy_labels`]) that the node does not already carry with another
+/// value (the operator adds a missing one as `true` and keeps a value it finds, so a
+/// user's `false` or a manager's `paused-for-*` stays, and the operand's DaemonSet, whose
+/// nodeSelector asks for `true`, skips the node), plus `mig-manager` on a container node
+/// with a MIG-capable GPU ([`mig_capable`]) under the same rule
+/// (`addGPUStateLabels`, NVIDIA/gpu-operator `controllers/state_manager.go`). Labels of
+/// other workloads are removed by the operator and never count. Whether an operand's
+/// DaemonSet exists at all is the ClusterPolicy's `<component>.enabled`, not decided
+/// here.
+pub fn operands(node: &NodeInfo, eff: &EffectiveWorkload) -> Vec<&'static str> {
+    let Some(w) = eff.applied() else {
+        return Vec::new();
+    };
+    let keeps_true = |key: &str| node.label(key).is_none_or(|v| v == "true");
+    let mut out: Vec<&'static str> = w
+        .deploy_labels()
+        .iter()
+        .copied()
+        .filter(|op| keeps_true(&format!("{DEPLOY_LABEL_PREFIX}{op}")))
+        .collect();
+    if w == WorkloadConfig::Container && mig_capable(node) && keeps_true(MIG_MANAGER_DEPLOY_LABEL) {
+        out.push("mig-manager");
+    }
+    out.sort_unstable();
+    out
 }
 
 /// Whether a deploy-label value means the operand is deployed (or paused, i.e. deployed
@@ -205,7 +331,11 @@ pub fn has_deploy_labels(node: &NodeInfo) -> bool {
 ///   (cluster-policy);
 /// - no ClusterPolicy: a valid label (label) unless the deploy labels show another
 ///   workload (deploy-labels; the label is ignored); no valid label → the deploy labels
-///   (deploy-labels), else `container` (default).
+///   (deploy-labels), else `container` (default);
+/// - and whether it is applied at all ([`OperatorScope`]): not on a node NFD shows without
+///   a GPU ([`gpu_evidence`]), nor under `nvidia.com/gpu.deploy.operands=false`
+///   (`labelGPUNodes`, `updateGPUStateLabels`). The operator's reading was compared with
+///   the real operator on the local control plane (tests/it/operator_model.rs).
 pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> EffectiveWorkload {
     let parsed = node.label(LABEL_KEY).map(str::parse::<WorkloadConfig>);
     let label = match &parsed {
@@ -227,11 +357,19 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
             (None, None) => (DEFAULT_WORKLOAD, WorkloadSource::Default),
         },
     };
+    let scope = if gpu_evidence(node) == GpuEvidence::NoGpu {
+        OperatorScope::NoGpu
+    } else if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
+        OperatorScope::OperandsDisabled
+    } else {
+        OperatorScope::Operands
+    };
     EffectiveWorkload {
         workload,
         source,
         label,
-        label_ignored: valid.is_some_and(|w| w != workload),
+        label_ignored: scope == OperatorScope::Operands && valid.is_some_and(|w| w != workload),
+        scope,
     }
 }
 
@@ -297,7 +435,8 @@ pub type StateRule = fn(&StateFacts<'_>) -> Option<StateFinding>;
 
 /// The operator-state rules, in the order their findings are listed, with the code each
 /// gives.
-pub const STATE_RULES: [(Code, StateRule); 9] = [
+pub const STATE_RULES: [(Code, StateRule); 10] = [
+    (Code::LabelWithoutGpu, label_without_gpu),
     (Code::VgpuConfigFailed, vgpu_config_failed),
     (Code::ConfigPending, vgpu_config_pending),
     (Code::MigConfigFailed, mig_config_failed),
@@ -312,7 +451,8 @@ pub const STATE_RULES: [(Code, StateRule); 9] = [
     ),
 ];
 
-/// The operator-state findings of `node` ([`STATE_RULES`]): failed or pending vGPU/MIG
+/// The operator-state findings of `node` ([`STATE_RULES`]): a label on a node without a
+/// GPU, failed or pending vGPU/MIG
 /// configs, paused or disabled operands, an ignored workload label, a vGPU config that
 /// names another type than the advertised `vgpu_types` (full resource names), a GPU node
 /// without operands. `eff` is [`effective_workload`]`(node, policy)`, gathered once by
@@ -342,6 +482,24 @@ fn finding(code: Code, severity: Severity, message: String, cause: Option<String
         message,
         cause,
     }
+}
+
+/// `label-without-gpu` (warning): a workload label on a node that NFD shows without an
+/// NVIDIA GPU ([`OperatorScope::NoGpu`]); the operator reads labels of GPU nodes only
+/// (`labelGPUNodes`, NVIDIA/gpu-operator `controllers/state_manager.go`).
+pub fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
+    let v = f.node.label(LABEL_KEY)?;
+    (f.eff.scope == OperatorScope::NoGpu).then(|| {
+        finding(
+            Code::LabelWithoutGpu,
+            Severity::Warning,
+            format!(
+                "{LABEL_KEY}={v} on a node without an NVIDIA GPU (it carries NFD labels but no {NFD_NVIDIA_PCI_LABEL}=true): the GPU Operator never reads the label here and deploys nothing; remove it (kubectl label node {} {LABEL_KEY}-) or check that NFD sees the GPU",
+                f.node.name
+            ),
+            None,
+        )
+    })
 }
 
 /// `vgpu-config-failed` (warning): `nvidia.com/vgpu.config.state=failed`.
@@ -516,6 +674,9 @@ pub fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
 /// `pci-10de`) and no deploy label at all.
 pub fn gpu_present_without_operands(f: &StateFacts<'_>) -> Option<StateFinding> {
     let node = f.node;
+    if f.eff.scope != OperatorScope::Operands {
+        return None;
+    }
     let present = if node.label(GPU_PRESENT_LABEL) == Some("true") {
         GPU_PRESENT_LABEL
     } else if node.label(NFD_NVIDIA_PCI_LABEL) == Some("true") {
@@ -712,6 +873,97 @@ mod tests {
         assert!(findings(&named, None, &["nvidia.com/NVIDIA_A10-12Q"]).is_empty());
         assert_eq!(vgpu_type_core("NVIDIA A10-12Q").as_deref(), Some("A10-12Q"));
         assert_eq!(vgpu_type_core("all-disabled"), None);
+    }
+
+    /// A GPU node as NFD and GFD label it.
+    fn gpu_node(extra: &[(&str, &str)]) -> NodeInfo {
+        let mut n = node(&[
+            (NFD_NVIDIA_PCI_LABEL, "true"),
+            ("feature.node.kubernetes.io/kernel-version.full", "5.15.0"),
+            (GPU_PRODUCT_LABEL, "NVIDIA-A10"),
+        ]);
+        for (k, v) in extra {
+            n.labels.insert((*k).into(), (*v).into());
+        }
+        n
+    }
+
+    #[test]
+    fn operands_follow_the_workload_and_keep_a_users_value() {
+        let p = policy(true, WorkloadConfig::Container);
+        let n = gpu_node(&[(LABEL_KEY, "vm-passthrough")]);
+        let e = effective_workload(&n, Some(&p));
+        assert_eq!(e.applied(), Some(WorkloadConfig::VmPassthrough));
+        assert_eq!(
+            operands(&n, &e),
+            [
+                "cc-manager",
+                "kata-manager",
+                "sandbox-device-plugin",
+                "sandbox-validator",
+                "vfio-manager"
+            ]
+        );
+        // A user's false for an operand of the workload stays (the DaemonSet skips the
+        // node); one of another workload is removed by the operator and does not count.
+        let n = gpu_node(&[
+            (LABEL_KEY, "container"),
+            ("nvidia.com/gpu.deploy.driver", "false"),
+            ("nvidia.com/gpu.deploy.vfio-manager", "false"),
+        ]);
+        let ops = operands(&n, &effective_workload(&n, Some(&p)));
+        assert!(
+            !ops.contains(&"driver") && ops.contains(&"device-plugin"),
+            "{ops:?}"
+        );
+        assert_eq!(ops.len(), 7);
+        // MIG-capable container nodes get the MIG manager; vGPU hosts never.
+        let a100 = gpu_node(&[(GPU_PRODUCT_LABEL, "NVIDIA-A100-SXM4-40GB")]);
+        assert!(operands(&a100, &effective_workload(&a100, Some(&p))).contains(&"mig-manager"));
+        let host = gpu_node(&[
+            (GPU_PRODUCT_LABEL, "NVIDIA-A100-SXM4-40GB"),
+            (VGPU_HOST_DRIVER_LABEL, "550.90"),
+        ]);
+        assert!(!operands(&host, &effective_workload(&host, Some(&p))).contains(&"mig-manager"));
+    }
+
+    #[test]
+    fn operands_disabled_and_nodes_without_a_gpu_apply_nothing() {
+        let p = policy(true, WorkloadConfig::VmVgpu);
+        let off = gpu_node(&[(LABEL_KEY, "container"), (DEPLOY_OPERANDS_LABEL, "false")]);
+        let e = effective_workload(&off, Some(&p));
+        assert_eq!(
+            (e.scope, e.applied(), e.label_ignored),
+            (OperatorScope::OperandsDisabled, None, false)
+        );
+        assert!(operands(&off, &e).is_empty());
+        let codes: Vec<Code> = findings(&off, Some(&p), &[])
+            .iter()
+            .map(|f| f.code)
+            .collect();
+        assert_eq!(codes, [Code::OperandsDisabled]);
+        // NFD labels without the GPU one: no GPU, the label is never read.
+        let cpu = node(&[
+            ("feature.node.kubernetes.io/kernel-version.full", "5.15.0"),
+            (LABEL_KEY, "vm-passthrough"),
+            (GPU_PRESENT_LABEL, "true"),
+        ]);
+        assert_eq!(gpu_evidence(&cpu), GpuEvidence::NoGpu);
+        let e = effective_workload(&cpu, Some(&p));
+        assert_eq!((e.scope, e.applied()), (OperatorScope::NoGpu, None));
+        let f = findings(&cpu, Some(&p), &[]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].code, Code::LabelWithoutGpu);
+        // No NFD label at all: not known, the old reading stays.
+        let bare = node(&[(LABEL_KEY, "vm-passthrough")]);
+        assert_eq!(gpu_evidence(&bare), GpuEvidence::Unknown);
+        assert_eq!(
+            effective_workload(&bare, Some(&p)).applied(),
+            Some(WorkloadConfig::VmPassthrough)
+        );
+        // The other GPU class labels of NFD count too.
+        let g = node(&[("feature.node.kubernetes.io/pci-0302_10de.present", "true")]);
+        assert_eq!(gpu_evidence(&g), GpuEvidence::Nfd);
     }
 
     #[test]

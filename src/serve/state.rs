@@ -140,7 +140,8 @@ pub struct NodeEval {
     /// The workload-config label's state: `valid` (one of the three values), `invalid`
     /// or `absent`. The value itself is free text and never exported.
     pub label_state: &'static str,
-    /// The workload config the GPU Operator applies (`container`, …).
+    /// The workload config the GPU Operator applies (`container`, …; `none` where it
+    /// deploys no operands).
     pub effective: &'static str,
     /// Which source decided it (`label`, `cluster-policy`, `deploy-labels`, `default`).
     pub source: &'static str,
@@ -228,7 +229,7 @@ pub fn evaluate(
                     Some(_) => "invalid",
                 },
                 name: r.name,
-                effective: r.effective_workload.as_str(),
+                effective: r.effective_workload.map_or("none", |w| w.as_str()),
                 source: r.workload_source.as_str(),
                 in_pool,
                 findings: findings.into_iter().collect(),

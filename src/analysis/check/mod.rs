@@ -22,7 +22,8 @@ use serde::Serialize;
 use crate::error::ExitStatus;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{
-    ClusterPolicy, LabelState, WorkloadSource, effective_workload, state_findings,
+    ClusterPolicy, GpuEvidence, LabelState, OperatorScope, WorkloadSource, effective_workload,
+    gpu_evidence, operands, state_findings,
 };
 use crate::model::resource::{Classifier, ResourceClass};
 use crate::model::workload::WorkloadConfig;
@@ -71,7 +72,8 @@ pub enum Verdict {
     Ok,
     /// Labelled, and something disagrees (see the reason).
     Mismatch,
-    /// Not labelled: not judged (may still carry warnings).
+    /// Not labelled, or labelled on a node without a GPU: not judged (may still carry
+    /// warnings).
     NotJudged,
 }
 
@@ -83,10 +85,20 @@ pub struct NodeReport {
     pub name: String,
     /// The raw label value, when labelled.
     pub label: Option<String>,
-    /// The workload the operator applies ([`effective_workload`]).
-    pub effective_workload: WorkloadConfig,
+    /// The workload whose operands the operator deploys ([`effective_workload`]); `null`
+    /// when it deploys none ([`NodeReport::operator_scope`]).
+    pub effective_workload: Option<WorkloadConfig>,
     /// Which source decided it: `label`, `cluster-policy`, `deploy-labels`, `default`.
     pub workload_source: WorkloadSource,
+    /// `operands`, `operands-disabled` (`nvidia.com/gpu.deploy.operands=false`) or
+    /// `no-gpu` (NFD shows no NVIDIA GPU): whether the operator deploys anything here.
+    pub operator_scope: OperatorScope,
+    /// What says the node has a GPU: `nfd`, `advertised`, `no-gpu`, `unknown`.
+    pub gpu: GpuEvidence,
+    /// The operands whose `nvidia.com/gpu.deploy.<operand>` label the operator keeps at
+    /// `true` here, sorted ([`operands`]); their DaemonSets run where the ClusterPolicy
+    /// enables the component.
+    pub operands: Vec<String>,
     /// The verdict.
     pub verdict: Verdict,
     /// For a mismatch: the reason printed after `MISMATCH=<node> `.
@@ -101,11 +113,12 @@ pub struct NodeReport {
 /// The result of checking a set of nodes.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Report {
-    /// Labelled nodes and unlabelled nodes with findings, sorted by name.
+    /// Labelled nodes, GPU nodes (NFD) and other nodes with findings, sorted by name.
     pub nodes: Vec<NodeReport>,
     /// How many nodes were read.
     pub nodes_seen: usize,
-    /// How many carried the label (the `OK=<n>` number).
+    /// How many carried the label and were judged (the `OK=<n>` number): a label on a node
+    /// NFD shows without a GPU is not judged.
     pub labelled: usize,
     /// With [`Options::warning_lines`]: the first [`WARNING_LINES`] warnings as
     /// `<node>: <message>` (control characters escaped), in input order.
@@ -353,7 +366,7 @@ impl Checker {
         if let Some(f) = self.dra.as_ref().and_then(|d| d.finding(&r, &synthesized)) {
             r.findings.push(f);
         }
-        if r.label.is_some() {
+        if r.label.is_some() && r.operator_scope != OperatorScope::NoGpu {
             self.report.labelled += 1;
         }
         if self.warning_lines {
@@ -376,7 +389,7 @@ impl Checker {
         let keep = if self.mismatches_only {
             r.verdict == Verdict::Mismatch
         } else {
-            r.label.is_some() || !r.findings.is_empty()
+            r.label.is_some() || r.gpu == GpuEvidence::Nfd || !r.findings.is_empty()
         };
         if keep {
             self.report.nodes.push(r);
@@ -431,19 +444,22 @@ pub fn judge(
                 .filter_map(|(_, rule)| rule(&facts, r)),
         );
     }
-    findings.extend(
-        rules::NODE_RULES
-            .iter()
-            .filter_map(|(_, rule)| rule(&facts)),
-    );
+    // Gathered once: the state rules and the report's effective workload both read it.
+    let eff = effective_workload(node, policy);
+    // A node without a GPU is not judged by its label (the operator never reads it).
+    if eff.scope != OperatorScope::NoGpu {
+        findings.extend(
+            rules::NODE_RULES
+                .iter()
+                .filter_map(|(_, rule)| rule(&facts)),
+        );
+    }
 
     let vgpu_types: Vec<&str> = facts
         .advertised()
         .filter(|r| r.entry.class == ResourceClass::VgpuType)
         .map(|r| r.entry.name.as_str())
         .collect();
-    // Gathered once: the state rules and the report's effective workload both read it.
-    let eff = effective_workload(node, policy);
     let mut state_causes = Vec::new();
     for f in state_findings(node, policy, &eff, &vgpu_types) {
         state_causes.extend(f.cause.clone());
@@ -454,11 +470,13 @@ pub fn judge(
             message: f.message,
         });
     }
-    // The label's value when valid and followed; else what the operator applies.
+    // The label's value when valid and followed; else what the operator applies; nothing
+    // where it deploys nothing.
     let effective = match facts.label.map(str::parse::<WorkloadConfig>) {
         Some(Ok(w)) if eff.label == LabelState::Valid && !eff.label_ignored => w,
         _ => eff.workload,
     };
+    let effective = (eff.scope == OperatorScope::Operands).then_some(effective);
 
     findings.sort_by_key(|f| f.severity);
     let errors: Vec<&str> = findings
@@ -469,6 +487,7 @@ pub fn judge(
     let label = facts.label.map(str::to_owned);
     let (verdict, reason) = match (&label, errors.is_empty()) {
         (None, _) => (Verdict::NotJudged, None),
+        (Some(_), _) if eff.scope == OperatorScope::NoGpu => (Verdict::NotJudged, None),
         (Some(_), true) => (Verdict::Ok, None),
         (Some(_), false) if state_causes.is_empty() => (Verdict::Mismatch, Some(errors.join("; "))),
         (Some(_), false) => (
@@ -485,6 +504,12 @@ pub fn judge(
         label,
         effective_workload: effective,
         workload_source: eff.source,
+        operator_scope: eff.scope,
+        gpu: gpu_evidence(node),
+        operands: operands(node, &eff)
+            .into_iter()
+            .map(str::to_owned)
+            .collect(),
         verdict,
         reason,
         resources: facts.resources.into_iter().map(|r| r.entry).collect(),
@@ -627,7 +652,10 @@ mod tests {
                 lines[0].starts_with(&format!("MISMATCH=n label value {v:?} is not one of")),
                 "{lines:?}"
             );
-            assert_eq!(r.nodes[0].effective_workload, WorkloadConfig::Container);
+            assert_eq!(
+                r.nodes[0].effective_workload,
+                Some(WorkloadConfig::Container)
+            );
         }
     }
 
@@ -804,8 +832,51 @@ mod tests {
         let r = judge(&n, &Classifier::default(), Some(&p));
         assert_eq!(r.verdict, Verdict::Ok);
         assert_eq!(codes(&r), [Code::LabelIgnored]);
-        assert_eq!(r.effective_workload, WorkloadConfig::Container);
+        assert_eq!(r.effective_workload, Some(WorkloadConfig::Container));
         assert_eq!(r.workload_source, WorkloadSource::ClusterPolicy);
+    }
+
+    #[test]
+    fn gpu_nodes_by_nfd_are_reported_and_a_label_without_a_gpu_is_not_judged() {
+        let mut cpu = node("cpu", Some("vm-passthrough"), &[]);
+        cpu.labels.insert(
+            "feature.node.kubernetes.io/kernel-version.full".into(),
+            "5.15.0".into(),
+        );
+        let mut bare_gpu = node("gpu", None, &[]);
+        bare_gpu.labels.insert(
+            "feature.node.kubernetes.io/pci-10de.present".into(),
+            "true".into(),
+        );
+        let labelled = node(
+            "pt",
+            Some("vm-passthrough"),
+            &[("nvidia.com/GA102GL_A10", "2")],
+        );
+        let r = check([&cpu, &bare_gpu, &labelled]);
+        assert_eq!(text_lines(&r), ["OK=1"]);
+        assert_eq!(r.exit_status(), ExitStatus::Ok);
+        let by = |n: &str| r.nodes.iter().find(|x| x.name == n).unwrap();
+        assert_eq!(by("cpu").verdict, Verdict::NotJudged);
+        assert_eq!(codes(by("cpu")), [Code::LabelWithoutGpu]);
+        assert_eq!(by("cpu").effective_workload, None);
+        assert_eq!(by("cpu").operator_scope, OperatorScope::NoGpu);
+        assert!(by("cpu").operands.is_empty());
+        // An unlabelled GPU node advertising nothing is in the report, with the default
+        // workload and its operands.
+        let g = by("gpu");
+        assert_eq!(g.effective_workload, Some(WorkloadConfig::Container));
+        assert_eq!(g.gpu, GpuEvidence::Nfd);
+        assert!(g.operands.contains(&"device-plugin".to_string()), "{g:?}");
+        // operands=false: no workload, no operands, the verdict stays the seed's.
+        let mut off = labelled.clone();
+        off.name = "off".into();
+        off.labels
+            .insert("nvidia.com/gpu.deploy.operands".into(), "false".into());
+        let r = judge(&off, &Classifier::default(), None);
+        assert_eq!((r.verdict, r.effective_workload), (Verdict::Ok, None));
+        assert_eq!(r.operator_scope, OperatorScope::OperandsDisabled);
+        assert!(r.operands.is_empty());
     }
 
     fn dra(move_devices_to: &str, extended: Option<&str>) -> DraNodes {

@@ -1,0 +1,797 @@
+//! The real NVIDIA GPU Operator as a component of the local control plane
+//! (`gpuwl cluster up --gpu-operator`).
+//!
+//! - Built from the pinned Go module in `controlplane/gpu-operator/` (module
+//!   `github.com/NVIDIA/gpu-operator`, [`OPERATOR_VERSION`]); its `go.mod` / `go.sum` are
+//!   embedded like the control plane's ([`super::build`]). The build also copies, from the
+//!   same module version, what the operator reads at run time: its state manifests
+//!   (`assets/*` and `manifests/`), its CRDs (`deployments/gpu-operator/crds/`) and the
+//!   sample ClusterPolicy (`config/samples/v1_clusterpolicy.yaml`). Result:
+//!   `<cache>/<key>/dist/` with `gpu-operator`, `opt/gpu-operator/…`, `crds/`,
+//!   `clusterpolicy.yaml`.
+//! - The operator reads its manifests from the hard-coded paths `/opt/gpu-operator/<state>`
+//!   and `/opt/gpu-operator/manifests/` (NVIDIA/gpu-operator `controllers/state_manager.go`
+//!   `addState`, `internal/state/manager.go`) and the host's OS from `/host-etc/os-release`
+//!   (`controllers/object_controls.go` `parseOSRelease`). It runs in a private mount
+//!   namespace (`unshare --mount`, plus `--user --map-root-user` when gpuwl is not root)
+//!   whose root is a tmpfs inside the cluster's state directory: every top-level directory
+//!   of the host is bind-mounted into it except `/opt`, which is replaced by the copied
+//!   manifests, and the host's `/etc` appears as `/host-etc`, as the operator's own
+//!   DaemonSet mounts it. Nothing is created outside the state directory, and the mounts
+//!   vanish with the process.
+//! - Operand images are never pulled (kwok runs no containers); every one is named by an
+//!   environment variable the operator reads when the ClusterPolicy names none
+//!   (`api/nvidia/v1/clusterpolicy_types.go` `ImagePath`).
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::Client;
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use kube::discovery::ApiResource;
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::input::live::api_error;
+
+/// The operator's Go module.
+pub const OPERATOR_MODULE: &str = "github.com/NVIDIA/gpu-operator";
+/// The pinned pseudo-version: the operator's main branch of 2025-09-17 (commit d73a0086a6ba).
+pub const OPERATOR_VERSION: &str = "v0.0.0-20250917190837-d73a0086a6ba";
+/// The package built.
+const PACKAGE: &str = "github.com/NVIDIA/gpu-operator/cmd/gpu-operator";
+
+/// Namespace the operator and its operands live in (the Helm chart's usual one).
+pub const NAMESPACE: &str = "gpu-operator";
+/// Name of the ClusterPolicy gpuwl creates (the Helm chart's name).
+pub const POLICY_NAME: &str = "cluster-policy";
+/// Name of the operator binary inside [`dist_dir`].
+pub const BINARY: &str = "gpu-operator";
+
+/// The embedded module: (path relative to the module root, contents).
+const SOURCES: [(&str, &str); 2] = [
+    (
+        "go.mod",
+        include_str!("../../controlplane/gpu-operator/go.mod"),
+    ),
+    (
+        "go.sum",
+        include_str!("../../controlplane/gpu-operator/go.sum"),
+    ),
+];
+
+/// Measured cold build of the operator alone on a 2-core machine with a warm module
+/// download (see BENCHMARKS.md), for the estimate.
+const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(3 * 60);
+
+/// `-ldflags`: strip symbols and stamp the version the operator logs at start.
+fn ldflags() -> String {
+    format!("-s -w -X github.com/NVIDIA/gpu-operator/internal/info.version={OPERATOR_VERSION}")
+}
+
+/// Cache key: the pinned version plus 12 hex digits of SHA-256 over the embedded module
+/// files and link flags.
+pub fn cache_key() -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (path, text) in SOURCES {
+        h.update(path.as_bytes());
+        h.update([0]);
+        h.update(text.as_bytes());
+        h.update([0]);
+    }
+    h.update(ldflags().as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    format!("gpu-operator-{OPERATOR_VERSION}_{hex}")
+}
+
+/// `<cache>/<key>/dist`: the binary and the files copied from the module. It may not
+/// exist yet; see [`ensure_built`].
+pub fn dist_dir() -> PathBuf {
+    super::build::cache_root().join(cache_key()).join("dist")
+}
+
+/// Files a complete [`dist_dir`] holds.
+fn complete(dir: &Path) -> bool {
+    dir.join(BINARY).is_file()
+        && dir
+            .join("opt/gpu-operator/state-sandbox-device-plugin")
+            .is_dir()
+        && dir.join("opt/gpu-operator/manifests/state-driver").is_dir()
+        && dir.join("crds/nvidia.com_clusterpolicies.yaml").is_file()
+        && dir.join("clusterpolicy.yaml").is_file()
+}
+
+/// True when the operator is built and its files copied.
+pub fn is_built() -> bool {
+    complete(&dist_dir())
+}
+
+fn rt(msg: impl Into<String>) -> Error {
+    Error::Runtime(msg.into())
+}
+
+fn last_line(text: &str) -> String {
+    text.lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim()
+        .chars()
+        .take(300)
+        .collect()
+}
+
+/// Returns [`dist_dir`], building the operator and copying its files first when missing.
+/// `progress` shows a bar with the package count on stderr (a line per 100 packages
+/// without a terminal).
+///
+/// Errors ([`Error::Runtime`], one line): `go` missing, the module cannot be fetched, the
+/// compile failed (the message names the build log), the cache is not writable.
+pub fn ensure_built(progress: bool) -> Result<PathBuf> {
+    let dist = dist_dir();
+    if complete(&dist) {
+        return Ok(dist);
+    }
+    let key_dir = super::build::cache_root().join(cache_key());
+    let src = key_dir.join("src");
+    std::fs::create_dir_all(&src)
+        .map_err(|e| rt(format!("cannot create {}: {e}", src.display())))?;
+    for (rel, text) in SOURCES {
+        let p = src.join(rel);
+        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    }
+    let log_path = key_dir.join("build.log");
+    let mut log = std::fs::File::create(&log_path)
+        .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
+    let go = |args: &[&str]| {
+        let mut c = Command::new("go");
+        c.args(args)
+            .current_dir(&src)
+            .env("GOWORK", "off")
+            .env("CGO_ENABLED", "0")
+            .env("GOFLAGS", "-buildvcs=false -mod=readonly")
+            .stdin(Stdio::null());
+        c
+    };
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2);
+    if progress {
+        note!(
+            "building the NVIDIA GPU Operator ({OPERATOR_MODULE} {OPERATOR_VERSION}) into {}",
+            key_dir.display()
+        );
+        note!(
+            "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
+            COLD_BUILD_ESTIMATE_2_CORES
+                .mul_f64(2.0 / cores.max(1) as f64)
+                .as_secs()
+                .div_ceil(60)
+        );
+    }
+    let started = Instant::now();
+    let out = go(&["mod", "download"]).output().map_err(|_| {
+        rt("`go` not found on PATH: install Go 1.26 or newer to build the GPU Operator")
+    })?;
+    let _ = log.write_all(&out.stderr);
+    if !out.status.success() {
+        return Err(rt(format!(
+            "cannot fetch the GPU Operator's Go modules (check GOPROXY / network; log {}): {}",
+            log_path.display(),
+            last_line(&String::from_utf8_lossy(&out.stderr))
+        )));
+    }
+    let module_dir = {
+        let o = go(&["list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE])
+            .output()
+            .map_err(|e| rt(format!("cannot run go: {e}")))?;
+        let d = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+        if !o.status.success() || d.as_os_str().is_empty() {
+            return Err(rt(format!(
+                "cannot locate the {OPERATOR_MODULE} module: {}",
+                last_line(&String::from_utf8_lossy(&o.stderr))
+            )));
+        }
+        d
+    };
+    let total = go(&["list", "-deps", PACKAGE])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
+        .unwrap_or(0);
+    let bar = if progress && total > 0 {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} building gpu-operator [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let partial = key_dir.join(format!("dist.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial)
+        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
+    let p = cores.to_string();
+    let ld = ldflags();
+    let out_bin = partial.join(BINARY).display().to_string();
+    let mut child = go(&[
+        "build",
+        "-v",
+        "-p",
+        &p,
+        "-trimpath",
+        "-ldflags",
+        &ld,
+        "-o",
+        &out_bin,
+        PACKAGE,
+    ])
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped())
+    .spawn()
+    .map_err(|e| rt(format!("cannot run go build: {e}")))?;
+    let mut tail = Vec::new();
+    if let Some(err) = child.stderr.take() {
+        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+            let _ = writeln!(log, "{line}");
+            bar.inc(1);
+            if plain && bar.position() % 100 == 0 {
+                note!(
+                    "gpu-operator: compiled {}/{total} packages in {}s",
+                    bar.position(),
+                    started.elapsed().as_secs()
+                );
+            }
+            tail.push(line);
+            if tail.len() > 20 {
+                tail.remove(0);
+            }
+        }
+    }
+    let status = child.wait().map_err(|e| rt(format!("go build: {e}")))?;
+    bar.finish_and_clear();
+    if !status.success() {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(rt(format!(
+            "building the GPU Operator failed (log {}): {}",
+            log_path.display(),
+            tail.iter()
+                .rev()
+                .find(|l| l.contains("error") || l.contains(": "))
+                .or(tail.last())
+                .map(String::as_str)
+                .unwrap_or("go build exited with an error")
+        )));
+    }
+    copy_module_files(&module_dir, &partial)?;
+    let _ = std::fs::write(
+        partial.join("VERSION"),
+        format!("{OPERATOR_MODULE} {OPERATOR_VERSION}\n"),
+    );
+    if let Err(e) = std::fs::rename(&partial, &dist) {
+        let _ = std::fs::remove_dir_all(&partial);
+        if !complete(&dist) {
+            return Err(rt(format!(
+                "cannot move the build to {}: {e}",
+                dist.display()
+            )));
+        }
+    }
+    if progress {
+        note!(
+            "built the GPU Operator in {}s: {}",
+            started.elapsed().as_secs(),
+            dist.display()
+        );
+    }
+    Ok(dist)
+}
+
+/// Copies from the module directory into `out`: `assets/*` and `manifests/` under
+/// `opt/gpu-operator/` (the layout of the operator's image), the CRDs under `crds/`, and
+/// the sample ClusterPolicy as `clusterpolicy.yaml`. Files in the module cache are
+/// read-only; the copies are made writable so that the cache can be removed.
+fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
+    let opt = out.join("opt").join("gpu-operator");
+    let assets = module.join("assets");
+    let entries = std::fs::read_dir(&assets)
+        .map_err(|e| rt(format!("cannot read {}: {e}", assets.display())))?;
+    for e in entries.flatten() {
+        copy_tree(&e.path(), &opt.join(e.file_name()))?;
+    }
+    copy_tree(&module.join("manifests"), &opt.join("manifests"))?;
+    copy_tree(
+        &module.join("deployments").join("gpu-operator").join("crds"),
+        &out.join("crds"),
+    )?;
+    copy_tree(
+        &module
+            .join("config")
+            .join("samples")
+            .join("v1_clusterpolicy.yaml"),
+        &out.join("clusterpolicy.yaml"),
+    )
+}
+
+fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let meta =
+        std::fs::metadata(from).map_err(|e| rt(format!("cannot read {}: {e}", from.display())))?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(to)
+            .map_err(|e| rt(format!("cannot create {}: {e}", to.display())))?;
+        let entries = std::fs::read_dir(from)
+            .map_err(|e| rt(format!("cannot read {}: {e}", from.display())))?;
+        for e in entries.flatten() {
+            copy_tree(&e.path(), &to.join(e.file_name()))?;
+        }
+        Ok(())
+    } else {
+        std::fs::copy(from, to).map_err(|e| {
+            rt(format!(
+                "cannot copy {} to {}: {e}",
+                from.display(),
+                to.display()
+            ))
+        })?;
+        let mut perm = meta.permissions();
+        #[allow(clippy::permissions_set_readonly_false)]
+        perm.set_readonly(false);
+        let _ = std::fs::set_permissions(to, perm);
+        Ok(())
+    }
+}
+
+/// The operand images, one environment variable each, as the operator reads them when the
+/// ClusterPolicy names none (NVIDIA/gpu-operator `api/nvidia/v1/clusterpolicy_types.go`
+/// `ImagePath`; `VALIDATOR_IMAGE` also serves the sandbox validator). Names only: kwok runs
+/// no container, so nothing is pulled; the registry `gpuwl.invalid` makes that plain.
+pub const IMAGE_ENV: [&str; 18] = [
+    "DRIVER_IMAGE",
+    "DRIVER_MANAGER_IMAGE",
+    "VGPU_MANAGER_IMAGE",
+    "CONTAINER_TOOLKIT_IMAGE",
+    "DEVICE_PLUGIN_IMAGE",
+    "SANDBOX_DEVICE_PLUGIN_IMAGE",
+    "DCGM_EXPORTER_IMAGE",
+    "DCGM_IMAGE",
+    "VALIDATOR_IMAGE",
+    "GFD_IMAGE",
+    "CUDA_BASE_IMAGE",
+    "MIG_MANAGER_IMAGE",
+    "GDS_IMAGE",
+    "GDRCOPY_IMAGE",
+    "VFIO_MANAGER_IMAGE",
+    "VGPU_DEVICE_MANAGER_IMAGE",
+    "KATA_MANAGER_IMAGE",
+    "CC_MANAGER_IMAGE",
+];
+
+/// The environment of the operator process: its namespace and every image
+/// ([`IMAGE_ENV`] → `gpuwl.invalid/<name>:<version>`).
+pub fn operator_env() -> Vec<(String, String)> {
+    let mut env = vec![("OPERATOR_NAMESPACE".to_string(), NAMESPACE.to_string())];
+    for var in IMAGE_ENV {
+        let name = var
+            .trim_end_matches("_IMAGE")
+            .to_ascii_lowercase()
+            .replace('_', "-");
+        env.push((
+            var.to_string(),
+            format!("gpuwl.invalid/not-pulled/{name}:{OPERATOR_VERSION}"),
+        ));
+    }
+    env
+}
+
+/// Shell script run by `unshare` (as `sh -c SCRIPT sh ROOT OPT -- PROGRAM ARGS…`): mounts a
+/// tmpfs on ROOT, bind-mounts each top-level directory of `/` into it (symlinks recreated,
+/// `/opt` left out), then OPT on `ROOT/opt/gpu-operator` and `/etc` on `ROOT/host-etc`, and
+/// execs PROGRAM chrooted into ROOT (the process keeps its pid).
+const NAMESPACE_SCRIPT: &str = r#"set -eu
+root="$1"; opt="$2"; shift 3
+mount -t tmpfs -o mode=0755 gpuwl-gpu-operator "$root"
+for e in /*; do
+  n="${e#/}"
+  [ "$n" = opt ] && continue
+  if [ -L "$e" ]; then
+    ln -s "$(readlink "$e")" "$root/$n"
+  elif [ -d "$e" ]; then
+    mkdir "$root/$n"
+    mount --rbind "$e" "$root/$n"
+  fi
+done
+mkdir -p "$root/opt/gpu-operator" "$root/host-etc"
+mount --bind "$opt" "$root/opt/gpu-operator"
+mount --rbind /etc "$root/host-etc"
+exec chroot "$root" "$@"
+"#;
+
+/// Program and arguments that run the operator in its private mount namespace (see the
+/// module docs): `unshare --mount --propagation private [--user --map-root-user] -- sh -c
+/// SCRIPT …`. `root` is an empty directory inside the state directory (the tmpfs mount
+/// point); `dist` is [`dist_dir`]; the operator talks to the API server through
+/// `kubeconfig`, serves `/healthz` on `127.0.0.1:<health_port>` and no metrics.
+pub fn operator_command(
+    root: &Path,
+    dist: &Path,
+    kubeconfig: &Path,
+    health_port: u16,
+) -> (PathBuf, Vec<String>) {
+    // SAFETY: geteuid has no preconditions.
+    let is_root = unsafe { libc::geteuid() } == 0;
+    let mut args: Vec<String> = vec!["--mount".into(), "--propagation".into(), "private".into()];
+    if !is_root {
+        args.push("--user".into());
+        args.push("--map-root-user".into());
+    }
+    args.extend([
+        "--".into(),
+        "/bin/sh".into(),
+        "-c".into(),
+        NAMESPACE_SCRIPT.into(),
+        "sh".into(),
+        root.display().to_string(),
+        dist.join("opt").join("gpu-operator").display().to_string(),
+        "--".into(),
+        dist.join(BINARY).display().to_string(),
+        format!("--kubeconfig={}", kubeconfig.display()),
+        format!("--health-probe-bind-address=127.0.0.1:{health_port}"),
+        "--metrics-bind-address=0".into(),
+        "--leader-elect=false".into(),
+        "--zap-log-level=info".into(),
+    ]);
+    (PathBuf::from("unshare"), args)
+}
+
+/// Settings of the ClusterPolicy gpuwl creates from the module's sample.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicySettings {
+    /// `spec.sandboxWorkloads.enabled`.
+    pub sandbox_enabled: bool,
+    /// `spec.sandboxWorkloads.defaultWorkload` (`container` when `None`; any string is
+    /// passed on, so the operator's handling of a bad value can be observed).
+    pub default_workload: Option<String>,
+}
+
+impl Default for PolicySettings {
+    fn default() -> Self {
+        PolicySettings {
+            sandbox_enabled: true,
+            default_workload: None,
+        }
+    }
+}
+
+/// The ClusterPolicy object: the module's sample (`config/samples/v1_clusterpolicy.yaml`)
+/// renamed [`POLICY_NAME`], with `sandboxWorkloads` from `settings`.
+///
+/// Errors: [`Error::Runtime`] when the sample cannot be read or parsed.
+pub fn policy_object(dist: &Path, settings: &PolicySettings) -> Result<serde_json::Value> {
+    let p = dist.join("clusterpolicy.yaml");
+    let text =
+        std::fs::read_to_string(&p).map_err(|e| rt(format!("cannot read {}: {e}", p.display())))?;
+    let mut v: serde_json::Value = serde_saphyr::from_str(&text)
+        .map_err(|e| rt(format!("cannot parse {}: {e}", p.display())))?;
+    // `plugin:` with nothing after it is YAML null; kubectl drops such fields, the API
+    // server's apply rejects them for an object-typed field.
+    drop_nulls(&mut v);
+    v["metadata"] = json!({ "name": POLICY_NAME });
+    v["spec"]["sandboxWorkloads"] = json!({
+        "enabled": settings.sandbox_enabled,
+        "defaultWorkload": settings.default_workload.as_deref().unwrap_or("container"),
+    });
+    Ok(v)
+}
+
+/// Removes every `null` member of every object inside `v`.
+fn drop_nulls(v: &mut serde_json::Value) {
+    match v {
+        serde_json::Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(drop_nulls);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(drop_nulls),
+        _ => {}
+    }
+}
+
+/// The ClusterPolicy resource (`nvidia.com/v1`, cluster-scoped).
+pub fn policy_resource() -> ApiResource {
+    ApiResource {
+        group: "nvidia.com".into(),
+        version: "v1".into(),
+        api_version: "nvidia.com/v1".into(),
+        kind: "ClusterPolicy".into(),
+        plural: "clusterpolicies".into(),
+    }
+}
+
+/// Installs what the operator needs before it starts: namespace [`NAMESPACE`], the CRDs
+/// from `dist/crds/` (waiting until each is Established) and the ClusterPolicy
+/// ([`policy_object`]). Server-side apply, so a second call changes nothing.
+///
+/// Errors: [`Error::Runtime`] on a file or API failure, or a CRD not Established in 30 s.
+pub async fn install(client: &Client, dist: &Path, settings: &PolicySettings) -> Result<()> {
+    let pp = PatchParams::apply("gpuwl").force();
+    let ns: Api<Namespace> = Api::all(client.clone());
+    ns.patch(
+        NAMESPACE,
+        &pp,
+        &Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}),
+        ),
+    )
+    .await
+    .map_err(|e| api_error(&format!("create namespace {NAMESPACE}"), &e))?;
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let dir = dist.join("crds");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map_err(|e| rt(format!("cannot read {}: {e}", dir.display())))?
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
+        .collect();
+    files.sort();
+    let mut names = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f)
+            .map_err(|e| rt(format!("cannot read {}: {e}", f.display())))?;
+        let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)
+            .map_err(|e| rt(format!("cannot parse {}: {e}", f.display())))?;
+        let name = crd.metadata.name.clone().unwrap_or_default();
+        crds.patch(&name, &pp, &Patch::Apply(&crd))
+            .await
+            .map_err(|e| api_error(&format!("apply CRD {name}"), &e))?;
+        names.push(name);
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    for name in &names {
+        loop {
+            let established = crds
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|c| c.status)
+                .and_then(|s| s.conditions)
+                .is_some_and(|cs| {
+                    cs.iter()
+                        .any(|c| c.type_ == "Established" && c.status == "True")
+                });
+            if established {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(rt(format!("CRD {name} is not Established after 30 s")));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    apply_policy(client, dist, settings).await
+}
+
+/// Creates or updates the ClusterPolicy [`POLICY_NAME`] ([`policy_object`]).
+///
+/// Errors: [`Error::Runtime`] on a file or API failure.
+pub async fn apply_policy(client: &Client, dist: &Path, settings: &PolicySettings) -> Result<()> {
+    let obj = policy_object(dist, settings)?;
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &policy_resource());
+    api.patch(
+        POLICY_NAME,
+        &PatchParams::apply("gpuwl").force(),
+        &Patch::Apply(&obj),
+    )
+    .await
+    .map_err(|e| api_error(&format!("apply ClusterPolicy {POLICY_NAME}"), &e))?;
+    Ok(())
+}
+
+/// `status.state` of the ClusterPolicy (`ready`, `notReady`, …), `None` while it has none.
+pub async fn policy_state(client: &Client) -> Option<String> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &policy_resource());
+    let obj = api.get_opt(POLICY_NAME).await.ok().flatten()?;
+    obj.data["status"]["state"].as_str().map(str::to_string)
+}
+
+/// Component name of the operator process (pid and log file names).
+pub const OPERATOR_COMPONENT: &str = "gpu-operator";
+/// Component name of the device-plugin emulation process ([`super::gpusim::emulate`]).
+pub const EMULATION_COMPONENT: &str = "gpu-device-plugins";
+
+/// `GET <path>` over plain HTTP on `127.0.0.1:<port>`: the trimmed body when the status is
+/// 200, `None` otherwise or without an answer within 2 s.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    use std::io::Read;
+    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
+    let mut text = String::new();
+    conn.take(64 * 1024).read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    head.lines()
+        .next()
+        .is_some_and(|l| l.split_whitespace().nth(1) == Some("200"))
+        .then(|| body.trim().to_string())
+}
+
+/// Starts the GPU Operator on the running cluster whose state is `state`: builds it when
+/// missing ([`ensure_built`]), installs namespace, CRDs and ClusterPolicy ([`install`]),
+/// starts the operator ([`operator_command`]) and the device-plugin emulation (`gpuwl
+/// cluster emulate-device-plugins`, the running gpuwl binary) as supervised processes, and
+/// waits until the operator's `/healthz` says ok. Records the health port in
+/// `cluster.json`. Does nothing when both already run.
+///
+/// Errors: [`Error::Runtime`] (one line, naming the log) when building, installing or
+/// starting fails, or the operator is not healthy within 60 s.
+pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
+    use super::process;
+    let running = |c: &str| process::alive(state, c).is_some();
+    if running(OPERATOR_COMPONENT) && running(EMULATION_COMPONENT) {
+        return Ok(());
+    }
+    let dist = ensure_built(progress)?;
+    let kubeconfig = super::kubeconfig_path(name);
+    if progress {
+        note!(
+            "installing the GPU Operator's CRDs, namespace {NAMESPACE} and ClusterPolicy {POLICY_NAME}"
+        );
+    }
+    let tokio_rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| rt(format!("cannot start the async runtime: {e}")))?;
+    {
+        let kubeconfig = kubeconfig.clone();
+        let dist = dist.clone();
+        std::thread::spawn(move || {
+            tokio_rt.block_on(async {
+                let client = super::client(&kubeconfig, None).await?;
+                install(&client, &dist, &PolicySettings::default()).await
+            })
+        })
+        .join()
+        .map_err(|_| rt("internal error: the GPU Operator install panicked"))??;
+    }
+    // A half-started pair (one died): stop the survivor before starting both afresh.
+    for c in [OPERATOR_COMPONENT, EMULATION_COMPONENT] {
+        if let Some(pid) = process::alive(state, c) {
+            // SAFETY: plain syscall on a pid verified to belong to this cluster.
+            unsafe {
+                libc::kill(pid as i32, libc::SIGTERM);
+            }
+            let until = Instant::now() + Duration::from_secs(10);
+            while process::alive(state, c).is_some() && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        }
+    }
+    let port = {
+        let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
+            .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+        l.local_addr()
+            .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?
+            .port()
+    };
+    let root = state.join("gpu-operator-root");
+    std::fs::create_dir_all(&root)
+        .map_err(|e| rt(format!("cannot create {}: {e}", root.display())))?;
+    let mut info = super::info(name)?;
+    info.gpu_operator_port = port;
+    let me =
+        std::env::current_exe().map_err(|e| rt(format!("cannot find the gpuwl binary: {e}")))?;
+    let components = super::recipe::gpu_operator_components(
+        &super::recipe::Layout { info: &info, state },
+        &dist,
+        port,
+        &me,
+    );
+    for c in &components {
+        if progress {
+            note!("starting {} ({})", c.name, c.endpoint);
+        }
+        process::spawn(state, c)?;
+    }
+    let p = state.join("cluster.json");
+    std::fs::write(
+        &p,
+        serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
+    )
+    .map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        for c in [OPERATOR_COMPONENT, EMULATION_COMPONENT] {
+            if process::alive(state, c).is_none() {
+                let last = process::last_log_line(state, c);
+                return Err(rt(format!(
+                    "{c} exited (log {}): {}",
+                    process::log_file(state, c).display(),
+                    crate::render::esc(&last)
+                )));
+            }
+        }
+        let ready = components.iter().all(|c| match c.readiness {
+            super::recipe::Readiness::HttpHealthz { port } => {
+                http_get(port, "/healthz").as_deref() == Some("ok")
+            }
+            _ => true,
+        });
+        if ready {
+            return Ok(());
+        }
+        if Instant::now() > deadline {
+            return Err(rt(format!(
+                "{OPERATOR_COMPONENT} is not healthy after 60 s (log {})",
+                process::log_file(state, OPERATOR_COMPONENT).display()
+            )));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_image_variable_gets_a_name_that_is_never_pulled() {
+        let env = operator_env();
+        assert_eq!(env.len(), 19);
+        assert_eq!(env[0], ("OPERATOR_NAMESPACE".into(), "gpu-operator".into()));
+        let driver = env.iter().find(|(k, _)| k == "DRIVER_IMAGE").unwrap();
+        assert_eq!(
+            driver.1,
+            format!("gpuwl.invalid/not-pulled/driver:{OPERATOR_VERSION}")
+        );
+        let sdp = env
+            .iter()
+            .find(|(k, _)| k == "SANDBOX_DEVICE_PLUGIN_IMAGE")
+            .unwrap();
+        assert!(sdp.1.contains("/sandbox-device-plugin:"));
+    }
+
+    #[test]
+    fn nulls_are_dropped_from_the_policy() {
+        let mut v = json!({"spec": {"validator": {"plugin": null, "env": [{"a": null, "b": 1}]}}});
+        drop_nulls(&mut v);
+        assert_eq!(v, json!({"spec": {"validator": {"env": [{"b": 1}]}}}));
+    }
+
+    #[test]
+    fn the_namespace_script_leaves_opt_out_and_execs_chrooted() {
+        let (prog, args) = operator_command(
+            Path::new("/s/gpu-operator-root"),
+            Path::new("/c/dist"),
+            Path::new("/s/kubeconfig"),
+            4242,
+        );
+        assert_eq!(prog, PathBuf::from("unshare"));
+        assert_eq!(&args[..3], ["--mount", "--propagation", "private"]);
+        let script = args.iter().position(|a| a == "-c").unwrap() + 1;
+        assert!(args[script].contains(r#"[ "$n" = opt ] && continue"#));
+        assert!(args[script].ends_with("exec chroot \"$root\" \"$@\"\n"));
+        let tail = &args[script + 1..];
+        assert_eq!(tail[0], "sh");
+        assert_eq!(tail[1], "/s/gpu-operator-root");
+        assert_eq!(tail[2], "/c/dist/opt/gpu-operator");
+        assert_eq!(tail[3], "--");
+        assert_eq!(tail[4], "/c/dist/gpu-operator");
+        assert!(tail.contains(&"--kubeconfig=/s/kubeconfig".to_string()));
+        assert!(tail.contains(&"--health-probe-bind-address=127.0.0.1:4242".to_string()));
+    }
+}
