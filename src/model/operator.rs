@@ -240,8 +240,8 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
 pub struct StateFinding {
     /// Stable code (one of check's [`Code`]s).
     pub code: Code,
-    /// Severity: [`Severity::Warning`] or [`Severity::Info`] (none makes a MISMATCH by
-    /// itself).
+    /// Severity: the code's ([`Code::severity`]); none makes a plain-check MISMATCH by
+    /// itself ([`Code::in_line_contract`]).
     pub severity: Severity,
     /// What the operator does in this state and what to look at next, one line.
     pub message: String,
@@ -335,21 +335,21 @@ pub fn state_findings(
         .collect()
 }
 
-fn finding(code: Code, severity: Severity, message: String, cause: Option<String>) -> StateFinding {
+/// A state finding; its severity is the code's ([`Code::severity`]).
+fn finding(code: Code, message: String, cause: Option<String>) -> StateFinding {
     StateFinding {
         code,
-        severity,
+        severity: code.severity(),
         message,
         cause,
     }
 }
 
-/// `vgpu-config-failed` (warning): `nvidia.com/vgpu.config.state=failed`.
+/// `vgpu-config-failed` (error): `nvidia.com/vgpu.config.state=failed`.
 pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(VGPU_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
         finding(
             Code::VgpuConfigFailed,
-            Severity::Warning,
             format!(
                 "{VGPU_CONFIG_STATE_LABEL}=failed: the vGPU device manager could not create the vGPU devices of config {:?}, so the sandbox device plugin advertises no vGPU type here; read the nvidia-vgpu-device-manager pod's log on this node and check that the config exists for this GPU",
                 f.vgpu_config()
@@ -359,7 +359,7 @@ pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     })
 }
 
-/// `config-pending` (info): `nvidia.com/vgpu.config.state=pending`.
+/// `config-pending` (warning): `nvidia.com/vgpu.config.state=pending`.
 pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     let s = f
         .node
@@ -367,7 +367,6 @@ pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
         .filter(|s| *s == "pending")?;
     Some(finding(
         Code::ConfigPending,
-        Severity::Info,
         format!(
             "{VGPU_CONFIG_STATE_LABEL}={s}: the vGPU device manager is applying config {:?}; operands stay paused until it reports success",
             f.vgpu_config()
@@ -376,12 +375,11 @@ pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     ))
 }
 
-/// `mig-config-failed` (warning): `nvidia.com/mig.config.state=failed`.
+/// `mig-config-failed` (error): `nvidia.com/mig.config.state=failed`.
 pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(MIG_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
         finding(
             Code::MigConfigFailed,
-            Severity::Warning,
             format!(
                 "{MIG_CONFIG_STATE_LABEL}=failed: the MIG manager could not apply config {:?}; the GPUs keep their previous layout and the device plugin may advertise nothing; read the nvidia-mig-manager pod's log on this node",
                 f.mig_config()
@@ -391,7 +389,7 @@ pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     })
 }
 
-/// `config-pending` (info): `nvidia.com/mig.config.state=pending|rebooting`.
+/// `config-pending` (warning): `nvidia.com/mig.config.state=pending|rebooting`.
 pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     let s = f
         .node
@@ -399,7 +397,6 @@ pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
         .filter(|s| matches!(*s, "pending" | "rebooting"))?;
     Some(finding(
         Code::ConfigPending,
-        Severity::Info,
         format!(
             "{MIG_CONFIG_STATE_LABEL}={s}: the MIG manager is applying config {:?}; GPU operands are paused until it reports success",
             f.mig_config()
@@ -408,7 +405,7 @@ pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     ))
 }
 
-/// `operand-paused` (info): deploy labels `paused-for-*`.
+/// `operand-paused` (warning): deploy labels `paused-for-*`.
 pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
     let paused_labels = || {
         f.node
@@ -427,7 +424,6 @@ pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
     why.dedup();
     Some(finding(
         Code::OperandPaused,
-        Severity::Info,
         format!(
             "operands paused for a reconfiguration ({}): the MIG or vGPU device manager stopped them and restarts them when its config state is success",
             paused.join(", ")
@@ -441,7 +437,6 @@ pub fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(DEPLOY_OPERANDS_LABEL) == Some("false")).then(|| {
         finding(
             Code::OperandsDisabled,
-            Severity::Warning,
             format!(
                 "{DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand on this node, so no device plugin advertises its GPUs; remove the label (kubectl label node {} {DEPLOY_OPERANDS_LABEL}-) to deploy them",
                 f.node.name
@@ -469,7 +464,6 @@ pub fn label_ignored(f: &StateFacts<'_>) -> Option<StateFinding> {
     };
     Some(finding(
         Code::LabelIgnored,
-        Severity::Warning,
         format!(
             "{LABEL_KEY}={} is ignored: {why}",
             f.node.label(LABEL_KEY).unwrap_or("")
@@ -504,12 +498,7 @@ pub fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
             state.unwrap_or("unset")
         ),
     };
-    Some(finding(
-        Code::VgpuConfigTypeDiffers,
-        Severity::Warning,
-        message,
-        None,
-    ))
+    Some(finding(Code::VgpuConfigTypeDiffers, message, None))
 }
 
 /// `gpu-present-without-operands` (warning): an NVIDIA GPU (`nvidia.com/gpu.present`, NFD
@@ -526,7 +515,6 @@ pub fn gpu_present_without_operands(f: &StateFacts<'_>) -> Option<StateFinding> 
     (!has_deploy_labels(node)).then(|| {
         finding(
             Code::GpuPresentWithoutOperands,
-            Severity::Warning,
             format!(
                 "the node has an NVIDIA GPU ({present}) but no {DEPLOY_LABEL_PREFIX}* label: the GPU Operator has not taken the node on (its node-labelling controller not running, or the node excluded by the ClusterPolicy's node selectors); check the gpu-operator pod's log"
             ),
