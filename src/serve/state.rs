@@ -186,14 +186,6 @@ pub struct Evaluation {
     pub problems: Vec<String>,
 }
 
-fn severity_str(s: check::Severity) -> &'static str {
-    match s {
-        check::Severity::Error => "error",
-        check::Severity::Warning => "warning",
-        check::Severity::Info => "info",
-    }
-}
-
 /// Runs the analyses over one snapshot. `kubevirt_cr`: `None` when no KubeVirt or
 /// HyperConverged CR is known, `Some(Err(reason))` when one is there but cannot be read.
 pub fn evaluate(
@@ -215,7 +207,7 @@ pub fn evaluate(
             let findings: BTreeSet<(&'static str, &'static str)> = r
                 .findings
                 .iter()
-                .map(|f| (f.code.as_str(), severity_str(f.severity)))
+                .map(|f| (f.code.as_str(), f.severity.as_str()))
                 .collect();
             Some(NodeEval {
                 mismatch: r
