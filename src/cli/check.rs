@@ -70,6 +70,11 @@ pub struct Args {
     /// cluster when it serves resource.k8s.io/v1.
     #[arg(long, value_name = "FILE")]
     pub dra: Option<PathBuf>,
+    /// Pod dump (`kubectl get pods -A -o json|yaml`): running pods that hold a GPU name
+    /// their node no longer advertises are `orphaned-holder` findings (a warning). Live
+    /// without it: pods are listed with -o json|yaml and --effective.
+    #[arg(long, value_name = "FILE")]
+    pub pods: Option<PathBuf>,
     /// Text mode: do not print warnings (stale "0", capacity above allocatable, unlabelled
     /// GPU node, operator state, ...) as `warning:` lines on stderr.
     #[arg(short, long)]
@@ -124,14 +129,30 @@ fn gate(args: &Args) -> Result<Option<Gate>> {
 /// is not a failure).
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let gate = gate(args)?;
+    crate::cli::explain::one_stdin(&[
+        args.file.as_ref(),
+        args.cluster_policy.as_ref(),
+        args.dra.as_ref(),
+        args.pods.as_ref(),
+    ])?;
+    let file_pods = args
+        .pods
+        .as_deref()
+        .map(crate::input::pods::read_pods_path)
+        .transpose()?
+        .map(|p| std::sync::Arc::new(crate::analysis::orphans::pods_by_node(p)));
+    let want_pods = args.output != render::Format::Text || gate.is_some();
     let file_dra = args
         .dra
         .as_deref()
         .map(crate::input::dra::read_path)
         .transpose()?
         .map(|d| crate::analysis::check::DraNodes::from_objects(&d));
-    let options = |policy: &PolicyStatus, dra: Option<crate::analysis::check::DraNodes>| Options {
+    let options = |policy: &PolicyStatus,
+                   dra: Option<crate::analysis::check::DraNodes>,
+                   pods: Option<std::sync::Arc<_>>| Options {
         dra,
+        pods,
         ignore_resources: args.ignore_resource.clone(),
         // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
         // 65,000-node dump needs no memory per agreeing node.
@@ -142,16 +163,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     };
     let (report, policy) = match &args.file {
         Some(path) => {
-            crate::cli::explain::one_stdin(&[
-                Some(path),
-                args.cluster_policy.as_ref(),
-                args.dra.as_ref(),
-            ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
                 None => PolicyStatus::not_read(),
             };
-            let mut checker = Checker::new(&options(&policy, file_dra.clone()));
+            let mut checker = Checker::new(&options(&policy, file_dra.clone(), file_pods.clone()));
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
             (checker.finish(), policy)
         }
@@ -178,7 +194,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     _ => None,
                 },
             };
-            let mut checker = Checker::new(&options(&policy, dra));
+            let pods = match &file_pods {
+                Some(p) => Some(p.clone()),
+                None if want_pods => {
+                    Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
+                        crate::input::pods::list_pods(&client).await?,
+                    )))
+                }
+                None => None,
+            };
+            let mut checker = Checker::new(&options(&policy, dra, pods));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
             if let Some(why) = denied

@@ -253,3 +253,93 @@ fn gate_flags_are_checked() {
         assert!(err.contains(needle), "{a:?}: {err}");
     }
 }
+
+/// gpu-pt-1 relabelled to container while its passthrough VM runs (orphaned.json,
+/// orphaned-pods.json): the VM's launcher pod holds a name the node lists with 0.
+#[test]
+fn an_orphaned_holder_is_a_finding_a_note_and_the_cause_explain_gives() {
+    let (nodes, pods) = (data("orphaned.json"), data("orphaned-pods.json"));
+    let launcher = "gpu-vm/virt-launcher-vm-pt-x7k2q";
+    // check -o json with the pods: a warning on gpu-pt-1 naming the pod and its VMI.
+    let (rc, out, _) = gpuwl(&["check", &nodes, "--pods", &pods, "-o", "json"]);
+    assert_eq!(rc, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    let pt = v["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "gpu-pt-1")
+        .unwrap();
+    let f = pt["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["code"] == "orphaned-holder")
+        .unwrap_or_else(|| panic!("{pt}"));
+    assert_eq!(f["severity"], "warning");
+    assert_eq!(f["resource"], "nvidia.com/GA102GL_A10");
+    assert_eq!(
+        f["message"],
+        format!(
+            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): {launcher} (VMI gpu-vm/vm-pt, 1); they keep running, but one that restarts or is recreated cannot come back here"
+        )
+    );
+    // No other node has one; plain text keeps its line.
+    assert_eq!(out.matches("orphaned-holder").count(), 1);
+    let (rc, lines, _) = check(&[&nodes, "--pods", &pods]);
+    assert_eq!((rc, lines), (0, vec!["OK=3".to_owned()]));
+
+    // inventory: FREE never negative, the holders named.
+    let (rc, out, _) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rc, 0);
+    let inv: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        inv["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["free"].as_i64().unwrap() >= 0)
+    );
+    assert_eq!(inv["orphans"].as_array().unwrap().len(), 1);
+    assert_eq!(inv["orphans"][0]["holders"][0]["pod"], launcher);
+    let (_, text, _) = gpuwl(&["inventory", "--nodes", &nodes, "--pods", &pods]);
+    assert!(
+        text.contains(&format!("note: orphaned holders: node gpu-pt-1 no longer advertises nvidia.com/GA102GL_A10 (listed with 0) while bound pods hold 1: {launcher} (VMI gpu-vm/vm-pt, 1);")),
+        "{text}"
+    );
+
+    // explain: the cause is the orphaned holding, not "nothing to fix".
+    let (rc, out, _) = gpuwl(&[
+        "explain", "pod", launcher, "--nodes", &nodes, "--pods", &pods, "-o", "json",
+    ]);
+    assert_eq!(rc, 0, "{out}");
+    let e: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(e["causeCode"], "scheduled");
+    let cause = e["cause"].as_str().unwrap_or_else(|| panic!("{e}"));
+    assert!(cause.contains("gpu-pt-1 no longer advertises what it holds: nvidia.com/GA102GL_A10 (listed with 0) — an orphaned holder"), "{cause}");
+    let fix = e["fix"].as_str().unwrap();
+    assert!(fix.starts_with("nothing breaks while the VM runs; before it restarts, make gpu-pt-1 advertise the name again"), "{fix}");
+    assert!(!fix.contains("delete"), "{fix}");
+    // A pod on a node that still advertises its name: scheduled, nothing to fix.
+    let (_, out, _) = gpuwl(&[
+        "explain",
+        "pod",
+        "gpu-jobs/train-0",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+        "-o",
+        "json",
+    ]);
+    let e: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(e["fix"], "nothing to fix: it was scheduled");
+}

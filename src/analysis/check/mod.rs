@@ -219,6 +219,11 @@ pub struct Options {
     /// findings' severities instead of the labelled nodes' verdicts. Needs
     /// `mismatches_only` off.
     pub gate: Option<Gate>,
+    /// Pods by the node they are bound to ([`crate::analysis::orphans::pods_by_node`]),
+    /// when read: pods holding a GPU name their node no longer advertises are
+    /// `orphaned-holder` findings.
+    pub pods:
+        Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
 }
 
 /// The DRA facts `check` uses: per node, the devices NVIDIA's DRA driver
@@ -359,6 +364,8 @@ pub struct Checker {
     report: Report,
     mismatches_only: bool,
     dra: Option<DraNodes>,
+    pods:
+        Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
 }
 
 impl Checker {
@@ -371,6 +378,7 @@ impl Checker {
             report: Report::default(),
             mismatches_only: options.mismatches_only && options.gate.is_none(),
             dra: options.dra.clone(),
+            pods: options.pods.clone(),
         }
         .with_gate(options.gate.clone())
     }
@@ -413,6 +421,14 @@ impl Checker {
         let mut r = judge(node, &self.classifier, self.policy.as_ref());
         if let Some(f) = self.dra.as_ref().and_then(|d| d.finding(&r, &synthesized)) {
             r.findings.push(f);
+        }
+        if let Some(pods) = self.pods.as_ref().and_then(|p| p.get(&node.name)) {
+            r.findings.extend(
+                crate::analysis::orphans::of_node(node, pods)
+                    .iter()
+                    .map(crate::analysis::orphans::Orphan::finding),
+            );
+            r.findings.sort_by_key(|f| f.severity);
         }
         if r.label.is_some() {
             self.report.labelled += 1;
