@@ -343,3 +343,213 @@ fn an_orphaned_holder_is_a_finding_a_note_and_the_cause_explain_gives() {
     let e: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(e["fix"], "nothing to fix: it was scheduled");
 }
+
+/// README.md's "Finding codes and severities" table is the code's table, row for row.
+#[test]
+fn the_readme_table_of_severities_is_the_code_table() {
+    use gpuwl::model::finding::{Code, SEVERITIES};
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+    let section = readme
+        .split("### Finding codes and severities")
+        .nth(1)
+        .expect("the section");
+    let rows: Vec<Vec<String>> = section
+        .lines()
+        .skip_while(|l| !l.starts_with("| code |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| l.split('|').map(|c| c.trim().to_owned()).collect())
+        .collect();
+    assert_eq!(rows.len(), SEVERITIES.len());
+    for (row, (code, severity, why)) in rows.iter().zip(SEVERITIES) {
+        assert_eq!(row[1], format!("`{code}`"));
+        assert_eq!(row[2], severity.as_str(), "{code}");
+        let contract = if Code::in_line_contract(code) {
+            "yes (labelled node)"
+        } else {
+            "no"
+        };
+        assert_eq!(row[3], contract, "{code}");
+        assert_eq!(row[4], why, "{code}");
+    }
+}
+
+/// The gate on the local control plane (`gpuwl-it-gate`): an unlabelled node advertising a
+/// passthrough model fails `check --effective` while plain `check` says what it always
+/// said; a MIG reboot passes; relabelling the node makes the gate pass; a VM launcher pod
+/// left on a name the node stopped advertising is an orphaned holder.
+#[test]
+#[ignore = "needs local control plane"]
+fn the_gate_on_the_live_cluster() {
+    use gpuwl::cluster::{self, UpOptions};
+    use k8s_openapi::api::core::v1::{Node, Pod};
+    use kube::Api;
+    use kube::api::{Patch, PatchParams, PostParams};
+
+    const NAME: &str = "gpuwl-it-gate";
+    let _serial = crate::common::one_cluster_at_a_time();
+    let _ = cluster::down(NAME);
+    let handle = cluster::up(&UpOptions {
+        name: NAME.into(),
+        progress: false,
+        ..Default::default()
+    })
+    .expect("cluster up");
+    let kc = handle.kubeconfig.clone();
+    let run = |args: &[&str]| -> (i32, Vec<String>) {
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+            .args(args)
+            .env("KUBECONFIG", &kc)
+            .env("COLUMNS", "1000")
+            .output()
+            .unwrap();
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout)
+                .lines()
+                .map(str::to_owned)
+                .collect(),
+        )
+    };
+    let result = std::panic::catch_unwind(|| {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let client = rt
+            .block_on(cluster::client(&handle.kubeconfig, None))
+            .expect("client");
+        let nodes: Api<Node> = Api::all(client.clone());
+        let status = |name: &str, res: serde_json::Value| {
+            let patch = serde_json::json!({ "status": { "capacity": res, "allocatable": res } });
+            rt.block_on(nodes.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch)))
+                .expect("patch node status");
+        };
+        for (name, labels, res) in [
+            (
+                "gate-ct-0",
+                serde_json::json!({"nvidia.com/gpu.workload.config": "container"}),
+                serde_json::json!({"cpu": "32", "pods": "110", "nvidia.com/gpu": "4"}),
+            ),
+            (
+                "gate-pt-1",
+                serde_json::json!({"feature.node.kubernetes.io/pci-10de.present": "true"}),
+                serde_json::json!({"cpu": "32", "pods": "110", "nvidia.com/GA102GL_A10": "2"}),
+            ),
+            (
+                "gate-mig-2",
+                serde_json::json!({
+                    "nvidia.com/gpu.workload.config": "container",
+                    "nvidia.com/mig.config": "all-1g.10gb",
+                    "nvidia.com/mig.config.state": "rebooting",
+                    "nvidia.com/gpu.deploy.device-plugin": "paused-for-mig-change"
+                }),
+                serde_json::json!({"cpu": "32", "pods": "110"}),
+            ),
+        ] {
+            let node: Node = serde_json::from_value(serde_json::json!({
+                "apiVersion": "v1", "kind": "Node",
+                "metadata": { "name": name, "labels": labels },
+            }))
+            .unwrap();
+            rt.block_on(nodes.create(&PostParams::default(), &node))
+                .expect("create node");
+            status(name, res);
+        }
+
+        // Plain check: the seed's lines (the MIG node has no GPU resource); not the
+        // unlabelled node.
+        let (rc, lines) = run(&["check"]);
+        assert_eq!(rc, 1, "{lines:?}");
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(lines[0].starts_with("MISMATCH=gate-mig-2 "), "{lines:?}");
+        // The gate: the unlabelled node fails with its reason; the MIG reboot warns (2), so
+        // do the unlabelled node and its NFD label without operands (2).
+        let (rc, lines) = run(&["check", "--effective"]);
+        assert_eq!(rc, 1, "{lines:?}");
+        let errors: Vec<&String> = lines.iter().filter(|l| l.starts_with("ERROR ")).collect();
+        assert_eq!(errors.len(), 1, "{lines:?}");
+        assert!(
+            errors[0].starts_with("ERROR effective-workload-differs gate-pt-1: no nvidia.com/gpu.workload.config label: the GPU Operator applies container"),
+            "{lines:?}"
+        );
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("WARNING config-pending gate-mig-2: ")),
+            "{lines:?}"
+        );
+        assert_eq!(
+            lines.last().unwrap(),
+            "FAIL: 1 error on 1 of 3 GPU nodes, 4 warnings"
+        );
+
+        // Labelled as what it serves, the node passes.
+        let patch = serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": "vm-passthrough"}}});
+        rt.block_on(nodes.patch("gate-pt-1", &PatchParams::default(), &Patch::Merge(&patch)))
+            .expect("label");
+        let (rc, lines) = run(&["check", "--effective"]);
+        assert_eq!(rc, 0, "{lines:?}");
+        assert_eq!(
+            lines.last().unwrap(),
+            "OK: 3 GPU nodes judged by the workload the GPU Operator applies, no error, 3 warnings"
+        );
+
+        // A VM's launcher pod bound there, then the node relabelled to container and its
+        // passthrough name gone: an orphaned holder in check -o json (pods listed live).
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": { "name": "virt-launcher-vm-pt-x7k2q", "namespace": "default" },
+            "spec": {
+                "nodeName": "gate-pt-1",
+                "containers": [{ "name": "compute", "image": "virt-launcher",
+                    "resources": { "requests": { "nvidia.com/GA102GL_A10": "1" },
+                                   "limits": { "nvidia.com/GA102GL_A10": "1" } } }],
+            },
+        }))
+        .unwrap();
+        rt.block_on(pods.create(&PostParams::default(), &pod))
+            .expect("create pod");
+        let patch = serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": "container"}}});
+        rt.block_on(nodes.patch("gate-pt-1", &PatchParams::default(), &Patch::Merge(&patch)))
+            .expect("relabel");
+        status(
+            "gate-pt-1",
+            serde_json::json!({"cpu": "32", "pods": "110", "nvidia.com/gpu": "2", "nvidia.com/GA102GL_A10": "0"}),
+        );
+        let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+            .args(["check", "--effective", "-o", "json"])
+            .env("KUBECONFIG", &kc)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let pt = v["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == "gate-pt-1")
+            .unwrap();
+        let f = pt["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["code"] == "orphaned-holder")
+            .unwrap_or_else(|| panic!("{pt}"));
+        assert!(
+            f["message"]
+                .as_str()
+                .unwrap()
+                .contains("default/virt-launcher-vm-pt-x7k2q (VMI default/vm-pt, 1)"),
+            "{f}"
+        );
+    });
+    cluster::down(NAME).expect("cluster down");
+    if let Err(e) = result {
+        std::panic::resume_unwind(e);
+    }
+}
