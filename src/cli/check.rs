@@ -19,14 +19,14 @@ Examples:
   gpuwl check nodes.json --ignore-resource 'mellanox_*'
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
-else `OK=<number of labelled nodes>` (exit 0); warnings go to stderr as `warning:` lines
-(--quiet drops them). Bad input: one line on stderr, exit 2.
+else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
 Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` or
 `error: <node>: ...` lines (--quiet drops them); they never change plain check's exit code.
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
-vgpu-config-type-differs, gpu-present-without-operands), effective-workload-differs and
-dra-and-device-plugin (with --dra, or live), each with its severity.
+vgpu-config-type-differs, gpu-present-without-operands), effective-workload-differs,
+orphaned-holder (with --pods, or live) and dra-and-device-plugin (with --dra, or live),
+each with its severity.
 
 As a gate (--effective): every GPU node (workload label, a GPU resource listed, NFD / GPU
 Feature Discovery / GPU Operator GPU labels) is judged by the workload the GPU Operator
@@ -75,8 +75,9 @@ pub struct Args {
     /// without it: pods are listed with -o json|yaml and --effective.
     #[arg(long, value_name = "FILE")]
     pub pods: Option<PathBuf>,
-    /// Text mode: do not print warnings (stale "0", capacity above allocatable, unlabelled
-    /// GPU node, operator state, ...) as `warning:` lines on stderr.
+    /// Text mode: do not print the findings that leave the verdict alone (stale "0",
+    /// capacity above allocatable, unlabelled GPU node, operator state, ...) as `warning:` /
+    /// `error:` lines on stderr; with --effective, leave out the WARNING lines.
     #[arg(short, long)]
     pub quiet: bool,
     /// Gate mode: judge every GPU node by the workload the GPU Operator applies to it (not
