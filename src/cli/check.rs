@@ -195,13 +195,28 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     _ => None,
                 },
             };
+            // Pods only feed orphaned-holder (a warning): credentials that may list nodes
+            // but not pods lose that finding, said on stderr, not the whole check.
             let pods = match &file_pods {
                 Some(p) => Some(p.clone()),
-                None if want_pods => {
-                    Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
-                        crate::input::pods::list_pods(&client).await?,
-                    )))
-                }
+                None if want_pods => match crate::input::pods::list_pods(&client).await {
+                    Ok(p) => Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
+                        p,
+                    ))),
+                    Err(e) => {
+                        if !args.quiet {
+                            let _ = std::io::Write::write_all(
+                                &mut std::io::stderr(),
+                                format!(
+                                    "warning: pods not read ({}); orphaned-holder is not judged\n",
+                                    render::esc(&e.to_string())
+                                )
+                                .as_bytes(),
+                            );
+                        }
+                        None
+                    }
+                },
                 None => None,
             };
             let mut checker = Checker::new(&options(&policy, dra, pods));
