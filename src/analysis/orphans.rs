@@ -8,6 +8,11 @@
 //! three agree; `check` finds them per node with [`of_node`] (the code
 //! [`Code::OrphanedHolder`], a warning), `inventory` notes them under its table,
 //! `explain` says it for such a pod, and `serve` exports `gpuwl_orphaned_holder_pods`.
+//!
+//! Limit: a name served through DRA (a DeviceClass's `extendedResourceName`) is not in the
+//! node's status. `check` judges nodes with those names added ([`crate::analysis::check`]'s
+//! DRA augmentation, with `--dra` or live), so it does not call such pods orphans;
+//! `inventory`, `explain` and `serve` read the node status as listed and would.
 
 use serde::Serialize;
 
