@@ -204,6 +204,11 @@ pub struct Inventory {
     /// allocators that can hand one GPU out twice (`check`'s `dra-and-device-plugin`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub published_twice: Vec<String>,
+    /// Bound pods holding a GPU name their node no longer advertises (not listed or `"0"`),
+    /// per node × resource ([`crate::analysis::orphans`]): their units count as allocated
+    /// in the row, never as negative free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub orphans: Vec<crate::analysis::orphans::Orphan>,
 }
 
 /// Sets [`Inventory::dra`] from DRA objects read from `source`, and
@@ -262,7 +267,9 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         ));
     }
     let rows = sum_rows(supply.cells, &demand.pending);
+    let orphans = crate::analysis::orphans::find(&usage);
     Ok(Inventory {
+        orphans,
         nodes_read: nodes.len(),
         gpu_nodes: pools.pool_of.len(),
         pods_read: pods.len(),

@@ -23,5 +23,6 @@ pub mod fit;
 pub mod inventory;
 pub mod kubevirt;
 pub mod names;
+pub mod orphans;
 pub mod placement;
 pub mod usage;

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::analysis::check::{Checker, Options};
+use crate::analysis::check::{Checker, Code, Gate, Options};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input;
 use crate::model::operator::PolicyStatus;
@@ -19,12 +19,28 @@ Examples:
   gpuwl check nodes.json --ignore-resource 'mellanox_*'
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
-else `OK=<number of labelled nodes>` (exit 0); warnings go to stderr as `warning:` lines
-(--quiet drops them). Bad input: one line on stderr, exit 2.
+else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
+Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` or
+`error: <node>: ...` lines (--quiet drops them); they never change plain check's exit code.
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
-vgpu-config-type-differs, gpu-present-without-operands) and dra-and-device-plugin (with
---dra, or live); they never change the exit code.")]
+vgpu-config-type-differs, gpu-present-without-operands), effective-workload-differs,
+orphaned-holder (with --pods, or live) and dra-and-device-plugin (with --dra, or live),
+each with its severity.
+
+As a gate (--effective): every GPU node (workload label, a GPU resource listed, NFD / GPU
+Feature Discovery / GPU Operator GPU labels) is judged by the workload the GPU Operator
+applies to it (label, ClusterPolicy defaultWorkload and sandboxWorkloads.enabled,
+gpu.deploy.* labels). Every error fails (exit 1): a label typo, a node advertising names
+its workload does not serve, an unlabelled or ignored-label node advertising names the
+operator is about to replace (effective-workload-differs), a failed vGPU/MIG config. A
+planned transition (mig.config.state / vgpu.config.state pending or rebooting, operands
+paused for it) is a warning and passes. Output: `ERROR <code> <node>: <message>`,
+`WARNING <code> <node>: <message>`, then `FAIL: ...` or `OK: ...`.
+  gpuwl check --effective                          # a CronJob gate on the live cluster
+  gpuwl check --effective nodes.json --cluster-policy cp.yaml
+  gpuwl check --effective --fail-on config-pending --ignore stale-zero
+Severities per code: README.md, \"Finding codes and severities\".")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
@@ -54,10 +70,57 @@ pub struct Args {
     /// cluster when it serves resource.k8s.io/v1.
     #[arg(long, value_name = "FILE")]
     pub dra: Option<PathBuf>,
-    /// Text mode: do not print warnings (stale "0", capacity above allocatable, unlabelled
-    /// GPU node, operator state, ...) as `warning:` lines on stderr.
+    /// Pod dump (`kubectl get pods -A -o json|yaml`): running pods that hold a GPU name
+    /// their node no longer advertises are `orphaned-holder` findings (a warning). Live
+    /// without it: pods are listed with -o json|yaml and --effective.
+    #[arg(long, value_name = "FILE")]
+    pub pods: Option<PathBuf>,
+    /// Text mode: do not print the findings that leave the verdict alone (stale "0",
+    /// capacity above allocatable, unlabelled GPU node, operator state, ...) as `warning:` /
+    /// `error:` lines on stderr; with --effective, leave out the WARNING lines.
     #[arg(short, long)]
     pub quiet: bool,
+    /// Gate mode: judge every GPU node by the workload the GPU Operator applies to it (not
+    /// only labelled ones) and exit 1 on any error finding (warnings pass). Replaces the
+    /// MISMATCH=/OK= lines with ERROR/WARNING lines and a FAIL:/OK: summary.
+    #[arg(long)]
+    pub effective: bool,
+    /// With --effective: these codes fail too, whatever their severity (comma-separated or
+    /// repeated), e.g. `config-pending` to fail during a MIG change.
+    #[arg(long, value_name = "CODE", value_delimiter = ',', requires = "effective",
+          value_parser = code_parser())]
+    pub fail_on: Vec<String>,
+    /// With --effective: drop these codes' findings (never fail, not reported).
+    #[arg(long, value_name = "CODE", value_delimiter = ',', requires = "effective",
+          value_parser = code_parser())]
+    pub ignore: Vec<String>,
+}
+
+/// The finding codes, as `--fail-on` / `--ignore` accept them (listed in `--help` and
+/// completed by the shell completions).
+fn code_parser() -> clap::builder::PossibleValuesParser {
+    clap::builder::PossibleValuesParser::new(Code::ALL.map(Code::as_str))
+}
+
+/// The gate of `args`, when `--effective` is given. Errors: a code both failed on and
+/// ignored (exit 2).
+fn gate(args: &Args) -> Result<Option<Gate>> {
+    if !args.effective {
+        return Ok(None);
+    }
+    let codes = |v: &[String]| -> std::collections::BTreeSet<Code> {
+        v.iter().filter_map(|c| Code::parse(c)).collect()
+    };
+    let g = Gate {
+        fail_on: codes(&args.fail_on),
+        ignore: codes(&args.ignore),
+    };
+    if let Some(c) = g.fail_on.intersection(&g.ignore).next() {
+        return Err(Error::Input(format!(
+            "--fail-on and --ignore both name {c}; give it to one of them"
+        )));
+    }
+    Ok(Some(g))
 }
 
 /// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
@@ -66,33 +129,46 @@ pub struct Args {
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails (a closed pipe
 /// is not a failure).
 pub fn run(args: &Args) -> Result<ExitStatus> {
+    let gate = gate(args)?;
+    crate::cli::explain::one_stdin(&[
+        args.file.as_ref(),
+        args.cluster_policy.as_ref(),
+        args.dra.as_ref(),
+        args.pods.as_ref(),
+    ])?;
+    let file_pods = args
+        .pods
+        .as_deref()
+        .map(crate::input::pods::read_pods_path)
+        .transpose()?
+        .map(|p| std::sync::Arc::new(crate::analysis::orphans::pods_by_node(p)));
+    let want_pods = args.output != render::Format::Text || gate.is_some();
     let file_dra = args
         .dra
         .as_deref()
         .map(crate::input::dra::read_path)
         .transpose()?
         .map(|d| crate::analysis::check::DraNodes::from_objects(&d));
-    let options = |policy: &PolicyStatus, dra: Option<crate::analysis::check::DraNodes>| Options {
+    let options = |policy: &PolicyStatus,
+                   dra: Option<crate::analysis::check::DraNodes>,
+                   pods: Option<std::sync::Arc<_>>| Options {
         dra,
+        pods,
         ignore_resources: args.ignore_resource.clone(),
         // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
         // 65,000-node dump needs no memory per agreeing node.
-        mismatches_only: args.output == render::Format::Text,
+        mismatches_only: args.output == render::Format::Text && gate.is_none(),
         cluster_policy: policy.policy().cloned(),
-        warning_lines: args.output == render::Format::Text && !args.quiet,
+        warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
+        gate: gate.clone(),
     };
     let (report, policy) = match &args.file {
         Some(path) => {
-            crate::cli::explain::one_stdin(&[
-                Some(path),
-                args.cluster_policy.as_ref(),
-                args.dra.as_ref(),
-            ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
                 None => PolicyStatus::not_read(),
             };
-            let mut checker = Checker::new(&options(&policy, file_dra.clone()));
+            let mut checker = Checker::new(&options(&policy, file_dra.clone(), file_pods.clone()));
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
             (checker.finish(), policy)
         }
@@ -119,7 +195,31 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     _ => None,
                 },
             };
-            let mut checker = Checker::new(&options(&policy, dra));
+            // Pods only feed orphaned-holder (a warning): credentials that may list nodes
+            // but not pods lose that finding, said on stderr, not the whole check.
+            let pods = match &file_pods {
+                Some(p) => Some(p.clone()),
+                None if want_pods => match crate::input::pods::list_pods(&client).await {
+                    Ok(p) => Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
+                        p,
+                    ))),
+                    Err(e) => {
+                        if !args.quiet {
+                            let _ = std::io::Write::write_all(
+                                &mut std::io::stderr(),
+                                format!(
+                                    "warning: pods not read ({}); orphaned-holder is not judged\n",
+                                    render::esc(&e.to_string())
+                                )
+                                .as_bytes(),
+                            );
+                        }
+                        None
+                    }
+                },
+                None => None,
+            };
+            let mut checker = Checker::new(&options(&policy, dra, pods));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
             if let Some(why) = denied
@@ -131,7 +231,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 // double count cannot be seen without these objects.
                 report.warnings_total += 1;
                 report.warning_lines.push(format!(
-                    "DRA objects not read: {}; dra-and-device-plugin is not judged",
+                    "warning: DRA objects not read: {}; dra-and-device-plugin is not judged",
                     render::esc(&why)
                 ));
             }
@@ -143,7 +243,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         // stderr may be closed; the stdout contract matters, not the warnings.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), warnings.as_bytes());
     }
-    let text = render::check::render(&report, &policy, args.output);
+    let text = render::check::render_with(&report, &policy, args.output, args.quiet);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(report.exit_status())
 }

@@ -7,16 +7,42 @@ use std::fmt;
 
 use serde::Serialize;
 
-/// How much a finding matters.
+/// How much a finding matters: each [`Code`] has one ([`Code::severity`], the table
+/// [`SEVERITIES`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
-    /// Makes a labelled node a MISMATCH (exit 1).
+    /// Fails `gpuwl check --effective` (exit 1); the shipped alerts page (`critical`).
+    /// Of these, only the [`Code::in_line_contract`] codes make a labelled node a plain
+    /// `check` MISMATCH.
     Error,
-    /// Worth a look; does not change the exit code.
+    /// Worth a look (a planned transition, a stale entry, a guessed workload); passes the
+    /// gate unless `--fail-on` names the code; alerts of this severity are `warning`.
     Warning,
-    /// For the record (ignored non-GPU resources).
+    /// For the record (ignored non-GPU resources); never alerted on.
     Info,
+}
+
+impl Severity {
+    /// `error`, `warning`, `info` (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "info",
+        }
+    }
+
+    /// The `severity` label of a Prometheus alert on findings of this severity:
+    /// `critical` for errors, `warning` for warnings; `None` for infos (not alerted on).
+    /// deploy/prometheus/rules.yaml follows it (tested).
+    pub fn alert_severity(self) -> Option<&'static str> {
+        match self {
+            Severity::Error => Some("critical"),
+            Severity::Warning => Some("warning"),
+            Severity::Info => None,
+        }
+    }
 }
 
 /// Stable finding codes (serialized in kebab-case, e.g. `wrong-class-resource`).
@@ -29,8 +55,7 @@ pub enum Code {
     NoGpuResource,
     /// error: a labelled node advertises a GPU resource of another class.
     WrongClassResource,
-    /// error on labelled nodes, warning otherwise: an `nvidia.com/` quantity does not
-    /// parse.
+    /// error: an `nvidia.com/` GPU quantity is not a whole, non-negative count.
     InvalidQuantity,
     /// warning: a GPU resource is listed with 0 (stale entry after a device plugin left).
     StaleZero,
@@ -48,14 +73,14 @@ pub enum Code {
     /// warning: a node without the label advertises GPUs; the operator gives it the
     /// default workload.
     UnlabelledGpuNode,
-    /// warning: `nvidia.com/vgpu.config.state=failed` (the GPU Operator's own state; see
+    /// error: `nvidia.com/vgpu.config.state=failed` (the GPU Operator's own state; see
     /// [`crate::model::operator::STATE_RULES`] for these eight).
     VgpuConfigFailed,
-    /// warning: `nvidia.com/mig.config.state=failed`.
+    /// error: `nvidia.com/mig.config.state=failed`.
     MigConfigFailed,
-    /// info: a vGPU or MIG config state `pending` / `rebooting`.
+    /// warning: a vGPU or MIG config state `pending` / `rebooting` (a planned transition).
     ConfigPending,
-    /// info: an operand deploy label `paused-for-*`.
+    /// warning: an operand deploy label `paused-for-*` (a planned transition).
     OperandPaused,
     /// warning: `nvidia.com/gpu.deploy.operands=false`.
     OperandsDisabled,
@@ -73,11 +98,19 @@ pub enum Code {
     /// warning: a workload label on a node NFD shows without an NVIDIA GPU: the operator
     /// never reads it (the node is not judged).
     LabelWithoutGpu,
+    /// error: the node advertises GPU names of another class than the workload the GPU
+    /// Operator applies to it, and that workload does not come from a followed label (no
+    /// label, an invalid one, or one the operator ignores): the operator will replace the
+    /// operands serving those names.
+    EffectiveWorkloadDiffers,
+    /// warning: bound, running pods hold a GPU name the node no longer advertises (absent
+    /// or `"0"`): they keep running, but nothing that restarts comes back there.
+    OrphanedHolder,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 22] = [
         Code::InvalidLabelValue,
         Code::NoGpuResource,
         Code::WrongClassResource,
@@ -98,6 +131,8 @@ impl Code {
         Code::GpuPresentWithoutOperands,
         Code::DraAndDevicePlugin,
         Code::LabelWithoutGpu,
+        Code::EffectiveWorkloadDiffers,
+        Code::OrphanedHolder,
     ];
 
     /// The kebab-case code string, as serialized.
@@ -123,9 +158,157 @@ impl Code {
             Code::GpuPresentWithoutOperands => "gpu-present-without-operands",
             Code::DraAndDevicePlugin => "dra-and-device-plugin",
             Code::LabelWithoutGpu => "label-without-gpu",
+            Code::EffectiveWorkloadDiffers => "effective-workload-differs",
+            Code::OrphanedHolder => "orphaned-holder",
         }
     }
+
+    /// The code's severity: its row in [`SEVERITIES`].
+    pub fn severity(self) -> Severity {
+        SEVERITIES
+            .iter()
+            .find(|(c, _, _)| *c == self)
+            .map_or(Severity::Error, |(_, s, _)| *s)
+    }
+
+    /// Whether the code belongs to the seed's label contract: an error of one of these on a
+    /// labelled node is what makes plain `gpuwl check` print `MISMATCH=<node>` (exit 1).
+    /// Every other finding, whatever its severity, leaves the text lines as they were;
+    /// `check --effective` fails on every error.
+    pub fn in_line_contract(self) -> bool {
+        matches!(
+            self,
+            Code::InvalidLabelValue
+                | Code::NoGpuResource
+                | Code::WrongClassResource
+                | Code::InvalidQuantity
+        )
+    }
+
+    /// The code with this kebab-case name, if any.
+    pub fn parse(name: &str) -> Option<Code> {
+        Code::ALL.into_iter().find(|c| c.as_str() == name)
+    }
 }
+
+/// THE severity table: every [`Code`], its [`Severity`], and why, one row each. Findings
+/// take their severity from here ([`Code::severity`]); README.md's table of codes and the
+/// alert rules under deploy/ follow it (tests: the README rows, and
+/// `tests/it/monitoring.rs` for the rules' `severity` labels, error → `critical`).
+///
+/// The gate's rule of thumb: what is broken now or will break without a planned action is
+/// an error (a failed vGPU/MIG config, a label the workload cannot follow, a node the
+/// operator is about to reconfigure under its running VMs); a planned transition (a
+/// config `pending` / `rebooting`, operands paused for it) or a stale leftover is a
+/// warning.
+pub const SEVERITIES: [(Code, Severity, &str); 22] = [
+    (
+        Code::InvalidLabelValue,
+        Severity::Error,
+        "the operator silently applies the default workload",
+    ),
+    (
+        Code::NoGpuResource,
+        Severity::Error,
+        "a labelled node advertises no GPU (unless a planned transition explains it)",
+    ),
+    (
+        Code::WrongClassResource,
+        Severity::Error,
+        "the node advertises names its label's workload does not serve",
+    ),
+    (
+        Code::InvalidQuantity,
+        Severity::Error,
+        "a GPU quantity that is not a device count",
+    ),
+    (
+        Code::StaleZero,
+        Severity::Warning,
+        "a stale \"0\" the kubelet keeps after a plugin left",
+    ),
+    (
+        Code::CapacityExceedsAllocatable,
+        Severity::Warning,
+        "unhealthy devices or the kubelet's grace period",
+    ),
+    (
+        Code::HexIdFallback,
+        Severity::Warning,
+        "a plugin update will rename the resource",
+    ),
+    (
+        Code::MixedCaseModel,
+        Severity::Warning,
+        "no current plugin advertises such a name",
+    ),
+    (Code::IgnoredResource, Severity::Info, "not a GPU resource"),
+    (
+        Code::UnlabelledGpuNode,
+        Severity::Warning,
+        "the workload is the ClusterPolicy's default, not chosen",
+    ),
+    (
+        Code::VgpuConfigFailed,
+        Severity::Error,
+        "the vGPU devices of the config were not created",
+    ),
+    (
+        Code::MigConfigFailed,
+        Severity::Error,
+        "the MIG layout of the config was not applied",
+    ),
+    (
+        Code::ConfigPending,
+        Severity::Warning,
+        "a planned vGPU/MIG reconfiguration in progress",
+    ),
+    (
+        Code::OperandPaused,
+        Severity::Warning,
+        "operands paused for a planned reconfiguration",
+    ),
+    (
+        Code::OperandsDisabled,
+        Severity::Warning,
+        "operands turned off on purpose",
+    ),
+    (
+        Code::LabelIgnored,
+        Severity::Warning,
+        "the operator does not follow the label",
+    ),
+    (
+        Code::VgpuConfigTypeDiffers,
+        Severity::Warning,
+        "a vGPU config not applied yet",
+    ),
+    (
+        Code::GpuPresentWithoutOperands,
+        Severity::Warning,
+        "the operator has not taken the node on",
+    ),
+    (
+        Code::DraAndDevicePlugin,
+        Severity::Warning,
+        "the same GPUs published twice",
+    ),
+    (
+        Code::LabelWithoutGpu,
+        Severity::Warning,
+        "the operator never reads a label on a node without a GPU",
+    ),
+    (
+        Code::EffectiveWorkloadDiffers,
+        Severity::Error,
+        "the operator will replace the operands serving the advertised names",
+    ),
+    (
+        Code::OrphanedHolder,
+        Severity::Warning,
+        "running pods hold a name the node no longer advertises",
+    ),
+];
 
 impl fmt::Display for Code {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -161,6 +344,8 @@ mod tests {
             Code::GpuPresentWithoutOperands => 17,
             Code::DraAndDevicePlugin => 18,
             Code::LabelWithoutGpu => 19,
+            Code::EffectiveWorkloadDiffers => 20,
+            Code::OrphanedHolder => 21,
         }
     }
 
@@ -174,10 +359,31 @@ mod tests {
                 "{c:?}"
             );
             assert_eq!(c.to_string(), c.as_str());
+            assert_eq!(Code::parse(c.as_str()), Some(c));
+            assert_eq!(SEVERITIES[i].0, c, "SEVERITIES out of order at {c:?}");
         }
+        assert_eq!(Code::parse("no-such-code"), None);
         for s in [Severity::Error, Severity::Warning, Severity::Info] {
             let name = serde_json::to_value(s).unwrap();
             assert_eq!(name, format!("{s:?}").to_lowercase().as_str());
+            assert_eq!(name, s.as_str());
         }
+    }
+
+    #[test]
+    fn the_gate_severities_of_the_issue() {
+        // Planned transitions warn; failed configs and a node the operator is about to
+        // reconfigure fail the gate; the seed's four codes stay errors.
+        assert_eq!(Code::ConfigPending.severity(), Severity::Warning);
+        assert_eq!(Code::OperandPaused.severity(), Severity::Warning);
+        assert_eq!(Code::MigConfigFailed.severity(), Severity::Error);
+        assert_eq!(Code::VgpuConfigFailed.severity(), Severity::Error);
+        assert_eq!(Code::EffectiveWorkloadDiffers.severity(), Severity::Error);
+        let contract: Vec<Code> = Code::ALL
+            .into_iter()
+            .filter(|c| c.in_line_contract())
+            .collect();
+        assert_eq!(contract.len(), 4);
+        assert!(contract.iter().all(|c| c.severity() == Severity::Error));
     }
 }

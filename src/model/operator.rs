@@ -378,8 +378,8 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
 pub struct StateFinding {
     /// Stable code (one of check's [`Code`]s).
     pub code: Code,
-    /// Severity: [`Severity::Warning`] or [`Severity::Info`] (none makes a MISMATCH by
-    /// itself).
+    /// Severity: the code's ([`Code::severity`]); none makes a plain-check MISMATCH by
+    /// itself ([`Code::in_line_contract`]).
     pub severity: Severity,
     /// What the operator does in this state and what to look at next, one line.
     pub message: String,
@@ -475,10 +475,11 @@ pub fn state_findings(
         .collect()
 }
 
-fn finding(code: Code, severity: Severity, message: String, cause: Option<String>) -> StateFinding {
+/// A state finding; its severity is the code's ([`Code::severity`]).
+fn finding(code: Code, message: String, cause: Option<String>) -> StateFinding {
     StateFinding {
         code,
-        severity,
+        severity: code.severity(),
         message,
         cause,
     }
@@ -492,7 +493,6 @@ pub fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.eff.scope == OperatorScope::NoGpu).then(|| {
         finding(
             Code::LabelWithoutGpu,
-            Severity::Warning,
             format!(
                 "{LABEL_KEY}={v} on a node without an NVIDIA GPU (it carries NFD labels but no {NFD_NVIDIA_PCI_LABEL}=true): the GPU Operator never reads the label here and deploys nothing; remove it (kubectl label node {} {LABEL_KEY}-) or check that NFD sees the GPU",
                 f.node.name
@@ -502,12 +502,11 @@ pub fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
     })
 }
 
-/// `vgpu-config-failed` (warning): `nvidia.com/vgpu.config.state=failed`.
+/// `vgpu-config-failed` (error): `nvidia.com/vgpu.config.state=failed`.
 pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(VGPU_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
         finding(
             Code::VgpuConfigFailed,
-            Severity::Warning,
             format!(
                 "{VGPU_CONFIG_STATE_LABEL}=failed: the vGPU device manager could not create the vGPU devices of config {:?}, so the sandbox device plugin advertises no vGPU type here; read the nvidia-vgpu-device-manager pod's log on this node and check that the config exists for this GPU",
                 f.vgpu_config()
@@ -517,7 +516,7 @@ pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     })
 }
 
-/// `config-pending` (info): `nvidia.com/vgpu.config.state=pending`.
+/// `config-pending` (warning): `nvidia.com/vgpu.config.state=pending`.
 pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     let s = f
         .node
@@ -525,7 +524,6 @@ pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
         .filter(|s| *s == "pending")?;
     Some(finding(
         Code::ConfigPending,
-        Severity::Info,
         format!(
             "{VGPU_CONFIG_STATE_LABEL}={s}: the vGPU device manager is applying config {:?}; operands stay paused until it reports success",
             f.vgpu_config()
@@ -534,12 +532,11 @@ pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     ))
 }
 
-/// `mig-config-failed` (warning): `nvidia.com/mig.config.state=failed`.
+/// `mig-config-failed` (error): `nvidia.com/mig.config.state=failed`.
 pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(MIG_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
         finding(
             Code::MigConfigFailed,
-            Severity::Warning,
             format!(
                 "{MIG_CONFIG_STATE_LABEL}=failed: the MIG manager could not apply config {:?}; the GPUs keep their previous layout and the device plugin may advertise nothing; read the nvidia-mig-manager pod's log on this node",
                 f.mig_config()
@@ -549,7 +546,7 @@ pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     })
 }
 
-/// `config-pending` (info): `nvidia.com/mig.config.state=pending|rebooting`.
+/// `config-pending` (warning): `nvidia.com/mig.config.state=pending|rebooting`.
 pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     let s = f
         .node
@@ -557,7 +554,6 @@ pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
         .filter(|s| matches!(*s, "pending" | "rebooting"))?;
     Some(finding(
         Code::ConfigPending,
-        Severity::Info,
         format!(
             "{MIG_CONFIG_STATE_LABEL}={s}: the MIG manager is applying config {:?}; GPU operands are paused until it reports success",
             f.mig_config()
@@ -566,7 +562,7 @@ pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     ))
 }
 
-/// `operand-paused` (info): deploy labels `paused-for-*`.
+/// `operand-paused` (warning): deploy labels `paused-for-*`.
 pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
     let paused_labels = || {
         f.node
@@ -585,7 +581,6 @@ pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
     why.dedup();
     Some(finding(
         Code::OperandPaused,
-        Severity::Info,
         format!(
             "operands paused for a reconfiguration ({}): the MIG or vGPU device manager stopped them and restarts them when its config state is success",
             paused.join(", ")
@@ -599,7 +594,6 @@ pub fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(DEPLOY_OPERANDS_LABEL) == Some("false")).then(|| {
         finding(
             Code::OperandsDisabled,
-            Severity::Warning,
             format!(
                 "{DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand on this node, so no device plugin advertises its GPUs; remove the label (kubectl label node {} {DEPLOY_OPERANDS_LABEL}-) to deploy them",
                 f.node.name
@@ -627,7 +621,6 @@ pub fn label_ignored(f: &StateFacts<'_>) -> Option<StateFinding> {
     };
     Some(finding(
         Code::LabelIgnored,
-        Severity::Warning,
         format!(
             "{LABEL_KEY}={} is ignored: {why}",
             f.node.label(LABEL_KEY).unwrap_or("")
@@ -662,12 +655,7 @@ pub fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
             state.unwrap_or("unset")
         ),
     };
-    Some(finding(
-        Code::VgpuConfigTypeDiffers,
-        Severity::Warning,
-        message,
-        None,
-    ))
+    Some(finding(Code::VgpuConfigTypeDiffers, message, None))
 }
 
 /// `gpu-present-without-operands` (warning): an NVIDIA GPU (`nvidia.com/gpu.present`, NFD
@@ -687,7 +675,6 @@ pub fn gpu_present_without_operands(f: &StateFacts<'_>) -> Option<StateFinding> 
     (!has_deploy_labels(node)).then(|| {
         finding(
             Code::GpuPresentWithoutOperands,
-            Severity::Warning,
             format!(
                 "the node has an NVIDIA GPU ({present}) but no {DEPLOY_LABEL_PREFIX}* label: the GPU Operator has not taken the node on (its node-labelling controller not running, or the node excluded by the ClusterPolicy's node selectors); check the gpu-operator pod's log"
             ),

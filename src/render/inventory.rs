@@ -308,6 +308,17 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             let _ = writeln!(out, "  node {} {why}.", esc(&u.name));
         }
     }
+    for o in &inv.orphans {
+        let _ = writeln!(
+            out,
+            "\nnote: orphaned holders: node {} no longer advertises {} ({}) while bound pods hold {}: {}; they keep running, but one that restarts or is recreated cannot come back there (its row counts them as allocated, FREE never below 0).",
+            esc(&o.node),
+            esc(&o.resource),
+            o.how(),
+            o.units,
+            esc(&o.holder_list())
+        );
+    }
     for n in &inv.notes {
         let _ = writeln!(out, "\nnote: {}", esc(n));
     }

@@ -63,6 +63,15 @@ pub struct PoolLabels {
     pub resource: String,
 }
 
+/// `{node, resource}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeResourceLabels {
+    /// Node name.
+    pub node: String,
+    /// Resource name.
+    pub resource: String,
+}
+
 /// `{resource}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabels {
@@ -148,6 +157,7 @@ pub struct Metrics {
     workload_info: Family<WorkloadLabels, Gauge>,
     pool_units: [Family<PoolLabels, Gauge>; 5],
     unservable: Family<ResourceLabels, Gauge>,
+    orphaned: Family<NodeResourceLabels, Gauge>,
     kubevirt_finding: Family<KubevirtLabels, Gauge>,
     last_evaluation: Gauge<f64, AtomicU64>,
     evaluation_seconds: Gauge<f64, AtomicU64>,
@@ -224,6 +234,7 @@ impl Metrics {
             workload_info: Family::default(),
             pool_units: Default::default(),
             unservable: Family::default(),
+            orphaned: Family::default(),
             kubevirt_finding: Family::default(),
             last_evaluation: Gauge::default(),
             evaluation_seconds: Gauge::default(),
@@ -263,6 +274,11 @@ impl Metrics {
             "gpuwl_unservable_pods",
             "Pending pods asking for the resource that no pool can serve, whatever is freed (gpuwl inventory's unservable demand)",
             m.unservable.clone(),
+        );
+        registry.register(
+            "gpuwl_orphaned_holder_pods",
+            "Bound pods holding the resource on a node that no longer advertises it (not listed, or 0): they keep running but cannot come back there (check's orphaned-holder)",
+            m.orphaned.clone(),
         );
         registry.register(
             "gpuwl_kubevirt_finding",
@@ -382,6 +398,17 @@ impl Metrics {
             for (resource, pods) in unservable {
                 self.unservable
                     .get_or_create(&ResourceLabels {
+                        resource: label_value(resource),
+                    })
+                    .set(*pods);
+            }
+        }
+        if let Some(orphans) = &e.orphans {
+            self.orphaned.clear();
+            for (node, resource, pods) in orphans {
+                self.orphaned
+                    .get_or_create(&NodeResourceLabels {
+                        node: label_value(node),
                         resource: label_value(resource),
                     })
                     .set(*pods);
@@ -592,6 +619,11 @@ mod tests {
                 ],
             }]),
             unservable: Some([("nvidia.com/gpu".to_owned(), unservable)].into()),
+            orphans: Some(vec![(
+                "lab-node-1".into(),
+                "nvidia.com/GA102GL_A10".into(),
+                2,
+            )]),
             kubevirt: None,
             problems: Vec::new(),
         }
@@ -614,6 +646,7 @@ mod tests {
             "gpuwl_pool_free_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 3",
             "gpuwl_pool_pending_units{pool=\"container\",origin=\"known\",resource=\"nvidia.com/gpu\"} 0",
             "gpuwl_unservable_pods{resource=\"nvidia.com/gpu\"} 1",
+            "gpuwl_orphaned_holder_pods{node=\"lab-node-1\",resource=\"nvidia.com/GA102GL_A10\"} 2",
             "gpuwl_build_info{version=\"0.1.0\"} 1",
             "gpuwl_watch_errors_total{resource=\"nodes\"} 1",
             "gpuwl_watch_errors_total{resource=\"pods\"} 0",

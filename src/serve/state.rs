@@ -181,18 +181,13 @@ pub struct Evaluation {
     /// advertised or asked for appears (0 when none waits), so the series drop to 0
     /// instead of vanishing. `None` with [`Evaluation::pools`].
     pub unservable: Option<BTreeMap<String, i64>>,
+    /// Orphaned holders ([`crate::analysis::orphans`]) as (node, resource, pods), from the
+    /// inventory; `None` with [`Evaluation::pools`].
+    pub orphans: Option<Vec<(String, String, i64)>>,
     /// KubeVirt findings as (resource, code) when the KubeVirt/HyperConverged CR is known.
     pub kubevirt: Option<Vec<(String, &'static str)>>,
     /// One-line problems met (an unreadable CR, an inventory error), for the log.
     pub problems: Vec<String>,
-}
-
-fn severity_str(s: check::Severity) -> &'static str {
-    match s {
-        check::Severity::Error => "error",
-        check::Severity::Warning => "warning",
-        check::Severity::Info => "info",
-    }
 }
 
 /// Runs the analyses over one snapshot. `kubevirt_cr`: `None` when no KubeVirt or
@@ -205,7 +200,7 @@ pub fn evaluate(
 ) -> Evaluation {
     let classifier = Classifier::default();
     let mut problems = Vec::new();
-    let node_evals = nodes
+    let mut node_evals: Vec<NodeEval> = nodes
         .iter()
         .filter_map(|n| {
             let r = check::judge(n, &classifier, policy.policy());
@@ -216,7 +211,7 @@ pub fn evaluate(
             let findings: BTreeSet<(&'static str, &'static str)> = r
                 .findings
                 .iter()
-                .map(|f| (f.code.as_str(), severity_str(f.severity)))
+                .map(|f| (f.code.as_str(), f.severity.as_str()))
                 .collect();
             Some(NodeEval {
                 mismatch: r
@@ -237,8 +232,34 @@ pub fn evaluate(
         })
         .collect();
 
+    let mut orphans = None;
     let (pools, unservable) = match inventory::build(nodes, pods, policy) {
         Ok(inv) => {
+            // Orphaned holders are check findings too (a warning), beside their count.
+            for o in &inv.orphans {
+                if let Some(n) = node_evals.iter_mut().find(|n| n.name == o.node) {
+                    let f = (
+                        check::Code::OrphanedHolder.as_str(),
+                        check::Code::OrphanedHolder.severity().as_str(),
+                    );
+                    if !n.findings.contains(&f) {
+                        n.findings.push(f);
+                        n.findings.sort_unstable();
+                    }
+                }
+            }
+            orphans = Some(
+                inv.orphans
+                    .iter()
+                    .map(|o| {
+                        (
+                            o.node.clone(),
+                            o.resource.clone(),
+                            i64::try_from(o.holders.len()).unwrap_or(i64::MAX),
+                        )
+                    })
+                    .collect(),
+            );
             let mut unservable: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
             let mut pools = Vec::new();
             for row in &inv.rows {
@@ -307,6 +328,7 @@ pub fn evaluate(
         nodes: node_evals,
         pools,
         unservable,
+        orphans,
         kubevirt,
         problems,
     }
@@ -441,6 +463,39 @@ mod tests {
         assert_eq!(e.nodes[0].label_state, "valid");
         assert!(n1.findings.contains(&("invalid-label-value", "error")));
         assert_eq!(e.unservable.unwrap()["nvidia.com/gpu"], 0);
+    }
+
+    #[test]
+    fn a_vm_on_a_name_its_node_stopped_advertising_is_an_orphaned_holder() {
+        let (mut nodes, pods) = lab();
+        // lab-node-1 relabelled to container: it advertises nvidia.com/gpu now, while the
+        // passthrough VM keeps running on its GA102GL_A10.
+        nodes[1] = node(
+            "lab-node-1",
+            Some("container"),
+            &[("nvidia.com/gpu", "2"), ("nvidia.com/GA102GL_A10", "0")],
+        );
+        let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), None);
+        assert_eq!(
+            e.orphans.unwrap(),
+            [(
+                "lab-node-1".to_owned(),
+                "nvidia.com/GA102GL_A10".to_owned(),
+                1
+            )]
+        );
+        assert!(
+            e.nodes[1]
+                .findings
+                .contains(&("orphaned-holder", "warning")),
+            "{:?}",
+            e.nodes[1].findings
+        );
+        assert!(
+            !e.nodes[0]
+                .findings
+                .contains(&("orphaned-holder", "warning"))
+        );
     }
 
     #[test]

@@ -115,7 +115,15 @@ fn check_reads_the_live_cluster() {
             .iter()
             .find(|n| n["name"] == "live-3")
             .unwrap();
-        assert_eq!(unl["findings"][0]["code"], "unlabelled-gpu-node");
+        // Errors first: the default workload (container) does not serve its passthrough
+        // name (effective-workload-differs), then the unlabelled-node warning.
+        let codes: Vec<&str> = unl["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["code"].as_str().unwrap())
+            .collect();
+        assert_eq!(codes, ["effective-workload-differs", "unlabelled-gpu-node"]);
         let out = Command::new(cargo_bin("gpuwl"))
             .args(["check", "--kubeconfig", kc, "--context", "no-such-context"])
             .output()

@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;
-use serde_json::Value;
+use serde_json::{Value, json};
 
 use crate::common::{gpuwl, gpuwl_ok};
 
@@ -618,4 +618,22 @@ fn a_name_removed_under_its_holders_is_explained_not_negative() {
         (Some(0), Some(2))
     );
     assert_eq!(row["overcommitted"].as_i64(), Some(2));
+    // The holders are named (orphaned holders), in the text and in JSON.
+    assert!(
+        text.contains("note: orphaned holders: node lab-node-1 no longer advertises nvidia.com/GA102GL_A10 (not listed) while bound pods hold 2:"),
+        "{text}"
+    );
+    let o = &json["orphans"][0];
+    assert_eq!(
+        (&o["node"], &o["resource"], &o["listed"], &o["units"]),
+        (
+            &json!("lab-node-1"),
+            &json!("nvidia.com/GA102GL_A10"),
+            &json!(false),
+            &json!(2)
+        ),
+        "{o}"
+    );
+    assert_eq!(o["holders"][0]["pod"], "gpu-vm/vmi-passthrough");
+    assert_eq!(o["holders"].as_array().unwrap().len(), 2, "{o}");
 }

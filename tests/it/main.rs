@@ -19,6 +19,7 @@ mod dra;
 mod explain;
 mod explain_cases;
 mod explain_dra;
+mod gate;
 mod gpu_operator;
 mod hostile_input;
 mod inventory;

@@ -114,3 +114,59 @@ fn the_dashboard_queries_metrics_the_exporter_has() {
         assert!(exprs.iter().any(|e| e.contains(name)), "no panel on {name}");
     }
 }
+
+/// The finding codes an alert's expression selects (`code="x"` or `code=~"x|y"`).
+fn selected_codes(expr: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (pat, regex) in [("code=\"", false), ("code=~\"", true)] {
+        let mut rest = expr;
+        while let Some(i) = rest.find(pat) {
+            let tail = &rest[i + pat.len()..];
+            let end = tail.find('"').unwrap();
+            let v = &tail[..end];
+            if regex {
+                out.extend(v.split('|').map(str::to_owned));
+            } else {
+                out.push(v.to_owned());
+            }
+            rest = &tail[end..];
+        }
+    }
+    out
+}
+
+/// The alerts follow gpuwl's one severity table (src/model/finding.rs SEVERITIES): an alert
+/// on finding codes has the severity of its codes (error → critical, warning → warning,
+/// never an info), and every error code pages through some alert.
+#[test]
+fn alert_severities_follow_the_finding_table() {
+    use gpuwl::model::finding::{Code, Severity};
+    let mut alerted = std::collections::BTreeSet::new();
+    for a in alerts() {
+        let name = a["alert"].as_str().unwrap();
+        let expr = a["expr"].as_str().unwrap();
+        let severity = a["labels"]["severity"].as_str().unwrap();
+        for c in selected_codes(expr) {
+            let code = Code::parse(&c).unwrap_or_else(|| panic!("{name}: unknown code {c}"));
+            assert_eq!(
+                code.severity().alert_severity(),
+                Some(severity),
+                "{name}: {c} is {:?} in the table, the alert says {severity}",
+                code.severity()
+            );
+            alerted.insert(code);
+        }
+    }
+    let unalerted: Vec<Code> = Code::ALL
+        .into_iter()
+        .filter(|c| c.severity() == Severity::Error && !alerted.contains(c))
+        .collect();
+    assert!(
+        unalerted.is_empty(),
+        "errors no alert covers: {unalerted:?}"
+    );
+    assert_eq!(
+        selected_codes(r#"x{code=~"a|b"} unless y{code="c"}"#),
+        ["c", "a", "b"]
+    );
+}

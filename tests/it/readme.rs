@@ -37,6 +37,42 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
     ),
     ("gpuwl check nodes.json", "tests/data/operator"),
     (
+        "gpuwl check -q unlabelled.json; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check --effective unlabelled.json; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check -q lab.json --cluster-policy clusterpolicy-sandbox-disabled.yaml; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check --effective -q lab.json --cluster-policy clusterpolicy-sandbox-disabled.yaml; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check -q mig-rebooting.json; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check --effective mig-rebooting.json; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check --effective --fail-on config-pending -q mig-rebooting.json; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check --effective mig-failed.json; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
+        "gpuwl check --effective orphaned.json --pods orphaned-pods.json --ignore stale-zero; echo \"exit $?\"",
+        "tests/data/gate",
+    ),
+    (
         "gpuwl inventory --nodes nodes.json --dra two-gpus.json",
         "tests/data/dra",
     ),
@@ -66,9 +102,12 @@ fn readme_examples() -> Vec<(String, Vec<String>)> {
     let text = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     let mut in_text = false;
+    // Whether the current block has had a `$` line: a block's output ends with the block.
+    let mut has_cmd = false;
     for line in text.lines() {
         if line.starts_with("```") {
             in_text = line == "```text";
+            has_cmd = false;
             continue;
         }
         if !in_text {
@@ -76,7 +115,8 @@ fn readme_examples() -> Vec<(String, Vec<String>)> {
         }
         if let Some(cmd) = line.strip_prefix("$ ") {
             out.push((cmd.to_owned(), Vec::new()));
-        } else if let Some((_, lines)) = out.last_mut() {
+            has_cmd = true;
+        } else if has_cmd && let Some((_, lines)) = out.last_mut() {
             lines.push(line.to_owned());
         }
     }

@@ -108,6 +108,17 @@ pub struct NodeReport {
     pub resources: Vec<ResourceEntry>,
     /// Findings, errors first.
     pub findings: Vec<Finding>,
+    /// Whether the node is a GPU node, and by which evidence: the workload label, a GPU
+    /// resource it lists, or an NFD / GPU Feature Discovery / GPU Operator label
+    /// ([`rules::gpu_node_evidence`]). `check --effective` judges every GPU node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub gpu_node: Option<&'static str>,
+    /// A planned transition in progress (`mig.config.state=rebooting`, operands
+    /// `paused-for-mig-change`, ...): it explains a node that advertises nothing, so
+    /// `no-gpu-resource` is not reported as a finding (plain check's MISMATCH line stays,
+    /// the line contract), and `check --effective` passes with the transition's warning.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub planned_transition: Option<String>,
 }
 
 /// The result of checking a set of nodes.
@@ -125,6 +136,29 @@ pub struct Report {
     pub warning_lines: Vec<String>,
     /// With [`Options::warning_lines`]: how many warnings there were in all.
     pub warnings_total: usize,
+    /// How many GPU nodes were read ([`NodeReport::gpu_node`]).
+    pub gpu_nodes: usize,
+    /// The gate (`check --effective`), when the report is judged as one.
+    pub gate: Option<Gate>,
+}
+
+/// `check --effective`: which findings fail. A finding fails when its code is not in
+/// `ignore` and its severity is [`Severity::Error`] or its code is in `fail_on`. Findings
+/// of ignored codes are dropped from the report.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Gate {
+    /// `--fail-on`: codes that fail whatever their severity.
+    pub fail_on: std::collections::BTreeSet<Code>,
+    /// `--ignore`: codes dropped (never fail, not reported).
+    pub ignore: std::collections::BTreeSet<Code>,
+}
+
+impl Gate {
+    /// Whether `f` fails the gate.
+    pub fn fails(&self, f: &Finding) -> bool {
+        !self.ignore.contains(&f.code)
+            && (f.severity == Severity::Error || self.fail_on.contains(&f.code))
+    }
 }
 
 /// How many warning lines a text-mode report keeps (the rest are counted).
@@ -136,9 +170,26 @@ impl Report {
         self.nodes.iter().filter(|n| n.verdict == Verdict::Mismatch)
     }
 
-    /// [`ExitStatus::Mismatch`] (1) when any node mismatches, else [`ExitStatus::Ok`] (0).
+    /// The findings that fail the gate, as (node, finding), nodes by name; empty without
+    /// a gate.
+    pub fn failing(&self) -> impl Iterator<Item = (&NodeReport, &Finding)> {
+        self.nodes.iter().flat_map(move |n| {
+            n.findings
+                .iter()
+                .filter(move |f| self.gate.as_ref().is_some_and(|g| g.fails(f)))
+                .map(move |f| (n, f))
+        })
+    }
+
+    /// Plain check: [`ExitStatus::Mismatch`] (1) when any node mismatches, else
+    /// [`ExitStatus::Ok`] (0). With a gate: 1 when any finding fails it
+    /// ([`Report::failing`]), else 0.
     pub fn exit_status(&self) -> ExitStatus {
-        if self.mismatches().next().is_some() {
+        let fails = match &self.gate {
+            Some(_) => self.failing().next().is_some(),
+            None => self.mismatches().next().is_some(),
+        };
+        if fails {
             ExitStatus::Mismatch
         } else {
             ExitStatus::Ok
@@ -177,6 +228,15 @@ pub struct Options {
     /// with such devices get the `dra-and-device-plugin` finding if a device plugin also
     /// advertises GPUs there.
     pub dra: Option<DraNodes>,
+    /// Judge as a gate (`check --effective`): [`Report::exit_status`] follows the
+    /// findings' severities instead of the labelled nodes' verdicts. Needs
+    /// `mismatches_only` off.
+    pub gate: Option<Gate>,
+    /// Pods by the node they are bound to ([`crate::analysis::orphans::pods_by_node`]),
+    /// when read: pods holding a GPU name their node no longer advertises are
+    /// `orphaned-holder` findings.
+    pub pods:
+        Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
 }
 
 /// The DRA facts `check` uses: per node, the devices NVIDIA's DRA driver
@@ -298,7 +358,7 @@ impl DraNodes {
             .collect::<String>();
         Some(Finding {
             code: Code::DraAndDevicePlugin,
-            severity: Severity::Warning,
+            severity: Code::DraAndDevicePlugin.severity(),
             resource: Some(first.name.clone()),
             message: format!(
                 "GPUs published twice: a device plugin advertises {names} and the DRA driver {NVIDIA_GPU_DRIVER} publishes {n} device(s) on this node; the two allocate independently and can hand out the same GPU twice — run one of them per node{via_class}"
@@ -317,6 +377,8 @@ pub struct Checker {
     report: Report,
     mismatches_only: bool,
     dra: Option<DraNodes>,
+    pods:
+        Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
 }
 
 impl Checker {
@@ -327,9 +389,16 @@ impl Checker {
             policy: options.cluster_policy.clone(),
             warning_lines: options.warning_lines,
             report: Report::default(),
-            mismatches_only: options.mismatches_only,
+            mismatches_only: options.mismatches_only && options.gate.is_none(),
             dra: options.dra.clone(),
+            pods: options.pods.clone(),
         }
+        .with_gate(options.gate.clone())
+    }
+
+    fn with_gate(mut self, gate: Option<Gate>) -> Checker {
+        self.report.gate = gate;
+        self
     }
 
     /// Judges one node and records its report when it is labelled or has findings.
@@ -366,22 +435,41 @@ impl Checker {
         if let Some(f) = self.dra.as_ref().and_then(|d| d.finding(&r, &synthesized)) {
             r.findings.push(f);
         }
+        if let Some(pods) = self.pods.as_ref().and_then(|p| p.get(&node.name)) {
+            r.findings.extend(
+                crate::analysis::orphans::of_node(node, pods)
+                    .iter()
+                    .map(crate::analysis::orphans::Orphan::finding),
+            );
+            r.findings.sort_by_key(|f| f.severity);
+        }
         if r.label.is_some() && r.operator_scope != OperatorScope::NoGpu {
             self.report.labelled += 1;
         }
+        if r.gpu_node.is_some() {
+            self.report.gpu_nodes += 1;
+        }
+        if let Some(g) = &self.report.gate {
+            r.findings.retain(|f| !g.ignore.contains(&f.code));
+        }
         if self.warning_lines {
-            for f in r
-                .findings
-                .iter()
-                .filter(|f| f.severity == Severity::Warning)
-            {
+            // Every warning or error that the MISMATCH line does not carry (errors of the
+            // line contract on a labelled node are its reason).
+            let judged = r.label.is_some();
+            for f in r.findings.iter().filter(|f| match f.severity {
+                Severity::Warning => true,
+                Severity::Error => !(judged && f.code.in_line_contract()),
+                Severity::Info => false,
+            }) {
                 self.report.warnings_total += 1;
                 if self.report.warning_lines.len() < WARNING_LINES {
                     self.report
                         .warning_lines
                         .push(crate::text::escape_controls(&format!(
-                            "{}: {}",
-                            r.name, f.message
+                            "{}: {}: {}",
+                            f.severity.as_str(),
+                            r.name,
+                            f.message
                         )));
                 }
             }
@@ -427,9 +515,12 @@ where
 
 /// Judges one node (whether or not it is labelled) under `policy` (`None`: no
 /// ClusterPolicy known): the [`rules::RESOURCE_RULES`] per resource, the
-/// [`rules::NODE_RULES`] about the label, then the GPU Operator's own state
-/// ([`state_findings`]). The verdict follows the label (the line contract); an operator
-/// state that explains a mismatch adds its cause to the reason.
+/// [`rules::NODE_RULES`] about the label, the GPU Operator's own state
+/// ([`state_findings`]), then the node against the workload the operator applies
+/// ([`rules::effective_workload_differs`]). The verdict follows the label and the line
+/// contract's codes only ([`Code::in_line_contract`]); an operator state that explains a
+/// mismatch adds its cause to the reason. A planned transition
+/// ([`NodeReport::planned_transition`]) removes `no-gpu-resource` from the findings.
 pub fn judge(
     node: &NodeInfo,
     classifier: &Classifier,
@@ -461,8 +552,12 @@ pub fn judge(
         .map(|r| r.entry.name.as_str())
         .collect();
     let mut state_causes = Vec::new();
+    let mut planned = Vec::new();
     for f in state_findings(node, policy, &eff, &vgpu_types) {
         state_causes.extend(f.cause.clone());
+        if matches!(f.code, Code::ConfigPending | Code::OperandPaused) {
+            planned.extend(f.cause.clone());
+        }
         findings.push(Finding {
             code: f.code,
             severity: f.severity,
@@ -470,6 +565,7 @@ pub fn judge(
             message: f.message,
         });
     }
+    findings.extend(rules::effective_workload_differs(&facts, &eff, policy));
     // The label's value when valid and followed; else what the operator applies; nothing
     // where it deploys nothing.
     let effective = match facts.label.map(str::parse::<WorkloadConfig>) {
@@ -479,9 +575,10 @@ pub fn judge(
     let effective = (eff.scope == OperatorScope::Operands).then_some(effective);
 
     findings.sort_by_key(|f| f.severity);
+    // The seed's verdict: only the line contract's errors decide it and make its reason.
     let errors: Vec<&str> = findings
         .iter()
-        .filter(|f| f.severity == Severity::Error)
+        .filter(|f| f.severity == Severity::Error && f.code.in_line_contract())
         .map(|f| f.message.as_str())
         .collect();
     let label = facts.label.map(str::to_owned);
@@ -499,6 +596,12 @@ pub fn judge(
             )),
         ),
     };
+    // A planned transition explains a node that advertises nothing: the transition's own
+    // warning says so, and the gate passes (the MISMATCH line above keeps the contract).
+    let planned_transition = (!planned.is_empty()).then(|| planned.join(", "));
+    if planned_transition.is_some() {
+        findings.retain(|f| f.code != Code::NoGpuResource);
+    }
     NodeReport {
         name: node.name.clone(),
         label,
@@ -512,6 +615,8 @@ pub fn judge(
             .collect(),
         verdict,
         reason,
+        gpu_node: rules::gpu_node_evidence(&facts),
+        planned_transition,
         resources: facts.resources.into_iter().map(|r| r.entry).collect(),
         findings,
     }
@@ -830,10 +935,121 @@ mod tests {
             &[("nvidia.com/GA102GL_A10", "2")],
         );
         let r = judge(&n, &Classifier::default(), Some(&p));
+        // The seed's verdict keeps OK; the node the operator is about to turn into a
+        // container node is an error of its own.
         assert_eq!(r.verdict, Verdict::Ok);
-        assert_eq!(codes(&r), [Code::LabelIgnored]);
+        assert_eq!(
+            codes(&r),
+            [Code::EffectiveWorkloadDiffers, Code::LabelIgnored]
+        );
+        assert!(
+            r.findings[0].message.starts_with("label vm-passthrough is ignored: the GPU Operator applies container (ClusterPolicy cp has sandboxWorkloads.enabled=false"),
+            "{}",
+            r.findings[0].message
+        );
         assert_eq!(r.effective_workload, Some(WorkloadConfig::Container));
         assert_eq!(r.workload_source, WorkloadSource::ClusterPolicy);
+    }
+
+    fn gate(fail_on: &[Code], ignore: &[Code]) -> Options {
+        Options {
+            gate: Some(Gate {
+                fail_on: fail_on.iter().copied().collect(),
+                ignore: ignore.iter().copied().collect(),
+            }),
+            ..Options::default()
+        }
+    }
+
+    #[test]
+    fn the_gate_judges_an_unlabelled_node_by_the_workload_the_operator_applies() {
+        let nodes = [
+            node("ct", Some("container"), &[("nvidia.com/gpu", "4")]),
+            node("pt", None, &[("nvidia.com/GA102GL_A10", "2")]),
+            node("cpu", None, &[]),
+        ];
+        // Plain check: the seed's OK, one warning.
+        let plain = check(&nodes);
+        assert_eq!(text_lines(&plain), ["OK=1"]);
+        assert_eq!(plain.exit_status(), ExitStatus::Ok);
+        // The gate: an error naming the reason, exit 1; cpu is no GPU node.
+        let r = check_with(&nodes, &gate(&[], &[]));
+        assert_eq!(r.exit_status(), ExitStatus::Mismatch);
+        assert_eq!(r.gpu_nodes, 2);
+        let failing: Vec<(&str, Code)> = r
+            .failing()
+            .map(|(n, f)| (n.name.as_str(), f.code))
+            .collect();
+        assert_eq!(failing, [("pt", Code::EffectiveWorkloadDiffers)]);
+        let f = &r.nodes[1].findings[0];
+        assert_eq!(f.resource.as_deref(), Some("nvidia.com/GA102GL_A10"));
+        assert!(
+            f.message.starts_with("no nvidia.com/gpu.workload.config label: the GPU Operator applies container (the CRD's sandboxWorkloads.defaultWorkload default"),
+            "{}",
+            f.message
+        );
+        // An unlabelled node advertising what the default serves passes (a warning).
+        let fine = [node("gpu", None, &[("nvidia.com/gpu", "8")])];
+        let r = check_with(&fine, &gate(&[], &[]));
+        assert_eq!(r.exit_status(), ExitStatus::Ok);
+        assert_eq!(codes(&r.nodes[0]), [Code::UnlabelledGpuNode]);
+        // --ignore drops the code; --fail-on fails on a warning.
+        let r = check_with(&nodes, &gate(&[], &[Code::EffectiveWorkloadDiffers]));
+        assert_eq!(r.exit_status(), ExitStatus::Ok);
+        assert_eq!(codes(&r.nodes[1]), [Code::UnlabelledGpuNode]);
+        let r = check_with(fine, &gate(&[Code::UnlabelledGpuNode], &[]));
+        assert_eq!(r.exit_status(), ExitStatus::Mismatch);
+    }
+
+    #[test]
+    fn a_planned_transition_warns_and_a_failed_config_fails_the_gate() {
+        let mut reboot = node("mig", Some("container"), &[]);
+        for (k, v) in [
+            ("nvidia.com/mig.config", "all-1g.10gb"),
+            ("nvidia.com/mig.config.state", "rebooting"),
+            (
+                "nvidia.com/gpu.deploy.device-plugin",
+                "paused-for-mig-change",
+            ),
+        ] {
+            reboot.labels.insert(k.into(), v.into());
+        }
+        // The line contract keeps its MISMATCH (and exit 1) ...
+        let plain = check([&reboot]);
+        assert_eq!(plain.exit_status(), ExitStatus::Mismatch);
+        assert!(text_lines(&plain)[0].ends_with(
+            "(operator state: mig.config.state=rebooting, operands paused-for-mig-change)"
+        ));
+        // ... the gate passes with the transition's warnings, no-gpu-resource not reported.
+        let r = check_with([&reboot], &gate(&[], &[]));
+        assert_eq!(r.exit_status(), ExitStatus::Ok);
+        assert_eq!(
+            codes(&r.nodes[0]),
+            [Code::ConfigPending, Code::OperandPaused]
+        );
+        assert!(
+            r.nodes[0]
+                .findings
+                .iter()
+                .all(|f| f.severity == Severity::Warning)
+        );
+        assert_eq!(
+            r.nodes[0].planned_transition.as_deref(),
+            Some("mig.config.state=rebooting, operands paused-for-mig-change")
+        );
+        // --fail-on config-pending makes the change fail the gate.
+        let r = check_with([&reboot], &gate(&[Code::ConfigPending], &[]));
+        assert_eq!(r.exit_status(), ExitStatus::Mismatch);
+
+        let mut failed = node("mig", Some("container"), &[("nvidia.com/gpu", "1")]);
+        failed
+            .labels
+            .insert("nvidia.com/mig.config.state".into(), "failed".into());
+        assert_eq!(check([&failed]).exit_status(), ExitStatus::Ok);
+        let r = check_with([&failed], &gate(&[], &[]));
+        assert_eq!(r.exit_status(), ExitStatus::Mismatch);
+        assert_eq!(codes(&r.nodes[0]), [Code::MigConfigFailed]);
+        assert_eq!(r.nodes[0].findings[0].severity, Severity::Error);
     }
 
     #[test]

@@ -10,12 +10,15 @@
 //! Sources of the facts the rules use are given on each rule.
 
 use crate::model::node::{NodeInfo, ResourceField};
+use crate::model::operator::{ClusterPolicy, EffectiveWorkload, LabelState, WorkloadSource};
 use crate::model::pciids;
 use crate::model::quantity::Quantity;
 use crate::model::resource::{self, Classifier, NVIDIA_PREFIX, ResourceClass};
-use crate::model::workload::{DEFAULT_WORKLOAD, DEFAULT_WORKLOAD_FIELD, LABEL_KEY, WorkloadConfig};
+use crate::model::workload::{
+    DEFAULT_WORKLOAD, DEFAULT_WORKLOAD_FIELD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig,
+};
 
-use super::{Code, Finding, ResourceEntry, Severity};
+use super::{Code, Finding, ResourceEntry};
 
 /// One quantity of one resource as read from the node.
 #[derive(Debug, Clone, PartialEq)]
@@ -179,10 +182,11 @@ impl<'a> NodeFacts<'a> {
     }
 }
 
-fn finding(code: Code, severity: Severity, resource: Option<&str>, message: String) -> Finding {
+/// A finding; its severity is the code's ([`Code::severity`]).
+fn finding(code: Code, resource: Option<&str>, message: String) -> Finding {
     Finding {
         code,
-        severity,
+        severity: code.severity(),
         resource: resource.map(str::to_owned),
         message,
     }
@@ -223,7 +227,6 @@ pub fn ignored_resource(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding>
     (!r.entry.class.is_gpu()).then(|| {
         finding(
             Code::IgnoredResource,
-            Severity::Info,
             Some(name),
             format!(
                 "{name} is not a GPU resource (NVIDIA Network Operator or --ignore-resource); ignored"
@@ -232,7 +235,7 @@ pub fn ignored_resource(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding>
     })
 }
 
-fn invalid(n: &NodeFacts<'_>, r: &ResourceFacts, f: ResourceField) -> Option<Finding> {
+fn invalid(r: &ResourceFacts, f: ResourceField) -> Option<Finding> {
     let parsed = match f {
         ResourceField::Capacity => &r.capacity,
         ResourceField::Allocatable => &r.allocatable,
@@ -243,11 +246,6 @@ fn invalid(n: &NodeFacts<'_>, r: &ResourceFacts, f: ResourceField) -> Option<Fin
     let name = &r.entry.name;
     Some(finding(
         Code::InvalidQuantity,
-        if n.label.is_some() {
-            Severity::Error
-        } else {
-            Severity::Warning
-        },
         Some(name),
         format!(
             "{}[{}] is {}, {why}",
@@ -258,15 +256,15 @@ fn invalid(n: &NodeFacts<'_>, r: &ResourceFacts, f: ResourceField) -> Option<Fin
     ))
 }
 
-/// `invalid-quantity` on `status.capacity` (error on a labelled node, else warning): the
+/// `invalid-quantity` on `status.capacity` (error): the
 /// listed text is not a whole, non-negative count ([`Parsed::count`]).
-pub fn invalid_capacity(n: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
-    invalid(n, r, ResourceField::Capacity)
+pub fn invalid_capacity(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+    invalid(r, ResourceField::Capacity)
 }
 
 /// `invalid-quantity` on `status.allocatable`; as [`invalid_capacity`].
-pub fn invalid_allocatable(n: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
-    invalid(n, r, ResourceField::Allocatable)
+pub fn invalid_allocatable(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+    invalid(r, ResourceField::Allocatable)
 }
 
 /// `stale-zero` (warning): a GPU resource listed with 0 in the advertising field. The
@@ -279,7 +277,6 @@ pub fn stale_zero(n: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
     (!q.is_positive()).then(|| {
         finding(
             Code::StaleZero,
-            Severity::Warning,
             Some(name),
             format!(
                 "{name} is listed in {} with {q} and is not counted as advertised (the kubelet keeps a stale 0 after a device plugin goes away)",
@@ -298,7 +295,6 @@ pub fn capacity_exceeds_allocatable(_: &NodeFacts<'_>, r: &ResourceFacts) -> Opt
     (c > a).then(|| {
         finding(
             Code::CapacityExceedsAllocatable,
-            Severity::Warning,
             Some(name),
             format!(
                 "{name} capacity {c} > allocatable {a}: unhealthy devices, or the kubelet's 5-minute grace period after a device plugin went away"
@@ -330,7 +326,6 @@ pub fn hex_id_fallback(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> 
     let name = &r.entry.name;
     Some(finding(
         Code::HexIdFallback,
-        Severity::Warning,
         Some(name),
         format!(
             "{name} is the sandbox device plugin's hex-id fallback: its pci.ids lacks device 0x{short}{known}; a plugin update will rename the resource"
@@ -347,7 +342,6 @@ pub fn mixed_case_model(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding>
     resource::is_mixed_case_model(short).then(|| {
         finding(
             Code::MixedCaseModel,
-            Severity::Warning,
             Some(name),
             format!(
                 "{name} has lower-case letters: the sandbox device plugin upper-cases device names since v1.1.1, so no current plugin advertises it"
@@ -364,7 +358,6 @@ pub fn unlabelled_gpu_node(n: &NodeFacts<'_>) -> Option<Finding> {
     }
     Some(finding(
         Code::UnlabelledGpuNode,
-        Severity::Warning,
         None,
         format!(
             "no {LABEL_KEY} label: the operator applies {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD}); the node advertises {}",
@@ -380,7 +373,6 @@ pub fn invalid_label_value(n: &NodeFacts<'_>) -> Option<Finding> {
     let e = n.label?.parse::<WorkloadConfig>().err()?;
     Some(finding(
         Code::InvalidLabelValue,
-        Severity::Error,
         None,
         format!(
             "label value {e}: the operator silently falls back to {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD}){}",
@@ -418,7 +410,6 @@ pub fn wrong_class_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     };
     Some(finding(
         Code::WrongClassResource,
-        Severity::Error,
         Some(&first.entry.name),
         format!(
             "label {w} expects {}, but the node advertises {}{beside}",
@@ -467,7 +458,6 @@ pub fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     };
     Some(finding(
         Code::NoGpuResource,
-        Severity::Error,
         None,
         format!(
             "label {w} expects {}, but the node advertises no GPU resource{tail}",
@@ -476,9 +466,128 @@ pub fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     ))
 }
 
+/// GPU Feature Discovery's product label (NVIDIA/k8s-device-plugin
+/// `internal/lm/resource.go`: `nvidia.com/gpu.product`); also `nvidia.com/gpu.count`.
+pub const GFD_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+/// GPU Feature Discovery's GPU count label.
+pub const GFD_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+
+/// Why the node counts as a GPU node, or `None`: the workload label
+/// ([`LABEL_KEY`]), a GPU resource it lists (any quantity), the GPU Operator's
+/// `nvidia.com/gpu.present=true`, NFD's `feature.node.kubernetes.io/pci-10de.present=true`
+/// or GPU Feature Discovery's `nvidia.com/gpu.product` / `nvidia.com/gpu.count` — except
+/// a node NFD saw without an NVIDIA GPU and advertising none
+/// ([`crate::model::operator::GpuEvidence::NoGpu`]), which the operator never manages.
+pub fn gpu_node_evidence(n: &NodeFacts<'_>) -> Option<&'static str> {
+    use crate::model::operator::{GPU_PRESENT_LABEL, GpuEvidence, NFD_GPU_LABELS, gpu_evidence};
+    // NFD saw the node and found no NVIDIA GPU (and nothing is advertised): the operator
+    // leaves it alone, whatever its labels say.
+    if gpu_evidence(n.node) == GpuEvidence::NoGpu {
+        return None;
+    }
+    if n.label.is_some() {
+        Some("workload-label")
+    } else if n.resources.iter().any(|r| r.entry.class.is_gpu()) {
+        Some("gpu-resource")
+    } else if n.node.label(GPU_PRESENT_LABEL) == Some("true") {
+        Some("gpu-present-label")
+    } else if NFD_GPU_LABELS
+        .iter()
+        .any(|k| n.node.label(k) == Some("true"))
+    {
+        Some("nfd-pci-10de")
+    } else if n.node.label(GFD_PRODUCT_LABEL).is_some() || n.node.label(GFD_COUNT_LABEL).is_some() {
+        Some("gfd-labels")
+    } else {
+        None
+    }
+}
+
+/// `effective-workload-differs` (error): the node advertises GPU names of another class
+/// than the workload the GPU Operator applies to it ([`EffectiveWorkload`], the model's
+/// [`crate::model::operator::effective_workload`]), where that workload does not come
+/// from a label the operator follows — no label, or one it ignores (sandbox workloads
+/// disabled in the ClusterPolicy, deploy labels of another workload); an invalid label is
+/// [`invalid_label_value`]'s.
+/// The operator reconciles the node to its workload's operands and removes the ones that
+/// serve the advertised names (NVIDIA/gpu-operator `controllers/state_manager.go`,
+/// `getWorkloadConfig`; docs/domain-facts.md §1, §7). A followed label is judged by
+/// [`wrong_class_resource`] instead.
+pub fn effective_workload_differs(
+    n: &NodeFacts<'_>,
+    eff: &EffectiveWorkload,
+    policy: Option<&ClusterPolicy>,
+) -> Option<Finding> {
+    // Where the operator deploys nothing (operands disabled, no GPU), it replaces nothing.
+    if eff.scope != crate::model::operator::OperatorScope::Operands {
+        return None;
+    }
+    // A followed label is judged by the label rules; an invalid one is already an error
+    // whose message names the fallback (invalid_label_value).
+    if eff.label == LabelState::Invalid || (eff.label == LabelState::Valid && !eff.label_ignored) {
+        return None;
+    }
+    let w = eff.workload;
+    let want = ResourceClass::for_workload(w);
+    let wrong: Vec<&ResourceFacts> = n.advertised().filter(|r| r.entry.class != want).collect();
+    let first = wrong.first()?;
+    let label = n.label.unwrap_or("");
+    let why = match eff.label {
+        LabelState::Valid => format!("label {label} is ignored"),
+        _ => format!("no {LABEL_KEY} label"),
+    };
+    let by = match (eff.source, policy) {
+        (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
+            "ClusterPolicy {} has {ENABLE_FLAG}=false: every GPU node is container",
+            p.name
+        ),
+        (WorkloadSource::ClusterPolicy, Some(p)) => {
+            format!("ClusterPolicy {} {DEFAULT_WORKLOAD_FIELD}", p.name)
+        }
+        (WorkloadSource::DeployLabels, _) => {
+            "its gpu.deploy.* labels; no ClusterPolicy read".to_string()
+        }
+        _ => format!(
+            "the CRD's {DEFAULT_WORKLOAD_FIELD} default; no ClusterPolicy read, no gpu.deploy.* labels"
+        ),
+    };
+    let serves_vms = wrong
+        .iter()
+        .any(|r| r.entry.class != ResourceClass::ContainerGpu);
+    let under = if serves_vms {
+        " under the VMs that use them"
+    } else {
+        " under the pods that use them"
+    };
+    // The workload the advertised names belong to: the label that would keep them.
+    let keep = first
+        .entry
+        .class
+        .workload()
+        .map_or(String::new(), |k| match (eff.source, policy) {
+            (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
+                "; to keep them set {ENABLE_FLAG}=true in ClusterPolicy {}",
+                p.name
+            ),
+            _ => format!(
+                "; to keep them: kubectl label node {} {LABEL_KEY}={k} --overwrite",
+                n.node.name
+            ),
+        });
+    Some(finding(
+        Code::EffectiveWorkloadDiffers,
+        Some(&first.entry.name),
+        format!(
+            "{why}: the GPU Operator applies {w} ({by}), but the node advertises {}: the operator will replace the operands that serve them with {w} ones{under}{keep}",
+            n.list(wrong.iter().copied())
+        ),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::model::finding::Severity;
     use std::collections::BTreeMap;
 
     /// A node with `res` in both capacity and allocatable.
@@ -564,7 +673,7 @@ mod tests {
     }
 
     #[test]
-    fn invalid_quantity_is_an_error_when_labelled_and_a_warning_when_not() {
+    fn invalid_quantity_is_an_error_labelled_or_not() {
         let labelled = node(Some("container"), &[("nvidia.com/gpu", "1.5")]);
         let f = resource_rule(invalid_allocatable, &labelled);
         assert_eq!(f[0].severity, Severity::Error);
@@ -576,7 +685,7 @@ mod tests {
         let unlabelled = node(None, &[("nvidia.com/gpu", "x")]);
         assert_eq!(
             resource_rule(invalid_capacity, &unlabelled)[0].severity,
-            Severity::Warning
+            Severity::Error
         );
     }
 

@@ -192,9 +192,47 @@ fn near_miss(want: &str, have: &str) -> bool {
 
 // ---- the rules -------------------------------------------------------------------
 
-/// `scheduled`: the pod is bound to a node.
+/// `scheduled`: the pod is bound to a node. When it is running on a GPU name its node no
+/// longer advertises (not listed, or `"0"`: an orphaned holder, [`crate::analysis::orphans`])
+/// the diagnosis says so: it keeps running, but cannot come back to that node.
 pub fn scheduled(f: &Facts<'_>) -> Option<Diagnosis> {
     let n = f.pod.node_name.as_ref()?;
+    let known = f.usage.pool_of(n).is_some();
+    let orphaned: Vec<String> = if known && !f.pod.is_terminal() {
+        f.pod
+            .requests
+            .keys()
+            .filter(|r| classify(r).is_gpu())
+            .filter_map(|r| match f.usage.cell(n, r) {
+                Some(c) if c.advertised() => None,
+                Some(c) if c.listed => Some(format!("{r} (listed with 0)")),
+                _ => Some(format!("{r} (not listed)")),
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    if !orphaned.is_empty() {
+        let vm = f.pod.is_vm() || f.pod.launcher_vmi().is_some();
+        return Some(Diagnosis::new(
+            CauseCode::Scheduled,
+            format!(
+                "the {} is bound to {n} (phase {}), but {n} no longer advertises what it holds: {} — an orphaned holder (the node was relabelled, or its device plugin left); it keeps running, but once it restarts or is recreated it cannot come back to {n}",
+                what(f.pod),
+                f.pod.phase.as_deref().unwrap_or("unknown"),
+                orphaned.join(", ")
+            ),
+            if vm {
+                format!(
+                    "nothing breaks while the VM runs; before it restarts, make {n} advertise the name again (its {LABEL_KEY} label and the operand that serves it) or plan its move to a node that does (gpuwl inventory lists them)"
+                )
+            } else {
+                format!(
+                    "nothing breaks while it runs; before it restarts, make {n} advertise the name again (its {LABEL_KEY} label and the device plugin) or let it be recreated on a node that does (gpuwl inventory lists them)"
+                )
+            },
+        ));
+    }
     Some(Diagnosis::new(
         CauseCode::Scheduled,
         format!(
