@@ -66,41 +66,50 @@ pub fn safe_patch_hint(
         Some(o) => format!("{} CR {o}", kind_name(target)),
         None => format!("{} CR", kind_name(target)),
     };
-    let mut v = Vec::new();
+    let mut v = vec![format!(
+        "{} for the {cr} ({}):",
+        match p.kind {
+            PatchKind::Merged => "Merge patch",
+            PatchKind::JsonAdd => "JSON patch",
+        },
+        target.path()
+    )];
+    let guarded = match &p.value {
+        serde_json::Value::Object(m) => m.contains_key("metadata"),
+        serde_json::Value::Array(a) => a.first().is_some_and(|o| o["op"] == "test"),
+        _ => false,
+    };
     match p.kind {
         PatchKind::Merged => {
             v.push(format!(
-                "Merge patch for the {cr} ({}): {} new entr{} for the passthrough",
-                target.path(),
+                "{} new entr{} for the passthrough models and vGPU types the nodes advertise; a list",
                 p.added,
                 if p.added == 1 { "y" } else { "ies" }
             ));
-            v.push(
-                "models and vGPU types the nodes advertise (externalResourceProvider: true), after the"
-                    .to_owned(),
-            );
             v.push(format!(
-                "CR's {} current entr{} kept as read: a changed list is carried whole. With the CR's",
-                p.kept,
-                if p.kept == 1 { "y" } else { "ies" }
+                "it changes is carried whole, the CR's current entries ({}) first, as read.",
+                p.kept
             ));
-            v.push(
-                "resourceVersion: if the CR changed since, the API server refuses it (409); generate again."
-                    .to_owned(),
-            );
+            v.push(if guarded {
+                "It carries the CR's resourceVersion: if the CR changed since, the API server refuses it."
+                    .to_owned()
+            } else {
+                "The CR read has no resourceVersion: generate again if the CR changed since.".to_owned()
+            });
         }
         PatchKind::JsonAdd => {
             v.push(format!(
-                "JSON patch for the {cr} ({}): {} add operation{} for the passthrough",
-                target.path(),
+                "{} add operation{} for the passthrough models and vGPU types the nodes advertise;",
                 p.added,
                 if p.added == 1 { "" } else { "s" }
             ));
-            v.push(
-                "models and vGPU types the nodes advertise (externalResourceProvider: true); appends, never"
-                    .to_owned(),
-            );
-            v.push("replaces an entry the CR holds.".to_owned());
+            v.push("they append and never replace an entry the CR holds.".to_owned());
+            if guarded {
+                v.push(
+                    "A test of the CR's resourceVersion comes first: the patch fails if the CR changed since."
+                        .to_owned(),
+                );
+            }
         }
     }
     v.push(format!(
@@ -336,7 +345,7 @@ mod tests {
             PatchFormat::Yaml,
         );
         assert!(
-            y.starts_with("# Merge patch for the KubeVirt CR kubevirt/kubevirt (spec.configuration.permittedHostDevices): 2 new entries"),
+            y.starts_with("# Merge patch for the KubeVirt CR kubevirt/kubevirt (spec.configuration.permittedHostDevices):\n# 2 new entries"),
             "{y}"
         );
         assert!(y.contains("# Apply: kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file FILE\n"), "{y}");

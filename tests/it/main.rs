@@ -19,6 +19,7 @@ mod dra;
 mod explain;
 mod explain_cases;
 mod explain_dra;
+mod explain_vm;
 mod hostile_input;
 mod inventory;
 mod inventory_live;
