@@ -24,6 +24,7 @@ use serde::Serialize;
 /// | `devices-in-use` | the matching devices are allocated to other claims |
 /// | `no-node-data` | no nodes were given: nothing can be said about names |
 /// | `node-conditions` | every node carries a `node.kubernetes.io/*` condition taint the pod does not tolerate |
+/// | `virt-handler` | a virt-launcher pod (or a VMI/VM) and no node advertising its GPU names has virt-handler ready: `kubevirt.io/schedulable=true` and `devices.kubevirt.io/kvm`, both virt-handler's |
 /// | `operator-state` | the GPU Operator's own state keeps the name from being advertised: `nvidia.com/mig.config.state` / `vgpu.config.state` failed or pending, sandbox workloads off while nodes are labelled for VMs, an operand disabled by `nvidia.com/gpu.deploy.*=false` |
 /// | `unadvertised-name` | no node advertises a requested name (non-zero) |
 /// | `stale-only` | the name is only listed with a stale `0` (its device plugin left) |
@@ -82,11 +83,14 @@ pub enum CauseCode {
     OperatorState,
     /// GPU units fit, another resource (cpu, memory, pods, ...) does not.
     OtherResource,
+    // Added for issue 28.
+    /// virt-handler is not ready on the nodes a VM needs.
+    VirtHandler,
 }
 
 impl CauseCode {
     /// Every code, in rule order.
-    pub const ALL: [CauseCode; 22] = [
+    pub const ALL: [CauseCode; 23] = [
         CauseCode::InvalidSpec,
         CauseCode::AdmissionRejected,
         CauseCode::Scheduled,
@@ -99,6 +103,7 @@ impl CauseCode {
         CauseCode::DevicesInUse,
         CauseCode::NoNodeData,
         CauseCode::NodeConditions,
+        CauseCode::VirtHandler,
         CauseCode::OperatorState,
         CauseCode::UnadvertisedName,
         CauseCode::StaleOnly,
@@ -144,6 +149,7 @@ impl CauseCode {
             CauseCode::AdmissionRejected => "admission-rejected",
             CauseCode::OperatorState => "operator-state",
             CauseCode::OtherResource => "other-resource",
+            CauseCode::VirtHandler => "virt-handler",
         }
     }
 }

@@ -183,6 +183,230 @@ pub fn generate(adv: &Advertised) -> Plan {
     plan
 }
 
+/// How `kubevirt generate` writes its output so that applying it never drops an entry
+/// the CR already has (a JSON merge patch, RFC 7386, replaces a list whole).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PatchKind {
+    /// A merge patch (`kubectl patch --type merge`) carrying each changed list whole: the
+    /// CR's current entries as read, unchanged and first, then the new ones; with the CR's
+    /// `metadata.resourceVersion`, so the API server refuses it (409 Conflict) if the CR
+    /// changed since it was read. Needs the current CR.
+    #[default]
+    Merged,
+    /// JSON-patch `add` operations (`kubectl patch --type json`, RFC 6902) that append the
+    /// new entries (`…/pciHostDevices/-`); with the current CR, a `test` of its
+    /// `resourceVersion` first and the missing lists created; without it, appends only
+    /// (the patch fails, changing nothing, where a list does not exist yet).
+    JsonAdd,
+}
+
+/// The output of `kubevirt generate` for one CR: a patch that only adds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SafePatch {
+    /// The kind of patch.
+    pub kind: PatchKind,
+    /// The merge patch (an object) or the JSON-patch operations (an array).
+    pub value: serde_json::Value,
+    /// Entries the CR already holds, kept (0 when the CR is unknown).
+    pub kept: usize,
+    /// Entries the patch adds.
+    pub added: usize,
+    /// Advertised names the CR already lists (any entry, either list): left as they are
+    /// (`kubevirt check` judges their selectors).
+    pub already: Vec<String>,
+}
+
+/// `["spec","configuration","permittedHostDevices"]` or `["spec","permittedHostDevices"]`.
+fn list_path(target: HostDevicesSource) -> &'static [&'static str] {
+    match target {
+        HostDevicesSource::KubeVirt => &["spec", "configuration", "permittedHostDevices"],
+        HostDevicesSource::HyperConverged => &["spec", "permittedHostDevices"],
+    }
+}
+
+/// The new entries of `plan` as JSON, per list (`pciHostDevices`, `mediatedDevices`),
+/// leaving out names `current` lists already.
+fn new_entries(
+    plan: &Plan,
+    target: HostDevicesSource,
+    current: Option<&PermittedHostDevices>,
+) -> ([(&'static str, Vec<serde_json::Value>); 2], Vec<String>) {
+    let listed = |r: &str| current.is_some_and(|c| c.permits(r));
+    let mut already: Vec<String> = Vec::new();
+    let mut note = |r: &str| {
+        if !already.iter().any(|a| a == r) {
+            already.push(r.to_owned());
+        }
+    };
+    let mut pci = Vec::new();
+    for d in &plan.pci_host_devices {
+        if listed(&d.resource_name) {
+            note(&d.resource_name);
+            continue;
+        }
+        let mut m = serde_json::Map::new();
+        m.insert(pci_field(target).into(), d.selector.clone().into());
+        m.insert("resourceName".into(), d.resource_name.clone().into());
+        m.insert(
+            "externalResourceProvider".into(),
+            d.external_resource_provider.into(),
+        );
+        pci.push(serde_json::Value::Object(m));
+    }
+    let mut mdev = Vec::new();
+    for d in &plan.mediated_devices {
+        if listed(&d.resource_name) {
+            note(&d.resource_name);
+            continue;
+        }
+        mdev.push(serde_json::json!({
+            "mdevNameSelector": d.selector,
+            "resourceName": d.resource_name,
+            "externalResourceProvider": d.external_resource_provider,
+        }));
+    }
+    (
+        [("pciHostDevices", pci), ("mediatedDevices", mdev)],
+        already,
+    )
+}
+
+/// The JSON pointer of `segments` (RFC 6901 escaping).
+fn pointer(segments: &[&str]) -> String {
+    segments
+        .iter()
+        .map(|s| format!("/{}", s.replace('~', "~0").replace('/', "~1")))
+        .collect()
+}
+
+/// The patch that adds `plan`'s entries to the CR without dropping any it has
+/// ([`PatchKind`]). `current` is the CR as read (`None`: unknown, only
+/// [`PatchKind::JsonAdd`] can do without it: appends only).
+///
+/// - merged ([`PatchKind::Merged`]): `{"metadata":{"resourceVersion"}, "spec":{…:{"pciHostDevices":
+///   [current…, new…]}}}`, a list only when it gets new entries; `{}` when nothing is new.
+/// - JSON-patch ([`PatchKind::JsonAdd`]): `[{"op":"test","path":"/metadata/resourceVersion",…},
+///   {"op":"add","path":"…/pciHostDevices/-","value":{…}}, …]`; a missing list (or parent)
+///   is created by one `add` of the missing subtree; `[]` when nothing is new.
+///
+/// Names the CR lists already (either list, any selector) get no entry: `kubevirt check`
+/// judges existing entries, this only adds.
+pub fn safe_patch(
+    plan: &Plan,
+    target: HostDevicesSource,
+    kind: PatchKind,
+    current: Option<&crate::input::kubevirt::CurrentCr>,
+) -> SafePatch {
+    use serde_json::{Map, Value, json};
+    let (lists, already) = new_entries(plan, target, current.map(|c| &c.devices));
+    let kept = current.map_or(0, |c| {
+        c.devices.pci_host_devices.len() + c.devices.mediated_devices.len()
+    });
+    let added = lists.iter().map(|(_, v)| v.len()).sum();
+    let base = list_path(target);
+    let resource_version = current
+        .and_then(|c| c.object.pointer("/metadata/resourceVersion"))
+        .and_then(Value::as_str)
+        .filter(|v| !v.is_empty());
+    let value = match kind {
+        PatchKind::Merged => {
+            let mut patch = Value::Object(Map::new());
+            for (list, new) in &lists {
+                if new.is_empty() {
+                    continue;
+                }
+                let mut path = base.to_vec();
+                path.push(list);
+                let mut whole: Vec<Value> = current
+                    .and_then(|c| c.object.pointer(&pointer(&path)))
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                whole.extend(new.iter().cloned());
+                let mut at = &mut patch;
+                for seg in base {
+                    at = at
+                        .as_object_mut()
+                        .expect("built as objects")
+                        .entry(*seg)
+                        .or_insert_with(|| Value::Object(Map::new()));
+                }
+                at.as_object_mut()
+                    .expect("built as objects")
+                    .insert((*list).into(), Value::Array(whole));
+            }
+            if let (Some(rv), Some(m)) = (resource_version, patch.as_object_mut())
+                && !m.is_empty()
+            {
+                m.insert("metadata".into(), json!({"resourceVersion": rv}));
+            }
+            patch
+        }
+        PatchKind::JsonAdd => {
+            let mut ops: Vec<Value> = Vec::new();
+            // What the CR holds as the operations go (a list created by one op is
+            // appended to by the next).
+            let mut state = current.map(|c| c.object.clone());
+            for (list, new) in &lists {
+                if new.is_empty() {
+                    continue;
+                }
+                let mut path = base.to_vec();
+                path.push(list);
+                let Some(st) = state.as_mut() else {
+                    for e in new {
+                        ops.push(json!({"op": "add", "path": format!("{}/-", pointer(&path)), "value": e}));
+                    }
+                    continue;
+                };
+                // The first missing segment, if any.
+                let missing =
+                    (1..=path.len()).find(|n| st.pointer(&pointer(&path[..*n])).is_none());
+                match missing {
+                    None => {
+                        for e in new {
+                            ops.push(json!({"op": "add", "path": format!("{}/-", pointer(&path)), "value": e}));
+                        }
+                        if let Some(Value::Array(a)) = st.pointer_mut(&pointer(&path)) {
+                            a.extend(new.iter().cloned());
+                        }
+                    }
+                    Some(n) => {
+                        let mut subtree = Value::Array(new.clone());
+                        for seg in path[n..].iter().rev() {
+                            let mut m = Map::new();
+                            m.insert((*seg).to_owned(), subtree);
+                            subtree = Value::Object(m);
+                        }
+                        ops.push(
+                            json!({"op": "add", "path": pointer(&path[..n]), "value": subtree}),
+                        );
+                        if let Some(Value::Object(m)) = st.pointer_mut(&pointer(&path[..n - 1])) {
+                            m.insert(path[n - 1].into(), subtree);
+                        }
+                    }
+                }
+            }
+            if let Some(rv) = resource_version
+                && !ops.is_empty()
+            {
+                ops.insert(
+                    0,
+                    json!({"op": "test", "path": "/metadata/resourceVersion", "value": rv}),
+                );
+            }
+            Value::Array(ops)
+        }
+    };
+    SafePatch {
+        kind,
+        value,
+        kept,
+        added,
+        already,
+    }
+}
+
 /// `10DE:2236 (GA102GL [A10])`, or the selector alone when `pci.ids` does not know it.
 fn describe_selector(selector: &str) -> String {
     match parse_selector(selector).and_then(|(v, d)| {

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use crate::analysis::explain;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::{self, pods};
-use crate::model::pod::PodInfo;
+use crate::model::pod::{ObjectKind, PodInfo};
 use crate::render::{self, Format};
 
 /// Arguments of `gpuwl explain`.
@@ -13,6 +13,9 @@ use crate::render::{self, Format};
 #[command(after_help = "\
 Examples:
   gpuwl explain pod gpu-vm/job-cross                       # live cluster
+  gpuwl explain vmi gpu-vm/vm-a                            # live: the VMI, its conditions and
+                                                           # its virt-launcher pod
+  gpuwl explain vm gpu-vm/vm-a                             # live: the VM, its VMI (if running)
   gpuwl explain --pod pod.yaml --nodes nodes.json          # a manifest against a node dump
   gpuwl explain --pod vmi.yaml --nodes nodes.json          # a KubeVirt VMI (devices.gpus)
   gpuwl explain pod gpu-vm/job-cross --pods pods.json --nodes nodes.json
@@ -23,13 +26,19 @@ free there, or the closest advertised names; how cordons, nodeSelector, required
 and taints narrow the nodes; stale zeros; the scheduler's PodScheduled message; then one cause
 with a stable code and one fix (`-o json` key causeCode: invalid-spec, admission-rejected,
 scheduled, no-gpu-request, not-permitted, claim-not-found, no-matching-device,
-counter-exhausted, devices-in-use, no-node-data, node-conditions, operator-state,
+counter-exhausted, devices-in-use, no-node-data, node-conditions, virt-handler, operator-state,
 unadvertised-name, stale-only, excluded, not-co-located, too-large, in-use, insufficient,
 other-resource, fits-now); causeCodes lists every blocking cause, the first one first.
 The scheduler's filters are modelled node by node: cordon, taints, nodeSelector and affinity,
 and the fit of every resource: cpu, memory, ephemeral-storage, hugepages, pod slots, extended
 resources, with init and sidecar containers, overhead and requests defaulted from limits.
 Not modelled: host ports, volumes, inter-pod affinity, topology spread, scheduling gates.
+`explain vm|vmi NS/NAME` (live) reads the VirtualMachine / VirtualMachineInstance, prints their
+conditions (Synchronized=False and KubeVirt's message, Ready, ...), finds the VMI's virt-launcher
+pod (label kubevirt.io/created-by=<VMI uid>) and explains it with the VMI's device fields; without
+a launcher, the VMI (or the VM's template) itself. virt-handler must be Ready on a node for a VM
+to run there (the node's kubevirt.io/schedulable=true label and devices.kubevirt.io/kvm come from
+it). Fixes never delete a virt-launcher pod (virtctl stop a VM that can wait instead).
 For a pod with resourceClaims (DRA; --dra FILE or the live cluster): per claim and request,
 the DeviceClass, the devices its CEL selectors match, their nodes and which are free.
 \"Did you mean\" offers the same hardware under another naming rule (time-slicing .shared,
@@ -38,7 +47,8 @@ MIG, the sandbox plugin's pci.ids name, GRID_/NVIDIA_ vGPU prefixes) before plai
 Exit status: 0 when nothing blocks the pod (scheduled, fits-now), 1 when a blocking cause was
 found, 2 on bad input, 3 when the cluster cannot be read.")]
 pub struct Args {
-    /// The pod or VMI (one per call), as kubectl takes it: `pod NAME`, `pod/NAME`, `NAMESPACE/NAME` (with
+    /// The pod, VMI or VM (one per call), as kubectl takes it: `pod NAME`, `pod/NAME`,
+    /// `vmi NAME`, `vm NS/NAME`, `NAMESPACE/NAME` (with
     /// -n, or the kubeconfig context's namespace, else `default`); with --pod FILE it may be
     /// omitted.
     #[arg(value_name = "[pod] NAME")]
@@ -84,7 +94,52 @@ pub struct Args {
 }
 
 /// The kind words a target may start with, as kubectl users type them.
-const KINDS: [&str; 6] = ["pod", "pods", "po", "vmi", "vmis", "virtualmachineinstance"];
+const KINDS: [&str; 11] = [
+    "pod",
+    "pods",
+    "po",
+    "vmi",
+    "vmis",
+    "virtualmachineinstance",
+    "virtualmachineinstances",
+    "vm",
+    "vms",
+    "virtualmachine",
+    "virtualmachines",
+];
+
+/// The kinds a one-word target may name as `KIND/NAME`: a namespace called `vms` stays a
+/// namespace (`vms/virt-launcher-x` is a pod there), as it was before VMs could be named.
+const SLASH_KINDS: [&str; 8] = [
+    "pod",
+    "pods",
+    "po",
+    "vmi",
+    "vmis",
+    "virtualmachineinstance",
+    "vm",
+    "virtualmachine",
+];
+
+/// The kind a target names (`vm NAME`, `vmi/NAME`, ...): a VM, a VMI, else a pod.
+pub fn target_kind(target: &[String]) -> ObjectKind {
+    let word = match target {
+        [one] => one
+            .split_once('/')
+            .map(|(k, _)| k)
+            .filter(|k| SLASH_KINDS.contains(k))
+            .unwrap_or(""),
+        [first, ..] => first.as_str(),
+        [] => "",
+    };
+    match word {
+        "vm" | "vms" | "virtualmachine" | "virtualmachines" => ObjectKind::VirtualMachine,
+        "vmi" | "vmis" | "virtualmachineinstance" | "virtualmachineinstances" => {
+            ObjectKind::VirtualMachineInstance
+        }
+        _ => ObjectKind::Pod,
+    }
+}
 
 /// Parses the positional target as kubectl users type it — `pod NAME`, `pod/NAME`,
 /// `NAMESPACE/NAME`, `pod NAMESPACE/NAME`, `NAME` — with `-n/--namespace` (`namespace`).
@@ -102,9 +157,11 @@ pub fn parse_target(
             "explain: {what} (expected `pod NAME`, `pod/NAME` or `NAMESPACE/NAME`, with -n NAMESPACE)"
         )))
     };
-    let rest: Vec<&str> = match target.first().map(String::as_str) {
-        Some(k) if KINDS.contains(&k) => target[1..].iter().map(String::as_str).collect(),
-        _ => target.iter().map(String::as_str).collect(),
+    let kind_first = target.first().is_some_and(|k| KINDS.contains(&k.as_str()));
+    let rest: Vec<&str> = if kind_first {
+        target[1..].iter().map(String::as_str).collect()
+    } else {
+        target.iter().map(String::as_str).collect()
     };
     let one = match rest.as_slice() {
         [] => return Ok(None),
@@ -112,7 +169,7 @@ pub fn parse_target(
         _ => return bad(&format!("one pod at a time, got {:?}", target.join(" "))),
     };
     let (ns, name) = match one.split_once('/') {
-        Some((kind, n)) if KINDS.contains(&kind) => (None, n),
+        Some((kind, n)) if !kind_first && SLASH_KINDS.contains(&kind) => (None, n),
         Some((ns, n)) => (Some(ns), n),
         None => (None, one),
     };
@@ -288,10 +345,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     .into(),
             ));
         };
+        let kind = target_kind(&words);
         args.live.block_on(|client| async move {
             // As kubectl: the context's namespace when none is named.
             let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
-            from_cluster(&client, &ns, &name).await
+            match kind {
+                ObjectKind::Pod => from_cluster(&client, &ns, &name).await,
+                _ => from_cluster_vm(&client, kind, &ns, &name).await,
+            }
         })?
     };
     let text = render::explain::render(&e, args.output);
@@ -337,6 +398,34 @@ pub async fn from_cluster(
     )
 }
 
+/// Reads VM or VMI (`kind`) `namespace/name`, its VMI and launcher pod
+/// ([`input::virt::read`]) beside the cluster's nodes, pods, KubeVirt CR, ClusterPolicy
+/// and DRA objects, then explains it ([`explain::vm::explain_vm`]).
+///
+/// Errors: [`Error::Input`] when the object does not exist or KubeVirt is not installed;
+/// [`Error::Runtime`] when the API cannot be reached.
+pub async fn from_cluster_vm(
+    client: &kube::Client,
+    kind: ObjectKind,
+    namespace: &str,
+    name: &str,
+) -> Result<explain::Explanation> {
+    let (objects, c) = futures::try_join!(
+        input::virt::read(client, kind, namespace, name),
+        crate::input::snapshot::read(client, true)
+    )?;
+    explain::vm::explain_vm(
+        &objects,
+        explain::Inputs {
+            nodes: Some(&c.nodes),
+            pods: Some(&c.pods),
+            kubevirt: c.kubevirt.as_ref(),
+            cluster_policy: c.policy.policy(),
+            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -366,5 +455,18 @@ mod tests {
         assert!(t(&["a", "b"], None).is_err(), "one pod at a time");
         assert!(t(&["ns1/p"], Some("ns2")).is_err());
         assert!(t(&["pod/"], None).is_err());
+        // vm/vmi targets; a namespace named like a plural kind stays a namespace.
+        assert_eq!(
+            t(&["vm", "gpu-vm/a"], None).unwrap(),
+            some(Some("gpu-vm"), "a")
+        );
+        assert_eq!(t(&["vm/a"], Some("x")).unwrap(), some(Some("x"), "a"));
+        assert_eq!(t(&["pod", "vms/l"], None).unwrap(), some(Some("vms"), "l"));
+        assert_eq!(t(&["vms/l"], None).unwrap(), some(Some("vms"), "l"));
+        let k = |v: &[&str]| target_kind(&v.iter().map(|s| s.to_string()).collect::<Vec<_>>());
+        assert_eq!(k(&["vm", "a"]), ObjectKind::VirtualMachine);
+        assert_eq!(k(&["vmi/a"]), ObjectKind::VirtualMachineInstance);
+        assert_eq!(k(&["vms/a"]), ObjectKind::Pod);
+        assert_eq!(k(&["pod", "vm/a"]), ObjectKind::Pod);
     }
 }

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use clap::Subcommand;
 
-use crate::analysis::kubevirt::{self, Advertised};
+use crate::analysis::kubevirt::{self, Advertised, PatchKind};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input;
 use crate::model::kubevirt::{HostDevicesSource, PermittedHostDevices};
@@ -31,9 +31,9 @@ HyperConverged spells the PCI selector pciDeviceSelector.";
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  gpuwl kubevirt generate > permit.yaml            # from the live cluster's nodes
+  gpuwl kubevirt generate > permit.yaml            # live: the nodes and the current CR
   kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file permit.yaml
-  gpuwl kubevirt generate --nodes nodes.json --for hyperconverged -o json
+  gpuwl kubevirt generate --nodes nodes.json --kubevirt hco.yaml -o json
   gpuwl kubevirt check                             # live: nodes and the KubeVirt/HCO CR
   gpuwl kubevirt check --nodes nodes.json --kubevirt kubevirt.yaml -o json")]
 pub struct Args {
@@ -45,7 +45,7 @@ pub struct Args {
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub enum Sub {
-    /// Print a merge patch permitting every passthrough model and vGPU type nodes advertise
+    /// Print a patch permitting every passthrough model and vGPU type nodes advertise, keeping every entry the CR has
     Generate(GenerateArgs),
     /// Check the CR's permittedHostDevices against the nodes (one line per finding)
     Check(CheckArgs),
@@ -74,23 +74,42 @@ impl Target {
 #[derive(Debug, clap::Args)]
 #[command(after_help = "\
 Examples:
-  gpuwl kubevirt generate > permit.yaml            # the live cluster (current context)
-  gpuwl kubevirt generate --nodes nodes.json       # a `kubectl get nodes -o json` dump
-  gpuwl kubevirt generate --nodes nodes.json --for hyperconverged -o json > permit.json
+  gpuwl kubevirt generate > permit.yaml            # live: the nodes and the current CR
+  kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file permit.yaml
+  gpuwl kubevirt generate --nodes nodes.json --kubevirt kubevirt.yaml
+  gpuwl kubevirt generate --nodes nodes.json --patch json-add -o json > add.json
+  kubectl patch kubevirt kubevirt -n kubevirt --type json --patch-file add.json
 
 Names: every nvidia.com/ passthrough model and vGPU type some node advertises (allocatable > 0),
 whatever its label. A passthrough name gets one pciHostDevices entry per PCI id its pci.ids name
 stands for (GA102GL_A10 -> 10DE:2236; hex 26b5 -> 10DE:26B5; several ids: a note on stderr);
 a vGPU type gets mdevNameSelector = the type with _ -> space (NVIDIA_A10-12Q -> NVIDIA A10-12Q).
-Entries are sorted. A merge patch replaces each list whole: add other devices' entries first.
-Bad input: one line on stderr, exit 2.")]
+A name the CR already lists (either list, any selector) gets no entry: `kubevirt check` judges it.
+
+Never wipes: a merge patch replaces a list whole, so --patch merged (the default) carries each
+list it changes whole — the CR's current entries as read (other vendors' devices included), then
+the new ones — with the CR's resourceVersion: if the CR changed since it was read, the API server
+refuses the patch (409 Conflict) instead of dropping what was added meanwhile. It needs the current
+CR: live, or --kubevirt FILE with --nodes. --patch json-add prints JSON-patch add operations that
+append; with the CR known, a test of its resourceVersion first and missing lists created; without
+it, appends only (they fail, changing nothing, where a list does not exist yet).
+Bad input, or no CR for --patch merged: one line on stderr, exit 2. Cluster unreachable: exit 3.")]
 pub struct GenerateArgs {
     /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub nodes: Option<PathBuf>,
-    /// The CR the patch is for.
-    #[arg(long = "for", value_enum, default_value_t = Target::Kubevirt)]
-    pub target: Target,
+    /// The current KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`), JSON or
+    /// YAML, kind detected; `-` reads stdin. Omitted: read from the live cluster (the
+    /// HyperConverged CR when one exists, else the KubeVirt CR), or none with --nodes.
+    #[arg(long, value_name = "FILE")]
+    pub kubevirt: Option<PathBuf>,
+    /// The kind of patch: `merged` (a merge patch carrying each changed list whole, current
+    /// entries kept; needs the CR) or `json-add` (JSON-patch add operations).
+    #[arg(long, value_enum, default_value_t = PatchKind::Merged)]
+    pub patch: PatchKind,
+    /// The CR the patch is for (default: the kind of the CR read, else kubevirt).
+    #[arg(long = "for", value_enum)]
+    pub target: Option<Target>,
     /// Output format (the JSON patch's apply hint goes to stderr).
     #[arg(short = 'o', long, value_enum, default_value_t = PatchFormat::Yaml)]
     pub output: PatchFormat,
@@ -168,24 +187,79 @@ fn eprint_line(line: &str) {
     eprintln!("gpuwl: {}", escape_controls(line));
 }
 
-/// Runs `gpuwl kubevirt generate`: prints the merge patch on stdout, notes (several PCI ids
-/// for one name, no known id) and, for JSON, how to apply it on stderr.
+/// Runs `gpuwl kubevirt generate`: prints the patch ([`kubevirt::safe_patch`]) on stdout;
+/// notes (several PCI ids for one name, no known id, names the CR lists already) and, for
+/// JSON, how to apply it on stderr.
 ///
-/// Errors: [`Error::Input`] for a bad node dump (naming the file and field);
-/// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
+/// Errors: [`Error::Input`] for a bad node dump or CR (naming the file and field), `--for`
+/// contradicting the CR read, or no CR for `--patch merged`; [`Error::Runtime`] when the
+/// cluster cannot be reached or stdout fails.
 pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
-    let adv = match &args.nodes {
-        Some(p) => read_nodes(p)?,
+    if [&args.nodes, &args.kubevirt]
+        .iter()
+        .filter(|p| p.as_deref().is_some_and(|p| p.as_os_str() == "-"))
+        .count()
+        > 1
+    {
+        return Err(Error::Input(
+            "only one of --nodes and --kubevirt can be `-` (stdin is read once)".into(),
+        ));
+    }
+    let from_file = args
+        .kubevirt
+        .as_deref()
+        .map(input::kubevirt::read_cr_path)
+        .transpose()?;
+    let only = args.target.map(|t| match t {
+        Target::Kubevirt => input::kubevirt::KUBEVIRT,
+        Target::Hyperconverged => input::kubevirt::HYPERCONVERGED,
+    });
+    let (adv, cr, live) = match &args.nodes {
+        Some(p) => (read_nodes(p)?, from_file, false),
         None => {
-            let nodes = args
-                .live
-                .block_on(|client| async move { input::live::list_nodes(&client).await })?;
-            advertised(&nodes, "cluster")?
+            let (nodes, cr) = args.live.block_on(|client| async move {
+                let nodes = input::live::list_nodes(&client).await?;
+                let cr = match from_file {
+                    Some(c) => Some(c),
+                    None => input::kubevirt::read_live_cr(&client, only).await?,
+                };
+                Ok((nodes, cr))
+            })?;
+            (advertised(&nodes, "cluster")?, cr, true)
         }
     };
+    let target = match (args.target, &cr) {
+        (Some(t), Some(c)) if t.source() != c.devices.source => {
+            return Err(Error::Input(format!(
+                "kubevirt generate: --for {} but the CR read is {} {}",
+                match t {
+                    Target::Kubevirt => "kubevirt",
+                    Target::Hyperconverged => "hyperconverged",
+                },
+                kubevirt::kind_name(c.devices.source),
+                input::document::cut(&c.devices.object)
+            )));
+        }
+        (Some(t), _) => t.source(),
+        (None, Some(c)) => c.devices.source,
+        (None, None) => HostDevicesSource::KubeVirt,
+    };
+    if cr.is_none() && args.patch == PatchKind::Merged {
+        return Err(Error::Input(format!(
+            "kubevirt generate: the merged list needs the CR's current entries, and {}; pass \
+             --kubevirt FILE (kubectl get kubevirt -A -o yaml), or --patch json-add to append \
+             without it",
+            if live {
+                "the cluster has no KubeVirt or HyperConverged CR"
+            } else {
+                "--nodes was given without --kubevirt"
+            }
+        )));
+    }
     let plan = kubevirt::generate(&adv);
-    let target = args.target.source();
-    let text = render::kubevirt::render_patch(&plan, target, args.output);
+    let patch = kubevirt::safe_patch(&plan, target, args.patch, cr.as_ref());
+    let object = cr.as_ref().map(|c| c.devices.object.as_str());
+    let text = render::kubevirt::render_safe_patch(&patch, target, object, args.output);
     for n in &plan.notes {
         eprint_line(n);
     }
@@ -194,10 +268,26 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
             "no node advertises a passthrough model or vGPU type: the patch permits nothing",
         );
     }
+    for r in &patch.already {
+        eprint_line(&format!(
+            "{r}: already listed in {} {}: left as it is (`gpuwl kubevirt check` judges it)",
+            kubevirt::kind_name(target),
+            object.unwrap_or("")
+        ));
+    }
+    if cr.is_none() && patch.added > 0 {
+        eprint_line(
+            "no CR read: every entry is appended; a name the CR lists already is listed twice, and \
+             the patch fails (changing nothing) where a list does not exist yet",
+        );
+    }
+    if adv.vm_names().next().is_some() && patch.added == 0 {
+        eprint_line("nothing to add: the CR lists every advertised name already");
+    }
     if args.output == PatchFormat::Json {
         eprint_line(&format!(
             "Apply: {}",
-            render::kubevirt::apply_command(target)
+            render::kubevirt::safe_apply_command(args.patch, target, object)
         ));
     }
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the patch", e))?;

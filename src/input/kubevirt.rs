@@ -34,6 +34,28 @@ pub fn read_path(path: &Path) -> Result<PermittedHostDevices> {
 
 /// Parses the CR from text; `name` starts every error message. See [`read_path`].
 pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
+    read_cr_str(text, name).map(|c| c.devices)
+}
+
+/// A KubeVirt or HyperConverged CR as read: its `permittedHostDevices`, and the object
+/// itself (JSON), for output that must keep what the CR holds (`kubevirt generate`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentCr {
+    /// The list, read as [`from_object`] reads it.
+    pub devices: PermittedHostDevices,
+    /// The whole object, `kind` set.
+    pub object: Value,
+}
+
+/// Reads the CR in `path` (`-` for stdin) with the object itself. Errors as [`read_path`].
+pub fn read_cr_path(path: &Path) -> Result<CurrentCr> {
+    let name = path.display().to_string();
+    let text = document::read_text(path)?;
+    read_cr_str(&text, &name)
+}
+
+/// Parses the CR from text with the object itself. Errors as [`read_path`].
+pub fn read_cr_str(text: &str, name: &str) -> Result<CurrentCr> {
     let doc = document::parse(text, name, EXPECTING)?;
     let err = |e: FieldError| Error::field(name, e);
     let kind = opt_str(&doc, "kind").map_err(err)?;
@@ -58,7 +80,10 @@ pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
         }
         _ => &doc,
     };
-    from_object(obj).map_err(err)
+    Ok(CurrentCr {
+        devices: from_object(obj).map_err(err)?,
+        object: obj.clone(),
+    })
 }
 
 /// Reads one KubeVirt or HyperConverged object (as JSON).
@@ -234,12 +259,29 @@ pub fn object_value(ty: CrType, o: &DynamicObject) -> serde_json::Result<Value> 
 /// one has a malformed list (the message names the object and field); [`Error::Runtime`]
 /// as [`list_live`].
 pub async fn read_live(client: &kube::Client) -> Result<Option<PermittedHostDevices>> {
-    let hco = list_live(client, HYPERCONVERGED).await?;
-    if let Some(found) = choose(HYPERCONVERGED, hco.as_deref().unwrap_or(&[]))? {
-        return Ok(Some(found));
+    Ok(read_live_cr(client, None).await?.map(|c| c.devices))
+}
+
+/// As [`read_live`], with the object itself; `only` limits the search to one CR type
+/// (`None`: the HyperConverged CR when one exists, else the KubeVirt CR).
+///
+/// Errors: as [`read_live`].
+pub async fn read_live_cr(
+    client: &kube::Client,
+    only: Option<CrType>,
+) -> Result<Option<CurrentCr>> {
+    let order: &[CrType] = match only {
+        Some(HYPERCONVERGED) => &[HYPERCONVERGED],
+        Some(_) => &[KUBEVIRT],
+        None => &[HYPERCONVERGED, KUBEVIRT],
+    };
+    for ty in order {
+        let items = list_live(client, *ty).await?;
+        if let Some(found) = choose_cr(*ty, items.as_deref().unwrap_or(&[]))? {
+            return Ok(Some(found));
+        }
     }
-    let kv = list_live(client, KUBEVIRT).await?;
-    choose(KUBEVIRT, kv.as_deref().unwrap_or(&[]))
+    Ok(None)
 }
 
 /// The [`ApiResource`] of `ty`, for listing or watching it.
@@ -257,6 +299,13 @@ pub fn api_resource(ty: CrType) -> ApiResource {
 /// Errors: [`Error::Input`] when there are several (pass the file instead) or the one has
 /// a malformed list (the message names the object and field).
 pub fn choose(ty: CrType, items: &[Value]) -> Result<Option<PermittedHostDevices>> {
+    Ok(choose_cr(ty, items)?.map(|c| c.devices))
+}
+
+/// As [`choose`], with the object itself.
+///
+/// Errors: as [`choose`].
+pub fn choose_cr(ty: CrType, items: &[Value]) -> Result<Option<CurrentCr>> {
     let name = |v: &Value| {
         format!(
             "{}/{}",
@@ -270,7 +319,12 @@ pub fn choose(ty: CrType, items: &[Value]) -> Result<Option<PermittedHostDevices
     match items {
         [] => Ok(None),
         [one] => from_object(one)
-            .map(Some)
+            .map(|devices| {
+                Some(CurrentCr {
+                    devices,
+                    object: one.clone(),
+                })
+            })
             .map_err(|m| Error::Input(format!("{} {:?} in the cluster: {m}", ty.kind, name(one)))),
         many => Err(Error::Input(format!(
             "{} {} CRs in the cluster ({}); pass the one to check with --kubevirt FILE",

@@ -21,5 +21,6 @@ pub mod kubevirt;
 pub mod live;
 pub mod pods;
 pub mod snapshot;
+pub mod virt;
 
 pub use dump::{Source, for_each_node, read_nodes};

@@ -24,6 +24,9 @@ pub fn render(e: &Explanation, format: Format) -> String {
 
 fn text(e: &Explanation) -> String {
     let mut o = String::new();
+    if let Some(vm) = &e.vm {
+        vm_text(&mut o, vm);
+    }
     let _ = writeln!(
         o,
         "{} {}: {}, {}",
@@ -207,6 +210,69 @@ fn text(e: &Explanation) -> String {
 
 /// The pod's DRA resource claims: per claim and request, the DeviceClass, its selectors,
 /// the matching devices and their state.
+/// The KubeVirt lines of `explain vm|vmi`: the object, its conditions, devices, launcher.
+fn vm_text(o: &mut String, vm: &crate::analysis::explain::vm::VmView) {
+    let mut head = format!("{} {}", vm.kind, esc(&vm.name));
+    let mut facts = Vec::new();
+    if let Some(r) = &vm.run_strategy {
+        facts.push(format!("runStrategy {}", esc(r)));
+    }
+    if let Some(p) = &vm.printable_status {
+        facts.push(format!("status {}", esc(p)));
+    }
+    match (&vm.vmi, vm.kind) {
+        (Some(i), "VirtualMachine") => facts.push(format!(
+            "VMI {} {}",
+            esc(i),
+            esc(vm.vmi_phase.as_deref().unwrap_or("phase unknown"))
+        )),
+        (Some(_), _) => facts.push(format!(
+            "phase {}",
+            esc(vm.vmi_phase.as_deref().unwrap_or("unknown"))
+        )),
+        (None, _) => facts.push("no VMI".into()),
+    }
+    if !facts.is_empty() {
+        head.push_str(": ");
+        head.push_str(&facts.join(", "));
+    }
+    let _ = writeln!(o, "{head}");
+    for c in &vm.conditions {
+        let _ = writeln!(
+            o,
+            "  {} {}={}{}{}",
+            c.object,
+            esc(&c.type_),
+            esc(&c.status),
+            c.reason
+                .as_deref()
+                .map(|r| format!(" ({})", esc(r)))
+                .unwrap_or_default(),
+            c.message
+                .as_deref()
+                .map(|m| format!(": \"{}\"", esc(m)))
+                .unwrap_or_default()
+        );
+    }
+    for d in &vm.devices {
+        let _ = writeln!(
+            o,
+            "  device {} {} ({})",
+            esc(&d.name),
+            esc(&d.device_name),
+            esc(&d.field)
+        );
+    }
+    match &vm.launcher {
+        Some(l) => {
+            let _ = writeln!(o, "  virt-launcher pod {}\n", esc(l));
+        }
+        None => {
+            let _ = writeln!(o, "  no virt-launcher pod\n");
+        }
+    }
+}
+
 fn claims_text(o: &mut String, e: &Explanation) {
     if e.claims.is_empty() {
         return;

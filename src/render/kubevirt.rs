@@ -8,7 +8,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::kubevirt::{Finding, Plan, Report, Summary, kind_name};
+use crate::analysis::kubevirt::{Finding, PatchKind, Report, SafePatch, Summary, kind_name};
 use crate::model::kubevirt::HostDevicesSource;
 use crate::render::{Format, escape_controls, escape_serialized};
 
@@ -25,150 +25,124 @@ pub enum PatchFormat {
     Json,
 }
 
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct PciOut<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pci_vendor_selector: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pci_device_selector: Option<&'a str>,
-    resource_name: &'a str,
-    external_resource_provider: bool,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct MdevOut<'a> {
-    mdev_name_selector: &'a str,
-    resource_name: &'a str,
-    external_resource_provider: bool,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Permitted<'a> {
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pci_host_devices: Vec<PciOut<'a>>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    mediated_devices: Vec<MdevOut<'a>>,
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Configuration<'a> {
-    permitted_host_devices: Permitted<'a>,
-}
-
-#[derive(Serialize)]
-#[serde(untagged)]
-enum Spec<'a> {
-    /// KubeVirt: `spec.configuration.permittedHostDevices`.
-    KubeVirt { configuration: Configuration<'a> },
-    /// HyperConverged: `spec.permittedHostDevices`.
-    #[serde(rename_all = "camelCase")]
-    HyperConverged {
-        permitted_host_devices: Permitted<'a>,
-    },
-}
-
-#[derive(Serialize)]
-struct Patch<'a> {
-    spec: Spec<'a>,
-}
-
-fn patch(plan: &Plan, target: HostDevicesSource) -> Patch<'_> {
-    let permitted = Permitted {
-        pci_host_devices: plan
-            .pci_host_devices
-            .iter()
-            .map(|d| PciOut {
-                pci_vendor_selector: (target == HostDevicesSource::KubeVirt)
-                    .then_some(d.selector.as_str()),
-                pci_device_selector: (target == HostDevicesSource::HyperConverged)
-                    .then_some(d.selector.as_str()),
-                resource_name: &d.resource_name,
-                external_resource_provider: d.external_resource_provider,
-            })
-            .collect(),
-        mediated_devices: plan
-            .mediated_devices
-            .iter()
-            .map(|d| MdevOut {
-                mdev_name_selector: &d.selector,
-                resource_name: &d.resource_name,
-                external_resource_provider: d.external_resource_provider,
-            })
-            .collect(),
-    };
-    Patch {
-        spec: match target {
-            HostDevicesSource::KubeVirt => Spec::KubeVirt {
-                configuration: Configuration {
-                    permitted_host_devices: permitted,
-                },
-            },
-            HostDevicesSource::HyperConverged => Spec::HyperConverged {
-                permitted_host_devices: permitted,
-            },
+/// The command that applies a [`SafePatch`] saved as `FILE` to the CR `object`
+/// (`namespace/name`; `None`: the usual name of `target`'s CR, as [`apply_command`]).
+pub fn safe_apply_command(
+    kind: PatchKind,
+    target: HostDevicesSource,
+    object: Option<&str>,
+) -> String {
+    let (ns, name) = match object.and_then(|o| o.split_once('/')) {
+        Some((ns, name)) if !name.is_empty() => (ns, name),
+        _ => match target {
+            HostDevicesSource::KubeVirt => ("kubevirt", "kubevirt"),
+            HostDevicesSource::HyperConverged => ("openshift-cnv", "kubevirt-hyperconverged"),
         },
-    }
+    };
+    let resource = match target {
+        HostDevicesSource::KubeVirt => "kubevirt",
+        HostDevicesSource::HyperConverged => "hyperconverged",
+    };
+    let ty = match kind {
+        PatchKind::Merged => "merge",
+        PatchKind::JsonAdd => "json",
+    };
+    let ns = if ns.is_empty() {
+        String::new()
+    } else {
+        format!(" -n {ns}")
+    };
+    format!("kubectl patch {resource} {name}{ns} --type {ty} --patch-file FILE")
 }
 
-/// The command that applies a patch saved as `FILE` to the usual CR of `target`:
-/// `kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file FILE`, or for
-/// HyperConverged `kubectl patch hyperconverged kubevirt-hyperconverged -n openshift-cnv …`
-/// (the HCO's default name; upstream installs use the namespace `kubevirt-hyperconverged`).
-pub fn apply_command(target: HostDevicesSource) -> &'static str {
-    match target {
-        HostDevicesSource::KubeVirt => {
-            "kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file FILE"
+/// The comment lines of a [`SafePatch`] (YAML comments without the `# `): what it holds,
+/// what it keeps, how to apply it.
+pub fn safe_patch_hint(
+    p: &SafePatch,
+    target: HostDevicesSource,
+    object: Option<&str>,
+) -> Vec<String> {
+    let cr = match object {
+        Some(o) => format!("{} CR {o}", kind_name(target)),
+        None => format!("{} CR", kind_name(target)),
+    };
+    let mut v = vec![format!(
+        "{} for the {cr} ({}):",
+        match p.kind {
+            PatchKind::Merged => "Merge patch",
+            PatchKind::JsonAdd => "JSON patch",
+        },
+        target.path()
+    )];
+    let guarded = match &p.value {
+        serde_json::Value::Object(m) => m.contains_key("metadata"),
+        serde_json::Value::Array(a) => a.first().is_some_and(|o| o["op"] == "test"),
+        _ => false,
+    };
+    match p.kind {
+        PatchKind::Merged => {
+            v.push(format!(
+                "{} new entr{} for the passthrough models and vGPU types the nodes advertise; a list",
+                p.added,
+                if p.added == 1 { "y" } else { "ies" }
+            ));
+            v.push(format!(
+                "it changes is carried whole, the CR's current entries ({}) first, as read.",
+                p.kept
+            ));
+            v.push(if guarded {
+                "It carries the CR's resourceVersion: if the CR changed since, the API server refuses it."
+                    .to_owned()
+            } else {
+                "The CR read has no resourceVersion: generate again if the CR changed since.".to_owned()
+            });
         }
-        HostDevicesSource::HyperConverged => {
-            "kubectl patch hyperconverged kubevirt-hyperconverged -n openshift-cnv --type merge \
-             --patch-file FILE"
+        PatchKind::JsonAdd => {
+            v.push(format!(
+                "{} add operation{} for the passthrough models and vGPU types the nodes advertise;",
+                p.added,
+                if p.added == 1 { "" } else { "s" }
+            ));
+            v.push("they append and never replace an entry the CR holds.".to_owned());
+            if guarded {
+                v.push(
+                    "A test of the CR's resourceVersion comes first: the patch fails if the CR changed since."
+                        .to_owned(),
+                );
+            }
         }
     }
+    v.push(format!(
+        "Apply: {}",
+        safe_apply_command(p.kind, target, object)
+    ));
+    v
 }
 
-/// The lines telling how to apply the patch (YAML comments without the `# `; for JSON
-/// the `Apply:` line goes to stderr).
-pub fn apply_hint(target: HostDevicesSource) -> Vec<String> {
-    vec![
-        format!(
-            "Merge patch for the {} CR ({}): every",
-            kind_name(target),
-            target.path()
-        ),
-        "passthrough model and vGPU type the nodes advertise, externalResourceProvider: true."
-            .to_owned(),
-        format!("Apply: {}", apply_command(target)),
-        "A merge patch replaces each list whole: add the entries of other devices to it first."
-            .to_owned(),
-    ]
-}
-
-/// The merge patch of `plan` for `target`: YAML (comment lines from [`apply_hint`] first)
-/// or pretty JSON; newline-terminated. Shape: KubeVirt
-/// `{"spec":{"configuration":{"permittedHostDevices":{"pciHostDevices":[{"pciVendorSelector",
-/// "resourceName","externalResourceProvider"}],"mediatedDevices":[{"mdevNameSelector",
-/// "resourceName","externalResourceProvider"}]}}}}`; HyperConverged
-/// `{"spec":{"permittedHostDevices":…}}` with `pciDeviceSelector`. An empty list is left
-/// out (the merge patch keeps what the CR has).
-pub fn render_patch(plan: &Plan, target: HostDevicesSource, format: PatchFormat) -> String {
-    let p = patch(plan, target);
+/// A [`SafePatch`] as YAML (comment lines from [`safe_patch_hint`] first) or pretty JSON
+/// (the value alone); newline-terminated, control characters escaped (entries kept from
+/// the CR are printed as read).
+pub fn render_safe_patch(
+    p: &SafePatch,
+    target: HostDevicesSource,
+    object: Option<&str>,
+    format: PatchFormat,
+) -> String {
     let text = match format {
         PatchFormat::Json => {
-            let mut s = serde_json::to_string_pretty(&p)
+            let mut s = serde_json::to_string_pretty(&p.value)
                 .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
             s.push('\n');
             s
         }
         PatchFormat::Yaml => {
-            let mut s: String = apply_hint(target)
+            let mut s: String = safe_patch_hint(p, target, object)
                 .iter()
                 .map(|l| format!("# {l}\n"))
                 .collect();
-            s.push_str(&serde_saphyr::to_string(&p).unwrap_or_else(|e| format!("error: {e:?}\n")));
+            s.push_str(
+                &serde_saphyr::to_string(&p.value).unwrap_or_else(|e| format!("error: {e:?}\n")),
+            );
             if !s.ends_with('\n') {
                 s.push('\n');
             }
@@ -296,7 +270,7 @@ pub fn render_report(report: &Report, format: Format) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::analysis::kubevirt::{Advertised, check, generate};
+    use crate::analysis::kubevirt::{Advertised, Plan, check, generate, safe_patch};
     use crate::model::kubevirt::{MediatedDevice, PciHostDevice, PermittedHostDevices};
     use crate::model::node::NodeInfo;
     use std::borrow::Cow;
@@ -336,43 +310,148 @@ mod tests {
         );
     }
 
+    fn cr(text: &str) -> crate::input::kubevirt::CurrentCr {
+        crate::input::kubevirt::read_cr_str(text, "cr").unwrap()
+    }
+
     #[test]
-    fn patch_shapes() {
-        let j: serde_json::Value = serde_json::from_str(&render_patch(
+    fn merged_patch_keeps_current_entries_and_adds() {
+        let current = cr(
+            r#"{"kind": "KubeVirt", "metadata": {"name": "kubevirt", "namespace": "kubevirt", "resourceVersion": "42"},
+            "spec": {"configuration": {"permittedHostDevices": {"pciHostDevices": [
+              {"pciVendorSelector": "8086:0D4E", "resourceName": "intel.com/qat", "x-extra": 1}]}}}}"#,
+        );
+        let p = safe_patch(
             &plan(),
             HostDevicesSource::KubeVirt,
-            PatchFormat::Json,
-        ))
-        .unwrap();
-        assert_eq!(
-            j,
-            serde_json::json!({"spec":{"configuration":{"permittedHostDevices":{
-                "pciHostDevices":[{"pciVendorSelector":"10DE:2236","resourceName":"nvidia.com/GA102GL_A10","externalResourceProvider":true}],
-                "mediatedDevices":[{"mdevNameSelector":"NVIDIA A10-12Q","resourceName":"nvidia.com/NVIDIA_A10-12Q","externalResourceProvider":true}]}}}})
+            PatchKind::Merged,
+            Some(&current),
         );
-        let y = render_patch(
-            &plan(),
-            HostDevicesSource::HyperConverged,
+        assert_eq!((p.kept, p.added), (1, 2));
+        assert_eq!(
+            p.value,
+            serde_json::json!({"metadata": {"resourceVersion": "42"},
+              "spec": {"configuration": {"permittedHostDevices": {
+                "pciHostDevices": [
+                  {"pciVendorSelector": "8086:0D4E", "resourceName": "intel.com/qat", "x-extra": 1},
+                  {"pciVendorSelector": "10DE:2236", "resourceName": "nvidia.com/GA102GL_A10", "externalResourceProvider": true}],
+                "mediatedDevices": [
+                  {"mdevNameSelector": "NVIDIA A10-12Q", "resourceName": "nvidia.com/NVIDIA_A10-12Q", "externalResourceProvider": true}]}}}})
+        );
+        let y = render_safe_patch(
+            &p,
+            HostDevicesSource::KubeVirt,
+            Some("kubevirt/kubevirt"),
             PatchFormat::Yaml,
         );
         assert!(
-            y.starts_with("# Merge patch for the HyperConverged CR (spec.permittedHostDevices)"),
+            y.starts_with("# Merge patch for the KubeVirt CR kubevirt/kubevirt (spec.configuration.permittedHostDevices):\n# 2 new entries"),
             "{y}"
         );
-        let back = crate::input::kubevirt::read_str(
-            &format!("kind: HyperConverged\n{}", y.replace("# ", "#")),
-            "patch",
-        )
-        .unwrap();
-        assert_eq!(back.pci_host_devices, plan().pci_host_devices);
-        assert_eq!(back.mediated_devices, plan().mediated_devices);
-        // Nothing advertised: an empty list, no lists.
-        let e = generate(&Advertised::default());
-        let j = render_patch(&e, HostDevicesSource::KubeVirt, PatchFormat::Json);
-        assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&j).unwrap(),
-            serde_json::json!({"spec":{"configuration":{"permittedHostDevices":{}}}})
+        assert!(y.contains("# Apply: kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file FILE\n"), "{y}");
+        // The YAML reads back as the same list.
+        let back =
+            crate::input::kubevirt::read_str(&format!("kind: KubeVirt\n{y}"), "patch").unwrap();
+        assert_eq!(back.pci_host_devices.len(), 2);
+        assert_eq!(back.pci_host_devices[0].resource_name, "intel.com/qat");
+        // Everything listed already: an empty patch, the names reported.
+        let mut full = current.clone();
+        full.devices
+            .pci_host_devices
+            .push(plan().pci_host_devices[0].clone());
+        full.devices
+            .mediated_devices
+            .push(plan().mediated_devices[0].clone());
+        let p = safe_patch(
+            &plan(),
+            HostDevicesSource::KubeVirt,
+            PatchKind::Merged,
+            Some(&full),
         );
+        assert_eq!(p.value, serde_json::json!({}));
+        assert_eq!(
+            p.already,
+            ["nvidia.com/GA102GL_A10", "nvidia.com/NVIDIA_A10-12Q"]
+        );
+    }
+
+    #[test]
+    fn json_add_appends_and_creates_missing_lists() {
+        // The list exists with a foreign entry; mediatedDevices does not.
+        let current = cr(
+            r#"{"kind": "HyperConverged", "metadata": {"name": "h", "namespace": "cnv", "resourceVersion": "7"},
+            "spec": {"permittedHostDevices": {"pciHostDevices": [{"pciDeviceSelector": "8086:0D4E", "resourceName": "intel.com/qat"}]}}}"#,
+        );
+        let p = safe_patch(
+            &plan(),
+            HostDevicesSource::HyperConverged,
+            PatchKind::JsonAdd,
+            Some(&current),
+        );
+        assert_eq!(
+            p.value,
+            serde_json::json!([
+              {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+              {"op": "add", "path": "/spec/permittedHostDevices/pciHostDevices/-",
+               "value": {"pciDeviceSelector": "10DE:2236", "resourceName": "nvidia.com/GA102GL_A10", "externalResourceProvider": true}},
+              {"op": "add", "path": "/spec/permittedHostDevices/mediatedDevices",
+               "value": [{"mdevNameSelector": "NVIDIA A10-12Q", "resourceName": "nvidia.com/NVIDIA_A10-12Q", "externalResourceProvider": true}]}])
+        );
+        // No permittedHostDevices at all: one add creates it, the next appends to it.
+        let bare = cr(r#"{"kind": "KubeVirt", "metadata": {"name": "k"}, "spec": {}}"#);
+        let p = safe_patch(
+            &plan(),
+            HostDevicesSource::KubeVirt,
+            PatchKind::JsonAdd,
+            Some(&bare),
+        );
+        let paths: Vec<&str> = p
+            .value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/spec/configuration",
+                "/spec/configuration/permittedHostDevices/mediatedDevices"
+            ]
+        );
+        // Without the CR: appends only.
+        let p = safe_patch(
+            &plan(),
+            HostDevicesSource::KubeVirt,
+            PatchKind::JsonAdd,
+            None,
+        );
+        let paths: Vec<&str> = p
+            .value
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["path"].as_str().unwrap())
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/spec/configuration/permittedHostDevices/pciHostDevices/-",
+                "/spec/configuration/permittedHostDevices/mediatedDevices/-"
+            ]
+        );
+        assert_eq!(
+            safe_apply_command(
+                PatchKind::JsonAdd,
+                HostDevicesSource::HyperConverged,
+                Some("cnv/h")
+            ),
+            "kubectl patch hyperconverged h -n cnv --type json --patch-file FILE"
+        );
+        // Nothing advertised: no operations.
+        let e = generate(&Advertised::default());
+        let p = safe_patch(&e, HostDevicesSource::KubeVirt, PatchKind::JsonAdd, None);
+        assert_eq!(p.value, serde_json::json!([]));
     }
 
     #[test]

@@ -19,6 +19,7 @@ mod dra;
 mod explain;
 mod explain_cases;
 mod explain_dra;
+mod explain_vm;
 mod gate;
 mod gpu_operator;
 mod hostile_input;

@@ -24,7 +24,11 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
         "tests/data/explain/vgpu-type-not-permitted",
     ),
     (
-        "gpuwl kubevirt generate --nodes nodes.json",
+        "gpuwl kubevirt generate --nodes nodes.json --kubevirt kubevirt.yaml",
+        "tests/data/explain/vgpu-type-not-permitted",
+    ),
+    (
+        "gpuwl kubevirt generate --nodes nodes.json --kubevirt kubevirt.yaml --patch json-add",
         "tests/data/explain/vgpu-type-not-permitted",
     ),
     (
@@ -90,12 +94,19 @@ const LAB_EXAMPLES: &[&str] = &[
 ];
 
 /// Examples covered elsewhere, with where.
-const COVERED_ELSEWHERE: &[(&str, &str)] = &[(
-    // A pipeline through jq and column: the codes it lists are asserted per node in
-    // tests/it/operator.rs (each_state_gets_its_code_and_the_lines_keep_their_contract).
-    "gpuwl check nodes.json -o json \\",
-    "tests/it/operator.rs",
-)];
+const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        // Live, on KubeVirt objects the test creates; its output is printed with --nocapture.
+        "gpuwl explain vmi vm-a -n gpu-vm",
+        "tests/it/explain_vm.rs",
+    ),
+    (
+        // A pipeline through jq and column: the codes it lists are asserted per node in
+        // tests/it/operator.rs (each_state_gets_its_code_and_the_lines_keep_their_contract).
+        "gpuwl check nodes.json -o json \\",
+        "tests/it/operator.rs",
+    ),
+];
 
 /// The README's `$ ...` lines in text blocks, each with the output lines after it.
 fn readme_examples() -> Vec<(String, Vec<String>)> {

@@ -17,6 +17,7 @@
 
 pub mod dra_rules;
 pub mod rules;
+pub mod vm;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -183,6 +184,10 @@ pub struct Explanation {
     pub dra: Option<crate::analysis::dra::DraPlacement>,
     /// Whether DRA objects were given (or listed).
     pub dra_known: bool,
+    /// For `explain vm|vmi`: the VM or VMI, its conditions and devices, and the launcher
+    /// pod explained ([`vm::explain_vm`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm: Option<vm::VmView>,
 }
 
 /// Explains `pod` against `inputs`: [`gather`], then the first rule of
@@ -417,6 +422,7 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
         claims: Vec::new(),
         dra: None,
         dra_known: inputs.dra.is_some(),
+        vm: None,
     };
     if !pod.resource_claims.is_empty() {
         match inputs.dra {

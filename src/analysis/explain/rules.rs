@@ -46,7 +46,7 @@ pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
 /// The DRA slot [`dra_rules::cannot_allocate`] answers with `excluded`,
 /// `no-matching-device`, `too-large`, `counter-exhausted` or `devices-in-use` (the first
 /// that holds), so the DRA filter's causes come before the extended-resource ones.
-pub const RULES: [(CauseCode, Rule); 20] = [
+pub const RULES: [(CauseCode, Rule); 21] = [
     (CauseCode::InvalidSpec, invalid_spec),
     (CauseCode::AdmissionRejected, admission_rejected),
     (CauseCode::Scheduled, scheduled),
@@ -57,6 +57,7 @@ pub const RULES: [(CauseCode, Rule); 20] = [
     (CauseCode::NoMatchingDevice, dra_rules::cannot_allocate),
     (CauseCode::NoNodeData, no_node_data),
     (CauseCode::NodeConditions, node_conditions),
+    (CauseCode::VirtHandler, virt_handler),
     (CauseCode::OperatorState, operator_state),
     (CauseCode::UnadvertisedName, unadvertised_name),
     (CauseCode::StaleOnly, stale_only),
@@ -118,15 +119,23 @@ fn holders(keys: &[&str]) -> String {
     v.join(", ")
 }
 
-/// What to stop to free a unit: the VMIs behind launcher pods, else the pods.
+/// What to stop to free a unit: plain pods are deleted or finished; a launcher pod is
+/// never deleted (that kills the running VM, and a VM with `runStrategy: Always` starts a
+/// new one): its VM is stopped with `virtctl stop` (kubevirt/kubevirt `pkg/virtctl/vm/`).
 fn stop_what(keys: &[&str]) -> String {
-    let vmis: BTreeSet<String> = keys
-        .iter()
-        .filter_map(|k| {
-            let (ns, n) = k.split_once('/')?;
-            launcher_vmi_name(n).map(|v| format!("{ns}/{v}"))
-        })
-        .collect();
+    let mut vms: BTreeSet<(String, String)> = BTreeSet::new();
+    let mut pods: Vec<String> = Vec::new();
+    for k in keys {
+        match k
+            .split_once('/')
+            .and_then(|(ns, n)| launcher_vmi_name(n).map(|v| (ns.to_owned(), v.to_owned())))
+        {
+            Some(vm) => {
+                vms.insert(vm);
+            }
+            None => pods.push((*k).to_owned()),
+        }
+    }
     let list = |v: Vec<String>| {
         let n = v.len();
         let mut s: Vec<String> = v.into_iter().take(3).collect();
@@ -135,17 +144,24 @@ fn stop_what(keys: &[&str]) -> String {
         }
         s.join(", ")
     };
-    if vmis.len() == keys.len() && !vmis.is_empty() {
-        format!(
-            "stop a VM holding one (VMI {})",
-            list(vmis.into_iter().collect())
-        )
-    } else {
-        format!(
+    let mut parts = Vec::new();
+    if !pods.is_empty() {
+        parts.push(format!(
             "delete or finish a pod holding one ({})",
-            list(keys.iter().map(|k| k.to_string()).collect())
-        )
+            list(pods)
+        ));
     }
+    if !vms.is_empty() {
+        let cmds: Vec<String> = vms
+            .iter()
+            .map(|(ns, vm)| format!("virtctl stop {vm} -n {ns}"))
+            .collect();
+        parts.push(format!(
+            "stop a VM that can wait, a lower-priority one: {} — never delete its virt-launcher pod (that kills the running VM, and runStrategy: Always starts it again)",
+            list(cmds)
+        ));
+    }
+    parts.join(", or ")
 }
 
 /// `n1 (4 free), n2 (2 free)` or with allocatable when allocations are unknown.
@@ -378,6 +394,127 @@ pub fn node_conditions(f: &Facts<'_>) -> Option<Diagnosis> {
     ))
 }
 
+/// The node label virt-handler keeps at `true` while its heartbeat is fresh on that node
+/// (kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`, `NodeSchedulable`;
+/// set by `pkg/virt-handler/heartbeat/heartbeat.go`); every launcher pod's nodeSelector
+/// asks for it (`pkg/virt-controller/services/template.go`).
+pub const KUBEVIRT_SCHEDULABLE: &str = "kubevirt.io/schedulable";
+
+/// The resource virt-handler's own device plugin advertises on its node and every
+/// launcher pod requests (kubevirt/kubevirt `pkg/virt-handler/device-manager/`).
+pub const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
+
+/// Whether `r` is one of the `devices.kubevirt.io/*` names virt-handler advertises
+/// (`kvm`, `tun`, `vhost-net`, …).
+pub fn is_kubevirt_device(r: &str) -> bool {
+    r.starts_with("devices.kubevirt.io/")
+}
+
+/// Whether virt-handler is ready on `n`, as the scheduler sees it: the node carries
+/// `kubevirt.io/schedulable=true` and advertises `devices.kubevirt.io/kvm` (non-zero).
+pub fn virt_handler_ready(n: &NodeInfo) -> bool {
+    n.label(KUBEVIRT_SCHEDULABLE) == Some("true") && advertises(n, KVM_RESOURCE)
+}
+
+/// Whether `n`'s allocatable (else capacity) lists `r` with a whole, non-zero quantity.
+fn advertises(n: &NodeInfo, r: &str) -> bool {
+    n.allocatable
+        .as_ref()
+        .unwrap_or(&n.capacity)
+        .get(r)
+        .and_then(|q| crate::model::quantity::Quantity::parse(q).ok())
+        .and_then(|q| q.to_count().ok())
+        .is_some_and(|c| c > 0)
+}
+
+/// `virt-handler`: a virt-launcher pod (it requests `devices.kubevirt.io/*` or selects
+/// `kubevirt.io/schedulable`), or a VMI/VM when KubeVirt is evidently
+/// installed (some node is ready for it), can run only where virt-handler is ready, and
+/// none of the nodes that advertise its GPU names is: they lack `kubevirt.io/schedulable=
+/// true` or `devices.kubevirt.io/kvm`, both virt-handler's. The fix is virt-handler on
+/// those nodes, never another device plugin, never a hand-set label.
+pub fn virt_handler(f: &Facts<'_>) -> Option<Diagnosis> {
+    if f.pod.node_name.is_some() || f.nodes.is_empty() {
+        return None;
+    }
+    // What virt-controller renders into every launcher pod (a pod merely named like one,
+    // in a dump without KubeVirt, is not judged).
+    let launcher = f.pod.requests.keys().any(|r| is_kubevirt_device(r))
+        || f.pod.node_selector.contains_key(KUBEVIRT_SCHEDULABLE);
+    if !(launcher || f.pod.is_vm() && f.nodes.iter().any(virt_handler_ready)) {
+        return None;
+    }
+    // The nodes that advertise every other extended name the pod asks for.
+    let gpu: Vec<&RequestView> =
+        f.e.requests
+            .iter()
+            .filter(|rv| !is_kubevirt_device(&rv.resource))
+            .collect();
+    let relevant: Vec<&NodeInfo> = f
+        .nodes
+        .iter()
+        .filter(|n| {
+            gpu.iter()
+                .all(|rv| rv.advertisers.iter().any(|a| a.node == n.name))
+        })
+        .collect();
+    if relevant.is_empty() || relevant.iter().any(|n| virt_handler_ready(n)) {
+        return None;
+    }
+    let ns = f
+        .kubevirt
+        .and_then(|k| k.object.split_once('/'))
+        .map(|(ns, _)| ns)
+        .filter(|ns| !ns.is_empty())
+        .unwrap_or("kubevirt");
+    let evidence: Vec<String> = relevant
+        .iter()
+        .map(|n| {
+            let mut why = Vec::new();
+            match n.label(KUBEVIRT_SCHEDULABLE) {
+                Some("true") => {}
+                Some(v) => why.push(format!("label {KUBEVIRT_SCHEDULABLE}={v}")),
+                None => why.push(format!("no label {KUBEVIRT_SCHEDULABLE}")),
+            }
+            if !advertises(n, KVM_RESOURCE) {
+                why.push(format!("does not advertise {KVM_RESOURCE}"));
+            }
+            format!("{}: {}", n.name, why.join(", "))
+        })
+        .collect();
+    let names: Vec<&str> = relevant.iter().map(|n| n.name.as_str()).collect();
+    let shown = if names.len() > 3 {
+        format!("{} and {} more", names[..3].join(", "), names.len() - 3)
+    } else {
+        names.join(", ")
+    };
+    let what_gpu = if gpu.is_empty() {
+        "no node".to_string()
+    } else {
+        format!(
+            "none of the nodes advertising {} ({shown})",
+            gpu.iter()
+                .map(|rv| rv.resource.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
+    Some(
+        Diagnosis::new(
+            CauseCode::VirtHandler,
+            format!(
+                "virt-handler is not ready on the nodes the {} needs: {what_gpu} carries {KUBEVIRT_SCHEDULABLE}=true with {KVM_RESOURCE} advertised — both come from virt-handler (its heartbeat sets the label, its device plugin the resource), and every virt-launcher pod asks for them",
+                what(f.pod)
+            ),
+            format!(
+                "get virt-handler running and Ready on {shown}: kubectl get pods -n {ns} -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName={} (its logs say why it is not Ready), and kubectl get daemonset virt-handler -n {ns} (its nodeSelector and tolerations, from the KubeVirt CR's spec.workloads, must admit the node); do not set the label by hand, and {KVM_RESOURCE} needs no other device plugin",
+                names[0]
+            ),
+        )
+        .with_evidence(evidence),
+    )
+}
+
 /// The fix for a request whose name is wrong but related to an advertised one.
 fn rename_fix(f: &Facts<'_>, rv: &RequestView, s: &names::Suggestion) -> String {
     let mut fix = match s.relation {
@@ -516,6 +653,10 @@ pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
                 ""
             },
             rv.class.describe()
+        ),
+        None if is_kubevirt_device(&rv.resource) => format!(
+            "{} comes from virt-handler's own device plugin, not from a plugin to deploy: get virt-handler running and Ready on the nodes (kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide; kubectl get daemonset virt-handler -n kubevirt)",
+            rv.resource
         ),
         None => format!(
             "deploy the device plugin that advertises {}, or request a name that is advertised",
@@ -805,6 +946,13 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
             "widen the required node affinity so that it matches {}",
             adv_names.join(", ")
         ),
+        Some(Exclusion::Taint { taint }) if taint.key.starts_with("node.kubernetes.io/") => {
+            format!(
+                "make {} healthy: {} is set by Kubernetes for a node condition and goes away when it clears; never tolerate node.kubernetes.io/* taints",
+                adv_names.join(", "),
+                taint.key
+            )
+        }
         Some(Exclusion::Taint { taint }) => format!(
             "add the toleration {{key: {}, operator: {}, effect: {}}}",
             taint.key,
@@ -999,7 +1147,7 @@ pub fn insufficient(f: &Facts<'_>) -> Option<Diagnosis> {
                 "Insufficient: each requested name has enough free units on some candidate, but no single candidate ({}) has enough of all of them at once",
                 f.e.candidates.join(", ")
             ),
-            "free units on one candidate (delete or finish pods using them) or ask for fewer units",
+            "free units on one candidate (finish pods using them; for a VM, virtctl stop a lower-priority VM, never delete a virt-launcher pod) or ask for fewer units",
         ));
     }
     let what_: Vec<String> = short
@@ -1024,7 +1172,7 @@ pub fn insufficient(f: &Facts<'_>) -> Option<Diagnosis> {
             f.e.candidates.join(", "),
             what_.join("; ")
         ),
-        "free units on one candidate so that it alone has enough (delete or finish pods using them there), ask for fewer units, or add nodes of the same pool",
+        "free units on one candidate so that it alone has enough (finish pods using them there; for a VM, virtctl stop a lower-priority VM, never delete a virt-launcher pod), ask for fewer units, or add nodes of the same pool",
     ))
 }
 
@@ -1739,6 +1887,65 @@ mod tests {
             },
         )
         .unwrap()
+    }
+
+    #[test]
+    fn virt_handler_is_the_cause_for_a_launcher_only_where_it_is_not_ready() {
+        // gpu-node-1 advertises nvidia.com/gpu, but no virt-handler label or kvm resource.
+        let launcher = r#"{"kind":"Pod","metadata":{"name":"virt-launcher-a-x7k2p","namespace":"v"},
+            "spec":{"nodeSelector":{"kubevirt.io/schedulable":"true"},"containers":[{"name":"compute",
+            "resources":{"limits":{"nvidia.com/gpu":"1","devices.kubevirt.io/kvm":"1"}}}]}}"#;
+        let e = explain_with(launcher);
+        assert_eq!(e.cause_code, CauseCode::VirtHandler, "{}", e.cause);
+        assert!(
+            e.fix.contains("virt-handler") && e.fix.contains("gpu-node-1"),
+            "{}",
+            e.fix
+        );
+        assert!(!e.fix.contains("deploy the device plugin"), "{}", e.fix);
+        assert_eq!(
+            e.evidence,
+            [
+                "gpu-node-1: no label kubevirt.io/schedulable, does not advertise devices.kubevirt.io/kvm"
+            ]
+        );
+        // A pod only named like a launcher, in a dump without KubeVirt: not judged.
+        let plain = r#"{"kind":"Pod","metadata":{"name":"virt-launcher-a-x7k2p","namespace":"v"},
+            "spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#;
+        assert_eq!(explain_with(plain).cause_code, CauseCode::FitsNow);
+    }
+
+    #[test]
+    fn condition_taints_are_never_tolerated_and_launchers_never_deleted() {
+        let (mut nodes, pod) = nodes_and_pod(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"v"},
+            "spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        nodes[0].taints.push(crate::model::node::Taint {
+            key: "node.kubernetes.io/memory-pressure".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        });
+        let e = explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::Excluded, "{}", e.cause);
+        assert!(!e.fix.contains("toleration"), "{}", e.fix);
+        assert!(
+            e.fix.contains("never tolerate node.kubernetes.io/*"),
+            "{}",
+            e.fix
+        );
+
+        let fix = super::stop_what(&["a/train-0", "vms/virt-launcher-vm-b-q9w8e"]);
+        assert!(fix.starts_with("delete or finish a pod holding one (a/train-0), or stop a VM that can wait, a lower-priority one: virtctl stop vm-b -n vms"), "{fix}");
+        assert!(!fix.contains("virt-launcher-vm-b"), "{fix}");
     }
 
     #[test]

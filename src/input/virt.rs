@@ -1,0 +1,193 @@
+//! Reading a KubeVirt `VirtualMachine` or `VirtualMachineInstance` and its virt-launcher pod
+//! from the live cluster, for `gpuwl explain vm|vmi NS/NAME`.
+//!
+//! Facts (kubevirt/kubevirt):
+//! - both kinds are `kubevirt.io/v1` (`virtualmachines`, `virtualmachineinstances`), a VM's
+//!   VMI has the VM's name (`staging/src/kubevirt.io/api/core/v1/types.go`);
+//! - virt-controller labels the launcher pod it makes for a VMI `kubevirt.io=virt-launcher`,
+//!   `kubevirt.io/created-by=<VMI uid>` and (newer releases) `vm.kubevirt.io/name=<VMI
+//!   name>` (`pkg/virt-controller/services/template.go`, the label names in
+//!   `staging/src/kubevirt.io/api/core/v1/types.go`: `AppLabel`, `CreatedByLabel`,
+//!   `VirtualMachineNameLabel`).
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::input::pods;
+use crate::model::pod::{ObjectKind, PodInfo};
+
+/// How long one live call may take before gpuwl gives up (exit 3).
+pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The label virt-controller puts on a launcher pod: the VMI's uid.
+pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
+/// The label virt-controller puts on a launcher pod: the VMI's name.
+pub const VM_NAME_LABEL: &str = "vm.kubevirt.io/name";
+/// The label (`kubevirt.io`) naming a KubeVirt component: `virt-launcher` on launcher pods.
+pub const APP_LABEL: &str = "kubevirt.io";
+
+/// A VM or VMI as read, with what belongs to it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VmObjects {
+    /// What was asked for.
+    pub kind: ObjectKind,
+    /// The VirtualMachine (JSON, `kind` set); `None` when a VMI was asked for.
+    pub vm: Option<Value>,
+    /// The VirtualMachineInstance (JSON, `kind` set); `None` when the VM has none (stopped).
+    pub vmi: Option<Value>,
+    /// The launcher pod chosen ([`choose_launcher`]), if any.
+    pub launcher: Option<PodInfo>,
+    /// How the launcher was found (`kubevirt.io/created-by=<uid>`), for the notes.
+    pub launcher_selector: Option<String>,
+    /// How many launcher pods the selector found (several during a migration).
+    pub launchers_found: usize,
+}
+
+fn resource(kind: &str, plural: &str) -> ApiResource {
+    ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kubevirt.io", "v1", kind), plural)
+}
+
+/// GETs `kind` `namespace/name`: `None` on 404 of the object.
+///
+/// Errors: [`Error::Input`] when the cluster does not serve the type (KubeVirt is not
+/// installed); [`Error::Runtime`] when the call fails or takes longer than [`LIVE_TIMEOUT`].
+async fn get(
+    client: &kube::Client,
+    kind: &str,
+    plural: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Value>> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource(kind, plural));
+    let doing = format!("get {plural}.kubevirt.io {namespace}/{name}");
+    let got = match tokio::time::timeout(LIVE_TIMEOUT, api.get_opt(name)).await {
+        Err(_) => {
+            return Err(Error::Runtime(format!(
+                "{doing}: no answer within {}s",
+                LIVE_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(Err(kube::Error::Api(s))) if s.code == 404 => {
+            return Err(Error::Input(format!(
+                "the cluster does not serve {plural}.kubevirt.io/v1: KubeVirt is not installed"
+            )));
+        }
+        Ok(Err(e)) => return Err(crate::input::live::api_error(&doing, &e)),
+        Ok(Ok(o)) => o,
+    };
+    match got {
+        None => Ok(None),
+        Some(o) => {
+            let mut v = serde_json::to_value(&o)
+                .map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
+            if let Value::Object(m) = &mut v {
+                m.insert("kind".into(), Value::String(kind.into()));
+                m.insert("apiVersion".into(), Value::String("kubevirt.io/v1".into()));
+            }
+            Ok(Some(v))
+        }
+    }
+}
+
+/// The launcher pods in `namespace` matching `selector`.
+async fn launchers(client: &kube::Client, namespace: &str, selector: &str) -> Result<Vec<PodInfo>> {
+    let api: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let doing = format!("list pods -n {namespace} -l {selector}");
+    let list = match tokio::time::timeout(
+        LIVE_TIMEOUT,
+        api.list(&ListParams::default().labels(selector)),
+    )
+    .await
+    {
+        Err(_) => {
+            return Err(Error::Runtime(format!(
+                "{doing}: no answer within {}s",
+                LIVE_TIMEOUT.as_secs()
+            )));
+        }
+        Ok(Err(e)) => return Err(crate::input::live::api_error(&doing, &e)),
+        Ok(Ok(l)) => l,
+    };
+    list.items.iter().map(pods::pod_info).collect()
+}
+
+/// The launcher pod to explain among `found`: a waiting one (not bound, not terminal:
+/// a new launcher, or a migration's target) first, else a running one, else the first.
+pub fn choose_launcher(found: Vec<PodInfo>) -> Option<PodInfo> {
+    let waiting = found.iter().position(PodInfo::is_unbound);
+    let live = found.iter().position(|p| !p.is_terminal());
+    let i = waiting.or(live).or((!found.is_empty()).then_some(0))?;
+    found.into_iter().nth(i)
+}
+
+/// Reads VM or VMI (`kind`) `namespace/name`, its VMI (for a VM: the VMI of the same name,
+/// if running) and the VMI's launcher pod (label `kubevirt.io/created-by=<VMI uid>`, else
+/// `kubevirt.io=virt-launcher,vm.kubevirt.io/name=<VMI name>`).
+///
+/// Errors: [`Error::Input`] when the object does not exist or KubeVirt is not installed;
+/// [`Error::Runtime`] when the API cannot be reached.
+pub async fn read(
+    client: &kube::Client,
+    kind: ObjectKind,
+    namespace: &str,
+    name: &str,
+) -> Result<VmObjects> {
+    let vm = match kind {
+        ObjectKind::VirtualMachine => Some(
+            get(client, "VirtualMachine", "virtualmachines", namespace, name)
+                .await?
+                .ok_or_else(|| {
+                    Error::Input(format!("VirtualMachine {namespace}/{name} not found"))
+                })?,
+        ),
+        _ => None,
+    };
+    let vmi = get(
+        client,
+        "VirtualMachineInstance",
+        "virtualmachineinstances",
+        namespace,
+        name,
+    )
+    .await?;
+    if kind == ObjectKind::VirtualMachineInstance && vmi.is_none() {
+        return Err(Error::Input(format!(
+            "VirtualMachineInstance {namespace}/{name} not found"
+        )));
+    }
+    let mut out = VmObjects {
+        kind,
+        vm,
+        vmi,
+        launcher: None,
+        launcher_selector: None,
+        launchers_found: 0,
+    };
+    let Some(vmi) = &out.vmi else {
+        return Ok(out);
+    };
+    let uid = vmi
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .filter(|u| !u.is_empty());
+    let mut selectors = Vec::new();
+    if let Some(uid) = uid {
+        selectors.push(format!("{CREATED_BY_LABEL}={uid}"));
+    }
+    selectors.push(format!("{APP_LABEL}=virt-launcher,{VM_NAME_LABEL}={name}"));
+    for sel in selectors {
+        let found = launchers(client, namespace, &sel).await?;
+        if !found.is_empty() {
+            out.launchers_found = found.len();
+            out.launcher = choose_launcher(found);
+            out.launcher_selector = Some(sel);
+            break;
+        }
+    }
+    Ok(out)
+}
