@@ -202,7 +202,9 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
     }
     for (resource, &units) in pod.requests.iter() {
         let source = pod.sources.iter().find(|s| &s.resource == resource);
-        let field = source.map(|s| s.field.clone()).unwrap_or_default();
+        let field = source
+            .map(|s| limits_field(pod, &s.field, resource))
+            .unwrap_or_default();
         let name = show(resource);
         if pod.is_vm()
             && (field.contains(".gpus[") || field.contains(".hostDevices["))
@@ -257,6 +259,27 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
         });
     }
     out
+}
+
+/// The field to name for `resource` read from `field`: the API server copies an extended
+/// resource's limits into absent requests before webhooks see the object
+/// (kubernetes/kubernetes `pkg/apis/core/v1/defaults.go`, `SetDefaults_Pod`), so a
+/// container's `resources.requests` is named as `resources.limits` (where the user wrote
+/// it) unless the reader found it in requests without a limit.
+fn limits_field(pod: &PodInfo, field: &str, resource: &str) -> String {
+    let Some(path) = field.strip_suffix(".resources.requests") else {
+        return field.to_owned();
+    };
+    let without = format!("{path}: {resource} requests ");
+    let unlimited = pod
+        .problems
+        .iter()
+        .any(|p| p.starts_with(&without) && p.contains(" without a limit"));
+    if unlimited {
+        field.to_owned()
+    } else {
+        format!("{path}.resources.limits")
+    }
 }
 
 /// Whether `node` passes the object's nodeSelector and required node affinity.
@@ -454,6 +477,18 @@ mod tests {
         // Listed with 0 only.
         let w = review(&pod("nvidia.com/GRID_A10-4Q"), &ix);
         assert_eq!(w[0].code, CauseCode::StaleOnly);
+    }
+
+    #[test]
+    fn requests_the_api_server_defaulted_from_limits_are_named_as_limits() {
+        let ix = lab(false);
+        let defaulted = object(
+            "kind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: c\n    resources:\n      limits: {nvidia.com/GA102GL_A1: 1}\n      requests: {nvidia.com/GA102GL_A1: 1}\n",
+        );
+        assert_eq!(
+            review(&defaulted, &ix)[0].field,
+            "spec.containers[0].resources.limits"
+        );
     }
 
     #[test]
