@@ -8,6 +8,7 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{Receiver, channel};
 use std::time::{Duration, Instant};
@@ -56,6 +57,7 @@ fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String
 struct Guard {
     child: Child,
     metrics: String,
+    admission: String,
     log: Receiver<String>,
 }
 
@@ -70,6 +72,21 @@ impl Guard {
     /// Starts serve with the guard and `extra` arguments; returns once the configuration is
     /// registered and /readyz answers 200.
     fn start(kubeconfig: &str, extra: &[&str]) -> Guard {
+        let mut args = vec!["--admission-register"];
+        args.extend(extra);
+        let g = Guard::spawn(kubeconfig, &args);
+        let start = Instant::now();
+        while g.get("/readyz").0 != 200 {
+            assert!(start.elapsed() < Duration::from_secs(60), "/readyz not 200");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        g
+    }
+
+    /// Starts serve with the guard and `args`; returns once it listens (and, with
+    /// `--admission-register`, once the configuration is registered).
+    fn spawn(kubeconfig: &str, args: &[&str]) -> Guard {
+        let register = args.contains(&"--admission-register");
         let mut child = Command::new(cargo_bin("gpuwl"))
             .args([
                 "serve",
@@ -79,9 +96,8 @@ impl Guard {
                 "127.0.0.1:0",
                 "--admission-listen",
                 "127.0.0.1:0",
-                "--admission-register",
             ])
-            .args(extra)
+            .args(args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
@@ -95,7 +111,7 @@ impl Guard {
                 }
             }
         });
-        let mut metrics = None;
+        let (mut metrics, mut admission) = (None, None);
         let start = Instant::now();
         loop {
             let line = log
@@ -104,22 +120,53 @@ impl Guard {
             if let Some(rest) = line.strip_prefix("gpuwl serve: listening on http://") {
                 metrics = rest.split_whitespace().next().map(str::to_owned);
             }
+            if let Some(rest) =
+                line.strip_prefix("gpuwl serve: admission guard listening on https://")
+            {
+                admission = rest.split('/').next().map(str::to_owned);
+                if !register {
+                    break;
+                }
+            }
             if line.starts_with("gpuwl serve: registered ValidatingWebhookConfiguration gpuwl-admission (https://127.0.0.1:") {
                 break;
             }
             assert!(start.elapsed() < Duration::from_secs(30), "{line}");
         }
-        let g = Guard {
+        Guard {
             child,
             metrics: metrics.expect("the metrics address"),
+            admission: admission.expect("the admission address"),
             log,
-        };
-        let start = Instant::now();
-        while g.get("/readyz").0 != 200 {
-            assert!(start.elapsed() < Duration::from_secs(60), "/readyz not 200");
-            std::thread::sleep(Duration::from_millis(100));
         }
-        g
+    }
+
+    /// POSTs `body` to `https://ADMISSION/validate` with curl, trusting `ca`: (HTTP status,
+    /// response body).
+    fn post(&self, ca: &Path, body: &[u8]) -> (u16, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("review.json");
+        std::fs::write(&file, body).unwrap();
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "20",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                "--cacert",
+            ])
+            .arg(ca)
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(format!("@{}", file.display()))
+            .arg(format!("https://{}/validate", self.admission))
+            .output()
+            .expect("curl on PATH");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.trim().parse().unwrap_or(0), body.to_owned())
     }
 
     /// GET `path` on the metrics port: (status, body).
@@ -180,6 +227,27 @@ fn the_api_server_warns_denies_and_fails_open_through_the_guard() {
     let _down = ClusterDown(CLUSTER);
     let (root, kubeconfig) = lab_cluster(CLUSTER);
     let kc = kubeconfig.as_str();
+
+    // deploy/admission/ is what the API server accepts (server-side dry run).
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let (code, out, err) = kubectl(
+        kc,
+        &["apply", "-f", &format!("{deploy}/00-namespace.yaml")],
+        "",
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = kubectl(
+        kc,
+        &[
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &format!("{deploy}/admission/"),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.matches("(server dry run)").count(), 4, "{out}");
 
     // Warn mode: the pod is created, kubectl prints the warning with the did-you-mean.
     let guard = Guard::start(kc, &[]);
@@ -267,4 +335,182 @@ fn the_api_server_warns_denies_and_fails_open_through_the_guard() {
     let (code, log) = guard.stop(libc::SIGINT);
     assert_eq!(code, Some(0), "{log:?}");
     assert!(!configurations(kc).contains("gpuwl-admission"));
+}
+
+/// An AdmissionReview of `object` as a `kind` in `group`.
+fn review(group: &str, kind: &str, object: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u-1","kind":{{"group":"{group}","version":"v1","kind":"{kind}"}},"operation":"CREATE","object":{object}}}}}"#
+    )
+}
+
+/// Bad input over real HTTPS, without any API server (nothing is synced: every review is
+/// admitted without a word): malformed JSON and a review without a request get 400 with a
+/// one-line reason that does not echo the input, a body over 4 MiB gets 413, an unknown
+/// kind is allowed; the process stays up and counts them. Bad flags exit 2.
+#[test]
+fn the_guard_answers_bad_input_over_https_and_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_port, kc) = crate::common::silent_api_server(dir.path());
+    let cert = gpuwl::serve::tls::generate(&["localhost".into()], &["127.0.0.1".parse().unwrap()])
+        .unwrap();
+    let (ca, crt, key) = (
+        dir.path().join("ca.crt"),
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+    );
+    std::fs::write(&ca, cert.ca_pem.as_deref().unwrap()).unwrap();
+    std::fs::write(&crt, &cert.cert_pem).unwrap();
+    std::fs::write(&key, &cert.key_pem).unwrap();
+    let g = Guard::spawn(
+        kc.to_str().unwrap(),
+        &[
+            "--admission-cert",
+            crt.to_str().unwrap(),
+            "--admission-key",
+            key.to_str().unwrap(),
+            "--admission-mode",
+            "enforce",
+        ],
+    );
+    let secret = "SECRET-VALUE-\u{1b}[31m";
+    let (code, body) = g.post(&ca, format!("{{\"apiVersion\": \"{secret}").as_bytes());
+    assert_eq!(code, 400, "{body}");
+    assert!(body.starts_with("not an AdmissionReview: "), "{body}");
+    assert!(!body.contains("SECRET"), "{body}");
+    assert_eq!(body.lines().count(), 1, "{body}");
+    let (code, body) = g.post(
+        &ca,
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+    );
+    assert_eq!(
+        (code, body.as_str()),
+        (400, "not an AdmissionReview: no request\n")
+    );
+    let huge = review("", "Pod", &format!("{{\"x\":\"{}\"}}", "a".repeat(5 << 20)));
+    let (code, _) = g.post(&ca, huge.as_bytes());
+    assert_eq!(code, 413);
+    let (code, body) = g.post(&ca, review("", "ConfigMap", r#"{"data":{}}"#).as_bytes());
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "response": {"uid": "u-1", "allowed": true}})
+    );
+    // Not synced (no API server): even enforce mode admits, without a word.
+    let typo = r#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/GA102GL_A1":"1"}}}]}}"#;
+    let (code, body) = g.post(&ca, review("", "Pod", typo).as_bytes());
+    assert_eq!(code, 200);
+    assert!(
+        body.contains(r#""allowed":true"#) && !body.contains("warnings"),
+        "{body}"
+    );
+    // Still up, and counted.
+    assert_eq!(g.get("/healthz").0, 200);
+    assert_eq!(
+        g.sample("gpuwl_admission_reviews_total{kind=\"other\",verdict=\"invalid\"}"),
+        Some(3.0)
+    );
+    assert_eq!(
+        g.sample("gpuwl_admission_reviews_total{kind=\"Pod\",verdict=\"skipped\"}"),
+        Some(1.0)
+    );
+    drop(g);
+
+    // Bad flags and files: exit 2, the file named.
+    let kc = kc.to_str().unwrap();
+    let (code, _, err) = crate::common::gpuwl(&[
+        "serve",
+        "--kubeconfig",
+        kc,
+        "--admission-listen",
+        "127.0.0.1:0",
+        "--admission-cert",
+        dir.path().join("absent.crt").to_str().unwrap(),
+        "--admission-key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("absent.crt: cannot read"), "{err}");
+    for args in [
+        &["--admission-mode", "enforce"][..],
+        &[
+            "--admission-listen",
+            "127.0.0.1:0",
+            "--admission-service",
+            "Not/A Service",
+        ][..],
+        &[
+            "--admission-listen",
+            "127.0.0.1:0",
+            "--admission-cert",
+            "x.crt",
+        ][..],
+    ] {
+        let mut a = vec!["serve", "--kubeconfig", kc];
+        a.extend(args);
+        let (code, _, err) = crate::common::gpuwl(&a);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+}
+
+/// deploy/admission/ ships the configuration `--admission-register` applies (same rules,
+/// failure policy, timeout, side effects), pointed at its Service, skipping kube-system and
+/// gpuwl; the Service reaches the port the Deployment patch opens.
+#[test]
+fn the_shipped_webhook_configuration_is_the_registered_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/admission");
+    let yaml = |f: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join(f)).unwrap()).unwrap()
+    };
+    let shipped = yaml("01-validatingwebhookconfiguration.yaml");
+    let service = yaml("00-service.yaml");
+    let client_config = serde_json::json!({
+        "service": {"namespace": "gpuwl", "name": "gpuwl-admission", "path": "/validate", "port": 443},
+        "caBundle": "",
+    });
+    let mut registered = gpuwl::serve::admission::configuration(
+        "gpuwl-admission",
+        client_config,
+        &["kube-system", "gpuwl"],
+    );
+    registered["metadata"]["annotations"] =
+        serde_json::json!({"cert-manager.io/inject-ca-from": "gpuwl/gpuwl-admission"});
+    assert_eq!(shipped, registered);
+    let w = &shipped["webhooks"][0];
+    assert_eq!(w["failurePolicy"], "Ignore");
+    assert!(w["timeoutSeconds"].as_i64().unwrap() <= 5);
+    assert_eq!(w["sideEffects"], "None");
+    assert_eq!(
+        (
+            service["metadata"]["namespace"].as_str(),
+            service["metadata"]["name"].as_str(),
+            service["spec"]["ports"][0]["port"].as_i64(),
+            service["spec"]["ports"][0]["targetPort"].as_str(),
+        ),
+        (
+            Some("gpuwl"),
+            Some("gpuwl-admission"),
+            Some(443),
+            Some("admission")
+        )
+    );
+    let patch: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("deployment.patch")).unwrap())
+            .unwrap();
+    let c = &patch["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["ports"][0]["name"], "admission");
+    assert_eq!(c["ports"][0]["containerPort"], 9443);
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--admission-listen", "0.0.0.0:9443"]),
+        "{args:?}"
+    );
 }
