@@ -178,7 +178,7 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
         match verdict {
             Verdict::Warned => response["warnings"] = json!(lines),
             Verdict::Denied => {
-                let mut message = format!("gpuwl: {}", lines.join("; "));
+                let mut message = lines.join("; ");
                 if message.chars().count() > MAX_DENIAL {
                     message = message.chars().take(MAX_DENIAL - 1).collect::<String>() + "…";
                 }
@@ -383,7 +383,7 @@ mod tests {
             b["response"]["status"]["message"]
                 .as_str()
                 .unwrap()
-                .starts_with("gpuwl: gpuwl unadvertised-name: spec.containers[0]")
+                .starts_with("gpuwl unadvertised-name: spec.containers[0]")
         );
         assert_eq!(d.codes, ["unadvertised-name"]);
         // A correct pod: allowed, no warnings field.

@@ -298,7 +298,7 @@ fn the_api_server_warns_denies_and_fails_open_through_the_guard() {
     let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &typo_pod("typo-denied"));
     assert_eq!(code, 1, "{out}{err}");
     assert!(
-        err.contains("admission webhook \"gpu-requests.gpuwl.io\" denied the request: gpuwl: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?"),
+        err.contains("admission webhook \"gpu-requests.gpuwl.io\" denied the request: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?"),
         "{err}"
     );
     let (code, _, _) = kubectl(kc, &["get", "pod", "-n", "gpu-vm", "typo-denied"], "");
