@@ -35,7 +35,8 @@ required node affinity excludes, an extended resource in requests without limits
 them, a VMI/VM deviceName not in KubeVirt's permittedHostDevices, more units than any node has.
   gpuwl serve --kubeconfig kc --listen 127.0.0.1:9850 --admission-listen 127.0.0.1:9443 --admission-register
 deploy/admission/ holds the in-cluster Service and ValidatingWebhookConfiguration (failurePolicy
-Ignore: when the guard is down, objects are admitted, and gpuwl_admission_flagged_pods counts them).")]
+Ignore: when the guard is down, objects are admitted, and gpuwl_admission_flagged_pods counts them).
+Details: docs/admission.md.")]
 pub struct Args {
     /// Address and port to serve on (port 0: any free port, printed on stderr).
     #[arg(long, value_name = "ADDR:PORT", default_value = DEFAULT_LISTEN)]
