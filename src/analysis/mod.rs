@@ -12,6 +12,7 @@
 //! [`usage`] (per node × resource: allocatable, allocated, free — the one source of the
 //! numbers both inventory and explain print).
 
+pub mod admission;
 pub mod check;
 pub mod diagnosis;
 pub mod dra;

@@ -16,6 +16,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::serve::state::Evaluation;
@@ -86,6 +87,41 @@ pub struct KubevirtLabels {
     pub resource: String,
     /// KubeVirt finding code, e.g. `advertised-not-permitted`.
     pub code: String,
+}
+
+/// `{kind, verdict}`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReviewLabels {
+    /// `Pod`, `VirtualMachineInstance`, `VirtualMachine` or `other`.
+    pub kind: &'static str,
+    /// `allowed`, `warned`, `denied`, `skipped` or `invalid`
+    /// ([`crate::serve::admission::Verdict`]).
+    pub verdict: &'static str,
+}
+
+/// `{code}`: an `explain` cause code.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct CodeLabels {
+    /// The cause code, e.g. `unadvertised-name`.
+    pub code: &'static str,
+}
+
+/// The cause codes the admission guard reports, so that their series exist at 0.
+pub const ADMISSION_CODES: [&str; 6] = [
+    "invalid-spec",
+    "not-permitted",
+    "unadvertised-name",
+    "stale-only",
+    "excluded",
+    "too-large",
+];
+
+/// The admission guard's metrics (registered only with `--admission-listen`).
+struct AdmissionMetrics {
+    reviews: Family<ReviewLabels, Counter>,
+    findings: Family<CodeLabels, Counter>,
+    duration: Histogram,
+    flagged: Family<CodeLabels, Gauge>,
 }
 
 /// `{version}`.
@@ -168,6 +204,7 @@ pub struct Metrics {
     stale: Gauge,
     last_contact: Gauge<f64, AtomicU64>,
     reloads: Counter,
+    admission: Option<AdmissionMetrics>,
 }
 
 impl Default for Metrics {
@@ -225,6 +262,15 @@ impl Format {
 impl Metrics {
     /// A registry with every metric registered; `gpuwl_build_info` set.
     pub fn new() -> Metrics {
+        Metrics::build(false)
+    }
+
+    /// As [`Metrics::new`], with the admission guard's metrics.
+    pub fn with_admission() -> Metrics {
+        Metrics::build(true)
+    }
+
+    fn build(admission: bool) -> Metrics {
         let mut registry = Registry::default();
         let m = Metrics {
             registry: Registry::default(),
@@ -245,6 +291,7 @@ impl Metrics {
             stale: Gauge::default(),
             last_contact: Gauge::default(),
             reloads: Counter::default(),
+            admission: None,
         };
         let build_info = Family::<VersionLabels, Gauge>::default();
         build_info
@@ -339,7 +386,47 @@ impl Metrics {
         }
         registry.register_collector(Box::new(ProcessCollector));
         m.stale.set(1);
-        Metrics { registry, ..m }
+        let admission = admission.then(|| {
+            let a = AdmissionMetrics {
+                reviews: Family::default(),
+                findings: Family::default(),
+                // 0.25 ms to 5 s: the API server's webhook timeout is at most 5 s here.
+                duration: Histogram::new(
+                    [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0, 5.0],
+                ),
+                flagged: Family::default(),
+            };
+            registry.register(
+                "gpuwl_admission_reviews",
+                "AdmissionReviews answered, per object kind and verdict (allowed, warned, denied, skipped: not judged, invalid: HTTP 400/413)",
+                a.reviews.clone(),
+            );
+            registry.register(
+                "gpuwl_admission_findings",
+                "Findings of the admission guard (each a warning, or part of a denial), per explain cause code",
+                a.findings.clone(),
+            );
+            registry.register(
+                "gpuwl_admission_review_duration_seconds",
+                "Time to answer one AdmissionReview (reading, judging, writing the answer; not the network)",
+                a.duration.clone(),
+            );
+            registry.register(
+                "gpuwl_admission_flagged_pods",
+                "Non-terminal pods with extended-resource requests that the admission guard would flag now, per cause code: pods admitted while the webhook was down or unreachable (it fails open), in warn mode, or before the cluster changed",
+                a.flagged.clone(),
+            );
+            for code in ADMISSION_CODES {
+                let _ = a.findings.get_or_create(&CodeLabels { code });
+                let _ = a.flagged.get_or_create(&CodeLabels { code });
+            }
+            a
+        });
+        Metrics {
+            registry,
+            admission,
+            ..m
+        }
     }
 
     /// Replaces the evaluated families with `e`, stamped `now` (Unix seconds) and `took`
@@ -447,6 +534,48 @@ impl Metrics {
     /// Sets `gpuwl_api_last_contact_timestamp_seconds` (Unix seconds).
     pub fn contact(&self, now: f64) {
         self.last_contact.set(now);
+    }
+
+    /// Counts one answered AdmissionReview: its kind, verdict, findings' codes and the time
+    /// it took. Nothing without the admission metrics.
+    pub fn admission_review(
+        &self,
+        kind: &'static str,
+        verdict: crate::serve::admission::Verdict,
+        codes: &[&'static str],
+        took: std::time::Duration,
+    ) {
+        let Some(a) = &self.admission else {
+            return;
+        };
+        a.reviews
+            .get_or_create(&ReviewLabels {
+                kind,
+                verdict: verdict.as_str(),
+            })
+            .inc();
+        for code in codes {
+            a.findings.get_or_create(&CodeLabels { code }).inc();
+        }
+        a.duration.observe(took.as_secs_f64());
+    }
+
+    /// Replaces `gpuwl_admission_flagged_pods` with `counts` (code → pods); every code of
+    /// [`ADMISSION_CODES`] keeps a series (0 when absent).
+    pub fn admission_flagged(&self, counts: &std::collections::BTreeMap<&'static str, i64>) {
+        let Some(a) = &self.admission else {
+            return;
+        };
+        let _w = self.gate.write().unwrap_or_else(|p| p.into_inner());
+        a.flagged.clear();
+        for code in ADMISSION_CODES {
+            a.flagged
+                .get_or_create(&CodeLabels { code })
+                .set(counts.get(code).copied().unwrap_or(0));
+        }
+        for (code, n) in counts {
+            a.flagged.get_or_create(&CodeLabels { code }).set(*n);
+        }
     }
 
     /// Counts one client rebuild (`gpuwl_client_reloads_total`).

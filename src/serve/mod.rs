@@ -31,9 +31,11 @@ use crate::error::{Error, Result};
 use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
 
+pub mod admission;
 pub mod http;
 pub mod metrics;
 pub mod state;
+pub mod tls;
 pub mod watch;
 
 /// The default listen address. Port 9850: not dcgm-exporter's 9400, node-exporter's 9100
@@ -59,6 +61,99 @@ pub struct Options {
     /// `/healthz` fails once the API server has not answered for this long (`None`:
     /// never). See [`UNHEALTHY_AFTER`].
     pub unhealthy_after: Option<Duration>,
+    /// The admission guard, when `--admission-listen` is given.
+    pub admission: Option<AdmissionOptions>,
+}
+
+/// Where the API server reaches the admission guard, for the registered configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A URL (`https://HOST:PORT/validate`): the local control plane, or a host network.
+    Url(String),
+    /// A Service `namespace/name` on port 443, path `/validate` (in the cluster).
+    Service {
+        /// The Service's namespace (also left out of the namespaceSelector).
+        namespace: String,
+        /// The Service's name.
+        name: String,
+    },
+}
+
+/// What `--admission-*` asks for.
+#[derive(Debug, Clone)]
+pub struct AdmissionOptions {
+    /// Where the HTTPS server listens.
+    pub listen: SocketAddr,
+    /// Warn or enforce.
+    pub mode: admission::Mode,
+    /// Serving certificate and key files (PEM); `None`: generated at start.
+    pub cert: Option<(PathBuf, PathBuf)>,
+    /// How the API server reaches the guard: the configuration's clientConfig, and the
+    /// names the generated certificate is made for. `None`: `https://<listen>/validate`
+    /// (an unspecified listen address as 127.0.0.1).
+    pub endpoint: Option<Endpoint>,
+    /// Apply a ValidatingWebhookConfiguration of this name at start and delete it at exit.
+    pub register: Option<String>,
+}
+
+impl AdmissionOptions {
+    /// The endpoint, with the default URL for the bound address `local`.
+    fn endpoint(&self, local: SocketAddr) -> Endpoint {
+        self.endpoint.clone().unwrap_or_else(|| {
+            let ip = match local.ip() {
+                std::net::IpAddr::V4(v4) if v4.is_unspecified() => {
+                    std::net::IpAddr::from([127, 0, 0, 1])
+                }
+                std::net::IpAddr::V6(v6) if v6.is_unspecified() => {
+                    std::net::Ipv6Addr::LOCALHOST.into()
+                }
+                ip => ip,
+            };
+            Endpoint::Url(format!(
+                "https://{}/validate",
+                SocketAddr::new(ip, local.port())
+            ))
+        })
+    }
+}
+
+/// The DNS names and IP addresses a generated serving certificate is made for: localhost,
+/// 127.0.0.1 and ::1, the listen address when it is specific, the endpoint's host, and a
+/// Service's cluster names.
+fn certificate_names(
+    listen: SocketAddr,
+    endpoint: &Endpoint,
+) -> (Vec<String>, Vec<std::net::IpAddr>) {
+    let mut dns = vec!["localhost".to_owned()];
+    let mut ips: Vec<std::net::IpAddr> = vec![
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        std::net::Ipv6Addr::LOCALHOST.into(),
+    ];
+    if !listen.ip().is_unspecified() {
+        ips.push(listen.ip());
+    }
+    match endpoint {
+        Endpoint::Url(url) => {
+            if let Ok(u) = url.parse::<::http::Uri>()
+                && let Some(host) = u.host()
+            {
+                let host = host.trim_start_matches('[').trim_end_matches(']');
+                match host.parse::<std::net::IpAddr>() {
+                    Ok(ip) => ips.push(ip),
+                    Err(_) => dns.push(host.to_owned()),
+                }
+            }
+        }
+        Endpoint::Service { namespace, name } => {
+            dns.push(format!("{name}.{namespace}.svc"));
+            dns.push(format!("{name}.{namespace}.svc.cluster.local"));
+        }
+    }
+    dns.sort();
+    dns.dedup();
+    ips.sort();
+    ips.dedup();
+    (dns, ips)
 }
 
 /// The default of `--unhealthy-after`: 15 minutes without an answer from the API server.
@@ -153,23 +248,198 @@ pub async fn serve(opts: &Options) -> Result<()> {
     log(&format!(
         "listening on http://{local} (/metrics, /healthz, /readyz); API server {server}"
     ));
-    let shared = Arc::new(Shared::new(client, opts.unhealthy_after));
+    let shared = Arc::new(match &opts.admission {
+        Some(_) => Shared::with_admission(client, opts.unhealthy_after),
+        None => Shared::new(client, opts.unhealthy_after),
+    });
     shared.publish_health();
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let stopped = move || {
+        let mut rx = stop_rx.clone();
+        async move {
+            let _ = rx.wait_for(|s| *s).await;
+        }
+    };
+    let mut guard = None;
+    if let Some(a) = &opts.admission {
+        guard = Some(start_admission(a, shared.clone(), stopped()).await?);
+    }
     let tasks = vec![
         tokio::spawn(supervisor(shared.clone())),
         tokio::spawn(watch::watchdog(shared.clone())),
         tokio::spawn(reloader(shared.clone(), opts.clone(), loaded)),
         tokio::spawn(evaluator(shared.clone(), opts.debounce)),
+        tokio::spawn(async move {
+            shutdown_signal().await;
+            let _ = stop_tx.send(true);
+        }),
     ];
     let served = axum::serve(listener, http::router(shared.clone()))
-        .with_graceful_shutdown(shutdown_signal())
+        .with_graceful_shutdown(stopped())
         .await;
     for t in &tasks {
         t.abort();
     }
+    if let Some((server, registered)) = guard {
+        let _ = server.await;
+        if let Some((name, uid)) = registered {
+            unregister(&shared, &name, &uid).await;
+        }
+    }
     served.map_err(|e| Error::failed(format!("serving on {local}"), e))?;
     log("stopped");
     Ok(())
+}
+
+/// The running admission server, and the registered configuration's (name, uid).
+type Started = (tokio::task::JoinHandle<()>, Option<(String, String)>);
+
+/// Binds the admission guard's HTTPS listener, starts its server (stopping when `stop`
+/// resolves) and, with `--admission-register`, applies its ValidatingWebhookConfiguration.
+///
+/// Errors: [`Error::Input`] for unusable certificate files (exit 2); [`Error::Runtime`]
+/// when the address cannot be bound, or the configuration cannot be applied (exit 3).
+async fn start_admission(
+    a: &AdmissionOptions,
+    shared: Arc<Shared>,
+    stop: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<Started> {
+    let tcp = tokio::net::TcpListener::bind(a.listen)
+        .await
+        .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", a.listen)))?;
+    let local = tcp
+        .local_addr()
+        .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", a.listen)))?;
+    let endpoint = a.endpoint(local);
+    let cert = match &a.cert {
+        Some((c, k)) => tls::read(c, k)?,
+        None => {
+            let (dns, ips) = certificate_names(local, &endpoint);
+            tls::generate(&dns, &ips)?
+        }
+    };
+    let config = tls::config(&cert)?;
+    let listener = tls::Listener::new(tcp, config)
+        .map_err(|e| Error::Runtime(format!("cannot listen on {local}: {e}")))?;
+    let guard = Arc::new(admission::Guard {
+        shared: shared.clone(),
+        mode: a.mode,
+    });
+    let server = tokio::spawn(async move {
+        let _ = axum::serve(listener, admission::router(guard))
+            .with_graceful_shutdown(stop)
+            .await;
+    });
+    log(&format!(
+        "admission guard listening on https://{local}/validate ({} mode, {} certificate)",
+        match a.mode {
+            admission::Mode::Warn => "warn",
+            admission::Mode::Enforce => "enforce",
+        },
+        if a.cert.is_some() {
+            "file"
+        } else {
+            "generated"
+        }
+    ));
+    let registered = match &a.register {
+        None => None,
+        Some(name) => {
+            let ca = match &cert.ca_pem {
+                Some(ca) => ca.clone(),
+                // Files: the chain's last certificate is the closest to a CA we have.
+                None => cert.cert_pem.clone(),
+            };
+            let uid = register(&shared, name, &endpoint, &ca).await?;
+            Some((name.clone(), uid))
+        }
+    };
+    Ok((server, registered))
+}
+
+/// How long registering or removing the configuration may take.
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Applies (server-side apply, field manager `gpuwl-serve`) the ValidatingWebhookConfiguration
+/// `name` pointing at `endpoint` with `ca` as its caBundle; returns its uid.
+async fn register(shared: &Shared, name: &str, endpoint: &Endpoint, ca: &str) -> Result<String> {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{Api, Patch, PatchParams};
+    // The API's []byte fields are base64 on the wire; k8s-openapi's ByteString encodes it.
+    let b64 = serde_json::to_value(k8s_openapi::ByteString(ca.as_bytes().to_vec()))
+        .map_err(|e| Error::failed("encoding the caBundle", e))?;
+    let (client_config, skip) = match endpoint {
+        Endpoint::Url(url) => (
+            serde_json::json!({"url": url, "caBundle": b64}),
+            vec!["kube-system"],
+        ),
+        Endpoint::Service { namespace, name } => (
+            serde_json::json!({
+                "service": {"namespace": namespace, "name": name, "path": "/validate", "port": 443},
+                "caBundle": b64,
+            }),
+            vec!["kube-system", namespace.as_str()],
+        ),
+    };
+    let body = admission::configuration(name, client_config, &skip);
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(shared.client());
+    let applied = tokio::time::timeout(
+        REGISTER_TIMEOUT,
+        api.patch(
+            name,
+            &PatchParams::apply("gpuwl-serve").force(),
+            &Patch::Apply(&body),
+        ),
+    )
+    .await
+    .map_err(|_| {
+        Error::Runtime(format!(
+            "cannot register ValidatingWebhookConfiguration {name}: no answer within {} s",
+            REGISTER_TIMEOUT.as_secs()
+        ))
+    })?
+    .map_err(|e| {
+        crate::input::live::api_error(
+            &format!("register ValidatingWebhookConfiguration {name}"),
+            &e,
+        )
+    })?;
+    let uid = applied.metadata.uid.unwrap_or_default();
+    log(&format!(
+        "registered ValidatingWebhookConfiguration {name} ({}); removed again when serve stops",
+        match endpoint {
+            Endpoint::Url(u) => u.clone(),
+            Endpoint::Service { namespace, name } =>
+                format!("service {namespace}/{name}:443/validate"),
+        }
+    ));
+    Ok(uid)
+}
+
+/// Deletes the configuration `name` this process registered (only if its uid is still
+/// `uid`: one re-applied by someone else meanwhile stays). Failures are logged.
+async fn unregister(shared: &Shared, name: &str, uid: &str) {
+    use k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration;
+    use kube::api::{Api, DeleteParams, Preconditions};
+    let api: Api<ValidatingWebhookConfiguration> = Api::all(shared.client());
+    let params = DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    };
+    match tokio::time::timeout(REGISTER_TIMEOUT, api.delete(name, &params)).await {
+        Ok(Ok(_)) => log(&format!("removed ValidatingWebhookConfiguration {name}")),
+        Ok(Err(e)) => log(&format!(
+            "could not remove ValidatingWebhookConfiguration {name}: {}",
+            crate::input::live::api_error("delete", &e)
+        )),
+        Err(_) => log(&format!(
+            "could not remove ValidatingWebhookConfiguration {name}: no answer within {} s",
+            REGISTER_TIMEOUT.as_secs()
+        )),
+    }
 }
 
 /// Runs the watches with the current client; restarts them all (each re-lists, the mirrors
@@ -291,6 +561,16 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
                 &policy,
                 kv.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
             );
+            if reader.admission_enabled {
+                let (index, flagged) = state::admission(
+                    s.nodes.as_slice(),
+                    s.pods.as_slice(),
+                    &policy,
+                    kv.and_then(|r| r.ok()),
+                );
+                *lock(&reader.admission) = Arc::new(index);
+                reader.metrics.admission_flagged(&flagged);
+            }
             Some((e, s.nodes.len(), s.pods.len(), started.elapsed()))
         })
         .await;

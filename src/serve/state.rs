@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::runtime::watcher::Event;
 
-use crate::analysis::{check, inventory, kubevirt};
+use crate::analysis::{admission, check, inventory, kubevirt};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
@@ -332,6 +332,28 @@ pub fn evaluate(
         kubevirt,
         problems,
     }
+}
+
+/// The admission guard's index over one snapshot ([`admission::Index::build`]), and how
+/// many of `pods` it flags now, per cause code (a pod counts once per code).
+pub fn admission(
+    nodes: &[NodeInfo],
+    pods: &[PodInfo],
+    policy: &PolicyStatus,
+    kubevirt: Option<PermittedHostDevices>,
+) -> (admission::Index, BTreeMap<&'static str, i64>) {
+    let index = admission::Index::build(nodes, policy.policy(), kubevirt);
+    let mut flagged: BTreeMap<&'static str, i64> = BTreeMap::new();
+    for p in pods.iter().filter(|p| !p.is_terminal()) {
+        let codes: BTreeSet<&'static str> = admission::review(p, &index)
+            .iter()
+            .map(|w| w.code.as_str())
+            .collect();
+        for c in codes {
+            *flagged.entry(c).or_default() += 1;
+        }
+    }
+    (index, flagged)
 }
 
 #[cfg(test)]

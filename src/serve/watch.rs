@@ -258,21 +258,42 @@ pub struct Shared {
     pub retry_now: tokio::sync::watch::Sender<u64>,
     /// `/healthz` fails once the API server has not answered for this long (`None`: never).
     pub unhealthy_after: Option<Duration>,
+    /// What the admission guard judges against, replaced after each evaluation (the
+    /// default, not synced, admits everything without a word).
+    pub admission: Mutex<Arc<crate::analysis::admission::Index>>,
+    /// Whether the admission guard runs (`--admission-listen`): the evaluator then builds
+    /// [`Shared::admission`] and `gpuwl_admission_flagged_pods`.
+    pub admission_enabled: bool,
 }
 
 impl Shared {
     /// A new state around `client`.
     pub fn new(client: Client, unhealthy_after: Option<Duration>) -> Shared {
+        Shared::build(client, unhealthy_after, false)
+    }
+
+    /// As [`Shared::new`], with the admission guard's state and metrics.
+    pub fn with_admission(client: Client, unhealthy_after: Option<Duration>) -> Shared {
+        Shared::build(client, unhealthy_after, true)
+    }
+
+    fn build(client: Client, unhealthy_after: Option<Duration>, admission: bool) -> Shared {
         Shared {
             client: Mutex::new(client),
             store: AsyncMutex::new(Store::default()),
             changed: Notify::new(),
             health: Mutex::new(Health::default()),
-            metrics: Metrics::new(),
+            metrics: if admission {
+                Metrics::with_admission()
+            } else {
+                Metrics::new()
+            },
             probe_now: Notify::new(),
             restart: Notify::new(),
             retry_now: tokio::sync::watch::Sender::new(0),
             unhealthy_after,
+            admission: Mutex::new(Arc::default()),
+            admission_enabled: admission,
         }
     }
 

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod admission;
 mod check_cli;
 mod check_live;
 mod check_reader;

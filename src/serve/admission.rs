@@ -1,0 +1,503 @@
+//! The admission guard of `gpuwl serve --admission-listen`: a validating webhook the API
+//! server calls (HTTPS, [`super::tls`]) with an `AdmissionReview` for each Pod,
+//! VirtualMachineInstance and VirtualMachine created or updated; it answers from the
+//! exporter's watch state ([`crate::analysis::admission`]), without an API call.
+//!
+//! Answers (AdmissionReview `admission.k8s.io/v1`, kubernetes/api `admission/v1/types.go`):
+//! - `warn` mode (default): `allowed: true` with one warning per finding; kubectl prints
+//!   each as `Warning: …`;
+//! - `enforce` mode: a finding denies (`allowed: false`, status 403 with the findings);
+//! - another kind, an operation other than CREATE/UPDATE, an UPDATE that leaves the spec
+//!   as it was, an object the reader cannot read, or any review before the initial lists
+//!   are in: `allowed: true`, no warning;
+//! - a body that is not an AdmissionReview with a `request.uid`: HTTP 400 (the API server
+//!   counts that as a failed call and, with `failurePolicy: Ignore`, admits the object);
+//!   a body over [`MAX_REVIEW`] bytes: HTTP 413.
+//!
+//! `--admission-register` applies a ValidatingWebhookConfiguration ([`configuration`]) with
+//! the CA of the generated certificate as `caBundle`, and deletes it when serve stops.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{DefaultBodyLimit, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::analysis::admission::{self, Warning};
+use crate::serve::watch::{Shared, lock};
+
+/// The largest AdmissionReview accepted, in bytes: an object may be up to 1.5 MiB in etcd
+/// (`--max-request-bytes` of etcd, kubernetes `staging/src/k8s.io/apiserver/pkg/storage/etcd3`)
+/// and an UPDATE carries it twice, with the JSON envelope around.
+pub const MAX_REVIEW: usize = 4 * 1024 * 1024;
+
+/// The longest denial message, in characters.
+pub const MAX_DENIAL: usize = 1024;
+
+/// The webhook's name in the configuration (a qualified name, as the API requires).
+pub const WEBHOOK_NAME: &str = "gpu-requests.gpuwl.io";
+
+/// The default name of the ValidatingWebhookConfiguration `--admission-register` applies.
+pub const CONFIGURATION_NAME: &str = "gpuwl-admission";
+
+/// What the guard does with a finding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// Admit the object; each finding is a warning kubectl prints.
+    Warn,
+    /// Deny the object when there is a finding.
+    Enforce,
+}
+
+/// How one review ended, as `gpuwl_admission_reviews_total{verdict}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Judged, nothing found.
+    Allowed,
+    /// Judged, admitted with warnings.
+    Warned,
+    /// Judged, denied (enforce mode).
+    Denied,
+    /// Not judged: another kind or operation, an unchanged spec, an unreadable object, or
+    /// the initial lists not in yet.
+    Skipped,
+    /// Not an AdmissionReview (HTTP 400 or 413).
+    Invalid,
+}
+
+impl Verdict {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Allowed => "allowed",
+            Verdict::Warned => "warned",
+            Verdict::Denied => "denied",
+            Verdict::Skipped => "skipped",
+            Verdict::Invalid => "invalid",
+        }
+    }
+}
+
+/// The parts of an AdmissionReview the guard reads.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Review {
+    api_version: Option<String>,
+    kind: Option<String>,
+    request: Option<Request>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Request {
+    uid: String,
+    kind: Option<Gvk>,
+    operation: Option<String>,
+    #[serde(default)]
+    object: Value,
+    #[serde(default)]
+    old_object: Value,
+}
+
+#[derive(Deserialize)]
+struct Gvk {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    kind: String,
+}
+
+/// The answer to one HTTP request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    /// HTTP status.
+    pub status: StatusCode,
+    /// JSON body (an AdmissionReview), or a plain-text reason for 400/413.
+    pub body: String,
+    /// How it ended.
+    pub verdict: Verdict,
+    /// The object's kind (`Pod`, …, or `other`), for the metrics.
+    pub kind: &'static str,
+    /// The findings' codes.
+    pub codes: Vec<&'static str>,
+}
+
+fn bad(why: &str) -> Answer {
+    Answer {
+        status: StatusCode::BAD_REQUEST,
+        body: format!("not an AdmissionReview: {}\n", crate::text::one_line(why)),
+        verdict: Verdict::Invalid,
+        kind: "other",
+        codes: Vec::new(),
+    }
+}
+
+/// Judges one request body against `index` in `mode`. Never panics on any input; see the
+/// module docs for the answers.
+pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
+    let review: Review = match serde_json::from_slice(body) {
+        Ok(r) => r,
+        Err(e) => {
+            // serde_json's message names line and column only, never the input.
+            return bad(&crate::text::cut(&e.to_string()));
+        }
+    };
+    let api_version = review.api_version.as_deref().unwrap_or("");
+    if !matches!(
+        api_version,
+        "admission.k8s.io/v1" | "admission.k8s.io/v1beta1"
+    ) || review.kind.as_deref() != Some("AdmissionReview")
+    {
+        return bad("expected apiVersion admission.k8s.io/v1, kind AdmissionReview");
+    }
+    let Some(request) = review.request else {
+        return bad("no request");
+    };
+    if request.uid.is_empty() || request.uid.len() > 128 {
+        return bad("request.uid: expected 1-128 characters");
+    }
+    let kind = match request
+        .kind
+        .as_ref()
+        .map(|k| (k.group.as_str(), k.kind.as_str()))
+    {
+        Some(("", "Pod")) => "Pod",
+        Some(("kubevirt.io", "VirtualMachineInstance")) => "VirtualMachineInstance",
+        Some(("kubevirt.io", "VirtualMachine")) => "VirtualMachine",
+        _ => "other",
+    };
+    let respond = |verdict: Verdict, findings: &[Warning]| {
+        let mut response = json!({"uid": request.uid, "allowed": verdict != Verdict::Denied});
+        let lines: Vec<String> = findings.iter().map(Warning::line).collect();
+        match verdict {
+            Verdict::Warned => response["warnings"] = json!(lines),
+            Verdict::Denied => {
+                let mut message = lines.join("; ");
+                if message.chars().count() > MAX_DENIAL {
+                    message = message.chars().take(MAX_DENIAL - 1).collect::<String>() + "…";
+                }
+                response["status"] =
+                    json!({"code": 403, "reason": "Forbidden", "message": message});
+            }
+            _ => {}
+        }
+        Answer {
+            status: StatusCode::OK,
+            body:
+                json!({"apiVersion": api_version, "kind": "AdmissionReview", "response": response})
+                    .to_string(),
+            verdict,
+            kind,
+            codes: findings.iter().map(|w| w.code.as_str()).collect(),
+        }
+    };
+    let judged = kind != "other"
+        && matches!(request.operation.as_deref(), Some("CREATE" | "UPDATE"))
+        && request.object.is_object()
+        && index.synced;
+    if !judged {
+        return respond(Verdict::Skipped, &[]);
+    }
+    // An UPDATE that leaves the spec alone (labels, annotations, finalizers) is not
+    // judged again: the object was judged when its spec was written.
+    if request.operation.as_deref() == Some("UPDATE")
+        && request.object.get("spec") == request.old_object.get("spec")
+    {
+        return respond(Verdict::Skipped, &[]);
+    }
+    let mut object = request.object;
+    if let Value::Object(m) = &mut object {
+        m.insert("kind".into(), Value::String(kind.into()));
+    }
+    let Ok(pod) = crate::input::pods::from_object(&object) else {
+        return respond(Verdict::Skipped, &[]);
+    };
+    let findings = admission::review(&pod, index);
+    let verdict = match (findings.is_empty(), mode) {
+        (true, _) => Verdict::Allowed,
+        (false, Mode::Warn) => Verdict::Warned,
+        (false, Mode::Enforce) => Verdict::Denied,
+    };
+    respond(verdict, &findings)
+}
+
+/// What the admission server's handlers share.
+pub struct Guard {
+    /// The exporter's state (its index and metrics).
+    pub shared: Arc<Shared>,
+    /// Warn or enforce.
+    pub mode: Mode,
+}
+
+/// The admission server's routes: `POST /validate`, `GET /healthz`.
+pub fn router(guard: Arc<Guard>) -> Router {
+    Router::new()
+        .route("/validate", post(validate))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .layer(DefaultBodyLimit::max(MAX_REVIEW))
+        .with_state(guard)
+}
+
+async fn validate(
+    State(guard): State<Arc<Guard>>,
+    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+) -> Response {
+    let started = Instant::now();
+    let body = match body {
+        Ok(b) => b,
+        Err(rejection) => {
+            guard.shared.metrics.admission_review(
+                "other",
+                Verdict::Invalid,
+                &[],
+                started.elapsed(),
+            );
+            return rejection.into_response();
+        }
+    };
+    let index = lock(&guard.shared.admission).clone();
+    let a = answer(&body, &index, guard.mode);
+    guard
+        .shared
+        .metrics
+        .admission_review(a.kind, a.verdict, &a.codes, started.elapsed());
+    let content_type = if a.status == StatusCode::OK {
+        "application/json"
+    } else {
+        "text/plain; charset=utf-8"
+    };
+    (a.status, [(header::CONTENT_TYPE, content_type)], a.body).into_response()
+}
+
+/// The ValidatingWebhookConfiguration `name` for `client_config` (a `url` or a `service`
+/// with `caBundle`), as `--admission-register` applies it and `deploy/admission/` ships
+/// it: Pods, VMIs and VMs on CREATE and UPDATE; `failurePolicy: Ignore` (the guard never
+/// blocks the cluster when it is down); `timeoutSeconds: 5`; `sideEffects: None` (so
+/// `kubectl apply --dry-run=server` asks it too); every namespace but `skip`.
+pub fn configuration(name: &str, client_config: Value, skip: &[&str]) -> Value {
+    json!({
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {
+            "name": name,
+            "labels": {"app.kubernetes.io/name": "gpuwl", "app.kubernetes.io/component": "admission"},
+        },
+        "webhooks": [{
+            "name": WEBHOOK_NAME,
+            "admissionReviewVersions": ["v1"],
+            "clientConfig": client_config,
+            "rules": [
+                {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["pods"], "scope": "Namespaced"},
+                {"apiGroups": ["kubevirt.io"], "apiVersions": ["*"], "operations": ["CREATE", "UPDATE"],
+                 "resources": ["virtualmachineinstances", "virtualmachines"], "scope": "Namespaced"},
+            ],
+            "failurePolicy": "Ignore",
+            "matchPolicy": "Equivalent",
+            "sideEffects": "None",
+            "timeoutSeconds": 5,
+            "namespaceSelector": {"matchExpressions": [{
+                "key": "kubernetes.io/metadata.name",
+                "operator": "NotIn",
+                "values": skip,
+            }]},
+        }],
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::node::NodeInfo;
+
+    fn index() -> admission::Index {
+        let mut n = NodeInfo::named("lab-node-1");
+        n.labels.insert(
+            crate::model::workload::LABEL_KEY.into(),
+            "vm-passthrough".into(),
+        );
+        n.capacity
+            .insert("nvidia.com/GA102GL_A10".into(), "2".into());
+        n.allocatable = Some(n.capacity.clone());
+        admission::Index::build(&[n], None, None)
+    }
+
+    fn review(kind: &str, group: &str, op: &str, object: Value) -> Vec<u8> {
+        json!({
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
+                "kind": {"group": group, "version": "v1", "kind": kind},
+                "operation": op,
+                "object": object,
+            }
+        })
+        .to_string()
+        .into_bytes()
+    }
+
+    fn pod(resource: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+               "spec": {"containers": [{"name": "c", "resources": {"limits": {resource: "1"}}}]}})
+    }
+
+    fn body(a: &Answer) -> Value {
+        serde_json::from_str(&a.body).unwrap()
+    }
+
+    #[test]
+    fn warn_mode_admits_with_the_warning_and_enforce_denies() {
+        let a = answer(
+            &review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A1")),
+            &index(),
+            Mode::Warn,
+        );
+        assert_eq!((a.status, a.verdict), (StatusCode::OK, Verdict::Warned));
+        let b = body(&a);
+        assert_eq!(b["apiVersion"], "admission.k8s.io/v1");
+        assert_eq!(b["response"]["uid"], "705ab4f5-6393-11e8-b7cc-42010a800002");
+        assert_eq!(b["response"]["allowed"], true);
+        assert_eq!(
+            b["response"]["warnings"],
+            json!([
+                "gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?"
+            ])
+        );
+        let d = answer(
+            &review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A1")),
+            &index(),
+            Mode::Enforce,
+        );
+        let b = body(&d);
+        assert_eq!(d.verdict, Verdict::Denied);
+        assert_eq!(b["response"]["allowed"], false);
+        assert_eq!(b["response"]["status"]["code"], 403);
+        assert!(
+            b["response"]["status"]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("gpuwl unadvertised-name: spec.containers[0]")
+        );
+        assert_eq!(d.codes, ["unadvertised-name"]);
+        // A correct pod: allowed, no warnings field.
+        let ok = answer(
+            &review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A10")),
+            &index(),
+            Mode::Enforce,
+        );
+        assert_eq!(ok.verdict, Verdict::Allowed);
+        assert_eq!(
+            body(&ok)["response"],
+            json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true})
+        );
+    }
+
+    #[test]
+    fn what_is_not_judged_is_allowed_without_warnings() {
+        let ix = index();
+        for (kind, group, op, object) in [
+            ("ConfigMap", "", "CREATE", json!({"data": {}})),
+            ("Pod", "example.com", "CREATE", pod("nvidia.com/GA102GL_A1")),
+            ("Pod", "", "DELETE", pod("nvidia.com/GA102GL_A1")),
+            ("Pod", "", "CONNECT", Value::Null),
+            ("Pod", "", "CREATE", json!("a string")),
+            // Unreadable: a limit that is not a quantity.
+            (
+                "Pod",
+                "",
+                "CREATE",
+                json!({"metadata": {"name": "p"}, "spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "four"}}}]}}),
+            ),
+        ] {
+            let a = answer(&review(kind, group, op, object), &ix, Mode::Enforce);
+            assert_eq!(
+                (a.status, a.verdict),
+                (StatusCode::OK, Verdict::Skipped),
+                "{kind} {op}"
+            );
+            assert_eq!(body(&a)["response"]["allowed"], true);
+            assert!(body(&a)["response"].get("warnings").is_none());
+        }
+        // Before the initial lists are in.
+        let a = answer(
+            &review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A1")),
+            &admission::Index::default(),
+            Mode::Enforce,
+        );
+        assert_eq!(a.verdict, Verdict::Skipped);
+        // An UPDATE that keeps the spec.
+        let mut r: Value =
+            serde_json::from_slice(&review("Pod", "", "UPDATE", pod("nvidia.com/GA102GL_A1")))
+                .unwrap();
+        r["request"]["oldObject"] = pod("nvidia.com/GA102GL_A1");
+        let a = answer(r.to_string().as_bytes(), &ix, Mode::Enforce);
+        assert_eq!(a.verdict, Verdict::Skipped);
+        r["request"]["oldObject"] = pod("nvidia.com/gpu");
+        let a = answer(r.to_string().as_bytes(), &ix, Mode::Enforce);
+        assert_eq!(a.verdict, Verdict::Denied);
+    }
+
+    #[test]
+    fn malformed_reviews_get_400_without_echoing_them() {
+        let ix = index();
+        let deep = format!(
+            r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{"uid": "u", "object": {}"#,
+            "[".repeat(100_000)
+        );
+        for (input, why) in [
+            (b"".to_vec(), "EOF"),
+            (b"{\"apiVersion\": \"admission.k8s.io/v1\", \"kind\": \"AdmissionReview\"".to_vec(), "EOF"),
+            (b"\xff\xfe\x00garbage".to_vec(), "expected value"),
+            (deep.into_bytes(), "recursion limit"),
+            (br#"{"apiVersion": "v1", "kind": "Pod"}"#.to_vec(), "expected apiVersion"),
+            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}"#.to_vec(), "no request"),
+            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}"#.to_vec(), "request.uid"),
+            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}"#.to_vec(), "invalid type"),
+            (format!(r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{"uid": "{}"}}}}"#, "u".repeat(5000)).into_bytes(), "request.uid"),
+        ] {
+            let a = answer(&input, &ix, Mode::Warn);
+            assert_eq!(a.status, StatusCode::BAD_REQUEST, "{why}");
+            assert_eq!(a.verdict, Verdict::Invalid);
+            assert!(a.body.contains(why), "{why}: {}", a.body);
+            assert!(a.body.len() < 300, "{}", a.body);
+            assert_eq!(a.body.lines().count(), 1);
+        }
+    }
+
+    #[test]
+    fn a_huge_object_is_judged_and_its_values_cut() {
+        let long = format!("nvidia.com/{}", "X".repeat(200_000));
+        let a = answer(
+            &review("Pod", "", "CREATE", pod(&long)),
+            &index(),
+            Mode::Warn,
+        );
+        assert_eq!(a.verdict, Verdict::Warned);
+        let w = &body(&a)["response"]["warnings"][0];
+        assert!(w.as_str().unwrap().chars().count() <= admission::MAX_WARNING);
+    }
+
+    #[test]
+    fn the_configuration_fails_open_fast_and_skips_system_namespaces() {
+        let c = configuration(
+            CONFIGURATION_NAME,
+            json!({"url": "https://127.0.0.1:9443/validate"}),
+            &["kube-system", "gpuwl"],
+        );
+        let w = &c["webhooks"][0];
+        assert_eq!(w["failurePolicy"], "Ignore");
+        assert!(w["timeoutSeconds"].as_i64().unwrap() <= 5);
+        assert_eq!(w["sideEffects"], "None");
+        assert_eq!(
+            w["namespaceSelector"]["matchExpressions"][0]["values"],
+            json!(["kube-system", "gpuwl"])
+        );
+    }
+}

@@ -1,0 +1,240 @@
+//! TLS for the admission endpoint: the API server only calls webhooks over HTTPS, and
+//! verifies the serving certificate against the webhook configuration's `caBundle`.
+//!
+//! Either a serving certificate and key are read from PEM files (a `kubernetes.io/tls`
+//! Secret mounted into the pod, e.g. made by cert-manager), or [`generate`] makes a
+//! throw-away CA and a serving certificate signed by it at start (rcgen, ECDSA P-256):
+//! the CA's PEM is then what `caBundle` must hold, and `--admission-register` puts it there.
+//! [`Listener`] accepts TCP connections and runs each TLS handshake in its own task (with
+//! a [`HANDSHAKE_TIMEOUT`]), so a slow or hostile client never holds up the others.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType,
+};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::mpsc;
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::rustls;
+use tokio_rustls::rustls::pki_types::pem::PemObject;
+use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+use crate::error::{Error, Result};
+
+/// How long a client may take to finish the TLS handshake.
+pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A serving certificate chain and key, PEM, and the CA that signed it when generated.
+#[derive(Clone)]
+pub struct ServingCert {
+    /// The certificate chain, PEM (leaf first).
+    pub cert_pem: String,
+    /// The private key, PEM.
+    pub key_pem: String,
+    /// The CA certificate, PEM, when [`generate`] made it (the `caBundle`).
+    pub ca_pem: Option<String>,
+}
+
+impl std::fmt::Debug for ServingCert {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Never the key.
+        f.debug_struct("ServingCert")
+            .field("generated", &self.ca_pem.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+fn pki(e: rcgen::Error) -> Error {
+    Error::Pki(e)
+}
+
+/// A fresh CA (`CN=gpuwl-admission-ca`) and a serving certificate it signs for `dns`
+/// names and `ips` (valid from now for rcgen's default span).
+///
+/// Errors: [`Error::Pki`] when rcgen fails (a name it cannot encode).
+pub fn generate(dns: &[String], ips: &[IpAddr]) -> Result<ServingCert> {
+    let name = |cn: &str| {
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, cn);
+        dn
+    };
+    let ca_key = KeyPair::generate().map_err(pki)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(pki)?;
+    ca.distinguished_name = name("gpuwl-admission-ca");
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let ca_cert = ca.self_signed(&ca_key).map_err(pki)?;
+    let issuer = Issuer::new(ca, &ca_key);
+
+    let key = KeyPair::generate().map_err(pki)?;
+    let mut leaf = CertificateParams::new(dns.to_vec()).map_err(pki)?;
+    leaf.subject_alt_names
+        .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
+    leaf.distinguished_name = name("gpuwl-admission");
+    leaf.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
+    let cert = leaf.signed_by(&key, &issuer).map_err(pki)?;
+    Ok(ServingCert {
+        cert_pem: cert.pem(),
+        key_pem: key.serialize_pem(),
+        ca_pem: Some(ca_cert.pem()),
+    })
+}
+
+/// Reads a certificate chain and key from PEM files.
+///
+/// Errors: [`Error::Input`] naming the file: unreadable, or no certificate / key in it.
+pub fn read(cert: &Path, key: &Path) -> Result<ServingCert> {
+    let text = |p: &Path| {
+        std::fs::read_to_string(p)
+            .map_err(|e| Error::Input(format!("{}: cannot read: {e}", p.display())))
+    };
+    let s = ServingCert {
+        cert_pem: text(cert)?,
+        key_pem: text(key)?,
+        ca_pem: None,
+    };
+    config(&s).map_err(|e| match e {
+        Error::Input(m) => Error::Input(format!("{} / {}: {m}", cert.display(), key.display())),
+        other => other,
+    })?;
+    Ok(s)
+}
+
+/// The rustls server configuration for `cert` (HTTP/1.1 only: the API server's webhook
+/// client then keeps one connection alive per webhook).
+///
+/// Errors: [`Error::Input`] when the PEM holds no certificate or no usable key.
+pub fn config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>> {
+    let chain: Vec<CertificateDer<'static>> =
+        CertificateDer::pem_slice_iter(cert.cert_pem.as_bytes())
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| Error::Input(format!("certificate: not PEM: {e}")))?;
+    if chain.is_empty() {
+        return Err(Error::Input("certificate: no CERTIFICATE block".into()));
+    }
+    let key = PrivateKeyDer::from_pem_slice(cert.key_pem.as_bytes())
+        .map_err(|e| Error::Input(format!("key: no usable private key: {e}")))?;
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| Error::Runtime(format!("TLS: {e}")))?
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .map_err(|e| Error::Input(format!("certificate and key do not fit: {e}")))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// A TLS listener for axum: TCP accepted here, handshakes run in their own tasks, finished
+/// streams handed to the server.
+pub struct Listener {
+    local: SocketAddr,
+    ready: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
+}
+
+impl Listener {
+    /// Serves TLS with `config` on the bound `tcp` listener.
+    pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Listener> {
+        let local = tcp.local_addr()?;
+        let acceptor = TlsAcceptor::from(config);
+        let (tx, ready) = mpsc::channel(64);
+        tokio::spawn(async move {
+            loop {
+                let (stream, peer) = match tcp.accept().await {
+                    Ok(c) => c,
+                    Err(_) => {
+                        // Out of file descriptors and the like: wait, as axum does.
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let _ = stream.set_nodelay(true);
+                if tx.is_closed() {
+                    return;
+                }
+                let acceptor = acceptor.clone();
+                let tx = tx.clone();
+                tokio::spawn(async move {
+                    if let Ok(Ok(tls)) =
+                        tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
+                    {
+                        let _ = tx.send((tls, peer)).await;
+                    }
+                });
+            }
+        });
+        Ok(Listener { local, ready })
+    }
+}
+
+impl axum::serve::Listener for Listener {
+    type Io = tokio_rustls::server::TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.ready.recv().await {
+            Some(c) => c,
+            // The accept task ended (it does not): never yield.
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_generated_certificate_makes_a_server_config_and_names_its_hosts() {
+        let c = generate(
+            &["gpuwl-admission.gpuwl.svc".into(), "localhost".into()],
+            &[IpAddr::from([127, 0, 0, 1])],
+        )
+        .unwrap();
+        assert!(
+            c.ca_pem
+                .as_deref()
+                .unwrap()
+                .starts_with("-----BEGIN CERTIFICATE-----")
+        );
+        assert!(c.key_pem.contains("PRIVATE KEY"));
+        config(&c).unwrap();
+        assert!(!format!("{c:?}").contains("PRIVATE"));
+    }
+
+    #[test]
+    fn unusable_files_are_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = dir.path().join("tls.crt");
+        let key = dir.path().join("tls.key");
+        std::fs::write(&cert, "not a certificate").unwrap();
+        std::fs::write(&key, "nor a key").unwrap();
+        let e = read(&cert, &key).unwrap_err().to_string();
+        assert!(
+            e.contains("tls.crt") && e.contains("no CERTIFICATE block"),
+            "{e}"
+        );
+        let missing = read(&dir.path().join("absent.crt"), &key).unwrap_err();
+        assert!(
+            missing.to_string().contains("absent.crt: cannot read"),
+            "{missing}"
+        );
+        let good = generate(&["localhost".into()], &[]).unwrap();
+        std::fs::write(&cert, &good.cert_pem).unwrap();
+        std::fs::write(&key, &good.key_pem).unwrap();
+        read(&cert, &key).unwrap();
+    }
+}

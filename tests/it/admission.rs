@@ -1,0 +1,516 @@
+//! The admission guard end to end on the real local control plane (`gpuwl-it-admission`):
+//! `gpuwl lab`, then `gpuwl serve --admission-listen 127.0.0.1:0 --admission-register`, and
+//! the cluster's own kube-apiserver calling the webhook over HTTPS while `kubectl` creates
+//! pods. Warn mode prints the warning with the did-you-mean; enforce mode denies; with the
+//! guard killed (its configuration left behind) the API server fails open and admits the
+//! pod, and the next exporter counts it in `gpuwl_admission_flagged_pods`; the lab's correct
+//! pods get no warning; SIGTERM removes the configuration.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{Receiver, channel};
+use std::time::{Duration, Instant};
+
+use assert_cmd::cargo::cargo_bin;
+
+use crate::common::{ClusterDown, lab_cluster, one_cluster_at_a_time};
+
+const CLUSTER: &str = "gpuwl-it-admission";
+
+/// The lab's passthrough pod with a one-letter typo in its resource name.
+fn typo_pod(name: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {name}\n  namespace: gpu-vm\nspec:\n  containers:\n  - name: cuda\n    image: nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04\n    resources:\n      limits:\n        nvidia.com/GA102GL_A1: 1\n"
+    )
+}
+
+const WARNING: &str = "Warning: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?";
+
+/// `kubectl ARGS` against `kubeconfig` with `stdin`: (exit code, stdout, stderr).
+fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    let mut child = Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kubectl on PATH");
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A running `gpuwl serve` with the guard; killed when dropped.
+struct Guard {
+    child: Child,
+    metrics: String,
+    admission: String,
+    log: Receiver<String>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Guard {
+    /// Starts serve with the guard and `extra` arguments; returns once the configuration is
+    /// registered and /readyz answers 200.
+    fn start(kubeconfig: &str, extra: &[&str]) -> Guard {
+        let mut args = vec!["--admission-register"];
+        args.extend(extra);
+        let g = Guard::spawn(kubeconfig, &args);
+        let start = Instant::now();
+        while g.get("/readyz").0 != 200 {
+            assert!(start.elapsed() < Duration::from_secs(60), "/readyz not 200");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        g
+    }
+
+    /// Starts serve with the guard and `args`; returns once it listens (and, with
+    /// `--admission-register`, once the configuration is registered).
+    fn spawn(kubeconfig: &str, args: &[&str]) -> Guard {
+        let register = args.contains(&"--admission-register");
+        let mut child = Command::new(cargo_bin("gpuwl"))
+            .args([
+                "serve",
+                "--kubeconfig",
+                kubeconfig,
+                "--listen",
+                "127.0.0.1:0",
+                "--admission-listen",
+                "127.0.0.1:0",
+            ])
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let stderr = child.stderr.take().unwrap();
+        let (tx, log) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        let (mut metrics, mut admission) = (None, None);
+        let start = Instant::now();
+        loop {
+            let line = log
+                .recv_timeout(Duration::from_secs(30))
+                .expect("serve's start-up lines");
+            if let Some(rest) = line.strip_prefix("gpuwl serve: listening on http://") {
+                metrics = rest.split_whitespace().next().map(str::to_owned);
+            }
+            if let Some(rest) =
+                line.strip_prefix("gpuwl serve: admission guard listening on https://")
+            {
+                admission = rest.split('/').next().map(str::to_owned);
+                if !register {
+                    break;
+                }
+            }
+            if line.starts_with("gpuwl serve: registered ValidatingWebhookConfiguration gpuwl-admission (https://127.0.0.1:") {
+                break;
+            }
+            assert!(start.elapsed() < Duration::from_secs(30), "{line}");
+        }
+        Guard {
+            child,
+            metrics: metrics.expect("the metrics address"),
+            admission: admission.expect("the admission address"),
+            log,
+        }
+    }
+
+    /// POSTs `body` to `https://ADMISSION/validate` with curl, trusting `ca`: (HTTP status,
+    /// response body).
+    fn post(&self, ca: &Path, body: &[u8]) -> (u16, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("review.json");
+        std::fs::write(&file, body).unwrap();
+        let out = Command::new("curl")
+            .args([
+                "-sS",
+                "--max-time",
+                "20",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                "--cacert",
+            ])
+            .arg(ca)
+            .args(["-H", "Content-Type: application/json", "--data-binary"])
+            .arg(format!("@{}", file.display()))
+            .arg(format!("https://{}/validate", self.admission))
+            .output()
+            .expect("curl on PATH");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap();
+        (code.trim().parse().unwrap_or(0), body.to_owned())
+    }
+
+    /// GET `path` on the metrics port: (status, body).
+    fn get(&self, path: &str) -> (u16, String) {
+        let mut s = TcpStream::connect(&self.metrics).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        write!(
+            s,
+            "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut text = String::new();
+        s.read_to_string(&mut text).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        let code = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+        (code, body.to_owned())
+    }
+
+    /// The value of the sample line `series` (`name{labels}`) in the classic exposition.
+    fn sample(&self, series: &str) -> Option<f64> {
+        let (_, body) = self.get("/metrics");
+        body.lines()
+            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
+    }
+
+    /// Sends `signal` and waits for the exit; returns the exit code and the log after it.
+    fn stop(mut self, signal: i32) -> (Option<i32>, Vec<String>) {
+        let pid = i32::try_from(self.child.id()).unwrap();
+        // SAFETY: signalling our own child process.
+        assert_eq!(unsafe { libc::kill(pid, signal) }, 0);
+        let start = Instant::now();
+        let status = loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                break s;
+            }
+            assert!(start.elapsed() < Duration::from_secs(20), "still running");
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        std::thread::sleep(Duration::from_millis(200));
+        (status.code(), self.log.try_iter().collect())
+    }
+}
+
+fn configurations(kubeconfig: &str) -> String {
+    let (code, out, err) = kubectl(
+        kubeconfig,
+        &["get", "validatingwebhookconfigurations", "-o", "name"],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
+#[test]
+#[ignore = "needs local control plane"]
+fn the_api_server_warns_denies_and_fails_open_through_the_guard() {
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    let (root, kubeconfig) = lab_cluster(CLUSTER);
+    let kc = kubeconfig.as_str();
+
+    // deploy/admission/ is what the API server accepts (server-side dry run).
+    let deploy = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy");
+    let (code, out, err) = kubectl(
+        kc,
+        &["apply", "-f", &format!("{deploy}/00-namespace.yaml")],
+        "",
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = kubectl(
+        kc,
+        &[
+            "apply",
+            "--dry-run=server",
+            "-f",
+            &format!("{deploy}/admission/"),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.matches("(server dry run)").count(), 4, "{out}");
+
+    // Warn mode: the pod is created, kubectl prints the warning with the did-you-mean.
+    let guard = Guard::start(kc, &[]);
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &typo_pod("typo-warned"));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "pod/typo-warned created");
+    assert_eq!(err.trim(), WARNING, "{err}");
+
+    // The lab's correct pods (as new pods, server-side dry run: the API server calls the
+    // webhook, nothing is stored) get no warning; job-cross gets the selector's.
+    for f in ["pod-container", "pod-passthrough", "pod-vgpu", "pod-cross"] {
+        let text = std::fs::read_to_string(root.path().join(format!("k8s/{f}.yaml"))).unwrap();
+        let copy = text.replacen("\n  name: ", "\n  name: copy-", 1);
+        let (code, out, err) = kubectl(kc, &["create", "--dry-run=server", "-f", "-"], &copy);
+        assert_eq!(code, 0, "{f}: {out}{err}");
+        assert!(out.contains("created (server dry run)"), "{f}: {out}");
+        if f == "pod-cross" {
+            assert_eq!(
+                err.trim(),
+                "Warning: gpuwl excluded: spec.containers[0].resources.limits: nvidia.com/gpu is advertised only in pool container (1 node), which the nodeSelector nvidia.com/gpu.workload.config=vm-passthrough excludes"
+            );
+        } else {
+            assert_eq!(err, "", "{f}");
+        }
+    }
+    assert_eq!(
+        guard.sample("gpuwl_admission_reviews_total{kind=\"Pod\",verdict=\"warned\"}"),
+        Some(2.0)
+    );
+    assert_eq!(
+        guard.sample("gpuwl_admission_reviews_total{kind=\"Pod\",verdict=\"allowed\"}"),
+        Some(3.0)
+    );
+
+    // SIGTERM: exit 0, the configuration is removed.
+    let (code, log) = guard.stop(libc::SIGTERM);
+    assert_eq!(code, Some(0), "{log:?}");
+    assert!(
+        log.contains(
+            &"gpuwl serve: removed ValidatingWebhookConfiguration gpuwl-admission".to_owned()
+        ),
+        "{log:?}"
+    );
+    assert!(!configurations(kc).contains("gpuwl-admission"));
+
+    // Enforce mode: denied, nothing created.
+    let guard = Guard::start(kc, &["--admission-mode", "enforce"]);
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &typo_pod("typo-denied"));
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("admission webhook \"gpu-requests.gpuwl.io\" denied the request: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?"),
+        "{err}"
+    );
+    let (code, _, _) = kubectl(kc, &["get", "pod", "-n", "gpu-vm", "typo-denied"], "");
+    assert_eq!(code, 1, "the denied pod exists");
+
+    // The guard killed (no clean-up: the configuration still points at it): the API server
+    // fails open and admits the pod without a word.
+    let (_, _) = guard.stop(libc::SIGKILL);
+    assert!(configurations(kc).contains("gpuwl-admission"));
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &typo_pod("typo-unguarded"));
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "pod/typo-unguarded created");
+    assert!(!err.contains("Warning"), "{err}");
+
+    // The next exporter reports what got in: the two typo pods and job-cross.
+    let guard = Guard::start(kc, &[]);
+    let start = Instant::now();
+    while guard.sample("gpuwl_admission_flagged_pods{code=\"unadvertised-name\"}") != Some(2.0) {
+        assert!(
+            start.elapsed() < Duration::from_secs(30),
+            "{:?}",
+            guard.sample("gpuwl_admission_flagged_pods{code=\"unadvertised-name\"}")
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert_eq!(
+        guard.sample("gpuwl_admission_flagged_pods{code=\"excluded\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        guard.sample("gpuwl_admission_flagged_pods{code=\"too-large\"}"),
+        Some(0.0)
+    );
+    let (code, log) = guard.stop(libc::SIGINT);
+    assert_eq!(code, Some(0), "{log:?}");
+    assert!(!configurations(kc).contains("gpuwl-admission"));
+}
+
+/// An AdmissionReview of `object` as a `kind` in `group`.
+fn review(group: &str, kind: &str, object: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview","request":{{"uid":"u-1","kind":{{"group":"{group}","version":"v1","kind":"{kind}"}},"operation":"CREATE","object":{object}}}}}"#
+    )
+}
+
+/// Bad input over real HTTPS, without any API server (nothing is synced: every review is
+/// admitted without a word): malformed JSON and a review without a request get 400 with a
+/// one-line reason that does not echo the input, a body over 4 MiB gets 413, an unknown
+/// kind is allowed; the process stays up and counts them. Bad flags exit 2.
+#[test]
+fn the_guard_answers_bad_input_over_https_and_stays_up() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_port, kc) = crate::common::silent_api_server(dir.path());
+    let cert = gpuwl::serve::tls::generate(&["localhost".into()], &["127.0.0.1".parse().unwrap()])
+        .unwrap();
+    let (ca, crt, key) = (
+        dir.path().join("ca.crt"),
+        dir.path().join("tls.crt"),
+        dir.path().join("tls.key"),
+    );
+    std::fs::write(&ca, cert.ca_pem.as_deref().unwrap()).unwrap();
+    std::fs::write(&crt, &cert.cert_pem).unwrap();
+    std::fs::write(&key, &cert.key_pem).unwrap();
+    let g = Guard::spawn(
+        kc.to_str().unwrap(),
+        &[
+            "--admission-cert",
+            crt.to_str().unwrap(),
+            "--admission-key",
+            key.to_str().unwrap(),
+            "--admission-mode",
+            "enforce",
+        ],
+    );
+    let secret = "SECRET-VALUE-\u{1b}[31m";
+    let (code, body) = g.post(&ca, format!("{{\"apiVersion\": \"{secret}").as_bytes());
+    assert_eq!(code, 400, "{body}");
+    assert!(body.starts_with("not an AdmissionReview: "), "{body}");
+    assert!(!body.contains("SECRET"), "{body}");
+    assert_eq!(body.lines().count(), 1, "{body}");
+    let (code, body) = g.post(
+        &ca,
+        br#"{"apiVersion":"admission.k8s.io/v1","kind":"AdmissionReview"}"#,
+    );
+    assert_eq!(
+        (code, body.as_str()),
+        (400, "not an AdmissionReview: no request\n")
+    );
+    let huge = review("", "Pod", &format!("{{\"x\":\"{}\"}}", "a".repeat(5 << 20)));
+    let (code, _) = g.post(&ca, huge.as_bytes());
+    assert_eq!(code, 413);
+    let (code, body) = g.post(&ca, review("", "ConfigMap", r#"{"data":{}}"#).as_bytes());
+    assert_eq!(code, 200);
+    let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+                           "response": {"uid": "u-1", "allowed": true}})
+    );
+    // Not synced (no API server): even enforce mode admits, without a word.
+    let typo = r#"{"metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/GA102GL_A1":"1"}}}]}}"#;
+    let (code, body) = g.post(&ca, review("", "Pod", typo).as_bytes());
+    assert_eq!(code, 200);
+    assert!(
+        body.contains(r#""allowed":true"#) && !body.contains("warnings"),
+        "{body}"
+    );
+    // Still up, and counted.
+    assert_eq!(g.get("/healthz").0, 200);
+    assert_eq!(
+        g.sample("gpuwl_admission_reviews_total{kind=\"other\",verdict=\"invalid\"}"),
+        Some(3.0)
+    );
+    assert_eq!(
+        g.sample("gpuwl_admission_reviews_total{kind=\"Pod\",verdict=\"skipped\"}"),
+        Some(1.0)
+    );
+    drop(g);
+
+    // Bad flags and files: exit 2, the file named.
+    let kc = kc.to_str().unwrap();
+    let (code, _, err) = crate::common::gpuwl(&[
+        "serve",
+        "--kubeconfig",
+        kc,
+        "--admission-listen",
+        "127.0.0.1:0",
+        "--admission-cert",
+        dir.path().join("absent.crt").to_str().unwrap(),
+        "--admission-key",
+        key.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("absent.crt: cannot read"), "{err}");
+    for args in [
+        &["--admission-mode", "enforce"][..],
+        &[
+            "--admission-listen",
+            "127.0.0.1:0",
+            "--admission-service",
+            "Not/A Service",
+        ][..],
+        &[
+            "--admission-listen",
+            "127.0.0.1:0",
+            "--admission-cert",
+            "x.crt",
+        ][..],
+    ] {
+        let mut a = vec!["serve", "--kubeconfig", kc];
+        a.extend(args);
+        let (code, _, err) = crate::common::gpuwl(&a);
+        assert_eq!(code, 2, "{args:?}: {err}");
+    }
+}
+
+/// deploy/admission/ ships the configuration `--admission-register` applies (same rules,
+/// failure policy, timeout, side effects), pointed at its Service, skipping kube-system and
+/// gpuwl; the Service reaches the port the Deployment patch opens.
+#[test]
+fn the_shipped_webhook_configuration_is_the_registered_one() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/admission");
+    let yaml = |f: &str| -> serde_json::Value {
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join(f)).unwrap()).unwrap()
+    };
+    let shipped = yaml("01-validatingwebhookconfiguration.yaml");
+    let service = yaml("00-service.yaml");
+    let client_config = serde_json::json!({
+        "service": {"namespace": "gpuwl", "name": "gpuwl-admission", "path": "/validate", "port": 443},
+        "caBundle": "",
+    });
+    let mut registered = gpuwl::serve::admission::configuration(
+        "gpuwl-admission",
+        client_config,
+        &["kube-system", "gpuwl"],
+    );
+    registered["metadata"]["annotations"] =
+        serde_json::json!({"cert-manager.io/inject-ca-from": "gpuwl/gpuwl-admission"});
+    assert_eq!(shipped, registered);
+    let w = &shipped["webhooks"][0];
+    assert_eq!(w["failurePolicy"], "Ignore");
+    assert!(w["timeoutSeconds"].as_i64().unwrap() <= 5);
+    assert_eq!(w["sideEffects"], "None");
+    assert_eq!(
+        (
+            service["metadata"]["namespace"].as_str(),
+            service["metadata"]["name"].as_str(),
+            service["spec"]["ports"][0]["port"].as_i64(),
+            service["spec"]["ports"][0]["targetPort"].as_str(),
+        ),
+        (
+            Some("gpuwl"),
+            Some("gpuwl-admission"),
+            Some(443),
+            Some("admission")
+        )
+    );
+    let patch: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(root.join("deployment.patch")).unwrap())
+            .unwrap();
+    let c = &patch["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(c["ports"][0]["name"], "admission");
+    assert_eq!(c["ports"][0]["containerPort"], 9443);
+    let args: Vec<&str> = c["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a.as_str())
+        .collect();
+    assert!(
+        args.windows(2)
+            .any(|w| w == ["--admission-listen", "0.0.0.0:9443"]),
+        "{args:?}"
+    );
+}
