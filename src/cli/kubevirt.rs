@@ -94,6 +94,9 @@ pub struct GenerateArgs {
     /// Output format (the JSON patch's apply hint goes to stderr).
     #[arg(short = 'o', long, value_enum, default_value_t = PatchFormat::Yaml)]
     pub output: PatchFormat,
+    /// A `gpuwl snapshot` file: its nodes in place of --nodes (no cluster is contacted).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
     /// Where the live cluster is (used when --nodes is not given).
     #[command(flatten)]
     pub live: crate::input::live::ClusterArgs,
@@ -138,6 +141,10 @@ pub struct CheckArgs {
     /// message, suggestion).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// A `gpuwl snapshot` file: its nodes and KubeVirt/HyperConverged CR in place of --nodes
+    /// and --kubevirt (no cluster is contacted).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "kubevirt", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
     /// Where the live cluster is (used for what no file gives).
     #[command(flatten)]
     pub live: crate::input::live::ClusterArgs,
@@ -174,9 +181,13 @@ fn eprint_line(line: &str) {
 /// Errors: [`Error::Input`] for a bad node dump (naming the file and field);
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
 pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
-    let adv = match &args.nodes {
-        Some(p) => read_nodes(p)?,
-        None => {
+    let adv = match (&args.nodes, &args.snapshot) {
+        (_, Some(snap)) => {
+            let loaded = input::snapshot_file::load(snap)?;
+            advertised(&loaded.snapshot.nodes, &snap.display().to_string())?
+        }
+        (Some(p), None) => read_nodes(p)?,
+        (None, None) => {
             let nodes = args
                 .live
                 .block_on(|client| async move { input::live::list_nodes(&client).await })?;
@@ -225,7 +236,23 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
         .as_deref()
         .map(input::kubevirt::read_path)
         .transpose()?;
+    let no_cr = || {
+        Error::Input(format!(
+            "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
+             --kubevirt FILE",
+            input::kubevirt::KUBEVIRT.plural,
+            input::kubevirt::KUBEVIRT.group,
+            input::kubevirt::HYPERCONVERGED.plural,
+            input::kubevirt::HYPERCONVERGED.group,
+        ))
+    };
     let (adv, kv): (Advertised, PermittedHostDevices) = match (&args.nodes, from_file) {
+        _ if args.snapshot.is_some() => {
+            let snap = args.snapshot.as_deref().unwrap_or(Path::new("-"));
+            let loaded = input::snapshot_file::load(snap)?.snapshot;
+            let kv = loaded.kubevirt.ok_or_else(no_cr)?;
+            (advertised(&loaded.nodes, &snap.display().to_string())?, kv)
+        }
         (Some(p), Some(kv)) => (read_nodes(p)?, kv),
         (_, from_file) => {
             let (nodes, kv) = args.live.block_on(|client| async move {
@@ -236,16 +263,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
                 };
                 Ok((nodes, kv))
             })?;
-            let kv = kv.ok_or_else(|| {
-                Error::Input(format!(
-                    "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
-                     --kubevirt FILE",
-                    input::kubevirt::KUBEVIRT.plural,
-                    input::kubevirt::KUBEVIRT.group,
-                    input::kubevirt::HYPERCONVERGED.plural,
-                    input::kubevirt::HYPERCONVERGED.group,
-                ))
-            })?;
+            let kv = kv.ok_or_else(no_cr)?;
             (advertised(&nodes, "cluster")?, kv)
         }
     };
