@@ -23,6 +23,7 @@ pub mod kubevirt;
 pub mod lab;
 pub mod serve;
 pub mod snapshot;
+pub mod triage;
 
 /// Top-level parser.
 #[derive(Debug, Parser)]
@@ -59,6 +60,8 @@ pub enum Command {
     Kubevirt(kubevirt::Args),
     /// Write everything gpuwl reads from the live cluster into one file, for --snapshot (no Secrets, no env values)
     Snapshot(snapshot::Args),
+    /// Triage a GPU Operator must-gather bundle offline: check, operator state, operand DaemonSets not ready, pending GPU pods
+    Triage(triage::Args),
     /// Serve drift findings and GPU pools as Prometheus metrics, watching the cluster
     Serve(serve::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
@@ -137,6 +140,7 @@ pub fn main() -> ExitCode {
         Command::Kubevirt(a) => kubevirt::run(a),
         Command::Serve(a) => serve::run(a),
         Command::Snapshot(a) => snapshot::run(a),
+        Command::Triage(a) => triage::run(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),
         Command::Complete { words } => completions::run_complete(words),

@@ -28,3 +28,4 @@ mod monitoring;
 mod operator;
 mod readme;
 mod serve;
+mod triage_live;
