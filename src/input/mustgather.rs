@@ -786,14 +786,18 @@ pub fn read(path: &Path) -> Result<Bundle> {
         };
         let entries = archive.entries().map_err(not_tar)?;
         let mut any = false;
+        let mut last: Option<String> = None;
         for entry in entries {
             let mut entry = match entry {
                 Ok(e) => e,
                 Err(e) if !any => return Err(not_tar(e)),
                 Err(e) => {
                     b.problems.push(format!(
-                        "the archive is cut short or damaged after {} members: {}",
+                        "the archive is cut short or damaged after {} members{}: {}",
                         b.files.len(),
+                        last.as_deref()
+                            .map(|l| format!(" ({l}, the last one, may be incomplete)"))
+                            .unwrap_or_default(),
                         crate::text::one_line(&e.to_string())
                     ));
                     break;
@@ -815,6 +819,7 @@ pub fn read(path: &Path) -> Result<Bundle> {
             }
             b.files.insert(base.clone());
             visit(&mut b, &base, Member::Stream(&mut entry));
+            last = Some(base);
         }
     }
     const KNOWN: [&str; 6] = [

@@ -28,4 +28,5 @@ mod monitoring;
 mod operator;
 mod readme;
 mod serve;
+mod triage_hostile;
 mod triage_live;

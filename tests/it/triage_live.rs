@@ -375,6 +375,18 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
         "{lacking:?}"
     );
 
+    // GPUWL_TRIAGE_KEEP=DIR keeps the bundles and the snapshot (for the README's examples).
+    if let Some(keep) = std::env::var_os("GPUWL_TRIAGE_KEEP") {
+        let st = Command::new("cp")
+            .args(["-r"])
+            .arg(&healthy)
+            .arg(&broken)
+            .arg(&snap)
+            .arg(&keep)
+            .status()
+            .unwrap();
+        assert!(st.success());
+    }
     // The same bundle as a tarball (folder inside, gzip) reads the same.
     let tarball = tmp.path().join("broken.tar.gz");
     let st = Command::new("tar")
