@@ -8,7 +8,7 @@
 # The bundle (bench/genbundle.rs: gpu_nodes.descr as `kubectl describe` text, four whole
 # operand pods per node in gpu_operand_pods.yaml, one log per pod, every 50th device plugin
 # crash-looping) goes to $WORK (default /tmp/gpuwl-bench-triage), as a folder and as a
-# .tar.gz. Prints one line per run: form, wall seconds, max RSS (MiB), exit code.
+# .tar.gz. Prints one line per run: form, wall and user seconds, max RSS (MiB), exit code.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -34,8 +34,8 @@ for form in dir tar.gz; do
     path=$B; [ "$form" = tar.gz ] && path=$B.tar.gz
     for _ in $(seq "$REPS"); do
         rc=0
-        /usr/bin/time -f "%e %M" -o "$WORK/time" "$G" triage "$path" -o json > "$WORK/out.json" || rc=$?
-        read -r secs kb < <(tail -n 1 "$WORK/time")
-        echo "$form	${secs}s	$((kb / 1024)) MiB	exit $rc"
+        /usr/bin/time -f "%e %U %M" -o "$WORK/time" "$G" triage "$path" -o json > "$WORK/out.json" || rc=$?
+        read -r secs user kb < <(tail -n 1 "$WORK/time")
+        echo "$form	${secs}s wall	${user}s user	$((kb / 1024)) MiB	exit $rc"
     done
 done

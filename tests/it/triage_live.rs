@@ -156,15 +156,16 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
     set_status(&kc, "cpu-0", "example.com/none", 0);
     let crd = module.join("config/crd/bases/nvidia.com_clusterpolicies.yaml");
     kubectl(&kc, &["create", "-f", crd.to_str().unwrap()]);
-    kubectl(
-        &kc,
-        &[
-            "wait",
-            "--for=condition=established",
-            "crd/clusterpolicies.nvidia.com",
-            "--timeout=60s",
-        ],
-    );
+    wait_for("the ClusterPolicy CRD to be established", || {
+        let crd = json(
+            &kc,
+            &["get", "crd", "clusterpolicies.nvidia.com", "-o", "json"],
+        );
+        crd["status"]["conditions"].as_array().is_some_and(|c| {
+            c.iter()
+                .any(|c| c["type"] == "Established" && c["status"] == "True")
+        })
+    });
     kubectl(&kc, &["apply", "-f", &format!("{D}/clusterpolicy.yaml")]);
     kubectl(&kc, &["apply", "-f", &format!("{D}/operator.yaml")]);
     wait_for("operand DaemonSets ready", || daemonsets_ready(&kc));
@@ -222,7 +223,17 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
         err.contains("gpuwl snapshot: daemonsets: 3 objects"),
         "{err}"
     );
-    for args in [vec!["check", "-o", "json"], vec!["inventory", "-o", "json"]] {
+    for args in [
+        vec!["check", "-o", "json"],
+        vec!["inventory", "-o", "json"],
+        vec![
+            "explain",
+            "pod",
+            "gpu-operator/gpu-operator-7d9f",
+            "-o",
+            "json",
+        ],
+    ] {
         let (a, live, _) =
             gpuwl(&[args.as_slice(), &["--kubeconfig", kc.to_str().unwrap()]].concat());
         let (b, offline, e) =
