@@ -327,3 +327,41 @@ fn snapshot_files_that_are_not_snapshots() {
     assert_eq!(rc, 2);
     assert!(err.contains("cannot be used with"), "{err}");
 }
+
+#[test]
+fn workload_pods_given_with_pods_are_explained_against_the_described_nodes() {
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "gpu_nodes.descr", NODE.as_bytes());
+    let pods = dir.path().join("pods.yaml");
+    std::fs::write(
+        &pods,
+        "apiVersion: v1\nkind: List\nitems:\n- apiVersion: v1\n  kind: Pod\n  metadata: {name: train, namespace: ml}\n  spec:\n    containers: [{name: c, resources: {limits: {nvidia.com/gpu: '2'}}}]\n  status: {phase: Pending}\n",
+    )
+    .unwrap();
+    let (rc, out, err) = gpuwl(&[
+        "triage",
+        dir.path().to_str().unwrap(),
+        "--pods",
+        pods.to_str().unwrap(),
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rc, 1, "{err}");
+    let t: Value = serde_json::from_str(&out).unwrap();
+    let p = &t["pendingGpuPods"];
+    assert_eq!(p.as_array().unwrap().len(), 1, "{p}");
+    assert_eq!(p[0]["pod"], "ml/train");
+    // gpu-a has 2 allocatable and 1 allocated (its `Allocated resources` table).
+    assert_eq!(p[0]["causeCode"], "insufficient", "{p}");
+    assert!(
+        p[0]["cause"].as_str().unwrap().contains("gpu-a has 1 free"),
+        "{p}"
+    );
+    let lacking = strings(&t["lacking"]);
+    assert!(
+        !lacking
+            .iter()
+            .any(|l| l.starts_with("workload pods outside")),
+        "{lacking:?}"
+    );
+}
