@@ -4,7 +4,9 @@
 //!   the demand no pool can serve;
 //! - [`explain`]: why one pod or VM waits, as a [`diagnosis::Diagnosis`] from named rules;
 //! - [`kubevirt`]: KubeVirt's `permittedHostDevices` generated from and checked against
-//!   what the nodes advertise.
+//!   what the nodes advertise;
+//! - [`triage`]: one report from a GPU Operator must-gather bundle (check, operator state,
+//!   operand DaemonSets not ready, pending GPU pods, what the bundle lacks).
 //!
 //! Shared parts: [`fit`] (the scheduler's filters node by node: cordon, taints,
 //! selector/affinity, every resource), [`placement`] (which nodes a pod's constraints allow), [`names`] (names
@@ -26,4 +28,5 @@ pub mod kubevirt;
 pub mod names;
 pub mod orphans;
 pub mod placement;
+pub mod triage;
 pub mod usage;

@@ -17,6 +17,7 @@ Examples:
   gpuwl check                            # the live cluster (current kubeconfig context)
   gpuwl check --context prod -o json     # findings with codes and severities
   gpuwl check nodes.json --ignore-resource 'mellanox_*'
+  gpuwl check --snapshot prod.tar         # a `gpuwl snapshot` file, no cluster contacted
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
 else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
@@ -94,6 +95,10 @@ pub struct Args {
     #[arg(long, value_name = "CODE", value_delimiter = ',', requires = "effective",
           value_parser = code_parser())]
     pub ignore: Vec<String>,
+    /// A `gpuwl snapshot` file: its nodes, ClusterPolicy and DRA objects in place of the
+    /// node dump, --cluster-policy and --dra (no cluster is contacted).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["file", "cluster_policy", "dra", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
 }
 
 /// The finding codes, as `--fail-on` / `--ignore` accept them (listed in `--help` and
@@ -121,6 +126,27 @@ fn gate(args: &Args) -> Result<Option<Gate>> {
         )));
     }
     Ok(Some(g))
+}
+
+/// Adds the warning that DRA objects could not be listed (`denied`: why), in text mode
+/// without --quiet. Not a finding (the exit code stays), but never silent: a
+/// DRA-and-plugin double count cannot be seen without these objects.
+fn denied_warning(
+    report: &mut crate::analysis::check::Report,
+    denied: Option<String>,
+    args: &Args,
+) {
+    if let Some(why) = denied
+        && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
+        && args.output == render::Format::Text
+        && !args.quiet
+    {
+        report.warnings_total += 1;
+        report.warning_lines.push(format!(
+            "warning: DRA objects not read: {}; dra-and-device-plugin is not judged",
+            render::esc(&why)
+        ));
+    }
 }
 
 /// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
@@ -162,8 +188,41 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
         gate: gate.clone(),
     };
-    let (report, policy) = match &args.file {
-        Some(path) => {
+    let (report, policy) = match (&args.file, &args.snapshot) {
+        (_, Some(snap)) => {
+            let loaded = crate::input::snapshot_file::load(snap)?.snapshot;
+            let (dra, denied) = match &loaded.dra_source {
+                crate::model::dra::DraSource::Cluster => (
+                    Some(crate::analysis::check::DraNodes::from_objects(&loaded.dra)),
+                    None,
+                ),
+                crate::model::dra::DraSource::Denied(why) => (None, Some(why.clone())),
+                _ => (None, None),
+            };
+            let mut checker = Checker::new(&options(
+                &loaded.policy,
+                dra,
+                file_pods.clone().or_else(|| {
+                    want_pods.then(|| {
+                        std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
+                            loaded.pods.clone(),
+                        ))
+                    })
+                }),
+            ));
+            for n in &loaded.nodes {
+                checker.add(n);
+            }
+            let mut report = checker.finish();
+            denied_warning(&mut report, denied, args);
+            (report, loaded.policy)
+        }
+        (Some(path), None) => {
+            crate::cli::explain::one_stdin(&[
+                Some(path),
+                args.cluster_policy.as_ref(),
+                args.dra.as_ref(),
+            ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
                 None => PolicyStatus::not_read(),
@@ -172,7 +231,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
             (checker.finish(), policy)
         }
-        None => args.live.block_on(|client| async move {
+        (None, None) => args.live.block_on(|client| async move {
             // The ClusterPolicy read never fails (it waits up to its own timeout), so it
             // runs beside a one-node list that fails fast: a dead server costs one timeout.
             let ((), policy) = futures::try_join!(input::live::probe_nodes(&client), async {
@@ -222,19 +281,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut checker = Checker::new(&options(&policy, dra, pods));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
-            if let Some(why) = denied
-                && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
-                && args.output == render::Format::Text
-                && !args.quiet
-            {
-                // Not a finding (the exit code stays), but never silent: a DRA-and-plugin
-                // double count cannot be seen without these objects.
-                report.warnings_total += 1;
-                report.warning_lines.push(format!(
-                    "warning: DRA objects not read: {}; dra-and-device-plugin is not judged",
-                    render::esc(&why)
-                ));
-            }
+            denied_warning(&mut report, denied, args);
             Ok((report, policy))
         })?,
     };

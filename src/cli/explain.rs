@@ -20,6 +20,7 @@ Examples:
   gpuwl explain --pod vmi.yaml --nodes nodes.json          # a KubeVirt VMI (devices.gpus)
   gpuwl explain pod gpu-vm/job-cross --pods pods.json --nodes nodes.json
   gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json --kubevirt kubevirt.yaml
+  gpuwl explain pod gpu-vm/job-cross --snapshot prod.tar   # a `gpuwl snapshot` file
 
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
 free there, or the closest advertised names; how cordons, nodeSelector, required node affinity
@@ -84,6 +85,10 @@ pub struct Args {
     /// and CEL selectors match, and which are free.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
     pub dra: Option<PathBuf>,
+    /// A `gpuwl snapshot` file in place of --nodes, --pods, --kubevirt, --cluster-policy and
+    /// --dra (no cluster is contacted); the pod is looked up in it unless --pod is given.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "kubevirt", "cluster_policy", "dra", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
     /// Output format: text is one screen (requests, the nodes advertising them,
     /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
@@ -266,7 +271,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         args.cluster_policy.as_ref(),
         args.dra.as_ref(),
     ])?;
-    let offline = args.dra.is_some()
+    let snapshot = args
+        .snapshot
+        .as_deref()
+        .map(input::snapshot_file::load)
+        .transpose()?
+        .map(|l| l.snapshot);
+    let offline = snapshot.is_some()
+        || args.dra.is_some()
         || args.pod.is_some()
         || args.nodes.is_some()
         || args.pods.is_some()
@@ -279,19 +291,34 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             (None, Some(list), Some(f)) if target.is_some() => {
                 pick(list.clone(), target.as_ref(), f)?
             }
+            (None, _, _) if target.is_some() && snapshot.is_some() => pick(
+                snapshot
+                    .as_ref()
+                    .map(|s| s.pods.clone())
+                    .unwrap_or_default(),
+                target.as_ref(),
+                args.snapshot
+                    .as_deref()
+                    .unwrap_or(std::path::Path::new("snapshot")),
+            )?,
             _ => {
                 return Err(Error::Input(
-                    "explain: give --pod FILE, or `pod NAMESPACE/NAME` with --pods FILE, or neither for the live cluster".into(),
+                    "explain: give --pod FILE, or `pod NAMESPACE/NAME` with --pods FILE or --snapshot FILE, or neither for the live cluster".into(),
                 ));
             }
         };
         // A manifest alone is explained against the live cluster when one is configured.
-        let live = (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
-            .then(|| {
-                args.live
-                    .block_on(|client| async move { input::snapshot::read(&client, true).await })
-            })
-            .transpose()?;
+        // A snapshot file stands where the live read would.
+        let live = match snapshot {
+            Some(s) => Some(s),
+            None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
+                .then(|| {
+                    args.live.block_on(|client| async move {
+                        input::snapshot::read(&client, true).await
+                    })
+                })
+                .transpose()?,
+        };
         let nodes = match &live {
             Some(c) => Some(c.nodes.clone()),
             None => args
@@ -331,12 +358,20 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
             dra: dra.as_ref().or(live
                 .as_ref()
-                .filter(|c| matches!(c.dra_source, crate::model::dra::DraSource::Cluster))
+                .filter(|c| {
+                    matches!(
+                        c.dra_source,
+                        crate::model::dra::DraSource::Cluster
+                            | crate::model::dra::DraSource::File(_)
+                    )
+                })
                 .map(|c| &c.dra)),
         };
-        explain::explain(&pod, inputs).map_err(|e| match &args.nodes {
-            Some(f) => e.in_file(f),
-            None => e,
+        explain::explain(&pod, inputs).map_err(|e| {
+            match args.nodes.as_ref().or(args.snapshot.as_ref()) {
+                Some(f) => e.in_file(f),
+                None => e,
+            }
         })?
     } else {
         let Some((ns, name)) = target else {

@@ -17,6 +17,7 @@ Examples:
   gpuwl inventory                                  # the live cluster (current context)
   gpuwl inventory --nodes nodes.json --pods pods.json
   gpuwl inventory --nodes nodes.yaml --pods pods.yaml -o csv
+  gpuwl inventory --snapshot prod.tar              # a `gpuwl snapshot` file
 
 Rows: pool × GPU resource name. A node's pool is the workload config the GPU Operator applies:
 its nvidia.com/gpu.workload.config label when honoured, else the ClusterPolicy's
@@ -59,6 +60,10 @@ pub struct Args {
     /// Draw the USE bars even when stdout is not a terminal.
     #[arg(long)]
     pub bars: bool,
+    /// A `gpuwl snapshot` file in place of --nodes, --pods, --cluster-policy and --dra (no
+    /// cluster is contacted).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "cluster_policy", "dra", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
     /// Where the live cluster is (used when no file is given).
     #[command(flatten)]
     pub live: crate::input::live::ClusterArgs,
@@ -69,8 +74,13 @@ pub struct Args {
 /// Errors: [`Error::Input`] for bad dumps (naming the file and field); [`Error::Runtime`]
 /// when the cluster cannot be reached or stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let inv = match &args.nodes {
-        Some(nodes_path) => {
+    let inv = match (&args.nodes, &args.snapshot) {
+        (_, Some(snap)) => inventory::from_snapshot(
+            crate::input::snapshot_file::load(snap)?.snapshot,
+            &args.ignore_resource,
+        )
+        .map_err(|e| e.in_file(snap))?,
+        (Some(nodes_path), None) => {
             crate::cli::explain::one_stdin(&[
                 Some(nodes_path),
                 args.pods.as_ref(),
@@ -105,7 +115,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             }
             inv
         }
-        None => {
+        (None, None) => {
             // Files given beside the live cluster replace the part they hold.
             crate::cli::explain::one_stdin(&[args.cluster_policy.as_ref(), args.dra.as_ref()])?;
             let policy = match &args.cluster_policy {

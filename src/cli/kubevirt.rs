@@ -113,6 +113,9 @@ pub struct GenerateArgs {
     /// Output format (the JSON patch's apply hint goes to stderr).
     #[arg(short = 'o', long, value_enum, default_value_t = PatchFormat::Yaml)]
     pub output: PatchFormat,
+    /// A `gpuwl snapshot` file: its nodes in place of --nodes (no cluster is contacted).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
     /// Where the live cluster is (used when --nodes is not given).
     #[command(flatten)]
     pub live: crate::input::live::ClusterArgs,
@@ -157,6 +160,10 @@ pub struct CheckArgs {
     /// message, suggestion).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// A `gpuwl snapshot` file: its nodes and KubeVirt/HyperConverged CR in place of --nodes
+    /// and --kubevirt (no cluster is contacted).
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "kubevirt", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
     /// Where the live cluster is (used for what no file gives).
     #[command(flatten)]
     pub live: crate::input::live::ClusterArgs,
@@ -214,9 +221,17 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
         Target::Kubevirt => input::kubevirt::KUBEVIRT,
         Target::Hyperconverged => input::kubevirt::HYPERCONVERGED,
     });
-    let (adv, cr, live) = match &args.nodes {
-        Some(p) => (read_nodes(p)?, from_file, false),
-        None => {
+    let (adv, cr, live) = match (&args.nodes, &args.snapshot) {
+        (_, Some(snap)) => {
+            let loaded = input::snapshot_file::load(snap)?;
+            (
+                advertised(&loaded.snapshot.nodes, &snap.display().to_string())?,
+                from_file,
+                false,
+            )
+        }
+        (Some(p), None) => (read_nodes(p)?, from_file, false),
+        (None, None) => {
             let (nodes, cr) = args.live.block_on(|client| async move {
                 let nodes = input::live::list_nodes(&client).await?;
                 let cr = match from_file {
@@ -252,7 +267,7 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
             if live {
                 "the cluster has no KubeVirt or HyperConverged CR"
             } else {
-                "--nodes was given without --kubevirt"
+                "--nodes or --snapshot was given without --kubevirt"
             }
         )));
     }
@@ -315,7 +330,23 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
         .as_deref()
         .map(input::kubevirt::read_path)
         .transpose()?;
+    let no_cr = || {
+        Error::Input(format!(
+            "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
+             --kubevirt FILE",
+            input::kubevirt::KUBEVIRT.plural,
+            input::kubevirt::KUBEVIRT.group,
+            input::kubevirt::HYPERCONVERGED.plural,
+            input::kubevirt::HYPERCONVERGED.group,
+        ))
+    };
     let (adv, kv): (Advertised, PermittedHostDevices) = match (&args.nodes, from_file) {
+        _ if args.snapshot.is_some() => {
+            let snap = args.snapshot.as_deref().unwrap_or(Path::new("-"));
+            let loaded = input::snapshot_file::load(snap)?.snapshot;
+            let kv = loaded.kubevirt.ok_or_else(no_cr)?;
+            (advertised(&loaded.nodes, &snap.display().to_string())?, kv)
+        }
         (Some(p), Some(kv)) => (read_nodes(p)?, kv),
         (_, from_file) => {
             let (nodes, kv) = args.live.block_on(|client| async move {
@@ -326,16 +357,7 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
                 };
                 Ok((nodes, kv))
             })?;
-            let kv = kv.ok_or_else(|| {
-                Error::Input(format!(
-                    "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
-                     --kubevirt FILE",
-                    input::kubevirt::KUBEVIRT.plural,
-                    input::kubevirt::KUBEVIRT.group,
-                    input::kubevirt::HYPERCONVERGED.plural,
-                    input::kubevirt::HYPERCONVERGED.group,
-                ))
-            })?;
+            let kv = kv.ok_or_else(no_cr)?;
             (advertised(&nodes, "cluster")?, kv)
         }
     };

@@ -22,6 +22,8 @@ pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
 pub mod serve;
+pub mod snapshot;
+pub mod triage;
 
 /// Top-level parser.
 #[derive(Debug, Parser)]
@@ -56,6 +58,10 @@ pub enum Command {
     /// Generate and check KubeVirt's permittedHostDevices from the GPU names nodes advertise
     #[command(long_about = kubevirt::LONG_ABOUT)]
     Kubevirt(kubevirt::Args),
+    /// Write everything gpuwl reads from the live cluster into one file, for --snapshot (no Secrets, no env values)
+    Snapshot(snapshot::Args),
+    /// Triage a GPU Operator must-gather bundle offline: check, operator state, operand DaemonSets not ready, pending GPU pods
+    Triage(triage::Args),
     /// Serve drift findings and GPU pools as Prometheus metrics, watching the cluster
     Serve(serve::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
@@ -133,6 +139,8 @@ pub fn main() -> ExitCode {
         Command::Explain(a) => explain::run(a),
         Command::Kubevirt(a) => kubevirt::run(a),
         Command::Serve(a) => serve::run(a),
+        Command::Snapshot(a) => snapshot::run(a),
+        Command::Triage(a) => triage::run(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),
         Command::Complete { words } => completions::run_complete(words),

@@ -11,7 +11,9 @@
 //!   Operator's ClusterPolicy and the KubeVirt/HyperConverged CRs, from files or the cluster;
 //! - [`live`]: cluster access — the cluster flags, the one client builder (one-shot or
 //!   watch), the one paging loop, the API-error mapping — and the node list;
-//! - [`snapshot`]: one read of everything the analyses need from a live cluster.
+//! - [`mustgather`]: the GPU Operator's must-gather bundle (`gpuwl triage`);
+//! - [`snapshot`]: one read of everything the analyses need from a live cluster;
+//! - [`snapshot_file`]: the same, written to and read from one file (`gpuwl snapshot`).
 
 pub mod clusterpolicy;
 pub mod document;
@@ -19,8 +21,10 @@ pub mod dra;
 pub mod dump;
 pub mod kubevirt;
 pub mod live;
+pub mod mustgather;
 pub mod pods;
 pub mod snapshot;
+pub mod snapshot_file;
 pub mod virt;
 
 pub use dump::{Source, for_each_node, read_nodes};

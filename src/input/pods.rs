@@ -130,6 +130,10 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
     ("resources", RESOURCES),
 ];
 
+/// The pod spec fields [`PodInfo`] is built from, as one rule (for readers that keep more
+/// of a pod than [`ITEM`] and convert it with [`from_object`]).
+pub const SPEC: Keep = Keep::Fields(SPEC_FIELDS);
+
 const RESOURCES: Keep = Keep::Fields(&[("limits", Keep::All), ("requests", Keep::All)]);
 
 const CONTAINER: Keep = Keep::Fields(&[

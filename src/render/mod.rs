@@ -9,6 +9,7 @@ pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
+pub mod triage;
 
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

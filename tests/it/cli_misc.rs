@@ -242,6 +242,7 @@ fn every_command_that_talks_to_a_cluster_takes_the_same_cluster_flags() {
         &["kubevirt", "check"],
         &["serve"],
         &["lab"],
+        &["snapshot"],
     ] {
         let out = Command::new(cargo_bin("gpuwl"))
             .args(cmd)

@@ -33,3 +33,5 @@ mod operator;
 mod operator_model;
 mod readme;
 mod serve;
+mod triage_hostile;
+mod triage_live;

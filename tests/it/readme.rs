@@ -106,6 +106,29 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "gpuwl check nodes.json -o json \\",
         "tests/it/operator.rs",
     ),
+    // Offline triage: the snapshot of a live cluster read back by check, inventory and
+    // explain, and the report on a bundle of the real must-gather script, are asserted in
+    // tests/it/triage_live.rs (real_must_gather_bundles_of_a_healthy_and_a_broken_lab).
+    (
+        "gpuwl snapshot -o lab-snapshot.tar",
+        "tests/it/triage_live.rs",
+    ),
+    (
+        "gpuwl check --snapshot lab-snapshot.tar",
+        "tests/it/triage_live.rs",
+    ),
+    (
+        "gpuwl inventory --snapshot lab-snapshot.tar",
+        "tests/it/triage_live.rs",
+    ),
+    (
+        "gpuwl explain pod gpu-vm/job-cross --snapshot lab-snapshot.tar",
+        "tests/it/triage_live.rs",
+    ),
+    (
+        "gpuwl triage broken; echo \"exit $?\"",
+        "tests/it/triage_live.rs",
+    ),
 ];
 
 /// The README's `$ ...` lines in text blocks, each with the output lines after it.

@@ -1,0 +1,76 @@
+//! `gpuwl snapshot`: arguments and entry point.
+
+use std::path::PathBuf;
+
+use crate::error::{ExitStatus, Result};
+use crate::input::snapshot_file;
+
+/// Arguments of `gpuwl snapshot`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  gpuwl snapshot                                   # writes gpuwl-snapshot.tar
+  gpuwl snapshot -o prod.tar.gz --context prod     # gzip-compressed (by the name)
+  gpuwl check --snapshot prod.tar.gz               # then, anywhere, without the cluster:
+  gpuwl inventory --snapshot prod.tar.gz
+  gpuwl explain pod gpu-vm/job-cross --snapshot prod.tar.gz
+
+One tar archive of kubectl-style JSON lists (`tar -xf` gives files the --nodes, --pods,
+--cluster-policy, --kubevirt and --dra flags read as they are): snapshot.json (gpuwl and cluster
+version, time, how each list went), nodes.json, pods.json (pods that have not finished; only the
+fields gpuwl reads unless --full), clusterpolicies.json, kubevirt.json (KubeVirt and HyperConverged
+CRs), dra.json (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates),
+daemonsets.json (the GPU Operator's operand DaemonSets).
+Never included: Secrets (none are listed), environment variable values (env[].value and
+env[].valueFrom are removed everywhere; names stay), managedFields and the last-applied annotation.
+A resource the cluster does not serve, or the credentials may not list, is recorded as such
+(nodes and pods must list). Progress goes to stderr; the file is written atomically, mode 0600.
+Exit 0 written · 2 bad usage · 3 cluster unreachable or file not writable.")]
+pub struct Args {
+    /// Where to write the snapshot; a name ending in .gz or .tgz is gzip-compressed.
+    #[arg(
+        short = 'o',
+        long,
+        value_name = "FILE",
+        default_value = "gpuwl-snapshot.tar"
+    )]
+    pub output: PathBuf,
+    /// Keep whole pods (env values still removed), not only the fields gpuwl reads.
+    #[arg(long)]
+    pub full: bool,
+    /// Do not print progress on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Where the live cluster is.
+    #[command(flatten)]
+    pub live: crate::input::live::ClusterArgs,
+}
+
+/// Runs `gpuwl snapshot`: lists the cluster (progress on stderr), writes the file.
+///
+/// Errors: [`crate::error::Error::Cluster`] and kin when nodes or pods cannot be listed;
+/// [`crate::error::Error::Failed`] when the file cannot be written.
+pub fn run(args: &Args) -> Result<ExitStatus> {
+    let quiet = args.quiet;
+    let progress = move |line: &str| {
+        if !quiet {
+            eprintln!("gpuwl snapshot: {}", crate::text::escape_controls(line));
+        }
+    };
+    let tar = crate::input::live::runtime()?.block_on(async {
+        let conn =
+            crate::input::live::connect(&args.live, crate::input::live::Flavour::OneShot).await?;
+        snapshot_file::take(&conn.client, Some(&conn.server), args.full, progress)
+            .await
+            .map_err(|e| e.at_server(&conn.server, args.live.request_timeout()))
+    })?;
+    snapshot_file::write(&args.output, &tar)?;
+    if !quiet {
+        eprintln!(
+            "gpuwl snapshot: wrote {} ({} bytes before compression)",
+            crate::text::escape_controls(&args.output.display().to_string()),
+            tar.len()
+        );
+    }
+    Ok(ExitStatus::Ok)
+}
