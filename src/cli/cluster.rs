@@ -181,7 +181,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let tokio_rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
                 .build()
-                .map_err(|e| Error::Runtime(format!("cannot start the async runtime: {e}")))?;
+                .map_err(|e| Error::failed("cannot start the async runtime", e))?;
             tokio_rt.block_on(async {
                 let client = cluster::client(kubeconfig, None).await?;
                 cluster::gpusim::emulate(client, cluster::gpu_operator::NAMESPACE).await

@@ -306,10 +306,10 @@ async fn start_admission(
 ) -> Result<Started> {
     let tcp = tokio::net::TcpListener::bind(a.listen)
         .await
-        .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", a.listen)))?;
+        .map_err(|e| Error::failed(format!("cannot listen on {}", a.listen), e))?;
     let local = tcp
         .local_addr()
-        .map_err(|e| Error::Runtime(format!("cannot listen on {}: {e}", a.listen)))?;
+        .map_err(|e| Error::failed(format!("cannot listen on {}", a.listen), e))?;
     let endpoint = a.endpoint(local);
     let cert = match &a.cert {
         Some((c, k)) => tls::read(c, k)?,
@@ -320,7 +320,7 @@ async fn start_admission(
     };
     let config = tls::config(&cert)?;
     let listener = tls::Listener::new(tcp, config)
-        .map_err(|e| Error::Runtime(format!("cannot listen on {local}: {e}")))?;
+        .map_err(|e| Error::failed(format!("cannot listen on {local}"), e))?;
     let guard = Arc::new(admission::Guard {
         shared: shared.clone(),
         mode: a.mode,

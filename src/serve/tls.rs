@@ -126,7 +126,7 @@ pub fn config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = rustls::ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Runtime(format!("TLS: {e}")))?
+        .map_err(|e| Error::failed("TLS", e))?
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(|e| Error::Input(format!("certificate and key do not fit: {e}")))?;

@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
 use crate::analysis::dra::{AlternativeView, ClaimView, DraRequestView, MatchedDevice};
 use crate::analysis::dra_hints;
-use crate::analysis::explain::rules::Facts;
+use crate::analysis::explain::facts::Facts;
 
 fn what(f: &Facts<'_>) -> &'static str {
     match f.pod.kind {

@@ -16,6 +16,7 @@
 //! - the scheduler's message is quoted from the pod, never composed (§6).
 
 pub mod dra_rules;
+pub mod facts;
 pub mod rules;
 pub mod vm;
 

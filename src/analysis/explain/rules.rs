@@ -10,33 +10,18 @@ use std::collections::BTreeSet;
 
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
 use crate::analysis::explain::dra_rules;
-use crate::analysis::explain::{Explanation, NodeFree, RequestView};
+use crate::analysis::explain::{NodeFree, RequestView};
 use crate::analysis::names::{self, Relation};
 use crate::analysis::placement::{self, Exclusion};
-use crate::analysis::usage::Usage;
 use crate::model::advertise::advertised_gpus;
-use crate::model::kubevirt::{PermittedHostDevices, permit_entries};
+use crate::model::kubevirt::permit_entries;
 use crate::model::node::NodeInfo;
 use crate::model::pod::{PodInfo, launcher_vmi_name};
 use crate::model::pool::Pool;
 use crate::model::resource::{ResourceClass, classify};
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 
-/// What the rules look at.
-pub struct Facts<'a> {
-    /// The pod (or VMI/VM) explained.
-    pub pod: &'a PodInfo,
-    /// Its explanation so far (requests, constraints, candidates; no diagnosis yet).
-    pub e: &'a Explanation,
-    /// All nodes (empty when unknown; see [`Explanation::nodes_known`]).
-    pub nodes: &'a [NodeInfo],
-    /// Per node × resource: allocatable, allocated, free.
-    pub usage: &'a Usage,
-    /// KubeVirt's `permittedHostDevices`, when known.
-    pub kubevirt: Option<&'a PermittedHostDevices>,
-    /// The GPU Operator's ClusterPolicy, when known.
-    pub cluster_policy: Option<&'a crate::model::operator::ClusterPolicy>,
-}
+pub use crate::analysis::explain::facts::Facts;
 
 /// A diagnosis rule.
 pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
