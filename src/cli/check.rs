@@ -54,6 +54,13 @@ pub struct Args {
     /// cluster when it serves resource.k8s.io/v1.
     #[arg(long, value_name = "FILE")]
     pub dra: Option<PathBuf>,
+    /// Pods dump (`kubectl get pods -A -o json|yaml`): the GPU Operator's operand pods in it
+    /// (driver, vfio-manager, vgpu-manager, device plugins, vgpu-device-manager,
+    /// validators, ...) go into -o json|yaml per GPU node with ready / not-ready /
+    /// crash-looping, and `operand-not-ready` when the device plugin of the node's
+    /// workload is not ready. Live with -o json|yaml: listed from the cluster.
+    #[arg(long, value_name = "FILE")]
+    pub pods: Option<PathBuf>,
     /// Text mode: do not print warnings (stale "0", capacity above allocatable, unlabelled
     /// GPU node, operator state, ...) as `warning:` lines on stderr.
     #[arg(short, long)]
@@ -87,6 +94,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 Some(path),
                 args.cluster_policy.as_ref(),
                 args.dra.as_ref(),
+                args.pods.as_ref(),
             ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
@@ -94,7 +102,19 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             };
             let mut checker = Checker::new(&options(&policy, file_dra.clone()));
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
-            (checker.finish(), policy)
+            let mut report = checker.finish();
+            if let Some(p) = &args.pods {
+                let pods = crate::input::operands::read_path(p)?;
+                crate::analysis::check::attach_operands(
+                    &mut report,
+                    &crate::model::operand::by_node(pods),
+                );
+                report.operand_source = Some(crate::model::operand::OperandSource {
+                    status: "file",
+                    note: None,
+                });
+            }
+            (report, policy)
         }
         None => args.live.block_on(|client| async move {
             // The ClusterPolicy read never fails (it waits up to its own timeout), so it
@@ -122,6 +142,28 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut checker = Checker::new(&options(&policy, dra));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
+            if args.output != render::Format::Text {
+                let pods = match &args.pods {
+                    Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),
+                    None => crate::input::operands::list(&client)
+                        .await
+                        .map(|o| (o, "cluster")),
+                };
+                report.operand_source = Some(match pods {
+                    Ok((pods, status)) => {
+                        crate::analysis::check::attach_operands(
+                            &mut report,
+                            &crate::model::operand::by_node(pods),
+                        );
+                        crate::model::operand::OperandSource { status, note: None }
+                    }
+                    Err(e @ Error::Input(_)) | Err(e @ Error::File { .. }) => return Err(e),
+                    Err(e) => crate::model::operand::OperandSource {
+                        status: "unreadable",
+                        note: Some(crate::text::cut(&e.to_string())),
+                    },
+                });
+            }
             if let Some(why) = denied
                 && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
                 && args.output == render::Format::Text

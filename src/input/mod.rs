@@ -19,6 +19,7 @@ pub mod dra;
 pub mod dump;
 pub mod kubevirt;
 pub mod live;
+pub mod operands;
 pub mod pods;
 pub mod snapshot;
 

@@ -73,11 +73,14 @@ pub enum Code {
     /// warning: a workload label on a node NFD shows without an NVIDIA GPU: the operator
     /// never reads it (the node is not judged).
     LabelWithoutGpu,
+    /// warning: an operand pod of the GPU Operator on the node is not ready or
+    /// crash-looping (or the device plugin of its workload has no pod there).
+    OperandNotReady,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 20] = [
+    pub const ALL: [Code; 21] = [
         Code::InvalidLabelValue,
         Code::NoGpuResource,
         Code::WrongClassResource,
@@ -98,6 +101,7 @@ impl Code {
         Code::GpuPresentWithoutOperands,
         Code::DraAndDevicePlugin,
         Code::LabelWithoutGpu,
+        Code::OperandNotReady,
     ];
 
     /// The kebab-case code string, as serialized.
@@ -123,6 +127,7 @@ impl Code {
             Code::GpuPresentWithoutOperands => "gpu-present-without-operands",
             Code::DraAndDevicePlugin => "dra-and-device-plugin",
             Code::LabelWithoutGpu => "label-without-gpu",
+            Code::OperandNotReady => "operand-not-ready",
         }
     }
 }
@@ -161,6 +166,7 @@ mod tests {
             Code::GpuPresentWithoutOperands => 17,
             Code::DraAndDevicePlugin => 18,
             Code::LabelWithoutGpu => 19,
+            Code::OperandNotReady => 20,
         }
     }
 

@@ -108,6 +108,10 @@ pub struct NodeReport {
     pub resources: Vec<ResourceEntry>,
     /// Findings, errors first.
     pub findings: Vec<Finding>,
+    /// The GPU Operator's operand pods on the node with their health, when operand pods
+    /// were read ([`attach_operands`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operand_pods: Option<Vec<crate::model::operand::OperandPod>>,
 }
 
 /// The result of checking a set of nodes.
@@ -125,6 +129,8 @@ pub struct Report {
     pub warning_lines: Vec<String>,
     /// With [`Options::warning_lines`]: how many warnings there were in all.
     pub warnings_total: usize,
+    /// Where the operand pods of [`attach_operands`] came from, when that ran.
+    pub operand_source: Option<crate::model::operand::OperandSource>,
 }
 
 /// How many warning lines a text-mode report keeps (the rest are counted).
@@ -514,6 +520,55 @@ pub fn judge(
         reason,
         resources: facts.resources.into_iter().map(|r| r.entry).collect(),
         findings,
+        operand_pods: None,
+    }
+}
+
+/// Adds the operand pods read (`pods`, per node) to each GPU node of `report` whose
+/// workload the operator applies, with an `operand-not-ready` warning when the device
+/// plugin of that workload has no ready pod there (named first, with the operands that
+/// prepare its GPUs) or another operand pod is not ready or crash-looping.
+pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::OperandsByNode) {
+    use crate::model::operand::{OperandHealth, plugin_problem};
+    for r in &mut report.nodes {
+        let Some(w) = r.effective_workload else {
+            continue;
+        };
+        let here = pods.get(&r.name).cloned().unwrap_or_default();
+        let plugin = plugin_problem(&here, w);
+        let others: Vec<String> = here
+            .iter()
+            .filter(|p| {
+                p.health != OperandHealth::Ready
+                    && !plugin
+                        .as_deref()
+                        .is_some_and(|m| m.contains(&format!("{} pod {}", p.operand, p.pod)))
+            })
+            .map(|p| format!("{} pod {} {}", p.operand, p.pod, p.health.as_str()))
+            .collect();
+        let mut parts = Vec::new();
+        if let Some(m) = &plugin {
+            parts.push(format!(
+                "the {} that advertises this node's {w} names is not ready: {m}",
+                crate::model::operand::plugin_of(w)
+            ));
+        }
+        if !others.is_empty() {
+            parts.push(format!("operands not ready: {}", others.join(", ")));
+        }
+        if !parts.is_empty() {
+            r.findings.push(Finding {
+                code: Code::OperandNotReady,
+                severity: Severity::Warning,
+                resource: None,
+                message: crate::text::escape_controls(&format!(
+                    "{}; see kubectl -n <namespace> describe pod / logs of those pods",
+                    parts.join("; ")
+                )),
+            });
+            r.findings.sort_by_key(|f| f.severity);
+        }
+        r.operand_pods = Some(here);
     }
 }
 
@@ -823,6 +878,7 @@ mod tests {
             vgpu_manager_enabled: None,
             vgpu_default_config: None,
             mig_default_config: None,
+            state: None,
         };
         let n = node(
             "pt",
