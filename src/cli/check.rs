@@ -23,8 +23,10 @@ else `OK=<number of labelled nodes>` (exit 0); warnings go to stderr as `warning
 (--quiet drops them). Bad input: one line on stderr, exit 2.
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
-vgpu-config-type-differs, gpu-present-without-operands) and dra-and-device-plugin (with
---dra, or live); they never change the exit code.")]
+vgpu-config-type-differs, gpu-present-without-operands, label-without-gpu), per node the
+effective workload and the operands the operator deploys, dra-and-device-plugin (with
+--dra, or live) and the operator's operand pods with operand-not-ready (with --pods, or
+live); they never change the exit code.")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
