@@ -54,12 +54,26 @@ const LAB_EXAMPLES: &[&str] = &[
 ];
 
 /// Examples covered elsewhere, with where.
-const COVERED_ELSEWHERE: &[(&str, &str)] = &[(
-    // A pipeline through jq and column: the codes it lists are asserted per node in
-    // tests/it/operator.rs (each_state_gets_its_code_and_the_lines_keep_their_contract).
-    "gpuwl check nodes.json -o json \\",
-    "tests/it/operator.rs",
-)];
+const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        // A pipeline through jq and column: the codes it lists are asserted per node in
+        // tests/it/operator.rs (each_state_gets_its_code_and_the_lines_keep_their_contract).
+        "gpuwl check nodes.json -o json \\",
+        "tests/it/operator.rs",
+    ),
+    (
+        // Through tail: the summary and per-node lines are asserted in
+        // tests/it/operands.rs (inventory_lists_unready_operands_per_node).
+        "gpuwl inventory --nodes nodes.json --pods pods.json | tail -6",
+        "tests/it/operands.rs",
+    ),
+    (
+        // Through grep: the cause is asserted whole in tests/it/operands.rs
+        // (explain_names_the_unready_plugin_first).
+        "gpuwl explain pod vm-pod -n gpu-vm --pods pods.json --nodes nodes.json | grep -A3 '^Cause'",
+        "tests/it/operands.rs",
+    ),
+];
 
 /// The README's `$ ...` lines in text blocks, each with the output lines after it.
 fn readme_examples() -> Vec<(String, Vec<String>)> {
