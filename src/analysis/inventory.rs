@@ -209,6 +209,81 @@ pub struct Inventory {
     /// in the row, never as negative free.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub orphans: Vec<crate::analysis::orphans::Orphan>,
+    /// The GPU Operator's operand pods per GPU node with their health, when read
+    /// ([`attach_operands`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operands: Option<OperandReport>,
+}
+
+/// The operand pods of the GPU nodes (`operands` in JSON/YAML).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OperandReport {
+    /// Where the pods came from (`cluster`, `file`, `unreadable` with a note).
+    pub source: crate::model::operand::OperandSource,
+    /// The ClusterPolicy's `status.state` (`ready`, `notReady`, ...), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_policy_state: Option<String>,
+    /// Operand pods counted, and those not ready (crash-looping included).
+    pub pods: usize,
+    /// Operand pods that are not ready.
+    pub not_ready: usize,
+    /// Per GPU node (those in a pool), by name.
+    pub nodes: Vec<NodeOperands>,
+}
+
+/// One GPU node's operands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeOperands {
+    /// Node name.
+    pub node: String,
+    /// The workload whose operands the operator deploys there (`null`: none).
+    pub workload: Option<WorkloadConfig>,
+    /// Its operand pods.
+    pub pods: Vec<crate::model::operand::OperandPod>,
+    /// When the device plugin of the workload is not ready there: what is wrong
+    /// ([`crate::model::operand::plugin_problem`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_problem: Option<String>,
+}
+
+/// Adds the operand pods read (`pods`, from `source`) for the nodes of the inventory's
+/// pools (GPU nodes) to `inv`.
+pub fn attach_operands(
+    inv: &mut Inventory,
+    nodes: &[NodeInfo],
+    policy: Option<&ClusterPolicy>,
+    pods: Vec<crate::model::operand::OperandPod>,
+    source: crate::model::operand::OperandSource,
+) {
+    use crate::model::operand::OperandHealth;
+    let by = crate::model::operand::by_node(pods);
+    let pools = assign_pools(nodes, policy);
+    let mut out = Vec::new();
+    for n in nodes
+        .iter()
+        .filter(|n| pools.pool_of.contains_key(n.name.as_str()))
+    {
+        let w = crate::model::operator::effective_workload(n, policy).applied();
+        let here = by.get(&n.name).cloned().unwrap_or_default();
+        let plugin_problem = w.and_then(|w| crate::model::operand::plugin_problem(&here, w));
+        out.push(NodeOperands {
+            node: n.name.clone(),
+            workload: w,
+            pods: here,
+            plugin_problem,
+        });
+    }
+    out.sort_by(|a, b| a.node.cmp(&b.node));
+    let all = out.iter().flat_map(|n| &n.pods);
+    inv.operands = Some(OperandReport {
+        source,
+        cluster_policy_state: policy.and_then(|p| p.state.clone()),
+        pods: all.clone().count(),
+        not_ready: all.filter(|p| p.health != OperandHealth::Ready).count(),
+        nodes: out,
+    });
 }
 
 /// Sets [`Inventory::dra`] from DRA objects read from `source`, and
@@ -280,6 +355,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         cluster_policy,
         dra: None,
         published_twice: Vec::new(),
+        operands: None,
     })
 }
 

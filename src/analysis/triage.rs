@@ -398,6 +398,8 @@ pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
             kubevirt: None,
             cluster_policy: policy.policy(),
             dra: None,
+            // The bundle's operand pods are reported in their own section.
+            operand_pods: None,
         };
         let (code, cause, fix) = match crate::analysis::explain::explain(pod, inputs) {
             Ok(e) => (e.cause_code.to_string(), e.cause, e.fix),

@@ -25,9 +25,10 @@ Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` 
 `error: <node>: ...` lines (--quiet drops them); they never change plain check's exit code.
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
-vgpu-config-type-differs, gpu-present-without-operands), effective-workload-differs,
-orphaned-holder (with --pods, or live) and dra-and-device-plugin (with --dra, or live),
-each with its severity.
+vgpu-config-type-differs, gpu-present-without-operands, label-without-gpu), per node the
+effective workload and the operands the operator deploys, effective-workload-differs,
+orphaned-holder and the operator's operand pods with operand-not-ready (both with --pods,
+or live), and dra-and-device-plugin (with --dra, or live), each with its severity.
 
 As a gate (--effective): every GPU node (workload label, a GPU resource listed, NFD / GPU
 Feature Discovery / GPU Operator GPU labels) is judged by the workload the GPU Operator
@@ -72,8 +73,12 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub dra: Option<PathBuf>,
     /// Pod dump (`kubectl get pods -A -o json|yaml`): running pods that hold a GPU name
-    /// their node no longer advertises are `orphaned-holder` findings (a warning). Live
-    /// without it: pods are listed with -o json|yaml and --effective.
+    /// their node no longer advertises are `orphaned-holder` findings (a warning); the GPU
+    /// Operator's operand pods in it (driver, vfio-manager, vgpu-manager, device plugins,
+    /// vgpu-device-manager, validators, ...) go into -o json|yaml per GPU node with ready /
+    /// not-ready / crash-looping, and `operand-not-ready` when the device plugin of the
+    /// node's workload is not ready. Live without it: pods are listed with -o json|yaml
+    /// (and --effective, for orphaned-holder).
     #[arg(long, value_name = "FILE")]
     pub pods: Option<PathBuf>,
     /// Text mode: do not print the findings that leave the verdict alone (stale "0",
@@ -222,6 +227,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 Some(path),
                 args.cluster_policy.as_ref(),
                 args.dra.as_ref(),
+                args.pods.as_ref(),
             ])?;
             let policy = match &args.cluster_policy {
                 Some(p) => crate::input::clusterpolicy::read_path(p)?,
@@ -229,7 +235,19 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             };
             let mut checker = Checker::new(&options(&policy, file_dra.clone(), file_pods.clone()));
             input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
-            (checker.finish(), policy)
+            let mut report = checker.finish();
+            if let Some(p) = &args.pods {
+                let pods = crate::input::operands::read_path(p)?;
+                crate::analysis::check::attach_operands(
+                    &mut report,
+                    &crate::model::operand::by_node(pods),
+                );
+                report.operand_source = Some(crate::model::operand::OperandSource {
+                    status: "file",
+                    note: None,
+                });
+            }
+            (report, policy)
         }
         (None, None) => args.live.block_on(|client| async move {
             // The ClusterPolicy read never fails (it waits up to its own timeout), so it
@@ -281,6 +299,28 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut checker = Checker::new(&options(&policy, dra, pods));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
+            if args.output != render::Format::Text {
+                let pods = match &args.pods {
+                    Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),
+                    None => crate::input::operands::list(&client)
+                        .await
+                        .map(|o| (o, "cluster")),
+                };
+                report.operand_source = Some(match pods {
+                    Ok((pods, status)) => {
+                        crate::analysis::check::attach_operands(
+                            &mut report,
+                            &crate::model::operand::by_node(pods),
+                        );
+                        crate::model::operand::OperandSource { status, note: None }
+                    }
+                    Err(e @ Error::Input(_)) | Err(e @ Error::File { .. }) => return Err(e),
+                    Err(e) => crate::model::operand::OperandSource {
+                        status: "unreadable",
+                        note: Some(crate::text::cut(&e.to_string())),
+                    },
+                });
+            }
             denied_warning(&mut report, denied, args);
             Ok((report, policy))
         })?,

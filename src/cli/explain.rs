@@ -346,7 +346,23 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             .as_deref()
             .map(crate::input::clusterpolicy::read_path)
             .transpose()?;
+        // Operand pods come from the same pods dump (or the live listing below).
+        let operand_pods = match (&live, &args.pods) {
+            (None, Some(p)) if p.as_os_str() != "-" => Some(crate::model::operand::by_node(
+                crate::input::operands::read_path(p)?,
+            )),
+            _ => None,
+        };
+        let live_operands = match &live {
+            Some(_) => args
+                .live
+                .block_on(|client| async move { crate::input::operands::list(&client).await })
+                .ok()
+                .map(crate::model::operand::by_node),
+            None => None,
+        };
         let inputs = explain::Inputs {
+            operand_pods: operand_pods.as_ref().or(live_operands.as_ref()),
             cluster_policy: policy
                 .as_ref()
                 .or(live.as_ref().map(|c| &c.policy))
@@ -417,13 +433,21 @@ pub async fn from_cluster(
     namespace: &str,
     name: &str,
 ) -> Result<explain::Explanation> {
-    let (pod, c) = futures::try_join!(
+    let (pod, c, operands) = futures::try_join!(
         crate::input::pods::get_pod(client, namespace, name),
-        crate::input::snapshot::read(client, true)
+        crate::input::snapshot::read(client, true),
+        // Operand pods unreadable (forbidden, timed out): explained without them.
+        async {
+            Ok(crate::input::operands::list(client)
+                .await
+                .ok()
+                .map(crate::model::operand::by_node))
+        }
     )?;
     explain::explain(
         &pod,
         explain::Inputs {
+            operand_pods: operands.as_ref(),
             nodes: Some(&c.nodes),
             pods: Some(&c.pods),
             kubevirt: c.kubevirt.as_ref(),
@@ -445,13 +469,21 @@ pub async fn from_cluster_vm(
     namespace: &str,
     name: &str,
 ) -> Result<explain::Explanation> {
-    let (objects, c) = futures::try_join!(
+    let (objects, c, operands) = futures::try_join!(
         input::virt::read(client, kind, namespace, name),
-        crate::input::snapshot::read(client, true)
+        crate::input::snapshot::read(client, true),
+        // Operand pods unreadable (forbidden, timed out): explained without them.
+        async {
+            Ok(crate::input::operands::list(client)
+                .await
+                .ok()
+                .map(crate::model::operand::by_node))
+        }
     )?;
     explain::vm::explain_vm(
         &objects,
         explain::Inputs {
+            operand_pods: operands.as_ref(),
             nodes: Some(&c.nodes),
             pods: Some(&c.pods),
             kubevirt: c.kubevirt.as_ref(),

@@ -103,6 +103,20 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut inv =
                 inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
             inv.notes.extend(note);
+            // The GPU Operator's operand pods come from the same pods dump (not from stdin,
+            // which the pod reader has consumed).
+            if let Some(p) = args.pods.as_ref().filter(|p| p.as_os_str() != "-") {
+                inventory::attach_operands(
+                    &mut inv,
+                    &nodes,
+                    policy.policy(),
+                    crate::input::operands::read_path(p)?,
+                    crate::model::operand::OperandSource {
+                        status: "file",
+                        note: None,
+                    },
+                );
+            }
             if let Some(f) = &args.dra {
                 let dra = crate::input::dra::read_path(f)?;
                 inventory::attach_dra(
@@ -130,7 +144,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 None => None,
             };
             args.live.block_on(|client| async move {
-                let mut snap = crate::input::snapshot::read(&client, false).await?;
+                let (mut snap, operands) =
+                    futures::try_join!(crate::input::snapshot::read(&client, false), async {
+                        Ok(crate::input::operands::list(&client).await)
+                    })?;
                 if let Some(p) = policy {
                     snap.policy = p;
                 }
@@ -138,7 +155,27 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     snap.dra = objects;
                     snap.dra_source = source;
                 }
-                inventory::from_snapshot(snap, &args.ignore_resource)
+                let nodes = snap.nodes.clone();
+                let policy = snap.policy.policy().cloned();
+                let mut inv = inventory::from_snapshot(snap, &args.ignore_resource)?;
+                let (pods, source) = match operands {
+                    Ok(p) => (
+                        p,
+                        crate::model::operand::OperandSource {
+                            status: "cluster",
+                            note: None,
+                        },
+                    ),
+                    Err(e) => (
+                        Vec::new(),
+                        crate::model::operand::OperandSource {
+                            status: "unreadable",
+                            note: Some(crate::render::esc(&e.to_string())),
+                        },
+                    ),
+                };
+                inventory::attach_operands(&mut inv, &nodes, policy.as_ref(), pods, source);
+                Ok(inv)
             })?
         }
     };

@@ -107,6 +107,7 @@ pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, FieldError> 
         vgpu_manager_enabled: flag("spec.vgpuManager.enabled")?,
         vgpu_default_config: scalar("spec.vgpuDeviceManager.config.default")?,
         mig_default_config: scalar("spec.migManager.config.default")?,
+        state: scalar("status.state")?,
     })
 }
 

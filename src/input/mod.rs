@@ -22,6 +22,7 @@ pub mod dump;
 pub mod kubevirt;
 pub mod live;
 pub mod mustgather;
+pub mod operands;
 pub mod pods;
 pub mod snapshot;
 pub mod snapshot_file;

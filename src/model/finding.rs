@@ -106,11 +106,14 @@ pub enum Code {
     /// warning: bound, running pods hold a GPU name the node no longer advertises (absent
     /// or `"0"`): they keep running, but nothing that restarts comes back there.
     OrphanedHolder,
+    /// warning: an operand pod of the GPU Operator on the node is not ready or
+    /// crash-looping (or the device plugin of its workload has no pod there).
+    OperandNotReady,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 22] = [
+    pub const ALL: [Code; 23] = [
         Code::InvalidLabelValue,
         Code::NoGpuResource,
         Code::WrongClassResource,
@@ -133,6 +136,7 @@ impl Code {
         Code::LabelWithoutGpu,
         Code::EffectiveWorkloadDiffers,
         Code::OrphanedHolder,
+        Code::OperandNotReady,
     ];
 
     /// The kebab-case code string, as serialized.
@@ -160,6 +164,7 @@ impl Code {
             Code::LabelWithoutGpu => "label-without-gpu",
             Code::EffectiveWorkloadDiffers => "effective-workload-differs",
             Code::OrphanedHolder => "orphaned-holder",
+            Code::OperandNotReady => "operand-not-ready",
         }
     }
 
@@ -201,7 +206,7 @@ impl Code {
 /// operator is about to reconfigure under its running VMs); a planned transition (a
 /// config `pending` / `rebooting`, operands paused for it) or a stale leftover is a
 /// warning.
-pub const SEVERITIES: [(Code, Severity, &str); 22] = [
+pub const SEVERITIES: [(Code, Severity, &str); 23] = [
     (
         Code::InvalidLabelValue,
         Severity::Error,
@@ -308,6 +313,11 @@ pub const SEVERITIES: [(Code, Severity, &str); 22] = [
         Severity::Warning,
         "running pods hold a name the node no longer advertises",
     ),
+    (
+        Code::OperandNotReady,
+        Severity::Warning,
+        "an operand pod is not ready; what it serves may be missing",
+    ),
 ];
 
 impl fmt::Display for Code {
@@ -346,6 +356,7 @@ mod tests {
             Code::LabelWithoutGpu => 19,
             Code::EffectiveWorkloadDiffers => 20,
             Code::OrphanedHolder => 21,
+            Code::OperandNotReady => 22,
         }
     }
 

@@ -11,6 +11,7 @@ pub mod equivalents;
 pub mod finding;
 pub mod kubevirt;
 pub mod node;
+pub mod operand;
 pub mod operator;
 pub mod pciids;
 pub mod pod;

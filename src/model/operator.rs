@@ -87,6 +87,11 @@ pub struct ClusterPolicy {
     /// `spec.migManager.config.default`, when set.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mig_default_config: Option<String>,
+    /// `status.state` (`ready`, `notReady`, `ignored`), when set: the operator's own
+    /// verdict on its operands (NVIDIA/gpu-operator `api/nvidia/v1/clusterpolicy_types.go`,
+    /// `State`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<String>,
 }
 
 /// Where the ClusterPolicy came from, or why there is none (`clusterPolicy` in JSON).
@@ -714,6 +719,7 @@ mod tests {
             vgpu_manager_enabled: None,
             vgpu_default_config: None,
             mig_default_config: None,
+            state: None,
         }
     }
 

@@ -30,7 +30,12 @@ pub struct Document<'a> {
     pub summary: Summary,
     /// The ClusterPolicy the check ran under, or why there is none.
     pub cluster_policy: &'a PolicyStatus,
-    /// Per-node reports (labelled nodes and unlabelled nodes with findings), by name.
+    /// Where the GPU Operator's operand pods (`nodes[].operandPods`) came from: `{ status:
+    /// cluster|file|unreadable|not-read, note? }`; absent in text mode.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operand_pods: Option<&'a crate::model::operand::OperandSource>,
+    /// Per-node reports (labelled nodes, NFD GPU nodes and other nodes with findings), by
+    /// name.
     pub nodes: &'a [NodeReport],
     /// `check --effective`: what the gate judged and what fails it.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -122,6 +127,7 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
             infos: report.count(Severity::Info),
         },
         cluster_policy: policy,
+        operand_pods: report.operand_source.as_ref(),
         nodes: &report.nodes,
     }
 }

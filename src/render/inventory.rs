@@ -269,6 +269,9 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             }
         );
     }
+    if let Some(o) = &inv.operands {
+        operands_text(&mut out, o);
+    }
     if let Some(d) = &inv.dra {
         dra_text(&mut out, d, opts.width);
     }
@@ -493,6 +496,56 @@ fn csv(inv: &Inventory) -> String {
         }
     }
     out
+}
+
+/// The operand-health lines of the text inventory: one summary line, then one line per
+/// GPU node whose device plugin or another operand is not ready.
+fn operands_text(out: &mut String, o: &crate::analysis::inventory::OperandReport) {
+    use crate::model::operand::OperandHealth;
+    use std::fmt::Write as _;
+    let state = o
+        .cluster_policy_state
+        .as_deref()
+        .map(|s| format!("; ClusterPolicy state {}", esc(s)))
+        .unwrap_or_default();
+    if o.source.status == "unreadable" {
+        let _ = writeln!(
+            out,
+            "GPU Operator operands: not read ({}){state}.",
+            o.source.note.as_deref().unwrap_or("")
+        );
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "GPU Operator operands: {} pod(s) on {} GPU node(s), {} not ready{state}.",
+        o.pods,
+        o.nodes.len(),
+        o.not_ready
+    );
+    for n in &o.nodes {
+        let bad: Vec<String> = n
+            .pods
+            .iter()
+            .filter(|p| {
+                p.health != OperandHealth::Ready
+                    && n.plugin_problem
+                        .as_deref()
+                        .is_none_or(|m| !m.contains(&p.pod))
+            })
+            .map(|p| format!("{} {}", p.operand, p.health.as_str()))
+            .collect();
+        let mut parts = Vec::new();
+        if let Some(m) = &n.plugin_problem {
+            parts.push(format!("plugin not ready: {m}"));
+        }
+        if !bad.is_empty() {
+            parts.push(bad.join(", "));
+        }
+        if !parts.is_empty() {
+            let _ = writeln!(out, "  {}: {}", esc(&n.node), esc(&parts.join("; ")));
+        }
+    }
 }
 
 #[cfg(test)]

@@ -29,6 +29,7 @@ mod inventory_live;
 mod kubevirt;
 mod lab;
 mod monitoring;
+mod operands;
 mod operator;
 mod operator_model;
 mod readme;

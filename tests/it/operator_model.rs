@@ -368,6 +368,7 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
         // report every difference.
         let deadline = Instant::now() + Duration::from_secs(150);
         let mut stable = 0;
+        let mut settled_pods: BTreeMap<String, BTreeSet<String>>;
         loop {
             let (live_nodes, (pods, with_ds)) = rt.block_on(async {
                 (
@@ -409,6 +410,7 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
                     with_pods >= 5,
                     "round {round}: operand pods on {with_pods} nodes"
                 );
+                settled_pods = pods;
                 stable += 1;
                 if stable == 3 {
                     break;
@@ -427,13 +429,50 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
         }
 
         // gpuwl live on the reconciled cluster says the same as its prediction.
-        let live = reported(&check_json(&[
-            "check",
+        let live_doc = check_json(&["check", "--kubeconfig", &kubeconfig, "-o", "json"]);
+        let live = reported(&live_doc);
+        // Operand health, live: every GPU node with a workload lists the operand pods its
+        // DaemonSets run there (kwok reports them Running and Ready).
+        assert_eq!(live_doc["operandPods"]["status"], "cluster", "{live_doc}");
+        assert!(
+            live_doc["clusterPolicy"]["policy"]["state"].is_string(),
+            "{}",
+            live_doc["clusterPolicy"]
+        );
+        for n in live_doc["nodes"].as_array().unwrap() {
+            let name = n["name"].as_str().unwrap();
+            if !specs.iter().any(|(s, _)| s == name) || n["effectiveWorkload"].is_null() {
+                continue;
+            }
+            let listed: BTreeSet<String> = n["operandPods"]
+                .as_array()
+                .unwrap_or_else(|| panic!("{name}: no operandPods: {n}"))
+                .iter()
+                .map(|p| {
+                    assert_eq!(p["health"], "ready", "{name}: {p}");
+                    p["operand"].as_str().unwrap().to_string()
+                })
+                .collect();
+            assert_eq!(
+                Some(&listed),
+                settled_pods.get(name).or(Some(&BTreeSet::new())),
+                "{name}: operandPods vs the DaemonSets' pods"
+            );
+        }
+        let inv: Value = serde_json::from_str(&gpuwl_ok(&[
+            "inventory",
             "--kubeconfig",
             &kubeconfig,
             "-o",
             "json",
-        ]));
+        ]))
+        .unwrap();
+        assert_eq!(
+            inv["operands"]["source"]["status"], "cluster",
+            "{}",
+            inv["operands"]
+        );
+        assert_eq!(inv["operands"]["notReady"], 0, "{}", inv["operands"]);
         for (name, labels) in &specs {
             let want = predicted.get(name);
             let got = live.get(name);

@@ -129,6 +129,18 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "gpuwl triage broken; echo \"exit $?\"",
         "tests/it/triage_live.rs",
     ),
+    (
+        // Through tail: the summary and per-node lines are asserted in
+        // tests/it/operands.rs (inventory_lists_unready_operands_per_node).
+        "gpuwl inventory --nodes nodes.json --pods pods.json | tail -6",
+        "tests/it/operands.rs",
+    ),
+    (
+        // Through grep: the cause is asserted whole in tests/it/operands.rs
+        // (explain_names_the_unready_plugin_first).
+        "gpuwl explain pod vm-pod -n gpu-vm --pods pods.json --nodes nodes.json | grep -A3 '^Cause'",
+        "tests/it/operands.rs",
+    ),
 ];
 
 /// The README's `$ ...` lines in text blocks, each with the output lines after it.

@@ -119,6 +119,10 @@ pub struct NodeReport {
     /// the line contract), and `check --effective` passes with the transition's warning.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub planned_transition: Option<String>,
+    /// The GPU Operator's operand pods on the node with their health, when operand pods
+    /// were read ([`attach_operands`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operand_pods: Option<Vec<crate::model::operand::OperandPod>>,
 }
 
 /// The result of checking a set of nodes.
@@ -140,6 +144,8 @@ pub struct Report {
     pub gpu_nodes: usize,
     /// The gate (`check --effective`), when the report is judged as one.
     pub gate: Option<Gate>,
+    /// Where the operand pods of [`attach_operands`] came from, when that ran.
+    pub operand_source: Option<crate::model::operand::OperandSource>,
 }
 
 /// `check --effective`: which findings fail. A finding fails when its code is not in
@@ -619,6 +625,55 @@ pub fn judge(
         planned_transition,
         resources: facts.resources.into_iter().map(|r| r.entry).collect(),
         findings,
+        operand_pods: None,
+    }
+}
+
+/// Adds the operand pods read (`pods`, per node) to each GPU node of `report` whose
+/// workload the operator applies, with an `operand-not-ready` warning when the device
+/// plugin of that workload has no ready pod there (named first, with the operands that
+/// prepare its GPUs) or another operand pod is not ready or crash-looping.
+pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::OperandsByNode) {
+    use crate::model::operand::{OperandHealth, plugin_problem};
+    for r in &mut report.nodes {
+        let Some(w) = r.effective_workload else {
+            continue;
+        };
+        let here = pods.get(&r.name).cloned().unwrap_or_default();
+        let plugin = plugin_problem(&here, w);
+        let others: Vec<String> = here
+            .iter()
+            .filter(|p| {
+                p.health != OperandHealth::Ready
+                    && !plugin
+                        .as_deref()
+                        .is_some_and(|m| m.contains(&format!("{} pod {}", p.operand, p.pod)))
+            })
+            .map(|p| format!("{} pod {} {}", p.operand, p.pod, p.health.as_str()))
+            .collect();
+        let mut parts = Vec::new();
+        if let Some(m) = &plugin {
+            parts.push(format!(
+                "the {} that advertises this node's {w} names is not ready: {m}",
+                crate::model::operand::plugin_of(w)
+            ));
+        }
+        if !others.is_empty() {
+            parts.push(format!("operands not ready: {}", others.join(", ")));
+        }
+        if !parts.is_empty() {
+            r.findings.push(Finding {
+                code: Code::OperandNotReady,
+                severity: Code::OperandNotReady.severity(),
+                resource: None,
+                message: crate::text::escape_controls(&format!(
+                    "{}; see kubectl -n <namespace> describe pod / logs of those pods",
+                    parts.join("; ")
+                )),
+            });
+            r.findings.sort_by_key(|f| f.severity);
+        }
+        r.operand_pods = Some(here);
     }
 }
 
@@ -928,6 +983,7 @@ mod tests {
             vgpu_manager_enabled: None,
             vgpu_default_config: None,
             mig_default_config: None,
+            state: None,
         };
         let n = node(
             "pt",

@@ -21,4 +21,6 @@ pub struct Facts<'a> {
     pub kubevirt: Option<&'a PermittedHostDevices>,
     /// The GPU Operator's ClusterPolicy, when known.
     pub cluster_policy: Option<&'a crate::model::operator::ClusterPolicy>,
+    /// The GPU Operator's operand pods per node, when known.
+    pub operand_pods: Option<&'a crate::model::operand::OperandsByNode>,
 }

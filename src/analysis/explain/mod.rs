@@ -49,6 +49,8 @@ pub struct Inputs<'a> {
     pub cluster_policy: Option<&'a ClusterPolicy>,
     /// DRA objects (DeviceClasses, ResourceSlices, ResourceClaims); `None` when unknown.
     pub dra: Option<&'a crate::model::dra::DraObjects>,
+    /// The GPU Operator's operand pods per node with their health; `None` when unknown.
+    pub operand_pods: Option<&'a crate::model::operand::OperandsByNode>,
 }
 
 /// One node that advertises a requested resource.
@@ -501,6 +503,7 @@ fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanatio
         usage,
         kubevirt: inputs.kubevirt,
         cluster_policy: inputs.cluster_policy,
+        operand_pods: inputs.operand_pods,
     });
     if pod.is_vm()
         && inputs.kubevirt.is_none()

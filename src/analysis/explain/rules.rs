@@ -1529,8 +1529,50 @@ fn operator_blocker(
     None
 }
 
+/// The device plugin that should advertise a name of `class` on `node` and is not ready
+/// there (its operand pod crash-looping, not ready or absent,
+/// [`crate::model::operand::plugin_problem`]): the cause and the fix. `None` when the
+/// node's applied workload is not the class's, or no operand pod was read for it.
+fn plugin_blocker(
+    f: &Facts<'_>,
+    node: &NodeInfo,
+    resource: &str,
+    class: ResourceClass,
+) -> Option<(String, String)> {
+    let want = class.workload()?;
+    let eff = crate::model::operator::effective_workload(node, f.cluster_policy);
+    if eff.applied() != Some(want) {
+        return None;
+    }
+    let pods = f.operand_pods?.get(&node.name)?;
+    let problem = crate::model::operand::plugin_problem(pods, want)?;
+    let plugin = crate::model::operand::plugin_of(want);
+    let pod = pods
+        .iter()
+        .find(|p| p.operand == plugin)
+        .map(|p| p.pod.clone());
+    let n = &node.name;
+    Some((
+        format!(
+            "the {plugin} that should advertise {resource} on {n} ({want}) is not ready: {problem}"
+        ),
+        match pod {
+            Some(p) => {
+                let (ns, name) = p.split_once('/').unwrap_or(("", &p));
+                format!(
+                    "read why it fails: kubectl -n {ns} describe pod {name}; kubectl -n {ns} logs {name} --previous — {resource} is advertised again once it is ready"
+                )
+            }
+            None => format!(
+                "find out why the GPU Operator runs no {plugin} pod on {n}: kubectl get daemonsets -A | grep {plugin}, and its ClusterPolicy state"
+            ),
+        },
+    ))
+}
+
 /// `operator-state`: a requested name no node advertises, and the GPU Operator's own
-/// state on a GPU node says why: a MIG or vGPU config that failed or is pending
+/// state on a GPU node says why — first a device plugin that should advertise it and is
+/// not ready (operand pods read), then a MIG or vGPU config that failed or is pending
 /// (`nvidia.com/mig.config.state`, `nvidia.com/vgpu.config.state`), a workload label the
 /// operator ignores because sandbox workloads are off, operands or the device plugin
 /// disabled by `nvidia.com/gpu.deploy.*=false`.
@@ -1543,11 +1585,16 @@ pub fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
             continue;
         }
         let class = classify(&rv.resource);
-        let found: Vec<(String, String)> = f
+        let mut found: Vec<(String, String)> = f
             .nodes
             .iter()
-            .filter_map(|n| operator_blocker(f, n, &rv.resource, class))
+            .filter_map(|n| plugin_blocker(f, n, &rv.resource, class))
             .collect();
+        found.extend(
+            f.nodes
+                .iter()
+                .filter_map(|n| operator_blocker(f, n, &rv.resource, class)),
+        );
         let Some((cause, fix)) = found.first().cloned() else {
             continue;
         };
@@ -2011,6 +2058,7 @@ mod tests {
             vgpu_manager_enabled: None,
             vgpu_default_config: None,
             mig_default_config: None,
+            state: None,
         };
         let run = |pod: &str| {
             let pod = crate::input::pods::read_pods_str(pod, "pod.json")
