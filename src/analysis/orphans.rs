@@ -6,7 +6,7 @@
 //! such pods keep running, but one that restarts elsewhere or is recreated cannot come back
 //! to this node. The numbers are [`Usage`]'s, the table inventory and explain read, so the
 //! three agree; `check` finds them per node with [`of_node`] (the code
-//! [`Code::OrphanedHolder`], a warning), `inventory` notes them under its table,
+//! [`crate::model::finding::Code::OrphanedHolder`], a warning), `inventory` notes them under its table,
 //! `explain` says it for such a pod, and `serve` exports `gpuwl_orphaned_holder_pods`.
 //!
 //! Limit: a name served through DRA (a DeviceClass's `extendedResourceName`) is not in the
@@ -16,9 +16,7 @@
 
 use serde::Serialize;
 
-use crate::analysis::check::Finding;
 use crate::analysis::usage::{Holder, Usage};
-use crate::model::finding::Code;
 use crate::model::node::NodeInfo;
 use crate::model::pod::PodInfo;
 use crate::model::resource::classify;
@@ -67,23 +65,6 @@ impl Orphan {
             })
             .collect::<Vec<_>>()
             .join(", ")
-    }
-
-    /// The `orphaned-holder` finding of `check`.
-    pub fn finding(&self) -> Finding {
-        Finding {
-            code: Code::OrphanedHolder,
-            severity: Code::OrphanedHolder.severity(),
-            resource: Some(self.resource.clone()),
-            message: format!(
-                "{} bound pod(s) hold {} {} that the node no longer advertises ({}): {}; they keep running, but one that restarts or is recreated cannot come back here",
-                self.holders.len(),
-                self.units,
-                self.resource,
-                self.how(),
-                self.holder_list()
-            ),
-        }
     }
 }
 
@@ -175,7 +156,7 @@ mod tests {
         assert_eq!(zero.len(), 1);
         assert_eq!((zero[0].listed, zero[0].units), (true, 1));
         assert_eq!(
-            zero[0].finding().message,
+            crate::analysis::check::orphan_finding(&zero[0]).message,
             "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): gpu-vm/virt-launcher-vm1-abcde (VMI gpu-vm/vm1, 1); they keep running, but one that restarts or is recreated cannot come back here"
         );
         let gone = of_node(&node(&[("nvidia.com/gpu", "2")]), &pods);

@@ -695,7 +695,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     info.gpu_operator_port = port;
     let me =
         std::env::current_exe().map_err(|e| rt(format!("cannot find the gpuwl binary: {e}")))?;
-    let components = super::recipe::gpu_operator_components(
+    let components = gpu_operator_components(
         &super::recipe::Layout { info: &info, state },
         &dist,
         port,
@@ -744,9 +744,137 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     }
 }
 
+/// The GPU Operator ([`self`], `gpuwl cluster up --gpu-operator`): started
+/// after the cluster is ready and its CRDs, namespace and ClusterPolicy are applied, in a
+/// private mount namespace ([`operator_command`]; the mount point
+/// `gpu-operator-root` is in the state directory), with every operand image named by
+/// environment ([`operator_env`]). `dist` is the operator's build
+/// ([`dist_dir`]); `health_port` its `/healthz` (plain HTTP).
+pub fn gpu_operator(
+    l: &super::recipe::Layout<'_>,
+    dist: &Path,
+    health_port: u16,
+) -> super::recipe::Component {
+    let (binary, args) = operator_command(
+        &l.state.join("gpu-operator-root"),
+        dist,
+        &l.state.join("kubeconfig"),
+        health_port,
+    );
+    super::recipe::Component {
+        name: OPERATOR_COMPONENT,
+        binary,
+        args,
+        env: operator_env(),
+        ports: vec![health_port],
+        endpoint: format!("http://127.0.0.1:{health_port}/healthz"),
+        start: super::recipe::StartWhen::AfterApiServer,
+        readiness: super::recipe::Readiness::HttpHealthz { port: health_port },
+    }
+}
+
+/// gpuwl's device-plugin emulation ([`super::gpusim::emulate`]): `gpuwl` (the running
+/// binary, `gpuwl_bin`) `cluster emulate-device-plugins` with the admin kubeconfig. No
+/// port; ready once it runs.
+pub fn gpu_device_plugins(
+    l: &super::recipe::Layout<'_>,
+    gpuwl_bin: &Path,
+) -> super::recipe::Component {
+    super::recipe::Component {
+        name: EMULATION_COMPONENT,
+        binary: gpuwl_bin.to_path_buf(),
+        args: vec![
+            "cluster".into(),
+            "emulate-device-plugins".into(),
+            "--kubeconfig".into(),
+            l.state_file("kubeconfig"),
+        ],
+        env: Vec::new(),
+        ports: Vec::new(),
+        endpoint: "node status of the simulated GPU nodes".into(),
+        start: super::recipe::StartWhen::AfterApiServer,
+        readiness: super::recipe::Readiness::Listening,
+    }
+}
+
+/// The optional components of `--gpu-operator`, in start order (their names are
+/// [`super::process::OPTIONAL_COMPONENTS`]).
+pub fn gpu_operator_components(
+    l: &super::recipe::Layout<'_>,
+    dist: &Path,
+    health_port: u16,
+    gpuwl_bin: &Path,
+) -> Vec<super::recipe::Component> {
+    vec![
+        gpu_operator(l, dist, health_port),
+        gpu_device_plugins(l, gpuwl_bin),
+    ]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn recipe_info() -> crate::cluster::ClusterInfo {
+        crate::cluster::ClusterInfo {
+            name: "golden".into(),
+            apiserver_port: 6443,
+            etcd_port: 2379,
+            etcd_peer_port: 2380,
+            controller_manager_port: 10257,
+            scheduler_port: 10259,
+            kwok_port: 10247,
+            bin_dir: PathBuf::from("/bin-dir"),
+            kubernetes_version: "v0.0.0".into(),
+            gpu_operator_port: 0,
+        }
+    }
+
+    #[test]
+    fn gpu_operator_components_match_the_optional_process_list() {
+        let info = recipe_info();
+        let state = PathBuf::from("/state");
+        let l = super::super::recipe::Layout {
+            info: &info,
+            state: &state,
+        };
+        let comps = gpu_operator_components(
+            &l,
+            Path::new("/cache/dist"),
+            10300,
+            Path::new("/usr/bin/gpuwl"),
+        );
+        let names: Vec<_> = comps.iter().map(|c| c.name).collect();
+        assert_eq!(names, super::super::process::OPTIONAL_COMPONENTS);
+        let op = &comps[0];
+        assert_eq!(op.binary, PathBuf::from("unshare"));
+        assert_eq!(op.ports, vec![10300]);
+        assert_eq!(
+            op.readiness,
+            super::super::recipe::Readiness::HttpHealthz { port: 10300 }
+        );
+        assert!(op.args.contains(&"/state/gpu-operator-root".to_string()));
+        assert!(
+            op.args
+                .contains(&"--kubeconfig=/state/kubeconfig".to_string())
+        );
+        assert!(
+            op.env
+                .iter()
+                .any(|(k, v)| k == "OPERATOR_NAMESPACE" && v == "gpu-operator")
+        );
+        let dp = &comps[1];
+        assert_eq!(
+            dp.args,
+            [
+                "cluster",
+                "emulate-device-plugins",
+                "--kubeconfig",
+                "/state/kubeconfig"
+            ]
+        );
+        assert!(dp.ports.is_empty());
+    }
 
     #[test]
     fn every_image_variable_gets_a_name_that_is_never_pulled() {

@@ -99,7 +99,8 @@ pub struct Layout<'a> {
 }
 
 impl Layout<'_> {
-    fn state_file(&self, f: &str) -> String {
+    /// The path of file `f` in the cluster's state directory, as an argument.
+    pub fn state_file(&self, f: &str) -> String {
         s(&self.state.join(f))
     }
 
@@ -307,66 +308,6 @@ pub fn kwok_controller(l: &Layout<'_>) -> Component {
     }
 }
 
-/// The GPU Operator ([`super::gpu_operator`], `gpuwl cluster up --gpu-operator`): started
-/// after the cluster is ready and its CRDs, namespace and ClusterPolicy are applied, in a
-/// private mount namespace ([`super::gpu_operator::operator_command`]; the mount point
-/// `gpu-operator-root` is in the state directory), with every operand image named by
-/// environment ([`super::gpu_operator::operator_env`]). `dist` is the operator's build
-/// ([`super::gpu_operator::dist_dir`]); `health_port` its `/healthz` (plain HTTP).
-pub fn gpu_operator(l: &Layout<'_>, dist: &Path, health_port: u16) -> Component {
-    let (binary, args) = super::gpu_operator::operator_command(
-        &l.state.join("gpu-operator-root"),
-        dist,
-        &l.state.join("kubeconfig"),
-        health_port,
-    );
-    Component {
-        name: super::gpu_operator::OPERATOR_COMPONENT,
-        binary,
-        args,
-        env: super::gpu_operator::operator_env(),
-        ports: vec![health_port],
-        endpoint: format!("http://127.0.0.1:{health_port}/healthz"),
-        start: StartWhen::AfterApiServer,
-        readiness: Readiness::HttpHealthz { port: health_port },
-    }
-}
-
-/// gpuwl's device-plugin emulation ([`super::gpusim::emulate`]): `gpuwl` (the running
-/// binary, `gpuwl_bin`) `cluster emulate-device-plugins` with the admin kubeconfig. No
-/// port; ready once it runs.
-pub fn gpu_device_plugins(l: &Layout<'_>, gpuwl_bin: &Path) -> Component {
-    Component {
-        name: super::gpu_operator::EMULATION_COMPONENT,
-        binary: gpuwl_bin.to_path_buf(),
-        args: vec![
-            "cluster".into(),
-            "emulate-device-plugins".into(),
-            "--kubeconfig".into(),
-            l.state_file("kubeconfig"),
-        ],
-        env: Vec::new(),
-        ports: Vec::new(),
-        endpoint: "node status of the simulated GPU nodes".into(),
-        start: StartWhen::AfterApiServer,
-        readiness: Readiness::Listening,
-    }
-}
-
-/// The optional components of `--gpu-operator`, in start order (their names are
-/// [`super::process::OPTIONAL_COMPONENTS`]).
-pub fn gpu_operator_components(
-    l: &Layout<'_>,
-    dist: &Path,
-    health_port: u16,
-    gpuwl_bin: &Path,
-) -> Vec<Component> {
-    vec![
-        gpu_operator(l, dist, health_port),
-        gpu_device_plugins(l, gpuwl_bin),
-    ]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -430,49 +371,6 @@ mod tests {
             got, want,
             "recipe changed; rerun with GPUWL_UPDATE_GOLDEN=1 and review the diff"
         );
-    }
-
-    #[test]
-    fn gpu_operator_components_match_the_optional_process_list() {
-        let info = info();
-        let state = PathBuf::from("/state");
-        let l = Layout {
-            info: &info,
-            state: &state,
-        };
-        let comps = gpu_operator_components(
-            &l,
-            Path::new("/cache/dist"),
-            10300,
-            Path::new("/usr/bin/gpuwl"),
-        );
-        let names: Vec<_> = comps.iter().map(|c| c.name).collect();
-        assert_eq!(names, super::super::process::OPTIONAL_COMPONENTS);
-        let op = &comps[0];
-        assert_eq!(op.binary, PathBuf::from("unshare"));
-        assert_eq!(op.ports, vec![10300]);
-        assert_eq!(op.readiness, Readiness::HttpHealthz { port: 10300 });
-        assert!(op.args.contains(&"/state/gpu-operator-root".to_string()));
-        assert!(
-            op.args
-                .contains(&"--kubeconfig=/state/kubeconfig".to_string())
-        );
-        assert!(
-            op.env
-                .iter()
-                .any(|(k, v)| k == "OPERATOR_NAMESPACE" && v == "gpu-operator")
-        );
-        let dp = &comps[1];
-        assert_eq!(
-            dp.args,
-            [
-                "cluster",
-                "emulate-device-plugins",
-                "--kubeconfig",
-                "/state/kubeconfig"
-            ]
-        );
-        assert!(dp.ports.is_empty());
     }
 
     #[test]

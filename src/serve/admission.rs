@@ -55,21 +55,7 @@ pub enum Mode {
     Enforce,
 }
 
-/// How one review ended, as `gpuwl_admission_reviews_total{verdict}` counts it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Verdict {
-    /// Judged, nothing found.
-    Allowed,
-    /// Judged, admitted with warnings.
-    Warned,
-    /// Judged, denied (enforce mode).
-    Denied,
-    /// Not judged: another kind or operation, an unchanged spec, an unreadable object, or
-    /// the initial lists not in yet.
-    Skipped,
-    /// Not an AdmissionReview (HTTP 400 or 413).
-    Invalid,
-}
+pub use crate::serve::metrics::Verdict;
 
 impl Verdict {
     /// The label value.

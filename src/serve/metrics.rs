@@ -95,7 +95,7 @@ pub struct ReviewLabels {
     /// `Pod`, `VirtualMachineInstance`, `VirtualMachine` or `other`.
     pub kind: &'static str,
     /// `allowed`, `warned`, `denied`, `skipped` or `invalid`
-    /// ([`crate::serve::admission::Verdict`]).
+    /// ([`Verdict`]).
     pub verdict: &'static str,
 }
 
@@ -541,7 +541,7 @@ impl Metrics {
     pub fn admission_review(
         &self,
         kind: &'static str,
-        verdict: crate::serve::admission::Verdict,
+        verdict: Verdict,
         codes: &[&'static str],
         took: std::time::Duration,
     ) {
@@ -717,6 +717,22 @@ impl prometheus_client::collector::Collector for ProcessCollector {
         }
         Ok(())
     }
+}
+
+/// How one review ended, as `gpuwl_admission_reviews_total{verdict}` counts it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Judged, nothing found.
+    Allowed,
+    /// Judged, admitted with warnings.
+    Warned,
+    /// Judged, denied (enforce mode).
+    Denied,
+    /// Not judged: another kind or operation, an unchanged spec, an unreadable object, or
+    /// the initial lists not in yet.
+    Skipped,
+    /// Not an AdmissionReview (HTTP 400 or 413).
+    Invalid,
 }
 
 #[cfg(test)]

@@ -445,7 +445,7 @@ impl Checker {
             r.findings.extend(
                 crate::analysis::orphans::of_node(node, pods)
                     .iter()
-                    .map(crate::analysis::orphans::Orphan::finding),
+                    .map(orphan_finding),
             );
             r.findings.sort_by_key(|f| f.severity);
         }
@@ -626,6 +626,23 @@ pub fn judge(
         resources: facts.resources.into_iter().map(|r| r.entry).collect(),
         findings,
         operand_pods: None,
+    }
+}
+
+/// The `orphaned-holder` finding of `o` ([`crate::analysis::orphans`]).
+pub fn orphan_finding(o: &crate::analysis::orphans::Orphan) -> Finding {
+    Finding {
+        code: Code::OrphanedHolder,
+        severity: Code::OrphanedHolder.severity(),
+        resource: Some(o.resource.clone()),
+        message: format!(
+            "{} bound pod(s) hold {} {} that the node no longer advertises ({}): {}; they keep running, but one that restarts or is recreated cannot come back here",
+            o.holders.len(),
+            o.units,
+            o.resource,
+            o.how(),
+            o.holder_list()
+        ),
     }
 }
 
