@@ -571,12 +571,15 @@ impl crate::input::document::ListSink for KeptItems {
 }
 
 /// Streams a `kubectl get … -oyaml` List, returning its items pruned to `keep`.
-fn read_list(r: impl Read, keep: Keep) -> std::result::Result<Vec<Value>, String> {
+fn read_list(
+    r: impl Read,
+    keep: Keep,
+) -> std::result::Result<Vec<Value>, crate::input::document::ReadError> {
     let sink = KeptItems {
         keep,
         out: Vec::new(),
     };
-    crate::input::document::read_list(r, "a List", MAX_OBJECT_MSG, sink).map_err(|e| e.to_string())
+    crate::input::document::read_list(r, "a List", MAX_OBJECT_MSG, sink)
 }
 
 /// Over [`crate::input::document::MAX_OBJECT`] in one item.
@@ -735,7 +738,7 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
             match m
                 .reader()
                 .map_err(|e| e.to_string())
-                .and_then(|r| read_list(r, OPERAND_POD))
+                .and_then(|r| read_list(r, OPERAND_POD).map_err(|e| e.to_string()))
             {
                 Ok(items) => b.pods = items.iter().map(operand_pod).collect(),
                 Err(e) => fail(b, crate::text::one_line(&e)),
@@ -745,7 +748,7 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
             match m
                 .reader()
                 .map_err(|e| e.to_string())
-                .and_then(|r| read_list(r, OPERAND_DS))
+                .and_then(|r| read_list(r, OPERAND_DS).map_err(|e| e.to_string()))
             {
                 Ok(items) => b.daemonsets = items.iter().map(operand_ds).collect(),
                 Err(e) => fail(b, crate::text::one_line(&e)),
