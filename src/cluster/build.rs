@@ -103,17 +103,23 @@ pub fn ldflags() -> String {
 /// The cache key: pinned versions plus 12 hex digits of SHA-256 over the embedded sources
 /// and link flags. Changing any pin or wrapper changes the key.
 pub fn cache_key() -> String {
+    let hex = sources_digest(&SOURCES, &ldflags());
+    format!("k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}_{hex}")
+}
+
+/// 12 hex digits of SHA-256 over embedded module files (`(path, text)`, each
+/// NUL-terminated) and link flags: the variable part of a build cache key.
+pub fn sources_digest(sources: &[(&str, &str)], ldflags: &str) -> String {
     let mut h = Sha256::new();
-    for (path, text) in SOURCES {
+    for (path, text) in sources {
         h.update(path.as_bytes());
         h.update([0]);
         h.update(text.as_bytes());
         h.update([0]);
     }
-    h.update(ldflags().as_bytes());
+    h.update(ldflags.as_bytes());
     let digest = h.finalize();
-    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-    format!("k8s-{KUBERNETES_VERSION}_etcd-{ETCD_VERSION}_kwok-{KWOK_VERSION}_{hex}")
+    digest.iter().take(6).map(|b| format!("{b:02x}")).collect()
 }
 
 /// Root of the build cache (see the module docs for the lookup order).

@@ -76,17 +76,7 @@ fn ldflags() -> String {
 /// Cache key: the pinned version plus 12 hex digits of SHA-256 over the embedded module
 /// files and link flags.
 pub fn cache_key() -> String {
-    use sha2::{Digest, Sha256};
-    let mut h = Sha256::new();
-    for (path, text) in SOURCES {
-        h.update(path.as_bytes());
-        h.update([0]);
-        h.update(text.as_bytes());
-        h.update([0]);
-    }
-    h.update(ldflags().as_bytes());
-    let digest = h.finalize();
-    let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+    let hex = super::build::sources_digest(&SOURCES, &ldflags());
     format!("gpu-operator-{OPERATOR_VERSION}_{hex}")
 }
 
