@@ -22,6 +22,7 @@ RATE=${RATE:-200}
 DURATION=${DURATION:-30}
 CONNECTIONS=${CONNECTIONS:-4}
 CLUSTER=${CLUSTER:-gpuwl-bench-admission}
+PRIO=${PRIO:-}
 RES=$WORK/results
 mkdir -p "$WORK" "$RES"
 cd "$ROOT"
@@ -55,7 +56,7 @@ for n in $SIZES; do
     fi
     kubectl --kubeconfig "$kc" get pod -n gpu-vm vmi-passthrough -o json >"$WORK/admission-pod.json"
     log=$RES/admission-serve-$n.log
-    "$B" serve --kubeconfig "$kc" --listen 127.0.0.1:0 --admission-listen 127.0.0.1:0 --admission-register 2>"$log" &
+    $PRIO "$B" serve --kubeconfig "$kc" --listen 127.0.0.1:0 --admission-listen 127.0.0.1:0 --admission-register 2>"$log" &
     serve_pid=$!
     until grep -q '^gpuwl serve: registered' "$log"; do sleep 0.1; done
     metrics=$(sed -n 's|^gpuwl serve: listening on http://\([^ ]*\).*|\1|p' "$log")
@@ -67,7 +68,7 @@ for n in $SIZES; do
     out=$RES/admission-$n.txt
     {
         echo "== $nodes nodes; $RATE reviews/s for $DURATION s, $CONNECTIONS connections; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-        "$EX/admission_load" --addr "$guard" --ca "$WORK/admission-ca.crt" --object "$WORK/admission-pod.json" \
+        $PRIO "$EX/admission_load" --addr "$guard" --ca "$WORK/admission-ca.crt" --object "$WORK/admission-pod.json" \
             --typo nvidia.com/GA102GL_A10=nvidia.com/GA102GL_A1 --rate "$RATE" --seconds "$DURATION" \
             --connections "$CONNECTIONS"
         echo "server-side histogram (gpuwl_admission_review_duration_seconds):"

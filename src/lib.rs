@@ -17,6 +17,8 @@
 //! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-controller-manager,
 //!   kube-scheduler, kwok), its recipe one value per component ([`cluster::recipe`]);
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
+//! - [`twin`]: a copy of a cluster's GPU side on a local control plane, where `whatif`
+//!   tries a relabel and `plan` verifies its proposal;
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line;
 //! - [`error`]: the errors and exit codes; [`text`]: message helpers both use;
@@ -35,3 +37,4 @@ pub mod model;
 pub mod render;
 pub mod serve;
 pub mod text;
+pub mod twin;

@@ -24,6 +24,7 @@ pub mod lab;
 pub mod serve;
 pub mod snapshot;
 pub mod triage;
+pub mod whatif;
 
 /// Top-level parser.
 #[derive(Debug, Parser)]
@@ -64,6 +65,10 @@ pub enum Command {
     Triage(triage::Args),
     /// Serve drift findings and GPU pools as Prometheus metrics, watching the cluster
     Serve(serve::Args),
+    /// Try a relabel on a twin of the cluster (real kube-scheduler) before applying it: what schedules, what is disrupted
+    Whatif(whatif::Args),
+    /// Propose the fewest relabels that serve the pending GPU pods, verified on a twin of the cluster
+    Plan(whatif::PlanArgs),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
     Completions {
         /// Shell to generate for
@@ -141,6 +146,8 @@ pub fn main() -> ExitCode {
         Command::Serve(a) => serve::run(a),
         Command::Snapshot(a) => snapshot::run(a),
         Command::Triage(a) => triage::run(a),
+        Command::Whatif(a) => whatif::run(a),
+        Command::Plan(a) => whatif::run_plan(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),
         Command::Complete { words } => completions::run_complete(words),

@@ -1068,6 +1068,31 @@ async fn get_text(c: &kube::Client, path: &str) -> Option<String> {
         .map(|t| t.trim().to_string())
 }
 
+/// The pods kube-scheduler of cluster `name` still has work for: the sum of its
+/// `scheduler_pending_pods` gauge over the `active` and `backoff` queues, read from its
+/// own `/metrics` (open on its secure port, [`recipe::kube_scheduler`]). Pods in the
+/// `unschedulable` queue wait for a cluster event and `gated` ones for their gates: neither
+/// counts. `None` when the metrics cannot be read or the gauge is missing.
+pub async fn scheduler_busy(info: &ClusterInfo) -> Option<u64> {
+    let c = insecure_client(info.scheduler_port).ok()?;
+    let text = get_text(&c, "/metrics").await?;
+    let mut seen = false;
+    let mut sum = 0u64;
+    for line in text.lines() {
+        let Some(rest) = line.strip_prefix("scheduler_pending_pods{") else {
+            continue;
+        };
+        let Some((labels, value)) = rest.split_once('}') else {
+            continue;
+        };
+        seen = true;
+        if labels.contains("queue=\"active\"") || labels.contains("queue=\"backoff\"") {
+            sum = sum.saturating_add(value.trim().parse::<f64>().ok()? as u64);
+        }
+    }
+    seen.then_some(sum)
+}
+
 /// A client for a component's own HTTPS port (self-signed serving cert, anonymous).
 fn insecure_client(port: u16) -> Result<kube::Client> {
     let url = format!("https://127.0.0.1:{port}")

@@ -10,6 +10,7 @@ pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
 pub mod triage;
+pub mod whatif;
 
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

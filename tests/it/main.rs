@@ -36,3 +36,4 @@ mod readme;
 mod serve;
 mod triage_hostile;
 mod triage_live;
+mod whatif;

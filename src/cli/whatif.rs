@@ -1,0 +1,285 @@
+//! `gpuwl whatif relabel` and `gpuwl plan`: arguments and entry points.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::error::{Error, ExitStatus, Result};
+use crate::input::{self, pods};
+use crate::model::operator::PolicyStatus;
+use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
+use crate::render::{self, Format};
+use crate::twin::{self, Relabel, Source};
+
+/// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
+#[derive(Debug, clap::Args)]
+pub struct TwinArgs {
+    /// Node dump (`kubectl get nodes -o json|yaml`). Omitted: the live cluster.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
+    pub nodes: Option<PathBuf>,
+    /// Pod dump (`kubectl get pods -A -o json|yaml`, VMIs too); needs --nodes.
+    #[arg(long, value_name = "FILE", requires = "nodes")]
+    pub pods: Option<PathBuf>,
+    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`); with
+    /// --nodes, or on the live cluster in place of its own.
+    #[arg(long, value_name = "FILE")]
+    pub cluster_policy: Option<PathBuf>,
+    /// A `gpuwl snapshot` file in place of --nodes, --pods and --cluster-policy.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "cluster_policy", "kubeconfig", "context"])]
+    pub snapshot: Option<PathBuf>,
+    /// Name of the twin's local cluster (its state under gpuwl's state directory).
+    #[arg(long, value_name = "NAME", default_value = "gpuwl-twin")]
+    pub twin_name: String,
+    /// Leave the twin running afterwards (`gpuwl cluster down --name <twin-name>` removes it).
+    #[arg(long)]
+    pub keep: bool,
+    /// Seconds to wait, each time, for the twin's scheduler to settle.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    pub settle_timeout: u64,
+    /// No progress lines on stderr.
+    #[arg(short, long)]
+    pub quiet: bool,
+    /// Output format: text for people; json and yaml carry the whole report.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Where the live cluster is (used when no file is given).
+    #[command(flatten)]
+    pub live: crate::input::live::ClusterArgs,
+}
+
+/// `gpuwl whatif`.
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// What to try.
+    #[command(subcommand)]
+    pub what: What,
+}
+
+/// The whatif experiments.
+#[derive(Debug, clap::Subcommand)]
+pub enum What {
+    /// Relabel nodes on a twin of the cluster and report what the real scheduler does
+    #[command(after_help = RELABEL_HELP)]
+    Relabel(RelabelArgs),
+}
+
+const RELABEL_HELP: &str = "\
+Examples:
+  gpuwl whatif relabel lab-node-1=container                 # the live cluster (current context)
+  gpuwl whatif relabel gpu-7=vm-passthrough gpu-8=vm-passthrough -o json
+  gpuwl whatif relabel gpu-9=vm-vgpu:A10-12Q --nodes nodes.json --pods pods.json
+  gpuwl whatif relabel gpu-7=container --snapshot prod.tar --keep
+
+Copies the cluster's GPU side into a twin on a local control plane (kube-apiserver,
+kube-scheduler, kube-controller-manager, kwok nodes): the GPU nodes with their labels, taints,
+capacity and allocatable; the pods bound to them; the pending pods that ask for a GPU name. CPU-only
+nodes are left out. The twin's real kube-scheduler first tries the pending pods as the cluster is
+(any it places are reported apart: the twin differs there), then the relabels are applied: the
+workload label, and what the node advertises afterwards by gpuwl's model of the GPU Operator and
+its device plugins (the node's GPUs worked out from its GFD labels or the names it advertises;
+said in the report), a name that leaves kept at \"0\" as a kubelet keeps it. Once the scheduler has
+settled the report says which pending pods now schedule and where, which still wait (explain's
+cause on the twin), which running pods lose the name they hold, the inventory before → after, and
+the kubectl commands that do it for real. The twin is deleted afterwards unless --keep.
+NODE=vm-vgpu:TYPE also sets nvidia.com/vgpu.config=TYPE (e.g. A10-12Q).
+Exit 0 the report was made · 2 bad input (a relabel, a file, an unknown node) · 3 the twin or the
+cluster failed.";
+
+/// `gpuwl whatif relabel`.
+#[derive(Debug, clap::Args)]
+pub struct RelabelArgs {
+    /// NODE=CONFIG (container, vm-passthrough, vm-vgpu), or NODE=vm-vgpu:TYPE.
+    #[arg(value_name = "NODE=CONFIG", required = true)]
+    pub relabels: Vec<String>,
+    /// The cluster and the twin.
+    #[command(flatten)]
+    pub twin: TwinArgs,
+}
+
+/// `gpuwl plan`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  gpuwl plan                                     # the live cluster
+  gpuwl plan --nodes nodes.json --pods pods.json -o json
+  gpuwl plan --allow-disruption
+
+Finds the fewest relabels that serve the pending GPU pods and VMIs: per GPU name, the units pending
+pods ask for beyond what is free now; candidates are GPU nodes that, relabelled (vm-vgpu with the
+type asked for), would advertise the name by gpuwl's model and still be allowed by the pods'
+nodeSelector, affinity, taints and cordon; nodes running GPU pods are never touched unless
+--allow-disruption. The most units first, ties to the least disruption. The plan is then tried on a
+twin of the cluster (as `gpuwl whatif relabel`) and printed with the twin's verdict. A pending pod no
+relabel can serve is said plainly, with why (its name is no node's GPU, or its own constraints
+exclude every node that could advertise it).
+Exit 0 every short pod is served by a plan the twin confirmed (or nothing is short; with --no-verify,
+by the proposal) · 1 some pending pod is not served, or the twin did not confirm the plan · 2 bad input · 3 the twin or the cluster
+failed.")]
+pub struct PlanArgs {
+    /// Consider nodes whose running GPU pods would lose their GPU.
+    #[arg(long)]
+    pub allow_disruption: bool,
+    /// Print the model's proposal without trying it on a twin.
+    #[arg(long)]
+    pub no_verify: bool,
+    /// The cluster and the twin.
+    #[command(flatten)]
+    pub twin: TwinArgs,
+}
+
+/// Reads the source cluster.
+fn read_source(a: &TwinArgs) -> Result<Source> {
+    if let Some(snap) = &a.snapshot {
+        let s = crate::input::snapshot_file::load(snap)?.snapshot;
+        return Ok(Source {
+            nodes: s.nodes,
+            pods: s.pods,
+            policy: s.policy,
+            origin: format!("snapshot {}", snap.display()),
+        });
+    }
+    let policy = match &a.cluster_policy {
+        Some(p) => Some(crate::input::clusterpolicy::read_path(p)?),
+        None => None,
+    };
+    if let Some(nodes_path) = &a.nodes {
+        crate::cli::explain::one_stdin(&[
+            Some(nodes_path),
+            a.pods.as_ref(),
+            a.cluster_policy.as_ref(),
+        ])?;
+        let nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
+        let pods = match &a.pods {
+            Some(p) => pods::read_pods_path(p)?,
+            None => Vec::new(),
+        };
+        return Ok(Source {
+            nodes,
+            pods,
+            policy: policy.unwrap_or_else(PolicyStatus::not_read),
+            origin: format!(
+                "files {}{}",
+                nodes_path.display(),
+                a.pods
+                    .as_ref()
+                    .map(|p| format!(", {}", p.display()))
+                    .unwrap_or_default()
+            ),
+        });
+    }
+    a.live.block_on(|client| async move {
+        let mut snap = crate::input::snapshot::read(&client, false).await?;
+        if let Some(p) = policy {
+            snap.policy = p;
+        }
+        Ok(Source {
+            nodes: snap.nodes,
+            pods: snap.pods,
+            policy: snap.policy,
+            origin: "cluster".into(),
+        })
+    })
+}
+
+fn options(a: &TwinArgs) -> Result<twin::Options> {
+    crate::cluster::validate_name(&a.twin_name)?;
+    Ok(twin::Options {
+        name: a.twin_name.clone(),
+        keep: a.keep,
+        settle_timeout: Duration::from_secs(a.settle_timeout.max(1)),
+    })
+}
+
+fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<twin::Report> {
+    let opts = options(a)?;
+    let quiet = a.quiet;
+    let rt = crate::input::live::runtime()?;
+    rt.block_on(async {
+        let mut progress = |s: &str| {
+            if !quiet {
+                eprintln!("whatif: {}", render::esc(s));
+            }
+        };
+        twin::run(source, relabels, &opts, &mut progress).await
+    })
+}
+
+fn write(text: &str) -> Result<()> {
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))
+}
+
+/// Runs `gpuwl whatif`.
+///
+/// Errors: [`Error::Input`] for a bad relabel, file or node; [`Error::Runtime`] when the
+/// twin or the cluster fails.
+pub fn run(args: &Args) -> Result<ExitStatus> {
+    let What::Relabel(a) = &args.what;
+    let mut relabels = Vec::new();
+    for r in &a.relabels {
+        relabels.push(
+            r.parse::<Relabel>()
+                .map_err(|e| Error::Input(format!("relabel {e}")))?,
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for r in &relabels {
+        if !seen.insert(r.node.as_str()) {
+            return Err(Error::Input(format!(
+                "relabel {}: the node is given twice",
+                render::esc(&r.node)
+            )));
+        }
+    }
+    options(&a.twin)?;
+    let source = read_source(&a.twin)?;
+    let report = run_twin(&a.twin, &source, &relabels)?;
+    let text =
+        serialized(&report, a.twin.output).unwrap_or_else(|| report_text(&report, render::width()));
+    write(&text)?;
+    Ok(ExitStatus::Ok)
+}
+
+/// Runs `gpuwl plan`.
+///
+/// Errors: as [`run`].
+pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
+    options(&args.twin)?;
+    let source = read_source(&args.twin)?;
+    let proposal = twin::plan::propose(&source, args.allow_disruption);
+    let relabels: Vec<Relabel> = proposal.steps.iter().map(|s| s.relabel.clone()).collect();
+    let whatif = if relabels.is_empty() || args.no_verify {
+        None
+    } else {
+        Some(run_twin(&args.twin, &source, &relabels)?)
+    };
+    let not_confirmed: Vec<String> = match &whatif {
+        Some(w) => proposal
+            .steps
+            .iter()
+            .flat_map(|s| &s.for_pods)
+            .filter(|p| {
+                !w.now_scheduled
+                    .iter()
+                    .chain(&w.placed_without_relabel)
+                    .any(|x| &x.pod.pod == *p)
+            })
+            .cloned()
+            .collect(),
+        None => Vec::new(),
+    };
+    let verified = whatif.is_some() && not_confirmed.is_empty();
+    let ok = proposal.unservable.is_empty() && (relabels.is_empty() || verified || args.no_verify);
+    let report = PlanReport {
+        proposal,
+        verified,
+        not_confirmed,
+        whatif,
+    };
+    let text = serialized(&report, args.twin.output)
+        .unwrap_or_else(|| plan_text(&report, render::width()));
+    write(&text)?;
+    Ok(if ok {
+        ExitStatus::Ok
+    } else {
+        ExitStatus::Mismatch
+    })
+}

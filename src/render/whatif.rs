@@ -1,0 +1,366 @@
+//! Rendering of `gpuwl whatif` and `gpuwl plan`: text, JSON, YAML. Every string that came
+//! from the cluster or a file is escaped ([`esc`]).
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::{Column, Format, esc, escape_serialized, fit_table};
+use crate::twin::plan::Proposal;
+use crate::twin::{Placed, PodRef, Report};
+
+/// `value` as pretty JSON or YAML (escaped); `None` for text.
+pub fn serialized<T: Serialize>(value: &T, format: Format) -> Option<String> {
+    match format {
+        Format::Text => None,
+        Format::Json => {
+            let mut s = serde_json::to_string_pretty(value)
+                .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
+            s.push('\n');
+            Some(escape_serialized(&s).into_owned())
+        }
+        Format::Yaml => Some(
+            escape_serialized(
+                &serde_saphyr::to_string(value).unwrap_or_else(|e| format!("error: {e:?}\n")),
+            )
+            .into_owned(),
+        ),
+    }
+}
+
+fn requests(r: &BTreeMap<String, i64>) -> String {
+    r.iter()
+        .map(|(k, v)| format!("{} {v}", esc(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn who(p: &PodRef) -> String {
+    match &p.vmi {
+        Some(v) => format!("{} (VMI {})", esc(&p.pod), esc(v)),
+        None if p.kind != "Pod" => format!("{} ({})", esc(&p.pod), p.kind),
+        None => esc(&p.pod),
+    }
+}
+
+fn placed(out: &mut String, v: &[Placed]) {
+    if v.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for p in v {
+        let _ = writeln!(
+            out,
+            "  {}  {} → {}",
+            who(&p.pod),
+            requests(&p.pod.requests),
+            esc(&p.node)
+        );
+    }
+}
+
+fn units(m: &BTreeMap<String, u64>) -> String {
+    if m.is_empty() {
+        return "none".into();
+    }
+    m.iter()
+        .map(|(k, v)| format!("{} {v}", esc(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The whatif report as text (`width`: the terminal's, for the inventory table).
+pub fn report_text(r: &Report, width: usize) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "What if: {} (source: {}; twin: {} GPU node(s), {} bound pod(s), {} pending GPU pod(s); {:.1} s)",
+        r.changes
+            .iter()
+            .map(|c| format!(
+                "{} {} → {}",
+                esc(&c.relabel.node),
+                c.from
+                    .as_deref()
+                    .map(esc)
+                    .unwrap_or_else(|| "(no label)".into()),
+                c.relabel.config
+            ))
+            .collect::<Vec<_>>()
+            .join(", "),
+        esc(&r.source),
+        r.twin.nodes,
+        r.twin.bound_pods,
+        r.twin.pending_pods,
+        r.twin.seconds
+    );
+    out.push_str("\nRelabelled nodes\n");
+    for c in &r.changes {
+        let names: std::collections::BTreeSet<&String> = c
+            .advertised_before
+            .keys()
+            .chain(c.advertised_after.keys())
+            .collect();
+        let moved: Vec<String> = names
+            .iter()
+            .map(|k| {
+                let (a, b) = (
+                    c.advertised_before.get(*k).copied().unwrap_or(0),
+                    c.advertised_after.get(*k).copied().unwrap_or(0),
+                );
+                format!("{} {a} → {b}", esc(k))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            esc(&c.relabel.node),
+            if moved.is_empty() {
+                "no GPU name before or after".to_string()
+            } else {
+                moved.join(", ")
+            }
+        );
+        let _ = writeln!(out, "    GPUs: {}", esc(&c.hardware.join("; ")));
+        for n in &c.notes {
+            let _ = writeln!(out, "    note: {}", esc(n));
+        }
+    }
+    out.push_str("\nNow scheduled (by the twin's kube-scheduler)\n");
+    placed(&mut out, &r.now_scheduled);
+    out.push_str("\nStill pending (the twin's scheduler; cause and fix by explain on the twin)\n");
+    if r.still_pending.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for p in &r.still_pending {
+        let _ = writeln!(out, "  {}  {}", who(&p.pod), requests(&p.pod.requests));
+        if let Some(m) = &p.scheduler_message {
+            let _ = writeln!(out, "    scheduler: {}", esc(m));
+        }
+        let _ = writeln!(out, "    cause ({}): {}", p.cause_code, esc(&p.cause));
+        let _ = writeln!(out, "    fix: {}", esc(&p.fix));
+    }
+    out.push_str("\nDisrupted (running pods whose node no longer offers the name they hold)\n");
+    if r.disrupted.is_empty() {
+        out.push_str("  (none)\n");
+    }
+    for d in &r.disrupted {
+        let _ = writeln!(
+            out,
+            "  {}: {} holds {} {} (the node offers {} → {})",
+            esc(&d.node),
+            who(&d.pod),
+            esc(&d.resource),
+            d.pod.requests.get(&d.resource).copied().unwrap_or(0),
+            d.before,
+            d.after
+        );
+    }
+    if !r.placed_without_relabel.is_empty() {
+        out.push_str(
+            "\nPlaced by the twin even without the relabel (the cluster's scheduler has not \
+             placed them: it may not have retried yet, or something the twin does not copy \
+             keeps them)\n",
+        );
+        placed(&mut out, &r.placed_without_relabel);
+    }
+    out.push_str(
+        "\nInventory, before → after (pool × GPU name; rows that change or hold demand)\n",
+    );
+    if r.inventory.is_empty() {
+        out.push_str("  (no change)\n");
+    } else {
+        let cols = [
+            Column {
+                header: "POOL",
+                short: "POOL",
+                right: false,
+                drop_rank: 0,
+            },
+            Column {
+                header: "RESOURCE",
+                short: "RESOURCE",
+                right: false,
+                drop_rank: 0,
+            },
+            Column {
+                header: "ALLOCATABLE",
+                short: "ALLOC",
+                right: true,
+                drop_rank: 0,
+            },
+            Column {
+                header: "FREE",
+                short: "FREE",
+                right: true,
+                drop_rank: 0,
+            },
+            Column {
+                header: "PENDING",
+                short: "PEND",
+                right: true,
+                drop_rank: 0,
+            },
+        ];
+        let arrow = |(a, b): (i64, i64)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a} → {b}")
+            }
+        };
+        let rows: Vec<Vec<String>> = r
+            .inventory
+            .iter()
+            .map(|d| {
+                vec![
+                    esc(&d.pool),
+                    esc(&d.resource),
+                    arrow(d.allocatable),
+                    arrow(d.free),
+                    arrow(d.pending),
+                ]
+            })
+            .collect();
+        let (t, _) = fit_table(&cols, &rows, width);
+        for l in t.lines() {
+            let _ = writeln!(out, "  {l}");
+        }
+    }
+    out.push_str("\nTo apply for real\n");
+    for c in &r.commands {
+        let _ = writeln!(out, "  {}", esc(c));
+    }
+    let _ = writeln!(
+        out,
+        "\nThe twin: local cluster {}{}; names after the relabel by {}; {}.",
+        esc(&r.twin.cluster),
+        if r.twin.kept {
+            " (kept running: --keep)"
+        } else {
+            " (deleted)"
+        },
+        r.twin.names_by,
+        r.twin.not_copied
+    );
+    if r.twin.cpu_nodes_left_out > 0 {
+        let _ = writeln!(
+            out,
+            "CPU-only nodes left out: {} (no GPU pod can run there).",
+            r.twin.cpu_nodes_left_out
+        );
+    }
+    for l in &r.twin.left_out {
+        let _ = writeln!(out, "left out: {}", esc(l));
+    }
+    for n in &r.notes {
+        let _ = writeln!(out, "note: {}", esc(n));
+    }
+    out
+}
+
+/// A plan and its verification, as `gpuwl plan` prints and serializes it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanReport {
+    /// The model's proposal.
+    pub proposal: Proposal,
+    /// Whether the twin confirmed it: every pod a step is meant for was placed.
+    pub verified: bool,
+    /// Pods a step was meant for that the twin left pending.
+    pub not_confirmed: Vec<String>,
+    /// The twin's whatif of the proposal (absent when nothing was proposed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub whatif: Option<Report>,
+}
+
+/// The plan as text.
+pub fn plan_text(p: &PlanReport, width: usize) -> String {
+    let mut out = String::new();
+    let pr = &p.proposal;
+    let _ = writeln!(
+        out,
+        "Plan for {} pending GPU pod(s); short now: {}",
+        pr.pending_pods,
+        if pr.short.is_empty() {
+            "nothing (the free units cover the pending requests)".to_string()
+        } else {
+            units(&pr.short)
+        }
+    );
+    if pr.steps.is_empty() {
+        out.push_str("\nNo relabel proposed.\n");
+    } else {
+        let _ = writeln!(
+            out,
+            "\n{} relabel(s), {}:",
+            pr.steps.len(),
+            if p.verified {
+                "verified on the twin: every pod they are meant for was placed by its kube-scheduler"
+            } else {
+                "NOT confirmed by the twin (see below)"
+            }
+        );
+        for s in &pr.steps {
+            let _ = writeln!(
+                out,
+                "  {}: {} → {}  (+{} {}) for {}",
+                esc(&s.relabel.node),
+                s.from
+                    .as_deref()
+                    .map(esc)
+                    .unwrap_or_else(|| "(no label)".into()),
+                match &s.relabel.vgpu_type {
+                    Some(t) => format!("{}:{}", s.relabel.config, esc(t)),
+                    None => s.relabel.config.to_string(),
+                },
+                s.units,
+                esc(&s.resource),
+                s.for_pods
+                    .iter()
+                    .map(|x| esc(x))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            if !s.disrupts.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "    disrupts: {}",
+                    s.disrupts
+                        .iter()
+                        .map(|x| esc(x))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                );
+            }
+        }
+        if !p.not_confirmed.is_empty() {
+            let _ = writeln!(
+                out,
+                "  the twin left pending: {}",
+                p.not_confirmed
+                    .iter()
+                    .map(|x| esc(x))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+        }
+    }
+    if !pr.unservable.is_empty() {
+        out.push_str("\nNo relabel serves\n");
+        for u in &pr.unservable {
+            let _ = writeln!(
+                out,
+                "  {} ({}): {}",
+                esc(&u.pod),
+                esc(&u.resource),
+                esc(&u.why)
+            );
+        }
+    }
+    if let Some(w) = &p.whatif {
+        out.push_str("\n--- the twin's whatif of this plan ---\n");
+        out.push_str(&report_text(w, width));
+    }
+    out
+}

@@ -1,0 +1,950 @@
+//! The twin: a copy of a cluster's GPU side on a local control plane ([`crate::cluster`]),
+//! where a relabel is tried before anyone applies it (`gpuwl whatif`, `gpuwl plan`).
+//!
+//! The twin holds the source's GPU nodes (labels, taints, cordon, capacity and allocatable:
+//! [`objects::node_object`]), the non-terminal pods bound to them (by `spec.nodeName`, no
+//! scheduler involved), and the pending pods that ask for an `nvidia.com/` GPU name, left to
+//! the twin's real kube-scheduler. CPU-only nodes are left out: no GPU pod can run there.
+//! [`run`] then
+//! 1. lets the scheduler try the pending pods as the cluster is (the baseline: a pod the
+//!    twin places here would not have waited in the cluster, and is reported apart);
+//! 2. applies the relabels: the workload label (and `nvidia.com/vgpu.config`), and what the
+//!    node then advertises, by gpuwl's model of the GPU Operator and device plugins
+//!    ([`predict`]) written to the node status as a kubelet would, a name that leaves kept
+//!    at `"0"`;
+//! 3. waits until the scheduler has settled (nothing left in its active and backoff queues,
+//!    [`crate::cluster::scheduler_busy`]) and reads the twin back: which pods it bound and
+//!    where, which still wait (explained by [`crate::analysis::explain`] on the twin's
+//!    state), which running pods now hold a name their node no longer offers, and the
+//!    inventory before and after.
+
+pub mod objects;
+pub mod plan;
+pub mod predict;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use futures::{StreamExt, TryStreamExt, stream};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
+use kube::Client;
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use serde::Serialize;
+
+use crate::analysis::explain;
+use crate::analysis::inventory;
+use crate::cluster::gpusim;
+use crate::error::{Error, Result};
+use crate::input::live::api_error;
+use crate::model::node::NodeInfo;
+use crate::model::operator::{PolicyStatus, VGPU_CONFIG_LABEL};
+use crate::model::pod::PodInfo;
+use crate::model::resource::{NVIDIA_PREFIX, classify};
+use crate::model::workload::{LABEL_KEY, WorkloadConfig};
+
+/// One relabel: `NODE=CONFIG`, or `NODE=vm-vgpu:TYPE` to also set `nvidia.com/vgpu.config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Relabel {
+    /// Node name.
+    pub node: String,
+    /// The new `nvidia.com/gpu.workload.config`.
+    pub config: WorkloadConfig,
+    /// The new `nvidia.com/vgpu.config` (vm-vgpu only), e.g. `A10-12Q`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vgpu_type: Option<String>,
+}
+
+impl std::str::FromStr for Relabel {
+    type Err = String;
+
+    /// Parses `NODE=CONFIG[:VGPU_TYPE]`. Errors: one line naming what is wrong.
+    fn from_str(s: &str) -> std::result::Result<Relabel, String> {
+        let (node, rest) = s
+            .split_once('=')
+            .ok_or_else(|| format!("{}: expected NODE=CONFIG", crate::text::cut(s)))?;
+        let (config, vgpu) = match rest.split_once(':') {
+            Some((c, t)) => (c, Some(t)),
+            None => (rest, None),
+        };
+        if node.is_empty() {
+            return Err(format!("{}: the node name is empty", crate::text::cut(s)));
+        }
+        let config: WorkloadConfig =
+            config
+                .parse()
+                .map_err(|e: crate::model::workload::InvalidWorkloadConfig| {
+                    format!("{node}: {e}{}", e.did_you_mean())
+                })?;
+        if let Some(t) = vgpu {
+            if config != WorkloadConfig::VmVgpu {
+                return Err(format!(
+                    "{node}: a vGPU type (:{}) goes with vm-vgpu only",
+                    crate::text::cut(t)
+                ));
+            }
+            if predict::vgpu_type_parts(t).is_none() {
+                return Err(format!(
+                    "{node}: {} is not a vGPU type such as A10-12Q",
+                    crate::text::cut(t)
+                ));
+            }
+        }
+        Ok(Relabel {
+            node: node.to_string(),
+            config,
+            vgpu_type: vgpu.map(str::to_string),
+        })
+    }
+}
+
+impl Relabel {
+    /// The `kubectl label` command that applies it for real.
+    pub fn command(&self) -> String {
+        let mut c = format!(
+            "kubectl label node {} {LABEL_KEY}={} --overwrite",
+            self.node, self.config
+        );
+        if let Some(t) = &self.vgpu_type {
+            c.push_str(&format!(" {VGPU_CONFIG_LABEL}={t}"));
+        }
+        c
+    }
+}
+
+/// What the twin is built from.
+pub struct Source {
+    /// All nodes of the cluster.
+    pub nodes: Vec<NodeInfo>,
+    /// All pods (and VMIs) of the cluster.
+    pub pods: Vec<PodInfo>,
+    /// The ClusterPolicy, or why there is none.
+    pub policy: PolicyStatus,
+    /// Where it was read: `cluster`, or the files.
+    pub origin: String,
+}
+
+/// How the twin runs.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// The twin's local cluster name.
+    pub name: String,
+    /// Leave the twin running afterwards.
+    pub keep: bool,
+    /// How long to wait for the scheduler to settle, each time.
+    pub settle_timeout: Duration,
+}
+
+/// A pod (or VMI) of the report.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PodRef {
+    /// `namespace/name` in the source (a VMI by its own name).
+    pub pod: String,
+    /// `Pod`, `VirtualMachineInstance` or `VirtualMachine`.
+    pub kind: String,
+    /// The VMI a virt-launcher pod runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vmi: Option<String>,
+    /// Its `nvidia.com/` requests.
+    pub requests: BTreeMap<String, i64>,
+}
+
+/// A pending pod the twin's scheduler placed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Placed {
+    /// The pod.
+    #[serde(flatten)]
+    pub pod: PodRef,
+    /// The node the twin's scheduler bound it to.
+    pub node: String,
+}
+
+/// A pending pod that still waits in the twin.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StillPending {
+    /// The pod.
+    #[serde(flatten)]
+    pub pod: PodRef,
+    /// The twin scheduler's PodScheduled message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scheduler_message: Option<String>,
+    /// explain's cause code on the twin's state.
+    pub cause_code: String,
+    /// explain's cause.
+    pub cause: String,
+    /// explain's fix.
+    pub fix: String,
+}
+
+/// A running pod that holds a name its node no longer offers after the relabel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Disrupted {
+    /// The pod.
+    #[serde(flatten)]
+    pub pod: PodRef,
+    /// The node.
+    pub node: String,
+    /// The name it holds.
+    pub resource: String,
+    /// Units of it the node advertised before → after.
+    pub before: u64,
+    /// After.
+    pub after: u64,
+}
+
+/// One relabelled node: labels and advertised names before and after.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeChange {
+    /// The relabel.
+    #[serde(flatten)]
+    pub relabel: Relabel,
+    /// The label before (`None`: absent).
+    pub from: Option<String>,
+    /// `nvidia.com/` GPU names and allocatable units before.
+    pub advertised_before: BTreeMap<String, u64>,
+    /// After, as the twin's node status shows them (a name that left is `0`).
+    pub advertised_after: BTreeMap<String, u64>,
+    /// How the node's GPUs were worked out ([`predict::infer_hardware`]).
+    pub hardware: Vec<String>,
+    /// What the model could not know or decide.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// One inventory row before and after: pool × resource.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PoolDelta {
+    /// Pool name.
+    pub pool: String,
+    /// Resource name.
+    pub resource: String,
+    /// Allocatable units before → after.
+    pub allocatable: (i64, i64),
+    /// Free units before → after.
+    pub free: (i64, i64),
+    /// Pending units before → after.
+    pub pending: (i64, i64),
+}
+
+/// What the twin was built of, and how faithfully.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TwinFacts {
+    /// The twin's local cluster name.
+    pub cluster: String,
+    /// Whether it was left running (`--keep`).
+    pub kept: bool,
+    /// GPU nodes copied.
+    pub nodes: usize,
+    /// CPU-only nodes left out.
+    pub cpu_nodes_left_out: usize,
+    /// Bound pods copied.
+    pub bound_pods: usize,
+    /// Pending GPU pods handed to the twin's scheduler.
+    pub pending_pods: usize,
+    /// Pods left out, with why (DRA claims, a spec the API server would refuse, a VMI whose
+    /// launcher pod is listed too).
+    pub left_out: Vec<String>,
+    /// What no twin pod carries.
+    pub not_copied: String,
+    /// Who moved the names after the relabel.
+    pub names_by: String,
+    /// Seconds the whole run took (twin start to read-back).
+    pub seconds: f64,
+}
+
+/// The whatif report.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// Where the cluster was read from.
+    pub source: String,
+    /// The relabelled nodes.
+    pub changes: Vec<NodeChange>,
+    /// Pending pods the twin placed before any relabel (the twin differs from the cluster
+    /// here: the cluster's scheduler may not have retried them yet, or something the twin
+    /// does not copy kept them).
+    pub placed_without_relabel: Vec<Placed>,
+    /// Pending pods that schedule once the relabels are applied.
+    pub now_scheduled: Vec<Placed>,
+    /// Pending pods still pending, with explain's cause on the twin.
+    pub still_pending: Vec<StillPending>,
+    /// Running pods whose node loses the name they hold.
+    pub disrupted: Vec<Disrupted>,
+    /// The inventory rows that changed (or hold demand), before → after.
+    pub inventory: Vec<PoolDelta>,
+    /// `kubectl label` commands that apply the relabels.
+    pub commands: Vec<String>,
+    /// The twin.
+    pub twin: TwinFacts,
+    /// Other remarks.
+    pub notes: Vec<String>,
+}
+
+/// How many API calls the twin makes at once while loading.
+const PARALLEL: usize = 16;
+
+fn rt(msg: String) -> Error {
+    Error::Runtime(msg)
+}
+
+/// The source's pods the twin copies: bound ones on a copied node, and pending ones asking
+/// for an `nvidia.com/` GPU name. Returns (bound, pending, left out with why).
+fn select_pods<'a>(
+    source: &'a Source,
+    nodes: &BTreeSet<&str>,
+) -> (Vec<&'a PodInfo>, Vec<&'a PodInfo>, Vec<String>) {
+    let launchers: BTreeSet<(String, String)> = source
+        .pods
+        .iter()
+        .filter_map(|p| {
+            p.launcher_vmi()
+                .map(|v| (p.namespace.clone(), v.to_string()))
+        })
+        .collect();
+    let (mut bound, mut pending, mut left) = (Vec::new(), Vec::new(), Vec::new());
+    for p in &source.pods {
+        if p.is_terminal() {
+            continue;
+        }
+        let wants_gpu = p.requests.keys().any(|r| classify(r).is_gpu());
+        if p.is_vm() && launchers.contains(&(p.namespace.clone(), p.name.clone())) {
+            continue;
+        }
+        if !p.resource_claims.is_empty() && (wants_gpu || p.node_name.is_none()) {
+            left.push(format!("{}: DRA claims", p.key()));
+            continue;
+        }
+        if !p.problems.is_empty() {
+            left.push(format!("{}: {}", p.key(), p.problems.join("; ")));
+            continue;
+        }
+        match &p.node_name {
+            Some(n) if nodes.contains(n.as_str()) => bound.push(p),
+            Some(_) => {}
+            None if wants_gpu => pending.push(p),
+            None => {}
+        }
+    }
+    (bound, pending, left)
+}
+
+/// Node name → `nvidia.com/` GPU name → allocatable units.
+fn gpu_units(node: &NodeInfo) -> BTreeMap<String, u64> {
+    let alloc = node.allocatable.as_ref().unwrap_or(&node.capacity);
+    node.capacity
+        .keys()
+        .chain(alloc.keys())
+        .filter(|k| k.starts_with(NVIDIA_PREFIX) && classify(k).is_gpu())
+        .map(|k| {
+            let v = alloc
+                .get(k)
+                .and_then(|q| q.trim().parse::<u64>().ok())
+                .unwrap_or(0);
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
+    PodRef {
+        pod: source_key.cloned().unwrap_or_else(|| p.key()),
+        kind: p.kind.as_str().to_string(),
+        vmi: p.launcher_vmi().map(str::to_string),
+        requests: p
+            .requests
+            .iter()
+            .filter(|(r, _)| r.starts_with(NVIDIA_PREFIX))
+            .map(|(r, n)| (r.clone(), *n))
+            .collect(),
+    }
+}
+
+/// Creates `items` with at most [`PARALLEL`] calls at once.
+async fn create_all<K>(api: Api<K>, items: Vec<serde_json::Value>, what: &str) -> Result<()>
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
+{
+    stream::iter(items)
+        .map(|v| {
+            let api = api.clone();
+            async move {
+                let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+                let obj: K = serde_json::from_value(v)
+                    .map_err(|e| Error::failed(format!("{what} {name}: cannot build"), e))?;
+                match api.create(&PostParams::default(), &obj).await {
+                    Ok(_) => Ok(()),
+                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) => Err(api_error(&format!("create {what} {name} in the twin"), &e)),
+                }
+            }
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Creates pods (namespaced) with at most [`PARALLEL`] calls at once.
+async fn create_pods(client: &Client, items: Vec<serde_json::Value>) -> Result<()> {
+    stream::iter(items)
+        .map(|v| {
+            let ns = v["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("default")
+                .to_string();
+            let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+            create_all(api, vec![v], "pod")
+        })
+        .buffer_unordered(PARALLEL)
+        .try_collect::<Vec<()>>()
+        .await?;
+    Ok(())
+}
+
+/// Waits until every node in `names` is schedulable ([`crate::cluster::nodes::is_schedulable`]).
+async fn wait_nodes(client: &Client, names: &BTreeSet<String>, timeout: Duration) -> Result<()> {
+    let api: Api<Node> = Api::all(client.clone());
+    let start = Instant::now();
+    loop {
+        let mut ready = 0;
+        crate::input::live::list_all(&api, ListParams::default(), "list the twin's nodes", |n| {
+            if names.contains(n.metadata.name.as_deref().unwrap_or(""))
+                && crate::cluster::nodes::is_schedulable(&n)
+            {
+                ready += 1;
+            }
+        })
+        .await?;
+        if ready == names.len() {
+            return Ok(());
+        }
+        if start.elapsed() > timeout {
+            return Err(rt(format!(
+                "the twin's nodes are not ready after {} s ({ready} of {}): kwok or \
+                 kube-controller-manager did not act",
+                timeout.as_secs(),
+                names.len()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+}
+
+/// Number of pods bound in the twin.
+async fn bound_count(client: &Client) -> Result<usize> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let mut n = 0;
+    crate::input::live::list_all(
+        &api,
+        ListParams::default().fields("spec.nodeName!="),
+        "list the twin's pods",
+        |_| n += 1,
+    )
+    .await?;
+    Ok(n)
+}
+
+/// Waits until the twin's scheduler has nothing in its active and backoff queues and the
+/// number of bound pods has stopped changing, at least `min` after the last change. Returns
+/// whether it settled within `timeout` (else the report says so).
+async fn settle(
+    client: &Client,
+    info: &crate::cluster::ClusterInfo,
+    min: Duration,
+    timeout: Duration,
+) -> Result<bool> {
+    let start = Instant::now();
+    tokio::time::sleep(min).await;
+    let mut quiet = 0;
+    let mut last = bound_count(client).await?;
+    loop {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        let busy = crate::cluster::scheduler_busy(info).await;
+        let now = bound_count(client).await?;
+        if busy == Some(0) && now == last {
+            quiet += 1;
+            if quiet >= 3 {
+                return Ok(true);
+            }
+        } else {
+            quiet = 0;
+        }
+        last = now;
+        if start.elapsed() > timeout {
+            return Ok(false);
+        }
+    }
+}
+
+/// Runs a whatif: builds the twin of `source`, applies `relabels`, and reports (see the
+/// module docs). `progress` gets one line per stage.
+///
+/// Errors: [`Error::Input`] for a relabel naming a node the source lacks, or a node whose
+/// GPUs cannot be worked out; [`Error::Runtime`] when the twin cannot be started or the
+/// API refuses a call. The twin is taken down on every path unless `opts.keep`.
+pub async fn run(
+    source: &Source,
+    relabels: &[Relabel],
+    opts: &Options,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<Report> {
+    let started = Instant::now();
+    // Validate before starting anything.
+    let by_name: BTreeMap<&str, &NodeInfo> =
+        source.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut hardware = BTreeMap::new();
+    for r in relabels {
+        let Some(n) = by_name.get(r.node.as_str()) else {
+            return Err(Error::Input(format!(
+                "relabel: no node {} in the {}",
+                crate::text::cut(&r.node),
+                source.origin
+            )));
+        };
+        let Some(hw) = predict::infer_hardware(n) else {
+            return Err(Error::Input(format!(
+                "relabel {}: the node's GPUs cannot be worked out (no nvidia.com/gpu.count or \
+                 nvidia.com/gpu.product label, and no GPU name it advertises)",
+                r.node
+            )));
+        };
+        hardware.insert(r.node.clone(), hw);
+    }
+    let policy = source.policy.policy();
+    let pools = inventory::assign_pools(&source.nodes, policy);
+    let mut copied: BTreeSet<&str> = pools.pool_of.keys().copied().collect();
+    copied.extend(relabels.iter().map(|r| r.node.as_str()));
+    let (bound, pending, left_out) = select_pods(source, &copied);
+    let twin_nodes: Vec<&NodeInfo> = source
+        .nodes
+        .iter()
+        .filter(|n| copied.contains(n.name.as_str()))
+        .collect();
+
+    progress(&format!(
+        "starting the twin {} ({} GPU node(s), {} bound pod(s), {} pending GPU pod(s))",
+        opts.name,
+        twin_nodes.len(),
+        bound.len(),
+        pending.len()
+    ));
+    let up = crate::cluster::UpOptions {
+        name: opts.name.clone(),
+        ..Default::default()
+    };
+    let handle = tokio::task::spawn_blocking(move || crate::cluster::up(&up))
+        .await
+        .map_err(|e| Error::failed("the twin's start", e))??;
+    let result = async {
+        let client = crate::cluster::client(&handle.kubeconfig, None).await?;
+        let info = crate::cluster::info(&opts.name)?;
+        build_and_try(
+            &client,
+            &info,
+            source,
+            relabels,
+            &hardware,
+            &twin_nodes,
+            &bound,
+            &pending,
+            opts,
+            progress,
+        )
+        .await
+    }
+    .await;
+    if !opts.keep {
+        progress(&format!("deleting the twin {}", opts.name));
+        let name = opts.name.clone();
+        let _ = tokio::task::spawn_blocking(move || crate::cluster::down(&name)).await;
+    }
+    let mut report = result?;
+    report.twin.left_out = left_out;
+    report.twin.cpu_nodes_left_out = source.nodes.len() - twin_nodes.len();
+    report.twin.kept = opts.keep;
+    report.twin.seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn build_and_try(
+    client: &Client,
+    info: &crate::cluster::ClusterInfo,
+    source: &Source,
+    relabels: &[Relabel],
+    hardware: &BTreeMap<String, predict::Inferred>,
+    twin_nodes: &[&NodeInfo],
+    bound: &[&PodInfo],
+    pending: &[&PodInfo],
+    opts: &Options,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<Report> {
+    let policy = source.policy.policy();
+    // Namespaces, with their default service account (the ServiceAccount admission
+    // plugin refuses a pod until it exists).
+    let namespaces: BTreeSet<&str> = bound
+        .iter()
+        .chain(pending)
+        .map(|p| p.namespace.as_str())
+        .collect();
+    let ns_api: Api<Namespace> = Api::all(client.clone());
+    create_all(
+        ns_api,
+        namespaces
+            .iter()
+            .map(|n| serde_json::json!({"metadata": {"name": n}}))
+            .collect(),
+        "namespace",
+    )
+    .await?;
+    for ns in &namespaces {
+        crate::lab::kubeops::ensure_default_service_account(client, ns).await?;
+    }
+    progress(&format!("creating {} nodes", twin_nodes.len()));
+    let node_api: Api<Node> = Api::all(client.clone());
+    create_all(
+        node_api.clone(),
+        twin_nodes.iter().map(|n| objects::node_object(n)).collect(),
+        "node",
+    )
+    .await?;
+    let names: BTreeSet<String> = twin_nodes.iter().map(|n| n.name.clone()).collect();
+    wait_nodes(client, &names, Duration::from_secs(120)).await?;
+    progress(&format!("creating {} bound pods", bound.len()));
+    create_pods(
+        client,
+        bound.iter().map(|p| objects::pod_object(p, true)).collect(),
+    )
+    .await?;
+    // Twin pod key → source pod.
+    let twin_key = |p: &PodInfo| format!("{}/{}", p.namespace, objects::pod_name(p));
+    let pending_by_twin: BTreeMap<String, &PodInfo> =
+        pending.iter().map(|p| (twin_key(p), *p)).collect();
+    progress(&format!(
+        "creating {} pending pod(s); the twin's scheduler tries them as the cluster is",
+        pending.len()
+    ));
+    create_pods(
+        client,
+        pending
+            .iter()
+            .map(|p| objects::pod_object(p, false))
+            .collect(),
+    )
+    .await?;
+    let mut notes = Vec::new();
+    if !settle(
+        client,
+        info,
+        Duration::from_millis(1500),
+        opts.settle_timeout,
+    )
+    .await?
+    {
+        notes.push(format!(
+            "the twin's scheduler had not settled {} s after the pending pods were created",
+            opts.settle_timeout.as_secs()
+        ));
+    }
+    let base = crate::input::pods::list_pods(client).await?;
+    let placed_without_relabel: Vec<Placed> = base
+        .iter()
+        .filter_map(|p| {
+            let src = pending_by_twin.get(&p.key())?;
+            Some(Placed {
+                pod: pod_ref(p, Some(&src.key())),
+                node: p.node_name.clone()?,
+            })
+        })
+        .collect();
+    let placed_before: BTreeSet<String> = placed_without_relabel
+        .iter()
+        .map(|p| p.pod.pod.clone())
+        .collect();
+
+    // The relabels.
+    progress(&format!(
+        "relabelling {}",
+        relabels
+            .iter()
+            .map(|r| format!("{}={}", r.node, r.config))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let mut changes = Vec::new();
+    for r in relabels {
+        let before = source
+            .nodes
+            .iter()
+            .find(|n| n.name == r.node)
+            .expect("validated above");
+        let inferred = &hardware[&r.node];
+        let after_labels = predict::relabelled(before, r.config, r.vgpu_type.as_deref());
+        let (now, mut node_notes) = predict::advertised(&after_labels, &inferred.hw, policy);
+        let mut label_patch = serde_json::Map::new();
+        for k in before.labels.keys() {
+            if !after_labels.labels.contains_key(k) {
+                label_patch.insert(k.clone(), serde_json::Value::Null);
+            }
+        }
+        for (k, v) in &after_labels.labels {
+            if before.labels.get(k) != Some(v) {
+                label_patch.insert(k.clone(), serde_json::json!(v));
+            }
+        }
+        node_api
+            .patch(
+                &r.node,
+                &PatchParams::default(),
+                &Patch::Merge(serde_json::json!({"metadata": {"labels": label_patch}})),
+            )
+            .await
+            .map_err(|e| api_error(&format!("relabel node {} in the twin", r.node), &e))?;
+        let alloc = before
+            .allocatable
+            .clone()
+            .unwrap_or(before.capacity.clone());
+        if let Some(want) = gpusim::status_update(&before.capacity, &alloc, &now) {
+            node_api
+                .patch_status(
+                    &r.node,
+                    &PatchParams::default(),
+                    &Patch::Merge(serde_json::json!({
+                        "status": {"capacity": &want, "allocatable": &want}
+                    })),
+                )
+                .await
+                .map_err(|e| {
+                    api_error(
+                        &format!("update the status of node {} in the twin", r.node),
+                        &e,
+                    )
+                })?;
+        }
+        if now.is_empty() {
+            node_notes.push("advertises no GPU name after the relabel".to_string());
+        }
+        changes.push(NodeChange {
+            relabel: r.clone(),
+            from: before.label(LABEL_KEY).map(str::to_string),
+            advertised_before: gpu_units(before),
+            advertised_after: BTreeMap::new(),
+            hardware: inferred.how.clone(),
+            notes: node_notes,
+        });
+    }
+    progress("waiting for the twin's scheduler to settle");
+    if !settle(
+        client,
+        info,
+        Duration::from_millis(2000),
+        opts.settle_timeout,
+    )
+    .await?
+    {
+        notes.push(format!(
+            "the twin's scheduler had not settled {} s after the relabel",
+            opts.settle_timeout.as_secs()
+        ));
+    }
+    progress("reading the twin back");
+    let nodes_after = crate::input::live::list_nodes(client).await?;
+    let pods_after = crate::input::pods::list_pods(client).await?;
+    for c in &mut changes {
+        if let Some(n) = nodes_after.iter().find(|n| n.name == c.relabel.node) {
+            c.advertised_after = gpu_units(n);
+        }
+    }
+    let mut now_scheduled = Vec::new();
+    let mut still_pending = Vec::new();
+    for p in &pods_after {
+        let Some(src) = pending_by_twin.get(&p.key()) else {
+            continue;
+        };
+        if placed_before.contains(&src.key()) {
+            continue;
+        }
+        match &p.node_name {
+            Some(n) => now_scheduled.push(Placed {
+                pod: pod_ref(p, Some(&src.key())),
+                node: n.clone(),
+            }),
+            None => {
+                let e = explain::explain(
+                    p,
+                    explain::Inputs {
+                        nodes: Some(&nodes_after),
+                        pods: Some(&pods_after),
+                        kubevirt: None,
+                        cluster_policy: policy,
+                        dra: None,
+                        operand_pods: None,
+                    },
+                )?;
+                still_pending.push(StillPending {
+                    pod: pod_ref(p, Some(&src.key())),
+                    scheduler_message: p.pod_scheduled().and_then(|c| c.message.clone()),
+                    cause_code: e.cause_code.as_str().to_string(),
+                    cause: e.cause,
+                    fix: e.fix,
+                });
+            }
+        }
+    }
+    // Disrupted: bound pods on a relabelled node holding a name it now offers fewer of
+    // than its pods hold.
+    let mut disrupted = Vec::new();
+    for c in &changes {
+        let on_node: Vec<&PodInfo> = pods_after
+            .iter()
+            .filter(|p| {
+                p.node_name.as_deref() == Some(c.relabel.node.as_str())
+                    && !pending_by_twin.contains_key(&p.key())
+                    && !p.is_terminal()
+            })
+            .collect();
+        let mut held: BTreeMap<&str, i64> = BTreeMap::new();
+        for p in &on_node {
+            for (r, n) in p.requests.iter() {
+                if r.starts_with(NVIDIA_PREFIX) {
+                    let e = held.entry(r.as_str()).or_insert(0);
+                    *e = e.saturating_add(*n);
+                }
+            }
+        }
+        for (r, units) in held {
+            let after = c.advertised_after.get(r).copied().unwrap_or(0);
+            if u64::try_from(units).unwrap_or(0) <= after {
+                continue;
+            }
+            let before = c.advertised_before.get(r).copied().unwrap_or(0);
+            for p in on_node.iter().filter(|p| p.requests.contains_key(r)) {
+                disrupted.push(Disrupted {
+                    pod: pod_ref(p, None),
+                    node: c.relabel.node.clone(),
+                    resource: r.to_string(),
+                    before,
+                    after,
+                });
+            }
+        }
+    }
+    // The inventory before (the source) and after (the twin).
+    let src_pods: Vec<PodInfo> = source.pods.clone();
+    let inv_before = inventory::build(&source.nodes, &src_pods, &source.policy)?;
+    let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
+    let inventory = pool_deltas(&inv_before, &inv_after);
+    let names_by = "gpuwl's model of the GPU Operator and its device plugins (the \
+                    effective workload config, its operands, and the names their plugins \
+                    register), written to the twin's node status"
+        .to_string();
+    Ok(Report {
+        source: source.origin.clone(),
+        commands: relabels.iter().map(Relabel::command).collect(),
+        changes,
+        placed_without_relabel,
+        now_scheduled,
+        still_pending,
+        disrupted,
+        inventory,
+        twin: TwinFacts {
+            cluster: opts.name.clone(),
+            kept: opts.keep,
+            nodes: twin_nodes.len(),
+            cpu_nodes_left_out: 0,
+            bound_pods: bound.len(),
+            pending_pods: pending.len(),
+            left_out: Vec::new(),
+            not_copied: objects::LEFT_OUT.to_string(),
+            names_by,
+            seconds: 0.0,
+        },
+        notes,
+    })
+}
+
+/// The inventory rows of `before` and `after` side by side (pool × resource), those whose
+/// numbers differ or that hold pending demand.
+pub fn pool_deltas(before: &inventory::Inventory, after: &inventory::Inventory) -> Vec<PoolDelta> {
+    let key = |r: &inventory::Row| (r.pool.clone(), r.resource.clone().unwrap_or_default());
+    let mut rows: BTreeMap<(String, String), PoolDelta> = BTreeMap::new();
+    for r in &before.rows {
+        rows.insert(
+            key(r),
+            PoolDelta {
+                pool: r.pool.clone(),
+                resource: r.resource.clone().unwrap_or_default(),
+                allocatable: (r.allocatable, 0),
+                free: (r.free, 0),
+                pending: (r.pending, 0),
+            },
+        );
+    }
+    for r in &after.rows {
+        let e = rows.entry(key(r)).or_insert_with(|| PoolDelta {
+            pool: r.pool.clone(),
+            resource: r.resource.clone().unwrap_or_default(),
+            allocatable: (0, 0),
+            free: (0, 0),
+            pending: (0, 0),
+        });
+        e.allocatable.1 = r.allocatable;
+        e.free.1 = r.free;
+        e.pending.1 = r.pending;
+    }
+    rows.into_values()
+        .filter(|d| {
+            d.allocatable.0 != d.allocatable.1
+                || d.free.0 != d.free.1
+                || d.pending.0 != d.pending.1
+                || d.pending.0 > 0
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relabels_parse_with_clear_errors() {
+        let r: Relabel = "lab-node-1=container".parse().unwrap();
+        assert_eq!(r.node, "lab-node-1");
+        assert_eq!(r.config, WorkloadConfig::Container);
+        assert_eq!(
+            r.command(),
+            "kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite"
+        );
+        let v: Relabel = "n2=vm-vgpu:A10-12Q".parse().unwrap();
+        assert_eq!(v.vgpu_type.as_deref(), Some("A10-12Q"));
+        assert!(v.command().ends_with(" nvidia.com/vgpu.config=A10-12Q"));
+        let e = "n1=vm-pasthrough".parse::<Relabel>().unwrap_err();
+        assert!(e.contains("did you mean vm-passthrough"), "{e}");
+        assert!("n1".parse::<Relabel>().unwrap_err().contains("NODE=CONFIG"));
+        assert!(
+            "n1=container:A10-12Q"
+                .parse::<Relabel>()
+                .unwrap_err()
+                .contains("vm-vgpu only")
+        );
+        assert!(
+            "n1=vm-vgpu:big"
+                .parse::<Relabel>()
+                .unwrap_err()
+                .contains("not a vGPU type")
+        );
+        assert!(
+            "=container"
+                .parse::<Relabel>()
+                .unwrap_err()
+                .contains("empty")
+        );
+    }
+}
