@@ -1009,7 +1009,8 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
         let mut applied: Option<MigApplied> = annotations
             .get(MIG_APPLIED_ANNOTATION)
             .and_then(|a| serde_json::from_str(a).ok());
-        let mut meta_labels: BTreeMap<String, String> = BTreeMap::new();
+        // Label → new value (`None`: remove).
+        let mut meta_labels: BTreeMap<String, Option<String>> = BTreeMap::new();
         if let Some(req) = labels.get(MIG_CONFIG_LABEL).filter(|r| !r.is_empty())
             && ops.mig_manager
             && applied.as_ref().map(|a| &a.config) != Some(req)
@@ -1018,7 +1019,7 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
             if now.is_some() {
                 applied = now;
             }
-            meta_labels.insert(MIG_CONFIG_STATE_LABEL.into(), state.into());
+            meta_labels.insert(MIG_CONFIG_STATE_LABEL.into(), Some(state.into()));
         }
         let layout = applied.as_ref().map(|a| a.gpus.clone()).unwrap_or_default();
         let plugin = select_plugin_config(
@@ -1037,14 +1038,16 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
             .and_then(|(cfg, strategy)| {
                 device_plugin_resources(&hw, &layout, *strategy, cfg.as_ref())
             });
-        // GFD's MIG strategy label where it runs.
+        // GFD's MIG strategy label where it runs (none under `none`: NFD then drops it).
         if ops.feature_discovery
             && let Ok((_, strategy)) = &plugin
-            && *strategy != MigStrategy::None
         {
-            meta_labels.insert(MIG_STRATEGY_LABEL.into(), strategy.as_str().into());
+            meta_labels.insert(
+                MIG_STRATEGY_LABEL.into(),
+                (*strategy != MigStrategy::None).then(|| strategy.as_str().to_string()),
+            );
         }
-        meta_labels.retain(|k, v| labels.get(k) != Some(v));
+        meta_labels.retain(|k, v| labels.get(k) != v.as_ref());
         let applied_json = applied.as_ref().and_then(|a| serde_json::to_string(a).ok());
         let new_annotation =
             applied_json.filter(|j| annotations.get(MIG_APPLIED_ANNOTATION) != Some(j));

@@ -234,6 +234,19 @@ fn mig_configs_from_the_operator_advertise_by_strategy() {
             ("nvidia.com/mig.strategy", "single"),
         ],
     );
+
+    // none: whole GPUs whatever the partitions; GFD's strategy label goes (the emulation
+    // writes labels before status in one pass, so it is gone once the status shows).
+    rt.block_on(patch_policy(&client, json!({"mig": {"strategy": "none"}})));
+    wait_for(
+        &rt,
+        &client,
+        "mig-a100",
+        &[("nvidia.com/gpu", "2")],
+        &[("nvidia.com/mig.config.state", "success")],
+    );
+    let (_, l) = rt.block_on(node_view(&client, "mig-a100"));
+    assert!(!l.contains_key("nvidia.com/mig.strategy"), "{l:?}");
 }
 
 #[test]
