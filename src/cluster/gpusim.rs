@@ -845,6 +845,9 @@ pub fn mig_manager_step(
 ///
 /// Errors (the plugin does not start, so registers nothing): the ConfigMap is missing or
 /// empty, the selected entry does not exist, or it fails [`DevicePluginConfig::parse`].
+/// That is what a plugin pod started now does (its `config-manager-init` container
+/// fails); a pod already running keeps its previous config while its `config-manager`
+/// sidecar exits and restarts, which this stateless emulation does not model.
 pub fn select_plugin_config(
     configured: bool,
     data: Option<&BTreeMap<String, String>>,
@@ -982,10 +985,13 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
         .await
         .and_then(|d| d.get("config.yaml").cloned())
         .and_then(|t| VgpuConfigFile::parse(&t).ok());
-    let mig_file = cm_data(mig_cm)
-        .await
-        .and_then(|d| d.get("config.yaml").cloned())
-        .and_then(|t| MigConfigFile::parse(&t).ok());
+    // `None`: no ConfigMap (the MIG manager's pod cannot start); `Some(Err)`: a file it
+    // cannot read (it reports `failed`).
+    let mig_file = cm_data(mig_cm).await.map(|d| {
+        d.get("config.yaml")
+            .ok_or_else(|| "no config.yaml".to_string())
+            .and_then(|t| MigConfigFile::parse(t))
+    });
     let plugin_data = match &plugin_cm {
         Some(n) => cm_data(n.clone()).await,
         None => None,
@@ -1014,7 +1020,11 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
         if let Some(req) = labels.get(MIG_CONFIG_LABEL).filter(|r| !r.is_empty())
             && ops.mig_manager
             && applied.as_ref().map(|a| &a.config) != Some(req)
-            && let Some((now, state)) = mig_manager_step(req, mig_file.as_ref(), &hw)
+            && let Some((now, state)) = match &mig_file {
+                None => None,
+                Some(Ok(f)) => mig_manager_step(req, Some(f), &hw),
+                Some(Err(_)) => Some((None, "failed")),
+            }
         {
             if now.is_some() {
                 applied = now;
