@@ -170,6 +170,25 @@ fn mig_configs_from_the_operator_advertise_by_strategy() {
         ],
     );
     wait_for(&rt, &client, "mig-a10", &[("nvidia.com/gpu", "1")], &[]);
+    // gpuwl on the result: check finds both nodes consistent, inventory pools the MIG
+    // name apart from the whole GPU.
+    let kc = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let out = gpuwl_ok(&["check", "--kubeconfig", kc.trim()]);
+    assert_eq!(out.trim(), "OK=2");
+    let inv = gpuwl_ok(&["inventory", "--kubeconfig", kc.trim(), "-o", "json"]);
+    let doc: serde_json::Value = serde_json::from_str(&inv).unwrap();
+    let row = |res: &str| {
+        doc["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["pool"] == "container" && r["resource"] == res)
+            .map(|r| ["nodes", "capacity", "free"].map(|k| r[k].as_i64().unwrap()))
+    };
+    // The A100's nvidia.com/gpu, when offered before the MIG manager applied the config,
+    // is a stale "0" there and counts no node.
+    assert_eq!(row("nvidia.com/mig-1g.10gb"), Some([1, 14, 14]), "{inv}");
+    assert_eq!(row("nvidia.com/gpu"), Some([1, 1, 1]), "{inv}");
     let (_, l) = rt.block_on(node_view(&client, "mig-a10"));
     assert!(
         !l.contains_key("nvidia.com/gpu.deploy.mig-manager"),
