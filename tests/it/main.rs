@@ -28,6 +28,7 @@ mod inventory;
 mod inventory_live;
 mod kubevirt;
 mod lab;
+mod mig_sharing;
 mod monitoring;
 mod operands;
 mod operator;

@@ -141,8 +141,7 @@ fn node_labels(i: usize, rng: &mut Lcg) -> BTreeMap<String, String> {
                 pci_device_id: 0x20b0,
                 count: 2,
                 memory_mib: 40960,
-                vgpu_config: None,
-                mig_config: None,
+                ..GpuHardware::a10(2)
             }
         } else {
             GpuHardware::a10(2)
