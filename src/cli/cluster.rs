@@ -86,6 +86,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 nodes: *nodes,
                 ports: None,
                 gpu_operator: *gpu_operator,
+                env: Vec::new(),
             })?;
             if *set_context {
                 let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;

@@ -194,9 +194,14 @@ fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<twin:
     let quiet = a.quiet;
     let rt = crate::input::live::runtime()?;
     rt.block_on(async {
+        let started = std::time::Instant::now();
         let mut progress = |s: &str| {
             if !quiet {
-                eprintln!("whatif: {}", render::esc(s));
+                eprintln!(
+                    "whatif: {:>5.1} s  {}",
+                    started.elapsed().as_secs_f64(),
+                    render::esc(s)
+                );
             }
         };
         twin::run(source, relabels, &opts, &mut progress).await
@@ -232,8 +237,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     options(&a.twin)?;
     let source = read_source(&a.twin)?;
     let report = run_twin(&a.twin, &source, &relabels)?;
-    let text =
-        serialized(&report, a.twin.output).unwrap_or_else(|| report_text(&report, render::width()));
+    let text = serialized(&report, a.twin.output).unwrap_or_else(|| {
+        render::wrap_lines(&report_text(&report, render::width()), render::width())
+    });
     write(&text)?;
     Ok(ExitStatus::Ok)
 }
@@ -274,8 +280,9 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
         not_confirmed,
         whatif,
     };
-    let text = serialized(&report, args.twin.output)
-        .unwrap_or_else(|| plan_text(&report, render::width()));
+    let text = serialized(&report, args.twin.output).unwrap_or_else(|| {
+        render::wrap_lines(&plan_text(&report, render::width()), render::width())
+    });
     write(&text)?;
     Ok(if ok {
         ExitStatus::Ok

@@ -87,6 +87,9 @@ pub struct UpOptions {
     /// Also run the real GPU Operator and the device-plugin emulation
     /// ([`gpu_operator::start`]); on a running cluster they are added.
     pub gpu_operator: bool,
+    /// Environment variables added to every component's when the cluster is started (not
+    /// when it is already running), e.g. `GOGC` for a twin that must stay small.
+    pub env: Vec<(String, String)>,
 }
 
 impl Default for UpOptions {
@@ -97,6 +100,7 @@ impl Default for UpOptions {
             nodes: 0,
             ports: None,
             gpu_operator: false,
+            env: Vec::new(),
         }
     }
 }
@@ -637,7 +641,10 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             "controller-manager",
         ),
     )?;
-    let components = recipe::components(&recipe::Layout { info: &info, state });
+    let mut components = recipe::components(&recipe::Layout { info: &info, state });
+    for c in &mut components {
+        c.env.extend(opts.env.iter().cloned());
+    }
     let mut watch = Watch::new(state);
     let mut deferred = Vec::new();
     for c in components.iter() {

@@ -66,12 +66,27 @@ pub fn vgpu_type_parts(short: &str) -> Option<(String, u64)> {
     Some((board.to_string(), digits.parse().ok()?))
 }
 
-/// The PCI device whose sanitized `pci.ids` name ends with `_<BOARD>` (`A10` →
-/// `GA102GL [A10]`, 0x2236); the lowest id when several do.
+/// The PCI device of a GFD product's board (`A10`, `A100-PCIE-40GB`): the device whose
+/// `pci.ids` name's bracketed model (`GA102GL [A10]`, `GA100 [A100 PCIe 40GB]`) equals the
+/// board, letters and digits compared case-insensitively; the lowest id when several do.
 fn device_for_board(board: &str) -> Option<pciids::NvidiaDevice> {
-    let want = format!("_{}", pciids::sanitize(board));
+    let key = |s: &str| -> String {
+        s.chars()
+            .filter(char::is_ascii_alphanumeric)
+            .map(|c| c.to_ascii_uppercase())
+            .collect()
+    };
+    let want = key(board);
+    if want.is_empty() {
+        return None;
+    }
     pciids::nvidia_devices()
-        .filter(|d| pciids::sanitize(d.pci_name).ends_with(&want))
+        .filter(|d| {
+            d.pci_name
+                .split_once('[')
+                .and_then(|(_, m)| m.split_once(']'))
+                .is_some_and(|(m, _)| key(m) == want)
+        })
         .min_by_key(|d| d.id)
 }
 
@@ -172,6 +187,8 @@ pub fn infer_hardware(node: &NodeInfo) -> Option<Inferred> {
             memory_mib: memory,
             vgpu_config: node.label(VGPU_CONFIG_LABEL).map(str::to_string),
             mig_config: None,
+            mig_capable: false,
+            device_plugin_config: None,
         },
         how,
     })
@@ -290,6 +307,16 @@ mod tests {
         );
         let i = infer_hardware(&c).unwrap();
         assert_eq!((i.hw.pci_device_id, i.hw.count), (0x2236, 4));
+        let a100 = node(
+            &[
+                (GPU_PRODUCT_LABEL, "NVIDIA-A100-PCIE-40GB"),
+                (GPU_COUNT_LABEL, "8"),
+            ],
+            &[("nvidia.com/gpu", "8")],
+        );
+        let i = infer_hardware(&a100).unwrap();
+        assert_eq!((i.hw.pci_device_id, i.hw.count), (0x20b1, 8));
+        assert_eq!(i.hw.passthrough_name(), "GA100_A100_PCIE_40GB");
         // A vGPU node: 4 × A10-12Q at 2 per 24 GiB GPU = 2 GPUs.
         let v = node(
             &[(LABEL_KEY, "vm-vgpu"), (GPU_MEMORY_LABEL, "24576")],
