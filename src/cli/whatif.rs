@@ -103,8 +103,9 @@ Examples:
   gpuwl plan --nodes nodes.json --pods pods.json -o json
   gpuwl plan --allow-disruption
 
-Finds the fewest relabels that serve the pending GPU pods and VMIs: per GPU name, the units pending
-pods ask for beyond what is free now; candidates are GPU nodes that, relabelled (vm-vgpu with the
+Finds the fewest relabels that serve the pending GPU pods and VMIs: those that no node their
+constraints allow has the free units for now (each that fits takes its units first), per GPU name;
+candidates are GPU nodes that, relabelled (vm-vgpu with the
 type asked for), would advertise the name by gpuwl's model and still be allowed by the pods'
 nodeSelector, affinity, taints and cordon; nodes running GPU pods are never touched unless
 --allow-disruption. The most units first, ties to the least disruption. The plan is then tried on a

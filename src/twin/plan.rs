@@ -1,8 +1,9 @@
 //! `gpuwl plan`: the fewest relabels that serve the pending GPU demand, found on gpuwl's
 //! model, then verified on the twin ([`super::run`]) before they are printed.
 //!
-//! Demand: per GPU name, the units pending pods ask for beyond the free units of that name
-//! in the cluster (the inventory's supply). A candidate is a GPU node and a workload config
+//! Demand: the pending pods, in queue order, that no node their constraints allow has the
+//! free units for now (each pod that fits takes its units from the first such node), summed
+//! per GPU name. A candidate is a GPU node and a workload config
 //! (with a vGPU type for a vGPU name) under which the model says it would advertise the
 //! name ([`super::predict`]), whose labels after the relabel the pods' nodeSelector,
 //! required affinity, taints and cordon still allow ([`placement::allows`]), and that runs
@@ -16,7 +17,6 @@ use serde::Serialize;
 
 use super::predict;
 use super::{Relabel, Source};
-use crate::analysis::inventory;
 use crate::analysis::placement;
 use crate::model::node::NodeInfo;
 use crate::model::pod::PodInfo;
@@ -65,7 +65,7 @@ pub struct Proposal {
     pub unservable: Vec<Unservable>,
     /// Pending GPU pods considered.
     pub pending_pods: usize,
-    /// Pending units per name beyond what is free now.
+    /// Units per name that the pending pods the free units cannot take ask for.
     pub short: BTreeMap<String, u64>,
 }
 
@@ -80,6 +80,15 @@ fn holders(pods: &[PodInfo]) -> BTreeMap<&str, Vec<&PodInfo>> {
         }
     }
     m
+}
+
+/// A node's GPU names with their allocatable units (capacity when it has no allocatable).
+fn advertised_units(n: &NodeInfo) -> Vec<(&str, u64)> {
+    let map = n.allocatable.as_ref().unwrap_or(&n.capacity);
+    map.iter()
+        .filter(|(k, _)| classify(k).is_gpu())
+        .map(|(k, v)| (k.as_str(), v.trim().parse::<u64>().unwrap_or(0)))
+        .collect()
 }
 
 /// The config (and vGPU type) under which a node would advertise `resource`.
@@ -102,11 +111,21 @@ fn config_for(resource: &str) -> Option<(WorkloadConfig, Option<String>)> {
 /// Finds the proposal (see the module docs).
 pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
     let policy = source.policy.policy();
-    let inv = inventory::build(&source.nodes, &source.pods, &source.policy).ok();
-    let mut free: BTreeMap<String, i64> = BTreeMap::new();
-    for r in inv.iter().flat_map(|i| &i.rows) {
-        if let Some(res) = &r.resource {
-            *free.entry(res.clone()).or_insert(0) += r.free;
+    let held = holders(&source.pods);
+    // Free units per node × name now: allocatable minus what bound pods hold.
+    let mut free: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for n in &source.nodes {
+        for (r, units) in advertised_units(n) {
+            let taken: i64 = held
+                .get(n.name.as_str())
+                .into_iter()
+                .flatten()
+                .map(|p| p.requests.get(r).copied().unwrap_or(0))
+                .fold(0i64, i64::saturating_add);
+            free.insert(
+                (n.name.as_str(), r),
+                units.saturating_sub(u64::try_from(taken.max(0)).unwrap_or(0)),
+            );
         }
     }
     let pending: Vec<&PodInfo> = source
@@ -114,30 +133,36 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
         .iter()
         .filter(|p| p.is_unbound() && p.requests.keys().any(|r| classify(r).is_gpu()))
         .collect();
-    // Units short per name, and the pods asking (in order).
+    // The pods asking for each name, in queue order, that the free units now cannot take:
+    // each pod takes the first node its constraints allow with enough free units.
     let mut asked: BTreeMap<String, Vec<(&PodInfo, u64)>> = BTreeMap::new();
     for p in &pending {
         for (r, n) in p.requests.iter() {
-            if classify(r).is_gpu() {
-                asked
-                    .entry(r.clone())
-                    .or_default()
-                    .push((p, u64::try_from(*n).unwrap_or(0)));
+            if !classify(r).is_gpu() {
+                continue;
+            }
+            let want = u64::try_from(*n).unwrap_or(0);
+            let fits = source.nodes.iter().find(|node| {
+                free.get(&(node.name.as_str(), r.as_str()))
+                    .is_some_and(|f| *f >= want)
+                    && placement::allows(p, node)
+            });
+            match fits {
+                Some(node) => {
+                    if let Some(f) = free.get_mut(&(node.name.as_str(), r.as_str())) {
+                        *f -= want;
+                    }
+                }
+                None => asked.entry(r.clone()).or_default().push((p, want)),
             }
         }
     }
-    let held = holders(&source.pods);
     let mut short = BTreeMap::new();
     let mut steps: Vec<Step> = Vec::new();
     let mut unservable = Vec::new();
     let mut used: BTreeSet<String> = BTreeSet::new();
     for (resource, pods) in &asked {
-        let total: u64 = pods.iter().map(|(_, n)| *n).sum();
-        let have = u64::try_from(free.get(resource).copied().unwrap_or(0).max(0)).unwrap_or(0);
-        let mut need = total.saturating_sub(have);
-        if need == 0 {
-            continue;
-        }
+        let mut need: u64 = pods.iter().map(|(_, n)| *n).sum();
         short.insert(resource.clone(), need);
         let Some((config, vgpu)) = config_for(resource) else {
             for (p, _) in pods {
@@ -233,14 +258,8 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
         if need == 0 {
             continue;
         }
-        // The pods left over, beyond those the free units serve now.
-        let mut covered_by_free = have;
-        for (p, k) in pods {
+        for (p, _) in pods {
             if served.contains(&p.key()) {
-                continue;
-            }
-            if *k <= covered_by_free {
-                covered_by_free -= k;
                 continue;
             }
             let why = if could_advertise.is_empty() {

@@ -95,6 +95,17 @@ const LAB_EXAMPLES: &[&str] = &[
 
 /// Examples covered elsewhere, with where.
 const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    // The twin's runs: the lab's cluster (the plan on it, exit 1 with job-cross unservable)
+    // and the 200-node dump (the README's lines before and after its `...` are compared).
+    (
+        "gpuwl whatif relabel lab-node-1=container",
+        "tests/it/whatif.rs",
+    ),
+    ("gpuwl plan -q; echo \"exit $?\"", "tests/it/whatif.rs"),
+    (
+        "gpuwl plan --nodes nodes-200.json --pods pods-200.json -q",
+        "tests/it/whatif.rs",
+    ),
     (
         // Live, on KubeVirt objects the test creates; its output is printed with --nocapture.
         "gpuwl explain vmi vm-a -n gpu-vm",
@@ -170,7 +181,7 @@ fn readme_examples() -> Vec<(String, Vec<String>)> {
 }
 
 /// The README's output for `cmd` (which must appear exactly once).
-fn expected(cmd: &str) -> Vec<String> {
+pub(crate) fn expected(cmd: &str) -> Vec<String> {
     let all = readme_examples();
     let found: Vec<&(String, Vec<String>)> = all.iter().filter(|(c, _)| c == cmd).collect();
     assert_eq!(found.len(), 1, "README has {} `$ {cmd}` lines", found.len());

@@ -175,6 +175,60 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
     );
     assert_eq!(label, "vm-passthrough");
 
+    // plan on the same cluster: lab-node-1 → container would serve wait-gpu, but it runs
+    // vmi-passthrough, so only with --allow-disruption (then verified on the twin); job-cross
+    // is unservable by any relabel either way, so the exit is 1.
+    let plan = |extra: &[&str]| -> Value {
+        let mut a = vec![
+            "plan",
+            "--kubeconfig",
+            &kc,
+            "--twin-name",
+            TWIN,
+            "-q",
+            "-o",
+            "json",
+        ];
+        a.extend(extra);
+        let (code, out, err) = gpuwl(&a);
+        assert_eq!(code, 1, "{out}\n{err}");
+        serde_json::from_str(&out).unwrap()
+    };
+    let why = |p: &Value, pod: &str| -> String {
+        p["proposal"]["unservable"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|u| u["pod"] == pod)
+            .map(|u| u["why"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    let careful = plan(&[]);
+    assert!(
+        careful["proposal"]["steps"].as_array().unwrap().is_empty(),
+        "{careful}"
+    );
+    assert!(
+        why(&careful, "gpu-vm/wait-gpu").contains("--allow-disruption"),
+        "{careful}"
+    );
+    assert!(
+        why(&careful, "gpu-vm/job-cross").contains("constraints exclude"),
+        "{careful}"
+    );
+    let bold = plan(&["--allow-disruption"]);
+    let steps = bold["proposal"]["steps"].as_array().unwrap();
+    assert_eq!(steps.len(), 1, "{bold}");
+    assert_eq!(steps[0]["node"], "lab-node-1");
+    assert_eq!(steps[0]["config"], "container");
+    assert_eq!(steps[0]["forPods"], json!(["gpu-vm/wait-gpu"]));
+    assert_eq!(steps[0]["disrupts"], json!(["gpu-vm/vmi-passthrough"]));
+    assert_eq!(bold["verified"], true, "{bold}");
+    assert!(
+        why(&bold, "gpu-vm/job-cross").contains("constraints exclude"),
+        "{bold}"
+    );
+
     // File mode: the same answer from dumps.
     let nodes = root.path().join("nodes.json");
     let pods = root.path().join("pods.json");
@@ -292,19 +346,41 @@ fn dump_200() -> (Value, Value) {
     )
 }
 
-fn write_dump_200(dir: &std::path::Path) -> (String, String) {
+/// The committed copy of [`dump_200`] (tests/data/whatif, which the README's `plan` example
+/// reads): (nodes, pods) paths.
+fn dump_200_files() -> (String, String) {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/whatif");
+    (
+        dir.join("nodes-200.json").display().to_string(),
+        dir.join("pods-200.json").display().to_string(),
+    )
+}
+
+#[test]
+fn the_committed_200_node_dump_is_what_the_generator_makes() {
     let (n, p) = dump_200();
-    let nodes = dir.join("nodes-200.json");
-    let pods = dir.join("pods-200.json");
-    std::fs::write(&nodes, n.to_string()).unwrap();
-    std::fs::write(&pods, p.to_string()).unwrap();
-    (nodes.display().to_string(), pods.display().to_string())
+    let (nf, pf) = dump_200_files();
+    let text = |v: &Value| serde_json::to_string_pretty(v).unwrap() + "\n";
+    if std::env::var_os("GPUWL_WRITE_DUMP").is_some() {
+        std::fs::create_dir_all(std::path::Path::new(&nf).parent().unwrap()).unwrap();
+        std::fs::write(&nf, text(&n)).unwrap();
+        std::fs::write(&pf, text(&p)).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&nf).unwrap(),
+        text(&n),
+        "regenerate with GPUWL_WRITE_DUMP=1"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&pf).unwrap(),
+        text(&p),
+        "regenerate with GPUWL_WRITE_DUMP=1"
+    );
 }
 
 #[test]
 fn plan_proposes_two_idle_nodes_for_the_vmi_queue_without_a_twin() {
-    let dir = tempfile::tempdir().unwrap();
-    let (nodes, pods) = write_dump_200(dir.path());
+    let (nodes, pods) = dump_200_files();
     let (code, out, err) = gpuwl(&[
         "plan",
         "--nodes",
@@ -333,8 +409,7 @@ fn plan_proposes_two_idle_nodes_for_the_vmi_queue_without_a_twin() {
 
 #[test]
 fn whatif_input_errors_are_exit_2_before_any_twin_starts() {
-    let dir = tempfile::tempdir().unwrap();
-    let (nodes, pods) = write_dump_200(dir.path());
+    let (nodes, pods) = dump_200_files();
     for (args, want) in [
         (
             vec!["whatif", "relabel", "c-000=vm-pasthrough"],
@@ -379,8 +454,7 @@ fn whatif_input_errors_are_exit_2_before_any_twin_starts() {
 fn plan_on_a_200_node_dump_is_verified_on_the_twin() {
     let _serial = one_cluster_at_a_time();
     let _twin = ClusterDown(TWIN);
-    let dir = tempfile::tempdir().unwrap();
-    let (nodes, pods) = write_dump_200(dir.path());
+    let (nodes, pods) = dump_200_files();
     let (code, out, err) = gpuwl(&[
         "plan",
         "--nodes",
@@ -417,22 +491,46 @@ fn plan_on_a_200_node_dump_is_verified_on_the_twin() {
     );
     assert_eq!(w["twin"]["nodes"], 200);
     assert_eq!(w["twin"]["boundPods"], 620);
-    // Text output says the verdict and the commands.
-    let (_, text, _) = gpuwl(&[
-        "plan",
-        "--nodes",
-        &nodes,
-        "--pods",
-        &pods,
-        "--twin-name",
-        TWIN,
-        "-q",
-    ]);
-    assert!(text.contains("verified on the twin"), "{text}");
+    // Text output: the README's example, its lines before the `...` from the start, those
+    // after it as they come (the twin's timing line left out).
+    let dir = std::path::Path::new(&nodes).parent().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args([
+            "plan",
+            "--nodes",
+            "nodes-200.json",
+            "--pods",
+            "pods-200.json",
+            "-q",
+            "--twin-name",
+            TWIN,
+        ])
+        .current_dir(dir)
+        .env("COLUMNS", "100")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         text.contains(
             "kubectl label node c-100 nvidia.com/gpu.workload.config=vm-passthrough --overwrite"
         ),
         "{text}"
+    );
+    let want = crate::readme::expected("gpuwl plan --nodes nodes-200.json --pods pods-200.json -q");
+    let cut = want
+        .iter()
+        .position(|l| l == "...")
+        .expect("the README elides the twin's header");
+    let got: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        got[..cut],
+        want[..cut],
+        "README plan block, before `...`:\n{text}"
+    );
+    let tail: Vec<&str> = want[cut + 1..].iter().map(String::as_str).collect();
+    assert!(
+        got.windows(tail.len()).any(|w| w == tail.as_slice()),
+        "README plan block, after `...`, not in the output:\n{text}"
     );
 }
