@@ -1,5 +1,6 @@
 //! `gpuwl whatif relabel` and `gpuwl plan`: arguments and entry points.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -198,7 +199,9 @@ fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<twin:
         let started = std::time::Instant::now();
         let mut progress = |s: &str| {
             if !quiet {
-                eprintln!(
+                // A closed stderr must not stop the run (the twin would be left behind).
+                let _ = writeln!(
+                    std::io::stderr(),
                     "whatif: {:>5.1} s  {}",
                     started.elapsed().as_secs_f64(),
                     render::esc(s)

@@ -293,6 +293,10 @@ pub struct Report {
 /// whatever the user runs.
 pub const TWIN_ENV: [(&str, &str); 1] = [("GOGC", "25")];
 
+/// File in a twin's state directory that marks it as one (a later run may replace it; a
+/// cluster without it is never touched).
+pub const TWIN_MARKER: &str = "gpuwl-twin";
+
 /// How many API calls the twin makes at once while loading.
 const PARALLEL: usize = 16;
 
@@ -531,6 +535,30 @@ pub async fn run(
         .filter(|n| copied.contains(n.name.as_str()))
         .collect();
 
+    // The twin's name must not be a cluster of the user's: `up` would return it running and
+    // the tear-down would delete it. A twin left by an interrupted run carries the marker and
+    // is replaced.
+    let state = crate::cluster::state_dir(&opts.name);
+    if state.exists() {
+        if state.join(TWIN_MARKER).exists() {
+            progress(&format!(
+                "removing the twin {} left by an earlier run",
+                opts.name
+            ));
+            let name = opts.name.clone();
+            tokio::task::spawn_blocking(move || crate::cluster::down(&name))
+                .await
+                .map_err(|e| Error::failed("the old twin's removal", e))??;
+        } else {
+            return Err(Error::Input(format!(
+                "--twin-name {}: a local cluster of that name exists ({}), and the twin is created and deleted by this command; give another --twin-name",
+                opts.name,
+                crate::cluster::status(&opts.name)
+                    .map(|s| s.to_string())
+                    .unwrap_or_else(|_| "state left".into())
+            )));
+        }
+    }
     progress(&format!(
         "starting the twin {} ({} GPU node(s), {} bound pod(s), {} pending GPU pod(s))",
         opts.name,
@@ -550,6 +578,12 @@ pub async fn run(
         .await
         .map_err(|e| Error::failed("the twin's start", e))??;
     let result = async {
+        std::fs::write(handle.state_dir.join(TWIN_MARKER), b"gpuwl whatif\n").map_err(|e| {
+            Error::failed(
+                format!("cannot mark {} as a twin", handle.state_dir.display()),
+                e,
+            )
+        })?;
         let client = crate::cluster::client(&handle.kubeconfig, None).await?;
         let info = crate::cluster::info(&opts.name)?;
         build_and_try(

@@ -90,6 +90,28 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
         let a: Vec<&str> = a.iter().map(String::as_str).collect();
         serde_json::from_str(&gpuwl_ok(&a)).unwrap()
     };
+    // The lab's own cluster is never taken for the twin (it would be deleted afterwards).
+    let (code, out, err) = gpuwl(&[
+        "whatif",
+        "relabel",
+        "lab-node-1=container",
+        "--kubeconfig",
+        &kc,
+        "--twin-name",
+        LAB,
+    ]);
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(err.contains("a local cluster of that name exists"), "{err}");
+    let (_, status, _) = gpuwl(&["cluster", "status", "--name", LAB]);
+    assert!(
+        status
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .contains("running"),
+        "{status}"
+    );
+
     let live = run(args(&["--kubeconfig", &kc]));
 
     // The names moved: GA102GL_A10 kept at 0, nvidia.com/gpu 2.
