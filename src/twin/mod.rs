@@ -345,23 +345,6 @@ fn select_pods<'a>(
     (bound, pending, left)
 }
 
-/// Node name → `nvidia.com/` GPU name → allocatable units.
-fn gpu_units(node: &NodeInfo) -> BTreeMap<String, u64> {
-    let alloc = node.allocatable.as_ref().unwrap_or(&node.capacity);
-    node.capacity
-        .keys()
-        .chain(alloc.keys())
-        .filter(|k| k.starts_with(NVIDIA_PREFIX) && classify(k).is_gpu())
-        .map(|k| {
-            let v = alloc
-                .get(k)
-                .and_then(|q| q.trim().parse::<u64>().ok())
-                .unwrap_or(0);
-            (k.clone(), v)
-        })
-        .collect()
-}
-
 fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
     PodRef {
         pod: source_key.cloned().unwrap_or_else(|| p.key()),
@@ -776,7 +759,7 @@ async fn build_and_try(
         changes.push(NodeChange {
             relabel: r.clone(),
             from: before.label(LABEL_KEY).map(str::to_string),
-            advertised_before: gpu_units(before),
+            advertised_before: predict::listed(before),
             advertised_after: BTreeMap::new(),
             hardware: inferred.how.clone(),
             notes: node_notes,
@@ -801,7 +784,7 @@ async fn build_and_try(
     let pods_after = crate::input::pods::list_pods(client).await?;
     for c in &mut changes {
         if let Some(n) = nodes_after.iter().find(|n| n.name == c.relabel.node) {
-            c.advertised_after = gpu_units(n);
+            c.advertised_after = predict::listed(n);
         }
     }
     let mut now_scheduled = Vec::new();
@@ -879,8 +862,7 @@ async fn build_and_try(
         }
     }
     // The inventory before (the source) and after (the twin).
-    let src_pods: Vec<PodInfo> = source.pods.clone();
-    let inv_before = inventory::build(&source.nodes, &src_pods, &source.policy)?;
+    let inv_before = inventory::build(&source.nodes, &source.pods, &source.policy)?;
     let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
     let inventory = pool_deltas(&inv_before, &inv_after);
     let names_by = "gpuwl's model of the GPU Operator and its device plugins (the \

@@ -82,15 +82,6 @@ fn holders(pods: &[PodInfo]) -> BTreeMap<&str, Vec<&PodInfo>> {
     m
 }
 
-/// A node's GPU names with their allocatable units (capacity when it has no allocatable).
-fn advertised_units(n: &NodeInfo) -> Vec<(&str, u64)> {
-    let map = n.allocatable.as_ref().unwrap_or(&n.capacity);
-    map.iter()
-        .filter(|(k, _)| classify(k).is_gpu())
-        .map(|(k, v)| (k.as_str(), v.trim().parse::<u64>().unwrap_or(0)))
-        .collect()
-}
-
 /// The config (and vGPU type) under which a node would advertise `resource`.
 fn config_for(resource: &str) -> Option<(WorkloadConfig, Option<String>)> {
     let short = resource.strip_prefix(NVIDIA_PREFIX)?;
@@ -113,20 +104,19 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
     let policy = source.policy.policy();
     let held = holders(&source.pods);
     // Free units per node × name now: allocatable minus what bound pods hold.
-    let mut free: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    let mut free: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
     for n in &source.nodes {
-        for (r, units) in advertised_units(n) {
+        let mut units = predict::listed(n);
+        for (r, u) in units.iter_mut() {
             let taken: i64 = held
                 .get(n.name.as_str())
                 .into_iter()
                 .flatten()
                 .map(|p| p.requests.get(r).copied().unwrap_or(0))
                 .fold(0i64, i64::saturating_add);
-            free.insert(
-                (n.name.as_str(), r),
-                units.saturating_sub(u64::try_from(taken.max(0)).unwrap_or(0)),
-            );
+            *u = u.saturating_sub(u64::try_from(taken.max(0)).unwrap_or(0));
         }
+        free.insert(n.name.as_str(), units);
     }
     let pending: Vec<&PodInfo> = source
         .pods
@@ -143,13 +133,14 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
             }
             let want = u64::try_from(*n).unwrap_or(0);
             let fits = source.nodes.iter().find(|node| {
-                free.get(&(node.name.as_str(), r.as_str()))
+                free.get(node.name.as_str())
+                    .and_then(|m| m.get(r))
                     .is_some_and(|f| *f >= want)
                     && placement::allows(p, node)
             });
             match fits {
                 Some(node) => {
-                    if let Some(f) = free.get_mut(&(node.name.as_str(), r.as_str())) {
+                    if let Some(f) = free.get_mut(node.name.as_str()).and_then(|m| m.get_mut(r)) {
                         *f -= want;
                     }
                 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use crate::cluster::gpusim::{self, GpuHardware, NodeOperands};
+use crate::model::advertise;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{self, ClusterPolicy, VGPU_CONFIG_LABEL};
 use crate::model::pciids;
@@ -30,21 +31,17 @@ pub struct Inferred {
     pub how: Vec<String>,
 }
 
-/// Units the node lists (allocatable, else capacity) per `nvidia.com/` GPU name.
-fn listed(node: &NodeInfo) -> BTreeMap<String, u64> {
-    let map = node.allocatable.as_ref().unwrap_or(&node.capacity);
-    let mut out = BTreeMap::new();
-    for (k, v) in node.capacity.iter().chain(map.iter()) {
-        if classify(k).is_gpu() {
-            let n = map
-                .get(k)
-                .and_then(|q| q.trim().parse::<u64>().ok())
-                .unwrap_or(0);
-            out.insert(k.clone(), n);
-        }
-        let _ = v;
-    }
-    out
+/// The GPU names a node lists (zeros included) with their allocatable units (capacity when
+/// it has no allocatable map; a malformed quantity counts 0), by
+/// [`advertise::gpu_resources`] and [`advertise::node_units`].
+pub fn listed(node: &NodeInfo) -> BTreeMap<String, u64> {
+    advertise::gpu_resources(node)
+        .into_iter()
+        .map(|r| {
+            let units = advertise::node_units(node, r).map_or(0, |(_, a)| a.max(0));
+            (r.to_string(), u64::try_from(units).unwrap_or(0))
+        })
+        .collect()
 }
 
 /// The board of a vGPU type name (`NVIDIA_A10-12Q` → `A10`, `GRID_T4-2Q` → `T4`) and its
