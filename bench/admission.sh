@@ -6,6 +6,7 @@
 #   bench/admission.sh                      # SIZES="0 5000"
 #   SIZES=0 RATE=400 DURATION=60 bench/admission.sh
 #   SKIP_BUILD=1 bench/admission.sh         # the binaries already in target/release
+#   OWN_CORE=1 bench/admission.sh           # the guard on a core of its own (see below)
 #
 # The reviewed object is the lab's vmi-passthrough pod as the API server returns it, in turn
 # as it is (allowed) and with nvidia.com/GA102GL_A10 mistyped as nvidia.com/GA102GL_A1 (a
@@ -13,6 +14,12 @@
 # connections (bench/admission_load.rs). The guard's certificate is the one serve generates;
 # its CA is read back from the ValidatingWebhookConfiguration --admission-register applied.
 # Results: $WORK/results/admission-*.txt.
+#
+# OWN_CORE=1 gives the guard a core of its own, as a webhook pod with a whole-CPU request
+# gets under the kubelet's static CPU manager policy: once the cluster is loaded, every
+# thread of the local control plane (etcd, kube-apiserver, controller-manager, scheduler,
+# kwok) is pinned to the first core (taskset), serve and the load generator to the last.
+# Without it all of them share both cores; PRIO="nice -n -15" then only orders them.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -23,6 +30,7 @@ DURATION=${DURATION:-30}
 CONNECTIONS=${CONNECTIONS:-4}
 CLUSTER=${CLUSTER:-gpuwl-bench-admission}
 PRIO=${PRIO:-}
+OWN_CORE=${OWN_CORE:-}
 RES=$WORK/results
 mkdir -p "$WORK" "$RES"
 cd "$ROOT"
@@ -55,8 +63,18 @@ for n in $SIZES; do
         "$EX/loadcluster" --kubeconfig "$kc" --parallel 16 "$nf" "$pf" 2>&1 | tail -n 1
     fi
     kubectl --kubeconfig "$kc" get pod -n gpu-vm vmi-passthrough -o json >"$WORK/admission-pod.json"
+    pin=
+    if [ -n "$OWN_CORE" ]; then
+        last=$(($(nproc) - 1))
+        # This cluster's own components: the pid files `gpuwl cluster` keeps in its state.
+        state=$(dirname "$kc")
+        for f in "$state"/pids/*.pid; do
+            taskset -a -p -c 0 "$(cat "$f")" >/dev/null
+        done
+        pin="taskset -c $last"
+    fi
     log=$RES/admission-serve-$n.log
-    $PRIO "$B" serve --kubeconfig "$kc" --listen 127.0.0.1:0 --admission-listen 127.0.0.1:0 --admission-register 2>"$log" &
+    $pin $PRIO "$B" serve --kubeconfig "$kc" --listen 127.0.0.1:0 --admission-listen 127.0.0.1:0 --admission-register 2>"$log" &
     serve_pid=$!
     until grep -q '^gpuwl serve: registered' "$log"; do sleep 0.1; done
     metrics=$(sed -n 's|^gpuwl serve: listening on http://\([^ ]*\).*|\1|p' "$log")
@@ -67,12 +85,15 @@ for n in $SIZES; do
     nodes=$(kubectl --kubeconfig "$kc" get nodes -o name | wc -l)
     out=$RES/admission-$n.txt
     {
-        echo "== $nodes nodes; $RATE reviews/s for $DURATION s, $CONNECTIONS connections; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
-        $PRIO "$EX/admission_load" --addr "$guard" --ca "$WORK/admission-ca.crt" --object "$WORK/admission-pod.json" \
+        echo "== $nodes nodes; $RATE reviews/s for $DURATION s, $CONNECTIONS connections${OWN_CORE:+; control plane on core 0, guard and load on core $last}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+        $pin $PRIO "$EX/admission_load" --addr "$guard" --ca "$WORK/admission-ca.crt" --object "$WORK/admission-pod.json" \
             --typo nvidia.com/GA102GL_A10=nvidia.com/GA102GL_A1 --rate "$RATE" --seconds "$DURATION" \
             --connections "$CONNECTIONS"
         echo "server-side histogram (gpuwl_admission_review_duration_seconds):"
         curl -s "http://$metrics/metrics" | grep '^gpuwl_admission_review_duration_seconds'
+        echo "serve threads (name: CPU s since start, nice): $(for t in /proc/$serve_pid/task/*; do
+            echo "$(cat "$t/comm") $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz, $19}' "$t/stat")"
+        done | awk '{c[$1] += $2; n[$1] = $3} END {for (k in c) printf "%s: %.1f s, nice %s; ", k, c[k], n[k]}')"
         echo "serve CPU s (utime+stime): $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$serve_pid/stat")"
         echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
     } | tee "$out"

@@ -164,7 +164,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 .then(|| args.admission_configuration.clone()),
         }),
     };
-    let rt = crate::cli::runtime()?;
+    let rt = serve::runtime(&opts)?;
     let result = rt.block_on(serve::serve(&opts));
     // A probe or list still in flight does not hold the exit up.
     rt.shutdown_timeout(Duration::from_secs(1));
