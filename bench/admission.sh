@@ -39,6 +39,12 @@ B=$ROOT/target/release/gpuwl
 EX=$ROOT/target/release/examples
 
 serve_pid=
+# CPU seconds and nice of serve's threads by name (the guard's, the main runtime's).
+threads() {
+    for t in /proc/"$serve_pid"/task/*; do
+        echo "$(cat "$t/comm") $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz, $19}' "$t/stat")"
+    done | awk '{c[$1] += $2; n[$1] = $3} END {for (k in c) printf "%s: %.1f s, nice %s; ", k, c[k], n[k]}'
+}
 cleanup() {
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
     "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
@@ -86,14 +92,13 @@ for n in $SIZES; do
     out=$RES/admission-$n.txt
     {
         echo "== $nodes nodes; $RATE reviews/s for $DURATION s, $CONNECTIONS connections${OWN_CORE:+; control plane on core 0, guard and load on core $last}; load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+        echo "serve threads before (name: CPU s since start, nice): $(threads)"
         $pin $PRIO "$EX/admission_load" --addr "$guard" --ca "$WORK/admission-ca.crt" --object "$WORK/admission-pod.json" \
             --typo nvidia.com/GA102GL_A10=nvidia.com/GA102GL_A1 --rate "$RATE" --seconds "$DURATION" \
             --connections "$CONNECTIONS"
         echo "server-side histogram (gpuwl_admission_review_duration_seconds):"
         curl -s "http://$metrics/metrics" | grep '^gpuwl_admission_review_duration_seconds'
-        echo "serve threads (name: CPU s since start, nice): $(for t in /proc/$serve_pid/task/*; do
-            echo "$(cat "$t/comm") $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz, $19}' "$t/stat")"
-        done | awk '{c[$1] += $2; n[$1] = $3} END {for (k in c) printf "%s: %.1f s, nice %s; ", k, c[k], n[k]}')"
+        echo "serve threads after (name: CPU s since start, nice): $(threads)"
         echo "serve CPU s (utime+stime): $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz}' "/proc/$serve_pid/stat")"
         echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
     } | tee "$out"

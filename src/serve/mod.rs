@@ -735,9 +735,8 @@ mod tests {
     fn with_an_admission_guard_the_main_runtime_runs_below_it() {
         let here = this_thread_nice().unwrap();
         let lowered = runtime_lowered(Some(BACKGROUND_NICE)).unwrap();
-        let worker = lowered.block_on(async {
-            tokio::spawn(async { this_thread_nice() }).await.unwrap()
-        });
+        let worker =
+            lowered.block_on(async { tokio::spawn(async { this_thread_nice() }).await.unwrap() });
         // A blocking thread started from a (lowered) worker lands at the same value.
         let blocking = lowered.block_on(async {
             tokio::spawn(async { tokio::task::spawn_blocking(this_thread_nice).await.unwrap() })
@@ -748,9 +747,8 @@ mod tests {
         assert_eq!(blocking, Some((here + BACKGROUND_NICE).min(19)));
         // Without a guard nothing changes; nor does the thread that built the runtimes.
         let plain = runtime_lowered(None).unwrap();
-        let worker = plain.block_on(async {
-            tokio::spawn(async { this_thread_nice() }).await.unwrap()
-        });
+        let worker =
+            plain.block_on(async { tokio::spawn(async { this_thread_nice() }).await.unwrap() });
         assert_eq!(worker, Some(here));
         assert_eq!(this_thread_nice(), Some(here));
     }

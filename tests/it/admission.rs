@@ -408,6 +408,27 @@ fn the_guard_answers_bad_input_over_https_and_stays_up() {
     );
     // Still up, and counted.
     assert_eq!(g.get("/healthz").0, 200);
+    // The guard answers from threads of its own; serve's watch and evaluation threads run
+    // ten nice steps below them (Linux: per-thread nice in /proc/<pid>/task/<tid>/stat).
+    let threads = threads(g.child.id());
+    let nice_of = |name: &str| {
+        let mut n: Vec<i64> = threads
+            .iter()
+            .filter(|(c, _)| c == name)
+            .map(|(_, n)| *n)
+            .collect();
+        n.dedup();
+        n
+    };
+    let guard_nice = nice_of("gpuwl-admission");
+    let worker_nice = nice_of("tokio-rt-worker");
+    assert_eq!(guard_nice.len(), 1, "{threads:?}");
+    assert_eq!(worker_nice.len(), 1, "{threads:?}");
+    assert_eq!(
+        worker_nice[0],
+        (guard_nice[0] + i64::from(gpuwl::serve::BACKGROUND_NICE)).min(19),
+        "{threads:?}"
+    );
     assert_eq!(
         g.sample("gpuwl_admission_reviews_total{kind=\"other\",verdict=\"invalid\"}"),
         Some(3.0)
@@ -453,6 +474,22 @@ fn the_guard_answers_bad_input_over_https_and_stays_up() {
         let (code, _, err) = crate::common::gpuwl(&a);
         assert_eq!(code, 2, "{args:?}: {err}");
     }
+}
+
+/// (thread name, nice) of every thread of process `pid`.
+fn threads(pid: u32) -> Vec<(String, i64)> {
+    let mut out = Vec::new();
+    for t in std::fs::read_dir(format!("/proc/{pid}/task")).unwrap() {
+        let t = t.unwrap().path();
+        let stat = std::fs::read_to_string(t.join("stat")).unwrap();
+        // Fields after the parenthesised name: state is field 3, nice field 19.
+        let after = &stat[stat.rfind(')').unwrap() + 2..];
+        let nice: i64 = after.split(' ').nth(16).unwrap().parse().unwrap();
+        let comm = std::fs::read_to_string(t.join("comm")).unwrap();
+        out.push((comm.trim().to_owned(), nice));
+    }
+    out.sort();
+    out
 }
 
 /// deploy/admission/ ships the configuration `--admission-register` applies (same rules,
@@ -502,6 +539,9 @@ fn the_shipped_webhook_configuration_is_the_registered_one() {
     let c = &patch["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(c["ports"][0]["name"], "admission");
     assert_eq!(c["ports"][0]["containerPort"], 9443);
+    // Guaranteed QoS with a whole CPU: requests equal to limits.
+    assert_eq!(c["resources"]["requests"], c["resources"]["limits"]);
+    assert_eq!(c["resources"]["requests"]["cpu"], "1");
     let args: Vec<&str> = c["args"]
         .as_array()
         .unwrap()
