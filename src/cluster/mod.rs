@@ -48,6 +48,7 @@ macro_rules! note {
     }};
 }
 
+pub mod accounts;
 pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;

@@ -77,7 +77,7 @@ fn class(name: &str, t: &str) -> serde_json::Value {
 /// object is refused, a pod is not decided in time, or the file cannot be written.
 pub async fn run(client: &Client, nodes: &LabNodes, dirs: &LabDirs) -> Result<DraStep> {
     kubeops::ensure_namespace(client, NAMESPACE).await?;
-    kubeops::ensure_default_service_account(client, NAMESPACE).await?;
+    crate::cluster::accounts::ensure_default_service_account(client, NAMESPACE).await?;
     let classes: Api<DeviceClass> = Api::all(client.clone());
     create(
         &classes,

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodCondition, ServiceAccount};
+use k8s_openapi::api::core::v1::{Namespace, Node, Pod, PodCondition};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -68,23 +68,6 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
         Ok(_) => Ok(()),
         Err(e) if is_conflict_or_exists(&e) => Ok(()),
         Err(e) => Err(api_err(&format!("create namespace {ns}"))(e)),
-    }
-}
-
-/// Creates ServiceAccount `default` in `ns` if missing. kube-controller-manager's
-/// ServiceAccount controller creates it too, moments after the namespace; creating it here
-/// lets the lab's first Pod (which the `ServiceAccount` admission plugin rejects while
-/// the account is missing) go in at once.
-///
-/// Errors: [`Error::Runtime`] on any API failure except "already exists".
-pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result<()> {
-    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
-    let obj: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}}))
-        .map_err(|e| Error::failed("serviceaccount default: cannot build the object", e))?;
-    match api.create(&PostParams::default(), &obj).await {
-        Ok(_) => Ok(()),
-        Err(e) if is_conflict_or_exists(&e) => Ok(()),
-        Err(e) => Err(api_err(&format!("create serviceaccount {ns}/default"))(e)),
     }
 }
 

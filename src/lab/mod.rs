@@ -660,7 +660,7 @@ async fn step1(
     dirs.create()?;
     kubeops::ensure_namespace(client, NAMESPACE).await?;
     if local {
-        kubeops::ensure_default_service_account(client, NAMESPACE).await?;
+        crate::cluster::accounts::ensure_default_service_account(client, NAMESPACE).await?;
     }
     // Start from a clean slate: the lab owns these four pods.
     for p in &plan.pods {

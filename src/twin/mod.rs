@@ -629,7 +629,7 @@ async fn build_and_try(
     )
     .await?;
     for ns in &namespaces {
-        crate::lab::kubeops::ensure_default_service_account(client, ns).await?;
+        crate::cluster::accounts::ensure_default_service_account(client, ns).await?;
     }
     progress(&format!("creating {} nodes", twin_nodes.len()));
     let node_api: Api<Node> = Api::all(client.clone());

@@ -363,7 +363,7 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
     gpuwl::lab::kubeops::ensure_namespace(client, &ns)
         .await
         .unwrap();
-    gpuwl::lab::kubeops::ensure_default_service_account(client, &ns)
+    gpuwl::cluster::accounts::ensure_default_service_account(client, &ns)
         .await
         .unwrap();
     let pp = PostParams::default();

@@ -374,7 +374,7 @@ pub async fn setup(client: &Client, r: &Round) -> Result<(), String> {
     gpuwl::lab::kubeops::ensure_namespace(client, &r.namespace)
         .await
         .map_err(|x| e(x.to_string()))?;
-    gpuwl::lab::kubeops::ensure_default_service_account(client, &r.namespace)
+    gpuwl::cluster::accounts::ensure_default_service_account(client, &r.namespace)
         .await
         .map_err(|x| e(x.to_string()))?;
     let api: Api<Node> = Api::all(client.clone());

@@ -199,7 +199,7 @@ fn scheduler_allocates_one_device_per_gpu() {
             .unwrap();
         gpuwl::cluster::nodes::ensure_sim_node(&client, "dra-node-0").await.unwrap();
         kubeops::ensure_namespace(&client, "dra").await.unwrap();
-        kubeops::ensure_default_service_account(&client, "dra")
+        gpuwl::cluster::accounts::ensure_default_service_account(&client, "dra")
             .await
             .unwrap();
         let pp = PostParams::default();

@@ -1,0 +1,28 @@
+//! Service accounts on the local control plane: what a namespace needs before its first
+//! Pod, shared by the lab and `whatif`'s twin.
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Client;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+
+use crate::error::{Error, Result};
+use crate::input::live::api_err;
+
+/// Creates ServiceAccount `default` in `ns` if missing. kube-controller-manager's
+/// ServiceAccount controller creates it too, moments after the namespace; creating it here
+/// lets the first Pod (which the `ServiceAccount` admission plugin rejects while
+/// the account is missing) go in at once.
+///
+/// Errors: [`Error::Runtime`] on any API failure except "already exists".
+pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result<()> {
+    let api: Api<ServiceAccount> = Api::namespaced(client.clone(), ns);
+    let obj: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": "default"}}))
+        .map_err(|e| Error::failed("serviceaccount default: cannot build the object", e))?;
+    match api.create(&PostParams::default(), &obj).await {
+        Ok(_) => Ok(()),
+        // 409: it exists already.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) => Err(api_err(&format!("create serviceaccount {ns}/default"))(e)),
+    }
+}
