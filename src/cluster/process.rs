@@ -111,12 +111,22 @@ pub fn is_ours_and_alive(pid: u32, state: &Path) -> bool {
     if state_letter == "Z" || state_letter == "X" {
         return false;
     }
-    let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
-        return false;
-    };
     // The trailing slash keeps cluster `a` from matching cluster `a-b`.
     let needle = format!("{}/", state.display());
-    String::from_utf8_lossy(&cmdline).contains(&needle)
+    // A process in the middle of execve(2) (the GPU Operator's wrapper execs `chroot`, which
+    // execs the operator) has an empty command line for a moment: the new address space is
+    // in place before its arguments are. Empty is asked again for up to 100 ms before the
+    // process counts as not ours; a command line naming something else is final.
+    for _ in 0..10 {
+        let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
+            return false;
+        };
+        if !cmdline.is_empty() {
+            return String::from_utf8_lossy(&cmdline).contains(&needle);
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    false
 }
 
 /// Liveness of one component: `Some(pid)` when alive.
