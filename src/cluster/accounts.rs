@@ -7,7 +7,7 @@ use kube::api::{Api, PostParams};
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::input::live::api_err;
+use crate::input::live::{already_exists, api_err};
 
 /// Creates ServiceAccount `default` in `ns` if missing. kube-controller-manager's
 /// ServiceAccount controller creates it too, moments after the namespace; creating it here
@@ -21,8 +21,7 @@ pub async fn ensure_default_service_account(client: &Client, ns: &str) -> Result
         .map_err(|e| Error::failed("serviceaccount default: cannot build the object", e))?;
     match api.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
-        // 409: it exists already.
-        Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+        Err(e) if already_exists(&e) => Ok(()),
         Err(e) => Err(api_err(&format!("create serviceaccount {ns}/default"))(e)),
     }
 }

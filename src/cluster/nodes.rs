@@ -83,7 +83,7 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
         .map_err(|e| Error::failed(format!("node {name}: cannot build the object"), e))?;
         match api.create(&PostParams::default(), &node).await {
             Ok(_) => {}
-            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) if crate::input::live::already_exists(&e) => {}
             Err(e) => return Err(api_error(&doing, &e)),
         }
     }

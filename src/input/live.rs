@@ -93,11 +93,17 @@ impl ClusterArgs {
 ///
 /// Errors: [`Error::Failed`] when the runtime cannot be built.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
+    runtime_builder()
         .build()
         .map_err(|e| Error::failed("cannot start the async runtime", e))
+}
+
+/// The builder behind [`runtime`] (two worker threads, I/O and timers), for a caller that
+/// adds to it (`gpuwl serve` lowers its threads' priority).
+pub fn runtime_builder() -> tokio::runtime::Builder {
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    b.worker_threads(2).enable_all();
+    b
 }
 
 /// What a client is for.
@@ -340,6 +346,13 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
         _ => one_line(&e.to_string()),
     };
     Error::cluster(doing, message, clone_kube_error(e))
+}
+
+/// True when the API server refused a create because the object exists already (409
+/// AlreadyExists; the only 409 a create can get): the idempotent creates of the lab, the
+/// twin and the simulated nodes take it as done.
+pub fn already_exists(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 /// [`api_error`] as a closure for `map_err`: `.map_err(api_err("list nodes"))`.

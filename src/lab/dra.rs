@@ -44,10 +44,6 @@ pub struct DraStep {
     pub pool_line: String,
 }
 
-fn exists(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
-
 async fn create<K>(api: &Api<K>, obj: serde_json::Value, what: &str) -> Result<()>
 where
     K: kube::Resource + Clone + serde::de::DeserializeOwned + serde::Serialize + std::fmt::Debug,
@@ -56,7 +52,7 @@ where
         .map_err(|e| Error::failed(format!("{what}: cannot build the object"), e))?;
     match api.create(&PostParams::default(), &o).await {
         Ok(_) => Ok(()),
-        Err(e) if exists(&e) => Ok(()),
+        Err(e) if crate::input::live::already_exists(&e) => Ok(()),
         Err(e) => Err(api_err(&format!("create {what}"))(e)),
     }
 }

@@ -12,14 +12,10 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::input::live::api_err;
+use crate::input::live::{already_exists, api_err};
 
 /// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
 pub const WAIT: Duration = Duration::from_secs(90);
-
-fn is_conflict_or_exists(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.code == 409)
-}
 
 /// How long [`ensure_namespace`] waits for a namespace that is being deleted to be gone
 /// (kube-controller-manager's namespace controller empties and finalizes it; on the local
@@ -66,7 +62,7 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
         .map_err(|e| Error::failed(format!("namespace {ns}: cannot build the object"), e))?;
     match api.create(&PostParams::default(), &obj).await {
         Ok(_) => Ok(()),
-        Err(e) if is_conflict_or_exists(&e) => Ok(()),
+        Err(e) if already_exists(&e) => Ok(()),
         Err(e) => Err(api_err(&format!("create namespace {ns}"))(e)),
     }
 }

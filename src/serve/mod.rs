@@ -321,8 +321,7 @@ pub fn runtime(opts: &Options) -> Result<tokio::runtime::Runtime> {
 /// it (when given). The target is absolute: a thread the blocking pool starts from an already
 /// lowered worker does not go lower still.
 fn runtime_lowered(steps: Option<i32>) -> Result<tokio::runtime::Runtime> {
-    let mut b = tokio::runtime::Builder::new_multi_thread();
-    b.worker_threads(2).enable_all();
+    let mut b = crate::input::live::runtime_builder();
     if let (Some(steps), Some(base)) = (steps, this_thread_nice()) {
         let target = (base + steps).min(19);
         b.on_thread_start(move || set_this_thread_nice(target));

@@ -373,7 +373,7 @@ where
                     .map_err(|e| Error::failed(format!("{what} {name}: cannot build"), e))?;
                 match api.create(&PostParams::default(), &obj).await {
                     Ok(_) => Ok(()),
-                    Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+                    Err(e) if crate::input::live::already_exists(&e) => Ok(()),
                     Err(e) => Err(api_error(&format!("create {what} {name} in the twin"), &e)),
                 }
             }
