@@ -16,6 +16,7 @@ use serde::Serialize;
 /// | `admission-rejected` | the pod was bound, then the kubelet refused it (phase `Failed`, e.g. `UnexpectedAdmissionError` from a device plugin's Allocate) |
 /// | `scheduled` | the pod is bound to a node: nothing to explain |
 /// | `no-gpu-request` | it requests no extended resource: its wait is not about GPUs |
+/// | `gated` | `spec.schedulingGates` hold it: the scheduler does not consider it until every gate is removed (by the controller that added it, e.g. Kueue); the causes after it say what would hold it then |
 /// | `not-permitted` | a VMI's GPU/host-device name is not in the KubeVirt CR's `permittedHostDevices`: KubeVirt refuses the VMI, no launcher pod exists |
 /// | `claim-not-found` | a resource claim of the pod does not exist (a missing ResourceClaim, or a template whose claim is not made yet) |
 /// | `selector-error` | a claim's or DeviceClass's CEL selector fails to evaluate on a device of an allowed node (a missing attribute, a version compared with a string): the scheduler aborts every attempt (`SchedulerError`) |
@@ -86,15 +87,19 @@ pub enum CauseCode {
     // Added for issue 28.
     /// virt-handler is not ready on the nodes a VM needs.
     VirtHandler,
+    // Added for issue 34.
+    /// Held by `spec.schedulingGates`.
+    Gated,
 }
 
 impl CauseCode {
     /// Every code, in rule order.
-    pub const ALL: [CauseCode; 23] = [
+    pub const ALL: [CauseCode; 24] = [
         CauseCode::InvalidSpec,
         CauseCode::AdmissionRejected,
         CauseCode::Scheduled,
         CauseCode::NoGpuRequest,
+        CauseCode::Gated,
         CauseCode::NotPermitted,
         CauseCode::ClaimNotFound,
         CauseCode::SelectorError,
@@ -150,6 +155,7 @@ impl CauseCode {
             CauseCode::OperatorState => "operator-state",
             CauseCode::OtherResource => "other-resource",
             CauseCode::VirtHandler => "virt-handler",
+            CauseCode::Gated => "gated",
         }
     }
 }
@@ -213,10 +219,16 @@ mod tests {
             .map(|(c, _)| *c)
             .collect();
         // The DRA slot (NoMatchingDevice) also answers counter-exhausted and
-        // devices-in-use, so those two have no rule of their own.
+        // devices-in-use, so those two have no rule of their own; `gated` is put in front
+        // of the rules' answer (explain's diagnose step), not a rule.
         let expected: Vec<CauseCode> = CauseCode::ALL
             .into_iter()
-            .filter(|c| !matches!(c, CauseCode::CounterExhausted | CauseCode::DevicesInUse))
+            .filter(|c| {
+                !matches!(
+                    c,
+                    CauseCode::CounterExhausted | CauseCode::DevicesInUse | CauseCode::Gated
+                )
+            })
             .collect();
         assert_eq!(rules, expected, "RULES are in ALL's order");
     }

@@ -21,7 +21,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::usage::Usage;
+use crate::analysis::verdict::PodClass;
 use crate::analysis::{names, placement};
 use crate::error::Result;
 use crate::model::advertise::gpu_resources;
@@ -47,6 +49,10 @@ pub struct NodeUse {
     pub allocated: i64,
     /// Physical GPUs per unit on this node (`None`: not derivable).
     pub gpus_per_unit: Option<f64>,
+    /// Whether the node is cordoned (`spec.unschedulable`): its free units are counted in
+    /// [`Row::cordoned_free`], not in [`Row::free`].
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub cordoned: bool,
 }
 
 /// One pool × GPU resource name.
@@ -74,9 +80,12 @@ pub struct Row {
     pub allocatable: i64,
     /// Sum of the effective requests of bound, non-terminal pods, units.
     pub allocated: i64,
-    /// allocatable − allocated, never below 0: an over-committed row has free 0 and its
-    /// excess in [`Row::overcommitted`].
+    /// allocatable − allocated of the nodes that are not cordoned, never below 0: an
+    /// over-committed row has free 0 and its excess in [`Row::overcommitted`].
     pub free: i64,
+    /// allocatable − allocated of the cordoned nodes (`spec.unschedulable`, a drain),
+    /// never below 0: units no new pod can take until the nodes are uncordoned.
+    pub cordoned_free: i64,
     /// allocated − allocatable when more is allocated than allocatable (requests that
     /// outgrew the node after a relabel or a device that went unhealthy; or hostile
     /// requests), else 0. Saturating.
@@ -140,6 +149,11 @@ pub struct Unservable {
     pub units: i64,
     /// The cause.
     pub cause: UnservableCause,
+    /// explain's cause code for the pod ([`crate::analysis::verdict`]).
+    pub code: CauseCode,
+    /// Whether the wait can pass on its own (`stale-only` while a device plugin restarts,
+    /// `operator-state` while operands roll).
+    pub transient: bool,
     /// One-line reason, e.g. `nodes advertising it are excluded by nodeSelector ...`.
     pub reason: String,
     /// Close names that are advertised ("did you mean"), for [`UnservableCause::NotAdvertised`].
@@ -190,6 +204,15 @@ pub struct Inventory {
     pub rows: Vec<Row>,
     /// Pending demand no pool can serve.
     pub unservable: Vec<Unservable>,
+    /// Pending GPU pods that are neither demand nor unservable (blocked by a cordon or
+    /// taint, gated, short of a non-GPU resource, invalid): shown apart, never counted as
+    /// pending units of a pool.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_back: Vec<PendingPod>,
+    /// The pending GPU pods counted as demand (the rows' `pendingPods`), each once with its
+    /// cause code (`in-use`, `insufficient`, `fits-now`, ...) and the nodes it fits now.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub demand_pods: Vec<PendingPod>,
     /// Remarks (pods bound to unknown nodes, invalid label values, ...).
     pub notes: Vec<String>,
     /// The GPU Operator ClusterPolicy the pools were computed under, or why there is none.
@@ -329,7 +352,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
     for bad in &usage.skipped {
         notes.push(format!("skipped (not a valid device count): {bad}"));
     }
-    let demand = demand(nodes, pods, &pools.pool_of, &supply);
+    let demand = demand(nodes, pods, &pools.pool_of, &supply, policy);
     if !usage.unknown_nodes.is_empty() {
         notes.push(format!(
             "pods bound to nodes not in the node list (not counted): {}",
@@ -351,6 +374,8 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         pending_pods: demand.pending_pods,
         rows,
         unservable: demand.unservable,
+        held_back: demand.held_back,
+        demand_pods: demand.demand_pods,
         notes,
         cluster_policy,
         dra: None,
@@ -454,6 +479,7 @@ pub fn supply<'a>(
                 allocatable: c.allocatable,
                 allocated: c.allocated,
                 gpus_per_unit: unit_fraction(n, r),
+                cordoned: n.unschedulable,
             },
         );
         if c.advertised() {
@@ -474,6 +500,7 @@ pub fn supply<'a>(
                     allocatable: 0,
                     allocated: 0,
                     gpus_per_unit: None,
+                    cordoned: false,
                 },
             );
         }
@@ -493,21 +520,58 @@ pub struct Demand {
     pub pending: BTreeMap<(Pool, String), (i64, Vec<String>)>,
     /// Pending demand no pool can serve.
     pub unservable: Vec<Unservable>,
+    /// Pending GPU pods that are neither demand nor unservable: blocked by a cordon or
+    /// taint, gated, short of a non-GPU resource, or invalid.
+    pub held_back: Vec<PendingPod>,
+    /// Pending GPU pods of class `demand`, with their cause code.
+    pub demand_pods: Vec<PendingPod>,
     /// Unbound, non-terminal pods (with or without GPU requests).
     pub pending_pods: usize,
 }
 
-/// Phase 3: for each unbound pod asking for GPU resources, the pools with a node its
-/// constraints allow ([`placement::allows`]) that advertises every GPU name asked with at
-/// least the units asked (a pod's units come from one node); demand with no such pool is
-/// [`Unservable`] ([`unservable_cause`], [`free_beside`]).
+/// A pending GPU pod with explain's verdict ([`crate::analysis::verdict`]): in
+/// [`Inventory::demand_pods`] the pods of class `demand`, in [`Inventory::held_back`]
+/// those of class `blocked`, `gated`, `other-resource` or `invalid-spec`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingPod {
+    /// The pod (`namespace/name`).
+    pub pod: String,
+    /// Its class.
+    pub class: PodClass,
+    /// explain's primary cause code.
+    pub code: CauseCode,
+    /// Whether the wait can pass on its own.
+    pub transient: bool,
+    /// The GPU names it asks for, with units.
+    pub resources: BTreeMap<String, i64>,
+    /// What holds it: the nodes it is kept from by a cordon or taints (`blocked`), its
+    /// scheduling gates (`gated`), the nodes whose GPU units are free but another
+    /// resource short (`other-resource`).
+    pub by: Vec<String>,
+}
+
+/// Phase 3: each unbound pod asking for GPU resources gets explain's verdict
+/// ([`crate::analysis::explain::Shared`], one shared table for all pods). Demand
+/// ([`PodClass::Demand`]) counts in the pools with a node its constraints allow
+/// ([`placement::allows`]) that advertises every GPU name asked with at least the units
+/// asked (a pod's units come from one node); unservable demand is [`Unservable`]
+/// ([`unservable_cause`], [`free_beside`]); the rest is [`PendingPod`] and never counts as
+/// GPU demand.
 pub fn demand(
     nodes: &[NodeInfo],
     pods: &[PodInfo],
     pool_of: &BTreeMap<&str, Pool>,
     supply: &Supply<'_>,
+    policy: Option<&ClusterPolicy>,
 ) -> Demand {
     let mut d = Demand::default();
+    let shared = crate::analysis::explain::Shared::new(crate::analysis::explain::Inputs {
+        nodes: Some(nodes),
+        pods: Some(pods),
+        cluster_policy: policy,
+        ..Default::default()
+    });
     for p in pods.iter().filter(|p| p.is_unbound()) {
         d.pending_pods += 1;
         let gpu_reqs: Vec<(&str, i64)> = gpu_requests(p).collect();
@@ -539,15 +603,76 @@ pub fn demand(
             advertised: &supply.advertised,
             free_by_node: &supply.free_by_node,
         };
-        for (r, units) in &gpu_reqs {
-            if fitting_pools.is_empty() {
-                d.unservable.push(unservable_entry(p, r, *units, &cx));
-                continue;
+        let e = shared.explain(p).ok();
+        let v = e.as_ref().map_or_else(
+            || {
+                crate::analysis::verdict::verdict(
+                    if fitting_pools.is_empty() {
+                        CauseCode::UnadvertisedName
+                    } else {
+                        CauseCode::FitsNow
+                    },
+                    false,
+                )
+            },
+            |e| e.verdict,
+        );
+        match v.class {
+            PodClass::Demand if !fitting_pools.is_empty() => {
+                d.demand_pods.push(PendingPod {
+                    pod: p.key(),
+                    class: v.class,
+                    code: v.code,
+                    transient: v.transient,
+                    resources: gpu_reqs
+                        .iter()
+                        .map(|(r, u)| ((*r).to_owned(), *u))
+                        .collect(),
+                    by: e.as_ref().map(|e| e.fitting.clone()).unwrap_or_default(),
+                });
+                for (r, units) in &gpu_reqs {
+                    for pool in &fitting_pools {
+                        let e = d.pending.entry((*pool, (*r).to_owned())).or_default();
+                        e.0 = e.0.saturating_add(*units);
+                        e.1.push(p.key());
+                    }
+                }
             }
-            for pool in &fitting_pools {
-                let e = d.pending.entry((*pool, (*r).to_owned())).or_default();
-                e.0 = e.0.saturating_add(*units);
-                e.1.push(p.key());
+            PodClass::Demand | PodClass::Unservable | PodClass::NotJudged => {
+                for (r, units) in &gpu_reqs {
+                    let mut u = unservable_entry(p, r, *units, &cx);
+                    u.code = v.code;
+                    u.transient = v.transient;
+                    d.unservable.push(u);
+                }
+            }
+            class => {
+                let e = e.as_ref();
+                let by = match class {
+                    PodClass::Blocked => e.map(|e| e.held_off.clone()).unwrap_or_default(),
+                    PodClass::Gated => p.scheduling_gates.clone(),
+                    PodClass::OtherResource => e
+                        .map(|e| {
+                            e.filters
+                                .iter()
+                                .filter(|f| e.fitting.contains(&f.node) && !f.reasons.is_empty())
+                                .map(|f| f.node.clone())
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                    _ => Vec::new(),
+                };
+                d.held_back.push(PendingPod {
+                    pod: p.key(),
+                    class,
+                    code: v.code,
+                    transient: v.transient,
+                    resources: gpu_reqs
+                        .iter()
+                        .map(|(r, u)| ((*r).to_owned(), *u))
+                        .collect(),
+                    by,
+                });
             }
         }
     }
@@ -575,6 +700,19 @@ pub fn sum_rows(
                 sum(|u| u.allocatable),
                 sum(|u| u.allocated),
             );
+            let part = |cordoned: bool| {
+                let (a, b) = detail.iter().filter(|u| u.cordoned == cordoned).fold(
+                    (0i64, 0i64),
+                    |(a, b), u| {
+                        (
+                            a.saturating_add(u.allocatable),
+                            b.saturating_add(u.allocated),
+                        )
+                    },
+                );
+                a.saturating_sub(b).max(0)
+            };
+            let (free, cordoned_free) = (part(false), part(true));
             let eq = |f: fn(&NodeUse) -> i64| -> Option<f64> {
                 resource.as_ref()?;
                 detail
@@ -604,14 +742,19 @@ pub fn sum_rows(
                 capacity,
                 allocatable,
                 allocated,
-                free: allocatable.saturating_sub(allocated).max(0),
+                free,
+                cordoned_free,
                 overcommitted: allocated.saturating_sub(allocatable).max(0),
                 pending,
                 pending_pods,
                 capacity_gpus: eq(|u| u.capacity),
-                free_gpus: resource
-                    .as_ref()
-                    .and_then(|_| detail.iter().map(whole_free_gpus).sum::<Option<f64>>()),
+                free_gpus: resource.as_ref().and_then(|_| {
+                    detail
+                        .iter()
+                        .filter(|u| !u.cordoned)
+                        .map(whole_free_gpus)
+                        .sum::<Option<f64>>()
+                }),
                 slots_per_gpu: {
                     let mut slots = detail.iter().map(|u| slots_per_gpu(u.gpus_per_unit));
                     match slots.next() {
@@ -690,6 +833,8 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
         resource: r.to_owned(),
         units,
         cause,
+        code: CauseCode::UnadvertisedName,
+        transient: false,
         reason,
         did_you_mean,
         allowed_pools: cx
@@ -919,6 +1064,7 @@ mod tests {
             allocatable: alloc,
             allocated: used,
             gpus_per_unit: g,
+            cordoned: false,
         }
     }
 
@@ -1068,7 +1214,7 @@ mod tests {
         let usage = Usage::build(&nodes, Some(&pods), None);
         let pools = assign_pools(&nodes, None);
         let s = supply(&nodes, &usage, &pools.pool_of);
-        let d = demand(&nodes, &pods, &pools.pool_of, &s);
+        let d = demand(&nodes, &pods, &pools.pool_of, &s, None);
         assert_eq!(d.pending_pods, 4);
         let pending: Vec<(String, i64, Vec<String>)> = d
             .pending

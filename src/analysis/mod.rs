@@ -30,3 +30,4 @@ pub mod orphans;
 pub mod placement;
 pub mod triage;
 pub mod usage;
+pub mod verdict;

@@ -35,9 +35,33 @@ pub struct Orphan {
     pub units: i64,
     /// The pods holding it (`namespace/name`), with their units, by pod key.
     pub holders: Vec<Holder>,
+    /// The node's effective workload (its pool, [`crate::model::pool::Pool::of`]) no
+    /// longer serves the held name's class (a relabel, or a ClusterPolicy change, swapped
+    /// the operands under the holders): `vm-passthrough`'s vfio-manager replaced by the
+    /// container driver, say.
+    pub class_changed: bool,
 }
 
 impl Orphan {
+    /// The VMIs among the holders (virt-launcher pods), as `namespace/vmi`.
+    pub fn vms(&self) -> Vec<String> {
+        self.holders
+            .iter()
+            .filter_map(|h| {
+                let (ns, name) = h.pod.split_once('/')?;
+                crate::model::pod::launcher_vmi_name(name).map(|v| format!("{ns}/{v}"))
+            })
+            .collect()
+    }
+
+    /// Whether a holder may lose its GPU: a VM holds the name (its vfio / vGPU device sits
+    /// under operands that are going away or restarting), or the class changed under any
+    /// holder. Such an orphan is `holder-at-risk` (an error), the others `orphaned-holder`
+    /// (a warning: a plain pod keeps its device until it ends).
+    pub fn at_risk(&self) -> bool {
+        self.class_changed || !self.vms().is_empty()
+    }
+
     /// `listed with 0` / `not listed`.
     pub fn how(&self) -> &'static str {
         if self.listed {
@@ -80,6 +104,10 @@ pub fn find(usage: &Usage) -> Vec<Orphan> {
             listed: c.listed,
             units: c.allocated,
             holders: c.holders.clone(),
+            class_changed: match (classify(r).workload(), usage.pool_of(n)) {
+                (Some(held), Some(pool)) => held != pool.workload,
+                _ => false,
+            },
         })
         .collect()
 }
@@ -97,7 +125,11 @@ pub fn pods_by_node(pods: Vec<PodInfo>) -> std::collections::HashMap<String, Vec
 }
 
 /// The orphaned holdings of one node, given the pods bound to it (others are ignored).
-pub fn of_node(node: &NodeInfo, pods: &[PodInfo]) -> Vec<Orphan> {
+pub fn of_node(
+    node: &NodeInfo,
+    pods: &[PodInfo],
+    policy: Option<&crate::model::operator::ClusterPolicy>,
+) -> Vec<Orphan> {
     let mine: Vec<PodInfo> = pods
         .iter()
         .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()))
@@ -106,7 +138,11 @@ pub fn of_node(node: &NodeInfo, pods: &[PodInfo]) -> Vec<Orphan> {
     if mine.is_empty() {
         return Vec::new();
     }
-    find(&Usage::build(std::slice::from_ref(node), Some(&mine), None))
+    find(&Usage::build(
+        std::slice::from_ref(node),
+        Some(&mine),
+        policy,
+    ))
 }
 
 #[cfg(test)]
@@ -152,17 +188,52 @@ mod tests {
         let zero = of_node(
             &node(&[("nvidia.com/GA102GL_A10", "0"), ("nvidia.com/gpu", "2")]),
             &pods,
+            None,
         );
         assert_eq!(zero.len(), 1);
         assert_eq!((zero[0].listed, zero[0].units), (true, 1));
+        // A VM holds it, and the node (no label: container by default) no longer serves
+        // passthrough names: at risk, an error.
+        assert!(zero[0].class_changed && zero[0].at_risk());
+        assert_eq!(zero[0].vms(), ["gpu-vm/vm1"]);
+        let f = crate::analysis::check::orphan_finding(&zero[0]);
+        assert_eq!(f.code, crate::model::finding::Code::HolderAtRisk);
+        assert_eq!(f.severity, crate::model::finding::Severity::Error);
         assert_eq!(
-            crate::analysis::check::orphan_finding(&zero[0]).message,
-            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): gpu-vm/virt-launcher-vm1-abcde (VMI gpu-vm/vm1, 1); they keep running, but one that restarts or is recreated cannot come back here"
+            f.message,
+            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): gpu-vm/virt-launcher-vm1-abcde (VMI gpu-vm/vm1, 1); the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): VM gpu-vm/vm1 may lose the GPU; stop or migrate before the swap, or relabel the node back"
         );
-        let gone = of_node(&node(&[("nvidia.com/gpu", "2")]), &pods);
+        // A plain pod on a container name listed with "0" on a container node (a plugin
+        // restarting): a warning, it keeps its device.
+        let mut labelled = node(&[("nvidia.com/gpu", "0")]);
+        labelled
+            .labels
+            .insert(crate::model::workload::LABEL_KEY.into(), "container".into());
+        let plain = of_node(
+            &labelled,
+            &[pod("train", "gpu-pt-1", "Running", "nvidia.com/gpu")],
+            None,
+        );
+        assert!(!plain[0].class_changed && !plain[0].at_risk());
+        assert_eq!(
+            crate::analysis::check::orphan_finding(&plain[0]).code,
+            crate::model::finding::Code::OrphanedHolder
+        );
+        // The same plain pod after a class change (relabelled vm-passthrough): at risk.
+        labelled.labels.insert(
+            crate::model::workload::LABEL_KEY.into(),
+            "vm-passthrough".into(),
+        );
+        let moved = of_node(
+            &labelled,
+            &[pod("train", "gpu-pt-1", "Running", "nvidia.com/gpu")],
+            None,
+        );
+        assert!(moved[0].class_changed && moved[0].at_risk());
+        let gone = of_node(&node(&[("nvidia.com/gpu", "2")]), &pods, None);
         assert_eq!((gone.len(), gone[0].listed), (1, false));
         // Advertised: no orphan; a non-GPU extended resource is not judged.
-        assert!(of_node(&node(&[("nvidia.com/GA102GL_A10", "2")]), &pods).is_empty());
-        assert!(of_node(&node(&[]), &pods[3..]).is_empty());
+        assert!(of_node(&node(&[("nvidia.com/GA102GL_A10", "2")]), &pods, None).is_empty());
+        assert!(of_node(&node(&[]), &pods[3..], None).is_empty());
     }
 }

@@ -219,6 +219,7 @@ pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
         dra: None,
         gate: None,
         pods: None,
+        expect_gpu_nodes: None,
     });
     for n in &nodes {
         checker.add(n);

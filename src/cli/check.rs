@@ -21,8 +21,10 @@ Examples:
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
 else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
-Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` or
-`error: <node>: ...` lines (--quiet drops them); they never change plain check's exit code.
+Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` lines, or
+`note: <node>: ...` for an error the gate (--effective) fails on (--quiet drops them); they
+never change plain check's exit code. Plain check is the seed's label contract; for a CI
+gate use --effective (below).
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
 vgpu-config-type-differs, gpu-present-without-operands, label-without-gpu), per node the
@@ -30,16 +32,18 @@ effective workload and the operands the operator deploys, effective-workload-dif
 orphaned-holder and the operator's operand pods with operand-not-ready (both with --pods,
 or live), and dra-and-device-plugin (with --dra, or live), each with its severity.
 
-As a gate (--effective): every GPU node (workload label, a GPU resource listed, NFD / GPU
+As a gate (--effective, THE gate to automate): every GPU node (workload label, a GPU resource listed, NFD / GPU
 Feature Discovery / GPU Operator GPU labels) is judged by the workload the GPU Operator
 applies to it (label, ClusterPolicy defaultWorkload and sandboxWorkloads.enabled,
 gpu.deploy.* labels). Every error fails (exit 1): a label typo, a node advertising names
 its workload does not serve, an unlabelled or ignored-label node advertising names the
 operator is about to replace (effective-workload-differs), a failed vGPU/MIG config. A
 planned transition (mig.config.state / vgpu.config.state pending or rebooting, operands
-paused for it) is a warning and passes. Output: `ERROR <code> <node>: <message>`,
-`WARNING <code> <node>: <message>`, then `FAIL: ...` or `OK: ...`.
-  gpuwl check --effective                          # a CronJob gate on the live cluster
+paused for it) is a warning and passes. A VM (or, after a class change, any pod) holding
+a GPU name its node no longer advertises is an error (holder-at-risk). Judging no GPU
+node fails (a context mix-up) unless --allow-empty. Output: `ERROR <code> <node>:
+<message>`, `WARNING <code> <node>: <message>`, then `FAIL: ...` or `OK: ...`.
+  gpuwl check --effective --expect-gpu-nodes 12    # a CronJob gate on the live cluster
   gpuwl check --effective nodes.json --cluster-policy cp.yaml
   gpuwl check --effective --fail-on config-pending --ignore stale-zero
 Severities per code: README.md, \"Finding codes and severities\".")]
@@ -100,6 +104,14 @@ pub struct Args {
     #[arg(long, value_name = "CODE", value_delimiter = ',', requires = "effective",
           value_parser = code_parser())]
     pub ignore: Vec<String>,
+    /// With --effective: judging no GPU node at all passes (without it, it fails: a gate
+    /// pointed at the wrong cluster must not be green).
+    #[arg(long, requires = "effective")]
+    pub allow_empty: bool,
+    /// Fail (exit 1) when fewer GPU nodes than N are judged, with or without --effective
+    /// (plain check still prints its OK=<n> line; the reason goes to stderr).
+    #[arg(long, value_name = "N")]
+    pub expect_gpu_nodes: Option<usize>,
     /// A `gpuwl snapshot` file: its nodes, ClusterPolicy and DRA objects in place of the
     /// node dump, --cluster-policy and --dra (no cluster is contacted).
     #[arg(long, value_name = "FILE", conflicts_with_all = ["file", "cluster_policy", "dra", "kubeconfig", "context"])]
@@ -124,6 +136,7 @@ fn gate(args: &Args) -> Result<Option<Gate>> {
     let g = Gate {
         fail_on: codes(&args.fail_on),
         ignore: codes(&args.ignore),
+        allow_empty: args.allow_empty,
     };
     if let Some(c) = g.fail_on.intersection(&g.ignore).next() {
         return Err(Error::Input(format!(
@@ -192,6 +205,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         cluster_policy: policy.policy().cloned(),
         warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
         gate: gate.clone(),
+        expect_gpu_nodes: args.expect_gpu_nodes,
     };
     let (report, policy) = match (&args.file, &args.snapshot) {
         (_, Some(snap)) => {
@@ -325,7 +339,18 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             Ok((report, policy))
         })?,
     };
-    let warnings = render::check::warnings(&report);
+    let mut warnings = render::check::warnings(&report);
+    if report.gate.is_none() && args.output == render::Format::Text {
+        // Plain check keeps the seed's stdout; why the count fails (or would fail the
+        // gate) goes to stderr, even with --quiet when it changes the exit code.
+        match report.too_few_gpu_nodes() {
+            Some(why) => warnings.push_str(&format!("error: {why}\n")),
+            None if report.gpu_nodes == 0 && !args.quiet => warnings.push_str(
+                "note: 0 GPU nodes judged (no workload label, GPU resource or NFD GPU label): gpuwl check --effective fails on this unless --allow-empty — the wrong cluster or context?\n",
+            ),
+            None => {}
+        }
+    }
     if !warnings.is_empty() {
         // stderr may be closed; the stdout contract matters, not the warnings.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), warnings.as_bytes());

@@ -128,6 +128,11 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
     ),
     // pod-level resources (cpu, memory, hugepages)
     ("resources", RESOURCES),
+    // gates that hold the pod back from scheduling (Kueue, ...), names only
+    (
+        "schedulingGates",
+        Keep::Each(&Keep::Fields(&[("name", Keep::All)])),
+    ),
 ];
 
 /// The pod spec fields [`PodInfo`] is built from, as one rule (for readers that keep more
@@ -167,6 +172,7 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("overhead", SPEC_FIELDS[6].1),
             ("domain", SPEC_FIELDS[7].1),
             ("resources", SPEC_FIELDS[8].1),
+            ("schedulingGates", SPEC_FIELDS[9].1),
             // DRA: the pod's claims (names only).
             ("resourceClaims", Keep::All),
             (
@@ -392,6 +398,16 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             effect: f("effect")?,
         });
     }
+    let mut scheduling_gates = Vec::new();
+    for (i, g) in array(spec.get("schedulingGates"), &sp("schedulingGates"))?
+        .iter()
+        .enumerate()
+    {
+        let field = format!("{}[{i}].name", sp("schedulingGates"));
+        if let Some(name) = opt_scalar(g.get("name"), &field)? {
+            scheduling_gates.push(name);
+        }
+    }
     let mut conditions = Vec::new();
     for (i, c) in array(get(v, "status.conditions"), "status.conditions")?
         .iter()
@@ -431,6 +447,7 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         node_selector,
         required_affinity,
         tolerations: tolerations.into(),
+        scheduling_gates,
         conditions,
         requests: Arc::new(requests),
         other_requests: Arc::new(other_requests),

@@ -109,11 +109,20 @@ pub enum Code {
     /// warning: an operand pod of the GPU Operator on the node is not ready or
     /// crash-looping (or the device plugin of its workload has no pod there).
     OperandNotReady,
+    /// error: a bound holder at risk: a VM (virt-launcher pod) holds a GPU name its node
+    /// no longer advertises, or any pod holds a name of a class the node's effective
+    /// workload no longer serves (a relabel swapped the operands under it): the VM or pod
+    /// may lose its GPU.
+    HolderAtRisk,
+    /// info: the node's GPUs come through NVIDIA's DRA driver (`gpu.nvidia.com`
+    /// ResourceSlices) and no device plugin advertises a GPU name: pods get them with
+    /// ResourceClaims, so advertising no extended resource is no mismatch.
+    GpusViaDra,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 23] = [
+    pub const ALL: [Code; 25] = [
         Code::InvalidLabelValue,
         Code::NoGpuResource,
         Code::WrongClassResource,
@@ -137,6 +146,8 @@ impl Code {
         Code::EffectiveWorkloadDiffers,
         Code::OrphanedHolder,
         Code::OperandNotReady,
+        Code::HolderAtRisk,
+        Code::GpusViaDra,
     ];
 
     /// The kebab-case code string, as serialized.
@@ -165,6 +176,8 @@ impl Code {
             Code::EffectiveWorkloadDiffers => "effective-workload-differs",
             Code::OrphanedHolder => "orphaned-holder",
             Code::OperandNotReady => "operand-not-ready",
+            Code::HolderAtRisk => "holder-at-risk",
+            Code::GpusViaDra => "gpus-via-dra",
         }
     }
 
@@ -206,7 +219,7 @@ impl Code {
 /// operator is about to reconfigure under its running VMs); a planned transition (a
 /// config `pending` / `rebooting`, operands paused for it) or a stale leftover is a
 /// warning.
-pub const SEVERITIES: [(Code, Severity, &str); 23] = [
+pub const SEVERITIES: [(Code, Severity, &str); 25] = [
     (
         Code::InvalidLabelValue,
         Severity::Error,
@@ -318,6 +331,16 @@ pub const SEVERITIES: [(Code, Severity, &str); 23] = [
         Severity::Warning,
         "an operand pod is not ready; what it serves may be missing",
     ),
+    (
+        Code::HolderAtRisk,
+        Severity::Error,
+        "a running VM, or a pod after a class change, may lose its GPU",
+    ),
+    (
+        Code::GpusViaDra,
+        Severity::Info,
+        "the node's GPUs are claimed through DRA, not an extended resource",
+    ),
 ];
 
 impl fmt::Display for Code {
@@ -357,6 +380,8 @@ mod tests {
             Code::EffectiveWorkloadDiffers => 20,
             Code::OrphanedHolder => 21,
             Code::OperandNotReady => 22,
+            Code::HolderAtRisk => 23,
+            Code::GpusViaDra => 24,
         }
     }
 

@@ -145,6 +145,12 @@ pub struct PodInfo {
     /// to all pods with equal tolerations instead of ~700 bytes each.
     #[serde(serialize_with = "slice")]
     pub tolerations: Arc<[Toleration]>,
+    /// `spec.schedulingGates[].name`, in order. While any is present the scheduler does
+    /// not consider the pod (the API server sets `PodScheduled=False, SchedulingGated`);
+    /// the controller that added a gate (Kueue, a quota manager) removes it
+    /// (kubernetes/kubernetes `pkg/scheduler/framework/plugins/schedulinggates`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scheduling_gates: Vec<String>,
     /// `status.conditions` of type `PodScheduled` (the only one gpuwl reads; readers
     /// leave the others out).
     pub conditions: Vec<Condition>,

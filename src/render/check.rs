@@ -187,7 +187,21 @@ pub fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
             format!("{n} {one}s")
         }
     };
-    out.push(if errors > 0 {
+    let too_few = report.too_few_gpu_nodes();
+    out.push(if let Some(why) = too_few {
+        if errors > 0 {
+            format!(
+                "FAIL: {}; {} on {} of {} GPU nodes, {}",
+                why,
+                plural(errors, "error"),
+                nodes.len(),
+                report.gpu_nodes,
+                plural(warnings, "warning")
+            )
+        } else {
+            format!("FAIL: {why}")
+        }
+    } else if errors > 0 {
         format!(
             "FAIL: {} on {} of {} GPU nodes, {}",
             plural(errors, "error"),

@@ -7,6 +7,7 @@ use crate::render::{Column, esc, escape_serialized, fit_table, wrap_lines};
 
 use crate::analysis::dra::DraInventory;
 use crate::analysis::inventory::{Inventory, Row, UnservableCause};
+use crate::analysis::verdict::PodClass;
 use crate::model::dra::DraSource;
 
 /// Output format of `gpuwl inventory` (`-o text|json|yaml|csv`).
@@ -223,11 +224,19 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         for u in &inv.unservable {
             let _ = writeln!(
                 out,
-                "  {} wants {} × {}: {}",
+                "  {} wants {} × {}: {}{}",
                 esc(&u.pod),
                 u.units,
                 esc(&u.resource),
-                esc(&u.reason)
+                esc(&u.reason),
+                if u.transient {
+                    format!(
+                        " ({}: may pass on its own, e.g. a device plugin restarting or operands rolling)",
+                        u.code
+                    )
+                } else {
+                    String::new()
+                }
             );
             let mut beside = Vec::new();
             for f in u.free_same_name.iter().filter(|f| f.free > 0) {
@@ -257,6 +266,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
             }
         }
     }
+    held_back_text(&mut out, inv);
     if let Some(p) = inv.cluster_policy.policy() {
         let _ = writeln!(
             out,
@@ -426,6 +436,93 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
     }
 }
 
+/// Held-back units summed per class × resource name, in class order then first-seen
+/// order: `(class, resource, units)`; saturating.
+fn held_back_by_class(inv: &Inventory) -> Vec<(PodClass, String, i64)> {
+    let mut out: Vec<(PodClass, String, i64)> = Vec::new();
+    for h in &inv.held_back {
+        for (r, u) in &h.resources {
+            match out.iter_mut().find(|(c, x, _)| *c == h.class && x == r) {
+                Some(e) => e.2 = e.2.saturating_add(*u),
+                None => out.push((h.class, r.clone(), *u)),
+            }
+        }
+    }
+    out.sort_by_key(|(c, _, _)| *c);
+    out
+}
+
+/// The text sections of the pending GPU pods that are neither demand nor unservable
+/// ([`Inventory::held_back`]), and of the free units on cordoned nodes: each apart from
+/// the table, so a drain never reads as free capacity or as the split.
+fn held_back_text(out: &mut String, inv: &Inventory) {
+    use std::fmt::Write as _;
+    let heading = |c: PodClass| match c {
+        PodClass::Blocked => {
+            "Pending GPU pods kept off nodes that offer their names by a cordon, a taint or node maintenance (not the split):"
+        }
+        PodClass::Gated => {
+            "Pending GPU pods held by scheduling gates (not scheduled until the gates are removed):"
+        }
+        PodClass::OtherResource => {
+            "Pending GPU pods short of another resource (GPU units free: not GPU demand):"
+        }
+        _ => "Pending GPU pods the API server would refuse:",
+    };
+    for class in PodClass::ALL {
+        let pods: Vec<_> = inv.held_back.iter().filter(|h| h.class == class).collect();
+        if pods.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n{}", heading(class));
+        for h in pods {
+            let wants = h
+                .resources
+                .iter()
+                .map(|(r, u)| format!("{u} × {}", esc(r)))
+                .collect::<Vec<_>>()
+                .join(", ");
+            let by = h.by.iter().map(|b| esc(b)).collect::<Vec<_>>().join(", ");
+            let by = match class {
+                PodClass::Blocked if !by.is_empty() => format!(": kept off {by}"),
+                PodClass::Gated => format!(": gates {by}"),
+                PodClass::OtherResource if !by.is_empty() => {
+                    format!(": GPU units free on {by}, another resource short")
+                }
+                _ => String::new(),
+            };
+            let _ = writeln!(out, "  {} wants {wants} ({}){by}", esc(&h.pod), h.code);
+        }
+    }
+    let cordoned: Vec<String> = inv
+        .rows
+        .iter()
+        .filter(|r| r.cordoned_free > 0)
+        .map(|r| {
+            let nodes: Vec<&str> = r
+                .node_detail
+                .iter()
+                .filter(|u| u.cordoned && u.allocatable > u.allocated)
+                .map(|u| u.name.as_str())
+                .collect();
+            format!(
+                "{} {} in pool {} on {}",
+                r.cordoned_free,
+                esc(r.resource.as_deref().unwrap_or("")),
+                esc(&r.pool),
+                esc(&nodes.join(", "))
+            )
+        })
+        .collect();
+    if !cordoned.is_empty() {
+        let _ = writeln!(
+            out,
+            "\nCordoned: {} free but on cordoned nodes, not counted as FREE (kubectl uncordon NODE gives them back).",
+            cordoned.join("; ")
+        );
+    }
+}
+
 fn csv_field(s: &str) -> String {
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
@@ -436,7 +533,7 @@ fn csv_field(s: &str) -> String {
 
 fn csv(inv: &Inventory) -> String {
     let mut out = String::from(
-        "pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,pending,capacity_gpus,free_gpus\n",
+        "pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,pending,capacity_gpus,free_gpus,cordoned_free\n",
     );
     let opt = |v: Option<f64>| v.map(|g| gpus(Some(g))).unwrap_or_default();
     for r in &inv.rows {
@@ -457,6 +554,7 @@ fn csv(inv: &Inventory) -> String {
             r.pending.to_string(),
             opt(r.capacity_gpus),
             opt(r.free_gpus),
+            r.cordoned_free.to_string(),
         ];
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         let _ = writeln!(out, "{}", line.join(","));
@@ -465,10 +563,20 @@ fn csv(inv: &Inventory) -> String {
     {
         let _ = writeln!(
             out,
-            "(no pool can serve),,{},{},0,0,,,,,{},,",
+            "(no pool can serve),,{},{},0,0,,,,,{},,,",
             csv_field(&resource),
             crate::model::resource::classify(&resource).code(),
             units
+        );
+    }
+    // Pending GPU pods that are not demand of a pool (blocked, gated, short of another
+    // resource, invalid): one row per class × name, their units in `pending`.
+    for (class, resource, units) in held_back_by_class(inv) {
+        let _ = writeln!(
+            out,
+            "(held back: {class}),,{},{},0,0,,,,,{units},,,",
+            csv_field(&resource),
+            crate::model::resource::classify(&resource).code(),
         );
     }
     // DRA rows in the same columns: origin `dra`, resource `<driver>/<device type>`, class
@@ -489,6 +597,7 @@ fn csv(inv: &Inventory) -> String {
                 r.free.to_string(),
                 r.pending.to_string(),
                 r.physical.to_string(),
+                String::new(),
                 String::new(),
             ];
             let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
@@ -513,6 +622,14 @@ fn operands_text(out: &mut String, o: &crate::analysis::inventory::OperandReport
             out,
             "GPU Operator operands: not read ({}){state}.",
             o.source.note.as_deref().unwrap_or("")
+        );
+        return;
+    }
+    if o.pods == 0 {
+        let _ = writeln!(
+            out,
+            "GPU Operator operands: no operand pods found on {} GPU node(s) (GPU Operator not installed, or its namespace not in the pod dump){state}.",
+            o.nodes.len()
         );
         return;
     }

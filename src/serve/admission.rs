@@ -6,7 +6,9 @@
 //! Answers (AdmissionReview `admission.k8s.io/v1`, kubernetes/api `admission/v1/types.go`):
 //! - `warn` mode (default): `allowed: true` with one warning per finding; kubectl prints
 //!   each as `Warning: …`;
-//! - `enforce` mode: a finding denies (`allowed: false`, status 403 with the findings);
+//! - `enforce` mode: a finding whose cause can never pass on its own denies (`allowed:
+//!   false`, status 403 with the findings; [`crate::analysis::verdict::Verdict::permanent`]);
+//!   a transient one (`stale-only`: a device plugin restarting) is admitted with its warning;
 //! - another kind, an operation other than CREATE/UPDATE, an UPDATE that leaves the spec
 //!   as it was, an object the reader cannot read, or any review before the initial lists
 //!   are in: `allowed: true`, no warning;
@@ -205,10 +207,16 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
         return respond(Verdict::Skipped, &[]);
     };
     let findings = admission::review(&pod, index);
+    // Enforce mode denies only what can never run (explain's verdict: a permanent
+    // unservable or invalid cause); a transient one (a device plugin restarting lists its
+    // name with "0" for a moment, operands rolling) is admitted with its warning.
+    let permanent = findings
+        .iter()
+        .any(|w| crate::analysis::verdict::verdict(w.code, false).permanent());
     let verdict = match (findings.is_empty(), mode) {
         (true, _) => Verdict::Allowed,
-        (false, Mode::Warn) => Verdict::Warned,
-        (false, Mode::Enforce) => Verdict::Denied,
+        (false, Mode::Enforce) if permanent => Verdict::Denied,
+        (false, _) => Verdict::Warned,
     };
     respond(verdict, &findings)
 }
@@ -383,6 +391,30 @@ mod tests {
             body(&ok)["response"],
             json!({"uid": "705ab4f5-6393-11e8-b7cc-42010a800002", "allowed": true})
         );
+    }
+
+    #[test]
+    fn enforce_mode_admits_a_transient_stale_only_with_its_warning() {
+        // A device plugin restarting: the node lists its name with "0" for a moment. The
+        // launcher pod is warned, never denied: the wait passes on its own.
+        let mut n = NodeInfo::named("lab-node-1");
+        n.capacity
+            .insert("nvidia.com/GA102GL_A10".into(), "0".into());
+        n.allocatable = Some(n.capacity.clone());
+        let ix = admission::Index::build(&[n], None, None);
+        let mut launcher = pod("nvidia.com/GA102GL_A10");
+        launcher["metadata"]["name"] = json!("virt-launcher-vm-a-abcde");
+        let a = answer(&review("Pod", "", "CREATE", launcher), &ix, Mode::Enforce);
+        assert_eq!((a.status, a.verdict), (StatusCode::OK, Verdict::Warned));
+        assert_eq!(a.codes, ["stale-only"]);
+        assert_eq!(body(&a)["response"]["allowed"], true);
+        // The same index denies a name nobody lists: that can never run.
+        let d = answer(
+            &review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A1O")),
+            &ix,
+            Mode::Enforce,
+        );
+        assert_eq!(d.verdict, Verdict::Denied);
     }
 
     #[test]

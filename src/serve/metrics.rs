@@ -80,6 +80,16 @@ pub struct ResourceLabels {
     pub resource: String,
 }
 
+/// `{class, cause}` of a pending GPU pod's verdict.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PendingLabels {
+    /// The class ([`crate::analysis::verdict::PodClass`]): `demand`, `blocked`, `gated`,
+    /// `other-resource`, `unservable`, `invalid-spec`.
+    pub class: &'static str,
+    /// explain's cause code (`none` on the 0 series of a class without pods).
+    pub cause: &'static str,
+}
+
 /// `{resource, code}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct KubevirtLabels {
@@ -193,6 +203,7 @@ pub struct Metrics {
     workload_info: Family<WorkloadLabels, Gauge>,
     pool_units: [Family<PoolLabels, Gauge>; 5],
     unservable: Family<ResourceLabels, Gauge>,
+    pending: Family<PendingLabels, Gauge>,
     orphaned: Family<NodeResourceLabels, Gauge>,
     kubevirt_finding: Family<KubevirtLabels, Gauge>,
     last_evaluation: Gauge<f64, AtomicU64>,
@@ -280,6 +291,7 @@ impl Metrics {
             workload_info: Family::default(),
             pool_units: Default::default(),
             unservable: Family::default(),
+            pending: Family::default(),
             orphaned: Family::default(),
             kubevirt_finding: Family::default(),
             last_evaluation: Gauge::default(),
@@ -321,6 +333,11 @@ impl Metrics {
             "gpuwl_unservable_pods",
             "Pending pods asking for the resource that no pool can serve, whatever is freed (gpuwl inventory's unservable demand)",
             m.unservable.clone(),
+        );
+        registry.register(
+            "gpuwl_pending_gpu_pods",
+            "Pending GPU pods by the verdict gpuwl explain gives each (class demand|blocked|gated|other-resource|unservable|invalid-spec, cause = explain's cause code): the same classes inventory shows",
+            m.pending.clone(),
         );
         registry.register(
             "gpuwl_orphaned_holder_pods",
@@ -487,6 +504,14 @@ impl Metrics {
                     .get_or_create(&ResourceLabels {
                         resource: label_value(resource),
                     })
+                    .set(*pods);
+            }
+        }
+        if let Some(pending) = &e.pending {
+            self.pending.clear();
+            for ((class, cause), pods) in pending {
+                self.pending
+                    .get_or_create(&PendingLabels { class, cause })
                     .set(*pods);
             }
         }
@@ -764,6 +789,7 @@ mod tests {
                 ],
             }]),
             unservable: Some([("nvidia.com/gpu".to_owned(), unservable)].into()),
+            pending: Some([(("unservable", "unadvertised-name"), unservable)].into()),
             orphans: Some(vec![(
                 "lab-node-1".into(),
                 "nvidia.com/GA102GL_A10".into(),

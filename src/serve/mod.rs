@@ -638,6 +638,41 @@ async fn shutdown_signal() {
     }
 }
 
+/// How long one evaluation waits for the DRA lists.
+const DRA_LIST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The cluster's DRA objects for one evaluation, or `None` (not served, refused, or no
+/// answer within [`DRA_LIST_TIMEOUT`]; an error is logged). The list runs on a blocking
+/// thread of the runtime: its future borrows across awaits in a way the evaluator's spawned
+/// task cannot carry.
+async fn list_dra(client: kube::Client) -> Option<crate::model::dra::DraObjects> {
+    let handle = tokio::runtime::Handle::current();
+    let listed = tokio::task::spawn_blocking(move || {
+        handle.block_on(async {
+            tokio::time::timeout(DRA_LIST_TIMEOUT, crate::input::dra::list(&client)).await
+        })
+    })
+    .await;
+    match listed {
+        Ok(Ok(Ok((objects, crate::model::dra::DraSource::Cluster)))) => Some(objects),
+        Ok(Ok(Ok(_))) => None,
+        Ok(Ok(Err(e))) => {
+            log(&format!("DRA objects not read: {e}"));
+            None
+        }
+        Ok(Err(_)) => {
+            log(&format!(
+                "DRA objects not read: no answer within {DRA_LIST_TIMEOUT:?}"
+            ));
+            None
+        }
+        Err(e) => {
+            log(&format!("DRA objects not read: {e}"));
+            None
+        }
+    }
+}
+
 /// Waits for changes, debounces, evaluates, publishes. The first evaluation waits for the
 /// initial lists.
 async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
@@ -656,6 +691,9 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
         if !lock(&shared.health).reachable {
             continue;
         }
+        // DRA objects are listed for each evaluation (the API may not serve
+        // resource.k8s.io: then none, said once in the log), with a timeout of their own.
+        let dra = list_dra(shared.client()).await;
         lock(&shared.health).evaluating_since = Some(Instant::now());
         // The analyses read the copy in place, holding the store (watchers wait meanwhile).
         let reader = shared.clone();
@@ -668,11 +706,12 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             let mut retire = None;
             let policy = s.policy_status();
             let kv = s.kubevirt_cr();
-            let e = state::evaluate(
+            let e = state::evaluate_with_dra(
                 s.nodes.as_slice(),
                 s.pods.as_slice(),
                 &policy,
                 kv.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
+                dra.as_ref(),
             );
             if reader.admission_enabled {
                 let (index, flagged) = state::admission(
@@ -717,7 +756,7 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
         let first = !std::mem::replace(&mut lock(&shared.health).evaluated, true);
         if first {
             log(&format!(
-                "ready: {nodes} nodes, {pods} pods with extended-resource requests, evaluated in {} ms",
+                "ready: {nodes} nodes, {pods} pods with extended-resource requests or resource claims, evaluated in {} ms",
                 took.as_millis()
             ));
         }

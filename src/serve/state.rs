@@ -181,6 +181,10 @@ pub struct Evaluation {
     /// advertised or asked for appears (0 when none waits), so the series drop to 0
     /// instead of vanishing. `None` with [`Evaluation::pools`].
     pub unservable: Option<BTreeMap<String, i64>>,
+    /// Pending GPU pods by explain's verdict ([`crate::analysis::verdict`]): (class, cause
+    /// code) → pods, every class present (0 when none), so the series drop to 0; `None`
+    /// with [`Evaluation::pools`].
+    pub pending: Option<BTreeMap<(&'static str, &'static str), i64>>,
     /// Orphaned holders ([`crate::analysis::orphans`]) as (node, resource, pods), from the
     /// inventory; `None` with [`Evaluation::pools`].
     pub orphans: Option<Vec<(String, String, i64)>>,
@@ -198,12 +202,27 @@ pub fn evaluate(
     policy: &PolicyStatus,
     kubevirt_cr: Option<std::result::Result<&PermittedHostDevices, String>>,
 ) -> Evaluation {
+    evaluate_with_dra(nodes, pods, policy, kubevirt_cr, None)
+}
+
+/// [`evaluate`] with the DRA objects listed from the cluster (`None`: the API does not
+/// serve `resource.k8s.io`, or they could not be read): nodes are judged with them as
+/// `check` judges them ([`check::judge_node`]: `dra-and-device-plugin`, `gpus-via-dra`),
+/// and the inventory's DRA rows become pool series with origin `dra`.
+pub fn evaluate_with_dra(
+    nodes: &[NodeInfo],
+    pods: &[PodInfo],
+    policy: &PolicyStatus,
+    kubevirt_cr: Option<std::result::Result<&PermittedHostDevices, String>>,
+    dra: Option<&crate::model::dra::DraObjects>,
+) -> Evaluation {
     let classifier = Classifier::default();
     let mut problems = Vec::new();
+    let dra_nodes = dra.map(check::DraNodes::from_objects);
     let mut node_evals: Vec<NodeEval> = nodes
         .iter()
         .filter_map(|n| {
-            let r = check::judge(n, &classifier, policy.policy());
+            let r = check::judge_node(n, &classifier, policy.policy(), dra_nodes.as_ref());
             let in_pool = r.label.is_some() || r.resources.iter().any(|e| e.class.is_gpu());
             if !in_pool && r.findings.is_empty() {
                 return None;
@@ -233,15 +252,23 @@ pub fn evaluate(
         .collect();
 
     let mut orphans = None;
+    let mut pending = None;
     let (pools, unservable) = match inventory::build(nodes, pods, policy) {
-        Ok(inv) => {
+        Ok(mut inv) => {
+            if let Some(d) = dra {
+                inventory::attach_dra(
+                    &mut inv,
+                    d,
+                    crate::model::dra::DraSource::Cluster,
+                    nodes,
+                    policy.policy(),
+                );
+            }
             // Orphaned holders are check findings too (a warning), beside their count.
             for o in &inv.orphans {
                 if let Some(n) = node_evals.iter_mut().find(|n| n.name == o.node) {
-                    let f = (
-                        check::Code::OrphanedHolder.as_str(),
-                        check::Code::OrphanedHolder.severity().as_str(),
-                    );
+                    let code = check::orphan_finding(o).code;
+                    let f = (code.as_str(), code.severity().as_str());
                     if !n.findings.contains(&f) {
                         n.findings.push(f);
                         n.findings.sort_unstable();
@@ -284,6 +311,22 @@ pub fn evaluate(
                     ],
                 });
             }
+            // DRA devices per pool × driver/device type, as inventory's CSV names them.
+            for row in inv.dra.iter().flat_map(|d| &d.rows) {
+                let devices = i64::try_from(row.devices).unwrap_or(i64::MAX);
+                pools.push(PoolEval {
+                    pool: dra_pool(&row.pool),
+                    origin: "dra",
+                    resource: format!("{}/{}", row.driver, row.device_type),
+                    units: [
+                        ("capacity", devices),
+                        ("allocatable", devices),
+                        ("allocated", to_i64(row.allocated)),
+                        ("free", to_i64(row.free)),
+                        ("pending", to_i64(row.pending)),
+                    ],
+                });
+            }
             for u in &inv.unservable {
                 unservable
                     .entry(u.resource.clone())
@@ -294,6 +337,7 @@ pub fn evaluate(
                 .into_iter()
                 .map(|(r, pods)| (r, i64::try_from(pods.len()).unwrap_or(i64::MAX)))
                 .collect();
+            pending = Some(pending_by_class(&inv));
             (Some(pools), Some(counts))
         }
         Err(e) => {
@@ -328,10 +372,57 @@ pub fn evaluate(
         nodes: node_evals,
         pools,
         unservable,
+        pending,
         orphans,
         kubevirt,
         problems,
     }
+}
+
+/// A count as a metric value (saturating).
+fn to_i64<T: TryInto<i64>>(v: T) -> i64 {
+    v.try_into().unwrap_or(i64::MAX)
+}
+
+/// The pool label of a DRA row: its workload config's name when it is one, else `dra`.
+fn dra_pool(pool: &str) -> &'static str {
+    pool.split_whitespace()
+        .next()
+        .and_then(|w| w.parse::<WorkloadConfig>().ok())
+        .map_or("dra", |w| w.as_str())
+}
+
+/// Pending GPU pods per (class, cause code) of explain's verdict, as inventory sorted
+/// them: demand (per pod once, whatever pools it fits), unservable, held back. Every
+/// class has at least one entry (`(class, "none")` = 0 when no pod has it).
+pub fn pending_by_class(inv: &inventory::Inventory) -> BTreeMap<(&'static str, &'static str), i64> {
+    use crate::analysis::verdict::PodClass;
+    let mut pods: BTreeMap<(&'static str, &'static str), BTreeSet<&str>> = BTreeMap::new();
+    for h in &inv.demand_pods {
+        pods.entry((h.class.as_str(), h.code.as_str()))
+            .or_default()
+            .insert(h.pod.as_str());
+    }
+    for u in &inv.unservable {
+        pods.entry((PodClass::Unservable.as_str(), u.code.as_str()))
+            .or_default()
+            .insert(u.pod.as_str());
+    }
+    for h in &inv.held_back {
+        pods.entry((h.class.as_str(), h.code.as_str()))
+            .or_default()
+            .insert(h.pod.as_str());
+    }
+    let mut out: BTreeMap<(&'static str, &'static str), i64> = pods
+        .into_iter()
+        .map(|(k, v)| (k, i64::try_from(v.len()).unwrap_or(i64::MAX)))
+        .collect();
+    for c in PodClass::ALL {
+        if c != PodClass::NotJudged && !out.keys().any(|(class, _)| *class == c.as_str()) {
+            out.insert((c.as_str(), "none"), 0);
+        }
+    }
+    out
 }
 
 /// The admission guard's index over one snapshot ([`admission::Index::build`]), and how
@@ -488,7 +579,7 @@ mod tests {
     }
 
     #[test]
-    fn a_vm_on_a_name_its_node_stopped_advertising_is_an_orphaned_holder() {
+    fn a_vm_on_a_name_its_node_stopped_advertising_is_a_holder_at_risk() {
         let (mut nodes, pods) = lab();
         // lab-node-1 relabelled to container: it advertises nvidia.com/gpu now, while the
         // passthrough VM keeps running on its GA102GL_A10.
@@ -506,17 +597,17 @@ mod tests {
                 1
             )]
         );
+        // A VM under a relabel is an error (the alert is critical), not a warning.
         assert!(
-            e.nodes[1]
-                .findings
-                .contains(&("orphaned-holder", "warning")),
+            e.nodes[1].findings.contains(&("holder-at-risk", "error")),
             "{:?}",
             e.nodes[1].findings
         );
         assert!(
             !e.nodes[0]
                 .findings
-                .contains(&("orphaned-holder", "warning"))
+                .iter()
+                .any(|(c, _)| c.contains("holder"))
         );
     }
 

@@ -120,7 +120,8 @@ impl CrMirror {
 pub struct Store {
     /// Nodes by name.
     pub nodes: Mirror<NodeInfo>,
-    /// Non-terminal pods with extended-resource requests, by `namespace/name`.
+    /// Non-terminal pods with extended-resource requests or resource claims (DRA), by
+    /// `namespace/name`.
     pub pods: Mirror<PodInfo>,
     /// ClusterPolicies.
     pub policy: CrMirror,
@@ -632,7 +633,10 @@ pub async fn pods(shared: Arc<Shared>) {
                 p.metadata.name.as_deref().unwrap_or("")
             );
             match pods::pod_info(p) {
-                Ok(info) if !info.requests.is_empty() => (key, Some(info)),
+                // DRA pods ask for GPUs through claims, not extended resources.
+                Ok(info) if !info.requests.is_empty() || !info.resource_claims.is_empty() => {
+                    (key, Some(info))
+                }
                 Ok(_) => (key, None),
                 Err(e) => {
                     log(&format!("skipping pod {key}: {e}"));

@@ -122,6 +122,16 @@ pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
     if bound && let Some(n) = &pod.node_name {
         spec["nodeName"] = json!(n);
     }
+    // A gated pod stays gated in the twin: the scheduler skips it there too. (A bound
+    // pod cannot carry gates: the API server refuses nodeName with schedulingGates.)
+    if !pod.scheduling_gates.is_empty() && spec.get("nodeName").is_none() {
+        spec["schedulingGates"] = json!(
+            pod.scheduling_gates
+                .iter()
+                .map(|g| json!({"name": g}))
+                .collect::<Vec<_>>()
+        );
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -188,6 +198,7 @@ mod tests {
                 }],
                 match_fields: vec![],
             }]),
+            scheduling_gates: Vec::new(),
             tolerations: Arc::from(vec![Toleration {
                 key: Some("nvidia.com/gpu".into()),
                 operator: Some("Exists".into()),
@@ -229,6 +240,19 @@ mod tests {
         assert_eq!(p.metadata.name.as_deref(), Some("train"));
         // Unbound: no nodeName.
         assert!(pod_object(&pod(), false)["spec"].get("nodeName").is_none());
+        // Gates travel with an unbound pod (the twin's scheduler skips it too), never
+        // with a bound one (the API server refuses nodeName with gates).
+        let mut gated = pod();
+        gated.scheduling_gates = vec!["example.com/quota".into()];
+        assert_eq!(
+            pod_object(&gated, false)["spec"]["schedulingGates"][0]["name"],
+            "example.com/quota"
+        );
+        assert!(
+            pod_object(&gated, true)["spec"]
+                .get("schedulingGates")
+                .is_none()
+        );
     }
 
     #[test]

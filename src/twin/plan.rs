@@ -324,6 +324,7 @@ mod tests {
             phase: Some(if node.is_some() { "Running" } else { "Pending" }.into()),
             node_selector: BTreeMap::new(),
             required_affinity: None,
+            scheduling_gates: Vec::new(),
             tolerations: Arc::from(Vec::new()),
             conditions: vec![],
             requests: Arc::new(BTreeMap::from([(res.to_string(), 1)])),

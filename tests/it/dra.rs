@@ -89,12 +89,12 @@ fn csv_carries_the_dra_rows_in_the_same_columns() {
     ]);
     let dra: Vec<&str> = csv.lines().filter(|l| l.contains(",dra,")).collect();
     // pool,origin,resource,class,nodes,stale_nodes,capacity,allocatable,allocated,free,
-    // pending,capacity_gpus,free_gpus
+    // pending,capacity_gpus,free_gpus,cordoned_free
     assert_eq!(
         dra,
         [
-            "container,dra,gpu.nvidia.com/gpu,dra-device,1,0,2,2,1,0,1,2,",
-            "container,dra,gpu.nvidia.com/vfio,dra-device,1,0,2,2,1,0,1,2,",
+            "container,dra,gpu.nvidia.com/gpu,dra-device,1,0,2,2,1,0,1,2,,",
+            "container,dra,gpu.nvidia.com/vfio,dra-device,1,0,2,2,1,0,1,2,,",
         ],
         "{csv}"
     );

@@ -123,6 +123,10 @@ pub struct NodeReport {
     /// were read ([`attach_operands`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operand_pods: Option<Vec<crate::model::operand::OperandPod>>,
+    /// Devices NVIDIA's DRA driver (`gpu.nvidia.com`) publishes on the node, when DRA
+    /// objects were read (`None`: not read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dra_devices: Option<usize>,
 }
 
 /// The result of checking a set of nodes.
@@ -144,6 +148,8 @@ pub struct Report {
     pub gpu_nodes: usize,
     /// The gate (`check --effective`), when the report is judged as one.
     pub gate: Option<Gate>,
+    /// `--expect-gpu-nodes N`: fewer GPU nodes judged fails, gate or not.
+    pub expect_gpu_nodes: Option<usize>,
     /// Where the operand pods of [`attach_operands`] came from, when that ran.
     pub operand_source: Option<crate::model::operand::OperandSource>,
 }
@@ -157,6 +163,9 @@ pub struct Gate {
     pub fail_on: std::collections::BTreeSet<Code>,
     /// `--ignore`: codes dropped (never fail, not reported).
     pub ignore: std::collections::BTreeSet<Code>,
+    /// `--allow-empty`: judging no GPU node at all passes. Without it an empty judgment
+    /// fails: a gate pointed at the wrong cluster (a context mix-up in CI) must not pass.
+    pub allow_empty: bool,
 }
 
 impl Gate {
@@ -187,14 +196,35 @@ impl Report {
         })
     }
 
+    /// Why the number of GPU nodes judged fails, if it does: fewer than
+    /// `--expect-gpu-nodes`, or (with a gate, without `--allow-empty`) none at all. Plain
+    /// check keeps the seed's contract (`OK=0`, exit 0) on an empty judgment.
+    pub fn too_few_gpu_nodes(&self) -> Option<String> {
+        if let Some(want) = self.expect_gpu_nodes
+            && self.gpu_nodes < want
+        {
+            return Some(format!(
+                "{} GPU node(s) judged, fewer than --expect-gpu-nodes {want}",
+                self.gpu_nodes
+            ));
+        }
+        match &self.gate {
+            Some(g) if !g.allow_empty && self.gpu_nodes == 0 => Some(format!(
+                "0 GPU nodes judged among {} node(s): no node carries the workload label, lists a GPU resource or has NFD's NVIDIA labels — the wrong cluster or context? (--allow-empty passes this)",
+                self.nodes_seen
+            )),
+            _ => None,
+        }
+    }
+
     /// Plain check: [`ExitStatus::Mismatch`] (1) when any node mismatches, else
     /// [`ExitStatus::Ok`] (0). With a gate: 1 when any finding fails it
-    /// ([`Report::failing`]), else 0.
+    /// ([`Report::failing`]), else 0. Either way 1 when [`Report::too_few_gpu_nodes`].
     pub fn exit_status(&self) -> ExitStatus {
         let fails = match &self.gate {
             Some(_) => self.failing().next().is_some(),
             None => self.mismatches().next().is_some(),
-        };
+        } || self.too_few_gpu_nodes().is_some();
         if fails {
             ExitStatus::Mismatch
         } else {
@@ -243,6 +273,8 @@ pub struct Options {
     /// `orphaned-holder` findings.
     pub pods:
         Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
+    /// `--expect-gpu-nodes N` ([`Report::too_few_gpu_nodes`]).
+    pub expect_gpu_nodes: Option<usize>,
 }
 
 /// The DRA facts `check` uses: per node, the devices NVIDIA's DRA driver
@@ -394,7 +426,10 @@ impl Checker {
             classifier: Classifier::with_ignore_globs(options.ignore_resources.iter().cloned()),
             policy: options.cluster_policy.clone(),
             warning_lines: options.warning_lines,
-            report: Report::default(),
+            report: Report {
+                expect_gpu_nodes: options.expect_gpu_nodes,
+                ..Report::default()
+            },
             mismatches_only: options.mismatches_only && options.gate.is_none(),
             dra: options.dra.clone(),
             pods: options.pods.clone(),
@@ -410,40 +445,15 @@ impl Checker {
     /// Judges one node and records its report when it is labelled or has findings.
     pub fn add(&mut self, node: &NodeInfo) {
         self.report.nodes_seen += 1;
-        // A DeviceClass's extendedResourceName counts as advertised by the nodes whose
-        // devices it selects (the scheduler serves such requests from DRA).
-        let via_dra = self
-            .dra
-            .as_ref()
-            .and_then(|d| d.extended_by_node.get(&node.name));
-        let augmented;
-        let mut synthesized = std::collections::BTreeSet::new();
-        let node = match via_dra {
-            Some(names) => {
-                let mut n = node.clone();
-                for (name, count) in names {
-                    if !n.capacity.contains_key(name) {
-                        synthesized.insert(name.clone());
-                        n.capacity.insert(name.clone(), count.to_string());
-                    }
-                    if let Some(a) = &mut n.allocatable
-                        && !a.contains_key(name)
-                    {
-                        a.insert(name.clone(), count.to_string());
-                    }
-                }
-                augmented = n;
-                &augmented
-            }
-            None => node,
-        };
-        let mut r = judge(node, &self.classifier, self.policy.as_ref());
-        if let Some(f) = self.dra.as_ref().and_then(|d| d.finding(&r, &synthesized)) {
-            r.findings.push(f);
-        }
+        let mut r = judge_node(
+            node,
+            &self.classifier,
+            self.policy.as_ref(),
+            self.dra.as_ref(),
+        );
         if let Some(pods) = self.pods.as_ref().and_then(|p| p.get(&node.name)) {
             r.findings.extend(
-                crate::analysis::orphans::of_node(node, pods)
+                crate::analysis::orphans::of_node(node, pods, self.policy.as_ref())
                     .iter()
                     .map(orphan_finding),
             );
@@ -469,14 +479,18 @@ impl Checker {
             }) {
                 self.report.warnings_total += 1;
                 if self.report.warning_lines.len() < WARNING_LINES {
+                    // Plain check never fails on these: an error here is a note of what
+                    // the gate (`--effective`) fails on, not an error of this run.
+                    let line = match f.severity {
+                        Severity::Error => format!(
+                            "note: {}: {} (an error of {}: gpuwl check --effective fails on it)",
+                            r.name, f.message, f.code
+                        ),
+                        _ => format!("{}: {}: {}", f.severity.as_str(), r.name, f.message),
+                    };
                     self.report
                         .warning_lines
-                        .push(crate::text::escape_controls(&format!(
-                            "{}: {}: {}",
-                            f.severity.as_str(),
-                            r.name,
-                            f.message
-                        )));
+                        .push(crate::text::escape_controls(&line));
                 }
             }
         }
@@ -626,17 +640,126 @@ pub fn judge(
         resources: facts.resources.into_iter().map(|r| r.entry).collect(),
         findings,
         operand_pods: None,
+        dra_devices: None,
     }
 }
 
-/// The `orphaned-holder` finding of `o` ([`crate::analysis::orphans`]).
+/// [`judge`] with the DRA facts when DRA objects were read: a DeviceClass's
+/// `extendedResourceName` counts as advertised by the nodes whose devices it selects (the
+/// scheduler serves such requests from DRA), `dra-and-device-plugin` when a device plugin
+/// advertises GPUs NVIDIA's DRA driver publishes too, and a node whose GPUs only the DRA
+/// driver publishes judged as a DRA node ([`judge_dra_only`]). `check`, `triage` and
+/// `serve` judge nodes through this one function.
+pub fn judge_node(
+    node: &NodeInfo,
+    classifier: &Classifier,
+    policy: Option<&ClusterPolicy>,
+    dra: Option<&DraNodes>,
+) -> NodeReport {
+    let Some(d) = dra else {
+        return judge(node, classifier, policy);
+    };
+    let mut synthesized = std::collections::BTreeSet::new();
+    let augmented;
+    let node = match d.extended_by_node.get(&node.name) {
+        Some(names) => {
+            let mut n = node.clone();
+            for (name, count) in names {
+                if !n.capacity.contains_key(name) {
+                    synthesized.insert(name.clone());
+                    n.capacity.insert(name.clone(), count.to_string());
+                }
+                if let Some(a) = &mut n.allocatable
+                    && !a.contains_key(name)
+                {
+                    a.insert(name.clone(), count.to_string());
+                }
+            }
+            augmented = n;
+            &augmented
+        }
+        None => node,
+    };
+    let mut r = judge(node, classifier, policy);
+    r.dra_devices = Some(d.devices.get(&node.name).copied().unwrap_or(0));
+    if let Some(f) = d.finding(&r, &synthesized) {
+        r.findings.push(f);
+    }
+    judge_dra_only(&mut r);
+    r
+}
+
+/// A node whose GPUs NVIDIA's DRA driver publishes ([`NodeReport::dra_devices`] > 0) and
+/// where no device plugin advertises a GPU name is judged as a DRA node: its
+/// `no-gpu-resource` is dropped (pods claim those GPUs, they ask for no extended resource),
+/// a `gpus-via-dra` info says so, and the line-contract verdict is taken again without it.
+fn judge_dra_only(r: &mut NodeReport) {
+    let devices = r.dra_devices.unwrap_or(0);
+    let plugin = r.resources.iter().any(|e| e.advertised && e.class.is_gpu());
+    if devices == 0 || plugin {
+        return;
+    }
+    r.findings.retain(|f| f.code != Code::NoGpuResource);
+    r.findings.push(Finding {
+        code: Code::GpusViaDra,
+        severity: Code::GpusViaDra.severity(),
+        resource: None,
+        message: format!(
+            "NVIDIA's DRA driver ({NVIDIA_GPU_DRIVER}) publishes {devices} device(s) here and no device plugin advertises a GPU name: pods get these GPUs with ResourceClaims (gpuwl inventory shows them in its DRA table)"
+        ),
+    });
+    r.findings.sort_by_key(|f| f.severity);
+    if r.verdict == Verdict::Mismatch {
+        let errors: Vec<&str> = r
+            .findings
+            .iter()
+            .filter(|f| f.severity == Severity::Error && f.code.in_line_contract())
+            .map(|f| f.message.as_str())
+            .collect();
+        if errors.is_empty() {
+            r.verdict = Verdict::Ok;
+            r.reason = None;
+        } else {
+            r.reason = Some(errors.join("; "));
+        }
+    }
+}
+
+/// The finding of an orphaned holding `o` ([`crate::analysis::orphans`]):
+/// `holder-at-risk` (an error) when a VM holds the name or the node's workload class
+/// changed under the holders ([`crate::analysis::orphans::Orphan::at_risk`]), else
+/// `orphaned-holder` (a warning).
 pub fn orphan_finding(o: &crate::analysis::orphans::Orphan) -> Finding {
+    let code = if o.at_risk() {
+        Code::HolderAtRisk
+    } else {
+        Code::OrphanedHolder
+    };
+    let consequence = if o.at_risk() {
+        let vms = o.vms();
+        let who = if vms.is_empty() {
+            "these pods".to_owned()
+        } else {
+            format!("VM {}", vms.join(", VM "))
+        };
+        if o.class_changed {
+            format!(
+                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back"
+            )
+        } else {
+            format!(
+                "the device plugin no longer offers it (restarting, or gone): {who} may lose the GPU if the plugin does not come back; a VM that restarts or migrates cannot come back here"
+            )
+        }
+    } else {
+        "they keep running, but one that restarts or is recreated cannot come back here".to_owned()
+    };
     Finding {
-        code: Code::OrphanedHolder,
-        severity: Code::OrphanedHolder.severity(),
+        code,
+        severity: code.severity(),
         resource: Some(o.resource.clone()),
         message: format!(
-            "{} bound pod(s) hold {} {} that the node no longer advertises ({}): {}; they keep running, but one that restarts or is recreated cannot come back here",
+            "{} bound pod(s) hold {} {} that the node no longer advertises ({}): {}; {consequence}",
             o.holders.len(),
             o.units,
             o.resource,
@@ -1029,6 +1152,7 @@ mod tests {
             gate: Some(Gate {
                 fail_on: fail_on.iter().copied().collect(),
                 ignore: ignore.iter().copied().collect(),
+                allow_empty: false,
             }),
             ..Options::default()
         }
@@ -1228,11 +1352,16 @@ mod tests {
     fn an_extended_resource_name_of_a_device_class_counts_as_advertised() {
         let dra_only = node("dra-node", Some("container"), &[]);
         let r = check_dra(std::slice::from_ref(&dra_only), dra("dra-node", None));
+        // NVIDIA's classes set no extendedResourceName: the node's GPUs come only through
+        // DRA, and it is judged as a DRA node (issue 34), never "advertises no GPU".
+        assert_eq!(r.nodes[0].verdict, Verdict::Ok, "{:?}", r.nodes[0]);
+        assert_eq!(codes(&r.nodes[0]), [Code::GpusViaDra]);
         assert_eq!(
-            r.nodes[0].verdict,
-            Verdict::Mismatch,
-            "no name without extendedResourceName"
+            r.nodes[0].dra_devices,
+            Some(4),
+            "two GPUs, each as gpu and vfio"
         );
+        assert_eq!(r.exit_status(), ExitStatus::Ok);
         let r = check_dra(&[dra_only], dra("dra-node", Some("nvidia.com/gpu")));
         // The class selects the 2 `gpu` devices: nvidia.com/gpu 2, a container resource.
         assert_eq!(r.nodes[0].verdict, Verdict::Ok, "{:?}", r.nodes[0]);

@@ -29,6 +29,7 @@ use crate::analysis::fit::{self, Failure, NodeFit};
 use crate::analysis::names::{self, Suggestion};
 use crate::analysis::placement::{self, Exclusion};
 use crate::analysis::usage::Usage;
+use crate::analysis::verdict::{self, Verdict};
 use crate::error::Result;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
@@ -164,6 +165,18 @@ pub struct Explanation {
     pub predicted_message: Option<String>,
     /// The stable diagnosis code ([`CauseCode`]): the primary cause.
     pub cause_code: CauseCode,
+    /// The verdict every command uses for this pod ([`crate::analysis::verdict`]): the
+    /// class of its wait (demand, blocked, gated, other-resource, unservable, ...) and
+    /// whether it can pass on its own.
+    pub verdict: Verdict,
+    /// Nodes that offer every requested name with enough allocatable units and are kept
+    /// from the pod only by a cordon or taints (a drain, a dedicated taint): when the
+    /// cause is `excluded`, the pod is blocked there, not unservable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_off: Vec<String>,
+    /// `spec.schedulingGates[].name`: while any is present the scheduler skips the pod.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub scheduling_gates: Vec<String>,
     /// Every blocking cause found, the primary first, then the others in the scheduler's
     /// filter order (cordon/taints/selector → `excluded`; GPU units short on a node that
     /// advertises them → `too-large`/`in-use`/`insufficient`; cpu, memory, pods and the
@@ -199,9 +212,41 @@ pub struct Explanation {
 /// Errors: [`crate::error::Error::Input`] when a node's quantity of an extended resource is
 /// not a whole number.
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
-    let (mut e, usage) = gather(pod, inputs)?;
-    diagnose(pod, inputs, &usage, &mut e);
-    Ok(e)
+    Shared::new(inputs).explain(pod)
+}
+
+/// What every explanation against the same inputs shares: the per node × resource table
+/// ([`Usage`]) and the resources each node's bound pods request ([`fit::requested`]).
+/// Built once, it makes explaining every pending pod of a cluster (inventory, serve,
+/// triage) cost per pod only the per-node filters, not a pass over all pods.
+pub struct Shared<'a> {
+    inputs: Inputs<'a>,
+    usage: Usage,
+    requested: Option<BTreeMap<String, fit::Requested>>,
+}
+
+impl<'a> Shared<'a> {
+    /// Computes the shared tables of `inputs`.
+    pub fn new(inputs: Inputs<'a>) -> Shared<'a> {
+        Shared {
+            usage: Usage::build(
+                inputs.nodes.unwrap_or(&[]),
+                inputs.pods,
+                inputs.cluster_policy,
+            ),
+            requested: inputs.pods.map(fit::requested),
+            inputs,
+        }
+    }
+
+    /// Explains `pod` ([`explain`]).
+    ///
+    /// Errors: as [`explain`].
+    pub fn explain(&self, pod: &PodInfo) -> Result<Explanation> {
+        let mut e = gather_with(pod, self.inputs, &self.usage, self.requested.as_ref())?;
+        diagnose(pod, self.inputs, &self.usage, &mut e);
+        Ok(e)
+    }
 }
 
 /// The facts, gathered before any rule runs (like `check`'s gather step): per requested
@@ -212,9 +257,25 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
 ///
 /// Errors: as [`explain`].
 pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)> {
+    let usage = Usage::build(
+        inputs.nodes.unwrap_or(&[]),
+        inputs.pods,
+        inputs.cluster_policy,
+    );
+    let requested = inputs.pods.map(fit::requested);
+    let e = gather_with(pod, inputs, &usage, requested.as_ref())?;
+    Ok((e, usage))
+}
+
+/// [`gather`] with the shared tables computed by the caller ([`Shared`]).
+fn gather_with(
+    pod: &PodInfo,
+    inputs: Inputs<'_>,
+    usage: &Usage,
+    requested: Option<&BTreeMap<String, fit::Requested>>,
+) -> Result<Explanation> {
     let nodes_known = inputs.nodes.is_some();
     let nodes = inputs.nodes.unwrap_or(&[]);
-    let usage = Usage::build(nodes, inputs.pods, inputs.cluster_policy);
     let exclusions: BTreeMap<&str, Vec<Exclusion>> = nodes
         .iter()
         .map(|n| (n.name.as_str(), placement::exclusions(pod, n)))
@@ -353,7 +414,22 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
                 tainted.into_iter().collect::<Vec<_>>().join(", "),
                 pod.tolerations.len()
             ),
-            allows: names_where(&|e| matches!(e, Exclusion::Taint { .. })),
+            // The cordon's own taint is said once, as the cordon; the TaintToleration
+            // filter still rejects a node that carries it untolerated.
+            allows: nodes
+                .iter()
+                .filter(|n| {
+                    !exclusions[n.name.as_str()].iter().any(|e| {
+                        matches!(e, Exclusion::Taint { .. })
+                            || (matches!(e, Exclusion::Unschedulable)
+                                && n.taints.iter().any(|t| {
+                                    t.key == placement::UNSCHEDULABLE_TAINT
+                                        && matches!(t.effect.as_str(), "NoSchedule" | "NoExecute")
+                                }))
+                    })
+                })
+                .map(|n| n.name.clone())
+                .collect(),
         });
     }
     let allowed_nodes: Vec<String> = nodes
@@ -385,10 +461,26 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
         .cloned()
         .collect();
 
+    let held_off: Vec<String> = nodes
+        .iter()
+        .filter(|n| {
+            let ex = &exclusions[n.name.as_str()];
+            !ex.is_empty()
+                && ex
+                    .iter()
+                    .all(|e| matches!(e, Exclusion::Unschedulable | Exclusion::Taint { .. }))
+                && requests.iter().all(|rv| {
+                    rv.advertisers
+                        .iter()
+                        .any(|a| a.node == n.name && a.allocatable >= rv.units)
+                })
+        })
+        .map(|n| n.name.clone())
+        .collect();
+
     // The scheduler's filters, node by node (every resource, not only extended ones).
-    let requested = inputs.pods.map(fit::requested);
     let filters: Vec<NodeFit> = if pod.node_name.is_none() {
-        fit::filter(pod, nodes, requested.as_ref())
+        fit::filter(pod, nodes, requested)
     } else {
         Vec::new()
     };
@@ -417,6 +509,9 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
         predicted_message,
         kubevirt: inputs.kubevirt.map(|k| k.object.clone()),
         cause_code: CauseCode::FitsNow,
+        verdict: verdict::verdict(CauseCode::FitsNow, false),
+        held_off,
+        scheduling_gates: pod.scheduling_gates.clone(),
         cause_codes: Vec::new(),
         cause: String::new(),
         fix: String::new(),
@@ -490,7 +585,7 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
         e.notes
             .push(format!("skipped (not a valid device count): {bad}"));
     }
-    Ok((e, usage))
+    Ok(e)
 }
 
 /// Runs the rules over the gathered facts and fills in the diagnosis.
@@ -521,7 +616,55 @@ fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanatio
     e.cause = d.cause;
     e.fix = d.fix;
     e.evidence = d.evidence;
+    if pod.node_name.is_none() && !pod.scheduling_gates.is_empty() && verdict::gates_apply(d.code) {
+        gated(pod, e);
+    }
+    e.verdict = verdict::verdict(e.cause_code, !e.held_off.is_empty());
     scheduler_notes(e);
+}
+
+/// Puts `gated` in front of a diagnosis: the scheduler skips the pod while
+/// `spec.schedulingGates` has an entry (the API server writes `PodScheduled=False,
+/// SchedulingGated`; kubernetes/kubernetes `pkg/scheduler/framework/plugins/schedulinggates`),
+/// so the gates hold it now and the rules' cause is what would hold it once they are gone.
+fn gated(pod: &PodInfo, e: &mut Explanation) {
+    let gates = pod
+        .scheduling_gates
+        .iter()
+        .map(|g| crate::text::cut(g))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let then = if e.cause_code == CauseCode::FitsNow {
+        "once they are removed, it fits now".to_owned()
+    } else {
+        format!(
+            "once they are removed, it would wait on `{}`: {}",
+            e.cause_code, e.cause
+        )
+    };
+    e.cause = format!(
+        "the {} is held by scheduling gates ({gates}): the scheduler does not consider it until every gate is removed; {then}",
+        match pod.kind {
+            ObjectKind::Pod => "pod",
+            _ => "VM",
+        }
+    );
+    let release = format!(
+        "kubectl patch pod {} -n {} --type=json -p '[{{\"op\":\"remove\",\"path\":\"/spec/schedulingGates\"}}]'",
+        pod.name, pod.namespace
+    );
+    let after = if e.cause_code == CauseCode::FitsNow || e.fix.is_empty() {
+        String::new()
+    } else {
+        format!("; then: {}", e.fix)
+    };
+    e.fix = format!(
+        "wait for the controller that added the gates (a queue such as Kueue admits the workload and removes its gate); to release it by hand: {release}{after}"
+    );
+    e.evidence
+        .insert(0, format!("spec.schedulingGates: {gates}"));
+    e.cause_codes.insert(0, CauseCode::Gated);
+    e.cause_code = CauseCode::Gated;
 }
 
 /// Compares the scheduler's own message (when it has the `0/N nodes are available` form)

@@ -215,17 +215,45 @@ pub fn scheduled(f: &Facts<'_>) -> Option<Diagnosis> {
     };
     if !orphaned.is_empty() {
         let vm = f.pod.is_vm() || f.pod.launcher_vmi().is_some();
+        // The class of a held name the node's workload no longer serves: a relabel swapped
+        // (or is swapping) the operands under the holder (holder-at-risk, as check says).
+        let pool = f.usage.pool_of(n);
+        let class_changed = f.pod.requests.keys().any(
+            |r| matches!((classify(r).workload(), pool), (Some(w), Some(p)) if w != p.workload),
+        );
+        let risk = if class_changed {
+            format!(
+                "{n}'s workload is now {} and no longer serves this class of name: the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin) under the running {}, which may lose its GPU",
+                pool.map(|p| p.workload.as_str()).unwrap_or("another"),
+                what(f.pod)
+            )
+        } else if vm {
+            "the VM's device sits under a device plugin that no longer offers it: the VM may lose its GPU if the plugin does not come back, and once it restarts or migrates it cannot come back".to_owned()
+        } else {
+            format!(
+                "it keeps running, but once it restarts or is recreated it cannot come back to {n}"
+            )
+        };
         return Some(Diagnosis::new(
             CauseCode::Scheduled,
             format!(
-                "the {} is bound to {n} (phase {}), but {n} no longer advertises what it holds: {} — an orphaned holder (the node was relabelled, or its device plugin left); it keeps running, but once it restarts or is recreated it cannot come back to {n}",
+                "the {} is bound to {n} (phase {}), but {n} no longer advertises what it holds: {} — {} (the node was relabelled, or its device plugin left); {risk}",
                 what(f.pod),
                 f.pod.phase.as_deref().unwrap_or("unknown"),
-                orphaned.join(", ")
+                orphaned.join(", "),
+                if vm || class_changed {
+                    "a holder at risk"
+                } else {
+                    "an orphaned holder"
+                }
             ),
             if vm {
                 format!(
-                    "nothing breaks while the VM runs; before it restarts, make {n} advertise the name again (its {LABEL_KEY} label and the operand that serves it) or plan its move to a node that does (gpuwl inventory lists them)"
+                    "stop or live-migrate the VM now if the relabel was meant, or put {n}'s {LABEL_KEY} label back so the operator restores the operand that serves the name; then plan its move to a node that advertises it (gpuwl inventory lists them)"
+                )
+            } else if class_changed {
+                format!(
+                    "put {n}'s {LABEL_KEY} label back if the relabel was a mistake; else let the pod finish or recreate it on a node that advertises the name (gpuwl inventory lists them)"
                 )
             } else {
                 format!(
