@@ -44,10 +44,10 @@ fn main() {
             let round = harness::generate(&mut rng, id + (seed as usize % 1000) * 100_000, targets);
             match harness::run_round(&client, &round).await {
                 Ok(v) => {
-                    for o in v.iter().filter(|o| !(o.outcome_ok && o.causes_ok && o.reasons_ok)) {
+                    for o in v.iter().filter(|o| !(o.outcome_ok && o.causes_ok && o.reasons_ok && o.consistent)) {
                         println!(
-                            "DISAGREE {}: placed={} refused={} code={} codes={:?}\n  scheduler: {}\n  predicted {:?}\n  actual    {:?}\n  manifest {}",
-                            o.name, o.placed, o.refused, o.code, o.codes, o.message, o.predicted, o.actual, o.manifest
+                            "DISAGREE {}: placed={} refused={} code={} codes={:?} {}\n  scheduler: {}\n  predicted {:?}\n  actual    {:?}\n  manifest {}",
+                            o.name, o.placed, o.refused, o.code, o.codes, o.inconsistency, o.message, o.predicted, o.actual, o.manifest
                         );
                     }
                     all.extend(v);
@@ -61,10 +61,11 @@ fn main() {
         let f = harness::figures(&all);
         println!("seed {seed}: {f}");
         println!(
-            "outcome {:.2}%, reasons {:.2}%, causes {:.2}%, {:.1} s ({:.0} ms per scenario)",
+            "outcome {:.2}%, reasons {:.2}%, causes {:.2}%, one verdict {:.2}%, {:.1} s ({:.0} ms per scenario)",
             100.0 * f.outcome as f64 / f.total.max(1) as f64,
             100.0 * f.reasons as f64 / f.pending.max(1) as f64,
             100.0 * f.causes as f64 / f.pending.max(1) as f64,
+            100.0 * f.consistent as f64 / f.pending.max(1) as f64,
             start.elapsed().as_secs_f64(),
             1000.0 * start.elapsed().as_secs_f64() / f.total.max(1) as f64
         );

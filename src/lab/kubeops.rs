@@ -169,8 +169,13 @@ pub async fn create_and_await_scheduling(client: &Client, pod: &Pod) -> Result<P
         .await
         .map_err(api_err(&format!("create pod {ns}/{name}")))?;
     let decided = |p: Option<&Pod>| {
-        p.and_then(pod_scheduled)
-            .is_some_and(|c| c.status == "True" || c.reason.as_deref() == Some("Unschedulable"))
+        p.and_then(pod_scheduled).is_some_and(|c| {
+            c.status == "True"
+                || matches!(
+                    c.reason.as_deref(),
+                    Some("Unschedulable" | "SchedulingGated")
+                )
+        })
     };
     let seen = tokio::time::timeout(WAIT, await_condition(api, &name, decided))
         .await

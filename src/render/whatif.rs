@@ -288,6 +288,21 @@ pub fn plan_text(p: &PlanReport, width: usize) -> String {
             units(&pr.short)
         }
     );
+    if !pr.held_back.is_empty() {
+        let mut by: BTreeMap<String, usize> = BTreeMap::new();
+        for h in &pr.held_back {
+            *by.entry(format!("{} ({})", h.class, h.code)).or_default() += 1;
+        }
+        let _ = writeln!(
+            out,
+            "Left out: {} pending GPU pod(s) no relabel would help: {} (gpuwl explain says why for each).",
+            pr.held_back.len(),
+            by.iter()
+                .map(|(k, n)| format!("{n} {k}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+    }
     if pr.steps.is_empty() {
         out.push_str("\nNo relabel proposed.\n");
     } else {

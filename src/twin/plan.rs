@@ -67,6 +67,23 @@ pub struct Proposal {
     pub pending_pods: usize,
     /// Units per name that the pending pods the free units cannot take ask for.
     pub short: BTreeMap<String, u64>,
+    /// Pending GPU pods left out because explain's verdict says no relabel is what holds
+    /// them ([`crate::analysis::verdict`]: blocked by a cordon or taint, gated, short of
+    /// another resource, invalid), with their class and cause code.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub held_back: Vec<PlanHeld>,
+}
+
+/// A pending GPU pod plan leaves out, and why (explain's verdict).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PlanHeld {
+    /// `namespace/name`.
+    pub pod: String,
+    /// Its class.
+    pub class: crate::analysis::verdict::PodClass,
+    /// explain's cause code.
+    pub code: crate::analysis::diagnosis::CauseCode,
 }
 
 /// Which pods hold which GPU names on each node (bound, not terminal).
@@ -118,10 +135,36 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
         }
         free.insert(n.name.as_str(), units);
     }
+    // The pending GPU pods, each with explain's verdict: only demand and unservable pods
+    // are what a relabel can serve; the rest wait on something a label does not change.
+    let shared = crate::analysis::explain::Shared::new(crate::analysis::explain::Inputs {
+        nodes: Some(&source.nodes),
+        pods: Some(&source.pods),
+        cluster_policy: policy,
+        ..Default::default()
+    });
+    let mut held_back = Vec::new();
     let pending: Vec<&PodInfo> = source
         .pods
         .iter()
         .filter(|p| p.is_unbound() && p.requests.keys().any(|r| classify(r).is_gpu()))
+        .filter(|p| {
+            let Ok(e) = shared.explain(p) else {
+                return true;
+            };
+            use crate::analysis::verdict::PodClass;
+            match e.verdict.class {
+                PodClass::Demand | PodClass::Unservable | PodClass::NotJudged => true,
+                class => {
+                    held_back.push(PlanHeld {
+                        pod: p.key(),
+                        class,
+                        code: e.verdict.code,
+                    });
+                    false
+                }
+            }
+        })
         .collect();
     // The pods asking for each name, in queue order, that the free units now cannot take:
     // each pod takes the first node its constraints allow with enough free units.
@@ -296,6 +339,7 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
         unservable,
         pending_pods: pending.len(),
         short,
+        held_back,
     }
 }
 
@@ -408,5 +452,41 @@ mod tests {
         assert!(cross.why.contains("constraints exclude"), "{}", cross.why);
         let typo = p.unservable.iter().find(|u| u.pod == "vms/typo").unwrap();
         assert!(typo.why.contains("no node's GPUs"), "{}", typo.why);
+    }
+
+    #[test]
+    fn pods_a_relabel_would_not_help_are_left_out_with_explains_verdict() {
+        // The only container node is cordoned: the 1-GPU pod is blocked, not short; a
+        // gated pod waits on its gate; neither drives a relabel.
+        let mut c0 = node("c-0", "container", "nvidia.com/gpu", 4);
+        c0.unschedulable = true;
+        let nodes = vec![
+            c0,
+            node("p-0", "vm-passthrough", "nvidia.com/GA102GL_A10", 2),
+        ];
+        let mut gated = pod("gated", "nvidia.com/GA102GL_A10", None);
+        gated.scheduling_gates = vec!["example.com/quota".into()];
+        let src = Source {
+            nodes,
+            pods: vec![pod("drained", "nvidia.com/gpu", None), gated],
+            policy: PolicyStatus::not_read(),
+            origin: "test".into(),
+        };
+        let p = propose(&src, false);
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert!(p.short.is_empty(), "{:?}", p.short);
+        assert_eq!(p.pending_pods, 0);
+        let held: Vec<(&str, &str, &str)> = p
+            .held_back
+            .iter()
+            .map(|h| (h.pod.as_str(), h.class.as_str(), h.code.as_str()))
+            .collect();
+        assert_eq!(
+            held,
+            [
+                ("vms/drained", "blocked", "excluded"),
+                ("vms/gated", "gated", "gated")
+            ]
+        );
     }
 }

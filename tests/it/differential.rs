@@ -1,8 +1,9 @@
 //! explain against the real kube-scheduler, on random situations (see
 //! differential_harness.rs): 24 rounds × 10 targets = 240 scenarios, seed 22. Every
-//! outcome (placed / not placed / refused by the API server) must agree, every reason the
-//! scheduler names must have a code in causeCodes, and the reason counts gpuwl predicts
-//! must be the scheduler's. `bench/differential.rs` runs thousands and prints the figures.
+//! outcome (placed / not placed / gated / refused by the API server) must agree, every
+//! reason the scheduler names must have a code in causeCodes, the reason counts gpuwl
+//! predicts must be the scheduler's, and for every pod left pending inventory, serve, the
+//! admission guard and plan must agree with explain's verdict (one verdict per pod). `bench/differential.rs` runs thousands and prints the figures.
 
 #[path = "differential_harness.rs"]
 mod harness;
@@ -36,11 +37,11 @@ fn explain_agrees_with_the_real_scheduler() {
     eprintln!("differential: {f}");
     let bad: Vec<String> = outcomes
         .iter()
-        .filter(|o| !(o.outcome_ok && o.causes_ok && o.reasons_ok))
+        .filter(|o| !(o.outcome_ok && o.causes_ok && o.reasons_ok && o.consistent))
         .map(|o| {
             format!(
-                "{}: placed={} refused={} code={} codes={:?}\n  scheduler: {}\n  predicted {:?}\n  actual    {:?}\n  manifest {}",
-                o.name, o.placed, o.refused, o.code, o.codes, o.message, o.predicted, o.actual, o.manifest
+                "{}: placed={} refused={} code={} codes={:?} {}\n  scheduler: {}\n  predicted {:?}\n  actual    {:?}\n  manifest {}",
+                o.name, o.placed, o.refused, o.code, o.codes, o.inconsistency, o.message, o.predicted, o.actual, o.manifest
             )
         })
         .collect();
@@ -51,7 +52,7 @@ fn explain_agrees_with_the_real_scheduler() {
     // the controllers) is timing-dependent. gpuwl reads that same state, so agreement is
     // asserted above whatever the count; this only guards that both sides are exercised.
     assert!(
-        f.placed >= 10 && f.pending >= 100 && f.refused >= 1,
+        f.placed >= 10 && f.pending >= 100 && f.refused >= 1 && f.gated >= 1,
         "a generator that exercises every side: {f}"
     );
 }

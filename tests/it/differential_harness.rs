@@ -186,6 +186,14 @@ pub fn generate(rng: &mut Rng, id: usize, targets: usize) -> Round {
         {
             let have: i64 = q.parse().unwrap_or(1);
             limits[g] = json!((1 + rng.below(have as usize)).to_string());
+        } else if let Some((g, _)) = res
+            .iter()
+            .find(|(k, v)| k.starts_with("nvidia.com/") && v.as_str() == "0")
+            && rng.chance(0.5)
+        {
+            // A relabel under a bound pod: it still holds the name its node now lists
+            // with "0" (an orphaned holder; the scheduler counts its units as requested).
+            limits[g] = json!("1");
         }
         if rng.chance(0.7) {
             requests["cpu"] = json!(rng.pick(&["500m", "1", "2", "3"]).to_string());
@@ -310,6 +318,10 @@ fn target(rng: &mut Rng, ns: &str, t: usize, nodes: &[String]) -> Value {
         };
         spec["tolerations"] = json!([tol]);
     }
+    if rng.chance(0.06) {
+        // How Kueue holds a pod: the scheduler skips it until the gate is removed.
+        spec["schedulingGates"] = json!([{"name": "example.com/quota"}]);
+    }
     json!({"apiVersion": "v1", "kind": "Pod",
            "metadata": {"name": format!("t{t}"), "namespace": ns}, "spec": spec})
 }
@@ -323,6 +335,8 @@ pub struct Outcome {
     pub placed: bool,
     /// The API server refused the manifest.
     pub refused: bool,
+    /// The pod is held by its scheduling gates (`PodScheduled=False, SchedulingGated`).
+    pub gated: bool,
     /// The scheduler's message (Unschedulable) or the API error.
     pub message: String,
     /// explain's primary code.
@@ -339,6 +353,13 @@ pub struct Outcome {
     pub reasons_ok: bool,
     /// Every scheduler reason has a matching code in causeCodes.
     pub causes_ok: bool,
+    /// For a pod left pending: inventory's class, serve's series, the admission verdict
+    /// and plan agree with explain's verdict ([`consistency`]); vacuous otherwise.
+    pub consistent: bool,
+    /// explain's class of the pod (`placed` when it was bound).
+    pub class: String,
+    /// What disagreed, when something did.
+    pub inconsistency: String,
     /// The target manifest, for reproducing a disagreement.
     pub manifest: Value,
 }
@@ -484,6 +505,104 @@ pub fn verdict(nodes_json: &str, pods_json: &str, manifest: &Value) -> Result<Ex
     .map_err(|e| e.to_string())
 }
 
+/// Whether every command's judgment of the pending pod `key` agrees with explain's
+/// verdict `e` (one verdict per pod, issue 34), on the cluster as listed after the
+/// scheduler decided (`nodes_json`, `pods_json`, the pod among them):
+/// - inventory puts it in the list of its class (demand → `demandPods`, unservable →
+///   `unservable`, the rest → `heldBack` with the same class and code);
+/// - serve's `gpuwl_pending_gpu_pods{class, cause}` counts it (the series is ≥ 1);
+/// - the admission guard in enforce mode would deny it only if explain calls it permanent,
+///   and every code the guard gives is one of explain's `causeCodes`;
+/// - plan leaves it out exactly when its class is not demand or unservable.
+pub fn consistency(
+    nodes_json: &str,
+    pods_json: &str,
+    key: &str,
+    e: &Explanation,
+) -> Result<(), String> {
+    use gpuwl::analysis::verdict::PodClass;
+    let mut nodes = Vec::new();
+    gpuwl::input::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
+        .map_err(|e| e.to_string())?;
+    let pods =
+        gpuwl::input::pods::read_pods_str(pods_json, "pods.json").map_err(|e| e.to_string())?;
+    let pod = pods
+        .iter()
+        .find(|p| p.key() == key)
+        .ok_or_else(|| format!("{key} not listed"))?;
+    let v = e.verdict;
+    let policy = gpuwl::model::operator::PolicyStatus::not_read();
+    let inv =
+        gpuwl::analysis::inventory::build(&nodes, &pods, &policy).map_err(|e| e.to_string())?;
+    let in_inventory = if inv.unservable.iter().any(|u| u.pod == key) {
+        Some((
+            PodClass::Unservable,
+            inv.unservable.iter().find(|u| u.pod == key).unwrap().code,
+        ))
+    } else {
+        inv.demand_pods
+            .iter()
+            .chain(&inv.held_back)
+            .find(|h| h.pod == key)
+            .map(|h| (h.class, h.code))
+    };
+    if in_inventory != Some((v.class, v.code)) {
+        return Err(format!(
+            "inventory {in_inventory:?} vs explain {:?}/{}",
+            v.class, v.code
+        ));
+    }
+    let ev = gpuwl::serve::state::evaluate(&nodes, &pods, &policy, None);
+    let series = ev
+        .pending
+        .as_ref()
+        .and_then(|m| m.get(&(v.class.as_str(), v.code.as_str())))
+        .copied()
+        .unwrap_or(0);
+    if series < 1 {
+        return Err(format!(
+            "serve: gpuwl_pending_gpu_pods{{class={},cause={}}} is {series}",
+            v.class, v.code
+        ));
+    }
+    let ix = gpuwl::analysis::admission::Index::build(&nodes, None, None);
+    let warnings = gpuwl::analysis::admission::review(pod, &ix);
+    let denied = warnings
+        .iter()
+        .any(|w| gpuwl::analysis::verdict::verdict(w.code, false).permanent());
+    if denied && !v.permanent() {
+        return Err(format!(
+            "admission would deny ({:?}) what explain calls {:?}/{} (transient {})",
+            warnings.iter().map(|w| w.code).collect::<Vec<_>>(),
+            v.class,
+            v.code,
+            v.transient
+        ));
+    }
+    if let Some(w) = warnings.iter().find(|w| !e.cause_codes.contains(&w.code)) {
+        return Err(format!(
+            "admission code {} not among explain's {:?}",
+            w.code, e.cause_codes
+        ));
+    }
+    let source = gpuwl::twin::Source {
+        nodes,
+        pods: pods.clone(),
+        policy,
+        origin: "differential".into(),
+    };
+    let plan = gpuwl::twin::plan::propose(&source, false);
+    let left_out = plan.held_back.iter().any(|h| h.pod == key);
+    let should = !matches!(v.class, PodClass::Demand | PodClass::Unservable);
+    if left_out != should {
+        return Err(format!(
+            "plan left it out: {left_out}, explain's class {:?}",
+            v.class
+        ));
+    }
+    Ok(())
+}
+
 /// Runs one round: setup, each target (verdict, then the scheduler), teardown.
 pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, String> {
     setup(client, r).await?;
@@ -523,18 +642,35 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
                         }
                     }
                 };
+            let gated = !placed && !refused && message.contains("scheduling gates");
             let outcome_ok = if refused {
                 e.cause_code == CauseCode::InvalidSpec
+            } else if gated {
+                e.cause_code == CauseCode::Gated
             } else {
                 placed == (e.cause_code == CauseCode::FitsNow)
             };
-            let reasons_ok = placed || refused || predicted == actual;
+            let reasons_ok = placed || refused || gated || predicted == actual;
+            let inconsistency = if placed || refused {
+                String::new()
+            } else {
+                let (nj2, pj2) = snapshot(client).await?;
+                consistency(&nj2, &pj2, &name, &e).err().unwrap_or_default()
+            };
             let causes_ok = placed
                 || refused
                 || actual
                     .keys()
                     .all(|r| acceptable(r).iter().any(|c| e.cause_codes.contains(c)));
             out.push(Outcome {
+                consistent: inconsistency.is_empty(),
+                class: if placed {
+                    "placed".into()
+                } else {
+                    e.verdict.class.as_str().into()
+                },
+                inconsistency,
+                gated,
                 name,
                 placed,
                 refused,
@@ -573,6 +709,10 @@ pub struct Figures {
     pub reasons: usize,
     /// Pending ones whose every reason is covered by causeCodes.
     pub causes: usize,
+    /// Held by scheduling gates.
+    pub gated: usize,
+    /// Pending ones (gated included) where every command agrees with explain's verdict.
+    pub consistent: usize,
 }
 
 /// Sums outcomes.
@@ -587,6 +727,8 @@ pub fn figures(v: &[Outcome]) -> Figures {
             f.pending += 1;
             f.reasons += o.reasons_ok as usize;
             f.causes += o.causes_ok as usize;
+            f.gated += o.gated as usize;
+            f.consistent += o.consistent as usize;
         }
     }
     f
@@ -596,16 +738,19 @@ impl std::fmt::Display for Figures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "scenarios {} (placed {}, pending {}, refused {}): outcome {}/{}, reasons {}/{}, causes {}/{}",
+            "scenarios {} (placed {}, pending {} of which gated {}, refused {}): outcome {}/{}, reasons {}/{}, causes {}/{}, one verdict {}/{}",
             self.total,
             self.placed,
             self.pending,
+            self.gated,
             self.refused,
             self.outcome,
             self.total,
             self.reasons,
             self.pending,
             self.causes,
+            self.pending,
+            self.consistent,
             self.pending
         )
     }

@@ -37,4 +37,5 @@ mod readme;
 mod serve;
 mod triage_hostile;
 mod triage_live;
+mod verdict;
 mod whatif;

@@ -631,7 +631,7 @@ fn gated(pod: &PodInfo, e: &mut Explanation) {
     let gates = pod
         .scheduling_gates
         .iter()
-        .map(|g| crate::text::cut(g))
+        .map(|g| crate::analysis::admission::show(g))
         .collect::<Vec<_>>()
         .join(", ");
     let then = if e.cause_code == CauseCode::FitsNow {
