@@ -328,18 +328,21 @@ fn pools(adv: &Advertisers, ix: &Index) -> String {
 
 /// The warning for a name no node advertises.
 fn unadvertised(resource: &str, name: &str, field: String, ix: &Index) -> Warning {
-    if ix.stale.contains(resource) {
+    let suggestion = names::did_you_mean(resource, ix.names.iter().map(String::as_str))
+        .into_iter()
+        .next();
+    // As explain judges it: a name only listed with 0 is `stale-only` (its device plugin
+    // restarting or gone: it may come back) unless an advertised name is a near miss of
+    // it, which makes it a misnamed request (`unadvertised-name`).
+    if ix.stale.contains(resource) && suggestion.is_none() {
         return Warning {
             field,
             code: CauseCode::StaleOnly,
             text: format!(
-                "{name} is listed only with 0 units (its device plugin is gone): no node can run this"
+                "{name} is listed only with 0 units (its device plugin is restarting or gone): no node can run this until it advertises the name again"
             ),
         };
     }
-    let suggestion = names::did_you_mean(resource, ix.names.iter().map(String::as_str))
-        .into_iter()
-        .next();
     let text = match suggestion {
         Some(s) => format!(
             "no node advertises {name}; did you mean {} ({})?",

@@ -24,8 +24,9 @@
 //! kubernetes/kubernetes `pkg/kubelet/cm/devicemanager/manager.go` zeroes a resource whose
 //! plugin endpoint went away), `operator-state` (the GPU Operator's MIG / vGPU manager and
 //! operands roll), `claim-not-found` (a template's claim is made by the resourceclaim
-//! controller), `node-conditions`, `virt-handler`, and every `demand`, `blocked` and
-//! `gated` verdict. Everything else is permanent: only a change to the object or to the
+//! controller), `node-conditions`, `virt-handler`, and every `demand` and `blocked`
+//! verdict; a `gated` verdict is as transient as the cause that would hold the pod once
+//! its gates are removed (`then`). Everything else is permanent: only a change to the object or to the
 //! cluster's configuration lets it run.
 
 use std::fmt;
@@ -99,13 +100,22 @@ pub struct Verdict {
     /// Whether the wait can pass without a change to the object or the cluster's
     /// configuration (see the module docs).
     pub transient: bool,
+    /// For a gated pod: the cause that would hold it once its gates are removed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub then: Option<CauseCode>,
 }
 
 impl Verdict {
     /// Whether nothing short of a change to the object or the configuration lets it run:
     /// what the admission guard in enforce mode may deny.
     pub fn permanent(&self) -> bool {
-        !self.transient && matches!(self.class, PodClass::Unservable | PodClass::InvalidSpec)
+        match (self.class, self.then) {
+            // A gate only delays: a pod that could never run without it never will.
+            (PodClass::Gated, Some(_)) => !self.transient,
+            (class, _) => {
+                !self.transient && matches!(class, PodClass::Unservable | PodClass::InvalidSpec)
+            }
+        }
     }
 
     /// Whether it counts as pending GPU demand of a pool (inventory's PEND, plan's demand).
@@ -160,6 +170,22 @@ pub fn verdict(code: CauseCode, held_off_only: bool) -> Verdict {
         class: classify(code, held_off_only),
         code,
         transient: transient(code),
+        then: None,
+    }
+}
+
+/// The verdict of a pod held by scheduling gates whose rules gave `then`: class `gated`,
+/// permanent exactly when `then` is (the admission guard may deny a gated pod that asks
+/// for a name no node offers: removing the gate will not make it run).
+pub fn gated(then: CauseCode, held_off_only: bool) -> Verdict {
+    let after = verdict(then, held_off_only);
+    Verdict {
+        class: PodClass::Gated,
+        code: CauseCode::Gated,
+        // Whatever can pass on its own once the gates are gone is transient; only an
+        // unservable or invalid pod stays permanent behind its gates.
+        transient: !after.permanent(),
+        then: Some(then),
     }
 }
 
@@ -211,10 +237,14 @@ mod tests {
         assert!(gates_apply(CauseCode::FitsNow));
         assert!(!gates_apply(CauseCode::InvalidSpec));
         assert!(!gates_apply(CauseCode::NoGpuRequest));
-        assert!(
-            !verdict(CauseCode::Gated, false).permanent(),
-            "a gated pod is never denied"
-        );
+        assert!(!verdict(CauseCode::Gated, false).permanent());
+        // A gate only delays: what could never run without it stays permanent.
+        assert!(gated(CauseCode::UnadvertisedName, false).permanent());
+        assert!(!gated(CauseCode::FitsNow, false).permanent());
+        assert!(!gated(CauseCode::Excluded, true).permanent());
+        assert!(gated(CauseCode::Excluded, false).permanent());
+        assert!(gated(CauseCode::OtherResource, false).transient);
+        assert_eq!(gated(CauseCode::TooLarge, false).class, PodClass::Gated);
     }
 
     #[test]

@@ -616,10 +616,14 @@ fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanatio
     e.cause = d.cause;
     e.fix = d.fix;
     e.evidence = d.evidence;
-    if pod.node_name.is_none() && !pod.scheduling_gates.is_empty() && verdict::gates_apply(d.code) {
+    e.verdict = verdict::verdict(e.cause_code, !e.held_off.is_empty());
+    if pod.node_name.is_none()
+        && !pod.scheduling_gates.is_empty()
+        && verdict::gates_apply(e.cause_code)
+    {
+        e.verdict = verdict::gated(e.cause_code, !e.held_off.is_empty());
         gated(pod, e);
     }
-    e.verdict = verdict::verdict(e.cause_code, !e.held_off.is_empty());
     scheduler_notes(e);
 }
 

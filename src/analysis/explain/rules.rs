@@ -728,6 +728,12 @@ pub fn stale_only(f: &Facts<'_>) -> Option<Diagnosis> {
 /// A nodeSelector on the workload label points at the pool whose nodes carry the name; a
 /// label value on those nodes that is a near miss of the selector is the thing to fix.
 pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
+    // No node, allowed or not, has as many units of a name as asked: lifting a cordon, a
+    // taint or a selector serves nothing, so the cause is the size (a fix that uncordons
+    // would leave the pod Pending).
+    if let Some(d) = too_large_everywhere(f) {
+        return Some(d);
+    }
     if let Some(d) = cordoned(f) {
         return Some(d);
     }
@@ -1066,6 +1072,54 @@ pub fn too_large(f: &Facts<'_>) -> Option<Diagnosis> {
             "Insufficient: the {} asks for more than any candidate ({}) has, even with nothing allocated: {}",
             what(f.pod),
             f.e.candidates.join(", "),
+            what_.join("; ")
+        ),
+        format!(
+            "ask for {} per {w} (a {w}'s units come from one node), or add nodes with more GPUs",
+            fix.join(" and "),
+            w = what(f.pod)
+        ),
+    ))
+}
+
+/// `too-large` before any exclusion: a requested name that nodes advertise, but none with
+/// as many allocatable units as asked (allowed or excluded alike); `None` otherwise.
+fn too_large_everywhere(f: &Facts<'_>) -> Option<Diagnosis> {
+    let too_big: Vec<(&RequestView, i64)> =
+        f.e.requests
+            .iter()
+            .filter_map(|rv| {
+                let most = rv.advertisers.iter().map(|a| a.allocatable).max()?;
+                (rv.units > most).then_some((rv, most))
+            })
+            .collect();
+    if too_big.is_empty() {
+        return None;
+    }
+    let what_: Vec<String> = too_big
+        .iter()
+        .map(|(rv, most)| {
+            format!(
+                "{} × {} asked, at most {most} allocatable on one node ({})",
+                rv.units,
+                rv.resource,
+                rv.advertisers
+                    .iter()
+                    .map(|a| a.node.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        })
+        .collect();
+    let fix: Vec<String> = too_big
+        .iter()
+        .map(|(rv, most)| format!("at most {most} × {}", rv.resource))
+        .collect();
+    Some(Diagnosis::new(
+        CauseCode::TooLarge,
+        format!(
+            "Insufficient: the {} asks for more than any node advertising the name has, even with nothing allocated and every cordon, taint and selector lifted: {}",
+            what(f.pod),
             what_.join("; ")
         ),
         format!(
