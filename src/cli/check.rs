@@ -134,13 +134,21 @@ fn gate(args: &Args) -> Result<Option<Gate>> {
 }
 
 /// Adds the warning that DRA objects could not be listed (`denied`: why), in text mode
-/// without --quiet. Not a finding (the exit code stays), but never silent: a
+/// without --quiet (with `-o json|yaml`: a note in the document). Not a finding (the exit code stays), but never silent: a
 /// DRA-and-plugin double count cannot be seen without these objects.
 fn denied_warning(
     report: &mut crate::analysis::check::Report,
     denied: Option<String>,
     args: &Args,
 ) {
+    if let Some(why) = &denied
+        && args.output != render::Format::Text
+    {
+        report.notes.push(format!(
+            "DRA objects not read: {}; dra-and-device-plugin is not judged",
+            render::esc(why)
+        ));
+    }
     if let Some(why) = denied
         && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
         && args.output == render::Format::Text
@@ -273,7 +281,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 },
             };
             // Pods only feed orphaned-holder (a warning): credentials that may list nodes
-            // but not pods lose that finding, said on stderr, not the whole check.
+            // but not pods lose that finding, said (on stderr in text mode, in the
+            // document's notes otherwise), not the whole check.
+            let mut pods_note = None;
             let pods = match &file_pods {
                 Some(p) => Some(p.clone()),
                 None if want_pods => match crate::input::pods::list_pods(&client).await {
@@ -281,16 +291,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                         p,
                     ))),
                     Err(e) => {
-                        if !args.quiet {
-                            let _ = std::io::Write::write_all(
-                                &mut std::io::stderr(),
-                                format!(
-                                    "warning: pods not read ({}); orphaned-holder is not judged\n",
-                                    render::esc(&e.to_string())
-                                )
-                                .as_bytes(),
-                            );
-                        }
+                        pods_note = Some(format!(
+                            "pods not read ({}); orphaned-holder is not judged",
+                            render::esc(&e.to_string())
+                        ));
                         None
                     }
                 },
@@ -299,6 +303,18 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut checker = Checker::new(&options(&policy, dra, pods));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
+            if let Some(note) = pods_note {
+                if args.output == render::Format::Text {
+                    if !args.quiet {
+                        let _ = std::io::Write::write_all(
+                            &mut std::io::stderr(),
+                            format!("warning: {note}\n").as_bytes(),
+                        );
+                    }
+                } else {
+                    report.notes.push(note);
+                }
+            }
             if args.output != render::Format::Text {
                 let pods = match &args.pods {
                     Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),

@@ -218,9 +218,20 @@ fn pick(
     match target {
         Some((ns, name)) => {
             let ns = ns.as_deref().unwrap_or("default");
+            let keys: Vec<String> = list.iter().map(PodInfo::key).collect();
             list.into_iter()
                 .find(|p| p.namespace == ns && &p.name == name)
-                .ok_or_else(|| Error::Input(format!("{}: no pod {ns}/{name}", file.display())))
+                .ok_or_else(|| {
+                    Error::Input(format!(
+                        "{}: no pod {}{}",
+                        file.display(),
+                        render::esc(&format!("{ns}/{name}")),
+                        crate::text::did_you_mean(
+                            &format!("{ns}/{name}"),
+                            keys.iter().map(String::as_str)
+                        )
+                    ))
+                })
         }
         None => {
             let n = list.len();

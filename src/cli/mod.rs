@@ -155,12 +155,28 @@ pub fn main() -> ExitCode {
     match result {
         Ok(status) => status.into(),
         Err(mut e) => {
-            // The way out of a missing kubeconfig names the local control plane when it runs.
-            if let Error::NoKubeconfig { local_running, .. } = &mut e {
-                *local_running = matches!(
-                    crate::cluster::status(crate::cluster::DEFAULT_NAME),
-                    Ok(crate::cluster::Status::Running)
-                );
+            // The way out of a missing kubeconfig names the local clusters that run; a
+            // refused connection to a local cluster's address names that cluster.
+            match &mut e {
+                Error::NoKubeconfig { running, .. } => {
+                    *running = crate::cluster::list()
+                        .into_iter()
+                        .filter(|(_, s)| *s == crate::cluster::Status::Running)
+                        .map(|(n, _)| n)
+                        .collect();
+                }
+                Error::Cluster {
+                    server: Some(server),
+                    message,
+                    ..
+                } if message.ends_with(crate::input::live::LOCAL_HINT) => {
+                    if let Some(name) = crate::cluster::at_server(server) {
+                        let hint = crate::cluster::local_hint(&name);
+                        let cut = message.len() - crate::input::live::LOCAL_HINT.len();
+                        message.replace_range(cut.., &hint);
+                    }
+                }
+                _ => {}
             }
             let _ = writeln!(std::io::stderr(), "gpuwl: {e}");
             e.exit_status().into()

@@ -214,7 +214,7 @@ fn json_names_the_gate_and_its_failing_findings() {
     assert_eq!(codes, ["effective-workload-differs", "unlabelled-gpu-node"]);
     assert_eq!(
         v["lines"].as_array().unwrap().last().unwrap(),
-        "FAIL: 1 error on 1 of 3 GPU nodes, 1 warning"
+        "FAIL: 1 error on 1 of 3 GPU nodes, 1 warning, 1 finding ignored (gpu-present-without-operands)"
     );
     // Plain -o json has the same findings, the seed's exit code, and no gate.
     let (rc, out, _) = gpuwl(&["check", &data("unlabelled.json"), "-o", "json"]);
