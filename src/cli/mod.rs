@@ -183,3 +183,40 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every example command in every `--help` fits 80 columns, or is split with ` \`
+    /// into lines that do (issue 42: clap wraps a longer one mid-command, without a `\`,
+    /// and the copied line runs a broken command). A `# comment` after it may wrap.
+    #[test]
+    fn help_examples_fit_80_columns_or_continue_with_a_backslash() {
+        fn walk(c: &clap::Command, path: &str, bad: &mut Vec<String>) {
+            if let Some(help) = c.get_after_help() {
+                let mut continued = false;
+                for line in help.to_string().lines() {
+                    let t = line.trim_start();
+                    let example = ["gpuwl ", "kubectl ", "curl ", "export "]
+                        .iter()
+                        .any(|p| t.starts_with(p))
+                        && line.starts_with("  ");
+                    if example || continued {
+                        let command = line.split("  #").next().unwrap_or(line).trim_end();
+                        if crate::render::display_width(command) > 80 {
+                            bad.push(format!("{path}: {command}"));
+                        }
+                        continued = command.ends_with('\\');
+                    }
+                }
+            }
+            for s in c.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), bad);
+            }
+        }
+        let mut bad = Vec::new();
+        walk(&Cli::command(), "gpuwl", &mut bad);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
+    }
+}

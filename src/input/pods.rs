@@ -442,6 +442,7 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         },
         problems: found.problems,
         resource_claims,
+        vmi_owned_by_vm: None,
     })
 }
 

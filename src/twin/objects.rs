@@ -206,6 +206,7 @@ mod tests {
             sources: vec![],
             problems: vec![],
             resource_claims: vec![],
+            vmi_owned_by_vm: None,
         }
     }
 

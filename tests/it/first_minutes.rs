@@ -273,3 +273,109 @@ fn node_pod_and_label_names_get_a_did_you_mean() {
         "{err}"
     );
 }
+
+/// Item 7: plan says what a node would fail after a relabel as a hypothetical, with the
+/// label it has now.
+#[test]
+fn plan_states_the_relabelled_node_as_a_hypothetical() {
+    let (rc, out, err) = gpuwl(&[
+        "plan",
+        "--nodes",
+        &data("inventory/lab/nodes.json"),
+        "--pods",
+        &data("inventory/lab/pods.json"),
+        "-q",
+        "--no-verify",
+    ]);
+    assert_eq!(rc, 1, "{err}");
+    assert!(
+        out.contains("the pod's own constraints exclude every such node (lab-node-1 (labelled vm-passthrough now) would fail nodeSelector nvidia.com/gpu.workload.config=vm-passthrough once relabelled container): change the pod, not a label"),
+        "{out}"
+    );
+    assert!(!out.contains("node has"), "{out}");
+}
+
+/// Item 10: snapshot checks its destination before it reads the cluster (here there is
+/// none to read: the -o error comes first), names it and never a temporary file.
+#[test]
+fn snapshot_checks_its_destination_first() {
+    let home = tempfile::tempdir().unwrap();
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["snapshot", "-o", "/nonexistent/x.tar"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        "gpuwl: -o /nonexistent/x.tar: the folder /nonexistent does not exist\n"
+    );
+    assert!(out.stdout.is_empty());
+    // A folder given as the file.
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["snapshot", "-o"])
+        .arg(home.path())
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.ends_with(": is a folder\n"), "{err}");
+    assert!(!err.contains(".gpuwl-"), "{err}");
+}
+
+/// Item 11: the inventory table keeps one header per column at every width (columns
+/// are dropped, never renamed); the help's examples fit 80 columns or continue with `\`.
+#[test]
+fn inventory_headers_are_the_same_at_every_width() {
+    let nodes = data("inventory/lab/nodes.json");
+    let pods = data("inventory/lab/pods.json");
+    let all = [
+        "POOL",
+        "RESOURCE",
+        "NODES",
+        "CAP",
+        "ALLOCATABLE",
+        "USED",
+        "FREE",
+        "PEND",
+        "GPUS",
+        "USE",
+    ];
+    let mut seen = Vec::new();
+    for width in [80, 100, 120, 200] {
+        let (rc, out, _) = at_width(
+            width,
+            ROOT,
+            &["inventory", "--bars", "--nodes", &nodes, "--pods", &pods],
+        );
+        assert_eq!(rc, 0);
+        let heads: Vec<String> = out
+            .lines()
+            .nth(1)
+            .unwrap()
+            .split_whitespace()
+            .filter(|w| *w != "│")
+            .map(str::to_owned)
+            .collect();
+        for h in &heads {
+            assert!(all.contains(&h.as_str()), "{width}: {h}\n{out}");
+        }
+        // Wider never shows fewer columns.
+        if let Some(prev) = seen.last() {
+            assert!(heads.len() >= *prev, "{width}\n{out}");
+        }
+        seen.push(heads.len());
+    }
+    assert_eq!(seen[0], 5, "at 80: POOL RESOURCE ALLOCATABLE FREE PEND");
+    let (_, help, _) = at_width(80, ROOT, &["serve", "--help"]);
+    assert!(
+        help.contains(
+            "  gpuwl serve --kubeconfig kc --listen 127.0.0.1:9850 \\\n      --admission-listen 127.0.0.1:9443 --admission-register\n"
+        ),
+        "{help}"
+    );
+}
