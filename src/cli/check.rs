@@ -23,6 +23,8 @@ Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1
 else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
 Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` or
 `error: <node>: ...` lines (--quiet drops them); they never change plain check's exit code.
+With -o json|yaml they are in the document only (stderr stays quiet; `notes` says what could
+not be read).
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
 vgpu-config-type-differs, gpu-present-without-operands, label-without-gpu), per node the
