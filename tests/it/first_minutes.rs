@@ -189,9 +189,11 @@ fn no_kubeconfig_names_the_running_local_cluster_and_its_name() {
     let (rc, _, err) = gpuwl(&["cluster", "up", "--name", name]);
     assert_eq!(rc, 0, "{err}");
     let home = tempfile::tempdir().unwrap();
+    // No ~/.kube/config (another HOME), the local clusters where they are.
     let out = Command::new(cargo_bin("gpuwl"))
         .arg("check")
         .env("HOME", home.path())
+        .env("GPUWL_STATE_DIR", gpuwl::cluster::state_root())
         .env_remove("KUBECONFIG")
         .output()
         .unwrap();
