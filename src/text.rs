@@ -37,8 +37,10 @@ pub fn escape_controls(s: &str) -> String {
 
 /// The names among `candidates` that `wanted` was most likely meant to be, nearest first,
 /// at most three: equal but for case and `-`/`_`, within two edits (or a fifth of the
-/// name for long ones), or holding it or held by it (`passthrough` in
-/// `vm-passthrough`, at least four characters). `wanted` itself is never offered.
+/// name for long ones), holding it or held by it (`passthrough` in `vm-passthrough`, at
+/// least four characters), or cut short from it (`vm-passthru`: all but its last character
+/// start the name). `wanted`
+/// itself is never offered.
 pub fn close_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
     let norm = |s: &str| s.to_lowercase().replace('_', "-");
     let w = norm(wanted);
@@ -53,7 +55,12 @@ pub fn close_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a st
             let n = norm(c);
             let d = strsim::levenshtein(&w, &n);
             let holds = w.len() >= 4 && n.len() >= 4 && (n.contains(&w) || w.contains(&n));
-            (d <= limit || holds).then(|| (d, c.to_owned()))
+            // Cut short: all of `wanted` but its last character starts the longer name
+            // (`vm-passthru`).
+            let prefix = w.chars().zip(n.chars()).take_while(|(a, b)| a == b).count();
+            let (wl, nl) = (w.chars().count(), n.chars().count());
+            let abbreviates = prefix >= 4 && prefix + 1 >= wl && nl > wl;
+            (d <= limit || holds || abbreviates).then(|| (d, c.to_owned()))
         })
         .collect();
     found.sort();
@@ -106,6 +113,10 @@ mod tests {
             ["vm-passthrough"]
         );
         assert!(close_names("vm", ["container", "vm-passthrough", "vm-vgpu"]).is_empty());
+        assert_eq!(
+            close_names("vm-passthru", ["container", "vm-passthrough", "vm-vgpu"]),
+            ["vm-passthrough"]
+        );
         assert_eq!(
             did_you_mean("a\u{1b}b", ["a\u{1b}c"]),
             "; did you mean a\\u{1b}c?"

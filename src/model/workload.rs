@@ -226,6 +226,7 @@ mod tests {
         assert_eq!(nearest("passthrough"), Some(WorkloadConfig::VmPassthrough));
         assert_eq!(nearest("vgpu"), Some(WorkloadConfig::VmVgpu));
         assert_eq!(nearest("vm"), None);
+        assert_eq!(nearest("vm-passthru"), Some(WorkloadConfig::VmPassthrough));
         assert_eq!(err("vm_vgpu").nearest(), Some(WorkloadConfig::VmVgpu));
         assert_eq!(
             err(" container ").nearest(),

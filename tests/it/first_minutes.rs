@@ -381,3 +381,36 @@ fn inventory_headers_are_the_same_at_every_width() {
         "{help}"
     );
 }
+
+/// Item 6: the committed must-gather bundle (the real script against `lab --operator`)
+/// reads back as the README shows: the mistyped label, the pod too large for any node,
+/// every operand DaemonSet ready.
+#[test]
+fn the_committed_must_gather_bundle_triages() {
+    let dir = data("triage");
+    let (rc, out, err) = at_width(100, &dir, &["triage", "broken", "-o", "json"]);
+    assert_eq!(rc, 1, "{err}");
+    let t: Value = serde_json::from_str(&out).unwrap();
+    let text = t.to_string();
+    assert!(text.contains("MISMATCH=lab-node-1 label value \\\"vm-passthru\\\" is not one of container, vm-passthrough, vm-vgpu"), "{t:#}");
+    assert!(text.contains("did you mean vm-passthrough?"), "{t:#}");
+    assert!(text.contains("gpu-operator/gpu-burn"), "{t:#}");
+    assert!(text.contains("too-large"), "{t:#}");
+    let (rc, out, _) = at_width(100, &dir, &["triage", "broken"]);
+    assert_eq!(rc, 1);
+    assert!(
+        out.starts_with("Triage of broken (operator namespace gpu-operator; 3 GPU nodes described; ClusterPolicy: cluster-policy)\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Operand DaemonSets: 14 of 14 fully ready\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  workloads: container 2, vm-vgpu 1\n"),
+        "{out}"
+    );
+    // From anywhere, the path as given.
+    let (rc, _, err) = gpuwl(&["triage", &data("triage/broken")]);
+    assert_eq!(rc, 1, "{err}");
+}
