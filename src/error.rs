@@ -134,18 +134,14 @@ pub enum Error {
         source: Box<kube::Error>,
     },
     /// No kubeconfig given, none found and not in a pod. Exit 3.
-    #[error("{}", if *local_running {
-        "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local control plane is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\"".to_owned()
-    } else {
-        format!("no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG ({detail})")
-    })]
+    #[error("{}", no_kubeconfig_message(detail, running))]
     NoKubeconfig {
-        /// Why kube-rs found none, one line.
+        /// Why kube-rs found none, one line (empty when there is nothing to add).
         detail: String,
-        /// Whether gpuwl's local control plane (`gpuwl`) is running: the message then
-        /// gives its export line. Set by the command line ([`crate::cli::main`]), which
-        /// may look at the local control plane; `false` where the error is made.
-        local_running: bool,
+        /// The local clusters (`gpuwl cluster`) running now: the message then gives the
+        /// export line of one. Set by the command line ([`crate::cli::main`]), which may
+        /// look at the local clusters; empty where the error is made.
+        running: Vec<String>,
     },
     /// Writing output (stdout, a result file) failed. Exit 3.
     #[error("cannot write {what}: {source}")]
@@ -178,6 +174,50 @@ pub enum Error {
     /// error (a component that exits, a wait that runs out). Exit 3.
     #[error("{0}")]
     Runtime(String),
+}
+
+/// The message of [`Error::NoKubeconfig`]: the way out is a running local cluster's
+/// kubeconfig when one runs (`--name` unless it is the default one), else the flags.
+pub fn no_kubeconfig_message(detail: &str, running: &[String]) -> String {
+    const NONE: &str = "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod)";
+    let export = |name: &str| {
+        if name == crate::cluster::DEFAULT_NAME {
+            "export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\"".to_owned()
+        } else {
+            format!("export KUBECONFIG=\"$(gpuwl cluster kubeconfig --name {name})\"")
+        }
+    };
+    let detail = if detail.is_empty() {
+        String::new()
+    } else {
+        format!(" ({detail})")
+    };
+    match running {
+        [] => format!(
+            "no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG (none set, no ~/.kube/config, not in a pod){detail}; or start a local cluster: gpuwl cluster up"
+        ),
+        [one] if one == crate::cluster::DEFAULT_NAME => {
+            format!(
+                "{NONE}; the local control plane is running: {}",
+                export(one)
+            )
+        }
+        [one] => format!(
+            "{NONE}; the local cluster {one} is running: {}",
+            export(one)
+        ),
+        many => {
+            let pick = many
+                .iter()
+                .find(|n| *n == crate::cluster::DEFAULT_NAME)
+                .unwrap_or(&many[0]);
+            format!(
+                "{NONE}; local clusters running: {}; for {pick}: {}",
+                many.join(", "),
+                export(pick)
+            )
+        }
+    }
 }
 
 impl Error {
@@ -345,6 +385,43 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 mod tests {
     use super::*;
     use std::error::Error as _;
+
+    #[test]
+    fn no_kubeconfig_names_the_local_clusters_that_run() {
+        let m = |running: &[&str]| {
+            no_kubeconfig_message(
+                "",
+                &running.iter().map(|s| s.to_string()).collect::<Vec<_>>(),
+            )
+        };
+        assert_eq!(
+            m(&[]),
+            "no kubeconfig found: pass --kubeconfig FILE or set KUBECONFIG (none set, no ~/.kube/config, not in a pod); or start a local cluster: gpuwl cluster up"
+        );
+        assert_eq!(
+            m(&["gpuwl"]),
+            "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local control plane is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig)\""
+        );
+        assert_eq!(
+            m(&["eval"]),
+            "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod); the local cluster eval is running: export KUBECONFIG=\"$(gpuwl cluster kubeconfig --name eval)\""
+        );
+        assert!(
+            m(&["a", "eval"]).ends_with(
+                "local clusters running: a, eval; for a: export KUBECONFIG=\"$(gpuwl cluster kubeconfig --name a)\""
+            ),
+            "{}",
+            m(&["a", "eval"])
+        );
+        assert_eq!(
+            crate::cluster::local_hint("eval"),
+            " (the local cluster eval: gpuwl cluster status --name eval; gpuwl cluster up --name eval starts it again)"
+        );
+        assert_eq!(
+            crate::cluster::local_hint("gpuwl"),
+            " (the local control plane: gpuwl cluster status; gpuwl cluster up starts it again)"
+        );
+    }
 
     #[test]
     fn each_helper_keeps_the_message_shape_and_its_exit_class() {

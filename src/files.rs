@@ -1,6 +1,53 @@
 //! Writing result files: atomically, so a reader sees the old file or the whole new one.
 //! (Rendering lives in [`crate::render`]; it builds text and never touches files.)
 
+/// Checks, before any work, that a result file can be written at `path`: its folder
+/// exists, is a folder, and a file can be made there (one is made and removed at once);
+/// `path` itself is not a folder. `what` names the flag (`-o`).
+///
+/// Errors: [`crate::error::Error::Input`] naming the path and what is wrong with it.
+pub fn check_writable(path: &std::path::Path, what: &str) -> crate::error::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    let bad = |why: String| {
+        crate::error::Error::Input(format!(
+            "{what} {}: {why}",
+            crate::render::esc(&path.display().to_string())
+        ))
+    };
+    if path.is_dir() {
+        return Err(bad("is a folder".into()));
+    }
+    match std::fs::metadata(dir) {
+        Err(_) => {
+            return Err(bad(format!(
+                "the folder {} does not exist",
+                crate::render::esc(&dir.display().to_string())
+            )));
+        }
+        Ok(m) if !m.is_dir() => {
+            return Err(bad(format!(
+                "{} is not a folder",
+                crate::render::esc(&dir.display().to_string())
+            )));
+        }
+        Ok(_) => {}
+    }
+    tempfile::Builder::new()
+        .prefix(".gpuwl-")
+        .tempfile_in(dir)
+        .map(drop)
+        .map_err(|e| {
+            bad(format!(
+                "cannot write in the folder {} ({})",
+                crate::render::esc(&dir.display().to_string()),
+                std::io::Error::from(e.kind())
+            ))
+        })
+}
+
 /// Writes `contents` to `path` atomically: a temporary file in the same folder is written,
 /// flushed, given `mode` (Unix permission bits) and renamed over `path`, so a reader sees
 /// either the old file or the whole new one, never half of it.
@@ -11,9 +58,17 @@ pub fn write_atomic(
     contents: &[u8],
     mode: u32,
 ) -> crate::error::Result<()> {
-    let dir = path.parent().unwrap_or(std::path::Path::new("."));
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    // The error names `path`, never the temporary file (its kind, without the path
+    // tempfile puts in its message).
     let fail = |e: std::io::Error| {
-        crate::error::Error::failed(format!("cannot write {}", path.display()), e)
+        crate::error::Error::failed(
+            format!("cannot write {}", path.display()),
+            std::io::Error::from(e.kind()),
+        )
     };
     let mut tmp = tempfile::Builder::new()
         .prefix(".gpuwl-")

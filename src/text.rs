@@ -34,3 +34,92 @@ pub fn escape_controls(s: &str) -> String {
         })
         .collect()
 }
+
+/// The names among `candidates` that `wanted` was most likely meant to be, nearest first,
+/// at most three: equal but for case and `-`/`_`, within two edits (or a fifth of the
+/// name for long ones), holding it or held by it (`passthrough` in `vm-passthrough`, at
+/// least four characters), or cut short from it (`vm-passthru`: all but its last character
+/// start the name). `wanted`
+/// itself is never offered.
+pub fn close_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let norm = |s: &str| s.to_lowercase().replace('_', "-");
+    let w = norm(wanted);
+    if w.is_empty() || w.len() > 320 {
+        return Vec::new();
+    }
+    let limit = (w.chars().count() / 5).max(2);
+    let mut found: Vec<(usize, String)> = candidates
+        .into_iter()
+        .filter(|c| *c != wanted && c.len() <= 320)
+        .filter_map(|c| {
+            let n = norm(c);
+            let d = strsim::levenshtein(&w, &n);
+            let holds = w.len() >= 4 && n.len() >= 4 && (n.contains(&w) || w.contains(&n));
+            // Cut short: all of `wanted` but its last character starts the longer name
+            // (`vm-passthru`).
+            let prefix = w.chars().zip(n.chars()).take_while(|(a, b)| a == b).count();
+            let (wl, nl) = (w.chars().count(), n.chars().count());
+            let abbreviates = prefix >= 4 && prefix + 1 >= wl && nl > wl;
+            (d <= limit || holds || abbreviates).then(|| (d, c.to_owned()))
+        })
+        .collect();
+    found.sort();
+    found.dedup_by(|a, b| a.1 == b.1);
+    // Equal but for case and `-`/`_`: that one, not its neighbours.
+    if found.first().is_some_and(|f| f.0 == 0) {
+        found.retain(|f| f.0 == 0);
+    }
+    found.into_iter().take(3).map(|(_, c)| c).collect()
+}
+
+/// `; did you mean lab-node-0?` / `; did you mean one of a, b, c?` for [`close_names`],
+/// each name escaped ([`crate::render::esc`]: controls and bidi overrides); empty when
+/// none is close.
+pub fn did_you_mean<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> String {
+    let names: Vec<String> = close_names(wanted, candidates)
+        .iter()
+        .map(|n| crate::render::esc(n))
+        .collect();
+    match names.as_slice() {
+        [] => String::new(),
+        [one] => format!("; did you mean {one}?"),
+        many => format!("; did you mean one of {}?", many.join(", ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn close_names_offer_slips_and_fragments_nearest_first() {
+        let nodes = ["lab-node-0", "lab-node-1", "lab-node-2", "cpu-0"];
+        assert_eq!(
+            did_you_mean("lab-node-9", nodes),
+            "; did you mean one of lab-node-0, lab-node-1, lab-node-2?"
+        );
+        assert_eq!(
+            did_you_mean("LAB_NODE-1", nodes),
+            "; did you mean lab-node-1?"
+        );
+        assert_eq!(did_you_mean("gpu-42", nodes), "");
+        let pods = ["gpu-vm/job-cross", "gpu-vm/job-container", "default/x"];
+        assert_eq!(
+            did_you_mean("gpu-vm/job-crosss", pods),
+            "; did you mean gpu-vm/job-cross?"
+        );
+        assert_eq!(
+            close_names("passthrough", ["container", "vm-passthrough", "vm-vgpu"]),
+            ["vm-passthrough"]
+        );
+        assert!(close_names("vm", ["container", "vm-passthrough", "vm-vgpu"]).is_empty());
+        assert_eq!(
+            close_names("vm-passthru", ["container", "vm-passthrough", "vm-vgpu"]),
+            ["vm-passthrough"]
+        );
+        assert_eq!(
+            did_you_mean("a\u{1b}b", ["a\u{1b}c"]),
+            "; did you mean a\\u{1b}c?"
+        );
+    }
+}

@@ -23,8 +23,9 @@ Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1
 else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
 Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` lines, or
 `note: <node>: ...` for an error the gate (--effective) fails on (--quiet drops them); they
-never change plain check's exit code. Plain check is the seed's label contract; for a CI
-gate use --effective (below).
+never change plain check's exit code. With -o json|yaml they are in the document only
+(stderr stays quiet; `notes` says what could not be read). Plain check is the seed's label
+contract; for a CI gate use --effective (below).
 -o json also reports the GPU Operator's own state per node (vgpu-config-failed,
 mig-config-failed, config-pending, operand-paused, operands-disabled, label-ignored,
 vgpu-config-type-differs, gpu-present-without-operands, label-without-gpu), per node the
@@ -147,13 +148,21 @@ fn gate(args: &Args) -> Result<Option<Gate>> {
 }
 
 /// Adds the warning that DRA objects could not be listed (`denied`: why), in text mode
-/// without --quiet. Not a finding (the exit code stays), but never silent: a
+/// without --quiet (with `-o json|yaml`: a note in the document). Not a finding (the exit code stays), but never silent: a
 /// DRA-and-plugin double count cannot be seen without these objects.
 fn denied_warning(
     report: &mut crate::analysis::check::Report,
     denied: Option<String>,
     args: &Args,
 ) {
+    if let Some(why) = &denied
+        && args.output != render::Format::Text
+    {
+        report.notes.push(format!(
+            "DRA objects not read: {}; dra-and-device-plugin is not judged",
+            render::esc(why)
+        ));
+    }
     if let Some(why) = denied
         && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
         && args.output == render::Format::Text
@@ -287,7 +296,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 },
             };
             // Pods only feed orphaned-holder (a warning): credentials that may list nodes
-            // but not pods lose that finding, said on stderr, not the whole check.
+            // but not pods lose that finding, said (on stderr in text mode, in the
+            // document's notes otherwise), not the whole check.
+            let mut pods_note = None;
             let pods = match &file_pods {
                 Some(p) => Some(p.clone()),
                 None if want_pods => match crate::input::pods::list_pods(&client).await {
@@ -295,16 +306,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                         p,
                     ))),
                     Err(e) => {
-                        if !args.quiet {
-                            let _ = std::io::Write::write_all(
-                                &mut std::io::stderr(),
-                                format!(
-                                    "warning: pods not read ({}); orphaned-holder is not judged\n",
-                                    render::esc(&e.to_string())
-                                )
-                                .as_bytes(),
-                            );
-                        }
+                        pods_note = Some(format!(
+                            "pods not read ({}); orphaned-holder is not judged",
+                            render::esc(&e.to_string())
+                        ));
                         None
                     }
                 },
@@ -313,6 +318,18 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             let mut checker = Checker::new(&options(&policy, dra, pods));
             input::live::for_each_node(&client, |n| checker.add(&n)).await?;
             let mut report = checker.finish();
+            if let Some(note) = pods_note {
+                if args.output == render::Format::Text {
+                    if !args.quiet {
+                        let _ = std::io::Write::write_all(
+                            &mut std::io::stderr(),
+                            format!("warning: {note}\n").as_bytes(),
+                        );
+                    }
+                } else {
+                    report.notes.push(note);
+                }
+            }
             if args.output != render::Format::Text {
                 let pods = match &args.pods {
                     Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),

@@ -19,7 +19,8 @@ Examples:
   gpuwl explain --pod pod.yaml --nodes nodes.json          # a manifest against a node dump
   gpuwl explain --pod vmi.yaml --nodes nodes.json          # a KubeVirt VMI (devices.gpus)
   gpuwl explain pod gpu-vm/job-cross --pods pods.json --nodes nodes.json
-  gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json --kubevirt kubevirt.yaml
+  gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json \\
+      --kubevirt kubevirt.yaml
   gpuwl explain pod gpu-vm/job-cross --snapshot prod.tar   # a `gpuwl snapshot` file
 
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
@@ -218,9 +219,20 @@ fn pick(
     match target {
         Some((ns, name)) => {
             let ns = ns.as_deref().unwrap_or("default");
+            let keys: Vec<String> = list.iter().map(PodInfo::key).collect();
             list.into_iter()
                 .find(|p| p.namespace == ns && &p.name == name)
-                .ok_or_else(|| Error::Input(format!("{}: no pod {ns}/{name}", file.display())))
+                .ok_or_else(|| {
+                    Error::Input(format!(
+                        "{}: no pod {}{}",
+                        file.display(),
+                        render::esc(&format!("{ns}/{name}")),
+                        crate::text::did_you_mean(
+                            &format!("{ns}/{name}"),
+                            keys.iter().map(String::as_str)
+                        )
+                    ))
+                })
         }
         None => {
             let n = list.len();
@@ -314,7 +326,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
                 .then(|| {
                     args.live.block_on(|client| async move {
-                        input::snapshot::read(&client, true).await
+                        let (mut c, owners) = futures::join!(
+                            input::snapshot::read(&client, true),
+                            input::virt::vmi_owners(&client)
+                        );
+                        if let (Ok(c), Some(o)) = (&mut c, &owners) {
+                            input::virt::mark_launchers(&mut c.pods, o);
+                        }
+                        c
                     })
                 })
                 .transpose()?,
@@ -433,7 +452,7 @@ pub async fn from_cluster(
     namespace: &str,
     name: &str,
 ) -> Result<explain::Explanation> {
-    let (pod, c, operands) = futures::try_join!(
+    let (pod, mut c, operands, owners) = futures::try_join!(
         crate::input::pods::get_pod(client, namespace, name),
         crate::input::snapshot::read(client, true),
         // Operand pods unreadable (forbidden, timed out): explained without them.
@@ -442,8 +461,13 @@ pub async fn from_cluster(
                 .await
                 .ok()
                 .map(crate::model::operand::by_node))
-        }
+        },
+        // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
+        async { Ok(input::virt::vmi_owners(client).await) }
     )?;
+    if let Some(o) = &owners {
+        input::virt::mark_launchers(&mut c.pods, o);
+    }
     explain::explain(
         &pod,
         explain::Inputs {
@@ -469,7 +493,7 @@ pub async fn from_cluster_vm(
     namespace: &str,
     name: &str,
 ) -> Result<explain::Explanation> {
-    let (objects, c, operands) = futures::try_join!(
+    let (objects, mut c, operands, owners) = futures::try_join!(
         input::virt::read(client, kind, namespace, name),
         crate::input::snapshot::read(client, true),
         // Operand pods unreadable (forbidden, timed out): explained without them.
@@ -478,8 +502,13 @@ pub async fn from_cluster_vm(
                 .await
                 .ok()
                 .map(crate::model::operand::by_node))
-        }
+        },
+        // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
+        async { Ok(input::virt::vmi_owners(client).await) }
     )?;
+    if let Some(o) = &owners {
+        input::virt::mark_launchers(&mut c.pods, o);
+    }
     explain::vm::explain_vm(
         &objects,
         explain::Inputs {

@@ -32,7 +32,8 @@ HyperConverged spells the PCI selector pciDeviceSelector.";
 #[command(after_help = "\
 Examples:
   gpuwl kubevirt generate > permit.yaml            # live: the nodes and the current CR
-  kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file permit.yaml
+  kubectl patch kubevirt kubevirt -n kubevirt --type merge \\
+      --patch-file permit.yaml
   gpuwl kubevirt generate --nodes nodes.json --kubevirt hco.yaml -o json
   gpuwl kubevirt check                             # live: nodes and the KubeVirt/HCO CR
   gpuwl kubevirt check --nodes nodes.json --kubevirt kubevirt.yaml -o json")]
@@ -75,7 +76,8 @@ impl Target {
 #[command(after_help = "\
 Examples:
   gpuwl kubevirt generate > permit.yaml            # live: the nodes and the current CR
-  kubectl patch kubevirt kubevirt -n kubevirt --type merge --patch-file permit.yaml
+  kubectl patch kubevirt kubevirt -n kubevirt --type merge \\
+      --patch-file permit.yaml
   gpuwl kubevirt generate --nodes nodes.json --kubevirt kubevirt.yaml
   gpuwl kubevirt generate --nodes nodes.json --patch json-add -o json > add.json
   kubectl patch kubevirt kubevirt -n kubevirt --type json --patch-file add.json
@@ -299,7 +301,7 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
     if adv.vm_names().next().is_some() && patch.added == 0 {
         eprint_line("nothing to add: the CR lists every advertised name already");
     }
-    if args.output == PatchFormat::Json {
+    if args.output == PatchFormat::Json && patch.added > 0 {
         eprint_line(&format!(
             "Apply: {}",
             render::kubevirt::safe_apply_command(args.patch, target, object)

@@ -155,15 +155,68 @@ pub fn main() -> ExitCode {
     match result {
         Ok(status) => status.into(),
         Err(mut e) => {
-            // The way out of a missing kubeconfig names the local control plane when it runs.
-            if let Error::NoKubeconfig { local_running, .. } = &mut e {
-                *local_running = matches!(
-                    crate::cluster::status(crate::cluster::DEFAULT_NAME),
-                    Ok(crate::cluster::Status::Running)
-                );
+            // The way out of a missing kubeconfig names the local clusters that run; a
+            // refused connection to a local cluster's address names that cluster.
+            match &mut e {
+                Error::NoKubeconfig { running, .. } => {
+                    *running = crate::cluster::list()
+                        .into_iter()
+                        .filter(|(_, s)| *s == crate::cluster::Status::Running)
+                        .map(|(n, _)| n)
+                        .collect();
+                }
+                Error::Cluster {
+                    server: Some(server),
+                    message,
+                    ..
+                } if message.ends_with(crate::input::live::LOCAL_HINT) => {
+                    if let Some(name) = crate::cluster::at_server(server) {
+                        let hint = crate::cluster::local_hint(&name);
+                        let cut = message.len() - crate::input::live::LOCAL_HINT.len();
+                        message.replace_range(cut.., &hint);
+                    }
+                }
+                _ => {}
             }
             let _ = writeln!(std::io::stderr(), "gpuwl: {e}");
             e.exit_status().into()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every example command in every `--help` fits 80 columns, or is split with ` \`
+    /// into lines that do (issue 42: clap wraps a longer one mid-command, without a `\`,
+    /// and the copied line runs a broken command). A `# comment` after it may wrap.
+    #[test]
+    fn help_examples_fit_80_columns_or_continue_with_a_backslash() {
+        fn walk(c: &clap::Command, path: &str, bad: &mut Vec<String>) {
+            if let Some(help) = c.get_after_help() {
+                let mut continued = false;
+                for line in help.to_string().lines() {
+                    let t = line.trim_start();
+                    let example = ["gpuwl ", "kubectl ", "curl ", "export "]
+                        .iter()
+                        .any(|p| t.starts_with(p))
+                        && line.starts_with("  ");
+                    if example || continued {
+                        let command = line.split("  #").next().unwrap_or(line).trim_end();
+                        if crate::render::display_width(command) > 80 {
+                            bad.push(format!("{path}: {command}"));
+                        }
+                        continued = command.ends_with('\\');
+                    }
+                }
+            }
+            for s in c.get_subcommands() {
+                walk(s, &format!("{path} {}", s.get_name()), bad);
+            }
+        }
+        let mut bad = Vec::new();
+        walk(&Cli::command(), "gpuwl", &mut bad);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
 }

@@ -33,7 +33,8 @@ one warning per finding (kubectl prints `Warning: gpuwl CODE: FIELD: ...`): a GP
 advertises (with explain's did-you-mean), a name only advertised in pools the nodeSelector or
 required node affinity excludes, an extended resource in requests without limits or different from
 them, a VMI/VM deviceName not in KubeVirt's permittedHostDevices, more units than any node has.
-  gpuwl serve --kubeconfig kc --listen 127.0.0.1:9850 --admission-listen 127.0.0.1:9443 --admission-register
+  gpuwl serve --kubeconfig kc --listen 127.0.0.1:9850 \\
+      --admission-listen 127.0.0.1:9443 --admission-register
 deploy/admission/ holds the in-cluster Service and ValidatingWebhookConfiguration (failurePolicy
 Ignore: when the guard is down, objects are admitted, and gpuwl_admission_flagged_pods counts them).
 Details: docs/admission.md.")]

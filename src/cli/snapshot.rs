@@ -25,7 +25,8 @@ Never included: Secrets (none are listed), environment variable values (env[].va
 env[].valueFrom are removed everywhere; names stay), managedFields and the last-applied annotation.
 A resource the cluster does not serve, or the credentials may not list, is recorded as such
 (nodes and pods must list). Progress goes to stderr; the file is written atomically, mode 0600.
-Exit 0 written · 2 bad usage · 3 cluster unreachable or file not writable.")]
+Exit 0 written · 2 bad usage (an -o whose folder is missing or not writable: checked before the
+cluster is read) · 3 cluster unreachable or file not writable.")]
 pub struct Args {
     /// Where to write the snapshot; a name ending in .gz or .tgz is gzip-compressed.
     #[arg(
@@ -57,6 +58,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             eprintln!("gpuwl snapshot: {}", crate::text::escape_controls(line));
         }
     };
+    // Before the cluster is listed: a destination that cannot be written fails at once.
+    crate::files::check_writable(&args.output, "-o")?;
     let tar = crate::input::live::runtime()?.block_on(async {
         let conn =
             crate::input::live::connect(&args.live, crate::input::live::Flavour::OneShot).await?;
@@ -64,13 +67,34 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             .await
             .map_err(|e| e.at_server(&conn.server, args.live.request_timeout()))
     })?;
-    snapshot_file::write(&args.output, &tar)?;
+    let written = snapshot_file::write(&args.output, &tar)?;
     if !quiet {
         eprintln!(
-            "gpuwl snapshot: wrote {} ({} bytes before compression)",
+            "gpuwl snapshot: wrote {} ({})",
             crate::text::escape_controls(&args.output.display().to_string()),
-            tar.len()
+            size_line(written, tar.len())
         );
     }
     Ok(ExitStatus::Ok)
+}
+
+/// `17920 bytes`, or for a compressed file `2113 bytes, 17920 before compression`.
+fn size_line(written: usize, tar: usize) -> String {
+    if written == tar {
+        format!("{written} bytes")
+    } else {
+        format!("{written} bytes, {tar} before compression")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_size_mentions_compression_only_when_there_was_some() {
+        assert_eq!(super::size_line(17920, 17920), "17920 bytes");
+        assert_eq!(
+            super::size_line(2113, 17920),
+            "2113 bytes, 17920 before compression"
+        );
+    }
 }

@@ -286,6 +286,32 @@ pub fn running_elsewhere_hint(name: &str) -> String {
     }
 }
 
+/// The local cluster whose API server is `server` (`https://127.0.0.1:<port>`), if any
+/// has been started (running or stopped).
+pub fn at_server(server: &str) -> Option<String> {
+    list()
+        .into_iter()
+        .map(|(n, _)| n)
+        .find(|n| info(n).is_ok_and(|i| i.server_url() == server.trim_end_matches('/')))
+}
+
+/// What to run about local cluster `name` when its API server does not answer:
+/// ` (the local cluster eval: gpuwl cluster status --name eval; gpuwl cluster up --name
+/// eval starts it again)`; without `--name` for the default cluster.
+pub fn local_hint(name: &str) -> String {
+    let flag = if name == DEFAULT_NAME {
+        String::new()
+    } else {
+        format!(" --name {name}")
+    };
+    let which = if name == DEFAULT_NAME {
+        "the local control plane".to_owned()
+    } else {
+        format!("the local cluster {name}")
+    };
+    format!(" ({which}: gpuwl cluster status{flag}; gpuwl cluster up{flag} starts it again)")
+}
+
 /// Reads `<state>/cluster.json` of cluster `name`.
 ///
 /// Errors: [`Error::Runtime`] when the cluster was never started or the file is corrupt.

@@ -177,27 +177,52 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
         ..Default::default()
     };
     // $KUBECONFIG naming one file is read like --kubeconfig: a bad file is bad input (2)
-    // however it is named.
+    // however it is named; the message says where the path came from.
     let env_file = std::env::var_os("KUBECONFIG")
         .filter(|v| !v.is_empty() && !v.to_string_lossy().contains(':'))
         .map(std::path::PathBuf::from);
-    let kubeconfig = kubeconfig.or(env_file.as_deref());
+    let (kubeconfig, via_env) = match kubeconfig {
+        Some(p) => (Some(p), false),
+        None => (env_file.as_deref(), env_file.is_some()),
+    };
     match (kubeconfig, context) {
         (Some(path), _) => {
-            readable(path)?;
-            let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(path, &e))?;
+            let name = kubeconfig_name(path, via_env);
+            readable(path, &name)?;
+            let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(&name, &e))?;
             Config::from_custom_kubeconfig(kc, &opts)
                 .await
-                .map_err(|e| kubeconfig_error(path, &e))
+                .map_err(|e| kubeconfig_error(&name, &e))
         }
         (None, Some(_)) => Config::from_kubeconfig(&opts)
             .await
             .map_err(|e| Error::Input(format!("kubeconfig: {}", one_line(&e.to_string())))),
-        (None, None) => Config::infer().await.map_err(|e| Error::NoKubeconfig {
-            detail: one_line(&e.to_string()),
-            // Filled in by the command line, which knows about the local control plane.
-            local_running: false,
+        (None, None) => Config::infer().await.map_err(|e| {
+            // A ~/.kube/config that is there but does not load is named as such; when
+            // there is none, kube-rs' own chain of reasons adds nothing to "none found".
+            let home = std::env::var_os("HOME")
+                .map(|h| Path::new(&h).join(".kube/config"))
+                .filter(|p| p.is_file());
+            match home {
+                Some(p) => kubeconfig_error(&p.display().to_string(), &e),
+                None => Error::NoKubeconfig {
+                    detail: String::new(),
+                    // Filled in by the command line, which knows about the local clusters.
+                    running: Vec::new(),
+                },
+            }
         }),
+    }
+}
+
+/// How a kubeconfig path is named in messages: `$KUBECONFIG=<path>` when it came from
+/// the environment (a path the user did not type is recognised by its source), else the
+/// path as given.
+fn kubeconfig_name(path: &Path, via_env: bool) -> String {
+    if via_env {
+        format!("$KUBECONFIG={}", path.display())
+    } else {
+        path.display().to_string()
     }
 }
 
@@ -305,6 +330,11 @@ pub async fn for_each_node_paged(
     list_all(&api, base, "list nodes", |n| on_node(node_info(&n))).await
 }
 
+/// The end of an unreachable-server message; the command line replaces it with the
+/// local cluster's own commands when the address is one of them
+/// ([`crate::cluster::at_server`]).
+pub const LOCAL_HINT: &str = " (the local one: gpuwl cluster status)";
+
 /// The one-line error for a failed API call: `doing` says what gpuwl was doing
 /// (`list nodes`), and the message ends with a way out — forbidden: the verb and resource
 /// the credentials lack; unauthorized: the credentials; unreachable: whether the cluster
@@ -334,11 +364,10 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
             }
             let text = format!("{e:?} {e}").to_lowercase();
             if text.contains("refused") {
-                "connection refused; is the cluster up? (the local one: gpuwl cluster status)"
-                    .to_string()
+                format!("connection refused; is the cluster up?{LOCAL_HINT}")
             } else {
                 format!(
-                    "the API server cannot be reached ({}); is the cluster up? (the local one: gpuwl cluster status)",
+                    "the API server cannot be reached ({}); is the cluster up?{LOCAL_HINT}",
                     one_line(&e.to_string())
                 )
             }
@@ -388,7 +417,7 @@ fn clone_kube_error(e: &kube::Error) -> kube::Error {
 /// directory (os error 2)`), not from a parser message that quotes the path again.
 ///
 /// Errors: [`Error::Input`] naming the path and the I/O reason.
-fn readable(path: &Path) -> Result<()> {
+fn readable(path: &Path, name: &str) -> Result<()> {
     let opened = std::fs::File::open(path).and_then(|f| {
         if f.metadata()?.is_dir() {
             Err(std::io::Error::new(
@@ -399,10 +428,10 @@ fn readable(path: &Path) -> Result<()> {
             Ok(())
         }
     });
-    opened.map_err(|e| Error::Input(format!("{}: cannot read: {e}", path.display())))
+    opened.map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))
 }
 
-fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
+fn kubeconfig_error(name: &str, e: &dyn std::error::Error) -> Error {
     let mut chain = vec![e.to_string()];
     let mut src = e.source();
     while let Some(s) = src {
@@ -412,8 +441,7 @@ fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
     let all = chain.join(": ");
     if all.to_lowercase().contains("context") {
         return Error::Input(format!(
-            "{}: the context is not in this kubeconfig (or names a missing cluster or user)",
-            path.display()
+            "{name}: the context is not in this kubeconfig (or names a missing cluster or user)"
         ));
     }
     // Only the position `line N column M`: the rest of a parser message may quote a value.
@@ -430,8 +458,7 @@ fn kubeconfig_error(path: &Path, e: &dyn std::error::Error) -> Error {
         }
     });
     Error::Input(format!(
-        "{}: not a usable kubeconfig{} (values are not shown: a kubeconfig holds credentials)",
-        path.display(),
+        "{name}: not a usable kubeconfig{} (values are not shown: a kubeconfig holds credentials)",
         at.map(|l| format!(" at {}", l.trim())).unwrap_or_default()
     ))
 }

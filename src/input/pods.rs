@@ -459,6 +459,7 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         },
         problems: found.problems,
         resource_claims,
+        vmi_owned_by_vm: None,
     })
 }
 
@@ -1010,7 +1011,10 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
         Err(kube::Error::Api(s)) if s.code == 404 => {
             let elsewhere = namespaces_holding(client, name).await;
             let hint = match elsewhere.as_slice() {
-                [] => String::new(),
+                [] => crate::text::did_you_mean(
+                    name,
+                    names_in(client, namespace).await.iter().map(String::as_str),
+                ),
                 [one] => format!("; a pod {name} is in namespace {one} (add -n {one})"),
                 many => format!(
                     "; pods named {name} are in namespaces {} (add -n NAMESPACE)",
@@ -1022,6 +1026,22 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
             )))
         }
         Err(e) => Err(crate::input::live::api_error(&doing, &e)),
+    }
+}
+
+/// The names of the pods in `namespace` (one metadata list of at most 1,000), for a
+/// did-you-mean; `[]` when the list fails.
+async fn names_in(client: &Client, namespace: &str) -> Vec<String> {
+    let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let lp = kube::api::ListParams::default().limit(1000);
+    match api.list_metadata(&lp).await {
+        Ok(list) => list
+            .items
+            .into_iter()
+            .filter_map(|p| p.metadata.name)
+            .collect(),
+        Err(_) => Vec::new(),
     }
 }
 

@@ -393,7 +393,7 @@ pub async fn take(
 /// cluster), gzip-compressed when the name ends in `.gz` or `.tgz`.
 ///
 /// Errors: [`Error::Failed`] naming the path when it cannot be written.
-pub fn write(path: &Path, tar: &[u8]) -> Result<()> {
+pub fn write(path: &Path, tar: &[u8]) -> Result<usize> {
     let name = path.to_string_lossy();
     let bytes = if name.ends_with(".gz") || name.ends_with(".tgz") {
         let mut enc = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
@@ -403,7 +403,8 @@ pub fn write(path: &Path, tar: &[u8]) -> Result<()> {
     } else {
         tar.to_vec()
     };
-    crate::files::write_atomic(path, &bytes, 0o600)
+    crate::files::write_atomic(path, &bytes, 0o600)?;
+    Ok(bytes.len())
 }
 
 /// A snapshot read back: what the analyses take ([`Snapshot`]), the operand DaemonSets and

@@ -55,6 +55,69 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 ///
 /// Errors: [`Error::Input`] when the cluster does not serve the type (KubeVirt is not
 /// installed); [`Error::Runtime`] when the call fails or takes longer than [`LIVE_TIMEOUT`].
+/// Whether a VirtualMachine owns each VMI of the cluster (`namespace/name` → owned), from
+/// one metadata list of all VMIs (their `ownerReferences`); `None` when they cannot be
+/// listed (KubeVirt not installed, forbidden, no answer within [`LIVE_TIMEOUT`]).
+pub async fn vmi_owners(client: &kube::Client) -> Option<std::collections::BTreeMap<String, bool>> {
+    let api: Api<DynamicObject> = Api::all_with(
+        client.clone(),
+        &resource("VirtualMachineInstance", "virtualmachineinstances"),
+    );
+    let list = tokio::time::timeout(LIVE_TIMEOUT, api.list_metadata(&Default::default()))
+        .await
+        .ok()?
+        .ok()?;
+    Some(
+        list.items
+            .into_iter()
+            .map(|o| {
+                let owned = o
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .flatten()
+                    .any(|r| r.kind == "VirtualMachine");
+                (
+                    format!(
+                        "{}/{}",
+                        o.metadata.namespace.unwrap_or_default(),
+                        o.metadata.name.unwrap_or_default()
+                    ),
+                    owned,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Marks each virt-launcher pod among `pods` with whether a VirtualMachine owns its VMI
+/// ([`PodInfo::vmi_owned_by_vm`]), from [`vmi_owners`]; a launcher whose VMI is not
+/// listed stays unknown.
+pub fn mark_launchers(pods: &mut [PodInfo], owners: &std::collections::BTreeMap<String, bool>) {
+    for p in pods {
+        if let Some(vmi) = p.launcher_vmi() {
+            let key = format!("{}/{vmi}", p.namespace);
+            p.vmi_owned_by_vm = owners.get(&key).copied();
+        }
+    }
+}
+
+/// The names of the `kind` objects in `namespace` (one list of at most 1,000, within
+/// [`LIVE_TIMEOUT`]), for a did-you-mean; `[]` when the list fails.
+async fn names(client: &kube::Client, kind: &str, plural: &str, namespace: &str) -> Vec<String> {
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), namespace, &resource(kind, plural));
+    let lp = kube::api::ListParams::default().limit(1000);
+    match tokio::time::timeout(LIVE_TIMEOUT, api.list_metadata(&lp)).await {
+        Ok(Ok(list)) => list
+            .items
+            .into_iter()
+            .filter_map(|o| o.metadata.name)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 async fn get(
     client: &kube::Client,
     kind: &str,
@@ -138,13 +201,18 @@ pub async fn read(
     name: &str,
 ) -> Result<VmObjects> {
     let vm = match kind {
-        ObjectKind::VirtualMachine => Some(
-            get(client, "VirtualMachine", "virtualmachines", namespace, name)
-                .await?
-                .ok_or_else(|| {
-                    Error::Input(format!("VirtualMachine {namespace}/{name} not found"))
-                })?,
-        ),
+        ObjectKind::VirtualMachine => {
+            match get(client, "VirtualMachine", "virtualmachines", namespace, name).await? {
+                Some(v) => Some(v),
+                None => {
+                    let near = names(client, "VirtualMachine", "virtualmachines", namespace).await;
+                    return Err(Error::Input(format!(
+                        "VirtualMachine {namespace}/{name} not found{}",
+                        crate::text::did_you_mean(name, near.iter().map(String::as_str))
+                    )));
+                }
+            }
+        }
         _ => None,
     };
     let vmi = get(
@@ -156,8 +224,16 @@ pub async fn read(
     )
     .await?;
     if kind == ObjectKind::VirtualMachineInstance && vmi.is_none() {
+        let near = names(
+            client,
+            "VirtualMachineInstance",
+            "virtualmachineinstances",
+            namespace,
+        )
+        .await;
         return Err(Error::Input(format!(
-            "VirtualMachineInstance {namespace}/{name} not found"
+            "VirtualMachineInstance {namespace}/{name} not found{}",
+            crate::text::did_you_mean(name, near.iter().map(String::as_str))
         )));
     }
     let mut out = VmObjects {

@@ -183,6 +183,11 @@ pub struct PodInfo {
     /// `spec.resourceClaims[]` (DRA), each with the claim it resolves to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resource_claims: Vec<crate::model::dra::PodClaim>,
+    /// For a virt-launcher pod: whether a VirtualMachine owns the VMI it runs (the VMI's
+    /// `ownerReferences`), which decides how to stop it (`virtctl stop` needs a VM; a bare
+    /// VMI is deleted); `None` when not known (the VMIs were not read).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vmi_owned_by_vm: Option<bool>,
 }
 
 impl PodInfo {

@@ -64,19 +64,29 @@ pub struct InvalidWorkloadConfig {
 impl InvalidWorkloadConfig {
     /// The valid value the rejected one was most likely meant to be: equal but for case,
     /// surrounding spaces or `_` for `-`, else at most 2 edits away (Levenshtein, lower
-    /// case). The operator compares case-sensitively, so `Vm-Passthrough` is invalid there
-    /// (NVIDIA/gpu-operator `controllers/state_manager.go`, `isValidWorkloadConfig`).
+    /// case), else the one value that holds it (`passthrough` → `vm-passthrough`, `vgpu`
+    /// → `vm-vgpu`; see [`crate::text::close_names`]). The operator compares
+    /// case-sensitively, so `Vm-Passthrough` is invalid there (NVIDIA/gpu-operator
+    /// `controllers/state_manager.go`, `isValidWorkloadConfig`).
     pub fn nearest(&self) -> Option<WorkloadConfig> {
         let v = self.value.trim().to_ascii_lowercase().replace('_', "-");
         if v.is_empty() || v.len() > 40 {
             return None;
         }
-        WorkloadConfig::ALL
+        let by_edits = WorkloadConfig::ALL
             .into_iter()
             .map(|w| (strsim::levenshtein(&v, w.as_str()), w))
             .filter(|(d, _)| *d <= 2)
             .min_by_key(|(d, _)| *d)
-            .map(|(_, w)| w)
+            .map(|(_, w)| w);
+        by_edits.or_else(|| {
+            let close =
+                crate::text::close_names(&v, WorkloadConfig::ALL.iter().map(|w| w.as_str()));
+            match close.as_slice() {
+                [one] => one.parse().ok(),
+                _ => None,
+            }
+        })
     }
 
     /// `; did you mean vm-passthrough?` when [`Self::nearest`] has one, else empty: the
@@ -206,6 +216,17 @@ mod tests {
             err("Vm-Passthrough").did_you_mean(),
             "; did you mean vm-passthrough?"
         );
+        // A fragment of exactly one value (issue 42: `passthrough`, `vgpu`).
+        let nearest = |v: &str| {
+            InvalidWorkloadConfig {
+                value: v.to_owned(),
+            }
+            .nearest()
+        };
+        assert_eq!(nearest("passthrough"), Some(WorkloadConfig::VmPassthrough));
+        assert_eq!(nearest("vgpu"), Some(WorkloadConfig::VmVgpu));
+        assert_eq!(nearest("vm"), None);
+        assert_eq!(nearest("vm-passthru"), Some(WorkloadConfig::VmPassthrough));
         assert_eq!(err("vm_vgpu").nearest(), Some(WorkloadConfig::VmVgpu));
         assert_eq!(
             err(" container ").nearest(),
@@ -215,7 +236,6 @@ mod tests {
             err("vm-pasthrough").nearest(),
             Some(WorkloadConfig::VmPassthrough)
         );
-        assert_eq!(err("vgpu").nearest(), None);
         assert_eq!(err("gpu").did_you_mean(), "");
     }
 

@@ -13,7 +13,7 @@ use crate::render::Format;
 /// with `NodeReport` = `{ name, label, effectiveWorkload, workloadSource, verdict: ok|mismatch|not-judged, reason?, resources: [{ name, class,
 /// capacity?, allocatable?, advertised }], findings: [{ code, severity, resource?,
 /// message }], gpuNode?, plannedTransition? }`, and with `--effective` `gate: { failOn,
-/// ignore, gpuNodes, failingNodes, failing: [{ node, code, severity, message }] }` (then
+/// ignore, ignored: { code: count }, gpuNodes, failingNodes, failing: [{ node, code, severity, message }] }` (then
 /// `ok`, `exitCode` and `lines` are the gate's). Codes are stable (see
 /// [`crate::analysis::check::Code`]); severities are the table's
 /// ([`crate::model::finding::SEVERITIES`]).
@@ -40,6 +40,9 @@ pub struct Document<'a> {
     /// `check --effective`: what the gate judged and what fails it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateDoc<'a>>,
+    /// What could not be judged and why (text mode says it on stderr).
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub notes: &'a [String],
 }
 
 /// The gate part of a [`Document`] (`check --effective`).
@@ -50,6 +53,8 @@ pub struct GateDoc<'a> {
     pub fail_on: Vec<Code>,
     /// `--ignore` codes (their findings are left out of `nodes`).
     pub ignore: Vec<Code>,
+    /// How many findings `--ignore` left out, per code (codes with none are absent).
+    pub ignored: &'a std::collections::BTreeMap<Code, usize>,
     /// GPU nodes judged.
     pub gpu_nodes: usize,
     /// Nodes with a failing finding, by name.
@@ -105,6 +110,7 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
         GateDoc {
             fail_on: g.fail_on.iter().copied().collect(),
             ignore: g.ignore.iter().copied().collect(),
+            ignored: &report.ignored,
             gpu_nodes: report.gpu_nodes,
             failing_nodes,
             failing,
@@ -129,6 +135,7 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
         cluster_policy: policy,
         operand_pods: report.operand_source.as_ref(),
         nodes: &report.nodes,
+        notes: &report.notes,
     }
 }
 
@@ -187,11 +194,30 @@ pub fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
             format!("{n} {one}s")
         }
     };
+    // What --ignore left out is said, never silent: `, 1 finding ignored (mig-config-failed)`.
+    let ignored = if report.ignored.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", {} ignored ({})",
+            plural(report.ignored.values().sum(), "finding"),
+            report
+                .ignored
+                .iter()
+                .map(|(c, n)| if *n == 1 {
+                    c.to_string()
+                } else {
+                    format!("{c} ×{n}")
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    };
     let too_few = report.too_few_gpu_nodes();
     out.push(if let Some(why) = too_few {
         if errors > 0 {
             format!(
-                "FAIL: {}; {} on {} of {} GPU nodes, {}",
+                "FAIL: {}; {} on {} of {} GPU nodes, {}{ignored}",
                 why,
                 plural(errors, "error"),
                 nodes.len(),
@@ -199,11 +225,11 @@ pub fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
                 plural(warnings, "warning")
             )
         } else {
-            format!("FAIL: {why}")
+            format!("FAIL: {why}{ignored}")
         }
     } else if errors > 0 {
         format!(
-            "FAIL: {} on {} of {} GPU nodes, {}",
+            "FAIL: {} on {} of {} GPU nodes, {}{ignored}",
             plural(errors, "error"),
             nodes.len(),
             report.gpu_nodes,
@@ -211,7 +237,7 @@ pub fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
         )
     } else {
         format!(
-            "OK: {} judged by the workload the GPU Operator applies, no error, {}",
+            "OK: {} judged by the workload the GPU Operator applies, no error, {}{ignored}",
             plural(report.gpu_nodes, "GPU node"),
             plural(warnings, "warning")
         )

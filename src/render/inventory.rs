@@ -80,27 +80,27 @@ pub fn bar(row: &Row) -> String {
     format!("{}{}", "█".repeat(used), "░".repeat(BAR_WIDTH - used))
 }
 
-/// The inventory table's columns, in order; drop ranks: USE first, then GPUS, CAPACITY,
-/// NODES.
+/// The inventory table's columns, in order, each with ONE header at every width (a
+/// narrow terminal drops columns, it never renames them); drop ranks: USE first, then
+/// GPUS, CAP, NODES, USED (ALLOCATABLE − FREE).
 fn columns() -> [Column; 10] {
-    let c = |header, short, right, drop_rank| Column {
+    let c = |header, right, drop_rank| Column {
         header,
-        short,
+        short: header,
         right,
         drop_rank,
     };
     [
-        c("POOL", "POOL", false, 0),
-        c("RESOURCE", "RESOURCE", false, 0),
-        c("NODES", "NODES", true, 2),
-        c("CAPACITY", "CAP", true, 3),
-        // Never shortened: "ALLOC" beside "USED" reads as allocated twice.
-        c("ALLOCATABLE", "ALLOCATABLE", true, 0),
-        c("ALLOCATED", "USED", true, 0),
-        c("FREE", "FREE", true, 0),
-        c("PENDING", "PEND", true, 0),
-        c("GPUS", "GPUS", true, 4),
-        c("USE", "USE", false, 5),
+        c("POOL", false, 0),
+        c("RESOURCE", false, 0),
+        c("NODES", true, 2),
+        c("CAP", true, 3),
+        c("ALLOCATABLE", true, 0),
+        c("USED", true, 1),
+        c("FREE", true, 0),
+        c("PEND", true, 0),
+        c("GPUS", true, 4),
+        c("USE", false, 5),
     ]
 }
 
@@ -160,42 +160,24 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 r.pop();
             }
         }
-        let (mut table, short) = fit_table(&cols, &rows, opts.width);
-        if table
-            .lines()
-            .any(|l| crate::render::display_width(l) > opts.width)
-        {
-            // Last resort before names would overflow: ALLOCATABLE as ALLOC (the legend
-            // then spells it out beside USED).
-            for c in &mut cols {
-                if c.header == "ALLOCATABLE" {
-                    c.short = "ALLOC";
-                }
-            }
-            table = fit_table(&cols, &rows, opts.width).0;
-        }
+        let (table, _) = fit_table(&cols, &rows, opts.width);
         let _ = writeln!(out, "{table}");
         table_end = out.len();
         let header = table.lines().nth(1).unwrap_or_default().to_owned();
         let shown = |h: &str| header.split_whitespace().any(|w| w == h);
-        let legend = if short {
-            let mut parts = Vec::new();
-            if shown("CAP") {
-                parts.push("CAP capacity");
-            }
-            if shown("ALLOC") {
-                parts.push("ALLOC allocatable (what the nodes offer)");
-            }
-            parts.push("USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve");
-            if shown("GPUS") {
-                parts.push("GPUS physical-GPU equivalents of capacity (? = not derivable)");
-            }
-            format!("{}.", parts.join("; "))
-        } else if shown("GPUS") {
-            "GPUS: physical-GPU equivalents of CAPACITY (? = not derivable). PENDING: units requested by unbound pods this pool could serve.".to_string()
+        let mut parts = Vec::new();
+        if shown("CAP") {
+            parts.push("CAP capacity");
+        }
+        parts.push(if shown("USED") {
+            "USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve"
         } else {
-            "PENDING: units requested by unbound pods this pool could serve.".to_string()
-        };
+            "PEND units requested by unbound pods this pool could serve"
+        });
+        if shown("GPUS") {
+            parts.push("GPUS physical-GPU equivalents of capacity (? = not derivable)");
+        }
+        let legend = format!("{}.", parts.join("; "));
         let mut legend = legend;
         if opts.bars && shown("USE") {
             legend.push_str(" USE: each row's own allocatable, █ allocated, ░ free.");
@@ -204,7 +186,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         let dropped: Vec<&str> = cols
             .iter()
             .filter(|c| c.header != "USE" || opts.bars)
-            .filter(|c| !shown(c.header) && !shown(c.short))
+            .filter(|c| !shown(c.header))
             .map(|c| c.header)
             .collect();
         if !dropped.is_empty() {
@@ -378,17 +360,18 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
             right,
             drop_rank,
         };
+        // One header per column at every width, as in the pool table (USED, PEND).
         let cols = [
             c("DRIVER", "DRIVER", false, 0),
             c("TYPE", "TYPE", false, 0),
             c("POOL", "POOL", false, 0),
-            c("NODES", "NODES", true, 2),
-            c("DEVICES", "DEV", true, 0),
-            c("GPUS", "GPUS", true, 0),
-            c("ALLOCATED", "USED", true, 0),
-            c("BLOCKED", "BLKD", true, 0),
+            c("NODES", "NODES", true, 3),
+            c("DEVICES", "DEVICES", true, 0),
+            c("GPUS", "GPUS", true, 2),
+            c("USED", "USED", true, 1),
+            c("BLOCKED", "BLOCKED", true, 0),
             c("FREE", "FREE", true, 0),
-            c("PENDING", "PEND", true, 0),
+            c("PEND", "PEND", true, 0),
         ];
         let rows: Vec<Vec<String>> = d
             .rows
@@ -410,12 +393,26 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
             .collect();
         let (table, _) = fit_table(&cols, &rows, width);
         let _ = writeln!(out, "{table}");
+        let header = table.lines().nth(1).unwrap_or_default().to_owned();
+        let dropped: Vec<&str> = cols
+            .iter()
+            .map(|c| c.header)
+            .filter(|h| !header.split_whitespace().any(|w| w == *h))
+            .collect();
         let _ = writeln!(
             out,
-            "{} physical GPUs behind {} devices, each counted once ({} in use); BLOCKED: not allocated, but a sibling device consumed the shared counter; PENDING: devices unallocated claims ask for.",
+            "{} physical GPUs behind {} devices, each counted once ({} in use); USED: allocated; BLOCKED: not allocated, but a sibling device consumed the shared counter; PEND: devices unallocated claims ask for.{}",
             d.physical_gpus,
             d.rows.iter().map(|r| r.devices).sum::<usize>(),
-            d.physical_in_use
+            d.physical_in_use,
+            if dropped.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " Not shown at {width} columns: {} (widen the terminal, or -o json).",
+                    dropped.join(", ")
+                )
+            }
         );
     }
     for b in &d.blocked {

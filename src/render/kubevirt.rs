@@ -74,6 +74,16 @@ pub fn safe_patch_hint(
         },
         target.path()
     )];
+    if p.added == 0 {
+        // Nothing to add: no word on resourceVersions or how to apply an empty patch.
+        v[0] = format!("Nothing to add for the {cr} ({}):", target.path());
+        v.push(format!(
+            "it lists every passthrough model and vGPU type the nodes advertise ({} entr{} kept); the patch is empty.",
+            p.kept,
+            if p.kept == 1 { "y" } else { "ies" }
+        ));
+        return v;
+    }
     let guarded = match &p.value {
         serde_json::Value::Object(m) => m.contains_key("metadata"),
         serde_json::Value::Array(a) => a.first().is_some_and(|o| o["op"] == "test"),
@@ -372,6 +382,18 @@ mod tests {
         assert_eq!(
             p.already,
             ["nvidia.com/GA102GL_A10", "nvidia.com/NVIDIA_A10-12Q"]
+        );
+        // Issue 42: the empty patch says so, not that the CR read lacks a resourceVersion
+        // (it has one), and gives no apply command.
+        let y = render_safe_patch(
+            &p,
+            HostDevicesSource::KubeVirt,
+            Some("kubevirt/kubevirt"),
+            PatchFormat::Yaml,
+        );
+        assert_eq!(
+            y,
+            "# Nothing to add for the KubeVirt CR kubevirt/kubevirt (spec.configuration.permittedHostDevices):\n# it lists every passthrough model and vGPU type the nodes advertise (3 entries kept); the patch is empty.\n{}\n"
         );
     }
 

@@ -47,7 +47,9 @@ pub fn display_width(line: &str) -> usize {
 
 /// Wraps every line of `text` wider than `width` at spaces, never inside a word (a
 /// resource or node name stays whole even when it alone is wider); continuation lines get
-/// the line's own indentation plus two spaces.
+/// the line's own indentation plus two spaces. A command in a line that must wrap
+/// (`kubectl …`, `virtctl …`, `gpuwl …`: see [`command_spans`]) is never split: it gets a
+/// line of its own, whole however wide, so that copying that line runs it as printed.
 pub fn wrap_lines(text: &str, width: usize) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
@@ -61,16 +63,148 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
         }
         let indent: String = body.chars().take_while(|c| *c == ' ').collect();
         let rest = format!("{indent}  ");
-        let opts = textwrap::Options::new(width)
-            .initial_indent(&indent)
-            .subsequent_indent(&rest)
-            .break_words(false)
-            .word_separator(textwrap::WordSeparator::AsciiSpace)
-            .word_splitter(textwrap::WordSplitter::NoHyphenation);
-        out.push_str(&textwrap::fill(body.trim_start_matches(' '), opts));
+        let mut tokens = tokens(body.trim_start_matches(' '));
+        let spans = command_spans(&mut tokens);
+        let mut lines: Vec<String> = Vec::new();
+        let lead = |lines: &Vec<String>| if lines.is_empty() { &indent } else { &rest };
+        let prose = |toks: &[Token], lines: &mut Vec<String>| {
+            let text = join(toks);
+            if text.is_empty() || text == "." {
+                return;
+            }
+            let opts = textwrap::Options::new(width)
+                .initial_indent(lead(lines))
+                .subsequent_indent(&rest)
+                .break_words(false)
+                .word_separator(textwrap::WordSeparator::AsciiSpace)
+                .word_splitter(textwrap::WordSplitter::NoHyphenation);
+            lines.push(textwrap::fill(&text, opts));
+        };
+        let mut i = 0;
+        for (start, end) in spans {
+            prose(&tokens[i..start], &mut lines);
+            let command = format!("{}{}", lead(&lines), join(&tokens[start..end]));
+            lines.push(command);
+            i = end;
+        }
+        prose(&tokens[i..], &mut lines);
+        out.push_str(&lines.join("\n"));
         out.push_str(nl);
     }
     out
+}
+
+/// A word of a line and whether a space came before it.
+type Token = (String, bool);
+
+/// `s` split at spaces into [`Token`]s; an opening `(` glued to a command name
+/// (`(kubectl`) is a token of its own.
+fn tokens(s: &str) -> Vec<Token> {
+    let mut out = Vec::new();
+    for w in s.split(' ') {
+        match w.strip_prefix('(') {
+            Some(r) if COMMANDS.contains(&r) => {
+                out.push(("(".to_owned(), true));
+                out.push((r.to_owned(), false));
+            }
+            _ => out.push((w.to_owned(), true)),
+        }
+    }
+    out
+}
+
+/// Tokens joined back as they were spaced (no space before the first).
+fn join(toks: &[Token]) -> String {
+    let mut s = String::new();
+    for (k, (t, space)) in toks.iter().enumerate() {
+        if *space && k > 0 && !s.is_empty() {
+            s.push(' ');
+        }
+        s.push_str(t);
+    }
+    s
+}
+
+/// The programs whose command lines [`wrap_lines`] keeps whole.
+const COMMANDS: [&str; 3] = ["kubectl", "virtctl", "gpuwl"];
+
+/// Words of prose that never occur in the commands gpuwl prints: a span holding one is a
+/// sentence about a command (`virtctl stop a lower-priority VM`), not a command.
+const PROSE_WORDS: [&str; 22] = [
+    "a", "an", "the", "or", "and", "to", "so", "if", "it", "its", "them", "that", "this", "is",
+    "are", "of", "on", "for", "then", "lists", "starts", "says",
+];
+
+/// The commands among `tokens`, as `[start, end)` ranges. A command starts at one of
+/// [`COMMANDS`] followed by a subcommand or flag; it ends before a token that opens a
+/// `(` or is a dash, or with a token ending in `,` `;` `.` `:` or an unmatched `)` — that
+/// punctuation is split off into a token of its own, left to the prose after. Quoted
+/// arguments (`-p '{"spec": …}'`) are kept whole. A span holding one of [`PROSE_WORDS`]
+/// is a sentence about a command and stays prose.
+fn command_spans(tokens: &mut Vec<Token>) -> Vec<(usize, usize)> {
+    let mut spans = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        let next_ok = tokens.get(i + 1).is_some_and(|(n, _)| {
+            n.starts_with('-') || n.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+        });
+        if !(COMMANDS.contains(&tokens[i].0.as_str()) && next_ok) {
+            i += 1;
+            continue;
+        }
+        let (mut quoted, mut depth) = (false, 0i32);
+        let mut end = tokens.len();
+        let mut cut = false;
+        for (j, (w, _)) in tokens.iter().enumerate().skip(i + 1) {
+            if !quoted && (w.starts_with('(') || matches!(w.as_str(), "—" | "–" | "-")) {
+                end = j;
+                break;
+            }
+            for c in w.chars() {
+                match c {
+                    '\'' => quoted = !quoted,
+                    '(' if !quoted => depth += 1,
+                    ')' if !quoted => depth -= 1,
+                    _ => {}
+                }
+            }
+            if !quoted && (depth < 0 || w.ends_with([',', ';', '.', ':'])) {
+                end = j + 1;
+                cut = true;
+                break;
+            }
+        }
+        let prose = tokens[i..end]
+            .iter()
+            .any(|(w, _)| PROSE_WORDS.contains(&w.trim_end_matches([',', ';', '.', ':', ')'])));
+        if prose || end <= i + 1 {
+            i = end.max(i + 1);
+            continue;
+        }
+        if cut {
+            // Split the closing punctuation off the command's last word.
+            let last = &mut tokens[end - 1].0;
+            let mut keep = last.len();
+            let bytes = last.as_bytes();
+            while keep > 0 {
+                match bytes[keep - 1] {
+                    b',' | b';' | b'.' | b':' => keep -= 1,
+                    b')' if depth < 0 => {
+                        depth += 1;
+                        keep -= 1;
+                    }
+                    _ => break,
+                }
+            }
+            let punct = last.split_off(keep);
+            if !punct.is_empty() {
+                tokens.insert(end, (punct, false));
+            }
+        }
+        spans.push((i, end));
+        i = end;
+    }
+    spans
 }
 
 /// One column of a [`fit_table`]: a header, a shorter header to use when space is
@@ -266,6 +400,53 @@ mod tests {
                 .any(|l| l.trim() == "nvidia.com/NVIDIA_A100-1-5CME"),
             "{w}"
         );
+    }
+
+    #[test]
+    fn commands_in_a_wrapped_line_get_lines_of_their_own() {
+        let fix = "Fix: relabel the node: kubectl label node n-1 nvidia.com/gpu.workload.config=vm-passthrough --overwrite\n";
+        assert_eq!(
+            wrap_lines(fix, 80),
+            "Fix: relabel the node:\n  kubectl label node n-1 nvidia.com/gpu.workload.config=vm-passthrough --overwrite\n"
+        );
+        // A line that fits is left alone.
+        assert_eq!(wrap_lines(fix, 200), fix);
+        // Two commands, each ending before a parenthesis; the prose between wraps.
+        let vh = "Fix: get virt-handler running and Ready on kv-gpu-a: kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName=kv-gpu-a (its logs say why it is not Ready), and kubectl get daemonset virt-handler -n kubevirt (its nodeSelector and tolerations must admit the node)";
+        let w = wrap_lines(vh, 100);
+        let lines: Vec<&str> = w.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Fix: get virt-handler running and Ready on kv-gpu-a:"
+        );
+        assert_eq!(
+            lines[1],
+            "  kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName=kv-gpu-a"
+        );
+        assert_eq!(lines[2], "  (its logs say why it is not Ready), and");
+        assert_eq!(lines[3], "  kubectl get daemonset virt-handler -n kubevirt");
+        assert_eq!(
+            lines[4],
+            "  (its nodeSelector and tolerations must admit the node)"
+        );
+        // Closing punctuation goes to the prose after; an opening parenthesis stays before;
+        // a quoted argument with spaces stays whole.
+        let w = wrap_lines(
+            "  remove it (kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-) or check that NFD sees the GPU; then kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'; done\n",
+            40,
+        );
+        assert_eq!(
+            w,
+            "  remove it (\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    ) or check that NFD sees the GPU;\n    then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    ; done\n"
+        );
+        // A sentence about a command is prose; a line that is a command stays whole.
+        let w = wrap_lines(
+            "free units (for a VM, virtctl stop a lower-priority VM, never delete a virt-launcher pod)",
+            30,
+        );
+        assert!(w.lines().all(|l| display_width(l) <= 30), "{w}");
+        let c = "  kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite\n";
+        assert_eq!(wrap_lines(c, 60), c);
     }
 
     #[test]

@@ -185,7 +185,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
             },
             Column {
                 header: "ALLOCATABLE",
-                short: "ALLOC",
+                short: "ALLOCATABLE",
                 right: true,
                 drop_rank: 0,
             },
@@ -197,7 +197,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
             },
             Column {
                 header: "PENDING",
-                short: "PEND",
+                short: "PENDING",
                 right: true,
                 drop_rank: 0,
             },

@@ -199,8 +199,15 @@ pub enum WatchState {
 pub struct Health {
     /// Whether the API server answered the watchdog's last probe.
     pub reachable: bool,
-    /// Since when it has not (`None` while it answers).
+    /// Since when it has not (`None` while it answers): when the first request that got
+    /// no answer was sent (the probe, or a watch that met no answer), not when the
+    /// watchdog concluded, so an outage is measured from its start.
     pub down_since: Option<Instant>,
+    /// When the API server last answered the watchdog.
+    pub last_answer: Option<Instant>,
+    /// When a watch first met no answer since the API server last answered the
+    /// watchdog (it may be down before a probe says so).
+    pub first_unanswered: Option<Instant>,
     /// Whether an evaluation has completed since the initial lists came in.
     pub evaluated: bool,
     /// Each running watch's state, by watched resource (`nodes`, `pods`, a CR plural).
@@ -216,6 +223,8 @@ impl Default for Health {
         Health {
             reachable: true,
             down_since: None,
+            last_answer: None,
+            first_unanswered: None,
             evaluated: false,
             watches: BTreeMap::new(),
             heartbeat: Instant::now(),
@@ -393,6 +402,9 @@ impl Shared {
             self.publish_health();
         }
         if unreachable {
+            let mut h = lock(&self.health);
+            h.first_unanswered = h.first_unanswered.or(Some(Instant::now()));
+            drop(h);
             self.probe_now.notify_one();
         }
     }
@@ -400,18 +412,30 @@ impl Shared {
     /// The watchdog's verdict: one log line and a metrics update when it changes. Coming
     /// back after an outage restarts the watches (a re-list: what changed meanwhile, and
     /// a watch that hung with the server, are then caught up) and wakes those in backoff.
+    #[cfg(test)]
     fn set_reachable(&self, reachable: bool, why: &str) {
-        let (changed, down_for) = {
+        self.set_reachable_at(reachable, why, Instant::now());
+    }
+
+    /// [`Shared::set_reachable`] for a probe sent at `asked`: an outage starts when the
+    /// first request that got no answer was sent, and its length is logged with the
+    /// bounds the probes give (from that request, and from the last answer).
+    fn set_reachable_at(&self, reachable: bool, why: &str, asked: Instant) {
+        let (changed, down_for, since_answer) = {
             let mut h = lock(&self.health);
             let changed = h.reachable != reachable;
             h.reachable = reachable;
             let down_for = h.down_since.map(|t| t.elapsed());
-            h.down_since = if reachable {
-                None
+            let since_answer = h.last_answer.map(|t| t.elapsed());
+            if reachable {
+                h.down_since = None;
+                h.first_unanswered = None;
+                h.last_answer = Some(Instant::now());
             } else {
-                h.down_since.or(Some(Instant::now()))
-            };
-            (changed, down_for)
+                let start = h.first_unanswered.map_or(asked, |w| w.min(asked));
+                h.down_since = Some(h.down_since.map_or(start, |d| d.min(start)));
+            }
+            (changed, down_for, since_answer)
         };
         if reachable {
             self.metrics.contact(unix_now());
@@ -420,10 +444,7 @@ impl Shared {
             return;
         }
         if reachable {
-            log(&format!(
-                "the API server answers again after {} s; re-listing",
-                down_for.unwrap_or_default().as_secs()
-            ));
+            log(&back_line(down_for.unwrap_or_default(), since_answer));
             self.restart.notify_one();
             self.retry_now.send_modify(|n| *n += 1);
         } else {
@@ -432,6 +453,20 @@ impl Shared {
             ));
         }
         self.publish_health();
+    }
+}
+
+/// The log line when the API server answers again after `down_for` without an answer
+/// (from the first unanswered request), its last answer `since_answer` ago: the outage
+/// lies between the two (`after 15-25 s without an answer`), or is `down_for` when they
+/// agree or no answer came before.
+fn back_line(down_for: Duration, since_answer: Option<Duration>) -> String {
+    let lo = down_for.as_secs();
+    match since_answer.map(|d| d.as_secs()) {
+        Some(hi) if hi > lo + 1 => {
+            format!("the API server answers again after {lo}-{hi} s without an answer; re-listing")
+        }
+        _ => format!("the API server answers again after {lo} s without an answer; re-listing"),
     }
 }
 
@@ -461,6 +496,7 @@ pub fn log(message: &str) {
 pub async fn watchdog(shared: Arc<Shared>) {
     loop {
         let client = shared.client();
+        let asked = Instant::now();
         let verdict = match tokio::time::timeout(PROBE_TIMEOUT, client.apiserver_version()).await {
             Ok(Ok(_)) | Ok(Err(kube::Error::Api(_))) => Ok(()),
             Ok(Err(e)) => Err(live::api_error("GET /version", &e).to_string()),
@@ -470,7 +506,11 @@ pub async fn watchdog(shared: Arc<Shared>) {
             )),
         };
         let reachable = verdict.is_ok();
-        shared.set_reachable(reachable, verdict.as_ref().err().map_or("", String::as_str));
+        shared.set_reachable_at(
+            reachable,
+            verdict.as_ref().err().map_or("", String::as_str),
+            asked,
+        );
         lock(&shared.health).heartbeat = Instant::now();
         let wait = if reachable {
             WATCHDOG_INTERVAL
@@ -871,6 +911,45 @@ mod tests {
         assert!(text().contains("gpuwl_ready 1\n"));
         // Coming back woke the watches waiting out a backoff.
         assert_eq!(*s.retry_now.borrow(), 1);
+    }
+
+    #[tokio::test]
+    async fn an_outage_is_measured_from_its_first_unanswered_request() {
+        // Issue 42: a hung API server is found by a probe that times out 10 s after it
+        // was sent; the outage starts when that probe was sent (or earlier, when a watch
+        // met no answer first), not when the watchdog concluded.
+        let s = shared(None);
+        s.set_reachable(true, "");
+        let ago = |secs| Instant::now().checked_sub(Duration::from_secs(secs));
+        if let (Some(sent), Some(answered)) = (ago(20), ago(25)) {
+            lock(&s.health).last_answer = Some(answered);
+            s.set_reachable_at(false, "GET /version: no answer within 10 s", sent);
+            let since = lock(&s.health).down_since.unwrap();
+            assert!(since.elapsed() >= Duration::from_secs(20), "{since:?}");
+        }
+        // A watch that met no answer earlier moves the start back.
+        let w = shared(None);
+        if let Some(t) = ago(30) {
+            w.watch_failed("nodes", "cannot watch nodes: refused", true);
+            lock(&w.health).first_unanswered = Some(t);
+            w.set_reachable(false, "refused");
+            assert!(lock(&w.health).down_since.unwrap().elapsed() >= Duration::from_secs(30));
+            w.set_reachable(true, "");
+            assert_eq!(lock(&w.health).first_unanswered, None);
+            assert!(lock(&w.health).last_answer.is_some());
+        }
+        assert_eq!(
+            back_line(Duration::from_secs(20), Some(Duration::from_secs(25))),
+            "the API server answers again after 20-25 s without an answer; re-listing"
+        );
+        assert_eq!(
+            back_line(Duration::from_secs(20), Some(Duration::from_secs(21))),
+            "the API server answers again after 20 s without an answer; re-listing"
+        );
+        assert_eq!(
+            back_line(Duration::from_secs(3), None),
+            "the API server answers again after 3 s without an answer; re-listing"
+        );
     }
 
     #[test]

@@ -493,9 +493,10 @@ pub async fn run(
     for r in relabels {
         let Some(n) = by_name.get(r.node.as_str()) else {
             return Err(Error::Input(format!(
-                "relabel: no node {} in the {}",
+                "relabel: no node {} in the {}{}",
                 crate::text::cut(&r.node),
-                source.origin
+                source.origin,
+                crate::text::did_you_mean(&r.node, by_name.keys().copied())
             )));
         };
         let Some(hw) = predict::infer_hardware(n) else {

@@ -217,6 +217,7 @@ mod tests {
             sources: vec![],
             problems: vec![],
             resource_claims: vec![],
+            vmi_owned_by_vm: None,
         }
     }
 

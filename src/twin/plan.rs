@@ -311,14 +311,32 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
                     .find(|n| n.name == could_advertise[0])
                     .expect("listed");
                 let ex = placement::exclusions(p, &predict::relabelled(n, config, vgpu.as_deref()));
+                // The exclusions are those of the node AFTER the relabel: said as such, with
+                // the label it has now, never as the node's present state.
+                let now = n.label(LABEL_KEY);
+                let on = if now == Some(config.as_str()) {
+                    format!(
+                        "{} on {}",
+                        ex.iter()
+                            .map(|e| e.to_string())
+                            .collect::<Vec<_>>()
+                            .join("; "),
+                        n.name
+                    )
+                } else {
+                    format!(
+                        "{} (labelled {} now) would fail {} once relabelled {config}",
+                        n.name,
+                        now.unwrap_or("nothing"),
+                        ex.iter()
+                            .map(|e| e.constraint())
+                            .collect::<Vec<_>>()
+                            .join("; ")
+                    )
+                };
                 format!(
                     "only a node labelled {config} advertises {resource}, and the pod's own \
-                     constraints exclude every such node ({} on {}): change the pod, not a label",
-                    ex.iter()
-                        .map(|e| e.to_string())
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    n.name
+                     constraints exclude every such node ({on}): change the pod, not a label"
                 )
             } else if !allow_disruption {
                 "every node that could serve it runs pods holding GPUs it would lose \
@@ -378,6 +396,7 @@ mod tests {
             sources: vec![],
             problems: vec![],
             resource_claims: vec![],
+            vmi_owned_by_vm: None,
         }
     }
 

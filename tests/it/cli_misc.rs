@@ -392,7 +392,7 @@ fn a_missing_kubeconfig_is_named_once() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "gpuwl: /nonexistent: cannot read: No such file or directory (os error 2)\n"
+        "gpuwl: $KUBECONFIG=/nonexistent: cannot read: No such file or directory (os error 2)\n"
     );
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(cargo_bin("gpuwl"))

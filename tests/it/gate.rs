@@ -218,7 +218,7 @@ fn json_names_the_gate_and_its_failing_findings() {
     assert_eq!(codes, ["effective-workload-differs", "unlabelled-gpu-node"]);
     assert_eq!(
         v["lines"].as_array().unwrap().last().unwrap(),
-        "FAIL: 1 error on 1 of 3 GPU nodes, 1 warning"
+        "FAIL: 1 error on 1 of 3 GPU nodes, 1 warning, 1 finding ignored (gpu-present-without-operands)"
     );
     // Plain -o json has the same findings, the seed's exit code, and no gate.
     let (rc, out, _) = gpuwl(&["check", &data("unlabelled.json"), "-o", "json"]);
@@ -358,7 +358,7 @@ fn an_orphaned_holder_is_a_finding_a_note_and_the_cause_explain_gives() {
     );
     assert_eq!(
         lines.last().unwrap(),
-        "FAIL: 1 error on 1 of 3 GPU nodes, 0 warnings"
+        "FAIL: 1 error on 1 of 3 GPU nodes, 0 warnings, 1 finding ignored (stale-zero)"
     );
     // A pod on a node that still advertises its name: scheduled, nothing to fix.
     let (_, out, _) = gpuwl(&[

@@ -21,6 +21,7 @@ mod explain;
 mod explain_cases;
 mod explain_dra;
 mod explain_vm;
+mod first_minutes;
 mod gate;
 mod gpu_operator;
 mod hostile_input;

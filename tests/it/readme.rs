@@ -40,6 +40,8 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
         "tests/data/explain/vgpu-type-not-permitted",
     ),
     ("gpuwl check nodes.json", "tests/data/operator"),
+    // The committed must-gather bundle (tests/data/triage/README.md says how it was made).
+    ("gpuwl triage broken; echo \"exit $?\"", "tests/data/triage"),
     (
         "gpuwl check -q unlabelled.json; echo \"exit $?\"",
         "tests/data/gate",
@@ -118,8 +120,8 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/operator.rs",
     ),
     // Offline triage: the snapshot of a live cluster read back by check, inventory and
-    // explain, and the report on a bundle of the real must-gather script, are asserted in
-    // tests/it/triage_live.rs (real_must_gather_bundles_of_a_healthy_and_a_broken_lab).
+    // explain is asserted in tests/it/triage_live.rs
+    // (real_must_gather_bundles_of_a_healthy_and_a_broken_lab).
     (
         "gpuwl snapshot -o lab-snapshot.tar",
         "tests/it/triage_live.rs",
@@ -134,10 +136,6 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
     (
         "gpuwl explain pod gpu-vm/job-cross --snapshot lab-snapshot.tar",
-        "tests/it/triage_live.rs",
-    ),
-    (
-        "gpuwl triage broken; echo \"exit $?\"",
         "tests/it/triage_live.rs",
     ),
     (

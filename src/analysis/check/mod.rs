@@ -152,6 +152,11 @@ pub struct Report {
     pub expect_gpu_nodes: Option<usize>,
     /// Where the operand pods of [`attach_operands`] came from, when that ran.
     pub operand_source: Option<crate::model::operand::OperandSource>,
+    /// With a gate: how many findings `--ignore` dropped, per code.
+    pub ignored: std::collections::BTreeMap<Code, usize>,
+    /// What the check could not judge and why (`pods not read (...)`): on stderr in
+    /// text mode, in the document (`notes`) with `-o json|yaml`.
+    pub notes: Vec<String>,
 }
 
 /// `check --effective`: which findings fail. A finding fails when its code is not in
@@ -466,7 +471,14 @@ impl Checker {
             self.report.gpu_nodes += 1;
         }
         if let Some(g) = &self.report.gate {
-            r.findings.retain(|f| !g.ignore.contains(&f.code));
+            let ignored = &mut self.report.ignored;
+            r.findings.retain(|f| {
+                let drop = g.ignore.contains(&f.code);
+                if drop {
+                    *ignored.entry(f.code).or_default() += 1;
+                }
+                !drop
+            });
         }
         if self.warning_lines {
             // Every warning or error that the MISMATCH line does not carry (errors of the

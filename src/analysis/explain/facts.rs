@@ -11,6 +11,9 @@ use crate::model::pod::PodInfo;
 pub struct Facts<'a> {
     /// The pod (or VMI/VM) explained.
     pub pod: &'a PodInfo,
+    /// All pods (empty when unknown): the holders of units, e.g. whether a launcher's
+    /// VMI has a VirtualMachine ([`PodInfo::vmi_owned_by_vm`]).
+    pub pods: &'a [PodInfo],
     /// Its explanation so far (requests, constraints, candidates; no diagnosis yet).
     pub e: &'a Explanation,
     /// All nodes (empty when unknown; see [`Explanation::nodes_known`]).

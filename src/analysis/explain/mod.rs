@@ -593,6 +593,7 @@ fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanatio
     let nodes = inputs.nodes.unwrap_or(&[]);
     let d: Diagnosis = rules::diagnose(&rules::Facts {
         pod,
+        pods: inputs.pods.unwrap_or(&[]),
         e,
         nodes,
         usage,

@@ -106,19 +106,25 @@ fn holders(keys: &[&str]) -> String {
 
 /// What to stop to free a unit: plain pods are deleted or finished; a launcher pod is
 /// never deleted (that kills the running VM, and a VM with `runStrategy: Always` starts a
-/// new one): its VM is stopped with `virtctl stop` (kubevirt/kubevirt `pkg/virtctl/vm/`).
-fn stop_what(keys: &[&str]) -> String {
-    let mut vms: BTreeSet<(String, String)> = BTreeSet::new();
-    let mut pods: Vec<String> = Vec::new();
+/// new one): its VM is stopped with `virtctl stop` (kubevirt/kubevirt `pkg/virtctl/vm/`),
+/// which needs a VirtualMachine; a VMI no VM owns is deleted (`kubectl delete vmi`). When
+/// `pods` does not say which ([`PodInfo::vmi_owned_by_vm`]), both are given.
+fn stop_what(keys: &[&str], pods: &[PodInfo]) -> String {
+    let mut vms: BTreeSet<(String, String, Option<bool>)> = BTreeSet::new();
+    let mut others: Vec<String> = Vec::new();
     for k in keys {
         match k
             .split_once('/')
             .and_then(|(ns, n)| launcher_vmi_name(n).map(|v| (ns.to_owned(), v.to_owned())))
         {
-            Some(vm) => {
-                vms.insert(vm);
+            Some((ns, vmi)) => {
+                let owned = pods
+                    .iter()
+                    .find(|p| p.key() == *k)
+                    .and_then(|p| p.vmi_owned_by_vm);
+                vms.insert((ns, vmi, owned));
             }
-            None => pods.push((*k).to_owned()),
+            None => others.push((*k).to_owned()),
         }
     }
     let list = |v: Vec<String>| {
@@ -130,16 +136,24 @@ fn stop_what(keys: &[&str]) -> String {
         s.join(", ")
     };
     let mut parts = Vec::new();
-    if !pods.is_empty() {
+    if !others.is_empty() {
         parts.push(format!(
             "delete or finish a pod holding one ({})",
-            list(pods)
+            list(others)
         ));
     }
     if !vms.is_empty() {
         let cmds: Vec<String> = vms
             .iter()
-            .map(|(ns, vm)| format!("virtctl stop {vm} -n {ns}"))
+            .map(|(ns, vmi, owned)| match owned {
+                Some(true) => format!("virtctl stop {vmi} -n {ns}"),
+                Some(false) => format!(
+                    "kubectl delete vmi {vmi} -n {ns} (no VirtualMachine owns it, and virtctl stop needs one)"
+                ),
+                None => format!(
+                    "virtctl stop {vmi} -n {ns} (for a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
+                ),
+            })
             .collect();
         parts.push(format!(
             "stop a VM that can wait, a lower-priority one: {} — never delete its virt-launcher pod (that kills the running VM, and runStrategy: Always starts it again)",
@@ -1093,7 +1107,13 @@ fn too_large_everywhere(f: &Facts<'_>) -> Option<Diagnosis> {
                 (rv.units > most).then_some((rv, most))
             })
             .collect();
-    if too_big.is_empty() {
+    // Only where an exclusion is in play: without one the `too-large` rule says it over
+    // the candidates.
+    if too_big.is_empty()
+        || too_big
+            .iter()
+            .all(|(rv, _)| rv.advertisers.iter().all(|a| a.allowed))
+    {
         return None;
     }
     let what_: Vec<String> = too_big
@@ -1193,7 +1213,7 @@ pub fn in_use(f: &Facts<'_>) -> Option<Diagnosis> {
             ),
             format!(
                 "{}, or add a node advertising {}",
-                stop_what(&held),
+                stop_what(&held, f.pods),
                 rv.resource
             ),
         )
@@ -2057,9 +2077,26 @@ mod tests {
             e.fix
         );
 
-        let fix = super::stop_what(&["a/train-0", "vms/virt-launcher-vm-b-q9w8e"]);
-        assert!(fix.starts_with("delete or finish a pod holding one (a/train-0), or stop a VM that can wait, a lower-priority one: virtctl stop vm-b -n vms"), "{fix}");
+        let fix = super::stop_what(&["a/train-0", "vms/virt-launcher-vm-b-q9w8e"], &[]);
+        assert!(fix.starts_with("delete or finish a pod holding one (a/train-0), or stop a VM that can wait, a lower-priority one: virtctl stop vm-b -n vms (for a VMI no VirtualMachine owns: kubectl delete vmi vm-b -n vms)"), "{fix}");
         assert!(!fix.contains("virt-launcher-vm-b"), "{fix}");
+        // Issue 42: virtctl stop needs a VM; a bare VMI is deleted instead.
+        let launcher = |name: &str, owned| PodInfo {
+            namespace: "vms".into(),
+            name: name.into(),
+            vmi_owned_by_vm: owned,
+            ..Default::default()
+        };
+        let pods = [
+            launcher("virt-launcher-vm-a-x1y2z", Some(false)),
+            launcher("virt-launcher-vm-b-q9w8e", Some(true)),
+        ];
+        let fix = super::stop_what(&["vms/virt-launcher-vm-a-x1y2z"], &pods);
+        assert!(fix.contains(": kubectl delete vmi vm-a -n vms (no VirtualMachine owns it, and virtctl stop needs one)"), "{fix}");
+        assert!(!fix.contains("virtctl stop vm-a"), "{fix}");
+        let fix = super::stop_what(&["vms/virt-launcher-vm-b-q9w8e"], &pods);
+        assert!(fix.contains(": virtctl stop vm-b -n vms —"), "{fix}");
+        assert!(!fix.contains("kubectl delete vmi"), "{fix}");
     }
 
     #[test]
