@@ -678,4 +678,51 @@ mod tests {
         m.reset();
         assert!(m.is_empty() && m.synced());
     }
+
+    #[test]
+    fn dra_is_judged_and_exported_as_check_and_inventory_do() {
+        let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dra");
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(
+            std::fs::File::open(format!("{d}/nodes.json")).unwrap(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let pods = crate::input::pods::read_pods_path(std::path::Path::new(&format!(
+            "{d}/pods.json"
+        )))
+        .unwrap();
+        let dra = crate::input::dra::read_path(std::path::Path::new(&format!(
+            "{d}/two-gpus.json"
+        )))
+        .unwrap();
+        let e = evaluate_with_dra(&nodes, &pods, &PolicyStatus::not_read(), None, Some(&dra));
+        // gpu-node-1's GPUs come only through the DRA driver: judged as DRA (an info, no
+        // mismatch), as `check --dra` judges it.
+        let n1 = e.nodes.iter().find(|n| n.name == "gpu-node-1").unwrap();
+        assert_eq!(n1.mismatch, Some(false));
+        assert_eq!(n1.findings, [("gpus-via-dra", "info")]);
+        // The DRA rows are pool series with origin dra, as inventory's CSV rows.
+        let pools = e.pools.unwrap();
+        let gpu = pools
+            .iter()
+            .find(|p| p.origin == "dra" && p.resource == "gpu.nvidia.com/gpu")
+            .unwrap();
+        assert_eq!(gpu.pool, "container");
+        assert_eq!(
+            gpu.units,
+            [
+                ("capacity", 2),
+                ("allocatable", 2),
+                ("allocated", 1),
+                ("free", 0),
+                ("pending", 1)
+            ]
+        );
+        // Without DRA objects: the node is the MISMATCH plain check gives without --dra.
+        let plain = evaluate(&nodes, &pods, &PolicyStatus::not_read(), None);
+        let n1 = plain.nodes.iter().find(|n| n.name == "gpu-node-1").unwrap();
+        assert_eq!(n1.mismatch, Some(true));
+    }
 }

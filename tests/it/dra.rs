@@ -364,6 +364,69 @@ fn lab_dra_ninth_step_serves_the_cross_request() {
     .unwrap();
     assert_eq!(doc["dra"]["physicalGpus"], 6, "{}", doc["dra"]);
     assert_eq!(doc["dra"]["blocked"].as_array().unwrap().len(), 3);
+
+    // serve judges DRA as check does (issue 34, item 9): the three nodes whose GPUs a
+    // device plugin and the DRA driver both publish carry dra-and-device-plugin in
+    // /metrics, and the DRA devices are pool series with origin "dra".
+    let (_, gate, _) = gpuwl(&[
+        "check",
+        "--effective",
+        "--kubeconfig",
+        kubeconfig.trim(),
+    ]);
+    let warned = gate
+        .lines()
+        .filter(|l| l.starts_with("WARNING dra-and-device-plugin"))
+        .count();
+    assert_eq!(warned, 3, "{gate}");
+    let metrics = serve_metrics_once_ready(kubeconfig.trim());
+    let findings = metrics
+        .lines()
+        .filter(|l| {
+            l.starts_with("gpuwl_node_finding{")
+                && l.contains("code=\"dra-and-device-plugin\"")
+                && l.ends_with(" 1")
+        })
+        .count();
+    assert_eq!(findings, warned, "{metrics}");
+    assert!(
+        metrics.lines().any(|l| l.starts_with("gpuwl_pool_allocatable_units{")
+            && l.contains("origin=\"dra\"")
+            && l.contains("resource=\"gpu.nvidia.com/gpu\"")),
+        "{metrics}"
+    );
+}
+
+/// Starts `gpuwl serve` on `kubeconfig`, waits for its `ready:` line, returns one scrape of
+/// /metrics and stops it.
+fn serve_metrics_once_ready(kubeconfig: &str) -> String {
+    use std::io::{BufRead, BufReader, Read, Write};
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["serve", "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut addr = String::new();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    for line in lines.by_ref().map_while(Result::ok) {
+        if let Some(rest) = line.strip_prefix("gpuwl serve: listening on http://") {
+            addr = rest.split_whitespace().next().unwrap().to_owned();
+        }
+        if line.contains("ready:") {
+            assert!(line.contains("resource claims"), "{line}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "serve never ready");
+    }
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    body
 }
 
 /// A node whose GPUs a device plugin advertises while the DRA driver publishes them too:
