@@ -689,14 +689,11 @@ mod tests {
             |n| nodes.push(n),
         )
         .unwrap();
-        let pods = crate::input::pods::read_pods_path(std::path::Path::new(&format!(
-            "{d}/pods.json"
-        )))
-        .unwrap();
-        let dra = crate::input::dra::read_path(std::path::Path::new(&format!(
-            "{d}/two-gpus.json"
-        )))
-        .unwrap();
+        let pods =
+            crate::input::pods::read_pods_path(std::path::Path::new(&format!("{d}/pods.json")))
+                .unwrap();
+        let dra = crate::input::dra::read_path(std::path::Path::new(&format!("{d}/two-gpus.json")))
+            .unwrap();
         let e = evaluate_with_dra(&nodes, &pods, &PolicyStatus::not_read(), None, Some(&dra));
         // gpu-node-1's GPUs come only through the DRA driver: judged as DRA (an info, no
         // mismatch), as `check --dra` judges it.

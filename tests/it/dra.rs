@@ -368,12 +368,7 @@ fn lab_dra_ninth_step_serves_the_cross_request() {
     // serve judges DRA as check does (issue 34, item 9): the three nodes whose GPUs a
     // device plugin and the DRA driver both publish carry dra-and-device-plugin in
     // /metrics, and the DRA devices are pool series with origin "dra".
-    let (_, gate, _) = gpuwl(&[
-        "check",
-        "--effective",
-        "--kubeconfig",
-        kubeconfig.trim(),
-    ]);
+    let (_, gate, _) = gpuwl(&["check", "--effective", "--kubeconfig", kubeconfig.trim()]);
     let warned = gate
         .lines()
         .filter(|l| l.starts_with("WARNING dra-and-device-plugin"))
@@ -390,9 +385,11 @@ fn lab_dra_ninth_step_serves_the_cross_request() {
         .count();
     assert_eq!(findings, warned, "{metrics}");
     assert!(
-        metrics.lines().any(|l| l.starts_with("gpuwl_pool_allocatable_units{")
-            && l.contains("origin=\"dra\"")
-            && l.contains("resource=\"gpu.nvidia.com/gpu\"")),
+        metrics
+            .lines()
+            .any(|l| l.starts_with("gpuwl_pool_allocatable_units{")
+                && l.contains("origin=\"dra\"")
+                && l.contains("resource=\"gpu.nvidia.com/gpu\"")),
         "{metrics}"
     );
 }
@@ -402,7 +399,13 @@ fn lab_dra_ninth_step_serves_the_cross_request() {
 fn serve_metrics_once_ready(kubeconfig: &str) -> String {
     use std::io::{BufRead, BufReader, Read, Write};
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
-        .args(["serve", "--kubeconfig", kubeconfig, "--listen", "127.0.0.1:0"])
+        .args([
+            "serve",
+            "--kubeconfig",
+            kubeconfig,
+            "--listen",
+            "127.0.0.1:0",
+        ])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
@@ -421,7 +424,11 @@ fn serve_metrics_once_ready(kubeconfig: &str) -> String {
         assert!(std::time::Instant::now() < deadline, "serve never ready");
     }
     let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    write!(s, "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut body = String::new();
     s.read_to_string(&mut body).unwrap();
     let _ = child.kill();

@@ -374,6 +374,24 @@ fn serve_follows_the_lab_cluster() {
         ),
         Some(1.0)
     );
+    // The same pod by explain's verdict: unservable, excluded by its own nodeSelector;
+    // classes without a pod read 0.
+    assert_eq!(
+        value(
+            &s,
+            "gpuwl_pending_gpu_pods",
+            &[("class", "unservable"), ("cause", "excluded")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &s,
+            "gpuwl_pending_gpu_pods",
+            &[("class", "blocked"), ("cause", "none")]
+        ),
+        Some(0.0)
+    );
     let units = |s: &Scrape, pool: &str, resource: &str, kind: &str| {
         value(
             s,
