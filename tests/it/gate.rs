@@ -599,7 +599,8 @@ fn the_gate_on_the_live_cluster() {
         );
 
         // A VM's launcher pod bound there, then the node relabelled to container and its
-        // passthrough name gone: an orphaned holder in check -o json (pods listed live).
+        // passthrough name gone: a holder at risk in check -o json (pods listed live), an
+        // error the gate fails on (issue 34, item 1).
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         let pod: Pod = serde_json::from_value(serde_json::json!({
             "apiVersion": "v1", "kind": "Pod",
@@ -628,7 +629,7 @@ fn the_gate_on_the_live_cluster() {
             .unwrap();
         assert_eq!(
             out.status.code(),
-            Some(0),
+            Some(1),
             "{}",
             String::from_utf8_lossy(&out.stderr)
         );
@@ -643,8 +644,9 @@ fn the_gate_on_the_live_cluster() {
             .as_array()
             .unwrap()
             .iter()
-            .find(|f| f["code"] == "orphaned-holder")
+            .find(|f| f["code"] == "holder-at-risk")
             .unwrap_or_else(|| panic!("{pt}"));
+        assert_eq!(f["severity"], "error");
         assert!(
             f["message"]
                 .as_str()

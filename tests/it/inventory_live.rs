@@ -75,8 +75,7 @@ fn after_the_lab() {
         .filter_map(|r| r["workload"].as_str())
         .collect();
     assert_eq!(pools, ["container"].into(), "{off}");
-    // Under the shipped ServiceAccount (deploy/01-rbac.yaml: no resource.k8s.io), DRA
-    // objects cannot be listed: text output says so instead of leaving them out silently.
+    // Under the shipped ServiceAccount (deploy/01-rbac.yaml).
     let apply = std::process::Command::new("kubectl")
         .args(["--kubeconfig", kubeconfig, "apply", "-f"])
         .arg(concat!(
@@ -104,7 +103,62 @@ fn after_the_lab() {
     let sa = root.path().join("sa-kubeconfig");
     std::fs::write(&sa, as_sa).unwrap();
     let sa = sa.to_str().unwrap();
+    // The shipped role reads DRA (issue 34): no "not read" line.
     let text = gpuwl_ok(&["inventory", "--kubeconfig", sa]);
+    assert!(
+        !text.contains("not read: the credentials may not list"),
+        "{text}"
+    );
+    // Without its resource.k8s.io rule (an older role), the text says so instead of
+    // leaving DRA out silently.
+    let rules = std::process::Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "get",
+            "clusterrole",
+            "gpuwl-reader",
+            "-o",
+            "json",
+        ])
+        .output()
+        .expect("kubectl on PATH");
+    let role: Value = serde_json::from_slice(&rules.stdout).unwrap();
+    let at = role["rules"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .position(|r| r["apiGroups"][0] == "resource.k8s.io")
+        .expect("the shipped role grants resource.k8s.io");
+    let patch = std::process::Command::new("kubectl")
+        .args([
+            "--kubeconfig",
+            kubeconfig,
+            "patch",
+            "clusterrole",
+            "gpuwl-reader",
+            "--type=json",
+            "-p",
+        ])
+        .arg(format!("[{{\"op\":\"remove\",\"path\":\"/rules/{at}\"}}]"))
+        .output()
+        .unwrap();
+    assert!(
+        patch.status.success(),
+        "{}",
+        String::from_utf8_lossy(&patch.stderr)
+    );
+    // RBAC changes reach the authorizer within a moment.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let text = loop {
+        let t = gpuwl_ok(&["inventory", "--kubeconfig", sa]);
+        if t.contains("not read: the credentials may not list")
+            || std::time::Instant::now() > deadline
+        {
+            break t;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
     assert!(
         text.contains("DRA devices (resource.k8s.io/v1): not read: the credentials may not list"),
         "{text}"
