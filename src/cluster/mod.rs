@@ -52,6 +52,7 @@ pub mod accounts;
 pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;
+pub mod lock;
 pub mod nodes;
 pub mod pki;
 pub mod ports;
