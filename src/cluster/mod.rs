@@ -397,7 +397,7 @@ const START_ATTEMPTS: u32 = 3;
 /// cluster's leftover state is stopped and replaced by a fresh cluster. Returns once
 /// `/readyz` of the API server says `ok`, kube-controller-manager serves `/healthz` and
 /// its ServiceAccount controller has created `default/default`, the scheduler serves
-/// `/healthz` and holds its leader lease, kwok serves `/healthz`, and the
+/// `/healthz` (leader election off), kwok serves `/healthz`, and the
 /// [`UpOptions::nodes`] simulated nodes are schedulable. Processes outlive the calling
 /// process. Safe to call from inside a tokio runtime (the waits run on their own thread).
 ///
