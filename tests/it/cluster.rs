@@ -664,7 +664,6 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
         "{status}"
     );
     // Scheduling works again, within 10 s of the restart.
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let mut p = Pod::default();
     p.metadata.name = Some("after-restart".into());
     p.metadata.namespace = Some("default".into());
