@@ -142,6 +142,15 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     state_left,
                 )
             );
+            let restarts = cluster::restarts(name);
+            if let Some((when, component, why)) = restarts.last() {
+                crate::outln!(
+                    "restarts: {} (last: {} at unix time {when}: {})",
+                    restarts.len(),
+                    crate::render::esc(component),
+                    crate::render::esc(why)
+                );
+            }
             if st == Status::Stopped && state_left.is_none() {
                 let elsewhere = cluster::running_elsewhere_hint(name);
                 if !elsewhere.is_empty() {

@@ -121,6 +121,29 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         dra: args.dra,
         operator: args.operator,
     };
+    // One lab per local cluster name at a time: a second waits for the first (both
+    // would label the same nodes and replace each other's pods).
+    let _lab_lock = match &opts.target {
+        Target::Local { cluster, .. } => {
+            let path =
+                crate::cluster::state_dir(cluster).with_file_name(format!("{cluster}.lab.lock"));
+            Some(crate::cluster::lock::lock_waiting(
+                &path,
+                std::time::Duration::from_secs(60 * 60),
+                |waited| {
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!(
+                            "waiting for another gpuwl lab on the cluster {cluster:?} to finish ({} s so far)\n",
+                            waited.as_secs()
+                        )
+                        .as_bytes(),
+                    );
+                },
+            )?)
+        }
+        Target::Kubeconfig(_) => None,
+    };
     let rt = crate::cli::runtime()?;
     let width = crate::render::width();
     let mut progress =

@@ -27,8 +27,10 @@ pub struct TwinArgs {
     /// A `gpuwl snapshot` file in place of --nodes, --pods and --cluster-policy.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "cluster_policy", "kubeconfig", "context"])]
     pub snapshot: Option<PathBuf>,
-    /// Name of the twin's local cluster (its state under gpuwl's state directory).
-    #[arg(long, value_name = "NAME", default_value = "gpuwl-twin")]
+    /// Name of the twin's local cluster (its state under gpuwl's state directory). With
+    /// the default, a run that finds the twin in use by another run takes the next free
+    /// name (gpuwl-twin-2, …); a name given here waits for the run that uses it.
+    #[arg(long, value_name = "NAME", default_value = crate::twin::DEFAULT_TWIN_NAME)]
     pub twin_name: String,
     /// Leave the twin running afterwards (`gpuwl cluster down --name <twin-name>` removes it).
     #[arg(long)]

@@ -198,7 +198,21 @@ pub fn ensure_built(progress: bool) -> Result<PathBuf> {
         write_kwok_stages(&src, &dir)?;
         return Ok(dir);
     }
-    build(progress)?;
+    // One build per cache key: a second gpuwl started meanwhile waits and reuses it.
+    let lock = cache_root().join(format!("{}.lock", cache_key()));
+    super::lock::build_once(
+        &lock,
+        || complete(&bin_dir()),
+        |waited| {
+            if progress {
+                note!(
+                    "waiting for another gpuwl building the control plane into the same cache ({} s so far)",
+                    waited.as_secs()
+                );
+            }
+        },
+        || build(progress),
+    )?;
     Ok(dir)
 }
 

@@ -128,6 +128,27 @@ pub fn ensure_built(progress: bool) -> Result<PathBuf> {
     if complete(&dist) {
         return Ok(dist);
     }
+    // One build per cache key: a second gpuwl started meanwhile waits and reuses it.
+    let lock = super::build::cache_root().join(format!("{}.lock", cache_key()));
+    super::lock::build_once(
+        &lock,
+        || complete(&dist_dir()),
+        |waited| {
+            if progress {
+                note!(
+                    "waiting for another gpuwl building the GPU Operator into the same cache ({} s so far)",
+                    waited.as_secs()
+                );
+            }
+        },
+        || build(progress).map(|_| ()),
+    )?;
+    Ok(dist)
+}
+
+/// Builds the operator into the cache (the caller holds the build lock).
+fn build(progress: bool) -> Result<PathBuf> {
+    let dist = dist_dir();
     let key_dir = super::build::cache_root().join(cache_key());
     let src = key_dir.join("src");
     std::fs::create_dir_all(&src)

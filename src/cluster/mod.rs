@@ -52,6 +52,7 @@ pub mod accounts;
 pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;
+pub mod lock;
 pub mod nodes;
 pub mod pki;
 pub mod ports;
@@ -396,7 +397,7 @@ const START_ATTEMPTS: u32 = 3;
 /// cluster's leftover state is stopped and replaced by a fresh cluster. Returns once
 /// `/readyz` of the API server says `ok`, kube-controller-manager serves `/healthz` and
 /// its ServiceAccount controller has created `default/default`, the scheduler serves
-/// `/healthz` and holds its leader lease, kwok serves `/healthz`, and the
+/// `/healthz` (leader election off), kwok serves `/healthz`, and the
 /// [`UpOptions::nodes`] simulated nodes are schedulable. Processes outlive the calling
 /// process. Safe to call from inside a tokio runtime (the waits run on their own thread).
 ///
@@ -440,13 +441,25 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             return Ok(handle);
         }
         Status::Broken { detail } => {
+            // Recover, never wipe: restart what died with its flags, ports and data (etcd's
+            // objects, the user's CRDs and VMIs, the logs that say why it died).
             if opts.progress {
                 note!(
-                    "cluster {name:?} was broken ({}); starting it afresh",
+                    "cluster {name:?} was broken ({}); restarting what died, its data kept",
                     crate::text::escape_controls(&detail)
                 );
             }
-            process::stop_all(&state, Duration::from_secs(10))?;
+            if let Err(e) = restart_dead(name, &state, opts, &detail) {
+                return Err(rt(format!(
+                    "cluster {name:?} could not be recovered ({}); its data and logs are kept in {} — `gpuwl cluster down --name {name}` and up again starts it afresh",
+                    crate::text::cut(&e.to_string()),
+                    state.display()
+                )));
+            }
+            if opts.gpu_operator {
+                gpu_operator::start(name, &state, opts.progress)?;
+            }
+            return Ok(handle);
         }
         Status::Stopped => {}
     }
@@ -495,6 +508,93 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         );
     }
     Ok(handle)
+}
+
+/// Starts again, with the flags and ports in the cluster's `cluster.json`, every component
+/// of a broken cluster that is not running, and waits until the cluster is ready. Each dead
+/// component's log is kept aside (`logs/<component>.<unix time>.log`) and the restart is
+/// recorded in `restarts.log` (time, component, why: `detail`'s words), which `gpuwl
+/// cluster status` shows.
+///
+/// Errors: [`Error::Runtime`] when `cluster.json` is unreadable, a component cannot be
+/// started (its port taken by another process since), or the cluster is not ready in 120 s.
+fn restart_dead(name: &str, state: &Path, opts: &UpOptions, detail: &str) -> Result<()> {
+    let info = info(name)?;
+    let mut components = recipe::components(&recipe::Layout { info: &info, state });
+    for c in &mut components {
+        c.env.extend(opts.env.iter().cloned());
+    }
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut watch = Watch::new(state);
+    let mut record = String::new();
+    for c in &components {
+        if process::alive(state, c.name).is_some() {
+            watch.started.push((c.name, false));
+            continue;
+        }
+        let log = process::log_file(state, c.name);
+        if log.exists() {
+            let kept = log.with_file_name(format!("{}.{now}.log", c.name));
+            let _ = std::fs::rename(&log, &kept);
+        }
+        if opts.progress {
+            note!("restarting {} on {}", c.name, c.endpoint);
+        }
+        watch
+            .spawn(c)
+            .map_err(|e| rt(format!("cannot restart {}: {e}", c.name)))?;
+        let why = detail
+            .split("; ")
+            .find(|d| d.starts_with(c.name))
+            .unwrap_or("not running");
+        record.push_str(&format!("{now} {} {}\n", c.name, one_line(why)));
+    }
+    if !record.is_empty() {
+        use std::io::Write as _;
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(state.join("restarts.log"))
+        {
+            let _ = f.write_all(record.as_bytes());
+        }
+    }
+    let kubeconfig = state.join("kubeconfig");
+    on_own_thread(move || {
+        wait_ready(
+            &mut watch,
+            &kubeconfig,
+            &components,
+            0,
+            None,
+            Duration::from_secs(120),
+        )
+        .map_err(StartError::into_error)
+    })
+}
+
+/// `s` on one line, control characters escaped.
+fn one_line(s: &str) -> String {
+    crate::text::escape_controls(&s.replace('\n', " "))
+}
+
+/// The restarts recorded for a cluster (`restarts.log`, oldest first): (unix time,
+/// component, why).
+pub fn restarts(name: &str) -> Vec<(u64, String, String)> {
+    let Ok(text) = std::fs::read_to_string(state_dir(name).join("restarts.log")) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter_map(|l| {
+            let mut parts = l.splitn(3, ' ');
+            let t = parts.next()?.parse().ok()?;
+            let c = parts.next()?.to_owned();
+            Some((t, c, parts.next().unwrap_or("").to_owned()))
+        })
+        .collect()
 }
 
 fn remove_state(state: &Path) -> Result<()> {

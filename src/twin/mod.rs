@@ -441,6 +441,60 @@ async fn unbound_count(client: &Client) -> Result<usize> {
     Ok(list.items.len())
 }
 
+/// The default twin name ([`Options::name`] when not given).
+pub const DEFAULT_TWIN_NAME: &str = "gpuwl-twin";
+
+/// Takes the lock of the twin's name (`<state root>/<name>.lock`,
+/// [`crate::cluster::lock`]): with the default name, the first of `gpuwl-twin`,
+/// `gpuwl-twin-2` … `gpuwl-twin-9` no other run holds; with a name the user gave, waits
+/// (up to 30 min, a progress line every 15 s) for the run that holds it. Returns the lock
+/// (held until dropped) and the options with the name taken.
+///
+/// Errors: [`Error::Runtime`] when every default name is in use or the wait times out.
+pub fn lock_twin(
+    opts: &Options,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<(crate::cluster::lock::Lock, Options)> {
+    let lock_path = |name: &str| {
+        let dir = crate::cluster::state_dir(name);
+        dir.with_file_name(format!("{name}.lock"))
+    };
+    if opts.name == DEFAULT_TWIN_NAME {
+        for i in 1..=9 {
+            let name = if i == 1 {
+                DEFAULT_TWIN_NAME.to_owned()
+            } else {
+                format!("{DEFAULT_TWIN_NAME}-{i}")
+            };
+            if let Some(l) = crate::cluster::lock::try_lock(&lock_path(&name))? {
+                if i > 1 {
+                    progress(&format!(
+                        "the twin {DEFAULT_TWIN_NAME} is in use by another run; this one uses {name}"
+                    ));
+                }
+                let mut o = opts.clone();
+                o.name = name;
+                return Ok((l, o));
+            }
+        }
+        return Err(Error::Runtime(format!(
+            "nine twins ({DEFAULT_TWIN_NAME} … {DEFAULT_TWIN_NAME}-9) are in use by other runs; wait for one, or give --twin-name"
+        )));
+    }
+    let l = crate::cluster::lock::lock_waiting(
+        &lock_path(&opts.name),
+        std::time::Duration::from_secs(30 * 60),
+        |waited| {
+            progress(&format!(
+                "waiting for another run using the twin {} ({} s so far)",
+                opts.name,
+                waited.as_secs()
+            ))
+        },
+    )?;
+    Ok((l, opts.clone()))
+}
+
 /// Waits until the twin's scheduler has nothing in its active and backoff queues and the
 /// number of unbound pods has stopped changing, at least `min` after the last change. Returns
 /// whether it settled within `timeout` (else the report says so).
@@ -479,6 +533,9 @@ async fn settle(
 /// Errors: [`Error::Input`] for a relabel naming a node the source lacks, or a node whose
 /// GPUs cannot be worked out; [`Error::Runtime`] when the twin cannot be started or the
 /// API refuses a call. The twin is taken down on every path unless `opts.keep`.
+///
+/// Two runs at once never share a twin: each holds the lock of its twin's name for the
+/// whole run ([`lock_twin`]).
 pub async fn run(
     source: &Source,
     relabels: &[Relabel],
@@ -519,6 +576,10 @@ pub async fn run(
         .filter(|n| copied.contains(n.name.as_str()))
         .collect();
 
+    // A twin in use by another run is never touched: the default name moves on to the
+    // next free one (`gpuwl-twin-2`, …); a name the user gave waits for that run.
+    let (_twin_lock, opts) = lock_twin(opts, progress)?;
+    let opts = &opts;
     // The twin's name must not be a cluster of the user's: `up` would return it running and
     // the tear-down would delete it. A twin left by an interrupted run carries the marker and
     // is replaced.
