@@ -270,3 +270,27 @@ fn the_api_server_enforces_the_policy() {
     let (ok, out) = kubectl(kc, &["label", "node", "h40-old", &format!("{WL}-")], "");
     assert!(ok, "{out}");
 }
+
+/// The Helm chart renders nothing of the policy by default, and with
+/// `labelPolicy.enabled=true` exactly `gpuwl policy`'s two objects.
+#[test]
+#[ignore = "needs helm (scripts/tools.sh helm builds it once with go)"]
+fn helm_renders_the_policy_when_enabled() {
+    let off = crate::serve::helm_template(&[]);
+    assert!(!off.contains("ValidatingAdmissionPolicy"), "{off}");
+    let on = crate::serve::helm_template(&["--set", "labelPolicy.enabled=true"]);
+    let docs: Vec<&str> = on
+        .split("\n---\n")
+        .filter(|d| d.contains("# Source: gpuwl/templates/label-policy.yaml"))
+        .collect();
+    assert_eq!(docs.len(), 2, "{on}");
+    let strip = |d: &str| -> String {
+        d.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    let want: Vec<String> = gpuwl_ok(&["policy"]).split("\n---\n").map(strip).collect();
+    let got: Vec<String> = docs.iter().map(|d| strip(d)).collect();
+    assert_eq!(got, want);
+}
