@@ -19,6 +19,8 @@
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
 //! - [`twin`]: a copy of a cluster's GPU side on a local control plane, where `whatif`
 //!   tries a relabel and `plan` verifies its proposal;
+//! - [`policy`]: the ValidatingAdmissionPolicy that refuses a mistyped label at the API
+//!   server (`gpuwl policy`);
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line;
 //! - [`error`]: the errors and exit codes; [`text`]: message helpers both use;
@@ -34,6 +36,7 @@ pub mod files;
 pub mod input;
 pub mod lab;
 pub mod model;
+pub mod policy;
 pub mod render;
 pub mod serve;
 pub mod text;

@@ -21,6 +21,7 @@ pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
+pub mod policy;
 pub mod serve;
 pub mod snapshot;
 pub mod triage;
@@ -69,6 +70,8 @@ pub enum Command {
     Whatif(whatif::Args),
     /// Propose the fewest relabels that serve the pending GPU pods, verified on a twin of the cluster
     Plan(whatif::PlanArgs),
+    /// Print a ValidatingAdmissionPolicy that makes the API server refuse a mistyped workload or vGPU label
+    Policy(policy::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
     Completions {
         /// Shell to generate for
@@ -148,6 +151,7 @@ pub fn main() -> ExitCode {
         Command::Triage(a) => triage::run(a),
         Command::Whatif(a) => whatif::run(a),
         Command::Plan(a) => whatif::run_plan(a),
+        Command::Policy(a) => policy::run(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),
         Command::Complete { words } => completions::run_complete(words),

@@ -9,7 +9,7 @@ use crate::input::{self, pods};
 use crate::model::operator::PolicyStatus;
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
-use crate::twin::{self, Relabel, Source};
+use crate::twin::{self, Relabel, Source, Verdict};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
@@ -280,7 +280,9 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
     };
     let verified = whatif.is_some() && not_confirmed.is_empty();
     let ok = proposal.unservable.is_empty() && (relabels.is_empty() || verified || args.no_verify);
+    let verdict = plan_verdict(&proposal, whatif.as_ref(), verified);
     let report = PlanReport {
+        verdict,
         proposal,
         verified,
         not_confirmed,
@@ -295,4 +297,43 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
     } else {
         ExitStatus::Mismatch
     })
+}
+
+/// `plan`'s verdict: the twin's when it tried the plan (said when it did not place every pod
+/// the plan is for), else the model's counts, said as such.
+fn plan_verdict(
+    proposal: &twin::plan::Proposal,
+    whatif: Option<&twin::Report>,
+    verified: bool,
+) -> Verdict {
+    if let Some(w) = whatif {
+        let mut v = w.verdict.clone();
+        if !verified {
+            v.summary
+                .push_str(" (the twin did not place every pod the plan is for)");
+        }
+        return v;
+    }
+    let serves: usize = proposal.steps.iter().map(|s| s.for_pods.len()).sum();
+    let disrupts = proposal
+        .steps
+        .iter()
+        .flat_map(|s| &s.disrupts)
+        .collect::<std::collections::BTreeSet<_>>()
+        .len();
+    let mut v = Verdict::counts(serves, disrupts, proposal.unservable.len());
+    if proposal.steps.is_empty() {
+        v.summary = if proposal.unservable.is_empty() {
+            "no relabel needed: no pending GPU pod is short".into()
+        } else {
+            format!(
+                "no relabel proposed: none serves the {} pending pod(s) below",
+                proposal.unservable.len()
+            )
+        };
+    } else {
+        v.summary
+            .push_str(" (by the model's proposal, not tried on a twin: --no-verify)");
+    }
+    v
 }

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Column, Format, esc, escape_serialized, fit_table};
 use crate::twin::plan::Proposal;
-use crate::twin::{Placed, PodRef, Report};
+use crate::twin::{Placed, PodRef, Report, Verdict};
 
 /// `value` as pretty JSON or YAML (escaped); `None` for text.
 pub fn serialized<T: Serialize>(value: &T, format: Format) -> Option<String> {
@@ -72,6 +72,7 @@ fn units(m: &BTreeMap<String, u64>) -> String {
 /// The whatif report as text (`width`: the terminal's, for the inventory table).
 pub fn report_text(r: &Report, width: usize) -> String {
     let mut out = String::new();
+    let _ = writeln!(out, "Verdict: {}", r.verdict.summary);
     let _ = writeln!(
         out,
         "What if: {} (source: {}; twin: {} GPU node(s), {} bound pod(s), {} pending GPU pod(s); {:.1} s)",
@@ -263,6 +264,8 @@ pub fn report_text(r: &Report, width: usize) -> String {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PlanReport {
+    /// The one-line judgement: the twin's ([`Report::verdict`]), else the model's.
+    pub verdict: Verdict,
     /// The model's proposal.
     pub proposal: Proposal,
     /// Whether the twin confirmed it: every pod a step is meant for was placed.
@@ -278,6 +281,7 @@ pub struct PlanReport {
 pub fn plan_text(p: &PlanReport, width: usize) -> String {
     let mut out = String::new();
     let pr = &p.proposal;
+    let _ = writeln!(out, "Verdict: {}", p.verdict.summary);
     let _ = writeln!(
         out,
         "Plan for {} pending GPU pod(s); short now: {}",
@@ -378,4 +382,111 @@ pub fn plan_text(p: &PlanReport, width: usize) -> String {
         out.push_str(&report_text(w, width));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::twin::{Disrupted, NodeChange, TwinFacts, apply_steps};
+
+    /// The lab's relabel of lab-node-1 to container as the twin reports it (README's
+    /// example): nothing placed, vmi-passthrough disrupted.
+    fn lab_report() -> Report {
+        let change = NodeChange {
+            relabel: "lab-node-1=container".parse().unwrap(),
+            from: Some("vm-passthrough".into()),
+            advertised_before: [("nvidia.com/GA102GL_A10".to_string(), 2)]
+                .into_iter()
+                .collect(),
+            advertised_after: [
+                ("nvidia.com/GA102GL_A10".to_string(), 0),
+                ("nvidia.com/gpu".to_string(), 2),
+            ]
+            .into_iter()
+            .collect(),
+            hardware: vec!["device 2236 from nvidia.com/GA102GL_A10".into()],
+            notes: Vec::new(),
+        };
+        let disrupted = vec![Disrupted {
+            pod: PodRef {
+                pod: "gpu-vm/vmi-passthrough".into(),
+                kind: "Pod".into(),
+                vmi: None,
+                requests: [("nvidia.com/GA102GL_A10".to_string(), 1)]
+                    .into_iter()
+                    .collect(),
+                vmi_owned_by_vm: None,
+            },
+            node: "lab-node-1".into(),
+            resource: "nvidia.com/GA102GL_A10".into(),
+            before: 2,
+            after: 0,
+        }];
+        Report {
+            verdict: Verdict::of(&[], 1, &disrupted),
+            source: "cluster".into(),
+            commands: apply_steps(std::slice::from_ref(&change), &disrupted),
+            changes: vec![change],
+            placed_without_relabel: Vec::new(),
+            now_scheduled: Vec::new(),
+            still_pending: Vec::new(),
+            disrupted,
+            inventory: Vec::new(),
+            twin: TwinFacts {
+                cluster: "gpuwl-twin".into(),
+                kept: false,
+                nodes: 3,
+                cpu_nodes_left_out: 0,
+                bound_pods: 3,
+                pending_pods: 1,
+                left_out: Vec::new(),
+                not_copied: "x".into(),
+                names_by: "y".into(),
+                seconds: 1.0,
+            },
+            notes: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_report_leads_with_the_verdict_and_ends_with_the_steps() {
+        let r = lab_report();
+        let text = crate::render::wrap_lines(&report_text(&r, 100), 100);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "Verdict: serves no pending pod, disrupts 1 running VM/pod(s): not recommended"
+        );
+        assert!(lines[1].starts_with("What if: lab-node-1 vm-passthrough → container"));
+        let from = lines
+            .iter()
+            .position(|l| *l == "To apply for real")
+            .unwrap();
+        let to = lines
+            .iter()
+            .position(|l| l.starts_with("The twin:"))
+            .unwrap();
+        assert_eq!(
+            lines[from + 1..to - 1],
+            [
+                "  # 1. cordon: nothing new lands on the node while it changes",
+                "  kubectl cordon lab-node-1",
+                "  # 2. stop what would lose its GPU (or live-migrate a VM to a node that offers the name); never",
+                "    delete a virt-launcher pod",
+                "  kubectl delete pod vmi-passthrough -n gpu-vm",
+                "  # 3. relabel",
+                "  kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite",
+                "  # 4. wait until the operator's operands run and the new name is advertised (a driver or vfio-pci",
+                "    change may need a reboot of the node)",
+                "  kubectl get pods -A -o wide --field-selector spec.nodeName=lab-node-1",
+                "  kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
+                "  # 5. uncordon",
+                "  kubectl uncordon lab-node-1",
+            ]
+        );
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["verdict"]["recommendation"], "not-recommended");
+        assert_eq!(v["verdict"]["disrupts"], 1);
+        assert_eq!(v["verdict"]["serves"], 0);
+    }
 }

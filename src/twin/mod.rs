@@ -148,6 +148,10 @@ pub struct PodRef {
     pub vmi: Option<String>,
     /// Its `nvidia.com/` requests.
     pub requests: BTreeMap<String, i64>,
+    /// For a virt-launcher pod: whether a VirtualMachine owns its VMI (`virtctl stop`
+    /// needs one); absent when not known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vmi_owned_by_vm: Option<bool>,
 }
 
 /// A pending pod the twin's scheduler placed.
@@ -259,10 +263,168 @@ pub struct TwinFacts {
     pub seconds: f64,
 }
 
+/// How a relabel comes out, in one word: [`Verdict::recommendation`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Recommendation {
+    /// Nothing running loses its GPU, and some pending pod is served.
+    Safe,
+    /// Nothing running loses its GPU, but no pending pod is served either.
+    NoGain,
+    /// Some running pod or VM loses the name it holds.
+    NotRecommended,
+}
+
+/// The report's one-line judgement, computed from the twin's outcome: how many pending
+/// pods the relabel gets placed (by the twin's scheduler, not counting those it placed
+/// without the relabel), and how many running pods or VMs lose the GPU name they hold.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Verdict {
+    /// Pending pods the relabel gets placed ([`Report::now_scheduled`]).
+    pub serves: usize,
+    /// Running pods (a VM by its launcher pod) that lose the name they hold, each once
+    /// ([`Report::disrupted`]).
+    pub disrupts: usize,
+    /// Pending pods still pending afterwards.
+    pub still_pending: usize,
+    /// The word.
+    pub recommendation: Recommendation,
+    /// The line the text report leads with (after `Verdict: `).
+    pub summary: String,
+}
+
+impl Verdict {
+    /// The verdict of a twin's outcome.
+    pub fn of(now_scheduled: &[Placed], still_pending: usize, disrupted: &[Disrupted]) -> Verdict {
+        let disrupts = disrupted
+            .iter()
+            .map(|d| d.pod.pod.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len();
+        Verdict::counts(now_scheduled.len(), disrupts, still_pending)
+    }
+
+    /// The verdict of `serves` pending pods served and `disrupts` running ones disrupted.
+    pub fn counts(serves: usize, disrupts: usize, still_pending: usize) -> Verdict {
+        let recommendation = if disrupts > 0 {
+            Recommendation::NotRecommended
+        } else if serves > 0 {
+            Recommendation::Safe
+        } else {
+            Recommendation::NoGain
+        };
+        let summary = format!(
+            "serves {}, disrupts {}: {}",
+            if serves == 0 {
+                "no pending pod".to_string()
+            } else {
+                format!("{serves} pending pod(s)")
+            },
+            if disrupts == 0 {
+                "none".to_string()
+            } else {
+                format!("{disrupts} running VM/pod(s)")
+            },
+            match recommendation {
+                Recommendation::Safe => "safe",
+                Recommendation::NoGain => "safe, but it gains nothing",
+                Recommendation::NotRecommended => "not recommended",
+            }
+        );
+        Verdict {
+            serves,
+            disrupts,
+            still_pending,
+            recommendation,
+            summary,
+        }
+    }
+}
+
+/// The steps a real relabel takes, one command a line, each group after a `# ` comment:
+/// cordon the nodes; stop or move what would lose its GPU (a VM by `virtctl stop` or
+/// `virtctl migrate`, never by deleting its virt-launcher pod: kubevirt/kubevirt
+/// `pkg/virtctl/vm/`); relabel; wait until the GPU Operator's operands for the new workload
+/// run there and the node advertises the new name (a driver ↔ vfio-pci change may need a
+/// reboot: docs/domain-facts.md §2, NVIDIA/cloud-native-docs
+/// `gpu-operator/gpu-operator-kubevirt.rst`); uncordon.
+pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<String> {
+    let mut out = Vec::new();
+    let nodes: Vec<&str> = changes.iter().map(|c| c.relabel.node.as_str()).collect();
+    out.push("# 1. cordon: nothing new lands on the node while it changes".to_string());
+    for n in &nodes {
+        out.push(format!("kubectl cordon {n}"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    let holders: Vec<&Disrupted> = disrupted
+        .iter()
+        .filter(|d| seen.insert(d.pod.pod.as_str()))
+        .collect();
+    if holders.is_empty() {
+        out.push("# 2. nothing running there holds a GPU name the relabel takes away".to_string());
+    } else {
+        out.push(
+            "# 2. stop what would lose its GPU (or live-migrate a VM to a node that offers the \
+             name); never delete a virt-launcher pod"
+                .to_string(),
+        );
+        for d in holders {
+            let (ns, name) = d.pod.pod.split_once('/').unwrap_or(("default", &d.pod.pod));
+            match (&d.pod.vmi, d.pod.vmi_owned_by_vm) {
+                (Some(vmi), Some(false)) => out.push(format!("kubectl delete vmi {vmi} -n {ns}")),
+                (Some(vmi), Some(true)) => out.push(format!("virtctl stop {vmi} -n {ns}")),
+                (Some(vmi), None) => {
+                    out.push(format!(
+                        "# (a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
+                    ));
+                    out.push(format!("virtctl stop {vmi} -n {ns}"));
+                }
+                (None, _) => out.push(format!("kubectl delete pod {name} -n {ns}")),
+            }
+        }
+    }
+    out.push("# 3. relabel".to_string());
+    for c in changes {
+        out.push(c.relabel.command());
+    }
+    out.push(
+        "# 4. wait until the operator's operands run and the new name is advertised (a driver \
+         or vfio-pci change may need a reboot of the node)"
+            .to_string(),
+    );
+    for c in changes {
+        let n = &c.relabel.node;
+        out.push(format!(
+            "kubectl get pods -A -o wide --field-selector spec.nodeName={n}"
+        ));
+        let gained = c.advertised_after.iter().find(|(k, after)| {
+            **after > 0 && c.advertised_before.get(*k).copied().unwrap_or(0) < **after
+        });
+        match gained {
+            Some((name, units)) => out.push(format!(
+                "kubectl wait node/{n} --for=jsonpath='{{.status.allocatable.{}}}'={units} \
+                 --timeout=30m",
+                name.replace('.', "\\.")
+            )),
+            None => out.push(format!(
+                "kubectl get node {n} -o jsonpath='{{.status.allocatable}}'"
+            )),
+        }
+    }
+    out.push("# 5. uncordon".to_string());
+    for n in &nodes {
+        out.push(format!("kubectl uncordon {n}"));
+    }
+    out
+}
+
 /// The whatif report.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Report {
+    /// The one-line judgement the report leads with.
+    pub verdict: Verdict,
     /// Where the cluster was read from.
     pub source: String,
     /// The relabelled nodes.
@@ -279,7 +441,8 @@ pub struct Report {
     pub disrupted: Vec<Disrupted>,
     /// The inventory rows that changed (or hold demand), before → after.
     pub inventory: Vec<PoolDelta>,
-    /// `kubectl label` commands that apply the relabels.
+    /// The steps that apply the relabels for real ([`apply_steps`]): `# ` comments and one
+    /// command each.
     pub commands: Vec<String>,
     /// The twin.
     pub twin: TwinFacts,
@@ -356,6 +519,7 @@ fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
             .filter(|(r, _)| r.starts_with(NVIDIA_PREFIX))
             .map(|(r, n)| (r.clone(), *n))
             .collect(),
+        vmi_owned_by_vm: p.launcher_vmi().and(p.vmi_owned_by_vm),
     }
 }
 
@@ -923,6 +1087,16 @@ async fn build_and_try(
             }
         }
     }
+    // Whether a VM owns a disrupted VMI is the source's to say (the twin has no VMs).
+    for d in &mut disrupted {
+        if d.pod.vmi.is_some() {
+            d.pod.vmi_owned_by_vm = source
+                .pods
+                .iter()
+                .find(|p| p.key() == d.pod.pod)
+                .and_then(|p| p.vmi_owned_by_vm);
+        }
+    }
     // The inventory before (the source) and after (the twin).
     let inv_before = inventory::build(&source.nodes, &source.pods, &source.policy)?;
     let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
@@ -932,8 +1106,9 @@ async fn build_and_try(
                     register), written to the twin's node status"
         .to_string();
     Ok(Report {
+        verdict: Verdict::of(&now_scheduled, still_pending.len(), &disrupted),
         source: source.origin.clone(),
-        commands: relabels.iter().map(Relabel::command).collect(),
+        commands: apply_steps(&changes, &disrupted),
         changes,
         placed_without_relabel,
         now_scheduled,
@@ -998,6 +1173,133 @@ pub fn pool_deltas(before: &inventory::Inventory, after: &inventory::Inventory) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn holder(pod: &str, vmi: Option<&str>, owned: Option<bool>) -> PodRef {
+        PodRef {
+            pod: pod.into(),
+            kind: "Pod".into(),
+            vmi: vmi.map(str::to_string),
+            requests: [("nvidia.com/GA102GL_A10".to_string(), 1)]
+                .into_iter()
+                .collect(),
+            vmi_owned_by_vm: owned,
+        }
+    }
+
+    fn disrupted(pod: PodRef) -> Disrupted {
+        Disrupted {
+            pod,
+            node: "lab-node-1".into(),
+            resource: "nvidia.com/GA102GL_A10".into(),
+            before: 2,
+            after: 0,
+        }
+    }
+
+    #[test]
+    fn verdict_counts_served_and_disrupted() {
+        let placed = Placed {
+            pod: holder("gpu-vm/wait-gpu", None, None),
+            node: "lab-node-1".into(),
+        };
+        let d = disrupted(holder("gpu-vm/virt-launcher-a-x", Some("a"), Some(true)));
+        // The same pod holding two names counts once.
+        let mut d2 = d.clone();
+        d2.resource = "nvidia.com/gpu".into();
+        let v = Verdict::of(std::slice::from_ref(&placed), 1, &[d, d2]);
+        assert_eq!((v.serves, v.disrupts, v.still_pending), (1, 1, 1));
+        assert_eq!(v.recommendation, Recommendation::NotRecommended);
+        assert_eq!(
+            v.summary,
+            "serves 1 pending pod(s), disrupts 1 running VM/pod(s): not recommended"
+        );
+        let v = Verdict::of(&[placed], 0, &[]);
+        assert_eq!(v.recommendation, Recommendation::Safe);
+        assert_eq!(v.summary, "serves 1 pending pod(s), disrupts none: safe");
+        let v = Verdict::of(&[], 2, &[]);
+        assert_eq!(v.recommendation, Recommendation::NoGain);
+        assert_eq!(
+            v.summary,
+            "serves no pending pod, disrupts none: safe, but it gains nothing"
+        );
+        assert_eq!(
+            serde_json::to_value(&v).unwrap(),
+            serde_json::json!({"serves": 0, "disrupts": 0, "stillPending": 2,
+                "recommendation": "no-gain", "summary": v.summary})
+        );
+    }
+
+    #[test]
+    fn apply_steps_cordon_stop_relabel_wait_uncordon() {
+        let change = NodeChange {
+            relabel: "lab-node-1=container".parse().unwrap(),
+            from: Some("vm-passthrough".into()),
+            advertised_before: [("nvidia.com/GA102GL_A10".to_string(), 2)]
+                .into_iter()
+                .collect(),
+            advertised_after: [
+                ("nvidia.com/GA102GL_A10".to_string(), 0),
+                ("nvidia.com/gpu".to_string(), 2),
+            ]
+            .into_iter()
+            .collect(),
+            hardware: Vec::new(),
+            notes: Vec::new(),
+        };
+        let steps = apply_steps(
+            std::slice::from_ref(&change),
+            &[
+                disrupted(holder(
+                    "gpu-vm/virt-launcher-vm-a-x",
+                    Some("vm-a"),
+                    Some(true),
+                )),
+                disrupted(holder(
+                    "gpu-vm/virt-launcher-bare-x",
+                    Some("bare"),
+                    Some(false),
+                )),
+                disrupted(holder("gpu-vm/virt-launcher-who-x", Some("who"), None)),
+                disrupted(holder("ml/train", None, None)),
+            ],
+        );
+        let commands: Vec<&str> = steps
+            .iter()
+            .map(String::as_str)
+            .filter(|l| !l.starts_with('#'))
+            .collect();
+        assert_eq!(
+            commands,
+            [
+                "kubectl cordon lab-node-1",
+                "virtctl stop vm-a -n gpu-vm",
+                "kubectl delete vmi bare -n gpu-vm",
+                "virtctl stop who -n gpu-vm",
+                "kubectl delete pod train -n ml",
+                "kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite",
+                "kubectl get pods -A -o wide --field-selector spec.nodeName=lab-node-1",
+                "kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
+                "kubectl uncordon lab-node-1",
+            ]
+        );
+        assert!(steps[0].starts_with("# 1. cordon"));
+        assert!(
+            steps
+                .iter()
+                .any(|l| l == "# (a VMI no VirtualMachine owns: kubectl delete vmi who -n gpu-vm)")
+        );
+        assert!(
+            steps
+                .iter()
+                .any(|l| l.starts_with("# 4. wait until the operator's operands run"))
+        );
+        // Nothing disrupted: step 2 says so, no stop command.
+        let steps = apply_steps(&[change], &[]);
+        assert!(steps.contains(
+            &"# 2. nothing running there holds a GPU name the relabel takes away".to_string()
+        ));
+        assert_eq!(steps.iter().filter(|l| !l.starts_with('#')).count(), 5);
+    }
 
     #[test]
     fn relabels_parse_with_clear_errors() {

@@ -34,6 +34,7 @@ mod monitoring;
 mod operands;
 mod operator;
 mod operator_model;
+mod policy;
 mod readme;
 mod serve;
 mod triage_hostile;

@@ -104,6 +104,8 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/whatif.rs",
     ),
     ("gpuwl plan -q; echo \"exit $?\"", "tests/it/whatif.rs"),
+    // Live: applied with kubectl on a local cluster, its refusals asserted.
+    ("gpuwl policy | kubectl apply -f -", "tests/it/policy.rs"),
     (
         "gpuwl plan --nodes nodes-200.json --pods pods-200.json -q",
         "tests/it/whatif.rs",

@@ -305,7 +305,7 @@ fn monitoring_crds() -> String {
 
 /// `helm template gpuwl-helm deploy/helm/gpuwl ARGS…` with the helm scripts/tools.sh
 /// builds (release name gpuwl-helm: its cluster-wide objects do not collide with deploy/'s).
-fn helm_template(args: &[&str]) -> String {
+pub(crate) fn helm_template(args: &[&str]) -> String {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let built = Command::new(root.join("scripts/tools.sh"))
         .arg("helm")

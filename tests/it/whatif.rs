@@ -173,11 +173,31 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
         row("vm-passthrough", "nvidia.com/GA102GL_A10")["allocatable"],
         json!([2, 0])
     );
+    // The verdict leads: wait-gpu served, vmi-passthrough disrupted.
     assert_eq!(
-        live["commands"],
-        json!([
-            "kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite"
-        ])
+        live["verdict"],
+        json!({"serves": 1, "disrupts": 1, "stillPending": 1,
+            "recommendation": "not-recommended",
+            "summary": "serves 1 pending pod(s), disrupts 1 running VM/pod(s): not recommended"})
+    );
+    // The steps of a real change, each command on its own line.
+    let commands: Vec<&str> = live["commands"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c.as_str().unwrap())
+        .filter(|c| !c.starts_with('#'))
+        .collect();
+    assert_eq!(
+        commands,
+        [
+            "kubectl cordon lab-node-1",
+            "kubectl delete pod vmi-passthrough -n gpu-vm",
+            "kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite",
+            "kubectl get pods -A -o wide --field-selector spec.nodeName=lab-node-1",
+            "kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
+            "kubectl uncordon lab-node-1",
+        ]
     );
     assert_eq!(live["twin"]["nodes"], 3);
     assert_eq!(live["twin"]["pendingPods"], 2);
@@ -246,6 +266,12 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
     assert_eq!(steps[0]["forPods"], json!(["gpu-vm/wait-gpu"]));
     assert_eq!(steps[0]["disrupts"], json!(["gpu-vm/vmi-passthrough"]));
     assert_eq!(bold["verified"], true, "{bold}");
+    assert_eq!(bold["verdict"], bold["whatif"]["verdict"]);
+    assert_eq!(bold["verdict"]["recommendation"], "not-recommended");
+    assert_eq!(
+        careful["verdict"]["summary"],
+        "no relabel proposed: none serves the 2 pending pod(s) below"
+    );
     assert!(
         why(&bold, "gpu-vm/job-cross").contains("constraints exclude"),
         "{bold}"
@@ -506,6 +532,10 @@ fn plan_on_a_200_node_dump_is_verified_on_the_twin() {
         "{placed:?}"
     );
     assert!(w["disrupted"].as_array().unwrap().is_empty());
+    assert_eq!(
+        v["verdict"]["summary"],
+        "serves 6 pending pod(s), disrupts none: safe"
+    );
     assert!(
         w["stillPending"].as_array().unwrap().is_empty(),
         "{}",

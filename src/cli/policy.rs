@@ -1,0 +1,88 @@
+//! `gpuwl policy`: prints the ValidatingAdmissionPolicy that refuses a mistyped GPU
+//! workload label at the API server ([`crate::policy`]).
+
+use crate::error::{Error, ExitStatus, Result};
+use crate::policy::{self, Action};
+
+/// Output format of `gpuwl policy`: manifests only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Two YAML documents: the policy, then its binding.
+    Yaml,
+    /// One `v1` `List` holding both.
+    Json,
+}
+
+/// `gpuwl policy`.
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Examples:
+  gpuwl policy | kubectl apply -f -
+  gpuwl policy --action Warn -o json > label-policy.json
+
+Prints a ValidatingAdmissionPolicy and its ValidatingAdmissionPolicyBinding
+(admissionregistration.k8s.io/v1, CEL, no webhook; Kubernetes >= 1.30) that refuse a Node
+CREATE or UPDATE setting nvidia.com/gpu.workload.config to anything but container,
+vm-passthrough or vm-vgpu (the message says which was meant: vm_passthrough → vm-passthrough),
+or nvidia.com/vgpu.config to something that is not a vGPU type (A10-12Q, A100-4C,
+A100-1-5C) nor default. Only a change is judged: an update that leaves the label as it was
+passes, and node status updates are not matched. deploy/policy/ holds the default output;
+the Helm chart renders it with labelPolicy.enabled=true.
+Exit 0 printed · 2 bad input.")]
+pub struct Args {
+    /// Name of the policy and of its binding.
+    #[arg(long, value_name = "NAME", default_value = policy::DEFAULT_NAME)]
+    pub name: String,
+    /// The binding's validationActions: Deny refuses; Warn lets through with a warning;
+    /// Audit only records it in the audit log.
+    #[arg(long, value_enum, default_value_t = Action::Deny)]
+    pub action: Action,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Yaml)]
+    pub output: Output,
+}
+
+/// Whether `name` is a valid object name (a DNS subdomain, RFC 1123: at most 253
+/// characters, lower-case alphanumerics, `-` and `.`, alphanumerics at both ends).
+fn valid_name(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 253
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
+/// Runs `gpuwl policy`.
+///
+/// Errors: [`Error::Input`] for a name the API server would refuse; a failed write.
+pub fn run(a: &Args) -> Result<ExitStatus> {
+    if !valid_name(&a.name) {
+        return Err(Error::Input(format!(
+            "--name {}: not a valid object name (lower-case letters, digits, '-' and '.', \
+             starting and ending with a letter or digit, at most 253)",
+            crate::render::esc(&crate::text::cut(&a.name))
+        )));
+    }
+    let text = match a.output {
+        Output::Yaml => policy::yaml(&a.name, a.action),
+        Output::Json => policy::json(&a.name, a.action),
+    };
+    crate::render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the policy", e))?;
+    Ok(ExitStatus::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names() {
+        assert!(valid_name("gpuwl-workload-label"));
+        assert!(valid_name("a.b-1"));
+        for bad in ["", "Gpuwl", "-a", "a-", "a_b", "a b", &"a".repeat(254)] {
+            assert!(!valid_name(bad), "{bad}");
+        }
+    }
+}
