@@ -24,7 +24,18 @@ install() { # name module version
     echo "building $name $version from $module (first run only; cached in $dir)" >&2
     mkdir -p "$dir.tmp"
     # CGO off: a static binary, no C toolchain needed.
-    GOBIN="$dir.tmp" CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "$module@$version"
+    # go prints nothing while it compiles: a line every 15 s says it is still at work.
+    GOBIN="$dir.tmp" CGO_ENABLED=0 GOFLAGS=-buildvcs=false go install "$module@$version" &
+    local pid=$! start=$SECONDS
+    local next=15
+    while kill -0 "$pid" 2>/dev/null; do
+      sleep 1
+      if (( SECONDS - start >= next )) && kill -0 "$pid" 2>/dev/null; then
+        echo "building $name $version: $((SECONDS - start)) s elapsed" >&2
+        next=$((next + 15))
+      fi
+    done
+    wait "$pid"
     rm -rf "$dir" && mv "$dir.tmp" "$dir"
   fi
   echo "$dir/$name"

@@ -70,8 +70,31 @@ const SOURCES: [(&str, &str); 6] = [
     ),
 ];
 
-/// Measured cold build on a 2-core machine (see BENCHMARKS.md), used for the estimate.
-const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(18 * 60);
+/// Measured cold build on a 2-core machine (see BENCHMARKS.md: 511 s on 2026-12-02 with
+/// a Rust build sharing the cores; 7.5 min on a quiet machine), used for the estimate.
+const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(9 * 60);
+
+/// Runs `f`, printing `{what}: N s elapsed` on stderr every 15 s while it runs (when
+/// `progress`): a module download or a package listing says nothing for minutes.
+pub fn heartbeat<T>(progress: bool, what: &str, f: impl FnOnce() -> T) -> T {
+    if !progress {
+        return f();
+    }
+    let (tx, rx) = std::sync::mpsc::channel::<()>();
+    let what = what.to_owned();
+    let started = Instant::now();
+    let ticker = std::thread::spawn(move || {
+        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+            rx.recv_timeout(Duration::from_secs(15))
+        {
+            note!("{what}: {} s elapsed", started.elapsed().as_secs());
+        }
+    });
+    let out = f();
+    drop(tx);
+    let _ = ticker.join();
+    out
+}
 
 /// `-ldflags` for `go build`: strip symbols and stamp the real versions so `--version`
 /// of every binary prints them.
@@ -323,9 +346,10 @@ fn build(progress: bool) -> Result<()> {
     };
 
     let started = Instant::now();
-    let out = go(&["mod", "download"])
-        .output()
-        .map_err(|e| Error::failed("cannot run go", e))?;
+    let out = heartbeat(plain, "fetching the control plane's Go modules", || {
+        go(&["mod", "download"]).output()
+    })
+    .map_err(|e| Error::failed("cannot run go", e))?;
     let _ = log.write_all(&out.stderr);
     if !out.status.success() {
         bar.finish_and_clear();
@@ -338,12 +362,13 @@ fn build(progress: bool) -> Result<()> {
 
     let mut list_args = vec!["list", "-deps"];
     list_args.extend(PACKAGES);
-    let total = go(&list_args)
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
-        .unwrap_or(0);
+    let total = heartbeat(plain, "listing the packages to compile", || {
+        go(&list_args).output()
+    })
+    .ok()
+    .filter(|o| o.status.success())
+    .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
+    .unwrap_or(0);
     if progress && total > 0 {
         bar.set_style(
             indicatif::ProgressStyle::with_template(
@@ -490,6 +515,15 @@ pub(crate) fn binary(dir: &Path, name: &str) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn heartbeat_returns_what_it_ran_and_stops_its_ticker() {
+        assert_eq!(heartbeat(false, "x", || 7), 7);
+        let t = std::time::Instant::now();
+        assert_eq!(heartbeat(true, "x", || "done"), "done");
+        // The ticker ends with the work, not 15 s later.
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
     use super::*;
 
     #[test]

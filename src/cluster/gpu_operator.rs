@@ -65,7 +65,8 @@ const SOURCES: [(&str, &str); 2] = [
 ];
 
 /// Measured cold build of the operator alone on a 2-core machine with a warm module
-/// download (see BENCHMARKS.md), for the estimate.
+/// download (see BENCHMARKS.md; 100 s on 2026-12-02 right after the control plane's
+/// build, whose modules it shares), for the estimate.
 const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(3 * 60);
 
 /// `-ldflags`: strip symbols and stamp the version the operator logs at start.
@@ -187,7 +188,11 @@ fn build(progress: bool) -> Result<PathBuf> {
         );
     }
     let started = Instant::now();
-    let out = go(&["mod", "download"]).output().map_err(|_| {
+    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let out = super::build::heartbeat(plain, "fetching the GPU Operator's Go modules", || {
+        go(&["mod", "download"]).output()
+    })
+    .map_err(|_| {
         rt("`go` not found on PATH: install Go 1.26 or newer to build the GPU Operator")
     })?;
     let _ = log.write_all(&out.stderr);
@@ -211,12 +216,13 @@ fn build(progress: bool) -> Result<PathBuf> {
         }
         d
     };
-    let total = go(&["list", "-deps", PACKAGE])
-        .output()
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
-        .unwrap_or(0);
+    let total = super::build::heartbeat(plain, "listing the GPU Operator's packages", || {
+        go(&["list", "-deps", PACKAGE]).output()
+    })
+    .ok()
+    .filter(|o| o.status.success())
+    .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
+    .unwrap_or(0);
     let bar = if progress && total > 0 {
         let b = indicatif::ProgressBar::new(total);
         b.set_style(
@@ -231,7 +237,6 @@ fn build(progress: bool) -> Result<PathBuf> {
     } else {
         indicatif::ProgressBar::hidden()
     };
-    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
     let partial = key_dir.join(format!("dist.partial-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial)
