@@ -73,6 +73,17 @@ pub struct NodeResourceLabels {
     pub resource: String,
 }
 
+/// `{node, from, to}` of a workload-label change.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RelabelLabels {
+    /// Node name.
+    pub node: String,
+    /// The label's value before (`absent` when there was none).
+    pub from: String,
+    /// After (`absent` when removed).
+    pub to: String,
+}
+
 /// `{resource}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResourceLabels {
@@ -215,6 +226,7 @@ pub struct Metrics {
     stale: Gauge,
     last_contact: Gauge<f64, AtomicU64>,
     reloads: Counter,
+    relabels: Family<RelabelLabels, Counter>,
     admission: Option<AdmissionMetrics>,
 }
 
@@ -303,6 +315,7 @@ impl Metrics {
             stale: Gauge::default(),
             last_contact: Gauge::default(),
             reloads: Counter::default(),
+            relabels: Family::default(),
             admission: None,
         };
         let build_info = Family::<VersionLabels, Gauge>::default();
@@ -389,6 +402,11 @@ impl Metrics {
             "gpuwl_api_last_contact_timestamp_seconds",
             "Unix time the API server last answered the watchdog (0 before the first answer)",
             m.last_contact.clone(),
+        );
+        registry.register(
+            "gpuwl_workload_label_changes",
+            "Changes of a node's nvidia.com/gpu.workload.config label seen by this exporter (from, to: the values, `absent` for none); each is also a Kubernetes Event on the node (reason WorkloadLabelChanged)",
+            m.relabels.clone(),
         );
         registry.register(
             "gpuwl_client_reloads",
@@ -545,6 +563,17 @@ impl Metrics {
         self.watch_errors
             .get_or_create(&ResourceLabels {
                 resource: resource.into(),
+            })
+            .inc();
+    }
+
+    /// Counts one change of `node`'s workload label (`gpuwl_workload_label_changes_total`).
+    pub fn relabelled(&self, node: &str, from: &str, to: &str) {
+        self.relabels
+            .get_or_create(&RelabelLabels {
+                node: label_value(node),
+                from: label_value(from),
+                to: label_value(to),
             })
             .inc();
     }

@@ -638,6 +638,65 @@ async fn shutdown_signal() {
     }
 }
 
+/// Records one relabel: the metric, a log line, and an Event on the node (reason
+/// `WorkloadLabelChanged`, in namespace `default` where node events live), so an incident
+/// can be traced to the relabel that caused it. An Event the credentials may not create is
+/// logged, not retried.
+async fn record_relabel(shared: &Shared, r: &state::Relabel) {
+    let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "absent".into());
+    let (from, to) = (show(&r.from), show(&r.to));
+    shared.metrics.relabelled(&r.node, &from, &to);
+    let text = format!(
+        "{} changed on node {}: {} → {} (the GPU Operator swaps the node's operands and the GPU names it advertises)",
+        crate::model::workload::LABEL_KEY,
+        crate::analysis::admission::show(&r.node),
+        crate::analysis::admission::show(&from),
+        crate::analysis::admission::show(&to)
+    );
+    log(&format!("relabel: {text}"));
+    let now =
+        k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(k8s_openapi::jiff::Timestamp::now());
+    let event = k8s_openapi::api::core::v1::Event {
+        metadata: kube::api::ObjectMeta {
+            generate_name: Some(format!("{}.gpuwl-", r.node)),
+            namespace: Some("default".into()),
+            ..Default::default()
+        },
+        involved_object: k8s_openapi::api::core::v1::ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("Node".into()),
+            name: Some(r.node.clone()),
+            ..Default::default()
+        },
+        reason: Some("WorkloadLabelChanged".into()),
+        message: Some(text),
+        type_: Some("Warning".into()),
+        source: Some(k8s_openapi::api::core::v1::EventSource {
+            component: Some("gpuwl".into()),
+            ..Default::default()
+        }),
+        first_timestamp: Some(now.clone()),
+        last_timestamp: Some(now),
+        count: Some(1),
+        ..Default::default()
+    };
+    let api: kube::Api<k8s_openapi::api::core::v1::Event> =
+        kube::Api::namespaced(shared.client(), "default");
+    match tokio::time::timeout(
+        Duration::from_secs(10),
+        api.create(&kube::api::PostParams::default(), &event),
+    )
+    .await
+    {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => log(&format!(
+            "the Event of that relabel was not created: {}",
+            crate::text::cut(&e.to_string())
+        )),
+        Err(_) => log("the Event of that relabel was not created: no answer within 10 s"),
+    }
+}
+
 /// How long one evaluation waits for the DRA lists.
 const DRA_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -682,6 +741,9 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
     // reference, so freeing a 5,000-node index never happens on the admission guard's
     // threads.
     let mut retired: Option<Arc<crate::analysis::admission::Index>> = None;
+    // The nodes' workload labels at the last evaluation: a change is a relabel, recorded
+    // as a metric and an Event on the node (the first evaluation only learns them).
+    let mut last_labels: Option<std::collections::BTreeMap<String, Option<String>>> = None;
     loop {
         shared.changed.notified().await;
         tokio::time::sleep(debounce).await;
@@ -726,11 +788,19 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
                 reader.metrics.admission_flagged(&flagged);
                 retire = Some(old);
             }
-            Some((e, s.nodes.len(), s.pods.len(), started.elapsed(), retire))
+            let labels = state::workload_labels(s.nodes.as_slice());
+            Some((
+                e,
+                s.nodes.len(),
+                s.pods.len(),
+                started.elapsed(),
+                retire,
+                labels,
+            ))
         })
         .await;
         lock(&shared.health).evaluating_since = None;
-        let (evaluation, nodes, pods, took, retire) = match evaluated {
+        let (evaluation, nodes, pods, took, retire, labels) = match evaluated {
             Ok(Some(done)) => done,
             Ok(None) => continue,
             Err(e) => {
@@ -748,6 +818,12 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             }
             last_problems = evaluation.problems.clone();
         }
+        if let Some(before) = &last_labels {
+            for r in state::relabels(before, &labels) {
+                record_relabel(&shared, &r).await;
+            }
+        }
+        last_labels = Some(labels);
         shared
             .metrics
             .update(&evaluation, unix_now(), took.as_secs_f64());

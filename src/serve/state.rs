@@ -379,6 +379,50 @@ pub fn evaluate_with_dra(
     }
 }
 
+/// One change of a node's workload label between two evaluations.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Relabel {
+    /// Node name.
+    pub node: String,
+    /// The value before (`None`: absent).
+    pub from: Option<String>,
+    /// After (`None`: removed).
+    pub to: Option<String>,
+}
+
+/// The workload label of every node, by name ([`crate::model::workload::LABEL_KEY`]).
+pub fn workload_labels(nodes: &[NodeInfo]) -> BTreeMap<String, Option<String>> {
+    nodes
+        .iter()
+        .map(|n| {
+            (
+                n.name.clone(),
+                n.label(crate::model::workload::LABEL_KEY)
+                    .map(str::to_owned),
+            )
+        })
+        .collect()
+}
+
+/// The label changes from `before` to `after`, by node: only nodes in both (a node that
+/// appears or leaves is not a relabel).
+pub fn relabels(
+    before: &BTreeMap<String, Option<String>>,
+    after: &BTreeMap<String, Option<String>>,
+) -> Vec<Relabel> {
+    after
+        .iter()
+        .filter_map(|(node, to)| {
+            let from = before.get(node)?;
+            (from != to).then(|| Relabel {
+                node: node.clone(),
+                from: from.clone(),
+                to: to.clone(),
+            })
+        })
+        .collect()
+}
+
 /// A count as a metric value (saturating).
 fn to_i64<T: TryInto<i64>>(v: T) -> i64 {
     v.try_into().unwrap_or(i64::MAX)
@@ -721,5 +765,32 @@ mod tests {
         let plain = evaluate(&nodes, &pods, &PolicyStatus::not_read(), None);
         let n1 = plain.nodes.iter().find(|n| n.name == "gpu-node-1").unwrap();
         assert_eq!(n1.mismatch, Some(true));
+    }
+
+    #[test]
+    fn a_relabel_is_a_change_of_a_node_in_both_snapshots() {
+        let (mut nodes, _) = lab();
+        let before = workload_labels(&nodes);
+        let key = crate::model::workload::LABEL_KEY;
+        nodes[1].labels.insert(key.into(), "container".into());
+        nodes[2].labels.remove(key);
+        nodes.remove(0);
+        let changes = relabels(&before, &workload_labels(&nodes));
+        assert_eq!(
+            changes,
+            [
+                Relabel {
+                    node: "lab-node-1".into(),
+                    from: Some("vm-passthrough".into()),
+                    to: Some("container".into())
+                },
+                Relabel {
+                    node: "lab-node-2".into(),
+                    from: Some("vm-vgpu".into()),
+                    to: None
+                }
+            ]
+        );
+        assert!(relabels(&before, &before).is_empty());
     }
 }

@@ -516,6 +516,41 @@ fn serve_follows_the_lab_cluster() {
         value(&s, "gpuwl_node_mismatch", &[("node", "lab-node-0")]),
         Some(0.0)
     );
+    // The relabel is on record (issue 40): a counter and an Event on the node.
+    assert_eq!(
+        value(
+            &s,
+            "gpuwl_workload_label_changes_total",
+            &[
+                ("node", "lab-node-1"),
+                ("from", "vm-passthrough"),
+                ("to", "vm_passthrough")
+            ]
+        ),
+        Some(1.0)
+    );
+    let events: Api<k8s_openapi::api::core::v1::Event> = Api::namespaced(client.clone(), "default");
+    let mut found = None;
+    for _ in 0..50 {
+        found = rt
+            .block_on(events.list(&Default::default()))
+            .unwrap()
+            .items
+            .into_iter()
+            .find(|e| e.reason.as_deref() == Some("WorkloadLabelChanged"));
+        if found.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let ev = found.expect("an Event WorkloadLabelChanged");
+    assert_eq!(ev.involved_object.name.as_deref(), Some("lab-node-1"));
+    assert_eq!(
+        ev.message.as_deref(),
+        Some(
+            "nvidia.com/gpu.workload.config changed on node lab-node-1: vm-passthrough → vm_passthrough (the GPU Operator swaps the node's operands and the GPU names it advertises)"
+        )
+    );
 
     // job-cross goes: nothing waits unservable on nvidia.com/gpu any more.
     rt.block_on(gpuwl::lab::kubeops::delete_pod(
