@@ -617,19 +617,26 @@ pub fn demand(
             },
             |e| e.verdict,
         );
+        let pending_pod = |class: PodClass| PendingPod {
+            pod: p.key(),
+            class,
+            code: v.code,
+            transient: v.transient,
+            resources: gpu_reqs
+                .iter()
+                .map(|(r, u)| ((*r).to_owned(), *u))
+                .collect(),
+            by: e.as_ref().map(|e| held_by(class, p, e)).unwrap_or_else(|| {
+                if class == PodClass::Gated {
+                    p.scheduling_gates.clone()
+                } else {
+                    Vec::new()
+                }
+            }),
+        };
         match v.class {
             PodClass::Demand if !fitting_pools.is_empty() => {
-                d.demand_pods.push(PendingPod {
-                    pod: p.key(),
-                    class: v.class,
-                    code: v.code,
-                    transient: v.transient,
-                    resources: gpu_reqs
-                        .iter()
-                        .map(|(r, u)| ((*r).to_owned(), *u))
-                        .collect(),
-                    by: e.as_ref().map(|e| e.fitting.clone()).unwrap_or_default(),
-                });
+                d.demand_pods.push(pending_pod(PodClass::Demand));
                 for (r, units) in &gpu_reqs {
                     for pool in &fitting_pools {
                         let e = d.pending.entry((*pool, (*r).to_owned())).or_default();
@@ -646,37 +653,28 @@ pub fn demand(
                     d.unservable.push(u);
                 }
             }
-            class => {
-                let e = e.as_ref();
-                let by = match class {
-                    PodClass::Blocked => e.map(|e| e.held_off.clone()).unwrap_or_default(),
-                    PodClass::Gated => p.scheduling_gates.clone(),
-                    PodClass::OtherResource => e
-                        .map(|e| {
-                            e.filters
-                                .iter()
-                                .filter(|f| e.fitting.contains(&f.node) && !f.reasons.is_empty())
-                                .map(|f| f.node.clone())
-                                .collect()
-                        })
-                        .unwrap_or_default(),
-                    _ => Vec::new(),
-                };
-                d.held_back.push(PendingPod {
-                    pod: p.key(),
-                    class,
-                    code: v.code,
-                    transient: v.transient,
-                    resources: gpu_reqs
-                        .iter()
-                        .map(|(r, u)| ((*r).to_owned(), *u))
-                        .collect(),
-                    by,
-                });
-            }
+            class => d.held_back.push(pending_pod(class)),
         }
     }
     d
+}
+
+/// What holds a pending pod of `class`, for [`PendingPod::by`]: the nodes it fits now
+/// (demand), the nodes only cordons or taints keep it from (blocked), its scheduling gates
+/// (gated), the nodes with its GPU units free but another resource short (other-resource).
+fn held_by(class: PodClass, p: &PodInfo, e: &crate::analysis::explain::Explanation) -> Vec<String> {
+    match class {
+        PodClass::Demand => e.fitting.clone(),
+        PodClass::Blocked => e.held_off.clone(),
+        PodClass::Gated => p.scheduling_gates.clone(),
+        PodClass::OtherResource => e
+            .filters
+            .iter()
+            .filter(|f| e.fitting.contains(&f.node) && !f.reasons.is_empty())
+            .map(|f| f.node.clone())
+            .collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// Phase 4: one [`Row`] per (pool, resource), with pending demand, sums that saturate

@@ -117,11 +117,6 @@ impl Verdict {
             }
         }
     }
-
-    /// Whether it counts as pending GPU demand of a pool (inventory's PEND, plan's demand).
-    pub fn is_demand(&self) -> bool {
-        self.class == PodClass::Demand
-    }
 }
 
 /// Whether a wait on `code` can pass on its own (see the module docs).

@@ -697,6 +697,9 @@ async fn record_relabel(shared: &Shared, r: &state::Relabel) {
     }
 }
 
+/// How often the evaluator lists DRA objects again (they are not watched).
+const DRA_RELIST: Duration = Duration::from_secs(30);
+
 /// How long one evaluation waits for the DRA lists.
 const DRA_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -744,6 +747,8 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
     // The nodes' workload labels at the last evaluation: a change is a relabel, recorded
     // as a metric and an Event on the node (the first evaluation only learns them).
     let mut last_labels: Option<std::collections::BTreeMap<String, Option<String>>> = None;
+    let mut dra: Option<Arc<crate::model::dra::DraObjects>> = None;
+    let mut dra_listed: Option<Instant> = None;
     loop {
         shared.changed.notified().await;
         tokio::time::sleep(debounce).await;
@@ -755,10 +760,16 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
         }
         // DRA objects are listed for each evaluation (the API may not serve
         // resource.k8s.io: then none, said once in the log), with a timeout of their own.
-        let dra = list_dra(shared.client()).await;
+        // Listed at most every DRA_RELIST (an evaluation can follow every pod change: the
+        // slices of a large cluster are not listed each time).
+        if dra_listed.is_none_or(|t: Instant| t.elapsed() >= DRA_RELIST) {
+            dra = list_dra(shared.client()).await.map(Arc::new);
+            dra_listed = Some(Instant::now());
+        }
         lock(&shared.health).evaluating_since = Some(Instant::now());
         // The analyses read the copy in place, holding the store (watchers wait meanwhile).
         let reader = shared.clone();
+        let dra_now = dra.clone();
         let evaluated = tokio::task::spawn_blocking(move || {
             let s = reader.store.blocking_lock();
             if !s.synced() {
@@ -773,7 +784,7 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
                 s.pods.as_slice(),
                 &policy,
                 kv.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
-                dra.as_ref(),
+                dra_now.as_deref(),
             );
             if reader.admission_enabled {
                 let (index, flagged) = state::admission(

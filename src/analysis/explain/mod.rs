@@ -461,22 +461,7 @@ fn gather_with(
         .cloned()
         .collect();
 
-    let held_off: Vec<String> = nodes
-        .iter()
-        .filter(|n| {
-            let ex = &exclusions[n.name.as_str()];
-            !ex.is_empty()
-                && ex
-                    .iter()
-                    .all(|e| matches!(e, Exclusion::Unschedulable | Exclusion::Taint { .. }))
-                && requests.iter().all(|rv| {
-                    rv.advertisers
-                        .iter()
-                        .any(|a| a.node == n.name && a.allocatable >= rv.units)
-                })
-        })
-        .map(|n| n.name.clone())
-        .collect();
+    let held_off = held_off(nodes, &exclusions, &requests);
 
     // The scheduler's filters, node by node (every resource, not only extended ones).
     let filters: Vec<NodeFit> = if pod.node_name.is_none() {
@@ -586,6 +571,31 @@ fn gather_with(
             .push(format!("skipped (not a valid device count): {bad}"));
     }
     Ok(e)
+}
+
+/// [`Explanation::held_off`]: the nodes that offer every request with enough allocatable
+/// units and are excluded by cordons or taints only.
+fn held_off(
+    nodes: &[NodeInfo],
+    exclusions: &BTreeMap<&str, Vec<Exclusion>>,
+    requests: &[RequestView],
+) -> Vec<String> {
+    nodes
+        .iter()
+        .filter(|n| {
+            let ex = &exclusions[n.name.as_str()];
+            !ex.is_empty()
+                && ex
+                    .iter()
+                    .all(|e| matches!(e, Exclusion::Unschedulable | Exclusion::Taint { .. }))
+                && requests.iter().all(|rv| {
+                    rv.advertisers
+                        .iter()
+                        .any(|a| a.node == n.name && a.allocatable >= rv.units)
+                })
+        })
+        .map(|n| n.name.clone())
+        .collect()
 }
 
 /// Runs the rules over the gathered facts and fills in the diagnosis.

@@ -1067,32 +1067,14 @@ pub fn too_large(f: &Facts<'_>) -> Option<Diagnosis> {
     if too_big.is_empty() {
         return None;
     }
-    let what_: Vec<String> = too_big
-        .iter()
-        .map(|(rv, most)| {
-            format!(
-                "{} × {} asked, at most {most} allocatable on one candidate",
-                rv.units, rv.resource
-            )
-        })
-        .collect();
-    let fix: Vec<String> = too_big
-        .iter()
-        .map(|(rv, most)| format!("at most {most} × {}", rv.resource))
-        .collect();
-    Some(Diagnosis::new(
-        CauseCode::TooLarge,
-        format!(
-            "Insufficient: the {} asks for more than any candidate ({}) has, even with nothing allocated: {}",
-            what(f.pod),
-            f.e.candidates.join(", "),
-            what_.join("; ")
+    Some(too_large_diagnosis(
+        f,
+        &too_big,
+        &format!(
+            "any candidate ({}) has, even with nothing allocated",
+            f.e.candidates.join(", ")
         ),
-        format!(
-            "ask for {} per {w} (a {w}'s units come from one node), or add nodes with more GPUs",
-            fix.join(" and "),
-            w = what(f.pod)
-        ),
+        |_| "one candidate".to_owned(),
     ))
 }
 
@@ -1116,18 +1098,39 @@ fn too_large_everywhere(f: &Facts<'_>) -> Option<Diagnosis> {
     {
         return None;
     }
-    let what_: Vec<String> = too_big
-        .iter()
-        .map(|(rv, most)| {
+    Some(too_large_diagnosis(
+        f,
+        &too_big,
+        "any node advertising the name has, even with nothing allocated and every cordon, taint and selector lifted",
+        |rv| {
             format!(
-                "{} × {} asked, at most {most} allocatable on one node ({})",
-                rv.units,
-                rv.resource,
+                "one node ({})",
                 rv.advertisers
                     .iter()
                     .map(|a| a.node.as_str())
                     .collect::<Vec<_>>()
                     .join(", ")
+            )
+        },
+    ))
+}
+
+/// The `too-large` diagnosis of `too_big` (each request with the most allocatable units
+/// one node has): `than` says which nodes were compared, `on` names them per request.
+fn too_large_diagnosis(
+    f: &Facts<'_>,
+    too_big: &[(&RequestView, i64)],
+    than: &str,
+    on: impl Fn(&RequestView) -> String,
+) -> Diagnosis {
+    let what_: Vec<String> = too_big
+        .iter()
+        .map(|(rv, most)| {
+            format!(
+                "{} × {} asked, at most {most} allocatable on {}",
+                rv.units,
+                rv.resource,
+                on(rv)
             )
         })
         .collect();
@@ -1135,10 +1138,10 @@ fn too_large_everywhere(f: &Facts<'_>) -> Option<Diagnosis> {
         .iter()
         .map(|(rv, most)| format!("at most {most} × {}", rv.resource))
         .collect();
-    Some(Diagnosis::new(
+    Diagnosis::new(
         CauseCode::TooLarge,
         format!(
-            "Insufficient: the {} asks for more than any node advertising the name has, even with nothing allocated and every cordon, taint and selector lifted: {}",
+            "Insufficient: the {} asks for more than {than}: {}",
             what(f.pod),
             what_.join("; ")
         ),
@@ -1147,7 +1150,7 @@ fn too_large_everywhere(f: &Facts<'_>) -> Option<Diagnosis> {
             fix.join(" and "),
             w = what(f.pod)
         ),
-    ))
+    )
 }
 
 /// The requests short of free units on the candidates, with the candidates' free sum.
