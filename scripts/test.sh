@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
-#   formatting, lints, release build, the local control plane (built from pinned upstream
-#   Go modules on first run, cached after), unit + CLI tests, the integration tests against
-#   that real control plane, and the shared checker cases.
+#   formatting, lints, one debug build (the tests, the live tests and the shared cases all use
+#   target/debug/gpuwl), the local control plane (built from pinned upstream Go modules on
+#   first run, cached after), unit + CLI tests, the integration tests against that real
+#   control plane, and the shared checker cases. Each step prints its time; the live tests'
+#   own times are printed after their phase (target/tmp/live-timings.tsv).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-step() { printf '\n==> %s\n' "$*"; }
+started=$SECONDS
+last=$SECONDS
+step() {
+  printf '\n==> %s   [%ds, step before: %ds]\n' "$*" "$((SECONDS - started))" "$((SECONDS - last))"
+  last=$SECONDS
+}
+gpuwl=target/debug/gpuwl
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
@@ -14,11 +22,11 @@ cargo fmt --all -- --check
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --all-targets --quiet -- -D warnings
 
-step "cargo build --release"
-cargo build --release --quiet
+step "cargo test --no-run (the one build: unit, CLI and live tests, and $gpuwl)"
+cargo test --quiet --no-run
 
 step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl)"
-target/release/gpuwl cluster build
+"$gpuwl" cluster build
 
 step "alerting rules: promtool check rules + promtool test rules (deploy/prometheus/)"
 # promtool is built from its Go module by scripts/tools.sh on the first run (a few minutes),
@@ -39,14 +47,19 @@ cargo test --quiet
 step "cargo test -- --ignored (integration tests on the local control plane)"
 # Marked #[ignore = "needs local control plane"] so a plain `cargo test` stays quick; they
 # take one cluster at a time (tests/it/common.rs), each under its own cluster name.
+rm -f target/tmp/live-timings.tsv
 cargo test --quiet -- --ignored
+if [[ -f target/tmp/live-timings.tsv ]]; then
+  echo "live tests by wall time (seconds, slowest first):"
+  sort -t $'\t' -k2,2 -rn target/tmp/live-timings.tsv | awk -F '\t' '{ printf "  %7.1f  %s\n", $2, $1; t += $2 } END { printf "  %7.1f  total\n", t }'
+fi
 
 step "shared checker cases"
 # The project's shared cases live beside the repository (../shared/cases); a copy is kept in
 # tests/shared-cases so a clone elsewhere still runs them. Both run when both exist.
-tests/shared-cases/run-check-cases -- target/release/gpuwl check
+tests/shared-cases/run-check-cases -- "$gpuwl" check
 if [ -x ../shared/cases/run-check-cases ]; then
-    ../shared/cases/run-check-cases -- target/release/gpuwl check
+    ../shared/cases/run-check-cases -- "$gpuwl" check
 else
     echo "skipped ../shared/cases/run-check-cases: not beside this clone (the copy above ran)"
 fi
@@ -55,14 +68,15 @@ step "shared explain cases"
 # The repo's copies (plus its own cases) run inside `cargo test` (tests/it/explain_cases.rs);
 # the originals beside the repository, when present, run here with their own checker.
 if [ -x ../shared/cases/run-explain-cases ]; then
-    ../shared/cases/run-explain-cases -- target/release/gpuwl
+    ../shared/cases/run-explain-cases -- "$gpuwl"
 else
     echo "skipped ../shared/cases/run-explain-cases: not beside this clone (tests/data/explain ran in cargo test)"
 fi
 if [ -x ../shared/cases/run-explain-cases ] && [ -d ../shared/cases/explain-round3 ]; then
-    ../shared/cases/run-explain-cases --cases ../shared/cases/explain-round3 -- target/release/gpuwl
+    ../shared/cases/run-explain-cases --cases ../shared/cases/explain-round3 -- "$gpuwl"
 else
     echo "skipped ../shared/cases/explain-round3: not beside this clone (its copies in tests/data/explain ran in cargo test)"
 fi
 
 step "all tests passed"
+echo "total: $((SECONDS - started)) s"

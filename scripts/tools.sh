@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
-# Installs the monitoring tools the tests use, built from their Go modules with the local Go
-# toolchain, into a cache folder keyed by the pinned version (a second run is instant):
+# Installs the monitoring tools the tests use into a cache folder keyed by the pinned version
+# (a second run is instant):
 #   promtool  github.com/prometheus/prometheus/cmd/promtool  (`promtool test rules`, `check metrics`)
 #   helm      helm.sh/helm/v3/cmd/helm                        (renders deploy/helm/gpuwl)
+# Where each comes from, first found wins:
+#   1. the cache;
+#   2. the same tool on PATH when it reports the pinned version;
+#   3. promtool only: Debian's `prometheus` package at a pinned version and sha256, fetched with
+#      `apt-get download` (no root, nothing installed system-wide) and unpacked with dpkg-deb —
+#      seconds instead of ~24 min of Go build on 2 cores (BENCHMARKS.md "Test suite");
+#   4. a build from the Go module with the local Go toolchain.
 #
 # Usage: scripts/tools.sh promtool|helm    # prints the binary's path on the last line
 # Cache: ${GPUWL_CACHE:-~/.cache/gpuwl}/tools/<name>-<version>/<name>
@@ -13,13 +20,54 @@ PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
 PROMTOOL_VERSION=v0.316.0
 HELM_MODULE=helm.sh/helm/v3/cmd/helm
 HELM_VERSION=v3.22.0
+# Debian 12's promtool (Prometheus 2.42.0); its rule unit tests and `check metrics` read the
+# same files as 3.x's. GPUWL_PROMTOOL_FROM=go skips it.
+PROMTOOL_DEB_VERSION=2.42.0+ds-5+deb12u1
+PROMTOOL_DEB_SHA256=81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55
 
 cache="${GPUWL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuwl}/tools"
 
-install() { # name module version
-  local name=$1 module=$2 version=$3
+# On PATH at the pinned version? $2 is the version as the tool prints it.
+on_path() { # name printed-version
+  local found
+  found="$(command -v "$1" 2>/dev/null)" || return 1
+  { "$found" --version 2>/dev/null; "$found" version 2>/dev/null; } | grep -qF -- "$2" || return 1
+  echo "$found"
+}
+
+# promtool from Debian's package, checked against the pinned sha256; prints its path.
+promtool_deb() {
+  local dir="$cache/promtool-deb-$PROMTOOL_DEB_VERSION"
+  if [[ ! -x "$dir/promtool" ]]; then
+    command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || return 1
+    local work
+    work="$(mktemp -d)"
+    echo "fetching promtool from Debian's prometheus $PROMTOOL_DEB_VERSION (first run only; cached in $dir)" >&2
+    if ! (cd "$work" && apt-get download -q "prometheus=$PROMTOOL_DEB_VERSION" >/dev/null 2>&1); then
+      echo "apt-get download prometheus=$PROMTOOL_DEB_VERSION failed; building from the Go module instead" >&2
+      rm -rf "$work"; return 1
+    fi
+    local deb
+    deb="$(ls "$work"/prometheus_*.deb)"
+    if [[ "$(sha256sum "$deb" | cut -d' ' -f1)" != "$PROMTOOL_DEB_SHA256" ]]; then
+      echo "error: $deb: sha256 differs from the pinned $PROMTOOL_DEB_SHA256" >&2
+      rm -rf "$work"; exit 2
+    fi
+    dpkg-deb -x "$deb" "$work/x"
+    mkdir -p "$dir.tmp" && cp "$work/x/usr/bin/promtool" "$dir.tmp/promtool"
+    rm -rf "$dir" "$work" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/promtool"
+}
+
+install() { # name module version printed-version
+  local name=$1 module=$2 version=$3 printed=$4
   local dir="$cache/$name-$version"
   if [[ ! -x "$dir/$name" ]]; then
+    on_path "$name" "$printed" && return 0
+    if [[ "$name" == promtool && "${GPUWL_PROMTOOL_FROM:-}" != go ]]; then
+      promtool_deb && return 0
+    fi
     command -v go >/dev/null 2>&1 || { echo "error: go not found: $name is built from its Go module" >&2; exit 2; }
     echo "building $name $version from $module (first run only; cached in $dir)" >&2
     mkdir -p "$dir.tmp"
@@ -42,7 +90,7 @@ install() { # name module version
 }
 
 case "${1:-}" in
-  promtool) install promtool "$PROMTOOL_MODULE" "$PROMTOOL_VERSION" ;;
-  helm) install helm "$HELM_MODULE" "$HELM_VERSION" ;;
+  promtool) install promtool "$PROMTOOL_MODULE" "$PROMTOOL_VERSION" "version 3.16.0 " ;;
+  helm) install helm "$HELM_MODULE" "$HELM_VERSION" "Version:\"$HELM_VERSION\"" ;;
   *) echo "usage: $0 promtool|helm" >&2; exit 2 ;;
 esac

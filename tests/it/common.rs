@@ -70,9 +70,50 @@ impl Drop for ClusterDown {
 /// Held by every test that starts a local control plane, for its whole run: the tests share
 /// one process now, and two clusters starting at once would race for the first build of the
 /// binaries and for free ports. A test that panicked still lets the next one run.
-pub fn one_cluster_at_a_time() -> MutexGuard<'static, ()> {
+///
+/// The guard also times the test: when dropped it appends `NAME<TAB>SECONDS<TAB>ok|failed` to
+/// `target/tmp/live-timings.tsv` (NAME is the libtest thread's name, the test's path), which
+/// `scripts/test.sh` prints sorted after the live phase (BENCHMARKS.md "Test suite").
+pub fn one_cluster_at_a_time() -> LiveSlot {
     static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    let guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    LiveSlot {
+        _guard: guard,
+        started: std::time::Instant::now(),
+    }
+}
+
+/// One live test's turn on the local control plane (see [`one_cluster_at_a_time`]).
+pub struct LiveSlot {
+    _guard: MutexGuard<'static, ()>,
+    started: std::time::Instant,
+}
+
+impl Drop for LiveSlot {
+    fn drop(&mut self) {
+        use std::io::Write;
+        let name = std::thread::current()
+            .name()
+            .unwrap_or("unnamed")
+            .to_owned();
+        let outcome = if std::thread::panicking() {
+            "failed"
+        } else {
+            "ok"
+        };
+        let line = format!(
+            "{name}\t{:.1}\t{outcome}\n",
+            self.started.elapsed().as_secs_f64()
+        );
+        let path = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("live-timings.tsv");
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(path)
+        {
+            let _ = f.write_all(line.as_bytes());
+        }
+    }
 }
 
 /// A server on 127.0.0.1 that accepts TCP connections and never answers (no TLS, no

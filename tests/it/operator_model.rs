@@ -403,12 +403,16 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
                     ));
                 }
             }
+            // The GPU nodes run operand pods (5 of the 9 fixed kinds at least). Until the
+            // operator has created its DaemonSets nothing is expected anywhere, so fewer is
+            // a difference to wait out, not a verdict.
+            if diffs.is_empty() && with_pods < 5 {
+                diffs.push(format!(
+                    "operand pods on {with_pods} nodes (DaemonSets for {with_ds:?}), 5 expected at least"
+                ));
+                diffs.push(String::new());
+            }
             if diffs.is_empty() {
-                // The GPU nodes run operand pods (5 of the 9 fixed kinds at least).
-                assert!(
-                    with_pods >= 5,
-                    "round {round}: operand pods on {with_pods} nodes"
-                );
                 settled_pods = pods;
                 stable += 1;
                 if stable == 3 {
