@@ -28,6 +28,7 @@ pub mod kubevirt;
 pub mod names;
 pub mod orphans;
 pub mod placement;
+pub mod remedy;
 pub mod triage;
 pub mod usage;
 pub mod verdict;

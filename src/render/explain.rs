@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::explain::Explanation;
-use crate::render::{Format, esc, escape_serialized};
+use crate::render::{Format, esc, esc_lines, escape_serialized};
 
 /// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).
 pub fn render(e: &Explanation, format: Format) -> String {
@@ -190,7 +190,14 @@ fn text(e: &Explanation) -> String {
     for ev in &e.evidence {
         let _ = writeln!(o, "  {}", esc(ev));
     }
-    let _ = writeln!(o, "Fix: {}", esc(&e.fix));
+    let _ = writeln!(o, "Fix: {}", esc_lines(&e.fix, "  "));
+    if let Some(r) = &e.remedy {
+        let _ = writeln!(
+            o,
+            "Tested: {}",
+            esc(&crate::analysis::remedy::tested_line(r))
+        );
+    }
     if e.cause_codes.len() > 1 {
         let _ = writeln!(
             o,

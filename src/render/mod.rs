@@ -347,6 +347,15 @@ pub fn esc(s: &str) -> String {
     escape_controls(s).into_owned()
 }
 
+/// [`esc`] line by line for text gpuwl itself split into lines (a fix's steps, one command
+/// per line): each line escaped, the lines after the first indented by `indent`.
+pub fn esc_lines(s: &str, indent: &str) -> String {
+    s.split('\n')
+        .map(esc)
+        .collect::<Vec<_>>()
+        .join(&format!("\n{indent}"))
+}
+
 /// Writes `bytes` to stdout; a closed pipe (`gpuwl check | head -0`) is not an error.
 ///
 /// Errors: other I/O errors.

@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use crate::analysis::triage::{DaemonSetReport, Triage};
 use crate::input::mustgather::LogTail;
-use crate::render::{Format, esc};
+use crate::render::{Format, esc, esc_lines};
 
 /// Renders `t` in `format`.
 pub fn render(t: &Triage, format: Format) -> String {
@@ -170,7 +170,7 @@ pub fn text(t: &Triage) -> String {
             esc(&p.cause)
         );
         if !p.fix.is_empty() {
-            let _ = writeln!(out, "    fix: {}", esc(&p.fix));
+            let _ = writeln!(out, "    fix: {}", esc_lines(&p.fix, "      "));
         }
     }
     if let Some(l) = &t.operator_log {

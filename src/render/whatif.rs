@@ -6,7 +6,7 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use super::{Column, Format, esc, escape_serialized, fit_table};
+use super::{Column, Format, esc, esc_lines, escape_serialized, fit_table};
 use crate::twin::plan::Proposal;
 use crate::twin::{Placed, PodRef, Report, Verdict};
 
@@ -139,7 +139,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
             let _ = writeln!(out, "    scheduler: {}", esc(m));
         }
         let _ = writeln!(out, "    cause ({}): {}", p.cause_code, esc(&p.cause));
-        let _ = writeln!(out, "    fix: {}", esc(&p.fix));
+        let _ = writeln!(out, "    fix: {}", esc_lines(&p.fix, "      "));
     }
     out.push_str("\nDisrupted (running pods whose node no longer offers the name they hold)\n");
     if r.disrupted.is_empty() {

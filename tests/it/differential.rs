@@ -46,6 +46,27 @@ fn explain_agrees_with_the_real_scheduler() {
         })
         .collect();
     assert!(bad.is_empty(), "{f}\n{}", bad.join("\n"));
+    // Issue 35: every fix explain claims sufficient is applied on the real cluster; the pod
+    // must be bound after it (95 % at least: the rest are listed), and no fix breaks a
+    // harm rule.
+    let unbound: Vec<String> = outcomes
+        .iter()
+        .filter_map(|o| {
+            let x = o.fix.as_ref()?;
+            (x.sufficient && !x.bound || !x.harm.is_empty()).then(|| {
+                format!(
+                    "{}: code={} harm={:?}\n  actions {}\n  after: {}\n  manifest {}",
+                    o.name, o.code, x.harm, x.actions, x.message, o.manifest
+                )
+            })
+        })
+        .collect();
+    assert_eq!(f.harmful, 0, "{f}\n{}", unbound.join("\n"));
+    assert!(
+        f.fixes >= 50 && f.fixes_bound * 100 >= f.fixes * 95,
+        "{f}\n{}",
+        unbound.join("\n")
+    );
     assert!(f.total >= 200, "{f}");
     // How many targets get placed varies between runs of the same seed (30 on one, 24 on
     // another): the live state a target meets (node readiness and taints set by kwok and

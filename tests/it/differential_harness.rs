@@ -362,6 +362,8 @@ pub struct Outcome {
     pub inconsistency: String,
     /// The target manifest, for reproducing a disagreement.
     pub manifest: Value,
+    /// For a pod left pending with a remedy: what applying it did.
+    pub fix: Option<FixOutcome>,
 }
 
 /// The codes that explain a scheduler reason.
@@ -657,6 +659,12 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
                 let (nj2, pj2) = snapshot(client).await?;
                 consistency(&nj2, &pj2, &name, &e).err().unwrap_or_default()
             };
+            // Issue 35: the tested fix, applied on the real cluster, must get the pod bound.
+            let fix = if placed || refused || gated {
+                None
+            } else {
+                apply_fix(client, &r.namespace, m, &e).await
+            };
             let causes_ok = placed
                 || refused
                 || actual
@@ -683,6 +691,7 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
                 reasons_ok,
                 causes_ok,
                 manifest: m.clone(),
+                fix,
             });
         }
         Ok::<(), String>(())
@@ -713,6 +722,14 @@ pub struct Figures {
     pub gated: usize,
     /// Pending ones (gated included) where every command agrees with explain's verdict.
     pub consistent: usize,
+    /// Pending ones whose remedy claimed to be sufficient.
+    pub fixes: usize,
+    /// Of those, bound on the real scheduler after the actions.
+    pub fixes_bound: usize,
+    /// Pending ones whose remedy said no change within reach serves.
+    pub fixes_none: usize,
+    /// Remedies that break a harm rule.
+    pub harmful: usize,
 }
 
 /// Sums outcomes.
@@ -730,6 +747,12 @@ pub fn figures(v: &[Outcome]) -> Figures {
             f.gated += o.gated as usize;
             f.consistent += o.consistent as usize;
         }
+        if let Some(x) = &o.fix {
+            f.fixes += x.sufficient as usize;
+            f.fixes_bound += (x.sufficient && x.bound) as usize;
+            f.fixes_none += (!x.sufficient) as usize;
+            f.harmful += (!x.harm.is_empty()) as usize;
+        }
     }
     f
 }
@@ -738,7 +761,7 @@ impl std::fmt::Display for Figures {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "scenarios {} (placed {}, pending {} of which gated {}, refused {}): outcome {}/{}, reasons {}/{}, causes {}/{}, one verdict {}/{}",
+            "scenarios {} (placed {}, pending {} of which gated {}, refused {}): outcome {}/{}, reasons {}/{}, causes {}/{}, one verdict {}/{}; fixes: {} bound of {} claimed sufficient, {} said none serves, {} harmful",
             self.total,
             self.placed,
             self.pending,
@@ -751,7 +774,303 @@ impl std::fmt::Display for Figures {
             self.causes,
             self.pending,
             self.consistent,
-            self.pending
+            self.pending,
+            self.fixes_bound,
+            self.fixes,
+            self.fixes_none,
+            self.harmful
         )
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Fix efficacy (issue 35): explain's tested fix, applied on the real cluster.
+
+/// What applying explain's tested fix did on the real scheduler.
+#[derive(Debug, Clone)]
+pub struct FixOutcome {
+    /// The remedy claimed to be sufficient (else it said why no change serves).
+    pub sufficient: bool,
+    /// The actions, as `-o json` shows them.
+    pub actions: Value,
+    /// The pod was bound after the actions (only meaningful when sufficient).
+    pub bound: bool,
+    /// A harm rule broken by an action (empty: none).
+    pub harm: String,
+    /// The scheduler's message after the fix, when still pending.
+    pub message: String,
+}
+
+/// A harm rule an action breaks, if any: never a toleration of the cordon's or a node
+/// condition's taint, never a request lowered below 1.
+pub fn harm(actions: &Value) -> String {
+    for a in actions.as_array().into_iter().flatten() {
+        let key = a["key"].as_str().unwrap_or("");
+        if a["kind"] == "tolerate" && key.starts_with("node.kubernetes.io/") {
+            return format!("tolerates {key}");
+        }
+        if a["kind"] == "lower" && a["to"].as_i64().unwrap_or(0) < 1 {
+            return format!("lowers {} to {}", a["resource"], a["to"]);
+        }
+    }
+    String::new()
+}
+
+/// Renames, lowers and re-aims the manifest as the pod-side actions say (the fields a
+/// recreate changes).
+pub fn change_manifest(m: &mut Value, actions: &Value) {
+    for a in actions.as_array().into_iter().flatten() {
+        match a["kind"].as_str().unwrap_or("") {
+            "tolerate" => {
+                let mut t = json!({"key": a["key"], "operator": "Exists", "effect": a["effect"]});
+                if let Some(v) = a["value"].as_str() {
+                    t = json!({"key": a["key"], "operator": "Equal", "value": v, "effect": a["effect"]});
+                }
+                let spec = &mut m["spec"];
+                if !spec["tolerations"].is_array() {
+                    spec["tolerations"] = json!([]);
+                }
+                spec["tolerations"].as_array_mut().unwrap().push(t);
+            }
+            "node-selector" => {
+                let key = a["key"].as_str().unwrap_or("");
+                match a["value"].as_str() {
+                    Some(v) => m["spec"]["nodeSelector"][key] = json!(v),
+                    None => {
+                        if let Some(o) = m["spec"]["nodeSelector"].as_object_mut() {
+                            o.remove(key);
+                        }
+                    }
+                }
+            }
+            "drop-required-affinity" => {
+                if let Some(o) = m["spec"]["affinity"]["nodeAffinity"].as_object_mut() {
+                    o.remove("requiredDuringSchedulingIgnoredDuringExecution");
+                }
+            }
+            "rename" => {
+                let (from, to) = (
+                    a["from"].as_str().unwrap_or(""),
+                    a["to"].as_str().unwrap_or(""),
+                );
+                for_each_resources(m, |res| {
+                    for field in ["requests", "limits"] {
+                        if let Some(o) = res[field].as_object_mut()
+                            && let Some(v) = o.remove(from)
+                        {
+                            o.insert(to.to_owned(), v);
+                        }
+                    }
+                });
+            }
+            "lower" => lower(
+                m,
+                a["resource"].as_str().unwrap_or(""),
+                a["to"].as_i64().unwrap_or(1),
+            ),
+            _ => {}
+        }
+    }
+}
+
+/// Calls `f` with every container's (and init container's, and the pod's own)
+/// `resources` object.
+fn for_each_resources(m: &mut Value, mut f: impl FnMut(&mut Value)) {
+    for list in ["initContainers", "containers"] {
+        if let Some(cs) = m["spec"][list].as_array_mut() {
+            for c in cs {
+                f(&mut c["resources"]);
+            }
+        }
+    }
+    if m["spec"]["resources"].is_object() {
+        f(&mut m["spec"]["resources"]);
+    }
+}
+
+/// Sets the pod's effective request of `resource` to `to` (scheduler units: cpu in
+/// millicores, the rest whole): the first regular container asking for it gets `to`, the
+/// others 0; init containers and pod-level resources are capped at `to`.
+fn lower(m: &mut Value, resource: &str, to: i64) {
+    let q = |n: i64| {
+        if resource == "cpu" {
+            json!(format!("{n}m"))
+        } else {
+            json!(n.to_string())
+        }
+    };
+    let mut first = true;
+    if let Some(cs) = m["spec"]["containers"].as_array_mut() {
+        for c in cs {
+            let res = &mut c["resources"];
+            let asks = ["requests", "limits"]
+                .iter()
+                .any(|f| res[*f].get(resource).is_some());
+            if !asks {
+                continue;
+            }
+            let v = if first { to } else { 0 };
+            first = false;
+            for f in ["requests", "limits"] {
+                if res[f].get(resource).is_some() {
+                    res[f][resource] = q(v);
+                }
+            }
+        }
+    }
+    let cap = |res: &mut Value| {
+        for f in ["requests", "limits"] {
+            if res[f].get(resource).is_some() {
+                res[f][resource] = q(to);
+            }
+        }
+    };
+    if let Some(cs) = m["spec"]["initContainers"].as_array_mut() {
+        for c in cs {
+            cap(&mut c["resources"]);
+        }
+    }
+    if m["spec"]["resources"].is_object() {
+        cap(&mut m["spec"]["resources"]);
+    }
+}
+
+/// Applies the remedy of explanation `e` for the pending pod `manifest` on the cluster
+/// (node changes, pods stopped, then the pod: a toleration patched in place, any other
+/// change by deleting and creating the changed manifest) and waits up to 20 s for the pod
+/// to be bound. `None` when explain gave no remedy.
+pub async fn apply_fix(
+    client: &Client,
+    ns: &str,
+    manifest: &Value,
+    e: &Explanation,
+) -> Option<FixOutcome> {
+    let r = e.remedy.as_ref()?;
+    let actions = serde_json::to_value(&r.actions).unwrap_or_default();
+    let mut out = FixOutcome {
+        sufficient: r.sufficient,
+        harm: harm(&actions),
+        actions: actions.clone(),
+        bound: false,
+        message: String::new(),
+    };
+    if !r.sufficient {
+        return Some(out);
+    }
+    let nodes: Api<Node> = Api::all(client.clone());
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let name = manifest["metadata"]["name"]
+        .as_str()
+        .unwrap_or("")
+        .to_owned();
+    let mut recreate = false;
+    let mut tolerate_only = Vec::new();
+    for a in actions.as_array().into_iter().flatten() {
+        match a["kind"].as_str().unwrap_or("") {
+            "uncordon" => {
+                let patch = json!({"spec": {"unschedulable": null}});
+                let _ = nodes
+                    .patch(
+                        a["node"].as_str().unwrap_or(""),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+            }
+            "fix-workload-label" => {
+                let patch =
+                    json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": a["value"]}}});
+                let _ = nodes
+                    .patch(
+                        a["node"].as_str().unwrap_or(""),
+                        &PatchParams::default(),
+                        &Patch::Merge(&patch),
+                    )
+                    .await;
+            }
+            "free" => {
+                for k in a["pods"].as_array().into_iter().flatten() {
+                    if let Some((pns, pn)) = k.as_str().unwrap_or("").split_once('/') {
+                        let api: Api<Pod> = Api::namespaced(client.clone(), pns);
+                        let _ = api
+                            .delete(pn, &DeleteParams::default().grace_period(0))
+                            .await;
+                    }
+                }
+            }
+            "tolerate" => tolerate_only.push(a.clone()),
+            _ => recreate = true,
+        }
+    }
+    if recreate {
+        let mut m = manifest.clone();
+        change_manifest(&mut m, &actions);
+        let _ = pods
+            .delete(&name, &DeleteParams::default().grace_period(0))
+            .await;
+        for _ in 0..100 {
+            if pods.get_opt(&name).await.ok().flatten().is_none() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let pod: Pod = match serde_json::from_value(m) {
+            Ok(p) => p,
+            Err(x) => {
+                out.message = x.to_string();
+                return Some(out);
+            }
+        };
+        if let Err(x) = pods.create(&PostParams::default(), &pod).await {
+            out.message = format!("recreate: {x}");
+            return Some(out);
+        }
+    } else if !tolerate_only.is_empty() {
+        let ops: Vec<Value> = tolerate_only
+            .iter()
+            .map(|a| {
+                let mut t = json!({"key": a["key"], "operator": "Exists", "effect": a["effect"]});
+                if let Some(v) = a["value"].as_str() {
+                    t = json!({"key": a["key"], "operator": "Equal", "value": v, "effect": a["effect"]});
+                }
+                json!({"op": "add", "path": "/spec/tolerations/-", "value": t})
+            })
+            .collect();
+        // A merge patch replaces the list: the existing tolerations, then the new ones
+        // (the API server allows adding tolerations to a live pod, not changing them).
+        let mut all: Vec<Value> = match pods.get(&name).await {
+            Ok(p) => p
+                .spec
+                .and_then(|s| s.tolerations)
+                .map(|t| serde_json::to_value(t).unwrap_or_default())
+                .and_then(|v| v.as_array().cloned())
+                .unwrap_or_default(),
+            Err(x) => {
+                out.message = format!("get pod: {x}");
+                return Some(out);
+            }
+        };
+        all.extend(ops.iter().map(|o| o["value"].clone()));
+        let patch = json!({"spec": {"tolerations": all}});
+        if let Err(x) = pods
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            out.message = format!("patch tolerations: {x}");
+            return Some(out);
+        }
+    }
+    for _ in 0..80 {
+        if let Ok(p) = pods.get(&name).await {
+            if p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some() {
+                out.bound = true;
+                return Some(out);
+            }
+            out.message = gpuwl::lab::kubeops::pod_scheduled(&p)
+                .and_then(|c| c.message.clone())
+                .unwrap_or_default();
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+    Some(out)
 }

@@ -204,6 +204,12 @@ pub struct Explanation {
     /// pod explained ([`vm::explain_vm`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vm: Option<vm::VmView>,
+    /// The tested fix ([`crate::analysis::remedy`]): the changes after which gpuwl's model
+    /// places the pod, verified by re-running this explanation on the changed inputs; or,
+    /// with `sufficient: false`, why no change within reach serves. Present only for the
+    /// causes the modelled filters decide.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remedy: Option<crate::analysis::remedy::Remedy>,
 }
 
 /// Explains `pod` against `inputs`: [`gather`], then the first rule of
@@ -211,8 +217,16 @@ pub struct Explanation {
 ///
 /// Errors: [`crate::error::Error::Input`] when a node's quantity of an extended resource is
 /// not a whole number.
+///
+/// The fix is tested ([`crate::analysis::remedy`]): for the causes the modelled filters
+/// decide, `fix` says the changes after which the pod fits on gpuwl's model (the rule's own
+/// advice stays in `notes`), or that no change within reach serves and why.
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
-    Shared::new(inputs).explain(pod)
+    let mut e = Shared::new(inputs).explain(pod)?;
+    if let Some(r) = crate::analysis::remedy::remedy(pod, inputs, &e) {
+        crate::analysis::remedy::rewrite_fix(&mut e, r);
+    }
+    Ok(e)
 }
 
 /// What every explanation against the same inputs shares: the per node × resource table
@@ -506,6 +520,7 @@ fn gather_with(
         dra: None,
         dra_known: inputs.dra.is_some(),
         vm: None,
+        remedy: None,
     };
     if !pod.resource_claims.is_empty() {
         match inputs.dra {
