@@ -320,17 +320,19 @@ pub fn remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Reme
             (r.resource.as_str(), names)
         })
         .collect();
-    let mut plans: Vec<Plan> = nodes
-        .iter()
-        .filter_map(|n| {
-            let ctx = NodeCtx {
-                pods: inputs.pods.unwrap_or(&[]),
-                renames: &renames,
-                requested: requested.get(&n.name).cloned().unwrap_or_default(),
-            };
-            plan_for_node(pod, n, &ctx)
-        })
-        .collect();
+    let mut plans: Vec<Plan> = Vec::new();
+    let mut blocked: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    for n in nodes {
+        let ctx = NodeCtx {
+            pods: inputs.pods.unwrap_or(&[]),
+            renames: &renames,
+            requested: requested.get(&n.name).cloned().unwrap_or_default(),
+        };
+        match plan_for_node(pod, n, &ctx) {
+            Ok(p) => plans.push(p),
+            Err(why) => blocked.entry(why).or_default().push(&n.name),
+        }
+    }
     plans.sort_by(|a, b| (a.cost(), &a.node).cmp(&(b.cost(), &b.node)));
     for plan in plans.iter().take(VERIFIED_AT_MOST) {
         if verify(pod, inputs, plan) {
@@ -342,18 +344,30 @@ pub fn remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Reme
         node: None,
         actions: Vec::new(),
         disrupts: Vec::new(),
-        reason: Some(no_plan_reason(&plans, nodes.len())),
+        reason: Some(no_plan_reason(&plans, &blocked)),
     })
 }
 
-fn no_plan_reason(plans: &[Plan], nodes: usize) -> String {
-    if plans.is_empty() {
-        format!(
-            "on none of the {nodes} node(s) does a change to the pod, the node's cordon or the pods on it lift every filter that rejects it (a node condition, no pod slot, or a name the node does not advertise remains)"
-        )
-    } else {
-        "the changes that lift each node's filters did not make the pod fit when the whole model was re-run".into()
+fn no_plan_reason(plans: &[Plan], blocked: &BTreeMap<String, Vec<&str>>) -> String {
+    if !plans.is_empty() {
+        return "the changes that lift each node's filters did not make the pod fit when the whole model was re-run".into();
     }
+    let per: Vec<String> = blocked
+        .iter()
+        .map(|(why, nodes)| {
+            let shown: Vec<&str> = nodes.iter().take(3).copied().collect();
+            let more = if nodes.len() > 3 {
+                format!(" and {} more", nodes.len() - 3)
+            } else {
+                String::new()
+            };
+            format!("{}{more}: {why}", shown.join(", "))
+        })
+        .collect();
+    format!(
+        "no change to the pod, a node's cordon or the pods on a node lifts every filter on any node ({})",
+        per.join("; ")
+    )
 }
 
 /// A candidate: the node and the actions that make the pod pass its filters there.
@@ -454,7 +468,7 @@ struct NodeCtx<'a> {
 
 /// Changes the pod and `node` until the modelled filters pass there; `None` when a
 /// failure has no change within reach.
-fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Plan> {
+fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Result<Plan, String> {
     let mut pod = pod.clone();
     let mut node = node.clone();
     let mut requested = ctx.requested.clone();
@@ -462,13 +476,14 @@ fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Pl
     for _ in 0..ROUNDS {
         let fit = filter_one(&pod, &node, &requested);
         if fit.passes() {
-            return Some(Plan {
+            return Ok(Plan {
                 node: node.name.clone(),
                 actions,
             });
         }
         for failure in &fit.all {
-            let action = lift(failure, &pod, &node, &requested, ctx)?;
+            let action = lift(failure, &pod, &node, &requested, ctx)
+                .ok_or_else(|| out_of_reach(failure, &pod))?;
             apply(&action, &mut pod, &mut node, &mut requested, ctx.pods);
             if let Action::Lower { resource, .. } = &action {
                 // A second lowering of the same request replaces the first.
@@ -480,7 +495,31 @@ fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Pl
             }
         }
     }
-    None
+    Err("more changes than a fix should make".into())
+}
+
+/// Why a failure has no change within reach, in a few words.
+fn out_of_reach(failure: &Failure, pod: &PodInfo) -> String {
+    match failure {
+        Failure::Taint { taint } => format!(
+            "the node-condition taint {}",
+            crate::analysis::placement::taint_str(taint)
+        ),
+        Failure::TooManyPods { .. } => "no pod slot left".into(),
+        Failure::NodeAffinity => match pod.node_selector.get(LABEL_KEY) {
+            Some(v) => format!("another workload config than the pod's {LABEL_KEY}={v}"),
+            None => "the pod's node affinity".into(),
+        },
+        Failure::Insufficient {
+            resource,
+            allocatable,
+            ..
+        } if *allocatable <= 0 => format!("{resource} not advertised"),
+        Failure::Insufficient { resource, .. } => {
+            format!("{resource} held by too little to free")
+        }
+        Failure::Unschedulable | Failure::NotNamed => failure.reason(),
+    }
 }
 
 fn filter_one(pod: &PodInfo, node: &NodeInfo, requested: &Requested) -> NodeFit {

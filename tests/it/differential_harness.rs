@@ -889,8 +889,9 @@ fn for_each_resources(m: &mut Value, mut f: impl FnMut(&mut Value)) {
 }
 
 /// Sets the pod's effective request of `resource` to `to` (scheduler units: cpu in
-/// millicores, the rest whole): the first regular container asking for it gets `to`, the
-/// others 0; init containers and pod-level resources are capped at `to`.
+/// millicores, the rest whole): the first regular container asking for it gets `to`, every
+/// other container and init container (sidecars included: they add to the regular ones)
+/// asks for none; pod-level resources are set to `to`.
 fn lower(m: &mut Value, resource: &str, to: i64) {
     let q = |n: i64| {
         if resource == "cpu" {
@@ -899,8 +900,26 @@ fn lower(m: &mut Value, resource: &str, to: i64) {
             json!(n.to_string())
         }
     };
+    let asks_in = |list: &str| {
+        m["spec"][list].as_array().is_some_and(|cs| {
+            cs.iter().any(|c| {
+                ["requests", "limits"]
+                    .iter()
+                    .any(|f| c["resources"][*f].get(resource).is_some())
+            })
+        })
+    };
+    // Where the one remaining request goes: a regular container, else an init container.
+    let keep_in = if asks_in("containers") {
+        "containers"
+    } else {
+        "initContainers"
+    };
     let mut first = true;
-    if let Some(cs) = m["spec"]["containers"].as_array_mut() {
+    for list in ["containers", "initContainers"] {
+        let Some(cs) = m["spec"][list].as_array_mut() else {
+            continue;
+        };
         for c in cs {
             let res = &mut c["resources"];
             let asks = ["requests", "limits"]
@@ -909,29 +928,30 @@ fn lower(m: &mut Value, resource: &str, to: i64) {
             if !asks {
                 continue;
             }
-            let v = if first { to } else { 0 };
-            first = false;
+            let keep = first && list == keep_in;
+            first &= !keep;
             for f in ["requests", "limits"] {
-                if res[f].get(resource).is_some() {
-                    res[f][resource] = q(v);
+                if let Some(o) = res[f].as_object_mut()
+                    && o.contains_key(resource)
+                {
+                    if keep {
+                        o.insert(resource.to_owned(), q(to));
+                    } else {
+                        o.remove(resource);
+                    }
                 }
             }
         }
     }
-    let cap = |res: &mut Value| {
-        for f in ["requests", "limits"] {
-            if res[f].get(resource).is_some() {
-                res[f][resource] = q(to);
-            }
-        }
-    };
-    if let Some(cs) = m["spec"]["initContainers"].as_array_mut() {
-        for c in cs {
-            cap(&mut c["resources"]);
-        }
+    if let Some(o) = m["spec"]["resources"]["requests"].as_object_mut()
+        && o.contains_key(resource)
+    {
+        o.insert(resource.to_owned(), q(to));
     }
-    if m["spec"]["resources"].is_object() {
-        cap(&mut m["spec"]["resources"]);
+    if let Some(o) = m["spec"]["resources"]["limits"].as_object_mut()
+        && o.contains_key(resource)
+    {
+        o.insert(resource.to_owned(), q(to));
     }
 }
 
