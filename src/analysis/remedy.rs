@@ -813,12 +813,18 @@ pub fn rewrite_fix(e: &mut Explanation, r: Remedy) {
     if r.sufficient {
         let keep = matches!(r.actions.as_slice(), [one] if rule_says(&one.action, &e.fix));
         if !keep {
+            // Commands on lines of their own, under their step when there are several.
+            let pad = if r.actions.len() > 1 { "   " } else { "" };
             let steps: Vec<String> = r
                 .actions
                 .iter()
                 .map(|a| match a.commands.as_slice() {
                     [] => a.description.clone(),
-                    cmds => format!("{}:\n{}", a.description, cmds.join("\n")),
+                    cmds => format!(
+                        "{}:\n{pad}{}",
+                        a.description,
+                        cmds.join(&format!("\n{pad}"))
+                    ),
                 })
                 .collect();
             let fix = match steps.as_slice() {
@@ -833,7 +839,14 @@ pub fn rewrite_fix(e: &mut Explanation, r: Remedy) {
                         .join("\n")
                 ),
             };
-            if !e.fix.is_empty() {
+            // The rule's text stays as a note only when it proposed something else (a part
+            // of the plan said alone is superseded by the plan).
+            let part = r
+                .actions
+                .iter()
+                .flat_map(|a| &a.commands)
+                .any(|c| e.fix.contains(c.as_str()));
+            if !e.fix.is_empty() && !part {
                 e.notes.push(format!(
                     "also possible (not tested on the model): {}",
                     e.fix

@@ -497,3 +497,28 @@ fn names_from_files_cannot_forge_lines_or_drive_the_terminal() {
         }
     }
 }
+
+/// Issue 35: the README's `jq .remedy` block is the remedy explain writes for
+/// tests/data/fixes (a drained, full node: uncordon and stop one holder, together).
+#[test]
+fn remedy_json_is_the_readmes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/fixes");
+    let p = |f: &str| dir.join(f).to_str().unwrap().to_owned();
+    let doc = explain_json(&[
+        "--pod",
+        &p("pod.yaml"),
+        "--nodes",
+        &p("nodes.json"),
+        "--pods",
+        &p("pods.json"),
+    ]);
+    let want: serde_json::Value = serde_json::from_str(
+        &crate::readme::expected(
+            "gpuwl explain --pod pod.yaml --nodes nodes.json --pods pods.json -o json | jq .remedy",
+        )
+        .join("\n"),
+    )
+    .unwrap();
+    assert_eq!(doc["remedy"], want);
+    assert_eq!(doc["remedy"]["disrupts"], serde_json::json!(["ml/train-0"]));
+}

@@ -16,6 +16,10 @@ const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 /// Examples run on files: (the command as the README prints it, the directory it runs in).
 const FILE_EXAMPLES: &[(&str, &str)] = &[
     (
+        "gpuwl explain --pod pod.yaml --nodes nodes.json --pods pods.json",
+        "tests/data/fixes",
+    ),
+    (
         "gpuwl explain --pod vmi.yaml --nodes nodes.json --pods pods.json",
         "tests/data/explain/passthrough-slug-shortened",
     ),
@@ -97,6 +101,11 @@ const LAB_EXAMPLES: &[&str] = &[
 
 /// Examples covered elsewhere, with where.
 const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    (
+        // Through jq: compared whole in tests/it/explain.rs (remedy_json_is_the_readmes).
+        "gpuwl explain --pod pod.yaml --nodes nodes.json --pods pods.json -o json | jq .remedy",
+        "tests/it/explain.rs",
+    ),
     // The twin's runs: the lab's cluster (the plan on it, exit 1 with job-cross unservable)
     // and the 200-node dump (the README's lines before and after its `...` are compared).
     (
