@@ -19,7 +19,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
 
-use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time, the_machine_alone};
 
 const NAME: &str = "gpuwl-test-cluster";
 
@@ -385,7 +385,7 @@ fn controller_manager_makes_it_a_whole_cluster() {
 fn two_clusters_started_at_once_do_not_collide() {
     const A: &str = "gpuwl-test-ports-a";
     const B: &str = "gpuwl-test-ports-b";
-    let _serial = one_cluster_at_a_time();
+    let _serial = the_machine_alone();
     let _down_a = ClusterDown(A);
     let _down_b = ClusterDown(B);
     let _ = cluster::down(A);
@@ -593,7 +593,7 @@ const FAULT: &str = "gpuwl-test-faults";
 #[test]
 #[ignore = "needs local control plane"]
 fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
-    let _serial = one_cluster_at_a_time();
+    let _serial = the_machine_alone();
     let _down = ClusterDown(FAULT);
     let _ = cluster::down(FAULT);
     let up = || {

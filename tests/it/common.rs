@@ -2,7 +2,7 @@
 //! own local control plane however the test ends.
 
 use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 
 use assert_cmd::cargo::cargo_bin;
 
@@ -67,30 +67,84 @@ impl Drop for ClusterDown {
     }
 }
 
-/// Held by every test that starts a local control plane, for its whole run: the tests share
-/// one process now, and two clusters starting at once would race for the first build of the
-/// binaries and for free ports. A test that panicked still lets the next one run.
+/// Held by every test that starts a local control plane, for its whole run. Clusters are
+/// safe side by side (each test has its own cluster name; ports are picked under a
+/// machine-wide lock, builds are locked per cache key: src/cluster/ports.rs, lock.rs), so
+/// up to `GPUWL_LIVE_JOBS` (default 2, the test harness's threads on 2 cores) run at once;
+/// a test whose timing must not be shared takes [`the_machine_alone`]. A test that
+/// panicked still lets the next one run.
 ///
 /// The guard also times the test: when dropped it appends `NAME<TAB>SECONDS<TAB>ok|failed` to
 /// `target/tmp/live-timings.tsv` (NAME is the libtest thread's name, the test's path), which
 /// `scripts/test.sh` prints sorted after the live phase (BENCHMARKS.md "Test suite").
 pub fn one_cluster_at_a_time() -> LiveSlot {
-    static LOCK: Mutex<()> = Mutex::new(());
-    let guard = LOCK.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-    LiveSlot {
-        _guard: guard,
-        started: std::time::Instant::now(),
-    }
+    LiveSlot::take(1)
 }
+
+/// Like [`one_cluster_at_a_time`], with no other live test running: for tests that stall
+/// a component for a measured time (SIGSTOP) or start several clusters themselves.
+pub fn the_machine_alone() -> LiveSlot {
+    LiveSlot::take(live_jobs())
+}
+
+/// How many live tests may run at once: `GPUWL_LIVE_JOBS`, default 2.
+fn live_jobs() -> usize {
+    std::env::var("GPUWL_LIVE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n >= 1)
+        .unwrap_or(2)
+}
+
+/// Slots in use, and whether a test waits for all of them (new single takers then wait,
+/// so it is not starved).
+struct Slots {
+    used: usize,
+    alone_waiting: usize,
+}
+
+static SLOTS: Mutex<Slots> = Mutex::new(Slots {
+    used: 0,
+    alone_waiting: 0,
+});
+static FREED: Condvar = Condvar::new();
 
 /// One live test's turn on the local control plane (see [`one_cluster_at_a_time`]).
 pub struct LiveSlot {
-    _guard: MutexGuard<'static, ()>,
+    slots: usize,
     started: std::time::Instant,
+}
+
+impl LiveSlot {
+    fn take(n: usize) -> LiveSlot {
+        let all = live_jobs();
+        let n = n.min(all);
+        let mut s = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+        let alone = n == all;
+        if alone {
+            s.alone_waiting += 1;
+        }
+        while s.used + n > all || (!alone && s.alone_waiting > 0) {
+            s = FREED.wait(s).unwrap_or_else(|p| p.into_inner());
+        }
+        if alone {
+            s.alone_waiting -= 1;
+        }
+        s.used += n;
+        LiveSlot {
+            slots: n,
+            started: std::time::Instant::now(),
+        }
+    }
 }
 
 impl Drop for LiveSlot {
     fn drop(&mut self) {
+        {
+            let mut s = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+            s.used -= self.slots;
+            FREED.notify_all();
+        }
         use std::io::Write;
         let name = std::thread::current()
             .name()

@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, gpuwl_ok, the_machine_alone};
 use serde_json::Value;
 
 const CLUSTER: &str = "it-gpu-operator";
@@ -108,7 +108,7 @@ fn operands_on(kubeconfig: &str, node: &str) -> Vec<String> {
 #[test]
 #[ignore = "needs local control plane"]
 fn lab_on_the_real_operator_writes_the_seed_files_and_follows_a_relabel() {
-    let _one = one_cluster_at_a_time();
+    let _one = the_machine_alone();
     let _down = ClusterDown(CLUSTER);
     let plain_cluster = "it-gpu-operator-plain";
     let _down_plain = ClusterDown(plain_cluster);

@@ -7,7 +7,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time, the_machine_alone};
 
 const LAB: &str = "gpuwl-it-whatif";
 const TWIN: &str = "gpuwl-it-whatif-twin";
@@ -594,7 +594,7 @@ fn plan_on_a_200_node_dump_is_verified_on_the_twin() {
 #[test]
 #[ignore = "needs local control plane"]
 fn two_whatif_runs_at_once_do_not_share_a_twin() {
-    let _serial = one_cluster_at_a_time();
+    let _serial = the_machine_alone();
     let state = tempfile::tempdir().unwrap();
     let lab = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
     let run = || {
