@@ -4,8 +4,9 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::error::{Error, ExitStatus, Result};
+use crate::input::live::Flavour;
 use crate::relabel::Disruption;
-use crate::relabel::live::{self, Outcome, Request, Sink, StepReport};
+use crate::relabel::live::{self, Clients, Outcome, Request, Sink, StepReport};
 use crate::render::{self, Format};
 use crate::twin::Relabel;
 
@@ -192,7 +193,12 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         }
     };
     let report = args.live.block_on(|client| async move {
-        live::run(&client, &req, Sink::new(&mut on_step, &mut progress)).await
+        let evict = crate::input::live::connect(&args.live, Flavour::NoRetry).await?;
+        let clients = Clients {
+            api: client,
+            evict: evict.client,
+        };
+        live::run(&clients, &req, Sink::new(&mut on_step, &mut progress)).await
     })?;
     match crate::render::whatif::serialized(&report, args.output) {
         Some(s) => write(&s)?,

@@ -105,6 +105,16 @@ pub struct Request {
     pub preview: Option<twin::Options>,
 }
 
+/// The clients a run uses: one for every call, one without the client's retries for the
+/// evictions (a 429 from a PodDisruptionBudget is answered by trying again while waiting,
+/// not by the client's back-off of up to 1,000 s).
+pub struct Clients {
+    /// Every call but the evictions.
+    pub api: Client,
+    /// The evictions ([`crate::input::live::Flavour::NoRetry`]).
+    pub evict: Client,
+}
+
 /// The run's clock and where its steps go as they end.
 pub struct Sink<'a> {
     started: Instant,
@@ -381,15 +391,17 @@ async fn advertised_now(client: &Client, r: &Relabel, rec: &Record) -> Result<Op
 /// gone (evictions the API server refused for now are tried again while waiting).
 /// Returns `None` when done, else why not.
 async fn clear_holders(
-    client: &Client,
+    clients: &Clients,
     plan: &NodePlan,
     timeout: Duration,
 ) -> Result<Option<String>> {
     let mut pending: Vec<String> = Vec::new();
     for (h, a) in &plan.actions {
         match a {
-            HolderAction::Evict if !evict(client, &h.pod).await? => pending.push(h.pod.clone()),
-            HolderAction::StopVm(vm) => stop_vm(client, vm).await?,
+            HolderAction::Evict if !evict(&clients.evict, &h.pod).await? => {
+                pending.push(h.pod.clone())
+            }
+            HolderAction::StopVm(vm) => stop_vm(&clients.api, vm).await?,
             _ => {}
         }
     }
@@ -397,12 +409,12 @@ async fn clear_holders(
     wait_for(timeout, async || {
         let mut refused = Vec::new();
         for p in &pending {
-            if !evict(client, p).await? {
+            if !evict(&clients.evict, p).await? {
                 refused.push(p.clone());
             }
         }
         pending = refused;
-        let now = holders_of(&pods_on(client, &node).await?)?;
+        let now = holders_of(&pods_on(&clients.api, &node).await?)?;
         let left = super::still_there(&plan.actions, &now);
         Ok((!left.is_empty()).then(|| {
             let left: Vec<String> = left.iter().map(|p| esc(p)).collect();
@@ -420,13 +432,13 @@ async fn clear_holders(
 /// Carries out one step of `plan` that is [`Status::Planned`]; returns the message of a
 /// step done, or `Err(reason)` inside `Ok` when a wait ran out.
 async fn do_step(
-    client: &Client,
+    clients: &Clients,
     plan: &mut NodePlan,
     step: StepKind,
     timeout: Duration,
 ) -> Result<std::result::Result<String, String>> {
     let r = plan.relabel.clone();
-    let node = esc(&r.node);
+    let client = &clients.api;
     let waited = |why: Option<String>, done: String| match why {
         None => Ok(done),
         Some(why) => Err(why),
@@ -438,10 +450,10 @@ async fn do_step(
             let mut patch = record_patch(&plan.record);
             patch["spec"] = json!({"unschedulable": true});
             patch_node(client, &r.node, "cordon", patch).await?;
-            Ok(Ok(format!("cordoned {node}")))
+            Ok(Ok("cordoned".into()))
         }
         StepKind::Holders => {
-            let why = clear_holders(client, plan, timeout).await?;
+            let why = clear_holders(clients, plan, timeout).await?;
             if why.is_none() {
                 plan.record.step = StepKind::Holders;
                 patch_node(client, &r.node, "annotate", record_patch(&plan.record)).await?;
@@ -460,31 +472,27 @@ async fn do_step(
             let mut patch = record_patch(&plan.record);
             patch["metadata"]["labels"] = labels;
             patch_node(client, &r.node, "label", patch).await?;
-            Ok(Ok(format!("labelled {node} {LABEL_KEY}={}", r.config)))
+            Ok(Ok(format!("labelled {LABEL_KEY}={}", r.config)))
         }
         StepKind::Operands => {
             let why = wait_for(timeout, async || operands_now(client, &r).await).await?;
-            Ok(waited(
-                why,
-                format!(
-                    "{} Ready on {node}",
-                    crate::model::operand::needed(r.config).join(", ")
-                ),
-            ))
+            let done = format!(
+                "{} Ready; no {} pod",
+                crate::model::operand::needed(r.config).join(", "),
+                super::other_plugins(r.config).join(" or ")
+            );
+            Ok(waited(why, done))
         }
         StepKind::Advertised => {
             let rec = plan.record.clone();
             let why = wait_for(timeout, async || advertised_now(client, &r, &rec).await).await?;
-            Ok(waited(
-                why,
-                format!("{node} {}", super::expect_text(&rec.expect, &rec.old)),
-            ))
+            Ok(waited(why, super::expect_text(&rec.expect, &rec.old)))
         }
         StepKind::Uncordon => {
             let patch = json!({"spec": {"unschedulable": null},
                 "metadata": {"annotations": {STATE_ANNOTATION: null}}});
             patch_node(client, &r.node, "uncordon", patch).await?;
-            Ok(Ok(format!("uncordoned {node}")))
+            Ok(Ok("uncordoned".into()))
         }
     }
 }
@@ -495,7 +503,7 @@ async fn do_step(
 ///
 /// Errors: an API call that fails (the node keeps the record of the last step done).
 pub async fn run_node(
-    client: &Client,
+    clients: &Clients,
     plan: &mut NodePlan,
     timeout: Duration,
     sink: &mut Sink<'_>,
@@ -508,7 +516,7 @@ pub async fn run_node(
             sink.emit(Some(&node), s.step, s.status, from, s.detail.clone());
             continue;
         }
-        match do_step(client, plan, s.step, timeout).await? {
+        match do_step(clients, plan, s.step, timeout).await? {
             Ok(msg) => sink.emit(Some(&node), s.step, Status::Done, from, msg),
             Err(why) => {
                 let msg = format!(
@@ -532,7 +540,7 @@ pub async fn run_node(
     {
         // Left cordoned as found: only the record goes.
         let patch = json!({"metadata": {"annotations": {STATE_ANNOTATION: null}}});
-        patch_node(client, &node, "annotate", patch).await?;
+        patch_node(&clients.api, &node, "annotate", patch).await?;
     }
     Ok(Ok(()))
 }
@@ -540,7 +548,7 @@ pub async fn run_node(
 /// `10 s`, `2 min`, `1.5 s`.
 pub fn seconds(d: Duration) -> String {
     let s = d.as_secs_f64();
-    if s >= 60.0 && d.as_secs() % 60 == 0 {
+    if s >= 60.0 && d.as_secs().is_multiple_of(60) {
         format!("{} min", d.as_secs() / 60)
     } else if s.fract() == 0.0 {
         format!("{s:.0} s")
@@ -556,7 +564,8 @@ pub fn seconds(d: Duration) -> String {
 ///
 /// Errors: [`Error::Input`] for an unknown node or a `--stop-vm` that names no VM on the
 /// nodes; the twin's and the API's errors.
-pub async fn run(client: &Client, req: &Request, mut sink: Sink<'_>) -> Result<Report> {
+pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result<Report> {
+    let client = &clients.api;
     let (plans, stopped) = decide_all(client, req, &mut sink).await?;
     if let Some(message) = stopped {
         return Ok(sink.report(Outcome::Refused, &req.relabels, None, Some(message)));
@@ -576,7 +585,7 @@ pub async fn run(client: &Client, req: &Request, mut sink: Sink<'_>) -> Result<R
     }
     let mut done = Vec::new();
     for mut plan in plans {
-        if let Err(message) = run_node(client, &mut plan, req.timeout, &mut sink).await? {
+        if let Err(message) = run_node(clients, &mut plan, req.timeout, &mut sink).await? {
             return Ok(sink.report(Outcome::TimedOut, &req.relabels, verdict, Some(message)));
         }
         done.push(format!(
@@ -632,8 +641,8 @@ async fn decide_all(
                 sink.emit(node, StepKind::Relabel, Status::AlreadyDone, from, m);
             }
             Decision::Stop(step, m) => {
-                sink.emit(node, step, Status::Refused, from, m.clone());
-                stopped.get_or_insert(m);
+                stopped.get_or_insert(format!("relabel {}: {m}", esc(&r.node)));
+                sink.emit(node, step, Status::Refused, from, m);
             }
             Decision::Go(p) => plans.push(*p),
         }

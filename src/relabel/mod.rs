@@ -353,8 +353,8 @@ pub fn decide(
             return Decision::Stop(
                 StepKind::Relabel,
                 format!(
-                    "{node}: {}; remove it (kubectl annotate node {node} {STATE_ANNOTATION}-) \
-                 and check the node's cordon yourself",
+                    "{}; remove it (kubectl annotate node {node} {STATE_ANNOTATION}-) and check \
+                 the node's cordon yourself",
                     esc(why)
                 ),
             );
@@ -365,8 +365,7 @@ pub fn decide(
         Some(Ok(rec)) => Some(rec.clone()),
         None if obs.labelled_as(r) => {
             return Decision::NothingToDo(format!(
-                "{node} is labelled {} already and no relabel of gpuwl is under way there: \
-                 nothing to do",
+                "labelled {} already and no relabel of gpuwl is under way: nothing to do",
                 r.config
             ));
         }
@@ -381,7 +380,7 @@ pub fn decide(
         }
     }
     if !uncovered.is_empty() {
-        return Decision::Stop(StepKind::Holders, refusal(&node, r, &uncovered));
+        return Decision::Stop(StepKind::Holders, refusal(r, &uncovered));
     }
     let resuming = found.is_some();
     let record = found.unwrap_or_else(|| Record {
@@ -394,7 +393,7 @@ pub fn decide(
         old: fresh.old.clone(),
         started: now.to_string(),
     });
-    let steps = plan_steps(r, obs, &record, &actions);
+    let steps = plan_steps(r, obs, &record, resuming, &actions);
     Decision::Go(Box::new(NodePlan {
         relabel: r.clone(),
         record,
@@ -411,7 +410,7 @@ fn under_way(node: &str, rec: &Record) -> String {
         None => esc(&rec.to),
     };
     format!(
-        "{node}: a relabel to {to} is under way (started {}, last step {}): finish it with \
+        "a relabel to {to} is under way (started {}, last step {}): finish it with \
          `gpuwl relabel {node}={to}`, or end it by hand (kubectl annotate node {node} \
          {STATE_ANNOTATION}-; uncordon it once its operands run)",
         esc(&rec.started),
@@ -420,9 +419,9 @@ fn under_way(node: &str, rec: &Record) -> String {
 }
 
 /// The message of a refused relabel: the holders and the flags that say what to do.
-fn refusal(node: &str, r: &Relabel, uncovered: &[String]) -> String {
+fn refusal(r: &Relabel, uncovered: &[String]) -> String {
     format!(
-        "{node}: refused: {} running pod(s) hold a GPU there and would lose it when the node \
+        "refused: {} running pod(s) hold a GPU there and would lose it when the node \
          becomes {}: {}; say what to do with them: --evict (evict the pods; a VM's \
          virt-launcher pod by KubeVirt's eviction strategy), --stop-vm NS/NAME (stop a \
          KubeVirt VM), or --allow-disruption (leave them running without their GPU)",
@@ -437,27 +436,31 @@ fn plan_steps(
     r: &Relabel,
     obs: &Observed,
     rec: &Record,
+    resuming: bool,
     actions: &[(Holder, HolderAction)],
 ) -> Vec<Planned> {
-    let node = esc(&r.node);
     let p = |step, status, detail: String| Planned {
         step,
         status,
         detail,
     };
     let cordon = if obs.unschedulable {
-        let by = if rec.cordoned {
-            "by this relabel"
-        } else {
-            "before the relabel: it stays cordoned"
+        let by = match (rec.cordoned, resuming) {
+            (true, true) => format!(
+                "by this relabel, started {}; resuming after step {}",
+                esc(&rec.started),
+                rec.step.as_str()
+            ),
+            (true, false) => "by this relabel".to_string(),
+            (false, _) => "before the relabel: it stays cordoned".to_string(),
         };
         p(
             StepKind::Cordon,
             Status::AlreadyDone,
-            format!("{node} is cordoned ({by})"),
+            format!("cordoned already ({by})"),
         )
     } else {
-        p(StepKind::Cordon, Status::Planned, format!("cordon {node}"))
+        p(StepKind::Cordon, Status::Planned, "cordon".into())
     };
     let holders = if actions.is_empty() {
         p(
@@ -481,7 +484,7 @@ fn plan_steps(
         StepKind::Operands,
         Status::Planned,
         format!(
-            "wait until {} run Ready on {node}, and no {} pod is left there",
+            "wait until {} run Ready there and no {} pod is left",
             needed(r.config).join(", "),
             other_plugins(r.config).join(" or ")
         ),
@@ -489,19 +492,15 @@ fn plan_steps(
     let advertised = p(
         StepKind::Advertised,
         Status::Planned,
-        format!("wait until {node} {}", expect_text(&rec.expect, &rec.old)),
+        format!("wait until it {}", expect_text(&rec.expect, &rec.old)),
     );
     let uncordon = if rec.cordoned {
-        p(
-            StepKind::Uncordon,
-            Status::Planned,
-            format!("uncordon {node}"),
-        )
+        p(StepKind::Uncordon, Status::Planned, "uncordon".into())
     } else {
         p(
             StepKind::Uncordon,
             Status::Skipped,
-            format!("{node} was cordoned before the relabel: left cordoned"),
+            "cordoned before the relabel: left cordoned".into(),
         )
     };
     vec![cordon, holders, relabel, operands, advertised, uncordon]
@@ -532,8 +531,7 @@ pub fn holders_detail(actions: &[(Holder, HolderAction)]) -> String {
 
 fn relabel_detail(r: &Relabel, obs: &Observed) -> String {
     let mut d = format!(
-        "label {} {} → {}",
-        esc(&r.node),
+        "label {} → {}",
         obs.label.as_deref().map_or("(none)".into(), esc),
         r.config
     );

@@ -1,5 +1,6 @@
 //! `gpuwl relabel`'s text: one line per step as it ends, and the closing line.
 
+use crate::relabel::Status;
 use crate::relabel::live::{Outcome, Report, StepReport, seconds};
 
 /// One step: the time since the run started, the step, how it ended, the node and what it
@@ -12,13 +13,17 @@ pub fn step_line(s: &StepReport) -> String {
         .as_deref()
         .map(|n| format!("{}: ", crate::render::esc(n)))
         .unwrap_or_default();
+    // The time a step took, where it did something or waited.
+    let took = match s.status {
+        Status::Done | Status::TimedOut => format!(" ({:.1} s)", s.seconds),
+        _ => String::new(),
+    };
     format!(
-        "{:>6.1} s  {:<10}  {:<12}  {who}{} ({:.1} s)\n",
+        "{:>6.1} s  {:<10}  {:<12}  {who}{}{took}\n",
         s.at,
         s.step.as_str(),
         s.status.as_str(),
         s.message,
-        s.seconds
     )
 }
 
