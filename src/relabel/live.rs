@@ -526,8 +526,8 @@ pub async fn run_node(
                 );
                 sink.emit(Some(&node), s.step, Status::TimedOut, from, msg.clone());
                 return Ok(Err(format!(
-                    "relabel {}: step {msg}. The node stays cordoned (gpuwl never uncordons a \
-                     node whose operands are not ready); run the same command again to go on \
+                    "relabel {}: step {msg}. The node stays cordoned (gpuwl uncordons only once the new \
+                     operands are Ready and the new name advertised); run the same command again to go on \
                      waiting, it resumes from the record in annotation {STATE_ANNOTATION}",
                     esc(&node)
                 )));
