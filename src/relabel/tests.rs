@@ -200,7 +200,7 @@ fn a_second_run_resumes_from_the_record_and_knows_it_cordoned() {
     );
     assert_eq!(
         p.steps[0].detail,
-        "lab-node-1 is cordoned (by this relabel)"
+        "cordoned already (by this relabel, started t0; resuming after step relabel)"
     );
     // Another target while this one is under way: stopped, saying where it stands.
     let Decision::Stop(_, msg) = decide(
