@@ -617,15 +617,18 @@ async fn decide_all(
     let policy = crate::input::clusterpolicy::from_cluster(client).await;
     let mut decisions = Vec::new();
     let mut holders = Vec::new();
+    let mut resuming = false;
     for r in &req.relabels {
         let from = Instant::now();
         let (info, obs) = observe(client, &r.node).await?;
+        resuming |= obs.record.is_some();
         holders.extend(obs.holders.iter().cloned());
         let fresh = super::expectation(&info, r, policy.policy());
         decisions.push((from, super::decide(r, &obs, &fresh, &req.how, &now)));
     }
+    // A resumed run may have stopped the VMs it names already: only a fresh one checks.
     let unknown = super::unknown_stop_vms(&req.how, &holders);
-    if !unknown.is_empty() {
+    if !unknown.is_empty() && !resuming {
         let unknown: Vec<String> = unknown.iter().map(|v| esc(v)).collect();
         return Err(Error::Input(format!(
             "--stop-vm {}: no VM of that name runs on the node(s) to relabel",
