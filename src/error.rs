@@ -3,7 +3,7 @@
 //! | code | meaning |
 //! |------|---------|
 //! | 0 | success; for `check`: every labelled node agrees (`OK=<n>`) |
-//! | 1 | `check` found at least one `MISMATCH=` line |
+//! | 1 | `check` found at least one `MISMATCH=` line; `relabel` refused or a wait timed out (the node stays cordoned) |
 //! | 2 | bad input or usage: unreadable/invalid file, bad flag (nothing on stdout) |
 //! | 3 | environment or cluster failure: API unreachable, control plane won't start, a lab step failed |
 
@@ -14,7 +14,7 @@ use std::process::ExitCode;
 pub enum ExitStatus {
     /// 0: success.
     Ok = 0,
-    /// 1: the check found mismatches.
+    /// 1: the check found mismatches (and the like: `relabel` refused or stopped).
     Mismatch = 1,
     /// 2: bad input or usage.
     BadInput = 2,

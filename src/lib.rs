@@ -19,6 +19,7 @@
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
 //! - [`twin`]: a copy of a cluster's GPU side on a local control plane, where `whatif`
 //!   tries a relabel and `plan` verifies its proposal;
+//! - [`relabel`]: a relabel carried out on a live cluster step by step (`gpuwl relabel`);
 //! - [`policy`]: the ValidatingAdmissionPolicy that refuses a mistyped label at the API
 //!   server (`gpuwl policy`);
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
@@ -37,6 +38,7 @@ pub mod input;
 pub mod lab;
 pub mod model;
 pub mod policy;
+pub mod relabel;
 pub mod render;
 pub mod serve;
 pub mod text;

@@ -22,6 +22,7 @@ pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
 pub mod policy;
+pub mod relabel;
 pub mod serve;
 pub mod snapshot;
 pub mod triage;
@@ -70,6 +71,8 @@ pub enum Command {
     Whatif(whatif::Args),
     /// Propose the fewest relabels that serve the pending GPU pods, verified on a twin of the cluster
     Plan(whatif::PlanArgs),
+    /// Relabel nodes on the live cluster step by step: preview, cordon, evict or stop the GPU holders, relabel, wait for the operands and the new name, uncordon
+    Relabel(relabel::Args),
     /// Print a ValidatingAdmissionPolicy that makes the API server refuse a mistyped workload or vGPU label
     Policy(policy::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell); bash and zsh also complete pod names after `explain`
@@ -151,6 +154,7 @@ pub fn main() -> ExitCode {
         Command::Triage(a) => triage::run(a),
         Command::Whatif(a) => whatif::run(a),
         Command::Plan(a) => whatif::run_plan(a),
+        Command::Relabel(a) => relabel::run(a),
         Command::Policy(a) => policy::run(a),
         Command::Completions { shell } => completions::run(*shell),
         Command::CompletePods(a) => completions::run_pods(a),

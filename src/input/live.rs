@@ -115,6 +115,10 @@ pub enum Flavour {
     /// timeout (kube-runtime restarts a watch that is silent past its own timeout + 5 s);
     /// connecting and writing still time out.
     Watch,
+    /// As [`Flavour::OneShot`], without the client's own retries of 429, 503 and 504
+    /// (kube-rs retries them up to 15 times, backing off up to 1,000 s): for a call whose
+    /// 429 is an answer the caller handles — an eviction a PodDisruptionBudget refuses.
+    NoRetry,
 }
 
 /// A client and the API server it talks to.
@@ -148,7 +152,7 @@ pub async fn connect(args: &ClusterArgs, flavour: Flavour) -> Result<Connection>
 
 /// The one place a client is built: `config` with gpuwl's timeouts for `flavour`
 /// ([`CONNECT_TIMEOUT`] capped by `request_timeout`; `request_timeout` for reads, none for
-/// a [`Flavour::Watch`], and writes).
+/// a [`Flavour::Watch`], and writes; no client retries for a [`Flavour::NoRetry`]).
 ///
 /// Errors: [`Error::Runtime`] when the client cannot be built (a TLS setting it cannot
 /// load).
@@ -159,9 +163,12 @@ pub fn client_from_config(
 ) -> Result<Client> {
     config.connect_timeout = Some(CONNECT_TIMEOUT.min(request_timeout));
     config.read_timeout = match flavour {
-        Flavour::OneShot => Some(request_timeout),
+        Flavour::OneShot | Flavour::NoRetry => Some(request_timeout),
         Flavour::Watch => None,
     };
+    if flavour == Flavour::NoRetry {
+        config.default_retry = false;
+    }
     config.write_timeout = Some(request_timeout);
     config.reset_reader_on_write = true;
     Client::try_from(config).map_err(|e| Error::failed("cannot build a client", e))

@@ -47,7 +47,8 @@ pub struct VmObjects {
     pub launchers_found: usize,
 }
 
-fn resource(kind: &str, plural: &str) -> ApiResource {
+/// The `kubevirt.io/v1` resource of `kind` (`VirtualMachine`, `virtualmachines`).
+pub fn resource(kind: &str, plural: &str) -> ApiResource {
     ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("kubevirt.io", "v1", kind), plural)
 }
 

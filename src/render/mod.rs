@@ -9,6 +9,7 @@ pub mod explain;
 pub mod inventory;
 pub mod kubevirt;
 pub mod lab;
+pub mod relabel;
 pub mod triage;
 pub mod whatif;
 

@@ -36,6 +36,7 @@ mod operator;
 mod operator_model;
 mod policy;
 mod readme;
+mod relabel;
 mod serve;
 mod triage_hostile;
 mod triage_live;

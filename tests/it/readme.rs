@@ -113,6 +113,28 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/whatif.rs",
     ),
     ("gpuwl plan -q; echo \"exit $?\"", "tests/it/whatif.rs"),
+    // Live relabels on `gpuwl lab --operator`: timings differ run to run; each line of the
+    // refusal, the plan, the run and the stop/resume is asserted in tests/it/relabel.rs.
+    (
+        "gpuwl relabel lab-node-1=container; echo \"exit $?\"",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=container --evict --dry-run",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=container --evict --twin-name gpuwl-relabel-twin -q",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=container --evict --no-preview --timeout 5s; echo \"exit $?\"",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=container --evict --no-preview",
+        "tests/it/relabel.rs",
+    ),
     // Live: applied with kubectl on a local cluster, its refusals asserted.
     ("gpuwl policy | kubectl apply -f -", "tests/it/policy.rs"),
     (

@@ -1,0 +1,706 @@
+//! `gpuwl relabel` on a live cluster: reads the node and its GPU holders ([`observe`]),
+//! decides ([`super::decide`]), tries the relabel on a twin first (the `whatif` verdict),
+//! then carries each node's steps out ([`run_node`]), one node after another, every step
+//! reported as it ends. Every API call runs under the client's request timeout; every wait
+//! under `--timeout`. A wait that runs out stops the run with the node cordoned and the
+//! record left on it, so that the same command resumes.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::Client;
+use kube::api::{Api, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::{
+    Decision, Disruption, Holder, HolderAction, NodePlan, Observed, Record, STATE_ANNOTATION,
+    Status, StepKind,
+};
+use crate::error::{Error, Result};
+use crate::input::live::{api_error, list_all, node_info};
+use crate::model::node::NodeInfo;
+use crate::model::operator::VGPU_CONFIG_LABEL;
+use crate::model::resource::NVIDIA_PREFIX;
+use crate::model::workload::LABEL_KEY;
+use crate::render::esc;
+use crate::twin::{self, Relabel, Verdict};
+
+/// The default of `--timeout`: how long each wait step may take. The operator swaps a
+/// node's operands in a minute or two; a driver build or a reboot for vfio-pci takes
+/// longer, and then the run stops cordoned and a second run goes on waiting.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
+
+/// How often a wait looks again.
+const POLL: Duration = Duration::from_millis(500);
+
+/// One step as it ended (or, with `--dry-run`, as planned).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReport {
+    /// The node (absent for the preview, which tries every relabel at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The step.
+    pub step: StepKind,
+    /// How it ended.
+    pub status: Status,
+    /// Seconds from the start of the run to the start of the step.
+    pub at: f64,
+    /// Seconds the step took.
+    pub seconds: f64,
+    /// What it did, or why it stopped; one line, escaped.
+    pub message: String,
+}
+
+/// How the whole run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Every node relabelled, its operands and names in place.
+    Done,
+    /// Every node carries the label already.
+    NothingToDo,
+    /// `--dry-run`: the steps a run would take.
+    Planned,
+    /// Refused before any change (exit 1).
+    Refused,
+    /// A wait ran past `--timeout`; the node stays cordoned (exit 1).
+    TimedOut,
+}
+
+/// The run's report (`-o json`: every step an object).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// How it ended.
+    pub result: Outcome,
+    /// The relabels asked for.
+    pub relabels: Vec<Relabel>,
+    /// The twin's verdict, when the preview ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Every step, in order.
+    pub steps: Vec<StepReport>,
+    /// Why it stopped, or what it found, one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Seconds the run took.
+    pub seconds: f64,
+}
+
+/// What the run is asked to do.
+pub struct Request {
+    /// The relabels, one node each.
+    pub relabels: Vec<Relabel>,
+    /// What may happen to GPU holders.
+    pub how: Disruption,
+    /// How long each wait may take.
+    pub timeout: Duration,
+    /// Print the plan, change nothing.
+    pub dry_run: bool,
+    /// The twin to preview on; `None`: `--no-preview`.
+    pub preview: Option<twin::Options>,
+}
+
+/// The clients a run uses: one for every call, one without the client's retries for the
+/// evictions (a 429 from a PodDisruptionBudget is answered by trying again while waiting,
+/// not by the client's back-off of up to 1,000 s).
+pub struct Clients {
+    /// Every call but the evictions.
+    pub api: Client,
+    /// The evictions ([`crate::input::live::Flavour::NoRetry`]).
+    pub evict: Client,
+}
+
+/// The run's clock and where its steps go as they end.
+pub struct Sink<'a> {
+    started: Instant,
+    steps: Vec<StepReport>,
+    on_step: &'a mut (dyn FnMut(&StepReport) + Send),
+    progress: &'a mut (dyn FnMut(&str) + Send),
+}
+
+impl<'a> Sink<'a> {
+    /// A sink calling `on_step` with each step as it ends and `progress` with the twin's
+    /// progress lines.
+    pub fn new(
+        on_step: &'a mut (dyn FnMut(&StepReport) + Send),
+        progress: &'a mut (dyn FnMut(&str) + Send),
+    ) -> Sink<'a> {
+        Sink {
+            started: Instant::now(),
+            steps: Vec::new(),
+            on_step,
+            progress,
+        }
+    }
+
+    fn emit(
+        &mut self,
+        node: Option<&str>,
+        step: StepKind,
+        status: Status,
+        from: Instant,
+        msg: String,
+    ) {
+        let r = StepReport {
+            node: node.map(str::to_string),
+            step,
+            status,
+            at: from.duration_since(self.started).as_secs_f64(),
+            seconds: from.elapsed().as_secs_f64(),
+            message: msg,
+        };
+        (self.on_step)(&r);
+        self.steps.push(r);
+    }
+
+    fn report(
+        self,
+        result: Outcome,
+        relabels: &[Relabel],
+        verdict: Option<Verdict>,
+        message: Option<String>,
+    ) -> Report {
+        Report {
+            result,
+            relabels: relabels.to_vec(),
+            verdict,
+            seconds: self.started.elapsed().as_secs_f64(),
+            steps: self.steps,
+            message,
+        }
+    }
+}
+
+/// The pods on `node` that have not finished.
+async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>> {
+    let api: Api<Pod> = Api::all(client.clone());
+    let fields = format!(
+        "spec.nodeName={node},{}",
+        crate::input::pods::LIVE_FIELD_SELECTOR
+    );
+    let mut out = Vec::new();
+    list_all(
+        &api,
+        ListParams::default().fields(&fields),
+        &format!("list pods on node {node}"),
+        |p| out.push(p),
+    )
+    .await?;
+    Ok(out)
+}
+
+/// The pods among `pods` that hold a GPU name (`nvidia.com/` requests), a virt-launcher
+/// pod with its VMI.
+///
+/// Errors: a pod the API returned that cannot be read.
+fn holders_of(pods: &[Pod]) -> Result<Vec<Holder>> {
+    let mut out = Vec::new();
+    for p in pods {
+        let info = crate::input::pods::pod_info(p)?;
+        let resources: std::collections::BTreeMap<String, i64> = info
+            .requests
+            .iter()
+            .filter(|(k, v)| k.starts_with(NVIDIA_PREFIX) && **v > 0)
+            .map(|(k, v)| (k.clone(), *v))
+            .collect();
+        if resources.is_empty() {
+            continue;
+        }
+        let vmi = p
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(crate::input::virt::VM_NAME_LABEL).cloned())
+            .or_else(|| info.launcher_vmi().map(str::to_string));
+        out.push(Holder {
+            pod: info.key(),
+            vmi,
+            owned_by_vm: None,
+            resources,
+            leaving: p.metadata.deletion_timestamp.is_some(),
+        });
+    }
+    Ok(out)
+}
+
+/// Reads node `name` and its GPU holders: the node as gpuwl models it, and what
+/// [`super::decide`] needs.
+///
+/// Errors: [`Error::Input`] when there is no such node (with a did-you-mean);
+/// [`Error::Cluster`] when a call fails.
+pub async fn observe(client: &Client, name: &str) -> Result<(NodeInfo, Observed)> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let doing = format!("get node {name}");
+    let Some(node) = nodes
+        .get_opt(name)
+        .await
+        .map_err(|e| api_error(&doing, &e))?
+    else {
+        let all = crate::input::live::list_nodes(client).await?;
+        return Err(Error::Input(format!(
+            "relabel: no node {} in the cluster{}",
+            crate::text::cut(name),
+            crate::text::did_you_mean(name, all.iter().map(|n| n.name.as_str()))
+        )));
+    };
+    let info = node_info(&node);
+    let record = node
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(STATE_ANNOTATION))
+        .map(|v| Record::parse(v));
+    let mut holders = holders_of(&pods_on(client, name).await?)?;
+    if holders.iter().any(|h| h.vmi.is_some())
+        && let Some(owners) = crate::input::virt::vmi_owners(client).await
+    {
+        for h in &mut holders {
+            if let Some(vm) = h.vm() {
+                h.owned_by_vm = owners.get(&vm).copied();
+            }
+        }
+    }
+    let obs = Observed {
+        label: info.label(LABEL_KEY).map(str::to_string),
+        vgpu_type: info.label(VGPU_CONFIG_LABEL).map(str::to_string),
+        unschedulable: info.unschedulable,
+        record,
+        holders,
+    };
+    Ok((info, obs))
+}
+
+/// Merge-patches node `name` with `patch`.
+async fn patch_node(client: &Client, name: &str, doing: &str, patch: Value) -> Result<()> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    nodes
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map_err(|e| api_error(&format!("{doing} node {name}"), &e))?;
+    Ok(())
+}
+
+fn record_patch(rec: &Record) -> Value {
+    json!({"metadata": {"annotations": {STATE_ANNOTATION: rec.to_json()}}})
+}
+
+/// Evicts `pod` (`ns/name`): `true` once the API server took the eviction (or the pod is
+/// gone), `false` when it refused it for now (429: a PodDisruptionBudget; tried again).
+///
+/// Errors: [`Error::Cluster`] for any other refusal.
+async fn evict(client: &Client, pod: &str) -> Result<bool> {
+    let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
+    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+    match api.evict(name, &EvictParams::default()).await {
+        Ok(_) => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
+        Err(kube::Error::Api(s)) if s.code == 429 => Ok(false),
+        Err(e) => Err(api_error(&format!("evict pod {pod}"), &e)),
+    }
+}
+
+/// Stops the VirtualMachine `vm` (`ns/name`): `spec.running: false` where the VM uses
+/// `running`, else `spec.runStrategy: Halted` (kubevirt/kubevirt
+/// `staging/src/kubevirt.io/api/core/v1/types.go`, `RunStrategyHalted`; what `virtctl
+/// stop` sets).
+///
+/// Errors: [`Error::Cluster`] when the VM cannot be read or patched (a VMI no VM owns:
+/// the message says to delete the VMI).
+async fn stop_vm(client: &Client, vm: &str) -> Result<()> {
+    let (ns, name) = vm.split_once('/').unwrap_or(("default", vm));
+    let ar = crate::input::virt::resource("VirtualMachine", "virtualmachines");
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
+    let doing = format!("stop VM {vm}");
+    let obj = api.get_opt(name).await.map_err(|e| api_error(&doing, &e))?;
+    let Some(obj) = obj else {
+        return Err(Error::Runtime(format!(
+            "cannot {doing}: no VirtualMachine of that name (a VMI no VM owns: kubectl delete \
+             vmi {name} -n {ns}, or use --evict)"
+        )));
+    };
+    let spec = if obj.data["spec"].get("running").is_some() {
+        json!({"spec": {"running": false}})
+    } else {
+        json!({"spec": {"runStrategy": "Halted"}})
+    };
+    api.patch(name, &PatchParams::default(), &Patch::Merge(spec))
+        .await
+        .map_err(|e| api_error(&doing, &e))?;
+    Ok(())
+}
+
+/// Waits until `check` says done (`Ok(None)` from it) or `timeout` runs out; returns
+/// `None` when done, else the last reason `check` gave.
+async fn wait_for<F>(timeout: Duration, mut check: F) -> Result<Option<String>>
+where
+    F: AsyncFnMut() -> Result<Option<String>>,
+{
+    let deadline = Instant::now() + timeout;
+    loop {
+        let why = check().await?;
+        if why.is_none() || Instant::now() >= deadline {
+            return Ok(why);
+        }
+        tokio::time::sleep(POLL.min(deadline.saturating_duration_since(Instant::now()))).await;
+    }
+}
+
+/// The GPU Operator operands that have a DaemonSet in the cluster (those the ClusterPolicy
+/// enables), by [`crate::model::operand::operand_of`] on the DaemonSets' names.
+async fn deployed_operands(client: &Client) -> Result<BTreeSet<String>> {
+    let api: Api<DaemonSet> = Api::all(client.clone());
+    let mut out = BTreeSet::new();
+    list_all(&api, ListParams::default(), "list DaemonSets", |ds| {
+        let name = ds.metadata.name.unwrap_or_default();
+        if let Some(op) = crate::model::operand::operand_of(Some(&name), None) {
+            out.insert(op.to_string());
+        }
+    })
+    .await?;
+    Ok(out)
+}
+
+/// The operand step's check: `None` when [`super::operands_state`] is content.
+async fn operands_now(client: &Client, r: &Relabel) -> Result<Option<String>> {
+    let pods = pods_on(client, &r.node).await?;
+    let on_node: Vec<_> = pods
+        .iter()
+        .filter_map(|p| serde_json::to_value(p).ok())
+        .filter_map(|v| crate::input::operands::from_value(&v))
+        .collect();
+    let deployed = deployed_operands(client).await?;
+    Ok(super::operands_state(&on_node, r.config, &deployed).err())
+}
+
+/// The advertised step's check: `None` when [`super::advertised_state`] is content.
+async fn advertised_now(client: &Client, r: &Relabel, rec: &Record) -> Result<Option<String>> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node = nodes
+        .get(&r.node)
+        .await
+        .map_err(|e| api_error(&format!("get node {}", r.node), &e))?;
+    Ok(super::advertised_state(&node_info(&node), &rec.expect, &rec.old).err())
+}
+
+/// The holders step: evicts or stops each holder as planned, then waits until those are
+/// gone (evictions the API server refused for now are tried again while waiting).
+/// Returns `None` when done, else why not.
+async fn clear_holders(
+    clients: &Clients,
+    plan: &NodePlan,
+    timeout: Duration,
+) -> Result<Option<String>> {
+    let mut pending: Vec<String> = Vec::new();
+    for (h, a) in &plan.actions {
+        match a {
+            HolderAction::Evict if !evict(&clients.evict, &h.pod).await? => {
+                pending.push(h.pod.clone())
+            }
+            HolderAction::StopVm(vm) => stop_vm(&clients.api, vm).await?,
+            _ => {}
+        }
+    }
+    let node = plan.relabel.node.clone();
+    wait_for(timeout, async || {
+        let mut refused = Vec::new();
+        for p in &pending {
+            if !evict(&clients.evict, p).await? {
+                refused.push(p.clone());
+            }
+        }
+        pending = refused;
+        let now = holders_of(&pods_on(&clients.api, &node).await?)?;
+        let left = super::still_there(&plan.actions, &now);
+        Ok((!left.is_empty()).then(|| {
+            let left: Vec<String> = left.iter().map(|p| esc(p)).collect();
+            let refused = if pending.is_empty() {
+                String::new()
+            } else {
+                " (the eviction is refused for now: a PodDisruptionBudget?)".into()
+            };
+            format!("still on the node: {}{refused}", left.join(", "))
+        }))
+    })
+    .await
+}
+
+/// Carries out one step of `plan` that is [`Status::Planned`]; returns the message of a
+/// step done, or `Err(reason)` inside `Ok` when a wait ran out.
+async fn do_step(
+    clients: &Clients,
+    plan: &mut NodePlan,
+    step: StepKind,
+    timeout: Duration,
+) -> Result<std::result::Result<String, String>> {
+    let r = plan.relabel.clone();
+    let client = &clients.api;
+    let waited = |why: Option<String>, done: String| match why {
+        None => Ok(done),
+        Some(why) => Err(why),
+    };
+    match step {
+        StepKind::Preview => Ok(Ok(String::new())),
+        StepKind::Cordon => {
+            plan.record.step = StepKind::Cordon;
+            let mut patch = record_patch(&plan.record);
+            patch["spec"] = json!({"unschedulable": true});
+            patch_node(client, &r.node, "cordon", patch).await?;
+            Ok(Ok("cordoned".into()))
+        }
+        StepKind::Holders => {
+            let why = clear_holders(clients, plan, timeout).await?;
+            if why.is_none() {
+                plan.record.step = StepKind::Holders;
+                patch_node(client, &r.node, "annotate", record_patch(&plan.record)).await?;
+            }
+            Ok(waited(
+                why,
+                super::holders_detail(&plan.actions).replace("; wait until gone", ": gone"),
+            ))
+        }
+        StepKind::Relabel => {
+            plan.record.step = StepKind::Relabel;
+            let mut labels = json!({LABEL_KEY: r.config.as_str()});
+            if let Some(t) = &r.vgpu_type {
+                labels[VGPU_CONFIG_LABEL] = json!(t);
+            }
+            let mut patch = record_patch(&plan.record);
+            patch["metadata"]["labels"] = labels;
+            patch_node(client, &r.node, "label", patch).await?;
+            Ok(Ok(format!("labelled {LABEL_KEY}={}", r.config)))
+        }
+        StepKind::Operands => {
+            let why = wait_for(timeout, async || operands_now(client, &r).await).await?;
+            let done = format!(
+                "{} Ready; no {} pod",
+                crate::model::operand::needed(r.config).join(", "),
+                super::other_plugins(r.config).join(" or ")
+            );
+            Ok(waited(why, done))
+        }
+        StepKind::Advertised => {
+            let rec = plan.record.clone();
+            let why = wait_for(timeout, async || advertised_now(client, &r, &rec).await).await?;
+            Ok(waited(why, super::expect_text(&rec.expect, &rec.old)))
+        }
+        StepKind::Uncordon => {
+            let patch = json!({"spec": {"unschedulable": null},
+                "metadata": {"annotations": {STATE_ANNOTATION: null}}});
+            patch_node(client, &r.node, "uncordon", patch).await?;
+            Ok(Ok("uncordoned".into()))
+        }
+    }
+}
+
+/// Carries out `plan`'s steps in order, each reported to `sink` as it ends; a step found
+/// done or skipped is reported as such. Returns `Err(message)` inside `Ok` when a wait ran
+/// out: the node stays as it is (cordoned, the record on it).
+///
+/// Errors: an API call that fails (the node keeps the record of the last step done).
+pub async fn run_node(
+    clients: &Clients,
+    plan: &mut NodePlan,
+    timeout: Duration,
+    sink: &mut Sink<'_>,
+) -> Result<std::result::Result<(), String>> {
+    let node = plan.relabel.node.clone();
+    let steps = plan.steps.clone();
+    for s in &steps {
+        let from = Instant::now();
+        if s.status != Status::Planned {
+            sink.emit(Some(&node), s.step, s.status, from, s.detail.clone());
+            continue;
+        }
+        match do_step(clients, plan, s.step, timeout).await? {
+            Ok(msg) => sink.emit(Some(&node), s.step, Status::Done, from, msg),
+            Err(why) => {
+                let msg = format!(
+                    "{} did not complete within {}: {why}",
+                    s.step.as_str(),
+                    seconds(timeout)
+                );
+                sink.emit(Some(&node), s.step, Status::TimedOut, from, msg.clone());
+                return Ok(Err(format!(
+                    "relabel {}: step {msg}. The node stays cordoned (gpuwl uncordons only once the new \
+                     operands are Ready and the new name advertised); run the same command again to go on \
+                     waiting, it resumes from the record in annotation {STATE_ANNOTATION}",
+                    esc(&node)
+                )));
+            }
+        }
+    }
+    if steps
+        .iter()
+        .any(|s| s.step == StepKind::Uncordon && s.status != Status::Planned)
+    {
+        // Left cordoned as found: only the record goes.
+        let patch = json!({"metadata": {"annotations": {STATE_ANNOTATION: null}}});
+        patch_node(&clients.api, &node, "annotate", patch).await?;
+    }
+    Ok(Ok(()))
+}
+
+/// `10 s`, `2 min`, `1.5 s`.
+pub fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 60.0 && d.as_secs().is_multiple_of(60) {
+        format!("{} min", d.as_secs() / 60)
+    } else if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
+}
+
+/// Runs the relabels of `req`: reads every node first and decides (a refusal or a
+/// relabel of another target under way stops the run before any change); `--dry-run`
+/// reports the plan; else the preview on a twin (fresh relabels only: a resumed one is
+/// applied already), then each node's steps in turn. Every step goes to `sink` as it ends.
+///
+/// Errors: [`Error::Input`] for an unknown node or a `--stop-vm` that names no VM on the
+/// nodes; the twin's and the API's errors.
+pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result<Report> {
+    let client = &clients.api;
+    let (plans, stopped) = decide_all(client, req, &mut sink).await?;
+    if let Some(message) = stopped {
+        return Ok(sink.report(Outcome::Refused, &req.relabels, None, Some(message)));
+    }
+    if plans.is_empty() {
+        return Ok(sink.report(Outcome::NothingToDo, &req.relabels, None, None));
+    }
+    let verdict = preview(client, req, &plans, &mut sink).await?;
+    if req.dry_run {
+        for p in &plans {
+            for s in &p.steps {
+                let node = Some(p.relabel.node.as_str());
+                sink.emit(node, s.step, s.status, Instant::now(), s.detail.clone());
+            }
+        }
+        return Ok(sink.report(Outcome::Planned, &req.relabels, verdict, None));
+    }
+    let mut done = Vec::new();
+    for mut plan in plans {
+        if let Err(message) = run_node(clients, &mut plan, req.timeout, &mut sink).await? {
+            return Ok(sink.report(Outcome::TimedOut, &req.relabels, verdict, Some(message)));
+        }
+        done.push(format!(
+            "{} {} → {}",
+            esc(&plan.relabel.node),
+            plan.record.from.as_deref().map_or("(none)".into(), esc),
+            plan.relabel.config
+        ));
+    }
+    let message = format!(
+        "relabelled {} in {}",
+        done.join(", "),
+        seconds(Duration::from_secs_f64(
+            (sink.started.elapsed().as_secs_f64() * 10.0).round() / 10.0
+        ))
+    );
+    Ok(sink.report(Outcome::Done, &req.relabels, verdict, Some(message)))
+}
+
+/// Reads and decides every node. Returns the plans to carry out, and the message of the
+/// first refusal (every refusal reported to `sink`); nodes with nothing to do are
+/// reported and left out.
+async fn decide_all(
+    client: &Client,
+    req: &Request,
+    sink: &mut Sink<'_>,
+) -> Result<(Vec<NodePlan>, Option<String>)> {
+    let now = k8s_openapi::jiff::Timestamp::now().to_string();
+    let policy = crate::input::clusterpolicy::from_cluster(client).await;
+    let mut decisions = Vec::new();
+    let mut holders = Vec::new();
+    let mut resuming = false;
+    for r in &req.relabels {
+        let from = Instant::now();
+        let (info, obs) = observe(client, &r.node).await?;
+        resuming |= obs.record.is_some();
+        holders.extend(obs.holders.iter().cloned());
+        let fresh = super::expectation(&info, r, policy.policy());
+        decisions.push((from, super::decide(r, &obs, &fresh, &req.how, &now)));
+    }
+    // A resumed run may have stopped the VMs it names already: only a fresh one checks.
+    let unknown = super::unknown_stop_vms(&req.how, &holders);
+    if !unknown.is_empty() && !resuming {
+        let unknown: Vec<String> = unknown.iter().map(|v| esc(v)).collect();
+        return Err(Error::Input(format!(
+            "--stop-vm {}: no VM of that name runs on the node(s) to relabel",
+            unknown.join(", ")
+        )));
+    }
+    let mut plans = Vec::new();
+    let mut stopped = None;
+    for ((from, d), r) in decisions.into_iter().zip(&req.relabels) {
+        let node = Some(r.node.as_str());
+        match d {
+            Decision::NothingToDo(m) => {
+                sink.emit(node, StepKind::Relabel, Status::AlreadyDone, from, m);
+            }
+            Decision::Stop(step, m) => {
+                stopped.get_or_insert(format!("relabel {}: {m}", esc(&r.node)));
+                sink.emit(node, step, Status::Refused, from, m);
+            }
+            Decision::Go(p) => plans.push(*p),
+        }
+    }
+    Ok((plans, stopped))
+}
+
+/// The preview step: the fresh relabels of `plans` tried on a twin of the cluster
+/// ([`twin::run`], what `gpuwl whatif relabel` does), its verdict reported; skipped with
+/// `--no-preview` or when every relabel resumes; only planned with `--dry-run`.
+///
+/// Errors: the twin's and the cluster read's.
+async fn preview(
+    client: &Client,
+    req: &Request,
+    plans: &[NodePlan],
+    sink: &mut Sink<'_>,
+) -> Result<Option<Verdict>> {
+    let from = Instant::now();
+    let fresh: Vec<Relabel> = plans
+        .iter()
+        .filter(|p| !p.resuming)
+        .map(|p| p.relabel.clone())
+        .collect();
+    let skip = |why: &str| (Status::Skipped, why.to_string());
+    let (status, message) = match &req.preview {
+        None => skip("--no-preview"),
+        Some(_) if fresh.is_empty() => skip("every relabel resumes: the preview ran before"),
+        Some(opts) if req.dry_run => (
+            Status::Planned,
+            format!(
+                "try {} on a twin ({}) and report its verdict",
+                fresh
+                    .iter()
+                    .map(|r| format!("{}={}", esc(&r.node), r.config))
+                    .collect::<Vec<_>>()
+                    .join(" "),
+                esc(&opts.name)
+            ),
+        ),
+        Some(opts) => {
+            let snap = crate::input::snapshot::read(client, false).await?;
+            let source = twin::Source {
+                nodes: snap.nodes,
+                pods: snap.pods,
+                policy: snap.policy,
+                origin: "cluster".into(),
+            };
+            let report = twin::run(&source, &fresh, opts, sink.progress).await?;
+            let v = report.verdict;
+            let message = format!("Verdict: {} (twin {})", v.summary, esc(&opts.name));
+            sink.emit(None, StepKind::Preview, Status::Done, from, message);
+            return Ok(Some(v));
+        }
+    };
+    sink.emit(None, StepKind::Preview, status, from, message);
+    Ok(None)
+}

@@ -1,0 +1,496 @@
+//! `gpuwl relabel` (issue 40) on the real GPU Operator (`gpuwl lab --operator`): one lab
+//! shared by the scenarios, in order — a KubeVirt VM's launcher pod added on lab-node-1
+//! (schemaless KubeVirt CRDs; the test plays virt-controller); the dry run changes nothing;
+//! lab-node-1 → container with vmi-passthrough and the VM running is refused without a
+//! flag, and a --stop-vm naming no VM there is bad input; with `--evict --stop-vm` while a
+//! PodDisruptionBudget refuses the eviction it stops cordoned after the twin's preview (the
+//! VM's runStrategy set to Halted), and once the budget is gone the same command run again
+//! resumes and completes (operands swapped by the real operator, `nvidia.com/gpu`
+//! advertised, node uncordoned, `check --effective` clean for the node); a third run has
+//! nothing to do; with the sandbox device plugin disabled in the ClusterPolicy, a relabel
+//! back to vm-passthrough never sees its plugin and ends cordoned with the reason.
+
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::apps::v1::DaemonSet;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::api::policy::v1::PodDisruptionBudget;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{
+    Api, ApiResource, DeleteParams, DynamicObject, GroupVersionKind, Patch, PatchParams,
+};
+use serde_json::{Value, json};
+
+use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+
+const CLUSTER: &str = "gpuwl-relabel-it";
+const TWIN: &str = "gpuwl-relabel-it-twin";
+const NODE: &str = "lab-node-1";
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+async fn client(kc: &str) -> kube::Client {
+    gpuwl::cluster::client(std::path::Path::new(kc), None)
+        .await
+        .unwrap()
+}
+
+/// The node as the API has it: cordoned, workload label, gpuwl's annotation, allocatable.
+struct NodeState {
+    cordoned: bool,
+    label: Option<String>,
+    record: Option<String>,
+    allocatable: std::collections::BTreeMap<String, String>,
+}
+
+fn node_state(kc: &str) -> NodeState {
+    rt().block_on(async {
+        let n = Api::<Node>::all(client(kc).await).get(NODE).await.unwrap();
+        NodeState {
+            cordoned: n.spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            label: n
+                .metadata
+                .labels
+                .and_then(|l| l.get("nvidia.com/gpu.workload.config").cloned()),
+            record: n
+                .metadata
+                .annotations
+                .and_then(|a| a.get("gpuwl.io/relabel").cloned()),
+            allocatable: n
+                .status
+                .and_then(|s| s.allocatable)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(k, _)| k.starts_with("nvidia.com/"))
+                .map(|(k, v)| (k, v.0))
+                .collect(),
+        }
+    })
+}
+
+fn pod_exists(kc: &str, ns: &str, name: &str) -> bool {
+    rt().block_on(async {
+        Api::<Pod>::namespaced(client(kc).await, ns)
+            .get_opt(name)
+            .await
+            .unwrap()
+            .is_some()
+    })
+}
+
+fn operands_on(kc: &str) -> Vec<String> {
+    rt().block_on(async {
+        let ops = gpuwl::lab::operator::running_operands(&client(kc).await)
+            .await
+            .unwrap();
+        ops.get(NODE)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    })
+}
+
+/// Sets `spec.sandboxDevicePlugin.enabled=false` in the lab's ClusterPolicy and waits
+/// until the operator has deleted that DaemonSet.
+fn disable_sandbox_plugin(kc: &str) {
+    rt().block_on(async {
+        let c = client(kc).await;
+        let policies: Api<DynamicObject> =
+            Api::all_with(c.clone(), &gpuwl::cluster::gpu_operator::policy_resource());
+        let name = policies.list(&Default::default()).await.unwrap().items[0]
+            .metadata
+            .name
+            .clone()
+            .unwrap();
+        policies
+            .patch(
+                &name,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"sandboxDevicePlugin": {"enabled": false}}})),
+            )
+            .await
+            .unwrap();
+        let ds: Api<DaemonSet> = Api::all(c);
+        let deadline = Instant::now() + Duration::from_secs(90);
+        loop {
+            let left = ds
+                .list(&Default::default())
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .any(|d| {
+                    d.metadata.name.as_deref() == Some("nvidia-sandbox-device-plugin-daemonset")
+                });
+            if !left {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the operator kept the sandbox device plugin's DaemonSet for 90 s"
+            );
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    });
+}
+
+fn vm_api(c: &kube::Client, kind: &str, plural: &str) -> Api<DynamicObject> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("kubevirt.io", "v1", kind),
+        plural,
+    );
+    Api::namespaced_with(c.clone(), "gpu-vm", &ar)
+}
+
+/// KubeVirt's VirtualMachine and VMI types (schemaless CRDs), a VM `vm1` that runs, its
+/// VMI and its virt-launcher pod on lab-node-1 holding one A10 (no KubeVirt controllers:
+/// the test plays them).
+fn start_a_vm(kc: &str) {
+    rt().block_on(async {
+        let c = client(kc).await;
+        let crds: Api<CustomResourceDefinition> = Api::all(c.clone());
+        for (kind, plural) in [
+            ("VirtualMachine", "virtualmachines"),
+            ("VirtualMachineInstance", "virtualmachineinstances"),
+        ] {
+            let crd = json!({
+              "metadata": {"name": format!("{plural}.kubevirt.io")},
+              "spec": {"group": "kubevirt.io", "scope": "Namespaced",
+                "names": {"kind": kind, "plural": plural, "listKind": format!("{kind}List")},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                  "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}}}]}
+            });
+            crds.create(&Default::default(), &serde_json::from_value(crd).unwrap())
+                .await
+                .unwrap();
+        }
+        let vm = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+            "metadata": {"name": "vm1", "namespace": "gpu-vm"},
+            "spec": {"runStrategy": "Always", "template": {"spec": {}}}});
+        let uid = create_retrying(&vm_api(&c, "VirtualMachine", "virtualmachines"), vm).await;
+        let vmi = json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm1", "namespace": "gpu-vm", "ownerReferences": [{
+                "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "name": "vm1",
+                "uid": uid, "controller": true}]},
+            "spec": {}});
+        create_retrying(
+            &vm_api(&c, "VirtualMachineInstance", "virtualmachineinstances"),
+            vmi,
+        )
+        .await;
+        let pod = json!({
+            "metadata": {"name": "virt-launcher-vm1-abcde", "namespace": "gpu-vm",
+                "labels": {"kubevirt.io": "virt-launcher", "vm.kubevirt.io/name": "vm1"}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "compute", "image": "virt-launcher",
+                "resources": {"limits": {"nvidia.com/GA102GL_A10": "1"}}}]}
+        });
+        Api::<Pod>::namespaced(c, "gpu-vm")
+            .create(&Default::default(), &serde_json::from_value(pod).unwrap())
+            .await
+            .unwrap();
+    });
+}
+
+/// Creates `obj`, retrying while its CRD is not served yet; returns its uid.
+async fn create_retrying(api: &Api<DynamicObject>, obj: Value) -> String {
+    let o: DynamicObject = serde_json::from_value(obj).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match api.create(&Default::default(), &o).await {
+            Ok(made) => return made.metadata.uid.unwrap(),
+            Err(e) => assert!(Instant::now() < deadline, "{e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+fn vm_run_strategy(kc: &str) -> String {
+    rt().block_on(async {
+        let c = client(kc).await;
+        let vm = vm_api(&c, "VirtualMachine", "virtualmachines")
+            .get("vm1")
+            .await
+            .unwrap();
+        vm.data["spec"]["runStrategy"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    })
+}
+
+/// What virt-controller does for a VM whose runStrategy is Halted: its VMI and launcher
+/// pod go.
+fn virt_controller_stops_vm1(kc: &str) {
+    rt().block_on(async {
+        let c = client(kc).await;
+        vm_api(&c, "VirtualMachineInstance", "virtualmachineinstances")
+            .delete("vm1", &Default::default())
+            .await
+            .unwrap();
+        Api::<Pod>::namespaced(c, "gpu-vm")
+            .delete(
+                "virt-launcher-vm1-abcde",
+                &DeleteParams::default().grace_period(0),
+            )
+            .await
+            .unwrap();
+    });
+}
+
+/// Puts a PodDisruptionBudget (minAvailable 1) over vmi-passthrough, which the lab creates
+/// without labels (it gets one here), or removes it.
+fn protect_with_a_pdb(kc: &str, on: bool) {
+    rt().block_on(async {
+        let c = client(kc).await;
+        let pdbs: Api<PodDisruptionBudget> = Api::namespaced(c.clone(), "gpu-vm");
+        if !on {
+            pdbs.delete("keep-vmi", &Default::default()).await.unwrap();
+            return;
+        }
+        Api::<Pod>::namespaced(c, "gpu-vm")
+            .patch(
+                "vmi-passthrough",
+                &PatchParams::default(),
+                &Patch::Merge(json!({"metadata": {"labels": {"app": "vmi-passthrough"}}})),
+            )
+            .await
+            .unwrap();
+        let pdb = serde_json::from_value(json!({
+            "metadata": {"name": "keep-vmi", "namespace": "gpu-vm"},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "vmi-passthrough"}}}
+        }))
+        .unwrap();
+        pdbs.create(&Default::default(), &pdb).await.unwrap();
+    });
+}
+
+fn relabel(kc: &str, args: &[&str]) -> (i32, String, String) {
+    let mut a = vec!["relabel", "--kubeconfig", kc];
+    a.extend(args);
+    gpuwl(&a)
+}
+
+#[test]
+#[ignore = "needs local control plane"]
+fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
+    let _one = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    let _twin = ClusterDown(TWIN);
+    let root = tempfile::tempdir().unwrap();
+    gpuwl_ok(&[
+        "lab",
+        "--operator",
+        "--cluster-name",
+        CLUSTER,
+        "--root",
+        root.path().to_str().unwrap(),
+    ]);
+    let kc = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let kc = kc.trim();
+    assert!(pod_exists(kc, "gpu-vm", "vmi-passthrough"));
+    start_a_vm(kc);
+
+    // The dry run: every step planned, nothing changed.
+    let (code, out, err) = relabel(
+        kc,
+        &[
+            "lab-node-1=container",
+            "--evict",
+            "--stop-vm",
+            "gpu-vm/vm1",
+            "--dry-run",
+            "--twin-name",
+            TWIN,
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    for want in [
+        "preview     planned       try lab-node-1=container on a twin (gpuwl-relabel-it-twin)",
+        "cordon      planned       lab-node-1: cordon",
+        "holders     planned       lab-node-1: stop VM gpu-vm/vm1; evict gpu-vm/vmi-passthrough; \
+         wait until gone",
+        "relabel     planned       lab-node-1: label vm-passthrough → container",
+        "advertised  planned       lab-node-1: wait until it advertises nvidia.com/gpu 2 \
+         (nvidia.com/GA102GL_A10 gone or 0)",
+        "uncordon    planned       lab-node-1: uncordon",
+        "Dry run: nothing was changed",
+    ] {
+        assert!(out.contains(want), "{want}:\n{out}");
+    }
+    let s = node_state(kc);
+    assert!(!s.cordoned && s.record.is_none());
+
+    // Without a flag: refused before any change, exit 1, the holders and the flags named.
+    let (code, out, err) = relabel(kc, &["lab-node-1=container", "--no-preview"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.starts_with(
+            "gpuwl: relabel lab-node-1: refused: 2 running pod(s) hold a GPU there and would lose \
+             it when the node becomes container: gpu-vm/virt-launcher-vm1-abcde (VM gpu-vm/vm1; \
+             nvidia.com/GA102GL_A10 1), gpu-vm/vmi-passthrough (nvidia.com/GA102GL_A10 1)"
+        ) && err.contains("--evict")
+            && err.contains("--stop-vm NS/NAME")
+            && err.contains("--allow-disruption"),
+        "{err}"
+    );
+    assert!(out.contains("holders     refused"), "{out}");
+    // A VM to stop that does not run there: bad input, nothing changed.
+    let (code, out, err) = relabel(
+        kc,
+        &["lab-node-1=container", "--evict", "--stop-vm", "gpu-vm/vm2"],
+    );
+    assert_eq!(code, 2, "{out}{err}");
+    assert!(
+        err.contains("--stop-vm gpu-vm/vm2: no VM of that name runs on the node(s) to relabel"),
+        "{err}"
+    );
+    let s = node_state(kc);
+    assert!(!s.cordoned && s.record.is_none(), "changed by a refusal");
+    assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
+
+    // --evict and --stop-vm, after the twin's preview, while a PodDisruptionBudget refuses
+    // the eviction (and no virt-controller acts on the stopped VM): the holders step runs
+    // past --timeout and the run stops with the node cordoned and the record on it.
+    protect_with_a_pdb(kc, true);
+    let the_command = [
+        "lab-node-1=container",
+        "--evict",
+        "--stop-vm",
+        "gpu-vm/vm1",
+        "--twin-name",
+        TWIN,
+    ];
+    let mut first: Vec<&str> = the_command.to_vec();
+    first.extend(["--timeout", "3s", "-q"]);
+    let (code, out, err) = relabel(kc, &first);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        out.contains("preview     done          Verdict: serves no pending pod, disrupts ")
+            && out.contains("not recommended (twin gpuwl-relabel-it-twin)"),
+        "{out}"
+    );
+    assert!(out.contains("cordon      done"), "{out}");
+    assert!(
+        err.starts_with(
+            "gpuwl: relabel lab-node-1: step holders did not complete within 3 s: still on the \
+             node: gpu-vm/virt-launcher-vm1-abcde, gpu-vm/vmi-passthrough (the eviction is \
+             refused for now: a PodDisruptionBudget?). The node stays cordoned"
+        ) && err.contains("run the same command again"),
+        "{err}"
+    );
+    let s = node_state(kc);
+    assert!(s.cordoned, "left uncordoned after a timeout");
+    assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
+    let rec: Value = serde_json::from_str(s.record.as_deref().expect("no record")).unwrap();
+    assert_eq!(rec["from"], "vm-passthrough");
+    assert_eq!(rec["to"], "container");
+    assert_eq!(rec["step"], "cordon");
+    assert_eq!(rec["cordoned"], true);
+    assert!(pod_exists(kc, "gpu-vm", "vmi-passthrough"));
+    // The VM was asked to stop as virtctl stop does; virt-controller (played here) then
+    // removes its VMI and launcher pod.
+    assert_eq!(vm_run_strategy(kc), "Halted");
+    virt_controller_stops_vm1(kc);
+
+    // The budget lifted, the same command again: it resumes where it stopped and completes.
+    protect_with_a_pdb(kc, false);
+    let mut again: Vec<&str> = the_command.to_vec();
+    again.extend(["--timeout", "2m", "-o", "json"]);
+    let (code, out, err) = relabel(kc, &again);
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["result"], "done", "{out}");
+    let status = |step: &str| -> String {
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["step"] == step)
+            .map(|s| s["status"].as_str().unwrap().to_string())
+            .unwrap_or_else(|| panic!("{step}: {out}"))
+    };
+    assert_eq!(status("preview"), "skipped");
+    assert_eq!(status("cordon"), "already-done");
+    assert_eq!(status("holders"), "done");
+    assert_eq!(status("relabel"), "done");
+    assert_eq!(status("operands"), "done");
+    assert_eq!(status("advertised"), "done");
+    assert_eq!(status("uncordon"), "done");
+    assert!(
+        v["steps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|s| s["seconds"].is_number())
+    );
+    let s = node_state(kc);
+    assert!(!s.cordoned && s.record.is_none(), "not uncordoned: {out}");
+    assert_eq!(s.label.as_deref(), Some("container"));
+    assert_eq!(
+        s.allocatable.get("nvidia.com/gpu").map(String::as_str),
+        Some("2")
+    );
+    assert!(
+        s.allocatable
+            .get("nvidia.com/GA102GL_A10")
+            .is_none_or(|v| v == "0"),
+        "{:?}",
+        s.allocatable
+    );
+    assert!(!pod_exists(kc, "gpu-vm", "vmi-passthrough"));
+    let ops = operands_on(kc);
+    assert!(
+        ops.contains(&"device-plugin".to_string())
+            && !ops.contains(&"sandbox-device-plugin".to_string())
+            && !ops.contains(&"vfio-manager".to_string()),
+        "{ops:?}"
+    );
+    let (_, gate, gate_err) = gpuwl(&["check", "--effective", "--kubeconfig", kc]);
+    assert!(
+        !gate
+            .lines()
+            .any(|l| l.starts_with("ERROR ") && l.contains(" lab-node-1:")),
+        "{gate}{gate_err}"
+    );
+
+    // A third run: the node is container and no relabel is under way.
+    let (code, out, err) = relabel(kc, &["lab-node-1=container", "--no-preview"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("lab-node-1: labelled container already") && out.contains("Nothing to do."),
+        "{out}"
+    );
+
+    // A step that never completes: no sandbox device plugin in the cluster, so the node
+    // relabelled vm-passthrough never gets one; the run ends cordoned with the reason.
+    disable_sandbox_plugin(kc);
+    let (code, out, err) = relabel(
+        kc,
+        &[
+            "lab-node-1=vm-passthrough",
+            "--no-preview",
+            "--timeout",
+            "8s",
+        ],
+    );
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("relabel lab-node-1: step operands did not complete within 8 s")
+            && err.contains(
+                "no sandbox-device-plugin pod on the node, and no sandbox-device-plugin \
+                 DaemonSet in the cluster (does the ClusterPolicy disable it?)"
+            )
+            && err.contains("The node stays cordoned"),
+        "{err}"
+    );
+    assert!(out.contains("relabel     done"), "{out}");
+    let s = node_state(kc);
+    assert!(s.cordoned, "uncordoned with its operands not ready");
+    assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
+    assert!(s.record.is_some());
+}
