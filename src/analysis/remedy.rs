@@ -585,22 +585,17 @@ fn aim_selector(pod: &PodInfo, node: &NodeInfo) -> Option<Action> {
         .find(|(k, v)| node.labels.get(*k) != Some(*v))
     {
         if k == LABEL_KEY {
-            // Never aim a pod at an invalid workload config; a valid one the node does not
-            // carry changes what it advertises, which a selector cannot.
+            // Never aim a pod at an invalid workload config. A node with an invalid value
+            // where the pod asks a valid one has the typo: correct the node. Otherwise the
+            // pod is aimed at the node's pool (its name must be advertised there, which the
+            // next round's filters check) or, for an unlabelled node, the entry dropped.
             let valid = |s: &str| s.parse::<WorkloadConfig>().is_ok();
             let node_value = node.labels.get(k).map(String::as_str).unwrap_or("");
-            if valid(v) {
-                return (!node_value.is_empty() && !valid(node_value)).then(|| {
-                    Action::FixWorkloadLabel {
-                        node: node.name.clone(),
-                        value: v.clone(),
-                    }
-                });
-            }
-            // The pod's value is the typo: aim it at the node's valid value (or drop it
-            // where the node has no label).
             if !node_value.is_empty() && !valid(node_value) {
-                return None;
+                return valid(v).then(|| Action::FixWorkloadLabel {
+                    node: node.name.clone(),
+                    value: v.clone(),
+                });
             }
         }
         return Some(Action::NodeSelector {

@@ -413,7 +413,24 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         kubeconfig: kubeconfig_path(name),
         state_dir: state.clone(),
     };
-    match status(name)? {
+    let mut current = status(name)?;
+    if current == Status::Running
+        && let Some(wedged) = kwok_wedged(name)
+    {
+        // A kwok that answers /healthz but no longer renews its nodes' leases: stopped
+        // here and restarted below with the rest of what is not running.
+        if opts.progress {
+            note!(
+                "cluster {name:?}: {}; restarting kwok-controller",
+                crate::text::escape_controls(&wedged)
+            );
+        }
+        process::stop_one(&state, "kwok-controller", Duration::from_secs(5))?;
+        current = Status::Broken {
+            detail: format!("kwok-controller wedged: {wedged}"),
+        };
+    }
+    match current {
         Status::Running => {
             let info = info(name)?;
             on_own_thread({
@@ -530,6 +547,21 @@ fn restart_dead(name: &str, state: &Path, opts: &UpOptions, detail: &str) -> Res
         .unwrap_or(0);
     let mut watch = Watch::new(state);
     let mut record = String::new();
+    if process::alive(state, "kwok-controller").is_none() {
+        // kwok v0.8.0, restarted, tries to create each node's lease, fails with "already
+        // exists" (the old process held it) and never renews it (its
+        // pkg/kwok/controllers/node_lease_controller.go): the leases go first, the new
+        // kwok creates them afresh. Best effort: a dead API server has none to give.
+        let kubeconfig = state.join("kubeconfig");
+        let _ = on_own_thread(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::failed("cannot start the async runtime", e))?;
+            rt.block_on(delete_node_leases(&kubeconfig));
+            Ok::<_, Error>(())
+        });
+    }
     for c in &components {
         if process::alive(state, c.name).is_some() {
             watch.started.push((c.name, false));
@@ -1143,6 +1175,17 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                             _ => None,
                         },
                     };
+                    // kwok can answer /healthz while it no longer heartbeats its nodes
+                    // (seen with v0.8.0 after nodes were deleted and re-created under the
+                    // same names): then the node leases say so.
+                    let answer = match (c, answer.as_deref()) {
+                        ("kwok-controller", Some("ok")) => Some(
+                            kwok_leases(&kubeconfig)
+                                .await
+                                .unwrap_or_else(|| "ok".into()),
+                        ),
+                        _ => answer,
+                    };
                     match answer.as_deref() {
                         Some("ok") => Health::Healthy,
                         Some(other) => Health::Unhealthy(crate::text::escape_controls(
@@ -1191,6 +1234,99 @@ fn etcd_health(port: u16) -> Option<String> {
     } else {
         Some(body)
     }
+}
+
+/// What [`kwok_leases`] finds on running cluster `name`, `None` when kwok renews every
+/// node lease (or nothing can be asked).
+fn kwok_wedged(name: &str) -> Option<String> {
+    let kubeconfig = kubeconfig_path(name);
+    on_own_thread(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::failed("cannot start the async runtime", e))?;
+        Ok::<_, Error>(rt.block_on(kwok_leases(&kubeconfig)))
+    })
+    .ok()
+    .flatten()
+}
+
+/// A node lease older than this is one kwok has stopped renewing (the kubelet's default
+/// `nodeLeaseDurationSeconds` is 40; kwok renews well within it).
+pub const LEASE_STALE_AFTER: Duration = Duration::from_secs(40);
+
+/// `None` when every lease in `kube-node-lease` of a node that exists was renewed within
+/// [`LEASE_STALE_AFTER`] (or the API server cannot say); otherwise the finding, e.g.
+/// `3 of 4 node leases not renewed for 52 s or more (lab-node-0, …): kwok stopped
+/// heartbeating; gpuwl cluster up restarts it`.
+async fn kwok_leases(kubeconfig: &Path) -> Option<String> {
+    use k8s_openapi::api::coordination::v1::Lease;
+    use k8s_openapi::api::core::v1::Node;
+    let api = client(kubeconfig, None).await.ok()?;
+    let lp = kube::api::ListParams::default();
+    let nodes: kube::Api<Node> = kube::Api::all(api.clone());
+    let leases: kube::Api<Lease> = kube::Api::namespaced(api, "kube-node-lease");
+    let (nodes, leases) = tokio::time::timeout(HEALTH_TIMEOUT, async {
+        (nodes.list_metadata(&lp).await, leases.list(&lp).await)
+    })
+    .await
+    .ok()?;
+    let names: std::collections::BTreeSet<String> = nodes
+        .ok()?
+        .items
+        .into_iter()
+        .filter_map(|n| n.metadata.name)
+        .collect();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let mut stale: Vec<(String, i64)> = Vec::new();
+    let mut total = 0;
+    for l in leases.ok()?.items {
+        let Some(name) = l.metadata.name.filter(|n| names.contains(n)) else {
+            continue;
+        };
+        total += 1;
+        let renewed = l.spec.and_then(|s| s.renew_time).map(|t| t.0);
+        let age = renewed.map_or(i64::MAX, |t| now.duration_since(t).as_secs());
+        if age >= LEASE_STALE_AFTER.as_secs() as i64 {
+            stale.push((name, age));
+        }
+    }
+    kwok_lease_finding(&stale, total)
+}
+
+/// Deletes every lease in `kube-node-lease` (each is a kwok node's: these clusters have
+/// no kubelet), within [`HEALTH_TIMEOUT`]; errors are ignored (best effort).
+async fn delete_node_leases(kubeconfig: &Path) {
+    use k8s_openapi::api::coordination::v1::Lease;
+    let Ok(api) = client(kubeconfig, None).await else {
+        return;
+    };
+    let leases: kube::Api<Lease> = kube::Api::namespaced(api, "kube-node-lease");
+    let _ = tokio::time::timeout(
+        HEALTH_TIMEOUT,
+        leases.delete_collection(
+            &kube::api::DeleteParams::default(),
+            &kube::api::ListParams::default(),
+        ),
+    )
+    .await;
+}
+
+/// The finding [`kwok_leases`] words from the stale leases (name, age in s) among `total`.
+fn kwok_lease_finding(stale: &[(String, i64)], total: usize) -> Option<String> {
+    if stale.is_empty() {
+        return None;
+    }
+    let youngest = stale.iter().map(|(_, a)| *a).min().unwrap_or(0);
+    let mut names: Vec<&str> = stale.iter().take(3).map(|(n, _)| n.as_str()).collect();
+    if stale.len() > 3 {
+        names.push("…");
+    }
+    Some(format!(
+        "{} of {total} node leases not renewed for {youngest} s or more ({}): kwok stopped heartbeating its nodes; `gpuwl cluster up` restarts it",
+        stale.len(),
+        names.join(", ")
+    ))
 }
 
 async fn get_text(c: &kube::Client, path: &str) -> Option<String> {
@@ -1254,5 +1390,20 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
         Ok(c) => Ok(c.client),
         Err(e) if e.is_input() => Err(Error::OwnInput(Box::new(e))),
         Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stale_leases_are_a_finding_fresh_ones_none() {
+        assert_eq!(kwok_lease_finding(&[], 4), None);
+        let stale: Vec<(String, i64)> = (0..4).map(|i| (format!("n-{i}"), 50 + i)).collect();
+        assert_eq!(
+            kwok_lease_finding(&stale, 5).unwrap(),
+            "4 of 5 node leases not renewed for 50 s or more (n-0, n-1, n-2, …): kwok stopped heartbeating its nodes; `gpuwl cluster up` restarts it"
+        );
     }
 }

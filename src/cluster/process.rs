@@ -143,35 +143,48 @@ pub fn stop_all(state: &Path, grace: Duration) -> Result<Vec<&'static str>> {
         .rev()
         .chain(COMPONENTS.iter().rev())
     {
-        let Some(pid) = alive(state, component) else {
-            continue;
-        };
-        // SAFETY: plain syscall on a pid we verified belongs to this cluster.
-        unsafe {
-            libc::kill(pid as i32, libc::SIGTERM);
+        if stop_one(state, component, grace)? {
+            killed.push(*component);
         }
-        let deadline = Instant::now() + grace;
+    }
+    Ok(killed)
+}
+
+/// Stops one component of the cluster in `state` (SIGTERM, SIGKILL after `grace`) and
+/// removes its pid file; returns whether it had to be killed. Nothing to do when it is not
+/// running.
+///
+/// Errors: [`Error::Runtime`] when it survives SIGKILL for 5 s.
+pub fn stop_one(state: &Path, component: &str, grace: Duration) -> Result<bool> {
+    let Some(pid) = alive(state, component) else {
+        return Ok(false);
+    };
+    // SAFETY: plain syscall on a pid we verified belongs to this cluster.
+    unsafe {
+        libc::kill(pid as i32, libc::SIGTERM);
+    }
+    let deadline = Instant::now() + grace;
+    while is_ours_and_alive(pid, state) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let mut killed = false;
+    if is_ours_and_alive(pid, state) {
+        // SAFETY: as above.
+        unsafe {
+            libc::kill(pid as i32, libc::SIGKILL);
+        }
+        killed = true;
+        let deadline = Instant::now() + Duration::from_secs(5);
         while is_ours_and_alive(pid, state) && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(50));
         }
         if is_ours_and_alive(pid, state) {
-            // SAFETY: as above.
-            unsafe {
-                libc::kill(pid as i32, libc::SIGKILL);
-            }
-            killed.push(*component);
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while is_ours_and_alive(pid, state) && Instant::now() < deadline {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            if is_ours_and_alive(pid, state) {
-                return Err(Error::Runtime(format!(
-                    "{component} (pid {pid}) does not stop even after SIGKILL"
-                )));
-            }
+            return Err(Error::Runtime(format!(
+                "{component} (pid {pid}) does not stop even after SIGKILL"
+            )));
         }
-        let _ = std::fs::remove_file(pid_file(state, component));
     }
+    let _ = std::fs::remove_file(pid_file(state, component));
     Ok(killed)
 }
 

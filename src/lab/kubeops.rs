@@ -19,8 +19,18 @@ pub const WAIT: Duration = Duration::from_secs(90);
 
 /// How long [`ensure_namespace`] waits for a namespace that is being deleted to be gone
 /// (kube-controller-manager's namespace controller empties and finalizes it; on the local
-/// control plane that takes seconds).
+/// control plane that takes seconds), unless `GPUWL_NAMESPACE_WAIT_SECONDS` says otherwise.
 pub const NAMESPACE_GONE_WAIT: Duration = Duration::from_secs(60);
+
+/// [`NAMESPACE_GONE_WAIT`], or `GPUWL_NAMESPACE_WAIT_SECONDS` (whole seconds ≥ 1) when set
+/// (docs/lab.md; the live test of a namespace held by a finalizer uses 10).
+pub fn namespace_gone_wait() -> Duration {
+    std::env::var("GPUWL_NAMESPACE_WAIT_SECONDS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|s| *s >= 1)
+        .map_or(NAMESPACE_GONE_WAIT, Duration::from_secs)
+}
 
 /// Creates namespace `ns` if it does not exist. When it exists but is being deleted
 /// (Terminating, e.g. after `kubectl delete namespace`), waits by watch up to
@@ -40,8 +50,9 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
             return Ok(());
         }
         let uid = old.metadata.uid.clone().unwrap_or_default();
+        let wait = namespace_gone_wait();
         match tokio::time::timeout(
-            NAMESPACE_GONE_WAIT,
+            wait,
             await_condition(api.clone(), ns, conditions::is_deleted(&uid)),
         )
         .await
@@ -53,7 +64,7 @@ pub async fn ensure_namespace(client: &Client, ns: &str) -> Result<()> {
             Err(_) => {
                 return Err(Error::Runtime(format!(
                     "namespace {ns} is still being deleted (Terminating) after {}s; see why with `kubectl get namespace {ns} -o yaml` (status.conditions), then run gpuwl lab again — on the local control plane, `gpuwl cluster down` starts it afresh",
-                    NAMESPACE_GONE_WAIT.as_secs()
+                    wait.as_secs()
                 )));
             }
         }

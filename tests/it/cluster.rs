@@ -687,4 +687,52 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
         "{:?}",
         started.elapsed()
     );
+
+    // A wedged kwok (issue 36): stopped, it renews no node lease; status says so within
+    // the lease's 40 s, and `up` restarts it (the node's lease is renewed again).
+    let kwok = cluster::process::recorded_pid(&handle.state_dir, "kwok-controller").unwrap();
+    assert_eq!(signal(libc::SIGSTOP, kwok), 0);
+    std::thread::sleep(cluster::LEASE_STALE_AFTER + Duration::from_secs(5));
+    let (_, status, _) = gpuwl(&["cluster", "status", "--name", FAULT]);
+    assert!(status.contains("kwok-controller"), "{status}");
+    assert!(
+        status.contains("unhealthy"),
+        "a stopped kwok is not called healthy: {status}"
+    );
+    let again = up();
+    assert_eq!(again, handle);
+    let restarts = cluster::restarts(FAULT);
+    assert_eq!(restarts.len(), 2, "{restarts:?}");
+    assert_eq!(restarts[1].1, "kwok-controller");
+    assert!(
+        restarts[1].2.contains("node leases not renewed"),
+        "{restarts:?}"
+    );
+    let leases: Api<k8s_openapi::api::coordination::v1::Lease> =
+        Api::namespaced(client.clone(), "kube-node-lease");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (_, status, _) = gpuwl(&["cluster", "status", "--name", FAULT]);
+        let fresh = rt
+            .block_on(leases.list(&Default::default()))
+            .unwrap()
+            .items
+            .iter()
+            .all(|l| {
+                l.spec
+                    .as_ref()
+                    .and_then(|s| s.renew_time.as_ref())
+                    .is_some_and(|t| {
+                        k8s_openapi::jiff::Timestamp::now()
+                            .duration_since(t.0)
+                            .as_secs()
+                            < 20
+                    })
+            });
+        if fresh && !status.contains("unhealthy") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "kwok renews again: {status}");
+        std::thread::sleep(Duration::from_secs(1));
+    }
 }
