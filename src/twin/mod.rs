@@ -99,6 +99,14 @@ impl std::str::FromStr for Relabel {
 }
 
 impl Relabel {
+    /// `NODE=CONFIG` or `NODE=vm-vgpu:TYPE`, as `whatif relabel` and `gpuwl relabel` take it.
+    pub fn arg(&self) -> String {
+        match &self.vgpu_type {
+            Some(t) => format!("{}={}:{t}", self.node, self.config),
+            None => format!("{}={}", self.node, self.config),
+        }
+    }
+
     /// The `kubectl label` command that applies it for real.
     pub fn command(&self) -> String {
         let mut c = format!(
@@ -361,6 +369,7 @@ pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<Strin
         .iter()
         .filter(|d| seen.insert(d.pod.pod.as_str()))
         .collect();
+    let holders_any = !holders.is_empty();
     if holders.is_empty() {
         out.push("# 2. nothing running there holds a GPU name the relabel takes away".to_string());
     } else {
@@ -416,6 +425,16 @@ pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<Strin
     for n in &nodes {
         out.push(format!("kubectl uncordon {n}"));
     }
+    // The same steps carried out, timed and resumable (src/relabel/).
+    out.push(
+        "# or steps 1-5 in one resumable command (stops cordoned if a wait times out):".into(),
+    );
+    let targets: Vec<String> = changes.iter().map(|c| c.relabel.arg()).collect();
+    out.push(format!(
+        "gpuwl relabel {}{}",
+        targets.join(" "),
+        if holders_any { " --evict" } else { "" }
+    ));
     out
 }
 
@@ -1280,6 +1299,7 @@ mod tests {
                 "kubectl get pods -A -o wide --field-selector spec.nodeName=lab-node-1",
                 "kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
                 "kubectl uncordon lab-node-1",
+                "gpuwl relabel lab-node-1=container --evict",
             ]
         );
         assert!(steps[0].starts_with("# 1. cordon"));
@@ -1298,7 +1318,12 @@ mod tests {
         assert!(steps.contains(
             &"# 2. nothing running there holds a GPU name the relabel takes away".to_string()
         ));
-        assert_eq!(steps.iter().filter(|l| !l.starts_with('#')).count(), 5);
+        assert_eq!(steps.iter().filter(|l| !l.starts_with('#')).count(), 6);
+        // Nothing to evict: gpuwl relabel needs no --evict.
+        assert_eq!(
+            steps.last().map(String::as_str),
+            Some("gpuwl relabel lab-node-1=container")
+        );
     }
 
     #[test]
