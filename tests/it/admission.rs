@@ -388,8 +388,15 @@ fn the_guard_answers_bad_input_over_https_and_stays_up() {
         (400, "not an AdmissionReview: no request\n")
     );
     let huge = review("", "Pod", &format!("{{\"x\":\"{}\"}}", "a".repeat(5 << 20)));
-    let (code, _) = g.post(&ca, huge.as_bytes());
-    assert_eq!(code, 413);
+    // curl sends a large body after `Expect: 100-continue`; when the guard answers 413 and
+    // closes before curl has read it, curl reports the 100 it saw (a race of the client,
+    // seen once in CI): the refusal is asserted on the first of three tries that got an
+    // answer, and the guard must still answer afterwards (below).
+    let codes: Vec<u16> = (0..3).map(|_| g.post(&ca, huge.as_bytes()).0).collect();
+    assert!(
+        codes.iter().any(|c| *c == 413) && codes.iter().all(|c| matches!(c, 413 | 100 | 0)),
+        "{codes:?}"
+    );
     let (code, body) = g.post(&ca, review("", "ConfigMap", r#"{"data":{}}"#).as_bytes());
     assert_eq!(code, 200);
     let v: serde_json::Value = serde_json::from_str(&body).unwrap();
@@ -429,9 +436,14 @@ fn the_guard_answers_bad_input_over_https_and_stays_up() {
         (guard_nice[0] + i64::from(gpuwl::serve::BACKGROUND_NICE)).min(19),
         "{threads:?}"
     );
-    assert_eq!(
-        g.sample("gpuwl_admission_reviews_total{kind=\"other\",verdict=\"invalid\"}"),
-        Some(3.0)
+    // Two bad reviews above, and each oversize try (one curl may not have seen its 413).
+    let invalid = g
+        .sample("gpuwl_admission_reviews_total{kind=\"other\",verdict=\"invalid\"}")
+        .unwrap_or(0.0);
+    let seen = codes.iter().filter(|c| **c == 413).count() as f64;
+    assert!(
+        (2.0 + seen..=5.0).contains(&invalid),
+        "{invalid} invalid reviews counted, {codes:?}"
     );
     assert_eq!(
         g.sample("gpuwl_admission_reviews_total{kind=\"Pod\",verdict=\"skipped\"}"),
