@@ -482,6 +482,8 @@ mod tests {
                 "  kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
                 "  # 5. uncordon",
                 "  kubectl uncordon lab-node-1",
+                "  # or steps 1-5 in one resumable command (stops cordoned if a wait times out):",
+                "  gpuwl relabel lab-node-1=container --evict",
             ]
         );
         let v = serde_json::to_value(&r).unwrap();
