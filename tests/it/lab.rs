@@ -287,17 +287,17 @@ fn lab_survives_its_namespace_being_deleted() {
     let _down = ClusterDown(NAME);
     let tmp = tempfile::tempdir().unwrap();
     let root: PathBuf = tmp.path().join("gpuwl");
-    let lab = |root: &Path| {
+    // `wait`: how long a run waits for a Terminating namespace (GPUWL_NAMESPACE_WAIT_SECONDS).
+    let lab_waiting = |root: &Path, wait: &str| {
         Command::new(cargo_bin("gpuwl"))
             .args(["lab", "--cluster-name", NAME, "--root"])
             .arg(root)
             .env("COLUMNS", "100")
-            // A namespace held by a finalizer is given up on after 10 s, not 60 (the
-            // local control plane empties a namespace in seconds; issue 38).
-            .env("GPUWL_NAMESPACE_WAIT_SECONDS", "10")
+            .env("GPUWL_NAMESPACE_WAIT_SECONDS", wait)
             .output()
             .unwrap()
     };
+    let lab = |root: &Path| lab_waiting(root, "60");
     let ok = |out: std::process::Output| {
         assert!(
             out.status.success(),
@@ -345,7 +345,9 @@ fn lab_survives_its_namespace_being_deleted() {
             .unwrap();
         api.delete("gpu-vm", &Default::default()).await.unwrap();
     });
-    let out = lab(&root);
+    // Given up on after 10 s, not the default 60: nothing will remove the finalizer (the
+    // test command's time, issue 38).
+    let out = lab_waiting(&root, "10");
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(3), "{err}");
     let last = err.lines().last().unwrap_or("");

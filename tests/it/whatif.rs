@@ -197,6 +197,7 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
             "kubectl get pods -A -o wide --field-selector spec.nodeName=lab-node-1",
             "kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
             "kubectl uncordon lab-node-1",
+            "gpuwl relabel lab-node-1=container --evict",
         ]
     );
     assert_eq!(live["twin"]["nodes"], 3);
