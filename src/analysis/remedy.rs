@@ -303,15 +303,20 @@ const VERIFIED_AT_MOST: usize = 4;
 /// At most this many rounds of "change, filter again" per node.
 const ROUNDS: usize = 6;
 
-/// The tested fix for `pod` (explained as `e`) against `inputs`; `None` when the cause is
-/// not one the model's filters decide ([`applies`]), the pod is bound, uses DRA claims, or
-/// nodes are unknown.
-pub fn remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Remedy> {
+/// The tested fix for `pod` (explained as `e`) against `inputs`, with what each node's pods
+/// request ([`fit::requested`] of `inputs.pods`, computed once by the caller's
+/// [`Shared`]); `None` when the cause is not one the model's filters decide ([`applies`]),
+/// the pod is bound, uses DRA claims, or nodes are unknown.
+pub fn remedy(
+    pod: &PodInfo,
+    inputs: Inputs<'_>,
+    e: &Explanation,
+    requested: Option<&BTreeMap<String, Requested>>,
+) -> Option<Remedy> {
     let nodes = inputs.nodes?;
     if pod.node_name.is_some() || !pod.resource_claims.is_empty() || !applies(e.cause_code) {
         return None;
     }
-    let requested = inputs.pods.map(fit::requested).unwrap_or_default();
     let renames: BTreeMap<&str, Vec<&str>> = e
         .requests
         .iter()
@@ -326,7 +331,10 @@ pub fn remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Reme
         let ctx = NodeCtx {
             pods: inputs.pods.unwrap_or(&[]),
             renames: &renames,
-            requested: requested.get(&n.name).cloned().unwrap_or_default(),
+            requested: requested
+                .and_then(|m| m.get(&n.name))
+                .cloned()
+                .unwrap_or_default(),
         };
         match plan_for_node(pod, n, &ctx) {
             Ok(p) => plans.push(p),
@@ -446,17 +454,11 @@ fn stop_command(key: &str, pods: &[PodInfo]) -> String {
     let Some((ns, name)) = key.split_once('/') else {
         return format!("kubectl delete pod {key}");
     };
-    match launcher_vmi_name(name) {
-        Some(vmi) => match pods
-            .iter()
-            .find(|p| p.key() == key)
-            .and_then(|p| p.vmi_owned_by_vm)
-        {
-            Some(false) => format!("kubectl delete vmi {vmi} -n {ns}"),
-            _ => format!("virtctl stop {vmi} -n {ns}"),
-        },
-        None => format!("kubectl delete pod {name} -n {ns}"),
-    }
+    let owned = pods
+        .iter()
+        .find(|p| p.key() == key)
+        .and_then(|p| p.vmi_owned_by_vm);
+    crate::model::pod::stop_command(ns, name, launcher_vmi_name(name), owned)
 }
 
 /// What a node's plan is computed from besides the pod and the node.
@@ -482,8 +484,8 @@ fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Result<Pl
             });
         }
         for failure in &fit.all {
-            let action = lift(failure, &pod, &node, &requested, ctx)
-                .ok_or_else(|| out_of_reach(failure, &pod))?;
+            let action =
+                lift(failure, &pod, &node, ctx).ok_or_else(|| out_of_reach(failure, &pod))?;
             apply(&action, &mut pod, &mut node, &mut requested, ctx.pods);
             if let Action::Lower { resource, .. } = &action {
                 // A second lowering of the same request replaces the first.
@@ -534,13 +536,7 @@ fn filter_one(pod: &PodInfo, node: &NodeInfo, requested: &Requested) -> NodeFit 
 }
 
 /// The change that lifts one failure on one node, within the harm rules; `None` when none.
-fn lift(
-    failure: &Failure,
-    pod: &PodInfo,
-    node: &NodeInfo,
-    requested: &Requested,
-    ctx: &NodeCtx<'_>,
-) -> Option<Action> {
+fn lift(failure: &Failure, pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Action> {
     match failure {
         Failure::Unschedulable => Some(Action::Uncordon {
             node: node.name.clone(),
@@ -554,7 +550,7 @@ fn lift(
             requested: asked,
             allocatable,
             used,
-        } => short(resource, *asked, *allocatable, *used, node, requested, ctx),
+        } => short(resource, *asked, *allocatable, *used, node, ctx),
     }
 }
 
@@ -618,7 +614,6 @@ fn short(
     allocatable: i64,
     used: i64,
     node: &NodeInfo,
-    requested: &Requested,
     ctx: &NodeCtx<'_>,
 ) -> Option<Action> {
     if allocatable <= 0 {
@@ -648,18 +643,12 @@ fn short(
             to: free,
         });
     }
-    free_units(resource, asked.saturating_sub(free), node, requested, ctx)
+    free_units(resource, asked.saturating_sub(free), node, ctx)
 }
 
 /// The pods on `node` to stop so that `units` more of `resource` are free, largest holder
 /// first; `None` when they cannot free that many.
-fn free_units(
-    resource: &str,
-    units: i64,
-    node: &NodeInfo,
-    _requested: &Requested,
-    ctx: &NodeCtx<'_>,
-) -> Option<Action> {
+fn free_units(resource: &str, units: i64, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Action> {
     let mut holders: Vec<(&PodInfo, i64)> = ctx
         .pods
         .iter()

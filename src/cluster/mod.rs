@@ -553,14 +553,7 @@ fn restart_dead(name: &str, state: &Path, opts: &UpOptions, detail: &str) -> Res
         // pkg/kwok/controllers/node_lease_controller.go): the leases go first, the new
         // kwok creates them afresh. Best effort: a dead API server has none to give.
         let kubeconfig = state.join("kubeconfig");
-        let _ = on_own_thread(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::failed("cannot start the async runtime", e))?;
-            rt.block_on(delete_node_leases(&kubeconfig));
-            Ok::<_, Error>(())
-        });
+        let _ = block_on_own_thread(async move { delete_node_leases(&kubeconfig).await });
     }
     for c in &components {
         if process::alive(state, c.name).is_some() {
@@ -647,6 +640,22 @@ where
     std::thread::spawn(f)
         .join()
         .map_err(|_| E::from(rt("internal error: the readiness check panicked")))?
+}
+
+/// Runs `fut` to completion on a current-thread runtime of its own thread ([`on_own_thread`]):
+/// safe to call from inside a tokio runtime.
+///
+/// Errors: [`Error::Runtime`] when the runtime cannot start or the thread panics.
+fn block_on_own_thread<T: Send + 'static>(
+    fut: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T> {
+    on_own_thread(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| Error::failed("cannot start the async runtime", e))?;
+        Ok(rt.block_on(fut))
+    })
 }
 
 /// Why a start failed: a picked port was taken by another process (start again on other
@@ -1142,74 +1151,68 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
     let info = info(name)?;
     let state = state_dir(name);
     let kubeconfig = kubeconfig_path(name);
-    on_own_thread(move || {
-        let tokio_rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Error::failed("cannot start the async runtime", e))?;
-        tokio_rt.block_on(async {
-            let mut out = Vec::new();
-            let all: Vec<&'static str> = process::COMPONENTS
-                .into_iter()
-                .chain(process::started_optional(&state))
-                .collect();
-            for c in all {
-                let pid = process::alive(&state, c);
-                let ports = info.ports_of(c);
-                let health = if pid.is_none() {
-                    Health::NotRunning
-                } else {
-                    let answer = match c {
-                        "etcd" => etcd_health(info.etcd_port),
-                        gpu_operator::OPERATOR_COMPONENT => {
-                            gpu_operator::http_get(info.gpu_operator_port, "/healthz")
-                        }
-                        // No port: alive is healthy.
-                        gpu_operator::EMULATION_COMPONENT => Some("ok".into()),
-                        "kube-apiserver" => match client(&kubeconfig, None).await {
-                            Ok(api) => get_text(&api, "/readyz").await,
-                            Err(e) => Some(e.to_string()),
-                        },
-                        _ => match ports.first().map(|&p| insecure_client(p)) {
-                            Some(Ok(cl)) => get_text(&cl, "/healthz").await,
-                            _ => None,
-                        },
-                    };
-                    // kwok can answer /healthz while it no longer heartbeats its nodes
-                    // (seen with v0.8.0 after nodes were deleted and re-created under the
-                    // same names): then the node leases say so.
-                    let answer = match (c, answer.as_deref()) {
-                        ("kwok-controller", Some("ok")) => Some(
-                            kwok_leases(&kubeconfig)
-                                .await
-                                .unwrap_or_else(|| "ok".into()),
-                        ),
-                        _ => answer,
-                    };
-                    match answer.as_deref() {
-                        Some("ok") => Health::Healthy,
-                        Some(other) => Health::Unhealthy(crate::text::escape_controls(
-                            &other.chars().take(120).collect::<String>(),
-                        )),
-                        None => Health::Unhealthy("no answer".into()),
+    block_on_own_thread(async move {
+        let mut out = Vec::new();
+        let all: Vec<&'static str> = process::COMPONENTS
+            .into_iter()
+            .chain(process::started_optional(&state))
+            .collect();
+        for c in all {
+            let pid = process::alive(&state, c);
+            let ports = info.ports_of(c);
+            let health = if pid.is_none() {
+                Health::NotRunning
+            } else {
+                let answer = match c {
+                    "etcd" => etcd_health(info.etcd_port),
+                    gpu_operator::OPERATOR_COMPONENT => {
+                        gpu_operator::http_get(info.gpu_operator_port, "/healthz")
                     }
+                    // No port: alive is healthy.
+                    gpu_operator::EMULATION_COMPONENT => Some("ok".into()),
+                    "kube-apiserver" => match client(&kubeconfig, None).await {
+                        Ok(api) => get_text(&api, "/readyz").await,
+                        Err(e) => Some(e.to_string()),
+                    },
+                    _ => match ports.first().map(|&p| insecure_client(p)) {
+                        Some(Ok(cl)) => get_text(&cl, "/healthz").await,
+                        _ => None,
+                    },
                 };
-                let last_log_line = if pid.is_none() {
-                    crate::text::escape_controls(&process::last_log_line(&state, c))
-                } else {
-                    String::new()
+                // kwok can answer /healthz while it no longer heartbeats its nodes
+                // (seen with v0.8.0 after nodes were deleted and re-created under the
+                // same names): then the node leases say so.
+                let answer = match (c, answer.as_deref()) {
+                    ("kwok-controller", Some("ok")) => Some(
+                        kwok_leases(&kubeconfig)
+                            .await
+                            .unwrap_or_else(|| "ok".into()),
+                    ),
+                    _ => answer,
                 };
-                out.push(ComponentReport {
-                    component: c,
-                    pid,
-                    ports,
-                    health,
-                    last_log_line,
-                });
-            }
-            Ok(out)
-        })
-    })
+                match answer.as_deref() {
+                    Some("ok") => Health::Healthy,
+                    Some(other) => Health::Unhealthy(crate::text::escape_controls(
+                        &other.chars().take(120).collect::<String>(),
+                    )),
+                    None => Health::Unhealthy("no answer".into()),
+                }
+            };
+            let last_log_line = if pid.is_none() {
+                crate::text::escape_controls(&process::last_log_line(&state, c))
+            } else {
+                String::new()
+            };
+            out.push(ComponentReport {
+                component: c,
+                pid,
+                ports,
+                health,
+                last_log_line,
+            });
+        }
+        Ok(out)
+    })?
 }
 
 /// etcd's `/health` over plain HTTP: `Some("ok")` when it says `"health":"true"`, the body
@@ -1240,15 +1243,9 @@ fn etcd_health(port: u16) -> Option<String> {
 /// node lease (or nothing can be asked).
 fn kwok_wedged(name: &str) -> Option<String> {
     let kubeconfig = kubeconfig_path(name);
-    on_own_thread(move || {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| Error::failed("cannot start the async runtime", e))?;
-        Ok::<_, Error>(rt.block_on(kwok_leases(&kubeconfig)))
-    })
-    .ok()
-    .flatten()
+    block_on_own_thread(async move { kwok_leases(&kubeconfig).await })
+        .ok()
+        .flatten()
 }
 
 /// A node lease older than this is one kwok has stopped renewing (the kubelet's default

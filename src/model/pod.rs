@@ -243,6 +243,19 @@ pub fn is_extended_resource(name: &str) -> bool {
         || name.starts_with("requests."))
 }
 
+/// The command that stops a GPU holder and so frees its units: a plain pod is deleted; a
+/// virt-launcher pod never is (that kills the running VM, and `runStrategy: Always` starts it
+/// again): its VM is stopped with `virtctl stop` (kubevirt/kubevirt `pkg/virtctl/vm/`), or,
+/// when no VirtualMachine owns the VMI (`owned_by_vm == Some(false)`), the VMI is deleted.
+/// `vmi` is the launcher's VMI ([`launcher_vmi_name`]), `None` for a plain pod.
+pub fn stop_command(ns: &str, pod: &str, vmi: Option<&str>, owned_by_vm: Option<bool>) -> String {
+    match (vmi, owned_by_vm) {
+        (Some(vmi), Some(false)) => format!("kubectl delete vmi {vmi} -n {ns}"),
+        (Some(vmi), _) => format!("virtctl stop {vmi} -n {ns}"),
+        (None, _) => format!("kubectl delete pod {pod} -n {ns}"),
+    }
+}
+
 /// The VMI name in a virt-launcher pod name `virt-launcher-<vmi>-<5 characters>`
 /// (kubevirt/kubevirt `pkg/virt-controller/services/template.go`); `None` for other names.
 pub fn launcher_vmi_name(pod_name: &str) -> Option<&str> {

@@ -380,17 +380,18 @@ pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<Strin
         );
         for d in holders {
             let (ns, name) = d.pod.pod.split_once('/').unwrap_or(("default", &d.pod.pod));
-            match (&d.pod.vmi, d.pod.vmi_owned_by_vm) {
-                (Some(vmi), Some(false)) => out.push(format!("kubectl delete vmi {vmi} -n {ns}")),
-                (Some(vmi), Some(true)) => out.push(format!("virtctl stop {vmi} -n {ns}")),
-                (Some(vmi), None) => {
-                    out.push(format!(
-                        "# (a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
-                    ));
-                    out.push(format!("virtctl stop {vmi} -n {ns}"));
-                }
-                (None, _) => out.push(format!("kubectl delete pod {name} -n {ns}")),
+            let vmi = d.pod.vmi.as_deref();
+            if let (Some(vmi), None) = (vmi, d.pod.vmi_owned_by_vm) {
+                out.push(format!(
+                    "# (a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
+                ));
             }
+            out.push(crate::model::pod::stop_command(
+                ns,
+                name,
+                vmi,
+                d.pod.vmi_owned_by_vm,
+            ));
         }
     }
     out.push("# 3. relabel".to_string());

@@ -816,16 +816,22 @@ pub fn harm(actions: &Value) -> String {
     String::new()
 }
 
+/// The toleration a `tolerate` action adds, as the pod spec writes it (`Equal` with the
+/// taint's value, `Exists` without one).
+fn toleration_of(a: &Value) -> Value {
+    match a["value"].as_str() {
+        Some(v) => json!({"key": a["key"], "operator": "Equal", "value": v, "effect": a["effect"]}),
+        None => json!({"key": a["key"], "operator": "Exists", "effect": a["effect"]}),
+    }
+}
+
 /// Renames, lowers and re-aims the manifest as the pod-side actions say (the fields a
 /// recreate changes).
 pub fn change_manifest(m: &mut Value, actions: &Value) {
     for a in actions.as_array().into_iter().flatten() {
         match a["kind"].as_str().unwrap_or("") {
             "tolerate" => {
-                let mut t = json!({"key": a["key"], "operator": "Exists", "effect": a["effect"]});
-                if let Some(v) = a["value"].as_str() {
-                    t = json!({"key": a["key"], "operator": "Equal", "value": v, "effect": a["effect"]});
-                }
+                let t = toleration_of(a);
                 let spec = &mut m["spec"];
                 if !spec["tolerations"].is_array() {
                     spec["tolerations"] = json!([]);
@@ -987,25 +993,15 @@ pub async fn apply_fix(
     let mut tolerate_only = Vec::new();
     for a in actions.as_array().into_iter().flatten() {
         match a["kind"].as_str().unwrap_or("") {
-            "uncordon" => {
-                let patch = json!({"spec": {"unschedulable": null}});
+            kind @ ("uncordon" | "fix-workload-label") => {
+                let patch = if kind == "uncordon" {
+                    json!({"spec": {"unschedulable": null}})
+                } else {
+                    json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": a["value"]}}})
+                };
+                let node = a["node"].as_str().unwrap_or("");
                 let _ = nodes
-                    .patch(
-                        a["node"].as_str().unwrap_or(""),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
-                    .await;
-            }
-            "fix-workload-label" => {
-                let patch =
-                    json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": a["value"]}}});
-                let _ = nodes
-                    .patch(
-                        a["node"].as_str().unwrap_or(""),
-                        &PatchParams::default(),
-                        &Patch::Merge(&patch),
-                    )
+                    .patch(node, &PatchParams::default(), &Patch::Merge(&patch))
                     .await;
             }
             "free" => {
@@ -1046,16 +1042,6 @@ pub async fn apply_fix(
             return Some(out);
         }
     } else if !tolerate_only.is_empty() {
-        let ops: Vec<Value> = tolerate_only
-            .iter()
-            .map(|a| {
-                let mut t = json!({"key": a["key"], "operator": "Exists", "effect": a["effect"]});
-                if let Some(v) = a["value"].as_str() {
-                    t = json!({"key": a["key"], "operator": "Equal", "value": v, "effect": a["effect"]});
-                }
-                json!({"op": "add", "path": "/spec/tolerations/-", "value": t})
-            })
-            .collect();
         // A merge patch replaces the list: the existing tolerations, then the new ones
         // (the API server allows adding tolerations to a live pod, not changing them).
         let mut all: Vec<Value> = match pods.get(&name).await {
@@ -1070,7 +1056,7 @@ pub async fn apply_fix(
                 return Some(out);
             }
         };
-        all.extend(ops.iter().map(|o| o["value"].clone()));
+        all.extend(tolerate_only.iter().map(toleration_of));
         let patch = json!({"spec": {"tolerations": all}});
         if let Err(x) = pods
             .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))

@@ -222,8 +222,9 @@ pub struct Explanation {
 /// decide, `fix` says the changes after which the pod fits on gpuwl's model (the rule's own
 /// advice stays in `notes`), or that no change within reach serves and why.
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
-    let mut e = Shared::new(inputs).explain(pod)?;
-    if let Some(r) = crate::analysis::remedy::remedy(pod, inputs, &e) {
+    let shared = Shared::new(inputs);
+    let mut e = shared.explain(pod)?;
+    if let Some(r) = crate::analysis::remedy::remedy(pod, inputs, &e, shared.requested.as_ref()) {
         crate::analysis::remedy::rewrite_fix(&mut e, r);
     }
     Ok(e)
