@@ -17,7 +17,7 @@ use serde_json::json;
 use gpuwl::cluster::gpu_operator;
 use gpuwl::cluster::gpusim::GpuHardware;
 
-use crate::common::{ClusterDown, gpuwl_ok, the_machine_alone};
+use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 
 /// Starts cluster `name` with the operator and no lab nodes; returns a runtime and a
 /// client for it.
@@ -142,7 +142,7 @@ fn wait_for(
 #[test]
 #[ignore = "needs local control plane"]
 fn mig_configs_from_the_operator_advertise_by_strategy() {
-    let _one = the_machine_alone();
+    let _one = one_cluster_at_a_time();
     const CLUSTER: &str = "gpuwl-it-mig-strategy";
     let _down = ClusterDown(CLUSTER);
     let (rt, client) = operator_cluster(CLUSTER);
@@ -271,7 +271,7 @@ fn mig_configs_from_the_operator_advertise_by_strategy() {
 #[test]
 #[ignore = "needs local control plane"]
 fn time_slicing_config_replicates_and_renames() {
-    let _one = the_machine_alone();
+    let _one = one_cluster_at_a_time();
     const CLUSTER: &str = "gpuwl-it-mig-timeslicing";
     let _down = ClusterDown(CLUSTER);
     let (rt, client) = operator_cluster(CLUSTER);

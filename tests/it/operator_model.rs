@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use gpuwl::cluster::gpu_operator::{self, PolicySettings};
 use gpuwl::cluster::gpusim::GpuHardware;
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, the_machine_alone};
+use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-it-opmodel";
 const LABEL: &str = "nvidia.com/gpu.workload.config";
@@ -273,7 +273,7 @@ async fn operand_pods(
 #[test]
 #[ignore = "needs local control plane"]
 fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
-    let _one = the_machine_alone();
+    let _one = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
     gpuwl_ok(&[
         "cluster",

@@ -21,7 +21,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, the_machine_alone};
+use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-relabel-it";
 const TWIN: &str = "gpuwl-relabel-it-twin";
@@ -278,7 +278,7 @@ fn relabel(kc: &str, args: &[&str]) -> (i32, String, String) {
 #[test]
 #[ignore = "needs local control plane"]
 fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
-    let _one = the_machine_alone();
+    let _one = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
     let _twin = ClusterDown(TWIN);
     let root = tempfile::tempdir().unwrap();

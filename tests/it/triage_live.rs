@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use gpuwl::cluster::{self, UpOptions};
 use serde_json::Value;
 
-use crate::common::{ClusterDown, gpuwl, the_machine_alone};
+use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
 
 const NAME: &str = "gpuwl-it-triage";
 
@@ -137,7 +137,7 @@ fn daemonsets_ready(kc: &Path) -> bool {
 #[test]
 #[ignore = "needs local control plane"]
 fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
-    let _serial = the_machine_alone();
+    let _serial = one_cluster_at_a_time();
     let module = module_dir();
     let script = module.join("hack/must-gather.sh");
     let _ = cluster::down(NAME);
