@@ -66,6 +66,14 @@ pub enum Action {
         #[arg(long)]
         kubeconfig: std::path::PathBuf,
     },
+    /// Watch the cluster and restart what exits (started by `up` beside the components)
+    #[command(hide = true)]
+    Supervise {
+        /// The cluster's state directory (on the command line so the process is known as
+        /// the cluster's own)
+        #[arg(long)]
+        state_dir: std::path::PathBuf,
+    },
 }
 
 /// Runs `gpuwl cluster`.
@@ -142,6 +150,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     state_left,
                 )
             );
+            if st != Status::Stopped {
+                crate::outln!("{}", supervisor_line(&state));
+            }
             let restarts = cluster::restarts(name);
             if let Some((when, component, why)) = restarts.last() {
                 crate::outln!(
@@ -187,6 +198,12 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             crate::outln!("{}", dir.display());
             Ok(ExitStatus::Ok)
         }
+        Action::Supervise { state_dir } => {
+            // Without the trailing slash the command line carries.
+            let state: std::path::PathBuf = state_dir.components().collect();
+            cluster::supervisor::run(name, &state)?;
+            Ok(ExitStatus::Ok)
+        }
         Action::EmulateDevicePlugins { kubeconfig } => {
             let tokio_rt = tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -197,6 +214,26 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 cluster::gpusim::emulate(client, cluster::gpu_operator::NAMESPACE).await
             })?;
             Ok(ExitStatus::Ok)
+        }
+    }
+}
+
+/// `cluster status`'s line on the supervisor: its pid, or why it is not running.
+fn supervisor_line(state: &std::path::Path) -> String {
+    use cluster::supervisor;
+    match (
+        cluster::process::alive(state, supervisor::COMPONENT),
+        supervisor::gave_up(state),
+    ) {
+        (Some(pid), _) => format!(
+            "supervisor: running (pid {pid}; restarts what exits, logs/supervisor.log)"
+        ),
+        (None, Some(why)) => format!(
+            "supervisor: gave up: {} — `gpuwl cluster up` tries again",
+            crate::render::esc(&why)
+        ),
+        (None, None) => {
+            "supervisor: not running (`gpuwl cluster up` starts it; until then nothing restarts what exits)".to_owned()
         }
     }
 }

@@ -843,6 +843,7 @@ mod tests {
             bin_dir: PathBuf::from("/bin-dir"),
             kubernetes_version: "v0.0.0".into(),
             gpu_operator_port: 0,
+            env: Vec::new(),
         }
     }
 

@@ -58,6 +58,7 @@ pub mod pki;
 pub mod ports;
 pub mod process;
 pub mod recipe;
+pub mod supervisor;
 pub mod userconfig;
 
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
@@ -173,6 +174,11 @@ pub struct ClusterInfo {
     /// it was not started ([`gpu_operator::start`]).
     #[serde(default)]
     pub gpu_operator_port: u16,
+    /// Environment variables added to every component's when the cluster was started
+    /// ([`UpOptions::env`]); a restart ([`supervisor`], `cluster up` on a broken cluster)
+    /// starts a component with the same.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
 }
 
 impl ClusterInfo {
@@ -352,16 +358,17 @@ pub fn status(name: &str) -> Result<Status> {
     } else if dead.len() == all.len() {
         Ok(Status::Stopped)
     } else {
-        let detail = dead
-            .iter()
-            .map(|c| {
+        let gave_up = supervisor::gave_up(&state);
+        let detail = gave_up
+            .into_iter()
+            .chain(dead.iter().map(|c| {
                 let last = process::last_log_line(&state, c);
                 if last.is_empty() {
                     format!("{c} is not running")
                 } else {
                     format!("{c} is not running (last log line: {last})")
                 }
-            })
+            }))
             .collect::<Vec<_>>()
             .join("; ");
         Ok(Status::Broken { detail })
@@ -455,29 +462,19 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             if opts.gpu_operator {
                 gpu_operator::start(name, &state, opts.progress)?;
             }
+            supervise(name, &state, opts.progress);
             return Ok(handle);
         }
-        Status::Broken { detail } => {
-            // Recover, never wipe: restart what died with its flags, ports and data (etcd's
-            // objects, the user's CRDs and VMIs, the logs that say why it died).
-            if opts.progress {
-                note!(
-                    "cluster {name:?} was broken ({}); restarting what died, its data kept",
-                    crate::text::escape_controls(&detail)
-                );
-            }
-            if let Err(e) = restart_dead(name, &state, opts, &detail) {
-                return Err(rt(format!(
-                    "cluster {name:?} could not be recovered ({}); its data and logs are kept in {} — `gpuwl cluster down --name {name}` and up again starts it afresh",
-                    crate::text::cut(&e.to_string()),
-                    state.display()
-                )));
-            }
-            if opts.gpu_operator {
-                gpu_operator::start(name, &state, opts.progress)?;
-            }
-            return Ok(handle);
+        Status::Stopped if has_data(&state) => {
+            // Every process gone (a reboot, an OOM kill of the lot): restarted on the same
+            // data like a broken cluster, never started afresh over it.
+            return recover(
+                &handle,
+                opts,
+                "every component had stopped (a reboot?)".to_owned(),
+            );
         }
+        Status::Broken { detail } => return recover(&handle, opts, detail),
         Status::Stopped => {}
     }
     // Entries a --set-context of the old cluster left in the user's kubeconfig point at its
@@ -518,6 +515,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         let _ = process::stop_all(&state, Duration::from_secs(5));
         return Err(e);
     }
+    supervise(name, &state, opts.progress);
     if opts.progress {
         note!(
             "cluster {name:?} is up in {:.1}s",
@@ -525,6 +523,54 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         );
     }
     Ok(handle)
+}
+
+/// Whether a cluster's state holds data worth keeping: its `cluster.json` and etcd's data
+/// directory.
+fn has_data(state: &Path) -> bool {
+    state.join("cluster.json").is_file() && state.join("etcd").is_dir()
+}
+
+/// Recovers a broken (or wholly stopped) cluster, never wiping it: restarts what died with
+/// its flags, ports and data (etcd's objects, the user's CRDs and VMIs, the logs that say
+/// why it died), adds the GPU Operator when asked, and starts the supervisor. `detail`
+/// says what was wrong.
+///
+/// Errors: [`Error::Runtime`] naming the state kept and `gpuwl cluster down --name NAME`
+/// as the way to start afresh, when the restart fails.
+fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<ClusterHandle> {
+    let (name, state) = (handle.name.as_str(), handle.state_dir.as_path());
+    if opts.progress {
+        note!(
+            "cluster {name:?} was broken ({}); restarting what died, its data kept",
+            crate::text::escape_controls(&detail)
+        );
+    }
+    if let Err(e) = restart_dead(name, state, opts.progress, &detail) {
+        return Err(rt(format!(
+            "cluster {name:?} could not be recovered ({}); its data and logs are kept in {} — `gpuwl cluster down --name {name}` and up again starts it afresh",
+            crate::text::cut(&e.to_string()),
+            state.display()
+        )));
+    }
+    if opts.gpu_operator {
+        gpu_operator::start(name, state, opts.progress)?;
+    }
+    supervise(name, state, opts.progress);
+    Ok(handle.clone())
+}
+
+/// Starts the cluster's [`supervisor`] unless it runs; a failure to start it is said on
+/// stderr (with progress) and leaves the cluster running unsupervised.
+fn supervise(name: &str, state: &Path, progress: bool) {
+    match supervisor::ensure(name, state) {
+        Ok(_) => {}
+        Err(e) if progress => note!(
+            "cluster {name:?} runs unsupervised: {}",
+            crate::text::cut(&e.to_string())
+        ),
+        Err(_) => {}
+    }
 }
 
 /// Starts again, with the flags and ports in the cluster's `cluster.json`, every component
@@ -535,11 +581,17 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
 ///
 /// Errors: [`Error::Runtime`] when `cluster.json` is unreadable, a component cannot be
 /// started (its port taken by another process since), or the cluster is not ready in 120 s.
-fn restart_dead(name: &str, state: &Path, opts: &UpOptions, detail: &str) -> Result<()> {
+fn restart_dead(name: &str, state: &Path, progress: bool, detail: &str) -> Result<()> {
+    // The supervisor and `cluster up` never restart one component twice.
+    let _restarting = lock::lock_waiting(
+        &state.join("restart.lock"),
+        Duration::from_secs(180),
+        |_| {},
+    )?;
     let info = info(name)?;
     let mut components = recipe::components(&recipe::Layout { info: &info, state });
     for c in &mut components {
-        c.env.extend(opts.env.iter().cloned());
+        c.env.extend(info.env.iter().cloned());
     }
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -565,7 +617,7 @@ fn restart_dead(name: &str, state: &Path, opts: &UpOptions, detail: &str) -> Res
             let kept = log.with_file_name(format!("{}.{now}.log", c.name));
             let _ = std::fs::rename(&log, &kept);
         }
-        if opts.progress {
+        if progress {
             note!("restarting {} on {}", c.name, c.endpoint);
         }
         watch
@@ -782,6 +834,7 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         bin_dir: bin.to_path_buf(),
         kubernetes_version: build::KUBERNETES_VERSION.to_string(),
         gpu_operator_port: 0,
+        env: opts.env.clone(),
     };
     write(
         "cluster.json",

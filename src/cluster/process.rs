@@ -134,13 +134,13 @@ pub fn alive(state: &Path, component: &str) -> Option<u32> {
     recorded_pid(state, component).filter(|&pid| is_ours_and_alive(pid, state))
 }
 
-/// Stops every component (SIGTERM, then SIGKILL after `grace`), newest first, and waits
-/// until none is alive. Returns the components that had to be killed.
+/// Stops the cluster's supervisor, then every component (SIGTERM, then SIGKILL after
+/// `grace`), newest first, and waits until none is alive. Returns the components that had to be killed.
 pub fn stop_all(state: &Path, grace: Duration) -> Result<Vec<&'static str>> {
     let mut killed = Vec::new();
-    for component in OPTIONAL_COMPONENTS
-        .iter()
-        .rev()
+    // The supervisor first: it would restart what is stopped after it.
+    for component in std::iter::once(&super::supervisor::COMPONENT)
+        .chain(OPTIONAL_COMPONENTS.iter().rev())
         .chain(COMPONENTS.iter().rev())
     {
         if stop_one(state, component, grace)? {

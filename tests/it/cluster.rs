@@ -736,3 +736,183 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
         std::thread::sleep(Duration::from_secs(1));
     }
 }
+
+const SUPERVISED: &str = "gpuwl-test-supervised";
+
+/// The pid of `component` once it is a live process other than `old` (restarted), within
+/// `limit`.
+fn restarted(state: &std::path::Path, component: &str, old: u32, limit: Duration) -> u32 {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(pid) = cluster::process::alive(state, component)
+            && pid != old
+        {
+            return pid;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{component} not restarted within {limit:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Supervision (issue 36): a cluster `gpuwl cluster up` started has a supervisor that
+/// restarts, with no command run, a killed kube-scheduler (scheduling again within 10 s)
+/// and a killed etcd (its data kept); `cluster status` shows the supervisor and the
+/// restarts; five exits of one component within a minute are a restart loop — the
+/// supervisor gives up, the cluster is `broken` with that reason, and `cluster up` recovers
+/// it with a new supervisor; `cluster down` stops it with the rest.
+#[test]
+#[ignore = "needs local control plane"]
+fn a_supervised_cluster_restarts_what_dies_and_stops_on_a_restart_loop() {
+    let _serial = one_cluster_at_a_time();
+    let _down = ClusterDown(SUPERVISED);
+    let _ = cluster::down(SUPERVISED);
+    let (code, _, err) = gpuwl(&["cluster", "up", "--name", SUPERVISED, "-q", "--nodes", "1"]);
+    assert_eq!(code, 0, "{err}");
+    let state = cluster::state_dir(SUPERVISED);
+    let (code, status, _) = gpuwl(&["cluster", "status", "--name", SUPERVISED]);
+    assert_eq!(code, 0, "{status}");
+    assert!(status.contains("supervisor: running (pid "), "{status}");
+    let supervisor = cluster::process::alive(&state, "supervisor").expect("a supervisor");
+
+    let kubeconfig = cluster::kubeconfig_path(SUPERVISED);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = rt.block_on(cluster::client(&kubeconfig, None)).unwrap();
+    let ns: Api<Namespace> = Api::all(client.clone());
+    let mut keep = Namespace::default();
+    keep.metadata.name = Some("kept-across-restarts".into());
+    rt.block_on(ns.create(&PostParams::default(), &keep))
+        .unwrap();
+    let kill = |pid: u32| assert_eq!(unsafe { libc::kill(pid as i32, libc::SIGKILL) }, 0);
+
+    // A killed scheduler: restarted by the supervisor, no command run; a pod is placed
+    // within 10 s of the kill.
+    let scheduler = cluster::process::alive(&state, "kube-scheduler").unwrap();
+    kill(scheduler);
+    let killed = Instant::now();
+    let scheduler = restarted(&state, "kube-scheduler", scheduler, Duration::from_secs(10));
+    let mut p = Pod::default();
+    p.metadata.name = Some("after-restart".into());
+    p.metadata.namespace = Some("default".into());
+    p.spec = Some(
+        serde_json::from_value(serde_json::json!({"containers": [{"name": "c", "image": "x"}]}))
+            .unwrap(),
+    );
+    let placed = rt
+        .block_on(gpuwl::lab::kubeops::create_and_await_scheduling(
+            &client, &p,
+        ))
+        .unwrap();
+    assert_eq!(
+        gpuwl::lab::kubeops::pod_scheduled(&placed).map(|c| c.status.as_str()),
+        Some("True")
+    );
+    assert!(
+        killed.elapsed() < Duration::from_secs(10),
+        "scheduling again {:?} after the kill",
+        killed.elapsed()
+    );
+
+    // A killed etcd: restarted on its data; the namespace created before is there.
+    let etcd = cluster::process::alive(&state, "etcd").unwrap();
+    kill(etcd);
+    restarted(&state, "etcd", etcd, Duration::from_secs(15));
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while cluster::status(SUPERVISED).unwrap() != Status::Running
+        || rt
+            .block_on(ns.get_opt("kept-across-restarts"))
+            .ok()
+            .flatten()
+            .is_none()
+    {
+        assert!(Instant::now() < deadline, "etcd's data after its restart");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let restarts = cluster::restarts(SUPERVISED);
+    let who: Vec<&str> = restarts.iter().map(|r| r.1.as_str()).collect();
+    assert_eq!(who, ["kube-scheduler", "etcd"], "{restarts:?}");
+    assert!(
+        restarts[0].2.starts_with("kube-scheduler exited"),
+        "{restarts:?}"
+    );
+    let (code, status, _) = gpuwl(&["cluster", "status", "--name", SUPERVISED]);
+    assert_eq!(code, 0, "{status}");
+    assert!(status.contains("restarts: 2 (last: etcd"), "{status}");
+    assert_eq!(
+        cluster::process::alive(&state, "supervisor"),
+        Some(supervisor),
+        "one supervisor throughout"
+    );
+
+    // A restart loop: the scheduler killed as soon as it is back. Its first kill above
+    // counts; the fifth exit within a minute is not restarted.
+    let mut pid = scheduler;
+    for _ in 0..3 {
+        kill(pid);
+        pid = restarted(&state, "kube-scheduler", pid, Duration::from_secs(10));
+    }
+    kill(pid);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster::process::alive(&state, "supervisor").is_some() {
+        assert!(Instant::now() < deadline, "the supervisor gives up");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let st = cluster::status(SUPERVISED).unwrap();
+    let Status::Broken { detail } = &st else {
+        panic!("broken after a restart loop: {st:?}")
+    };
+    assert!(
+        detail.starts_with("kube-scheduler exited 5 times within 60 s: a restart loop"),
+        "{detail}"
+    );
+    let (code, status, _) = gpuwl(&["cluster", "status", "--name", SUPERVISED]);
+    assert_eq!(code, 3, "{status}");
+    assert!(
+        status.contains("supervisor: gave up: kube-scheduler exited 5 times"),
+        "{status}"
+    );
+    // `up` recovers it, data kept, and a new supervisor watches it.
+    let (code, _, err) = gpuwl(&["cluster", "up", "--name", SUPERVISED, "-q"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(cluster::status(SUPERVISED).unwrap(), Status::Running);
+    let again = cluster::process::alive(&state, "supervisor").expect("a new supervisor");
+    assert_ne!(again, supervisor);
+    assert!(
+        rt.block_on(ns.get_opt("kept-across-restarts"))
+            .unwrap()
+            .is_some()
+    );
+    // Everything gone at once (a reboot): `up` restarts it on the same data instead of
+    // starting afresh.
+    kill(again);
+    for c in cluster::process::COMPONENTS.iter().rev() {
+        let pid = cluster::process::alive(&state, c).unwrap();
+        kill(pid);
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while cluster::status(SUPERVISED).unwrap() != Status::Stopped {
+        assert!(Instant::now() < deadline, "every process gone");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let (code, _, err) = gpuwl(&["cluster", "up", "--name", SUPERVISED]);
+    assert_eq!(code, 0, "{err}");
+    assert!(err.contains("every component had stopped"), "{err}");
+    assert!(
+        rt.block_on(ns.get_opt("kept-across-restarts"))
+            .unwrap()
+            .is_some(),
+        "etcd's data survives a stop of everything"
+    );
+    let again = cluster::process::alive(&state, "supervisor").expect("a supervisor again");
+    // `down` stops the supervisor with the rest: nothing restarts the cluster after it.
+    let (code, _, err) = gpuwl(&["cluster", "down", "--name", SUPERVISED]);
+    assert_eq!(code, 0, "{err}");
+    std::thread::sleep(cluster::supervisor::POLL * 2);
+    assert!(!state.exists(), "nothing recreated the state after down");
+    assert!(
+        !cluster::process::is_ours_and_alive(again, &state),
+        "the supervisor is gone"
+    );
+}
