@@ -70,9 +70,11 @@ const SOURCES: [(&str, &str); 6] = [
     ),
 ];
 
-/// Measured cold build on a 2-core machine (see BENCHMARKS.md: 511 s on 2026-12-02 with
-/// a Rust build sharing the cores; 7.5 min on a quiet machine), used for the estimate.
-const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(9 * 60);
+/// Measured cold build on a 2-core machine, used for the estimate (BENCHMARKS.md, "First
+/// result on a fresh machine": 253 s and 317 s on fresh machines on 2026-12-02, module
+/// downloads included, the second sharing the cores with another build; an earlier 511 s
+/// sharing them with a Rust build).
+const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(5 * 60);
 
 /// Runs `f`, printing `{what}: N s elapsed` on stderr every 15 s while it runs (when
 /// `progress`): a module download or a package listing says nothing for minutes.

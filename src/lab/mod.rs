@@ -622,7 +622,8 @@ async fn connect(
             .await
             .map_err(|e| Error::failed("cluster up", e))??;
             progress(&format!(
-                "local control plane {:?} is up (kubeconfig {})",
+                // The path on a line of its own: never wrapped, whatever its length.
+                "local control plane {:?} is up; kubeconfig:\n  {}",
                 handle.name,
                 handle.kubeconfig.display()
             ));

@@ -20,7 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use prometheus_parse::{Scrape, Value};
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time, the_machine_alone};
+use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-test-serve";
 
@@ -988,7 +988,9 @@ fn replace_file(path: &Path, text: &str) {
 #[test]
 #[ignore = "needs local control plane"]
 fn serve_survives_a_hung_and_a_replaced_api_server() {
-    let _serial = the_machine_alone();
+    // One slot: the pause is of this test's own API server; the bounds it asserts (seen
+    // within 60 s, ready within 10 s of SIGCONT) leave room for one other test beside it.
+    let _serial = one_cluster_at_a_time();
     let _down_a = ClusterDown(FAULTS_A);
     let _down_b = ClusterDown(FAULTS_B);
     gpuwl_ok(&["cluster", "up", "--name", FAULTS_A]);
