@@ -38,6 +38,11 @@ pub enum Action {
         /// No progress on stderr
         #[arg(long, short)]
         quiet: bool,
+        /// Start afresh: stop the cluster and delete its state first (etcd's objects, its
+        /// logs). Without it, `up` never deletes anything: it restarts what died, on the
+        /// same data
+        #[arg(long)]
+        fresh: bool,
     },
     /// Stop every process of the cluster, remove its state and the context
     /// `up --set-context` added
@@ -86,7 +91,17 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             quiet,
             nodes,
             gpu_operator,
+            fresh,
         } => {
+            if *fresh && cluster::state_dir(name).exists() {
+                if !quiet {
+                    eprintln!(
+                        "--fresh: stopping cluster {name} and deleting its state ({})",
+                        cluster::state_dir(name).display()
+                    );
+                }
+                cluster::down(name)?;
+            }
             let was_running = cluster::status(name)? == Status::Running;
             let h = cluster::up(&UpOptions {
                 name: name.to_string(),

@@ -548,7 +548,7 @@ fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<C
     }
     if let Err(e) = restart_dead(name, state, opts.progress, &detail) {
         return Err(rt(format!(
-            "cluster {name:?} could not be recovered ({}); its data and logs are kept in {} — `gpuwl cluster down --name {name}` and up again starts it afresh",
+            "cluster {name:?} could not be recovered ({}); its data and logs are kept in {} — `gpuwl cluster up --name {name} --fresh` deletes them and starts it afresh",
             crate::text::cut(&e.to_string()),
             state.display()
         )));
