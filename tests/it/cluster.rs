@@ -834,6 +834,7 @@ fn a_supervised_cluster_restarts_what_dies_and_stops_on_a_restart_loop() {
     kill(scheduler);
     let killed = Instant::now();
     let scheduler = restarted(&state, "kube-scheduler", scheduler, Duration::from_secs(10));
+    let back = killed.elapsed();
     let mut p = Pod::default();
     p.metadata.name = Some("after-restart".into());
     p.metadata.namespace = Some("default".into());
@@ -855,11 +856,17 @@ fn a_supervised_cluster_restarts_what_dies_and_stops_on_a_restart_loop() {
         "scheduling again {:?} after the kill",
         killed.elapsed()
     );
+    eprintln!(
+        "FAULT kube-scheduler SIGKILL: restarted after {back:?}, a pod placed after {:?}",
+        killed.elapsed()
+    );
 
     // A killed etcd: restarted on its data; the namespace created before is there.
     let etcd = cluster::process::alive(&state, "etcd").unwrap();
     kill(etcd);
+    let killed = Instant::now();
     restarted(&state, "etcd", etcd, Duration::from_secs(15));
+    let back = killed.elapsed();
     let deadline = Instant::now() + Duration::from_secs(30);
     while cluster::status(SUPERVISED).unwrap() != Status::Running
         || rt
@@ -871,6 +878,10 @@ fn a_supervised_cluster_restarts_what_dies_and_stops_on_a_restart_loop() {
         assert!(Instant::now() < deadline, "etcd's data after its restart");
         std::thread::sleep(Duration::from_millis(200));
     }
+    eprintln!(
+        "FAULT etcd SIGKILL: restarted after {back:?}, the cluster running with its data after {:?}",
+        killed.elapsed()
+    );
     let restarts = cluster::restarts(SUPERVISED);
     let who: Vec<&str> = restarts.iter().map(|r| r.1.as_str()).collect();
     assert_eq!(who, ["kube-scheduler", "etcd"], "{restarts:?}");
@@ -889,6 +900,7 @@ fn a_supervised_cluster_restarts_what_dies_and_stops_on_a_restart_loop() {
 
     // A restart loop: the scheduler killed as soon as it is back. Its first kill above
     // counts; the fifth exit within a minute is not restarted.
+    let looping = Instant::now();
     let mut pid = scheduler;
     for _ in 0..3 {
         kill(pid);
@@ -900,6 +912,10 @@ fn a_supervised_cluster_restarts_what_dies_and_stops_on_a_restart_loop() {
         assert!(Instant::now() < deadline, "the supervisor gives up");
         std::thread::sleep(Duration::from_millis(100));
     }
+    eprintln!(
+        "FAULT restart loop: the supervisor gave up {:?} after the second kill",
+        looping.elapsed()
+    );
     let st = cluster::status(SUPERVISED).unwrap();
     let Status::Broken { detail } = &st else {
         panic!("broken after a restart loop: {st:?}")
