@@ -1015,12 +1015,14 @@ fn nodes_recreated_under_the_same_names_keep_their_leases() {
     let nodes: Api<Node> = Api::all(client.clone());
     let started = Instant::now();
     let mut cycles = 0;
+    let mut recreated = k8s_openapi::jiff::Timestamp::now();
     rt.block_on(async {
         while cycles == 0 || started.elapsed() < Duration::from_secs(churn) {
             for n in names {
                 let _ = nodes.delete(n, &DeleteParams::default()).await;
             }
             tokio::time::sleep(Duration::from_secs(2)).await;
+            recreated = k8s_openapi::jiff::Timestamp::now();
             for n in names {
                 cluster::nodes::ensure_sim_node(&client, n).await.unwrap();
             }
@@ -1033,9 +1035,10 @@ fn nodes_recreated_under_the_same_names_keep_their_leases() {
                 .unwrap();
         }
     });
-    // Every lease renewed after the churn (kwok renews well within LEASE_STALE_AFTER).
+    // Every lease renewed since the last re-creation: a kwok that found the old lease and
+    // failed to create its own ("already exists") never renews it again.
     let leases: Api<Lease> = Api::namespaced(client.clone(), "kube-node-lease");
-    let renewed_after = k8s_openapi::jiff::Timestamp::now();
+    let renewed_after = recreated;
     let deadline = Instant::now() + cluster::LEASE_STALE_AFTER + Duration::from_secs(20);
     loop {
         let list = rt.block_on(leases.list(&Default::default())).unwrap();
