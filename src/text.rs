@@ -18,21 +18,38 @@ pub fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
-/// `s` with control characters escaped (`\n` → `\\n`), so that a resource name or label
-/// taken from a dump cannot split or forge a `MISMATCH=` line.
-pub fn escape_controls(s: &str) -> String {
-    if !s.chars().any(char::is_control) {
-        return s.to_owned();
+/// The bidirectional formatting characters (LRM, RLM, embeddings and overrides, isolates)
+/// that can make a terminal show text in another order than it is.
+pub fn is_bidi_control(c: char) -> bool {
+    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+/// Makes text from a file or the cluster safe to print on a terminal: control characters
+/// (C0, DEL, C1: newlines, escapes) and the bidirectional-override characters are written
+/// as Rust escapes (`\n`, `\u{1b}`, `\u{202e}`), so a crafted name can neither split or
+/// forge an output line (a `MISMATCH=` line) nor drive the terminal. Other text is returned
+/// unchanged, borrowed. The one escaping function of the crate (`render` re-exports it).
+pub fn escape_controls(s: &str) -> std::borrow::Cow<'_, str> {
+    use std::borrow::Cow;
+    let bad = |c: char| c.is_control() || is_bidi_control(c);
+    if !s.chars().any(bad) {
+        return Cow::Borrowed(s);
     }
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    let mut out = String::with_capacity(s.len() + 8);
+    for c in s.chars() {
+        if bad(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`escape_controls`] as an owned string, for `format!` arguments and fields: every string
+/// that came from a file or the cluster goes through it before it reaches a terminal.
+pub fn esc(s: &str) -> String {
+    escape_controls(s).into_owned()
 }
 
 /// The names among `candidates` that `wanted` was most likely meant to be, nearest first,

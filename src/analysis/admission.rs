@@ -40,7 +40,7 @@ use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::PodInfo;
-use crate::text::escape_controls;
+use crate::text::esc;
 
 /// The longest warning line, in characters. The API server may cut warnings longer than
 /// 256 characters and drops warnings past 4 KiB in all (Kubernetes documentation,
@@ -153,7 +153,7 @@ impl Warning {
     /// The warning as the API server passes it to the client: `gpuwl CODE: FIELD: TEXT`,
     /// one line, control characters escaped, at most [`MAX_WARNING`] characters.
     pub fn line(&self) -> String {
-        let line = escape_controls(&format!(
+        let line = esc(&format!(
             "gpuwl {}: {}: {}",
             self.code.as_str(),
             self.field,

@@ -225,7 +225,7 @@ pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
         checker.add(n);
     }
     let report = checker.finish();
-    let lines = crate::render::check::text_lines(&report);
+    let lines = report.seed_lines();
     let mut other = Vec::new();
     let mut state_of: BTreeMap<&str, Vec<NodeFinding>> = BTreeMap::new();
     for n in &report.nodes {

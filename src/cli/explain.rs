@@ -420,8 +420,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             // As kubectl: the context's namespace when none is named.
             let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
             match kind {
-                ObjectKind::Pod => from_cluster(&client, &ns, &name).await,
-                _ => from_cluster_vm(&client, kind, &ns, &name).await,
+                ObjectKind::Pod => explain::live::from_cluster(&client, &ns, &name).await,
+                _ => explain::live::from_cluster_vm(&client, kind, &ns, &name).await,
             }
         })?
     };
@@ -439,87 +439,6 @@ pub fn exit_status(e: &explain::Explanation) -> ExitStatus {
         CauseCode::Scheduled | CauseCode::FitsNow => ExitStatus::Ok,
         _ => ExitStatus::Mismatch,
     }
-}
-
-/// Gathers pod `namespace/name` and the cluster's nodes, pods, KubeVirt CR, ClusterPolicy
-/// and DRA objects (all lists at once, each call with the client's timeouts), then
-/// explains it: the live counterpart of the file inputs; the analysis itself takes data.
-///
-/// Errors: [`Error::Input`] when the pod does not exist; [`Error::Runtime`] when the API
-/// cannot be reached.
-pub async fn from_cluster(
-    client: &kube::Client,
-    namespace: &str,
-    name: &str,
-) -> Result<explain::Explanation> {
-    let (pod, mut c, operands, owners) = futures::try_join!(
-        crate::input::pods::get_pod(client, namespace, name),
-        crate::input::snapshot::read(client, true),
-        // Operand pods unreadable (forbidden, timed out): explained without them.
-        async {
-            Ok(crate::input::operands::list(client)
-                .await
-                .ok()
-                .map(crate::model::operand::by_node))
-        },
-        // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
-        async { Ok(input::virt::vmi_owners(client).await) }
-    )?;
-    if let Some(o) = &owners {
-        input::virt::mark_launchers(&mut c.pods, o);
-    }
-    explain::explain(
-        &pod,
-        explain::Inputs {
-            operand_pods: operands.as_ref(),
-            nodes: Some(&c.nodes),
-            pods: Some(&c.pods),
-            kubevirt: c.kubevirt.as_ref(),
-            cluster_policy: c.policy.policy(),
-            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
-        },
-    )
-}
-
-/// Reads VM or VMI (`kind`) `namespace/name`, its VMI and launcher pod
-/// ([`input::virt::read`]) beside the cluster's nodes, pods, KubeVirt CR, ClusterPolicy
-/// and DRA objects, then explains it ([`explain::vm::explain_vm`]).
-///
-/// Errors: [`Error::Input`] when the object does not exist or KubeVirt is not installed;
-/// [`Error::Runtime`] when the API cannot be reached.
-pub async fn from_cluster_vm(
-    client: &kube::Client,
-    kind: ObjectKind,
-    namespace: &str,
-    name: &str,
-) -> Result<explain::Explanation> {
-    let (objects, mut c, operands, owners) = futures::try_join!(
-        input::virt::read(client, kind, namespace, name),
-        crate::input::snapshot::read(client, true),
-        // Operand pods unreadable (forbidden, timed out): explained without them.
-        async {
-            Ok(crate::input::operands::list(client)
-                .await
-                .ok()
-                .map(crate::model::operand::by_node))
-        },
-        // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
-        async { Ok(input::virt::vmi_owners(client).await) }
-    )?;
-    if let Some(o) = &owners {
-        input::virt::mark_launchers(&mut c.pods, o);
-    }
-    explain::vm::explain_vm(
-        &objects,
-        explain::Inputs {
-            operand_pods: operands.as_ref(),
-            nodes: Some(&c.nodes),
-            pods: Some(&c.pods),
-            kubevirt: c.kubevirt.as_ref(),
-            cluster_policy: c.policy.policy(),
-            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
-        },
-    )
 }
 
 #[cfg(test)]

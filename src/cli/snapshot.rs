@@ -55,7 +55,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let quiet = args.quiet;
     let progress = move |line: &str| {
         if !quiet {
-            eprintln!("gpuwl snapshot: {}", crate::text::escape_controls(line));
+            eprintln!("gpuwl snapshot: {}", crate::text::esc(line));
         }
     };
     // Before the cluster is listed: a destination that cannot be written fails at once.
@@ -71,7 +71,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     if !quiet {
         eprintln!(
             "gpuwl snapshot: wrote {} ({})",
-            crate::text::escape_controls(&args.output.display().to_string()),
+            crate::text::esc(&args.output.display().to_string()),
             size_line(written, tar.len())
         );
     }

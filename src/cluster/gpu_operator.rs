@@ -737,7 +737,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
                 return Err(rt(format!(
                     "{c} exited (log {}): {}",
                     process::log_file(state, c).display(),
-                    crate::render::esc(&last)
+                    crate::text::esc(&last)
                 )));
             }
         }

@@ -1097,7 +1097,7 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
             {
                 eprintln!(
                     "node {}: the device plugin registers nothing: {}",
-                    crate::render::escape_controls(&name),
+                    crate::text::esc(&name),
                     crate::text::cut(e)
                 );
             }

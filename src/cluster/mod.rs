@@ -429,7 +429,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         if opts.progress {
             note!(
                 "cluster {name:?}: {}; restarting kwok-controller",
-                crate::text::escape_controls(&wedged)
+                crate::text::esc(&wedged)
             );
         }
         process::stop_one(&state, "kwok-controller", Duration::from_secs(5))?;
@@ -543,7 +543,7 @@ fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<C
     if opts.progress {
         note!(
             "cluster {name:?} was broken ({}); restarting what died, its data kept",
-            crate::text::escape_controls(&detail)
+            crate::text::esc(&detail)
         );
     }
     if let Err(e) = restart_dead(name, state, opts.progress, &detail) {
@@ -655,7 +655,7 @@ fn restart_dead(name: &str, state: &Path, progress: bool, detail: &str) -> Resul
 
 /// `s` on one line, control characters escaped.
 fn one_line(s: &str) -> String {
-    crate::text::escape_controls(&s.replace('\n', " "))
+    crate::text::esc(&s.replace('\n', " "))
 }
 
 /// The restarts recorded for a cluster (`restarts.log`, oldest first): (unix time,
@@ -1005,7 +1005,7 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
         if last.is_empty() {
             String::new()
         } else {
-            format!(": {}", crate::text::escape_controls(&last))
+            format!(": {}", crate::text::esc(&last))
         }
     ))
 }
@@ -1245,14 +1245,14 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                 };
                 match answer.as_deref() {
                     Some("ok") => Health::Healthy,
-                    Some(other) => Health::Unhealthy(crate::text::escape_controls(
+                    Some(other) => Health::Unhealthy(crate::text::esc(
                         &other.chars().take(120).collect::<String>(),
                     )),
                     None => Health::Unhealthy("no answer".into()),
                 }
             };
             let last_log_line = if pid.is_none() {
-                crate::text::escape_controls(&process::last_log_line(&state, c))
+                crate::text::esc(&process::last_log_line(&state, c))
             } else {
                 String::new()
             };

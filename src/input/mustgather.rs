@@ -164,7 +164,7 @@ pub struct Bundle {
 
 /// Escapes control characters and cuts `s` to [`LINE_CHARS`] characters (`…` marks a cut).
 pub fn clip(s: &str) -> String {
-    let e = crate::text::escape_controls(s.trim_end());
+    let e = crate::text::esc(s.trim_end());
     if e.chars().count() <= LINE_CHARS {
         return e;
     }

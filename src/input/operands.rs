@@ -74,7 +74,7 @@ pub fn from_value(v: &Value) -> Option<OperandPod> {
                 .and_then(|st| st.get("reason"))
                 .and_then(Value::as_str)
         })
-        .map(|r| crate::text::escape_controls(&r.chars().take(100).collect::<String>()));
+        .map(|r| crate::text::esc(&r.chars().take(100).collect::<String>()));
     Some(OperandPod {
         operand: operand.to_string(),
         pod: format!(

@@ -1061,7 +1061,7 @@ async fn namespaces_holding(client: &Client, name: &str) -> Vec<String> {
         .items
         .into_iter()
         .filter_map(|p| p.metadata.namespace)
-        .map(|ns| crate::text::escape_controls(&ns))
+        .map(|ns| crate::text::esc(&ns))
         .collect();
     out.sort();
     out.dedup();

@@ -528,7 +528,8 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         &[],
     )?;
     let cross = &plan.pods[3].name;
-    let cross_explanation = crate::cli::explain::from_cluster(&client, NAMESPACE, cross).await?;
+    let cross_explanation =
+        crate::analysis::explain::live::from_cluster(&client, NAMESPACE, cross).await?;
     Ok(LabReport {
         plan,
         pods: outcomes,

@@ -139,24 +139,9 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
     }
 }
 
-/// The seed contract's stdout lines: `MISMATCH=<node> <reason>` per mismatching node
-/// sorted by name, or the single line `OK=<labelled nodes>`.
+/// The seed contract's stdout lines ([`Report::seed_lines`]).
 pub fn text_lines(report: &Report) -> Vec<String> {
-    let v: Vec<String> = report
-        .mismatches()
-        .map(|n| {
-            crate::text::escape_controls(&format!(
-                "MISMATCH={} {}",
-                n.name,
-                n.reason.as_deref().unwrap_or("")
-            ))
-        })
-        .collect();
-    if v.is_empty() {
-        vec![format!("OK={}", report.labelled)]
-    } else {
-        v
-    }
+    report.seed_lines()
 }
 
 /// The lines of `check --effective` in text mode: `ERROR <code> <node>: <message>` for
@@ -168,7 +153,7 @@ pub fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
         return text_lines(report);
     };
     let line = |word: &str, n: &NodeReport, f: &crate::analysis::check::Finding| {
-        crate::text::escape_controls(&format!("{word} {} {}: {}", f.code, n.name, f.message))
+        crate::text::esc(&format!("{word} {} {}: {}", f.code, n.name, f.message))
     };
     let mut out: Vec<String> = report.failing().map(|(n, f)| line("ERROR", n, f)).collect();
     let mut warnings = 0;

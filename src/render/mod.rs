@@ -296,31 +296,7 @@ pub fn fit_table(columns: &[Column], rows: &[Vec<String>], width: usize) -> (Str
     (last, true)
 }
 
-/// The bidirectional formatting characters (LRM, RLM, embeddings and overrides, isolates)
-/// that can make a terminal show text in another order than it is.
-pub fn is_bidi_control(c: char) -> bool {
-    matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
-}
-
-/// Makes text from a file or the cluster safe to print on a terminal: control characters
-/// (C0, DEL, C1: newlines, escapes) and the bidirectional-override characters are written
-/// as Rust escapes (`\n`, `\u{1b}`, `\u{202e}`), so a crafted name can neither forge an
-/// output line nor drive the terminal. Other text is returned unchanged.
-pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    let bad = |c: char| c.is_control() || is_bidi_control(c);
-    if !s.chars().any(bad) {
-        return Cow::Borrowed(s);
-    }
-    let mut out = String::with_capacity(s.len() + 8);
-    for c in s.chars() {
-        if bad(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    Cow::Owned(out)
-}
+pub use crate::text::{esc, escape_controls, is_bidi_control};
 
 /// Makes serialized JSON or YAML safe to print: serde_json and serde-saphyr already escape
 /// C0 controls inside strings, but pass DEL, C1 controls and the bidirectional-override
@@ -340,12 +316,6 @@ pub fn escape_serialized(s: &str) -> Cow<'_, str> {
         }
     }
     Cow::Owned(out)
-}
-
-/// [`escape_controls`] as an owned string, for `format!` arguments: every string that came
-/// from a file or the cluster goes through it before it reaches a terminal.
-pub fn esc(s: &str) -> String {
-    escape_controls(s).into_owned()
 }
 
 /// [`esc`] line by line for text gpuwl itself split into lines (a fix's steps, one command

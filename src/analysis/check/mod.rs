@@ -185,6 +185,27 @@ impl Gate {
 pub const WARNING_LINES: usize = 50;
 
 impl Report {
+    /// The seed contract's stdout lines: `MISMATCH=<node> <reason>` per mismatching node
+    /// sorted by name (control characters escaped, so a crafted name cannot forge a line),
+    /// or the single line `OK=<labelled nodes>`.
+    pub fn seed_lines(&self) -> Vec<String> {
+        let v: Vec<String> = self
+            .mismatches()
+            .map(|n| {
+                crate::text::esc(&format!(
+                    "MISMATCH={} {}",
+                    n.name,
+                    n.reason.as_deref().unwrap_or("")
+                ))
+            })
+            .collect();
+        if v.is_empty() {
+            vec![format!("OK={}", self.labelled)]
+        } else {
+            v
+        }
+    }
+
     /// The mismatching nodes, sorted by name.
     pub fn mismatches(&self) -> impl Iterator<Item = &NodeReport> {
         self.nodes.iter().filter(|n| n.verdict == Verdict::Mismatch)
@@ -500,9 +521,7 @@ impl Checker {
                         ),
                         _ => format!("{}: {}: {}", f.severity.as_str(), r.name, f.message),
                     };
-                    self.report
-                        .warning_lines
-                        .push(crate::text::escape_controls(&line));
+                    self.report.warning_lines.push(crate::text::esc(&line));
                 }
             }
         }
@@ -818,7 +837,7 @@ pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::Operan
                 code: Code::OperandNotReady,
                 severity: Code::OperandNotReady.severity(),
                 resource: None,
-                message: crate::text::escape_controls(&format!(
+                message: crate::text::esc(&format!(
                     "{}; see kubectl -n <namespace> describe pod / logs of those pods",
                     parts.join("; ")
                 )),
@@ -833,7 +852,9 @@ pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::Operan
 mod tests {
     use super::*;
     use crate::model::workload::LABEL_KEY;
-    use crate::render::check::text_lines;
+    fn text_lines(r: &Report) -> Vec<String> {
+        r.seed_lines()
+    }
     use std::collections::BTreeMap;
 
     fn node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {

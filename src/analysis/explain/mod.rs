@@ -17,6 +17,7 @@
 
 pub mod dra_rules;
 pub mod facts;
+pub mod live;
 pub mod rules;
 pub mod vm;
 
