@@ -293,6 +293,12 @@ pub struct AlternativeView {
     /// When nothing matches: why, per attribute the selectors reference.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub hints: Vec<crate::analysis::dra_hints::Hint>,
+    /// When no device on an allowed node matches: the other DeviceClasses (by name) under
+    /// which this request, its own selectors unchanged, would match at least one device
+    /// on an allowed node — evaluated on the same devices, so naming one of them in the
+    /// claim's `deviceClassName` is a tested change (not that enough of them are free).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub other_classes: Vec<String>,
 }
 
 /// One request of a claim.
@@ -456,7 +462,33 @@ pub fn claim_views(
                             .collect(),
                         None => Vec::new(),
                     };
+                    // Where nothing matches: the other DeviceClasses under which the same
+                    // request (its own selectors kept) would match a device on an allowed
+                    // node — the fix is the claim's deviceClassName, never a class's
+                    // selectors (a cluster-wide object every claim of that class uses).
+                    let other_classes: Vec<String> = if matching.iter().any(|d| d.allowed) {
+                        Vec::new()
+                    } else {
+                        let named: Vec<String> = dra
+                            .device_classes
+                            .iter()
+                            .filter(|c| c.name != alt.device_class)
+                            .filter(|c| {
+                                (0..m.devices.len()).any(|i| {
+                                    m.devices[i].node.is_none_or(allowed)
+                                        && c.selectors
+                                            .iter()
+                                            .chain(&alt.selectors)
+                                            .all(|e| m.eval(e, i) == Ok(true))
+                                })
+                            })
+                            .map(|c| c.name.clone())
+                            .collect();
+                        // Nearest to the name asked first (a typo's class leads).
+                        crate::analysis::names::nearest_first(named, &alt.device_class)
+                    };
                     alts.push(AlternativeView {
+                        other_classes,
                         subrequest: alt.subrequest.clone(),
                         device_class: alt.device_class.clone(),
                         class_found: dra.class(&alt.device_class).is_some(),

@@ -39,6 +39,11 @@ pub struct Hint {
     /// The selector corrected (nearest value, or the typed comparison).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub corrected: Option<String>,
+    /// The DeviceClass whose own selector this is (`None`: the claim's). A class's
+    /// selectors are cluster-wide — every claim of the class uses them — so a fix never
+    /// rewrites them; it names another class in the claim instead.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_class: Option<String>,
 }
 
 /// One reference found in an expression.
@@ -221,6 +226,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     value: r.literal.as_ref().map(|l| l.0.clone()),
                     published: crate::analysis::names::nearest_first(names, &r.name),
                     corrected: None,
+                    device_class: None,
                 });
                 continue;
             }
@@ -255,6 +261,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     value: Some(lit.clone()),
                     published: crate::analysis::names::nearest_first(shown, lit),
                     corrected: Some(typed("semver")),
+                    device_class: None,
                 }),
                 "quantity" => out.push(Hint {
                     selector: expr.clone(),
@@ -263,6 +270,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     value: Some(lit.clone()),
                     published: crate::analysis::names::nearest_first(shown, lit),
                     corrected: Some(typed("quantity")),
+                    device_class: None,
                 }),
                 "string" if *was_quoted && (op == "==" || op == "!=") => {
                     if shown.iter().any(|v| v == lit) {
@@ -285,9 +293,17 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                         value: Some(lit.clone()),
                         published: ordered,
                         corrected,
+                        device_class: None,
                     });
                 }
                 _ => {}
+            }
+        }
+    }
+    if let Some(c) = class {
+        for h in &mut out {
+            if c.selectors.contains(&h.selector) && !spec.selectors.contains(&h.selector) {
+                h.device_class = Some(c.name.clone());
             }
         }
     }

@@ -475,3 +475,115 @@ fn inventory_says_when_both_tables_count_the_same_gpus() {
     ]);
     assert!(!plain.contains("both tables count"), "{plain}");
 }
+
+/// Issue 35, kind 4: a DRA fix never rewrites a DeviceClass (cluster-wide: every claim of
+/// the class uses its selectors) — a class that does not exist, or whose own selector
+/// matches nothing, is answered by another class in the claim's `deviceClassName`, one
+/// under which the claim's selectors match devices (nearest name first); a `fits-now`
+/// verdict names only nodes where the claims can be allocated.
+#[test]
+fn dra_fixes_name_another_class_and_never_rewrite_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut dra: Value =
+        serde_json::from_str(&std::fs::read_to_string(f("two-gpus.json")).unwrap()).unwrap();
+    let mut pods: Value =
+        serde_json::from_str(&std::fs::read_to_string(f("pods.json")).unwrap()).unwrap();
+    let items = dra["items"].as_array_mut().unwrap();
+    // A class whose own selector compares with a product no device publishes.
+    let product = "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'";
+    let class = |name: &str, expression: String| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass",
+            "metadata": {"name": name},
+            "spec": {"selectors": [{"cel": {"expression": expression}}]}})
+    };
+    // Guarded (vfio devices publish no productName): a non-match, no-matching-device.
+    items.push(class(
+        "a100.gpu.nvidia.com",
+        format!("has(device.attributes['gpu.nvidia.com'].productName) && {product}"),
+    ));
+    // Unguarded: a CEL runtime error on the vfio devices, selector-error.
+    items.push(class("a100-raw.gpu.nvidia.com", product.to_string()));
+    let claim = |name: &str, class: &str| {
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": name, "namespace": "gpu-jobs"},
+            "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": class}}]}}})
+    };
+    items.push(claim("typo-class", "gpu.nvidia.co"));
+    items.push(claim("a100-class", "a100.gpu.nvidia.com"));
+    items.push(claim("a100-raw", "a100-raw.gpu.nvidia.com"));
+    // The claim's own selector on an attribute no device publishes.
+    let mut index = claim("by-index", "gpu.nvidia.com");
+    index["spec"]["devices"]["requests"][0]["exactly"]["selectors"] =
+        json!([{"cel": {"expression": "device.attributes['gpu.nvidia.com'].index >= 0"}}]);
+    items.push(index);
+    let pod = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "gpu-jobs"},
+            "spec": {"containers": [{"name": "c", "image": "x", "resources": {"claims": [{"name": "gpu"}]}}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]},
+            "status": {"phase": "Pending"}})
+    };
+    let list = pods["items"].as_array_mut().unwrap();
+    list.push(pod("typo-class"));
+    list.push(pod("a100-class"));
+    list.push(pod("a100-raw"));
+    list.push(pod("by-index"));
+    let dra_file = dir.path().join("dra.json");
+    let pods_file = dir.path().join("pods.json");
+    std::fs::write(&dra_file, dra.to_string()).unwrap();
+    std::fs::write(&pods_file, pods.to_string()).unwrap();
+    let explain = |pod: &str| -> Value {
+        let out = gpuwl_explained(&[
+            "pod",
+            pod,
+            "--pods",
+            pods_file.to_str().unwrap(),
+            "--nodes",
+            &f("nodes.json"),
+            "--dra",
+            dra_file.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        serde_json::from_str(&out).unwrap()
+    };
+    let typo = explain("gpu-jobs/typo-class");
+    assert_eq!(typo["causeCode"], "no-matching-device", "{typo}");
+    let fix = typo["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("DeviceClass gpu.nvidia.co does not exist: set deviceClassName of request gpu in claim gpu-jobs/typo-class to gpu.nvidia.com or "),
+        "{fix}"
+    );
+    let a100 = explain("gpu-jobs/a100-class");
+    assert_eq!(a100["causeCode"], "no-matching-device", "{a100}");
+    let fix = a100["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("leave DeviceClass a100.gpu.nvidia.com as it is (its selectors apply to every claim of the class): set deviceClassName of request gpu in claim gpu-jobs/a100-class to "),
+        "{fix}"
+    );
+    assert!(!fix.contains("change the selector"), "{fix}");
+    // The class's own selector's hint says whose it is.
+    let hint = &a100["claims"][0]["requests"][0]["alternatives"][0]["hints"][0];
+    assert_eq!(hint["deviceClass"], "a100.gpu.nvidia.com", "{a100}");
+    let raw = explain("gpu-jobs/a100-raw");
+    assert_eq!(raw["causeCode"], "selector-error", "{raw}");
+    let fix = raw["fix"].as_str().unwrap();
+    assert!(
+        fix.starts_with("leave DeviceClass a100-raw.gpu.nvidia.com as it is (its selectors apply to every claim of the class): set the claim's deviceClassName to "),
+        "{fix}"
+    );
+    assert!(
+        !fix.contains("has("),
+        "no guard in a class's selector: {fix}"
+    );
+    // No device publishes `index`: a has() guard would only turn the error into a
+    // non-match, so it is not proposed.
+    let by_index = explain("gpu-jobs/by-index");
+    assert_eq!(by_index["causeCode"], "selector-error", "{by_index}");
+    let fix = by_index["fix"].as_str().unwrap();
+    assert!(!fix.contains("has("), "{fix}");
+    assert!(
+        fix.starts_with("no device the request could use publishes index: select in claim gpu-jobs/by-index on an attribute they publish ("),
+        "{fix}"
+    );
+}

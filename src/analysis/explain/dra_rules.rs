@@ -91,6 +91,41 @@ fn corrected_for(f: &Facts<'_>, expr: &str) -> Option<String> {
         .and_then(|h| h.corrected.clone())
 }
 
+/// The other DeviceClasses under which the pod's unmatched requests would match devices
+/// ([`AlternativeView::other_classes`]); with `class`, those of the alternatives naming it.
+fn other_classes(f: &Facts<'_>, class: Option<&str>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for a in
+        f.e.claims
+            .iter()
+            .flat_map(|c| c.requests.iter())
+            .flat_map(|r| r.alternatives.iter())
+            .filter(|a| class.is_none_or(|c| a.device_class == c))
+    {
+        for o in &a.other_classes {
+            if !out.contains(o) {
+                out.push(o.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Whether the hints say no candidate device publishes `key` in `expression` (then a
+/// `has()` guard cannot make the selector match).
+fn published_nowhere(f: &Facts<'_>, expression: &str, key: &str) -> bool {
+    f.e.claims
+        .iter()
+        .flat_map(|c| c.requests.iter())
+        .flat_map(|r| r.alternatives.iter())
+        .flat_map(|a| a.hints.iter())
+        .any(|h| {
+            h.selector == expression
+                && h.problem == "not-published"
+                && h.attribute.rsplit('/').next() == Some(key)
+        })
+}
+
 /// `selector-error`: a selector fails to evaluate on a device of an allowed node before
 /// any allocation is found there: the allocator returns "CEL runtime error" and the
 /// scheduler aborts the attempt (`SchedulerError`), on every retry.
@@ -106,9 +141,29 @@ pub fn selector_error(f: &Facts<'_>) -> Option<Diagnosis> {
         "selector #{} of {} fails on device {}{on}: {} (expression: {}); a CEL runtime error is not a non-match — the allocator stops and the scheduler aborts the attempt (SchedulerError), on every retry, whatever other devices and nodes offer",
         e.index, e.source, e.device, e.error, e.expression
     );
-    let fix = if let Some(c) = corrected_for(f, &e.expression) {
+    let class_of_source = e.source.strip_prefix("DeviceClass ");
+    let others = other_classes(f, class_of_source);
+    let fix = if let Some(class) = class_of_source {
+        // The class's own selector: cluster-wide, every claim of the class fails the same
+        // way; the claim names another class instead.
+        let instead = if others.is_empty() {
+            "no other DeviceClass matches a device on an allowed node with the claim's own selectors; the class's owner must guard the selector (has(...))".to_string()
+        } else {
+            format!(
+                "set the claim's deviceClassName to {} (its selectors match devices on allowed nodes; tested on the devices read)",
+                others.join(" or ")
+            )
+        };
+        format!(
+            "leave DeviceClass {class} as it is (its selectors apply to every claim of the class): {instead}"
+        )
+    } else if let Some(c) = corrected_for(f, &e.expression) {
         format!("change the selector of {} to: {c}", e.source)
-    } else if let Some(key) = e.error.strip_prefix("no such key: ") {
+    } else if let Some(key) = e
+        .error
+        .strip_prefix("no such key: ")
+        .filter(|key| !published_nowhere(f, &e.expression, key))
+    {
         let published = if e.published.is_empty() {
             String::new()
         } else {
@@ -125,6 +180,26 @@ pub fn selector_error(f: &Facts<'_>) -> Option<Diagnosis> {
         format!(
             "{} does not publish {key}{published}: test for it first in {} — has(device.attributes[...].{key}) && (...) — or select on an attribute every device publishes",
             e.device, e.source
+        )
+    } else if let Some(key) = e.error.strip_prefix("no such key: ") {
+        // No candidate device publishes it: a has() guard would only turn the error into
+        // a non-match.
+        format!(
+            "no device the request could use publishes {key}: select in {} on an attribute they publish{}",
+            e.source,
+            if e.published.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    e.published
+                        .iter()
+                        .take(6)
+                        .cloned()
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
         )
     } else {
         format!(
@@ -334,12 +409,27 @@ fn no_matching_device(f: &Facts<'_>, c: &ClaimView, r: &DraRequestView) -> Diagn
         evidence.extend(a.hints.iter().map(dra_hints::describe));
         elsewhere += a.matching.len();
     }
-    let hint = r
-        .alternatives
-        .iter()
-        .flat_map(|a| a.hints.iter())
+    // The claim's own selectors first: a fix may change those; a DeviceClass's it may not.
+    let hints = || {
+        r.alternatives
+            .iter()
+            .flat_map(|a| a.hints.iter())
+            .filter(|h| h.device_class.is_none())
+    };
+    let hint = hints()
         .find(|h| h.problem == "value-not-published" || h.problem == "type-mismatch")
+        .or_else(|| hints().next())
         .or_else(|| r.alternatives.iter().flat_map(|a| a.hints.iter()).next());
+    let others: Vec<String> = {
+        let mut v: Vec<String> = Vec::new();
+        for o in r.alternatives.iter().flat_map(|a| a.other_classes.iter()) {
+            if !v.contains(o) {
+                v.push(o.clone());
+            }
+        }
+        v
+    };
+    let missing_class = r.alternatives.iter().find(|a| !a.class_found);
     let class_part = {
         let a = &r.alternatives[0];
         format!(
@@ -374,8 +464,36 @@ fn no_matching_device(f: &Facts<'_>, c: &ClaimView, r: &DraRequestView) -> Diagn
             claim_name(c)
         )
     };
+    let rename = |why: &str| {
+        format!(
+            "{why}: set deviceClassName of request {} in claim {} to {} (with the claim's own selectors it matches devices on allowed nodes; tested on the devices read)",
+            r.request,
+            claim_name(c),
+            others.join(" or ")
+        )
+    };
     let fix = if elsewhere > 0 {
         "relax the pod's node constraints to reach the nodes with matching devices".to_string()
+    } else if let Some(a) = missing_class {
+        if others.is_empty() {
+            format!(
+                "create DeviceClass {}, or name an existing one in the claim's deviceClassName (kubectl get deviceclasses); no existing class matches a device on an allowed node with the claim's selectors",
+                a.device_class
+            )
+        } else {
+            rename(&format!("DeviceClass {} does not exist", a.device_class))
+        }
+    } else if let Some(class) = hint.and_then(|h| h.device_class.as_deref()) {
+        // Only the class's own selector fails: never rewritten here (cluster-wide).
+        if others.is_empty() {
+            format!(
+                "the selector of DeviceClass {class} itself matches no published device, and no other class matches with the claim's selectors: the class's owner must correct it (kubectl get resourceslices -o yaml shows what the drivers publish)"
+            )
+        } else {
+            rename(&format!(
+                "leave DeviceClass {class} as it is (its selectors apply to every claim of the class)"
+            ))
+        }
     } else if let Some(h) = hint {
         match (&h.corrected, h.problem.as_str()) {
             (Some(cx), _) => format!("change the selector to: {cx}"),

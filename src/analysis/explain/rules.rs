@@ -1273,6 +1273,22 @@ pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
     } else {
         &f.e.schedulable
     };
+    // With resource claims, only the nodes where every claim can be allocated now.
+    let nodes: Vec<String> = match f.e.dra.as_ref() {
+        Some(p) if !f.e.claims.is_empty() => {
+            let both: Vec<String> = nodes
+                .iter()
+                .filter(|n| p.fits.contains(n))
+                .cloned()
+                .collect();
+            if both.is_empty() {
+                p.fits.clone()
+            } else {
+                both
+            }
+        }
+        _ => nodes.clone(),
+    };
     Some(Diagnosis::new(
         CauseCode::FitsNow,
         format!(
