@@ -271,11 +271,23 @@ pub fn list() -> Vec<(String, Status)> {
         .collect()
 }
 
-/// A hint for a command aimed at cluster `name` that does not run: the OTHER clusters that
-/// do, and the `--name` that reaches them, e.g.
-/// `; running now: eval (add --name eval)`. Empty when no other cluster runs.
+/// A hint for a command aimed at cluster `name` that does not run: when no cluster of that
+/// name was ever started, the local clusters it was most likely meant to be
+/// (`; did you mean eval?`, [`crate::text::did_you_mean`]); else the OTHER clusters that
+/// run, and the `--name` that reaches them, e.g. `; running now: eval (add --name eval)`.
+/// Empty when there is neither.
 pub fn running_elsewhere_hint(name: &str) -> String {
-    let running: Vec<String> = list()
+    let all = list();
+    if !state_dir(name).exists() {
+        let mean = crate::text::did_you_mean(
+            name,
+            all.iter().map(|(n, _)| n.as_str()).filter(|n| *n != name),
+        );
+        if !mean.is_empty() {
+            return mean;
+        }
+    }
+    let running: Vec<String> = all
         .into_iter()
         .filter(|(n, s)| n != name && *s == Status::Running)
         .map(|(n, _)| n)
