@@ -326,14 +326,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
                 .then(|| {
                     args.live.block_on(|client| async move {
-                        let (mut c, owners) = futures::join!(
-                            input::snapshot::read(&client, true),
-                            input::virt::vmi_owners(&client)
-                        );
-                        if let (Ok(c), Some(o)) = (&mut c, &owners) {
-                            input::virt::mark_launchers(&mut c.pods, o);
-                        }
-                        c
+                        input::snapshot::read(&client, true).await
                     })
                 })
                 .transpose()?,
@@ -452,7 +445,7 @@ pub async fn from_cluster(
     namespace: &str,
     name: &str,
 ) -> Result<explain::Explanation> {
-    let (pod, mut c, operands, owners) = futures::try_join!(
+    let (pod, c, operands) = futures::try_join!(
         crate::input::pods::get_pod(client, namespace, name),
         crate::input::snapshot::read(client, true),
         // Operand pods unreadable (forbidden, timed out): explained without them.
@@ -461,13 +454,8 @@ pub async fn from_cluster(
                 .await
                 .ok()
                 .map(crate::model::operand::by_node))
-        },
-        // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
-        async { Ok(input::virt::vmi_owners(client).await) }
+        }
     )?;
-    if let Some(o) = &owners {
-        input::virt::mark_launchers(&mut c.pods, o);
-    }
     explain::explain(
         &pod,
         explain::Inputs {
@@ -493,7 +481,7 @@ pub async fn from_cluster_vm(
     namespace: &str,
     name: &str,
 ) -> Result<explain::Explanation> {
-    let (objects, mut c, operands, owners) = futures::try_join!(
+    let (objects, c, operands) = futures::try_join!(
         input::virt::read(client, kind, namespace, name),
         crate::input::snapshot::read(client, true),
         // Operand pods unreadable (forbidden, timed out): explained without them.
@@ -502,13 +490,8 @@ pub async fn from_cluster_vm(
                 .await
                 .ok()
                 .map(crate::model::operand::by_node))
-        },
-        // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
-        async { Ok(input::virt::vmi_owners(client).await) }
+        }
     )?;
-    if let Some(o) = &owners {
-        input::virt::mark_launchers(&mut c.pods, o);
-    }
     explain::vm::explain_vm(
         &objects,
         explain::Inputs {

@@ -627,13 +627,9 @@ async fn decide_all(
         decisions.push((from, super::decide(r, &obs, &fresh, &req.how, &now)));
     }
     // A resumed run may have stopped the VMs it names already: only a fresh one checks.
-    let unknown = super::unknown_stop_vms(&req.how, &holders);
-    if !unknown.is_empty() && !resuming {
-        let unknown: Vec<String> = unknown.iter().map(|v| esc(v)).collect();
-        return Err(Error::Input(format!(
-            "--stop-vm {}: no VM of that name runs on the node(s) to relabel",
-            unknown.join(", ")
-        )));
+    let problems = super::stop_vm_problems(&req.how, &holders);
+    if !problems.is_empty() && !resuming {
+        return Err(Error::Input(problems.join("; ")));
     }
     let mut plans = Vec::new();
     let mut stopped = None;
