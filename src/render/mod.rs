@@ -222,14 +222,18 @@ fn shell_words(cmd: &str) -> Vec<String> {
 /// A word of a line and whether a space came before it.
 type Token = (String, bool);
 
-/// `s` split at spaces into [`Token`]s; an opening `(` glued to a command name
-/// (`(kubectl`) is a token of its own.
+/// `s` split at spaces into [`Token`]s; an opening `(` or backquote glued to a command
+/// name (`(kubectl`, `` `gpuwl ``) is a token of its own.
 fn tokens(s: &str) -> Vec<Token> {
     let mut out = Vec::new();
     for w in s.split(' ') {
-        match w.strip_prefix('(') {
-            Some(r) if COMMANDS.contains(&r) => {
-                out.push(("(".to_owned(), true));
+        let opened = w
+            .strip_prefix('(')
+            .map(|r| ("(", r))
+            .or_else(|| w.strip_prefix('`').map(|r| ("`", r)));
+        match opened {
+            Some((open, r)) if COMMANDS.contains(&r) => {
+                out.push((open.to_owned(), true));
                 out.push((r.to_owned(), false));
             }
             _ => out.push((w.to_owned(), true)),
@@ -262,7 +266,7 @@ const PROSE_WORDS: [&str; 22] = [
 
 /// The commands among `tokens`, as `[start, end)` ranges. A command starts at one of
 /// [`COMMANDS`] followed by a subcommand or flag; it ends before a token that opens a
-/// `(` or is a dash, or with a token ending in `,` `;` `.` `:` or an unmatched `)` — that
+/// `(` or is a dash, or with a token ending in `,` `;` `.` `:` `` ` `` or an unmatched `)` — that
 /// punctuation is split off into a token of its own, left to the prose after. Quoted
 /// arguments (`-p '{"spec": …}'`) are kept whole. A span holding one of [`PROSE_WORDS`]
 /// is a sentence about a command and stays prose.
@@ -293,15 +297,15 @@ fn command_spans(tokens: &mut Vec<Token>) -> Vec<(usize, usize)> {
                     _ => {}
                 }
             }
-            if !quoted && (depth < 0 || w.ends_with([',', ';', '.', ':'])) {
+            if !quoted && (depth < 0 || w.ends_with([',', ';', '.', ':', '`'])) {
                 end = j + 1;
                 cut = true;
                 break;
             }
         }
-        let prose = tokens[i..end]
-            .iter()
-            .any(|(w, _)| PROSE_WORDS.contains(&w.trim_end_matches([',', ';', '.', ':', ')'])));
+        let prose = tokens[i..end].iter().any(|(w, _)| {
+            PROSE_WORDS.contains(&w.trim_end_matches([',', ';', '.', ':', ')', '`']))
+        });
         if prose || end <= i + 1 {
             i = end.max(i + 1);
             continue;
@@ -313,7 +317,7 @@ fn command_spans(tokens: &mut Vec<Token>) -> Vec<(usize, usize)> {
             let bytes = last.as_bytes();
             while keep > 0 {
                 match bytes[keep - 1] {
-                    b',' | b';' | b'.' | b':' => keep -= 1,
+                    b',' | b';' | b'.' | b':' | b'`' => keep -= 1,
                     b')' if depth < 0 => {
                         depth += 1;
                         keep -= 1;
@@ -551,6 +555,20 @@ mod tests {
         assert!(w.lines().all(|l| display_width(l) <= 30), "{w}");
         let c = "  kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite\n";
         assert_eq!(wrap_lines(c, 60), c);
+    }
+
+    #[test]
+    fn a_command_in_backquotes_is_kept_whole_too() {
+        let line = "correct gpu-7's invalid nvidia.com/gpu.workload.config to vm-passthrough (check `gpuwl whatif relabel gpu-7=vm-passthrough` first when GPU pods run on it)";
+        for width in [40, 60, 80] {
+            let w = wrap_lines(line, width);
+            assert!(
+                w.lines()
+                    .any(|l| l.trim_start() == "gpuwl whatif relabel gpu-7=vm-passthrough"),
+                "{width}\n{w}"
+            );
+        }
+        assert_eq!(wrap_lines(line, 400), line);
     }
 
     #[test]
