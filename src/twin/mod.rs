@@ -84,9 +84,17 @@ impl std::str::FromStr for Relabel {
                 ));
             }
             if predict::vgpu_type_parts(t).is_none() {
+                // The same did-you-mean as `gpuwl policy`'s for nvidia.com/vgpu.config: the
+                // value in capitals with `_` as `-`, when that is a vGPU type.
+                let near = t.to_uppercase().replace('_', "-");
                 return Err(format!(
-                    "{node}: {} is not a vGPU type such as A10-12Q",
-                    crate::text::cut(t)
+                    "{node}: {} is not a vGPU type such as A10-12Q{}",
+                    crate::text::cut(t),
+                    if near != t && predict::vgpu_type_parts(&near).is_some() {
+                        format!("; did you mean {}?", crate::render::esc(&near))
+                    } else {
+                        String::new()
+                    }
                 ));
             }
         }

@@ -796,3 +796,36 @@ fn lab_checks_its_root_first() {
     assert!(out.stdout.is_empty());
     assert!(!dir.path().join("state/h42-never").exists());
 }
+
+/// Item 5, a vGPU type in `NODE=vm-vgpu:TYPE`: written in lower case it gets the same
+/// did-you-mean as `gpuwl policy` gives for nvidia.com/vgpu.config.
+#[test]
+fn vgpu_type_gets_a_did_you_mean() {
+    let nodes = data("inventory/lab/nodes.json");
+    let pods = data("inventory/lab/pods.json");
+    let (rc, _, err) = gpuwl(&[
+        "whatif",
+        "relabel",
+        "lab-node-1=vm-vgpu:a10-12q",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(rc, 2);
+    assert_eq!(
+        err,
+        "gpuwl: relabel lab-node-1: \"a10-12q\" is not a vGPU type such as A10-12Q; did you mean A10-12Q?\n"
+    );
+    let (rc, _, err) = gpuwl(&[
+        "whatif",
+        "relabel",
+        "lab-node-1=vm-vgpu:A10-12",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(rc, 2);
+    assert!(!err.contains("did you mean"), "{err}");
+}
