@@ -257,8 +257,8 @@ fn join(toks: &[Token]) -> String {
 /// The programs whose command lines [`wrap_lines`] keeps whole.
 const COMMANDS: [&str; 3] = ["kubectl", "virtctl", "gpuwl"];
 
-/// Words of prose that never occur in the commands gpuwl prints: a span holding one is a
-/// sentence about a command (`virtctl stop a lower-priority VM`), not a command.
+/// Words of prose: a span holding one and no flag is a sentence about a command
+/// (`virtctl stop a lower-priority VM`), not a command.
 const PROSE_WORDS: [&str; 22] = [
     "a", "an", "the", "or", "and", "to", "so", "if", "it", "its", "them", "that", "this", "is",
     "are", "of", "on", "for", "then", "lists", "starts", "says",
@@ -303,9 +303,15 @@ fn command_spans(tokens: &mut Vec<Token>) -> Vec<(usize, usize)> {
                 break;
             }
         }
-        let prose = tokens[i..end].iter().any(|(w, _)| {
-            PROSE_WORDS.contains(&w.trim_end_matches([',', ';', '.', ':', ')', '`']))
-        });
+        // A flag makes it a command even when an argument is such a word (a pod named
+        // `a`: `kubectl delete pod a -n ml`).
+        let flagged = tokens[i + 1..end]
+            .iter()
+            .any(|(w, _)| w.starts_with('-') && w.len() > 1);
+        let prose = !flagged
+            && tokens[i..end].iter().any(|(w, _)| {
+                PROSE_WORDS.contains(&w.trim_end_matches([',', ';', '.', ':', ')', '`']))
+            });
         if prose || end <= i + 1 {
             i = end.max(i + 1);
             continue;
@@ -555,6 +561,19 @@ mod tests {
         assert!(w.lines().all(|l| display_width(l) <= 30), "{w}");
         let c = "  kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite\n";
         assert_eq!(wrap_lines(c, 60), c);
+    }
+
+    #[test]
+    fn a_command_whose_argument_is_a_short_word_is_still_a_command() {
+        let line = "free 1 of nvidia.com/gpu on gpu-a by stopping ml/a (it disrupts them): kubectl delete pod a -n ml, then retry";
+        for width in [30, 50, 70] {
+            let w = wrap_lines(line, width);
+            assert!(
+                w.lines()
+                    .any(|l| l.trim_start() == "kubectl delete pod a -n ml"),
+                "{width}\n{w}"
+            );
+        }
     }
 
     #[test]
