@@ -829,3 +829,82 @@ fn vgpu_type_gets_a_did_you_mean() {
     assert_eq!(rc, 2);
     assert!(!err.contains("did you mean"), "{err}");
 }
+
+/// Item 8, offline: a snapshot keeps whether a VirtualMachine owns each VMI, so a unit
+/// held by a VMI no VM owns is freed with `kubectl delete vmi`, never `virtctl stop`, from
+/// the snapshot as live.
+#[test]
+fn a_snapshot_knows_a_bare_vmi_from_a_vms() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |items: &str| format!(r#"{{"apiVersion":"v1","kind":"List","items":[{items}]}}"#);
+    let node = r#"{"kind":"Node","metadata":{"name":"gpu-pt-1","labels":{"nvidia.com/gpu.workload.config":"vm-passthrough"}},"status":{"capacity":{"cpu":"32","memory":"256Gi","pods":"110","nvidia.com/GA102GL_A10":"1"},"allocatable":{"cpu":"32","memory":"256Gi","pods":"110","nvidia.com/GA102GL_A10":"1"}}}"#;
+    let pod = |ns: &str, name: &str, node: Option<&str>| {
+        let bound = node.map_or(String::new(), |n| format!(r#""nodeName":"{n}","#));
+        let phase = if node.is_some() { "Running" } else { "Pending" };
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{{bound}"containers":[{{"name":"c","resources":{{"limits":{{"nvidia.com/GA102GL_A10":"1"}}}}}}]}},"status":{{"phase":"{phase}"}}}}"#
+        )
+    };
+    let pods = [
+        pod("gpu-vm", "virt-launcher-bare-abcde", Some("gpu-pt-1")),
+        pod("gpu-vm", "wants", None),
+    ]
+    .join(",");
+    let vmi = |name: &str, owner: &str| {
+        format!(
+            r#"{{"kind":"VirtualMachineInstance","metadata":{{"name":"{name}","namespace":"gpu-vm","ownerReferences":[{owner}]}}}}"#
+        )
+    };
+    let meta = r#"{"format":"gpuwl.snapshot/v1","gpuwlVersion":"0.1.0","takenAt":"2026-12-02T00:00:00Z","fullPods":false,"collected":{}}"#;
+    let tar_with = |vmis: &str| {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, data) in [
+            ("snapshot.json", meta.to_owned()),
+            ("nodes.json", list(node)),
+            ("pods.json", list(&pods)),
+            ("vmis.json", list(vmis)),
+        ] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, data.as_bytes()).unwrap();
+        }
+        b.into_inner().unwrap()
+    };
+    let run = |vmis: &str| {
+        let path = dir.path().join("s.tar");
+        std::fs::write(&path, tar_with(vmis)).unwrap();
+        let (rc, out, err) = gpuwl(&[
+            "explain",
+            "pod",
+            "gpu-vm/wants",
+            "--snapshot",
+            path.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        assert_eq!(rc, 1, "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["causeCode"], "in-use", "{v:#}");
+        v
+    };
+    let bare = run(&vmi("bare", ""));
+    let fix = bare["fix"].as_str().unwrap();
+    assert!(fix.contains("kubectl delete vmi bare -n gpu-vm"), "{fix}");
+    assert!(!fix.contains("virtctl stop bare"), "{fix}");
+    let commands = bare["remedy"]["actions"].to_string();
+    assert!(
+        commands.contains("kubectl delete vmi bare -n gpu-vm"),
+        "{commands}"
+    );
+    assert!(!commands.contains("virtctl"), "{commands}");
+    // Owned by a VM: virtctl stop, and no VMI deleted.
+    let owned = run(&vmi(
+        "bare",
+        r#"{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"bare","uid":"u"}"#,
+    ));
+    let fix = owned["fix"].as_str().unwrap();
+    assert!(fix.contains("virtctl stop bare -n gpu-vm"), "{fix}");
+    assert!(!fix.contains("delete vmi"), "{fix}");
+}
