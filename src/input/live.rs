@@ -188,7 +188,10 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
         ..Default::default()
     };
     let read = |path: &Path, name: &str| -> Result<Kubeconfig> {
-        readable(path, name)?;
+        readable(path, name).map_err(|e| match gone_local_cluster(path) {
+            Some(hint) => Error::Input(format!("{e}{hint}")),
+            None => e,
+        })?;
         Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(name, &e))
     };
     let env = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
@@ -324,6 +327,30 @@ fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<(
         ))),
         _ => Ok(()),
     }
+}
+
+/// When `path` is the kubeconfig of a local cluster (`gpuwl cluster`) that no longer has
+/// one — stopped with `cluster down`, which removes its state — how to get it back:
+/// `; the local cluster eval is gone (gpuwl cluster down removed its state): gpuwl cluster
+/// up --name eval`; `None` for any other path.
+fn gone_local_cluster(path: &Path) -> Option<String> {
+    let root = crate::cluster::state_root();
+    let rel = std::path::absolute(path).ok()?;
+    let rel = rel.strip_prefix(std::path::absolute(&root).ok()?).ok()?;
+    let mut parts = rel.components();
+    let name = parts.next()?.as_os_str().to_str()?.to_owned();
+    if parts.as_path() != Path::new("kubeconfig") || path.exists() {
+        return None;
+    }
+    let flag = if name == crate::cluster::DEFAULT_NAME {
+        String::new()
+    } else {
+        format!(" --name {}", crate::render::esc(&name))
+    };
+    Some(format!(
+        "; the local cluster {} is gone (gpuwl cluster down removed its state): gpuwl cluster up{flag}",
+        crate::render::esc(&name)
+    ))
 }
 
 /// How a kubeconfig path is named in messages: `$KUBECONFIG=<path>` when it came from

@@ -908,3 +908,36 @@ fn a_snapshot_knows_a_bare_vmi_from_a_vms() {
     assert!(fix.contains("virtctl stop bare -n gpu-vm"), "{fix}");
     assert!(!fix.contains("delete vmi"), "{fix}");
 }
+
+/// Item 4, a kubeconfig of a local cluster that `gpuwl cluster down` removed: named as
+/// such, with the command that brings it back (`--name` unless it is the default one).
+#[test]
+fn a_removed_local_clusters_kubeconfig_says_how_to_get_it_back() {
+    let state = tempfile::tempdir().unwrap();
+    let run = |env: &str| {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .arg("check")
+            .env("GPUWL_STATE_DIR", state.path())
+            .env("KUBECONFIG", state.path().join(env))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (rc, err) = run("eval/kubeconfig");
+    assert_eq!(rc, Some(2), "{err}");
+    assert!(
+        err.ends_with(": cannot read: No such file or directory (os error 2); the local cluster eval is gone (gpuwl cluster down removed its state): gpuwl cluster up --name eval\n"),
+        "{err}"
+    );
+    let (_, err) = run("gpuwl/kubeconfig");
+    assert!(
+        err.ends_with("the local cluster gpuwl is gone (gpuwl cluster down removed its state): gpuwl cluster up\n"),
+        "{err}"
+    );
+    // Any other missing file: no such hint.
+    let (_, err) = run("elsewhere.yaml");
+    assert!(!err.contains("local cluster"), "{err}");
+}
