@@ -404,3 +404,21 @@ fn stop_vm_values_that_name_no_vm_or_a_bare_vmi_are_refused() {
     );
     assert!(vmi_holder().describe().contains("(VM gpu-vm/vm1;"));
 }
+
+#[test]
+fn a_resumed_relabel_is_timed_from_its_first_start() {
+    use std::time::Duration;
+    let done = vec!["lab-node-1 vm-passthrough → container".to_string()];
+    assert_eq!(
+        live::done_message(&done, Duration::from_millis(1300), None),
+        "relabelled lab-node-1 vm-passthrough → container in 1.3 s"
+    );
+    assert_eq!(
+        live::done_message(
+            &done,
+            Duration::from_millis(1300),
+            Some(("2026-12-02T15:21:52Z".into(), Duration::from_secs(400)))
+        ),
+        "relabelled lab-node-1 vm-passthrough → container in 400 s since it started (2026-12-02T15:21:52Z; this run 1.3 s)"
+    );
+}
