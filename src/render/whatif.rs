@@ -193,7 +193,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
                 drop_rank: 0,
             },
             Column {
-                header: "PENDING",
+                header: "PEND",
                 right: true,
                 drop_rank: 0,
             },
