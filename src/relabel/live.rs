@@ -319,8 +319,9 @@ async fn stop_vm(client: &Client, vm: &str) -> Result<()> {
     let obj = api.get_opt(name).await.map_err(|e| api_error(&doing, &e))?;
     let Some(obj) = obj else {
         return Err(Error::Runtime(format!(
-            "cannot {doing}: no VirtualMachine of that name (a VMI no VM owns: kubectl delete \
-             vmi {name} -n {ns}, or use --evict)"
+            "cannot {doing}: no VirtualMachine of that name (a VMI no VM owns: {}, or use \
+             --evict)",
+            crate::model::pod::stop_command(ns, "", Some(name), Some(false))
         )));
     };
     let spec = if obj.data["spec"].get("running").is_some() {

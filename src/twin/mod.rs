@@ -391,7 +391,8 @@ pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<Strin
             let vmi = d.pod.vmi.as_deref();
             if let (Some(vmi), None) = (vmi, d.pod.vmi_owned_by_vm) {
                 out.push(format!(
-                    "# (a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
+                    "# (a VMI no VirtualMachine owns: {})",
+                    crate::model::pod::stop_command(ns, name, Some(vmi), Some(false))
                 ));
             }
             out.push(crate::model::pod::stop_command(
