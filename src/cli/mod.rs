@@ -185,17 +185,9 @@ pub fn main() -> ExitCode {
                     server: Some(server),
                     message,
                     ..
-                } if message.ends_with(crate::input::live::LOCAL_HINT) => {
+                } => {
                     // A local cluster's own commands; else where the address came from.
-                    let hint = match crate::cluster::at_server(server) {
-                        Some(name) => Some(crate::cluster::local_hint(&name)),
-                        None => crate::input::live::server_from()
-                            .map(|from| format!(" (the address is that of {from})")),
-                    };
-                    if let Some(hint) = hint {
-                        let cut = message.len() - crate::input::live::LOCAL_HINT.len();
-                        message.replace_range(cut.., &hint);
-                    }
+                    *message = crate::cluster::server_hint(message, server);
                 }
                 _ => {}
             }

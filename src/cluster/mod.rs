@@ -308,6 +308,26 @@ pub fn at_server(server: &str) -> Option<String> {
         .find(|n| info(n).is_ok_and(|i| i.server_url() == server.trim_end_matches('/')))
 }
 
+/// `message` (an API error's, ending in [`crate::input::live::LOCAL_HINT`]) with that hint
+/// made to fit `server`: a local cluster's own commands ([`local_hint`]: `--name` unless it
+/// is the default one), else where the address came from
+/// ([`crate::input::live::server_from`]); as it is when neither is known. One place for
+/// every command's error line and serve's log.
+pub fn server_hint(message: &str, server: &str) -> String {
+    let Some(head) = message.strip_suffix(crate::input::live::LOCAL_HINT) else {
+        return message.to_owned();
+    };
+    let hint = match at_server(server) {
+        Some(name) => Some(local_hint(&name)),
+        None => crate::input::live::server_from()
+            .map(|from| format!(" (the address is that of {from})")),
+    };
+    match hint {
+        Some(h) => format!("{head}{h}"),
+        None => message.to_owned(),
+    }
+}
+
 /// What to run about local cluster `name` when its API server does not answer:
 /// ` (the local cluster eval: gpuwl cluster status --name eval; gpuwl cluster up --name
 /// eval starts it again)`; without `--name` for the default cluster.

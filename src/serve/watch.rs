@@ -278,6 +278,10 @@ pub struct Shared {
     /// Whether the admission guard runs (`--admission-listen`): the evaluator then builds
     /// [`Shared::admission`] and `gpuwl_admission_flagged_pods`.
     pub admission_enabled: bool,
+    /// The API server's address (replaced with the client): a watch that cannot reach it
+    /// says which local cluster it is, or where the address came from
+    /// ([`crate::cluster::server_hint`]).
+    pub server: Mutex<String>,
 }
 
 impl Shared {
@@ -293,6 +297,7 @@ impl Shared {
 
     fn build(client: Client, unhealthy_after: Option<Duration>, admission: bool) -> Shared {
         Shared {
+            server: Mutex::new(String::new()),
             client: Mutex::new(client),
             store: AsyncMutex::new(Store::default()),
             changed: Notify::new(),
@@ -584,11 +589,13 @@ fn no_answer(e: &watcher::Error) -> bool {
 }
 
 /// The one-line text of a watcher error, with gpuwl's hint for API errors.
-fn error_text(doing: &str, e: &watcher::Error) -> String {
+fn error_text(doing: &str, e: &watcher::Error, server: &str) -> String {
     match e {
         watcher::Error::InitialListFailed(k)
         | watcher::Error::WatchStartFailed(k)
-        | watcher::Error::WatchFailed(k) => live::api_error(doing, k).to_string(),
+        | watcher::Error::WatchFailed(k) => {
+            crate::cluster::server_hint(&live::api_error(doing, k).to_string(), server)
+        }
         other => format!("cannot {doing}: {other}"),
     }
 }
@@ -641,7 +648,10 @@ async fn run_watcher<K, T>(
                 shared.set_watch(resource, None);
                 return;
             }
-            Some(e) => shared.watch_failed(resource, &error_text(&doing, &e), no_answer(&e)),
+            Some(e) => {
+                let server = lock(&shared.server).clone();
+                shared.watch_failed(resource, &error_text(&doing, &e, &server), no_answer(&e))
+            }
             None => {}
         }
         // A watch that ran for a while before it failed starts the backoff over.

@@ -218,11 +218,31 @@ fn no_kubeconfig_names_the_running_local_cluster_and_its_name() {
     std::thread::sleep(std::time::Duration::from_secs(2));
     let (rc, _, err) = gpuwl(&["check", "--kubeconfig", kc.trim()]);
     assert_eq!(rc, 3, "{err}");
+    let hint = format!(
+        "(the local cluster {name}: gpuwl cluster status --name {name}; gpuwl cluster up --name {name} starts it again)"
+    );
+    assert!(err.contains(&hint), "{err}");
+    // serve's log says the same of a watch that cannot reach it.
+    let mut serve = Command::new(cargo_bin("gpuwl"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            kc.trim(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let _ = serve.kill();
+    let out = serve.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!(
-            "(the local cluster {name}: gpuwl cluster status --name {name}; gpuwl cluster up --name {name} starts it again)"
-        )),
-        "{err}"
+        log.lines()
+            .any(|l| l.contains("watch nodes: ") && l.contains(&hint)),
+        "{log}"
     );
 }
 
