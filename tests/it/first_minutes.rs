@@ -207,8 +207,25 @@ fn no_kubeconfig_names_the_running_local_cluster_and_its_name() {
         )) || (err.contains("local clusters running: ") && err.contains(name)),
         "{err}"
     );
-    // Stop its API server: the refused connection names the cluster's --name.
     let kc = gpuwl(&["cluster", "kubeconfig", "--name", name]).1;
+    // Item 5: the lab on a cluster of the user's, a --node that is not there: exit 2 before
+    // anything is written, with the nearest node.
+    let root = tempfile::tempdir().unwrap();
+    let (rc, _, err) = gpuwl(&[
+        "lab",
+        "--kubeconfig",
+        kc.trim(),
+        "--node",
+        "container=kwok-node-9",
+        "--root",
+        root.path().to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(
+        err,
+        "gpuwl: --node container=kwok-node-9: no node kwok-node-9 in the cluster; did you mean kwok-node-0?\n"
+    );
+    // Stop its API server: the refused connection names the cluster's --name.
     let state = gpuwl::cluster::state_dir(name);
     let pid: i32 = std::fs::read_to_string(state.join("pids/kube-apiserver.pid"))
         .ok()
