@@ -79,6 +79,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             nodes,
             gpu_operator,
         } => {
+            // Where --set-context will write, before anything starts (exit 2, not after
+            // the cluster is up).
+            if *set_context {
+                cluster::userconfig::check_target(&cluster::kubeconfig_path(name))?;
+            }
             let was_running = cluster::status(name)? == Status::Running;
             let h = cluster::up(&UpOptions {
                 name: name.to_string(),

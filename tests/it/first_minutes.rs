@@ -978,3 +978,30 @@ fn a_removed_local_clusters_kubeconfig_says_how_to_get_it_back() {
     let (_, err) = run("elsewhere.yaml");
     assert!(!err.contains("local cluster"), "{err}");
 }
+
+/// Item 10, `cluster up --set-context`: the kubeconfig it will merge into is checked before
+/// any cluster starts (exit 2, one line naming it), not after the cluster is up.
+#[test]
+fn set_context_checks_the_users_kubeconfig_first() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".kube")).unwrap();
+    std::fs::write(home.path().join(".kube/config"), "garbage: [").unwrap();
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["cluster", "up", "--name", "h42-never", "--set-context"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env("GPUWL_STATE_DIR", home.path().join("state"))
+        .env("GPUWL_CONTROLPLANE_BIN", home.path().join("no-binaries"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: --set-context: {}/.kube/config is not a usable kubeconfig (fix it, or point $KUBECONFIG at another file)\n",
+            home.path().display()
+        )
+    );
+    assert!(!home.path().join("state/h42-never").exists());
+}
