@@ -129,7 +129,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
     }
     out.push_str("\nNow scheduled (by the twin's kube-scheduler)\n");
     placed(&mut out, &r.now_scheduled);
-    out.push_str("\nStill pending (the twin's scheduler; cause and fix by explain on the twin)\n");
+    out.push_str("\nStill pending after the relabel (the twin's scheduler; cause and fix by explain on the twin)\n");
     if r.still_pending.is_empty() {
         out.push_str("  (none)\n");
     }
