@@ -174,6 +174,8 @@ fn policy_spec() -> PolicySpec {
              variables.workloadNorm.replace('-', '') == w.replace('-', '') || \
              (size(variables.workloadNorm) >= 4 && (w.contains(variables.workloadNorm) || \
              variables.workloadNorm.startsWith(w))) || \
+             (size(variables.workloadNorm.replace('-', '')) >= 4 && \
+             w.replace('-', '').contains(variables.workloadNorm.replace('-', ''))) || \
              (size(variables.workloadNorm) >= 5 && w.startsWith(variables.workloadNorm.substring(0, \
              size(variables.workloadNorm) - 1))))"
         ),
@@ -452,6 +454,8 @@ mod tests {
             ("vmpassthrough", "vm-passthrough"),
             ("containers", "container"),
             ("vm.vgpu", "vm-vgpu"),
+            ("pass-through", "vm-passthrough"),
+            ("v-gpu", "vm-vgpu"),
         ] {
             assert_eq!(near(typo), [meant], "{typo}");
             // The repo's own did-you-mean says the same.

@@ -54,8 +54,9 @@ pub fn esc(s: &str) -> String {
 
 /// The names among `candidates` that `wanted` was most likely meant to be, nearest first,
 /// at most three: equal but for case and `-`/`_`, within two edits (or a fifth of the
-/// name for long ones), holding it or held by it (`passthrough` in `vm-passthrough`, at
-/// least four characters), or cut short from it (`vm-passthru`: all but its last character
+/// name for long ones), holding it or held by it, with or without the separators
+/// (`passthrough` or `pass-through` in `vm-passthrough`, at least four characters), or cut
+/// short from it (`vm-passthru`: all but its last character
 /// start the name). `wanted`
 /// itself is never offered.
 pub fn close_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
@@ -71,7 +72,12 @@ pub fn close_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a st
         .filter_map(|c| {
             let n = norm(c);
             let d = strsim::levenshtein(&w, &n);
-            let holds = w.len() >= 4 && n.len() >= 4 && (n.contains(&w) || w.contains(&n));
+            // Holding it, also with the separators left out (`pass-through` in
+            // `vm-passthrough`).
+            let compact = |s: &str| s.replace('-', "");
+            let (cw, cn) = (compact(&w), compact(&n));
+            let holds = (w.len() >= 4 && n.len() >= 4 && (n.contains(&w) || w.contains(&n)))
+                || (cw.len() >= 4 && cn.len() >= 4 && (cn.contains(&cw) || cw.contains(&cn)));
             // Cut short: all of `wanted` but its last character starts the longer name
             // (`vm-passthru`).
             let prefix = w.chars().zip(n.chars()).take_while(|(a, b)| a == b).count();
@@ -130,6 +136,17 @@ mod tests {
             ["vm-passthrough"]
         );
         assert!(close_names("vm", ["container", "vm-passthrough", "vm-vgpu"]).is_empty());
+        for (typo, meant) in [
+            ("pass-through", "vm-passthrough"),
+            ("Pass_Through", "vm-passthrough"),
+            ("v-gpu", "vm-vgpu"),
+        ] {
+            assert_eq!(
+                close_names(typo, ["container", "vm-passthrough", "vm-vgpu"]),
+                [meant],
+                "{typo}"
+            );
+        }
         assert_eq!(
             close_names("vm-passthru", ["container", "vm-passthrough", "vm-vgpu"]),
             ["vm-passthrough"]

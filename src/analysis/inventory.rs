@@ -1009,14 +1009,35 @@ impl Inventory {
 
 /// Removes the `nvidia.com/` resources matching `globs` (the `--ignore-resource` rule of
 /// [`Classifier::with_ignore_globs`]) from the nodes' capacity and allocatable and from the
-/// pods' requests, so that they count nowhere.
-pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[String]) {
+/// pods' requests, so that they count nowhere. Returns the note that says so (never
+/// silently): the GPU names only the globs set aside, with the nodes listing them and the
+/// pods requesting them; `None` when the globs matched none.
+pub fn ignore_resources(
+    nodes: &mut [NodeInfo],
+    pods: &mut [PodInfo],
+    globs: &[String],
+) -> Option<String> {
     if globs.is_empty() {
-        return;
+        return None;
     }
     let c = Classifier::with_ignore_globs(globs.iter().cloned());
     let keep = |r: &String| c.classify(r) != ResourceClass::NonGpu;
+    // A GPU name by the default rules that a glob set aside: (nodes, pods) naming it.
+    let mut set_aside: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut aside = |r: &String, node: bool| {
+        if !keep(r) && crate::model::resource::classify(r).is_gpu() {
+            let e = set_aside.entry(r.clone()).or_default();
+            if node {
+                e.0 += 1;
+            } else {
+                e.1 += 1;
+            }
+        }
+    };
     for n in nodes {
+        for r in n.capacity.keys() {
+            aside(r, true);
+        }
         n.capacity.retain(|r, _| keep(r));
         if let Some(a) = &mut n.allocatable {
             a.retain(|r, _| keep(r));
@@ -1024,10 +1045,28 @@ pub fn ignore_resources(nodes: &mut [NodeInfo], pods: &mut [PodInfo], globs: &[S
     }
     for p in pods {
         if p.requests.keys().any(|r| !keep(r)) {
+            for r in p.requests.keys() {
+                aside(r, false);
+            }
             std::sync::Arc::make_mut(&mut p.requests).retain(|r, _| keep(r));
         }
         p.sources.retain(|s| keep(&s.resource));
     }
+    (!set_aside.is_empty()).then(|| {
+        let names: Vec<String> = set_aside
+            .iter()
+            .map(|(r, (n, p))| {
+                format!(
+                    "{} (listed by {n} node(s), requested by {p} pod(s))",
+                    crate::render::esc(r)
+                )
+            })
+            .collect();
+        format!(
+            "--ignore-resource set aside {}: counted nowhere above",
+            names.join(", ")
+        )
+    })
 }
 
 /// Builds the inventory of what was read from a live cluster
@@ -1039,8 +1078,9 @@ pub fn from_snapshot(
     mut snap: crate::input::snapshot::Snapshot,
     ignore: &[String],
 ) -> Result<Inventory> {
-    ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
+    let ignored = ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
     let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
+    inv.notes.extend(ignored);
     attach_dra(
         &mut inv,
         &snap.dra,

@@ -93,6 +93,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             gpu_operator,
             fresh,
         } => {
+            // Where --set-context will write, before anything starts (exit 2, not after
+            // the cluster is up).
+            if *set_context {
+                cluster::userconfig::check_target(&cluster::kubeconfig_path(name))?;
+            }
             if *fresh && cluster::state_dir(name).exists() {
                 if !quiet {
                     eprintln!(

@@ -326,14 +326,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
                 .then(|| {
                     args.live.block_on(|client| async move {
-                        let (mut c, owners) = futures::join!(
-                            input::snapshot::read(&client, true),
-                            input::virt::vmi_owners(&client)
-                        );
-                        if let (Ok(c), Some(o)) = (&mut c, &owners) {
-                            input::virt::mark_launchers(&mut c.pods, o);
-                        }
-                        c
+                        input::snapshot::read(&client, true).await
                     })
                 })
                 .transpose()?,

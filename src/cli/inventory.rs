@@ -99,10 +99,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                     Some("no --pods: allocated and pending are not known (shown as 0)".to_string()),
                 ),
             };
-            inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
+            let ignored = inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
             let mut inv =
                 inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
             inv.notes.extend(note);
+            inv.notes.extend(ignored);
             // The GPU Operator's operand pods come from the same pods dump (not from stdin,
             // which the pod reader has consumed).
             if let Some(p) = args.pods.as_ref().filter(|p| p.as_os_str() != "-") {

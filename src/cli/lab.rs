@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use crate::error::{Error, ExitStatus, Result};
 use crate::lab::{self, LabNodes, LabOptions, Target};
 use crate::model::workload::WorkloadConfig;
+use crate::render::esc;
 
 /// `gpuwl lab --help`: the steps (from [`lab::STEPS`]) and where the lab runs.
 pub fn long_about() -> String {
@@ -80,6 +81,35 @@ fn parse_node(s: &str) -> std::result::Result<(WorkloadConfig, String), String> 
     Ok((wc, v.to_string()))
 }
 
+/// Makes the lab's result folders under `root` (or finds them) and checks that a file can
+/// be written in each.
+///
+/// Errors: [`Error::Input`] naming `--root` and the folder that cannot be made or written.
+fn root_writable(root: &std::path::Path) -> Result<()> {
+    let bad = |why: String| {
+        Error::Input(format!(
+            "--root {}: {why}",
+            esc(&root.display().to_string())
+        ))
+    };
+    let dirs = crate::lab::files::LabDirs::new(root);
+    dirs.create().map_err(|e| bad(e.to_string()))?;
+    for d in [&dirs.out, &dirs.bin, &dirs.k8s] {
+        tempfile::Builder::new()
+            .prefix(".gpuwl-")
+            .tempfile_in(d)
+            .map(drop)
+            .map_err(|e| {
+                bad(format!(
+                    "cannot write in {} ({})",
+                    esc(&d.display().to_string()),
+                    std::io::Error::from(e.kind())
+                ))
+            })?;
+    }
+    Ok(())
+}
+
 /// Runs `gpuwl lab`: progress lines and the summary on stdout.
 ///
 /// Errors: [`Error::Input`] (exit 2) for a bad `--root`; [`Error::Runtime`] (exit 3) when a
@@ -93,6 +123,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     };
     let root = std::path::absolute(&root)
         .map_err(|e| Error::Input(format!("--root {}: {e}", root.display())))?;
+    // The result folders before any cluster is built or started: a --root that cannot hold
+    // them fails now (exit 2, naming it), not after minutes at step 1.
+    root_writable(&root)?;
     let mut nodes = LabNodes::default();
     for (wc, n) in &args.nodes {
         match wc {

@@ -122,6 +122,14 @@ pub fn main() -> ExitCode {
     if argv0_is("kubectl-gpuwl") {
         cmd = cmd.bin_name("kubectl gpuwl").display_name("kubectl gpuwl");
     }
+    // Help asked for: its examples fitted to the width clap lays the help out for, so that
+    // clap's wrapping never cuts a command (`\` continuations instead).
+    if std::env::args_os()
+        .skip(1)
+        .any(|a| a == "-h" || a == "--help" || a == "help")
+    {
+        cmd = fit_help_examples(cmd, help_width());
+    }
     let matches = match cmd.try_get_matches() {
         Ok(m) => m,
         // --help and --version go to stdout through the same path as any output, so a
@@ -177,12 +185,9 @@ pub fn main() -> ExitCode {
                     server: Some(server),
                     message,
                     ..
-                } if message.ends_with(crate::input::live::LOCAL_HINT) => {
-                    if let Some(name) = crate::cluster::at_server(server) {
-                        let hint = crate::cluster::local_hint(&name);
-                        let cut = message.len() - crate::input::live::LOCAL_HINT.len();
-                        message.replace_range(cut.., &hint);
-                    }
+                } => {
+                    // A local cluster's own commands; else where the address came from.
+                    *message = crate::cluster::server_hint(message, server);
                 }
                 _ => {}
             }
@@ -190,6 +195,34 @@ pub fn main() -> ExitCode {
             e.exit_status().into()
         }
     }
+}
+
+/// The width clap lays `--help` out for: the terminal's, else `$COLUMNS`, else 100 (clap
+/// `output/help_template.rs`, `term_w` and `dimensions`).
+fn help_width() -> usize {
+    terminal_size::terminal_size()
+        .map(|(w, _)| usize::from(w.0))
+        .or_else(|| std::env::var("COLUMNS").ok()?.trim().parse().ok())
+        .unwrap_or(100)
+}
+
+/// `cmd` and every subcommand with the examples of its after-help and long about fitted to
+/// `width` ([`crate::render::fit_examples`]).
+fn fit_help_examples(mut cmd: clap::Command, width: usize) -> clap::Command {
+    if let Some(h) = cmd.get_after_help().map(|h| h.to_string()) {
+        cmd = cmd.after_help(crate::render::fit_examples(&h, width));
+    }
+    if let Some(h) = cmd.get_long_about().map(|h| h.to_string()) {
+        cmd = cmd.long_about(crate::render::fit_examples(&h, width));
+    }
+    let names: Vec<String> = cmd
+        .get_subcommands()
+        .map(|s| s.get_name().to_owned())
+        .collect();
+    for n in names {
+        cmd = cmd.mut_subcommand(n, |s| fit_help_examples(s, width));
+    }
+    cmd
 }
 
 #[cfg(test)]

@@ -277,11 +277,23 @@ pub fn list() -> Vec<(String, Status)> {
         .collect()
 }
 
-/// A hint for a command aimed at cluster `name` that does not run: the OTHER clusters that
-/// do, and the `--name` that reaches them, e.g.
-/// `; running now: eval (add --name eval)`. Empty when no other cluster runs.
+/// A hint for a command aimed at cluster `name` that does not run: when no cluster of that
+/// name was ever started, the local clusters it was most likely meant to be
+/// (`; did you mean eval?`, [`crate::text::did_you_mean`]); else the OTHER clusters that
+/// run, and the `--name` that reaches them, e.g. `; running now: eval (add --name eval)`.
+/// Empty when there is neither.
 pub fn running_elsewhere_hint(name: &str) -> String {
-    let running: Vec<String> = list()
+    let all = list();
+    if !state_dir(name).exists() {
+        let mean = crate::text::did_you_mean(
+            name,
+            all.iter().map(|(n, _)| n.as_str()).filter(|n| *n != name),
+        );
+        if !mean.is_empty() {
+            return mean;
+        }
+    }
+    let running: Vec<String> = all
         .into_iter()
         .filter(|(n, s)| n != name && *s == Status::Running)
         .map(|(n, _)| n)
@@ -300,6 +312,26 @@ pub fn at_server(server: &str) -> Option<String> {
         .into_iter()
         .map(|(n, _)| n)
         .find(|n| info(n).is_ok_and(|i| i.server_url() == server.trim_end_matches('/')))
+}
+
+/// `message` (an API error's, ending in [`crate::input::live::LOCAL_HINT`]) with that hint
+/// made to fit `server`: a local cluster's own commands ([`local_hint`]: `--name` unless it
+/// is the default one), else where the address came from
+/// ([`crate::input::live::server_from`]); as it is when neither is known. One place for
+/// every command's error line and serve's log.
+pub fn server_hint(message: &str, server: &str) -> String {
+    let Some(head) = message.strip_suffix(crate::input::live::LOCAL_HINT) else {
+        return message.to_owned();
+    };
+    let hint = match at_server(server) {
+        Some(name) => Some(local_hint(&name)),
+        None => crate::input::live::server_from()
+            .map(|from| format!(" (the address is that of {from})")),
+    };
+    match hint {
+        Some(h) => format!("{head}{h}"),
+        None => message.to_owned(),
+    }
 }
 
 /// What to run about local cluster `name` when its API server does not answer:

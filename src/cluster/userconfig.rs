@@ -67,6 +67,30 @@ fn write(target: &Path, cfg: &Kubeconfig) -> Result<()> {
     crate::files::write_atomic(target, text.as_bytes(), mode)
 }
 
+/// Checks, before a cluster is started, that `--set-context` can merge into [`target`]:
+/// the file is absent or a kubeconfig that reads, and is not a folder; its folder, when it
+/// exists, takes a new file.
+///
+/// Errors: [`Error::Input`] naming `--set-context` and the file (never its contents: a
+/// kubeconfig holds credentials).
+pub fn check_target(ours: &Path) -> Result<()> {
+    let t = target(ours);
+    let shown = crate::render::esc(&t.display().to_string());
+    if t.is_dir() {
+        return Err(Error::Input(format!("--set-context: {shown} is a folder")));
+    }
+    if t.exists() && Kubeconfig::read_from(&t).is_err() {
+        return Err(Error::Input(format!(
+            "--set-context: {shown} is not a usable kubeconfig (fix it, or point $KUBECONFIG \
+             at another file)"
+        )));
+    }
+    if t.parent().is_some_and(Path::is_dir) {
+        crate::files::check_writable(&t, "--set-context")?;
+    }
+    Ok(())
+}
+
 /// Merges the cluster/context/user of `ours` (the cluster's kubeconfig) into [`target`],
 /// makes the context `name` current and records the change in `state`. Replaces entries
 /// of the same names. Returns the file changed.

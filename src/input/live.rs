@@ -174,52 +174,183 @@ pub fn client_from_config(
     Client::try_from(config).map_err(|e| Error::failed("cannot build a client", e))
 }
 
-/// The kubeconfig (or in-cluster) settings [`connect`] starts from, before timeouts.
+/// The kubeconfig (or in-cluster) settings [`connect`] starts from, before timeouts. The
+/// kubeconfig is taken as kubectl takes it: `--kubeconfig`, else the files `$KUBECONFIG`
+/// lists (merged; a missing one skipped when others exist), else `~/.kube/config`, else the
+/// pod's service account. Every message names the file and where its path came from
+/// (`$KUBECONFIG=…`), and a context that is not there is named with those that are.
 ///
-/// Errors: [`Error::Input`] when the given kubeconfig file cannot be read or parsed, or
-/// the context does not exist; [`Error::NoKubeconfig`] when none can be inferred.
+/// Errors: [`Error::Input`] when the kubeconfig cannot be read or parsed, or the context
+/// (given, or current) is not in it; [`Error::NoKubeconfig`] when none can be found.
 async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Config> {
     let opts = KubeConfigOptions {
         context: context.map(str::to_owned),
         ..Default::default()
     };
-    // $KUBECONFIG naming one file is read like --kubeconfig: a bad file is bad input (2)
-    // however it is named; the message says where the path came from.
-    let env_file = std::env::var_os("KUBECONFIG")
-        .filter(|v| !v.is_empty() && !v.to_string_lossy().contains(':'))
-        .map(std::path::PathBuf::from);
-    let (kubeconfig, via_env) = match kubeconfig {
-        Some(p) => (Some(p), false),
-        None => (env_file.as_deref(), env_file.is_some()),
+    let read = |path: &Path, name: &str| -> Result<Kubeconfig> {
+        readable(path, name).map_err(|e| match gone_local_cluster(path) {
+            Some(hint) => Error::Input(format!("{e}{hint}")),
+            None => e,
+        })?;
+        Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(name, &e))
     };
-    match (kubeconfig, context) {
+    let env = std::env::var_os("KUBECONFIG").filter(|v| !v.is_empty());
+    let (kc, name) = match (kubeconfig, env) {
         (Some(path), _) => {
-            let name = kubeconfig_name(path, via_env);
-            readable(path, &name)?;
-            let kc = Kubeconfig::read_from(path).map_err(|e| kubeconfig_error(&name, &e))?;
-            Config::from_custom_kubeconfig(kc, &opts)
-                .await
-                .map_err(|e| kubeconfig_error(&name, &e))
+            let name = kubeconfig_name(path, false);
+            (read(path, &name)?, name)
         }
-        (None, Some(_)) => Config::from_kubeconfig(&opts)
-            .await
-            .map_err(|e| Error::Input(format!("kubeconfig: {}", one_line(&e.to_string())))),
-        (None, None) => Config::infer().await.map_err(|e| {
-            // A ~/.kube/config that is there but does not load is named as such; when
-            // there is none, kube-rs' own chain of reasons adds nothing to "none found".
+        (None, Some(value)) => {
+            let paths: Vec<PathBuf> = std::env::split_paths(&value)
+                .filter(|p| !p.as_os_str().is_empty())
+                .collect();
+            let name = format!("$KUBECONFIG={}", value.to_string_lossy());
+            match paths.as_slice() {
+                [] => return Err(Error::Input(format!("{name}: names no file"))),
+                [one] => (read(one, &kubeconfig_name(one, true))?, name),
+                many => {
+                    let present: Vec<&PathBuf> = many.iter().filter(|p| p.exists()).collect();
+                    if present.is_empty() {
+                        return Err(Error::Input(format!(
+                            "{name}: none of its {} files exists",
+                            many.len()
+                        )));
+                    }
+                    let mut merged = Kubeconfig::default();
+                    for p in present {
+                        let one = format!("{} (in $KUBECONFIG)", p.display());
+                        merged = merged
+                            .merge(read(p, &one)?)
+                            .map_err(|e| kubeconfig_error(&one, &e))?;
+                    }
+                    (merged, name)
+                }
+            }
+        }
+        (None, None) => {
             let home = std::env::var_os("HOME")
                 .map(|h| Path::new(&h).join(".kube/config"))
-                .filter(|p| p.is_file());
+                .filter(|p| p.exists());
             match home {
-                Some(p) => kubeconfig_error(&p.display().to_string(), &e),
-                None => Error::NoKubeconfig {
-                    detail: String::new(),
-                    // Filled in by the command line, which knows about the local clusters.
-                    running: Vec::new(),
-                },
+                Some(p) => {
+                    let name = p.display().to_string();
+                    (read(&p, &name)?, name)
+                }
+                // No kubeconfig: the pod's service account, unless a context was asked for
+                // (in-cluster credentials have none).
+                None => {
+                    let no_kubeconfig = |detail: String| Error::NoKubeconfig {
+                        detail,
+                        // Filled in by the command line, which knows about the local clusters.
+                        running: Vec::new(),
+                    };
+                    if let Some(c) = context {
+                        return Err(no_kubeconfig(format!(
+                            "--context {} needs one",
+                            crate::render::esc(c)
+                        )));
+                    }
+                    return Config::incluster().map_err(|_| no_kubeconfig(String::new()));
+                }
             }
-        }),
+        }
+    };
+    check_context(&kc, context, &name)?;
+    if let Some(c) = context.or(kc.current_context.as_deref()) {
+        let _ = SERVER_FROM.set(format!(
+            "context {} of {}",
+            crate::render::esc(c),
+            crate::render::esc(&name)
+        ));
     }
+    Config::from_custom_kubeconfig(kc, &opts)
+        .await
+        .map_err(|e| kubeconfig_error(&name, &e))
+}
+
+/// Where this run's API server address came from (`context prod of $KUBECONFIG=…`), set
+/// by the first [`connect`]: an unreachable server that is not a local cluster is named
+/// with it.
+static SERVER_FROM: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// `context C of FILE`: where the API server address of this run came from, once a
+/// kubeconfig was read.
+pub fn server_from() -> Option<&'static str> {
+    SERVER_FROM.get().map(String::as_str)
+}
+
+/// That the context gpuwl will use — `context`, else the kubeconfig's `current-context` — is
+/// one of the kubeconfig's, else a one-line error naming the kubeconfig (`name`), the
+/// context, those there are and the nearest ([`crate::text::did_you_mean`]). Context names
+/// are not credentials: they may be shown.
+///
+/// Errors: [`Error::Input`] as above.
+fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<()> {
+    let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
+    let list = || {
+        if names.is_empty() {
+            "it has none".to_string()
+        } else {
+            let shown: Vec<String> = names
+                .iter()
+                .take(10)
+                .map(|n| crate::render::esc(n))
+                .collect();
+            let more = names.len().saturating_sub(10);
+            format!(
+                "its contexts: {}{}",
+                shown.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            )
+        }
+    };
+    match (context, kc.current_context.as_deref()) {
+        (Some(c), _) if !names.contains(&c) => Err(Error::Input(format!(
+            "{name}: no context {} ({}){}",
+            crate::render::esc(c),
+            list(),
+            crate::text::did_you_mean(c, names.iter().copied())
+        ))),
+        (None, Some(c)) if !names.contains(&c) => Err(Error::Input(format!(
+            "{name}: its current-context {} is not one of its contexts ({}); pass --context NAME{}",
+            crate::render::esc(c),
+            list(),
+            crate::text::did_you_mean(c, names.iter().copied())
+        ))),
+        (None, None) if !names.is_empty() => Err(Error::Input(format!(
+            "{name}: no current-context set; pass --context NAME ({})",
+            list()
+        ))),
+        _ => Ok(()),
+    }
+}
+
+/// When `path` is the kubeconfig of a local cluster (`gpuwl cluster`) that no longer has
+/// one — stopped with `cluster down`, which removes its state — how to get it back:
+/// `; the local cluster eval is gone (gpuwl cluster down removed its state): gpuwl cluster
+/// up --name eval`; `None` for any other path.
+fn gone_local_cluster(path: &Path) -> Option<String> {
+    let root = crate::cluster::state_root();
+    let rel = std::path::absolute(path).ok()?;
+    let rel = rel.strip_prefix(std::path::absolute(&root).ok()?).ok()?;
+    let mut parts = rel.components();
+    let name = parts.next()?.as_os_str().to_str()?.to_owned();
+    if parts.as_path() != Path::new("kubeconfig") || path.exists() {
+        return None;
+    }
+    let flag = if name == crate::cluster::DEFAULT_NAME {
+        String::new()
+    } else {
+        format!(" --name {}", crate::render::esc(&name))
+    };
+    Some(format!(
+        "; the local cluster {} is gone (gpuwl cluster down removed its state): gpuwl cluster up{flag}",
+        crate::render::esc(&name)
+    ))
 }
 
 /// How a kubeconfig path is named in messages: `$KUBECONFIG=<path>` when it came from

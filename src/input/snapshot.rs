@@ -26,7 +26,9 @@ pub struct Snapshot {
     pub dra_source: crate::model::dra::DraSource,
 }
 
-/// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR only when `with_kubevirt`.
+/// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR only when `with_kubevirt`. Each
+/// virt-launcher pod is marked with whether a VirtualMachine owns its VMI
+/// ([`crate::input::virt::mark_launchers`]; unknown when VMIs cannot be listed).
 ///
 /// DRA objects are listed too; a server without `resource.k8s.io/v1`, or credentials
 /// that may not list them, leave them out with the reason in `dra_source`.
@@ -55,7 +57,14 @@ pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
         },
         crate::input::dra::list(client)
     );
-    let (nodes, pods) = lists?;
+    let (nodes, mut pods) = lists?;
+    // How a VM holding a GPU is stopped depends on whether a VirtualMachine owns its VMI:
+    // every analysis of a live read knows it (one more list, only when a launcher runs).
+    if pods.iter().any(|p| p.launcher_vmi().is_some())
+        && let Some(owners) = crate::input::virt::vmi_owners(client).await
+    {
+        crate::input::virt::mark_launchers(&mut pods, &owners);
+    }
     let (dra, dra_source) = dra?;
     Ok(Snapshot {
         nodes,

@@ -19,6 +19,7 @@
 //! | `pods.json` | the Pods that have not finished; only the fields gpuwl reads unless `--full` |
 //! | `clusterpolicies.json` | `clusterpolicies.nvidia.com` |
 //! | `kubevirt.json` | `kubevirts.kubevirt.io` and `hyperconvergeds.hco.kubevirt.io` |
+//! | `vmis.json` | `virtualmachineinstances.kubevirt.io`, metadata only: name, namespace, owners (whether a VirtualMachine owns each VMI: how a VM holding a GPU is stopped) |
 //! | `dra.json` | DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates |
 //! | `daemonsets.json` | the GPU Operator's operand DaemonSets (owned by a ClusterPolicy, or labelled `nvidia…`) |
 //!
@@ -122,6 +123,14 @@ const LISTS: &[ListSpec] = &[
                 "kubevirt.io/v1",
             ),
         ],
+    },
+    ListSpec {
+        member: "vmis",
+        paths: &[(
+            "/apis/kubevirt.io/v1/virtualmachineinstances",
+            "VirtualMachineInstance",
+            "kubevirt.io/v1",
+        )],
     },
     ListSpec {
         member: "dra",
@@ -283,6 +292,44 @@ async fn list_raw(
     Ok(not.unwrap_or(Listed::Items(out)))
 }
 
+/// What a snapshot keeps of a VMI: its kind, name, namespace and owner references (the
+/// rest, a whole VM spec, gpuwl never reads).
+fn vmi_metadata(v: &Value) -> Value {
+    let md = &v["metadata"];
+    let mut meta = serde_json::Map::new();
+    for k in ["name", "namespace", "ownerReferences"] {
+        if let Some(x) = md.get(k) {
+            meta.insert(k.into(), x.clone());
+        }
+    }
+    serde_json::json!({
+        "apiVersion": "kubevirt.io/v1",
+        "kind": "VirtualMachineInstance",
+        "metadata": meta,
+    })
+}
+
+/// Whether a VirtualMachine owns each VMI of `items` (`namespace/name` → owned), as
+/// [`crate::input::virt::vmi_owners`] reads it live.
+fn vmi_owners_of(items: &[Value]) -> BTreeMap<String, bool> {
+    items
+        .iter()
+        .filter_map(|v| {
+            let md = v.get("metadata")?;
+            let name = md.get("name")?.as_str()?;
+            let ns = md.get("namespace").and_then(Value::as_str).unwrap_or("");
+            let owned = md
+                .get("ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r.get("kind").and_then(Value::as_str) == Some("VirtualMachine"))
+                });
+            Some((format!("{ns}/{name}"), owned))
+        })
+        .collect()
+}
+
 /// Serializes `items` as a kubectl-style `List`.
 fn list_json(items: &[Value]) -> Result<Vec<u8>> {
     let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
@@ -361,6 +408,9 @@ pub async fn take(
         }
         if spec.member == "kubevirt" && items.is_empty() && collected.note.is_some() {
             collected.status = "not-served".into();
+        }
+        if spec.member == "vmis" {
+            items = items.iter().map(vmi_metadata).collect();
         }
         collected.objects = items.len();
         progress(&match &collected.note {
@@ -525,6 +575,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
     let mut kubevirt_items = None;
     let mut dra = None;
     let mut daemonsets = Vec::new();
+    let mut vmis = None;
     for entry in archive.entries().map_err(not_tar)? {
         let entry = entry.map_err(not_tar)?;
         let member = entry
@@ -569,6 +620,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
             "kubevirt.json" => kubevirt_items = Some(items_of(&small(entry, &origin)?, &origin)?),
             "dra.json" => dra = Some(crate::input::dra::read_from(entry, &origin)?),
             "daemonsets.json" => daemonsets = items_of(&small(entry, &origin)?, &origin)?,
+            "vmis.json" => vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
             // Members of a later version are skipped.
             _ => {}
         }
@@ -638,10 +690,15 @@ pub fn load(path: &Path) -> Result<Loaded> {
             ),
         ),
     };
+    // As a live read does: each virt-launcher pod knows whether a VM owns its VMI.
+    let mut pods = pods.unwrap_or_default();
+    if let Some(items) = vmis {
+        crate::input::virt::mark_launchers(&mut pods, &vmi_owners_of(&items));
+    }
     Ok(Loaded {
         snapshot: Snapshot {
             nodes,
-            pods: pods.unwrap_or_default(),
+            pods,
             policy,
             kubevirt,
             dra,

@@ -206,10 +206,33 @@ pub async fn read(
             match get(client, "VirtualMachine", "virtualmachines", namespace, name).await? {
                 Some(v) => Some(v),
                 None => {
-                    let near = names(client, "VirtualMachine", "virtualmachines", namespace).await;
+                    // The other kind under that name first (a VMI no VM owns), else the
+                    // nearest VM names.
+                    let other = get(
+                        client,
+                        "VirtualMachineInstance",
+                        "virtualmachineinstances",
+                        namespace,
+                        name,
+                    )
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|_| {
+                        format!(
+                            "; a VirtualMachineInstance of that name runs (no VM owns it): gpuwl explain vmi {namespace}/{name}"
+                        )
+                    });
+                    let hint = match other {
+                        Some(h) => h,
+                        None => {
+                            let near =
+                                names(client, "VirtualMachine", "virtualmachines", namespace).await;
+                            crate::text::did_you_mean(name, near.iter().map(String::as_str))
+                        }
+                    };
                     return Err(Error::Input(format!(
-                        "VirtualMachine {namespace}/{name} not found{}",
-                        crate::text::did_you_mean(name, near.iter().map(String::as_str))
+                        "VirtualMachine {namespace}/{name} not found{hint}"
                     )));
                 }
             }
@@ -225,16 +248,29 @@ pub async fn read(
     )
     .await?;
     if kind == ObjectKind::VirtualMachineInstance && vmi.is_none() {
-        let near = names(
-            client,
-            "VirtualMachineInstance",
-            "virtualmachineinstances",
-            namespace,
-        )
-        .await;
-        return Err(Error::Input(format!(
-            "VirtualMachineInstance {namespace}/{name} not found{}",
+        // A VM of that name that runs no VMI (stopped, or not started yet) is explained as
+        // a VM; else the nearest VMI names.
+        let vm_there = get(client, "VirtualMachine", "virtualmachines", namespace, name)
+            .await
+            .ok()
+            .flatten()
+            .is_some();
+        let hint = if vm_there {
+            format!(
+                "; VirtualMachine {namespace}/{name} exists and runs no VMI now: gpuwl explain vm {namespace}/{name}"
+            )
+        } else {
+            let near = names(
+                client,
+                "VirtualMachineInstance",
+                "virtualmachineinstances",
+                namespace,
+            )
+            .await;
             crate::text::did_you_mean(name, near.iter().map(String::as_str))
+        };
+        return Err(Error::Input(format!(
+            "VirtualMachineInstance {namespace}/{name} not found{hint}"
         )));
     }
     let mut out = VmObjects {

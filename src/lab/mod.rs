@@ -386,6 +386,9 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     let dirs = LabDirs::new(&opts.root);
     let (client, local_kubeconfig) = connect(opts, progress).await?;
     let local = matches!(opts.target, Target::Local { .. });
+    if !local {
+        nodes_exist(&client, &plan).await?;
+    }
     let mut st = Steps {
         done: 0,
         started: Instant::now(),
@@ -647,6 +650,28 @@ async fn connect(
             Ok((conn.client, None))
         }
     }
+}
+
+/// On a cluster of the user's (`--context`/`--kubeconfig`), that every `--node` names a
+/// node of it, before anything is written there: a typo is bad input naming the flag, with
+/// the nearest node names ([`crate::text::did_you_mean`]).
+///
+/// Errors: [`Error::Input`] for a node the cluster lacks; the list's own errors.
+async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
+    let all = crate::input::live::list_nodes(client).await?;
+    let names: Vec<&str> = all.iter().map(|n| n.name.as_str()).collect();
+    for n in &plan.nodes {
+        if !names.contains(&n.node.as_str()) {
+            return Err(Error::Input(format!(
+                "--node {}={}: no node {} in the cluster{}",
+                n.config,
+                crate::render::esc(&n.node),
+                crate::render::esc(&n.node),
+                crate::text::did_you_mean(&n.node, names.iter().copied())
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The file of `--operator`'s observed operands, under `out/`.

@@ -319,8 +319,9 @@ async fn stop_vm(client: &Client, vm: &str) -> Result<()> {
     let obj = api.get_opt(name).await.map_err(|e| api_error(&doing, &e))?;
     let Some(obj) = obj else {
         return Err(Error::Runtime(format!(
-            "cannot {doing}: no VirtualMachine of that name (a VMI no VM owns: kubectl delete \
-             vmi {name} -n {ns}, or use --evict)"
+            "cannot {doing}: no VirtualMachine of that name (a VMI no VM owns: {}, or use \
+             --evict)",
+            crate::model::pod::stop_command(ns, "", Some(name), Some(false))
         )));
     };
     let spec = if obj.data["spec"].get("running").is_some() {
@@ -545,6 +546,30 @@ pub async fn run_node(
     Ok(Ok(()))
 }
 
+/// The closing message of a relabel: `relabelled … in 17 s`; for a run that resumed a
+/// relabel started earlier (`since_first`: when, and how long ago), its length is counted
+/// from that first start, this run's own time beside it — never only the last try's.
+pub fn done_message(
+    done: &[String],
+    this_run: Duration,
+    since_first: Option<(String, Duration)>,
+) -> String {
+    let tenth = |d: Duration| Duration::from_secs_f64((d.as_secs_f64() * 10.0).round() / 10.0);
+    match since_first {
+        Some((when, total)) if total > this_run => format!(
+            "relabelled {} in {} since it started ({when}; this run {})",
+            done.join(", "),
+            seconds(tenth(total)),
+            seconds(tenth(this_run))
+        ),
+        _ => format!(
+            "relabelled {} in {}",
+            done.join(", "),
+            seconds(tenth(this_run))
+        ),
+    }
+}
+
 /// `10 s`, `2 min`, `1.5 s`.
 pub fn seconds(d: Duration) -> String {
     let s = d.as_secs_f64();
@@ -584,6 +609,17 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
         return Ok(sink.report(Outcome::Planned, &req.relabels, verdict, None));
     }
     let mut done = Vec::new();
+    // A resumed relabel started in an earlier run: its length is counted from there too.
+    let first_started = plans
+        .iter()
+        .filter(|p| p.resuming)
+        .filter_map(|p| {
+            p.record
+                .started
+                .parse::<k8s_openapi::jiff::Timestamp>()
+                .ok()
+        })
+        .min();
     for mut plan in plans {
         if let Err(message) = run_node(clients, &mut plan, req.timeout, &mut sink).await? {
             return Ok(sink.report(Outcome::TimedOut, &req.relabels, verdict, Some(message)));
@@ -595,13 +631,14 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
             plan.relabel.config
         ));
     }
-    let message = format!(
-        "relabelled {} in {}",
-        done.join(", "),
-        seconds(Duration::from_secs_f64(
-            (sink.started.elapsed().as_secs_f64() * 10.0).round() / 10.0
-        ))
-    );
+    let since_first = first_started.map(|t| {
+        let secs = k8s_openapi::jiff::Timestamp::now()
+            .duration_since(t)
+            .as_secs()
+            .max(0);
+        (t.to_string(), Duration::from_secs(secs.unsigned_abs()))
+    });
+    let message = done_message(&done, sink.started.elapsed(), since_first);
     Ok(sink.report(Outcome::Done, &req.relabels, verdict, Some(message)))
 }
 
@@ -627,13 +664,9 @@ async fn decide_all(
         decisions.push((from, super::decide(r, &obs, &fresh, &req.how, &now)));
     }
     // A resumed run may have stopped the VMs it names already: only a fresh one checks.
-    let unknown = super::unknown_stop_vms(&req.how, &holders);
-    if !unknown.is_empty() && !resuming {
-        let unknown: Vec<String> = unknown.iter().map(|v| esc(v)).collect();
-        return Err(Error::Input(format!(
-            "--stop-vm {}: no VM of that name runs on the node(s) to relabel",
-            unknown.join(", ")
-        )));
+    let problems = super::stop_vm_problems(&req.how, &holders);
+    if !problems.is_empty() && !resuming {
+        return Err(Error::Input(problems.join("; ")));
     }
     let mut plans = Vec::new();
     let mut stopped = None;

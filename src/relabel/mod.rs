@@ -222,6 +222,10 @@ impl Holder {
             .map(|(k, v)| format!("{} {v}", esc(k)))
             .collect();
         let what = match self.vm() {
+            // A VMI no VirtualMachine owns is called what it is.
+            Some(vm) if self.owned_by_vm == Some(false) => {
+                format!("{} (VMI {}", esc(&self.pod), esc(&vm))
+            }
             Some(vm) => format!("{} (VM {}", esc(&self.pod), esc(&vm)),
             None => format!("{} (", esc(&self.pod)),
         };
@@ -659,14 +663,41 @@ pub fn still_there(before: &[(Holder, HolderAction)], now: &[Holder]) -> Vec<Str
         .collect()
 }
 
-/// `--stop-vm` values that name no VM running on the nodes (a typo would otherwise pass
-/// silently).
-pub fn unknown_stop_vms(how: &Disruption, holders: &[Holder]) -> Vec<String> {
+/// What is wrong with the `--stop-vm` values, one message each: a value that names no VM
+/// running on the nodes (a typo would otherwise pass silently; the nearest is offered), or
+/// one whose VMI no VirtualMachine owns (stopping works through the VM, as `virtctl stop`
+/// does; a bare VMI is deleted, or evicted with `--evict`). Values are escaped.
+pub fn stop_vm_problems(how: &Disruption, holders: &[Holder]) -> Vec<String> {
     let vms: BTreeSet<String> = holders.iter().filter_map(Holder::vm).collect();
     how.stop_vms
         .iter()
-        .filter(|v| !vms.contains(*v))
-        .cloned()
+        .filter_map(|v| {
+            if !vms.contains(v) {
+                return Some(format!(
+                    "--stop-vm {}: no VM of that name runs on the node(s) to relabel{}",
+                    esc(v),
+                    crate::text::did_you_mean(v, vms.iter().map(String::as_str))
+                ));
+            }
+            let bare = holders
+                .iter()
+                .any(|h| h.vm().as_ref() == Some(v) && h.owned_by_vm == Some(false));
+            bare.then(|| {
+                let (ns, name) = v.split_once('/').unwrap_or(("default", v));
+                format!(
+                    "--stop-vm {}: no VirtualMachine owns VMI {}, and a VM is what is stopped; \
+                     use --evict, or delete the VMI: {}",
+                    esc(v),
+                    esc(v),
+                    esc(&crate::model::pod::stop_command(
+                        ns,
+                        "",
+                        Some(name),
+                        Some(false)
+                    ))
+                )
+            })
+        })
         .collect()
 }
 

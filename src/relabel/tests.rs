@@ -377,13 +377,48 @@ fn the_expectation_comes_from_the_twins_model() {
 }
 
 #[test]
-fn unknown_stop_vms_are_the_ones_no_holder_runs() {
+fn stop_vm_values_that_name_no_vm_or_a_bare_vmi_are_refused() {
     let how = Disruption {
-        stop_vms: vec!["gpu-vm/vm1".into(), "gpu-vm/typo".into()],
+        stop_vms: vec![
+            "gpu-vm/vm1".into(),
+            "gpu-vm/vm2".into(),
+            "gpu-vm/bare".into(),
+        ],
         ..Disruption::default()
     };
+    let mut bare = vmi_holder();
+    bare.pod = "gpu-vm/virt-launcher-bare-fghij".into();
+    bare.vmi = Some("bare".into());
+    bare.owned_by_vm = Some(false);
     assert_eq!(
-        unknown_stop_vms(&how, &[vmi_holder(), pod_holder()]),
-        vec!["gpu-vm/typo".to_string()]
+        stop_vm_problems(&how, &[vmi_holder(), pod_holder(), bare.clone()]),
+        vec![
+            "--stop-vm gpu-vm/vm2: no VM of that name runs on the node(s) to relabel; did you mean gpu-vm/vm1?".to_string(),
+            "--stop-vm gpu-vm/bare: no VirtualMachine owns VMI gpu-vm/bare, and a VM is what is stopped; use --evict, or delete the VMI: kubectl delete vmi bare -n gpu-vm".to_string(),
+        ]
+    );
+    assert!(
+        bare.describe().contains("(VMI gpu-vm/bare;"),
+        "{}",
+        bare.describe()
+    );
+    assert!(vmi_holder().describe().contains("(VM gpu-vm/vm1;"));
+}
+
+#[test]
+fn a_resumed_relabel_is_timed_from_its_first_start() {
+    use std::time::Duration;
+    let done = vec!["lab-node-1 vm-passthrough → container".to_string()];
+    assert_eq!(
+        live::done_message(&done, Duration::from_millis(1300), None),
+        "relabelled lab-node-1 vm-passthrough → container in 1.3 s"
+    );
+    assert_eq!(
+        live::done_message(
+            &done,
+            Duration::from_millis(1300),
+            Some(("2026-12-02T15:21:52Z".into(), Duration::from_secs(400)))
+        ),
+        "relabelled lab-node-1 vm-passthrough → container in 400 s since it started (2026-12-02T15:21:52Z; this run 1.3 s)"
     );
 }

@@ -31,7 +31,7 @@ pub struct TextOptions {
     /// allocatable, `█` allocated, `░` free.
     pub bars: bool,
     /// The width to fit, in columns ([`crate::render::width`]): the USE bar goes first,
-    /// then headers shorten, then secondary columns go; names are never split.
+    /// then secondary columns go (a header is the same at every width); names are never split.
     pub width: usize,
 }
 
@@ -86,7 +86,6 @@ pub fn bar(row: &Row) -> String {
 fn columns() -> [Column; 10] {
     let c = |header, right, drop_rank| Column {
         header,
-        short: header,
         right,
         drop_rank,
     };
@@ -160,7 +159,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
                 r.pop();
             }
         }
-        let (table, _) = fit_table(&cols, &rows, opts.width);
+        let table = fit_table(&cols, &rows, opts.width);
         let _ = writeln!(out, "{table}");
         table_end = out.len();
         let header = table.lines().nth(1).unwrap_or_default().to_owned();
@@ -354,24 +353,23 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
     if d.rows.is_empty() {
         let _ = writeln!(out, "No DRA devices published.");
     } else {
-        let c = |header, short, right, drop_rank| Column {
+        let c = |header, right, drop_rank| Column {
             header,
-            short,
             right,
             drop_rank,
         };
         // One header per column at every width, as in the pool table (USED, PEND).
         let cols = [
-            c("DRIVER", "DRIVER", false, 0),
-            c("TYPE", "TYPE", false, 0),
-            c("POOL", "POOL", false, 0),
-            c("NODES", "NODES", true, 3),
-            c("DEVICES", "DEVICES", true, 0),
-            c("GPUS", "GPUS", true, 2),
-            c("USED", "USED", true, 1),
-            c("BLOCKED", "BLOCKED", true, 0),
-            c("FREE", "FREE", true, 0),
-            c("PEND", "PEND", true, 0),
+            c("DRIVER", false, 0),
+            c("TYPE", false, 0),
+            c("POOL", false, 0),
+            c("NODES", true, 3),
+            c("DEVICES", true, 0),
+            c("GPUS", true, 2),
+            c("USED", true, 1),
+            c("BLOCKED", true, 0),
+            c("FREE", true, 0),
+            c("PEND", true, 0),
         ];
         let rows: Vec<Vec<String>> = d
             .rows
@@ -391,7 +389,7 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
                 ]
             })
             .collect();
-        let (table, _) = fit_table(&cols, &rows, width);
+        let table = fit_table(&cols, &rows, width);
         let _ = writeln!(out, "{table}");
         let header = table.lines().nth(1).unwrap_or_default().to_owned();
         let dropped: Vec<&str> = cols

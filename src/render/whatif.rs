@@ -129,7 +129,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
     }
     out.push_str("\nNow scheduled (by the twin's kube-scheduler)\n");
     placed(&mut out, &r.now_scheduled);
-    out.push_str("\nStill pending (the twin's scheduler; cause and fix by explain on the twin)\n");
+    out.push_str("\nStill pending after the relabel (the twin's scheduler; cause and fix by explain on the twin)\n");
     if r.still_pending.is_empty() {
         out.push_str("  (none)\n");
     }
@@ -174,31 +174,26 @@ pub fn report_text(r: &Report, width: usize) -> String {
         let cols = [
             Column {
                 header: "POOL",
-                short: "POOL",
                 right: false,
                 drop_rank: 0,
             },
             Column {
                 header: "RESOURCE",
-                short: "RESOURCE",
                 right: false,
                 drop_rank: 0,
             },
             Column {
                 header: "ALLOCATABLE",
-                short: "ALLOCATABLE",
                 right: true,
                 drop_rank: 0,
             },
             Column {
                 header: "FREE",
-                short: "FREE",
                 right: true,
                 drop_rank: 0,
             },
             Column {
-                header: "PENDING",
-                short: "PENDING",
+                header: "PEND",
                 right: true,
                 drop_rank: 0,
             },
@@ -223,7 +218,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
                 ]
             })
             .collect();
-        let (t, _) = fit_table(&cols, &rows, width);
+        let t = fit_table(&cols, &rows, width);
         for l in t.lines() {
             let _ = writeln!(out, "  {l}");
         }
@@ -472,12 +467,12 @@ mod tests {
                 "  # 1. cordon: nothing new lands on the node while it changes",
                 "  kubectl cordon lab-node-1",
                 "  # 2. stop what would lose its GPU (or live-migrate a VM to a node that offers the name); never",
-                "    delete a virt-launcher pod",
+                "  #   delete a virt-launcher pod",
                 "  kubectl delete pod vmi-passthrough -n gpu-vm",
                 "  # 3. relabel",
                 "  kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite",
                 "  # 4. wait until the operator's operands run and the new name is advertised (a driver or vfio-pci",
-                "    change may need a reboot of the node)",
+                "  #   change may need a reboot of the node)",
                 "  kubectl get pods -A -o wide --field-selector spec.nodeName=lab-node-1",
                 "  kubectl wait node/lab-node-1 --for=jsonpath='{.status.allocatable.nvidia\\.com/gpu}'=2 --timeout=30m",
                 "  # 5. uncordon",

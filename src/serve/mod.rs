@@ -252,6 +252,7 @@ pub async fn serve(opts: &Options) -> Result<()> {
         Some(_) => Shared::with_admission(client, opts.unhealthy_after),
         None => Shared::new(client, opts.unhealthy_after),
     });
+    *lock(&shared.server) = server.clone();
     shared.publish_health();
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move || {
@@ -587,6 +588,7 @@ async fn reloader(shared: Arc<Shared>, opts: Options, mut loaded: [u8; 32]) {
         match connect(&opts.cluster, Flavour::Watch).await {
             Ok(Connection { client, server }) => {
                 *lock(&shared.client) = client;
+                *lock(&shared.server) = server.clone();
                 shared.metrics.reloaded();
                 log(&format!(
                     "credentials changed on disk ({names}): new client for {server}; re-listing"

@@ -212,6 +212,9 @@ pub struct Health {
     pub evaluated: bool,
     /// Each running watch's state, by watched resource (`nodes`, `pods`, a CR plural).
     pub watches: BTreeMap<&'static str, WatchState>,
+    /// When each failing watch first failed (kept across its retries), so that its
+    /// recovery is measured from the first failure, not from the last retry.
+    pub failing_since: BTreeMap<&'static str, Instant>,
     /// When the watchdog last finished a round.
     pub heartbeat: Instant,
     /// When the running evaluation started, while one runs.
@@ -227,6 +230,7 @@ impl Default for Health {
             first_unanswered: None,
             evaluated: false,
             watches: BTreeMap::new(),
+            failing_since: BTreeMap::new(),
             heartbeat: Instant::now(),
             evaluating_since: None,
         }
@@ -274,6 +278,10 @@ pub struct Shared {
     /// Whether the admission guard runs (`--admission-listen`): the evaluator then builds
     /// [`Shared::admission`] and `gpuwl_admission_flagged_pods`.
     pub admission_enabled: bool,
+    /// The API server's address (replaced with the client): a watch that cannot reach it
+    /// says which local cluster it is, or where the address came from
+    /// ([`crate::cluster::server_hint`]).
+    pub server: Mutex<String>,
 }
 
 impl Shared {
@@ -289,6 +297,7 @@ impl Shared {
 
     fn build(client: Client, unhealthy_after: Option<Duration>, admission: bool) -> Shared {
         Shared {
+            server: Mutex::new(String::new()),
             client: Mutex::new(client),
             store: AsyncMutex::new(Store::default()),
             changed: Notify::new(),
@@ -372,16 +381,21 @@ impl Shared {
 
     /// Records `resource`'s watch state; `None` when it no longer runs (its CRD went away).
     fn set_watch(&self, resource: &'static str, state: Option<WatchState>) {
-        let before = {
+        let (before, failing_for) = {
             let mut h = lock(&self.health);
-            match state {
+            let before = match state {
                 Some(s) => h.watches.insert(resource, s),
                 None => h.watches.remove(resource),
-            }
+            };
+            let failing_for = match state {
+                Some(WatchState::Failing) => None,
+                _ => h.failing_since.remove(resource).map(|t| t.elapsed()),
+            };
+            (before, failing_for)
         };
         if before != state {
             if before == Some(WatchState::Failing) && state == Some(WatchState::Current) {
-                log(&format!("watch {resource}: current again"));
+                log(&current_again_line(resource, failing_for));
             }
             self.publish_health();
         }
@@ -392,9 +406,11 @@ impl Shared {
     /// error such as 403 is an answer) wakes the watchdog.
     fn watch_failed(&self, resource: &'static str, message: &str, unreachable: bool) {
         self.metrics.watch_error(resource);
-        let before = lock(&self.health)
-            .watches
-            .insert(resource, WatchState::Failing);
+        let before = {
+            let mut h = lock(&self.health);
+            h.failing_since.entry(resource).or_insert_with(Instant::now);
+            h.watches.insert(resource, WatchState::Failing)
+        };
         if before != Some(WatchState::Failing) {
             log(&format!(
                 "watch {resource}: {message} (retrying with a backoff up to 30 s; logged again when it recovers)"
@@ -453,6 +469,18 @@ impl Shared {
             ));
         }
         self.publish_health();
+    }
+}
+
+/// The log line when `resource`'s watch is current again, `failing_for` after its first
+/// failure (not its last retry).
+fn current_again_line(resource: &str, failing_for: Option<Duration>) -> String {
+    match failing_for {
+        Some(d) => format!(
+            "watch {resource}: current again, {} s after it first failed",
+            d.as_secs()
+        ),
+        None => format!("watch {resource}: current again"),
     }
 }
 
@@ -561,11 +589,13 @@ fn no_answer(e: &watcher::Error) -> bool {
 }
 
 /// The one-line text of a watcher error, with gpuwl's hint for API errors.
-fn error_text(doing: &str, e: &watcher::Error) -> String {
+fn error_text(doing: &str, e: &watcher::Error, server: &str) -> String {
     match e {
         watcher::Error::InitialListFailed(k)
         | watcher::Error::WatchStartFailed(k)
-        | watcher::Error::WatchFailed(k) => live::api_error(doing, k).to_string(),
+        | watcher::Error::WatchFailed(k) => {
+            crate::cluster::server_hint(&live::api_error(doing, k).to_string(), server)
+        }
         other => format!("cannot {doing}: {other}"),
     }
 }
@@ -618,7 +648,10 @@ async fn run_watcher<K, T>(
                 shared.set_watch(resource, None);
                 return;
             }
-            Some(e) => shared.watch_failed(resource, &error_text(&doing, &e), no_answer(&e)),
+            Some(e) => {
+                let server = lock(&shared.server).clone();
+                shared.watch_failed(resource, &error_text(&doing, &e, &server), no_answer(&e))
+            }
             None => {}
         }
         // A watch that ran for a while before it failed starts the backoff over.
@@ -911,6 +944,25 @@ mod tests {
         assert!(text().contains("gpuwl_ready 1\n"));
         // Coming back woke the watches waiting out a backoff.
         assert_eq!(*s.retry_now.borrow(), 1);
+    }
+
+    #[tokio::test]
+    async fn a_failing_watch_is_measured_from_its_first_failure_not_its_last_retry() {
+        let s = shared(None);
+        s.watch_failed("nodes", "cannot watch nodes: refused", true);
+        let first = Instant::now().checked_sub(Duration::from_secs(20));
+        if let Some(t) = first {
+            lock(&s.health).failing_since.insert("nodes", t);
+        }
+        // A retry that fails again keeps the first failure.
+        s.watch_failed("nodes", "cannot watch nodes: refused", true);
+        assert_eq!(lock(&s.health).failing_since.get("nodes").copied(), first);
+        s.set_watch("nodes", Some(WatchState::Current));
+        assert!(lock(&s.health).failing_since.is_empty());
+        assert_eq!(
+            current_again_line("nodes", Some(Duration::from_secs(20))),
+            "watch nodes: current again, 20 s after it first failed"
+        );
     }
 
     #[tokio::test]

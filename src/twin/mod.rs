@@ -84,9 +84,17 @@ impl std::str::FromStr for Relabel {
                 ));
             }
             if predict::vgpu_type_parts(t).is_none() {
+                // The same did-you-mean as `gpuwl policy`'s for nvidia.com/vgpu.config: the
+                // value in capitals with `_` as `-`, when that is a vGPU type.
+                let near = t.to_uppercase().replace('_', "-");
                 return Err(format!(
-                    "{node}: {} is not a vGPU type such as A10-12Q",
-                    crate::text::cut(t)
+                    "{node}: {} is not a vGPU type such as A10-12Q{}",
+                    crate::text::cut(t),
+                    if near != t && predict::vgpu_type_parts(&near).is_some() {
+                        format!("; did you mean {}?", crate::render::esc(&near))
+                    } else {
+                        String::new()
+                    }
                 ));
             }
         }
@@ -383,7 +391,8 @@ pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<Strin
             let vmi = d.pod.vmi.as_deref();
             if let (Some(vmi), None) = (vmi, d.pod.vmi_owned_by_vm) {
                 out.push(format!(
-                    "# (a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
+                    "# (a VMI no VirtualMachine owns: {})",
+                    crate::model::pod::stop_command(ns, name, Some(vmi), Some(false))
                 ));
             }
             out.push(crate::model::pod::stop_command(

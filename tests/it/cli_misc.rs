@@ -160,7 +160,14 @@ fn live_errors_say_where_and_what_to_do_without_echoing_secrets() {
             err.starts_with("gpuwl: https://127.0.0.1:1: cannot list "),
             "{err}"
         );
-        assert!(err.contains("gpuwl cluster status"), "{err}");
+        // Not a local cluster: where its address came from (the context and the file).
+        assert!(
+            err.contains(&format!(
+                "(the address is that of context x of {})",
+                kc.display()
+            )),
+            "{err}"
+        );
         assert!(!err.contains("secret-token"), "{err}");
     }
 }

@@ -373,4 +373,30 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
         err.trim(),
         "gpuwl: VirtualMachineInstance gpu-vm/nope not found"
     );
+
+    // The other kind under the name asked for (issue 42, did-you-mean for names): a VMI no
+    // VM owns asked as a VM, a VM that runs no VMI asked as a VMI.
+    // (vm-c is the VMI above, no VM of that name.)
+    rt.block_on(async {
+        create(
+            &api(&client, "VirtualMachine", "virtualmachines"),
+            json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+              "metadata": {"name": "vm-d", "namespace": "gpu-vm"},
+              "spec": {"runStrategy": "Halted", "template": {"spec": {"domain": {"devices":
+                {"gpus": [{"name": "gpu1", "deviceName": "nvidia.com/GA102GL_A10"}]}}}}}}),
+        )
+        .await;
+    });
+    let (rc, _, err) = gpuwl(&["explain", "vm", "gpu-vm/vm-c", "--kubeconfig", kubeconfig]);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(
+        err.trim(),
+        "gpuwl: VirtualMachine gpu-vm/vm-c not found; a VirtualMachineInstance of that name runs (no VM owns it): gpuwl explain vmi gpu-vm/vm-c"
+    );
+    let (rc, _, err) = gpuwl(&["explain", "vmi", "gpu-vm/vm-d", "--kubeconfig", kubeconfig]);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(
+        err.trim(),
+        "gpuwl: VirtualMachineInstance gpu-vm/vm-d not found; VirtualMachine gpu-vm/vm-d exists and runs no VMI now: gpuwl explain vm gpu-vm/vm-d"
+    );
 }

@@ -207,8 +207,25 @@ fn no_kubeconfig_names_the_running_local_cluster_and_its_name() {
         )) || (err.contains("local clusters running: ") && err.contains(name)),
         "{err}"
     );
-    // Stop its API server: the refused connection names the cluster's --name.
     let kc = gpuwl(&["cluster", "kubeconfig", "--name", name]).1;
+    // Item 5: the lab on a cluster of the user's, a --node that is not there: exit 2 before
+    // anything is written, with the nearest node.
+    let root = tempfile::tempdir().unwrap();
+    let (rc, _, err) = gpuwl(&[
+        "lab",
+        "--kubeconfig",
+        kc.trim(),
+        "--node",
+        "container=kwok-node-9",
+        "--root",
+        root.path().to_str().unwrap(),
+    ]);
+    assert_eq!(rc, 2, "{err}");
+    assert_eq!(
+        err,
+        "gpuwl: --node container=kwok-node-9: no node kwok-node-9 in the cluster; did you mean kwok-node-0?\n"
+    );
+    // Stop its API server: the refused connection names the cluster's --name.
     let state = gpuwl::cluster::state_dir(name);
     let pid: i32 = std::fs::read_to_string(state.join("pids/kube-apiserver.pid"))
         .ok()
@@ -218,11 +235,31 @@ fn no_kubeconfig_names_the_running_local_cluster_and_its_name() {
     std::thread::sleep(std::time::Duration::from_secs(2));
     let (rc, _, err) = gpuwl(&["check", "--kubeconfig", kc.trim()]);
     assert_eq!(rc, 3, "{err}");
+    let hint = format!(
+        "(the local cluster {name}: gpuwl cluster status --name {name}; gpuwl cluster up --name {name} starts it again)"
+    );
+    assert!(err.contains(&hint), "{err}");
+    // serve's log says the same of a watch that cannot reach it.
+    let mut serve = Command::new(cargo_bin("gpuwl"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--kubeconfig",
+            kc.trim(),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_secs(4));
+    let _ = serve.kill();
+    let out = serve.wait_with_output().unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains(&format!(
-            "(the local cluster {name}: gpuwl cluster status --name {name}; gpuwl cluster up --name {name} starts it again)"
-        )),
-        "{err}"
+        log.lines()
+            .any(|l| l.contains("watch nodes: ") && l.contains(&hint)),
+        "{log}"
     );
 }
 
@@ -415,4 +452,556 @@ fn the_committed_must_gather_bundle_triages() {
     // From anywhere, the path as given.
     let (rc, _, err) = gpuwl(&["triage", &data("triage/broken")]);
     assert_eq!(rc, 1, "{err}");
+}
+
+/// The commands of a line of text as a shell would run them: each `kubectl …` up to the
+/// punctuation or the parenthesis that ends it (what copying it from the wide output runs).
+fn commands_in(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut rest = line;
+        while let Some(i) = rest.find("kubectl ") {
+            let s = &rest[i..];
+            let end = [" (", " —", ", ", "; ", ": "]
+                .iter()
+                .filter_map(|p| s.find(p))
+                .min()
+                .unwrap_or(s.len());
+            out.push(s[..end].trim_end_matches(['.', ',', ';', ':']).to_owned());
+            rest = &s[end..];
+        }
+    }
+    out
+}
+
+/// Item 1, the virt-handler fix: its two kubectl commands are each printed whole on a line
+/// of their own at 80 and 100 columns (at 100 the first one was split after `-l`).
+#[test]
+fn virt_handler_fix_commands_are_never_wrapped() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("pod.yaml"),
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: virt-launcher-vm-a-x7k2p
+  namespace: gpu-vm
+spec:
+  nodeSelector:
+    kubevirt.io/schedulable: "true"
+  containers:
+  - name: compute
+    resources:
+      limits:
+        devices.kubevirt.io/kvm: "1"
+        nvidia.com/GA102GL_A10: "1"
+"#,
+    )
+    .unwrap();
+    let node = |name: &str, labels: &str, alloc: &str| {
+        format!(
+            r#"{{"kind":"Node","metadata":{{"name":"{name}","labels":{{{labels}}}}},"status":{{"capacity":{{{alloc}}},"allocatable":{{{alloc}}}}}}}"#
+        )
+    };
+    std::fs::write(
+        dir.path().join("nodes.json"),
+        format!(
+            r#"{{"kind":"List","items":[{},{}]}}"#,
+            node(
+                "kv-gpu-a",
+                r#""nvidia.com/gpu.workload.config":"vm-passthrough""#,
+                r#""cpu":"32","memory":"256Gi","pods":"110","nvidia.com/GA102GL_A10":"1""#
+            ),
+            node(
+                "kv-cpu-0",
+                r#""kubevirt.io/schedulable":"true""#,
+                r#""cpu":"32","memory":"256Gi","pods":"110","devices.kubevirt.io/kvm":"1000""#
+            )
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("pods.json"),
+        r#"{"kind":"List","items":[]}"#,
+    )
+    .unwrap();
+    let dir = dir.path().to_str().unwrap();
+    let args = [
+        "explain",
+        "--pod",
+        "pod.yaml",
+        "--nodes",
+        "nodes.json",
+        "--pods",
+        "pods.json",
+    ];
+    let (rc, wide, err) = at_width(1000, dir, &args);
+    assert_eq!(rc, 1, "{err}");
+    assert!(wide.contains("Cause (virt-handler)"), "{wide}");
+    let fix = wide.lines().find(|l| l.starts_with("Fix:")).unwrap();
+    let commands = commands_in(fix);
+    assert_eq!(
+        commands,
+        [
+            "kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide --field-selector spec.nodeName=kv-gpu-a",
+            "kubectl get daemonset virt-handler -n kubevirt",
+        ],
+        "{fix}"
+    );
+    for width in [80, 100] {
+        let (_, out, _) = at_width(width, dir, &args);
+        for c in &commands {
+            assert!(
+                out.lines().any(|l| l.trim_start() == c),
+                "{width}: {c} not on a line of its own\n{out}"
+            );
+        }
+        for l in out.lines().filter(|l| l.contains("kubectl ")) {
+            assert!(
+                l.trim_start().starts_with("kubectl "),
+                "{width}: {l}\n{out}"
+            );
+        }
+    }
+}
+
+/// Item 11 / item 1, in `--help`: at any width every example command is still one command
+/// when copied (clap wraps help text at spaces; a longer example is split with ` \`
+/// instead), and a comment that wraps stays a comment.
+#[test]
+fn help_examples_stay_whole_at_every_width() {
+    /// The example commands of a help text, `\` continuations joined, spaces normalised.
+    fn examples(help: &str) -> Vec<String> {
+        let programs = ["gpuwl ", "kubectl ", "export ", "curl "];
+        let mut out = Vec::new();
+        let mut cur: Option<String> = None;
+        for l in help.lines() {
+            let t = l.trim();
+            if let Some(c) = cur.as_mut() {
+                c.push(' ');
+                c.push_str(t.trim_end_matches('\\'));
+                if !t.ends_with('\\') {
+                    out.push(c.split_whitespace().collect::<Vec<_>>().join(" "));
+                    cur = None;
+                }
+                continue;
+            }
+            // An example is indented by two spaces (deeper: an option's text).
+            let example = l.starts_with("  ") && !l.starts_with("   ");
+            if example && programs.iter().any(|p| t.starts_with(p)) {
+                let c = match l[2..].find("  #") {
+                    Some(i) => l[..2 + i].trim(),
+                    None => t,
+                };
+                if c.ends_with('\\') {
+                    cur = Some(c.trim_end_matches('\\').to_owned());
+                } else {
+                    out.push(c.split_whitespace().collect::<Vec<_>>().join(" "));
+                }
+            }
+        }
+        out
+    }
+    let commands: &[&[&str]] = &[
+        &["check"],
+        &["inventory"],
+        &["explain"],
+        &["kubevirt", "generate"],
+        &["kubevirt", "check"],
+        &["serve"],
+        &["relabel"],
+        &["whatif", "relabel"],
+        &["plan"],
+        &["snapshot"],
+        &["triage"],
+        &["lab"],
+    ];
+    for c in commands {
+        let mut args = c.to_vec();
+        args.push("--help");
+        let (_, wide, _) = at_width(1000, ROOT, &args);
+        let want = examples(&wide);
+        assert!(!want.is_empty(), "{c:?}: no examples\n{wide}");
+        for width in [40, 60, 80] {
+            let (_, help, _) = at_width(width, ROOT, &args);
+            assert_eq!(examples(&help), want, "{c:?} at {width}\n{help}");
+            // A line that follows a wrapped `# comment` line is a comment, a command or prose,
+            // never the comment's tail on a line of its own among the examples.
+            let lines: Vec<&str> = help.lines().collect();
+            for w in lines.windows(2) {
+                if w[0].starts_with("  # ") && w[1].starts_with("  ") && !w[1].starts_with("  # ") {
+                    let t = w[1].trim_start();
+                    assert!(
+                        ["gpuwl ", "kubectl ", "export ", "curl ", "-"]
+                            .iter()
+                            .any(|p| t.starts_with(p)),
+                        "{c:?} at {width}: {}\n{help}",
+                        w[1]
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// Item 3, --ignore-resource: a GPU name the glob set aside is said where it changes the
+/// verdict (check's reason) and under the inventory, never dropped silently.
+#[test]
+fn ignore_resource_leaves_a_trace() {
+    let nodes = data("inventory/lab/nodes.json");
+    let pods = data("inventory/lab/pods.json");
+    let (rc, out, _) = gpuwl(&["check", &nodes, "--ignore-resource", "GA102GL_*"]);
+    assert_eq!(rc, 1);
+    assert_eq!(
+        out,
+        "MISMATCH=lab-node-1 label vm-passthrough expects a device-model resource, but the node advertises no GPU resource (nvidia.com/GA102GL_A10=2 set aside by --ignore-resource)\n"
+    );
+    let (_, out, _) = gpuwl(&[
+        "check",
+        "--effective",
+        &nodes,
+        "--ignore-resource",
+        "GA102GL_*",
+    ]);
+    assert!(
+        out.contains("(nvidia.com/GA102GL_A10=2 set aside by --ignore-resource)"),
+        "{out}"
+    );
+    let (rc, out, _) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+        "--ignore-resource",
+        "GA102GL_*",
+        "-o",
+        "json",
+    ]);
+    assert_eq!(rc, 0);
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        v["notes"].as_array().unwrap().iter().any(|n| n
+            == "--ignore-resource set aside nvidia.com/GA102GL_A10 (listed by 1 node(s), requested by 1 pod(s)): counted nowhere above"),
+        "{}",
+        v["notes"]
+    );
+    // A glob that sets aside no GPU name says nothing.
+    let (_, out, _) = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--ignore-resource",
+        "nosuch*",
+    ]);
+    assert!(!out.contains("set aside"), "{out}");
+}
+
+/// Item 4, where the kubeconfig came from: a `$KUBECONFIG` list, a context that is not
+/// there (named with those that are, and the nearest), a current-context that is not
+/// there, `--context` without any kubeconfig, and a refused API server that is no local
+/// cluster (the context and file its address came from).
+#[test]
+fn kubeconfig_lists_and_contexts_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let kc = dir.path().join("kc.yaml");
+    let config = |current: &str| {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:1\"}}\nusers:\n- name: u\n  user: {{token: abc}}\ncontexts:\n- name: prod-eu\n  context: {{cluster: c, user: u}}\n- name: staging\n  context: {{cluster: c, user: u}}\ncurrent-context: {current}\n"
+        )
+    };
+    std::fs::write(&kc, config("prod-eu")).unwrap();
+    let kc2 = dir.path().join("kc2.yaml");
+    std::fs::write(&kc2, config("gone")).unwrap();
+    let run = |env: Option<&str>, args: &[&str]| {
+        let mut c = Command::new(cargo_bin("gpuwl"));
+        c.arg("check")
+            .args(args)
+            .args(["--request-timeout", "2"])
+            .current_dir(dir.path())
+            .env("HOME", dir.path())
+            .env("GPUWL_STATE_DIR", dir.path().join("state"))
+            .env_remove("KUBECONFIG");
+        if let Some(v) = env {
+            c.env("KUBECONFIG", v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    assert_eq!(
+        run(Some("nosuch:other"), &[]),
+        (
+            Some(2),
+            "gpuwl: $KUBECONFIG=nosuch:other: none of its 2 files exists\n".into()
+        )
+    );
+    assert_eq!(
+        run(None, &["--kubeconfig", "kc.yaml", "--context", "prod-ue"]),
+        (
+            Some(2),
+            "gpuwl: kc.yaml: no context prod-ue (its contexts: prod-eu, staging); did you mean prod-eu?\n".into()
+        )
+    );
+    // A list with a missing file reads the others, as kubectl does.
+    let list = format!("{}:{}/missing.yaml", kc.display(), dir.path().display());
+    let (rc, err) = run(Some(&list), &["--context", "prodeu"]);
+    assert_eq!(rc, Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: $KUBECONFIG={list}: no context prodeu (its contexts: prod-eu, staging); did you mean prod-eu?\n"
+        )
+    );
+    assert_eq!(
+        run(None, &["--kubeconfig", "kc2.yaml"]),
+        (
+            Some(2),
+            "gpuwl: kc2.yaml: its current-context gone is not one of its contexts (its contexts: prod-eu, staging); pass --context NAME\n".into()
+        )
+    );
+    let (rc, err) = run(None, &["--context", "prod-eu"]);
+    assert_eq!(rc, Some(3), "{err}");
+    assert!(err.contains("(--context prod-eu needs one)"), "{err}");
+    let (rc, err) = run(Some(&list), &[]);
+    assert_eq!(rc, Some(3), "{err}");
+    assert!(
+        err.ends_with(&format!(
+            "connection refused; is the cluster up? (the address is that of context prod-eu of $KUBECONFIG={list})\n"
+        )),
+        "{err}"
+    );
+}
+
+/// Item 5, local cluster names: a `--name` no cluster was started under gets the nearest
+/// local cluster's name.
+#[test]
+fn local_cluster_names_get_a_did_you_mean() {
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(state.path().join("h42-eval")).unwrap();
+    let run = |args: &[&str]| {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .args(args)
+            .env("GPUWL_STATE_DIR", state.path())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (rc, _, err) = run(&["cluster", "kubeconfig", "--name", "h42-evl"]);
+    assert_eq!(rc, Some(3));
+    assert!(err.ends_with("; did you mean h42-eval?\n"), "{err}");
+    let (rc, out, _) = run(&["cluster", "down", "--name", "h42-evl"]);
+    assert_eq!(rc, Some(0));
+    assert_eq!(
+        out,
+        "cluster h42-evl does not exist; nothing to do; did you mean h42-eval?\n"
+    );
+    let (_, out, _) = run(&["cluster", "status", "--name", "h42-evl"]);
+    assert!(out.ends_with("did you mean h42-eval?\n"), "{out}");
+}
+
+/// Item 10, the lab's destination: a `--root` that cannot hold the result folders fails
+/// before any cluster is built or started (exit 2, one line naming it).
+#[test]
+fn lab_checks_its_root_first() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("afile"), "").unwrap();
+    let root = dir.path().join("afile/x");
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["lab", "--cluster-name", "h42-never", "--root"])
+        .arg(&root)
+        .env("GPUWL_STATE_DIR", dir.path().join("state"))
+        .env("GPUWL_CONTROLPLANE_BIN", dir.path().join("no-binaries"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: --root {}: cannot create {}/out: Not a directory (os error 20)\n",
+            root.display(),
+            root.display()
+        )
+    );
+    assert!(out.stdout.is_empty());
+    assert!(!dir.path().join("state/h42-never").exists());
+}
+
+/// Item 5, a vGPU type in `NODE=vm-vgpu:TYPE`: written in lower case it gets the same
+/// did-you-mean as `gpuwl policy` gives for nvidia.com/vgpu.config.
+#[test]
+fn vgpu_type_gets_a_did_you_mean() {
+    let nodes = data("inventory/lab/nodes.json");
+    let pods = data("inventory/lab/pods.json");
+    let (rc, _, err) = gpuwl(&[
+        "whatif",
+        "relabel",
+        "lab-node-1=vm-vgpu:a10-12q",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(rc, 2);
+    assert_eq!(
+        err,
+        "gpuwl: relabel lab-node-1: \"a10-12q\" is not a vGPU type such as A10-12Q; did you mean A10-12Q?\n"
+    );
+    let (rc, _, err) = gpuwl(&[
+        "whatif",
+        "relabel",
+        "lab-node-1=vm-vgpu:A10-12",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!(rc, 2);
+    assert!(!err.contains("did you mean"), "{err}");
+}
+
+/// Item 8, offline: a snapshot keeps whether a VirtualMachine owns each VMI, so a unit
+/// held by a VMI no VM owns is freed with `kubectl delete vmi`, never `virtctl stop`, from
+/// the snapshot as live.
+#[test]
+fn a_snapshot_knows_a_bare_vmi_from_a_vms() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |items: &str| format!(r#"{{"apiVersion":"v1","kind":"List","items":[{items}]}}"#);
+    let node = r#"{"kind":"Node","metadata":{"name":"gpu-pt-1","labels":{"nvidia.com/gpu.workload.config":"vm-passthrough"}},"status":{"capacity":{"cpu":"32","memory":"256Gi","pods":"110","nvidia.com/GA102GL_A10":"1"},"allocatable":{"cpu":"32","memory":"256Gi","pods":"110","nvidia.com/GA102GL_A10":"1"}}}"#;
+    let pod = |ns: &str, name: &str, node: Option<&str>| {
+        let bound = node.map_or(String::new(), |n| format!(r#""nodeName":"{n}","#));
+        let phase = if node.is_some() { "Running" } else { "Pending" };
+        format!(
+            r#"{{"kind":"Pod","metadata":{{"name":"{name}","namespace":"{ns}"}},"spec":{{{bound}"containers":[{{"name":"c","resources":{{"limits":{{"nvidia.com/GA102GL_A10":"1"}}}}}}]}},"status":{{"phase":"{phase}"}}}}"#
+        )
+    };
+    let pods = [
+        pod("gpu-vm", "virt-launcher-bare-abcde", Some("gpu-pt-1")),
+        pod("gpu-vm", "wants", None),
+    ]
+    .join(",");
+    let vmi = |name: &str, owner: &str| {
+        format!(
+            r#"{{"kind":"VirtualMachineInstance","metadata":{{"name":"{name}","namespace":"gpu-vm","ownerReferences":[{owner}]}}}}"#
+        )
+    };
+    let meta = r#"{"format":"gpuwl.snapshot/v1","gpuwlVersion":"0.1.0","takenAt":"2026-12-02T00:00:00Z","fullPods":false,"collected":{}}"#;
+    let tar_with = |vmis: &str| {
+        let mut b = tar::Builder::new(Vec::new());
+        for (name, data) in [
+            ("snapshot.json", meta.to_owned()),
+            ("nodes.json", list(node)),
+            ("pods.json", list(&pods)),
+            ("vmis.json", list(vmis)),
+        ] {
+            let mut h = tar::Header::new_gnu();
+            h.set_size(data.len() as u64);
+            h.set_mode(0o644);
+            h.set_cksum();
+            b.append_data(&mut h, name, data.as_bytes()).unwrap();
+        }
+        b.into_inner().unwrap()
+    };
+    let run = |vmis: &str| {
+        let path = dir.path().join("s.tar");
+        std::fs::write(&path, tar_with(vmis)).unwrap();
+        let (rc, out, err) = gpuwl(&[
+            "explain",
+            "pod",
+            "gpu-vm/wants",
+            "--snapshot",
+            path.to_str().unwrap(),
+            "-o",
+            "json",
+        ]);
+        assert_eq!(rc, 1, "{err}");
+        let v: Value = serde_json::from_str(&out).unwrap();
+        assert_eq!(v["causeCode"], "in-use", "{v:#}");
+        v
+    };
+    let bare = run(&vmi("bare", ""));
+    let fix = bare["fix"].as_str().unwrap();
+    assert!(fix.contains("kubectl delete vmi bare -n gpu-vm"), "{fix}");
+    assert!(!fix.contains("virtctl stop bare"), "{fix}");
+    let commands = bare["remedy"]["actions"].to_string();
+    assert!(
+        commands.contains("kubectl delete vmi bare -n gpu-vm"),
+        "{commands}"
+    );
+    assert!(!commands.contains("virtctl"), "{commands}");
+    // Owned by a VM: virtctl stop, and no VMI deleted.
+    let owned = run(&vmi(
+        "bare",
+        r#"{"apiVersion":"kubevirt.io/v1","kind":"VirtualMachine","name":"bare","uid":"u"}"#,
+    ));
+    let fix = owned["fix"].as_str().unwrap();
+    assert!(fix.contains("virtctl stop bare -n gpu-vm"), "{fix}");
+    assert!(!fix.contains("delete vmi"), "{fix}");
+}
+
+/// Item 4, a kubeconfig of a local cluster that `gpuwl cluster down` removed: named as
+/// such, with the command that brings it back (`--name` unless it is the default one).
+#[test]
+fn a_removed_local_clusters_kubeconfig_says_how_to_get_it_back() {
+    let state = tempfile::tempdir().unwrap();
+    let run = |env: &str| {
+        let out = Command::new(cargo_bin("gpuwl"))
+            .arg("check")
+            .env("GPUWL_STATE_DIR", state.path())
+            .env("KUBECONFIG", state.path().join(env))
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (rc, err) = run("eval/kubeconfig");
+    assert_eq!(rc, Some(2), "{err}");
+    assert!(
+        err.ends_with(": cannot read: No such file or directory (os error 2); the local cluster eval is gone (gpuwl cluster down removed its state): gpuwl cluster up --name eval\n"),
+        "{err}"
+    );
+    let (_, err) = run("gpuwl/kubeconfig");
+    assert!(
+        err.ends_with("the local cluster gpuwl is gone (gpuwl cluster down removed its state): gpuwl cluster up\n"),
+        "{err}"
+    );
+    // Any other missing file: no such hint.
+    let (_, err) = run("elsewhere.yaml");
+    assert!(!err.contains("local cluster"), "{err}");
+}
+
+/// Item 10, `cluster up --set-context`: the kubeconfig it will merge into is checked before
+/// any cluster starts (exit 2, one line naming it), not after the cluster is up.
+#[test]
+fn set_context_checks_the_users_kubeconfig_first() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(home.path().join(".kube")).unwrap();
+    std::fs::write(home.path().join(".kube/config"), "garbage: [").unwrap();
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["cluster", "up", "--name", "h42-never", "--set-context"])
+        .env("HOME", home.path())
+        .env_remove("KUBECONFIG")
+        .env("GPUWL_STATE_DIR", home.path().join("state"))
+        .env("GPUWL_CONTROLPLANE_BIN", home.path().join("no-binaries"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: --set-context: {}/.kube/config is not a usable kubeconfig (fix it, or point $KUBECONFIG at another file)\n",
+            home.path().display()
+        )
+    );
+    assert!(!home.path().join("state/h42-never").exists());
 }

@@ -249,7 +249,8 @@ fn lab_on_the_local_control_plane_writes_every_file() {
     run_lab(&root);
     assert_eq!(first, snapshot(&root));
 
-    // A failing step names itself, exits 3, and writes no file of its own.
+    // A node the cluster lacks is bad input found before step 1 (exit 2, with the nearest
+    // node names), and no file is written.
     let broken = tmp.path().join("broken");
     let out = Command::new(cargo_bin("gpuwl"))
         .args(["lab", "--node", "container=no-such-node", "--kubeconfig"])
@@ -258,10 +259,12 @@ fn lab_on_the_local_control_plane_writes_every_file() {
         .arg(&broken)
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(3));
     let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
     assert!(
-        err.contains("step 1 (label the three nodes) failed") && err.contains("no-such-node"),
+        err.starts_with(
+            "gpuwl: --node container=no-such-node: no node no-such-node in the cluster"
+        ),
         "{err}"
     );
     assert!(!broken.join("out/01-nodes.txt").exists());

@@ -153,6 +153,7 @@ fn the_api_server_enforces_the_policy() {
     for (typo, meant) in [
         ("Container", "container"),
         ("vm-passthru", "vm-passthrough"),
+        ("pass-through", "vm-passthrough"),
     ] {
         let (ok, out) = kubectl(
             kc,

@@ -45,7 +45,10 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
     ),
     ("gpuwl check nodes.json", "tests/data/operator"),
     // The committed must-gather bundle (tests/data/triage/README.md says how it was made).
-    ("gpuwl triage broken; echo \"exit $?\"", "tests/data/triage"),
+    (
+        "gpuwl triage tests/data/triage/broken; echo \"exit $?\"",
+        ".",
+    ),
     (
         "gpuwl check -q unlabelled.json; echo \"exit $?\"",
         "tests/data/gate",

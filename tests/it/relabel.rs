@@ -421,6 +421,15 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
     assert_eq!(status("operands"), "done");
     assert_eq!(status("advertised"), "done");
     assert_eq!(status("uncordon"), "done");
+    // Its length counts from the relabel's first start, this run's own time beside it.
+    let message = v["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("relabelled lab-node-1 vm-passthrough → container in ")
+            && message.contains(" since it started (")
+            && message.contains("; this run "),
+        "{out}"
+    );
+    eprintln!("resumed: {message}");
     assert!(
         v["steps"]
             .as_array()

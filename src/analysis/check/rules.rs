@@ -444,12 +444,37 @@ pub fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
             )
         })
         .collect();
+    // GPU names by the default rules that `--ignore-resource` set aside: said, never
+    // silently "no GPU resource".
+    let set_aside: Vec<String> = n
+        .resources
+        .iter()
+        .filter(|r| {
+            !r.entry.class.is_gpu() && crate::model::resource::classify(&r.entry.name).is_gpu()
+        })
+        .map(|r| {
+            let field = match n.field {
+                ResourceField::Allocatable => r.entry.allocatable.as_deref(),
+                ResourceField::Capacity => r.entry.capacity.as_deref(),
+            };
+            match field {
+                Some(q) => format!("{}={q}", r.entry.name),
+                None => r.entry.name.clone(),
+            }
+        })
+        .collect();
     let mut why = Vec::new();
     if !zeros.is_empty() {
         why.push(format!("{} listed with 0", zeros.join(", ")));
     }
     if !absent.is_empty() {
         why.push(format!("{}, not in {}", absent.join(", "), n.field.path()));
+    }
+    if !set_aside.is_empty() {
+        why.push(format!(
+            "{} set aside by --ignore-resource",
+            set_aside.join(", ")
+        ));
     }
     let tail = if why.is_empty() {
         String::new()

@@ -23,7 +23,9 @@ impl Cluster {
         client: &kube::Client,
         object: impl std::future::Future<Output = Result<T>>,
     ) -> Result<(T, Cluster)> {
-        let (object, mut snapshot, operands, owners) = futures::try_join!(
+        // The snapshot marks VM launchers with their VM itself (how a holding VM is
+        // stopped).
+        let (object, snapshot, operands) = futures::try_join!(
             object,
             input::snapshot::read(client, true),
             // Operand pods unreadable (forbidden, timed out): explained without them.
@@ -32,13 +34,8 @@ impl Cluster {
                     .await
                     .ok()
                     .map(crate::model::operand::by_node))
-            },
-            // Which VMIs a VM owns: how a holding VM is stopped (never unreadable: unknown).
-            async { Ok(virt::vmi_owners(client).await) }
+            }
         )?;
-        if let Some(o) = &owners {
-            virt::mark_launchers(&mut snapshot.pods, o);
-        }
         Ok((object, Cluster { snapshot, operands }))
     }
 

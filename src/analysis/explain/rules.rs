@@ -145,14 +145,22 @@ fn stop_what(keys: &[&str], pods: &[PodInfo]) -> String {
     if !vms.is_empty() {
         let cmds: Vec<String> = vms
             .iter()
-            .map(|(ns, vmi, owned)| match owned {
-                Some(true) => format!("virtctl stop {vmi} -n {ns}"),
-                Some(false) => format!(
-                    "kubectl delete vmi {vmi} -n {ns} (no VirtualMachine owns it, and virtctl stop needs one)"
-                ),
-                None => format!(
-                    "virtctl stop {vmi} -n {ns} (for a VMI no VirtualMachine owns: kubectl delete vmi {vmi} -n {ns})"
-                ),
+            .map(|(ns, vmi, owned)| {
+                // The one stop command (model::pod::stop_command), and when the owner is
+                // not known, the other one too.
+                let stop = |owned| crate::model::pod::stop_command(ns, "", Some(vmi), owned);
+                match owned {
+                    Some(true) => stop(Some(true)),
+                    Some(false) => format!(
+                        "{} (no VirtualMachine owns it, and virtctl stop needs one)",
+                        stop(Some(false))
+                    ),
+                    None => format!(
+                        "{} (for a VMI no VirtualMachine owns: {})",
+                        stop(None),
+                        stop(Some(false))
+                    ),
+                }
             })
             .collect();
         parts.push(format!(
