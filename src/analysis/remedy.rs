@@ -98,6 +98,22 @@ pub enum Action {
         /// The valid value the pod's nodeSelector asks for.
         value: String,
     },
+    /// Name another DeviceClass in one request of the pod's resource claim (DRA): a
+    /// DeviceClass's own selectors are cluster-wide and never changed; the claim is
+    /// re-created with the new `deviceClassName` (and the pod with it, for a claim made
+    /// from a template: the template changes).
+    DeviceClass {
+        /// `namespace/name` of the ResourceClaim, or `template NAME` when the claim is
+        /// not made yet.
+        claim: String,
+        /// The request's name in the claim.
+        request: String,
+        /// The class it names now.
+        from: String,
+        /// The class whose selectors, with the request's own, match devices the pod can
+        /// be given.
+        to: String,
+    },
     /// Stop pods bound to the node so that enough units of the resource are free.
     Free {
         /// Node name.
@@ -119,7 +135,7 @@ impl Action {
     /// (disrupts others, 1 more per pod).
     pub fn cost(&self) -> u32 {
         match self {
-            Action::Tolerate { .. } | Action::Rename { .. } => 1,
+            Action::Tolerate { .. } | Action::Rename { .. } | Action::DeviceClass { .. } => 1,
             Action::Lower { .. } => 3,
             Action::NodeSelector { .. } => 4,
             Action::DropRequiredAffinity | Action::Uncordon { .. } => 5,
@@ -183,6 +199,14 @@ impl Action {
             }
             Action::FixWorkloadLabel { node, value } => format!(
                 "correct {node}'s invalid {LABEL_KEY} to {value} (the GPU Operator then keeps the {value} stack there; check `gpuwl whatif relabel {node}={value}` first when GPU pods run on it)"
+            ),
+            Action::DeviceClass {
+                claim,
+                request,
+                from,
+                to,
+            } => format!(
+                "set deviceClassName of request {request} in claim {claim} to {to} instead of {from} (re-create the claim and the {who}; DeviceClass {from} itself is left as it is)"
             ),
             Action::Lower { resource, to } => format!(
                 "lower the {who}'s {resource} request to at most {} ({redo})",
@@ -314,6 +338,9 @@ pub fn remedy(
     requested: Option<&BTreeMap<String, Requested>>,
 ) -> Option<Remedy> {
     let nodes = inputs.nodes?;
+    if pod.node_name.is_none() && !pod.resource_claims.is_empty() {
+        return dra_remedy(pod, inputs, e);
+    }
     if pod.node_name.is_some() || !pod.resource_claims.is_empty() || !applies(e.cause_code) {
         return None;
     }
@@ -354,6 +381,118 @@ pub fn remedy(
         disrupts: Vec::new(),
         reason: Some(no_plan_reason(&plans, &blocked)),
     })
+}
+
+/// The tested fix of a DRA request that matches no device under its class
+/// (`no-matching-device`, `selector-error`): each other class the explanation found to
+/// match ([`crate::analysis::dra::AlternativeView::other_classes`], nearest name first) is
+/// put in the claim's request on a copy of the DRA objects, and the whole explanation
+/// re-run; the first under which the pod is `fits-now` is the fix. `None` for other causes,
+/// or when no other class was found (the rule's text stands).
+fn dra_remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Remedy> {
+    if !matches!(
+        e.cause_code,
+        CauseCode::NoMatchingDevice | CauseCode::SelectorError
+    ) {
+        return None;
+    }
+    let dra = inputs.dra?;
+    let mut tried = false;
+    for c in e.claims.iter().filter(|c| c.found && !c.allocated) {
+        for r in &c.requests {
+            // One alternative (`exactly`); firstAvailable lists are left to the rule.
+            let [a] = r.alternatives.as_slice() else {
+                continue;
+            };
+            for class in &a.other_classes {
+                tried = true;
+                let mut changed = dra.clone();
+                let Some(claim) = set_class(&mut changed, pod, c, &r.request, class) else {
+                    continue;
+                };
+                let inputs2 = Inputs {
+                    dra: Some(&changed),
+                    ..inputs
+                };
+                let Ok(after) = Shared::new(inputs2).explain(pod) else {
+                    continue;
+                };
+                if after.cause_code != CauseCode::FitsNow {
+                    continue;
+                }
+                let action = Action::DeviceClass {
+                    claim,
+                    request: r.request.clone(),
+                    from: a.device_class.clone(),
+                    to: class.clone(),
+                };
+                return Some(Remedy {
+                    sufficient: true,
+                    node: after.schedulable.first().cloned(),
+                    actions: vec![ActionView {
+                        target: format!("pod {}/{}", pod.namespace, pod.name),
+                        apply: "recreate".into(),
+                        description: action.describe(pod),
+                        commands: Vec::new(),
+                        action,
+                    }],
+                    disrupts: Vec::new(),
+                    reason: None,
+                });
+            }
+        }
+    }
+    tried.then(|| Remedy {
+        sufficient: false,
+        node: None,
+        actions: Vec::new(),
+        disrupts: Vec::new(),
+        reason: Some(
+            "no other DeviceClass whose devices match the request has them free where the pod can run"
+                .into(),
+        ),
+    })
+}
+
+/// Sets `class` on request `request` of the pod's claim `c` in `dra`: the ResourceClaim
+/// when it exists, else the template its claim will be made from. Returns how the claim is
+/// named in the action (`namespace/name` or `template NAME`), `None` when neither is found.
+fn set_class(
+    dra: &mut crate::model::dra::DraObjects,
+    pod: &PodInfo,
+    c: &crate::analysis::dra::ClaimView,
+    request: &str,
+    class: &str,
+) -> Option<String> {
+    let set = |reqs: &mut Vec<crate::model::dra::ClaimRequest>| {
+        let r = reqs.iter_mut().find(|r| r.name == request)?;
+        let [alt] = r.alternatives.as_mut_slice() else {
+            return None;
+        };
+        alt.device_class = class.to_owned();
+        Some(())
+    };
+    if let Some(key) = c.claim.as_deref().filter(|_| !c.from_template) {
+        let claim = dra
+            .resource_claims
+            .iter_mut()
+            .find(|x| format!("{}/{}", x.namespace, x.name) == key)?;
+        set(&mut claim.requests)?;
+        return Some(key.to_owned());
+    }
+    let t = c.template.as_deref()?;
+    let template = dra
+        .resource_claim_templates
+        .iter_mut()
+        .find(|x| x.namespace == pod.namespace && x.name == t)?;
+    set(&mut template.requests)?;
+    // A claim already made from the template keeps its requests: the pod is re-created
+    // and gets a new claim from the changed template.
+    if let Some(key) = c.claim.as_deref() {
+        dra.resource_claims
+            .retain(|x| format!("{}/{}", x.namespace, x.name) != key);
+    }
+    Some(format!("template {t}"))
 }
 
 fn no_plan_reason(plans: &[Plan], blocked: &BTreeMap<String, Vec<&str>>) -> String {
@@ -712,6 +851,8 @@ fn apply(
             }
         },
         Action::DropRequiredAffinity => pod.required_affinity = None,
+        // Made on the DRA objects ([`set_class`]), not on a node's model.
+        Action::DeviceClass { .. } => {}
         Action::Rename { from, to } => rename(pod, from, to),
         Action::Lower { resource, to } => {
             for map in [&mut pod.requests, &mut pod.other_requests] {
@@ -856,6 +997,7 @@ fn rule_says(a: &Action, fix: &str) -> bool {
                 && (has(resource) || has(&format!("{resource} request")))
         }
         Action::FixWorkloadLabel { node, value } => has(node) && has(&format!("={value}")),
+        Action::DeviceClass { to, .. } => has("deviceClassName") && has(to),
         Action::Free { pods, .. } => pods.iter().all(|k| {
             let name = k.split_once('/').map_or(k.as_str(), |(_, n)| n);
             has(k) || launcher_vmi_name(name).is_some_and(has)

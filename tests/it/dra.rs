@@ -479,8 +479,9 @@ fn inventory_says_when_both_tables_count_the_same_gpus() {
 /// Issue 35, kind 4: a DRA fix never rewrites a DeviceClass (cluster-wide: every claim of
 /// the class uses its selectors) — a class that does not exist, or whose own selector
 /// matches nothing, is answered by another class in the claim's `deviceClassName`, one
-/// under which the claim's selectors match devices (nearest name first); a `fits-now`
-/// verdict names only nodes where the claims can be allocated.
+/// under which the claim's selectors match devices (nearest name first), and that change
+/// is a tested fix (`remedy.actions`: kind `device-class`, the model re-run with it places
+/// the pod).
 #[test]
 fn dra_fixes_name_another_class_and_never_rewrite_one() {
     let dir = tempfile::tempdir().unwrap();
@@ -508,6 +509,15 @@ fn dra_fixes_name_another_class_and_never_rewrite_one() {
             "metadata": {"name": name, "namespace": "gpu-jobs"},
             "spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": class}}]}}})
     };
+    // A free GPU on gpu-node-2 (gpu-node-1's are both taken).
+    items.push(
+        json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+        "metadata": {"name": "gpu-node-2-devices"},
+        "spec": {"driver": "gpu.nvidia.com", "nodeName": "gpu-node-2",
+            "pool": {"name": "gpu-node-2", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "attributes": {"type": {"string": "gpu"},
+                "uuid": {"string": "GPU-2222"}, "productName": {"string": "NVIDIA A10"}}}]}}),
+    );
     items.push(claim("typo-class", "gpu.nvidia.co"));
     items.push(claim("a100-class", "a100.gpu.nvidia.com"));
     items.push(claim("a100-raw", "a100-raw.gpu.nvidia.com"));
@@ -553,6 +563,28 @@ fn dra_fixes_name_another_class_and_never_rewrite_one() {
     assert!(
         fix.starts_with("DeviceClass gpu.nvidia.co does not exist: set deviceClassName of request gpu in claim gpu-jobs/typo-class to gpu.nvidia.com or "),
         "{fix}"
+    );
+    // The class change is a tested fix: the model re-run with the claim naming
+    // gpu.nvidia.com places the pod.
+    let remedy = &typo["remedy"];
+    assert_eq!(remedy["sufficient"], true, "{typo}");
+    let action = &remedy["actions"][0];
+    assert_eq!(
+        (
+            action["kind"].as_str(),
+            action["claim"].as_str(),
+            action["from"].as_str(),
+            action["to"].as_str(),
+            action["apply"].as_str()
+        ),
+        (
+            Some("device-class"),
+            Some("gpu-jobs/typo-class"),
+            Some("gpu.nvidia.co"),
+            Some("gpu.nvidia.com"),
+            Some("recreate")
+        ),
+        "{typo}"
     );
     let a100 = explain("gpu-jobs/a100-class");
     assert_eq!(a100["causeCode"], "no-matching-device", "{a100}");
