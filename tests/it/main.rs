@@ -34,6 +34,7 @@ mod monitoring;
 mod operands;
 mod operator;
 mod operator_model;
+mod operator_model_cli;
 mod policy;
 mod readme;
 mod relabel;

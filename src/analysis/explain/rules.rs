@@ -1596,10 +1596,57 @@ fn operator_blocker(
                     eff.workload
                 ),
             };
+            let operands_off = if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
+                format!(
+                    ", and remove {DEPLOY_OPERANDS_LABEL}=false from {n} (kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-): it keeps every operand off"
+                )
+            } else {
+                String::new()
+            };
+            let changes = match f.cluster_policy {
+                Some(p) if !p.sandbox_enabled => {
+                    crate::model::operator::enable_sandbox_changes(f.nodes, p)
+                        .into_iter()
+                        .filter(|c| c.node != *n)
+                        .map(|c| c.describe())
+                        .collect::<Vec<_>>()
+                }
+                _ => Vec::new(),
+            };
+            let advertised: Vec<String> = advertised_gpus(node)
+                .into_iter()
+                .map(|(r, a)| format!("{r}={a}"))
+                .collect();
+            let mut what = Vec::new();
+            if !advertised.is_empty() {
+                what.push(format!(
+                    "{n} stops advertising {} (its {} operands go)",
+                    advertised.join(", "),
+                    eff.workload
+                ));
+            }
+            if !changes.is_empty() {
+                const SHOWN: usize = 5;
+                let more = changes.len().saturating_sub(SHOWN);
+                what.push(format!(
+                    "the change is cluster-wide: {}{}",
+                    changes[..changes.len().min(SHOWN)].join("; "),
+                    if more > 0 {
+                        format!("; and {more} more node(s)")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            let what = if what.is_empty() {
+                String::new()
+            } else {
+                format!("; it changes what nodes advertise: {}", what.join("; "))
+            };
             return Some((
                 format!("{n} is labelled {LABEL_KEY}={want}, but {why}"),
                 format!(
-                    "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect"
+                    "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect{operands_off}{what}"
                 ),
             ));
         }
@@ -1610,7 +1657,16 @@ fn operator_blocker(
             format!(
                 "{n} has {DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand there, so nothing advertises its GPUs"
             ),
-            format!("remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-"),
+            format!(
+                "remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-{}",
+                crate::model::operator::stack_warning(
+                    node,
+                    f.cluster_policy,
+                    &effective_workload(node, f.cluster_policy)
+                )
+                .map(|w| format!(" — but {w}"))
+                .unwrap_or_default()
+            ),
         ));
     }
     let eff = effective_workload(node, f.cluster_policy);
