@@ -20,6 +20,7 @@ mod dra;
 mod explain;
 mod explain_cases;
 mod explain_dra;
+mod explain_unused;
 mod explain_vm;
 mod first_minutes;
 mod gate;

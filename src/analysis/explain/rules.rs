@@ -671,16 +671,23 @@ pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
         );
     }
     let fix = match rv.class.workload() {
-        Some(w) => format!(
-            "no node advertises {} or any other name of that hardware: make one advertise it — label a GPU node {LABEL_KEY}={w} (with ClusterPolicy {ENABLE_FLAG}=true{}) so the GPU Operator deploys the device plugin for this {} — or request a name that is advertised",
-            rv.resource,
-            if w == WorkloadConfig::Container {
-                ", or without sandbox workloads at all"
-            } else {
-                ""
-            },
-            rv.class.describe()
-        ),
+        // The operator's label only where the facts show the operator, and the device
+        // plugin's toleration where that is the block (issue 35, kind 5).
+        Some(w) => {
+            let h = crate::analysis::explain::unused::advertise_hint(
+                f.nodes,
+                f.pods,
+                f.cluster_policy,
+                f.operand_pods,
+                &rv.resource,
+                w,
+                rv.class,
+            );
+            if let Some(c) = h.cause {
+                cause.push_str(&format!("; {c}"));
+            }
+            h.fix
+        }
         None if is_kubevirt_device(&rv.resource) => format!(
             "{} comes from virt-handler's own device plugin, not from a plugin to deploy: get virt-handler running and Ready on the nodes (kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide; kubectl get daemonset virt-handler -n kubevirt)",
             rv.resource
@@ -1713,6 +1720,17 @@ fn plugin_blocker(
         .find(|p| p.operand == plugin)
         .map(|p| p.pod.clone());
     let n = &node.name;
+    // No plugin pod there, and a taint its pods do not tolerate: that is the block.
+    if pod.is_none()
+        && let Some(b) = crate::analysis::explain::unused::plugin_toleration_block(
+            std::slice::from_ref(node),
+            f.pods,
+            f.operand_pods,
+            want,
+        )
+    {
+        return Some((b.cause(), b.fix()));
+    }
     Some((
         format!(
             "the {plugin} that should advertise {resource} on {n} ({want}) is not ready: {problem}"
