@@ -92,6 +92,23 @@ fn ii_a_failed_vgpu_config_behind_a_full_node_is_named() {
 }
 
 #[test]
+fn ii_a_failed_mig_config_behind_a_full_node_is_named() {
+    let (rc, doc) = explain("own-mig-config-failed-beside-full-node", true);
+    assert_eq!(rc, 1);
+    assert_eq!(doc["causeCode"], "in-use");
+    let cause = doc["cause"].as_str().unwrap();
+    assert!(
+        cause.ends_with("; hgx-1 offers no nvidia.com/mig-1g.10gb because its config \"all-1g.10gb\" failed (nvidia.com/mig.config.state=failed)"),
+        "{cause}"
+    );
+    assert!(
+        notes(&doc).iter().any(|n| n.starts_with("hgx-1: nvidia.com/mig.config.state=failed")
+            && n.contains("nvidia-mig-manager pod's log on hgx-1 (a MIG mode change usually needs a GPU reset")),
+        "{doc}"
+    );
+}
+
+#[test]
 fn iii_the_device_plugins_missing_toleration_is_the_block_not_a_label() {
     let (rc, doc) = explain("own-device-plugin-untolerated-taint", true);
     assert_eq!(rc, 1);

@@ -305,8 +305,12 @@ pub struct DraNodes {
 pub const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
 
 impl DraNodes {
-    /// From DRA objects read.
-    pub fn from_objects(dra: &crate::model::dra::DraObjects) -> DraNodes {
+    /// Node → number of devices (all types) NVIDIA's DRA driver ([`NVIDIA_GPU_DRIVER`])
+    /// publishes there, from its ResourceSlices: the cheap part of
+    /// [`DraNodes::from_objects`].
+    pub fn device_counts(
+        dra: &crate::model::dra::DraObjects,
+    ) -> std::collections::BTreeMap<String, usize> {
         let mut devices = std::collections::BTreeMap::new();
         for s in dra
             .resource_slices
@@ -319,6 +323,12 @@ impl DraNodes {
                 }
             }
         }
+        devices
+    }
+
+    /// From DRA objects read.
+    pub fn from_objects(dra: &crate::model::dra::DraObjects) -> DraNodes {
+        let devices = DraNodes::device_counts(dra);
         let extended_names = dra
             .device_classes
             .iter()

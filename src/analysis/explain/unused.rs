@@ -240,12 +240,15 @@ pub fn double_publication(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) ->
     let (Some(dra), Some(nodes)) = (inputs.dra, inputs.nodes) else {
         return Vec::new();
     };
-    let d = crate::analysis::check::DraNodes::from_objects(dra);
     let claims = !pod.resource_claims.is_empty();
+    if !claims && e.requests.iter().all(|rv| rv.advertisers.is_empty()) {
+        return Vec::new();
+    }
+    let counts = crate::analysis::check::DraNodes::device_counts(dra);
     nodes
         .iter()
         .filter_map(|n| {
-            let devices = *d.devices.get(&n.name)?;
+            let devices = *counts.get(&n.name)?;
             let names = advertised_gpus(n);
             if devices == 0 || names.is_empty() {
                 return None;
@@ -303,8 +306,13 @@ impl HiddenFailure {
 
     /// The repair, for the notes.
     pub fn repair(&self) -> String {
+        let then = if self.manager == "nvidia-mig-manager" {
+            "a MIG mode change usually needs a GPU reset or a reboot of the node"
+        } else {
+            "check that the config exists for its GPU"
+        };
         format!(
-            "{}: {} — config {}; it would add units of {}: read the {} pod's log on {} and fix the config until the state is success",
+            "{}: {} — config {}; it would add units of {}: read the {} pod's log on {} ({then}) until the state is success",
             self.node, self.state, self.config, self.resource, self.manager, self.node
         )
     }
