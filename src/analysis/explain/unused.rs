@@ -39,8 +39,9 @@ pub fn operator_seen(
 
 /// The tolerations the GPU Operator gives its operand DaemonSets by default
 /// (NVIDIA/gpu-operator `deployments/gpu-operator/values.yaml`, `daemonsets.tolerations`:
-/// `nvidia.com/gpu` Exists NoSchedule); NVIDIA/k8s-device-plugin's chart has the same
-/// (`deployments/helm/nvidia-device-plugin/values.yaml`).
+/// `nvidia.com/gpu` Exists NoSchedule); NVIDIA/k8s-device-plugin's chart has it too
+/// (`deployments/helm/nvidia-device-plugin/values.yaml`, `tolerations`, beside the
+/// deprecated `CriticalAddonsOnly`, which no GPU node pool uses as its taint).
 pub fn default_plugin_tolerations() -> Vec<Toleration> {
     vec![Toleration {
         key: Some("nvidia.com/gpu".into()),
@@ -69,7 +70,7 @@ impl TolerationBlock {
     /// The cause, one clause.
     pub fn cause(&self) -> String {
         let seen = if self.runs_on.is_empty() {
-            "the operator's default tolerations (nvidia.com/gpu) do not cover it".to_owned()
+            "no plugin pod runs anywhere, and the default tolerations of the GPU Operator's operands and of NVIDIA's device plugin chart (nvidia.com/gpu) do not cover it".to_owned()
         } else {
             format!(
                 "its pods (on {}) do not tolerate it",
