@@ -397,3 +397,102 @@ pub fn add(pod: &PodInfo, inputs: Inputs<'_>, e: &mut Explanation) {
     }
     e.notes.extend(double_publication(pod, inputs, e));
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::operand::{OperandHealth, OperandPod};
+
+    fn gpu_node(name: &str, taint: Option<(&str, &str)>) -> NodeInfo {
+        let mut n = NodeInfo::named(name);
+        n.labels.insert(
+            crate::model::operator::NFD_NVIDIA_PCI_LABEL.into(),
+            "true".into(),
+        );
+        if let Some((k, v)) = taint {
+            n.taints.push(Taint {
+                key: k.into(),
+                value: Some(v.into()),
+                effect: "NoSchedule".into(),
+            });
+        }
+        n
+    }
+
+    fn plugin_pod(node: &str) -> OperandPod {
+        OperandPod {
+            operand: "device-plugin".into(),
+            pod: format!("gpu-operator/nvidia-device-plugin-{node}"),
+            node: node.into(),
+            health: OperandHealth::Ready,
+            phase: None,
+            restarts: 0,
+            reason: None,
+        }
+    }
+
+    fn spec(node: &str, tolerations: Vec<Toleration>) -> PodInfo {
+        PodInfo {
+            namespace: "gpu-operator".into(),
+            name: format!("nvidia-device-plugin-{node}"),
+            node_name: Some(node.into()),
+            tolerations: tolerations.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn the_plugins_own_tolerations_decide_the_block() {
+        let mut ok = gpu_node("g-0", None);
+        ok.allocatable = Some([("nvidia.com/gpu".to_string(), "1".to_string())].into());
+        let nodes = [ok, gpu_node("g-1", Some(("dedicated", "ml")))];
+        let operands = crate::model::operand::by_node(vec![plugin_pod("g-0")]);
+        // The plugin's pod on g-0 tolerates nvidia.com/gpu only: g-1's taint blocks it.
+        let pods = [spec("g-0", default_plugin_tolerations())];
+        let b = plugin_toleration_block(&nodes, &pods, Some(&operands), WorkloadConfig::Container)
+            .unwrap();
+        assert_eq!(
+            (b.node.as_str(), b.taints.as_slice(), b.runs_on.as_slice()),
+            (
+                "g-1",
+                ["dedicated=ml:NoSchedule".to_string()].as_slice(),
+                ["g-0".to_string()].as_slice()
+            )
+        );
+        // A plugin that tolerates the taint: no block.
+        let tolerant = [spec(
+            "g-0",
+            vec![Toleration {
+                key: Some("dedicated".into()),
+                operator: Some("Exists".into()),
+                ..Default::default()
+            }],
+        )];
+        assert!(
+            plugin_toleration_block(
+                &nodes,
+                &tolerant,
+                Some(&operands),
+                WorkloadConfig::Container
+            )
+            .is_none()
+        );
+        // Operand pods not read: nothing to say.
+        assert!(plugin_toleration_block(&nodes, &pods, None, WorkloadConfig::Container).is_none());
+    }
+
+    #[test]
+    fn the_operator_is_seen_by_its_policy_pods_or_labels() {
+        let bare = [gpu_node("g-1", None)];
+        assert_eq!(operator_seen(&bare, None, None), None);
+        let empty = OperandsByNode::new();
+        assert_eq!(operator_seen(&bare, None, Some(&empty)), Some(false));
+        let mut labelled = gpu_node("g-1", None);
+        labelled
+            .labels
+            .insert("nvidia.com/gpu.deploy.driver".into(), "true".into());
+        assert_eq!(operator_seen(&[labelled], None, Some(&empty)), Some(true));
+        let operands = crate::model::operand::by_node(vec![plugin_pod("g-1")]);
+        assert_eq!(operator_seen(&bare, None, Some(&operands)), Some(true));
+    }
+}
