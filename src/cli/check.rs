@@ -34,8 +34,9 @@ orphaned-holder and the operator's operand pods with operand-not-ready (both wit
 or live), and dra-and-device-plugin (with --dra, or live), each with its severity.
 
 As a gate (--effective, THE gate to automate): every GPU node (workload label, a GPU resource listed, NFD / GPU
-Feature Discovery / GPU Operator GPU labels) is judged by the workload the GPU Operator
-applies to it (label, ClusterPolicy defaultWorkload and sandboxWorkloads.enabled,
+Feature Discovery / GPU Operator GPU labels; not a node NFD shows without an NVIDIA GPU,
+nor one where only the workload label is there: the operator never reads it, a
+label-without-gpu warning) is judged by the workload the GPU Operator applies to it (label, ClusterPolicy defaultWorkload and sandboxWorkloads.enabled,
 gpu.deploy.* labels). Every error fails (exit 1): a label typo, a node advertising names
 its workload does not serve, an unlabelled or ignored-label node advertising names the
 operator is about to replace (effective-workload-differs), a failed vGPU/MIG config. A

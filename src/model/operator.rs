@@ -180,10 +180,32 @@ pub enum GpuEvidence {
     /// `nvidia.com/gpu.present=true` it finds there to `false`, with every deploy label
     /// removed).
     NoGpu,
-    /// No NFD label at all (NFD not deployed, or a dump without them): not known; treated
-    /// as a GPU node when it carries the workload label, as before NFD was read.
+    /// No NFD label at all, but labels a GPU stack writes ([`GPU_STACK_LABELS`], a
+    /// `nvidia.com/gpu.deploy.*` label): a GPU is assumed (a dump that lost NFD's labels,
+    /// or NFD not deployed under a running stack).
     Unknown,
+    /// No NFD label at all and nothing else of a GPU: no GPU resource listed, none of
+    /// [`GPU_STACK_LABELS`], no deploy label. The operator finds GPU nodes by NFD's labels
+    /// only (`hasGPULabels`; `reconcileCommonGPULabel` in
+    /// NVIDIA/gpu-operator `controllers/nodelabeling_controller.go` sets
+    /// `nvidia.com/gpu.present` from them and `updateGPUStateLabels` there removes every
+    /// deploy label from a node without it), so it never reads this node's workload label
+    /// and deploys nothing; `check --effective` does not count it as a GPU node. Plain
+    /// `check` still judges its label (the lab's line contract).
+    None,
 }
+
+/// Labels only a GPU stack writes on a node with an NVIDIA GPU: the operator's
+/// [`GPU_PRESENT_LABEL`] (`true`), GPU Feature Discovery's product and count
+/// (NVIDIA/k8s-device-plugin `internal/lm/resource.go`), the MIG and vGPU managers'
+/// config labels.
+pub const GPU_STACK_LABELS: [&str; 5] = [
+    GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
+    "nvidia.com/gpu.count",
+    MIG_CONFIG_LABEL,
+    VGPU_CONFIG_LABEL,
+];
 
 /// The GPU evidence of `node` (see [`GpuEvidence`]).
 pub fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
@@ -193,8 +215,23 @@ pub fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
         GpuEvidence::Advertised
     } else if node.labels.keys().any(|k| k.starts_with(NFD_LABEL_PREFIX)) {
         GpuEvidence::NoGpu
-    } else {
+    } else if has_deploy_labels(node)
+        || GPU_STACK_LABELS.iter().any(|k| match node.label(k) {
+            Some(v) => *k != GPU_PRESENT_LABEL || v == "true",
+            None => false,
+        })
+    {
         GpuEvidence::Unknown
+    } else {
+        GpuEvidence::None
+    }
+}
+
+impl GpuEvidence {
+    /// Whether the operator never manages the node: [`GpuEvidence::NoGpu`] or
+    /// [`GpuEvidence::None`].
+    pub fn not_gpu(self) -> bool {
+        matches!(self, GpuEvidence::NoGpu | GpuEvidence::None)
     }
 }
 
@@ -207,8 +244,9 @@ pub enum OperatorScope {
     /// `nvidia.com/gpu.deploy.operands=false`: it removes every deploy label and deploys
     /// nothing (`hasOperandsDisabled`, `removeAllGPUStateLabels`).
     OperandsDisabled,
-    /// NFD shows no NVIDIA GPU ([`GpuEvidence::NoGpu`]): the node is not a GPU node to the
-    /// operator, its workload label is never read.
+    /// NFD shows no NVIDIA GPU ([`GpuEvidence::NoGpu`]), or nothing shows one
+    /// ([`GpuEvidence::None`]): the node is not a GPU node to the operator, its workload
+    /// label is never read.
     NoGpu,
 }
 
@@ -221,8 +259,13 @@ pub struct EffectiveWorkload {
     pub source: WorkloadSource,
     /// The label's state.
     pub label: LabelState,
-    /// Whether a valid label says something else than what applies (the operator ignores
-    /// it: sandbox workloads disabled, or deploy labels of another workload).
+    /// Whether the operator does not follow the node's label: a valid label that says
+    /// something else than what applies (sandbox workloads disabled, or deploy labels of
+    /// another workload), or any label, invalid ones included, where the ClusterPolicy's
+    /// sandbox workloads are disabled (NVIDIA/gpu-operator `controllers/state_manager.go`
+    /// `getWorkloadConfig` returns `container` before reading it). Also under
+    /// `nvidia.com/gpu.deploy.operands=false`, where `workload` is what removing that
+    /// label would deploy; never on a node without a GPU.
     pub label_ignored: bool,
     /// Whether the operator applies `workload` at all: on a node without a GPU, or with
     /// its operands disabled, `workload` is what it would apply, and nothing is deployed.
@@ -342,6 +385,18 @@ pub fn has_deploy_labels(node: &NodeInfo) -> bool {
 ///   (`labelGPUNodes`, `updateGPUStateLabels`). The operator's reading was compared with
 ///   the real operator on the local control plane (tests/it/operator_model.rs).
 pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> EffectiveWorkload {
+    effective_workload_given(node, policy, gpu_evidence(node))
+}
+
+/// [`effective_workload`] with the node's GPU evidence given: a caller that knows more
+/// than the node's labels and resources (devices NVIDIA's DRA driver publishes there)
+/// passes [`GpuEvidence::Unknown`] for a node [`gpu_evidence`] calls
+/// [`GpuEvidence::None`].
+pub fn effective_workload_given(
+    node: &NodeInfo,
+    policy: Option<&ClusterPolicy>,
+    gpu: GpuEvidence,
+) -> EffectiveWorkload {
     let parsed = node.label(LABEL_KEY).map(str::parse::<WorkloadConfig>);
     let label = match &parsed {
         None => LabelState::Absent,
@@ -362,7 +417,7 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
             (None, None) => (DEFAULT_WORKLOAD, WorkloadSource::Default),
         },
     };
-    let scope = if gpu_evidence(node) == GpuEvidence::NoGpu {
+    let scope = if gpu.not_gpu() {
         OperatorScope::NoGpu
     } else if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
         OperatorScope::OperandsDisabled
@@ -373,7 +428,13 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
         workload,
         source,
         label,
-        label_ignored: scope == OperatorScope::Operands && valid.is_some_and(|w| w != workload),
+        // A valid label that says something else than what applies, or any label where
+        // the ClusterPolicy's sandbox workloads are off (`getWorkloadConfig` returns
+        // `container` before it reads the label). Under operands=false too: removing
+        // that label deploys `workload`, not the label's stack.
+        label_ignored: scope != OperatorScope::NoGpu
+            && (valid.is_some_and(|w| w != workload)
+                || (label == LabelState::Invalid && policy.is_some_and(|p| !p.sandbox_enabled))),
         scope,
     }
 }
@@ -396,7 +457,7 @@ pub struct StateFinding {
 /// The vGPU type a config name stands for, when the name has the shape of one
 /// (`A10-12Q`, `NVIDIA A10-12Q`, `L40S-48Q`): upper-cased, without the `NVIDIA`/`GRID`
 /// prefix. Named configs such as `default` give `None`.
-fn vgpu_type_core(s: &str) -> Option<String> {
+pub fn vgpu_type_core(s: &str) -> Option<String> {
     let up = s.to_uppercase().replace([' ', '_'], "-");
     let core = up
         .strip_prefix("NVIDIA-")
@@ -495,16 +556,30 @@ fn finding(code: Code, message: String, cause: Option<String>) -> StateFinding {
 /// (`labelGPUNodes`, NVIDIA/gpu-operator `controllers/state_manager.go`).
 pub fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
     let v = f.node.label(LABEL_KEY)?;
-    (f.eff.scope == OperatorScope::NoGpu).then(|| {
-        finding(
-            Code::LabelWithoutGpu,
+    if f.eff.scope != OperatorScope::NoGpu {
+        return None;
+    }
+    let (why, next) = if gpu_evidence(f.node) == GpuEvidence::None {
+        (
             format!(
-                "{LABEL_KEY}={v} on a node without an NVIDIA GPU (it carries NFD labels but no {NFD_NVIDIA_PCI_LABEL}=true): the GPU Operator never reads the label here and deploys nothing; remove it (kubectl label node {} {LABEL_KEY}-) or check that NFD sees the GPU",
-                f.node.name
+                "nothing shows one: no NFD label {NFD_NVIDIA_PCI_LABEL} or its PCI-class variants, no GPU resource, no {GPU_PRESENT_LABEL}=true; the GPU Operator finds GPU nodes by NFD's PCI labels only"
             ),
-            None,
+            "deploy NFD (the operator's nfd.enabled) or check that it sees the GPU",
         )
-    })
+    } else {
+        (
+            format!("the node carries NFD labels but no {NFD_NVIDIA_PCI_LABEL}=true"),
+            "check that NFD sees the GPU",
+        )
+    };
+    Some(finding(
+        Code::LabelWithoutGpu,
+        format!(
+            "{LABEL_KEY}={v} on a node without an NVIDIA GPU ({why}): the operator never reads the label here and deploys nothing, and check --effective does not count it as a GPU node; remove it (kubectl label node {} {LABEL_KEY}-) or {next}",
+            f.node.name
+        ),
+        None,
+    ))
 }
 
 /// `vgpu-config-failed` (error): `nvidia.com/vgpu.config.state=failed`.
@@ -594,29 +669,169 @@ pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
     ))
 }
 
-/// `operands-disabled` (warning): `nvidia.com/gpu.deploy.operands=false`.
+/// `operands-disabled` (warning): `nvidia.com/gpu.deploy.operands=false`. Its fix (remove
+/// the label) deploys the workload the operator applies ([`EffectiveWorkload::workload`]),
+/// which [`stack_warning`] names when the node's label asks for another.
 pub fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(DEPLOY_OPERANDS_LABEL) == Some("false")).then(|| {
         finding(
             Code::OperandsDisabled,
             format!(
-                "{DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand on this node, so no device plugin advertises its GPUs; remove the label (kubectl label node {} {DEPLOY_OPERANDS_LABEL}-) to deploy them",
-                f.node.name
+                "{DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand on this node, so no device plugin advertises its GPUs; remove the label (kubectl label node {} {DEPLOY_OPERANDS_LABEL}-) to deploy them{}",
+                f.node.name,
+                stack_warning(f.node, f.policy, f.eff)
+                    .map(|w| format!(" — but {w}"))
+                    .unwrap_or_default()
             ),
             Some(format!("{DEPLOY_OPERANDS_LABEL}=false")),
         )
     })
 }
 
-/// `label-ignored` (warning): a workload label the operator does not follow.
+/// Why the operator applies `eff.workload` to `node` and not its label's, in words: the
+/// ClusterPolicy's sandbox workloads off, its `defaultWorkload`, the node's deploy labels,
+/// or the CRD default.
+pub fn workload_reason(eff: &EffectiveWorkload, policy: Option<&ClusterPolicy>) -> String {
+    match (eff.source, policy) {
+        (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
+            "ClusterPolicy {} has {}=false, so the operator reads no workload label",
+            p.name,
+            crate::model::workload::ENABLE_FLAG
+        ),
+        (WorkloadSource::ClusterPolicy, Some(p)) => format!(
+            "ClusterPolicy {}'s {}",
+            p.name,
+            crate::model::workload::DEFAULT_WORKLOAD_FIELD
+        ),
+        (WorkloadSource::DeployLabels, _) => "the node's gpu.deploy.* labels".to_owned(),
+        (WorkloadSource::Label, _) => format!("its {LABEL_KEY} label"),
+        _ => format!(
+            "the CRD's {} default; no ClusterPolicy read",
+            crate::model::workload::DEFAULT_WORKLOAD_FIELD
+        ),
+    }
+}
+
+/// The warning a fix that lets the operator deploy on `node` (removing
+/// `nvidia.com/gpu.deploy.operands=false`, re-enabling an operand) must carry when the
+/// stack it brings is not the one the node's workload label asks for: `that deploys the
+/// container operands (…), not the vm-vgpu ones its label asks for`. `None` when the
+/// label is followed, absent, or the node has no GPU. The operator deploys
+/// [`EffectiveWorkload::workload`] (NVIDIA/gpu-operator `controllers/state_manager.go`,
+/// `getWorkloadConfig`, `updateGPUStateLabels`).
+pub fn stack_warning(
+    node: &NodeInfo,
+    policy: Option<&ClusterPolicy>,
+    eff: &EffectiveWorkload,
+) -> Option<String> {
+    if eff.scope == OperatorScope::NoGpu {
+        return None;
+    }
+    let stack = eff.workload;
+    let asks = match node.label(LABEL_KEY)?.parse::<WorkloadConfig>() {
+        Ok(w) if w == stack => return None,
+        Ok(w) => format!("not the {w} ones its {LABEL_KEY} label asks for"),
+        Err(e) => format!("its label value {e}{}", e.did_you_mean()),
+    };
+    let enable = match policy {
+        Some(p) if !p.sandbox_enabled => format!(
+            "; the label takes effect only with {}=true in ClusterPolicy {} (cluster-wide)",
+            crate::model::workload::ENABLE_FLAG,
+            p.name
+        ),
+        _ => String::new(),
+    };
+    Some(format!(
+        "that deploys the {stack} operands ({}), {asks}{enable}",
+        workload_reason(eff, policy)
+    ))
+}
+
+/// A GPU node whose applied workload changes when the ClusterPolicy's sandbox workloads
+/// are enabled ([`enable_sandbox_changes`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadChange {
+    /// The node.
+    pub node: String,
+    /// The workload applied now (`container`).
+    pub from: WorkloadConfig,
+    /// The workload applied once enabled: its valid label, else `defaultWorkload`.
+    pub to: WorkloadConfig,
+    /// The GPU names it advertises now, with their allocatable units.
+    pub advertised: Vec<(String, i64)>,
+}
+
+impl WorkloadChange {
+    /// `gpu-2 container → vm-passthrough (loses nvidia.com/gpu=2)`.
+    pub fn describe(&self) -> String {
+        let loses = if self.advertised.is_empty() {
+            String::new()
+        } else {
+            format!(
+                " (loses {})",
+                self.advertised
+                    .iter()
+                    .map(|(r, a)| format!("{r}={a}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        };
+        format!("{} {} → {}{loses}", self.node, self.from, self.to)
+    }
+}
+
+/// What setting `sandboxWorkloads.enabled=true` in `policy` (sandbox workloads off)
+/// changes: each GPU node (not [`OperatorScope::NoGpu`]) whose workload then differs from
+/// today's `container` — its valid label, else the policy's `defaultWorkload`
+/// (NVIDIA/gpu-operator `controllers/state_manager.go`, `getWorkloadConfig`). Empty when
+/// sandbox workloads are already on. The operator then swaps those nodes' operands
+/// (`updateGPUStateLabels`), so the names they advertise change.
+pub fn enable_sandbox_changes(nodes: &[NodeInfo], policy: &ClusterPolicy) -> Vec<WorkloadChange> {
+    if policy.sandbox_enabled {
+        return Vec::new();
+    }
+    let on = ClusterPolicy {
+        sandbox_enabled: true,
+        ..policy.clone()
+    };
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let now = effective_workload(n, Some(policy));
+            let then = effective_workload(n, Some(&on));
+            (now.scope != OperatorScope::NoGpu && then.workload != now.workload).then(|| {
+                WorkloadChange {
+                    node: n.name.clone(),
+                    from: now.workload,
+                    to: then.workload,
+                    advertised: crate::model::advertise::advertised_gpus(n)
+                        .into_iter()
+                        .map(|(r, a)| (r.to_owned(), a))
+                        .collect(),
+                }
+            })
+        })
+        .collect()
+}
+
+/// `label-ignored` (warning): a workload label the operator does not read or follow
+/// ([`EffectiveWorkload::label_ignored`]).
 pub fn label_ignored(f: &StateFacts<'_>) -> Option<StateFinding> {
     let eff = f.eff;
     if !eff.label_ignored {
         return None;
     }
+    let value = f.node.label(LABEL_KEY).unwrap_or("");
+    let invalid = match value.parse::<WorkloadConfig>() {
+        Err(e) => format!(
+            " (its value {e}: that matters once sandbox workloads are enabled{})",
+            e.did_you_mean()
+        ),
+        Ok(_) => String::new(),
+    };
     let why = match (f.policy, eff.source) {
         (Some(p), _) if !p.sandbox_enabled => format!(
-            "ClusterPolicy {} has sandboxWorkloads.enabled=false, so the operator ignores the label and runs container operands",
+            "ClusterPolicy {} has sandboxWorkloads.enabled=false, so the operator does not read the label and applies container{invalid}",
             p.name
         ),
         _ => format!(
@@ -624,13 +839,24 @@ pub fn label_ignored(f: &StateFacts<'_>) -> Option<StateFinding> {
             eff.workload
         ),
     };
+    let (disabled, cause) = if eff.scope == OperatorScope::OperandsDisabled {
+        (
+            format!(
+                "; {DEPLOY_OPERANDS_LABEL}=false keeps every operand off for now, and removing it deploys the {} operands",
+                eff.workload
+            ),
+            "label ignored".to_owned(),
+        )
+    } else {
+        (
+            String::new(),
+            format!("label ignored, {} operands run", eff.workload),
+        )
+    };
     Some(finding(
         Code::LabelIgnored,
-        format!(
-            "{LABEL_KEY}={} is ignored: {why}",
-            f.node.label(LABEL_KEY).unwrap_or("")
-        ),
-        Some(format!("label ignored, {} operands run", eff.workload)),
+        format!("{LABEL_KEY}={value} is ignored: {why}{disabled}"),
+        Some(cause),
     ))
 }
 
@@ -750,7 +976,7 @@ mod tests {
     #[test]
     fn disabled_sandbox_workloads_ignore_the_label() {
         let p = policy(false, WorkloadConfig::VmPassthrough);
-        let n = node(&[(LABEL_KEY, "vm-vgpu")]);
+        let n = node(&[(LABEL_KEY, "vm-vgpu"), (NFD_NVIDIA_PCI_LABEL, "true")]);
         let e = effective_workload(&n, Some(&p));
         assert_eq!(
             (e.workload, e.source, e.label_ignored),
@@ -761,13 +987,80 @@ mod tests {
             )
         );
         let f = findings(&n, Some(&p), &[]);
-        assert_eq!(f.len(), 1);
-        assert_eq!(f[0].code, Code::LabelIgnored);
+        let codes: Vec<Code> = f.iter().map(|f| f.code).collect();
+        assert_eq!(codes, [Code::LabelIgnored, Code::GpuPresentWithoutOperands]);
         assert!(
             f[0].message.contains("sandboxWorkloads.enabled=false"),
             "{}",
             f[0].message
         );
+    }
+
+    /// Issue 35 (6b): sandbox workloads off — the operator reads no label, valid or not,
+    /// and `gpu.deploy.operands=false` does not hide that; removing it deploys container.
+    #[test]
+    fn sandbox_off_ignores_any_label_even_with_operands_off() {
+        let p = policy(false, WorkloadConfig::VmPassthrough);
+        let bad = gpu_node(&[(LABEL_KEY, "vm_passthrough")]);
+        let e = effective_workload(&bad, Some(&p));
+        assert!(e.label_ignored);
+        let f = findings(&bad, Some(&p), &[]);
+        assert_eq!(f[0].code, Code::LabelIgnored);
+        assert!(
+            f[0].message.contains("did you mean vm-passthrough?"),
+            "{}",
+            f[0].message
+        );
+        // Without a ClusterPolicy nothing says the label is not read.
+        assert!(!effective_workload(&bad, None).label_ignored);
+        let off = gpu_node(&[(LABEL_KEY, "vm-vgpu"), (DEPLOY_OPERANDS_LABEL, "false")]);
+        let e = effective_workload(&off, Some(&p));
+        assert_eq!(
+            (e.scope, e.workload, e.label_ignored),
+            (
+                OperatorScope::OperandsDisabled,
+                WorkloadConfig::Container,
+                true
+            )
+        );
+        let f = findings(&off, Some(&p), &[]);
+        let codes: Vec<Code> = f.iter().map(|f| f.code).collect();
+        assert_eq!(codes, [Code::OperandsDisabled, Code::LabelIgnored]);
+        assert!(
+            f[0].message.contains(
+                "but that deploys the container operands (ClusterPolicy cluster-policy has sandboxWorkloads.enabled=false, so the operator reads no workload label), not the vm-vgpu ones its nvidia.com/gpu.workload.config label asks for"
+            ),
+            "{}",
+            f[0].message
+        );
+        assert_eq!(f[1].cause.as_deref(), Some("label ignored"));
+        // A followed label: no warning on the fix.
+        let on = policy(true, WorkloadConfig::Container);
+        assert!(stack_warning(&off, Some(&on), &effective_workload(&off, Some(&on))).is_none());
+    }
+
+    /// Issue 35 (6d): what enabling sandbox workloads changes, per GPU node.
+    #[test]
+    fn enabling_sandbox_workloads_changes_labelled_and_defaulted_nodes() {
+        let p = policy(false, WorkloadConfig::VmPassthrough);
+        let mut vgpu = gpu_node(&[(LABEL_KEY, "vm-vgpu")]);
+        vgpu.name = "a".into();
+        vgpu.allocatable = Some([("nvidia.com/gpu".to_string(), "2".to_string())].into());
+        let mut plain = gpu_node(&[(LABEL_KEY, "container")]);
+        plain.name = "b".into();
+        let mut unlabelled = gpu_node(&[]);
+        unlabelled.name = "c".into();
+        let cpu = node(&[(LABEL_KEY, "vm-vgpu")]);
+        let ch = enable_sandbox_changes(&[vgpu, plain, unlabelled, cpu], &p);
+        let d: Vec<String> = ch.iter().map(WorkloadChange::describe).collect();
+        assert_eq!(
+            d,
+            [
+                "a container → vm-vgpu (loses nvidia.com/gpu=2)",
+                "c container → vm-passthrough"
+            ]
+        );
+        assert!(enable_sandbox_changes(&[], &policy(true, WorkloadConfig::Container)).is_empty());
     }
 
     #[test]
@@ -947,13 +1240,35 @@ mod tests {
         let f = findings(&cpu, Some(&p), &[]);
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].code, Code::LabelWithoutGpu);
-        // No NFD label at all: not known, the old reading stays.
+        // No NFD label at all and nothing else of a GPU (issue 35, 6a): the operator finds
+        // no GPU there (hasGPULabels), the label is never read.
         let bare = node(&[(LABEL_KEY, "vm-passthrough")]);
-        assert_eq!(gpu_evidence(&bare), GpuEvidence::Unknown);
-        assert_eq!(
-            effective_workload(&bare, Some(&p)).applied(),
-            Some(WorkloadConfig::VmPassthrough)
+        assert_eq!(gpu_evidence(&bare), GpuEvidence::None);
+        let e = effective_workload(&bare, Some(&p));
+        assert_eq!((e.scope, e.applied()), (OperatorScope::NoGpu, None));
+        let f = findings(&bare, Some(&p), &[]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].code, Code::LabelWithoutGpu);
+        assert!(
+            f[0].message.contains("NFD's PCI labels only"),
+            "{}",
+            f[0].message
         );
+        // No NFD label, but a GPU stack's labels: a GPU is assumed (a dump without NFD).
+        for (k, v) in [
+            (GPU_PRESENT_LABEL, "true"),
+            (GPU_PRODUCT_LABEL, "NVIDIA-A10"),
+            ("nvidia.com/gpu.deploy.driver", "true"),
+        ] {
+            let n = node(&[(LABEL_KEY, "vm-passthrough"), (k, v)]);
+            assert_eq!(gpu_evidence(&n), GpuEvidence::Unknown, "{k}");
+            assert_eq!(
+                effective_workload(&n, Some(&p)).applied(),
+                Some(WorkloadConfig::VmPassthrough)
+            );
+        }
+        let gone = node(&[(LABEL_KEY, "vm-passthrough"), (GPU_PRESENT_LABEL, "false")]);
+        assert_eq!(gpu_evidence(&gone), GpuEvidence::None);
         // The other GPU class labels of NFD count too.
         let g = node(&[("feature.node.kubernetes.io/pci-0302_10de.present", "true")]);
         assert_eq!(gpu_evidence(&g), GpuEvidence::Nfd);

@@ -85,7 +85,14 @@ fn an_unlabelled_node_advertising_a_vm_name_fails_the_gate_with_its_reason() {
                 "ERROR effective-workload-differs gpu-pt-1: no nvidia.com/gpu.workload.config label: the GPU Operator applies container ({by}), but the node advertises nvidia.com/GA102GL_A10=2 (device model): the operator will replace the operands that serve them with container ones under the VMs that use them; to keep them: kubectl label node gpu-pt-1 nvidia.com/gpu.workload.config=vm-passthrough --overwrite"
             )
         );
-        assert!(lines.contains(&"WARNING unlabelled-gpu-node gpu-pt-1: no nvidia.com/gpu.workload.config label: the operator applies sandboxWorkloads.defaultWorkload (default container); the node advertises nvidia.com/GA102GL_A10=2 (device model)".to_owned()), "{lines:?}");
+        // The ClusterPolicy's defaultWorkload when one was read (issue 35, 6c).
+        let applies = match policy {
+            None => "sandboxWorkloads.defaultWorkload (default container)",
+            Some(_) => {
+                "ClusterPolicy cluster-policy's sandboxWorkloads.defaultWorkload (container)"
+            }
+        };
+        assert!(lines.contains(&format!("WARNING unlabelled-gpu-node gpu-pt-1: no nvidia.com/gpu.workload.config label: the operator applies {applies}; the node advertises nvidia.com/GA102GL_A10=2 (device model)")), "{lines:?}");
         assert_eq!(
             lines.last().unwrap(),
             "FAIL: 1 error on 1 of 3 GPU nodes, 2 warnings",
@@ -123,7 +130,7 @@ fn disabled_sandbox_workloads_fail_the_gate_on_every_vm_node() {
     );
     assert!(
         errors[1].ends_with(
-            "to keep them set sandboxWorkloads.enabled=true in ClusterPolicy cluster-policy"
+            "to keep them set sandboxWorkloads.enabled=true in ClusterPolicy cluster-policy (cluster-wide: every labelled GPU node then follows its label)"
         ),
         "{}",
         errors[1]

@@ -103,7 +103,8 @@ fn node_labels(i: usize, rng: &mut Lcg) -> BTreeMap<String, String> {
         "kata-manager",
         "operands",
     ];
-    // (gpu: 0 none, 1 A10, 2 A100; label; override)
+    // (gpu: 0 none (NFD labels without the GPU one), 1 A10, 2 A100, 3 no NFD label at
+    // all, 4 only NFD's PCI-class variant `pci-0302_10de.present`; label; override)
     let (gpu, label, over): (usize, Option<&str>, Option<&str>) = match i {
         0 => (1, Some("container"), None),
         1 => (1, Some("vm-passthrough"), None),
@@ -114,14 +115,37 @@ fn node_labels(i: usize, rng: &mut Lcg) -> BTreeMap<String, String> {
         6 => (0, Some("vm-passthrough"), None),
         7 => (0, None, None),
         8 => (2, None, Some("driver")),
+        // Issue 35 (6a): a workload label and nothing of a GPU; the class variant alone.
+        9 => (3, Some("vm-passthrough"), None),
+        10 => (3, Some("Container"), None),
+        11 => (4, Some("vm-vgpu"), None),
+        // Issue 35 (6b): a vm-vgpu label under operands=false (the fix lifts it).
+        12 => (1, Some("vm-vgpu"), Some("operands")),
         _ => (
-            [0, 1, 1, 1, 2][rng.next(5)],
+            [0, 1, 1, 1, 2, 3, 4][rng.next(7)],
             LABELS[rng.next(LABELS.len())],
             [None, None, Some(ALL_OPS[rng.next(ALL_OPS.len())])][rng.next(3)],
         ),
     };
     let mut l = BTreeMap::new();
-    // Every node was seen by NFD (kernel and OS labels); GPU nodes also carry its PCI label.
+    if gpu == 3 {
+        // Never seen by NFD: the workload label (or an override) alone.
+        if let Some(v) = label {
+            l.insert(LABEL.into(), v.into());
+        }
+        if let Some(op) = over {
+            l.insert(format!("{DEPLOY}{op}"), "false".into());
+        }
+        return l;
+    }
+    if gpu == 4 {
+        l.insert(
+            "feature.node.kubernetes.io/pci-0302_10de.present".into(),
+            "true".into(),
+        );
+    }
+    // Every other node was seen by NFD (kernel and OS labels); GPU nodes also carry its
+    // PCI label.
     l.insert(
         "feature.node.kubernetes.io/kernel-version.full".into(),
         "5.15.0-125-generic".into(),
@@ -134,7 +158,7 @@ fn node_labels(i: usize, rng: &mut Lcg) -> BTreeMap<String, String> {
         "feature.node.kubernetes.io/system-os_release.VERSION_ID".into(),
         "22.04".into(),
     );
-    if gpu > 0 {
+    if gpu == 1 || gpu == 2 {
         let hw = if gpu == 2 {
             GpuHardware {
                 product: "NVIDIA-A100-SXM4-40GB".into(),
@@ -270,6 +294,78 @@ async fn operand_pods(
     (out, operand_of.into_values().collect())
 }
 
+/// The findings of node `name` in a `check -o json` document.
+fn findings_of(doc: &Value, name: &str) -> Vec<Value> {
+    doc["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == name)
+        .unwrap_or_else(|| panic!("{name} not in {doc}"))["findings"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+/// Issue 35's findings against what the operator did (`settled`: per node, the workload
+/// whose deploy labels it left):
+/// - 6a: a node NFD never saw and where nothing else shows a GPU is no GPU node
+///   (`gpuNode` absent) and has no error, predicted and live; the operator deployed
+///   nothing there (compared by the caller);
+/// - 6b: with sandbox workloads off no label is read: no `invalid-label-value`, and an
+///   invalid label on a GPU node is `label-ignored`;
+/// - 6c: where sandbox workloads are on, `invalid-label-value` names the workload the
+///   operator actually applied (the ClusterPolicy's `defaultWorkload`).
+fn issue_35_findings(
+    predicted: &Value,
+    live: &Value,
+    specs: &[(String, BTreeMap<String, String>)],
+    settled: &BTreeMap<String, Observed>,
+    enabled: bool,
+) {
+    for doc in [predicted, live] {
+        for n in doc["nodes"].as_array().unwrap() {
+            let name = n["name"].as_str().unwrap();
+            let Some((_, labels)) = specs.iter().find(|(s, _)| s == name) else {
+                continue;
+            };
+            let findings = n["findings"].as_array().unwrap();
+            let code = |c: &str| findings.iter().find(|f| f["code"] == c);
+            if !labels
+                .keys()
+                .any(|k| k.starts_with("feature.node.kubernetes.io/"))
+            {
+                assert!(n.get("gpuNode").is_none(), "{name}: {n}");
+                assert!(
+                    findings.iter().all(|f| f["severity"] != "error"),
+                    "{name}: {n}"
+                );
+                assert!(code("label-without-gpu").is_some(), "{name}: {n}");
+            }
+            let invalid = labels
+                .get(LABEL)
+                .is_some_and(|v| !["container", "vm-passthrough", "vm-vgpu"].contains(&v.as_str()));
+            if !enabled {
+                assert!(code("invalid-label-value").is_none(), "{name}: {n}");
+                if invalid && n["operatorScope"] != "no-gpu" {
+                    assert!(code("label-ignored").is_some(), "{name}: {n}");
+                }
+            } else if let Some(f) = code("invalid-label-value")
+                && n["operatorScope"] == "operands"
+            {
+                let applied = settled[name].workload.clone().unwrap();
+                assert!(
+                    f["message"]
+                        .as_str()
+                        .unwrap()
+                        .contains(&format!("sandboxWorkloads.defaultWorkload ({applied})")),
+                    "{name}: the operator applied {applied}: {f}"
+                );
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs local control plane"]
 fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
@@ -301,16 +397,20 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
         .unwrap();
     let nodes: Api<Node> = Api::all(client.clone());
     let mut rng = Lcg(SEED);
+    // (sandbox workloads enabled, defaultWorkload, flip): a flip round keeps the previous
+    // round's nodes as the operator left them and only changes the ClusterPolicy — what
+    // "set sandboxWorkloads.enabled=true" does to a running cluster (issue 35, 6d).
     let rounds = [
-        (true, "container"),
-        (true, "vm-passthrough"),
-        (true, "vm-vgpu"),
-        (false, "vm-passthrough"),
+        (true, "container", false),
+        (true, "vm-passthrough", false),
+        (true, "vm-vgpu", false),
+        (false, "vm-passthrough", false),
+        (true, "vm-passthrough", true),
     ];
     let mut combinations = 0;
     let mut seen_kinds = BTreeSet::new();
     let mut previous: Vec<String> = Vec::new();
-    for (round, (enabled, default)) in rounds.into_iter().enumerate() {
+    for (round, (enabled, default, flip)) in rounds.into_iter().enumerate() {
         let settings = PolicySettings {
             sandbox_enabled: enabled,
             default_workload: Some(default.into()),
@@ -318,18 +418,32 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
         let policy = gpu_operator::policy_object(&dist, &settings).unwrap();
         let policy_file = tmp.path().join(format!("policy-{round}.json"));
         std::fs::write(&policy_file, policy.to_string()).unwrap();
-        let specs: Vec<(String, BTreeMap<String, String>)> = (0..12)
-            .map(|i| (format!("om{round}-{i:02}"), node_labels(i, &mut rng)))
-            .collect();
+        let specs: Vec<(String, BTreeMap<String, String>)> = if flip {
+            // The previous round's nodes with the labels the operator left on them.
+            rt.block_on(async {
+                let mut out = Vec::new();
+                for n in &previous {
+                    let node = nodes.get(n).await.unwrap();
+                    out.push((n.clone(), node.metadata.labels.unwrap_or_default()));
+                }
+                out
+            })
+        } else {
+            (0..15)
+                .map(|i| (format!("om{round}-{i:02}"), node_labels(i, &mut rng)))
+                .collect()
+        };
         combinations += specs.len();
         rt.block_on(async {
-            for n in previous.drain(..) {
-                let _ = nodes.delete(&n, &DeleteParams::default()).await;
+            if !flip {
+                for n in previous.drain(..) {
+                    let _ = nodes.delete(&n, &DeleteParams::default()).await;
+                }
             }
             gpu_operator::apply_policy(&client, &dist, &settings)
                 .await
                 .unwrap();
-            for (name, labels) in &specs {
+            for (name, labels) in specs.iter().filter(|_| !flip) {
                 gpuwl::cluster::nodes::ensure_sim_node(&client, name)
                     .await
                     .unwrap();
@@ -353,14 +467,15 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
         })).collect::<Vec<_>>()});
         let dump_file = tmp.path().join(format!("nodes-{round}.json"));
         std::fs::write(&dump_file, dump.to_string()).unwrap();
-        let predicted = reported(&check_json(&[
+        let predicted_doc = check_json(&[
             "check",
             dump_file.to_str().unwrap(),
             "--cluster-policy",
             policy_file.to_str().unwrap(),
             "-o",
             "json",
-        ]));
+        ]);
+        let predicted = reported(&predicted_doc);
 
         // Wait until the operator's labels and its pods match the prediction on every
         // node (then twice more, 3 s apart, so a late reconcile is seen), or time out and
@@ -368,6 +483,7 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
         let deadline = Instant::now() + Duration::from_secs(150);
         let mut stable = 0;
         let mut settled_pods: BTreeMap<String, BTreeSet<String>>;
+        let mut settled_work: BTreeMap<String, Observed> = BTreeMap::new();
         loop {
             let (live_nodes, (pods, with_ds)) = rt.block_on(async {
                 (
@@ -384,6 +500,7 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
                     .unwrap();
                 let labels = n.metadata.labels.clone().unwrap_or_default();
                 let seen = observe(&labels);
+                settled_work.insert(name.clone(), seen.clone());
                 let want = predicted.get(name).cloned().unwrap_or(Observed {
                     workload: None,
                     operands: BTreeSet::new(),
@@ -503,6 +620,55 @@ fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
                 labels.keys().any(|k| k.starts_with(DEPLOY)),
                 enabled,
             ));
+        }
+        issue_35_findings(&predicted_doc, &live_doc, &specs, &settled_work, enabled);
+
+        // Issue 35 (6b): sandbox workloads off, a vm-vgpu label under operands=false:
+        // gpuwl's fix (remove operands=false) warns that the container stack comes, and
+        // the real operator puts exactly that stack there once the fix is applied.
+        if !enabled {
+            let fixed = format!("om{round}-12");
+            let f = findings_of(&predicted_doc, &fixed);
+            let disabled = f
+                .iter()
+                .find(|f| f["code"] == "operands-disabled")
+                .unwrap_or_else(|| panic!("{fixed}: {f:?}"));
+            assert!(
+                disabled["message"].as_str().unwrap().contains(
+                    "— but that deploys the container operands (ClusterPolicy cluster-policy has sandboxWorkloads.enabled=false, so the operator reads no workload label), not the vm-vgpu ones"
+                ),
+                "{disabled}"
+            );
+            assert!(
+                f.iter().any(|f| f["code"] == "label-ignored"),
+                "{fixed}: {f:?}"
+            );
+            rt.block_on(nodes.patch(
+                &fixed,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"nvidia.com/gpu.deploy.operands": null}}}),
+                ),
+            ))
+            .unwrap();
+            let deadline = Instant::now() + Duration::from_secs(90);
+            loop {
+                let labels = rt
+                    .block_on(nodes.get(&fixed))
+                    .unwrap()
+                    .metadata
+                    .labels
+                    .unwrap_or_default();
+                let seen = observe(&labels);
+                if seen.workload.as_deref() == Some("container") {
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "{fixed}: after the fix the operator left {seen:?}"
+                );
+                std::thread::sleep(Duration::from_secs(1));
+            }
         }
     }
     assert!(combinations >= 20);

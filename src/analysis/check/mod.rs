@@ -22,8 +22,8 @@ use serde::Serialize;
 use crate::error::ExitStatus;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{
-    ClusterPolicy, GpuEvidence, LabelState, OperatorScope, WorkloadSource, effective_workload,
-    gpu_evidence, operands, state_findings,
+    ClusterPolicy, GpuEvidence, LabelState, OperatorScope, WorkloadSource,
+    effective_workload_given, gpu_evidence, operands, state_findings,
 };
 use crate::model::resource::{Classifier, ResourceClass};
 use crate::model::workload::WorkloadConfig;
@@ -85,7 +85,8 @@ pub struct NodeReport {
     pub name: String,
     /// The raw label value, when labelled.
     pub label: Option<String>,
-    /// The workload whose operands the operator deploys ([`effective_workload`]); `null`
+    /// The workload whose operands the operator deploys
+    /// ([`crate::model::operator::effective_workload`]); `null`
     /// when it deploys none ([`NodeReport::operator_scope`]).
     pub effective_workload: Option<WorkloadConfig>,
     /// Which source decided it: `label`, `cluster-policy`, `deploy-labels`, `default`.
@@ -93,7 +94,8 @@ pub struct NodeReport {
     /// `operands`, `operands-disabled` (`nvidia.com/gpu.deploy.operands=false`) or
     /// `no-gpu` (NFD shows no NVIDIA GPU): whether the operator deploys anything here.
     pub operator_scope: OperatorScope,
-    /// What says the node has a GPU: `nfd`, `advertised`, `no-gpu`, `unknown`.
+    /// What says the node has a GPU: `nfd`, `advertised`, `no-gpu`, `unknown`, `none`
+    /// ([`GpuEvidence`]).
     pub gpu: GpuEvidence,
     /// The operands whose `nvidia.com/gpu.deploy.<operand>` label the operator keeps at
     /// `true` here, sorted ([`operands`]); their DaemonSets run where the ClusterPolicy
@@ -324,8 +326,12 @@ pub struct DraNodes {
 pub const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
 
 impl DraNodes {
-    /// From DRA objects read.
-    pub fn from_objects(dra: &crate::model::dra::DraObjects) -> DraNodes {
+    /// Node → number of devices (all types) NVIDIA's DRA driver ([`NVIDIA_GPU_DRIVER`])
+    /// publishes there, from its ResourceSlices: the cheap part of
+    /// [`DraNodes::from_objects`].
+    pub fn device_counts(
+        dra: &crate::model::dra::DraObjects,
+    ) -> std::collections::BTreeMap<String, usize> {
         let mut devices = std::collections::BTreeMap::new();
         for s in dra
             .resource_slices
@@ -338,6 +344,12 @@ impl DraNodes {
                 }
             }
         }
+        devices
+    }
+
+    /// From DRA objects read.
+    pub fn from_objects(dra: &crate::model::dra::DraObjects) -> DraNodes {
+        let devices = DraNodes::device_counts(dra);
         let extended_names = dra
             .device_classes
             .iter()
@@ -485,7 +497,7 @@ impl Checker {
             );
             r.findings.sort_by_key(|f| f.severity);
         }
-        if r.label.is_some() && r.operator_scope != OperatorScope::NoGpu {
+        if r.verdict != Verdict::NotJudged {
             self.report.labelled += 1;
         }
         if r.gpu_node.is_some() {
@@ -577,7 +589,19 @@ pub fn judge(
     classifier: &Classifier,
     policy: Option<&ClusterPolicy>,
 ) -> NodeReport {
-    let facts = rules::NodeFacts::gather(node, classifier);
+    judge_given(node, classifier, policy, gpu_evidence(node))
+}
+
+/// [`judge`] with the node's GPU evidence given ([`NodeFacts::with_gpu`](rules::NodeFacts::with_gpu)).
+fn judge_given(
+    node: &NodeInfo,
+    classifier: &Classifier,
+    policy: Option<&ClusterPolicy>,
+    gpu: GpuEvidence,
+) -> NodeReport {
+    let facts = rules::NodeFacts::gather(node, classifier)
+        .with_policy(policy)
+        .with_gpu(gpu);
     let mut findings = Vec::new();
     for r in &facts.resources {
         findings.extend(
@@ -587,14 +611,22 @@ pub fn judge(
         );
     }
     // Gathered once: the state rules and the report's effective workload both read it.
-    let eff = effective_workload(node, policy);
-    // A node without a GPU is not judged by its label (the operator never reads it).
+    let eff = effective_workload_given(node, policy, gpu);
+    let label_findings = || {
+        rules::NODE_RULES
+            .iter()
+            .filter_map(|(_, rule)| rule(&facts))
+            .collect::<Vec<_>>()
+    };
+    // A node without a GPU is not judged by its label (the operator never reads it). On a
+    // node where nothing at all shows a GPU (no NFD label, a workload label alone) the
+    // lab's line contract still judges the label: its errors make plain check's verdict
+    // only, not findings (`label-without-gpu` says what the operator does there).
+    let mut contract_only = Vec::new();
     if eff.scope != OperatorScope::NoGpu {
-        findings.extend(
-            rules::NODE_RULES
-                .iter()
-                .filter_map(|(_, rule)| rule(&facts)),
-        );
+        findings.extend(label_findings());
+    } else if gpu == GpuEvidence::None {
+        contract_only = label_findings();
     }
 
     let vgpu_types: Vec<&str> = facts
@@ -629,13 +661,16 @@ pub fn judge(
     // The seed's verdict: only the line contract's errors decide it and make its reason.
     let errors: Vec<&str> = findings
         .iter()
+        .chain(&contract_only)
         .filter(|f| f.severity == Severity::Error && f.code.in_line_contract())
         .map(|f| f.message.as_str())
         .collect();
     let label = facts.label.map(str::to_owned);
     let (verdict, reason) = match (&label, errors.is_empty()) {
         (None, _) => (Verdict::NotJudged, None),
-        (Some(_), _) if eff.scope == OperatorScope::NoGpu => (Verdict::NotJudged, None),
+        (Some(_), _) if eff.scope == OperatorScope::NoGpu && gpu != GpuEvidence::None => {
+            (Verdict::NotJudged, None)
+        }
         (Some(_), true) => (Verdict::Ok, None),
         (Some(_), false) if state_causes.is_empty() => (Verdict::Mismatch, Some(errors.join("; "))),
         (Some(_), false) => (
@@ -659,7 +694,7 @@ pub fn judge(
         effective_workload: effective,
         workload_source: eff.source,
         operator_scope: eff.scope,
-        gpu: gpu_evidence(node),
+        gpu,
         operands: operands(node, &eff)
             .into_iter()
             .map(str::to_owned)
@@ -711,8 +746,14 @@ pub fn judge_node(
         }
         None => node,
     };
-    let mut r = judge(node, classifier, policy);
-    r.dra_devices = Some(d.devices.get(&node.name).copied().unwrap_or(0));
+    let devices = d.devices.get(&node.name).copied().unwrap_or(0);
+    // Devices the DRA driver publishes show a GPU where nothing else does.
+    let gpu = match gpu_evidence(node) {
+        GpuEvidence::None if devices > 0 => GpuEvidence::Unknown,
+        g => g,
+    };
+    let mut r = judge_given(node, classifier, policy, gpu);
+    r.dra_devices = Some(devices);
     if let Some(f) = d.finding(&r, &synthesized) {
         r.findings.push(f);
     }

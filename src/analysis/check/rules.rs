@@ -96,6 +96,12 @@ pub struct NodeFacts<'a> {
     pub field: ResourceField,
     /// Every `nvidia.com/` resource the node lists, in name order.
     pub resources: Vec<ResourceFacts>,
+    /// What shows the node has a GPU ([`crate::model::operator::gpu_evidence`], or what
+    /// the caller knows more, [`NodeFacts::with_gpu`]).
+    pub gpu: crate::model::operator::GpuEvidence,
+    /// The ClusterPolicy, when read ([`NodeFacts::with_policy`]): the label rules name
+    /// its `defaultWorkload` and follow its `sandboxWorkloads.enabled`.
+    pub policy: Option<&'a ClusterPolicy>,
 }
 
 impl<'a> NodeFacts<'a> {
@@ -144,6 +150,44 @@ impl<'a> NodeFacts<'a> {
             label: node.label(LABEL_KEY),
             field,
             resources,
+            gpu: crate::model::operator::gpu_evidence(node),
+            policy: None,
+        }
+    }
+
+    /// The facts with the GPU evidence given: devices NVIDIA's DRA driver publishes on a
+    /// node without any other GPU evidence make it [`GpuEvidence::Unknown`]
+    /// (`crate::analysis::check::judge_node`).
+    ///
+    /// [`GpuEvidence::Unknown`]: crate::model::operator::GpuEvidence::Unknown
+    pub fn with_gpu(mut self, gpu: crate::model::operator::GpuEvidence) -> NodeFacts<'a> {
+        self.gpu = gpu;
+        self
+    }
+
+    /// The facts with the ClusterPolicy read (`None`: none read).
+    pub fn with_policy(mut self, policy: Option<&'a ClusterPolicy>) -> NodeFacts<'a> {
+        self.policy = policy;
+        self
+    }
+
+    /// What the operator applies to a node without a valid label, in words, from the
+    /// ClusterPolicy when read: `ClusterPolicy cluster-policy sandboxWorkloads.defaultWorkload
+    /// (vm-passthrough)`, or `container` when its sandbox workloads are disabled (the
+    /// operator reads no label then); else the CRD default (NVIDIA/gpu-operator
+    /// `controllers/state_manager.go` `getWorkloadConfig`, `init`;
+    /// `api/nvidia/v1/clusterpolicy_types.go` `SandboxWorkloadsSpec`).
+    pub fn fallback(&self) -> String {
+        match self.policy {
+            Some(p) if !p.sandbox_enabled => format!(
+                "container (ClusterPolicy {} has {ENABLE_FLAG}=false)",
+                p.name
+            ),
+            Some(p) => format!(
+                "ClusterPolicy {}'s {DEFAULT_WORKLOAD_FIELD} ({})",
+                p.name, p.default_workload
+            ),
+            None => format!("{DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD})"),
         }
     }
 
@@ -351,7 +395,9 @@ pub fn mixed_case_model(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding>
 }
 
 /// `unlabelled-gpu-node` (warning): no workload label, yet GPUs advertised; the operator
-/// applies the ClusterPolicy's default workload (docs/domain-facts.md §1).
+/// applies the ClusterPolicy's `defaultWorkload` — the one read ([`NodeFacts::fallback`]),
+/// or `container` where its sandbox workloads are disabled (docs/domain-facts.md §1;
+/// NVIDIA/gpu-operator `controllers/state_manager.go`, `getWorkloadConfig`).
 pub fn unlabelled_gpu_node(n: &NodeFacts<'_>) -> Option<Finding> {
     if n.label.is_some() || n.advertised().next().is_none() {
         return None;
@@ -360,22 +406,31 @@ pub fn unlabelled_gpu_node(n: &NodeFacts<'_>) -> Option<Finding> {
         Code::UnlabelledGpuNode,
         None,
         format!(
-            "no {LABEL_KEY} label: the operator applies {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD}); the node advertises {}",
+            "no {LABEL_KEY} label: the operator applies {}; the node advertises {}",
+            n.fallback(),
             n.list(n.advertised())
         ),
     ))
 }
 
 /// `invalid-label-value` (error): the label is not `container`, `vm-passthrough` or
-/// `vm-vgpu` (case-sensitive); the operator silently falls back to the default
-/// (NVIDIA/gpu-operator `controllers/state_manager.go`).
+/// `vm-vgpu` (case-sensitive); the operator silently falls back to the ClusterPolicy's
+/// `defaultWorkload` ([`NodeFacts::fallback`]; NVIDIA/gpu-operator
+/// `controllers/state_manager.go`, `getWorkloadConfig`). Not where the ClusterPolicy read
+/// has sandbox workloads disabled: the operator then applies `container` without reading
+/// the label at all, and `label-ignored` says so
+/// ([`crate::model::operator::label_ignored`]).
 pub fn invalid_label_value(n: &NodeFacts<'_>) -> Option<Finding> {
     let e = n.label?.parse::<WorkloadConfig>().err()?;
+    if n.policy.is_some_and(|p| !p.sandbox_enabled) {
+        return None;
+    }
     Some(finding(
         Code::InvalidLabelValue,
         None,
         format!(
-            "label value {e}: the operator silently falls back to {DEFAULT_WORKLOAD_FIELD} (default {DEFAULT_WORKLOAD}){}",
+            "label value {e}: the operator silently falls back to {}{}",
+            n.fallback(),
             e.did_you_mean()
         ),
     ))
@@ -502,12 +557,14 @@ pub const GFD_COUNT_LABEL: &str = "nvidia.com/gpu.count";
 /// `nvidia.com/gpu.present=true`, NFD's `feature.node.kubernetes.io/pci-10de.present=true`
 /// or GPU Feature Discovery's `nvidia.com/gpu.product` / `nvidia.com/gpu.count` — except
 /// a node NFD saw without an NVIDIA GPU and advertising none
-/// ([`crate::model::operator::GpuEvidence::NoGpu`]), which the operator never manages.
+/// ([`crate::model::operator::GpuEvidence::NoGpu`]) and one where nothing shows a GPU
+/// ([`crate::model::operator::GpuEvidence::None`]: a workload label alone), which the
+/// operator never manages.
 pub fn gpu_node_evidence(n: &NodeFacts<'_>) -> Option<&'static str> {
-    use crate::model::operator::{GPU_PRESENT_LABEL, GpuEvidence, NFD_GPU_LABELS, gpu_evidence};
-    // NFD saw the node and found no NVIDIA GPU (and nothing is advertised): the operator
-    // leaves it alone, whatever its labels say.
-    if gpu_evidence(n.node) == GpuEvidence::NoGpu {
+    use crate::model::operator::{GPU_PRESENT_LABEL, NFD_GPU_LABELS};
+    // NFD saw the node and found no NVIDIA GPU, or nothing shows one (and nothing is
+    // advertised): the operator leaves it alone, whatever its labels say.
+    if n.gpu.not_gpu() {
         return None;
     }
     if n.label.is_some() {
@@ -549,7 +606,7 @@ pub fn effective_workload_differs(
     }
     // A followed label is judged by the label rules; an invalid one is already an error
     // whose message names the fallback (invalid_label_value).
-    if eff.label == LabelState::Invalid || (eff.label == LabelState::Valid && !eff.label_ignored) {
+    if eff.label != LabelState::Absent && !eff.label_ignored {
         return None;
     }
     let w = eff.workload;
@@ -558,8 +615,8 @@ pub fn effective_workload_differs(
     let first = wrong.first()?;
     let label = n.label.unwrap_or("");
     let why = match eff.label {
-        LabelState::Valid => format!("label {label} is ignored"),
-        _ => format!("no {LABEL_KEY} label"),
+        LabelState::Absent => format!("no {LABEL_KEY} label"),
+        _ => format!("label {label} is ignored"),
     };
     let by = match (eff.source, policy) {
         (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
@@ -589,16 +646,7 @@ pub fn effective_workload_differs(
         .entry
         .class
         .workload()
-        .map_or(String::new(), |k| match (eff.source, policy) {
-            (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
-                "; to keep them set {ENABLE_FLAG}=true in ClusterPolicy {}",
-                p.name
-            ),
-            _ => format!(
-                "; to keep them: kubectl label node {} {LABEL_KEY}={k} --overwrite",
-                n.node.name
-            ),
-        });
+        .map_or(String::new(), |k| keep_names(n, k, eff, policy));
     Some(finding(
         Code::EffectiveWorkloadDiffers,
         Some(&first.entry.name),
@@ -607,6 +655,48 @@ pub fn effective_workload_differs(
             n.list(wrong.iter().copied())
         ),
     ))
+}
+
+/// The fix that keeps the names of workload `k` a node advertises where the operator
+/// applies another ([`effective_workload_differs`]). With sandbox workloads disabled in
+/// the ClusterPolicy, enabling them keeps the names only when the node's workload then is
+/// `k`: its valid label, else the ClusterPolicy's `defaultWorkload`
+/// (NVIDIA/gpu-operator `controllers/state_manager.go`, `getWorkloadConfig`); otherwise
+/// the fix says what enabling would apply instead, and that the label must say `k` too.
+/// Enabling is cluster-wide: every labelled GPU node then follows its own label.
+pub fn keep_names(
+    n: &NodeFacts<'_>,
+    k: WorkloadConfig,
+    eff: &EffectiveWorkload,
+    policy: Option<&ClusterPolicy>,
+) -> String {
+    let relabel = format!(
+        "kubectl label node {} {LABEL_KEY}={k} --overwrite",
+        n.node.name
+    );
+    match (eff.source, policy) {
+        (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => {
+            let (then, by) = match valid_label(n) {
+                Some(w) => (w, format!("its label {w}")),
+                None => (
+                    p.default_workload,
+                    format!("{DEFAULT_WORKLOAD_FIELD} {}", p.default_workload),
+                ),
+            };
+            if then == k {
+                format!(
+                    "; to keep them set {ENABLE_FLAG}=true in ClusterPolicy {} (cluster-wide: every labelled GPU node then follows its label)",
+                    p.name
+                )
+            } else {
+                format!(
+                    "; setting {ENABLE_FLAG}=true alone would not keep them: the operator would then apply {then} here ({by}); to keep them: {relabel} and set {ENABLE_FLAG}=true in ClusterPolicy {} (cluster-wide)",
+                    p.name
+                )
+            }
+        }
+        _ => format!("; to keep them: {relabel}"),
+    }
 }
 
 #[cfg(test)]

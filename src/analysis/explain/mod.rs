@@ -19,6 +19,7 @@ pub mod dra_rules;
 pub mod facts;
 pub mod live;
 pub mod rules;
+pub mod unused;
 pub mod vm;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -644,6 +645,7 @@ fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanatio
     e.cause = d.cause;
     e.fix = d.fix;
     e.evidence = d.evidence;
+    unused::add(pod, inputs, e);
     e.verdict = verdict::verdict(e.cause_code, !e.held_off.is_empty());
     if pod.node_name.is_none()
         && !pod.scheduling_gates.is_empty()

@@ -679,16 +679,23 @@ pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
         );
     }
     let fix = match rv.class.workload() {
-        Some(w) => format!(
-            "no node advertises {} or any other name of that hardware: make one advertise it — label a GPU node {LABEL_KEY}={w} (with ClusterPolicy {ENABLE_FLAG}=true{}) so the GPU Operator deploys the device plugin for this {} — or request a name that is advertised",
-            rv.resource,
-            if w == WorkloadConfig::Container {
-                ", or without sandbox workloads at all"
-            } else {
-                ""
-            },
-            rv.class.describe()
-        ),
+        // The operator's label only where the facts show the operator, and the device
+        // plugin's toleration where that is the block (issue 35, kind 5).
+        Some(w) => {
+            let h = crate::analysis::explain::unused::advertise_hint(
+                f.nodes,
+                f.pods,
+                f.cluster_policy,
+                f.operand_pods,
+                &rv.resource,
+                w,
+                rv.class,
+            );
+            if let Some(c) = h.cause {
+                cause.push_str(&format!("; {c}"));
+            }
+            h.fix
+        }
         None if is_kubevirt_device(&rv.resource) => format!(
             "{} comes from virt-handler's own device plugin, not from a plugin to deploy: get virt-handler running and Ready on the nodes (kubectl get pods -n kubevirt -l kubevirt.io=virt-handler -o wide; kubectl get daemonset virt-handler -n kubevirt)",
             rv.resource
@@ -1620,10 +1627,57 @@ fn operator_blocker(
                     eff.workload
                 ),
             };
+            let operands_off = if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
+                format!(
+                    ", and remove {DEPLOY_OPERANDS_LABEL}=false from {n} (kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-): it keeps every operand off"
+                )
+            } else {
+                String::new()
+            };
+            let changes = match f.cluster_policy {
+                Some(p) if !p.sandbox_enabled => {
+                    crate::model::operator::enable_sandbox_changes(f.nodes, p)
+                        .into_iter()
+                        .filter(|c| c.node != *n)
+                        .map(|c| c.describe())
+                        .collect::<Vec<_>>()
+                }
+                _ => Vec::new(),
+            };
+            let advertised: Vec<String> = advertised_gpus(node)
+                .into_iter()
+                .map(|(r, a)| format!("{r}={a}"))
+                .collect();
+            let mut what = Vec::new();
+            if !advertised.is_empty() {
+                what.push(format!(
+                    "{n} stops advertising {} (its {} operands go)",
+                    advertised.join(", "),
+                    eff.workload
+                ));
+            }
+            if !changes.is_empty() {
+                const SHOWN: usize = 5;
+                let more = changes.len().saturating_sub(SHOWN);
+                what.push(format!(
+                    "the change is cluster-wide: {}{}",
+                    changes[..changes.len().min(SHOWN)].join("; "),
+                    if more > 0 {
+                        format!("; and {more} more node(s)")
+                    } else {
+                        String::new()
+                    }
+                ));
+            }
+            let what = if what.is_empty() {
+                String::new()
+            } else {
+                format!("; it changes what nodes advertise: {}", what.join("; "))
+            };
             return Some((
                 format!("{n} is labelled {LABEL_KEY}={want}, but {why}"),
                 format!(
-                    "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect"
+                    "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect{operands_off}{what}"
                 ),
             ));
         }
@@ -1634,7 +1688,16 @@ fn operator_blocker(
             format!(
                 "{n} has {DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand there, so nothing advertises its GPUs"
             ),
-            format!("remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-"),
+            format!(
+                "remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-{}",
+                crate::model::operator::stack_warning(
+                    node,
+                    f.cluster_policy,
+                    &effective_workload(node, f.cluster_policy)
+                )
+                .map(|w| format!(" — but {w}"))
+                .unwrap_or_default()
+            ),
         ));
     }
     let eff = effective_workload(node, f.cluster_policy);
@@ -1681,6 +1744,17 @@ fn plugin_blocker(
         .find(|p| p.operand == plugin)
         .map(|p| p.pod.clone());
     let n = &node.name;
+    // No plugin pod there, and a taint its pods do not tolerate: that is the block.
+    if pod.is_none()
+        && let Some(b) = crate::analysis::explain::unused::plugin_toleration_block(
+            std::slice::from_ref(node),
+            f.pods,
+            f.operand_pods,
+            want,
+        )
+    {
+        return Some((b.cause(), b.fix()));
+    }
     Some((
         format!(
             "the {plugin} that should advertise {resource} on {n} ({want}) is not ready: {problem}"
