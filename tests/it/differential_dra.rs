@@ -347,6 +347,9 @@ where
 }
 
 struct Outcome {
+    /// A fix explain claimed sufficient was applied on the cluster: whether the pod was
+    /// then bound (issue 35: fixes that work), with what was applied.
+    fix: Option<(bool, String)>,
     retried: bool,
     describe: String,
     gpuwl_code: String,
@@ -509,6 +512,53 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
         pods.create(&pp, &from(sc.pod.clone())).await.unwrap();
         (placed, reason, message) = decision(client, &ns).await;
     }
+    // Issue 35: a tested fix explain claims sufficient (a DeviceClass named in the claim
+    // instead of the one it names) applied on the real cluster — the claim (or template)
+    // and the pod re-created — must get the pod bound.
+    let mut fix = None;
+    let remedy = &doc["remedy"];
+    if !placed
+        && remedy["sufficient"] == true
+        && let Some(a) = remedy["actions"]
+            .as_array()
+            .and_then(|v| v.first())
+            .filter(|a| a["kind"] == "device-class")
+    {
+        let to = a["to"].as_str().unwrap().to_owned();
+        let set = |spec: &mut Value| {
+            for r in spec["devices"]["requests"].as_array_mut().unwrap() {
+                if r["name"] == a["request"] {
+                    r["exactly"]["deviceClassName"] = json!(to);
+                }
+            }
+        };
+        gpuwl::lab::kubeops::delete_pod(client, &ns, "target")
+            .await
+            .unwrap();
+        if let Some(t) = &sc.template {
+            let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
+            let _ = api.delete("target", &DeleteParams::default()).await;
+            let mut t = t.clone();
+            set(&mut t["spec"]["spec"]);
+            // The claim made from the old template goes with the old pod (it owns it).
+            api.create(&pp, &from(t)).await.unwrap();
+        } else if let Some(c) = &sc.claim {
+            let _ = claims.delete("target", &DeleteParams::default()).await;
+            let gone = Instant::now();
+            while claims.get_opt("target").await.ok().flatten().is_some()
+                && gone.elapsed() < Duration::from_secs(20)
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            let mut c = c.clone();
+            set(&mut c["spec"]);
+            claims.create(&pp, &from(c)).await.unwrap();
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pods.create(&pp, &from(sc.pod.clone())).await.unwrap();
+        let (bound, r2, m2) = decision(client, &ns).await;
+        fix = Some((bound, format!("{} → {to}: {r2} {m2}", a["from"])));
+    }
     // Clean up: the slices go (the next scenario publishes its own pools); the namespace
     // goes in the background.
     for s in &sc.slices {
@@ -522,6 +572,7 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
     let nsapi: Api<Namespace> = Api::all(client.clone());
     let _ = nsapi.delete(&ns, &DeleteParams::default()).await;
     Outcome {
+        fix,
         retried,
         describe: format!("#{i} {}", sc.describe),
         gpuwl_code,
@@ -617,12 +668,22 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
             }
         }
     }
+    let fixes: Vec<&(bool, String)> = outcomes.iter().filter_map(|o| o.fix.as_ref()).collect();
+    let fixes_bound = fixes.iter().filter(|f| f.0).count();
     println!(
-        "DIFF-DRA seed={seed} scenarios={} outcome={outcome_ok}/{} cause={cause_ok}/{pending} retried={retried} seconds={:.1} codes={by_code:?}",
+        "DIFF-DRA seed={seed} scenarios={} outcome={outcome_ok}/{} cause={cause_ok}/{pending} retried={retried} fixes={fixes_bound}/{} seconds={:.1} codes={by_code:?}",
         outcomes.len(),
         outcomes.len(),
+        fixes.len(),
         started.elapsed().as_secs_f64()
     );
+    for (o, f) in outcomes
+        .iter()
+        .filter_map(|o| o.fix.as_ref().map(|f| (o, f)))
+        .filter(|(_, f)| !f.0)
+    {
+        misses.push(format!("FIX not bound: {} | {}", f.1, o.describe));
+    }
     for m in &misses {
         println!("{m}");
     }
