@@ -75,7 +75,8 @@ timed() { log "$1 ($((SECONDS - step_start)) s)"; record "## $1 ($((SECONDS - st
 
 # --- binary ---------------------------------------------------------------------------------
 log "cargo build --release --locked (target dir $target_dir)"
-cargo build --release --locked --quiet
+# Without SOURCE_DATE_EPOCH: build scripts that watch it would rebuild at every commit.
+env -u SOURCE_DATE_EPOCH cargo build --release --locked --quiet
 gpuwl="$target_dir/release/gpuwl"
 timed "cargo build --release"
 
@@ -160,7 +161,8 @@ all_on=(--set serviceMonitor.enabled=true --set prometheusRule.enabled=true
   --set grafanaDashboard.enabled=true --set labelPolicy.enabled=true
   --set serviceMonitor.labels.release=kube-prometheus-stack
   --set prometheusRule.labels.release=kube-prometheus-stack
-  --set oncallRole.create=true --set 'oncallRole.groups={gpu-oncall}')
+  --set oncallRole.create=true --set 'oncallRole.groups={gpu-oncall}'
+  --set admission.enabled=true)
 "$helm" lint --strict "$work/chart" "${all_on[@]}" >"$work/lint.log" || { cat "$work/lint.log" >&2; exit 1; }
 "$helm" template rel-check "$work/chart" "${all_on[@]}" >"$work/rendered.yaml"
 grep -q "image: \"$image_repo:$version\"" "$work/rendered.yaml" \
@@ -224,6 +226,16 @@ EOF
   record "helm install rel-check charts/gpuwl-$version.tgz (every option on): $(grep '^STATUS' "$work/install.log")" \
     "$(kubectl get -n gpuwl deploy,svc,servicemonitor,prometheusrule,configmap -o name | tr '\n' ' ')" \
     "$(kubectl get validatingadmissionpolicy -o name | tr '\n' ' ')"
+  # The admission guard's certificate, as a TLS client would check it: signed by the CA in
+  # the webhook's caBundle, for the Service's DNS name.
+  kubectl get -n gpuwl secret rel-check-gpuwl-admission-tls -o jsonpath='{.data.tls\.crt}' \
+    | base64 -d >"$work/adm.crt"
+  kubectl get validatingwebhookconfiguration rel-check-gpuwl-admission \
+    -o jsonpath='{.webhooks[0].clientConfig.caBundle}' | base64 -d >"$work/adm-ca.crt"
+  openssl verify -CAfile "$work/adm-ca.crt" -verify_hostname rel-check-gpuwl-admission.gpuwl.svc \
+    "$work/adm.crt" >"$work/verify.txt" 2>&1 || { cat "$work/verify.txt" >&2; exit 1; }
+  record "admission guard: openssl verify of the Secret's tls.crt against the webhook's caBundle, host rel-check-gpuwl-admission.gpuwl.svc: $(cat "$work/verify.txt")" \
+    "  webhook: $(kubectl get validatingwebhookconfiguration rel-check-gpuwl-admission -o jsonpath='failurePolicy={.webhooks[0].failurePolicy} service={.webhooks[0].clientConfig.service.namespace}/{.webhooks[0].clientConfig.service.name}'); serve args: $(kubectl get -n gpuwl deploy rel-check-gpuwl -o jsonpath='{.spec.template.spec.containers[0].args}')"
   # The on-call role, as the API server's authorizer sees it: reads yes, writes no.
   # (Resources whose CRDs the cluster lacks, KubeVirt's, read "no": not asked.)
   can() { kubectl auth can-i "$@" --as=oncall-check --as-group=gpu-oncall 2>/dev/null; }
