@@ -7,6 +7,7 @@
 # Writes (names for VERSION 0.1.0):
 #   dist/gpuwl-v0.1.0-x86_64-unknown-linux-gnu.tar.gz         gpuwl, LICENSE, README.md
 #   dist/gpuwl-v0.1.0-x86_64-unknown-linux-gnu.tar.gz.sha256  `sha256sum -c` format
+#   dist/gpuwl-v0.1.0-image.tar(.sha256)   container image (docker save format) of gpuwl
 #   dist/gpuwl-v0.1.0.cdx.json          CycloneDX 1.5 SBOM of the binary's crates (Cargo.lock)
 #   dist/gpuwl-v0.1.0.glibc.txt         ldd output and the highest GLIBC_ symbol version needed
 #   dist/krew/gpuwl.yaml                the krew manifest with the archive's sha256
@@ -18,6 +19,8 @@
 # Checks, each by the real consumer:
 #   archive  unpacked by tar, `gpuwl --version` run from it, `ldd` and `objdump -T` read;
 #   sha256   `sha256sum -c`;
+#   image    `crane validate --tarball` (go-containerregistry, built from its Go module), and
+#            gpuwl --version run from its rootfs in a chroot as user 65532 (no runc here);
 #   SBOM     CycloneDX's Python library (cyclonedx-python-lib) validates it against the 1.5
 #            JSON schema, strict;
 #   krew     krew v0.4.4 (built from its Go module, scripts/tools.sh krew) installs the plugin
@@ -106,6 +109,30 @@ glibc_max="$(objdump -T "$work/unpacked/gpuwl" | grep -o 'GLIBC_[0-9.]*' | sort 
 record "archive: $archive" "sha256: $sha" "unpacked: $got" "needs glibc >= ${glibc_max#GLIBC_}" \
   "$(ldd "$work/unpacked/gpuwl" | sed 's/ (0x[0-9a-f]*)//')"
 timed "archive, sha256, ldd"
+
+# --- container image ------------------------------------------------------------------------
+# Built without a container daemon (scripts/oci_image.py): one layer with the archive's gpuwl
+# and the libraries ldd names, as a `docker save` tarball for crane push / docker load.
+image="gpuwl-$tag-image.tar"
+python3 scripts/oci_image.py "$work/unpacked/gpuwl" "$image_repo:$version" "$stage/$image" \
+  "$work/rootfs" >"$work/image.txt"
+(cd "$stage" && sha256sum "$image" >"$image.sha256")
+# Consumer: crane (go-containerregistry, scripts/tools.sh crane) reads and validates it —
+# every blob's digest and size, the config, the layer's contents.
+crane="$(scripts/tools.sh crane | tail -1)"
+"$crane" validate --tarball "$stage/$image" >"$work/crane.txt" 2>&1 || { cat "$work/crane.txt" >&2; exit 1; }
+record "image $image_repo:$version: $(cat "$work/image.txt")" \
+  "crane validate --tarball: $(tr '\n' ' ' <"$work/crane.txt")"
+# No runc here: the layer's files are run in a chroot as the image's user, which is what a
+# runtime does with this rootfs minus the namespaces (skipped when not root).
+if [[ $EUID -eq 0 ]] && command -v chroot >/dev/null; then
+  got="$(chroot --userspec=65532:65532 "$work/rootfs" /usr/local/bin/gpuwl --version)"
+  [[ "$got" == "gpuwl $version" ]] || { echo "error: the image's gpuwl says '$got'" >&2; exit 1; }
+  record "chroot into the image's rootfs as 65532: /usr/local/bin/gpuwl --version: $got"
+else
+  record "image not started: chroot needs root (no runc here)"
+fi
+timed "container image"
 
 # --- SBOM -----------------------------------------------------------------------------------
 # CycloneDX 1.5 JSON from cargo's resolver (`cargo tree -e normal`: the crates and features the
@@ -255,7 +282,7 @@ fi
 
 # --- publish into dist/ ---------------------------------------------------------------------
 mkdir -p dist/krew dist/charts
-for f in "$archive" "$archive.sha256" "gpuwl-$tag.cdx.json" "gpuwl-$tag.glibc.txt" \
+for f in "$archive" "$archive.sha256" "$image" "$image.sha256" "gpuwl-$tag.cdx.json" "gpuwl-$tag.glibc.txt" \
   krew/gpuwl.yaml "charts/gpuwl-$version.tgz" charts/index.yaml "gpuwl-$tag.checks.txt"; do
   mv -f "$stage/$f" "dist/$f"
 done

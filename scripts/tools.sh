@@ -4,6 +4,7 @@
 #   promtool  github.com/prometheus/prometheus/cmd/promtool  (`promtool test rules`, `check metrics`)
 #   helm      helm.sh/helm/v3/cmd/helm                        (renders deploy/helm/gpuwl)
 #   krew      sigs.k8s.io/krew/cmd/krew                       (scripts/release.sh installs the plugin)
+#   crane     github.com/google/go-containerregistry/cmd/crane (validates release.sh's OCI image)
 #   cyclonedx-validate  PyPI's cyclonedx-python-lib (pinned) in a virtual environment, with a
 #             script that validates an SBOM against the CycloneDX 1.5 JSON schema
 # Where each comes from, first found wins:
@@ -14,7 +15,7 @@
 #      seconds instead of ~24 min of Go build on 2 cores (BENCHMARKS.md "Test suite");
 #   4. a build from the Go module with the local Go toolchain.
 #
-# Usage: scripts/tools.sh promtool|helm|krew|cyclonedx-validate    # prints the binary's path on the last line
+# Usage: scripts/tools.sh promtool|helm|krew|crane|cyclonedx-validate    # prints the binary's path on the last line
 # Cache: ${GPUWL_CACHE:-~/.cache/gpuwl}/tools/<name>-<version>/<name>
 set -euo pipefail
 
@@ -26,6 +27,8 @@ HELM_VERSION=v3.22.0
 KREW_MODULE=sigs.k8s.io/krew/cmd/krew
 KREW_VERSION=v0.4.4
 CYCLONEDX_LIB_VERSION=8.9.0
+CRANE_MODULE=github.com/google/go-containerregistry/cmd/crane
+CRANE_VERSION=v0.22.1
 # Debian 12's promtool (Prometheus 2.42.0); its rule unit tests and `check metrics` read the
 # same files as 3.x's. GPUWL_PROMTOOL_FROM=go skips it.
 PROMTOOL_DEB_VERSION=2.42.0+ds-5+deb12u1
@@ -125,6 +128,7 @@ case "${1:-}" in
   promtool) install promtool "$PROMTOOL_MODULE" "$PROMTOOL_VERSION" "version 3.16.0 " ;;
   helm) install helm "$HELM_MODULE" "$HELM_VERSION" "Version:\"$HELM_VERSION\"" ;;
   krew) install krew "$KREW_MODULE" "$KREW_VERSION" "$KREW_VERSION" ;;
+  crane) install crane "$CRANE_MODULE" "$CRANE_VERSION" "$CRANE_VERSION" ;;
   cyclonedx-validate) cyclonedx_validate ;;
-  *) echo "usage: $0 promtool|helm|krew|cyclonedx-validate" >&2; exit 2 ;;
+  *) echo "usage: $0 promtool|helm|krew|crane|cyclonedx-validate" >&2; exit 2 ;;
 esac

@@ -37,6 +37,7 @@ mod operator_model;
 mod policy;
 mod readme;
 mod relabel;
+mod release;
 mod serve;
 mod triage_hostile;
 mod triage_live;
