@@ -14,7 +14,9 @@
 #   dist/charts/gpuwl-0.1.0.tgz, dist/charts/index.yaml   a Helm chart repository folder
 #   dist/gpuwl-v0.1.0.checks.txt        what each consumer printed
 # Everything is built in dist/.stage-VERSION and moved into dist/ (one rename per file) only
-# after every check passed: dist/ never holds an unchecked artifact.
+# after every check passed: dist/ never holds an unchecked artifact (a failed run leaves the
+# stage folder for inspection; the next run starts it afresh). The local cluster it starts is
+# named rel-check and is stopped and deleted at the end.
 #
 # Checks, each by the real consumer:
 #   archive  unpacked by tar, `gpuwl --version` run from it, `ldd` and `objdump -T` read;
@@ -75,6 +77,13 @@ log() { echo "release: $*" >&2; }
 record() { printf '%s\n' "$@" >>"$checks"; }
 step_start=$SECONDS
 timed() { log "$1 ($((SECONDS - step_start)) s)"; record "## $1 ($((SECONDS - step_start)) s)"; step_start=$SECONDS; }
+
+commit="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+if [[ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]]; then
+  log "warning: the work tree has uncommitted changes; the artifacts are not $commit's"
+  commit="$commit + uncommitted changes"
+fi
+record "gpuwl $tag from commit $commit (SOURCE_DATE_EPOCH $SOURCE_DATE_EPOCH), $(date -u +%FT%TZ)"
 
 # --- binary ---------------------------------------------------------------------------------
 log "cargo build --release --locked (target dir $target_dir)"
