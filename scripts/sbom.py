@@ -18,7 +18,6 @@ import json
 import os
 import re
 import sys
-import tomllib
 import uuid
 
 
@@ -47,16 +46,30 @@ def parse_tree(text):
     return root, edges
 
 
+def lock_checksums(text):
+    """{(name, version): sha256} of Cargo.lock's [[package]] entries that have a checksum
+    (tomllib where Python has it, 3.11+; else the lock file's fixed layout, line by line)."""
+    try:
+        import tomllib
+    except ImportError:
+        out = {}
+        for block in text.split("[[package]]")[1:]:
+            fields = dict(re.findall(r'(?m)^(name|version|checksum) = "([^"]*)"$', block))
+            if "checksum" in fields:
+                out[(fields["name"], fields["version"])] = fields["checksum"]
+        return out
+    return {
+        (p["name"], p["version"]): p["checksum"]
+        for p in tomllib.loads(text).get("package", [])
+        if "checksum" in p
+    }
+
+
 def main(tree_path, metadata_path, lock_path):
     root, edges = parse_tree(open(tree_path).read())
     meta = json.load(open(metadata_path))
     lock_bytes = open(lock_path, "rb").read()
-    lock = tomllib.loads(lock_bytes.decode())
-    checksums = {
-        (p["name"], p["version"]): p["checksum"]
-        for p in lock.get("package", [])
-        if "checksum" in p
-    }
+    checksums = lock_checksums(lock_bytes.decode())
     pkgs = {(p["name"], p["version"]): p for p in meta["packages"]}
     missing = sorted(f"{n}@{v}" for n, v in edges if (n, v) not in pkgs)
     if missing:
