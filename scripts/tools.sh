@@ -3,6 +3,10 @@
 # (a second run is instant):
 #   promtool  github.com/prometheus/prometheus/cmd/promtool  (`promtool test rules`, `check metrics`)
 #   helm      helm.sh/helm/v3/cmd/helm                        (renders deploy/helm/gpuwl)
+#   krew      sigs.k8s.io/krew/cmd/krew                       (scripts/release.sh installs the plugin)
+#   crane     github.com/google/go-containerregistry/cmd/crane (validates release.sh's OCI image)
+#   cyclonedx-validate  PyPI's cyclonedx-python-lib (pinned) in a virtual environment, with a
+#             script that validates an SBOM against the CycloneDX 1.5 JSON schema
 # Where each comes from, first found wins:
 #   1. the cache;
 #   2. the same tool on PATH when it reports the pinned version;
@@ -11,7 +15,7 @@
 #      seconds instead of ~24 min of Go build on 2 cores (BENCHMARKS.md "Test suite");
 #   4. a build from the Go module with the local Go toolchain.
 #
-# Usage: scripts/tools.sh promtool|helm    # prints the binary's path on the last line
+# Usage: scripts/tools.sh promtool|helm|krew|crane|cyclonedx-validate    # prints the binary's path on the last line
 # Cache: ${GPUWL_CACHE:-~/.cache/gpuwl}/tools/<name>-<version>/<name>
 set -euo pipefail
 
@@ -20,6 +24,11 @@ PROMTOOL_MODULE=github.com/prometheus/prometheus/cmd/promtool
 PROMTOOL_VERSION=v0.316.0
 HELM_MODULE=helm.sh/helm/v3/cmd/helm
 HELM_VERSION=v3.22.0
+KREW_MODULE=sigs.k8s.io/krew/cmd/krew
+KREW_VERSION=v0.4.4
+CYCLONEDX_LIB_VERSION=8.9.0
+CRANE_MODULE=github.com/google/go-containerregistry/cmd/crane
+CRANE_VERSION=v0.22.1
 # Debian 12's promtool (Prometheus 2.42.0); its rule unit tests and `check metrics` read the
 # same files as 3.x's. GPUWL_PROMTOOL_FROM=go skips it.
 PROMTOOL_DEB_VERSION=2.42.0+ds-5+deb12u1
@@ -89,8 +98,37 @@ install() { # name module version printed-version
   echo "$dir/$name"
 }
 
+# A virtual environment with cyclonedx-python-lib; prints the path of a validator that takes
+# FILE (CycloneDX 1.5 JSON) and exits 1 naming the first schema error.
+cyclonedx_validate() {
+  local dir="$cache/cyclonedx-python-lib-$CYCLONEDX_LIB_VERSION"
+  if [[ ! -x "$dir/validate" ]]; then
+    echo "installing cyclonedx-python-lib $CYCLONEDX_LIB_VERSION from PyPI (first run only; cached in $dir)" >&2
+    # A venv's paths are absolute: it is made where it stays; validate, written last, marks
+    # it complete.
+    rm -rf "$dir"
+    python3 -m venv "$dir/venv"
+    "$dir/venv/bin/pip" install -q "cyclonedx-python-lib[json-validation]==$CYCLONEDX_LIB_VERSION" >&2
+    cat >"$dir/validate.tmp" <<EOF
+#!$dir/venv/bin/python
+import sys
+from cyclonedx.schema import SchemaVersion
+from cyclonedx.validation.json import JsonStrictValidator
+error = JsonStrictValidator(SchemaVersion.V1_5).validate_str(open(sys.argv[1]).read())
+if error:
+    sys.exit(f"{sys.argv[1]}: not valid CycloneDX 1.5 JSON: {error}")
+print(f"valid CycloneDX 1.5 JSON (cyclonedx-python-lib $CYCLONEDX_LIB_VERSION, strict schema)")
+EOF
+    chmod +x "$dir/validate.tmp" && mv "$dir/validate.tmp" "$dir/validate"
+  fi
+  echo "$dir/validate"
+}
+
 case "${1:-}" in
   promtool) install promtool "$PROMTOOL_MODULE" "$PROMTOOL_VERSION" "version 3.16.0 " ;;
   helm) install helm "$HELM_MODULE" "$HELM_VERSION" "Version:\"$HELM_VERSION\"" ;;
-  *) echo "usage: $0 promtool|helm" >&2; exit 2 ;;
+  krew) install krew "$KREW_MODULE" "$KREW_VERSION" "$KREW_VERSION" ;;
+  crane) install crane "$CRANE_MODULE" "$CRANE_VERSION" "$CRANE_VERSION" ;;
+  cyclonedx-validate) cyclonedx_validate ;;
+  *) echo "usage: $0 promtool|helm|krew|crane|cyclonedx-validate" >&2; exit 2 ;;
 esac

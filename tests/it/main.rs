@@ -39,6 +39,7 @@ mod operator_model_cli;
 mod policy;
 mod readme;
 mod relabel;
+mod release;
 mod serve;
 mod triage_hostile;
 mod triage_live;

@@ -619,6 +619,9 @@ fn serve_follows_the_lab_cluster() {
         "prometheusRule.labels.release=kube-prometheus-stack",
         "--set",
         "grafanaDashboard.enabled=true",
+        // rules.yaml's repository-relative runbook_url, compared below.
+        "--set",
+        "prometheusRule.runbookBaseURL=",
     ]);
     let ns = "apiVersion: v1\nkind: Namespace\nmetadata: {name: gpuwl-helm}\n";
     rt.block_on(apply_text(&client, "namespace", ns));
