@@ -115,9 +115,11 @@ pub fn is_ours_and_alive(pid: u32, state: &Path) -> bool {
     let needle = format!("{}/", state.display());
     // A process in the middle of execve(2) (the GPU Operator's wrapper execs `chroot`, which
     // execs the operator) has an empty command line for a moment: the new address space is
-    // in place before its arguments are. Empty is asked again for up to 100 ms before the
-    // process counts as not ours; a command line naming something else is final.
-    for _ in 0..10 {
+    // in place before its arguments are. Empty is asked again for up to 1 s before the
+    // process counts as not ours (100 ms was seen too short with two operator clusters
+    // starting beside other tests: "gpu-operator exited" with an empty log); a command line
+    // naming something else is final.
+    for _ in 0..100 {
         let Ok(cmdline) = std::fs::read(proc_dir.join("cmdline")) else {
             return false;
         };
