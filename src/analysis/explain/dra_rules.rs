@@ -94,18 +94,23 @@ fn corrected_for(f: &Facts<'_>, expr: &str) -> Option<String> {
 /// The other DeviceClasses under which the pod's unmatched requests would match devices
 /// ([`AlternativeView::other_classes`]); with `class`, those of the alternatives naming it.
 fn other_classes(f: &Facts<'_>, class: Option<&str>) -> Vec<String> {
-    let mut out: Vec<String> = Vec::new();
-    for a in
+    distinct_other_classes(
         f.e.claims
             .iter()
             .flat_map(|c| c.requests.iter())
             .flat_map(|r| r.alternatives.iter())
-            .filter(|a| class.is_none_or(|c| a.device_class == c))
-    {
-        for o in &a.other_classes {
-            if !out.contains(o) {
-                out.push(o.clone());
-            }
+            .filter(|a| class.is_none_or(|c| a.device_class == c)),
+    )
+}
+
+/// The `other_classes` of `alternatives`, each once, in the order met.
+fn distinct_other_classes<'a>(
+    alternatives: impl Iterator<Item = &'a AlternativeView>,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for o in alternatives.flat_map(|a| a.other_classes.iter()) {
+        if !out.contains(o) {
+            out.push(o.clone());
         }
     }
     out
@@ -420,15 +425,7 @@ fn no_matching_device(f: &Facts<'_>, c: &ClaimView, r: &DraRequestView) -> Diagn
         .find(|h| h.problem == "value-not-published" || h.problem == "type-mismatch")
         .or_else(|| hints().next())
         .or_else(|| r.alternatives.iter().flat_map(|a| a.hints.iter()).next());
-    let others: Vec<String> = {
-        let mut v: Vec<String> = Vec::new();
-        for o in r.alternatives.iter().flat_map(|a| a.other_classes.iter()) {
-            if !v.contains(o) {
-                v.push(o.clone());
-            }
-        }
-        v
-    };
+    let others = distinct_other_classes(r.alternatives.iter());
     let missing_class = r.alternatives.iter().find(|a| !a.class_found);
     let class_part = {
         let a = &r.alternatives[0];
