@@ -842,14 +842,13 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             .update(&evaluation, unix_now(), took.as_secs_f64());
         drop(evaluation);
         release_freed_memory();
-        let first = !std::mem::replace(&mut lock(&shared.health).evaluated, true);
+        let first = !shared.change_health(|h| std::mem::replace(&mut h.evaluated, true));
         if first {
             log(&format!(
                 "ready: {nodes} nodes, {pods} pods with extended-resource requests or resource claims, evaluated in {} ms",
                 took.as_millis()
             ));
         }
-        shared.publish_health();
     }
 }
 

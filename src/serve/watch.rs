@@ -360,29 +360,33 @@ impl Shared {
 
     /// Refreshes `gpuwl_api_reachable` / `gpuwl_ready` / `gpuwl_stale` from [`Health`].
     pub fn publish_health(&self) {
-        let (reachable, ready, stale) = {
-            let h = lock(&self.health);
-            (h.reachable, h.ready(), h.stale())
-        };
-        self.metrics.set_status(reachable, ready, stale);
+        self.change_health(|_| ());
+    }
+
+    /// Runs `change` on the locked [`Health`] and sets `gpuwl_api_reachable` /
+    /// `gpuwl_ready` / `gpuwl_stale` before the lock is released, so the gauges never lag
+    /// what `/readyz` answers, and two tasks publishing at once cannot leave the older
+    /// state in the gauges (a read-then-publish outside the lock could: seen under load).
+    pub fn change_health<R>(&self, change: impl FnOnce(&mut Health) -> R) -> R {
+        let mut h = lock(&self.health);
+        let out = change(&mut h);
+        self.metrics.set_status(h.reachable, h.ready(), h.stale());
+        out
     }
 
     /// Marks the node and pod watches as re-listing after a restart; a CR's watch is
     /// tracked again once its new probe finds the CRD.
     pub fn watches_restarted(&self) {
-        {
-            let mut h = lock(&self.health);
+        self.change_health(|h| {
             h.watches.clear();
             h.watches.insert("nodes", WatchState::Syncing);
             h.watches.insert("pods", WatchState::Syncing);
-        }
-        self.publish_health();
+        });
     }
 
     /// Records `resource`'s watch state; `None` when it no longer runs (its CRD went away).
     fn set_watch(&self, resource: &'static str, state: Option<WatchState>) {
-        let (before, failing_for) = {
-            let mut h = lock(&self.health);
+        let (before, failing_for) = self.change_health(|h| {
             let before = match state {
                 Some(s) => h.watches.insert(resource, s),
                 None => h.watches.remove(resource),
@@ -392,12 +396,9 @@ impl Shared {
                 _ => h.failing_since.remove(resource).map(|t| t.elapsed()),
             };
             (before, failing_for)
-        };
-        if before != state {
-            if before == Some(WatchState::Failing) && state == Some(WatchState::Current) {
-                log(&current_again_line(resource, failing_for));
-            }
-            self.publish_health();
+        });
+        if before == Some(WatchState::Failing) && state == Some(WatchState::Current) {
+            log(&current_again_line(resource, failing_for));
         }
     }
 
@@ -406,16 +407,14 @@ impl Shared {
     /// error such as 403 is an answer) wakes the watchdog.
     fn watch_failed(&self, resource: &'static str, message: &str, unreachable: bool) {
         self.metrics.watch_error(resource);
-        let before = {
-            let mut h = lock(&self.health);
+        let before = self.change_health(|h| {
             h.failing_since.entry(resource).or_insert_with(Instant::now);
             h.watches.insert(resource, WatchState::Failing)
-        };
+        });
         if before != Some(WatchState::Failing) {
             log(&format!(
                 "watch {resource}: {message} (retrying with a backoff up to 30 s; logged again when it recovers)"
             ));
-            self.publish_health();
         }
         if unreachable {
             let mut h = lock(&self.health);
@@ -437,8 +436,7 @@ impl Shared {
     /// first request that got no answer was sent, and its length is logged with the
     /// bounds the probes give (from that request, and from the last answer).
     fn set_reachable_at(&self, reachable: bool, why: &str, asked: Instant) {
-        let (changed, down_for, since_answer) = {
-            let mut h = lock(&self.health);
+        let (changed, down_for, since_answer) = self.change_health(|h| {
             let changed = h.reachable != reachable;
             h.reachable = reachable;
             let down_for = h.down_since.map(|t| t.elapsed());
@@ -452,7 +450,7 @@ impl Shared {
                 h.down_since = Some(h.down_since.map_or(start, |d| d.min(start)));
             }
             (changed, down_for, since_answer)
-        };
+        });
         if reachable {
             self.metrics.contact(unix_now());
         }
@@ -468,7 +466,6 @@ impl Shared {
                 "the API server does not answer ({why}); serving the last good state"
             ));
         }
-        self.publish_health();
     }
 }
 
@@ -618,11 +615,9 @@ async fn run_watcher<K, T>(
     let mut backoff = backoff();
     let mut started = Instant::now();
     let mut retry_now = shared.retry_now.subscribe();
-    {
-        let mut h = lock(&shared.health);
+    shared.change_health(|h| {
         h.watches.entry(resource).or_insert(WatchState::Syncing);
-    }
-    shared.publish_health();
+    });
     loop {
         let mut stream = std::pin::pin!(watcher::watcher(api.clone(), config.clone()));
         let error = loop {
