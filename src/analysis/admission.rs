@@ -22,9 +22,13 @@
 //!   `permittedHostDevices` does not list: KubeVirt then renders no launcher pod
 //!   (`GPU <name> is not permitted in permittedHostDevices configuration`;
 //!   docs/domain-facts.md §5, kubevirt/kubevirt `pkg/virt-controller/services/rendercontainer.go`);
-//! - `unadvertised-name` (or `stale-only` when nodes list it only with `0`): no node
-//!   advertises the name; the best suggestion of `explain`'s did-you-mean follows, the same
-//!   hardware under another naming rule before any typo ([`names`]);
+//! - `operator-state`, `unadvertised-name` or `stale-only`: no node advertises the name.
+//!   Unless it is a near miss of an advertised name, the GPU Operator's state on a node is
+//!   asked first, as explain asks it (a MIG or vGPU config failed or pending, the workload
+//!   label ignored with sandbox workloads off, operands disabled): `operator-state`, which
+//!   enforce mode admits (transient). Else `stale-only` when nodes list the name only with
+//!   `0`, or `unadvertised-name` with the best suggestion of `explain`'s did-you-mean, the
+//!   same hardware under another naming rule before any typo ([`names`]);
 //! - `excluded`: nodes advertise the name, but the object's nodeSelector / required node
 //!   affinity allows none of them (taints and cordons change often and are not judged at
 //!   admission);
@@ -33,13 +37,15 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::analysis::diagnosis::CauseCode;
-use crate::analysis::names;
+use crate::analysis::explain::rules::operator_blocker;
+use crate::analysis::names::{self, Relation};
 use crate::analysis::placement;
 use crate::analysis::usage::Usage;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::PodInfo;
+use crate::model::resource::classify;
 use crate::text::esc;
 
 /// The longest warning line, in characters. The API server may cut warnings longer than
@@ -81,6 +87,8 @@ pub struct Index {
     names: Vec<String>,
     /// KubeVirt's `permittedHostDevices`, when a KubeVirt or HyperConverged CR is known.
     kubevirt: Option<PermittedHostDevices>,
+    /// The GPU Operator's ClusterPolicy, when read: what `operator-state` is judged under.
+    policy: Option<ClusterPolicy>,
 }
 
 impl Index {
@@ -95,6 +103,7 @@ impl Index {
         let mut ix = Index {
             synced: true,
             kubevirt,
+            policy: policy.cloned(),
             ..Index::default()
         };
         let mut position = HashMap::new();
@@ -331,6 +340,29 @@ fn unadvertised(resource: &str, name: &str, field: String, ix: &Index) -> Warnin
     let suggestion = names::did_you_mean(resource, ix.names.iter().map(String::as_str))
         .into_iter()
         .next();
+    // As explain's rules run: a misspelt name is the name's problem; otherwise the GPU
+    // Operator's state on a node (a MIG or vGPU config failed or pending, the label
+    // ignored, operands off) says why the name is missing: `operator-state`, which the
+    // operator (or its owner) resolves, not the pod.
+    let misspelt = suggestion
+        .as_ref()
+        .is_some_and(|s| !matches!(s.relation, Relation::MigPartition | Relation::SharingRename));
+    if !misspelt {
+        let class = classify(resource);
+        if let Some((cause, _)) = ix
+            .nodes
+            .iter()
+            .find_map(|n| operator_blocker(ix.policy.as_ref(), &ix.nodes, n, resource, class))
+        {
+            return Warning {
+                field,
+                code: CauseCode::OperatorState,
+                text: format!(
+                    "no node advertises {name}, and the GPU Operator's state says why: {cause}"
+                ),
+            };
+        }
+    }
     // As explain judges it: a name only listed with 0 is `stale-only` (its device plugin
     // restarting or gone: it may come back) unless an advertised name is a near miss of
     // it, which makes it a misnamed request (`unadvertised-name`).
@@ -453,6 +485,35 @@ mod tests {
 
     fn pod(resource: &str) -> PodInfo {
         object(&POD.replace("RES", resource))
+    }
+
+    #[test]
+    fn a_name_the_operators_state_withholds_is_operator_state_as_explain_says() {
+        // A MIG config that failed on the only MIG-capable node: no MIG name is advertised,
+        // the operator's state says why (explain: operator-state, transient), so enforce
+        // mode must not deny it as an unadvertised name.
+        let mut mig = node("gpu-mig", "container", &[("nvidia.com/gpu", "0")]);
+        mig.labels
+            .insert("nvidia.com/mig.config".into(), "all-1g.10gb".into());
+        mig.labels
+            .insert("nvidia.com/mig.config.state".into(), "failed".into());
+        let ix = Index::build(
+            &[node("gpu-0", "container", &[("nvidia.com/gpu", "4")]), mig],
+            None,
+            None,
+        );
+        let w = review(&pod("nvidia.com/mig-1g.10gb"), &ix);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert_eq!(w[0].code, CauseCode::OperatorState);
+        assert!(
+            w[0].text.starts_with("no node advertises nvidia.com/mig-1g.10gb, and the GPU Operator's state says why: gpu-mig asks for MIG config all-1g.10gb"),
+            "{}",
+            w[0].text
+        );
+        assert!(!crate::analysis::verdict::verdict(w[0].code, false).permanent());
+        // A misspelt name stays the name's problem.
+        let w = review(&pod("nvidia.com/gpux"), &ix);
+        assert_eq!(w[0].code, CauseCode::UnadvertisedName, "{w:?}");
     }
 
     #[test]

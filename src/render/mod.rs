@@ -257,6 +257,43 @@ fn join(toks: &[Token]) -> String {
 /// The programs whose command lines [`wrap_lines`] keeps whole.
 const COMMANDS: [&str; 3] = ["kubectl", "virtctl", "gpuwl"];
 
+/// Whether `word` is a subcommand of `program` (one of [`COMMANDS`]) that gpuwl prints in
+/// a command: prose that names a program (`gpuwl does not model …`, `kubectl prints …`) is
+/// not a command. gpuwl's own list is its top-level commands (`gpuwl --help`).
+fn subcommand(program: &str, word: &str) -> bool {
+    const KUBECTL: [&str; 22] = [
+        "get", "describe", "delete", "label", "annotate", "patch", "uncordon", "cordon", "drain",
+        "apply", "wait", "logs", "auth", "taint", "edit", "create", "scale", "rollout", "exec",
+        "debug", "replace", "gpuwl",
+    ];
+    const VIRTCTL: [&str; 7] = [
+        "start", "stop", "restart", "migrate", "pause", "unpause", "console",
+    ];
+    const GPUWL: [&str; 15] = [
+        "check",
+        "cluster",
+        "lab",
+        "inventory",
+        "explain",
+        "kubevirt",
+        "snapshot",
+        "triage",
+        "serve",
+        "whatif",
+        "plan",
+        "relabel",
+        "policy",
+        "completions",
+        "help",
+    ];
+    match program {
+        "kubectl" => KUBECTL.contains(&word),
+        "virtctl" => VIRTCTL.contains(&word),
+        "gpuwl" => GPUWL.contains(&word),
+        _ => false,
+    }
+}
+
 /// Words of prose: a span holding one and no flag is a sentence about a command
 /// (`virtctl stop a lower-priority VM`), not a command.
 const PROSE_WORDS: [&str; 22] = [
@@ -275,7 +312,7 @@ fn command_spans(tokens: &mut Vec<Token>) -> Vec<(usize, usize)> {
     let mut i = 0;
     while i < tokens.len() {
         let next_ok = tokens.get(i + 1).is_some_and(|(n, _)| {
-            n.starts_with('-') || n.chars().next().is_some_and(|c| c.is_ascii_lowercase())
+            n.starts_with('-') || subcommand(&tokens[i].0, n.trim_end_matches([',', ';', '.', ':']))
         });
         if !(COMMANDS.contains(&tokens[i].0.as_str()) && next_ok) {
             i += 1;
@@ -531,6 +568,41 @@ mod tests {
         assert!(w.lines().all(|l| display_width(l) <= 30), "{w}");
         let c = "  kubectl label node lab-node-1 nvidia.com/gpu.workload.config=container --overwrite\n";
         assert_eq!(wrap_lines(c, 60), c);
+    }
+
+    #[test]
+    fn prose_that_names_a_program_is_not_a_command() {
+        // Seen in explain's fits-now fix at 100 columns: "gpuwl does not model" got a line
+        // of its own as if it were a command.
+        let fix = "Fix: wait for the next scheduling attempt; if it stays Pending, the scheduler message names what gpuwl does not model (host ports, volumes, inter-pod affinity, topology spread, scheduling gates)";
+        for width in [60, 80, 100] {
+            let w = wrap_lines(fix, width);
+            let words: Vec<&str> = w.split_whitespace().collect();
+            assert_eq!(words, fix.split_whitespace().collect::<Vec<_>>());
+            // Plain wrapping: every line but the last is filled (the next word did not fit).
+            let lines: Vec<&str> = w.lines().collect();
+            for pair in lines.windows(2) {
+                let next = pair[1].split_whitespace().next().unwrap();
+                assert!(
+                    display_width(pair[0]) + 1 + display_width(next) > width,
+                    "{width}: {:?} could take {next:?}\n{w}",
+                    pair[0]
+                );
+            }
+        }
+        assert_eq!(
+            wrap_lines("kubectl prints the node; virtctl is not installed", 20)
+                .lines()
+                .count(),
+            3
+        );
+        // A real command after prose still gets its own line.
+        let w = wrap_lines("then run gpuwl explain gpu-vm/job-cross; it says why", 20);
+        assert!(
+            w.lines()
+                .any(|l| l.trim() == "gpuwl explain gpu-vm/job-cross"),
+            "{w}"
+        );
     }
 
     #[test]

@@ -7,7 +7,7 @@
 //! admission guard and plan must agree with explain's verdict (one verdict per pod). `bench/differential.rs` runs thousands and prints the figures.
 
 #[path = "differential_harness.rs"]
-mod harness;
+pub(crate) mod harness;
 
 use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 

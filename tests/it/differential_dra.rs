@@ -65,6 +65,9 @@ impl Rng {
     }
 }
 
+/// A DeviceClass narrower than the driver's: A10s only (a site's own class).
+const NARROW_CLASS: &str = "a10.gpu.nvidia.com";
+
 const PRODUCTS: [&str; 3] = [
     "NVIDIA A100-SXM4-80GB",
     "NVIDIA A10",
@@ -176,10 +179,13 @@ fn generate(rng: &mut Rng, ns: &str, tag: &str) -> Scenario {
             "spec": {"driver": DRIVER, "nodeName": node, "pool": pool_spec, "devices": devices}
         }));
     }
-    let class = if rng.chance(75) {
-        "gpu.nvidia.com"
-    } else {
-        "vfio.gpu.nvidia.com"
+    // The two real NVIDIA classes mostly; a narrower class (A10 only) and mistyped names
+    // sometimes, where the fix is the claim's deviceClassName (issue 35, kind 4).
+    let class = match rng.below(100) {
+        0..=59 => "gpu.nvidia.com",
+        60..=79 => "vfio.gpu.nvidia.com",
+        80..=89 => NARROW_CLASS,
+        _ => *rng.pick(&["gpu.nvidia.con", "vfio.gpu-nvidia.com", "gpu.nvdia.com"]),
     };
     let most = if rng.chance(70) { 2 } else { 4 };
     let count = 1 + rng.below(most);
@@ -599,11 +605,19 @@ async fn setup(client: &Client) {
             .unwrap();
     }
     let classes: Api<DeviceClass> = Api::all(client.clone());
-    for (name, t) in [("gpu.nvidia.com", "gpu"), ("vfio.gpu.nvidia.com", "vfio")] {
+    for (name, t, extra) in [
+        ("gpu.nvidia.com", "gpu", ""),
+        ("vfio.gpu.nvidia.com", "vfio", ""),
+        (
+            NARROW_CLASS,
+            "gpu",
+            " && device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A10'",
+        ),
+    ] {
         let c: DeviceClass = from(json!({
             "metadata": {"name": name},
             "spec": {"selectors": [{"cel": {"expression": format!(
-                "device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{t}'")}}]}
+                "device.driver == '{DRIVER}' && device.attributes['{DRIVER}'].type == '{t}'{extra}")}}]}
         }));
         let _ = classes.create(&PostParams::default(), &c).await;
     }

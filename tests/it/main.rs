@@ -41,6 +41,7 @@ mod policy;
 mod readme;
 mod relabel;
 mod release;
+mod replay_cases;
 mod serve;
 mod triage_hostile;
 mod triage_live;

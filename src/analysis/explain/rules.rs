@@ -1547,9 +1547,13 @@ pub fn admission_rejected(f: &Facts<'_>) -> Option<Diagnosis> {
 }
 
 /// What the GPU Operator's state on `node` says about advertising a name of class
-/// `class` (`mig`: a MIG name): the cause, and the fix. `None` when nothing does.
-fn operator_blocker(
-    f: &Facts<'_>,
+/// `class` (`mig`: a MIG name): the cause, and the fix. `None` when nothing does. Reads
+/// only `node`'s labels (its allocatable, when known, for the text), the ClusterPolicy
+/// `policy` and, for a cluster-wide change, every node in `nodes`; the admission guard
+/// asks it too ([`crate::analysis::admission::review`]), so both give one verdict.
+pub(crate) fn operator_blocker(
+    policy: Option<&crate::model::operator::ClusterPolicy>,
+    nodes: &[NodeInfo],
     node: &NodeInfo,
     resource: &str,
     class: ResourceClass,
@@ -1615,9 +1619,9 @@ fn operator_blocker(
         .label(LABEL_KEY)
         .and_then(|l| l.parse::<WorkloadConfig>().ok());
     if label == Some(want) {
-        let eff = effective_workload(node, f.cluster_policy);
+        let eff = effective_workload(node, policy);
         if eff.workload != want {
-            let why = match f.cluster_policy {
+            let why = match policy {
                 Some(p) if !p.sandbox_enabled => format!(
                     "ClusterPolicy {} has {ENABLE_FLAG}=false, so the operator ignores the label and runs {} operands",
                     p.name, eff.workload
@@ -1634,9 +1638,9 @@ fn operator_blocker(
             } else {
                 String::new()
             };
-            let changes = match f.cluster_policy {
+            let changes = match policy {
                 Some(p) if !p.sandbox_enabled => {
-                    crate::model::operator::enable_sandbox_changes(f.nodes, p)
+                    crate::model::operator::enable_sandbox_changes(nodes, p)
                         .into_iter()
                         .filter(|c| c.node != *n)
                         .map(|c| c.describe())
@@ -1692,15 +1696,15 @@ fn operator_blocker(
                 "remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-{}",
                 crate::model::operator::stack_warning(
                     node,
-                    f.cluster_policy,
-                    &effective_workload(node, f.cluster_policy)
+                    policy,
+                    &effective_workload(node, policy)
                 )
                 .map(|w| format!(" — but {w}"))
                 .unwrap_or_default()
             ),
         ));
     }
-    let eff = effective_workload(node, f.cluster_policy);
+    let eff = effective_workload(node, policy);
     if is_gpu_node && eff.workload == want {
         let operand = match want {
             WorkloadConfig::Container => "device-plugin",
@@ -1794,9 +1798,9 @@ pub fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
             .filter_map(|n| plugin_blocker(f, n, &rv.resource, class))
             .collect();
         found.extend(
-            f.nodes
-                .iter()
-                .filter_map(|n| operator_blocker(f, n, &rv.resource, class)),
+            f.nodes.iter().filter_map(|n| {
+                operator_blocker(f.cluster_policy, f.nodes, n, &rv.resource, class)
+            }),
         );
         let Some((cause, fix)) = found.first().cloned() else {
             continue;
