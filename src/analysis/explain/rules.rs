@@ -1304,19 +1304,72 @@ pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
         }
         _ => nodes.clone(),
     };
+    let cause = format!(
+        "{} can take the {} now{}",
+        nodes.join(", "),
+        what(f.pod),
+        if f.e.allocations_known {
+            ""
+        } else {
+            " (allocations unknown: pass --pods FILE)"
+        }
+    );
+    if let Some((cause, fix)) = mps_refusal_ahead(f, &nodes, &cause) {
+        return Some(Diagnosis::new(CauseCode::FitsNow, cause, fix));
+    }
     Some(Diagnosis::new(
         CauseCode::FitsNow,
-        format!(
-            "{} can take the {} now{}",
-            nodes.join(", "),
-            what(f.pod),
-            if f.e.allocations_known {
-                ""
-            } else {
-                " (allocations unknown: pass --pods FILE)"
-            }
-        ),
+        cause,
         "wait for the next scheduling attempt; if it stays Pending, the scheduler message names what gpuwl does not model (host ports, volumes, inter-pod affinity, topology spread, scheduling gates)",
+    ))
+}
+
+/// A pod that fits now but asks more than 1 unit of a name every fitting node shares with
+/// MPS: the scheduler will bind it, then the device plugin refuses it at kubelet admission
+/// (`maximum request size for shared resources is 1`; with MPS `failRequestsGreaterThanOne`
+/// is always on — NVIDIA/k8s-device-plugin `README.md` "Shared Access to GPUs", issue #929;
+/// configurable only from #1762 on) and the pod is Failed, never retried. Returns the
+/// cause (`cause` extended) and the fix; `None` otherwise. Time-slicing refuses only with
+/// `failRequestsGreaterThanOne: true`, which node labels do not show: not judged.
+fn mps_refusal_ahead(f: &Facts<'_>, nodes: &[String], cause: &str) -> Option<(String, String)> {
+    if f.pod.node_name.is_some() || nodes.is_empty() {
+        return None;
+    }
+    let mps = |name: &String| {
+        f.nodes
+            .iter()
+            .find(|n| &n.name == name)
+            .is_some_and(|n| n.label("nvidia.com/gpu.sharing-strategy") == Some("mps"))
+    };
+    if !nodes.iter().all(mps) {
+        return None;
+    }
+    let rv = f.e.requests.iter().find(|rv| {
+        rv.units > 1
+            && rv
+                .resource
+                .starts_with(crate::model::resource::NVIDIA_PREFIX)
+    })?;
+    let replicas = f
+        .nodes
+        .iter()
+        .find(|n| n.name == nodes[0])
+        .and_then(|n| n.label("nvidia.com/gpu.replicas"))
+        .map(|r| format!(", {r} replicas per GPU"))
+        .unwrap_or_default();
+    Some((
+        format!(
+            "{cause}, but it will not run there: {} share{} its GPUs with MPS{replicas}, each {} unit is a replica, and the device plugin refuses a request of more than 1 at kubelet admission (failRequestsGreaterThanOne, always on for MPS): the pod asks {}, so it will be bound and then Failed, and a Failed pod is never retried",
+            nodes.join(", "),
+            if nodes.len() == 1 { "s" } else { "" },
+            rv.resource,
+            rv.units
+        ),
+        format!(
+            "request {}: 1 (one replica){} before it is scheduled — replicas are not fractions, 2 give no more GPU than 1 — or set sharing.mps.failRequestsGreaterThanOne: false in the device plugin config knowingly (k8s-device-plugin #1762 and later)",
+            rv.resource,
+            in_field(rv)
+        ),
     ))
 }
 
