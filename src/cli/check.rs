@@ -48,7 +48,7 @@ node fails (a context mix-up) unless --allow-empty. Output: `ERROR <code> <node>
   gpuwl check --effective --expect-gpu-nodes 12    # a CronJob gate on the live cluster
   gpuwl check --effective nodes.json --cluster-policy cp.yaml
   gpuwl check --effective --fail-on config-pending --ignore stale-zero
-Severities per code: README.md, \"Finding codes and severities\".")]
+Severities per code: docs/guide/check.md, \"Finding codes and severities\".")]
 pub struct Args {
     /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
     /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.

@@ -25,7 +25,7 @@ gpuwl_stale 1. Failed watches retry with a backoff growing to 30 s (with jitter)
 in-cluster CA) that changes on disk is reloaded within 5 s. /healthz: 503 when serve cannot recover
 by itself (its watchdog stalled, an evaluation hangs, or the API server has not answered for
 --unhealthy-after). Logs one line per state change on stderr. SIGTERM stops it. The metrics, alerts
-and the Helm chart are described in README.md.
+and the Helm chart are described in docs/guide/serve.md.
 
 Admission guard (--admission-listen): the API server sends it each Pod, VirtualMachineInstance and
 VirtualMachine created or updated; it answers from the same watch state, without API calls, with

@@ -210,8 +210,8 @@ impl Code {
 }
 
 /// THE severity table: every [`Code`], its [`Severity`], and why, one row each. Findings
-/// take their severity from here ([`Code::severity`]); README.md's table of codes and the
-/// alert rules under deploy/ follow it (tests: the README rows, and
+/// take their severity from here ([`Code::severity`]); docs/guide/check.md's table of codes and the
+/// alert rules under deploy/ follow it (tests: the guide's rows, and
 /// `tests/it/monitoring.rs` for the rules' `severity` labels, error → `critical`).
 ///
 /// The gate's rule of thumb: what is broken now or will break without a planned action is

@@ -6,7 +6,7 @@
 //! `_total` counters), one metric per quantity (the five pool quantities are five metrics).
 //! Label values are identifiers the API server validated (node and resource names) or come
 //! from closed sets (codes, severities, workload configs, pool origins, label states) —
-//! never free text such as a node's label values. The table of metrics is in README.md
+//! never free text such as a node's label values. The table of metrics is in docs/guide/serve.md
 //! ("gpuwl serve").
 
 use std::sync::RwLock;

@@ -456,12 +456,14 @@ fn a_dra_only_node_is_judged_as_dra() {
     assert_eq!(rc, 0, "{lines:?}");
 }
 
-/// README.md's "Finding codes and severities" table is the code's table, row for row.
+/// The guide's "Finding codes and severities" table (docs/guide/check.md) is the code's
+/// table, row for row.
 #[test]
 fn the_readme_table_of_severities_is_the_code_table() {
     use gpuwl::model::finding::{Code, SEVERITIES};
     let readme =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md")).unwrap();
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/check.md"))
+            .unwrap();
     let section = readme
         .split("### Finding codes and severities")
         .nth(1)

@@ -50,7 +50,7 @@ fn one_set_of_rules_in_three_places() {
 fn every_alert_has_a_runbook_and_a_rule_test() {
     let runbooks = read("docs/runbooks.md");
     let tests = read("deploy/prometheus/rules.test.yaml");
-    let readme = read("README.md");
+    let readme = read("docs/guide/serve.md");
     let alerts = alerts();
     assert!(alerts.len() >= 7, "{alerts:?}");
     for a in alerts {
@@ -71,7 +71,7 @@ fn every_alert_has_a_runbook_and_a_rule_test() {
         );
         assert!(
             readme.contains(&format!("`{name}`")),
-            "README.md does not list {name}"
+            "docs/guide/serve.md does not list {name}"
         );
         // Aggregations keep the cluster's labels: `without`, never `by`.
         let expr = a["expr"].as_str().unwrap();

@@ -188,9 +188,26 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
     ),
 ];
 
-/// The README's `$ ...` lines in text blocks, each with the output lines after it.
+/// The documents whose examples are re-run: the README and the guide (docs/guide/*.md).
+pub(crate) fn documents() -> Vec<std::path::PathBuf> {
+    let mut guide: Vec<_> = std::fs::read_dir(Path::new(ROOT).join("docs/guide"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    guide.sort();
+    let mut all = vec![Path::new(ROOT).join("README.md")];
+    all.extend(guide);
+    all
+}
+
+/// The README's and the guide's `$ ...` lines in text blocks, each with the output lines
+/// after it.
 fn readme_examples() -> Vec<(String, Vec<String>)> {
-    let text = std::fs::read_to_string(Path::new(ROOT).join("README.md")).unwrap();
+    let text: String = documents()
+        .iter()
+        .map(|p| std::fs::read_to_string(p).unwrap() + "\n")
+        .collect();
     let mut out: Vec<(String, Vec<String>)> = Vec::new();
     let mut in_text = false;
     // Whether the current block has had a `$` line: a block's output ends with the block.
