@@ -322,6 +322,13 @@ fn families(reason: &str, msg: &str) -> Vec<&'static str> {
             "devices-in-use",
         ]);
     }
+    // A request naming a DeviceClass that does not exist: the scheduler's allocator says
+    // so in its own words (`request gpu: device class X does not exist`; kubernetes
+    // staging/src/k8s.io/dynamic-resource-allocation/structured allocator); gpuwl's code
+    // for it is no-matching-device, its cause names the missing class.
+    if msg.contains("device class ") && msg.contains(" does not exist") {
+        f.push("no-matching-device");
+    }
     if msg.contains("not available on the node") || msg.contains("node affinity") {
         f.extend(["excluded", "no-matching-device"]);
     }
