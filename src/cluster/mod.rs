@@ -1333,9 +1333,25 @@ fn kwok_wedged(name: &str) -> Option<String> {
         .flatten()
 }
 
-/// A node lease older than this is one kwok has stopped renewing (the kubelet's default
-/// `nodeLeaseDurationSeconds` is 40; kwok renews well within it).
+/// The least age at which a node lease counts as one kwok has stopped renewing (a lease of
+/// the kubelet's default 40 s); a longer lease gets [`lease_stale_after`].
 pub const LEASE_STALE_AFTER: Duration = Duration::from_secs(40);
+
+/// When a node lease of `duration_seconds` (`spec.leaseDurationSeconds`; `None`: unknown)
+/// counts as not renewed: after three quarters of it, and never before
+/// [`LEASE_STALE_AFTER`]. kwok renews a lease every quarter of its duration, ±4 %
+/// (kwok v0.8.0 `pkg/kwok/controllers/controller.go`, as the kubelet does): three quarters
+/// is two renewals missed, and still before the lease expires and kube-controller-manager's
+/// `--node-monitor-grace-period` (as long as the lease here) marks the node not ready. The
+/// local control plane's kwok runs 200 s leases ([`recipe::kwok_controller`]), so 150 s:
+/// with 40 s for every lease, a healthy kwok renewing every 50 s was called wedged and
+/// restarted.
+pub fn lease_stale_after(duration_seconds: Option<i32>) -> Duration {
+    let quarters = duration_seconds
+        .and_then(|d| u64::try_from(d).ok())
+        .map_or(Duration::ZERO, |d| Duration::from_secs(d * 3 / 4));
+    quarters.max(LEASE_STALE_AFTER)
+}
 
 /// `None` when every lease in `kube-node-lease` of a node that exists was renewed within
 /// [`LEASE_STALE_AFTER`] (or the API server cannot say); otherwise the finding, e.g.
@@ -1367,9 +1383,10 @@ async fn kwok_leases(kubeconfig: &Path) -> Option<String> {
             continue;
         };
         total += 1;
+        let duration = l.spec.as_ref().and_then(|s| s.lease_duration_seconds);
         let renewed = l.spec.and_then(|s| s.renew_time).map(|t| t.0);
         let age = renewed.map_or(i64::MAX, |t| now.duration_since(t).as_secs());
-        if age >= LEASE_STALE_AFTER.as_secs() as i64 {
+        if age >= lease_stale_after(duration).as_secs() as i64 {
             stale.push((name, age));
         }
     }
@@ -1478,6 +1495,15 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_lease_is_stale_after_three_quarters_of_its_duration() {
+        // kwok's 200 s leases here: renewed every 50 s, so 150 s is two renewals missed.
+        assert_eq!(lease_stale_after(Some(200)), Duration::from_secs(150));
+        assert_eq!(lease_stale_after(Some(40)), LEASE_STALE_AFTER);
+        assert_eq!(lease_stale_after(None), LEASE_STALE_AFTER);
+        assert_eq!(lease_stale_after(Some(-5)), LEASE_STALE_AFTER);
+    }
 
     #[test]
     fn stale_leases_are_a_finding_fresh_ones_none() {
