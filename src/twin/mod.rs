@@ -523,8 +523,9 @@ fn select_pods<'a>(
             left.push(format!("{}: DRA claims", p.key()));
             continue;
         }
-        if !p.problems.is_empty() {
-            left.push(format!("{}: {}", p.key(), p.problems.join("; ")));
+        if !p.spec_problems.is_empty() {
+            let problems: Vec<String> = p.spec_problems.iter().map(ToString::to_string).collect();
+            left.push(format!("{}: {}", p.key(), problems.join("; ")));
             continue;
         }
         match &p.node_name {

@@ -440,10 +440,10 @@ fn request_view(
         notes.extend(model_name_note(r));
     }
     notes.extend(
-        pod.problems
+        pod.spec_problems
             .iter()
-            .filter(|p| p.contains(&format!(": {r} requests ")))
-            .cloned(),
+            .filter(|p| p.resource() == r)
+            .map(ToString::to_string),
     );
     let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
     let permitted = inputs
