@@ -418,3 +418,62 @@ pub struct SelectorFailure {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One slice on node-a: partitions `mig-a` (consuming 1 of counter set `gpu-0`'s 2
+    /// memory) and `mig-b` (consuming `consumed_by_b`), a whole GPU with a uuid, and a
+    /// claim holding `mig-a`.
+    fn objects(consumed_by_b: i64) -> DraObjects {
+        crate::input::dra::read_str(
+            &serde_json::json!({"kind": "List", "items": [
+                {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                 "metadata": {"name": "s"},
+                 "spec": {"driver": "gpu.nvidia.com", "pool": {"name": "node-a"},
+                          "nodeName": "node-a",
+                          "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "2"}}}],
+                          "devices": [
+                    {"name": "mig-a", "attributes": {"type": {"string": "mig"}},
+                     "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "1"}}}]},
+                    {"name": "mig-b", "attributes": {"type": {"string": "mig"}},
+                     "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": consumed_by_b.to_string()}}}]},
+                    {"name": "gpu-1", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-1"}}}
+                 ]}},
+                {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "c", "namespace": "ns"},
+                 "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "mig"}}]}},
+                 "status": {"allocation": {"devices": {"results": [
+                    {"request": "r", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "mig-a"}]}}}}
+            ]})
+            .to_string(),
+            "dra.json",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn devices_sharing_a_counter_are_blocked_by_the_allocated_one() {
+        let dra = objects(2);
+        let m = Matcher::new(&dra);
+        let by_name = |n: &str| m.devices.iter().find(|d| d.device.name == n).unwrap();
+        assert_eq!(by_name("mig-a").allocated_to, ["ns/c"]);
+        assert!(by_name("mig-a").blocked_by.is_empty());
+        // 2 offered, 1 taken by mig-a: mig-b needs 2.
+        assert_eq!(by_name("mig-b").blocked_by, ["mig by ns/c"]);
+        assert!(by_name("gpu-1").is_free());
+        // The same GPU behind both partitions; the whole GPU by its uuid.
+        assert_eq!(
+            by_name("mig-a").physical,
+            "counters:gpu.nvidia.com/node-a/gpu-0"
+        );
+        assert_eq!(by_name("mig-b").physical, by_name("mig-a").physical);
+        assert_eq!(by_name("gpu-1").physical, "uuid:GPU-1");
+        assert_eq!(by_name("gpu-1").node, Some("node-a"));
+        // Enough left when mig-b needs 1.
+        let dra = objects(1);
+        let m = Matcher::new(&dra);
+        assert!(m.devices.iter().all(|d| d.blocked_by.is_empty()));
+    }
+}

@@ -688,6 +688,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_legend_explains_the_columns_shown_and_names_those_left_out() {
+        let cols = columns();
+        let table = "\nPOOL  RESOURCE  NODES  ALLOCATABLE  FREE  PEND\n";
+        let opts = |bars| TextOptions { bars, width: 60 };
+        assert_eq!(
+            legend(table, &cols, opts(false)),
+            "PEND units requested by unbound pods this pool could serve. Not shown at 60 columns: CAP, USED, GPUS (widen the terminal, or -o json / -o csv)."
+        );
+        let wide = "\nPOOL  RESOURCE  NODES  CAP  ALLOCATABLE  USED  FREE  PEND  GPUS  USE\n";
+        assert_eq!(
+            legend(wide, &cols, opts(true)),
+            "CAP capacity; USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve; GPUS physical-GPU equivalents of capacity (? = not derivable). USE: each row's own allocatable, █ allocated, ░ free."
+        );
+    }
+
+    #[test]
     fn gpu_numbers() {
         assert_eq!(gpus(None), "?");
         assert_eq!(gpus(Some(2.0)), "2");
