@@ -738,27 +738,7 @@ pub async fn run(
 ) -> Result<Report> {
     let started = Instant::now();
     // Validate before starting anything.
-    let by_name: BTreeMap<&str, &NodeInfo> =
-        source.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let mut hardware = BTreeMap::new();
-    for r in relabels {
-        let Some(n) = by_name.get(r.node.as_str()) else {
-            return Err(Error::Input(format!(
-                "relabel: no node {} in the {}{}",
-                crate::text::cut(&r.node),
-                source.origin,
-                crate::text::did_you_mean(&r.node, by_name.keys().copied())
-            )));
-        };
-        let Some(hw) = predict::infer_hardware(n) else {
-            return Err(Error::Input(format!(
-                "relabel {}: the node's GPUs cannot be worked out (no nvidia.com/gpu.count or \
-                 nvidia.com/gpu.product label, and no GPU name it advertises)",
-                r.node
-            )));
-        };
-        hardware.insert(r.node.clone(), hw);
-    }
+    let hardware = relabelled_hardware(source, relabels)?;
     let policy = source.policy.policy();
     let pools = inventory::assign_pools(&source.nodes, policy);
     let mut copied: BTreeSet<&str> = pools.pool_of.keys().copied().collect();
@@ -777,27 +757,7 @@ pub async fn run(
     // The twin's name must not be a cluster of the user's: `up` would return it running and
     // the tear-down would delete it. A twin left by an interrupted run carries the marker and
     // is replaced.
-    let state = crate::cluster::state_dir(&opts.name);
-    if state.exists() {
-        if state.join(TWIN_MARKER).exists() {
-            progress(&format!(
-                "removing the twin {} left by an earlier run",
-                opts.name
-            ));
-            let name = opts.name.clone();
-            tokio::task::spawn_blocking(move || crate::cluster::down(&name))
-                .await
-                .map_err(|e| Error::failed("the old twin's removal", e))??;
-        } else {
-            return Err(Error::Input(format!(
-                "--twin-name {}: a local cluster of that name exists ({}), and the twin is created and deleted by this command; give another --twin-name",
-                opts.name,
-                crate::cluster::status(&opts.name)
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|_| "state left".into())
-            )));
-        }
-    }
+    remove_old_twin(opts, progress).await?;
     progress(&format!(
         "starting the twin {} ({} GPU node(s), {} bound pod(s), {} pending GPU pod(s))",
         opts.name,
@@ -852,6 +812,71 @@ pub async fn run(
     report.twin.kept = opts.keep;
     report.twin.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// The GPUs of each relabelled node, by node name, worked out before anything starts.
+///
+/// Errors: [`Error::Input`] for a relabel naming a node the source lacks (with the names
+/// it may have meant), or a node whose GPUs cannot be worked out
+/// ([`predict::infer_hardware`]).
+fn relabelled_hardware(
+    source: &Source,
+    relabels: &[Relabel],
+) -> Result<BTreeMap<String, predict::Inferred>> {
+    let by_name: BTreeMap<&str, &NodeInfo> =
+        source.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut hardware = BTreeMap::new();
+    for r in relabels {
+        let Some(n) = by_name.get(r.node.as_str()) else {
+            return Err(Error::Input(format!(
+                "relabel: no node {} in the {}{}",
+                crate::text::cut(&r.node),
+                source.origin,
+                crate::text::did_you_mean(&r.node, by_name.keys().copied())
+            )));
+        };
+        let Some(hw) = predict::infer_hardware(n) else {
+            return Err(Error::Input(format!(
+                "relabel {}: the node's GPUs cannot be worked out (no nvidia.com/gpu.count or \
+                 nvidia.com/gpu.product label, and no GPU name it advertises)",
+                r.node
+            )));
+        };
+        hardware.insert(r.node.clone(), hw);
+    }
+    Ok(hardware)
+}
+
+/// Makes sure the twin's name is free: a twin an interrupted run left (it carries
+/// [`TWIN_MARKER`]) is taken down; a local cluster of the user's under that name is never
+/// touched (`up` would return it running and the tear-down would delete it).
+///
+/// Errors: [`Error::Input`] when the name is a cluster of the user's; the old twin's
+/// removal's errors.
+async fn remove_old_twin(opts: &Options, progress: &mut (dyn FnMut(&str) + Send)) -> Result<()> {
+    let state = crate::cluster::state_dir(&opts.name);
+    if !state.exists() {
+        return Ok(());
+    }
+    if state.join(TWIN_MARKER).exists() {
+        progress(&format!(
+            "removing the twin {} left by an earlier run",
+            opts.name
+        ));
+        let name = opts.name.clone();
+        tokio::task::spawn_blocking(move || crate::cluster::down(&name))
+            .await
+            .map_err(|e| Error::failed("the old twin's removal", e))??;
+        Ok(())
+    } else {
+        Err(Error::Input(format!(
+            "--twin-name {}: a local cluster of that name exists ({}), and the twin is created and deleted by this command; give another --twin-name",
+            opts.name,
+            crate::cluster::status(&opts.name)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|_| "state left".into())
+        )))
+    }
 }
 
 /// What [`build_and_try`] copies into the twin and tries there (chosen by [`run`]).
@@ -1366,6 +1391,37 @@ mod tests {
             hardware: vec![],
             notes: vec![],
         }
+    }
+
+    #[test]
+    fn relabels_are_checked_against_the_source_before_anything_starts() {
+        let mut gpu = NodeInfo::named("lab-node-1");
+        gpu.capacity
+            .insert("nvidia.com/GA102GL_A10".into(), "2".into());
+        gpu.allocatable = Some(gpu.capacity.clone());
+        let source = Source {
+            nodes: vec![gpu, NodeInfo::named("cpu-1")],
+            pods: vec![],
+            policy: PolicyStatus::not_read(),
+            origin: "files".into(),
+        };
+        let relabel = |s: &str| -> Relabel { s.parse().unwrap() };
+        let hw = relabelled_hardware(&source, &[relabel("lab-node-1=container")]).unwrap();
+        assert_eq!(hw.keys().collect::<Vec<_>>(), ["lab-node-1"]);
+        assert!(!hw["lab-node-1"].how.is_empty());
+        let e = relabelled_hardware(&source, &[relabel("lab-node-2=container")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("relabel: no node \"lab-node-2\" in the files"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("lab-node-1"), "{e}");
+        let e = relabelled_hardware(&source, &[relabel("cpu-1=container")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("relabel cpu-1: the node's GPUs cannot be worked out"),
+            "{e}"
+        );
     }
 
     #[test]
