@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
-#   formatting, one debug build, lints (clippy, beside the later steps) (the tests, the live tests and the shared cases all use
+#   formatting, the layering check (scripts/layers.py), one debug build, lints (clippy, beside the later steps) (the tests, the live tests and the shared cases all use
 #   target/debug/gpuwl), the local control plane (built from pinned upstream Go modules on
 #   first run, cached after), unit + CLI tests, the integration tests against that real
 #   control plane, and the shared checker cases. Each step prints its time; the live tests'
@@ -18,6 +18,9 @@ gpuwl=target/debug/gpuwl
 
 step "cargo fmt --check"
 cargo fmt --all -- --check
+
+step "no call up the layers (scripts/layers.py, docs/architecture.md)"
+python3 scripts/layers.py
 
 step "cargo test --no-run (the one build: unit, CLI and live tests, and $gpuwl)"
 cargo test --quiet --no-run

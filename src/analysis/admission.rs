@@ -44,7 +44,7 @@ use crate::analysis::usage::Usage;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
-use crate::model::pod::PodInfo;
+use crate::model::pod::{PodInfo, SpecProblem};
 use crate::model::resource::classify;
 use crate::text::esc;
 
@@ -204,7 +204,7 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
         return Vec::new();
     }
     let mut out = Vec::new();
-    for p in &pod.problems {
+    for p in &pod.spec_problems {
         if let Some(w) = invalid_spec(p) {
             out.push(w);
         }
@@ -279,11 +279,11 @@ fn limits_field(pod: &PodInfo, field: &str, resource: &str) -> String {
     let Some(path) = field.strip_suffix(".resources.requests") else {
         return field.to_owned();
     };
-    let without = format!("{path}: {resource} requests ");
-    let unlimited = pod
-        .problems
-        .iter()
-        .any(|p| p.starts_with(&without) && p.contains(" without a limit"));
+    let unlimited = pod.spec_problems.iter().any(|p| {
+        matches!(p, SpecProblem::RequestWithoutLimit { .. })
+            && p.path() == path
+            && p.resource() == resource
+    });
     if unlimited {
         field.to_owned()
     } else {
@@ -390,32 +390,28 @@ fn unadvertised(resource: &str, name: &str, field: String, ix: &Index) -> Warnin
     }
 }
 
-/// An `invalid-spec` warning from one of the reader's problem sentences about an extended
-/// resource (`PATH: NAME requests Q without a limit: …` or `PATH: NAME requests Q ≠ limits
-/// Q: …`, [`crate::input::pods`]); `None` for the others.
-fn invalid_spec(problem: &str) -> Option<Warning> {
-    let (path, rest) = problem.split_once(": ")?;
-    let (resource, rest) = rest.split_once(" requests ")?;
+/// An `invalid-spec` warning from one of the reader's spec problems about an extended
+/// resource (in requests without a limit, or requests ≠ limits); `None` for the others.
+fn invalid_spec(problem: &SpecProblem) -> Option<Warning> {
+    let (path, resource) = (problem.path(), problem.resource());
     if !crate::model::pod::is_extended_resource(resource) {
         return None;
     }
     let name = show(resource);
-    let (field, text) = if rest.contains(" without a limit") {
-        (
+    let (field, text) = match problem {
+        SpecProblem::RequestWithoutLimit { .. } => (
             format!("{path}.resources.requests"),
             format!(
                 "{name} is in requests without limits; Kubernetes refuses that pod: set it in limits (requests equal or left out)"
             ),
-        )
-    } else if rest.contains(" ≠ limits ") {
-        (
+        ),
+        SpecProblem::RequestDiffersFromLimit { .. } => (
             format!("{path}.resources"),
             format!(
                 "{name} requests differ from limits; Kubernetes refuses that pod: an extended resource needs requests = limits"
             ),
-        )
-    } else {
-        return None;
+        ),
+        SpecProblem::RequestAboveLimit { .. } => return None,
     };
     Some(Warning {
         field,

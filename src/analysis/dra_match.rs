@@ -82,68 +82,154 @@ fn looked_up_domains(expr: &str) -> Vec<String> {
     out
 }
 
-impl<'a> Matcher<'a> {
-    /// Indexes every device of `dra`: its node, allocation, blocking counter, physical
-    /// identity and type.
-    pub fn new(dra: &'a DraObjects) -> Matcher<'a> {
-        let mut domains = BTreeSet::new();
-        for s in &dra.resource_slices {
-            domains.insert(s.driver.clone());
-            for d in &s.devices {
-                for q in d.attributes.keys().chain(d.capacity.keys()) {
-                    if let Some((dom, _)) = q.rsplit_once('/') {
-                        domains.insert(dom.to_owned());
+/// The attribute and capacity domains a device's CEL value holds: every driver and every
+/// domain a device qualifies a name with, and the domains the selectors look up (those
+/// answer with an empty map, as unknown domains do on the API server).
+fn cel_domains(dra: &DraObjects) -> BTreeSet<String> {
+    let mut domains = BTreeSet::new();
+    for s in &dra.resource_slices {
+        domains.insert(s.driver.clone());
+        for d in &s.devices {
+            for q in d.attributes.keys().chain(d.capacity.keys()) {
+                if let Some((dom, _)) = q.rsplit_once('/') {
+                    domains.insert(dom.to_owned());
+                }
+            }
+        }
+    }
+    let exprs = dra
+        .device_classes
+        .iter()
+        .flat_map(|c| c.selectors.iter())
+        .chain(dra.resource_claims.iter().flat_map(|c| {
+            c.requests
+                .iter()
+                .flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.iter()))
+        }))
+        .chain(dra.resource_claim_templates.iter().flat_map(|c| {
+            c.requests
+                .iter()
+                .flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.iter()))
+        }));
+    for e in exprs {
+        domains.extend(looked_up_domains(e));
+    }
+    domains
+}
+
+/// Allocations: each allocated device → the claims (`namespace/name`) holding it.
+fn allocations(dra: &DraObjects) -> BTreeMap<DeviceKey, Vec<String>> {
+    let mut allocated: BTreeMap<DeviceKey, Vec<String>> = BTreeMap::new();
+    for c in &dra.resource_claims {
+        for r in &c.results {
+            allocated
+                .entry((r.driver.clone(), r.pool.clone(), r.device.clone()))
+                .or_default()
+                .push(c.key());
+        }
+    }
+    allocated
+}
+
+/// The physical GPU a device is part of ([`DeviceInfo::physical`]): its first counter set
+/// (`counters:driver/pool/set`), else its first identity attribute
+/// ([`crate::model::dra::IDENTITY_ATTRIBUTES`], e.g. `uuid:GPU-…`), else the device itself.
+fn physical_identity(s: &ResourceSlice, d: &Device) -> String {
+    if let Some(c) = d.consumes_counters.first() {
+        format!("counters:{}/{}/{}", s.driver, s.pool, c.counter_set)
+    } else if let Some((a, v)) = crate::model::dra::IDENTITY_ATTRIBUTES.iter().find_map(|a| {
+        d.attributes
+            .get(&crate::model::dra::qualify(&s.driver, a))
+            .map(|v| (a, v.text()))
+    }) {
+        format!("{a}:{v}")
+    } else {
+        format!("device:{}/{}/{}", s.driver, s.pool, d.name)
+    }
+}
+
+/// Sets [`DeviceInfo::blocked_by`] of each unallocated device: a counter it consumes has
+/// less left (what the slices offer, minus what allocated devices consume) than it needs;
+/// blocked by the allocated devices using that counter (`TYPE by CLAIM`), or `counter
+/// SET/NAME too small` when none does.
+fn mark_counter_blocked(dra: &DraObjects, devices: &mut [DeviceInfo<'_>]) {
+    let mut offered: BTreeMap<CounterKey, i64> = BTreeMap::new();
+    for s in &dra.resource_slices {
+        for cs in &s.shared_counters {
+            for (n, a) in &cs.counters {
+                let e = offered
+                    .entry((s.driver.clone(), s.pool.clone(), cs.name.clone(), n.clone()))
+                    .or_default();
+                *e = e.saturating_add(a.value.unwrap_or(i64::MAX));
+            }
+        }
+    }
+    let mut used: BTreeMap<CounterKey, (i64, Vec<String>)> = BTreeMap::new();
+    for d in devices.iter().filter(|d| !d.allocated_to.is_empty()) {
+        for cu in &d.device.consumes_counters {
+            for (n, a) in &cu.counters {
+                let e = used
+                    .entry((
+                        d.slice.driver.clone(),
+                        d.slice.pool.clone(),
+                        cu.counter_set.clone(),
+                        n.clone(),
+                    ))
+                    .or_default();
+                e.0 = e.0.saturating_add(a.value.unwrap_or(0));
+                let t = if d.device_type.is_empty() {
+                    d.device.name.clone()
+                } else {
+                    d.device_type.clone()
+                };
+                for c in &d.allocated_to {
+                    let h = format!("{t} by {c}");
+                    if !e.1.contains(&h) {
+                        e.1.push(h);
                     }
                 }
             }
         }
-        // Domains the selectors look up answer with an empty map, as unknown domains do
-        // on the API server.
-        let exprs = dra
-            .device_classes
-            .iter()
-            .flat_map(|c| c.selectors.iter())
-            .chain(dra.resource_claims.iter().flat_map(|c| {
-                c.requests
-                    .iter()
-                    .flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.iter()))
-            }))
-            .chain(dra.resource_claim_templates.iter().flat_map(|c| {
-                c.requests
-                    .iter()
-                    .flat_map(|r| r.alternatives.iter().flat_map(|a| a.selectors.iter()))
-            }));
-        for e in exprs {
-            domains.extend(looked_up_domains(e));
-        }
-        // Allocations: device → claims.
-        let mut allocated: BTreeMap<DeviceKey, Vec<String>> = BTreeMap::new();
-        for c in &dra.resource_claims {
-            for r in &c.results {
-                allocated
-                    .entry((r.driver.clone(), r.pool.clone(), r.device.clone()))
-                    .or_default()
-                    .push(c.key());
+    }
+    for d in devices.iter_mut().filter(|d| d.allocated_to.is_empty()) {
+        let mut by = Vec::new();
+        for cu in &d.device.consumes_counters {
+            for (n, a) in &cu.counters {
+                let k = (
+                    d.slice.driver.clone(),
+                    d.slice.pool.clone(),
+                    cu.counter_set.clone(),
+                    n.clone(),
+                );
+                let have = offered.get(&k).copied().unwrap_or(0);
+                let (taken, holders) = used.get(&k).cloned().unwrap_or_default();
+                if have.saturating_sub(taken) < a.value.unwrap_or(0) {
+                    for h in holders {
+                        if !by.contains(&h) {
+                            by.push(h);
+                        }
+                    }
+                    if by.is_empty() {
+                        by.push(format!("counter {}/{n} too small", cu.counter_set));
+                    }
+                }
             }
         }
+        d.blocked_by = by;
+    }
+}
+
+impl<'a> Matcher<'a> {
+    /// Indexes every device of `dra`: its node, allocation, blocking counter, physical
+    /// identity and type.
+    pub fn new(dra: &'a DraObjects) -> Matcher<'a> {
+        let domains = cel_domains(dra);
+        let allocated = allocations(dra);
         let mut devices = Vec::new();
         let mut cel_devices = Vec::new();
         for s in &dra.resource_slices {
             for d in &s.devices {
                 let key = (s.driver.clone(), s.pool.clone(), d.name.clone());
-                let physical = if let Some(c) = d.consumes_counters.first() {
-                    format!("counters:{}/{}/{}", s.driver, s.pool, c.counter_set)
-                } else if let Some((a, v)) =
-                    crate::model::dra::IDENTITY_ATTRIBUTES.iter().find_map(|a| {
-                        d.attributes
-                            .get(&crate::model::dra::qualify(&s.driver, a))
-                            .map(|v| (a, v.text()))
-                    })
-                {
-                    format!("{a}:{v}")
-                } else {
-                    format!("device:{}/{}/{}", s.driver, s.pool, d.name)
-                };
                 devices.push(DeviceInfo {
                     slice: s,
                     device: d,
@@ -155,80 +241,15 @@ impl<'a> Matcher<'a> {
                         Some(AttrValue::String(t)) if !t.is_empty() => t.clone(),
                         _ => String::new(),
                     },
-                    physical,
+                    physical: physical_identity(s, d),
                     allocated_to: allocated.get(&key).cloned().unwrap_or_default(),
                     blocked_by: Vec::new(),
                 });
                 cel_devices.push(crate::analysis::dra_cel::device_val(&s.driver, d, &domains));
             }
         }
-        // Counters: what each (driver, pool, set, counter) offers and what allocated
-        // devices consume.
-        let mut offered: BTreeMap<CounterKey, i64> = BTreeMap::new();
-        for s in &dra.resource_slices {
-            for cs in &s.shared_counters {
-                for (n, a) in &cs.counters {
-                    let e = offered
-                        .entry((s.driver.clone(), s.pool.clone(), cs.name.clone(), n.clone()))
-                        .or_default();
-                    *e = e.saturating_add(a.value.unwrap_or(i64::MAX));
-                }
-            }
-        }
-        let mut used: BTreeMap<CounterKey, (i64, Vec<String>)> = BTreeMap::new();
-        for d in devices.iter().filter(|d| !d.allocated_to.is_empty()) {
-            for cu in &d.device.consumes_counters {
-                for (n, a) in &cu.counters {
-                    let e = used
-                        .entry((
-                            d.slice.driver.clone(),
-                            d.slice.pool.clone(),
-                            cu.counter_set.clone(),
-                            n.clone(),
-                        ))
-                        .or_default();
-                    e.0 = e.0.saturating_add(a.value.unwrap_or(0));
-                    let t = if d.device_type.is_empty() {
-                        d.device.name.clone()
-                    } else {
-                        d.device_type.clone()
-                    };
-                    for c in &d.allocated_to {
-                        let h = format!("{t} by {c}");
-                        if !e.1.contains(&h) {
-                            e.1.push(h);
-                        }
-                    }
-                }
-            }
-        }
-        for d in devices.iter_mut().filter(|d| d.allocated_to.is_empty()) {
-            let mut by = Vec::new();
-            for cu in &d.device.consumes_counters {
-                for (n, a) in &cu.counters {
-                    let k = (
-                        d.slice.driver.clone(),
-                        d.slice.pool.clone(),
-                        cu.counter_set.clone(),
-                        n.clone(),
-                    );
-                    let have = offered.get(&k).copied().unwrap_or(0);
-                    let (taken, holders) = used.get(&k).cloned().unwrap_or_default();
-                    if have.saturating_sub(taken) < a.value.unwrap_or(0) {
-                        for h in holders {
-                            if !by.contains(&h) {
-                                by.push(h);
-                            }
-                        }
-                        if by.is_empty() {
-                            by.push(format!("counter {}/{n} too small", cu.counter_set));
-                        }
-                    }
-                }
-            }
-            d.blocked_by = by;
-        }
-        let m = Matcher {
+        mark_counter_blocked(dra, &mut devices);
+        let mut m = Matcher {
             devices,
             cel_devices,
             programs: Default::default(),
@@ -252,7 +273,6 @@ impl<'a> Matcher<'a> {
                 )
             })
             .collect();
-        let mut m = m;
         for (d, t) in m.devices.iter_mut().zip(types) {
             if let Some(t) = t {
                 d.device_type = t;
@@ -397,4 +417,63 @@ pub struct SelectorFailure {
     /// qualified, nearest to the missing name first.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub published: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One slice on node-a: partitions `mig-a` (consuming 1 of counter set `gpu-0`'s 2
+    /// memory) and `mig-b` (consuming `consumed_by_b`), a whole GPU with a uuid, and a
+    /// claim holding `mig-a`.
+    fn objects(consumed_by_b: i64) -> DraObjects {
+        crate::input::dra::read_str(
+            &serde_json::json!({"kind": "List", "items": [
+                {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+                 "metadata": {"name": "s"},
+                 "spec": {"driver": "gpu.nvidia.com", "pool": {"name": "node-a"},
+                          "nodeName": "node-a",
+                          "sharedCounters": [{"name": "gpu-0", "counters": {"memory": {"value": "2"}}}],
+                          "devices": [
+                    {"name": "mig-a", "attributes": {"type": {"string": "mig"}},
+                     "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": "1"}}}]},
+                    {"name": "mig-b", "attributes": {"type": {"string": "mig"}},
+                     "consumesCounters": [{"counterSet": "gpu-0", "counters": {"memory": {"value": consumed_by_b.to_string()}}}]},
+                    {"name": "gpu-1", "attributes": {"type": {"string": "gpu"}, "uuid": {"string": "GPU-1"}}}
+                 ]}},
+                {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {"name": "c", "namespace": "ns"},
+                 "spec": {"devices": {"requests": [{"name": "r", "exactly": {"deviceClassName": "mig"}}]}},
+                 "status": {"allocation": {"devices": {"results": [
+                    {"request": "r", "driver": "gpu.nvidia.com", "pool": "node-a", "device": "mig-a"}]}}}}
+            ]})
+            .to_string(),
+            "dra.json",
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn devices_sharing_a_counter_are_blocked_by_the_allocated_one() {
+        let dra = objects(2);
+        let m = Matcher::new(&dra);
+        let by_name = |n: &str| m.devices.iter().find(|d| d.device.name == n).unwrap();
+        assert_eq!(by_name("mig-a").allocated_to, ["ns/c"]);
+        assert!(by_name("mig-a").blocked_by.is_empty());
+        // 2 offered, 1 taken by mig-a: mig-b needs 2.
+        assert_eq!(by_name("mig-b").blocked_by, ["mig by ns/c"]);
+        assert!(by_name("gpu-1").is_free());
+        // The same GPU behind both partitions; the whole GPU by its uuid.
+        assert_eq!(
+            by_name("mig-a").physical,
+            "counters:gpu.nvidia.com/node-a/gpu-0"
+        );
+        assert_eq!(by_name("mig-b").physical, by_name("mig-a").physical);
+        assert_eq!(by_name("gpu-1").physical, "uuid:GPU-1");
+        assert_eq!(by_name("gpu-1").node, Some("node-a"));
+        // Enough left when mig-b needs 1.
+        let dra = objects(1);
+        let m = Matcher::new(&dra);
+        assert!(m.devices.iter().all(|d| d.blocked_by.is_empty()));
+    }
 }

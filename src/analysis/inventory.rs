@@ -1162,6 +1162,7 @@ mod tests {
             requests: std::sync::Arc::new(req.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
             sources: Vec::new(),
             problems: Vec::new(),
+            spec_problems: Vec::new(),
             resource_claims: Vec::new(),
             ..Default::default()
         }

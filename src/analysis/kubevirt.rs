@@ -631,187 +631,37 @@ fn entry_lines(resource: &str, source: HostDevicesSource) -> Option<String> {
 /// Names outside `nvidia.com/` and non-GPU NVIDIA names are not judged.
 pub fn check(adv: &Advertised, kv: &PermittedHostDevices) -> Report {
     let source = kv.source;
-    let list = format!(
-        "{} {} {}",
-        kind_name(source),
-        kv.object,
-        if kv.present {
-            source.path().to_owned()
-        } else {
-            format!("(no {}: nothing is permitted)", source.path())
-        }
-    );
-    let mut findings = Vec::new();
-    let mut push = |code: Code, resource: &str, message: String, suggestion: Option<String>| {
-        findings.push(Finding {
-            code,
-            severity: code.severity(),
-            resource: resource.to_owned(),
-            message,
-            suggestion,
-        });
-    };
     let all = entries(kv);
-    let judged = |r: &str| r.starts_with(NVIDIA_PREFIX) && classify(r).is_gpu();
-
-    // advertised-not-permitted
-    let permitted_names: Vec<&str> = {
-        let mut v: Vec<&str> = all.iter().map(|e| e.resource).collect();
-        v.sort_unstable();
-        v.dedup();
-        v
+    let mut permitted_names: Vec<&str> = all.iter().map(|e| e.resource).collect();
+    permitted_names.sort_unstable();
+    permitted_names.dedup();
+    let judge = Judge {
+        adv,
+        kv,
+        list: format!(
+            "{} {} {}",
+            kind_name(source),
+            kv.object,
+            if kv.present {
+                source.path().to_owned()
+            } else {
+                format!("(no {}: nothing is permitted)", source.path())
+            }
+        ),
+        all,
+        permitted_names,
     };
-    let mut permitted_advertised = 0;
     let vm_names: Vec<&str> = adv.vm_names().collect();
-    for &name in &vm_names {
-        if kv.permits(name) {
-            permitted_advertised += 1;
-            continue;
-        }
-        let near: Vec<String> = names::did_you_mean(
-            name,
-            permitted_names.iter().copied().filter(|p| !adv.contains(p)),
-        )
-        .into_iter()
-        .filter(|s| s.relation.same_hardware())
-        .map(|s| format!("{} ({})", s.name, s.why()))
-        .collect();
-        let fix = match entry_lines(name, source) {
-            Some(lines) => format!("add to {}: {lines}", source.path()),
-            None => format!(
-                "add a pciHostDevices entry with the device's PCI id ({}: \"10DE:XXXX\"), \
-                 resourceName {name}, externalResourceProvider: true",
-                pci_field(source)
-            ),
-        };
-        let fix = if near.is_empty() {
-            fix
-        } else {
-            format!(
-                "{fix} (the CR lists {} instead: correct that entry's resourceName)",
-                near.join(", ")
-            )
-        };
-        push(
-            Code::AdvertisedNotPermitted,
-            name,
-            format!(
-                "advertised by {} but not permitted in {list}: KubeVirt refuses a VMI that asks \
-                 for it, and no virt-launcher pod is created",
-                adv.nodes_text(name)
-            ),
-            Some(fix),
-        );
-    }
-
-    // permitted-not-advertised
-    let vm_advertised: Vec<&str> = adv.names.keys().map(String::as_str).collect();
-    for &name in &permitted_names {
-        if !judged(name) || adv.contains(name) {
-            continue;
-        }
-        let at: Vec<&str> = all
-            .iter()
-            .filter(|e| e.resource == name)
-            .map(|e| e.at.as_str())
-            .collect();
-        let suggestions = names::did_you_mean(name, vm_advertised.iter().copied());
-        let suggestion = (!suggestions.is_empty()).then(|| {
-            format!(
-                "did you mean {}?",
-                suggestions
-                    .iter()
-                    .map(|s| format!("{} ({})", s.name, s.why()))
-                    .collect::<Vec<_>>()
-                    .join(" or ")
-            )
-        });
-        push(
-            Code::PermittedNotAdvertised,
-            name,
-            format!(
-                "permitted ({}) but no node advertises it (allocatable > 0): KubeVirt accepts a \
-                 VMI that asks for it, and its virt-launcher pod stays Pending \
-                 (Insufficient {name})",
-                at.join(", ")
-            ),
-            suggestion,
-        );
-    }
-
-    // internal-provider-for-operator-resource, selector-mismatch
-    for e in &all {
-        if !judged(e.resource) {
-            continue;
-        }
-        if !e.external && adv.contains(e.resource) {
-            push(
-                Code::InternalProviderForOperatorResource,
-                e.resource,
-                format!(
-                    "{} has externalResourceProvider false or absent, yet {} advertise it \
-                     through the GPU Operator's sandbox device plugin: KubeVirt starts its own \
-                     device plugin for the same devices",
-                    e.at,
-                    adv.nodes_text(e.resource)
-                ),
-                Some(format!("set externalResourceProvider: true in {}", e.at)),
-            );
-        }
-        if let Some((message, suggestion)) = selector_problem(e, source) {
-            push(
-                Code::SelectorMismatch,
-                e.resource,
-                message,
-                Some(suggestion),
-            );
-        }
-    }
-
-    // duplicate-resource-name
-    for &name in &permitted_names {
-        let same: Vec<&Entry> = all.iter().filter(|e| e.resource == name).collect();
-        if same.len() < 2 {
-            continue;
-        }
-        let mdevs = same.iter().filter(|e| !e.pci).count();
-        let mut pci_ids: Vec<String> = same
-            .iter()
-            .filter(|e| e.pci)
-            .map(|e| e.selector.trim().to_uppercase())
-            .collect();
-        let n_pci = pci_ids.len();
-        pci_ids.sort();
-        pci_ids.dedup();
-        let duplicated = mdevs > 1 || (mdevs > 0 && n_pci > 0) || pci_ids.len() < n_pci;
-        if !duplicated {
-            continue;
-        }
-        push(
-            Code::DuplicateResourceName,
-            name,
-            format!(
-                "listed {} times ({}); a name needs one mediatedDevices entry, or one \
-                 pciHostDevices entry per PCI device id",
-                same.len(),
-                same.iter()
-                    .map(|e| e.at.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            Some(match entry_lines(name, source) {
-                Some(lines) => format!("keep only {lines}"),
-                None => "keep one entry per PCI device id".to_owned(),
-            }),
-        );
-    }
-
+    let (mut findings, permitted_advertised) = judge.advertised_not_permitted(&vm_names);
+    findings.extend(judge.permitted_not_advertised());
+    findings.extend(judge.entry_problems());
+    findings.extend(judge.duplicates());
     findings
         .sort_by(|a, b| (&a.resource, a.code, &a.message).cmp(&(&b.resource, b.code, &b.message)));
     let summary = Summary {
         advertised: vm_names.len(),
         permitted_advertised,
-        entries: all.len(),
+        entries: judge.all.len(),
         errors: findings
             .iter()
             .filter(|f| f.severity == Severity::Error)
@@ -827,6 +677,206 @@ pub fn check(adv: &Advertised, kv: &PermittedHostDevices) -> Report {
         present: kv.present,
         findings,
         summary,
+    }
+}
+
+/// A finding of `code` (at the code's severity) on `resource`.
+fn finding(code: Code, resource: &str, message: String, suggestion: Option<String>) -> Finding {
+    Finding {
+        code,
+        severity: code.severity(),
+        resource: resource.to_owned(),
+        message,
+        suggestion,
+    }
+}
+
+/// Whether [`check`] judges a name: a GPU name under `nvidia.com/`.
+fn judged(r: &str) -> bool {
+    r.starts_with(NVIDIA_PREFIX) && classify(r).is_gpu()
+}
+
+/// What [`check`]'s rules read: the advertised names, the CR, the list named in messages
+/// (`KubeVirt ns/name spec.configuration.permittedHostDevices`), its entries and the
+/// distinct names they permit (sorted).
+struct Judge<'a> {
+    adv: &'a Advertised,
+    kv: &'a PermittedHostDevices,
+    list: String,
+    all: Vec<Entry<'a>>,
+    permitted_names: Vec<&'a str>,
+}
+
+impl Judge<'_> {
+    /// [`Code::AdvertisedNotPermitted`] for each of `vm_names` the CR does not permit, and
+    /// how many of them it does permit.
+    fn advertised_not_permitted(&self, vm_names: &[&str]) -> (Vec<Finding>, usize) {
+        let (adv, source) = (self.adv, self.kv.source);
+        let mut findings = Vec::new();
+        let mut permitted_advertised = 0;
+        for &name in vm_names {
+            if self.kv.permits(name) {
+                permitted_advertised += 1;
+                continue;
+            }
+            let near: Vec<String> = names::did_you_mean(
+                name,
+                self.permitted_names
+                    .iter()
+                    .copied()
+                    .filter(|p| !adv.contains(p)),
+            )
+            .into_iter()
+            .filter(|s| s.relation.same_hardware())
+            .map(|s| format!("{} ({})", s.name, s.why()))
+            .collect();
+            let fix = match entry_lines(name, source) {
+                Some(lines) => format!("add to {}: {lines}", source.path()),
+                None => format!(
+                    "add a pciHostDevices entry with the device's PCI id ({}: \"10DE:XXXX\"), \
+                     resourceName {name}, externalResourceProvider: true",
+                    pci_field(source)
+                ),
+            };
+            let fix = if near.is_empty() {
+                fix
+            } else {
+                format!(
+                    "{fix} (the CR lists {} instead: correct that entry's resourceName)",
+                    near.join(", ")
+                )
+            };
+            findings.push(finding(
+                Code::AdvertisedNotPermitted,
+                name,
+                format!(
+                    "advertised by {} but not permitted in {}: KubeVirt refuses a VMI that asks \
+                     for it, and no virt-launcher pod is created",
+                    adv.nodes_text(name),
+                    self.list
+                ),
+                Some(fix),
+            ));
+        }
+        (findings, permitted_advertised)
+    }
+
+    /// [`Code::PermittedNotAdvertised`] for each judged permitted name no node advertises.
+    fn permitted_not_advertised(&self) -> Vec<Finding> {
+        let vm_advertised: Vec<&str> = self.adv.names.keys().map(String::as_str).collect();
+        let mut findings = Vec::new();
+        for &name in &self.permitted_names {
+            if !judged(name) || self.adv.contains(name) {
+                continue;
+            }
+            let at: Vec<&str> = self
+                .all
+                .iter()
+                .filter(|e| e.resource == name)
+                .map(|e| e.at.as_str())
+                .collect();
+            let suggestions = names::did_you_mean(name, vm_advertised.iter().copied());
+            let suggestion = (!suggestions.is_empty()).then(|| {
+                format!(
+                    "did you mean {}?",
+                    suggestions
+                        .iter()
+                        .map(|s| format!("{} ({})", s.name, s.why()))
+                        .collect::<Vec<_>>()
+                        .join(" or ")
+                )
+            });
+            findings.push(finding(
+                Code::PermittedNotAdvertised,
+                name,
+                format!(
+                    "permitted ({}) but no node advertises it (allocatable > 0): KubeVirt accepts a \
+                     VMI that asks for it, and its virt-launcher pod stays Pending \
+                     (Insufficient {name})",
+                    at.join(", ")
+                ),
+                suggestion,
+            ));
+        }
+        findings
+    }
+
+    /// Per judged entry: [`Code::InternalProviderForOperatorResource`] when it lacks
+    /// `externalResourceProvider: true` for an advertised name, and
+    /// [`Code::SelectorMismatch`] ([`selector_problem`]).
+    fn entry_problems(&self) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        for e in &self.all {
+            if !judged(e.resource) {
+                continue;
+            }
+            if !e.external && self.adv.contains(e.resource) {
+                findings.push(finding(
+                    Code::InternalProviderForOperatorResource,
+                    e.resource,
+                    format!(
+                        "{} has externalResourceProvider false or absent, yet {} advertise it \
+                         through the GPU Operator's sandbox device plugin: KubeVirt starts its own \
+                         device plugin for the same devices",
+                        e.at,
+                        self.adv.nodes_text(e.resource)
+                    ),
+                    Some(format!("set externalResourceProvider: true in {}", e.at)),
+                ));
+            }
+            if let Some((message, suggestion)) = selector_problem(e, self.kv.source) {
+                findings.push(finding(
+                    Code::SelectorMismatch,
+                    e.resource,
+                    message,
+                    Some(suggestion),
+                ));
+            }
+        }
+        findings
+    }
+
+    /// [`Code::DuplicateResourceName`] once per name listed more than once, except one
+    /// `pciHostDevices` entry per distinct PCI id (compared upper-cased).
+    fn duplicates(&self) -> Vec<Finding> {
+        let mut findings = Vec::new();
+        for &name in &self.permitted_names {
+            let same: Vec<&Entry> = self.all.iter().filter(|e| e.resource == name).collect();
+            if same.len() < 2 {
+                continue;
+            }
+            let mdevs = same.iter().filter(|e| !e.pci).count();
+            let mut pci_ids: Vec<String> = same
+                .iter()
+                .filter(|e| e.pci)
+                .map(|e| e.selector.trim().to_uppercase())
+                .collect();
+            let n_pci = pci_ids.len();
+            pci_ids.sort();
+            pci_ids.dedup();
+            let duplicated = mdevs > 1 || (mdevs > 0 && n_pci > 0) || pci_ids.len() < n_pci;
+            if !duplicated {
+                continue;
+            }
+            findings.push(finding(
+                Code::DuplicateResourceName,
+                name,
+                format!(
+                    "listed {} times ({}); a name needs one mediatedDevices entry, or one \
+                     pciHostDevices entry per PCI device id",
+                    same.len(),
+                    same.iter()
+                        .map(|e| e.at.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                Some(match entry_lines(name, self.kv.source) {
+                    Some(lines) => format!("keep only {lines}"),
+                    None => "keep one entry per PCI device id".to_owned(),
+                }),
+            ));
+        }
+        findings
     }
 }
 

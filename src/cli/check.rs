@@ -1,11 +1,15 @@
 //! `gpuwl check`: arguments and entry point.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-use crate::analysis::check::{Checker, Code, Gate, Options};
+use kube::Client;
+
+use crate::analysis::check::{Checker, Code, DraNodes, Gate, Options, Report};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input;
+use crate::model::dra::DraSource;
 use crate::model::operator::PolicyStatus;
+use crate::model::pod::PodInfo;
 use crate::render::{self, Format};
 
 /// Arguments of `gpuwl check`.
@@ -177,6 +181,9 @@ fn denied_warning(
     }
 }
 
+/// Pods by the node they are bound to, as [`Options::pods`] holds them.
+type PodsByNode = std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>;
+
 /// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
 ///
 /// Errors: [`Error::Input`] for bad input (nothing is printed on stdout);
@@ -196,168 +203,225 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         .map(crate::input::pods::read_pods_path)
         .transpose()?
         .map(|p| std::sync::Arc::new(crate::analysis::orphans::pods_by_node(p)));
-    let want_pods = args.output != render::Format::Text || gate.is_some();
     let file_dra = args
         .dra
         .as_deref()
         .map(crate::input::dra::read_path)
         .transpose()?
-        .map(|d| crate::analysis::check::DraNodes::from_objects(&d));
-    let options = |policy: &PolicyStatus,
-                   dra: Option<crate::analysis::check::DraNodes>,
-                   pods: Option<std::sync::Arc<_>>| Options {
-        dra,
-        pods,
-        ignore_resources: args.ignore_resource.clone(),
-        // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
-        // 65,000-node dump needs no memory per agreeing node.
-        mismatches_only: args.output == render::Format::Text && gate.is_none(),
-        cluster_policy: policy.policy().cloned(),
-        warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
-        gate: gate.clone(),
-        expect_gpu_nodes: args.expect_gpu_nodes,
+        .map(|d| DraNodes::from_objects(&d));
+    let judge = Judge {
+        args,
+        want_pods: args.output != render::Format::Text || gate.is_some(),
+        gate,
+        file_pods,
+        file_dra,
     };
     let (report, policy) = match (&args.file, &args.snapshot) {
-        (_, Some(snap)) => {
-            let loaded = crate::input::snapshot_file::load(snap)?.snapshot;
-            let (dra, denied) = match &loaded.dra_source {
-                crate::model::dra::DraSource::Cluster => (
-                    Some(crate::analysis::check::DraNodes::from_objects(&loaded.dra)),
-                    None,
-                ),
-                crate::model::dra::DraSource::Denied(why) => (None, Some(why.clone())),
-                _ => (None, None),
-            };
-            let mut checker = Checker::new(&options(
-                &loaded.policy,
-                dra,
-                file_pods.clone().or_else(|| {
-                    want_pods.then(|| {
-                        std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
-                            loaded.pods.clone(),
-                        ))
-                    })
-                }),
-            ));
-            for n in &loaded.nodes {
-                checker.add(n);
-            }
-            let mut report = checker.finish();
-            denied_warning(&mut report, denied, args);
-            (report, loaded.policy)
+        (_, Some(snap)) => judge.snapshot(snap)?,
+        (Some(path), None) => judge.files(path)?,
+        (None, None) => args
+            .live
+            .block_on(|client| async move { judge.cluster(&client).await })?,
+    };
+    print(&report, &policy, args)
+}
+
+/// What judging from any source shares: the arguments, the gate (`--effective`), the pods
+/// and DRA objects read from `--pods` and `--dra`, and whether pods are wanted at all
+/// (`-o json|yaml` or the gate: they feed orphaned-holder).
+struct Judge<'a> {
+    args: &'a Args,
+    gate: Option<Gate>,
+    want_pods: bool,
+    file_pods: Option<PodsByNode>,
+    file_dra: Option<DraNodes>,
+}
+
+impl Judge<'_> {
+    /// The checker's options under `policy`, with `dra` and `pods` as read.
+    fn options(
+        &self,
+        policy: &PolicyStatus,
+        dra: Option<DraNodes>,
+        pods: Option<PodsByNode>,
+    ) -> Options {
+        let args = self.args;
+        Options {
+            dra,
+            pods,
+            ignore_resources: args.ignore_resource.clone(),
+            // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
+            // 65,000-node dump needs no memory per agreeing node.
+            mismatches_only: args.output == render::Format::Text && self.gate.is_none(),
+            cluster_policy: policy.policy().cloned(),
+            warning_lines: args.output == render::Format::Text
+                && !args.quiet
+                && self.gate.is_none(),
+            gate: self.gate.clone(),
+            expect_gpu_nodes: args.expect_gpu_nodes,
         }
-        (Some(path), None) => {
-            crate::cli::explain::one_stdin(&[
-                Some(path),
-                args.cluster_policy.as_ref(),
-                args.dra.as_ref(),
-                args.pods.as_ref(),
-            ])?;
-            let policy = match &args.cluster_policy {
-                Some(p) => crate::input::clusterpolicy::read_path(p)?,
-                None => PolicyStatus::not_read(),
-            };
-            let mut checker = Checker::new(&options(&policy, file_dra.clone(), file_pods.clone()));
-            input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
-            let mut report = checker.finish();
-            if let Some(p) = &args.pods {
-                let pods = crate::input::operands::read_path(p)?;
-                crate::analysis::check::attach_operands(
-                    &mut report,
-                    &crate::model::operand::by_node(pods),
-                );
-                report.operand_source = Some(crate::model::operand::OperandSource {
-                    status: "file",
-                    note: None,
-                });
-            }
-            (report, policy)
+    }
+
+    /// Judges a `gpuwl snapshot` file: its nodes, ClusterPolicy and DRA objects, and its
+    /// pods when wanted (`--pods` wins).
+    fn snapshot(&self, snap: &Path) -> Result<(Report, PolicyStatus)> {
+        let loaded = crate::input::snapshot_file::load(snap)?.snapshot;
+        let (dra, denied) = match &loaded.dra_source {
+            DraSource::Cluster => (Some(DraNodes::from_objects(&loaded.dra)), None),
+            DraSource::Denied(why) => (None, Some(why.clone())),
+            _ => (None, None),
+        };
+        let pods = self.file_pods.clone().or_else(|| {
+            self.want_pods.then(|| {
+                std::sync::Arc::new(crate::analysis::orphans::pods_by_node(loaded.pods.clone()))
+            })
+        });
+        let mut checker = Checker::new(&self.options(&loaded.policy, dra, pods));
+        for n in &loaded.nodes {
+            checker.add(n);
         }
-        (None, None) => args.live.block_on(|client| async move {
-            // The ClusterPolicy read never fails (it waits up to its own timeout), so it
-            // runs beside a one-node list that fails fast: a dead server costs one timeout.
-            let ((), policy) = futures::try_join!(input::live::probe_nodes(&client), async {
-                match &args.cluster_policy {
-                    Some(p) => crate::input::clusterpolicy::read_path(p),
-                    None => Ok(crate::input::clusterpolicy::from_cluster(&client).await),
+        let mut report = checker.finish();
+        denied_warning(&mut report, denied, self.args);
+        Ok((report, loaded.policy))
+    }
+
+    /// Judges a node dump (streamed), with `--cluster-policy`, `--dra` and `--pods` (whose
+    /// operand pods are attached to their nodes).
+    fn files(&self, path: &PathBuf) -> Result<(Report, PolicyStatus)> {
+        let args = self.args;
+        crate::cli::explain::one_stdin(&[
+            Some(path),
+            args.cluster_policy.as_ref(),
+            args.dra.as_ref(),
+            args.pods.as_ref(),
+        ])?;
+        let policy = match &args.cluster_policy {
+            Some(p) => crate::input::clusterpolicy::read_path(p)?,
+            None => PolicyStatus::not_read(),
+        };
+        let mut checker =
+            Checker::new(&self.options(&policy, self.file_dra.clone(), self.file_pods.clone()));
+        input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
+        let mut report = checker.finish();
+        if let Some(p) = &args.pods {
+            let pods = crate::input::operands::read_path(p)?;
+            crate::analysis::check::attach_operands(
+                &mut report,
+                &crate::model::operand::by_node(pods),
+            );
+            report.operand_source = Some(crate::model::operand::OperandSource {
+                status: "file",
+                note: None,
+            });
+        }
+        Ok((report, policy))
+    }
+
+    /// Judges the live cluster: its nodes (streamed), its ClusterPolicy, DRA objects and
+    /// pods unless given as files, and with `-o json|yaml` its operand pods.
+    async fn cluster(&self, client: &Client) -> Result<(Report, PolicyStatus)> {
+        let args = self.args;
+        // The ClusterPolicy read never fails (it waits up to its own timeout), so it
+        // runs beside a one-node list that fails fast: a dead server costs one timeout.
+        let ((), policy) = futures::try_join!(input::live::probe_nodes(client), async {
+            match &args.cluster_policy {
+                Some(p) => crate::input::clusterpolicy::read_path(p),
+                None => Ok(crate::input::clusterpolicy::from_cluster(client).await),
+            }
+        })?;
+        let mut denied = None;
+        let dra = match &self.file_dra {
+            Some(d) => Some(d.clone()),
+            None => match crate::input::dra::list(client).await? {
+                (d, DraSource::Cluster) => Some(DraNodes::from_objects(&d)),
+                (_, DraSource::Denied(why)) => {
+                    denied = Some(why);
+                    None
                 }
-            })?;
-            let mut denied = None;
-            let dra = match &file_dra {
-                Some(d) => Some(d.clone()),
-                None => match crate::input::dra::list(&client).await? {
-                    (d, crate::model::dra::DraSource::Cluster) => {
-                        Some(crate::analysis::check::DraNodes::from_objects(&d))
-                    }
-                    (_, crate::model::dra::DraSource::Denied(why)) => {
-                        denied = Some(why);
-                        None
-                    }
-                    _ => None,
-                },
-            };
-            // Pods only feed orphaned-holder (a warning): credentials that may list nodes
-            // but not pods lose that finding, said (on stderr in text mode, in the
-            // document's notes otherwise), not the whole check.
-            let mut pods_note = None;
-            let pods = match &file_pods {
-                Some(p) => Some(p.clone()),
-                None if want_pods => match crate::input::pods::list_pods(&client).await {
-                    Ok(p) => Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
+                _ => None,
+            },
+        };
+        let (pods, pods_note) = self.cluster_pods(client).await;
+        let mut checker = Checker::new(&self.options(&policy, dra, pods));
+        input::live::for_each_node(client, |n| checker.add(&n)).await?;
+        let mut report = checker.finish();
+        if let Some(note) = pods_note {
+            if args.output == render::Format::Text {
+                if !args.quiet {
+                    let _ = std::io::Write::write_all(
+                        &mut std::io::stderr(),
+                        format!("warning: {note}\n").as_bytes(),
+                    );
+                }
+            } else {
+                report.notes.push(note);
+            }
+        }
+        if args.output != render::Format::Text {
+            report.operand_source = Some(attach_cluster_operands(&mut report, args, client).await?);
+        }
+        denied_warning(&mut report, denied, args);
+        Ok((report, policy))
+    }
+
+    /// The pods for orphaned-holder: `--pods`, else listed when wanted. Pods only feed
+    /// orphaned-holder (a warning): credentials that may list nodes but not pods lose that
+    /// finding, said in the returned note, not the whole check.
+    async fn cluster_pods(&self, client: &Client) -> (Option<PodsByNode>, Option<String>) {
+        match &self.file_pods {
+            Some(p) => (Some(p.clone()), None),
+            None if self.want_pods => match crate::input::pods::list_pods(client).await {
+                Ok(p) => (
+                    Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
                         p,
                     ))),
-                    Err(e) => {
-                        pods_note = Some(format!(
-                            "pods not read ({}); orphaned-holder is not judged",
-                            render::esc(&e.to_string())
-                        ));
-                        None
-                    }
-                },
-                None => None,
-            };
-            let mut checker = Checker::new(&options(&policy, dra, pods));
-            input::live::for_each_node(&client, |n| checker.add(&n)).await?;
-            let mut report = checker.finish();
-            if let Some(note) = pods_note {
-                if args.output == render::Format::Text {
-                    if !args.quiet {
-                        let _ = std::io::Write::write_all(
-                            &mut std::io::stderr(),
-                            format!("warning: {note}\n").as_bytes(),
-                        );
-                    }
-                } else {
-                    report.notes.push(note);
-                }
-            }
-            if args.output != render::Format::Text {
-                let pods = match &args.pods {
-                    Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),
-                    None => crate::input::operands::list(&client)
-                        .await
-                        .map(|o| (o, "cluster")),
-                };
-                report.operand_source = Some(match pods {
-                    Ok((pods, status)) => {
-                        crate::analysis::check::attach_operands(
-                            &mut report,
-                            &crate::model::operand::by_node(pods),
-                        );
-                        crate::model::operand::OperandSource { status, note: None }
-                    }
-                    Err(e @ Error::Input(_)) | Err(e @ Error::File { .. }) => return Err(e),
-                    Err(e) => crate::model::operand::OperandSource {
-                        status: "unreadable",
-                        note: Some(crate::text::cut(&e.to_string())),
-                    },
-                });
-            }
-            denied_warning(&mut report, denied, args);
-            Ok((report, policy))
-        })?,
+                    None,
+                ),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "pods not read ({}); orphaned-holder is not judged",
+                        render::esc(&e.to_string())
+                    )),
+                ),
+            },
+            None => (None, None),
+        }
+    }
+}
+
+/// Attaches the GPU Operator's operand pods (`--pods`, else listed) to their nodes in
+/// `report`; returns where they came from, or why they could not be read (`unreadable`).
+///
+/// Errors: a `--pods` file that does not read.
+async fn attach_cluster_operands(
+    report: &mut Report,
+    args: &Args,
+    client: &Client,
+) -> Result<crate::model::operand::OperandSource> {
+    let pods = match &args.pods {
+        Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),
+        None => crate::input::operands::list(client)
+            .await
+            .map(|o| (o, "cluster")),
     };
-    let mut warnings = render::check::warnings(&report);
+    Ok(match pods {
+        Ok((pods, status)) => {
+            crate::analysis::check::attach_operands(report, &crate::model::operand::by_node(pods));
+            crate::model::operand::OperandSource { status, note: None }
+        }
+        Err(e @ Error::Input(_)) | Err(e @ Error::File { .. }) => return Err(e),
+        Err(e) => crate::model::operand::OperandSource {
+            status: "unreadable",
+            note: Some(crate::text::cut(&e.to_string())),
+        },
+    })
+}
+
+/// Prints the report: warnings (and, in plain text mode, why the GPU-node count fails or
+/// is zero) on stderr, the report on stdout. Returns its exit status.
+fn print(report: &Report, policy: &PolicyStatus, args: &Args) -> Result<ExitStatus> {
+    let mut warnings = render::check::warnings(report);
     if report.gate.is_none() && args.output == render::Format::Text {
         // Plain check keeps the seed's stdout; why the count fails (or would fail the
         // gate) goes to stderr, even with --quiet when it changes the exit code.
@@ -373,7 +437,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         // stderr may be closed; the stdout contract matters, not the warnings.
         let _ = std::io::Write::write_all(&mut std::io::stderr(), warnings.as_bytes());
     }
-    let text = render::check::render_with(&report, &policy, args.output, args.quiet);
+    let text = render::check::render_with(report, policy, args.output, args.quiet);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(report.exit_status())
 }

@@ -92,47 +92,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             nodes,
             gpu_operator,
             fresh,
-        } => {
-            // Where --set-context will write, before anything starts (exit 2, not after
-            // the cluster is up).
-            if *set_context {
-                cluster::userconfig::check_target(&cluster::kubeconfig_path(name))?;
-            }
-            if *fresh && cluster::state_dir(name).exists() {
-                if !quiet {
-                    eprintln!(
-                        "--fresh: stopping cluster {name} and deleting its state ({})",
-                        cluster::state_dir(name).display()
-                    );
-                }
-                cluster::down(name)?;
-            }
-            let was_running = cluster::status(name)? == Status::Running;
-            let h = cluster::up(&UpOptions {
-                name: name.to_string(),
-                progress: !quiet,
+        } => up(
+            name,
+            &UpFlags {
+                set_context: *set_context,
+                quiet: *quiet,
                 nodes: *nodes,
-                ports: None,
                 gpu_operator: *gpu_operator,
-                env: Vec::new(),
-            })?;
-            if *set_context {
-                let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;
-                if !quiet {
-                    eprintln!(
-                        "context {name} added to {} and made current (gpuwl cluster down --name {name} takes it out)",
-                        file.display()
-                    );
-                }
-            }
-            let info = cluster::info(name)?;
-            let new_nodes = if was_running { 0 } else { *nodes };
-            crate::out!(
-                "{}",
-                crate::render::cluster::up_summary(&info, was_running, new_nodes, &h.kubeconfig)
-            );
-            Ok(ExitStatus::Ok)
-        }
+                fresh: *fresh,
+            },
+        ),
         Action::Down => {
             let existed = cluster::state_dir(name).exists();
             cluster::down(name)?;
@@ -146,53 +115,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             }
             Ok(ExitStatus::Ok)
         }
-        Action::Status => {
-            let st = cluster::status(name)?;
-            let info = match st {
-                Status::Running => Some(cluster::info(name)?),
-                _ => None,
-            };
-            let components = if st != Status::Stopped {
-                cluster::probe(name)?
-            } else {
-                Vec::new()
-            };
-            let state = cluster::state_dir(name);
-            let state_left = state.exists().then_some(state.as_path());
-            crate::out!(
-                "{}",
-                crate::render::cluster::status_text(
-                    name,
-                    &st,
-                    info.as_ref(),
-                    &components,
-                    &cluster::kubeconfig_path(name),
-                    state_left,
-                )
-            );
-            if st != Status::Stopped {
-                crate::outln!("{}", supervisor_line(&state));
-            }
-            let restarts = cluster::restarts(name);
-            if let Some((when, component, why)) = restarts.last() {
-                crate::outln!(
-                    "restarts: {} (last: {} at unix time {when}: {})",
-                    restarts.len(),
-                    crate::render::esc(component),
-                    crate::render::esc(why)
-                );
-            }
-            if st == Status::Stopped && state_left.is_none() {
-                let elsewhere = cluster::running_elsewhere_hint(name);
-                if !elsewhere.is_empty() {
-                    crate::outln!("{}", elsewhere.trim_start_matches("; "));
-                }
-            }
-            Ok(match st {
-                Status::Running => ExitStatus::Ok,
-                Status::Stopped | Status::Broken { .. } => ExitStatus::Runtime,
-            })
-        }
+        Action::Status => status(name),
         Action::Kubeconfig => {
             let p = cluster::kubeconfig_path(name);
             if !p.is_file() {
@@ -236,6 +159,117 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             Ok(ExitStatus::Ok)
         }
     }
+}
+
+/// The flags of `cluster up`, as [`Action::Up`] holds them.
+#[derive(Debug, Clone, Copy)]
+struct UpFlags {
+    set_context: bool,
+    quiet: bool,
+    nodes: u32,
+    gpu_operator: bool,
+    fresh: bool,
+}
+
+/// `cluster up`: checks where --set-context will write, stops and deletes the cluster
+/// first with --fresh, starts it (or finds it running), merges its context, prints the summary.
+fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
+    let UpFlags {
+        set_context,
+        quiet,
+        nodes,
+        gpu_operator,
+        fresh,
+    } = *flags;
+    // Where --set-context will write, before anything starts (exit 2, not after
+    // the cluster is up).
+    if set_context {
+        cluster::userconfig::check_target(&cluster::kubeconfig_path(name))?;
+    }
+    if fresh && cluster::state_dir(name).exists() {
+        if !quiet {
+            eprintln!(
+                "--fresh: stopping cluster {name} and deleting its state ({})",
+                cluster::state_dir(name).display()
+            );
+        }
+        cluster::down(name)?;
+    }
+    let was_running = cluster::status(name)? == Status::Running;
+    let h = cluster::up(&UpOptions {
+        name: name.to_string(),
+        progress: !quiet,
+        nodes,
+        ports: None,
+        gpu_operator,
+        env: Vec::new(),
+    })?;
+    if set_context {
+        let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;
+        if !quiet {
+            eprintln!(
+                "context {name} added to {} and made current (gpuwl cluster down --name {name} takes it out)",
+                file.display()
+            );
+        }
+    }
+    let info = cluster::info(name)?;
+    let new_nodes = if was_running { 0 } else { nodes };
+    crate::out!(
+        "{}",
+        crate::render::cluster::up_summary(&info, was_running, new_nodes, &h.kubeconfig)
+    );
+    Ok(ExitStatus::Ok)
+}
+
+/// `cluster status`: the state, the components, the supervisor, the restarts; exit 0 only
+/// when running.
+fn status(name: &str) -> Result<ExitStatus> {
+    let st = cluster::status(name)?;
+    let info = match st {
+        Status::Running => Some(cluster::info(name)?),
+        _ => None,
+    };
+    let components = if st != Status::Stopped {
+        cluster::probe(name)?
+    } else {
+        Vec::new()
+    };
+    let state = cluster::state_dir(name);
+    let state_left = state.exists().then_some(state.as_path());
+    crate::out!(
+        "{}",
+        crate::render::cluster::status_text(
+            name,
+            &st,
+            info.as_ref(),
+            &components,
+            &cluster::kubeconfig_path(name),
+            state_left,
+        )
+    );
+    if st != Status::Stopped {
+        crate::outln!("{}", supervisor_line(&state));
+    }
+    let restarts = cluster::restarts(name);
+    if let Some((when, component, why)) = restarts.last() {
+        crate::outln!(
+            "restarts: {} (last: {} at unix time {when}: {})",
+            restarts.len(),
+            crate::render::esc(component),
+            crate::render::esc(why)
+        );
+    }
+    if st == Status::Stopped && state_left.is_none() {
+        let elsewhere = cluster::running_elsewhere_hint(name);
+        if !elsewhere.is_empty() {
+            crate::outln!("{}", elsewhere.trim_start_matches("; "));
+        }
+    }
+    Ok(match st {
+        Status::Running => ExitStatus::Ok,
+        Status::Stopped | Status::Broken { .. } => ExitStatus::Runtime,
+    })
 }
 
 /// `cluster status`'s line on the supervisor: its pid, or why it is not running.

@@ -263,6 +263,9 @@ fn live_configured(live: &crate::input::live::ClusterArgs) -> bool {
             .is_some_and(|h| std::path::Path::new(&h).join(".kube/config").is_file())
 }
 
+/// A pod named on the command line: `(namespace if given, name)` ([`parse_target`]).
+type Target = (Option<String>, String);
+
 /// Runs `gpuwl explain`.
 ///
 /// Errors: [`Error::Input`] for bad files, a missing target or an unknown pod;
@@ -297,110 +300,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         || args.kubevirt.is_some()
         || args.cluster_policy.is_some();
     let e = if offline {
-        let all_pods = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
-        let pod = match (&args.pod, &all_pods, &args.pods) {
-            (Some(f), _, _) => pick(pods::read_pods_path(f)?, target.as_ref(), f)?,
-            (None, Some(list), Some(f)) if target.is_some() => {
-                pick(list.clone(), target.as_ref(), f)?
-            }
-            (None, _, _) if target.is_some() && snapshot.is_some() => pick(
-                snapshot
-                    .as_ref()
-                    .map(|s| s.pods.clone())
-                    .unwrap_or_default(),
-                target.as_ref(),
-                args.snapshot
-                    .as_deref()
-                    .unwrap_or(std::path::Path::new("snapshot")),
-            )?,
-            _ => {
-                return Err(Error::Input(
-                    "explain: give --pod FILE, or `pod NAMESPACE/NAME` with --pods FILE or --snapshot FILE, or neither for the live cluster".into(),
-                ));
-            }
-        };
-        // A manifest alone is explained against the live cluster when one is configured.
-        // A snapshot file stands where the live read would.
-        let live = match snapshot {
-            Some(s) => Some(s),
-            None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
-                .then(|| {
-                    args.live.block_on(|client| async move {
-                        input::snapshot::read(&client, true).await
-                    })
-                })
-                .transpose()?,
-        };
-        let nodes = match &live {
-            Some(c) => Some(c.nodes.clone()),
-            None => args
-                .nodes
-                .as_deref()
-                .map(|p| input::read_nodes(&input::Source::from_arg(p)))
-                .transpose()?,
-        };
-        let all_pods = match &live {
-            Some(c) => Some(c.pods.clone()),
-            None => all_pods,
-        };
-        let kubevirt = args
-            .kubevirt
-            .as_deref()
-            .map(input::kubevirt::read_path)
-            .transpose()?;
-        let dra = args
-            .dra
-            .as_deref()
-            .map(crate::input::dra::read_path)
-            .transpose()?;
-        let policy = args
-            .cluster_policy
-            .as_deref()
-            .map(crate::input::clusterpolicy::read_path)
-            .transpose()?;
-        // Operand pods come from the same pods dump (or the live listing below).
-        let operand_pods = match (&live, &args.pods) {
-            (None, Some(p)) if p.as_os_str() != "-" => Some(crate::model::operand::by_node(
-                crate::input::operands::read_path(p)?,
-            )),
-            _ => None,
-        };
-        let live_operands = match &live {
-            Some(_) => args
-                .live
-                .block_on(|client| async move { crate::input::operands::list(&client).await })
-                .ok()
-                .map(crate::model::operand::by_node),
-            None => None,
-        };
-        let inputs = explain::Inputs {
-            operand_pods: operand_pods.as_ref().or(live_operands.as_ref()),
-            cluster_policy: policy
-                .as_ref()
-                .or(live.as_ref().map(|c| &c.policy))
-                .and_then(|p| p.policy()),
-            nodes: nodes.as_deref(),
-            pods: all_pods.as_deref(),
-            kubevirt: kubevirt
-                .as_ref()
-                .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
-            dra: dra.as_ref().or(live
-                .as_ref()
-                .filter(|c| {
-                    matches!(
-                        c.dra_source,
-                        crate::model::dra::DraSource::Cluster
-                            | crate::model::dra::DraSource::File(_)
-                    )
-                })
-                .map(|c| &c.dra)),
-        };
-        explain::explain(&pod, inputs).map_err(|e| {
-            match args.nodes.as_ref().or(args.snapshot.as_ref()) {
-                Some(f) => e.in_file(f),
-                None => e,
-            }
-        })?
+        explain_offline(args, target.as_ref(), snapshot)?
     } else {
         let Some((ns, name)) = target else {
             return Err(Error::Input(
@@ -421,6 +321,124 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let text = render::explain::render(&e, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the explanation", e))?;
     Ok(exit_status(&e))
+}
+
+/// Explains a pod given as a file (or picked from `--pods` / the snapshot) against the
+/// files given, a `--snapshot`, or (a manifest alone, with a cluster configured) the live
+/// cluster read as a snapshot.
+fn explain_offline(
+    args: &Args,
+    target: Option<&Target>,
+    snapshot: Option<crate::input::snapshot::Snapshot>,
+) -> Result<explain::Explanation> {
+    let all_pods = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
+    let pod = offline_pod(args, target, all_pods.as_ref(), snapshot.as_ref())?;
+    // A manifest alone is explained against the live cluster when one is configured.
+    // A snapshot file stands where the live read would.
+    let live = match snapshot {
+        Some(s) => Some(s),
+        None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
+            .then(|| {
+                args.live
+                    .block_on(|client| async move { input::snapshot::read(&client, true).await })
+            })
+            .transpose()?,
+    };
+    let nodes = match &live {
+        Some(c) => Some(c.nodes.clone()),
+        None => args
+            .nodes
+            .as_deref()
+            .map(|p| input::read_nodes(&input::Source::from_arg(p)))
+            .transpose()?,
+    };
+    let all_pods = match &live {
+        Some(c) => Some(c.pods.clone()),
+        None => all_pods,
+    };
+    let kubevirt = args
+        .kubevirt
+        .as_deref()
+        .map(input::kubevirt::read_path)
+        .transpose()?;
+    let dra = args
+        .dra
+        .as_deref()
+        .map(crate::input::dra::read_path)
+        .transpose()?;
+    let policy = args
+        .cluster_policy
+        .as_deref()
+        .map(crate::input::clusterpolicy::read_path)
+        .transpose()?;
+    // Operand pods come from the same pods dump (or the live listing below).
+    let operand_pods = match (&live, &args.pods) {
+        (None, Some(p)) if p.as_os_str() != "-" => Some(crate::model::operand::by_node(
+            crate::input::operands::read_path(p)?,
+        )),
+        _ => None,
+    };
+    let live_operands = match &live {
+        Some(_) => args
+            .live
+            .block_on(|client| async move { crate::input::operands::list(&client).await })
+            .ok()
+            .map(crate::model::operand::by_node),
+        None => None,
+    };
+    let inputs = explain::Inputs {
+        operand_pods: operand_pods.as_ref().or(live_operands.as_ref()),
+        cluster_policy: policy
+            .as_ref()
+            .or(live.as_ref().map(|c| &c.policy))
+            .and_then(|p| p.policy()),
+        nodes: nodes.as_deref(),
+        pods: all_pods.as_deref(),
+        kubevirt: kubevirt
+            .as_ref()
+            .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
+        dra: dra.as_ref().or(live
+            .as_ref()
+            .filter(|c| {
+                matches!(
+                    c.dra_source,
+                    crate::model::dra::DraSource::Cluster | crate::model::dra::DraSource::File(_)
+                )
+            })
+            .map(|c| &c.dra)),
+    };
+    explain::explain(&pod, inputs).map_err(|e| {
+        match args.nodes.as_ref().or(args.snapshot.as_ref()) {
+            Some(f) => e.in_file(f),
+            None => e,
+        }
+    })
+}
+
+/// The pod to explain offline: `--pod FILE`, else the target picked from `--pods` (as read:
+/// `all_pods`) or from the snapshot.
+///
+/// Errors: [`Error::Input`] when none of these names a pod, or the target is not there.
+fn offline_pod(
+    args: &Args,
+    target: Option<&Target>,
+    all_pods: Option<&Vec<PodInfo>>,
+    snapshot: Option<&crate::input::snapshot::Snapshot>,
+) -> Result<PodInfo> {
+    match (&args.pod, all_pods, &args.pods) {
+        (Some(f), _, _) => pick(pods::read_pods_path(f)?, target, f),
+        (None, Some(list), Some(f)) if target.is_some() => pick(list.clone(), target, f),
+        (None, _, _) if target.is_some() && snapshot.is_some() => pick(
+            snapshot.map(|s| s.pods.clone()).unwrap_or_default(),
+            target,
+            args.snapshot
+                .as_deref()
+                .unwrap_or(std::path::Path::new("snapshot")),
+        ),
+        _ => Err(Error::Input(
+            "explain: give --pod FILE, or `pod NAMESPACE/NAME` with --pods FILE or --snapshot FILE, or neither for the live cluster".into(),
+        )),
+    }
 }
 
 /// The exit status of an explanation: 0 when nothing blocks the pod (`scheduled`,

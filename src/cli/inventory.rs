@@ -3,7 +3,7 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
-use crate::analysis::inventory;
+use crate::analysis::inventory::{self, Inventory};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::{self, pods};
 use crate::model::operator::PolicyStatus;
@@ -69,7 +69,8 @@ pub struct Args {
     pub live: crate::input::live::ClusterArgs,
 }
 
-/// Runs `gpuwl inventory`.
+/// Runs `gpuwl inventory`: the inventory from a snapshot file, the dumps, or the live
+/// cluster, then rendered.
 ///
 /// Errors: [`Error::Input`] for bad dumps (naming the file and field); [`Error::Runtime`]
 /// when the cluster cannot be reached or stdout fails.
@@ -80,105 +81,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             &args.ignore_resource,
         )
         .map_err(|e| e.in_file(snap))?,
-        (Some(nodes_path), None) => {
-            crate::cli::explain::one_stdin(&[
-                Some(nodes_path),
-                args.pods.as_ref(),
-                args.cluster_policy.as_ref(),
-                args.dra.as_ref(),
-            ])?;
-            let policy = match &args.cluster_policy {
-                Some(p) => crate::input::clusterpolicy::read_path(p)?,
-                None => PolicyStatus::not_read(),
-            };
-            let mut nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
-            let (mut pods, note) = match &args.pods {
-                Some(p) => (pods::read_pods_path(p)?, None),
-                None => (
-                    Vec::new(),
-                    Some("no --pods: allocated and pending are not known (shown as 0)".to_string()),
-                ),
-            };
-            let ignored = inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
-            let mut inv =
-                inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
-            inv.notes.extend(note);
-            inv.notes.extend(ignored);
-            // The GPU Operator's operand pods come from the same pods dump (not from stdin,
-            // which the pod reader has consumed).
-            if let Some(p) = args.pods.as_ref().filter(|p| p.as_os_str() != "-") {
-                inventory::attach_operands(
-                    &mut inv,
-                    &nodes,
-                    policy.policy(),
-                    crate::input::operands::read_path(p)?,
-                    crate::model::operand::OperandSource {
-                        status: "file",
-                        note: None,
-                    },
-                );
-            }
-            if let Some(f) = &args.dra {
-                let dra = crate::input::dra::read_path(f)?;
-                inventory::attach_dra(
-                    &mut inv,
-                    &dra,
-                    crate::model::dra::DraSource::File(f.display().to_string()),
-                    &nodes,
-                    policy.policy(),
-                );
-            }
-            inv
-        }
-        (None, None) => {
-            // Files given beside the live cluster replace the part they hold.
-            crate::cli::explain::one_stdin(&[args.cluster_policy.as_ref(), args.dra.as_ref()])?;
-            let policy = match &args.cluster_policy {
-                Some(p) => Some(crate::input::clusterpolicy::read_path(p)?),
-                None => None,
-            };
-            let dra = match &args.dra {
-                Some(f) => Some((
-                    crate::input::dra::read_path(f)?,
-                    crate::model::dra::DraSource::File(f.display().to_string()),
-                )),
-                None => None,
-            };
-            args.live.block_on(|client| async move {
-                let (mut snap, operands) =
-                    futures::try_join!(crate::input::snapshot::read(&client, false), async {
-                        Ok(crate::input::operands::list(&client).await)
-                    })?;
-                if let Some(p) = policy {
-                    snap.policy = p;
-                }
-                if let Some((objects, source)) = dra {
-                    snap.dra = objects;
-                    snap.dra_source = source;
-                }
-                let nodes = snap.nodes.clone();
-                let policy = snap.policy.policy().cloned();
-                let mut inv = inventory::from_snapshot(snap, &args.ignore_resource)?;
-                let (pods, source) = match operands {
-                    Ok(p) => (
-                        p,
-                        crate::model::operand::OperandSource {
-                            status: "cluster",
-                            note: None,
-                        },
-                    ),
-                    Err(e) => (
-                        Vec::new(),
-                        crate::model::operand::OperandSource {
-                            status: "unreadable",
-                            note: Some(crate::render::esc(&e.to_string())),
-                        },
-                    ),
-                };
-                inventory::attach_operands(&mut inv, &nodes, policy.as_ref(), pods, source);
-                Ok(inv)
-            })?
-        }
+        (Some(nodes_path), None) => from_files(args, nodes_path)?,
+        (None, None) => from_cluster(args)?,
     };
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(
@@ -191,4 +95,112 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     );
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the inventory", e))?;
     Ok(ExitStatus::Ok)
+}
+
+/// The inventory of a node dump, with `--pods` (allocations, pending demand and the
+/// GPU Operator's operand pods), `--cluster-policy` and `--dra` when given.
+///
+/// Errors: as [`run`].
+fn from_files(args: &Args, nodes_path: &PathBuf) -> Result<Inventory> {
+    crate::cli::explain::one_stdin(&[
+        Some(nodes_path),
+        args.pods.as_ref(),
+        args.cluster_policy.as_ref(),
+        args.dra.as_ref(),
+    ])?;
+    let policy = match &args.cluster_policy {
+        Some(p) => crate::input::clusterpolicy::read_path(p)?,
+        None => PolicyStatus::not_read(),
+    };
+    let mut nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
+    let (mut pods, note) = match &args.pods {
+        Some(p) => (pods::read_pods_path(p)?, None),
+        None => (
+            Vec::new(),
+            Some("no --pods: allocated and pending are not known (shown as 0)".to_string()),
+        ),
+    };
+    let ignored = inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
+    let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
+    inv.notes.extend(note);
+    inv.notes.extend(ignored);
+    // The GPU Operator's operand pods come from the same pods dump (not from stdin,
+    // which the pod reader has consumed).
+    if let Some(p) = args.pods.as_ref().filter(|p| p.as_os_str() != "-") {
+        inventory::attach_operands(
+            &mut inv,
+            &nodes,
+            policy.policy(),
+            crate::input::operands::read_path(p)?,
+            crate::model::operand::OperandSource {
+                status: "file",
+                note: None,
+            },
+        );
+    }
+    if let Some(f) = &args.dra {
+        let dra = crate::input::dra::read_path(f)?;
+        inventory::attach_dra(
+            &mut inv,
+            &dra,
+            crate::model::dra::DraSource::File(f.display().to_string()),
+            &nodes,
+            policy.policy(),
+        );
+    }
+    Ok(inv)
+}
+
+/// The inventory of the live cluster (one snapshot read, beside its operand pods), with
+/// `--cluster-policy` and `--dra` replacing the part they hold.
+///
+/// Errors: as [`run`].
+fn from_cluster(args: &Args) -> Result<Inventory> {
+    // Files given beside the live cluster replace the part they hold.
+    crate::cli::explain::one_stdin(&[args.cluster_policy.as_ref(), args.dra.as_ref()])?;
+    let policy = match &args.cluster_policy {
+        Some(p) => Some(crate::input::clusterpolicy::read_path(p)?),
+        None => None,
+    };
+    let dra = match &args.dra {
+        Some(f) => Some((
+            crate::input::dra::read_path(f)?,
+            crate::model::dra::DraSource::File(f.display().to_string()),
+        )),
+        None => None,
+    };
+    args.live.block_on(|client| async move {
+        let (mut snap, operands) =
+            futures::try_join!(crate::input::snapshot::read(&client, false), async {
+                Ok(crate::input::operands::list(&client).await)
+            })?;
+        if let Some(p) = policy {
+            snap.policy = p;
+        }
+        if let Some((objects, source)) = dra {
+            snap.dra = objects;
+            snap.dra_source = source;
+        }
+        let nodes = snap.nodes.clone();
+        let policy = snap.policy.policy().cloned();
+        let mut inv = inventory::from_snapshot(snap, &args.ignore_resource)?;
+        let (pods, source) = match operands {
+            Ok(p) => (
+                p,
+                crate::model::operand::OperandSource {
+                    status: "cluster",
+                    note: None,
+                },
+            ),
+            Err(e) => (
+                Vec::new(),
+                crate::model::operand::OperandSource {
+                    status: "unreadable",
+                    note: Some(crate::render::esc(&e.to_string())),
+                },
+            ),
+        };
+        inventory::attach_operands(&mut inv, &nodes, policy.as_ref(), pods, source);
+        Ok(inv)
+    })
 }

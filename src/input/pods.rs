@@ -38,8 +38,8 @@ use crate::error::{Error, FieldError, Result};
 use crate::input::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::input::dump::Source;
 use crate::model::pod::{
-    Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, Toleration,
-    is_extended_resource,
+    Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, SpecProblem,
+    Toleration, is_extended_resource,
 };
 use crate::model::quantity::Quantity;
 use crate::text::cut;
@@ -457,7 +457,8 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             found.sources.shrink_to_fit();
             found.sources
         },
-        problems: found.problems,
+        problems: found.problems.iter().map(ToString::to_string).collect(),
+        spec_problems: found.problems,
         resource_claims,
         vmi_owned_by_vm: None,
     })
@@ -544,7 +545,7 @@ type Requests = BTreeMap<String, i64>;
 #[derive(Default)]
 struct Found {
     sources: Vec<RequestSource>,
-    problems: Vec<String>,
+    problems: Vec<SpecProblem>,
 }
 
 /// One container's requests: the extended resources in whole units, and the other
@@ -610,25 +611,28 @@ fn container_requests(
             found
                 .problems
                 .iter()
-                .any(|p| p.starts_with(&format!("{path}: {k} ")))
+                .any(|p| p.path() == path && p.resource() == k)
         };
         if let (Some((l, lraw)), Some((r, rraw))) = (limits.get(k), requests.get(k))
             && l != r
             && !noted(found)
         {
-            found.problems.push(format!(
-                "{path}: {k} requests {} ≠ limits {}: the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the {r} counted here is from {path}.resources.requests",
-                cut(rraw),
-                cut(lraw),
-            ));
+            found.problems.push(SpecProblem::RequestDiffersFromLimit {
+                path: path.to_owned(),
+                resource: k.clone(),
+                requested: rraw.clone(),
+                limit: lraw.clone(),
+                counted: *r,
+            });
         }
         if let (None, Some((_, rraw))) = (limits.get(k), requests.get(k))
             && !noted(found)
         {
-            found.problems.push(format!(
-                "{path}: {k} requests {} without a limit: the API server refuses the pod ({path}.resources.limits: Required value: Limit must be set for non overcommitable resources); an extended resource is set in limits, requests left out or equal",
-                cut(rraw),
-            ));
+            found.problems.push(SpecProblem::RequestWithoutLimit {
+                path: path.to_owned(),
+                resource: k.clone(),
+                requested: rraw.clone(),
+            });
         }
         if !found.sources.iter().any(|s| &s.resource == k) {
             found.sources.push(RequestSource {
@@ -643,14 +647,18 @@ fn container_requests(
         if native_requests.contains_key(k) || !native.contains_key(k) {
             native.insert(k.clone(), n);
         }
-        if let (Some((l, lraw)), Some((r, rraw))) = (native_limits.get(k), native_requests.get(k))
+    }
+    // Once per resource (the loop above meets a resource in both maps twice).
+    for (k, (r, rraw)) in &native_requests {
+        if let Some((l, lraw)) = native_limits.get(k)
             && r > l
         {
-            found.problems.push(format!(
-                "{path}: {k} requests {} > limits {}: the API server refuses the pod ({path}.resources.requests[{k}]: must be less than or equal to {k} limit)",
-                cut(rraw),
-                cut(lraw),
-            ));
+            found.problems.push(SpecProblem::RequestAboveLimit {
+                path: path.to_owned(),
+                resource: k.clone(),
+                requested: rraw.clone(),
+                limit: lraw.clone(),
+            });
         }
     }
     Ok(ContainerRequests {
@@ -1082,6 +1090,52 @@ mod tests {
         let mut v = read_pods_str(s, "t").unwrap();
         assert_eq!(v.len(), 1);
         v.remove(0)
+    }
+
+    #[test]
+    fn spec_problems_are_typed_once_per_field_and_resource() {
+        let p = one(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"ns"},"spec":{
+            "containers":[
+              {"name":"a","resources":{"requests":{"nvidia.com/gpu":"2"},"limits":{"nvidia.com/gpu":"1"}}},
+              {"name":"b","resources":{"requests":{"nvidia.com/GA102GL_A10":"1","cpu":"2"},"limits":{"cpu":"1"}}}]}}"#,
+        );
+        let path = |i: usize| format!("spec.containers[{i}]");
+        assert_eq!(
+            p.spec_problems,
+            [
+                SpecProblem::RequestDiffersFromLimit {
+                    path: path(0),
+                    resource: "nvidia.com/gpu".into(),
+                    requested: "2".into(),
+                    limit: "1".into(),
+                    counted: 2,
+                },
+                SpecProblem::RequestWithoutLimit {
+                    path: path(1),
+                    resource: "nvidia.com/GA102GL_A10".into(),
+                    requested: "1".into(),
+                },
+                SpecProblem::RequestAboveLimit {
+                    path: path(1),
+                    resource: "cpu".into(),
+                    requested: "2".into(),
+                    limit: "1".into(),
+                },
+            ]
+        );
+        assert_eq!(
+            p.problems,
+            [
+                "spec.containers[0]: nvidia.com/gpu requests \"2\" ≠ limits \"1\": the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the 2 counted here is from spec.containers[0].resources.requests",
+                "spec.containers[1]: nvidia.com/GA102GL_A10 requests \"1\" without a limit: the API server refuses the pod (spec.containers[1].resources.limits: Required value: Limit must be set for non overcommitable resources); an extended resource is set in limits, requests left out or equal",
+                "spec.containers[1]: cpu requests \"2\" > limits \"1\": the API server refuses the pod (spec.containers[1].resources.requests[cpu]: must be less than or equal to cpu limit)",
+            ]
+        );
+        assert_eq!(p.spec_problems[1].path(), "spec.containers[1]");
+        assert_eq!(p.spec_problems[2].resource(), "cpu");
+        // The requests number counts; the problem is still noted once per field.
+        assert_eq!(p.requests["nvidia.com/gpu"], 2);
     }
 
     #[test]

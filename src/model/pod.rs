@@ -176,8 +176,15 @@ pub struct PodInfo {
     /// Where each requested extended resource's number comes from (the `requests` field
     /// when given, else `limits`), in document order.
     pub sources: Vec<RequestSource>,
-    /// What the API server would reject in this object, one sentence each naming the
-    /// field (an extended resource whose requests differ from its limits).
+    /// What the API server would reject in this object ([`SpecProblem`]), in document
+    /// order. Matched by explain and the admission guard; not serialized (the sentences
+    /// are in [`PodInfo::problems`]).
+    #[serde(skip)]
+    pub spec_problems: Vec<SpecProblem>,
+    /// [`PodInfo::spec_problems`] as sentences (their [`std::fmt::Display`]), one each
+    /// naming the field. Kept for the `invalid-spec` rule of
+    /// [`crate::analysis::explain::rules`], which still reads the sentence, until it
+    /// matches on [`SpecProblem`] too; nothing else reads it.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub problems: Vec<String>,
     /// `spec.resourceClaims[]` (DRA), each with the claim it resolves to.
@@ -188,6 +195,115 @@ pub struct PodInfo {
     /// VMI is deleted); `None` when not known (the VMIs were not read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vmi_owned_by_vm: Option<bool>,
+}
+
+/// What the API server would reject in a pod's resources, as the pod reader
+/// ([`crate::input::pods`]) finds it (kubernetes/kubernetes
+/// `pkg/apis/core/validation/validation.go`, `ValidateResourceRequirements`). `path` is the
+/// container's field path (e.g. `spec.containers[0]`, `spec.initContainers[1]`, or a
+/// VMI's `spec.domain`); `requested` and `limit` are the quantities as written.
+///
+/// Explain (`invalid-spec`) and the admission guard match on it; the one sentence for
+/// each is its [`std::fmt::Display`] (quantities cut with [`crate::text::cut`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum SpecProblem {
+    /// An extended resource in `requests` without a limit: the API server refuses the pod
+    /// (`Limit must be set for non overcommitable resources`).
+    RequestWithoutLimit {
+        /// The container's field path.
+        path: String,
+        /// The extended resource.
+        resource: String,
+        /// The requests quantity as written.
+        requested: String,
+    },
+    /// An extended resource in both `requests` and `limits` with different numbers: the
+    /// API server requires them equal. `counted` is the requests number (whole units),
+    /// the one gpuwl counts.
+    RequestDiffersFromLimit {
+        /// The container's field path.
+        path: String,
+        /// The extended resource.
+        resource: String,
+        /// The requests quantity as written.
+        requested: String,
+        /// The limits quantity as written.
+        limit: String,
+        /// The requests number counted, in whole units.
+        counted: i64,
+    },
+    /// A resource that is not extended (cpu, memory, …) requested above its limit: the API
+    /// server refuses the pod (`must be less than or equal to … limit`).
+    RequestAboveLimit {
+        /// The container's field path.
+        path: String,
+        /// The resource.
+        resource: String,
+        /// The requests quantity as written.
+        requested: String,
+        /// The limits quantity as written.
+        limit: String,
+    },
+}
+
+impl SpecProblem {
+    /// The container's field path.
+    pub fn path(&self) -> &str {
+        match self {
+            SpecProblem::RequestWithoutLimit { path, .. }
+            | SpecProblem::RequestDiffersFromLimit { path, .. }
+            | SpecProblem::RequestAboveLimit { path, .. } => path,
+        }
+    }
+
+    /// The resource it is about.
+    pub fn resource(&self) -> &str {
+        match self {
+            SpecProblem::RequestWithoutLimit { resource, .. }
+            | SpecProblem::RequestDiffersFromLimit { resource, .. }
+            | SpecProblem::RequestAboveLimit { resource, .. } => resource,
+        }
+    }
+}
+
+impl std::fmt::Display for SpecProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use crate::text::cut;
+        match self {
+            SpecProblem::RequestWithoutLimit {
+                path,
+                resource: k,
+                requested,
+            } => write!(
+                f,
+                "{path}: {k} requests {} without a limit: the API server refuses the pod ({path}.resources.limits: Required value: Limit must be set for non overcommitable resources); an extended resource is set in limits, requests left out or equal",
+                cut(requested),
+            ),
+            SpecProblem::RequestDiffersFromLimit {
+                path,
+                resource: k,
+                requested,
+                limit,
+                counted,
+            } => write!(
+                f,
+                "{path}: {k} requests {} ≠ limits {}: the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the {counted} counted here is from {path}.resources.requests",
+                cut(requested),
+                cut(limit),
+            ),
+            SpecProblem::RequestAboveLimit {
+                path,
+                resource: k,
+                requested,
+                limit,
+            } => write!(
+                f,
+                "{path}: {k} requests {} > limits {}: the API server refuses the pod ({path}.resources.requests[{k}]: must be less than or equal to {k} limit)",
+                cut(requested),
+                cut(limit),
+            ),
+        }
+    }
 }
 
 impl PodInfo {

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use crate::analysis::explain::Explanation;
+use crate::analysis::explain::{Explanation, NodeFree, RequestView};
 use crate::render::{Format, esc, esc_lines, escape_serialized};
 
 /// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).
@@ -22,11 +22,32 @@ pub fn render(e: &Explanation, format: Format) -> String {
     }
 }
 
+/// The text of an explanation: the VM lines (for `explain vm|vmi`), the object and the
+/// scheduler's condition, the requests, the DRA claims, how the constraints narrow the
+/// nodes, then the cause, the fix and the notes.
 fn text(e: &Explanation) -> String {
     let mut o = String::new();
     if let Some(vm) = &e.vm {
         vm_text(&mut o, vm);
     }
+    head_text(&mut o, e);
+    let _ = writeln!(o, "\nRequests:");
+    if e.requests.is_empty() {
+        let _ = writeln!(o, "  no extended resources");
+    }
+    for r in &e.requests {
+        request_text(&mut o, e, r);
+    }
+    claims_text(&mut o, e);
+    if e.nodes_known {
+        constraints_text(&mut o, e);
+    }
+    cause_text(&mut o, e);
+    o
+}
+
+/// The object's kind, name, phase and node, and the scheduler's PodScheduled condition.
+fn head_text(o: &mut String, e: &Explanation) {
     let _ = writeln!(
         o,
         "{} {}: {}, {}",
@@ -58,134 +79,147 @@ fn text(e: &Explanation) -> String {
             let _ = writeln!(o, "Scheduler: no PodScheduled condition");
         }
     }
-    let _ = writeln!(o, "\nRequests:");
-    if e.requests.is_empty() {
-        let _ = writeln!(o, "  no extended resources");
-    }
-    for r in &e.requests {
-        let _ = writeln!(
-            o,
-            "  {} × {} ({}){}",
-            esc(&r.resource),
-            r.units,
-            r.class.describe(),
-            if r.field.is_empty() {
-                String::new()
-            } else {
-                match r.container.as_deref() {
-                    Some(c) if c.starts_with("init container ") => {
-                        format!(" from {} ({})", esc(&r.field), esc(c))
-                    }
-                    _ => format!(" from {}", esc(&r.field)),
-                }
-            }
-        );
-        if !e.nodes_known {
-            continue;
-        }
-        if r.advertisers.is_empty() {
-            let _ = writeln!(o, "    advertised by no node (of {})", e.nodes_total);
+}
+
+/// One request: the name, units, class and field; with nodes known, the nodes advertising
+/// it (free units, reach, holders when full), stale zeros, KubeVirt's permission, names it
+/// may have meant and notes.
+fn request_text(o: &mut String, e: &Explanation, r: &RequestView) {
+    let _ = writeln!(
+        o,
+        "  {} × {} ({}){}",
+        esc(&r.resource),
+        r.units,
+        r.class.describe(),
+        if r.field.is_empty() {
+            String::new()
         } else {
-            let _ = writeln!(o, "    advertised by {} node(s):", r.advertisers.len());
-            for a in &r.advertisers {
-                let usage = match (a.allocated, a.free) {
-                    (Some(al), Some(f)) => {
-                        format!("{} allocatable, {al} allocated, {f} free", a.allocatable)
-                    }
-                    _ => format!("{} allocatable, allocations unknown", a.allocatable),
-                };
-                let reach = if a.allowed {
-                    "allowed".to_string()
-                } else {
-                    format!("excluded: {}", esc(&a.excluded_by.join("; ")))
-                };
-                let _ = writeln!(
-                    o,
-                    "      {} [pool {}]: {usage} — {reach}",
-                    esc(&a.node),
-                    esc(&a.pool)
-                );
-                if !a.held_by.is_empty() && a.free.is_some_and(|f| f <= 0) {
-                    let mut held = a.held_by.iter().take(3).cloned().collect::<Vec<_>>();
-                    if a.held_by.len() > 3 {
-                        held.push(format!("and {} more", a.held_by.len() - 3));
-                    }
-                    let _ = writeln!(o, "        held by {}", esc(&held.join(", ")));
+            match r.container.as_deref() {
+                Some(c) if c.starts_with("init container ") => {
+                    format!(" from {} ({})", esc(&r.field), esc(c))
                 }
+                _ => format!(" from {}", esc(&r.field)),
             }
         }
-        if !r.stale_nodes.is_empty() {
-            let _ = writeln!(
-                o,
-                "    stale 0 on {} (a key the kubelet keeps after the device plugin left; not advertised)",
-                esc(&r.stale_nodes.join(", "))
-            );
-        }
-        match r.permitted {
-            Some(true) => {
-                let _ = writeln!(o, "    permitted in KubeVirt's permittedHostDevices");
-            }
-            Some(false) => {
-                let _ = writeln!(o, "    NOT in KubeVirt's permittedHostDevices");
-            }
-            None => {}
-        }
-        for s in &r.did_you_mean {
-            let _ = writeln!(o, "    did you mean {}? ({})", esc(&s.name), esc(&s.why()));
-        }
-        for n in &r.notes {
-            let _ = writeln!(o, "    note: {}", esc(n));
+    );
+    if !e.nodes_known {
+        return;
+    }
+    if r.advertisers.is_empty() {
+        let _ = writeln!(o, "    advertised by no node (of {})", e.nodes_total);
+    } else {
+        let _ = writeln!(o, "    advertised by {} node(s):", r.advertisers.len());
+        for a in &r.advertisers {
+            advertiser_text(o, a);
         }
     }
-    claims_text(&mut o, e);
-    if e.nodes_known {
-        let _ = writeln!(o, "\nConstraints ({} nodes):", e.nodes_total);
-        if e.constraints.is_empty() {
-            let _ = writeln!(
-                o,
-                "  none (no nodeSelector, no required affinity, no taints)"
-            );
-        }
-        for c in &e.constraints {
-            let _ = writeln!(
-                o,
-                "  {} {} → allows {}",
-                c.kind,
-                esc(&c.description),
-                list(&c.allows)
-            );
-        }
-        let _ = writeln!(o, "  all constraints → {}", list(&e.allowed_nodes));
+    if !r.stale_nodes.is_empty() {
         let _ = writeln!(
             o,
-            "  ∩ advertise every requested resource → {}",
-            list(&e.candidates)
+            "    stale 0 on {} (a key the kubelet keeps after the device plugin left; not advertised)",
+            esc(&r.stale_nodes.join(", "))
         );
-        if e.allocations_known {
-            let _ = writeln!(o, "  ∩ enough free units → {}", list(&e.fitting));
-        } else if e.fitting.len() < e.candidates.len() {
-            let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
-        }
-        // A further narrowing of the chain only (a DRA pod's fitting comes from its claims,
-        // so its schedulable set need not be a subset).
-        if e.node.is_none()
-            && e.schedulable != e.fitting
-            && e.schedulable.iter().all(|n| e.fitting.contains(n))
-        {
-            let _ = writeln!(
-                o,
-                "  ∩ cpu, memory, pod slots and the rest fit → {}",
-                list(&e.schedulable)
-            );
-        }
-        if let Some(p) = &e.dra {
-            let _ = writeln!(
-                o,
-                "  DRA: the claims can be allocated now on → {}",
-                list(&p.fits)
-            );
-        }
     }
+    match r.permitted {
+        Some(true) => {
+            let _ = writeln!(o, "    permitted in KubeVirt's permittedHostDevices");
+        }
+        Some(false) => {
+            let _ = writeln!(o, "    NOT in KubeVirt's permittedHostDevices");
+        }
+        None => {}
+    }
+    for s in &r.did_you_mean {
+        let _ = writeln!(o, "    did you mean {}? ({})", esc(&s.name), esc(&s.why()));
+    }
+    for n in &r.notes {
+        let _ = writeln!(o, "    note: {}", esc(n));
+    }
+}
+
+/// One node advertising a request: its pool, units, whether the pod's constraints allow
+/// it, and (when no unit is free) the first three pods holding them.
+fn advertiser_text(o: &mut String, a: &NodeFree) {
+    let usage = match (a.allocated, a.free) {
+        (Some(al), Some(f)) => {
+            format!("{} allocatable, {al} allocated, {f} free", a.allocatable)
+        }
+        _ => format!("{} allocatable, allocations unknown", a.allocatable),
+    };
+    let reach = if a.allowed {
+        "allowed".to_string()
+    } else {
+        format!("excluded: {}", esc(&a.excluded_by.join("; ")))
+    };
+    let _ = writeln!(
+        o,
+        "      {} [pool {}]: {usage} — {reach}",
+        esc(&a.node),
+        esc(&a.pool)
+    );
+    if !a.held_by.is_empty() && a.free.is_some_and(|f| f <= 0) {
+        let mut held = a.held_by.iter().take(3).cloned().collect::<Vec<_>>();
+        if a.held_by.len() > 3 {
+            held.push(format!("and {} more", a.held_by.len() - 3));
+        }
+        let _ = writeln!(o, "        held by {}", esc(&held.join(", ")));
+    }
+}
+
+/// The constraints, each with the nodes it allows, then the chain that narrows the nodes:
+/// all constraints, advertising every request, enough units, the other resources, DRA.
+fn constraints_text(o: &mut String, e: &Explanation) {
+    let _ = writeln!(o, "\nConstraints ({} nodes):", e.nodes_total);
+    if e.constraints.is_empty() {
+        let _ = writeln!(
+            o,
+            "  none (no nodeSelector, no required affinity, no taints)"
+        );
+    }
+    for c in &e.constraints {
+        let _ = writeln!(
+            o,
+            "  {} {} → allows {}",
+            c.kind,
+            esc(&c.description),
+            list(&c.allows)
+        );
+    }
+    let _ = writeln!(o, "  all constraints → {}", list(&e.allowed_nodes));
+    let _ = writeln!(
+        o,
+        "  ∩ advertise every requested resource → {}",
+        list(&e.candidates)
+    );
+    if e.allocations_known {
+        let _ = writeln!(o, "  ∩ enough free units → {}", list(&e.fitting));
+    } else if e.fitting.len() < e.candidates.len() {
+        let _ = writeln!(o, "  ∩ enough allocatable units → {}", list(&e.fitting));
+    }
+    // A further narrowing of the chain only (a DRA pod's fitting comes from its claims,
+    // so its schedulable set need not be a subset).
+    if e.node.is_none()
+        && e.schedulable != e.fitting
+        && e.schedulable.iter().all(|n| e.fitting.contains(n))
+    {
+        let _ = writeln!(
+            o,
+            "  ∩ cpu, memory, pod slots and the rest fit → {}",
+            list(&e.schedulable)
+        );
+    }
+    if let Some(p) = &e.dra {
+        let _ = writeln!(
+            o,
+            "  DRA: the claims can be allocated now on → {}",
+            list(&p.fits)
+        );
+    }
+}
+
+/// The cause with its evidence, the fix (and how it was tested), the other blocking
+/// causes, and the notes.
+fn cause_text(o: &mut String, e: &Explanation) {
     let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, esc(&e.cause));
     for ev in &e.evidence {
         let _ = writeln!(o, "  {}", esc(ev));
@@ -212,7 +246,6 @@ fn text(e: &Explanation) -> String {
     for n in &e.notes {
         let _ = writeln!(o, "note: {}", esc(n));
     }
-    o
 }
 
 /// The pod's DRA resource claims: per claim and request, the DeviceClass, its selectors,

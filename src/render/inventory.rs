@@ -114,45 +114,8 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         );
         table_end = 0;
     } else {
-        let mut rows: Vec<Vec<String>> = Vec::new();
-        for r in &inv.rows {
-            let nodes = if r.stale_nodes.is_empty() {
-                r.nodes.to_string()
-            } else {
-                format!("{} (+{} stale 0)", r.nodes, r.stale_nodes.len())
-            };
-            rows.push(vec![
-                esc(&r.pool),
-                r.resource
-                    .as_deref()
-                    .map_or_else(|| "(no GPU resource)".into(), esc),
-                nodes,
-                r.capacity.to_string(),
-                r.allocatable.to_string(),
-                r.allocated.to_string(),
-                r.free.to_string(),
-                r.pending.to_string(),
-                gpus(r.capacity_gpus),
-                if opts.bars { bar(r) } else { String::new() },
-            ]);
-        }
-        for (resource, units, _) in
-            crate::analysis::inventory::unservable_by_resource(&inv.unservable)
-        {
-            rows.push(vec![
-                "(no pool can serve)".to_string(),
-                esc(&resource),
-                "0".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                "-".into(),
-                units.to_string(),
-                "-".into(),
-                String::new(),
-            ]);
-        }
         let mut cols = columns().to_vec();
+        let mut rows = table_rows(inv, opts.bars);
         if !opts.bars {
             cols.pop();
             for r in &mut rows {
@@ -162,90 +125,10 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         let table = fit_table(&cols, &rows, opts.width);
         let _ = writeln!(out, "{table}");
         table_end = out.len();
-        let header = table.lines().nth(1).unwrap_or_default().to_owned();
-        let shown = |h: &str| header.split_whitespace().any(|w| w == h);
-        let mut parts = Vec::new();
-        if shown("CAP") {
-            parts.push("CAP capacity");
-        }
-        parts.push(if shown("USED") {
-            "USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve"
-        } else {
-            "PEND units requested by unbound pods this pool could serve"
-        });
-        if shown("GPUS") {
-            parts.push("GPUS physical-GPU equivalents of capacity (? = not derivable)");
-        }
-        let legend = format!("{}.", parts.join("; "));
-        let mut legend = legend;
-        if opts.bars && shown("USE") {
-            legend.push_str(" USE: each row's own allocatable, █ allocated, ░ free.");
-        }
-        // Columns fit_table left out for the width: say so, never drop them silently.
-        let dropped: Vec<&str> = cols
-            .iter()
-            .filter(|c| c.header != "USE" || opts.bars)
-            .filter(|c| !shown(c.header))
-            .map(|c| c.header)
-            .collect();
-        if !dropped.is_empty() {
-            legend.push_str(&format!(
-                " Not shown at {} columns: {} (widen the terminal, or -o json / -o csv).",
-                opts.width,
-                dropped.join(", ")
-            ));
-        }
-        out.push_str(&format!("{legend}\n"));
+        out.push_str(&format!("{}\n", legend(&table, &cols, opts)));
     }
     if !inv.unservable.is_empty() {
-        let _ = writeln!(
-            out,
-            "\nPending demand no node can serve, whatever is freed (the split):"
-        );
-        for u in &inv.unservable {
-            let _ = writeln!(
-                out,
-                "  {} wants {} × {}: {}{}",
-                esc(&u.pod),
-                u.units,
-                esc(&u.resource),
-                esc(&u.reason),
-                if u.transient {
-                    format!(
-                        " ({}: may pass on its own, e.g. a device plugin restarting or operands rolling)",
-                        u.code
-                    )
-                } else {
-                    String::new()
-                }
-            );
-            let mut beside = Vec::new();
-            for f in u.free_same_name.iter().filter(|f| f.free > 0) {
-                beside.push(format!(
-                    "{} free {} in pool {} (out of the pod's reach)",
-                    f.free,
-                    esc(&f.resource),
-                    esc(&f.pool)
-                ));
-            }
-            for f in u.free_other_names.iter().filter(|f| f.free > 0) {
-                beside.push(format!(
-                    "{} free {} in pool {} (reachable, but another name)",
-                    f.free,
-                    esc(&f.resource),
-                    esc(&f.pool)
-                ));
-            }
-            if !beside.is_empty() {
-                let _ = writeln!(out, "    beside: {}", beside.join("; "));
-            }
-            if u.cause == UnservableCause::NotAdvertised && !u.did_you_mean.is_empty() {
-                let _ = writeln!(out, "    did you mean: {}", esc(&u.did_you_mean.join(", ")));
-            }
-            if let Some(m) = &u.scheduler_message {
-                let _ = writeln!(out, "    scheduler: {}", esc(m));
-            }
-        }
+        unservable_text(&mut out, inv);
     }
     held_back_text(&mut out, inv);
     if let Some(p) = inv.cluster_policy.policy() {
@@ -274,33 +157,7 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
         );
     }
     for r in inv.rows.iter().filter(|r| r.overcommitted > 0) {
-        let resource = r.resource.as_deref().map_or_else(String::new, esc);
-        let _ = writeln!(
-            out,
-            "\nnote: over-committed: pool {} {resource}: {} allocated of {} allocatable ({} over); FREE shows 0.",
-            esc(&r.pool),
-            r.allocated,
-            r.allocatable,
-            r.overcommitted
-        );
-        // Say why, node by node: a node that stopped advertising the name while bound pods
-        // still hold it (its device plugin left, or its workload config changed) is the
-        // usual cause; the kubelet does not evict them.
-        for u in r.node_detail.iter().filter(|u| u.allocated > u.allocatable) {
-            let why = if u.allocatable <= 0 {
-                format!(
-                    "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; those pods keep running, nothing new can be placed there",
-                    u.allocatable.max(0),
-                    u.allocated
-                )
-            } else {
-                format!(
-                    "advertises {} {resource} while bound pods hold {}: the plugin now offers fewer units than are in use",
-                    u.allocatable, u.allocated
-                )
-            };
-            let _ = writeln!(out, "  node {} {why}.", esc(&u.name));
-        }
+        overcommitted_text(&mut out, r);
     }
     for o in &inv.orphans {
         let _ = writeln!(
@@ -320,6 +177,172 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     let tail = out.split_off(table_end);
     out.push_str(&wrap_lines(&tail, opts.width));
     out
+}
+
+/// The pool table's cells, one row per pool × resource and one per GPU name no pool can
+/// serve (with its pending units), in [`columns`] order; the `USE` cell is the bar, or
+/// empty without `bars`.
+fn table_rows(inv: &Inventory, bars: bool) -> Vec<Vec<String>> {
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    for r in &inv.rows {
+        let nodes = if r.stale_nodes.is_empty() {
+            r.nodes.to_string()
+        } else {
+            format!("{} (+{} stale 0)", r.nodes, r.stale_nodes.len())
+        };
+        rows.push(vec![
+            esc(&r.pool),
+            r.resource
+                .as_deref()
+                .map_or_else(|| "(no GPU resource)".into(), esc),
+            nodes,
+            r.capacity.to_string(),
+            r.allocatable.to_string(),
+            r.allocated.to_string(),
+            r.free.to_string(),
+            r.pending.to_string(),
+            gpus(r.capacity_gpus),
+            if bars { bar(r) } else { String::new() },
+        ]);
+    }
+    for (resource, units, _) in crate::analysis::inventory::unservable_by_resource(&inv.unservable)
+    {
+        rows.push(vec![
+            "(no pool can serve)".to_string(),
+            esc(&resource),
+            "0".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            "-".into(),
+            units.to_string(),
+            "-".into(),
+            String::new(),
+        ]);
+    }
+    rows
+}
+
+/// The legend under the fitted `table`: the columns it shows explained, the bars' key, and
+/// the columns of `cols` left out for the width (never dropped silently).
+fn legend(table: &str, cols: &[Column], opts: TextOptions) -> String {
+    let header = table.lines().nth(1).unwrap_or_default().to_owned();
+    let shown = |h: &str| header.split_whitespace().any(|w| w == h);
+    let mut parts = Vec::new();
+    if shown("CAP") {
+        parts.push("CAP capacity");
+    }
+    parts.push(if shown("USED") {
+        "USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve"
+    } else {
+        "PEND units requested by unbound pods this pool could serve"
+    });
+    if shown("GPUS") {
+        parts.push("GPUS physical-GPU equivalents of capacity (? = not derivable)");
+    }
+    let mut legend = format!("{}.", parts.join("; "));
+    if opts.bars && shown("USE") {
+        legend.push_str(" USE: each row's own allocatable, █ allocated, ░ free.");
+    }
+    let dropped: Vec<&str> = cols
+        .iter()
+        .filter(|c| c.header != "USE" || opts.bars)
+        .filter(|c| !shown(c.header))
+        .map(|c| c.header)
+        .collect();
+    if !dropped.is_empty() {
+        legend.push_str(&format!(
+            " Not shown at {} columns: {} (widen the terminal, or -o json / -o csv).",
+            opts.width,
+            dropped.join(", ")
+        ));
+    }
+    legend
+}
+
+/// The pending demand no node can serve, one entry per pod and name: why, the free units
+/// beside it (out of reach, or of another name), names it may have meant, and the
+/// scheduler's message.
+fn unservable_text(out: &mut String, inv: &Inventory) {
+    let _ = writeln!(
+        out,
+        "\nPending demand no node can serve, whatever is freed (the split):"
+    );
+    for u in &inv.unservable {
+        let _ = writeln!(
+            out,
+            "  {} wants {} × {}: {}{}",
+            esc(&u.pod),
+            u.units,
+            esc(&u.resource),
+            esc(&u.reason),
+            if u.transient {
+                format!(
+                    " ({}: may pass on its own, e.g. a device plugin restarting or operands rolling)",
+                    u.code
+                )
+            } else {
+                String::new()
+            }
+        );
+        let mut beside = Vec::new();
+        for f in u.free_same_name.iter().filter(|f| f.free > 0) {
+            beside.push(format!(
+                "{} free {} in pool {} (out of the pod's reach)",
+                f.free,
+                esc(&f.resource),
+                esc(&f.pool)
+            ));
+        }
+        for f in u.free_other_names.iter().filter(|f| f.free > 0) {
+            beside.push(format!(
+                "{} free {} in pool {} (reachable, but another name)",
+                f.free,
+                esc(&f.resource),
+                esc(&f.pool)
+            ));
+        }
+        if !beside.is_empty() {
+            let _ = writeln!(out, "    beside: {}", beside.join("; "));
+        }
+        if u.cause == UnservableCause::NotAdvertised && !u.did_you_mean.is_empty() {
+            let _ = writeln!(out, "    did you mean: {}", esc(&u.did_you_mean.join(", ")));
+        }
+        if let Some(m) = &u.scheduler_message {
+            let _ = writeln!(out, "    scheduler: {}", esc(m));
+        }
+    }
+}
+
+/// The note on an over-committed row `r` (more allocated than allocatable), and why node by
+/// node: a node that stopped advertising the name while bound pods still hold it (its
+/// device plugin left, or its workload config changed) is the usual cause; the kubelet does
+/// not evict them.
+fn overcommitted_text(out: &mut String, r: &Row) {
+    let resource = r.resource.as_deref().map_or_else(String::new, esc);
+    let _ = writeln!(
+        out,
+        "\nnote: over-committed: pool {} {resource}: {} allocated of {} allocatable ({} over); FREE shows 0.",
+        esc(&r.pool),
+        r.allocated,
+        r.allocatable,
+        r.overcommitted
+    );
+    for u in r.node_detail.iter().filter(|u| u.allocated > u.allocatable) {
+        let why = if u.allocatable <= 0 {
+            format!(
+                "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; those pods keep running, nothing new can be placed there",
+                u.allocatable.max(0),
+                u.allocated
+            )
+        } else {
+            format!(
+                "advertises {} {resource} while bound pods hold {}: the plugin now offers fewer units than are in use",
+                u.allocatable, u.allocated
+            )
+        };
+        let _ = writeln!(out, "  node {} {why}.", esc(&u.name));
+    }
 }
 
 /// The DRA part: a table per driver × device type × node pool, the count of physical GPUs,
@@ -663,6 +686,22 @@ fn operands_text(out: &mut String, o: &crate::analysis::inventory::OperandReport
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_legend_explains_the_columns_shown_and_names_those_left_out() {
+        let cols = columns();
+        let table = "\nPOOL  RESOURCE  NODES  ALLOCATABLE  FREE  PEND\n";
+        let opts = |bars| TextOptions { bars, width: 60 };
+        assert_eq!(
+            legend(table, &cols, opts(false)),
+            "PEND units requested by unbound pods this pool could serve. Not shown at 60 columns: CAP, USED, GPUS (widen the terminal, or -o json / -o csv)."
+        );
+        let wide = "\nPOOL  RESOURCE  NODES  CAP  ALLOCATABLE  USED  FREE  PEND  GPUS  USE\n";
+        assert_eq!(
+            legend(wide, &cols, opts(true)),
+            "CAP capacity; USED allocated (requests of bound pods), PEND units requested by unbound pods this pool could serve; GPUS physical-GPU equivalents of capacity (? = not derivable). USE: each row's own allocatable, █ allocated, ░ free."
+        );
+    }
 
     #[test]
     fn gpu_numbers() {

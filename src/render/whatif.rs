@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Column, Format, esc, esc_lines, escape_serialized, fit_table};
 use crate::twin::plan::Proposal;
-use crate::twin::{Placed, PodRef, Report, Verdict};
+use crate::twin::{NodeChange, Placed, PodRef, PoolDelta, Report, Verdict};
 
 /// `value` as pretty JSON or YAML (escaped); `None` for text.
 pub fn serialized<T: Serialize>(value: &T, format: Format) -> Option<String> {
@@ -69,7 +69,9 @@ fn units(m: &BTreeMap<String, u64>) -> String {
         .join(", ")
 }
 
-/// The whatif report as text (`width`: the terminal's, for the inventory table).
+/// The whatif report as text (`width`: the terminal's, for the inventory table): the
+/// verdict and the relabels, then per relabelled node, the pods now scheduled, still
+/// pending and disrupted, the inventory before and after, the commands, and the twin.
 pub fn report_text(r: &Report, width: usize) -> String {
     let mut out = String::new();
     let _ = writeln!(out, "Verdict: {}", r.verdict.summary);
@@ -97,35 +99,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
     );
     out.push_str("\nRelabelled nodes\n");
     for c in &r.changes {
-        let names: std::collections::BTreeSet<&String> = c
-            .advertised_before
-            .keys()
-            .chain(c.advertised_after.keys())
-            .collect();
-        let moved: Vec<String> = names
-            .iter()
-            .map(|k| {
-                let (a, b) = (
-                    c.advertised_before.get(*k).copied().unwrap_or(0),
-                    c.advertised_after.get(*k).copied().unwrap_or(0),
-                );
-                format!("{} {a} → {b}", esc(k))
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "  {}: {}",
-            esc(&c.relabel.node),
-            if moved.is_empty() {
-                "no GPU name before or after".to_string()
-            } else {
-                moved.join(", ")
-            }
-        );
-        let _ = writeln!(out, "    GPUs: {}", esc(&c.hardware.join("; ")));
-        for n in &c.notes {
-            let _ = writeln!(out, "    note: {}", esc(n));
-        }
+        change_text(&mut out, c);
     }
     out.push_str("\nNow scheduled (by the twin's kube-scheduler)\n");
     placed(&mut out, &r.now_scheduled);
@@ -171,55 +145,7 @@ pub fn report_text(r: &Report, width: usize) -> String {
     if r.inventory.is_empty() {
         out.push_str("  (no change)\n");
     } else {
-        let cols = [
-            Column {
-                header: "POOL",
-                right: false,
-                drop_rank: 0,
-            },
-            Column {
-                header: "RESOURCE",
-                right: false,
-                drop_rank: 0,
-            },
-            Column {
-                header: "ALLOCATABLE",
-                right: true,
-                drop_rank: 0,
-            },
-            Column {
-                header: "FREE",
-                right: true,
-                drop_rank: 0,
-            },
-            Column {
-                header: "PEND",
-                right: true,
-                drop_rank: 0,
-            },
-        ];
-        let arrow = |(a, b): (i64, i64)| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a} → {b}")
-            }
-        };
-        let rows: Vec<Vec<String>> = r
-            .inventory
-            .iter()
-            .map(|d| {
-                vec![
-                    esc(&d.pool),
-                    esc(&d.resource),
-                    arrow(d.allocatable),
-                    arrow(d.free),
-                    arrow(d.pending),
-                ]
-            })
-            .collect();
-        let t = fit_table(&cols, &rows, width);
-        for l in t.lines() {
+        for l in inventory_table(&r.inventory, width).lines() {
             let _ = writeln!(out, "  {l}");
         }
     }
@@ -227,6 +153,84 @@ pub fn report_text(r: &Report, width: usize) -> String {
     for c in &r.commands {
         let _ = writeln!(out, "  {}", esc(c));
     }
+    twin_text(&mut out, r);
+    out
+}
+
+/// One relabelled node: each GPU name it lists before or after with its units moving, how
+/// its GPUs were worked out, and notes.
+fn change_text(out: &mut String, c: &NodeChange) {
+    let names: std::collections::BTreeSet<&String> = c
+        .advertised_before
+        .keys()
+        .chain(c.advertised_after.keys())
+        .collect();
+    let moved: Vec<String> = names
+        .iter()
+        .map(|k| {
+            let (a, b) = (
+                c.advertised_before.get(*k).copied().unwrap_or(0),
+                c.advertised_after.get(*k).copied().unwrap_or(0),
+            );
+            format!("{} {a} → {b}", esc(k))
+        })
+        .collect();
+    let _ = writeln!(
+        out,
+        "  {}: {}",
+        esc(&c.relabel.node),
+        if moved.is_empty() {
+            "no GPU name before or after".to_string()
+        } else {
+            moved.join(", ")
+        }
+    );
+    let _ = writeln!(out, "    GPUs: {}", esc(&c.hardware.join("; ")));
+    for n in &c.notes {
+        let _ = writeln!(out, "    note: {}", esc(n));
+    }
+}
+
+/// The inventory rows before → after as a table fitted to `width` (a number that did not
+/// change is shown once).
+fn inventory_table(inventory: &[PoolDelta], width: usize) -> String {
+    let col = |header, right| Column {
+        header,
+        right,
+        drop_rank: 0,
+    };
+    let cols = [
+        col("POOL", false),
+        col("RESOURCE", false),
+        col("ALLOCATABLE", true),
+        col("FREE", true),
+        col("PEND", true),
+    ];
+    let arrow = |(a, b): (i64, i64)| {
+        if a == b {
+            a.to_string()
+        } else {
+            format!("{a} → {b}")
+        }
+    };
+    let rows: Vec<Vec<String>> = inventory
+        .iter()
+        .map(|d| {
+            vec![
+                esc(&d.pool),
+                esc(&d.resource),
+                arrow(d.allocatable),
+                arrow(d.free),
+                arrow(d.pending),
+            ]
+        })
+        .collect();
+    fit_table(&cols, &rows, width)
+}
+
+/// The twin's own facts: its name and whether it was kept, how names were worked out, what
+/// it does not copy, what was left out, and notes.
+fn twin_text(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
         "\nThe twin: local cluster {}{}; names after the relabel by {}; {}.",
@@ -252,7 +256,6 @@ pub fn report_text(r: &Report, width: usize) -> String {
     for n in &r.notes {
         let _ = writeln!(out, "note: {}", esc(n));
     }
-    out
 }
 
 /// A plan and its verification, as `gpuwl plan` prints and serializes it.

@@ -28,7 +28,8 @@ use axum::extract::{DefaultBodyLimit, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use serde::Deserialize;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use kube::core::{DynamicObject, Status};
 use serde_json::{Value, json};
 
 use crate::analysis::admission::{self, Warning};
@@ -72,35 +73,6 @@ impl Verdict {
     }
 }
 
-/// The parts of an AdmissionReview the guard reads.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Review {
-    api_version: Option<String>,
-    kind: Option<String>,
-    request: Option<Request>,
-}
-
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Request {
-    uid: String,
-    kind: Option<Gvk>,
-    operation: Option<String>,
-    #[serde(default)]
-    object: Value,
-    #[serde(default)]
-    old_object: Value,
-}
-
-#[derive(Deserialize)]
-struct Gvk {
-    #[serde(default)]
-    group: String,
-    #[serde(default)]
-    kind: String,
-}
-
 /// The answer to one HTTP request.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Answer {
@@ -126,80 +98,120 @@ fn bad(why: &str) -> Answer {
     }
 }
 
+/// The AdmissionReview's request, decoded with [`kube::core::admission`]: the body must
+/// be JSON, `apiVersion` `admission.k8s.io/v1` (or `v1beta1`), `kind` `AdmissionReview`,
+/// with a `request` whose `uid` is 1-128 characters, `kind` and `operation` (one of the
+/// four the API defines). `resource` and `userInfo`, which the API server always sends and
+/// the guard does not read, may be absent; an `object` or `oldObject` that is not a JSON
+/// object is read as absent (not judged).
+///
+/// Errors: one line saying what is wrong, for the HTTP 400 answer; serde_json's messages
+/// name line and column, and any value they quote is cut ([`crate::text::cut`]).
+fn decode(body: &[u8]) -> std::result::Result<AdmissionRequest<DynamicObject>, String> {
+    let cut = |e: serde_json::Error| crate::text::cut(&e.to_string());
+    let mut review: Value = serde_json::from_slice(body).map_err(cut)?;
+    let api_version = review.get("apiVersion").and_then(Value::as_str);
+    if !matches!(
+        api_version,
+        Some("admission.k8s.io/v1" | "admission.k8s.io/v1beta1")
+    ) || review.get("kind").and_then(Value::as_str) != Some("AdmissionReview")
+    {
+        return Err("expected apiVersion admission.k8s.io/v1, kind AdmissionReview".into());
+    }
+    let Some(request) = review.get_mut("request").filter(|r| !r.is_null()) else {
+        return Err("no request".into());
+    };
+    let uid: String =
+        serde_json::from_value(request.get("uid").cloned().unwrap_or(Value::Null)).map_err(cut)?;
+    if uid.is_empty() || uid.len() > 128 {
+        return Err("request.uid: expected 1-128 characters".into());
+    }
+    if let Value::Object(r) = request {
+        for field in ["object", "oldObject"] {
+            if r.get(field).is_some_and(|o| !o.is_object()) {
+                r.remove(field);
+            }
+        }
+        // The guard reads neither; a review without them (written by hand, not by the API
+        // server) is judged as before.
+        r.entry("resource")
+            .or_insert_with(|| json!({"group": "", "version": "", "resource": ""}));
+        r.entry("userInfo").or_insert_with(|| json!({}));
+    }
+    let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).map_err(cut)?;
+    review.try_into().map_err(|_| "no request".to_string())
+}
+
+/// The AdmissionReview answering with `response`, as JSON: kube writes `status` always
+/// (empty when allowed); it is left out then, as the API server reads it only on a denial.
+fn review_body(response: AdmissionResponse) -> String {
+    let mut review = serde_json::to_value(response.into_review()).unwrap_or(Value::Null);
+    if let Some(r) = review.get_mut("response").and_then(Value::as_object_mut)
+        && r.get("status")
+            .is_some_and(|s| s.as_object().is_some_and(|m| m.is_empty()))
+    {
+        r.remove("status");
+    }
+    review.to_string()
+}
+
 /// Judges one request body against `index` in `mode`. Never panics on any input; see the
 /// module docs for the answers.
 pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
-    let review: Review = match serde_json::from_slice(body) {
+    let request = match decode(body) {
         Ok(r) => r,
-        Err(e) => {
-            // serde_json's message names line and column only, never the input.
-            return bad(&crate::text::cut(&e.to_string()));
-        }
+        Err(why) => return bad(&why),
     };
-    let api_version = review.api_version.as_deref().unwrap_or("");
-    if !matches!(
-        api_version,
-        "admission.k8s.io/v1" | "admission.k8s.io/v1beta1"
-    ) || review.kind.as_deref() != Some("AdmissionReview")
-    {
-        return bad("expected apiVersion admission.k8s.io/v1, kind AdmissionReview");
-    }
-    let Some(request) = review.request else {
-        return bad("no request");
-    };
-    if request.uid.is_empty() || request.uid.len() > 128 {
-        return bad("request.uid: expected 1-128 characters");
-    }
-    let kind = match request
-        .kind
-        .as_ref()
-        .map(|k| (k.group.as_str(), k.kind.as_str()))
-    {
-        Some(("", "Pod")) => "Pod",
-        Some(("kubevirt.io", "VirtualMachineInstance")) => "VirtualMachineInstance",
-        Some(("kubevirt.io", "VirtualMachine")) => "VirtualMachine",
+    let kind = match (request.kind.group.as_str(), request.kind.kind.as_str()) {
+        ("", "Pod") => "Pod",
+        ("kubevirt.io", "VirtualMachineInstance") => "VirtualMachineInstance",
+        ("kubevirt.io", "VirtualMachine") => "VirtualMachine",
         _ => "other",
     };
     let respond = |verdict: Verdict, findings: &[Warning]| {
-        let mut response = json!({"uid": request.uid, "allowed": verdict != Verdict::Denied});
+        let mut response = AdmissionResponse::from(&request);
         let lines: Vec<String> = findings.iter().map(Warning::line).collect();
         match verdict {
-            Verdict::Warned => response["warnings"] = json!(lines),
+            Verdict::Warned => response.warnings = Some(lines),
             Verdict::Denied => {
                 let mut message = lines.join("; ");
                 if message.chars().count() > MAX_DENIAL {
                     message = message.chars().take(MAX_DENIAL - 1).collect::<String>() + "…";
                 }
-                response["status"] =
-                    json!({"code": 403, "reason": "Forbidden", "message": message});
+                response.allowed = false;
+                response.result = Status {
+                    code: 403,
+                    reason: "Forbidden".into(),
+                    message,
+                    ..Status::default()
+                };
             }
             _ => {}
         }
         Answer {
             status: StatusCode::OK,
-            body:
-                json!({"apiVersion": api_version, "kind": "AdmissionReview", "response": response})
-                    .to_string(),
+            body: review_body(response),
             verdict,
             kind,
             codes: findings.iter().map(|w| w.code.as_str()).collect(),
         }
     };
     let judged = kind != "other"
-        && matches!(request.operation.as_deref(), Some("CREATE" | "UPDATE"))
-        && request.object.is_object()
+        && matches!(request.operation, Operation::Create | Operation::Update)
+        && request.object.is_some()
         && index.synced;
-    if !judged {
+    let Some(object) = request.object.as_ref().filter(|_| judged) else {
         return respond(Verdict::Skipped, &[]);
-    }
+    };
     // An UPDATE that leaves the spec alone (labels, annotations, finalizers) is not
     // judged again: the object was judged when its spec was written.
-    if request.operation.as_deref() == Some("UPDATE")
-        && request.object.get("spec") == request.old_object.get("spec")
+    let spec = |o: Option<&DynamicObject>| o.and_then(|o| o.data.get("spec")).cloned();
+    if request.operation == Operation::Update
+        && spec(Some(object)) == spec(request.old_object.as_ref())
     {
         return respond(Verdict::Skipped, &[]);
     }
-    let mut object = request.object;
+    let mut object = serde_json::to_value(object).unwrap_or(Value::Null);
     if let Value::Object(m) = &mut object {
         m.insert("kind".into(), Value::String(kind.into()));
     }
@@ -322,6 +334,8 @@ mod tests {
         admission::Index::build(&[n], None, None)
     }
 
+    /// An AdmissionReview as the API server sends it (admission/v1 `AdmissionRequest`:
+    /// `resource` and `userInfo` are required beside `kind` and `operation`).
     fn review(kind: &str, group: &str, op: &str, object: Value) -> Vec<u8> {
         json!({
             "apiVersion": "admission.k8s.io/v1",
@@ -329,7 +343,9 @@ mod tests {
             "request": {
                 "uid": "705ab4f5-6393-11e8-b7cc-42010a800002",
                 "kind": {"group": group, "version": "v1", "kind": kind},
+                "resource": {"group": group, "version": "v1", "resource": "pods"},
                 "operation": op,
+                "userInfo": {"username": "system:serviceaccount:default:ci"},
                 "object": object,
             }
         })
@@ -487,6 +503,43 @@ mod tests {
             assert!(a.body.len() < 300, "{}", a.body);
             assert_eq!(a.body.lines().count(), 1);
         }
+    }
+
+    #[test]
+    fn the_envelope_is_kubes_admission_review() {
+        let ix = index();
+        // Without resource and userInfo (the guard reads neither): judged.
+        let mut r: Value =
+            serde_json::from_slice(&review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A1")))
+                .unwrap();
+        let req = r["request"].as_object_mut().unwrap();
+        req.remove("resource");
+        req.remove("userInfo");
+        let a = answer(r.to_string().as_bytes(), &ix, Mode::Enforce);
+        assert_eq!(a.verdict, Verdict::Denied);
+        // An operation the API does not define, or no kind: not an AdmissionReview.
+        for (field, value) in [("operation", json!("PATCH")), ("kind", Value::Null)] {
+            let mut r: Value =
+                serde_json::from_slice(&review("Pod", "", "CREATE", pod("nvidia.com/gpu")))
+                    .unwrap();
+            r["request"][field] = value;
+            let a = answer(r.to_string().as_bytes(), &ix, Mode::Warn);
+            assert_eq!(
+                (a.status, a.verdict),
+                (StatusCode::BAD_REQUEST, Verdict::Invalid)
+            );
+            assert!(a.body.starts_with("not an AdmissionReview: "), "{}", a.body);
+        }
+        // v1beta1 is answered in v1beta1; an allowed answer carries no status.
+        let mut r: Value =
+            serde_json::from_slice(&review("Pod", "", "CREATE", pod("nvidia.com/GA102GL_A10")))
+                .unwrap();
+        r["apiVersion"] = json!("admission.k8s.io/v1beta1");
+        let a = answer(r.to_string().as_bytes(), &ix, Mode::Enforce);
+        assert_eq!(
+            a.body,
+            r#"{"apiVersion":"admission.k8s.io/v1beta1","kind":"AdmissionReview","response":{"allowed":true,"uid":"705ab4f5-6393-11e8-b7cc-42010a800002"}}"#
+        );
     }
 
     #[test]

@@ -324,95 +324,9 @@ impl Metrics {
                 version: env!("CARGO_PKG_VERSION").into(),
             })
             .set(1);
-        registry.register(
-            "gpuwl_node_mismatch",
-            "1 when the node's nvidia.com/gpu.workload.config label disagrees with the GPU resources it advertises (the check's MISMATCH), else 0; labelled nodes only",
-            m.node_mismatch.clone(),
-        );
-        registry.register(
-            "gpuwl_node_finding",
-            "1 per finding of gpuwl check on a node (code, severity error|warning|info), including the GPU Operator state findings",
-            m.node_finding.clone(),
-        );
-        registry.register(
-            "gpuwl_node_workload_config_info",
-            "1 per GPU node: its workload-config label's state (valid, invalid, absent), the workload config the GPU Operator applies, and which source decided it (label, cluster-policy, deploy-labels, default)",
-            m.workload_info.clone(),
-        );
-        for ((name, help), family) in POOL_METRICS.iter().zip(&m.pool_units) {
-            registry.register(*name, *help, family.clone());
-        }
-        registry.register(
-            "gpuwl_unservable_pods",
-            "Pending pods asking for the resource that no pool can serve, whatever is freed (gpuwl inventory's unservable demand)",
-            m.unservable.clone(),
-        );
-        registry.register(
-            "gpuwl_pending_gpu_pods",
-            "Pending GPU pods by the verdict gpuwl explain gives each (class demand|blocked|gated|other-resource|unservable|invalid-spec, cause = explain's cause code): the same classes inventory shows",
-            m.pending.clone(),
-        );
-        registry.register(
-            "gpuwl_orphaned_holder_pods",
-            "Bound pods holding the resource on a node that no longer advertises it (not listed, or 0): they keep running but cannot come back there (check's orphaned-holder)",
-            m.orphaned.clone(),
-        );
-        registry.register(
-            "gpuwl_kubevirt_finding",
-            "1 per finding of gpuwl kubevirt check (permittedHostDevices vs what nodes advertise), when a KubeVirt or HyperConverged CR is known",
-            m.kubevirt_finding.clone(),
-        );
+        register_findings(&mut registry, &m);
         registry.register("gpuwl_build_info", "gpuwl's version", build_info);
-        registry.register(
-            "gpuwl_last_evaluation_timestamp_seconds",
-            "Unix time of the last evaluation (it stays old while the API server is away: nothing is evaluated then)",
-            m.last_evaluation.clone(),
-        );
-        registry.register(
-            "gpuwl_last_evaluation_duration_seconds",
-            "How long the last evaluation took (the analyses over the whole cluster copy)",
-            m.evaluation_seconds.clone(),
-        );
-        registry.register(
-            "gpuwl_evaluations",
-            "Evaluations run (one per debounced burst of changes)",
-            m.evaluations.clone(),
-        );
-        registry.register(
-            "gpuwl_watch_errors",
-            "Errors of the watches (API errors, failed list or watch restarts), per watched resource",
-            m.watch_errors.clone(),
-        );
-        registry.register(
-            "gpuwl_api_reachable",
-            "1 while the API server answers the watchdog's GET /version (every 10 s, 10 s timeout), 0 while it does not",
-            m.api_reachable.clone(),
-        );
-        registry.register(
-            "gpuwl_ready",
-            "1 once the initial node and pod lists are in and evaluated, the API server is reachable and every watch is current (what /readyz answers)",
-            m.ready.clone(),
-        );
-        registry.register(
-            "gpuwl_stale",
-            "1 while the other gpuwl metrics show the last good state rather than the cluster now (API server unreachable, a watch failing or re-listing), else 0",
-            m.stale.clone(),
-        );
-        registry.register(
-            "gpuwl_api_last_contact_timestamp_seconds",
-            "Unix time the API server last answered the watchdog (0 before the first answer)",
-            m.last_contact.clone(),
-        );
-        registry.register(
-            "gpuwl_workload_label_changes",
-            "Changes of a node's nvidia.com/gpu.workload.config label seen by this exporter (from, to: the values, `absent` for none); each is also a Kubernetes Event on the node (reason WorkloadLabelChanged)",
-            m.relabels.clone(),
-        );
-        registry.register(
-            "gpuwl_client_reloads",
-            "Times the API client was rebuilt because the kubeconfig or the in-cluster credentials changed on disk",
-            m.reloads.clone(),
-        );
+        register_health(&mut registry, &m);
         // The counters exist at 0 from the start, so rate() sees the first error.
         for resource in WATCHED {
             let _ = m.watch_errors.get_or_create(&ResourceLabels {
@@ -421,49 +335,152 @@ impl Metrics {
         }
         registry.register_collector(Box::new(ProcessCollector));
         m.stale.set(1);
-        let admission = admission.then(|| {
-            let a = AdmissionMetrics {
-                reviews: Family::default(),
-                findings: Family::default(),
-                // 0.25 ms to 5 s: the API server's webhook timeout is at most 5 s here.
-                duration: Histogram::new(
-                    [0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0, 5.0],
-                ),
-                flagged: Family::default(),
-            };
-            registry.register(
-                "gpuwl_admission_reviews",
-                "AdmissionReviews answered, per object kind and verdict (allowed, warned, denied, skipped: not judged, invalid: HTTP 400/413)",
-                a.reviews.clone(),
-            );
-            registry.register(
-                "gpuwl_admission_findings",
-                "Findings of the admission guard (each a warning, or part of a denial), per explain cause code",
-                a.findings.clone(),
-            );
-            registry.register(
-                "gpuwl_admission_review_duration_seconds",
-                "Time to answer one AdmissionReview (reading, judging, writing the answer; not the network)",
-                a.duration.clone(),
-            );
-            registry.register(
-                "gpuwl_admission_flagged_pods",
-                "Non-terminal pods with extended-resource requests that the admission guard would flag now, per cause code: pods admitted while the webhook was down or unreachable (it fails open), in warn mode, or before the cluster changed",
-                a.flagged.clone(),
-            );
-            for code in ADMISSION_CODES {
-                let _ = a.findings.get_or_create(&CodeLabels { code });
-                let _ = a.flagged.get_or_create(&CodeLabels { code });
-            }
-            a
-        });
+        let admission = admission.then(|| admission_metrics(&mut registry));
         Metrics {
             registry,
             admission,
             ..m
         }
     }
+}
 
+/// Registers the families the evaluation fills from the analyses (check, inventory,
+/// explain, kubevirt check), in exposition order.
+fn register_findings(registry: &mut Registry, m: &Metrics) {
+    registry.register(
+        "gpuwl_node_mismatch",
+        "1 when the node's nvidia.com/gpu.workload.config label disagrees with the GPU resources it advertises (the check's MISMATCH), else 0; labelled nodes only",
+        m.node_mismatch.clone(),
+    );
+    registry.register(
+        "gpuwl_node_finding",
+        "1 per finding of gpuwl check on a node (code, severity error|warning|info), including the GPU Operator state findings",
+        m.node_finding.clone(),
+    );
+    registry.register(
+        "gpuwl_node_workload_config_info",
+        "1 per GPU node: its workload-config label's state (valid, invalid, absent), the workload config the GPU Operator applies, and which source decided it (label, cluster-policy, deploy-labels, default)",
+        m.workload_info.clone(),
+    );
+    for ((name, help), family) in POOL_METRICS.iter().zip(&m.pool_units) {
+        registry.register(*name, *help, family.clone());
+    }
+    registry.register(
+        "gpuwl_unservable_pods",
+        "Pending pods asking for the resource that no pool can serve, whatever is freed (gpuwl inventory's unservable demand)",
+        m.unservable.clone(),
+    );
+    registry.register(
+        "gpuwl_pending_gpu_pods",
+        "Pending GPU pods by the verdict gpuwl explain gives each (class demand|blocked|gated|other-resource|unservable|invalid-spec, cause = explain's cause code): the same classes inventory shows",
+        m.pending.clone(),
+    );
+    registry.register(
+        "gpuwl_orphaned_holder_pods",
+        "Bound pods holding the resource on a node that no longer advertises it (not listed, or 0): they keep running but cannot come back there (check's orphaned-holder)",
+        m.orphaned.clone(),
+    );
+    registry.register(
+        "gpuwl_kubevirt_finding",
+        "1 per finding of gpuwl kubevirt check (permittedHostDevices vs what nodes advertise), when a KubeVirt or HyperConverged CR is known",
+        m.kubevirt_finding.clone(),
+    );
+}
+
+/// Registers the families of the evaluation loop and the API server's health, in
+/// exposition order.
+fn register_health(registry: &mut Registry, m: &Metrics) {
+    registry.register(
+        "gpuwl_last_evaluation_timestamp_seconds",
+        "Unix time of the last evaluation (it stays old while the API server is away: nothing is evaluated then)",
+        m.last_evaluation.clone(),
+    );
+    registry.register(
+        "gpuwl_last_evaluation_duration_seconds",
+        "How long the last evaluation took (the analyses over the whole cluster copy)",
+        m.evaluation_seconds.clone(),
+    );
+    registry.register(
+        "gpuwl_evaluations",
+        "Evaluations run (one per debounced burst of changes)",
+        m.evaluations.clone(),
+    );
+    registry.register(
+        "gpuwl_watch_errors",
+        "Errors of the watches (API errors, failed list or watch restarts), per watched resource",
+        m.watch_errors.clone(),
+    );
+    registry.register(
+        "gpuwl_api_reachable",
+        "1 while the API server answers the watchdog's GET /version (every 10 s, 10 s timeout), 0 while it does not",
+        m.api_reachable.clone(),
+    );
+    registry.register(
+        "gpuwl_ready",
+        "1 once the initial node and pod lists are in and evaluated, the API server is reachable and every watch is current (what /readyz answers)",
+        m.ready.clone(),
+    );
+    registry.register(
+        "gpuwl_stale",
+        "1 while the other gpuwl metrics show the last good state rather than the cluster now (API server unreachable, a watch failing or re-listing), else 0",
+        m.stale.clone(),
+    );
+    registry.register(
+        "gpuwl_api_last_contact_timestamp_seconds",
+        "Unix time the API server last answered the watchdog (0 before the first answer)",
+        m.last_contact.clone(),
+    );
+    registry.register(
+        "gpuwl_workload_label_changes",
+        "Changes of a node's nvidia.com/gpu.workload.config label seen by this exporter (from, to: the values, `absent` for none); each is also a Kubernetes Event on the node (reason WorkloadLabelChanged)",
+        m.relabels.clone(),
+    );
+    registry.register(
+        "gpuwl_client_reloads",
+        "Times the API client was rebuilt because the kubeconfig or the in-cluster credentials changed on disk",
+        m.reloads.clone(),
+    );
+}
+
+/// The admission guard's metrics, registered; the per-code series exist at 0 from the start.
+fn admission_metrics(registry: &mut Registry) -> AdmissionMetrics {
+    let a = AdmissionMetrics {
+        reviews: Family::default(),
+        findings: Family::default(),
+        // 0.25 ms to 5 s: the API server's webhook timeout is at most 5 s here.
+        duration: Histogram::new([
+            0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 1.0, 5.0,
+        ]),
+        flagged: Family::default(),
+    };
+    registry.register(
+        "gpuwl_admission_reviews",
+        "AdmissionReviews answered, per object kind and verdict (allowed, warned, denied, skipped: not judged, invalid: HTTP 400/413)",
+        a.reviews.clone(),
+    );
+    registry.register(
+        "gpuwl_admission_findings",
+        "Findings of the admission guard (each a warning, or part of a denial), per explain cause code",
+        a.findings.clone(),
+    );
+    registry.register(
+        "gpuwl_admission_review_duration_seconds",
+        "Time to answer one AdmissionReview (reading, judging, writing the answer; not the network)",
+        a.duration.clone(),
+    );
+    registry.register(
+        "gpuwl_admission_flagged_pods",
+        "Non-terminal pods with extended-resource requests that the admission guard would flag now, per cause code: pods admitted while the webhook was down or unreachable (it fails open), in warn mode, or before the cluster changed",
+        a.flagged.clone(),
+    );
+    for code in ADMISSION_CODES {
+        let _ = a.findings.get_or_create(&CodeLabels { code });
+        let _ = a.flagged.get_or_create(&CodeLabels { code });
+    }
+    a
+}
+
+impl Metrics {
     /// Replaces the evaluated families with `e`, stamped `now` (Unix seconds) and `took`
     /// (seconds the evaluation ran). Families that `e` leaves as `None` (an evaluation that
     /// failed) keep their previous series.

@@ -216,41 +216,8 @@ pub fn evaluate_with_dra(
     kubevirt_cr: Option<std::result::Result<&PermittedHostDevices, String>>,
     dra: Option<&crate::model::dra::DraObjects>,
 ) -> Evaluation {
-    let classifier = Classifier::default();
     let mut problems = Vec::new();
-    let dra_nodes = dra.map(check::DraNodes::from_objects);
-    let mut node_evals: Vec<NodeEval> = nodes
-        .iter()
-        .filter_map(|n| {
-            let r = check::judge_node(n, &classifier, policy.policy(), dra_nodes.as_ref());
-            let in_pool = r.label.is_some() || r.resources.iter().any(|e| e.class.is_gpu());
-            if !in_pool && r.findings.is_empty() {
-                return None;
-            }
-            let findings: BTreeSet<(&'static str, &'static str)> = r
-                .findings
-                .iter()
-                .map(|f| (f.code.as_str(), f.severity.as_str()))
-                .collect();
-            Some(NodeEval {
-                mismatch: r
-                    .label
-                    .is_some()
-                    .then_some(r.verdict == check::Verdict::Mismatch),
-                label_state: match r.label.as_deref() {
-                    None => "absent",
-                    Some(v) if v.parse::<WorkloadConfig>().is_ok() => "valid",
-                    Some(_) => "invalid",
-                },
-                name: r.name,
-                effective: r.effective_workload.map_or("none", |w| w.as_str()),
-                source: r.workload_source.as_str(),
-                in_pool,
-                findings: findings.into_iter().collect(),
-            })
-        })
-        .collect();
-
+    let mut node_evals = node_evals(nodes, policy, dra);
     let mut orphans = None;
     let mut pending = None;
     let (pools, unservable) = match inventory::build(nodes, pods, policy) {
@@ -264,17 +231,7 @@ pub fn evaluate_with_dra(
                     policy.policy(),
                 );
             }
-            // Orphaned holders are check findings too (a warning), beside their count.
-            for o in &inv.orphans {
-                if let Some(n) = node_evals.iter_mut().find(|n| n.name == o.node) {
-                    let code = check::orphan_finding(o).code;
-                    let f = (code.as_str(), code.severity().as_str());
-                    if !n.findings.contains(&f) {
-                        n.findings.push(f);
-                        n.findings.sort_unstable();
-                    }
-                }
-            }
+            add_orphan_findings(&mut node_evals, &inv);
             orphans = Some(
                 inv.orphans
                     .iter()
@@ -287,57 +244,8 @@ pub fn evaluate_with_dra(
                     })
                     .collect(),
             );
-            let mut unservable: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
-            let mut pools = Vec::new();
-            for row in &inv.rows {
-                let Some(resource) = &row.resource else {
-                    continue;
-                };
-                unservable.entry(resource.clone()).or_default();
-                pools.push(PoolEval {
-                    pool: row.workload.as_str(),
-                    origin: match row.origin {
-                        PoolOrigin::Known => "known",
-                        PoolOrigin::DefaultNoLabel => "default-no-label",
-                        PoolOrigin::DefaultInvalidLabel => "default-invalid-label",
-                    },
-                    resource: resource.clone(),
-                    units: [
-                        ("capacity", row.capacity),
-                        ("allocatable", row.allocatable),
-                        ("allocated", row.allocated),
-                        ("free", row.free),
-                        ("pending", row.pending),
-                    ],
-                });
-            }
-            // DRA devices per pool × driver/device type, as inventory's CSV names them.
-            for row in inv.dra.iter().flat_map(|d| &d.rows) {
-                let devices = i64::try_from(row.devices).unwrap_or(i64::MAX);
-                pools.push(PoolEval {
-                    pool: dra_pool(&row.pool),
-                    origin: "dra",
-                    resource: format!("{}/{}", row.driver, row.device_type),
-                    units: [
-                        ("capacity", devices),
-                        ("allocatable", devices),
-                        ("allocated", to_i64(row.allocated)),
-                        ("free", to_i64(row.free)),
-                        ("pending", to_i64(row.pending)),
-                    ],
-                });
-            }
-            for u in &inv.unservable {
-                unservable
-                    .entry(u.resource.clone())
-                    .or_default()
-                    .insert(u.pod.as_str());
-            }
-            let counts = unservable
-                .into_iter()
-                .map(|(r, pods)| (r, i64::try_from(pods.len()).unwrap_or(i64::MAX)))
-                .collect();
             pending = Some(pending_by_class(&inv));
+            let (pools, counts) = pool_evals(&inv);
             (Some(pools), Some(counts))
         }
         Err(e) => {
@@ -345,7 +253,6 @@ pub fn evaluate_with_dra(
             (None, None)
         }
     };
-
     let kubevirt = match kubevirt_cr {
         None => None,
         Some(Err(reason)) => {
@@ -377,6 +284,120 @@ pub fn evaluate_with_dra(
         kubevirt,
         problems,
     }
+}
+
+/// Each node judged as `check` judges it ([`check::judge_node`], with the DRA objects
+/// when listed), kept when it is in a pool (labelled, or lists a GPU resource) or has
+/// findings.
+fn node_evals(
+    nodes: &[NodeInfo],
+    policy: &PolicyStatus,
+    dra: Option<&crate::model::dra::DraObjects>,
+) -> Vec<NodeEval> {
+    let classifier = Classifier::default();
+    let dra_nodes = dra.map(check::DraNodes::from_objects);
+    nodes
+        .iter()
+        .filter_map(|n| {
+            let r = check::judge_node(n, &classifier, policy.policy(), dra_nodes.as_ref());
+            let in_pool = r.label.is_some() || r.resources.iter().any(|e| e.class.is_gpu());
+            if !in_pool && r.findings.is_empty() {
+                return None;
+            }
+            let findings: BTreeSet<(&'static str, &'static str)> = r
+                .findings
+                .iter()
+                .map(|f| (f.code.as_str(), f.severity.as_str()))
+                .collect();
+            Some(NodeEval {
+                mismatch: r
+                    .label
+                    .is_some()
+                    .then_some(r.verdict == check::Verdict::Mismatch),
+                label_state: match r.label.as_deref() {
+                    None => "absent",
+                    Some(v) if v.parse::<WorkloadConfig>().is_ok() => "valid",
+                    Some(_) => "invalid",
+                },
+                name: r.name,
+                effective: r.effective_workload.map_or("none", |w| w.as_str()),
+                source: r.workload_source.as_str(),
+                in_pool,
+                findings: findings.into_iter().collect(),
+            })
+        })
+        .collect()
+}
+
+/// Orphaned holders are check findings too (a warning), beside their count: adds the
+/// finding to each node of `inv.orphans` (once, findings kept sorted).
+fn add_orphan_findings(node_evals: &mut [NodeEval], inv: &inventory::Inventory) {
+    for o in &inv.orphans {
+        if let Some(n) = node_evals.iter_mut().find(|n| n.name == o.node) {
+            let code = check::orphan_finding(o).code;
+            let f = (code.as_str(), code.severity().as_str());
+            if !n.findings.contains(&f) {
+                n.findings.push(f);
+                n.findings.sort_unstable();
+            }
+        }
+    }
+}
+
+/// The inventory's pool × resource rows and DRA rows (pool × driver/device type, as
+/// inventory's CSV names them, origin `dra`) as series, and per GPU resource name the
+/// pending pods no pool can serve (every row's name present, 0 when none waits).
+fn pool_evals(inv: &inventory::Inventory) -> (Vec<PoolEval>, BTreeMap<String, i64>) {
+    let mut unservable: BTreeMap<String, BTreeSet<&str>> = BTreeMap::new();
+    let mut pools = Vec::new();
+    for row in &inv.rows {
+        let Some(resource) = &row.resource else {
+            continue;
+        };
+        unservable.entry(resource.clone()).or_default();
+        pools.push(PoolEval {
+            pool: row.workload.as_str(),
+            origin: match row.origin {
+                PoolOrigin::Known => "known",
+                PoolOrigin::DefaultNoLabel => "default-no-label",
+                PoolOrigin::DefaultInvalidLabel => "default-invalid-label",
+            },
+            resource: resource.clone(),
+            units: [
+                ("capacity", row.capacity),
+                ("allocatable", row.allocatable),
+                ("allocated", row.allocated),
+                ("free", row.free),
+                ("pending", row.pending),
+            ],
+        });
+    }
+    for row in inv.dra.iter().flat_map(|d| &d.rows) {
+        let devices = i64::try_from(row.devices).unwrap_or(i64::MAX);
+        pools.push(PoolEval {
+            pool: dra_pool(&row.pool),
+            origin: "dra",
+            resource: format!("{}/{}", row.driver, row.device_type),
+            units: [
+                ("capacity", devices),
+                ("allocatable", devices),
+                ("allocated", to_i64(row.allocated)),
+                ("free", to_i64(row.free)),
+                ("pending", to_i64(row.pending)),
+            ],
+        });
+    }
+    for u in &inv.unservable {
+        unservable
+            .entry(u.resource.clone())
+            .or_default()
+            .insert(u.pod.as_str());
+    }
+    let counts = unservable
+        .into_iter()
+        .map(|(r, pods)| (r, i64::try_from(pods.len()).unwrap_or(i64::MAX)))
+        .collect();
+    (pools, counts)
 }
 
 /// One change of a node's workload label between two evaluations.

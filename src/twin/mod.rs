@@ -37,7 +37,7 @@ use crate::cluster::gpusim;
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
 use crate::model::node::NodeInfo;
-use crate::model::operator::{PolicyStatus, VGPU_CONFIG_LABEL};
+use crate::model::operator::{ClusterPolicy, PolicyStatus, VGPU_CONFIG_LABEL};
 use crate::model::pod::PodInfo;
 use crate::model::resource::{NVIDIA_PREFIX, classify};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
@@ -523,8 +523,9 @@ fn select_pods<'a>(
             left.push(format!("{}: DRA claims", p.key()));
             continue;
         }
-        if !p.problems.is_empty() {
-            left.push(format!("{}: {}", p.key(), p.problems.join("; ")));
+        if !p.spec_problems.is_empty() {
+            let problems: Vec<String> = p.spec_problems.iter().map(ToString::to_string).collect();
+            left.push(format!("{}: {}", p.key(), problems.join("; ")));
             continue;
         }
         match &p.node_name {
@@ -737,27 +738,7 @@ pub async fn run(
 ) -> Result<Report> {
     let started = Instant::now();
     // Validate before starting anything.
-    let by_name: BTreeMap<&str, &NodeInfo> =
-        source.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
-    let mut hardware = BTreeMap::new();
-    for r in relabels {
-        let Some(n) = by_name.get(r.node.as_str()) else {
-            return Err(Error::Input(format!(
-                "relabel: no node {} in the {}{}",
-                crate::text::cut(&r.node),
-                source.origin,
-                crate::text::did_you_mean(&r.node, by_name.keys().copied())
-            )));
-        };
-        let Some(hw) = predict::infer_hardware(n) else {
-            return Err(Error::Input(format!(
-                "relabel {}: the node's GPUs cannot be worked out (no nvidia.com/gpu.count or \
-                 nvidia.com/gpu.product label, and no GPU name it advertises)",
-                r.node
-            )));
-        };
-        hardware.insert(r.node.clone(), hw);
-    }
+    let hardware = relabelled_hardware(source, relabels)?;
     let policy = source.policy.policy();
     let pools = inventory::assign_pools(&source.nodes, policy);
     let mut copied: BTreeSet<&str> = pools.pool_of.keys().copied().collect();
@@ -776,27 +757,7 @@ pub async fn run(
     // The twin's name must not be a cluster of the user's: `up` would return it running and
     // the tear-down would delete it. A twin left by an interrupted run carries the marker and
     // is replaced.
-    let state = crate::cluster::state_dir(&opts.name);
-    if state.exists() {
-        if state.join(TWIN_MARKER).exists() {
-            progress(&format!(
-                "removing the twin {} left by an earlier run",
-                opts.name
-            ));
-            let name = opts.name.clone();
-            tokio::task::spawn_blocking(move || crate::cluster::down(&name))
-                .await
-                .map_err(|e| Error::failed("the old twin's removal", e))??;
-        } else {
-            return Err(Error::Input(format!(
-                "--twin-name {}: a local cluster of that name exists ({}), and the twin is created and deleted by this command; give another --twin-name",
-                opts.name,
-                crate::cluster::status(&opts.name)
-                    .map(|s| s.to_string())
-                    .unwrap_or_else(|_| "state left".into())
-            )));
-        }
-    }
+    remove_old_twin(opts, progress).await?;
     progress(&format!(
         "starting the twin {} ({} GPU node(s), {} bound pod(s), {} pending GPU pod(s))",
         opts.name,
@@ -824,19 +785,20 @@ pub async fn run(
         })?;
         let client = crate::cluster::client(&handle.kubeconfig, None).await?;
         let info = crate::cluster::info(&opts.name)?;
-        build_and_try(
-            &client,
-            &info,
+        let twin = Twin {
+            client: &client,
+            info: &info,
+            opts,
+        };
+        let trial = Trial {
             source,
             relabels,
-            &hardware,
-            &twin_nodes,
-            &bound,
-            &pending,
-            opts,
-            progress,
-        )
-        .await
+            hardware: &hardware,
+            twin_nodes: &twin_nodes,
+            bound: &bound,
+            pending: &pending,
+        };
+        build_and_try(&twin, &trial, progress).await
     }
     .await;
     if !opts.keep {
@@ -852,25 +814,217 @@ pub async fn run(
     Ok(report)
 }
 
-#[allow(clippy::too_many_arguments)]
-async fn build_and_try(
-    client: &Client,
-    info: &crate::cluster::ClusterInfo,
+/// The GPUs of each relabelled node, by node name, worked out before anything starts.
+///
+/// Errors: [`Error::Input`] for a relabel naming a node the source lacks (with the names
+/// it may have meant), or a node whose GPUs cannot be worked out
+/// ([`predict::infer_hardware`]).
+fn relabelled_hardware(
     source: &Source,
     relabels: &[Relabel],
-    hardware: &BTreeMap<String, predict::Inferred>,
-    twin_nodes: &[&NodeInfo],
-    bound: &[&PodInfo],
-    pending: &[&PodInfo],
-    opts: &Options,
+) -> Result<BTreeMap<String, predict::Inferred>> {
+    let by_name: BTreeMap<&str, &NodeInfo> =
+        source.nodes.iter().map(|n| (n.name.as_str(), n)).collect();
+    let mut hardware = BTreeMap::new();
+    for r in relabels {
+        let Some(n) = by_name.get(r.node.as_str()) else {
+            return Err(Error::Input(format!(
+                "relabel: no node {} in the {}{}",
+                crate::text::cut(&r.node),
+                source.origin,
+                crate::text::did_you_mean(&r.node, by_name.keys().copied())
+            )));
+        };
+        let Some(hw) = predict::infer_hardware(n) else {
+            return Err(Error::Input(format!(
+                "relabel {}: the node's GPUs cannot be worked out (no nvidia.com/gpu.count or \
+                 nvidia.com/gpu.product label, and no GPU name it advertises)",
+                r.node
+            )));
+        };
+        hardware.insert(r.node.clone(), hw);
+    }
+    Ok(hardware)
+}
+
+/// Makes sure the twin's name is free: a twin an interrupted run left (it carries
+/// [`TWIN_MARKER`]) is taken down; a local cluster of the user's under that name is never
+/// touched (`up` would return it running and the tear-down would delete it).
+///
+/// Errors: [`Error::Input`] when the name is a cluster of the user's; the old twin's
+/// removal's errors.
+async fn remove_old_twin(opts: &Options, progress: &mut (dyn FnMut(&str) + Send)) -> Result<()> {
+    let state = crate::cluster::state_dir(&opts.name);
+    if !state.exists() {
+        return Ok(());
+    }
+    if state.join(TWIN_MARKER).exists() {
+        progress(&format!(
+            "removing the twin {} left by an earlier run",
+            opts.name
+        ));
+        let name = opts.name.clone();
+        tokio::task::spawn_blocking(move || crate::cluster::down(&name))
+            .await
+            .map_err(|e| Error::failed("the old twin's removal", e))??;
+        Ok(())
+    } else {
+        Err(Error::Input(format!(
+            "--twin-name {}: a local cluster of that name exists ({}), and the twin is created and deleted by this command; give another --twin-name",
+            opts.name,
+            crate::cluster::status(&opts.name)
+                .map(|s| s.to_string())
+                .unwrap_or_else(|_| "state left".into())
+        )))
+    }
+}
+
+/// What [`build_and_try`] copies into the twin and tries there (chosen by [`run`]).
+struct Trial<'a> {
+    source: &'a Source,
+    relabels: &'a [Relabel],
+    /// The GPUs of each relabelled node, by node name.
+    hardware: &'a BTreeMap<String, predict::Inferred>,
+    /// The source's GPU nodes (and relabelled nodes) to copy.
+    twin_nodes: &'a [&'a NodeInfo],
+    /// Non-terminal pods bound to `twin_nodes`.
+    bound: &'a [&'a PodInfo],
+    /// Pending pods that ask for an `nvidia.com/` name.
+    pending: &'a [&'a PodInfo],
+}
+
+/// The running twin: its API client, its cluster facts and the run's options.
+struct Twin<'a> {
+    client: &'a Client,
+    info: &'a crate::cluster::ClusterInfo,
+    opts: &'a Options,
+}
+
+/// Twin pod key (`namespace/twin name`) → the source's pending pod.
+type PendingByTwin<'a> = BTreeMap<String, &'a PodInfo>;
+
+/// The steps of a whatif on a started twin: copy the source in, let the scheduler try the
+/// pending pods as they are, relabel, let it try again, read the twin back and compare.
+async fn build_and_try(
+    twin: &Twin<'_>,
+    trial: &Trial<'_>,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Report> {
-    let policy = source.policy.policy();
-    // Namespaces, with their default service account (the ServiceAccount admission
-    // plugin refuses a pod until it exists).
-    let namespaces: BTreeSet<&str> = bound
+    let policy = trial.source.policy.policy();
+    let pending_by_twin = copy_source(twin.client, trial, progress).await?;
+    let mut notes = Vec::new();
+    settle_or_note(
+        twin,
+        Duration::from_millis(1500),
+        "after the pending pods were created",
+        &mut notes,
+    )
+    .await?;
+    let base = crate::input::pods::list_pods(twin.client).await?;
+    let placed_without_relabel = placed_as_is(&base, &pending_by_twin);
+    let placed_before: BTreeSet<String> = placed_without_relabel
         .iter()
-        .chain(pending)
+        .map(|p| p.pod.pod.clone())
+        .collect();
+
+    progress(&format!(
+        "relabelling {}",
+        trial
+            .relabels
+            .iter()
+            .map(|r| format!("{}={}", r.node, r.config))
+            .collect::<Vec<_>>()
+            .join(", ")
+    ));
+    let node_api: Api<Node> = Api::all(twin.client.clone());
+    let mut changes = Vec::new();
+    for r in trial.relabels {
+        changes.push(relabel_node(&node_api, trial, r, policy).await?);
+    }
+    progress("waiting for the twin's scheduler to settle");
+    settle_or_note(
+        twin,
+        Duration::from_millis(2000),
+        "after the relabel",
+        &mut notes,
+    )
+    .await?;
+
+    progress("reading the twin back");
+    let nodes_after = crate::input::live::list_nodes(twin.client).await?;
+    let pods_after = crate::input::pods::list_pods(twin.client).await?;
+    for c in &mut changes {
+        if let Some(n) = nodes_after.iter().find(|n| n.name == c.relabel.node) {
+            c.advertised_after = predict::listed(n);
+        }
+    }
+    let (now_scheduled, still_pending) = pending_outcome(
+        &nodes_after,
+        &pods_after,
+        &pending_by_twin,
+        &placed_before,
+        policy,
+    )?;
+    let mut disrupted = disrupted_pods(&changes, &pods_after, &pending_by_twin);
+    // Whether a VM owns a disrupted VMI is the source's to say (the twin has no VMs).
+    for d in &mut disrupted {
+        if d.pod.vmi.is_some() {
+            d.pod.vmi_owned_by_vm = trial
+                .source
+                .pods
+                .iter()
+                .find(|p| p.key() == d.pod.pod)
+                .and_then(|p| p.vmi_owned_by_vm);
+        }
+    }
+    // The inventory before (the source) and after (the twin).
+    let source = trial.source;
+    let inv_before = inventory::build(&source.nodes, &source.pods, &source.policy)?;
+    let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
+    let inventory = pool_deltas(&inv_before, &inv_after);
+    let names_by = "gpuwl's model of the GPU Operator and its device plugins (the \
+                    effective workload config, its operands, and the names their plugins \
+                    register), written to the twin's node status"
+        .to_string();
+    Ok(Report {
+        verdict: Verdict::of(&now_scheduled, still_pending.len(), &disrupted),
+        source: source.origin.clone(),
+        commands: apply_steps(&changes, &disrupted),
+        changes,
+        placed_without_relabel,
+        now_scheduled,
+        still_pending,
+        disrupted,
+        inventory,
+        twin: TwinFacts {
+            cluster: twin.opts.name.clone(),
+            kept: twin.opts.keep,
+            nodes: trial.twin_nodes.len(),
+            cpu_nodes_left_out: 0,
+            bound_pods: trial.bound.len(),
+            pending_pods: trial.pending.len(),
+            left_out: Vec::new(),
+            not_copied: objects::LEFT_OUT.to_string(),
+            names_by,
+            seconds: 0.0,
+        },
+        notes,
+    })
+}
+
+/// Copies the trial's namespaces (with their default service account: the ServiceAccount
+/// admission plugin refuses a pod until it exists), nodes (waiting until kwok reports them
+/// Ready), bound pods and pending pods into the twin, in that order. Returns the pending
+/// pods by their twin key.
+async fn copy_source<'a>(
+    client: &Client,
+    trial: &Trial<'a>,
+    progress: &mut (dyn FnMut(&str) + Send),
+) -> Result<PendingByTwin<'a>> {
+    let namespaces: BTreeSet<&str> = trial
+        .bound
+        .iter()
+        .chain(trial.pending)
         .map(|p| p.namespace.as_str())
         .collect();
     let ns_api: Api<Namespace> = Api::all(client.clone());
@@ -886,56 +1040,77 @@ async fn build_and_try(
     for ns in &namespaces {
         crate::cluster::accounts::ensure_default_service_account(client, ns).await?;
     }
-    progress(&format!("creating {} nodes", twin_nodes.len()));
+    progress(&format!("creating {} nodes", trial.twin_nodes.len()));
     let node_api: Api<Node> = Api::all(client.clone());
     create_all(
-        node_api.clone(),
-        twin_nodes.iter().map(|n| objects::node_object(n)).collect(),
+        node_api,
+        trial
+            .twin_nodes
+            .iter()
+            .map(|n| objects::node_object(n))
+            .collect(),
         "node",
     )
     .await?;
-    let names: BTreeSet<String> = twin_nodes.iter().map(|n| n.name.clone()).collect();
+    let names: BTreeSet<String> = trial.twin_nodes.iter().map(|n| n.name.clone()).collect();
     progress("waiting for kwok to report the nodes Ready and their not-ready taint to go");
     wait_nodes(client, &names, Duration::from_secs(120)).await?;
-    progress(&format!("creating {} bound pods", bound.len()));
+    progress(&format!("creating {} bound pods", trial.bound.len()));
     create_pods(
         client,
-        bound.iter().map(|p| objects::pod_object(p, true)).collect(),
+        trial
+            .bound
+            .iter()
+            .map(|p| objects::pod_object(p, true))
+            .collect(),
     )
     .await?;
-    // Twin pod key → source pod.
-    let twin_key = |p: &PodInfo| format!("{}/{}", p.namespace, objects::pod_name(p));
-    let pending_by_twin: BTreeMap<String, &PodInfo> =
-        pending.iter().map(|p| (twin_key(p), *p)).collect();
+    let pending_by_twin = pending_by_twin_key(trial.pending);
     progress(&format!(
         "creating {} pending pod(s); the twin's scheduler tries them as the cluster is",
-        pending.len()
+        trial.pending.len()
     ));
     create_pods(
         client,
-        pending
+        trial
+            .pending
             .iter()
             .map(|p| objects::pod_object(p, false))
             .collect(),
     )
     .await?;
-    let mut notes = Vec::new();
-    if !settle(
-        client,
-        info,
-        Duration::from_millis(1500),
-        opts.settle_timeout,
-    )
-    .await?
-    {
+    Ok(pending_by_twin)
+}
+
+/// The pending pods by the key their copy has in the twin (`namespace/twin name`).
+fn pending_by_twin_key<'a>(pending: &[&'a PodInfo]) -> PendingByTwin<'a> {
+    pending
+        .iter()
+        .map(|p| (format!("{}/{}", p.namespace, objects::pod_name(p)), *p))
+        .collect()
+}
+
+/// Waits for the twin's scheduler to settle ([`settle`]); when it has not within the
+/// run's timeout, adds a note saying so, `when` ending the sentence.
+async fn settle_or_note(
+    twin: &Twin<'_>,
+    min: Duration,
+    when: &str,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    if !settle(twin.client, twin.info, min, twin.opts.settle_timeout).await? {
         notes.push(format!(
-            "the twin's scheduler had not settled {} s after the pending pods were created",
-            opts.settle_timeout.as_secs()
+            "the twin's scheduler had not settled {} s {when}",
+            twin.opts.settle_timeout.as_secs()
         ));
     }
-    let base = crate::input::pods::list_pods(client).await?;
-    let placed_without_relabel: Vec<Placed> = base
-        .iter()
+    Ok(())
+}
+
+/// The copied pending pods the twin's scheduler bound before any relabel (they would not
+/// have waited in the cluster), with their node.
+fn placed_as_is(pods: &[PodInfo], pending_by_twin: &PendingByTwin<'_>) -> Vec<Placed> {
+    pods.iter()
         .filter_map(|p| {
             let src = pending_by_twin.get(&p.key())?;
             Some(Placed {
@@ -943,108 +1118,102 @@ async fn build_and_try(
                 node: p.node_name.clone()?,
             })
         })
-        .collect();
-    let placed_before: BTreeSet<String> = placed_without_relabel
-        .iter()
-        .map(|p| p.pod.pod.clone())
-        .collect();
+        .collect()
+}
 
-    // The relabels.
-    progress(&format!(
-        "relabelling {}",
-        relabels
-            .iter()
-            .map(|r| format!("{}={}", r.node, r.config))
-            .collect::<Vec<_>>()
-            .join(", ")
-    ));
-    let mut changes = Vec::new();
-    for r in relabels {
-        let before = source
-            .nodes
-            .iter()
-            .find(|n| n.name == r.node)
-            .expect("validated above");
-        let inferred = &hardware[&r.node];
-        let after_labels = predict::relabelled(before, r.config, r.vgpu_type.as_deref());
-        let (now, mut node_notes) = predict::advertised(&after_labels, &inferred.hw, policy);
-        let mut label_patch = serde_json::Map::new();
-        for k in before.labels.keys() {
-            if !after_labels.labels.contains_key(k) {
-                label_patch.insert(k.clone(), serde_json::Value::Null);
-            }
+/// The merge patch of `metadata.labels` that turns `before`'s labels into `after`'s:
+/// `null` for a label removed, the new value for one added or changed.
+fn label_patch(
+    before: &BTreeMap<String, String>,
+    after: &BTreeMap<String, String>,
+) -> serde_json::Map<String, serde_json::Value> {
+    let mut patch = serde_json::Map::new();
+    for k in before.keys() {
+        if !after.contains_key(k) {
+            patch.insert(k.clone(), serde_json::Value::Null);
         }
-        for (k, v) in &after_labels.labels {
-            if before.labels.get(k) != Some(v) {
-                label_patch.insert(k.clone(), serde_json::json!(v));
-            }
+    }
+    for (k, v) in after {
+        if before.get(k) != Some(v) {
+            patch.insert(k.clone(), serde_json::json!(v));
         }
+    }
+    patch
+}
+
+/// Applies one relabel to the twin: the node's labels, and (when they change) the names it
+/// advertises by gpuwl's model, written to its status capacity and allocatable. Returns the
+/// change with `advertised_after` still empty (read back later).
+async fn relabel_node(
+    node_api: &Api<Node>,
+    trial: &Trial<'_>,
+    r: &Relabel,
+    policy: Option<&ClusterPolicy>,
+) -> Result<NodeChange> {
+    let before = trial
+        .source
+        .nodes
+        .iter()
+        .find(|n| n.name == r.node)
+        .expect("validated above");
+    let inferred = &trial.hardware[&r.node];
+    let after_labels = predict::relabelled(before, r.config, r.vgpu_type.as_deref());
+    let (now, mut node_notes) = predict::advertised(&after_labels, &inferred.hw, policy);
+    let patch = label_patch(&before.labels, &after_labels.labels);
+    node_api
+        .patch(
+            &r.node,
+            &PatchParams::default(),
+            &Patch::Merge(serde_json::json!({"metadata": {"labels": patch}})),
+        )
+        .await
+        .map_err(|e| api_error(&format!("relabel node {} in the twin", r.node), &e))?;
+    let alloc = before
+        .allocatable
+        .clone()
+        .unwrap_or(before.capacity.clone());
+    if let Some(want) = gpusim::status_update(&before.capacity, &alloc, &now) {
         node_api
-            .patch(
+            .patch_status(
                 &r.node,
                 &PatchParams::default(),
-                &Patch::Merge(serde_json::json!({"metadata": {"labels": label_patch}})),
+                &Patch::Merge(serde_json::json!({
+                    "status": {"capacity": &want, "allocatable": &want}
+                })),
             )
             .await
-            .map_err(|e| api_error(&format!("relabel node {} in the twin", r.node), &e))?;
-        let alloc = before
-            .allocatable
-            .clone()
-            .unwrap_or(before.capacity.clone());
-        if let Some(want) = gpusim::status_update(&before.capacity, &alloc, &now) {
-            node_api
-                .patch_status(
-                    &r.node,
-                    &PatchParams::default(),
-                    &Patch::Merge(serde_json::json!({
-                        "status": {"capacity": &want, "allocatable": &want}
-                    })),
+            .map_err(|e| {
+                api_error(
+                    &format!("update the status of node {} in the twin", r.node),
+                    &e,
                 )
-                .await
-                .map_err(|e| {
-                    api_error(
-                        &format!("update the status of node {} in the twin", r.node),
-                        &e,
-                    )
-                })?;
-        }
-        if now.is_empty() {
-            node_notes.push("advertises no GPU name after the relabel".to_string());
-        }
-        changes.push(NodeChange {
-            relabel: r.clone(),
-            from: before.label(LABEL_KEY).map(str::to_string),
-            advertised_before: predict::listed(before),
-            advertised_after: BTreeMap::new(),
-            hardware: inferred.how.clone(),
-            notes: node_notes,
-        });
+            })?;
     }
-    progress("waiting for the twin's scheduler to settle");
-    if !settle(
-        client,
-        info,
-        Duration::from_millis(2000),
-        opts.settle_timeout,
-    )
-    .await?
-    {
-        notes.push(format!(
-            "the twin's scheduler had not settled {} s after the relabel",
-            opts.settle_timeout.as_secs()
-        ));
+    if now.is_empty() {
+        node_notes.push("advertises no GPU name after the relabel".to_string());
     }
-    progress("reading the twin back");
-    let nodes_after = crate::input::live::list_nodes(client).await?;
-    let pods_after = crate::input::pods::list_pods(client).await?;
-    for c in &mut changes {
-        if let Some(n) = nodes_after.iter().find(|n| n.name == c.relabel.node) {
-            c.advertised_after = predict::listed(n);
-        }
-    }
+    Ok(NodeChange {
+        relabel: r.clone(),
+        from: before.label(LABEL_KEY).map(str::to_string),
+        advertised_before: predict::listed(before),
+        advertised_after: BTreeMap::new(),
+        hardware: inferred.how.clone(),
+        notes: node_notes,
+    })
+}
+
+/// What became of the copied pending pods the scheduler had not bound before the relabel:
+/// bound now (with their node), or still pending (explained on the twin's state).
+fn pending_outcome(
+    nodes_after: &[NodeInfo],
+    pods_after: &[PodInfo],
+    pending_by_twin: &PendingByTwin<'_>,
+    placed_before: &BTreeSet<String>,
+    policy: Option<&ClusterPolicy>,
+) -> Result<(Vec<Placed>, Vec<StillPending>)> {
     let mut now_scheduled = Vec::new();
     let mut still_pending = Vec::new();
-    for p in &pods_after {
+    for p in pods_after {
         let Some(src) = pending_by_twin.get(&p.key()) else {
             continue;
         };
@@ -1060,8 +1229,8 @@ async fn build_and_try(
                 let e = explain::explain(
                     p,
                     explain::Inputs {
-                        nodes: Some(&nodes_after),
-                        pods: Some(&pods_after),
+                        nodes: Some(nodes_after),
+                        pods: Some(pods_after),
                         kubevirt: None,
                         cluster_policy: policy,
                         dra: None,
@@ -1078,10 +1247,19 @@ async fn build_and_try(
             }
         }
     }
-    // Disrupted: bound pods on a relabelled node holding a name it now offers fewer of
-    // than its pods hold.
+    Ok((now_scheduled, still_pending))
+}
+
+/// Disrupted: bound pods (not the copied pending ones, not terminal) on a relabelled node
+/// holding an `nvidia.com/` name the node now offers fewer units of than its pods hold
+/// together; each such pod once per name.
+fn disrupted_pods(
+    changes: &[NodeChange],
+    pods_after: &[PodInfo],
+    pending_by_twin: &PendingByTwin<'_>,
+) -> Vec<Disrupted> {
     let mut disrupted = Vec::new();
-    for c in &changes {
+    for c in changes {
         let on_node: Vec<&PodInfo> = pods_after
             .iter()
             .filter(|p| {
@@ -1116,48 +1294,7 @@ async fn build_and_try(
             }
         }
     }
-    // Whether a VM owns a disrupted VMI is the source's to say (the twin has no VMs).
-    for d in &mut disrupted {
-        if d.pod.vmi.is_some() {
-            d.pod.vmi_owned_by_vm = source
-                .pods
-                .iter()
-                .find(|p| p.key() == d.pod.pod)
-                .and_then(|p| p.vmi_owned_by_vm);
-        }
-    }
-    // The inventory before (the source) and after (the twin).
-    let inv_before = inventory::build(&source.nodes, &source.pods, &source.policy)?;
-    let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
-    let inventory = pool_deltas(&inv_before, &inv_after);
-    let names_by = "gpuwl's model of the GPU Operator and its device plugins (the \
-                    effective workload config, its operands, and the names their plugins \
-                    register), written to the twin's node status"
-        .to_string();
-    Ok(Report {
-        verdict: Verdict::of(&now_scheduled, still_pending.len(), &disrupted),
-        source: source.origin.clone(),
-        commands: apply_steps(&changes, &disrupted),
-        changes,
-        placed_without_relabel,
-        now_scheduled,
-        still_pending,
-        disrupted,
-        inventory,
-        twin: TwinFacts {
-            cluster: opts.name.clone(),
-            kept: opts.keep,
-            nodes: twin_nodes.len(),
-            cpu_nodes_left_out: 0,
-            bound_pods: bound.len(),
-            pending_pods: pending.len(),
-            left_out: Vec::new(),
-            not_copied: objects::LEFT_OUT.to_string(),
-            names_by,
-            seconds: 0.0,
-        },
-        notes,
-    })
+    disrupted
 }
 
 /// The inventory rows of `before` and `after` side by side (pool × resource), those whose
@@ -1223,6 +1360,132 @@ mod tests {
             before: 2,
             after: 0,
         }
+    }
+
+    fn gpu_pod(name: &str, node: Option<&str>, units: i64) -> PodInfo {
+        let mut spec = serde_json::json!({"containers": [{"name": "c", "resources": {
+            "limits": {"nvidia.com/GA102GL_A10": units.to_string()}}}]});
+        if let Some(n) = node {
+            spec["nodeName"] = serde_json::json!(n);
+        }
+        crate::input::pods::from_object(&serde_json::json!({
+            "kind": "Pod",
+            "metadata": {"name": name, "namespace": "vms"},
+            "spec": spec,
+            "status": {"phase": if node.is_some() { "Running" } else { "Pending" }}
+        }))
+        .unwrap()
+    }
+
+    fn change(node: &str, before: u64, after: u64) -> NodeChange {
+        let name = "nvidia.com/GA102GL_A10".to_string();
+        NodeChange {
+            relabel: Relabel {
+                node: node.into(),
+                config: WorkloadConfig::Container,
+                vgpu_type: None,
+            },
+            from: Some("vm-passthrough".into()),
+            advertised_before: BTreeMap::from([(name.clone(), before)]),
+            advertised_after: BTreeMap::from([(name, after)]),
+            hardware: vec![],
+            notes: vec![],
+        }
+    }
+
+    #[test]
+    fn relabels_are_checked_against_the_source_before_anything_starts() {
+        let mut gpu = NodeInfo::named("lab-node-1");
+        gpu.capacity
+            .insert("nvidia.com/GA102GL_A10".into(), "2".into());
+        gpu.allocatable = Some(gpu.capacity.clone());
+        let source = Source {
+            nodes: vec![gpu, NodeInfo::named("cpu-1")],
+            pods: vec![],
+            policy: PolicyStatus::not_read(),
+            origin: "files".into(),
+        };
+        let relabel = |s: &str| -> Relabel { s.parse().unwrap() };
+        let hw = relabelled_hardware(&source, &[relabel("lab-node-1=container")]).unwrap();
+        assert_eq!(hw.keys().collect::<Vec<_>>(), ["lab-node-1"]);
+        assert!(!hw["lab-node-1"].how.is_empty());
+        let e = relabelled_hardware(&source, &[relabel("lab-node-2=container")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .starts_with("relabel: no node \"lab-node-2\" in the files"),
+            "{e}"
+        );
+        assert!(e.to_string().contains("lab-node-1"), "{e}");
+        let e = relabelled_hardware(&source, &[relabel("cpu-1=container")]).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("relabel cpu-1: the node's GPUs cannot be worked out"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn label_patch_removes_with_null_and_sets_only_what_changed() {
+        let before = BTreeMap::from([
+            ("a".to_string(), "1".to_string()),
+            ("gone".to_string(), "x".to_string()),
+            ("same".to_string(), "s".to_string()),
+        ]);
+        let after = BTreeMap::from([
+            ("a".to_string(), "2".to_string()),
+            ("new".to_string(), "n".to_string()),
+            ("same".to_string(), "s".to_string()),
+        ]);
+        assert_eq!(
+            serde_json::Value::Object(label_patch(&before, &after)),
+            serde_json::json!({"a": "2", "gone": null, "new": "n"})
+        );
+        assert!(label_patch(&before, &before).is_empty());
+    }
+
+    #[test]
+    fn disrupted_are_bound_pods_holding_more_than_the_node_now_offers() {
+        let pods = vec![
+            gpu_pod("vm-a", Some("lab-node-1"), 1),
+            gpu_pod("vm-b", Some("lab-node-1"), 1),
+            gpu_pod("elsewhere", Some("lab-node-2"), 1),
+            gpu_pod("waiting", None, 1),
+        ];
+        // The twin's copy of a pending pod bound by the scheduler is not a disruption.
+        let placed = gpu_pod("placed", Some("lab-node-1"), 1);
+        let mut all = pods.clone();
+        all.push(placed.clone());
+        let pending = [&placed];
+        let by_twin = pending_by_twin_key(&pending);
+        assert_eq!(by_twin.keys().collect::<Vec<_>>(), ["vms/placed"]);
+        // 2 held on lab-node-1, 1 offered after: both holders are disrupted, once each.
+        let d = disrupted_pods(&[change("lab-node-1", 2, 1)], &all, &by_twin);
+        let got: Vec<(&str, &str, u64, u64)> = d
+            .iter()
+            .map(|d| (d.pod.pod.as_str(), d.node.as_str(), d.before, d.after))
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("vms/vm-a", "lab-node-1", 2, 1),
+                ("vms/vm-b", "lab-node-1", 2, 1)
+            ]
+        );
+        // Enough left: nobody is disrupted.
+        assert!(disrupted_pods(&[change("lab-node-1", 2, 2)], &all, &by_twin).is_empty());
+    }
+
+    #[test]
+    fn placed_as_is_lists_copied_pending_pods_the_scheduler_bound() {
+        let waiting = gpu_pod("w", None, 1);
+        let bound_copy = gpu_pod("w", Some("lab-node-1"), 1);
+        let other = gpu_pod("other", Some("lab-node-1"), 1);
+        let pending = [&waiting];
+        let by_twin = pending_by_twin_key(&pending);
+        let placed = placed_as_is(&[bound_copy, other], &by_twin);
+        assert_eq!(placed.len(), 1);
+        assert_eq!(placed[0].pod.pod, "vms/w");
+        assert_eq!(placed[0].node, "lab-node-1");
     }
 
     #[test]

@@ -216,6 +216,7 @@ mod tests {
             status_message: None,
             sources: vec![],
             problems: vec![],
+            spec_problems: Vec::new(),
             resource_claims: vec![],
             vmi_owned_by_vm: None,
         }

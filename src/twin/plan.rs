@@ -116,13 +116,59 @@ fn config_for(resource: &str) -> Option<(WorkloadConfig, Option<String>)> {
     }
 }
 
-/// Finds the proposal (see the module docs).
+/// Finds the proposal (see the module docs): the free units now, the pending pods a relabel
+/// can serve, the demand the free units cannot take, then per GPU name the relabels that
+/// serve it (or why none does).
 pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
-    let policy = source.policy.policy();
-    let held = holders(&source.pods);
-    // Free units per node × name now: allocatable minus what bound pods hold.
-    let mut free: BTreeMap<&str, BTreeMap<String, u64>> = BTreeMap::new();
-    for n in &source.nodes {
+    let search = Search {
+        source,
+        policy: source.policy.policy(),
+        held: holders(&source.pods),
+        allow_disruption,
+    };
+    let mut free = free_units(&source.nodes, &search.held);
+    let (pending, held_back) = relabel_servable(source);
+    let asked = unmet_demand(&source.nodes, &pending, &mut free);
+    let mut short = BTreeMap::new();
+    let mut steps: Vec<Step> = Vec::new();
+    let mut unservable = Vec::new();
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for (resource, pods) in &asked {
+        short.insert(resource.clone(), pods.iter().map(|(_, n)| *n).sum::<u64>());
+        let Some((config, vgpu)) = config_for(resource) else {
+            for (p, _) in pods {
+                unservable.push(Unservable {
+                    pod: p.key(),
+                    resource: resource.clone(),
+                    why: "not a GPU name any workload config advertises".into(),
+                });
+            }
+            continue;
+        };
+        let want = Want {
+            resource,
+            config,
+            vgpu,
+            pods,
+        };
+        search.serve(&want, &mut used, &mut steps, &mut unservable);
+    }
+    Proposal {
+        steps,
+        unservable,
+        pending_pods: pending.len(),
+        short,
+        held_back,
+    }
+}
+
+/// Free units per node × listed GPU name now: allocatable minus what bound pods hold.
+fn free_units<'a>(
+    nodes: &'a [NodeInfo],
+    held: &BTreeMap<&str, Vec<&PodInfo>>,
+) -> BTreeMap<&'a str, BTreeMap<String, u64>> {
+    let mut free = BTreeMap::new();
+    for n in nodes {
         let mut units = predict::listed(n);
         for (r, u) in units.iter_mut() {
             let taken: i64 = held
@@ -135,16 +181,22 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
         }
         free.insert(n.name.as_str(), units);
     }
-    // The pending GPU pods, each with explain's verdict: only demand and unservable pods
-    // are what a relabel can serve; the rest wait on something a label does not change.
+    free
+}
+
+/// The pending GPU pods a relabel can serve, in queue order: those explain classes as
+/// demand, unservable or not judged. The others wait on something a label does not change
+/// and are returned apart, with their class and cause.
+fn relabel_servable(source: &Source) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
+    use crate::analysis::verdict::PodClass;
     let shared = crate::analysis::explain::Shared::new(crate::analysis::explain::Inputs {
         nodes: Some(&source.nodes),
         pods: Some(&source.pods),
-        cluster_policy: policy,
+        cluster_policy: source.policy.policy(),
         ..Default::default()
     });
     let mut held_back = Vec::new();
-    let pending: Vec<&PodInfo> = source
+    let pending = source
         .pods
         .iter()
         .filter(|p| p.is_unbound() && p.requests.keys().any(|r| classify(r).is_gpu()))
@@ -152,7 +204,6 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
             let Ok(e) = shared.explain(p) else {
                 return true;
             };
-            use crate::analysis::verdict::PodClass;
             match e.verdict.class {
                 PodClass::Demand | PodClass::Unservable | PodClass::NotJudged => true,
                 class => {
@@ -166,16 +217,25 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
             }
         })
         .collect();
-    // The pods asking for each name, in queue order, that the free units now cannot take:
-    // each pod takes the first node its constraints allow with enough free units.
+    (pending, held_back)
+}
+
+/// The pods asking for each GPU name, in queue order with their units, that the free units
+/// now cannot take: each pod takes (from `free`) the first node its constraints allow with
+/// enough free units.
+fn unmet_demand<'p>(
+    nodes: &[NodeInfo],
+    pending: &[&'p PodInfo],
+    free: &mut BTreeMap<&str, BTreeMap<String, u64>>,
+) -> BTreeMap<String, Vec<(&'p PodInfo, u64)>> {
     let mut asked: BTreeMap<String, Vec<(&PodInfo, u64)>> = BTreeMap::new();
-    for p in &pending {
+    for p in pending {
         for (r, n) in p.requests.iter() {
             if !classify(r).is_gpu() {
                 continue;
             }
             let want = u64::try_from(*n).unwrap_or(0);
-            let fits = source.nodes.iter().find(|node| {
+            let fits = nodes.iter().find(|node| {
                 free.get(node.name.as_str())
                     .and_then(|m| m.get(r))
                     .is_some_and(|f| *f >= want)
@@ -191,42 +251,129 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
             }
         }
     }
-    let mut short = BTreeMap::new();
-    let mut steps: Vec<Step> = Vec::new();
-    let mut unservable = Vec::new();
-    let mut used: BTreeSet<String> = BTreeSet::new();
-    for (resource, pods) in &asked {
-        let mut need: u64 = pods.iter().map(|(_, n)| *n).sum();
-        short.insert(resource.clone(), need);
-        let Some((config, vgpu)) = config_for(resource) else {
-            for (p, _) in pods {
-                unservable.push(Unservable {
-                    pod: p.key(),
-                    resource: resource.clone(),
-                    why: "not a GPU name any workload config advertises".into(),
-                });
+    asked
+}
+
+/// What the greedy search reads: the source, its ClusterPolicy, the GPU pods bound to each
+/// node ([`holders`]) and whether a relabel may disrupt them.
+struct Search<'a> {
+    source: &'a Source,
+    policy: Option<&'a crate::model::operator::ClusterPolicy>,
+    held: BTreeMap<&'a str, Vec<&'a PodInfo>>,
+    allow_disruption: bool,
+}
+
+/// One GPU name short of units: the config (and vGPU type) under which a node advertises
+/// it, and the pods asking for it (queue order, units each).
+struct Want<'w, 'p> {
+    resource: &'w str,
+    config: WorkloadConfig,
+    vgpu: Option<String>,
+    pods: &'w [(&'p PodInfo, u64)],
+}
+
+/// A node that would advertise a wanted name once relabelled.
+struct Candidate<'a> {
+    node: &'a NodeInfo,
+    /// Units of the name it would advertise.
+    units: u64,
+    /// The asking pods whose constraints allow it after the relabel.
+    hosts: Vec<String>,
+    /// The pods it runs that hold a GPU name it would lose (`namespace/name`).
+    lost: Vec<String>,
+}
+
+impl<'a> Search<'a> {
+    /// Serves `want`: relabels candidates (most units first, then least disruption, then
+    /// by name; each node once in the plan, recorded in `used`) while units are short,
+    /// each taking the asking pods it can host in queue order; the pods left are
+    /// unservable, with why.
+    fn serve(
+        &self,
+        want: &Want<'_, '_>,
+        used: &mut BTreeSet<String>,
+        steps: &mut Vec<Step>,
+        unservable: &mut Vec<Unservable>,
+    ) {
+        let mut need: u64 = want.pods.iter().map(|(_, n)| *n).sum();
+        let (candidates, could_advertise) = self.candidates(want, used);
+        let mut served: BTreeSet<String> = BTreeSet::new();
+        for c in candidates {
+            if need == 0 {
+                break;
             }
-            continue;
-        };
-        // Candidates: (node, units, pods it can host, disrupted pods).
-        let mut candidates: Vec<(&NodeInfo, u64, Vec<String>, Vec<String>)> = Vec::new();
+            // The pods it takes, in queue order, while its units last.
+            let mut left = c.units;
+            let mut new = Vec::new();
+            for (p, k) in want.pods {
+                let key = p.key();
+                if *k <= left && c.hosts.contains(&key) && !served.contains(&key) {
+                    left -= k;
+                    new.push(key);
+                }
+            }
+            if new.is_empty() {
+                continue;
+            }
+            served.extend(new.iter().cloned());
+            need = need.saturating_sub(c.units - left);
+            used.insert(c.node.name.clone());
+            steps.push(Step {
+                relabel: Relabel {
+                    node: c.node.name.clone(),
+                    config: want.config,
+                    vgpu_type: want.vgpu.clone(),
+                },
+                from: c.node.label(LABEL_KEY).map(str::to_string),
+                resource: want.resource.to_owned(),
+                units: c.units,
+                for_pods: new,
+                disrupts: c.lost,
+            });
+        }
+        if need == 0 {
+            return;
+        }
+        for (p, _) in want.pods {
+            if served.contains(&p.key()) {
+                continue;
+            }
+            unservable.push(Unservable {
+                pod: p.key(),
+                resource: want.resource.to_owned(),
+                why: self.why_unservable(p, want, &could_advertise),
+            });
+        }
+    }
+
+    /// The nodes not yet `used` that would advertise more of the wanted name once relabelled
+    /// and host at least one asking pod (and, unless disruption is allowed, disrupt none),
+    /// in the order the search takes them; and apart, every node that would advertise more
+    /// of it (hosting or not), by name.
+    fn candidates(
+        &self,
+        want: &Want<'_, '_>,
+        used: &BTreeSet<String>,
+    ) -> (Vec<Candidate<'a>>, Vec<String>) {
+        let mut candidates = Vec::new();
         let mut could_advertise = Vec::new();
-        for n in &source.nodes {
+        for n in &self.source.nodes {
             if used.contains(&n.name) {
                 continue;
             }
             let Some(inf) = predict::infer_hardware(n) else {
                 continue;
             };
-            let after = predict::relabelled(n, config, vgpu.as_deref());
-            let (adv, _) = predict::advertised(&after, &inf.hw, policy);
-            let units = adv.get(resource).copied().unwrap_or(0);
-            let now = predict::advertised(n, &inf.hw, policy).0;
-            if units == 0 || now.get(resource).copied().unwrap_or(0) >= units {
+            let after = predict::relabelled(n, want.config, want.vgpu.as_deref());
+            let (adv, _) = predict::advertised(&after, &inf.hw, self.policy);
+            let units = adv.get(want.resource).copied().unwrap_or(0);
+            let now = predict::advertised(n, &inf.hw, self.policy).0;
+            if units == 0 || now.get(want.resource).copied().unwrap_or(0) >= units {
                 continue;
             }
             could_advertise.push(n.name.clone());
-            let hosts: Vec<String> = pods
+            let hosts: Vec<String> = want
+                .pods
                 .iter()
                 .filter(|(p, _)| placement::allows(p, &after))
                 .map(|(p, _)| p.key())
@@ -234,7 +381,8 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
             if hosts.is_empty() {
                 continue;
             }
-            let lost: Vec<String> = held
+            let lost: Vec<String> = self
+                .held
                 .get(n.name.as_str())
                 .into_iter()
                 .flatten()
@@ -245,119 +393,88 @@ pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
                 })
                 .map(|p| p.key())
                 .collect();
-            if !lost.is_empty() && !allow_disruption {
+            if !lost.is_empty() && !self.allow_disruption {
                 continue;
             }
-            candidates.push((n, units, hosts, lost));
+            candidates.push(Candidate {
+                node: n,
+                units,
+                hosts,
+                lost,
+            });
         }
         candidates.sort_by(|a, b| {
-            b.1.cmp(&a.1)
-                .then(a.3.len().cmp(&b.3.len()))
-                .then(a.0.name.cmp(&b.0.name))
+            b.units
+                .cmp(&a.units)
+                .then(a.lost.len().cmp(&b.lost.len()))
+                .then(a.node.name.cmp(&b.node.name))
         });
-        let mut served: BTreeSet<String> = BTreeSet::new();
-        for (n, units, hosts, lost) in candidates {
-            if need == 0 {
-                break;
-            }
-            // The pods it takes, in queue order, while its units last.
-            let mut left = units;
-            let mut new = Vec::new();
-            for (p, k) in pods {
-                let key = p.key();
-                if *k <= left && hosts.contains(&key) && !served.contains(&key) {
-                    left -= k;
-                    new.push(key);
-                }
-            }
-            if new.is_empty() {
-                continue;
-            }
-            served.extend(new.iter().cloned());
-            need = need.saturating_sub(units - left);
-            used.insert(n.name.clone());
-            steps.push(Step {
-                relabel: Relabel {
-                    node: n.name.clone(),
-                    config,
-                    vgpu_type: vgpu.clone(),
-                },
-                from: n.label(LABEL_KEY).map(str::to_string),
-                resource: resource.clone(),
-                units,
-                for_pods: new,
-                disrupts: lost,
-            });
-        }
-        if need == 0 {
-            continue;
-        }
-        for (p, _) in pods {
-            if served.contains(&p.key()) {
-                continue;
-            }
-            let why = if could_advertise.is_empty() {
-                format!(
-                    "no node's GPUs would advertise {resource} under any workload config \
-                     (no node has the GPU model or board it names)"
-                )
-            } else if !could_advertise.iter().any(|c| {
-                let n = source.nodes.iter().find(|n| &n.name == c).expect("listed");
-                placement::allows(p, &predict::relabelled(n, config, vgpu.as_deref()))
-            }) {
-                let n = source
-                    .nodes
-                    .iter()
-                    .find(|n| n.name == could_advertise[0])
-                    .expect("listed");
-                let ex = placement::exclusions(p, &predict::relabelled(n, config, vgpu.as_deref()));
-                // The exclusions are those of the node AFTER the relabel: said as such, with
-                // the label it has now, never as the node's present state.
-                let now = n.label(LABEL_KEY);
-                let on = if now == Some(config.as_str()) {
-                    format!(
-                        "{} on {}",
-                        ex.iter()
-                            .map(|e| e.to_string())
-                            .collect::<Vec<_>>()
-                            .join("; "),
-                        n.name
-                    )
-                } else {
-                    format!(
-                        "{} (labelled {} now) would fail {} once relabelled {config}",
-                        n.name,
-                        now.unwrap_or("nothing"),
-                        ex.iter()
-                            .map(|e| e.constraint())
-                            .collect::<Vec<_>>()
-                            .join("; ")
-                    )
-                };
-                format!(
-                    "only a node labelled {config} advertises {resource}, and the pod's own \
-                     constraints exclude every such node ({on}): change the pod, not a label"
-                )
-            } else if !allow_disruption {
-                "every node that could serve it runs pods holding GPUs it would lose \
-                 (--allow-disruption to consider them)"
-                    .to_string()
-            } else {
-                "the nodes that could serve it are already used by this plan".to_string()
-            };
-            unservable.push(Unservable {
-                pod: p.key(),
-                resource: resource.clone(),
-                why,
-            });
-        }
+        (candidates, could_advertise)
     }
-    Proposal {
-        steps,
-        unservable,
-        pending_pods: pending.len(),
-        short,
-        held_back,
+
+    /// Why no relabel in the plan serves pod `p`: no node's GPUs would advertise the name;
+    /// the pod's own constraints exclude every node that would (said of the node after the
+    /// relabel); every such node would disrupt pods; or they are used by this plan.
+    fn why_unservable(
+        &self,
+        p: &PodInfo,
+        want: &Want<'_, '_>,
+        could_advertise: &[String],
+    ) -> String {
+        let (resource, config) = (want.resource, want.config);
+        let relabelled = |n: &NodeInfo| predict::relabelled(n, config, want.vgpu.as_deref());
+        let node = |name: &str| {
+            self.source
+                .nodes
+                .iter()
+                .find(|n| n.name == name)
+                .expect("listed")
+        };
+        if could_advertise.is_empty() {
+            format!(
+                "no node's GPUs would advertise {resource} under any workload config \
+                 (no node has the GPU model or board it names)"
+            )
+        } else if !could_advertise
+            .iter()
+            .any(|c| placement::allows(p, &relabelled(node(c))))
+        {
+            let n = node(&could_advertise[0]);
+            let ex = placement::exclusions(p, &relabelled(n));
+            // The exclusions are those of the node AFTER the relabel: said as such, with
+            // the label it has now, never as the node's present state.
+            let now = n.label(LABEL_KEY);
+            let on = if now == Some(config.as_str()) {
+                format!(
+                    "{} on {}",
+                    ex.iter()
+                        .map(|e| e.to_string())
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    n.name
+                )
+            } else {
+                format!(
+                    "{} (labelled {} now) would fail {} once relabelled {config}",
+                    n.name,
+                    now.unwrap_or("nothing"),
+                    ex.iter()
+                        .map(|e| e.constraint())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            };
+            format!(
+                "only a node labelled {config} advertises {resource}, and the pod's own \
+                 constraints exclude every such node ({on}): change the pod, not a label"
+            )
+        } else if !self.allow_disruption {
+            "every node that could serve it runs pods holding GPUs it would lose \
+             (--allow-disruption to consider them)"
+                .to_string()
+        } else {
+            "the nodes that could serve it are already used by this plan".to_string()
+        }
     }
 }
 
@@ -395,9 +512,38 @@ mod tests {
             status_message: None,
             sources: vec![],
             problems: vec![],
+            spec_problems: Vec::new(),
             resource_claims: vec![],
             vmi_owned_by_vm: None,
         }
+    }
+
+    #[test]
+    fn free_units_and_the_demand_they_cannot_take() {
+        let nodes = vec![
+            node("c-0", "container", "nvidia.com/gpu", 2),
+            node("c-1", "container", "nvidia.com/gpu", 1),
+        ];
+        let pods = vec![
+            pod("busy", "nvidia.com/gpu", Some("c-0")),
+            pod("p1", "nvidia.com/gpu", None),
+            pod("p2", "nvidia.com/gpu", None),
+            pod("p3", "nvidia.com/gpu", None),
+        ];
+        let held = holders(&pods);
+        let mut free = free_units(&nodes, &held);
+        assert_eq!(free["c-0"]["nvidia.com/gpu"], 1);
+        assert_eq!(free["c-1"]["nvidia.com/gpu"], 1);
+        let pending: Vec<&PodInfo> = pods[1..].iter().collect();
+        let asked = unmet_demand(&nodes, &pending, &mut free);
+        // In queue order p1 takes c-0's free unit and p2 c-1's; p3 is short.
+        let short: Vec<(&str, u64)> = asked["nvidia.com/gpu"]
+            .iter()
+            .map(|(p, n)| (p.name.as_str(), *n))
+            .collect();
+        assert_eq!(short, [("p3", 1)]);
+        assert_eq!(free["c-0"]["nvidia.com/gpu"], 0);
+        assert_eq!(free["c-1"]["nvidia.com/gpu"], 0);
     }
 
     #[test]

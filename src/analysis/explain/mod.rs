@@ -284,7 +284,12 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
     Ok((e, usage))
 }
 
-/// [`gather`] with the shared tables computed by the caller ([`Shared`]).
+/// Each node's exclusions for the pod ([`placement::exclusions`]), by node name.
+type Exclusions<'a> = BTreeMap<&'a str, Vec<Exclusion>>;
+
+/// [`gather`] with the shared tables computed by the caller ([`Shared`]): the requests,
+/// the constraints, how they narrow the nodes, the scheduler's filters, then the DRA claims
+/// and the notes.
 fn gather_with(
     pod: &PodInfo,
     inputs: Inputs<'_>,
@@ -293,91 +298,197 @@ fn gather_with(
 ) -> Result<Explanation> {
     let nodes_known = inputs.nodes.is_some();
     let nodes = inputs.nodes.unwrap_or(&[]);
-    let exclusions: BTreeMap<&str, Vec<Exclusion>> = nodes
+    let exclusions: Exclusions<'_> = nodes
         .iter()
         .map(|n| (n.name.as_str(), placement::exclusions(pod, n)))
         .collect();
     let advertised_names = usage.advertised_names();
+    let requests: Vec<RequestView> = pod
+        .requests
+        .iter()
+        .map(|(r, units)| {
+            request_view(
+                pod,
+                r,
+                *units,
+                inputs,
+                usage,
+                &exclusions,
+                &advertised_names,
+            )
+        })
+        .collect();
+    let constraints = constraint_views(pod, nodes, &exclusions);
+    let (allowed_nodes, candidates, fitting) = narrowed(nodes, &exclusions, &requests);
+    let held_off = held_off(nodes, &exclusions, &requests);
 
-    let mut requests = Vec::new();
-    for (r, units) in pod.requests.iter() {
-        let source = pod.sources.iter().find(|s| &s.resource == r);
-        let field = source.map(|s| s.field.clone()).unwrap_or_default();
-        let container = source.and_then(|s| s.container.clone());
-        let mut advertisers = Vec::new();
-        let mut stale = Vec::new();
-        for n in nodes {
-            let Some(cell) = usage.cell(&n.name, r) else {
-                continue;
-            };
-            if !cell.advertised() {
-                if cell.listed {
-                    stale.push(n.name.clone());
-                }
-                continue;
-            }
-            let ex = &exclusions[n.name.as_str()];
-            advertisers.push(NodeFree {
-                node: n.name.clone(),
-                pool: usage.pool_of(&n.name).map(|p| p.name()).unwrap_or_default(),
-                allocatable: cell.allocatable,
-                allocated: usage.pods_known.then_some(cell.allocated),
-                free: usage.pods_known.then(|| cell.free()),
-                held_by: cell.holders.iter().map(|h| h.pod.clone()).collect(),
-                allowed: ex.is_empty(),
-                excluded_by: ex.iter().map(ToString::to_string).collect(),
-            });
+    // The scheduler's filters, node by node (every resource, not only extended ones).
+    let filters: Vec<NodeFit> = if pod.node_name.is_none() {
+        fit::filter(pod, nodes, requested)
+    } else {
+        Vec::new()
+    };
+    let schedulable: Vec<String> = filters
+        .iter()
+        .filter(|f| f.passes())
+        .map(|f| f.node.clone())
+        .collect();
+    let predicted_message = fit::message(&filters);
+    let mut e = Explanation {
+        pod: pod.key(),
+        kind: pod.kind,
+        phase: pod.phase.clone(),
+        node: pod.node_name.clone(),
+        scheduler: pod.pod_scheduled().cloned(),
+        nodes_known,
+        allocations_known: usage.pods_known,
+        nodes_total: nodes.len(),
+        requests,
+        constraints,
+        allowed_nodes,
+        candidates,
+        fitting,
+        schedulable,
+        filters,
+        predicted_message,
+        kubevirt: inputs.kubevirt.map(|k| k.object.clone()),
+        cause_code: CauseCode::FitsNow,
+        verdict: verdict::verdict(CauseCode::FitsNow, false),
+        held_off,
+        scheduling_gates: pod.scheduling_gates.clone(),
+        cause_codes: Vec::new(),
+        cause: String::new(),
+        fix: String::new(),
+        evidence: Vec::new(),
+        notes: Vec::new(),
+        claims: Vec::new(),
+        dra: None,
+        dra_known: inputs.dra.is_some(),
+        vm: None,
+        remedy: None,
+    };
+    if !pod.resource_claims.is_empty() {
+        match inputs.dra {
+            Some(dra) => add_claims(&mut e, pod, dra, &exclusions),
+            None => e.notes.push(
+                "the pod asks for devices through resourceClaims (DRA): pass --dra FILE (kubectl get deviceclasses,resourceslices,resourceclaims -A -o json) to see which devices they match".into(),
+            ),
         }
-        let did_you_mean = if advertisers.is_empty() {
-            names::did_you_mean(r, advertised_names.iter().copied())
-        } else {
-            Vec::new()
+    }
+    if pod.is_vm()
+        && let Some(kv) = inputs.kubevirt
+    {
+        e.notes.extend(kubevirt_notes(kv, &advertised_names));
+    }
+    for bad in &usage.skipped {
+        e.notes
+            .push(format!("skipped (not a valid device count): {bad}"));
+    }
+    Ok(e)
+}
+
+/// The view of one extended resource `r` the pod asks `units` of: where it was read, the
+/// nodes advertising it (with their free units and what excludes them), nodes listing it
+/// at zero, names it may have meant, whether KubeVirt permits it, and notes on the name.
+fn request_view(
+    pod: &PodInfo,
+    r: &str,
+    units: i64,
+    inputs: Inputs<'_>,
+    usage: &Usage,
+    exclusions: &Exclusions<'_>,
+    advertised_names: &BTreeSet<&str>,
+) -> RequestView {
+    let source = pod.sources.iter().find(|s| s.resource == r);
+    let field = source.map(|s| s.field.clone()).unwrap_or_default();
+    let container = source.and_then(|s| s.container.clone());
+    let mut advertisers = Vec::new();
+    let mut stale = Vec::new();
+    for n in inputs.nodes.unwrap_or(&[]) {
+        let Some(cell) = usage.cell(&n.name, r) else {
+            continue;
         };
-        let class = match did_you_mean.first() {
-            Some(s) if classify(r).is_gpu() => classify(&s.name),
-            _ => classify(r),
-        };
-        let mut notes = Vec::new();
-        if let Some(short) = r.strip_prefix(NVIDIA_PREFIX)
-            && advertisers.is_empty()
-            && class == ResourceClass::PassthroughModel
-        {
-            if resource::is_mixed_case_model(short) {
-                notes.push(format!(
-                    "{r} has lower-case letters: the sandbox device plugin upper-cases device names since v1.1.1 (2022)"
-                ));
-            } else if resource::is_hex_fallback(short) {
-                notes.push(format!(
-                    "{r} is a hex PCI device id: the plugin's pci.ids lacked the device; a newer plugin advertises the model name instead"
-                ));
+        if !cell.advertised() {
+            if cell.listed {
+                stale.push(n.name.clone());
             }
+            continue;
         }
-        notes.extend(
-            pod.problems
-                .iter()
-                .filter(|p| p.contains(&format!(": {r} requests ")))
-                .cloned(),
-        );
-        let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
-        let permitted = inputs
-            .kubevirt
-            .filter(|_| from_vmi_device)
-            .map(|kv| kv.permits(r));
-        requests.push(RequestView {
-            resource: r.clone(),
-            units: *units,
-            class,
-            field,
-            container,
-            advertisers,
-            stale_nodes: stale,
-            did_you_mean,
-            permitted,
-            notes,
+        let ex = &exclusions[n.name.as_str()];
+        advertisers.push(NodeFree {
+            node: n.name.clone(),
+            pool: usage.pool_of(&n.name).map(|p| p.name()).unwrap_or_default(),
+            allocatable: cell.allocatable,
+            allocated: usage.pods_known.then_some(cell.allocated),
+            free: usage.pods_known.then(|| cell.free()),
+            held_by: cell.holders.iter().map(|h| h.pod.clone()).collect(),
+            allowed: ex.is_empty(),
+            excluded_by: ex.iter().map(ToString::to_string).collect(),
         });
     }
+    let did_you_mean = if advertisers.is_empty() {
+        names::did_you_mean(r, advertised_names.iter().copied())
+    } else {
+        Vec::new()
+    };
+    let class = match did_you_mean.first() {
+        Some(s) if classify(r).is_gpu() => classify(&s.name),
+        _ => classify(r),
+    };
+    let mut notes = Vec::new();
+    if advertisers.is_empty() && class == ResourceClass::PassthroughModel {
+        notes.extend(model_name_note(r));
+    }
+    notes.extend(
+        pod.spec_problems
+            .iter()
+            .filter(|p| p.resource() == r)
+            .map(ToString::to_string),
+    );
+    let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
+    let permitted = inputs
+        .kubevirt
+        .filter(|_| from_vmi_device)
+        .map(|kv| kv.permits(r));
+    RequestView {
+        resource: r.to_owned(),
+        units,
+        class,
+        field,
+        container,
+        advertisers,
+        stale_nodes: stale,
+        did_you_mean,
+        permitted,
+        notes,
+    }
+}
 
-    // Constraints, each on its own, then together.
+/// Why a passthrough model name `r` that no node advertises may be spelled wrong: lower-case
+/// letters (the sandbox device plugin upper-cases device names since v1.1.1, 2022), or a hex
+/// PCI device id (the plugin's pci.ids lacked the device). `None` for other names.
+fn model_name_note(r: &str) -> Option<String> {
+    let short = r.strip_prefix(NVIDIA_PREFIX)?;
+    if resource::is_mixed_case_model(short) {
+        Some(format!(
+            "{r} has lower-case letters: the sandbox device plugin upper-cases device names since v1.1.1 (2022)"
+        ))
+    } else if resource::is_hex_fallback(short) {
+        Some(format!(
+            "{r} is a hex PCI device id: the plugin's pci.ids lacked the device; a newer plugin advertises the model name instead"
+        ))
+    } else {
+        None
+    }
+}
+
+/// The constraints that narrow the nodes, each on its own: cordons, the nodeSelector,
+/// required node affinity and NoSchedule/NoExecute taints, each with the nodes it allows.
+fn constraint_views(
+    pod: &PodInfo,
+    nodes: &[NodeInfo],
+    exclusions: &Exclusions<'_>,
+) -> Vec<ConstraintView> {
     let mut constraints = Vec::new();
     let names_where = |f: &dyn Fn(&Exclusion) -> bool| -> Vec<String> {
         nodes
@@ -449,6 +560,18 @@ fn gather_with(
                 .collect(),
         });
     }
+    constraints
+}
+
+/// How the constraints and requests narrow the nodes: `(allowed, candidates, fitting)` —
+/// the nodes no constraint excludes; of those, the ones advertising every request; of
+/// those, the ones with enough allocatable (and, when allocations are known, free) units
+/// of each.
+fn narrowed(
+    nodes: &[NodeInfo],
+    exclusions: &Exclusions<'_>,
+    requests: &[RequestView],
+) -> (Vec<String>, Vec<String>, Vec<String>) {
     let allowed_nodes: Vec<String> = nodes
         .iter()
         .filter(|n| exclusions[n.name.as_str()].is_empty())
@@ -477,118 +600,68 @@ fn gather_with(
         })
         .cloned()
         .collect();
+    (allowed_nodes, candidates, fitting)
+}
 
-    let held_off = held_off(nodes, &exclusions, &requests);
-
-    // The scheduler's filters, node by node (every resource, not only extended ones).
-    let filters: Vec<NodeFit> = if pod.node_name.is_none() {
-        fit::filter(pod, nodes, requested)
+/// Adds the pod's DRA claims to `e` ([`crate::analysis::dra::claim_views`]) and where they
+/// can be allocated, keeping in `e.fitting` only those nodes. Without nodes, every node a
+/// ResourceSlice names is a candidate.
+fn add_claims(
+    e: &mut Explanation,
+    pod: &PodInfo,
+    dra: &crate::model::dra::DraObjects,
+    exclusions: &Exclusions<'_>,
+) {
+    let nodes_known = e.nodes_known;
+    let allowed = |node: &str| {
+        !nodes_known
+            || exclusions
+                .get(node)
+                .is_some_and(|ex: &Vec<Exclusion>| ex.is_empty())
+    };
+    e.claims =
+        crate::analysis::dra::claim_views(dra, &pod.namespace, &pod.resource_claims, &allowed);
+    let dra_nodes: Vec<String> = if nodes_known {
+        e.allowed_nodes.clone()
     } else {
-        Vec::new()
-    };
-    let schedulable: Vec<String> = filters
-        .iter()
-        .filter(|f| f.passes())
-        .map(|f| f.node.clone())
-        .collect();
-    let predicted_message = fit::message(&filters);
-    let mut e = Explanation {
-        pod: pod.key(),
-        kind: pod.kind,
-        phase: pod.phase.clone(),
-        node: pod.node_name.clone(),
-        scheduler: pod.pod_scheduled().cloned(),
-        nodes_known,
-        allocations_known: usage.pods_known,
-        nodes_total: nodes.len(),
-        requests,
-        constraints,
-        allowed_nodes,
-        candidates,
-        fitting,
-        schedulable,
-        filters,
-        predicted_message,
-        kubevirt: inputs.kubevirt.map(|k| k.object.clone()),
-        cause_code: CauseCode::FitsNow,
-        verdict: verdict::verdict(CauseCode::FitsNow, false),
-        held_off,
-        scheduling_gates: pod.scheduling_gates.clone(),
-        cause_codes: Vec::new(),
-        cause: String::new(),
-        fix: String::new(),
-        evidence: Vec::new(),
-        notes: Vec::new(),
-        claims: Vec::new(),
-        dra: None,
-        dra_known: inputs.dra.is_some(),
-        vm: None,
-        remedy: None,
-    };
-    if !pod.resource_claims.is_empty() {
-        match inputs.dra {
-            Some(dra) => {
-                let allowed = |node: &str| {
-                    !nodes_known
-                        || exclusions
-                            .get(node)
-                            .is_some_and(|ex: &Vec<Exclusion>| ex.is_empty())
-                };
-                e.claims =
-                    crate::analysis::dra::claim_views(dra, &pod.namespace, &pod.resource_claims, &allowed);
-                // Without nodes, every node a slice names is a candidate.
-                let dra_nodes: Vec<String> = if nodes_known {
-                    e.allowed_nodes.clone()
-                } else {
-                    let mut v: Vec<String> = dra
-                        .resource_slices
-                        .iter()
-                        .filter_map(|s| s.node_name.clone())
-                        .collect();
-                    v.sort();
-                    v.dedup();
-                    v
-                };
-                let p = crate::analysis::dra::placement(
-                    dra,
-                    &pod.namespace,
-                    &pod.resource_claims,
-                    &dra_nodes,
-                );
-                // A DRA pod fits only where its claims can be allocated.
-                e.fitting.retain(|n| p.fits.contains(n));
-                e.dra = Some(p);
-            }
-            None => e.notes.push(
-                "the pod asks for devices through resourceClaims (DRA): pass --dra FILE (kubectl get deviceclasses,resourceslices,resourceclaims -A -o json) to see which devices they match".into(),
-            ),
-        }
-    }
-    if pod.is_vm()
-        && let Some(kv) = inputs.kubevirt
-    {
-        let internal = kv
-            .pci_host_devices
+        let mut v: Vec<String> = dra
+            .resource_slices
             .iter()
-            .filter(|d| !d.external_resource_provider)
-            .map(|d| d.resource_name.as_str())
-            .chain(
-                kv.mediated_devices
-                    .iter()
-                    .filter(|d| !d.external_resource_provider)
-                    .map(|d| d.resource_name.as_str()),
-            );
-        for r in internal.filter(|r| advertised_names.contains(r)) {
-            e.notes.push(format!(
+            .filter_map(|s| s.node_name.clone())
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    let p = crate::analysis::dra::placement(dra, &pod.namespace, &pod.resource_claims, &dra_nodes);
+    // A DRA pod fits only where its claims can be allocated.
+    e.fitting.retain(|n| p.fits.contains(n));
+    e.dra = Some(p);
+}
+
+/// For a VM: the names KubeVirt's permittedHostDevices lists without
+/// `externalResourceProvider: true` that a node already advertises (KubeVirt would start
+/// its own device plugin beside the GPU Operator's), one note each.
+fn kubevirt_notes(kv: &PermittedHostDevices, advertised_names: &BTreeSet<&str>) -> Vec<String> {
+    let internal = kv
+        .pci_host_devices
+        .iter()
+        .filter(|d| !d.external_resource_provider)
+        .map(|d| d.resource_name.as_str())
+        .chain(
+            kv.mediated_devices
+                .iter()
+                .filter(|d| !d.external_resource_provider)
+                .map(|d| d.resource_name.as_str()),
+        );
+    internal
+        .filter(|r| advertised_names.contains(r))
+        .map(|r| {
+            format!(
                 "permittedHostDevices lists {r} without externalResourceProvider: true: KubeVirt starts its own device plugin for devices the GPU Operator's sandbox device plugin already serves"
-            ));
-        }
-    }
-    for bad in &usage.skipped {
-        e.notes
-            .push(format!("skipped (not a valid device count): {bad}"));
-    }
-    Ok(e)
+            )
+        })
+        .collect()
 }
 
 /// [`Explanation::held_off`]: the nodes that offer every request with enough allocatable
@@ -784,4 +857,65 @@ fn cause_codes(primary: CauseCode, e: &Explanation, usage: &Usage) -> Vec<CauseC
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn model_name_notes_name_lower_case_and_hex_ids() {
+        assert_eq!(
+            model_name_note("nvidia.com/GA102gl_A10").as_deref(),
+            Some(
+                "nvidia.com/GA102gl_A10 has lower-case letters: the sandbox device plugin upper-cases device names since v1.1.1 (2022)"
+            )
+        );
+        assert!(
+            model_name_note("nvidia.com/2236")
+                .is_some_and(|n| n.starts_with("nvidia.com/2236 is a hex PCI device id"))
+        );
+        assert_eq!(model_name_note("nvidia.com/GA102GL_A10"), None);
+        assert_eq!(model_name_note("example.com/gpu"), None);
+    }
+
+    #[test]
+    fn narrowing_keeps_allowed_nodes_that_advertise_and_have_free_units() {
+        let nodes = vec![
+            NodeInfo::named("a"),
+            NodeInfo::named("b"),
+            NodeInfo::named("c"),
+        ];
+        let exclusions: Exclusions<'_> = BTreeMap::from([
+            ("a", vec![]),
+            ("b", vec![]),
+            ("c", vec![Exclusion::Unschedulable]),
+        ]);
+        let free = |node: &str, free: i64| NodeFree {
+            node: node.into(),
+            pool: "vm-passthrough".into(),
+            allocatable: 2,
+            allocated: Some(2 - free),
+            free: Some(free),
+            held_by: vec![],
+            allowed: true,
+            excluded_by: vec![],
+        };
+        let request = RequestView {
+            resource: "nvidia.com/GA102GL_A10".into(),
+            units: 1,
+            class: ResourceClass::PassthroughModel,
+            field: String::new(),
+            container: None,
+            advertisers: vec![free("a", 0), free("b", 1), free("c", 2)],
+            stale_nodes: vec![],
+            did_you_mean: vec![],
+            permitted: None,
+            notes: vec![],
+        };
+        let (allowed, candidates, fitting) = narrowed(&nodes, &exclusions, &[request]);
+        assert_eq!(allowed, ["a", "b"]);
+        assert_eq!(candidates, ["a", "b"]);
+        assert_eq!(fitting, ["b"]);
+    }
 }
