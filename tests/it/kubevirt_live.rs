@@ -65,19 +65,12 @@ fn cluster_up_kubevirt_is_supervised_and_down_leaves_no_process() {
     let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", UP_CLUSTER]);
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
-        let out = std::process::Command::new("kubectl")
-            .args([
-                "--kubeconfig",
-                kubeconfig.trim(),
-                "get",
-                "node",
-                "kwok-node-0",
-                "-o",
-                "json",
-            ])
-            .output()
-            .unwrap();
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_default();
+        let (_, out, _) = kubectl(
+            kubeconfig.trim(),
+            &["get", "node", "kwok-node-0", "-o", "json"],
+            "",
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
         if v["metadata"]["labels"]["kubevirt.io/schedulable"] == "true"
             && v["status"]["allocatable"]["devices.kubevirt.io/kvm"] == "1k"
         {
@@ -122,4 +115,108 @@ fn cluster_up_kubevirt_is_supervised_and_down_leaves_no_process() {
     gpuwl_ok(&["cluster", "down", "--name", UP_CLUSTER]);
     let left: Vec<u32> = pids.into_iter().filter(|&p| alive(p)).collect();
     assert!(left.is_empty(), "still running after down: {left:?}");
+}
+
+const LAB_CLUSTER: &str = "kv37-it-lab";
+
+/// The lab's result files that hold no timestamps or uids (as in tests/it/gpu_operator.rs).
+const SEED_FILES: [&str; 13] = [
+    "out/01-nodes.txt",
+    "out/operands.txt",
+    "out/03-resources.txt",
+    "out/04-container.txt",
+    "out/05-passthrough.txt",
+    "out/06-placement.txt",
+    "out/07-cross.txt",
+    "out/consistency.txt",
+    "bin/check-config.sh",
+    "k8s/pod-container.yaml",
+    "k8s/pod-passthrough.yaml",
+    "k8s/pod-vgpu.yaml",
+    "k8s/pod-cross.yaml",
+];
+
+/// `kubectl --kubeconfig K ARGS…` with `stdin`; (exit code, stdout, stderr).
+fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--request-timeout=30s")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+#[ignore = "needs local control plane"]
+fn lab_kubevirt_places_real_vmis_and_keeps_the_seed_files() {
+    let _one = one_cluster_at_a_time();
+    let _down = ClusterDown(LAB_CLUSTER);
+    let with_kv = tempfile::tempdir().unwrap();
+    let out = gpuwl_ok(&[
+        "lab",
+        "--kubevirt",
+        "--cluster-name",
+        LAB_CLUSTER,
+        "--root",
+        with_kv.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.contains("[kubevirt] permittedHostDevices from gpuwl kubevirt generate, applied: nvidia.com/GA102GL_A10, nvidia.com/NVIDIA_A10-12Q"),
+        "{out}"
+    );
+    let kv = std::fs::read_to_string(with_kv.path().join("out/kubevirt.txt")).unwrap();
+    let lines: Vec<&str> = kv.lines().collect();
+    assert_eq!(lines.len(), 3, "{kv}");
+    assert!(
+        lines[0].starts_with("vmi-passthrough VirtualMachineInstance nvidia.com/GA102GL_A10 virt-launcher-vmi-passthrough-")
+            && lines[0].ends_with(" lab-node-1 Scheduled"),
+        "{kv}"
+    );
+    assert!(
+        lines[1].starts_with(
+            "vmi-vgpu VirtualMachine nvidia.com/NVIDIA_A10-12Q virt-launcher-vmi-vgpu-"
+        ) && lines[1].ends_with(" lab-node-2 Scheduled"),
+        "{kv}"
+    );
+    assert_eq!(
+        lines[2],
+        "vm-cross VirtualMachine nvidia.com/gpu none none Pending FailedCreate: failed to render launch manifest: GPU nvidia.com/gpu is not permitted in permittedHostDevices configuration"
+    );
+    // A plain lab on the same cluster writes the same seed files.
+    let plain = tempfile::tempdir().unwrap();
+    gpuwl_ok(&[
+        "lab",
+        "--cluster-name",
+        LAB_CLUSTER,
+        "--root",
+        plain.path().to_str().unwrap(),
+    ]);
+    for f in SEED_FILES {
+        let a = std::fs::read(plain.path().join(f)).unwrap();
+        let b = std::fs::read(with_kv.path().join(f)).unwrap();
+        assert!(
+            a == b,
+            "{f} differs:\n{}\nvs\n{}",
+            String::from_utf8_lossy(&a),
+            String::from_utf8_lossy(&b)
+        );
+    }
+    assert!(!plain.path().join("out/kubevirt.txt").exists());
 }
