@@ -981,6 +981,7 @@ mod tests {
             source: HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
+            host_devices_gate: None,
             pci_host_devices: p,
             mediated_devices: m,
         }
@@ -1095,6 +1096,7 @@ mod tests {
         // No list at all: both names, and the message says nothing is permitted.
         let none = PermittedHostDevices {
             present: false,
+            host_devices_gate: None,
             ..kv(vec![], vec![])
         };
         let r = check(&Advertised::of(&lab_nodes()).unwrap(), &none);
