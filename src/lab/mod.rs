@@ -494,7 +494,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
             .await
             .map_err(|e| Error::failed("KubeVirt (before step 5) failed", e))?;
         (st.progress)(&format!(
-            "[kubevirt] permittedHostDevices from gpuwl kubevirt generate, applied: {} ({:.1}s)",
+            "[kubevirt] KubeVirt CR patched as kubevirt generate prints it: permits {} ({:.1}s)",
             permitted.join(", "),
             started.elapsed().as_secs_f64()
         ));

@@ -178,7 +178,7 @@ fn lab_kubevirt_places_real_vmis_and_keeps_the_seed_files() {
         with_kv.path().to_str().unwrap(),
     ]);
     assert!(
-        out.contains("[kubevirt] permittedHostDevices from gpuwl kubevirt generate, applied: nvidia.com/GA102GL_A10, nvidia.com/NVIDIA_A10-12Q"),
+        out.contains("[kubevirt] KubeVirt CR patched as kubevirt generate prints it: permits nvidia.com/GA102GL_A10, nvidia.com/NVIDIA_A10-12Q"),
         "{out}"
     );
     let kv = std::fs::read_to_string(with_kv.path().join("out/kubevirt.txt")).unwrap();
