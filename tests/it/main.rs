@@ -29,6 +29,7 @@ mod hostile_input;
 mod inventory;
 mod inventory_live;
 mod kubevirt;
+mod kubevirt_differential;
 mod kubevirt_live;
 mod lab;
 mod mig_sharing;
