@@ -620,7 +620,13 @@ fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<C
     if opts.gpu_operator {
         gpu_operator::start(name, state, opts.progress)?;
     }
-    if opts.kubevirt {
+    // KubeVirt started on this cluster before (its pid files are there) is restarted too,
+    // with or without --kubevirt: its VMIs and webhooks stay in etcd, and a webhook whose
+    // virt-api is gone refuses every VMI.
+    let had_kubevirt = process::started_optional(state)
+        .iter()
+        .any(|c| kubevirt::COMPONENTS.contains(c));
+    if opts.kubevirt || had_kubevirt {
         kubevirt::start(name, state, opts.progress)?;
     }
     supervise(name, state, opts.progress);

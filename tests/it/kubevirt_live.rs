@@ -101,6 +101,38 @@ fn cluster_up_kubevirt_is_supervised_and_down_leaves_no_process() {
         std::thread::sleep(Duration::from_secs(1));
     }
 
+    // Every process killed at once (a reboot): `cluster up` without --kubevirt brings
+    // KubeVirt back too (its webhooks are still registered and would refuse every VMI).
+    let status = gpuwl_ok(&["cluster", "status", "--name", UP_CLUSTER]);
+    for l in status.lines() {
+        let mut w = l.split_whitespace();
+        if w.any(|x| x == "pid" || x == "(pid")
+            && let Some(pid) = w
+                .next()
+                .and_then(|p| p.trim_end_matches(';').parse::<i32>().ok())
+        {
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gpuwl(&["cluster", "status", "--name", UP_CLUSTER]).0 == 0 {
+        assert!(Instant::now() < deadline, "still running after SIGKILL");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let (code, _, err) = gpuwl(&["cluster", "up", "--name", UP_CLUSTER]);
+    assert_eq!(code, 0, "{err}");
+    let status = gpuwl_ok(&["cluster", "status", "--name", UP_CLUSTER]);
+    for c in ["virt-api", "virt-controller", "kubevirt-nodes"] {
+        assert!(
+            status
+                .lines()
+                .any(|l| l.trim_start().starts_with(c) && l.ends_with("healthy")),
+            "{c} not back after cluster up:\n{status}"
+        );
+    }
+
     // down stops every process, KubeVirt's included.
     let status = gpuwl_ok(&["cluster", "status", "--name", UP_CLUSTER]);
     let pids: Vec<u32> = status
