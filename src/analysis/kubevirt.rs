@@ -638,7 +638,7 @@ pub fn check(adv: &Advertised, kv: &PermittedHostDevices) -> Report {
         if kv.present {
             source.path().to_owned()
         } else {
-            format!("(no {}: nothing is permitted)", source.path())
+            format!("(no {}: no name is vetted)", source.path())
         }
     );
     let mut findings = Vec::new();
@@ -692,12 +692,21 @@ pub fn check(adv: &Advertised, kv: &PermittedHostDevices) -> Report {
                 near.join(", ")
             )
         };
+        // Without any list virt-controller vets no name: a VMI asking for it (or for a typo
+        // of it) gets its launcher pod (kubevirt/kubevirt
+        // pkg/virt-controller/services/renderresources.go validatePermittedHostDevices,
+        // v1.7.0; observed on the local control plane).
+        let what = if kv.present {
+            "KubeVirt refuses a VMI that asks for it, and no virt-launcher pod is created"
+        } else {
+            "KubeVirt lets every deviceName through to a launcher pod, a typo's too (it is then \
+             Pending with no node to take it), instead of refusing unlisted names"
+        };
         push(
             Code::AdvertisedNotPermitted,
             name,
             format!(
-                "advertised by {} but not permitted in {list}: KubeVirt refuses a VMI that asks \
-                 for it, and no virt-launcher pod is created",
+                "advertised by {} but not permitted in {list}: {what}",
                 adv.nodes_text(name)
             ),
             Some(fix),
@@ -1093,7 +1102,7 @@ mod tests {
             )
         );
         assert!(!r.ok());
-        // No list at all: both names, and the message says nothing is permitted.
+        // No list at all: both names, and the message says no name is vetted.
         let none = PermittedHostDevices {
             present: false,
             host_devices_gate: None,
@@ -1104,7 +1113,7 @@ mod tests {
         assert!(
             r.findings[0]
                 .message
-                .contains("(no spec.configuration.permittedHostDevices: nothing is permitted)")
+                .contains("(no spec.configuration.permittedHostDevices: no name is vetted): KubeVirt lets every deviceName through")
         );
     }
 

@@ -366,11 +366,7 @@ pub fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
             crate::model::kubevirt::HostDevicesSource::HyperConverged => "HyperConverged",
         },
         kv.object,
-        if kv.present {
-            ""
-        } else {
-            " (absent: nothing is permitted)"
-        }
+        if kv.present { "" } else { " (absent)" }
     );
     let entries = permit_entries(&rv.resource);
     let fix = if entries.is_empty() {
