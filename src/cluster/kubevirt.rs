@@ -16,15 +16,17 @@
 //!   (`k8s.io/api/core/v1/types.go`). docs/control-plane.md has the measurement.
 //! - virt-operator is not run: what it would do is done here (CRDs, RBAC, the KubeVirt CR
 //!   and its status `phase: Deployed`, `defaultArchitecture: amd64` — without the latter
-//!   virt-api denies every VMI, `pkg/virt-config/virt-config.go` — the webhooks pointed at
+//!   virt-api denies every VMI; both read the CR only once `status.phase` is set,
+//!   `pkg/virt-config/configuration.go` — the webhooks pointed at
 //!   `https://127.0.0.1:<port>` since the cluster has no kube-proxy, and the
 //!   `requestheader-client-ca-file` virt-api insists on, `pkg/virt-api/api.go`).
 //! - virt-handler is not run (it needs a real host): [`emulate_virt_handler`] does for kwok
 //!   nodes what it would publish — labels `kubevirt.io/schedulable=true`,
 //!   `machine-type.node.kubevirt.io/q35=true` (the launcher pod's nodeSelector,
-//!   `pkg/virt-controller/services/template.go`) and its device plugins'
-//!   `devices.kubevirt.io/{kvm,tun,vhost-net}` in capacity and allocatable
-//!   (`pkg/virt-handler/device-manager/generic_device.go`).
+//!   `pkg/virt-controller/services/nodeselectorrenderer.go`) and its device plugins'
+//!   `devices.kubevirt.io/{kvm,tun,vhost-net}` in capacity and allocatable, 1000 each
+//!   (`pkg/virt-handler/device-manager/device_controller.go`, `cmd/virt-handler/virt-handler.go`
+//!   `maxDevices = 1000`).
 //!
 //! A VMI therefore goes as far as `Scheduled`: virt-controller renders its virt-launcher
 //! pod, the real scheduler binds it; no guest runs.
@@ -288,16 +290,18 @@ pub fn kubevirt_components(
 }
 
 /// The labels virt-handler puts on a node it runs on that the launcher pod's nodeSelector
-/// asks for (`pkg/virt-controller/services/template.go`: `kubevirt.io/schedulable`, and
-/// the machine type of the default `q35`, `pkg/virt-handler/node-labeller`).
+/// asks for (`pkg/virt-controller/services/nodeselectorrenderer.go`: `kubevirt.io/schedulable`,
+/// and `machine-type.node.kubevirt.io/` + the default machine type `q35`; observed: without
+/// the q35 label the pod stays Pending, "didn't match Pod's node affinity/selector").
 pub const NODE_LABELS: [(&str, &str); 2] = [
     ("kubevirt.io/schedulable", "true"),
     ("machine-type.node.kubevirt.io/q35", "true"),
 ];
 
 /// The device-plugin resources virt-handler advertises on every node, 1000 each (its
-/// permanent plugins, `pkg/virt-handler/device-manager/generic_device.go`
-/// `NewGenericDevicePlugin(..., 1000, ...)`), and every launcher pod requests one of
+/// permanent plugins, `pkg/virt-handler/device-manager/device_controller.go`
+/// `NewGenericDevicePlugin(name, path, maxDevices, …)` with `cmd/virt-handler/virt-handler.go`
+/// `maxDevices = 1000`), and every launcher pod requests one of
 /// (`pkg/virt-controller/services/renderresources.go`).
 pub const NODE_DEVICES: [&str; 3] = [
     "devices.kubevirt.io/kvm",
@@ -471,7 +475,7 @@ async fn apply(client: &Client, obj: &Value) -> Result<()> {
 /// `kube-system/extension-apiserver-authentication` and `kubevirt/kubevirt-ca`; the KubeVirt
 /// CR (created when missing, never overwritten: a restart keeps the user's configuration)
 /// and its status `{phase: Deployed, defaultArchitecture: amd64}`
-/// (`pkg/virt-config` ignores a CR without a phase); a kubeconfig per ServiceAccount
+/// (`pkg/virt-config/configuration.go` ignores a CR without a phase); a kubeconfig per ServiceAccount
 /// (`<state>/kubevirt/<sa>.kubeconfig`, a one-year token from the TokenRequest API), so
 /// each component acts as the user virt-api's webhooks recognise as KubeVirt's own.
 ///
