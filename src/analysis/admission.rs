@@ -458,6 +458,7 @@ mod tests {
             source: HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
+            host_devices_gate: None,
             pci_host_devices: vec![PciHostDevice {
                 selector: "10DE:2236".into(),
                 resource_name: "nvidia.com/GA102GL_A10".into(),

@@ -645,7 +645,7 @@ pub fn check(adv: &Advertised, kv: &PermittedHostDevices) -> Report {
             if kv.present {
                 source.path().to_owned()
             } else {
-                format!("(no {}: nothing is permitted)", source.path())
+                format!("(no {}: no name is vetted)", source.path())
             }
         ),
         all,
@@ -746,12 +746,21 @@ impl Judge<'_> {
                     near.join(", ")
                 )
             };
+            // Without any list virt-controller vets no name: a VMI asking for it (or for a
+            // typo of it) gets its launcher pod (kubevirt/kubevirt
+            // pkg/virt-controller/services/renderresources.go validatePermittedHostDevices,
+            // v1.7.0; observed on the local control plane).
+            let what = if self.kv.present {
+                "KubeVirt refuses a VMI that asks for it, and no virt-launcher pod is created"
+            } else {
+                "KubeVirt lets every deviceName through to a launcher pod, a typo's too (it is then \
+                 Pending with no node to take it), instead of refusing unlisted names"
+            };
             findings.push(finding(
                 Code::AdvertisedNotPermitted,
                 name,
                 format!(
-                    "advertised by {} but not permitted in {}: KubeVirt refuses a VMI that asks \
-                     for it, and no virt-launcher pod is created",
+                    "advertised by {} but not permitted in {}: {what}",
                     adv.nodes_text(name),
                     self.list
                 ),
@@ -1031,6 +1040,7 @@ mod tests {
             source: HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
+            host_devices_gate: None,
             pci_host_devices: p,
             mediated_devices: m,
         }
@@ -1142,9 +1152,10 @@ mod tests {
             )
         );
         assert!(!r.ok());
-        // No list at all: both names, and the message says nothing is permitted.
+        // No list at all: both names, and the message says no name is vetted.
         let none = PermittedHostDevices {
             present: false,
+            host_devices_gate: None,
             ..kv(vec![], vec![])
         };
         let r = check(&Advertised::of(&lab_nodes()).unwrap(), &none);
@@ -1152,7 +1163,7 @@ mod tests {
         assert!(
             r.findings[0]
                 .message
-                .contains("(no spec.configuration.permittedHostDevices: nothing is permitted)")
+                .contains("(no spec.configuration.permittedHostDevices: no name is vetted): KubeVirt lets every deviceName through")
         );
     }
 

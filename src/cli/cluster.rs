@@ -35,6 +35,12 @@ pub enum Action {
         /// operand pods). Operand images are never pulled: kwok runs no containers
         #[arg(long)]
         gpu_operator: bool,
+        /// Also run KubeVirt's real virt-api and virt-controller (v1.7.0, built from its
+        /// pinned Go module; a cold build takes minutes) with their CRDs, RBAC, webhooks
+        /// and a KubeVirt CR; every node gets the labels and devices.kubevirt.io/*
+        /// resources virt-handler would publish. VMIs reach Scheduled: no guest runs
+        #[arg(long)]
+        kubevirt: bool,
         /// No progress on stderr
         #[arg(long, short)]
         quiet: bool,
@@ -62,11 +68,24 @@ pub enum Action {
         /// Build the control plane only, not the GPU Operator
         #[arg(long)]
         no_gpu_operator: bool,
+        /// Also build KubeVirt's virt-api and virt-controller (printed before the control
+        /// plane's line)
+        #[arg(long)]
+        kubevirt: bool,
     },
     /// Run the device-plugin emulation against a cluster until stopped (started by
     /// `up --gpu-operator` as a supervised process)
     #[command(hide = true)]
     EmulateDevicePlugins {
+        /// Kubeconfig of the cluster
+        #[arg(long)]
+        kubeconfig: std::path::PathBuf,
+    },
+    /// Publish on every node what KubeVirt's virt-handler would (labels,
+    /// devices.kubevirt.io/*) until stopped (started by `up --kubevirt` as a supervised
+    /// process)
+    #[command(hide = true)]
+    EmulateVirtHandler {
         /// Kubeconfig of the cluster
         #[arg(long)]
         kubeconfig: std::path::PathBuf,
@@ -91,6 +110,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             quiet,
             nodes,
             gpu_operator,
+            kubevirt,
             fresh,
         } => up(
             name,
@@ -99,6 +119,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 quiet: *quiet,
                 nodes: *nodes,
                 gpu_operator: *gpu_operator,
+                kubevirt: *kubevirt,
                 fresh: *fresh,
             },
         ),
@@ -131,11 +152,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         Action::Build {
             quiet,
             no_gpu_operator,
+            kubevirt,
         } => {
             let dir = cluster::build::ensure_built(!quiet)?;
             if !no_gpu_operator {
                 let op = cluster::gpu_operator::ensure_built(!quiet)?;
                 crate::outln!("{}", op.display());
+            }
+            if *kubevirt {
+                let kv = cluster::kubevirt::ensure_built(!quiet)?;
+                crate::outln!("{}", kv.display());
             }
             // The control plane's bin directory stays the last line (scripts take it).
             crate::outln!("{}", dir.display());
@@ -145,6 +171,17 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             // Without the trailing slash the command line carries.
             let state: std::path::PathBuf = state_dir.components().collect();
             cluster::supervisor::run(name, &state)?;
+            Ok(ExitStatus::Ok)
+        }
+        Action::EmulateVirtHandler { kubeconfig } => {
+            let tokio_rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| Error::failed("cannot start the async runtime", e))?;
+            tokio_rt.block_on(async {
+                let client = cluster::client(kubeconfig, None).await?;
+                cluster::kubevirt::emulate_virt_handler(client).await
+            })?;
             Ok(ExitStatus::Ok)
         }
         Action::EmulateDevicePlugins { kubeconfig } => {
@@ -168,6 +205,7 @@ struct UpFlags {
     quiet: bool,
     nodes: u32,
     gpu_operator: bool,
+    kubevirt: bool,
     fresh: bool,
 }
 
@@ -179,6 +217,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         quiet,
         nodes,
         gpu_operator,
+        kubevirt,
         fresh,
     } = *flags;
     // Where --set-context will write, before anything starts (exit 2, not after
@@ -202,6 +241,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         nodes,
         ports: None,
         gpu_operator,
+        kubevirt,
         env: Vec::new(),
     })?;
     if set_context {

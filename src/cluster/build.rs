@@ -282,13 +282,15 @@ pub fn go_release(output: &str) -> Option<(u32, u32)> {
     Some((1, minor.parse().ok()?))
 }
 
-fn build(progress: bool) -> Result<()> {
-    let go_version = Command::new("go")
-        .arg("version")
-        .output()
-        .map_err(|_| {
-            rt("`go` not found on PATH: install Go 1.26 or newer to build the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)")
-        })?;
+/// Checks that `go` is on PATH and at least [`MIN_GO`]; returns `go version`'s output.
+///
+/// Errors: [`Error::Runtime`] (one line) naming `what` needs Go.
+fn go_version(what: &str) -> Result<String> {
+    let go_version = Command::new("go").arg("version").output().map_err(|_| {
+        rt(format!(
+            "`go` not found on PATH: install Go 1.26 or newer to build {what}"
+        ))
+    })?;
     if !go_version.status.success() {
         return Err(rt(format!(
             "`go version` failed: {}",
@@ -300,14 +302,60 @@ fn build(progress: bool) -> Result<()> {
         && (major, minor) < MIN_GO
     {
         return Err(rt(format!(
-            "{}: the control plane needs Go {}.{} or newer (controlplane/go.mod); install a newer Go or put it first on PATH",
+            "{}: {what} needs Go {}.{} or newer (controlplane/go.mod); install a newer Go or put it first on PATH",
             reported.trim(),
             MIN_GO.0,
             MIN_GO.1
         )));
     }
-    let key_dir = cache_root().join(cache_key());
-    let src = write_sources()?;
+    Ok(reported)
+}
+
+/// One pinned Go module built by the build pipeline ([`build_module`]): the control plane
+/// here, KubeVirt's virt-api and virt-controller in [`super::kubevirt`].
+pub struct GoModuleBuild<'a> {
+    /// What is built, for messages: `the control plane`, `KubeVirt`.
+    pub what: &'a str,
+    /// The versions, for the progress line (`Kubernetes v1.36.3, etcd v3.6.8, …`).
+    pub versions: String,
+    /// The cache key: `<cache>/<key>/{src,bin,build.log}`.
+    pub key: String,
+    /// The embedded module files written into `<cache>/<key>/src`.
+    pub sources: &'a [(&'a str, &'a str)],
+    /// The packages built, one `go build` each, into `bin/`.
+    pub packages: &'a [&'a str],
+    /// `-ldflags`.
+    pub ldflags: String,
+    /// Measured cold build on 2 cores, scaled by the core count for the estimate.
+    pub estimate_2_cores: Duration,
+}
+
+/// Builds `b` into `<cache>/<key>/bin` (the caller holds the build lock): writes the
+/// embedded module, `go mod download`, counts the packages (`go list -deps`) for the
+/// progress bar (a line every 100 packages without a terminal), one `go build -trimpath`
+/// per package (CGO off, `-mod=readonly`) into a partial directory, `finish(src, partial)`
+/// for files besides the binaries, then renames it to `bin/`. Returns `bin/`.
+///
+/// Errors: [`Error::Runtime`] (one line, naming the build log): Go missing or too old, a
+/// module cannot be fetched, the compile failed, the cache is not writable.
+pub fn build_module(
+    b: &GoModuleBuild<'_>,
+    progress: bool,
+    finish: &dyn Fn(&Path, &Path) -> Result<()>,
+) -> Result<PathBuf> {
+    let what = b.what;
+    let go_version = go_version(what)?;
+    let key_dir = cache_root().join(&b.key);
+    let src = key_dir.join("src");
+    for (rel, text) in b.sources {
+        let p = src.join(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .map_err(|e| Error::failed(format!("cannot create {}", parent.display()), e))?;
+        }
+        std::fs::write(&p, text)
+            .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
+    }
     let log_path = key_dir.join("build.log");
     let mut log = std::fs::File::create(&log_path)
         .map_err(|e| Error::failed(format!("cannot write {}", log_path.display()), e))?;
@@ -315,7 +363,7 @@ fn build(progress: bool) -> Result<()> {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2);
-    let estimate = COLD_BUILD_ESTIMATE_2_CORES.mul_f64(2.0 / cores.max(1) as f64);
+    let estimate = b.estimate_2_cores.mul_f64(2.0 / cores.max(1) as f64);
     let bar = if progress {
         indicatif::ProgressBar::new_spinner()
     } else {
@@ -324,7 +372,8 @@ fn build(progress: bool) -> Result<()> {
     bar.enable_steady_tick(Duration::from_millis(200));
     if progress {
         note!(
-            "building the control plane (Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}) into {}",
+            "building {what} ({}) into {}",
+            b.versions,
             key_dir.display()
         );
         note!(
@@ -348,7 +397,7 @@ fn build(progress: bool) -> Result<()> {
     };
 
     let started = Instant::now();
-    let out = heartbeat(plain, "fetching the control plane's Go modules", || {
+    let out = heartbeat(plain, &format!("fetching {what}'s Go modules"), || {
         go(&["mod", "download"]).output()
     })
     .map_err(|e| Error::failed("cannot run go", e))?;
@@ -356,14 +405,14 @@ fn build(progress: bool) -> Result<()> {
     if !out.status.success() {
         bar.finish_and_clear();
         return Err(rt(format!(
-            "cannot fetch the control plane's Go modules (check GOPROXY / network; log {}): {}",
+            "cannot fetch {what}'s Go modules (check GOPROXY / network; log {}): {}",
             log_path.display(),
             last_line(&String::from_utf8_lossy(&out.stderr))
         )));
     }
 
     let mut list_args = vec!["list", "-deps"];
-    list_args.extend(PACKAGES);
+    list_args.extend(b.packages);
     let total = heartbeat(plain, "listing the packages to compile", || {
         go(&list_args).output()
     })
@@ -388,14 +437,13 @@ fn build(progress: bool) -> Result<()> {
     std::fs::create_dir_all(&partial)
         .map_err(|e| Error::failed(format!("cannot create {}", partial.display()), e))?;
     let p = cores.to_string();
-    let ld = ldflags();
     let out_dir = format!("{}/", partial.display());
     // One `go build` per binary, so that a warm Go cache (nothing to compile, only links)
     // still shows which binary is being built instead of one silent wait.
     let mut tail = Vec::new();
-    for (i, pkg) in PACKAGES.iter().enumerate() {
+    for (i, pkg) in b.packages.iter().enumerate() {
         let name = pkg.rsplit('/').next().unwrap_or(pkg);
-        let step = format!("{name} ({}/{})", i + 1, PACKAGES.len());
+        let step = format!("{name} ({}/{})", i + 1, b.packages.len());
         bar.set_message(step.clone());
         if plain {
             note!(
@@ -411,7 +459,7 @@ fn build(progress: bool) -> Result<()> {
             &p,
             "-trimpath",
             "-ldflags",
-            &ld,
+            &b.ldflags,
             "-o",
             &out_dir,
             pkg,
@@ -443,7 +491,7 @@ fn build(progress: bool) -> Result<()> {
             bar.finish_and_clear();
             let _ = std::fs::remove_dir_all(&partial);
             return Err(rt(format!(
-                "building the control plane ({name}) failed (log {}): {}",
+                "building {what} ({name}) failed (log {}): {}",
                 log_path.display(),
                 tail.iter()
                     .rev()
@@ -455,17 +503,17 @@ fn build(progress: bool) -> Result<()> {
         }
     }
     bar.finish_and_clear();
-    write_kwok_stages(&src, &partial)?;
-    let versions = format!(
-        "kubernetes {KUBERNETES_VERSION}\netcd {ETCD_VERSION}\nkwok {KWOK_VERSION}\n{}\n",
-        String::from_utf8_lossy(&go_version.stdout).trim()
-    );
+    if let Err(e) = finish(&src, &partial) {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(e);
+    }
+    let versions = format!("{}\n{}\n", b.versions, go_version.trim());
     let _ = std::fs::write(partial.join("VERSIONS"), versions);
     let bin = key_dir.join("bin");
     if let Err(e) = std::fs::rename(&partial, &bin) {
         let _ = std::fs::remove_dir_all(&partial);
-        // Another build finished first: its result is as good as ours.
-        if !complete(&bin) {
+        // Another build finished first: its result is as good as ours (the caller checks).
+        if !bin.is_dir() {
             return Err(Error::failed(
                 format!("cannot move binaries to {}", bin.display()),
                 e,
@@ -474,10 +522,34 @@ fn build(progress: bool) -> Result<()> {
     }
     if progress {
         note!(
-            "built the control plane in {}s: {}",
+            "built {what} in {}s: {}",
             started.elapsed().as_secs(),
             bin.display()
         );
+    }
+    Ok(bin)
+}
+
+fn build(progress: bool) -> Result<()> {
+    let b = GoModuleBuild {
+        what: "the control plane",
+        versions: format!(
+            "Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}"
+        ),
+        key: cache_key(),
+        sources: &SOURCES,
+        packages: &PACKAGES,
+        ldflags: ldflags(),
+        estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
+    };
+    build_module(&b, progress, &|src, partial| {
+        write_kwok_stages(src, partial)
+    })?;
+    if !complete(&bin_dir()) {
+        return Err(rt(format!(
+            "the control plane's build left {} incomplete",
+            bin_dir().display()
+        )));
     }
     Ok(())
 }

@@ -843,6 +843,8 @@ mod tests {
             bin_dir: PathBuf::from("/bin-dir"),
             kubernetes_version: "v0.0.0".into(),
             gpu_operator_port: 0,
+            kubevirt_api_port: 0,
+            kubevirt_controller_port: 0,
             env: Vec::new(),
         }
     }
@@ -862,7 +864,7 @@ mod tests {
             Path::new("/usr/bin/gpuwl"),
         );
         let names: Vec<_> = comps.iter().map(|c| c.name).collect();
-        assert_eq!(names, super::super::process::OPTIONAL_COMPONENTS);
+        assert_eq!(names, super::super::process::OPTIONAL_COMPONENTS[..2]);
         let op = &comps[0];
         assert_eq!(op.binary, PathBuf::from("unshare"));
         assert_eq!(op.ports, vec![10300]);

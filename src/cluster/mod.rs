@@ -52,6 +52,7 @@ pub mod accounts;
 pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;
+pub mod kubevirt;
 pub mod lock;
 pub mod nodes;
 pub mod pki;
@@ -90,6 +91,9 @@ pub struct UpOptions {
     /// Also run the real GPU Operator and the device-plugin emulation
     /// ([`gpu_operator::start`]); on a running cluster they are added.
     pub gpu_operator: bool,
+    /// Also run KubeVirt's virt-api and virt-controller ([`kubevirt::start`]); on a
+    /// running cluster they are added.
+    pub kubevirt: bool,
     /// Environment variables added to every component's when the cluster is started (not
     /// when it is already running), e.g. `GOGC` for a twin that must stay small.
     pub env: Vec<(String, String)>,
@@ -103,6 +107,7 @@ impl Default for UpOptions {
             nodes: 0,
             ports: None,
             gpu_operator: false,
+            kubevirt: false,
             env: Vec::new(),
         }
     }
@@ -174,6 +179,14 @@ pub struct ClusterInfo {
     /// it was not started ([`gpu_operator::start`]).
     #[serde(default)]
     pub gpu_operator_port: u16,
+    /// virt-api's HTTPS port (127.0.0.1, `/healthz`); 0 when KubeVirt was not started
+    /// ([`kubevirt::start`]).
+    #[serde(default)]
+    pub kubevirt_api_port: u16,
+    /// virt-controller's HTTPS port (127.0.0.1, `/healthz`, `/metrics`); 0 when KubeVirt
+    /// was not started.
+    #[serde(default)]
+    pub kubevirt_controller_port: u16,
     /// Environment variables added to every component's when the cluster was started
     /// ([`UpOptions::env`]); a restart ([`supervisor`], `cluster up` on a broken cluster)
     /// starts a component with the same.
@@ -204,7 +217,14 @@ impl ClusterInfo {
         self.ports()
             .by_component()
             .into_iter()
-            .chain([(gpu_operator::OPERATOR_COMPONENT, self.gpu_operator_port)])
+            .chain([
+                (gpu_operator::OPERATOR_COMPONENT, self.gpu_operator_port),
+                (kubevirt::API_COMPONENT, self.kubevirt_api_port),
+                (
+                    kubevirt::CONTROLLER_COMPONENT,
+                    self.kubevirt_controller_port,
+                ),
+            ])
             .filter(|&(name, p)| name == c && p != 0)
             .map(|(_, p)| p)
             .collect()
@@ -494,6 +514,9 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             if opts.gpu_operator {
                 gpu_operator::start(name, &state, opts.progress)?;
             }
+            if opts.kubevirt {
+                kubevirt::start(name, &state, opts.progress)?;
+            }
             supervise(name, &state, opts.progress);
             return Ok(handle);
         }
@@ -517,6 +540,9 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     if opts.gpu_operator {
         // Built before anything starts: a failed build leaves no half-started cluster.
         gpu_operator::ensure_built(opts.progress)?;
+    }
+    if opts.kubevirt {
+        kubevirt::ensure_built(opts.progress)?;
     }
     let started = Instant::now();
     let mut attempt = 1;
@@ -543,6 +569,12 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     }
     if opts.gpu_operator
         && let Err(e) = gpu_operator::start(name, &state, opts.progress)
+    {
+        let _ = process::stop_all(&state, Duration::from_secs(5));
+        return Err(e);
+    }
+    if opts.kubevirt
+        && let Err(e) = kubevirt::start(name, &state, opts.progress)
     {
         let _ = process::stop_all(&state, Duration::from_secs(5));
         return Err(e);
@@ -587,6 +619,15 @@ fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<C
     }
     if opts.gpu_operator {
         gpu_operator::start(name, state, opts.progress)?;
+    }
+    // KubeVirt started on this cluster before (its pid files are there) is restarted too,
+    // with or without --kubevirt: its VMIs and webhooks stay in etcd, and a webhook whose
+    // virt-api is gone refuses every VMI.
+    let had_kubevirt = process::started_optional(state)
+        .iter()
+        .any(|c| kubevirt::COMPONENTS.contains(c));
+    if opts.kubevirt || had_kubevirt {
+        kubevirt::start(name, state, opts.progress)?;
     }
     supervise(name, state, opts.progress);
     Ok(handle.clone())
@@ -730,7 +771,7 @@ where
 /// safe to call from inside a tokio runtime.
 ///
 /// Errors: [`Error::Runtime`] when the runtime cannot start or the thread panics.
-fn block_on_own_thread<T: Send + 'static>(
+pub(crate) fn block_on_own_thread<T: Send + 'static>(
     fut: impl std::future::Future<Output = T> + Send + 'static,
 ) -> Result<T> {
     on_own_thread(move || {
@@ -866,6 +907,8 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         bin_dir: bin.to_path_buf(),
         kubernetes_version: build::KUBERNETES_VERSION.to_string(),
         gpu_operator_port: 0,
+        kubevirt_api_port: 0,
+        kubevirt_controller_port: 0,
         env: opts.env.clone(),
     };
     write(
@@ -1046,7 +1089,7 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
 /// client for its own HTTPS port (a [`Readiness::Healthz`] component); `api_ready`
 /// whether the API server said `/readyz` ok: a condition read from the API server is
 /// asked only then.
-async fn is_ready(
+pub(crate) async fn is_ready(
     c: &Component,
     api: &kube::Client,
     health: Option<&kube::Client>,
@@ -1064,6 +1107,12 @@ async fn is_ready(
                 .as_deref()
                 == Some("ok")
         }
+        Readiness::HttpsAnswers { port, also } => {
+            let Ok(cl) = insecure_client(*port) else {
+                return false;
+            };
+            get_text(&cl, "/healthz").await.is_some() && holds(api, also).await
+        }
         Readiness::Healthz { also, .. } => {
             if also.is_some() && !api_ready {
                 return false;
@@ -1071,27 +1120,31 @@ async fn is_ready(
             let Some(health) = health else {
                 return false;
             };
-            get_text(health, "/healthz").await.as_deref() == Some("ok")
-                && match also {
-                    None => true,
-                    Some(Condition::ServiceAccount { namespace, name }) => {
-                        let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
-                            kube::Api::namespaced(api.clone(), namespace);
-                        accounts.get_opt(name).await.ok().flatten().is_some()
-                    }
-                    Some(Condition::LeaseHeld { namespace, name }) => {
-                        let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
-                            kube::Api::namespaced(api.clone(), namespace);
-                        leases
-                            .get_opt(name)
-                            .await
-                            .ok()
-                            .flatten()
-                            .and_then(|l| l.spec)
-                            .and_then(|s| s.holder_identity)
-                            .is_some_and(|h| !h.is_empty())
-                    }
-                }
+            get_text(health, "/healthz").await.as_deref() == Some("ok") && holds(api, also).await
+        }
+    }
+}
+
+/// Whether `also` holds on the API server (`None` always does).
+async fn holds(api: &kube::Client, also: &Option<Condition>) -> bool {
+    match also {
+        None => true,
+        Some(Condition::ServiceAccount { namespace, name }) => {
+            let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+                kube::Api::namespaced(api.clone(), namespace);
+            accounts.get_opt(name).await.ok().flatten().is_some()
+        }
+        Some(Condition::LeaseHeld { namespace, name }) => {
+            let leases: kube::Api<k8s_openapi::api::coordination::v1::Lease> =
+                kube::Api::namespaced(api.clone(), namespace);
+            leases
+                .get_opt(name)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|l| l.spec)
+                .and_then(|s| s.holder_identity)
+                .is_some_and(|h| !h.is_empty())
         }
     }
 }
@@ -1255,6 +1308,15 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                     }
                     // No port: alive is healthy.
                     gpu_operator::EMULATION_COMPONENT => Some("ok".into()),
+                    kubevirt::NODES_COMPONENT => Some("ok".into()),
+                    // virt-api and virt-controller answer /healthz with JSON: any
+                    // answer is healthy.
+                    kubevirt::API_COMPONENT | kubevirt::CONTROLLER_COMPONENT => {
+                        match ports.first().map(|&p| insecure_client(p)) {
+                            Some(Ok(cl)) => get_text(&cl, "/healthz").await.map(|_| "ok".into()),
+                            _ => None,
+                        }
+                    }
                     "kube-apiserver" => match client(&kubeconfig, None).await {
                         Ok(api) => get_text(&api, "/readyz").await,
                         Err(e) => Some(e.to_string()),

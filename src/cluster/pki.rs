@@ -13,6 +13,13 @@
 //! - `sa.key`, `sa.pub`: service-account token signing key and its public half, shared by
 //!   the API server (`--service-account-signing-key-file`, `--service-account-key-file`)
 //!   and kube-controller-manager (`--service-account-private-key-file`).
+//!
+//! With KubeVirt (`gpuwl cluster up --kubevirt`, [`generate_kubevirt`]), in the same
+//! directory:
+//! - `kubevirt-ca.crt`: a CA of KubeVirt's own, as virt-operator keeps one
+//!   (`kubevirt-ca`): the webhooks' `caBundle` and the request-header CA virt-api requires;
+//! - `kubevirt.crt`, `kubevirt.key`: serving certificate for 127.0.0.1 signed by it
+//!   (virt-api's TLS and virt-handler client pair, virt-controller's metrics).
 
 use std::path::Path;
 
@@ -120,4 +127,45 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     write_private(&dir.join("sa.key"), &sa_key.serialize_pem())?;
     w("sa.pub", &sa_key.public_key_pem())?;
     Ok(())
+}
+
+/// Generates KubeVirt's CA and the serving certificate of virt-api and virt-controller for
+/// 127.0.0.1 / localhost into `dir` (see the module docs for the files). The CA's key is
+/// not kept: nothing else is ever signed by it.
+pub fn generate_kubevirt(dir: &Path) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
+    let ca_key = KeyPair::generate().map_err(rt)?;
+    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
+    ca.distinguished_name = name("gpuwl-kubevirt-ca", None);
+    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    ca.key_usages = vec![
+        KeyUsagePurpose::KeyCertSign,
+        KeyUsagePurpose::CrlSign,
+        KeyUsagePurpose::DigitalSignature,
+    ];
+    let ca_cert = ca.self_signed(&ca_key).map_err(rt)?;
+    let issuer = Issuer::new(ca, &ca_key);
+    let key = KeyPair::generate().map_err(rt)?;
+    let mut server = CertificateParams::new(vec!["localhost".to_string()]).map_err(rt)?;
+    server
+        .subject_alt_names
+        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
+    server.distinguished_name = name("virt-api", None);
+    server.key_usages = vec![
+        KeyUsagePurpose::DigitalSignature,
+        KeyUsagePurpose::KeyEncipherment,
+    ];
+    server.extended_key_usages = vec![
+        ExtendedKeyUsagePurpose::ServerAuth,
+        ExtendedKeyUsagePurpose::ClientAuth,
+    ];
+    let cert = server.signed_by(&key, &issuer).map_err(rt)?;
+    let p = dir.join("kubevirt-ca.crt");
+    std::fs::write(&p, ca_cert.pem())
+        .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
+    let p = dir.join("kubevirt.crt");
+    std::fs::write(&p, cert.pem())
+        .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
+    write_private(&dir.join("kubevirt.key"), &key.serialize_pem())
 }

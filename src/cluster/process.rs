@@ -23,9 +23,16 @@ pub const COMPONENTS: [&str; 5] = [
 ];
 
 /// Components started only on request (`gpuwl cluster up --gpu-operator`,
-/// [`super::gpu_operator`]), after the others; stopped first. Each counts for the
-/// cluster's status only once its pid file exists.
-pub const OPTIONAL_COMPONENTS: [&str; 2] = ["gpu-operator", "gpu-device-plugins"];
+/// [`super::gpu_operator`]; `--kubevirt`, [`super::kubevirt::COMPONENTS`]), after the
+/// others; stopped first. Each counts for the cluster's status only once its pid file
+/// exists.
+pub const OPTIONAL_COMPONENTS: [&str; 5] = [
+    "gpu-operator",
+    "gpu-device-plugins",
+    "virt-api",
+    "virt-controller",
+    "kubevirt-nodes",
+];
 
 /// The optional components this cluster started (those with a pid file).
 pub fn started_optional(state: &Path) -> Vec<&'static str> {

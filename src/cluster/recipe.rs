@@ -58,6 +58,15 @@ pub enum Readiness {
         port: u16,
     },
     /// `GET /healthz` on `https://127.0.0.1:<port>` (self-signed certificate, anonymous)
+    /// answers at all, whatever the body (virt-api and virt-controller answer JSON), and
+    /// `also` holds.
+    HttpsAnswers {
+        /// The HTTPS port to ask.
+        port: u16,
+        /// A further condition read from the API server.
+        also: Option<Condition>,
+    },
+    /// `GET /healthz` on `https://127.0.0.1:<port>` (self-signed certificate, anonymous)
     /// answers `ok`, and `also` holds. Checked only once the API server is ready.
     Healthz {
         /// The HTTPS port to ask.
@@ -309,6 +318,30 @@ pub fn kwok_controller(l: &Layout<'_>) -> Component {
     }
 }
 
+/// The recipe, one block per component: name, start, binary, ports, readiness, then
+/// one argument per line.
+pub fn render(components: &[Component]) -> String {
+    let mut out = String::new();
+    for c in components {
+        out.push_str(&format!(
+            "{} start={:?} binary={} ports={:?} endpoint={}\n  readiness={:?}\n",
+            c.name,
+            c.start,
+            c.binary.display(),
+            c.ports,
+            c.endpoint,
+            c.readiness
+        ));
+        for (k, v) in &c.env {
+            out.push_str(&format!("  env {k}={v}\n"));
+        }
+        for a in &c.args {
+            out.push_str(&format!("  {a}\n"));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -325,32 +358,10 @@ mod tests {
             bin_dir: PathBuf::from("/bin-dir"),
             kubernetes_version: "v0.0.0".into(),
             gpu_operator_port: 0,
+            kubevirt_api_port: 0,
+            kubevirt_controller_port: 0,
             env: Vec::new(),
         }
-    }
-
-    /// The recipe, one block per component: name, start, binary, ports, readiness, then
-    /// one argument per line.
-    fn render(components: &[Component]) -> String {
-        let mut out = String::new();
-        for c in components {
-            out.push_str(&format!(
-                "{} start={:?} binary={} ports={:?} endpoint={}\n  readiness={:?}\n",
-                c.name,
-                c.start,
-                c.binary.display(),
-                c.ports,
-                c.endpoint,
-                c.readiness
-            ));
-            for (k, v) in &c.env {
-                out.push_str(&format!("  env {k}={v}\n"));
-            }
-            for a in &c.args {
-                out.push_str(&format!("  {a}\n"));
-            }
-        }
-        out
     }
 
     #[test]

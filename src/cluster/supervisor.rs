@@ -211,7 +211,20 @@ pub fn run(name: &str, state: &Path) -> Result<()> {
             for c in &operator_dead {
                 let _ = std::fs::remove_file(state.join("pids").join(format!("{c}.pid")));
             }
-            match super::gpu_operator::start(name, state, false) {
+            let kubevirt = operator_dead
+                .iter()
+                .any(|c| super::kubevirt::COMPONENTS.contains(c));
+            let operator = operator_dead
+                .iter()
+                .any(|c| !super::kubevirt::COMPONENTS.contains(c));
+            let mut result = Ok(());
+            if operator {
+                result = super::gpu_operator::start(name, state, false);
+            }
+            if kubevirt && result.is_ok() {
+                result = super::kubevirt::start(name, state, false);
+            }
+            match result {
                 Ok(()) => log(&format!("{} running again", operator_dead.join(", "))),
                 Err(e) => log(&format!("restart failed: {e}")),
             }

@@ -110,6 +110,15 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
         opt_str(v, "metadata.namespace")?.unwrap_or(""),
         opt_str(v, "metadata.name")?.unwrap_or("")
     );
+    // The HostDevices gate (KubeVirt only: HyperConverged sets KubeVirt's gates itself).
+    let host_devices_gate = match source {
+        HostDevicesSource::KubeVirt => Some(
+            get(v, "spec.configuration.developerConfiguration.featureGates")
+                .and_then(Value::as_array)
+                .is_some_and(|gates| gates.iter().any(|g| g == "HostDevices")),
+        ),
+        HostDevicesSource::HyperConverged => None,
+    };
     let path = source.path();
     let list = match get(v, path) {
         None | Some(Value::Null) => {
@@ -117,6 +126,7 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
                 source,
                 object,
                 present: false,
+                host_devices_gate,
                 pci_host_devices: Vec::new(),
                 mediated_devices: Vec::new(),
             });
@@ -168,6 +178,7 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
         source,
         object,
         present: true,
+        host_devices_gate,
         pci_host_devices,
         mediated_devices,
     })

@@ -16,6 +16,7 @@
 pub mod dra;
 pub mod files;
 pub mod kubeops;
+pub mod kubevirt;
 pub mod manifests;
 pub mod operator;
 
@@ -212,6 +213,10 @@ pub struct LabOptions {
     /// Run the real GPU Operator on the local control plane and observe steps 2 and 3
     /// ([`operator`]) instead of writing them from the model (local target only).
     pub operator: bool,
+    /// Run KubeVirt's virt-api and virt-controller on the local control plane and play
+    /// steps 5-7 with real VMIs too ([`kubevirt`]), after each step's stand-in pod (local
+    /// target only).
+    pub kubevirt: bool,
 }
 
 /// What one pod did, read back from the API.
@@ -248,6 +253,9 @@ pub struct LabReport {
     pub local_kubeconfig: Option<PathBuf>,
     /// The DRA step's result (`--dra`).
     pub dra: Option<dra::DraStep>,
+    /// `--kubevirt`: the names the KubeVirt CR permits (from `gpuwl kubevirt generate`) and
+    /// what each VMI came to.
+    pub kubevirt: Option<(Vec<String>, Vec<kubevirt::VmOutcome>)>,
 }
 
 /// One step of the lab (docs/lab.md): its number is its index in [`STEPS`] + 1.
@@ -472,6 +480,30 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         advertised.join(", ")
     ));
 
+    let lab_vms = kubevirt::lab_vms(
+        &plan.pods[1].resource,
+        &plan.pods[2].resource,
+        &plan.pods[3].resource,
+    );
+    let permitted = if opts.kubevirt {
+        let started = Instant::now();
+        let kubeconfig = local_kubeconfig
+            .clone()
+            .ok_or_else(|| Error::Runtime("--kubevirt needs the local control plane".into()))?;
+        let permitted = kubevirt_prepare(&client, &plan, &lab_vms, &opts.gpuwl_bin, &kubeconfig)
+            .await
+            .map_err(|e| Error::failed("KubeVirt (before step 5) failed", e))?;
+        (st.progress)(&format!(
+            "[kubevirt] KubeVirt CR patched as kubevirt generate prints it: permits {} ({:.1}s)",
+            permitted.join(", "),
+            started.elapsed().as_secs_f64()
+        ));
+        Some(permitted)
+    } else {
+        None
+    };
+    let mut vm_outcomes: Vec<kubevirt::VmOutcome> = Vec::new();
+
     let mut outcomes: Vec<PodOutcome> = Vec::new();
     for (i, pod) in plan.pods.iter().enumerate() {
         st.begin();
@@ -492,10 +524,39 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         outcomes.push(o.clone());
         let (file, lines) = pod_result_file(i, &outcomes);
         files::write_lines(&dirs.out.join(file), &lines).map_err(|e| st.fail(e))?;
-        let detail = match &o.node {
+        let mut detail = match &o.node {
             Some(n) => format!("{} → {n}", o.name),
             None => format!("{} stays {} on no node: {}", o.name, o.phase, o.message),
         };
+        if opts.kubevirt && i >= 1 {
+            let v = &lab_vms[i - 1];
+            let vo = kubevirt::create_and_await(&client, v)
+                .await
+                .map_err(|e| st.fail(e))?;
+            let placed = vo.node.is_some();
+            if placed != v.placed {
+                return Err(st.fail(Error::Runtime(format!(
+                    "VMI {}: the lab expects it {}, but: {}",
+                    v.name,
+                    if v.placed { "placed" } else { "refused" },
+                    vo.line()
+                ))));
+            }
+            detail.push_str(&format!(
+                "; VMI {} → {}",
+                v.name,
+                match (&vo.launcher, &vo.node) {
+                    (Some(p), Some(n)) => format!("{p} on {n}"),
+                    _ => format!("no node: {}", vo.condition),
+                }
+            ));
+            vm_outcomes.push(vo);
+            if i == 3 {
+                let lines: Vec<String> = vm_outcomes.iter().map(|o| o.line()).collect();
+                files::write_lines(&dirs.out.join(kubevirt::KUBEVIRT_FILE), &lines)
+                    .map_err(|e| st.fail(e))?;
+            }
+        }
         st.finish(&detail);
     }
 
@@ -541,7 +602,43 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         cross_explanation,
         local_kubeconfig,
         dra: dra_step,
+        kubevirt: permitted.map(|p| (p, vm_outcomes)),
     })
+}
+
+/// Before step 5 with `--kubevirt`: the lab's earlier VMs deleted ([`kubevirt::clean`]),
+/// the lab's nodes published as virt-handler would (waited for up to 30 s:
+/// `kubevirt-nodes` polls every 2 s), and the KubeVirt CR's permittedHostDevices set from
+/// `gpuwl kubevirt generate` ([`kubevirt::permit_generated`]); returns the permitted names.
+async fn kubevirt_prepare(
+    client: &Client,
+    plan: &Plan,
+    vms: &[kubevirt::LabVm],
+    gpuwl_bin: &Path,
+    kubeconfig: &Path,
+) -> Result<Vec<String>> {
+    kubevirt::clean(client, vms).await?;
+    let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client.clone());
+    let deadline = Instant::now() + std::time::Duration::from_secs(30);
+    for n in &plan.nodes {
+        loop {
+            let node = nodes
+                .get(&n.node)
+                .await
+                .map_err(|e| crate::input::live::api_error(&format!("get node {}", n.node), &e))?;
+            if !crate::cluster::kubevirt::node_needs_kubevirt(&node) {
+                break;
+            }
+            if Instant::now() > deadline {
+                return Err(Error::Runtime(format!(
+                    "node {} lacks KubeVirt's labels or devices.kubevirt.io/* after 30 s (is kubevirt-nodes running? gpuwl cluster status)",
+                    n.node
+                )));
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        }
+    }
+    kubevirt::permit_generated(client, gpuwl_bin, kubeconfig).await
 }
 
 /// The result file of pod step `i` (0 = step 4) and its lines, given the outcomes so far:
@@ -615,11 +712,13 @@ async fn connect(
         } => {
             let name = cluster.clone();
             let gpu_operator = opts.operator;
+            let kubevirt = opts.kubevirt;
             let handle = tokio::task::spawn_blocking(move || {
                 crate::cluster::up(&crate::cluster::UpOptions {
                     name,
                     progress: true,
                     gpu_operator,
+                    kubevirt,
                     ..Default::default()
                 })
             })

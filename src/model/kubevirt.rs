@@ -74,8 +74,19 @@ pub struct PermittedHostDevices {
     pub source: HostDevicesSource,
     /// `metadata.namespace/metadata.name` of the CR.
     pub object: String,
-    /// Whether the CR has the list at all (absent: no device is permitted).
+    /// Whether the CR has the list at all. Absent, virt-controller renders a launcher pod
+    /// for any name: it checks names only against a non-nil list
+    /// (kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`
+    /// `validatePermittedHostDevices`, v1.7.0; observed on the local control plane).
     pub present: bool,
+    /// Whether the KubeVirt CR enables the `HostDevices` feature gate
+    /// (`spec.configuration.developerConfiguration.featureGates`): without it virt-api
+    /// denies every VMI with `hostDevices[]` ("Host Devices feature gate is not enabled in
+    /// kubevirt-config", `pkg/virt-api/webhooks/validating-webhook/admitters/
+    /// vmi-create-admitter.go`); `gpus[]` needs no gate. `None`: not known (a HyperConverged
+    /// CR, which sets KubeVirt's gates itself).
+    #[serde(skip)]
+    pub host_devices_gate: Option<bool>,
     /// `pciHostDevices[]`.
     pub pci_host_devices: Vec<PciHostDevice>,
     /// `mediatedDevices[]`.
@@ -255,6 +266,7 @@ mod tests {
             source: HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
+            host_devices_gate: None,
             pci_host_devices: vec![],
             mediated_devices: vec![MediatedDevice {
                 selector: "NVIDIA A10-24Q".into(),

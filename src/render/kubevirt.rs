@@ -491,6 +491,7 @@ mod tests {
             source: HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
+            host_devices_gate: None,
             pci_host_devices: vec![],
             mediated_devices: vec![MediatedDevice {
                 selector: "NVIDIA A10-12Q".into(),

@@ -683,6 +683,7 @@ mod tests {
             source: HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
+            host_devices_gate: None,
             pci_host_devices: Vec::new(),
             mediated_devices: Vec::new(),
         };

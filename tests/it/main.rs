@@ -30,6 +30,8 @@ mod hostile_input;
 mod inventory;
 mod inventory_live;
 mod kubevirt;
+mod kubevirt_differential;
+mod kubevirt_live;
 mod lab;
 mod mig_sharing;
 mod monitoring;

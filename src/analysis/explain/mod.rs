@@ -446,9 +446,12 @@ fn request_view(
             .map(ToString::to_string),
     );
     let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
+    // No permittedHostDevices at all: virt-controller renders the launcher pod for any
+    // name (kubevirt/kubevirt pkg/virt-controller/services/renderresources.go
+    // validatePermittedHostDevices checks only a non-nil list): nothing to say.
     let permitted = inputs
         .kubevirt
-        .filter(|_| from_vmi_device)
+        .filter(|kv| from_vmi_device && kv.present)
         .map(|kv| kv.permits(r));
     RequestView {
         resource: r.to_owned(),

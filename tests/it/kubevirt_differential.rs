@@ -1,0 +1,326 @@
+//! `explain vmi` against the real virt-controller and kube-scheduler (KubeVirt v1.7.0 on the
+//! local control plane), on random situations: node advertisements (names, counts, stale
+//! `0`s), the KubeVirt CR's permittedHostDevices (absent, or a random list of PCI and
+//! mediated entries, externalResourceProvider true or false, typo and case variants) and the
+//! VMI's `gpus[].deviceName`s. What KubeVirt and the scheduler did — refused (virt-controller's
+//! `FailedCreate`, no launcher pod), placed (launcher pod bound), unschedulable (launcher pod
+//! `PodScheduled=False`) — must be what gpuwl's cause code says (`not-permitted`,
+//! `scheduled`, a scheduler cause). CI size: seed 37, [`CI_SCENARIOS`] scenarios;
+//! `GPUWL_KV_DIFF_SCENARIOS=N` runs more (the bench run).
+
+use std::time::{Duration, Instant};
+
+use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+
+const CLUSTER: &str = "gpuwl-it-kvdiff";
+
+/// Scenarios in the suite.
+const CI_SCENARIOS: usize = 6;
+
+/// The names drawn from: the lab's two VM names, two more real ones, a typo and a case
+/// variant.
+const NAMES: [&str; 6] = [
+    "nvidia.com/GA102GL_A10",
+    "nvidia.com/NVIDIA_A10-12Q",
+    "nvidia.com/TU104GL_TESLA_T4",
+    "nvidia.com/NVIDIA_A10-24Q",
+    "nvidia.com/GA102GL_A1O",
+    "nvidia.com/ga102gl_a10",
+];
+
+const NODES: [&str; 3] = ["kwok-node-0", "kwok-node-1", "kwok-node-2"];
+
+/// xorshift64*: deterministic per seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+    fn pick<'a>(&mut self, v: &[&'a str]) -> &'a str {
+        v[self.below(v.len() as u64) as usize]
+    }
+}
+
+#[derive(Debug)]
+struct Scenario {
+    /// Per node: (name, count) advertised.
+    adv: Vec<Vec<(&'static str, u64)>>,
+    /// permittedHostDevices: None = absent; else (name, under pciHostDevices, external).
+    permitted: Option<Vec<(&'static str, bool, bool)>>,
+    /// The VMI's gpus[].deviceName, in order.
+    devices: Vec<&'static str>,
+}
+
+fn generate(rng: &mut Rng) -> Scenario {
+    let adv = NODES
+        .iter()
+        .map(|_| {
+            (0..rng.below(3))
+                .map(|_| (rng.pick(&NAMES[..4]), rng.below(3)))
+                .collect()
+        })
+        .collect();
+    let permitted = (rng.below(4) != 0).then(|| {
+        (0..rng.below(4))
+            .map(|_| (rng.pick(&NAMES), rng.below(2) == 0, rng.below(4) != 0))
+            .collect()
+    });
+    let devices = (0..1 + rng.below(2)).map(|_| rng.pick(&NAMES)).collect();
+    Scenario {
+        adv,
+        permitted,
+        devices,
+    }
+}
+
+fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new("kubectl")
+        .arg("--kubeconfig")
+        .arg(kubeconfig)
+        .arg("--request-timeout=30s")
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn ok(kubeconfig: &str, args: &[&str], stdin: &str) -> String {
+    let (code, out, err) = kubectl(kubeconfig, args, stdin);
+    assert_eq!(code, 0, "kubectl {args:?}: {err}");
+    out
+}
+
+/// Applies the scenario's advertisements and CR, creates the VMI `name`.
+fn apply(kc: &str, s: &Scenario, name: &str) {
+    for (node, adv) in NODES.iter().zip(&s.adv) {
+        let mut res = serde_json::Map::new();
+        for n in NAMES {
+            res.insert(n.into(), serde_json::Value::Null);
+        }
+        for (n, c) in adv {
+            res.insert((*n).into(), serde_json::json!(c.to_string()));
+        }
+        let patch = serde_json::json!({"status": {"capacity": res, "allocatable": res}});
+        ok(
+            kc,
+            &[
+                "patch",
+                "node",
+                node,
+                "--subresource=status",
+                "--type",
+                "merge",
+                "-p",
+                &patch.to_string(),
+            ],
+            "",
+        );
+    }
+    let phd = match &s.permitted {
+        None => serde_json::Value::Null,
+        Some(list) => {
+            let entry = |(n, _, ext): &&(&str, bool, bool), key: &str, sel: String| serde_json::json!({key: sel, "resourceName": n, "externalResourceProvider": ext});
+            let pci: Vec<_> = list
+                .iter()
+                .filter(|e| e.1)
+                .map(|e| entry(&e, "pciVendorSelector", "10DE:2236".into()))
+                .collect();
+            let mdev: Vec<_> = list
+                .iter()
+                .filter(|e| !e.1)
+                .map(|e| {
+                    entry(
+                        &e,
+                        "mdevNameSelector",
+                        e.0.trim_start_matches("nvidia.com/").replace('_', " "),
+                    )
+                })
+                .collect();
+            serde_json::json!({"pciHostDevices": pci, "mediatedDevices": mdev})
+        }
+    };
+    let patch = serde_json::json!({"spec": {"configuration": {"permittedHostDevices": phd}}});
+    ok(
+        kc,
+        &[
+            "-n",
+            "kubevirt",
+            "patch",
+            "kubevirt",
+            "kubevirt",
+            "--type",
+            "merge",
+            "-p",
+            &patch.to_string(),
+        ],
+        "",
+    );
+    // virt-controller reads the CR through an informer.
+    std::thread::sleep(Duration::from_secs(2));
+    let gpus: Vec<String> = s
+        .devices
+        .iter()
+        .enumerate()
+        .map(|(i, d)| format!("{{name: g{i}, deviceName: {d}}}"))
+        .collect();
+    let vmi = format!(
+        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  domain:\n    devices:\n      gpus: [{}]\n    resources: {{requests: {{memory: 128Mi}}}}\n",
+        gpus.join(", ")
+    );
+    ok(kc, &["apply", "-f", "-"], &vmi);
+}
+
+/// What KubeVirt and the scheduler did with VMI `name`.
+#[derive(Debug, PartialEq)]
+enum Real {
+    Refused(String),
+    Placed(String),
+    Unschedulable(String),
+}
+
+fn observe(kc: &str, name: &str) -> Real {
+    let deadline = Instant::now() + Duration::from_secs(45);
+    loop {
+        let vmi: serde_json::Value =
+            serde_json::from_str(&ok(kc, &["get", "vmi", name, "-o", "json"], "")).unwrap();
+        if let Some(c) = vmi["status"]["conditions"].as_array().and_then(|cs| {
+            cs.iter()
+                .find(|c| c["type"] == "Synchronized" && c["reason"] == "FailedCreate")
+        }) {
+            return Real::Refused(c["message"].as_str().unwrap_or("").into());
+        }
+        let sel = format!("kubevirt.io=virt-launcher,vm.kubevirt.io/name={name}");
+        let pods: serde_json::Value =
+            serde_json::from_str(&ok(kc, &["get", "pods", "-l", &sel, "-o", "json"], "")).unwrap();
+        if let Some(p) = pods["items"].as_array().and_then(|a| a.first()) {
+            if let Some(n) = p["spec"]["nodeName"].as_str() {
+                return Real::Placed(n.into());
+            }
+            if let Some(c) = p["status"]["conditions"].as_array().and_then(|cs| {
+                cs.iter()
+                    .find(|c| c["type"] == "PodScheduled" && c["status"] == "False")
+            }) {
+                return Real::Unschedulable(c["message"].as_str().unwrap_or("").into());
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "VMI {name} undecided after 45 s: {vmi}"
+        );
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
+
+/// Whether gpuwl's cause code says what happened.
+fn agrees(real: &Real, code: &str) -> bool {
+    match real {
+        Real::Refused(_) => code == "not-permitted",
+        Real::Placed(_) => code == "scheduled",
+        Real::Unschedulable(_) => !matches!(code, "scheduled" | "not-permitted" | "fits-now"),
+    }
+}
+
+#[test]
+#[ignore = "needs local control plane"]
+fn explain_vmi_agrees_with_kubevirt_on_random_scenarios() {
+    let _one = one_cluster_at_a_time();
+    let _down = ClusterDown(CLUSTER);
+    gpuwl_ok(&[
+        "cluster",
+        "up",
+        "--name",
+        CLUSTER,
+        "-q",
+        "--nodes",
+        "3",
+        "--kubevirt",
+        "--fresh",
+    ]);
+    let kc = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let kc = kc.trim();
+    let n: usize = std::env::var("GPUWL_KV_DIFF_SCENARIOS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(CI_SCENARIOS);
+    let mut rng = Rng(37);
+    let mut bad = Vec::new();
+    let mut tally = std::collections::BTreeMap::new();
+    for i in 0..n {
+        let s = generate(&mut rng);
+        let name = format!("d{i}");
+        apply(kc, &s, &name);
+        let real = observe(kc, &name);
+        let target = format!("default/{name}");
+        let (code, out, err) =
+            gpuwl(&["explain", "vmi", &target, "--kubeconfig", kc, "-o", "json"]);
+        assert!(code == 0 || code == 1, "{err}");
+        let g: serde_json::Value = serde_json::from_str(&out).unwrap();
+        let cause = g["causeCode"].as_str().unwrap_or("").to_owned();
+        let kind = match &real {
+            Real::Refused(_) => "refused",
+            Real::Placed(_) => "placed",
+            Real::Unschedulable(_) => "unschedulable",
+        };
+        *tally.entry(format!("{kind}/{cause}")).or_insert(0) += 1;
+        if !agrees(&real, &cause) {
+            bad.push(format!(
+                "{name}: {s:?}\n  real {real:?}\n  gpuwl {cause}: {}",
+                g["cause"]
+            ));
+        }
+        ok(
+            kc,
+            &["delete", "vmi", &name, "--wait=true", "--timeout=60s"],
+            "",
+        );
+        // Its launcher pod gone too: the next scenario's units are all free.
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !ok(
+            kc,
+            &[
+                "get",
+                "pods",
+                "-l",
+                "kubevirt.io=virt-launcher",
+                "-o",
+                "name",
+            ],
+            "",
+        )
+        .trim()
+        .is_empty()
+        {
+            assert!(Instant::now() < deadline, "launcher pod of {name} not gone");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    eprintln!("kubevirt differential: {n} scenarios, seed 37: {tally:?}");
+    assert!(
+        bad.is_empty(),
+        "{} of {n} disagree:\n{}",
+        bad.len(),
+        bad.join("\n")
+    );
+}
