@@ -1634,3 +1634,147 @@ mod tests {
         );
     }
 }
+
+/// The fast tier's in-memory API server (docs/testing.md), shared with tests/it.
+#[cfg(test)]
+#[allow(dead_code, clippy::all)]
+#[path = "../../tests/it/fake_api.rs"]
+mod fake_api;
+
+/// The twin's write path against the in-memory API server of the fast tier
+/// (tests/it/fake_api.rs, docs/testing.md): what is created, in what order, with what.
+#[cfg(test)]
+mod loader_tests {
+    use super::*;
+
+    use super::fake_api;
+
+    const NODES: &str = r#"{"kind": "List", "apiVersion": "v1", "items": [
+      {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "gpu-a", "labels": {"nvidia.com/gpu.workload.config": "vm-passthrough",
+         "nvidia.com/gpu.present": "true"}},
+       "spec": {"taints": [{"key": "gpu", "value": "vm", "effect": "NoSchedule"}]},
+       "status": {"capacity": {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/GA102GL_A10": "2"},
+                  "allocatable": {"cpu": "16", "memory": "64Gi", "pods": "110", "nvidia.com/GA102GL_A10": "2"}}},
+      {"kind": "Node", "apiVersion": "v1", "metadata": {"name": "cpu-only"},
+       "status": {"capacity": {"cpu": "8"}, "allocatable": {"cpu": "8"}}}]}"#;
+
+    const PODS: &str = r#"{"kind": "List", "apiVersion": "v1", "items": [
+      {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "vm-1", "namespace": "vms"},
+       "spec": {"nodeName": "gpu-a", "tolerations": [{"key": "gpu", "operator": "Exists"}],
+                "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/GA102GL_A10": "1"}}}]},
+       "status": {"phase": "Running"}},
+      {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "vm-2", "namespace": "vms2"},
+       "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/GA102GL_A10": "2"}}}]},
+       "status": {"phase": "Pending"}},
+      {"kind": "Pod", "apiVersion": "v1", "metadata": {"name": "web", "namespace": "web"},
+       "spec": {"nodeName": "cpu-only", "containers": [{"name": "c"}]},
+       "status": {"phase": "Running"}}]}"#;
+
+    #[test]
+    fn the_twin_copies_namespaces_then_ready_nodes_then_bound_then_pending_pods() {
+        let mut nodes = Vec::new();
+        crate::input::dump::read_from(NODES.as_bytes(), "nodes.json", |n| nodes.push(n)).unwrap();
+        let pods =
+            crate::input::pods::read_pods_str(PODS, "pods.json").unwrap_or_else(|e| panic!("{e}"));
+        let source = Source {
+            nodes,
+            pods,
+            policy: PolicyStatus::not_read(),
+            origin: "test".into(),
+        };
+        let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
+        let (bound, pending, left_out) = select_pods(&source, &copied);
+        assert!(left_out.is_empty(), "{left_out:?}");
+        let twin_nodes: Vec<&NodeInfo> =
+            source.nodes.iter().filter(|n| n.name == "gpu-a").collect();
+        let hardware = BTreeMap::new();
+        let trial = Trial {
+            source: &source,
+            relabels: &[],
+            hardware: &hardware,
+            twin_nodes: &twin_nodes,
+            bound: &bound,
+            pending: &pending,
+        };
+        let api = fake_api::FakeApi::new();
+        api.ready_nodes();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_rt = rt.enter();
+        let client = api.client();
+        let mut lines = Vec::new();
+        let by_key = rt
+            .block_on(copy_source(&client, &trial, &mut |l: &str| {
+                lines.push(l.to_owned())
+            }))
+            .unwrap();
+        assert_eq!(by_key.keys().collect::<Vec<_>>(), ["vms2/vm-2"]);
+        let writes = api.writes();
+        // Namespaces first (both pods' namespaces, not the CPU pod's), each with its
+        // default ServiceAccount, then the GPU node, then the bound pod, then the pending one.
+        let pos = |w: &str| {
+            writes
+                .iter()
+                .position(|x| x == w)
+                .unwrap_or_else(|| panic!("{w} not in {writes:?}"))
+        };
+        assert_eq!(
+            writes
+                .iter()
+                .filter(|w| *w == "POST /api/v1/namespaces")
+                .count(),
+            2,
+            "{writes:?}"
+        );
+        assert!(
+            pos("POST /api/v1/namespaces") < pos("POST /api/v1/nodes"),
+            "{writes:?}"
+        );
+        assert!(
+            pos("POST /api/v1/nodes") < pos("POST /api/v1/namespaces/vms/pods"),
+            "{writes:?}"
+        );
+        assert!(
+            pos("POST /api/v1/namespaces/vms/pods") < pos("POST /api/v1/namespaces/vms2/pods"),
+            "{writes:?}"
+        );
+        assert!(
+            !writes
+                .iter()
+                .any(|w| w.contains("cpu-only") || w.contains("/web/")),
+            "{writes:?}"
+        );
+        // The node keeps its taint and GPU capacity; the bound pod its node; the pending
+        // pod has none.
+        let node = api.get("/api/v1/nodes/gpu-a").unwrap();
+        assert_eq!(node["spec"]["taints"][0]["key"], "gpu");
+        assert_eq!(
+            node["metadata"]["labels"]["nvidia.com/gpu.workload.config"],
+            "vm-passthrough"
+        );
+        let requests = api.requests();
+        let created = |path: &str| {
+            requests
+                .iter()
+                .find(|r| r.method == "POST" && r.path == path)
+                .map(|r| r.body.clone())
+                .unwrap()
+        };
+        let node_sent = created("/api/v1/nodes");
+        assert_eq!(
+            node_sent["status"]["allocatable"]["nvidia.com/GA102GL_A10"], "2",
+            "{node_sent}"
+        );
+        let vm1 = created("/api/v1/namespaces/vms/pods");
+        assert_eq!(vm1["spec"]["nodeName"], "gpu-a", "{vm1}");
+        assert_eq!(
+            vm1["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/GA102GL_A10"],
+            "1"
+        );
+        let vm2 = created("/api/v1/namespaces/vms2/pods");
+        assert!(vm2["spec"]["nodeName"].is_null(), "{vm2}");
+        assert!(lines.iter().any(|l| l == "creating 1 nodes"), "{lines:?}");
+    }
+}

@@ -74,6 +74,9 @@ struct Fault {
 
 #[derive(Default)]
 struct State {
+    /// Play kwok: a node created gets `Ready=True` in its status (as kwok's node stage
+    /// writes it), so code that waits for Ready nodes goes on.
+    ready_nodes: bool,
     objects: BTreeMap<Key, Value>,
     /// Every change, in order: (resourceVersion, event type, key, object).
     events: Vec<(u64, &'static str, Key, Value)>,
@@ -321,6 +324,11 @@ impl FakeApi {
         self.changed.notify_waiters();
     }
 
+    /// From now on a created node is made `Ready=True` at once, as kwok makes it.
+    pub fn ready_nodes(&self) {
+        self.state.lock().unwrap().ready_nodes = true;
+    }
+
     /// The next `times` requests with `method` whose path ends with `path_suffix` answer
     /// `code` (a `metav1.Status` with reason `InternalError` for 5xx, `Conflict` for 409).
     pub fn fail(&self, method: Method, path_suffix: &str, code: u16, times: usize) {
@@ -500,6 +508,9 @@ impl FakeApi {
         let mut obj = body;
         if let Some(ns) = &key.namespace {
             obj["metadata"]["namespace"] = json!(ns);
+        }
+        if s.ready_nodes && key.resource == "nodes" {
+            obj["status"]["conditions"] = json!([{"type": "Ready", "status": "True"}]);
         }
         let stored = Self::store(&mut s, key, obj, "ADDED");
         drop(s);
