@@ -40,7 +40,10 @@ use crate::error::{Error, Result};
 use crate::input::document::{Keep, Prune};
 use crate::input::snapshot::Snapshot;
 use crate::model::dra::{DraObjects, DraSource};
+use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
+use crate::model::pod::PodInfo;
 
 /// The `format` of [`Meta`] this version writes and reads.
 pub const FORMAT: &str = "gpuwl.snapshot/v1";
@@ -560,139 +563,32 @@ fn policy_of(mut items: Vec<Value>, collected: Option<&Collected>, origin: &str)
 /// not read.
 pub fn load(path: &Path) -> Result<Loaded> {
     let shown = path.display().to_string();
-    let reader = open_maybe_gzip(path)?;
-    let mut archive = tar::Archive::new(reader);
-    let not_tar = |e: std::io::Error| {
-        Error::file(
-            PathBuf::from(path),
-            format!("not a gpuwl snapshot (a tar archive from `gpuwl snapshot`): {e}"),
-        )
-    };
-    let mut meta: Option<Meta> = None;
-    let mut nodes = None;
-    let mut pods = None;
-    let mut policy_items = None;
-    let mut kubevirt_items = None;
-    let mut dra = None;
-    let mut daemonsets = Vec::new();
-    let mut vmis = None;
-    for entry in archive.entries().map_err(not_tar)? {
-        let entry = entry.map_err(not_tar)?;
-        let member = entry
-            .path()
-            .map_err(not_tar)?
-            .to_string_lossy()
-            .trim_start_matches("./")
-            .to_owned();
-        let origin = format!("{shown}:{}", crate::text::cut(&member));
-        if meta.is_none() && member != "snapshot.json" {
-            return Err(Error::file(
-                PathBuf::from(path),
-                "not a gpuwl snapshot: the first member is not snapshot.json",
-            ));
-        }
-        match member.as_str() {
-            "snapshot.json" => {
-                let m: Meta = serde_json::from_str(&small(entry, &origin)?).map_err(|e| {
-                    Error::Input(format!(
-                        "{origin}: {}",
-                        crate::text::one_line(&e.to_string())
-                    ))
-                })?;
-                if m.format != FORMAT {
-                    return Err(Error::Input(format!(
-                        "{origin}: format {} is not {FORMAT} (written by gpuwl {})",
-                        crate::text::cut(&m.format),
-                        crate::text::cut(&m.gpuwl_version)
-                    )));
-                }
-                meta = Some(m);
-            }
-            "nodes.json" => {
-                let mut v = Vec::new();
-                crate::input::dump::read_from(entry, &origin, |n| v.push(n))?;
-                nodes = Some(v);
-            }
-            "pods.json" => pods = Some(crate::input::pods::read_pods_from(entry, &origin)?),
-            "clusterpolicies.json" => {
-                policy_items = Some(items_of(&small(entry, &origin)?, &origin)?)
-            }
-            "kubevirt.json" => kubevirt_items = Some(items_of(&small(entry, &origin)?, &origin)?),
-            "dra.json" => dra = Some(crate::input::dra::read_from(entry, &origin)?),
-            "daemonsets.json" => daemonsets = items_of(&small(entry, &origin)?, &origin)?,
-            "vmis.json" => vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
-            // Members of a later version are skipped.
-            _ => {}
-        }
-    }
-    let Some(meta) = meta else {
+    let m = read_members(path)?;
+    let Some(meta) = m.meta else {
         return Err(Error::file(
             PathBuf::from(path),
             "not a gpuwl snapshot: empty archive",
         ));
     };
-    let Some(nodes) = nodes else {
+    let Some(nodes) = m.nodes else {
         return Err(Error::file(
             PathBuf::from(path),
             "no nodes.json member: the snapshot is cut short",
         ));
     };
     let policy = policy_of(
-        policy_items.unwrap_or_default(),
+        m.policy_items.unwrap_or_default(),
         meta.collected.get("clusterpolicies"),
         &format!("{shown}:clusterpolicies.json"),
     );
-    let kubevirt = match kubevirt_items {
-        Some(items) => {
-            let of = |kind: &str| -> Vec<Value> {
-                items
-                    .iter()
-                    .filter(|v| v.get("kind").and_then(Value::as_str) == Some(kind))
-                    .cloned()
-                    .collect()
-            };
-            let kv_origin = |e: Error| Error::Input(format!("{shown}:kubevirt.json: {e}"));
-            match crate::input::kubevirt::choose(
-                crate::input::kubevirt::HYPERCONVERGED,
-                &of("HyperConverged"),
-            )
-            .map_err(kv_origin)?
-            {
-                Some(found) => Some(found),
-                None => crate::input::kubevirt::choose(
-                    crate::input::kubevirt::KUBEVIRT,
-                    &of("KubeVirt"),
-                )
-                .map_err(kv_origin)?,
-            }
-        }
+    let kubevirt = match m.kubevirt_items {
+        Some(items) => kubevirt_of(&items, &shown)?,
         None => None,
     };
-    let dra_collected = meta.collected.get("dra");
-    let (dra, dra_source) = match (dra, dra_collected.map(|c| c.status.as_str())) {
-        // Listed from the cluster when the snapshot was taken: the analyses treat it as
-        // they treat a live list (an empty list stays silent).
-        (Some(d), Some("listed") | None) => (d, DraSource::Cluster),
-        (_, Some("denied")) => (
-            DraObjects::default(),
-            DraSource::Denied(
-                dra_collected
-                    .and_then(|c| c.note.clone())
-                    .unwrap_or_default(),
-            ),
-        ),
-        _ => (
-            DraObjects::default(),
-            DraSource::Skipped(
-                dra_collected
-                    .and_then(|c| c.note.clone())
-                    .unwrap_or_else(|| "the snapshot holds no DRA objects".into()),
-            ),
-        ),
-    };
+    let (dra, dra_source) = dra_of(m.dra, meta.collected.get("dra"));
     // As a live read does: each virt-launcher pod knows whether a VM owns its VMI.
-    let mut pods = pods.unwrap_or_default();
-    if let Some(items) = vmis {
+    let mut pods = m.pods.unwrap_or_default();
+    if let Some(items) = m.vmis {
         crate::input::virt::mark_launchers(&mut pods, &vmi_owners_of(&items));
     }
     Ok(Loaded {
@@ -704,14 +600,177 @@ pub fn load(path: &Path) -> Result<Loaded> {
             dra,
             dra_source,
         },
-        daemonsets,
+        daemonsets: m.daemonsets,
         meta,
     })
+}
+
+/// The members of a snapshot file, each read as its reader reads it (`None`: absent).
+#[derive(Default)]
+struct Members {
+    meta: Option<Meta>,
+    nodes: Option<Vec<NodeInfo>>,
+    pods: Option<Vec<PodInfo>>,
+    policy_items: Option<Vec<Value>>,
+    kubevirt_items: Option<Vec<Value>>,
+    dra: Option<DraObjects>,
+    daemonsets: Vec<Value>,
+    vmis: Option<Vec<Value>>,
+}
+
+/// Reads the archive at `path` (gzip or plain tar) member by member; `snapshot.json` must
+/// come first and be of [`FORMAT`]; members of a later version are skipped.
+///
+/// Errors: [`Error::File`] when it is not a tar archive or does not start with
+/// `snapshot.json`; [`Error::Input`] for a member that does not read, naming it.
+fn read_members(path: &Path) -> Result<Members> {
+    let shown = path.display().to_string();
+    let reader = open_maybe_gzip(path)?;
+    let mut archive = tar::Archive::new(reader);
+    let not_tar = |e: std::io::Error| {
+        Error::file(
+            PathBuf::from(path),
+            format!("not a gpuwl snapshot (a tar archive from `gpuwl snapshot`): {e}"),
+        )
+    };
+    let mut m = Members::default();
+    for entry in archive.entries().map_err(not_tar)? {
+        let entry = entry.map_err(not_tar)?;
+        let member = entry
+            .path()
+            .map_err(not_tar)?
+            .to_string_lossy()
+            .trim_start_matches("./")
+            .to_owned();
+        let origin = format!("{shown}:{}", crate::text::cut(&member));
+        if m.meta.is_none() && member != "snapshot.json" {
+            return Err(Error::file(
+                PathBuf::from(path),
+                "not a gpuwl snapshot: the first member is not snapshot.json",
+            ));
+        }
+        match member.as_str() {
+            "snapshot.json" => {
+                let meta: Meta = serde_json::from_str(&small(entry, &origin)?).map_err(|e| {
+                    Error::Input(format!(
+                        "{origin}: {}",
+                        crate::text::one_line(&e.to_string())
+                    ))
+                })?;
+                if meta.format != FORMAT {
+                    return Err(Error::Input(format!(
+                        "{origin}: format {} is not {FORMAT} (written by gpuwl {})",
+                        crate::text::cut(&meta.format),
+                        crate::text::cut(&meta.gpuwl_version)
+                    )));
+                }
+                m.meta = Some(meta);
+            }
+            "nodes.json" => {
+                let mut v = Vec::new();
+                crate::input::dump::read_from(entry, &origin, |n| v.push(n))?;
+                m.nodes = Some(v);
+            }
+            "pods.json" => m.pods = Some(crate::input::pods::read_pods_from(entry, &origin)?),
+            "clusterpolicies.json" => {
+                m.policy_items = Some(items_of(&small(entry, &origin)?, &origin)?)
+            }
+            "kubevirt.json" => m.kubevirt_items = Some(items_of(&small(entry, &origin)?, &origin)?),
+            "dra.json" => m.dra = Some(crate::input::dra::read_from(entry, &origin)?),
+            "daemonsets.json" => m.daemonsets = items_of(&small(entry, &origin)?, &origin)?,
+            "vmis.json" => m.vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
+            // Members of a later version are skipped.
+            _ => {}
+        }
+    }
+    Ok(m)
+}
+
+/// KubeVirt's permitted host devices from the `kubevirt.json` member's objects: the
+/// HyperConverged CR when there is one, else the KubeVirt CR
+/// ([`crate::input::kubevirt::choose`]); `None` when neither is there.
+///
+/// Errors: [`Error::Input`] naming the member, as `choose` refuses.
+fn kubevirt_of(items: &[Value], shown: &str) -> Result<Option<PermittedHostDevices>> {
+    let of = |kind: &str| -> Vec<Value> {
+        items
+            .iter()
+            .filter(|v| v.get("kind").and_then(Value::as_str) == Some(kind))
+            .cloned()
+            .collect()
+    };
+    let kv_origin = |e: Error| Error::Input(format!("{shown}:kubevirt.json: {e}"));
+    match crate::input::kubevirt::choose(
+        crate::input::kubevirt::HYPERCONVERGED,
+        &of("HyperConverged"),
+    )
+    .map_err(kv_origin)?
+    {
+        Some(found) => Ok(Some(found)),
+        None => crate::input::kubevirt::choose(crate::input::kubevirt::KUBEVIRT, &of("KubeVirt"))
+            .map_err(kv_origin),
+    }
+}
+
+/// The DRA objects of the `dra.json` member and where they came from, by what
+/// `snapshot.json` says of their listing: listed (or not said: an older snapshot) counts as
+/// a live list ([`DraSource::Cluster`]); `denied` and anything else are empty, with the
+/// reason.
+fn dra_of(dra: Option<DraObjects>, collected: Option<&Collected>) -> (DraObjects, DraSource) {
+    match (dra, collected.map(|c| c.status.as_str())) {
+        // Listed from the cluster when the snapshot was taken: the analyses treat it as
+        // they treat a live list (an empty list stays silent).
+        (Some(d), Some("listed") | None) => (d, DraSource::Cluster),
+        (_, Some("denied")) => (
+            DraObjects::default(),
+            DraSource::Denied(collected.and_then(|c| c.note.clone()).unwrap_or_default()),
+        ),
+        _ => (
+            DraObjects::default(),
+            DraSource::Skipped(
+                collected
+                    .and_then(|c| c.note.clone())
+                    .unwrap_or_else(|| "the snapshot holds no DRA objects".into()),
+            ),
+        ),
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn dra_objects_count_as_listed_only_when_the_snapshot_listed_them() {
+        let collected = |status: &str, note: Option<&str>| Collected {
+            status: status.into(),
+            objects: 0,
+            note: note.map(str::to_owned),
+        };
+        let some = || Some(DraObjects::default());
+        assert_eq!(
+            dra_of(some(), Some(&collected("listed", None))).1,
+            DraSource::Cluster
+        );
+        // An older snapshot says nothing of the listing.
+        assert_eq!(dra_of(some(), None).1, DraSource::Cluster);
+        assert_eq!(
+            dra_of(None, Some(&collected("denied", Some("403 forbidden")))).1,
+            DraSource::Denied("403 forbidden".into())
+        );
+        assert_eq!(
+            dra_of(
+                None,
+                Some(&collected("not-served", Some("no resource.k8s.io/v1")))
+            )
+            .1,
+            DraSource::Skipped("no resource.k8s.io/v1".into())
+        );
+        assert_eq!(
+            dra_of(None, None).1,
+            DraSource::Skipped("the snapshot holds no DRA objects".into())
+        );
+    }
 
     #[test]
     fn scrub_removes_env_values_managed_fields_and_last_applied() {

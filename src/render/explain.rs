@@ -248,8 +248,6 @@ fn cause_text(o: &mut String, e: &Explanation) {
     }
 }
 
-/// The pod's DRA resource claims: per claim and request, the DeviceClass, its selectors,
-/// the matching devices and their state.
 /// The KubeVirt lines of `explain vm|vmi`: the object, its conditions, devices, launcher.
 fn vm_text(o: &mut String, vm: &crate::analysis::explain::vm::VmView) {
     let mut head = format!("{} {}", vm.kind, esc(&vm.name));
@@ -313,6 +311,8 @@ fn vm_text(o: &mut String, vm: &crate::analysis::explain::vm::VmView) {
     }
 }
 
+/// The pod's DRA resource claims: per claim and request, the DeviceClass, its selectors,
+/// the matching devices and their state.
 fn claims_text(o: &mut String, e: &Explanation) {
     if e.claims.is_empty() {
         return;
