@@ -687,6 +687,39 @@ mod tests {
     }
 
     #[test]
+    fn playing_kwok_makes_a_created_node_ready_and_only_then() {
+        let api = FakeApi::new();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_rt = rt.enter();
+        let client = api.client();
+        let nodes: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+        let node = |name: &str| {
+            serde_json::from_value::<k8s_openapi::api::core::v1::Node>(
+                json!({"metadata": {"name": name}}),
+            )
+            .unwrap()
+        };
+        rt.block_on(nodes.create(&Default::default(), &node("a")))
+            .unwrap();
+        assert!(api.get("/api/v1/nodes/a").unwrap()["status"]["conditions"].is_null());
+        api.ready_nodes();
+        rt.block_on(nodes.create(&Default::default(), &node("b")))
+            .unwrap();
+        assert_eq!(
+            api.get("/api/v1/nodes/b").unwrap()["status"]["conditions"][0],
+            json!({"type": "Ready", "status": "True"})
+        );
+        // A second create of the same name is refused as the API server refuses it.
+        let err = rt
+            .block_on(nodes.create(&Default::default(), &node("b")))
+            .unwrap_err();
+        assert!(matches!(err, kube::Error::Api(s) if s.code == 409 && s.reason == "AlreadyExists"));
+    }
+
+    #[test]
     fn selectors_read_labels_and_any_field() {
         let o = json!({"metadata": {"name": "p", "labels": {"app": "x"}}, "spec": {}});
         let p = |sel: &str, val: &str| {
