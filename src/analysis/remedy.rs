@@ -307,11 +307,14 @@ pub struct Remedy {
     pub reason: Option<String>,
 }
 
-/// The causes a tested fix is searched for: those the modelled filters decide.
+/// The causes a tested fix is searched for: those the modelled filters decide, and
+/// `not-permitted` where the name is a near miss of another (a typo KubeVirt refuses: the
+/// rename is then tested like any other, [`remedy`]).
 pub fn applies(code: CauseCode) -> bool {
     matches!(
         code,
-        CauseCode::Excluded
+        CauseCode::NotPermitted
+            | CauseCode::Excluded
             | CauseCode::NotCoLocated
             | CauseCode::TooLarge
             | CauseCode::InUse
@@ -342,6 +345,17 @@ pub fn remedy(
         return dra_remedy(pod, inputs, e);
     }
     if pod.node_name.is_some() || !pod.resource_claims.is_empty() || !applies(e.cause_code) {
+        return None;
+    }
+    // A name KubeVirt does not permit is searched only as a rename to a near miss (which
+    // must be permitted for the re-run to place the pod); permitting a name is a change to
+    // the KubeVirt CR, a cluster-wide object no remedy makes (the rule's fix says it).
+    if e.cause_code == CauseCode::NotPermitted
+        && !e
+            .requests
+            .iter()
+            .any(|r| r.permitted == Some(false) && !r.did_you_mean.is_empty())
+    {
         return None;
     }
     let renames: BTreeMap<&str, Vec<&str>> = e

@@ -345,10 +345,11 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
     ));
     let (rc, v, err) = explain_json(kubeconfig, &["vmi", "gpu-vm/vm-c"]);
     assert_eq!(rc, 1, "{v}{err}");
-    // The name is a typo of the advertised (and permitted) one; but the one unit of it is
-    // held by vm-b, so the tested fix is both changes (issue 35: a rename to a name with 0
-    // free is not enough alone).
-    assert_eq!(v["causeCode"], "unadvertised-name", "{v}");
+    // The name is a typo of the advertised (and permitted) one: virt-controller refuses it
+    // before any scheduling (not-permitted, as the real virt-controller does:
+    // kubevirt_live.rs); the one unit of the right name is held by vm-b, so the tested fix
+    // is both changes (issue 35: a rename to a name with 0 free is not enough alone).
+    assert_eq!(v["causeCode"], "not-permitted", "{v}");
     let fix = v["fix"].as_str().unwrap();
     assert!(fix.starts_with("2 changes together"), "{fix}");
     assert!(
