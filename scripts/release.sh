@@ -7,6 +7,8 @@
 # Writes (names for VERSION 0.1.0):
 #   dist/gpuwl-v0.1.0-x86_64-unknown-linux-gnu.tar.gz         gpuwl, LICENSE, README.md
 #   dist/gpuwl-v0.1.0-x86_64-unknown-linux-gnu.tar.gz.sha256  `sha256sum -c` format
+#   dist/gpuwl-v0.1.0-x86_64-unknown-linux-musl.tar.gz(.sha256) the same, statically linked
+#                                       (musl): any x86_64 Linux, whatever its glibc
 #   dist/gpuwl-v0.1.0-image.tar(.sha256)   container image (docker save format) of gpuwl
 #   dist/gpuwl-v0.1.0.cdx.json          CycloneDX 1.5 SBOM of the binary's crates (Cargo.lock)
 #   dist/gpuwl-v0.1.0.glibc.txt         ldd output and the highest GLIBC_ symbol version needed
@@ -118,6 +120,40 @@ glibc_max="$(objdump -T "$work/unpacked/gpuwl" | grep -o 'GLIBC_[0-9.]*' | sort 
 record "archive: $archive" "sha256: $sha" "unpacked: $got" "needs glibc >= ${glibc_max#GLIBC_}" \
   "$(ldd "$work/unpacked/gpuwl" | sed 's/ (0x[0-9a-f]*)//')"
 timed "archive, sha256, ldd"
+
+# --- static archive (musl) ------------------------------------------------------------------
+# For distributions whose glibc is older than the gnu build needs (Debian 11, Ubuntu 20.04,
+# RHEL 8: glibc 2.28-2.31): the same gpuwl linked statically against musl (rustup's
+# x86_64-unknown-linux-musl standard library; ring's C and assembly parts compiled by the
+# system gcc, which is all they need). Consumer: `ldd` says it is not dynamic, and it runs.
+static_target=x86_64-unknown-linux-musl
+static_name="gpuwl-$tag-$static_target"
+static_archive="$static_name.tar.gz"
+if ! rustup target list --installed 2>/dev/null | grep -qx "$static_target"; then
+  log "rustup target add $static_target"
+  rustup target add "$static_target" >&2
+fi
+log "cargo build --release --locked --target $static_target"
+env -u SOURCE_DATE_EPOCH CC_x86_64_unknown_linux_musl="${CC_x86_64_unknown_linux_musl:-gcc}" \
+  cargo build --release --locked --quiet --target "$static_target"
+mkdir -p "$work/$static_name" "$work/unpacked-static"
+cp "$target_dir/$static_target/release/gpuwl" "$work/$static_name/gpuwl"
+strip "$work/$static_name/gpuwl" 2>/dev/null || true
+cp LICENSE README.md "$work/$static_name/"
+tar -C "$work/$static_name" --sort=name --owner=0 --group=0 --numeric-owner \
+  --mtime="@$SOURCE_DATE_EPOCH" -cf - gpuwl LICENSE README.md | gzip -n -9 >"$stage/$static_archive"
+(cd "$stage" && sha256sum "$static_archive" >"$static_archive.sha256" && sha256sum -c "$static_archive.sha256" >/dev/null)
+tar -C "$work/unpacked-static" -xzf "$stage/$static_archive"
+got="$("$work/unpacked-static/gpuwl" --version)"
+[[ "$got" == "gpuwl $version" ]] || { echo "error: the static binary says '$got'" >&2; exit 1; }
+static_ldd="$(ldd "$work/unpacked-static/gpuwl" 2>&1 || true)"
+case "$static_ldd" in
+  *"not a dynamic executable"* | *"statically linked"*) ;;
+  *) echo "error: the musl binary is not static: $static_ldd" >&2; exit 1 ;;
+esac
+record "static archive: $static_archive" "sha256: $(cut -d' ' -f1 "$stage/$static_archive.sha256")" \
+  "unpacked: $got" "ldd: $(echo "$static_ldd" | tr -s ' \t' ' ')"
+timed "static (musl) archive, sha256, ldd"
 
 # --- container image ------------------------------------------------------------------------
 # Built without a container daemon (scripts/oci_image.py): one layer with the archive's gpuwl
@@ -291,7 +327,7 @@ fi
 
 # --- publish into dist/ ---------------------------------------------------------------------
 mkdir -p dist/krew dist/charts
-for f in "$archive" "$archive.sha256" "$image" "$image.sha256" "gpuwl-$tag.cdx.json" "gpuwl-$tag.glibc.txt" \
+for f in "$archive" "$archive.sha256" "$static_archive" "$static_archive.sha256" "$image" "$image.sha256" "gpuwl-$tag.cdx.json" "gpuwl-$tag.glibc.txt" \
   krew/gpuwl.yaml "charts/gpuwl-$version.tgz" charts/index.yaml "gpuwl-$tag.checks.txt"; do
   mv -f "$stage/$f" "dist/$f"
 done
