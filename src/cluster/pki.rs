@@ -57,20 +57,33 @@ fn name(cn: &str, org: Option<&str>) -> DistinguishedName {
     dn
 }
 
-/// Generates every certificate and key into `dir` (created if missing).
-pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
-    std::fs::create_dir_all(dir)
-        .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
-
-    let ca_key = KeyPair::generate().map_err(rt)?;
+/// The parameters of a CA named `common_name` that signs certificates (and CRLs), with no
+/// path-length limit; both [`generate`] and [`generate_kubevirt`] self-sign one.
+fn ca_params(common_name: &str) -> Result<CertificateParams> {
     let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
-    ca.distinguished_name = name(&format!("gpuwl-{cluster}-ca"), None);
+    ca.distinguished_name = name(common_name, None);
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     ca.key_usages = vec![
         KeyUsagePurpose::KeyCertSign,
         KeyUsagePurpose::CrlSign,
         KeyUsagePurpose::DigitalSignature,
     ];
+    Ok(ca)
+}
+
+/// Writes a public file (a certificate), naming it in the error.
+fn write_public(path: &Path, text: &str) -> Result<()> {
+    std::fs::write(path, text)
+        .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))
+}
+
+/// Generates every certificate and key into `dir` (created if missing).
+pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
+
+    let ca_key = KeyPair::generate().map_err(rt)?;
+    let ca = ca_params(&format!("gpuwl-{cluster}-ca"))?;
     let ca_cert = ca.self_signed(&ca_key).map_err(rt)?;
     let issuer = Issuer::new(ca, &ca_key);
 
@@ -111,11 +124,7 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
 
     let sa_key = KeyPair::generate().map_err(rt)?;
 
-    let w = |file: &str, text: &str| {
-        let p = dir.join(file);
-        std::fs::write(&p, text)
-            .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))
-    };
+    let w = |file: &str, text: &str| write_public(&dir.join(file), text);
     w("ca.crt", &ca_cert.pem())?;
     write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;
     w("apiserver.crt", &server_cert.pem())?;
@@ -136,14 +145,7 @@ pub fn generate_kubevirt(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
     let ca_key = KeyPair::generate().map_err(rt)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
-    ca.distinguished_name = name("gpuwl-kubevirt-ca", None);
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
+    let ca = ca_params("gpuwl-kubevirt-ca")?;
     let ca_cert = ca.self_signed(&ca_key).map_err(rt)?;
     let issuer = Issuer::new(ca, &ca_key);
     let key = KeyPair::generate().map_err(rt)?;
@@ -161,11 +163,7 @@ pub fn generate_kubevirt(dir: &Path) -> Result<()> {
         ExtendedKeyUsagePurpose::ClientAuth,
     ];
     let cert = server.signed_by(&key, &issuer).map_err(rt)?;
-    let p = dir.join("kubevirt-ca.crt");
-    std::fs::write(&p, ca_cert.pem())
-        .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
-    let p = dir.join("kubevirt.crt");
-    std::fs::write(&p, cert.pem())
-        .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
+    write_public(&dir.join("kubevirt-ca.crt"), &ca_cert.pem())?;
+    write_public(&dir.join("kubevirt.crt"), &cert.pem())?;
     write_private(&dir.join("kubevirt.key"), &key.serialize_pem())
 }
