@@ -832,21 +832,7 @@ mod tests {
     use super::*;
 
     fn recipe_info() -> crate::cluster::ClusterInfo {
-        crate::cluster::ClusterInfo {
-            name: "golden".into(),
-            apiserver_port: 6443,
-            etcd_port: 2379,
-            etcd_peer_port: 2380,
-            controller_manager_port: 10257,
-            scheduler_port: 10259,
-            kwok_port: 10247,
-            bin_dir: PathBuf::from("/bin-dir"),
-            kubernetes_version: "v0.0.0".into(),
-            gpu_operator_port: 0,
-            kubevirt_api_port: 0,
-            kubevirt_controller_port: 0,
-            env: Vec::new(),
-        }
+        crate::cluster::recipe::golden_info()
     }
 
     #[test]

@@ -775,19 +775,9 @@ mod tests {
 
     fn info() -> super::super::ClusterInfo {
         super::super::ClusterInfo {
-            name: "golden".into(),
-            apiserver_port: 6443,
-            etcd_port: 2379,
-            etcd_peer_port: 2380,
-            controller_manager_port: 10257,
-            scheduler_port: 10259,
-            kwok_port: 10247,
-            bin_dir: PathBuf::from("/bin-dir"),
-            kubernetes_version: "v0.0.0".into(),
-            gpu_operator_port: 0,
             kubevirt_api_port: 10350,
             kubevirt_controller_port: 10351,
-            env: Vec::new(),
+            ..super::super::recipe::golden_info()
         }
     }
 
@@ -809,18 +799,7 @@ mod tests {
         let names: Vec<_> = comps.iter().map(|c| c.name).collect();
         assert_eq!(names, COMPONENTS);
         let got = super::super::recipe::render(&comps);
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/cluster/testdata/kubevirt.golden"
-        );
-        if std::env::var_os("GPUWL_UPDATE_GOLDEN").is_some() {
-            std::fs::write(path, &got).unwrap();
-        }
-        let want = std::fs::read_to_string(path).unwrap();
-        assert_eq!(
-            got, want,
-            "KubeVirt recipe changed; rerun with GPUWL_UPDATE_GOLDEN=1 and review the diff"
-        );
+        super::super::recipe::assert_golden("kubevirt.golden", &got, "KubeVirt recipe");
     }
 
     #[test]

@@ -342,26 +342,48 @@ pub fn render(components: &[Component]) -> String {
     out
 }
 
+/// The cluster facts every golden recipe file is rendered from (fixed ports and paths):
+/// recipe.rs', gpu_operator.rs' and kubevirt.rs' tests share it.
+#[cfg(test)]
+pub(crate) fn golden_info() -> ClusterInfo {
+    ClusterInfo {
+        name: "golden".into(),
+        apiserver_port: 6443,
+        etcd_port: 2379,
+        etcd_peer_port: 2380,
+        controller_manager_port: 10257,
+        scheduler_port: 10259,
+        kwok_port: 10247,
+        bin_dir: PathBuf::from("/bin-dir"),
+        kubernetes_version: "v0.0.0".into(),
+        gpu_operator_port: 0,
+        kubevirt_api_port: 0,
+        kubevirt_controller_port: 0,
+        env: Vec::new(),
+    }
+}
+
+/// Compares `got` with the golden file `testdata/<file>` (rewritten first when
+/// `GPUWL_UPDATE_GOLDEN` is set); `what` names the recipe in the failure.
+#[cfg(test)]
+pub(crate) fn assert_golden(file: &str, got: &str, what: &str) {
+    let path = format!("{}/src/cluster/testdata/{file}", env!("CARGO_MANIFEST_DIR"));
+    if std::env::var_os("GPUWL_UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, got).unwrap();
+    }
+    let want = std::fs::read_to_string(&path).unwrap();
+    assert_eq!(
+        got, want,
+        "{what} changed; rerun with GPUWL_UPDATE_GOLDEN=1 and review the diff"
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn info() -> ClusterInfo {
-        ClusterInfo {
-            name: "golden".into(),
-            apiserver_port: 6443,
-            etcd_port: 2379,
-            etcd_peer_port: 2380,
-            controller_manager_port: 10257,
-            scheduler_port: 10259,
-            kwok_port: 10247,
-            bin_dir: PathBuf::from("/bin-dir"),
-            kubernetes_version: "v0.0.0".into(),
-            gpu_operator_port: 0,
-            kubevirt_api_port: 0,
-            kubevirt_controller_port: 0,
-            env: Vec::new(),
-        }
+        golden_info()
     }
 
     #[test]
@@ -372,18 +394,7 @@ mod tests {
             info: &info,
             state: &state,
         }));
-        let path = concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/src/cluster/testdata/recipe.golden"
-        );
-        if std::env::var_os("GPUWL_UPDATE_GOLDEN").is_some() {
-            std::fs::write(path, &got).unwrap();
-        }
-        let want = std::fs::read_to_string(path).unwrap();
-        assert_eq!(
-            got, want,
-            "recipe changed; rerun with GPUWL_UPDATE_GOLDEN=1 and review the diff"
-        );
+        assert_golden("recipe.golden", &got, "recipe");
     }
 
     #[test]
