@@ -313,15 +313,20 @@ impl FakeApi {
     /// Removes the object at `path` (a `DELETED` event), as the garbage collector would.
     pub fn remove(&self, path: &str) {
         let (key, _) = parse_path(path).expect("an object path");
+        self.delete(key);
+    }
+
+    /// Removes the object at `key` with a `DELETED` event; returns it (`None`: there was none).
+    fn delete(&self, key: Key) -> Option<Value> {
         let mut s = self.state.lock().unwrap();
-        if let Some(mut obj) = s.objects.remove(&key) {
-            s.rv += 1;
-            let rv = s.rv;
-            obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-            s.events.push((rv, "DELETED", key, obj));
-        }
+        let mut obj = s.objects.remove(&key)?;
+        s.rv += 1;
+        let rv = s.rv;
+        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
+        s.events.push((rv, "DELETED", key, obj.clone()));
         drop(s);
         self.changed.notify_waiters();
+        Some(obj)
     }
 
     /// From now on a created node is made `Ready=True` at once, as kwok makes it.
@@ -446,21 +451,10 @@ impl FakeApi {
             (Method::POST, true) => self.create(key, body),
             (Method::PUT, false) => self.replace(key, sub.as_deref(), body),
             (Method::PATCH, false) => self.patch(key, sub.as_deref(), &content_type, &body),
-            (Method::DELETE, false) => {
-                let mut s = self.state.lock().unwrap();
-                match s.objects.remove(&key) {
-                    Some(mut obj) => {
-                        s.rv += 1;
-                        let rv = s.rv;
-                        obj["metadata"]["resourceVersion"] = json!(rv.to_string());
-                        s.events.push((rv, "DELETED", key, obj.clone()));
-                        drop(s);
-                        self.changed.notify_waiters();
-                        respond(StatusCode::OK, &obj)
-                    }
-                    None => not_found(&key),
-                }
-            }
+            (Method::DELETE, false) => match self.delete(key.clone()) {
+                Some(obj) => respond(StatusCode::OK, &obj),
+                None => not_found(&key),
+            },
             (m, _) => status(405, "MethodNotAllowed", &format!("{m} {path}")),
         }
     }
