@@ -151,40 +151,9 @@ fn parse_path(path: &str) -> Option<(Key, Option<String>)> {
 }
 
 fn query_params(query: &str) -> BTreeMap<String, String> {
-    query
-        .split('&')
-        .filter(|p| !p.is_empty())
-        .map(|p| {
-            let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            (decode(k), decode(v))
-        })
+    form_urlencoded::parse(query.as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
         .collect()
-}
-
-/// Percent-decoding of a query component (`+` is a space).
-fn decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        match b[i] {
-            b'%' if i + 2 < b.len() => {
-                let hex = std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(v) => {
-                        out.push(v);
-                        i += 3;
-                        continue;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b'+' => out.push(b' '),
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Whether `obj` passes one selector term of `sel` (comma-separated, all must hold);
@@ -677,7 +646,10 @@ mod tests {
             (k.prefix.as_str(), k.name.as_str()),
             ("/apis/nvidia.com/v1", "")
         );
-        assert_eq!(decode("metadata.name%3Dp-1"), "metadata.name=p-1");
+        assert_eq!(
+            query_params("fieldSelector=metadata.name%3Dp-1&watch=true")["fieldSelector"],
+            "metadata.name=p-1"
+        );
     }
 
     #[test]
