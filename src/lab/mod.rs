@@ -529,33 +529,10 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
             None => format!("{} stays {} on no node: {}", o.name, o.phase, o.message),
         };
         if opts.kubevirt && i >= 1 {
-            let v = &lab_vms[i - 1];
-            let vo = kubevirt::create_and_await(&client, v)
+            let more = vm_step(&client, &lab_vms[i - 1], &dirs, &mut vm_outcomes, i == 3)
                 .await
                 .map_err(|e| st.fail(e))?;
-            let placed = vo.node.is_some();
-            if placed != v.placed {
-                return Err(st.fail(Error::Runtime(format!(
-                    "VMI {}: the lab expects it {}, but: {}",
-                    v.name,
-                    if v.placed { "placed" } else { "refused" },
-                    vo.line()
-                ))));
-            }
-            detail.push_str(&format!(
-                "; VMI {} → {}",
-                v.name,
-                match (&vo.launcher, &vo.node) {
-                    (Some(p), Some(n)) => format!("{p} on {n}"),
-                    _ => format!("no node: {}", vo.condition),
-                }
-            ));
-            vm_outcomes.push(vo);
-            if i == 3 {
-                let lines: Vec<String> = vm_outcomes.iter().map(|o| o.line()).collect();
-                files::write_lines(&dirs.out.join(kubevirt::KUBEVIRT_FILE), &lines)
-                    .map_err(|e| st.fail(e))?;
-            }
+            detail.push_str(&more);
         }
         st.finish(&detail);
     }
@@ -604,6 +581,45 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         dra: dra_step,
         kubevirt: permitted.map(|p| (p, vm_outcomes)),
     })
+}
+
+/// Steps 5-7's real VMI with `--kubevirt`: created and awaited
+/// ([`kubevirt::create_and_await`]), held to what the lab expects of it (placed or
+/// refused), added to `outcomes`, and after the last one (`last`) the outcomes written to
+/// [`kubevirt::KUBEVIRT_FILE`]. Returns the text the step's line gets (`; VMI … → …`).
+///
+/// Errors: [`Error::Runtime`] when the VMI is placed where the lab expects a refusal or
+/// the other way round; API and file errors.
+async fn vm_step(
+    client: &Client,
+    v: &kubevirt::LabVm,
+    dirs: &LabDirs,
+    outcomes: &mut Vec<kubevirt::VmOutcome>,
+    last: bool,
+) -> Result<String> {
+    let vo = kubevirt::create_and_await(client, v).await?;
+    if vo.node.is_some() != v.placed {
+        return Err(Error::Runtime(format!(
+            "VMI {}: the lab expects it {}, but: {}",
+            v.name,
+            if v.placed { "placed" } else { "refused" },
+            vo.line()
+        )));
+    }
+    let detail = format!(
+        "; VMI {} → {}",
+        v.name,
+        match (&vo.launcher, &vo.node) {
+            (Some(p), Some(n)) => format!("{p} on {n}"),
+            _ => format!("no node: {}", vo.condition),
+        }
+    );
+    outcomes.push(vo);
+    if last {
+        let lines: Vec<String> = outcomes.iter().map(|o| o.line()).collect();
+        files::write_lines(&dirs.out.join(kubevirt::KUBEVIRT_FILE), &lines)?;
+    }
+    Ok(detail)
 }
 
 /// Before step 5 with `--kubevirt`: the lab's earlier VMs deleted ([`kubevirt::clean`]),
