@@ -58,6 +58,20 @@ pub fn lab_cluster(cluster: &str) -> (tempfile::TempDir, String) {
     (root, kubeconfig.trim().to_owned())
 }
 
+/// Starts the test's own local control plane `name` from nothing (`cluster up --fresh -q`
+/// plus `extra`, e.g. `["--nodes", "0"]`) and returns its kubeconfig path. Fresh on
+/// purpose: `cluster up` keeps the data of a cluster a killed run left behind (issue 36),
+/// and a test that creates objects under fixed names must not meet last run's copies
+/// ("nodes \"d9-n0\" already exists").
+pub fn own_cluster(name: &str, extra: &[&str]) -> String {
+    let mut args = vec!["cluster", "up", "--name", name, "--fresh", "-q"];
+    args.extend(extra);
+    gpuwl_ok(&args);
+    gpuwl_ok(&["cluster", "kubeconfig", "--name", name])
+        .trim()
+        .to_owned()
+}
+
 /// Stops the named local control plane when dropped (`gpuwl cluster down --name NAME`).
 pub struct ClusterDown(pub &'static str);
 

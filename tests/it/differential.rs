@@ -9,7 +9,7 @@
 #[path = "differential_harness.rs"]
 pub(crate) mod harness;
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, one_cluster_at_a_time, own_cluster};
 
 const CLUSTER: &str = "gpuwl-it-differential";
 
@@ -18,9 +18,7 @@ const CLUSTER: &str = "gpuwl-it-differential";
 fn explain_agrees_with_the_real_scheduler() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q", "--nodes", "0"]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim().to_owned();
+    let kubeconfig = own_cluster(CLUSTER, &["--nodes", "0"]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let outcomes = rt.block_on(async {
         let client = gpuwl::cluster::client(std::path::Path::new(&kubeconfig), None)

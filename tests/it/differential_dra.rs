@@ -32,7 +32,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time, own_cluster};
 
 const CLUSTER: &str = "gpuwl-test-diff-dra";
 const DRIVER: &str = "gpu.nvidia.com";
@@ -643,8 +643,7 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
         .unwrap_or(1);
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q"]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
+    let kubeconfig = own_cluster(CLUSTER, &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let started = Instant::now();
     let outcomes = rt.block_on(async {

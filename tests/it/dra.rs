@@ -189,9 +189,7 @@ fn scheduler_allocates_one_device_per_gpu() {
 
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q"]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim().to_owned();
+    let kubeconfig = crate::common::own_cluster(CLUSTER, &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (gpu_pod, vfio_pod) = rt.block_on(async {
         let client = gpuwl::cluster::client(std::path::Path::new(&kubeconfig), None)

@@ -12,7 +12,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
 use crate::kubevirt::{client_for, install_kubevirt_with};
 
 const CLUSTER: &str = "gpuwl-it-kv-explain";
@@ -133,9 +133,8 @@ fn explain_json(kubeconfig: &str, args: &[&str]) -> (i32, Value, String) {
 fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q", "--nodes", "0"]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim();
+    let kubeconfig = crate::common::own_cluster(CLUSTER, &["--nodes", "0"]);
+    let kubeconfig = kubeconfig.as_str();
     let kc = Path::new(kubeconfig);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

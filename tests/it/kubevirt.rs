@@ -731,17 +731,8 @@ async fn listed(kubeconfig: &Path, list: &str) -> Vec<String> {
 fn generate_applied_by_the_api_server_keeps_a_foreign_device() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(GENERATE_CLUSTER);
-    gpuwl_ok(&[
-        "cluster",
-        "up",
-        "--name",
-        GENERATE_CLUSTER,
-        "-q",
-        "--nodes",
-        "0",
-    ]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", GENERATE_CLUSTER]);
-    let kubeconfig = kubeconfig.trim();
+    let kubeconfig = crate::common::own_cluster(GENERATE_CLUSTER, &["--nodes", "0"]);
+    let kubeconfig = kubeconfig.as_str();
     let kc = Path::new(kubeconfig);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

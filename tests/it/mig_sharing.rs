@@ -22,17 +22,7 @@ use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 /// Starts cluster `name` with the operator and no lab nodes; returns a runtime and a
 /// client for it.
 fn operator_cluster(name: &str) -> (tokio::runtime::Runtime, Client) {
-    gpuwl_ok(&[
-        "cluster",
-        "up",
-        "--name",
-        name,
-        "--gpu-operator",
-        "--nodes",
-        "0",
-        "-q",
-    ]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", name]);
+    let kubeconfig = crate::common::own_cluster(name, &["--gpu-operator", "--nodes", "0"]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

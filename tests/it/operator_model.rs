@@ -371,18 +371,7 @@ fn issue_35_findings(
 fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
     let _one = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&[
-        "cluster",
-        "up",
-        "--name",
-        CLUSTER,
-        "--gpu-operator",
-        "--nodes",
-        "0",
-        "-q",
-    ]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim().to_string();
+    let kubeconfig = crate::common::own_cluster(CLUSTER, &["--gpu-operator", "--nodes", "0"]);
     let dist = gpu_operator::dist_dir();
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -95,9 +95,8 @@ const VG: &str = "nvidia.com/vgpu.config";
 fn the_api_server_enforces_the_policy() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q", "--nodes", "0"]);
-    let kc = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kc = kc.trim();
+    let kc = crate::common::own_cluster(CLUSTER, &["--nodes", "0"]);
+    let kc = kc.as_str();
     // A node labelled wrongly before the policy exists: later updates that leave the label
     // alone must still pass.
     let (ok, out) = kubectl(

@@ -17,7 +17,7 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+use crate::common::{ClusterDown, one_cluster_at_a_time};
 use crate::differential::harness;
 
 const CLUSTER: &str = "gpuwl-it-replay";
@@ -160,9 +160,7 @@ fn round(dir: &Path, id: usize) -> Result<harness::Round, &'static str> {
 fn the_explain_cases_agree_with_the_scheduler_when_replayed() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    gpuwl_ok(&["cluster", "up", "--name", CLUSTER, "-q", "--nodes", "0"]);
-    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", CLUSTER]);
-    let kubeconfig = kubeconfig.trim().to_owned();
+    let kubeconfig = crate::common::own_cluster(CLUSTER, &["--nodes", "0"]);
     let mut dirs: Vec<_> = std::fs::read_dir(CASES)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -1009,7 +1009,7 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
     let _serial = one_cluster_at_a_time();
     let _down_a = ClusterDown(FAULTS_A);
     let _down_b = ClusterDown(FAULTS_B);
-    gpuwl_ok(&["cluster", "up", "--name", FAULTS_A]);
+    gpuwl_ok(&["cluster", "up", "--name", FAULTS_A, "--fresh"]);
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     let kc_a = gpuwl_ok(&["cluster", "kubeconfig", "--name", FAULTS_A]);
