@@ -167,6 +167,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             name: args.twin_name.clone(),
             keep: false,
             settle_timeout: Duration::from_secs(60),
+            kubevirt: false,
         }),
     };
     let text = args.output == Format::Text;

@@ -24,6 +24,19 @@ pub struct TwinArgs {
     /// --nodes, or on the live cluster in place of its own.
     #[arg(long, value_name = "FILE")]
     pub cluster_policy: Option<PathBuf>,
+    /// Run KubeVirt's virt-api and virt-controller (v1.7.0, built from its pinned Go module
+    /// on first use: minutes, cached after) in the twin, and create the pending VMs there as
+    /// real VMIs under the cluster's permittedHostDevices: virt-controller renders or
+    /// refuses each, and the twin's scheduler places its launcher pod. Without it a pending
+    /// VM is tried as the pod it would be.
+    #[arg(long)]
+    pub kubevirt: bool,
+    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`) whose
+    /// permittedHostDevices the twin's VMIs are vetted against, with --nodes (the live
+    /// cluster's and a snapshot's own CR are read with --kubevirt). Omitted: no list, every
+    /// name passes, as KubeVirt does without one.
+    #[arg(long, value_name = "FILE", requires = "nodes")]
+    pub kubevirt_cr: Option<PathBuf>,
     /// A `gpuwl snapshot` file in place of --nodes, --pods and --cluster-policy.
     #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "cluster_policy", "kubeconfig", "context"])]
     pub snapshot: Option<PathBuf>,
@@ -71,6 +84,7 @@ Examples:
   gpuwl whatif relabel gpu-7=vm-passthrough gpu-8=vm-passthrough -o json
   gpuwl whatif relabel gpu-9=vm-vgpu:A10-12Q --nodes nodes.json --pods pods.json
   gpuwl whatif relabel gpu-7=container --snapshot prod.tar --keep
+  gpuwl whatif relabel gpu-7=vm-passthrough --kubevirt     # pending VMs decided by KubeVirt itself
 
 Copies the cluster's GPU side into a twin on a local control plane (kube-apiserver,
 kube-scheduler, kube-controller-manager, kwok nodes): the GPU nodes with their labels, taints,
@@ -83,6 +97,9 @@ said in the report), a name that leaves kept at \"0\" as a kubelet keeps it. Onc
 settled the report says which pending pods now schedule and where, which still wait (explain's
 cause on the twin), which running pods lose the name they hold, the inventory before → after, and
 the kubectl commands that do it for real. The twin is deleted afterwards unless --keep.
+With --kubevirt the twin also runs KubeVirt's virt-api and virt-controller, and each pending VM is
+created there as a real VMI under the cluster's permittedHostDevices: virt-controller renders its
+launcher pod (which the twin's scheduler places or not) or refuses it, as it would in the cluster.
 NODE=vm-vgpu:TYPE also sets nvidia.com/vgpu.config=TYPE (e.g. A10-12Q).
 Exit 0 the report was made · 2 bad input (a relabel, a file, an unknown node) · 3 the twin or the
 cluster failed.";
@@ -138,6 +155,7 @@ fn read_source(a: &TwinArgs) -> Result<Source> {
             nodes: s.nodes,
             pods: s.pods,
             policy: s.policy,
+            kubevirt: s.kubevirt,
             origin: format!("snapshot {}", snap.display()),
         });
     }
@@ -150,7 +168,12 @@ fn read_source(a: &TwinArgs) -> Result<Source> {
             Some(nodes_path),
             a.pods.as_ref(),
             a.cluster_policy.as_ref(),
+            a.kubevirt_cr.as_ref(),
         ])?;
+        let kubevirt = match &a.kubevirt_cr {
+            Some(p) => Some(crate::input::kubevirt::read_path(p)?),
+            None => None,
+        };
         let nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
         let pods = match &a.pods {
             Some(p) => pods::read_pods_path(p)?,
@@ -160,6 +183,7 @@ fn read_source(a: &TwinArgs) -> Result<Source> {
             nodes,
             pods,
             policy: policy.unwrap_or_else(PolicyStatus::not_read),
+            kubevirt,
             origin: format!(
                 "files {}{}",
                 nodes_path.display(),
@@ -170,8 +194,9 @@ fn read_source(a: &TwinArgs) -> Result<Source> {
             ),
         });
     }
+    let with_kubevirt = a.kubevirt;
     a.live.block_on(|client| async move {
-        let mut snap = crate::input::snapshot::read(&client, false).await?;
+        let mut snap = crate::input::snapshot::read(&client, with_kubevirt).await?;
         if let Some(p) = policy {
             snap.policy = p;
         }
@@ -179,6 +204,7 @@ fn read_source(a: &TwinArgs) -> Result<Source> {
             nodes: snap.nodes,
             pods: snap.pods,
             policy: snap.policy,
+            kubevirt: snap.kubevirt,
             origin: "cluster".into(),
         })
     })
@@ -190,6 +216,7 @@ fn options(a: &TwinArgs) -> Result<twin::Options> {
         name: a.twin_name.clone(),
         keep: a.keep,
         settle_timeout: Duration::from_secs(a.settle_timeout.max(1)),
+        kubevirt: a.kubevirt,
     })
 }
 

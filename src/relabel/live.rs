@@ -725,6 +725,7 @@ async fn preview(
                 nodes: snap.nodes,
                 pods: snap.pods,
                 policy: snap.policy,
+                kubevirt: snap.kubevirt,
                 origin: "cluster".into(),
             };
             let report = twin::run(&source, &fresh, opts, sink.progress).await?;

@@ -18,6 +18,7 @@
 //!    state), which running pods now hold a name their node no longer offers, and the
 //!    inventory before and after.
 
+pub mod kubevirt;
 pub mod objects;
 pub mod plan;
 pub mod predict;
@@ -136,6 +137,10 @@ pub struct Source {
     pub pods: Vec<PodInfo>,
     /// The ClusterPolicy, or why there is none.
     pub policy: PolicyStatus,
+    /// KubeVirt's `permittedHostDevices` (from the KubeVirt or HyperConverged CR); `None`
+    /// when not read. Used by a twin with KubeVirt ([`Options::kubevirt`]) and by explain
+    /// on the twin's state.
+    pub kubevirt: Option<crate::model::kubevirt::PermittedHostDevices>,
     /// Where it was read: `cluster`, or the files.
     pub origin: String,
 }
@@ -149,6 +154,9 @@ pub struct Options {
     pub keep: bool,
     /// How long to wait for the scheduler to settle, each time.
     pub settle_timeout: Duration,
+    /// Run KubeVirt's virt-api and virt-controller in the twin and create the pending VMs
+    /// as real VMIs there ([`kubevirt`]), instead of modelling them as pods.
+    pub kubevirt: bool,
 }
 
 /// A pod (or VMI) of the report.
@@ -744,6 +752,10 @@ pub async fn run(
     let mut copied: BTreeSet<&str> = pools.pool_of.keys().copied().collect();
     copied.extend(relabels.iter().map(|r| r.node.as_str()));
     let (bound, pending, left_out) = select_pods(source, &copied);
+    // With KubeVirt in the twin, pending VMs become real VMIs there.
+    let (vmis, pending): (Vec<&PodInfo>, Vec<&PodInfo>) = pending
+        .into_iter()
+        .partition(|p| opts.kubevirt && kubevirt::vmi_name(p).is_some());
     let twin_nodes: Vec<&NodeInfo> = source
         .nodes
         .iter()
@@ -759,14 +771,20 @@ pub async fn run(
     // is replaced.
     remove_old_twin(opts, progress).await?;
     progress(&format!(
-        "starting the twin {} ({} GPU node(s), {} bound pod(s), {} pending GPU pod(s))",
+        "starting the twin {} ({} GPU node(s), {} bound pod(s), {} pending GPU pod(s){})",
         opts.name,
         twin_nodes.len(),
         bound.len(),
-        pending.len()
+        pending.len(),
+        if opts.kubevirt {
+            format!(", {} pending VMI(s); with KubeVirt", vmis.len())
+        } else {
+            String::new()
+        }
     ));
     let up = crate::cluster::UpOptions {
         name: opts.name.clone(),
+        kubevirt: opts.kubevirt,
         env: TWIN_ENV
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
@@ -797,6 +815,7 @@ pub async fn run(
             twin_nodes: &twin_nodes,
             bound: &bound,
             pending: &pending,
+            vmis: &vmis,
         };
         build_and_try(&twin, &trial, progress).await
     }
@@ -891,6 +910,8 @@ struct Trial<'a> {
     bound: &'a [&'a PodInfo],
     /// Pending pods that ask for an `nvidia.com/` name.
     pending: &'a [&'a PodInfo],
+    /// Pending VMs created as VMIs in a twin with KubeVirt (empty without).
+    vmis: &'a [&'a PodInfo],
 }
 
 /// The running twin: its API client, its cluster facts and the run's options.
@@ -911,8 +932,21 @@ async fn build_and_try(
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<Report> {
     let policy = trial.source.policy.policy();
-    let pending_by_twin = copy_source(twin.client, trial, progress).await?;
+    let kubevirt_cr = trial.source.kubevirt.as_ref();
+    let (pending_by_twin, vmis_by_twin) = copy_source(twin.client, trial, progress).await?;
     let mut notes = Vec::new();
+    if !vmis_by_twin.is_empty() {
+        progress("waiting for virt-controller to render or refuse the VMIs");
+        let undecided =
+            kubevirt::wait_rendered(twin.client, &vmis_by_twin, twin.opts.settle_timeout).await?;
+        if !undecided.is_empty() {
+            notes.push(format!(
+                "virt-controller had neither rendered nor refused {} within {} s",
+                undecided.join(", "),
+                twin.opts.settle_timeout.as_secs()
+            ));
+        }
+    }
     settle_or_note(
         twin,
         Duration::from_millis(1500),
@@ -921,7 +955,10 @@ async fn build_and_try(
     )
     .await?;
     let base = crate::input::pods::list_pods(twin.client).await?;
-    let placed_without_relabel = placed_as_is(&base, &pending_by_twin);
+    let placed_without_relabel = placed_as_is(
+        &base,
+        &kubevirt::with_launchers(&pending_by_twin, &vmis_by_twin, &base),
+    );
     let placed_before: BTreeSet<String> = placed_without_relabel
         .iter()
         .map(|p| p.pod.pod.clone())
@@ -953,18 +990,24 @@ async fn build_and_try(
     progress("reading the twin back");
     let nodes_after = crate::input::live::list_nodes(twin.client).await?;
     let pods_after = crate::input::pods::list_pods(twin.client).await?;
+    // A rendered launcher pod stands for its VMI from here on.
+    let pending_by_twin = kubevirt::with_launchers(&pending_by_twin, &vmis_by_twin, &pods_after);
     for c in &mut changes {
         if let Some(n) = nodes_after.iter().find(|n| n.name == c.relabel.node) {
             c.advertised_after = predict::listed(n);
         }
     }
-    let (now_scheduled, still_pending) = pending_outcome(
-        &nodes_after,
-        &pods_after,
-        &pending_by_twin,
-        &placed_before,
-        policy,
-    )?;
+    let inputs = explain::Inputs {
+        nodes: Some(&nodes_after),
+        pods: Some(&pods_after),
+        kubevirt: kubevirt_cr,
+        cluster_policy: policy,
+        dra: None,
+        operand_pods: None,
+    };
+    let (now_scheduled, mut still_pending) =
+        pending_outcome(&pods_after, &pending_by_twin, &placed_before, inputs)?;
+    still_pending.extend(kubevirt::refused(twin.client, &vmis_by_twin, &pods_after, inputs).await?);
     let mut disrupted = disrupted_pods(&changes, &pods_after, &pending_by_twin);
     // Whether a VM owns a disrupted VMI is the source's to say (the twin has no VMs).
     for d in &mut disrupted {
@@ -982,10 +1025,17 @@ async fn build_and_try(
     let inv_before = inventory::build(&source.nodes, &source.pods, &source.policy)?;
     let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
     let inventory = pool_deltas(&inv_before, &inv_after);
-    let names_by = "gpuwl's model of the GPU Operator and its device plugins (the \
+    let mut names_by = "gpuwl's model of the GPU Operator and its device plugins (the \
                     effective workload config, its operands, and the names their plugins \
                     register), written to the twin's node status"
         .to_string();
+    if twin.opts.kubevirt {
+        names_by.push_str(&format!(
+            "; the pending VMs were real VMIs, rendered or refused by KubeVirt {}'s \
+             virt-controller against the source's permittedHostDevices",
+            crate::cluster::kubevirt::KUBEVIRT_VERSION
+        ));
+    }
     Ok(Report {
         verdict: Verdict::of(&now_scheduled, still_pending.len(), &disrupted),
         source: source.origin.clone(),
@@ -1002,7 +1052,7 @@ async fn build_and_try(
             nodes: trial.twin_nodes.len(),
             cpu_nodes_left_out: 0,
             bound_pods: trial.bound.len(),
-            pending_pods: trial.pending.len(),
+            pending_pods: trial.pending.len() + trial.vmis.len(),
             left_out: Vec::new(),
             not_copied: objects::LEFT_OUT.to_string(),
             names_by,
@@ -1014,17 +1064,19 @@ async fn build_and_try(
 
 /// Copies the trial's namespaces (with their default service account: the ServiceAccount
 /// admission plugin refuses a pod until it exists), nodes (waiting until kwok reports them
-/// Ready), bound pods and pending pods into the twin, in that order. Returns the pending
-/// pods by their twin key.
+/// Ready), bound pods and pending pods into the twin, in that order; with KubeVirt, then
+/// the source's permittedHostDevices and the pending VMs as VMIs
+/// ([`kubevirt::vmi_object`]). Returns the pending pods and the VMIs by their twin key.
 async fn copy_source<'a>(
     client: &Client,
     trial: &Trial<'a>,
     progress: &mut (dyn FnMut(&str) + Send),
-) -> Result<PendingByTwin<'a>> {
+) -> Result<(PendingByTwin<'a>, PendingByTwin<'a>)> {
     let namespaces: BTreeSet<&str> = trial
         .bound
         .iter()
         .chain(trial.pending)
+        .chain(trial.vmis)
         .map(|p| p.namespace.as_str())
         .collect();
     let ns_api: Api<Namespace> = Api::all(client.clone());
@@ -1079,7 +1131,30 @@ async fn copy_source<'a>(
             .collect(),
     )
     .await?;
-    Ok(pending_by_twin)
+    let mut vmis = PendingByTwin::new();
+    if !trial.vmis.is_empty() {
+        progress("writing the source's permittedHostDevices into the twin's KubeVirt CR");
+        kubevirt::configure(client, trial.source.kubevirt.as_ref()).await?;
+        kubevirt::wait_published(client, Duration::from_secs(60)).await?;
+        progress(&format!(
+            "creating {} VMI(s); virt-controller renders their launcher pods",
+            trial.vmis.len()
+        ));
+        let resource =
+            crate::input::virt::resource("VirtualMachineInstance", "virtualmachineinstances");
+        for p in trial.vmis {
+            let name = kubevirt::vmi_name(p).unwrap_or(p.name.as_str());
+            let obj: kube::api::DynamicObject =
+                serde_json::from_value(kubevirt::vmi_object(p, name))
+                    .map_err(|e| Error::failed("the twin's VMI object", e))?;
+            Api::namespaced_with(client.clone(), &p.namespace, &resource)
+                .create(&PostParams::default(), &obj)
+                .await
+                .map_err(|e| api_error(&format!("create VMI {}/{name}", p.namespace), &e))?;
+            vmis.insert(format!("{}/{name}", p.namespace), *p);
+        }
+    }
+    Ok((pending_by_twin, vmis))
 }
 
 /// The pending pods by the key their copy has in the twin (`namespace/twin name`).
@@ -1205,11 +1280,10 @@ async fn relabel_node(
 /// What became of the copied pending pods the scheduler had not bound before the relabel:
 /// bound now (with their node), or still pending (explained on the twin's state).
 fn pending_outcome(
-    nodes_after: &[NodeInfo],
     pods_after: &[PodInfo],
     pending_by_twin: &PendingByTwin<'_>,
     placed_before: &BTreeSet<String>,
-    policy: Option<&ClusterPolicy>,
+    inputs: explain::Inputs<'_>,
 ) -> Result<(Vec<Placed>, Vec<StillPending>)> {
     let mut now_scheduled = Vec::new();
     let mut still_pending = Vec::new();
@@ -1226,17 +1300,7 @@ fn pending_outcome(
                 node: n.clone(),
             }),
             None => {
-                let e = explain::explain(
-                    p,
-                    explain::Inputs {
-                        nodes: Some(nodes_after),
-                        pods: Some(pods_after),
-                        kubevirt: None,
-                        cluster_policy: policy,
-                        dra: None,
-                        operand_pods: None,
-                    },
-                )?;
+                let e = explain::explain(p, inputs)?;
                 still_pending.push(StillPending {
                     pod: pod_ref(p, Some(&src.key())),
                     scheduler_message: p.pod_scheduled().and_then(|c| c.message.clone()),
@@ -1403,6 +1467,7 @@ mod tests {
             nodes: vec![gpu, NodeInfo::named("cpu-1")],
             pods: vec![],
             policy: PolicyStatus::not_read(),
+            kubevirt: None,
             origin: "files".into(),
         };
         let relabel = |s: &str| -> Relabel { s.parse().unwrap() };
@@ -1680,6 +1745,7 @@ mod loader_tests {
             nodes,
             pods,
             policy: PolicyStatus::not_read(),
+            kubevirt: None,
             origin: "test".into(),
         };
         let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
@@ -1695,6 +1761,7 @@ mod loader_tests {
             twin_nodes: &twin_nodes,
             bound: &bound,
             pending: &pending,
+            vmis: &[],
         };
         let api = fake_api::FakeApi::new();
         api.ready_nodes();
@@ -1705,12 +1772,13 @@ mod loader_tests {
         let _in_rt = rt.enter();
         let client = api.client();
         let mut lines = Vec::new();
-        let by_key = rt
+        let (by_key, vmis) = rt
             .block_on(copy_source(&client, &trial, &mut |l: &str| {
                 lines.push(l.to_owned())
             }))
             .unwrap();
         assert_eq!(by_key.keys().collect::<Vec<_>>(), ["vms2/vm-2"]);
+        assert!(vmis.is_empty(), "no VMI without KubeVirt in the twin");
         let writes = api.writes();
         // Namespaces first (both pods' namespaces, not the CPU pod's), each with its
         // default ServiceAccount, then the GPU node, then the bound pod, then the pending one.

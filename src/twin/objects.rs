@@ -14,6 +14,7 @@
 
 use serde_json::{Value, json};
 
+use crate::analysis::fit::UNCHECKED_WHEN_ABSENT;
 use crate::model::node::NodeInfo;
 use crate::model::pod::{ObjectKind, PodInfo};
 
@@ -32,6 +33,10 @@ pub const TWIN_IMAGE: &str = "registry.k8s.io/pause:3.10";
 pub const LEFT_OUT: &str = "pod (anti-)affinity, topology spread constraints, preferred node \
 affinity, priority/preemption and DRA claims are not copied to the twin";
 
+/// What the twin gives a node for each resource of [`UNCHECKED_WHEN_ABSENT`] its source
+/// node does not list (the same order): more than any pod asks.
+pub const ABSENT_FILL: [&str; 4] = ["1k", "1k", "64Ti", "64Ti"];
+
 /// Suffix of the virt-launcher pod the twin creates for a VMI or VM: five characters, as
 /// KubeVirt's generated suffix (kubevirt/kubevirt `pkg/virt-controller/services/template.go`),
 /// so that [`PodInfo::launcher_vmi`] finds the VMI again.
@@ -40,7 +45,12 @@ pub const LAUNCHER_SUFFIX: &str = "gpuwl";
 /// The Node object for `node`: its labels, taints, cordon and both resource maps (the
 /// status goes in with the create, as a kubelet registers its node; see
 /// [`crate::cluster::nodes::ensure_sim_node`]). Allocatable defaults to capacity when the
-/// source node has none.
+/// source node has none. A resource every real node lists ([`UNCHECKED_WHEN_ABSENT`]:
+/// pods, cpu, memory, ephemeral-storage) that a hand-trimmed dump leaves out gets
+/// [`ABSENT_FILL`] in both maps: explain does not check a node for it
+/// ([`crate::analysis::fit::UNCHECKED_WHEN_ABSENT`]), and the twin's scheduler, counting it
+/// 0, would refuse every pod that asks for it (a virt-launcher pod asks ephemeral-storage)
+/// where the real node has plenty.
 pub fn node_object(node: &NodeInfo) -> Value {
     let taints: Vec<Value> = node
         .taints
@@ -53,7 +63,14 @@ pub fn node_object(node: &NodeInfo) -> Value {
             o
         })
         .collect();
-    let allocatable = node.allocatable.as_ref().unwrap_or(&node.capacity);
+    let mut capacity = node.capacity.clone();
+    let mut allocatable = node.allocatable.as_ref().unwrap_or(&node.capacity).clone();
+    for (r, fill) in UNCHECKED_WHEN_ABSENT.iter().zip(ABSENT_FILL) {
+        for map in [&mut capacity, &mut allocatable] {
+            map.entry((*r).to_owned())
+                .or_insert_with(|| fill.to_owned());
+        }
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Node",
@@ -63,7 +80,7 @@ pub fn node_object(node: &NodeInfo) -> Value {
             "annotations": {KWOK_NODE_ANNOTATION: "fake"},
         },
         "spec": {"taints": taints, "unschedulable": node.unschedulable},
-        "status": {"capacity": node.capacity, "allocatable": allocatable},
+        "status": {"capacity": capacity, "allocatable": allocatable},
     })
 }
 
@@ -179,6 +196,12 @@ mod tests {
             "3"
         );
         // The object is a valid Node.
+        // A trimmed dump's node lists no pods, memory or ephemeral-storage: the twin's
+        // node has room for them, as explain assumes; what the dump lists is kept.
+        assert_eq!(v["status"]["capacity"]["cpu"], "32");
+        assert_eq!(v["status"]["capacity"]["pods"], "1k");
+        assert_eq!(v["status"]["allocatable"]["ephemeral-storage"], "64Ti");
+        assert_eq!(v["status"]["allocatable"]["memory"], "64Ti");
         let _: k8s_openapi::api::core::v1::Node = serde_json::from_value(v).unwrap();
     }
 

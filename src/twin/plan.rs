@@ -567,6 +567,7 @@ mod tests {
             nodes,
             pods,
             policy: PolicyStatus::not_read(),
+            kubevirt: None,
             origin: "test".into(),
         };
         let p = propose(&src, false);
@@ -605,6 +606,7 @@ mod tests {
             nodes,
             pods,
             policy: PolicyStatus::not_read(),
+            kubevirt: None,
             origin: "test".into(),
         };
         let p = propose(&src, false);
@@ -635,6 +637,7 @@ mod tests {
             nodes,
             pods: vec![pod("drained", "nvidia.com/gpu", None), gated],
             policy: PolicyStatus::not_read(),
+            kubevirt: None,
             origin: "test".into(),
         };
         let p = propose(&src, false);

@@ -402,15 +402,14 @@ pub async fn setup(client: &Client, r: &Round) -> Result<(), String> {
         .map_err(|x| e(x.to_string()))?;
     let api: Api<Node> = Api::all(client.clone());
     for (n, res) in &r.nodes {
-        let node: Node = serde_json::from_value(n.clone()).map_err(|x| x.to_string())?;
+        // The status goes in with the create, as a kubelet registers its node: kwok's
+        // node-initialize stage then finds capacity and allocatable set and keeps them.
+        let mut n = n.clone();
+        n["status"] = json!({"capacity": res, "allocatable": res});
+        let node: Node = serde_json::from_value(n).map_err(|x| x.to_string())?;
         api.create(&PostParams::default(), &node)
             .await
             .map_err(|x| format!("create node: {x}"))?;
-        let name = n["metadata"]["name"].as_str().unwrap();
-        let patch = json!({"status": {"capacity": res, "allocatable": res}});
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map_err(|x| format!("patch node status: {x}"))?;
     }
     let waits = r.nodes.iter().map(|(n, _)| {
         let name = n["metadata"]["name"].as_str().unwrap().to_owned();
@@ -420,6 +419,31 @@ pub async fn setup(client: &Client, r: &Round) -> Result<(), String> {
     });
     for w in futures::future::join_all(waits).await {
         w.map_err(|x| x.to_string())?;
+    }
+    // On a loaded machine kwok can write its defaults (1Ti memory, …) from a stale copy of
+    // a node over what the round set: check every value, set it again where it was lost.
+    for _ in 0..5 {
+        let mut lost = 0;
+        for (n, res) in &r.nodes {
+            let name = n["metadata"]["name"].as_str().unwrap();
+            let now = api.get(name).await.map_err(|x| format!("get node: {x}"))?;
+            let alloc = now.status.and_then(|s| s.allocatable).unwrap_or_default();
+            let q = |s: &str| gpuwl::model::quantity::Quantity::parse(s).ok();
+            let kept = res
+                .iter()
+                .all(|(k, v)| alloc.get(k).and_then(|a| q(&a.0)) == q(v));
+            if !kept {
+                lost += 1;
+                let patch = json!({"status": {"capacity": res, "allocatable": res}});
+                api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await
+                    .map_err(|x| format!("patch node status: {x}"))?;
+            }
+        }
+        if lost == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
     let pods: Api<Pod> = Api::namespaced(client.clone(), &r.namespace);
     for p in &r.bound {
@@ -591,6 +615,7 @@ pub fn consistency(
         nodes,
         pods: pods.clone(),
         policy,
+        kubevirt: None,
         origin: "differential".into(),
     };
     let plan = gpuwl::twin::plan::propose(&source, false);

@@ -5,7 +5,8 @@
 //! VMI's `gpus[].deviceName`s. What KubeVirt and the scheduler did — refused (virt-controller's
 //! `FailedCreate`, no launcher pod), placed (launcher pod bound), unschedulable (launcher pod
 //! `PodScheduled=False`) — must be what gpuwl's cause code says (`not-permitted`,
-//! `scheduled`, a scheduler cause). CI size: seed 37, [`CI_SCENARIOS`] scenarios;
+//! `scheduled`, a scheduler cause), and `kubevirt check`'s findings on the same cluster
+//! must not contradict it ([`check_disagreements`]). CI size: seed 37, [`CI_SCENARIOS`] scenarios;
 //! `GPUWL_KV_DIFF_SCENARIOS=N` runs more (the bench run).
 
 use std::time::{Duration, Instant};
@@ -233,6 +234,85 @@ fn observe(kc: &str, name: &str) -> Real {
     }
 }
 
+/// The names some node advertises with allocatable > 0 in `s` (a node listing a name twice
+/// keeps the last count, as [`apply`]'s patch does).
+fn advertised(s: &Scenario) -> std::collections::BTreeSet<&'static str> {
+    let mut names = std::collections::BTreeSet::new();
+    for adv in &s.adv {
+        let mut last = std::collections::BTreeMap::new();
+        for (n, c) in adv {
+            last.insert(*n, *c);
+        }
+        names.extend(last.into_iter().filter(|(_, c)| *c > 0).map(|(n, _)| n));
+    }
+    names
+}
+
+/// `gpuwl kubevirt check`'s findings on the live cluster, as (code, resource) pairs.
+fn check_findings(kc: &str) -> Vec<(String, String)> {
+    let (code, out, err) = gpuwl(&["kubevirt", "check", "--kubeconfig", kc, "-o", "json"]);
+    assert!(code == 0 || code == 1, "kubevirt check exit {code}: {err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    v["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            (
+                f["code"].as_str().unwrap().to_owned(),
+                f["resource"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// Where `kubevirt check`'s findings contradict what KubeVirt did with the VMI (empty when
+/// they agree), and how many of its claims the VMI put to the test:
+/// - `advertised-not-permitted` for a name the VMI asks, with permittedHostDevices present:
+///   virt-controller must refuse the VMI;
+/// - a refusal that names an advertised name must have been a `advertised-not-permitted`
+///   finding (the finding exists to warn of exactly that refusal);
+/// - `permitted-not-advertised` for a name the VMI asks: no node can take it, so the VMI
+///   must not be placed.
+fn check_disagreements(
+    s: &Scenario,
+    real: &Real,
+    findings: &[(String, String)],
+) -> (Vec<String>, usize) {
+    let has = |code: &str, name: &str| findings.iter().any(|(c, r)| c == code && r == name);
+    let mut bad = Vec::new();
+    let mut tested = 0;
+    for d in &s.devices {
+        if s.permitted.is_some() && has("advertised-not-permitted", d) {
+            tested += 1;
+            if !matches!(real, Real::Refused(_)) {
+                bad.push(format!("advertised-not-permitted {d}, yet {real:?}"));
+            }
+        }
+        if has("permitted-not-advertised", d) {
+            tested += 1;
+            if matches!(real, Real::Placed(_)) {
+                bad.push(format!("permitted-not-advertised {d}, yet {real:?}"));
+            }
+        }
+    }
+    if let Real::Refused(msg) = real {
+        let named = msg
+            .split_once("GPU ")
+            .and_then(|(_, rest)| rest.split_once(" is not permitted"))
+            .map(|(n, _)| n);
+        if let Some(n) = named.filter(|n| advertised(s).contains(n)) {
+            tested += 1;
+            if !has("advertised-not-permitted", n) {
+                bad.push(format!(
+                    "refused for advertised {n}, no advertised-not-permitted finding"
+                ));
+            }
+        }
+    }
+    (bad, tested)
+}
+
 /// Whether gpuwl's cause code says what happened.
 fn agrees(real: &Real, code: &str) -> bool {
     match real {
@@ -267,6 +347,7 @@ fn explain_vmi_agrees_with_kubevirt_on_random_scenarios() {
     let mut rng = Rng(37);
     let mut bad = Vec::new();
     let mut tally = std::collections::BTreeMap::new();
+    let mut check_claims = 0;
     for i in 0..n {
         let s = generate(&mut rng);
         let name = format!("d{i}");
@@ -288,6 +369,14 @@ fn explain_vmi_agrees_with_kubevirt_on_random_scenarios() {
             bad.push(format!(
                 "{name}: {s:?}\n  real {real:?}\n  gpuwl {cause}: {}",
                 g["cause"]
+            ));
+        }
+        let findings = check_findings(kc);
+        let (wrong, tested) = check_disagreements(&s, &real, &findings);
+        check_claims += tested;
+        for w in wrong {
+            bad.push(format!(
+                "{name}: {s:?}\n  kubevirt check: {w}\n  findings {findings:?}"
             ));
         }
         ok(
@@ -316,7 +405,9 @@ fn explain_vmi_agrees_with_kubevirt_on_random_scenarios() {
             std::thread::sleep(Duration::from_millis(200));
         }
     }
-    eprintln!("kubevirt differential: {n} scenarios, seed 37: {tally:?}");
+    eprintln!(
+        "kubevirt differential: {n} scenarios, seed 37: {tally:?}; kubevirt check claims tested: {check_claims}"
+    );
     assert!(
         bad.is_empty(),
         "{} of {n} disagree:\n{}",

@@ -613,3 +613,61 @@ fn explain_vmi_agrees_with_virt_controller_and_the_scheduler() {
     });
     assert_eq!(g["causeCode"], "scheduled");
 }
+
+const WHATIF_TWIN: &str = "gpuwl-it-kv-whatif";
+
+/// `whatif relabel --kubevirt` from the files of tests/data/whatif/kubevirt: a container
+/// node with one A10 (and the `kubernetes.io/arch` label every kubelet sets: virt-controller
+/// gives each launcher pod a nodeSelector on it) and two pending VMIs, one asking the
+/// permitted passthrough name, one a typo of it. Relabelling the node to vm-passthrough,
+/// the twin's virt-controller renders the first VMI's launcher pod and the twin's scheduler
+/// places it on the node; the typo is refused by virt-controller itself (no launcher pod),
+/// reported as `not-permitted` with its message. The output is docs/guide/relabel.md's
+/// example, compared segment by segment (the guide elides lines with `...`).
+#[test]
+#[ignore = "needs local control plane"]
+fn whatif_kubevirt_lets_virt_controller_decide_the_pending_vms() {
+    let _one = one_cluster_at_a_time();
+    let _twin = ClusterDown(WHATIF_TWIN);
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/whatif/kubevirt");
+    let cmd = "gpuwl whatif relabel gpu-0=vm-passthrough --kubevirt --nodes nodes.json --pods vmis.json --kubevirt-cr kubevirt.yaml";
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(cmd.split_whitespace().skip(1))
+        .args(["--twin-name", WHATIF_TWIN, "-q"])
+        .current_dir(dir)
+        .env("COLUMNS", "100")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Each segment of the guide's block between `...` lines is in the output, in order.
+    let want = crate::readme::expected(cmd);
+    let got: Vec<&str> = text.lines().collect();
+    let mut from = 0;
+    for seg in want.split(|l| l == "...").filter(|s| !s.is_empty()) {
+        let seg: Vec<&str> = seg.iter().map(String::as_str).collect();
+        let at = got[from..]
+            .windows(seg.len())
+            .position(|w| w == seg.as_slice())
+            .unwrap_or_else(|| panic!("guide lines {seg:#?} not in the output:\n{text}"));
+        from += at + seg.len();
+    }
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "the pending VMs were real VMIs, rendered or refused by KubeVirt v1.7.0's virt-controller"
+        ),
+        "{text}"
+    );
+    // The twin is gone afterwards.
+    assert_ne!(
+        gpuwl(&["cluster", "status", "--name", WHATIF_TWIN]).0,
+        0,
+        "the twin was left running"
+    );
+}

@@ -116,6 +116,11 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "tests/it/whatif.rs",
     ),
     ("gpuwl plan -q; echo \"exit $?\"", "tests/it/whatif.rs"),
+    // The twin with KubeVirt (docs/guide/relabel.md): its segments between `...`.
+    (
+        "gpuwl whatif relabel gpu-0=vm-passthrough --kubevirt --nodes nodes.json --pods vmis.json --kubevirt-cr kubevirt.yaml",
+        "tests/it/kubevirt_live.rs",
+    ),
     // Live relabels on `gpuwl lab --operator`: timings differ run to run; each line of the
     // refusal, the plan, the run and the stop/resume is asserted in tests/it/relabel.rs.
     (
