@@ -182,7 +182,7 @@ pub enum Error {
 
 /// The message of [`Error::NoKubeconfig`]: the way out is a running local cluster's
 /// kubeconfig when one runs (`--name` unless it is the default one), else the flags.
-pub fn no_kubeconfig_message(detail: &str, running: &[String]) -> String {
+pub(crate) fn no_kubeconfig_message(detail: &str, running: &[String]) -> String {
     const NONE: &str = "no kubeconfig found (KUBECONFIG unset, no ~/.kube/config, not in a pod)";
     let export = |name: &str| {
         if name == DEFAULT_CLUSTER_NAME {

@@ -60,7 +60,10 @@ pub fn esc(s: &str) -> String {
 /// short from it (`vm-passthru`: all but its last character
 /// start the name). `wanted`
 /// itself is never offered.
-pub fn close_names<'a>(wanted: &str, candidates: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+pub(crate) fn close_names<'a>(
+    wanted: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> Vec<String> {
     let norm = |s: &str| s.to_lowercase().replace('_', "-");
     let w = norm(wanted);
     if w.is_empty() || w.len() > 320 {

@@ -55,10 +55,10 @@ pub const MAX_WARNING: usize = 256;
 
 /// The most warnings one review returns (the last one then says how many were left out),
 /// so that all of them stay under the API server's 4 KiB.
-pub const MAX_WARNINGS: usize = 8;
+pub(crate) const MAX_WARNINGS: usize = 8;
 
 /// The longest value taken from the reviewed object into a warning, in characters.
-pub const MAX_VALUE: usize = 80;
+pub(crate) const MAX_VALUE: usize = 80;
 
 /// Nodes advertising one resource name (allocatable > 0).
 #[derive(Debug, Clone, Default)]

@@ -191,7 +191,7 @@ impl Diagnosis {
     }
 
     /// Adds evidence lines.
-    pub fn with_evidence(mut self, evidence: impl IntoIterator<Item = String>) -> Diagnosis {
+    pub(crate) fn with_evidence(mut self, evidence: impl IntoIterator<Item = String>) -> Diagnosis {
         self.evidence.extend(evidence);
         self
     }

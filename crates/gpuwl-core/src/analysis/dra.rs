@@ -377,7 +377,7 @@ fn pod_claim_source<'d>(
 
 /// The claim views of `pod_claims` (namespace `namespace`); `allowed(node)` says whether
 /// the pod's constraints allow a node.
-pub fn claim_views(
+pub(crate) fn claim_views(
     dra: &DraObjects,
     namespace: &str,
     pod_claims: &[crate::model::dra::PodClaim],
@@ -575,7 +575,7 @@ pub enum NodeAllocation {
 }
 
 /// The most devices tried in one node's allocation search before giving up.
-pub const SEARCH_LIMIT: usize = 200_000;
+pub(crate) const SEARCH_LIMIT: usize = 200_000;
 
 /// The DRA part of scheduling the pod: per allowed node, whether its claims can be
 /// allocated there.

@@ -64,7 +64,7 @@ fn type_name(v: &dyn Val) -> &'static str {
 
 /// A semantic version (`kubernetes.Semver`): what a `version` attribute is in CEL.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Semver(pub semver::Version);
+pub(crate) struct Semver(pub semver::Version);
 
 impl Semver {
     /// Precedence per semver.org: build metadata does not count (blang/semver `Compare`).
@@ -320,7 +320,7 @@ fn domain_map(
 /// The CEL `device` variable of device `d` of `driver`: `driver`, `attributes` and
 /// `capacity` as maps domain → name → value; every domain of `domains` is present (an
 /// empty map when the device has none in it), as unknown domains answer on the API server.
-pub fn device_val(driver: &str, d: &Device, domains: &BTreeSet<String>) -> Box<dyn Val> {
+pub(crate) fn device_val(driver: &str, d: &Device, domains: &BTreeSet<String>) -> Box<dyn Val> {
     let attrs = d
         .attributes
         .iter()

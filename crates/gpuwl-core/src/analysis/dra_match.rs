@@ -16,7 +16,7 @@ use crate::model::dra::{
 pub type DeviceKey = (String, String, String);
 
 /// A counter's address: driver, pool, counter set, counter.
-pub type CounterKey = (String, String, String, String);
+pub(crate) type CounterKey = (String, String, String, String);
 
 /// One device with what gpuwl derived about it.
 #[derive(Debug, Clone)]
@@ -49,7 +49,7 @@ impl DeviceInfo<'_> {
     }
 
     /// Neither allocated nor blocked.
-    pub fn is_free(&self) -> bool {
+    pub(crate) fn is_free(&self) -> bool {
         self.allocated_to.is_empty() && self.blocked_by.is_empty()
     }
 }
@@ -315,7 +315,7 @@ impl<'a> Matcher<'a> {
     ///
     /// Errors: the first selector that cannot be evaluated on the device (the
     /// allocator then aborts the whole attempt).
-    pub fn selectable(
+    pub(crate) fn selectable(
         &self,
         dra: &DraObjects,
         spec: &RequestSpec,

@@ -101,7 +101,7 @@ impl Failure {
     }
 
     /// Whether this is a placement rule (cordon, taint, selector/affinity), not capacity.
-    pub fn is_placement(&self) -> bool {
+    pub(crate) fn is_placement(&self) -> bool {
         matches!(
             self,
             Failure::Unschedulable

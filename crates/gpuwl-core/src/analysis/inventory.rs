@@ -173,7 +173,7 @@ pub struct Unservable {
 /// pods)`. The table and the CSV show one `(no pool can serve)` row per name, so two
 /// pending pods asking 1 each read as one row of 2, not two identical rows. Units add
 /// with saturation (never wrap).
-pub fn unservable_by_resource(unservable: &[Unservable]) -> Vec<(String, i64, usize)> {
+pub(crate) fn unservable_by_resource(unservable: &[Unservable]) -> Vec<(String, i64, usize)> {
     let mut out: Vec<(String, i64, usize)> = Vec::new();
     for u in unservable {
         match out.iter_mut().find(|(r, _, _)| *r == u.resource) {
@@ -430,7 +430,7 @@ pub fn assign_pools<'a>(nodes: &'a [NodeInfo], policy: Option<&ClusterPolicy>) -
 
 /// Per (pool, resource) the nodes' use; `None` resource: a pool whose nodes list no GPU
 /// resource.
-pub type Cells = BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>>;
+pub(crate) type Cells = BTreeMap<(Pool, Option<String>), BTreeMap<String, NodeUse>>;
 
 /// Phase 2: what the pools offer.
 #[derive(Debug, Clone, PartialEq)]
@@ -447,7 +447,7 @@ pub struct Supply<'a> {
 /// on a known node (counted in that node's pool even when the node lists no GPU), with
 /// physical-GPU fractions ([`unit_fraction`]). Labelled pools without any GPU resource get
 /// a `None`-resource cell so they still show.
-pub fn supply<'a>(
+pub(crate) fn supply<'a>(
     nodes: &'a [NodeInfo],
     usage: &Usage,
     pool_of: &BTreeMap<&'a str, Pool>,
@@ -680,7 +680,7 @@ fn held_by(class: PodClass, p: &PodInfo, e: &crate::analysis::explain::Explanati
 /// Phase 4: one [`Row`] per (pool, resource), with pending demand, sums that saturate
 /// rather than wrap, and physical-GPU equivalents when every node's fraction is known;
 /// sorted by pool origin, workload, resource.
-pub fn sum_rows(
+pub(crate) fn sum_rows(
     mut cells: Cells,
     pending: &BTreeMap<(Pool, String), (i64, Vec<String>)>,
 ) -> Vec<Row> {
@@ -805,7 +805,7 @@ fn gpu_requests(p: &PodInfo) -> impl Iterator<Item = (&str, i64)> {
 }
 
 /// What [`unservable_cause`] and [`free_beside`] look at.
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// All nodes.
     pub nodes: &'a [NodeInfo],
     /// The pooled nodes the pod's constraints allow.
@@ -855,7 +855,7 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
 /// allowed node has that many units ([`UnservableCause::TooLarge`]), else no allowed node
 /// advertises all the pod's GPU names ([`UnservableCause::NotTogether`]). Returns (cause,
 /// one-line reason, did-you-mean names).
-pub fn unservable_cause(
+pub(crate) fn unservable_cause(
     p: &PodInfo,
     r: &str,
     units: i64,
@@ -945,7 +945,7 @@ pub fn unservable_cause(
 /// cannot reach, other GPU names on nodes it can reach). Other names are all names when a
 /// nodeSelector or required affinity confines the pod, else names of `class`. Negative free
 /// (over-committed) counts as 0; sums saturate.
-pub fn free_beside(
+pub(crate) fn free_beside(
     p: &PodInfo,
     r: &str,
     class: ResourceClass,

@@ -23,12 +23,12 @@ use crate::model::pciids;
 use crate::model::resource::{NVIDIA_PREFIX, is_container_gpu_name};
 
 /// The largest edit distance (Levenshtein, via the `strsim` crate) still suggested.
-pub const MAX_DISTANCE: usize = 2;
+pub(crate) const MAX_DISTANCE: usize = 2;
 
 /// The longest name compared at all: a resource name is at most a 253-character prefix, a
 /// `/` and a 63-character name (Kubernetes qualified names); longer input is invalid and
 /// would make the quadratic edit distance slow.
-pub const MAX_NAME: usize = 253 + 1 + 63;
+pub(crate) const MAX_NAME: usize = 253 + 1 + 63;
 
 /// How a suggested name relates to the requested one, best first (the order ranks
 /// suggestions: every naming rule before a mere typo).
@@ -54,7 +54,7 @@ pub enum Relation {
 
 impl Relation {
     /// Whether the relation is a naming rule for the same hardware (not a typo).
-    pub fn same_hardware(self) -> bool {
+    pub(crate) fn same_hardware(self) -> bool {
         self != Relation::EditDistance
     }
 }
@@ -193,7 +193,7 @@ pub fn did_you_mean<'a>(
 }
 
 /// `a` sorted by closeness to `to` (case-folded edit distance, then the text).
-pub fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
+pub(crate) fn nearest_first(a: impl IntoIterator<Item = String>, to: &str) -> Vec<String> {
     let norm = |s: &str| s.to_lowercase().replace(['-', '_', ' '], "");
     let mut v: Vec<(usize, usize, String)> = a
         .into_iter()

@@ -58,7 +58,7 @@ impl Orphan {
     /// under operands that are going away or restarting), or the class changed under any
     /// holder. Such an orphan is `holder-at-risk` (an error), the others `orphaned-holder`
     /// (a warning: a plain pod keeps its device until it ends).
-    pub fn at_risk(&self) -> bool {
+    pub(crate) fn at_risk(&self) -> bool {
         self.class_changed || !self.vms().is_empty()
     }
 
@@ -73,7 +73,7 @@ impl Orphan {
 
     /// The holders as `ns/name (units)`, a launcher pod with its VMI
     /// (`ns/virt-launcher-vm-abcde (VMI ns/vm, 1)`).
-    pub fn holder_list(&self) -> String {
+    pub(crate) fn holder_list(&self) -> String {
         self.holders
             .iter()
             .map(|h| {
@@ -125,7 +125,7 @@ pub fn pods_by_node(pods: Vec<PodInfo>) -> std::collections::HashMap<String, Vec
 }
 
 /// The orphaned holdings of one node, given the pods bound to it (others are ignored).
-pub fn of_node(
+pub(crate) fn of_node(
     node: &NodeInfo,
     pods: &[PodInfo],
     policy: Option<&crate::model::operator::ClusterPolicy>,

@@ -78,7 +78,7 @@ impl Exclusion {
 }
 
 /// `{key: value}` with its effect, as the scheduler writes taints: `{k: v}:NoSchedule`.
-pub fn taint_str(t: &Taint) -> String {
+pub(crate) fn taint_str(t: &Taint) -> String {
     match &t.value {
         Some(v) => format!("{{{}: {v}}}:{}", t.key, t.effect),
         None => format!("{{{}}}:{}", t.key, t.effect),
@@ -137,7 +137,7 @@ pub fn allows(pod: &PodInfo, node: &NodeInfo) -> bool {
 }
 
 /// Whether one node selector term matches (an empty term matches nothing).
-pub fn term_matches(term: &SelectorTerm, node: &NodeInfo) -> bool {
+pub(crate) fn term_matches(term: &SelectorTerm, node: &NodeInfo) -> bool {
     if term.match_expressions.is_empty() && term.match_fields.is_empty() {
         return false;
     }
@@ -192,7 +192,7 @@ pub fn tolerates(tol: &Toleration, taint: &Taint) -> bool {
 
 /// One-line description of the pod's required node affinity, e.g.
 /// `a In [x, y] AND b Exists  OR  metadata.name In [n1]`.
-pub fn affinity_str(terms: &[SelectorTerm]) -> String {
+pub(crate) fn affinity_str(terms: &[SelectorTerm]) -> String {
     let req = |r: &SelectorRequirement| {
         if r.values.is_empty() {
             format!("{} {}", r.key, r.operator)

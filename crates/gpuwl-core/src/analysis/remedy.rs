@@ -133,7 +133,7 @@ impl Action {
     /// hardware, another pool: a deliberate choice undone), dropping required affinity or
     /// uncordoning (undoes someone's drain), correcting a node's label, stopping pods
     /// (disrupts others, 1 more per pod).
-    pub fn cost(&self) -> u32 {
+    pub(crate) fn cost(&self) -> u32 {
         match self {
             Action::Tolerate { .. } | Action::Rename { .. } | Action::DeviceClass { .. } => 1,
             Action::Lower { .. } => 3,
@@ -145,7 +145,7 @@ impl Action {
     }
 
     /// Whether the change is made on the pod's manifest (else on the cluster).
-    pub fn on_pod(&self) -> bool {
+    pub(crate) fn on_pod(&self) -> bool {
         !matches!(
             self,
             Action::Uncordon { .. } | Action::Free { .. } | Action::FixWorkloadLabel { .. }
@@ -948,7 +948,7 @@ fn verify(pod: &PodInfo, inputs: Inputs<'_>, plan: &Plan) -> bool {
 /// together), `fix` becomes the plan — one command per line where one exists — and the
 /// rule's text moves to `notes`. Either way `remedy` says whether and where it was tested;
 /// the text output prints that on a line of its own.
-pub fn rewrite_fix(e: &mut Explanation, r: Remedy) {
+pub(crate) fn rewrite_fix(e: &mut Explanation, r: Remedy) {
     if r.sufficient {
         let keep = matches!(r.actions.as_slice(), [one] if rule_says(&one.action, &e.fix));
         if !keep {
@@ -1020,7 +1020,7 @@ fn rule_says(a: &Action, fix: &str) -> bool {
 }
 
 /// One line for the text output: where the tested fix puts the pod, or why none serves.
-pub fn tested_line(r: &Remedy) -> String {
+pub(crate) fn tested_line(r: &Remedy) -> String {
     match (&r.node, &r.reason) {
         (Some(node), _) if r.sufficient => format!(
             "gpuwl's model, re-run with {}, places the pod on {node}",

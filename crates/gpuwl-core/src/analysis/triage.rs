@@ -16,7 +16,7 @@ use crate::model::pod::PodInfo;
 
 /// The operator-state finding codes (the GPU Operator's own state on a node; see
 /// [`crate::model::operator::STATE_RULES`]).
-pub const OPERATOR_STATE_CODES: [Code; 8] = [
+pub(crate) const OPERATOR_STATE_CODES: [Code; 8] = [
     Code::VgpuConfigFailed,
     Code::MigConfigFailed,
     Code::ConfigPending,

@@ -69,7 +69,7 @@ impl Cell {
 /// Sums of [`Cell`]s over the nodes of one pool.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Totals {
+pub(crate) struct Totals {
     /// Nodes of the pool advertising the resource (allocatable > 0).
     pub nodes: usize,
     /// Σ capacity.
@@ -181,7 +181,7 @@ impl Usage {
     }
 
     /// Every cell, by node name then resource name.
-    pub fn cells(&self) -> impl Iterator<Item = (&str, &str, &Cell)> {
+    pub(crate) fn cells(&self) -> impl Iterator<Item = (&str, &str, &Cell)> {
         self.cells
             .iter()
             .map(|((n, r), c)| (n.as_str(), r.as_str(), c))
@@ -198,7 +198,7 @@ impl Usage {
     }
 
     /// Every resource some node advertises (allocatable > 0), sorted, once each.
-    pub fn advertised_names(&self) -> BTreeSet<&str> {
+    pub(crate) fn advertised_names(&self) -> BTreeSet<&str> {
         self.cells()
             .filter(|(_, _, c)| c.advertised())
             .map(|(_, r, _)| r)
@@ -206,7 +206,7 @@ impl Usage {
     }
 
     /// The sums over the nodes of `pool` for `resource` (inventory's row numbers).
-    pub fn pool_totals(&self, pool: Pool, resource: &str) -> Totals {
+    pub(crate) fn pool_totals(&self, pool: Pool, resource: &str) -> Totals {
         let mut t = Totals::default();
         for (n, r, c) in self.cells() {
             if r != resource || self.pools.get(n) != Some(&pool) {

@@ -186,7 +186,7 @@ pub fn gated(then: CauseCode, held_off_only: bool) -> Verdict {
 
 /// Whether scheduling gates change the verdict of a pod whose rules gave `code`: only a
 /// pod that is otherwise judged (not invalid, not bound, asking for GPUs) is `gated`.
-pub fn gates_apply(code: CauseCode) -> bool {
+pub(crate) fn gates_apply(code: CauseCode) -> bool {
     !matches!(
         classify(code, false),
         PodClass::InvalidSpec | PodClass::NotJudged

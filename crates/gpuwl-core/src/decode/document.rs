@@ -32,13 +32,13 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
 }
 
 /// The largest manifest or dump read into memory whole (CRs): 4 GiB.
-pub const MAX_DOCUMENT: u64 = 4 << 30;
+pub(crate) const MAX_DOCUMENT: u64 = 4 << 30;
 
 /// The most bytes one object of a streamed list (a node or pod item, or a single object
 /// document) may span: 64 MiB. The API server stores at most ~1.5 MiB per object (etcd's
 /// default `--max-request-bytes`), so a larger one is not an API object, and refusing it
 /// bounds what a reader buffers.
-pub const MAX_OBJECT: u64 = 64 << 20;
+pub(crate) const MAX_OBJECT: u64 = 64 << 20;
 
 /// Reads a whole document from `path` (`-`: stdin) through a [`Guard`] limited to
 /// [`MAX_DOCUMENT`] bytes.
@@ -46,7 +46,7 @@ pub const MAX_OBJECT: u64 = 64 << 20;
 /// Errors: [`Error::File`] `<name>: cannot read: ...`, or the [`Guard`]'s messages
 /// (`not JSON or YAML text (byte 0x00 at offset 0)`, `not UTF-8 at byte offset N`,
 /// `larger than 4 GiB`).
-pub fn read_text(path: &std::path::Path) -> Result<String> {
+pub(crate) fn read_text(path: &std::path::Path) -> Result<String> {
     use std::io::Read;
     let mut g = Guard::new(open(path)?, MAX_DOCUMENT, "larger than 4 GiB");
     let mut bytes = Vec::new();
@@ -142,7 +142,7 @@ impl From<FieldError> for ReadError {
 /// The top-level object of a streamed document once it has been read: its `kind`, the
 /// fields the [`ListSink`] kept (everything but `items`), and whether it had `items`.
 #[derive(Debug)]
-pub struct TopObject {
+pub(crate) struct TopObject {
     /// `kind`, when present and not null.
     pub kind: Option<String>,
     /// The kept top-level fields, `kind` included.
@@ -154,7 +154,7 @@ pub struct TopObject {
 /// One kind of streamed list reader (nodes, pods, DRA objects): what it keeps of the
 /// top-level object, how one `items` element is read, what it does with it, and what the
 /// whole document becomes. [`read_list`] drives it; the readers differ only here.
-pub trait ListSink {
+pub(crate) trait ListSink {
     /// What one list element is read into (a pruned `Value`, a typed node).
     type Item;
     /// Reads one list element; run once per element, so it is `Copy`.
@@ -194,7 +194,7 @@ pub trait ListSink {
 /// BOM skipped), else YAML; `expecting` names what the document should be.
 ///
 /// Errors: [`ReadError`], without the source's name.
-pub fn read_list<L: ListSink>(
+pub(crate) fn read_list<L: ListSink>(
     reader: impl std::io::Read,
     expecting: &str,
     too_big: &'static str,
@@ -207,7 +207,7 @@ pub fn read_list<L: ListSink>(
 /// first, as the node reader does for its JSON fast path).
 ///
 /// Errors: as [`read_list`].
-pub fn read_list_from<L: ListSink, R: std::io::Read>(
+pub(crate) fn read_list_from<L: ListSink, R: std::io::Read>(
     input: Input<R>,
     expecting: &str,
     mut sink: L,
@@ -505,7 +505,7 @@ impl GuardState {
 
     /// Allows `max` more bytes from here (the start of one list item), failing with
     /// `what` beyond them.
-    pub fn limit_from_here(&self, max: u64, what: &'static str) {
+    pub(crate) fn limit_from_here(&self, max: u64, what: &'static str) {
         self.limit.set(self.pos.get().saturating_add(max));
         self.over.set(what);
     }
@@ -845,7 +845,10 @@ pub fn get<'a>(v: &'a Value, dotted: &str) -> Option<&'a Value> {
 }
 
 /// See the module docs.
-pub fn opt_str<'a>(v: &'a Value, dotted: &str) -> std::result::Result<Option<&'a str>, FieldError> {
+pub(crate) fn opt_str<'a>(
+    v: &'a Value,
+    dotted: &str,
+) -> std::result::Result<Option<&'a str>, FieldError> {
     match get(v, dotted) {
         None | Some(Value::Null) => Ok(None),
         Some(Value::String(s)) => Ok(Some(s)),
@@ -854,7 +857,7 @@ pub fn opt_str<'a>(v: &'a Value, dotted: &str) -> std::result::Result<Option<&'a
 }
 
 /// See the module docs.
-pub fn opt_scalar(
+pub(crate) fn opt_scalar(
     v: Option<&Value>,
     path: &str,
 ) -> std::result::Result<Option<String>, FieldError> {

@@ -54,7 +54,7 @@ pub fn read_cr_path(path: &Path) -> Result<CurrentCr> {
 }
 
 /// Parses the CR from text with the object itself. Errors as [`read_path`].
-pub fn read_cr_str(text: &str, name: &str) -> Result<CurrentCr> {
+pub(crate) fn read_cr_str(text: &str, name: &str) -> Result<CurrentCr> {
     let doc = document::parse(text, name, EXPECTING)?;
     let err = |e: FieldError| Error::field(name, e);
     let kind = opt_str(&doc, "kind").map_err(err)?;

@@ -30,19 +30,19 @@ use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
 
 /// How much of the end of each log is read: 64 KiB.
-pub const LOG_TAIL: usize = 64 * 1024;
+pub(crate) const LOG_TAIL: usize = 64 * 1024;
 
 /// The largest ClusterPolicy file read (and the longest describe line kept): 16 MiB.
-pub const MAX_SMALL: u64 = 16 * 1024 * 1024;
+pub(crate) const MAX_SMALL: u64 = 16 * 1024 * 1024;
 
 /// The longest line of describe text kept; the rest of a longer line is skipped.
 const MAX_LINE: usize = 64 * 1024;
 
 /// How many error lines of a log a report keeps (the last ones).
-pub const ERROR_LINES: usize = 5;
+pub(crate) const ERROR_LINES: usize = 5;
 
 /// The longest log line a report shows (characters, after escaping).
-pub const LINE_CHARS: usize = 200;
+pub(crate) const LINE_CHARS: usize = 200;
 
 /// One node of `gpu_nodes.descr`.
 #[derive(Debug, Clone, Default)]
@@ -163,7 +163,7 @@ pub struct Bundle {
 }
 
 /// Escapes control characters and cuts `s` to [`LINE_CHARS`] characters (`…` marks a cut).
-pub fn clip(s: &str) -> String {
+pub(crate) fn clip(s: &str) -> String {
     let e = crate::text::esc(s.trim_end());
     if e.chars().count() <= LINE_CHARS {
         return e;
@@ -268,7 +268,7 @@ fn taint(s: &str) -> Option<Taint> {
 /// there).
 ///
 /// Errors: the I/O error of `r`.
-pub fn parse_describe(
+pub(crate) fn parse_describe(
     r: impl BufRead,
     name: &str,
     problems: &mut Vec<String>,
@@ -396,7 +396,7 @@ fn is_error_line(l: &str) -> bool {
 /// Judges the end of a log: `tail` is its last bytes (at most [`LOG_TAIL`]), `bytes` its
 /// size; `from_start` when `tail` is the whole log (else its first, partial line is
 /// dropped).
-pub fn log_tail(tail: &[u8], bytes: u64, from_start: bool) -> LogTail {
+pub(crate) fn log_tail(tail: &[u8], bytes: u64, from_start: bool) -> LogTail {
     let invalid = String::from_utf8_lossy(tail).matches('\u{fffd}').count();
     if tail.contains(&0) || invalid * 10 > tail.len().max(1) {
         return LogTail {

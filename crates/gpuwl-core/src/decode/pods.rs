@@ -58,7 +58,7 @@ pub const PAGE_SIZE: u32 = 500;
 /// empty input, invalid JSON/YAML, text that is not UTF-8 (with the byte offset), an
 /// unexpected kind, an item without `metadata.name`, a field of the wrong type, an
 /// extended-resource quantity that is not a whole non-negative number.
-pub fn read_pods(source: &Source) -> Result<Vec<PodInfo>> {
+pub(crate) fn read_pods(source: &Source) -> Result<Vec<PodInfo>> {
     let path = match source {
         Source::Stdin => std::path::PathBuf::from("-"),
         Source::Path(p) => p.clone(),
@@ -136,7 +136,7 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
 
 /// The pod spec fields [`PodInfo`] is built from, as one rule (for readers that keep more
 /// of a pod than [`ITEM`] and convert it with [`from_object`]).
-pub const SPEC: Keep = Keep::Fields(SPEC_FIELDS);
+pub(crate) const SPEC: Keep = Keep::Fields(SPEC_FIELDS);
 
 const RESOURCES: Keep = Keep::Fields(&[("limits", Keep::All), ("requests", Keep::All)]);
 

@@ -55,7 +55,7 @@ pub fn gpu_resources(node: &NodeInfo) -> Vec<&str> {
 
 /// The GPU resources `node` advertises, with their allocatable units, sorted by name.
 /// Stale zeros and malformed quantities are left out.
-pub fn advertised_gpus(node: &NodeInfo) -> Vec<(&str, i64)> {
+pub(crate) fn advertised_gpus(node: &NodeInfo) -> Vec<(&str, i64)> {
     gpu_resources(node)
         .into_iter()
         .filter_map(|r| match node_units(node, r) {

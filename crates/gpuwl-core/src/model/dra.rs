@@ -39,11 +39,11 @@ pub const API_VERSION: &str = "resource.k8s.io/v1";
 
 /// The attribute NVIDIA's driver (and gpuwl's lab) names the kind of device with
 /// (`gpu`, `mig`, `vfio`); unqualified, so in the driver's domain.
-pub const TYPE_ATTRIBUTE: &str = "type";
+pub(crate) const TYPE_ATTRIBUTE: &str = "type";
 
 /// Attributes that name one physical GPU, tried in order when a device consumes no shared
 /// counter (NVIDIA/k8s-dra-driver-gpu `cmd/gpu-kubelet-plugin/deviceinfo.go`).
-pub const IDENTITY_ATTRIBUTES: [&str; 2] = ["uuid", "pcieBusID"];
+pub(crate) const IDENTITY_ATTRIBUTES: [&str; 2] = ["uuid", "pcieBusID"];
 
 /// A device attribute value (`DeviceAttribute`: exactly one of `int`, `bool`, `string`,
 /// `version`; a version is a semantic version string).
@@ -313,7 +313,7 @@ pub struct PodClaim {
 impl PodClaim {
     /// The ResourceClaim's name in the pod's namespace: `resourceClaimName`, else the
     /// generated claim of the template; `None` when the template has no claim yet.
-    pub fn claim_name(&self) -> Option<&str> {
+    pub(crate) fn claim_name(&self) -> Option<&str> {
         self.resource_claim_name
             .as_deref()
             .or(self.generated_claim_name.as_deref())
@@ -321,7 +321,7 @@ impl PodClaim {
 }
 
 /// Qualifies an attribute or capacity name: a name without `/` is in the driver's domain.
-pub fn qualify(driver: &str, name: &str) -> String {
+pub(crate) fn qualify(driver: &str, name: &str) -> String {
     if name.contains('/') {
         name.to_owned()
     } else {

@@ -14,7 +14,7 @@ use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
 /// Source: NVIDIA Virtual GPU Software User Guide, "Virtual GPU Types for Supported GPUs"
 /// (docs.nvidia.com/vgpu), where each board's largest time-sliced type is its whole
 /// framebuffer (e.g. `A10-24Q`, `T4-16Q`, `L40S-48Q`).
-pub fn board_memory_gb(board: &str) -> Option<f64> {
+pub(crate) fn board_memory_gb(board: &str) -> Option<f64> {
     Some(match board {
         "T4" | "A2" | "A16" | "V100" => 16.0,
         "M10" | "M60" | "P4" => 8.0,
@@ -29,7 +29,7 @@ pub fn board_memory_gb(board: &str) -> Option<f64> {
 /// Parses a vGPU type suffix (`NVIDIA_A10-12Q`, `GRID_T4-2Q`, `NVIDIA_A100-1-5CME`) into
 /// (board, framebuffer GB); 0 GB means 512 MB. Grammar: NVIDIA/vgpu-device-manager
 /// `pkg/types/vgpu_type.go`.
-pub fn vgpu_framebuffer(short: &str) -> Option<(&str, f64)> {
+pub(crate) fn vgpu_framebuffer(short: &str) -> Option<(&str, f64)> {
     let (head, rest) = short.split_once('-')?;
     let board = head.rsplit('_').next()?;
     let last = rest.rsplit('-').next()?;
@@ -44,7 +44,7 @@ pub fn vgpu_framebuffer(short: &str) -> Option<(&str, f64)> {
 
 /// Physical GPUs per unit of `resource` on `node` (see module docs); `None` when it
 /// cannot be derived.
-pub fn unit_fraction(node: &NodeInfo, resource: &str) -> Option<f64> {
+pub(crate) fn unit_fraction(node: &NodeInfo, resource: &str) -> Option<f64> {
     let short = resource.strip_prefix(NVIDIA_PREFIX)?;
     match classify(resource) {
         ResourceClass::PassthroughModel => Some(1.0),

@@ -108,7 +108,7 @@ impl PermittedHostDevices {
 
 /// The entry that would permit a resource name, in KubeVirt's field names.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub enum PermitEntry {
+pub(crate) enum PermitEntry {
     /// A `pciHostDevices[]` entry, one per PCI device id.
     Pci(PciHostDevice),
     /// A `mediatedDevices[]` entry.
@@ -119,7 +119,7 @@ impl PermitEntry {
     /// One line as it would appear in the CR (flow YAML), with `source`'s spelling of the
     /// PCI selector field, e.g. `mediatedDevices: {mdevNameSelector: "NVIDIA A10-12Q",
     /// resourceName: nvidia.com/NVIDIA_A10-12Q, externalResourceProvider: true}`.
-    pub fn yaml_line(&self, source: HostDevicesSource) -> String {
+    pub(crate) fn yaml_line(&self, source: HostDevicesSource) -> String {
         match self {
             PermitEntry::Pci(d) => format!(
                 "pciHostDevices: {{{}: \"{}\", resourceName: {}, externalResourceProvider: true}}",
@@ -142,7 +142,7 @@ impl PermitEntry {
 /// whitespace run of the mdev type name with `_` (NVIDIA/kubevirt-gpu-device-plugin
 /// `pkg/device_plugin/device_plugin.go`, `readVgpuIDFromFile`), so `NVIDIA_A10-12Q` →
 /// `NVIDIA A10-12Q`. `None` for names outside `nvidia.com/`.
-pub fn mdev_name(resource: &str) -> Option<String> {
+pub(crate) fn mdev_name(resource: &str) -> Option<String> {
     Some(resource.strip_prefix(NVIDIA_PREFIX)?.replace('_', " "))
 }
 
@@ -152,7 +152,7 @@ pub fn mdev_name(resource: &str) -> Option<String> {
 /// resolves to (`GA102GL_A10` → `10DE:2236`; hex `26b5` → `10DE:26B5`; a name several
 /// ids share, [`pciids::collisions`], → one entry per id, sorted). Empty when the
 /// name is not a GPU name or no PCI id is known for it.
-pub fn permit_entries(resource: &str) -> Vec<PermitEntry> {
+pub(crate) fn permit_entries(resource: &str) -> Vec<PermitEntry> {
     let Some(short) = resource.strip_prefix(NVIDIA_PREFIX) else {
         return Vec::new();
     };

@@ -92,7 +92,7 @@ impl NodeInfo {
 
     /// The field that decides whether a resource is advertised: `allocatable` when the
     /// node has an allocatable map, else `capacity`.
-    pub fn advertising_field(&self) -> ResourceField {
+    pub(crate) fn advertising_field(&self) -> ResourceField {
         if self.allocatable.is_some() {
             ResourceField::Allocatable
         } else {
@@ -101,7 +101,7 @@ impl NodeInfo {
     }
 
     /// All resource names present in capacity or allocatable, sorted, without duplicates.
-    pub fn resource_names(&self) -> Vec<&str> {
+    pub(crate) fn resource_names(&self) -> Vec<&str> {
         let mut v: Vec<&str> = self.capacity.keys().map(String::as_str).collect();
         if let Some(a) = &self.allocatable {
             v.extend(a.keys().map(String::as_str));

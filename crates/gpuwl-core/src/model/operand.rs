@@ -22,7 +22,7 @@ use crate::model::workload::WorkloadConfig;
 
 /// Pod label value (`app`, or `name` where noted) → operand name, and whether the value
 /// is a prefix (suffixed DaemonSet names).
-pub const OPERAND_APPS: [(&str, &str, bool); 17] = [
+pub(crate) const OPERAND_APPS: [(&str, &str, bool); 17] = [
     ("nvidia-driver-daemonset", "driver", true),
     ("nvidia-vgpu-manager-daemonset", "vgpu-manager", true),
     ("nvidia-vfio-manager", "vfio-manager", false),
@@ -185,7 +185,7 @@ pub fn needed(w: WorkloadConfig) -> &'static [&'static str] {
 /// known); else one line naming the plugin's state and any unready GPU-preparing operand
 /// (`sandbox-device-plugin pod gpu-operator/x crash-looping (CrashLoopBackOff, 12
 /// restarts)`, `no device-plugin pod on the node`).
-pub fn plugin_problem(pods: &[OperandPod], w: WorkloadConfig) -> Option<String> {
+pub(crate) fn plugin_problem(pods: &[OperandPod], w: WorkloadConfig) -> Option<String> {
     if pods.is_empty() {
         return None;
     }

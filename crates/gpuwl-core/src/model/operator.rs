@@ -27,36 +27,36 @@ use crate::model::node::NodeInfo;
 use crate::model::workload::{DEFAULT_WORKLOAD, DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
 
 /// `nvidia.com/gpu.deploy.operands`: `false` disables every operand on the node.
-pub const DEPLOY_OPERANDS_LABEL: &str = "nvidia.com/gpu.deploy.operands";
+pub(crate) const DEPLOY_OPERANDS_LABEL: &str = "nvidia.com/gpu.deploy.operands";
 /// The vGPU config the vGPU device manager applies (a name from its config map).
 pub const VGPU_CONFIG_LABEL: &str = "nvidia.com/vgpu.config";
 /// The state of [`VGPU_CONFIG_LABEL`]: `pending`, `success`, `failed`.
-pub const VGPU_CONFIG_STATE_LABEL: &str = "nvidia.com/vgpu.config.state";
+pub(crate) const VGPU_CONFIG_STATE_LABEL: &str = "nvidia.com/vgpu.config.state";
 /// The MIG config the MIG manager applies (a name from its config map).
 pub const MIG_CONFIG_LABEL: &str = "nvidia.com/mig.config";
 /// The state of [`MIG_CONFIG_LABEL`]: `pending`, `rebooting`, `success`, `failed`.
 pub const MIG_CONFIG_STATE_LABEL: &str = "nvidia.com/mig.config.state";
 /// Set by the GPU Operator on nodes with an NVIDIA GPU.
-pub const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
+pub(crate) const GPU_PRESENT_LABEL: &str = "nvidia.com/gpu.present";
 /// Set by Node Feature Discovery on nodes with a PCI device of vendor 10de.
-pub const NFD_NVIDIA_PCI_LABEL: &str = "feature.node.kubernetes.io/pci-10de.present";
+pub(crate) const NFD_NVIDIA_PCI_LABEL: &str = "feature.node.kubernetes.io/pci-10de.present";
 /// The NFD labels by which the operator finds GPU nodes (any of them `true`):
 /// NVIDIA/gpu-operator `controllers/state_manager.go` `gpuNodeLabels`, `hasGPULabels`.
-pub const NFD_GPU_LABELS: [&str; 3] = [
+pub(crate) const NFD_GPU_LABELS: [&str; 3] = [
     NFD_NVIDIA_PCI_LABEL,
     "feature.node.kubernetes.io/pci-0302_10de.present",
     "feature.node.kubernetes.io/pci-0300_10de.present",
 ];
 /// The prefix of every NFD label (`nfdLabelPrefix`, same file): a node carrying one was
 /// seen by NFD, so the absence of [`NFD_GPU_LABELS`] there means no NVIDIA GPU.
-pub const NFD_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
+pub(crate) const NFD_LABEL_PREFIX: &str = "feature.node.kubernetes.io/";
 /// `nvidia.com/gpu.deploy.mig-manager`: added on container nodes with a MIG-capable GPU
 /// (`migManagerLabelKey`, `addGPUStateLabels`, same file).
-pub const MIG_MANAGER_DEPLOY_LABEL: &str = "nvidia.com/gpu.deploy.mig-manager";
+pub(crate) const MIG_MANAGER_DEPLOY_LABEL: &str = "nvidia.com/gpu.deploy.mig-manager";
 /// `nvidia.com/mig.capable` (GFD): `true` on MIG-capable GPUs.
-pub const MIG_CAPABLE_LABEL: &str = "nvidia.com/mig.capable";
+pub(crate) const MIG_CAPABLE_LABEL: &str = "nvidia.com/mig.capable";
 /// `nvidia.com/vgpu.host-driver-version`: set on vGPU nodes, which never get a MIG manager.
-pub const VGPU_HOST_DRIVER_LABEL: &str = "nvidia.com/vgpu.host-driver-version";
+pub(crate) const VGPU_HOST_DRIVER_LABEL: &str = "nvidia.com/vgpu.host-driver-version";
 /// `nvidia.com/gpu.product` (GFD).
 pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 
@@ -199,7 +199,7 @@ pub enum GpuEvidence {
 /// [`GPU_PRESENT_LABEL`] (`true`), GPU Feature Discovery's product and count
 /// (NVIDIA/k8s-device-plugin `internal/lm/resource.go`), the MIG and vGPU managers'
 /// config labels.
-pub const GPU_STACK_LABELS: [&str; 5] = [
+pub(crate) const GPU_STACK_LABELS: [&str; 5] = [
     GPU_PRESENT_LABEL,
     GPU_PRODUCT_LABEL,
     "nvidia.com/gpu.count",
@@ -208,7 +208,7 @@ pub const GPU_STACK_LABELS: [&str; 5] = [
 ];
 
 /// The GPU evidence of `node` (see [`GpuEvidence`]).
-pub fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
+pub(crate) fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
     if NFD_GPU_LABELS.iter().any(|k| node.label(k) == Some("true")) {
         GpuEvidence::Nfd
     } else if !crate::model::advertise::gpu_resources(node).is_empty() {
@@ -230,7 +230,7 @@ pub fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
 impl GpuEvidence {
     /// Whether the operator never manages the node: [`GpuEvidence::NoGpu`] or
     /// [`GpuEvidence::None`].
-    pub fn not_gpu(self) -> bool {
+    pub(crate) fn not_gpu(self) -> bool {
         matches!(self, GpuEvidence::NoGpu | GpuEvidence::None)
     }
 }
@@ -341,7 +341,7 @@ fn deployed(value: &str) -> bool {
 /// `driver` / `device-plugin` → container. The operator keeps only the set of the node's
 /// workload (it removes the others when the workload changes), so labels of two sets at
 /// once are not evidence of either: `None` then, and when the node has none of them.
-pub fn workload_from_deploy_labels(node: &NodeInfo) -> Option<WorkloadConfig> {
+pub(crate) fn workload_from_deploy_labels(node: &NodeInfo) -> Option<WorkloadConfig> {
     let has = |op: &str| {
         node.label(&format!("{DEPLOY_LABEL_PREFIX}{op}"))
             .is_some_and(deployed)
@@ -367,7 +367,7 @@ pub fn workload_from_deploy_labels(node: &NodeInfo) -> Option<WorkloadConfig> {
 }
 
 /// Whether the node carries any `nvidia.com/gpu.deploy.*` label.
-pub fn has_deploy_labels(node: &NodeInfo) -> bool {
+pub(crate) fn has_deploy_labels(node: &NodeInfo) -> bool {
     node.labels
         .keys()
         .any(|k| k.starts_with(DEPLOY_LABEL_PREFIX))
@@ -392,7 +392,7 @@ pub fn effective_workload(node: &NodeInfo, policy: Option<&ClusterPolicy>) -> Ef
 /// than the node's labels and resources (devices NVIDIA's DRA driver publishes there)
 /// passes [`GpuEvidence::Unknown`] for a node [`gpu_evidence`] calls
 /// [`GpuEvidence::None`].
-pub fn effective_workload_given(
+pub(crate) fn effective_workload_given(
     node: &NodeInfo,
     policy: Option<&ClusterPolicy>,
     gpu: GpuEvidence,
@@ -457,7 +457,7 @@ pub struct StateFinding {
 /// The vGPU type a config name stands for, when the name has the shape of one
 /// (`A10-12Q`, `NVIDIA A10-12Q`, `L40S-48Q`): upper-cased, without the `NVIDIA`/`GRID`
 /// prefix. Named configs such as `default` give `None`.
-pub fn vgpu_type_core(s: &str) -> Option<String> {
+pub(crate) fn vgpu_type_core(s: &str) -> Option<String> {
     let up = s.to_uppercase().replace([' ', '_'], "-");
     let core = up
         .strip_prefix("NVIDIA-")
@@ -497,11 +497,11 @@ impl StateFacts<'_> {
 }
 
 /// An operator-state rule: a finding about the node, or none.
-pub type StateRule = fn(&StateFacts<'_>) -> Option<StateFinding>;
+pub(crate) type StateRule = fn(&StateFacts<'_>) -> Option<StateFinding>;
 
 /// The operator-state rules, in the order their findings are listed, with the code each
 /// gives.
-pub const STATE_RULES: [(Code, StateRule); 10] = [
+pub(crate) const STATE_RULES: [(Code, StateRule); 10] = [
     (Code::LabelWithoutGpu, label_without_gpu),
     (Code::VgpuConfigFailed, vgpu_config_failed),
     (Code::ConfigPending, vgpu_config_pending),
@@ -523,7 +523,7 @@ pub const STATE_RULES: [(Code, StateRule); 10] = [
 /// names another type than the advertised `vgpu_types` (full resource names), a GPU node
 /// without operands. `eff` is [`effective_workload`]`(node, policy)`, gathered once by
 /// the caller.
-pub fn state_findings(
+pub(crate) fn state_findings(
     node: &NodeInfo,
     policy: Option<&ClusterPolicy>,
     eff: &EffectiveWorkload,
@@ -554,7 +554,7 @@ fn finding(code: Code, message: String, cause: Option<String>) -> StateFinding {
 /// `label-without-gpu` (warning): a workload label on a node that NFD shows without an
 /// NVIDIA GPU ([`OperatorScope::NoGpu`]); the operator reads labels of GPU nodes only
 /// (`labelGPUNodes`, NVIDIA/gpu-operator `controllers/state_manager.go`).
-pub fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
     let v = f.node.label(LABEL_KEY)?;
     if f.eff.scope != OperatorScope::NoGpu {
         return None;
@@ -583,7 +583,7 @@ pub fn label_without_gpu(f: &StateFacts<'_>) -> Option<StateFinding> {
 }
 
 /// `vgpu-config-failed` (error): `nvidia.com/vgpu.config.state=failed`.
-pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(VGPU_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
         finding(
             Code::VgpuConfigFailed,
@@ -597,7 +597,7 @@ pub fn vgpu_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
 }
 
 /// `config-pending` (warning): `nvidia.com/vgpu.config.state=pending`.
-pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     let s = f
         .node
         .label(VGPU_CONFIG_STATE_LABEL)
@@ -613,7 +613,7 @@ pub fn vgpu_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
 }
 
 /// `mig-config-failed` (error): `nvidia.com/mig.config.state=failed`.
-pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(MIG_CONFIG_STATE_LABEL) == Some("failed")).then(|| {
         finding(
             Code::MigConfigFailed,
@@ -627,7 +627,7 @@ pub fn mig_config_failed(f: &StateFacts<'_>) -> Option<StateFinding> {
 }
 
 /// `config-pending` (warning): `nvidia.com/mig.config.state=pending|rebooting`.
-pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
     let s = f
         .node
         .label(MIG_CONFIG_STATE_LABEL)
@@ -643,7 +643,7 @@ pub fn mig_config_pending(f: &StateFacts<'_>) -> Option<StateFinding> {
 }
 
 /// `operand-paused` (warning): deploy labels `paused-for-*`.
-pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
     let paused_labels = || {
         f.node
             .labels
@@ -672,7 +672,7 @@ pub fn operand_paused(f: &StateFacts<'_>) -> Option<StateFinding> {
 /// `operands-disabled` (warning): `nvidia.com/gpu.deploy.operands=false`. Its fix (remove
 /// the label) deploys the workload the operator applies ([`EffectiveWorkload::workload`]),
 /// which [`stack_warning`] names when the node's label asks for another.
-pub fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
     (f.node.label(DEPLOY_OPERANDS_LABEL) == Some("false")).then(|| {
         finding(
             Code::OperandsDisabled,
@@ -691,7 +691,7 @@ pub fn operands_disabled(f: &StateFacts<'_>) -> Option<StateFinding> {
 /// Why the operator applies `eff.workload` to `node` and not its label's, in words: the
 /// ClusterPolicy's sandbox workloads off, its `defaultWorkload`, the node's deploy labels,
 /// or the CRD default.
-pub fn workload_reason(eff: &EffectiveWorkload, policy: Option<&ClusterPolicy>) -> String {
+pub(crate) fn workload_reason(eff: &EffectiveWorkload, policy: Option<&ClusterPolicy>) -> String {
     match (eff.source, policy) {
         (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
             "ClusterPolicy {} has {}=false, so the operator reads no workload label",
@@ -719,7 +719,7 @@ pub fn workload_reason(eff: &EffectiveWorkload, policy: Option<&ClusterPolicy>) 
 /// label is followed, absent, or the node has no GPU. The operator deploys
 /// [`EffectiveWorkload::workload`] (NVIDIA/gpu-operator `controllers/state_manager.go`,
 /// `getWorkloadConfig`, `updateGPUStateLabels`).
-pub fn stack_warning(
+pub(crate) fn stack_warning(
     node: &NodeInfo,
     policy: Option<&ClusterPolicy>,
     eff: &EffectiveWorkload,
@@ -750,7 +750,7 @@ pub fn stack_warning(
 /// A GPU node whose applied workload changes when the ClusterPolicy's sandbox workloads
 /// are enabled ([`enable_sandbox_changes`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct WorkloadChange {
+pub(crate) struct WorkloadChange {
     /// The node.
     pub node: String,
     /// The workload applied now (`container`).
@@ -786,7 +786,10 @@ impl WorkloadChange {
 /// (NVIDIA/gpu-operator `controllers/state_manager.go`, `getWorkloadConfig`). Empty when
 /// sandbox workloads are already on. The operator then swaps those nodes' operands
 /// (`updateGPUStateLabels`), so the names they advertise change.
-pub fn enable_sandbox_changes(nodes: &[NodeInfo], policy: &ClusterPolicy) -> Vec<WorkloadChange> {
+pub(crate) fn enable_sandbox_changes(
+    nodes: &[NodeInfo],
+    policy: &ClusterPolicy,
+) -> Vec<WorkloadChange> {
     if policy.sandbox_enabled {
         return Vec::new();
     }
@@ -862,7 +865,7 @@ pub fn label_ignored(f: &StateFacts<'_>) -> Option<StateFinding> {
 
 /// `vgpu-config-type-differs` (warning): `nvidia.com/vgpu.config` names a vGPU type other
 /// than the advertised one(s).
-pub fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
     let cfg = f.node.label(VGPU_CONFIG_LABEL)?;
     let want = vgpu_type_core(cfg)?;
     let types = f.vgpu_types;
@@ -891,7 +894,7 @@ pub fn vgpu_config_type_differs(f: &StateFacts<'_>) -> Option<StateFinding> {
 
 /// `gpu-present-without-operands` (warning): an NVIDIA GPU (`nvidia.com/gpu.present`, NFD
 /// `pci-10de`) and no deploy label at all.
-pub fn gpu_present_without_operands(f: &StateFacts<'_>) -> Option<StateFinding> {
+pub(crate) fn gpu_present_without_operands(f: &StateFacts<'_>) -> Option<StateFinding> {
     let node = f.node;
     if f.eff.scope != OperatorScope::Operands {
         return None;

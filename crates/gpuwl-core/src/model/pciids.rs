@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::sync::OnceLock;
 
 /// PCI vendor id of NVIDIA Corporation.
-pub const NVIDIA_VENDOR_ID: u16 = 0x10de;
+pub(crate) const NVIDIA_VENDOR_ID: u16 = 0x10de;
 
 /// Turns a `pci.ids` device name into the resource-name suffix the sandbox device plugin
 /// advertises: upper-case, `/` and `.` → `_`, each whitespace run → `_`, then every
@@ -82,7 +82,7 @@ fn table() -> &'static HashMap<String, Vec<NvidiaDevice>> {
 /// sorted by id: the sandbox device plugin advertises all of them under that one name, so
 /// KubeVirt needs one `pciHostDevices` entry per id. Usually one; empty for names that are
 /// not a known device name.
-pub fn lookup_all(resource_suffix: &str) -> Vec<NvidiaDevice> {
+pub(crate) fn lookup_all(resource_suffix: &str) -> Vec<NvidiaDevice> {
     let mut v = table().get(resource_suffix).cloned().unwrap_or_default();
     v.sort_by_key(|d| d.id);
     v
@@ -118,13 +118,13 @@ pub fn by_id(id: u16) -> Option<NvidiaDevice> {
 }
 
 /// Whether `resource_suffix` is a known sanitized NVIDIA device name (see [`lookup`]).
-pub fn is_device_name(resource_suffix: &str) -> bool {
+pub(crate) fn is_device_name(resource_suffix: &str) -> bool {
     lookup(resource_suffix).is_some()
 }
 
 /// Brand words the loose resolver ([`resolve_loose`]) ignores: hand-written names drop or
 /// add them freely (`Tesla_T4`, `TU104GL_T4`, `NVIDIA_T4` for `TU104GL [Tesla T4]`).
-pub const BRAND_WORDS: [&str; 5] = ["NVIDIA", "TESLA", "QUADRO", "GEFORCE", "GRID"];
+pub(crate) const BRAND_WORDS: [&str; 5] = ["NVIDIA", "TESLA", "QUADRO", "GEFORCE", "GRID"];
 
 /// Whether an upper-case token is a GPU chip code as `pci.ids` writes it before the
 /// bracket: two letters, three digits, optional letters (`TU104GL`, `GA102`, `AD102GL`).
@@ -151,7 +151,7 @@ fn tokens(name: &str) -> Vec<String> {
 /// [`BRAND_WORDS`] and case ignored) all occur in one device's sanitized name and include
 /// at least one model word besides the chip code (`TU104GL_T4`, `Tesla_T4` →
 /// `TU104GL_TESLA_T4`, 0x1eb8). Sorted, without duplicates; empty when nothing matches.
-pub fn resolve_loose(resource_suffix: &str) -> Vec<u16> {
+pub(crate) fn resolve_loose(resource_suffix: &str) -> Vec<u16> {
     let mut exact = lookup_all(resource_suffix);
     if exact.is_empty() {
         exact = lookup_all(&resource_suffix.to_uppercase());
@@ -186,7 +186,7 @@ pub fn resolve_loose(resource_suffix: &str) -> Vec<u16> {
 /// Every PCI device id a name the sandbox plugin advertises stands for, sorted: the ids
 /// whose sanitized `pci.ids` name it is ([`lookup_all`]; more than one for the names in
 /// [`collisions`]), or its lower-case hex fallback (`26b5` → `[0x26b5]`). Empty otherwise.
-pub fn advertised_ids(resource_suffix: &str) -> Vec<u16> {
+pub(crate) fn advertised_ids(resource_suffix: &str) -> Vec<u16> {
     let ids: Vec<u16> = lookup_all(resource_suffix).iter().map(|d| d.id).collect();
     if ids.is_empty() {
         advertised_id(resource_suffix).into_iter().collect()

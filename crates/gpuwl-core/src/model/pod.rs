@@ -350,7 +350,7 @@ impl PodInfo {
 ///
 /// Source: kubernetes/kubernetes `pkg/apis/core/v1/helper/helpers.go`
 /// (`IsExtendedResourceName`, `IsNativeResource`).
-pub fn is_extended_resource(name: &str) -> bool {
+pub(crate) fn is_extended_resource(name: &str) -> bool {
     let Some((domain, _)) = name.split_once('/') else {
         return false;
     };
@@ -374,7 +374,7 @@ pub fn stop_command(ns: &str, pod: &str, vmi: Option<&str>, owned_by_vm: Option<
 
 /// The VMI name in a virt-launcher pod name `virt-launcher-<vmi>-<5 characters>`
 /// (kubevirt/kubevirt `pkg/virt-controller/services/template.go`); `None` for other names.
-pub fn launcher_vmi_name(pod_name: &str) -> Option<&str> {
+pub(crate) fn launcher_vmi_name(pod_name: &str) -> Option<&str> {
     let rest = pod_name.strip_prefix("virt-launcher-")?;
     let (vmi, suffix) = rest.rsplit_once('-')?;
     (!vmi.is_empty() && suffix.len() == 5).then_some(vmi)

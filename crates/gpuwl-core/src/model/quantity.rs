@@ -130,17 +130,17 @@ impl Quantity {
     }
 
     /// Whether the value is > 0 (the check's "advertised").
-    pub fn is_positive(&self) -> bool {
+    pub(crate) fn is_positive(&self) -> bool {
         !self.is_zero() && !self.negative
     }
 
     /// Whether the value is < 0.
-    pub fn is_negative(&self) -> bool {
+    pub(crate) fn is_negative(&self) -> bool {
         !self.is_zero() && self.negative
     }
 
     /// Whether the value is a whole number.
-    pub fn is_integer(&self) -> bool {
+    pub(crate) fn is_integer(&self) -> bool {
         self.exp >= 0
     }
 
@@ -166,7 +166,7 @@ impl Quantity {
     /// The value as a count of whole units (an extended resource such as
     /// `nvidia.com/gpu`): `Err` with a short phrase when it is negative, a fraction, or
     /// beyond `i64`.
-    pub fn to_count(&self) -> Result<i64, &'static str> {
+    pub(crate) fn to_count(&self) -> Result<i64, &'static str> {
         if self.is_negative() {
             Err("is negative")
         } else if !self.is_integer() {
@@ -181,7 +181,7 @@ impl Quantity {
     /// `scaled_ceil(3)` its `MilliValue()` (kubernetes/apimachinery
     /// `pkg/api/resource/quantity.go`; both round up), the units the scheduler compares
     /// (cpu in millicores, memory and the rest in whole units).
-    pub fn scaled_ceil(&self, scale: i64) -> i64 {
+    pub(crate) fn scaled_ceil(&self, scale: i64) -> i64 {
         if self.is_zero() {
             return 0;
         }

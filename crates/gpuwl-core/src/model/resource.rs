@@ -24,7 +24,8 @@ pub const NVIDIA_PREFIX: &str = "nvidia.com/";
 /// `hostdev*`, `sriov*`) and NVSwitch devices passed to Kata / confidential-computing VMs
 /// (`nvswitch`, NVIDIA/kubevirt-gpu-device-plugin and the GPU Operator's kata sandbox
 /// device plugin advertise them beside the GPUs).
-pub const NON_GPU_PREFIXES: [&str; 4] = ["rdma_shared_device", "hostdev", "sriov", "nvswitch"];
+pub(crate) const NON_GPU_PREFIXES: [&str; 4] =
+    ["rdma_shared_device", "hostdev", "sriov", "nvswitch"];
 
 /// What an extended resource name denotes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -78,7 +79,7 @@ impl ResourceClass {
     }
 
     /// The GPU class a node labelled `w` must advertise.
-    pub fn for_workload(w: WorkloadConfig) -> ResourceClass {
+    pub(crate) fn for_workload(w: WorkloadConfig) -> ResourceClass {
         match w {
             WorkloadConfig::Container => ResourceClass::ContainerGpu,
             WorkloadConfig::VmPassthrough => ResourceClass::PassthroughModel,
@@ -120,7 +121,7 @@ impl Classifier {
     /// [`ResourceClass::NonGpu`]. A glob containing `/` is matched against the full name
     /// (`nvidia.com/foo*`), otherwise against the part after `nvidia.com/` (`foo*`).
     /// `*` matches any run of characters, `?` one character; everything else is literal.
-    pub fn with_ignore_globs<I, S>(globs: I) -> Classifier
+    pub(crate) fn with_ignore_globs<I, S>(globs: I) -> Classifier
     where
         I: IntoIterator<Item = S>,
         S: Into<String>,
@@ -205,7 +206,7 @@ fn glob_match(pat: &[u8], s: &[u8]) -> bool {
 ///
 /// Source: NVIDIA/k8s-device-plugin `internal/rm/rm.go`; the attribute forms beyond
 /// `.me` are derived from the MIG profile grammar, not seen on a node.
-pub fn is_container_gpu_name(short: &str) -> bool {
+pub(crate) fn is_container_gpu_name(short: &str) -> bool {
     let base = short.strip_suffix(".shared").unwrap_or(short);
     if base == "gpu" {
         return true;
@@ -277,7 +278,7 @@ pub fn is_vgpu_type_name(short: &str) -> bool {
 /// Whether `short` is the sandbox plugin's fallback name for a device missing from its
 /// `pci.ids`: exactly four lower-case hex digits, e.g. `26b5` (an L40 on an old plugin).
 /// Source: NVIDIA/kubevirt-gpu-device-plugin `pkg/device_plugin/device_plugin.go`.
-pub fn is_hex_fallback(short: &str) -> bool {
+pub(crate) fn is_hex_fallback(short: &str) -> bool {
     short.len() == 4
         && short
             .bytes()
@@ -288,7 +289,7 @@ pub fn is_hex_fallback(short: &str) -> bool {
 /// e.g. `TU104GL_Tesla_T4`: the plugin upper-cases since v1.1.1 (2022), so no current
 /// node advertises such a name (NVIDIA/kubevirt-gpu-device-plugin
 /// `pkg/device_plugin/device_plugin.go`).
-pub fn is_mixed_case_model(short: &str) -> bool {
+pub(crate) fn is_mixed_case_model(short: &str) -> bool {
     !is_hex_fallback(short) && short.bytes().any(|c| c.is_ascii_lowercase())
 }
 

@@ -25,7 +25,7 @@ pub const DEFAULT_WORKLOAD: WorkloadConfig = WorkloadConfig::Container;
 /// The ClusterPolicy field that holds [`DEFAULT_WORKLOAD`]: `sandboxWorkloads.defaultWorkload`.
 ///
 /// Source: NVIDIA/gpu-operator `api/nvidia/v1/clusterpolicy_types.go`.
-pub const DEFAULT_WORKLOAD_FIELD: &str = "sandboxWorkloads.defaultWorkload";
+pub(crate) const DEFAULT_WORKLOAD_FIELD: &str = "sandboxWorkloads.defaultWorkload";
 
 /// The ClusterPolicy flag (also the Helm value) that makes the operator honour
 /// [`LABEL_KEY`] at all: `sandboxWorkloads.enabled` (default `false`; when false every node

@@ -148,7 +148,7 @@ pub fn text_lines(report: &Report) -> Vec<String> {
 /// each finding that fails the gate, then `WARNING <code> <node>: <message>` for each other
 /// warning (not with `quiet`), nodes by name; last a summary, `FAIL: …` or `OK: …`. Infos
 /// are not printed (`-o json` has them). Control characters are escaped.
-pub fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
+pub(crate) fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
     let Some(gate) = &report.gate else {
         return text_lines(report);
     };

@@ -36,7 +36,7 @@ pub struct TextOptions {
 }
 
 /// Width, in characters, of a USE bar.
-pub const BAR_WIDTH: usize = 10;
+pub(crate) const BAR_WIDTH: usize = 10;
 
 /// Renders `inv` in `format` (`opts` applies to text).
 pub fn render(inv: &Inventory, format: Output, opts: TextOptions) -> String {

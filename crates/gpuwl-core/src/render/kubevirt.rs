@@ -57,7 +57,7 @@ pub fn safe_apply_command(
 
 /// The comment lines of a [`SafePatch`] (YAML comments without the `# `): what it holds,
 /// what it keeps, how to apply it.
-pub fn safe_patch_hint(
+pub(crate) fn safe_patch_hint(
     p: &SafePatch,
     target: HostDevicesSource,
     object: Option<&str>,

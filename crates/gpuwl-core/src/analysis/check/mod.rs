@@ -190,7 +190,7 @@ impl Report {
     /// The seed contract's stdout lines: `MISMATCH=<node> <reason>` per mismatching node
     /// sorted by name (control characters escaped, so a crafted name cannot forge a line),
     /// or the single line `OK=<labelled nodes>`.
-    pub fn seed_lines(&self) -> Vec<String> {
+    pub(crate) fn seed_lines(&self) -> Vec<String> {
         let v: Vec<String> = self
             .mismatches()
             .map(|n| {
@@ -323,13 +323,13 @@ pub struct DraNodes {
 }
 
 /// The DRA driver of NVIDIA/k8s-dra-driver-gpu (its `DriverName`, `gpu.nvidia.com`).
-pub const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
+pub(crate) const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
 
 impl DraNodes {
     /// Node → number of devices (all types) NVIDIA's DRA driver ([`NVIDIA_GPU_DRIVER`])
     /// publishes there, from its ResourceSlices: the cheap part of
     /// [`DraNodes::from_objects`].
-    pub fn device_counts(
+    pub(crate) fn device_counts(
         dra: &crate::model::dra::DraObjects,
     ) -> std::collections::BTreeMap<String, usize> {
         let mut devices = std::collections::BTreeMap::new();
@@ -564,7 +564,7 @@ where
 }
 
 /// Checks `nodes` with `options`.
-pub fn check_with<I>(nodes: I, options: &Options) -> Report
+pub(crate) fn check_with<I>(nodes: I, options: &Options) -> Report
 where
     I: IntoIterator,
     I::Item: Borrow<NodeInfo>,

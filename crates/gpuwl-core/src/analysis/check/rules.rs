@@ -160,13 +160,13 @@ impl<'a> NodeFacts<'a> {
     /// (`crate::analysis::check::judge_node`).
     ///
     /// [`GpuEvidence::Unknown`]: crate::model::operator::GpuEvidence::Unknown
-    pub fn with_gpu(mut self, gpu: crate::model::operator::GpuEvidence) -> NodeFacts<'a> {
+    pub(crate) fn with_gpu(mut self, gpu: crate::model::operator::GpuEvidence) -> NodeFacts<'a> {
         self.gpu = gpu;
         self
     }
 
     /// The facts with the ClusterPolicy read (`None`: none read).
-    pub fn with_policy(mut self, policy: Option<&'a ClusterPolicy>) -> NodeFacts<'a> {
+    pub(crate) fn with_policy(mut self, policy: Option<&'a ClusterPolicy>) -> NodeFacts<'a> {
         self.policy = policy;
         self
     }
@@ -199,7 +199,7 @@ impl<'a> NodeFacts<'a> {
     }
 
     /// Whether any GPU quantity on the node is not a device count.
-    pub fn has_invalid_quantity(&self) -> bool {
+    pub(crate) fn has_invalid_quantity(&self) -> bool {
         self.resources.iter().any(|r| {
             matches!(r.capacity, Parsed::Invalid { .. })
                 || matches!(r.allocatable, Parsed::Invalid { .. })
@@ -240,10 +240,10 @@ fn finding(code: Code, resource: Option<&str>, message: String) -> Finding {
 pub type ResourceRule = fn(&NodeFacts<'_>, &ResourceFacts) -> Option<Finding>;
 
 /// A rule about a whole node.
-pub type NodeRule = fn(&NodeFacts<'_>) -> Option<Finding>;
+pub(crate) type NodeRule = fn(&NodeFacts<'_>) -> Option<Finding>;
 
 /// The per-resource rules, in report order.
-pub const RESOURCE_RULES: [(Code, ResourceRule); 7] = [
+pub(crate) const RESOURCE_RULES: [(Code, ResourceRule); 7] = [
     (Code::IgnoredResource, ignored_resource),
     (Code::InvalidQuantity, invalid_capacity),
     (Code::InvalidQuantity, invalid_allocatable),
@@ -257,7 +257,7 @@ pub const RESOURCE_RULES: [(Code, ResourceRule); 7] = [
 ];
 
 /// The per-node rules about the label, in report order (at most one of them fires).
-pub const NODE_RULES: [(Code, NodeRule); 4] = [
+pub(crate) const NODE_RULES: [(Code, NodeRule); 4] = [
     (Code::UnlabelledGpuNode, unlabelled_gpu_node),
     (Code::InvalidLabelValue, invalid_label_value),
     (Code::WrongClassResource, wrong_class_resource),
@@ -266,7 +266,7 @@ pub const NODE_RULES: [(Code, NodeRule); 4] = [
 
 /// `ignored-resource` (info): an `nvidia.com/` name that is not a GPU resource (NVIDIA
 /// Network Operator's RDMA resources, NVSwitch, or a `--ignore-resource` glob).
-pub fn ignored_resource(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+pub(crate) fn ignored_resource(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
     let name = &r.entry.name;
     (!r.entry.class.is_gpu()).then(|| {
         finding(
@@ -302,12 +302,12 @@ fn invalid(r: &ResourceFacts, f: ResourceField) -> Option<Finding> {
 
 /// `invalid-quantity` on `status.capacity` (error): the
 /// listed text is not a whole, non-negative count ([`Parsed::count`]).
-pub fn invalid_capacity(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+pub(crate) fn invalid_capacity(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
     invalid(r, ResourceField::Capacity)
 }
 
 /// `invalid-quantity` on `status.allocatable`; as [`invalid_capacity`].
-pub fn invalid_allocatable(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+pub(crate) fn invalid_allocatable(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
     invalid(r, ResourceField::Allocatable)
 }
 
@@ -333,7 +333,10 @@ pub fn stale_zero(n: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
 /// `capacity-exceeds-allocatable` (warning): capacity > allocatable, i.e. devices the
 /// plugin reports unhealthy, or the kubelet's grace period after a plugin went away
 /// (kubernetes/kubernetes `pkg/kubelet/cm/devicemanager/manager.go`).
-pub fn capacity_exceeds_allocatable(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+pub(crate) fn capacity_exceeds_allocatable(
+    _: &NodeFacts<'_>,
+    r: &ResourceFacts,
+) -> Option<Finding> {
     let (c, a) = (r.capacity.quantity()?, r.allocatable.quantity()?);
     let name = &r.entry.name;
     (c > a).then(|| {
@@ -357,7 +360,7 @@ fn advertised_model(r: &ResourceFacts) -> Option<&str> {
 /// `hex-id-fallback` (warning): an advertised device-model name that is four lower-case
 /// hex digits, the sandbox device plugin's name for a device its `pci.ids` lacks
 /// ([`resource::is_hex_fallback`]); a plugin update renames the resource.
-pub fn hex_id_fallback(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+pub(crate) fn hex_id_fallback(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
     let short = advertised_model(r)?;
     if !resource::is_hex_fallback(short) {
         return None;
@@ -380,7 +383,7 @@ pub fn hex_id_fallback(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> 
 /// `mixed-case-model` (warning): an advertised device-model name with lower-case letters;
 /// the sandbox device plugin upper-cases names since v1.1.1
 /// ([`resource::is_mixed_case_model`]).
-pub fn mixed_case_model(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
+pub(crate) fn mixed_case_model(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding> {
     let short = advertised_model(r)?;
     let name = &r.entry.name;
     resource::is_mixed_case_model(short).then(|| {
@@ -398,7 +401,7 @@ pub fn mixed_case_model(_: &NodeFacts<'_>, r: &ResourceFacts) -> Option<Finding>
 /// applies the ClusterPolicy's `defaultWorkload` — the one read ([`NodeFacts::fallback`]),
 /// or `container` where its sandbox workloads are disabled (docs/domain-facts.md §1;
 /// NVIDIA/gpu-operator `controllers/state_manager.go`, `getWorkloadConfig`).
-pub fn unlabelled_gpu_node(n: &NodeFacts<'_>) -> Option<Finding> {
+pub(crate) fn unlabelled_gpu_node(n: &NodeFacts<'_>) -> Option<Finding> {
     if n.label.is_some() || n.advertised().next().is_none() {
         return None;
     }
@@ -420,7 +423,7 @@ pub fn unlabelled_gpu_node(n: &NodeFacts<'_>) -> Option<Finding> {
 /// has sandbox workloads disabled: the operator then applies `container` without reading
 /// the label at all, and `label-ignored` says so
 /// ([`crate::model::operator::label_ignored`]).
-pub fn invalid_label_value(n: &NodeFacts<'_>) -> Option<Finding> {
+pub(crate) fn invalid_label_value(n: &NodeFacts<'_>) -> Option<Finding> {
     let e = n.label?.parse::<WorkloadConfig>().err()?;
     if n.policy.is_some_and(|p| !p.sandbox_enabled) {
         return None;
@@ -441,7 +444,7 @@ fn valid_label(n: &NodeFacts<'_>) -> Option<WorkloadConfig> {
 }
 
 /// What a workload config's node should advertise, in words.
-pub fn expected_wording(w: WorkloadConfig) -> &'static str {
+pub(crate) fn expected_wording(w: WorkloadConfig) -> &'static str {
     match w {
         WorkloadConfig::Container => "a container-GPU resource",
         WorkloadConfig::VmPassthrough => "a device-model resource",
@@ -451,7 +454,7 @@ pub fn expected_wording(w: WorkloadConfig) -> &'static str {
 
 /// `wrong-class-resource` (error): a valid label, and an advertised GPU resource of another
 /// class than the label's ([`ResourceClass::for_workload`]).
-pub fn wrong_class_resource(n: &NodeFacts<'_>) -> Option<Finding> {
+pub(crate) fn wrong_class_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     let w = valid_label(n)?;
     let want = ResourceClass::for_workload(w);
     let wrong: Vec<&ResourceFacts> = n.advertised().filter(|r| r.entry.class != want).collect();
@@ -478,7 +481,7 @@ pub fn wrong_class_resource(n: &NodeFacts<'_>) -> Option<Finding> {
 /// quantity is invalid, which `invalid-quantity` reports instead). The message says why
 /// each listed GPU name does not count: a 0 in the advertising field, or listed only in
 /// `status.capacity`.
-pub fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
+pub(crate) fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     let w = valid_label(n)?;
     if n.advertised().next().is_some() || n.has_invalid_quantity() {
         return None;
@@ -548,9 +551,9 @@ pub fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
 
 /// GPU Feature Discovery's product label (NVIDIA/k8s-device-plugin
 /// `internal/lm/resource.go`: `nvidia.com/gpu.product`); also `nvidia.com/gpu.count`.
-pub const GFD_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
+pub(crate) const GFD_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 /// GPU Feature Discovery's GPU count label.
-pub const GFD_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+pub(crate) const GFD_COUNT_LABEL: &str = "nvidia.com/gpu.count";
 
 /// Why the node counts as a GPU node, or `None`: the workload label
 /// ([`LABEL_KEY`]), a GPU resource it lists (any quantity), the GPU Operator's
@@ -560,7 +563,7 @@ pub const GFD_COUNT_LABEL: &str = "nvidia.com/gpu.count";
 /// ([`crate::model::operator::GpuEvidence::NoGpu`]) and one where nothing shows a GPU
 /// ([`crate::model::operator::GpuEvidence::None`]: a workload label alone), which the
 /// operator never manages.
-pub fn gpu_node_evidence(n: &NodeFacts<'_>) -> Option<&'static str> {
+pub(crate) fn gpu_node_evidence(n: &NodeFacts<'_>) -> Option<&'static str> {
     use crate::model::operator::{GPU_PRESENT_LABEL, NFD_GPU_LABELS};
     // NFD saw the node and found no NVIDIA GPU, or nothing shows one (and nothing is
     // advertised): the operator leaves it alone, whatever its labels say.
@@ -595,7 +598,7 @@ pub fn gpu_node_evidence(n: &NodeFacts<'_>) -> Option<&'static str> {
 /// serve the advertised names (NVIDIA/gpu-operator `controllers/state_manager.go`,
 /// `getWorkloadConfig`; docs/domain-facts.md §1, §7). A followed label is judged by
 /// [`wrong_class_resource`] instead.
-pub fn effective_workload_differs(
+pub(crate) fn effective_workload_differs(
     n: &NodeFacts<'_>,
     eff: &EffectiveWorkload,
     policy: Option<&ClusterPolicy>,
@@ -664,7 +667,7 @@ pub fn effective_workload_differs(
 /// (NVIDIA/gpu-operator `controllers/state_manager.go`, `getWorkloadConfig`); otherwise
 /// the fix says what enabling would apply instead, and that the label must say `k` too.
 /// Enabling is cluster-wide: every labelled GPU node then follows its own label.
-pub fn keep_names(
+pub(crate) fn keep_names(
     n: &NodeFacts<'_>,
     k: WorkloadConfig,
     eff: &EffectiveWorkload,

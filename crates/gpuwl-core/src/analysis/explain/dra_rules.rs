@@ -39,7 +39,7 @@ fn claim_name(c: &ClaimView) -> String {
 /// `claim-not-found`: a resource claim of the pod does not exist: the named ResourceClaim
 /// is missing, or the template's claim is not made yet and the template is not among the
 /// objects read (with the template, its requests stand for the claim).
-pub fn claim_not_found(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn claim_not_found(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.dra_known {
         return None;
     }
@@ -134,7 +134,7 @@ fn published_nowhere(f: &Facts<'_>, expression: &str, key: &str) -> bool {
 /// `selector-error`: a selector fails to evaluate on a device of an allowed node before
 /// any allocation is found there: the allocator returns "CEL runtime error" and the
 /// scheduler aborts the attempt (`SchedulerError`), on every retry.
-pub fn selector_error(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn selector_error(f: &Facts<'_>) -> Option<Diagnosis> {
     let p = f.e.dra.as_ref()?;
     let e = p.selector_error.as_ref()?;
     let on = e
@@ -253,7 +253,7 @@ fn count_text(a: &AlternativeView) -> String {
 
 /// No allowed node can hold the claims: `excluded`, `no-matching-device`, `too-large`,
 /// `counter-exhausted` or `devices-in-use` (see the module documentation).
-pub fn cannot_allocate(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn cannot_allocate(f: &Facts<'_>) -> Option<Diagnosis> {
     let p = f.e.dra.as_ref()?;
     // Without an allowed node, a pod that also asks for extended resources is explained
     // by the node constraints (`excluded`); a DRA-only one by where its devices are.

@@ -24,14 +24,14 @@ use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 pub use crate::analysis::explain::facts::Facts;
 
 /// A diagnosis rule.
-pub type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
+pub(crate) type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
 
 /// The rules, in priority order (the order of [`CauseCode::ALL`]).
 ///
 /// The DRA slot [`dra_rules::cannot_allocate`] answers with `excluded`,
 /// `no-matching-device`, `too-large`, `counter-exhausted` or `devices-in-use` (the first
 /// that holds), so the DRA filter's causes come before the extended-resource ones.
-pub const RULES: [(CauseCode, Rule); 21] = [
+pub(crate) const RULES: [(CauseCode, Rule); 21] = [
     (CauseCode::InvalidSpec, invalid_spec),
     (CauseCode::AdmissionRejected, admission_rejected),
     (CauseCode::Scheduled, scheduled),
@@ -56,7 +56,7 @@ pub const RULES: [(CauseCode, Rule); 21] = [
 ];
 
 /// The first diagnosis of [`RULES`] that applies ([`fits_now`] always does).
-pub fn diagnose(f: &Facts<'_>) -> Diagnosis {
+pub(crate) fn diagnose(f: &Facts<'_>) -> Diagnosis {
     RULES
         .iter()
         .find_map(|(_, rule)| rule(f))
@@ -296,7 +296,7 @@ pub fn scheduled(f: &Facts<'_>) -> Option<Diagnosis> {
 }
 
 /// `no-gpu-request`: no extended resource is requested and no DRA resource claim.
-pub fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
     (f.e.requests.is_empty() && f.pod.resource_claims.is_empty()).then(|| {
         Diagnosis::new(
             CauseCode::NoGpuRequest,
@@ -312,7 +312,7 @@ pub fn no_gpu_request(f: &Facts<'_>) -> Option<Diagnosis> {
 /// `not-permitted`: a VMI's device name is missing from KubeVirt's `permittedHostDevices`
 /// (and is not a misspelling of an advertised name, which [`unadvertised_name`] explains
 /// better: renaming the request fixes both).
-pub fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
     let kv = f.kubevirt?;
     let rv = f.e.requests.iter().find(|rv| rv.permitted == Some(false))?;
     // A name no node advertises but close to one that is (a typo): virt-controller still
@@ -409,7 +409,7 @@ pub fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
 }
 
 /// `no-node-data`: without nodes nothing can be said about names.
-pub fn no_node_data(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn no_node_data(f: &Facts<'_>) -> Option<Diagnosis> {
     (!f.e.nodes_known).then(|| {
         Diagnosis::new(
             CauseCode::NoNodeData,
@@ -422,7 +422,7 @@ pub fn no_node_data(f: &Facts<'_>) -> Option<Diagnosis> {
 /// `node-conditions`: every node carries a `node.kubernetes.io/*` taint (added by the API
 /// server's TaintNodesByCondition, removed by the node lifecycle controller) the pod does
 /// not tolerate.
-pub fn node_conditions(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn node_conditions(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.allowed_nodes.is_empty() || f.nodes.is_empty() {
         return None;
     }
@@ -457,21 +457,21 @@ pub fn node_conditions(f: &Facts<'_>) -> Option<Diagnosis> {
 /// (kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`, `NodeSchedulable`;
 /// set by `pkg/virt-handler/heartbeat/heartbeat.go`); every launcher pod's nodeSelector
 /// asks for it (`pkg/virt-controller/services/template.go`).
-pub const KUBEVIRT_SCHEDULABLE: &str = "kubevirt.io/schedulable";
+pub(crate) const KUBEVIRT_SCHEDULABLE: &str = "kubevirt.io/schedulable";
 
 /// The resource virt-handler's own device plugin advertises on its node and every
 /// launcher pod requests (kubevirt/kubevirt `pkg/virt-handler/device-manager/`).
-pub const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
+pub(crate) const KVM_RESOURCE: &str = "devices.kubevirt.io/kvm";
 
 /// Whether `r` is one of the `devices.kubevirt.io/*` names virt-handler advertises
 /// (`kvm`, `tun`, `vhost-net`, …).
-pub fn is_kubevirt_device(r: &str) -> bool {
+pub(crate) fn is_kubevirt_device(r: &str) -> bool {
     r.starts_with("devices.kubevirt.io/")
 }
 
 /// Whether virt-handler is ready on `n`, as the scheduler sees it: the node carries
 /// `kubevirt.io/schedulable=true` and advertises `devices.kubevirt.io/kvm` (non-zero).
-pub fn virt_handler_ready(n: &NodeInfo) -> bool {
+pub(crate) fn virt_handler_ready(n: &NodeInfo) -> bool {
     n.label(KUBEVIRT_SCHEDULABLE) == Some("true") && advertises(n, KVM_RESOURCE)
 }
 
@@ -492,7 +492,7 @@ fn advertises(n: &NodeInfo, r: &str) -> bool {
 /// none of the nodes that advertise its GPU names is: they lack `kubevirt.io/schedulable=
 /// true` or `devices.kubevirt.io/kvm`, both virt-handler's. The fix is virt-handler on
 /// those nodes, never another device plugin, never a hand-set label.
-pub fn virt_handler(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn virt_handler(f: &Facts<'_>) -> Option<Diagnosis> {
     if f.pod.node_name.is_some() || f.nodes.is_empty() {
         return None;
     }
@@ -641,7 +641,7 @@ fn rename_fix(f: &Facts<'_>, rv: &RequestView, s: &names::Suggestion) -> String 
 /// `unadvertised-name`: no node advertises a requested name (non-zero). With a related
 /// advertised name, that name is the fix; else the class of the name says what would
 /// advertise it.
-pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
     let rv = f.e.requests.iter().find(|rv| {
         rv.advertisers.is_empty() && (rv.stale_nodes.is_empty() || !rv.did_you_mean.is_empty())
     })?;
@@ -734,7 +734,7 @@ pub fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
 
 /// `stale-only`: the name is listed only with a stale `0`: its device plugin left (a
 /// relabelled node, a failed operand).
-pub fn stale_only(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn stale_only(f: &Facts<'_>) -> Option<Diagnosis> {
     let rv =
         f.e.requests
             .iter()
@@ -1041,7 +1041,7 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
 
 /// `not-co-located`: each requested name is advertised on an allowed node, but no single
 /// allowed node advertises all of them.
-pub fn not_co_located(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn not_co_located(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.candidates.is_empty() {
         return None;
     }
@@ -1086,7 +1086,7 @@ pub fn not_co_located(f: &Facts<'_>) -> Option<Diagnosis> {
 
 /// `too-large`: the request is larger than any candidate's allocatable, so no amount of
 /// freeing helps (a pod's units come from one node).
-pub fn too_large(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn too_large(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.fitting.is_empty() {
         return None;
     }
@@ -1214,7 +1214,7 @@ fn short_requests<'a>(f: &'a Facts<'_>) -> Vec<(&'a RequestView, i64, Vec<&'a No
 
 /// `in-use`: the right name on allowed nodes, but every unit is allocated (allocatable
 /// counts healthy devices, it does not drop when one is handed out).
-pub fn in_use(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn in_use(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.fitting.is_empty() || !f.usage.pods_known {
         return None;
     }
@@ -1306,7 +1306,7 @@ pub fn insufficient(f: &Facts<'_>) -> Option<Diagnosis> {
 }
 
 /// `fits-now`: an allowed node has the units free: the wait is elsewhere.
-pub fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn fits_now(f: &Facts<'_>) -> Option<Diagnosis> {
     let nodes = if f.e.schedulable.is_empty() {
         &f.e.fitting
     } else {
@@ -1519,7 +1519,7 @@ fn spec_problem(p: &str) -> Option<(&str, &str, String, &'static str)> {
 /// `pkg/apis/core/validation/validation.go`, `ValidateResourceRequirements`: an extended
 /// resource must have a limit, and requests equal to it when both are set; a request
 /// above its limit): there is no pod for the scheduler.
-pub fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
     if let Some(d) = host_devices_gate_off(f) {
         return Some(d);
     }
@@ -1610,7 +1610,7 @@ fn admission_reason(reason: &str) -> bool {
 /// `Failed` with an admission reason). With a shared GPU (MPS, or time-slicing with
 /// `failRequestsGreaterThanOne`) the device plugin refuses more than one replica
 /// (NVIDIA/k8s-device-plugin `internal/rm/allocate.go`; #929, #1762).
-pub fn admission_rejected(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn admission_rejected(f: &Facts<'_>) -> Option<Diagnosis> {
     let node = f.pod.node_name.as_ref()?;
     if f.pod.phase.as_deref() != Some("Failed") {
         return None;
@@ -1898,7 +1898,7 @@ fn plugin_blocker(
 /// (`nvidia.com/mig.config.state`, `nvidia.com/vgpu.config.state`), a workload label the
 /// operator ignores because sandbox workloads are off, operands or the device plugin
 /// disabled by `nvidia.com/gpu.deploy.*=false`.
-pub fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
     for rv in f.e.requests.iter().filter(|rv| rv.advertisers.is_empty()) {
         // A misspelt name is the name's problem, whatever the operator's state.
         if rv.did_you_mean.first().is_some_and(|s| {
@@ -1936,7 +1936,7 @@ pub fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
 /// `other-resource`: the GPU units are free on an allowed node that advertises them, but
 /// the scheduler's NodeResourcesFit finds it short of something else (cpu, memory,
 /// ephemeral-storage, hugepages, pod slots).
-pub fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
+pub(crate) fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.schedulable.is_empty() || f.e.fitting.is_empty() {
         return None;
     }
@@ -2034,7 +2034,7 @@ pub fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
 /// labels, `feature.node.kubernetes.io/*`, and NVIDIA's discovered labels (all
 /// `nvidia.com/` labels but the admin-set workload, MIG and vGPU configs and
 /// `gpu.deploy.*`).
-pub fn system_label(key: &str) -> bool {
+pub(crate) fn system_label(key: &str) -> bool {
     let domain = key.split_once('/').map(|(d, _)| d).unwrap_or("");
     let k8s = |d: &str| {
         d == "kubernetes.io"

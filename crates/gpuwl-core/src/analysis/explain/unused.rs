@@ -23,7 +23,7 @@ use crate::model::workload::WorkloadConfig;
 /// (NVIDIA/gpu-operator `controllers/state_manager.go`, `gpuStateLabels`: the operator
 /// labels every GPU node it manages); `Some(false)` when pods were read and none of that
 /// is there; `None` when nothing read could show it (no pods, no ClusterPolicy).
-pub fn operator_seen(
+pub(crate) fn operator_seen(
     nodes: &[NodeInfo],
     policy: Option<&crate::model::operator::ClusterPolicy>,
     operand_pods: Option<&OperandsByNode>,
@@ -42,7 +42,7 @@ pub fn operator_seen(
 /// `nvidia.com/gpu` Exists NoSchedule); NVIDIA/k8s-device-plugin's chart has it too
 /// (`deployments/helm/nvidia-device-plugin/values.yaml`, `tolerations`, beside the
 /// deprecated `CriticalAddonsOnly`, which no GPU node pool uses as its taint).
-pub fn default_plugin_tolerations() -> Vec<Toleration> {
+pub(crate) fn default_plugin_tolerations() -> Vec<Toleration> {
     vec![Toleration {
         key: Some("nvidia.com/gpu".into()),
         operator: Some("Exists".into()),
@@ -54,7 +54,7 @@ pub fn default_plugin_tolerations() -> Vec<Toleration> {
 /// A GPU node where the device plugin does not run because of a taint its pods do not
 /// tolerate ([`plugin_toleration_block`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TolerationBlock {
+pub(crate) struct TolerationBlock {
     /// The node.
     pub node: String,
     /// `device-plugin` or `sandbox-device-plugin`.
@@ -113,7 +113,7 @@ fn show_taint(t: &Taint) -> String {
 /// `pkg/controller/daemon/daemon_controller.go`, `NodeShouldRunDaemonPod`), so no plugin
 /// pod is created there and nothing advertises the node's GPUs. Needs the operand pods
 /// (a pods file or the live cluster); `None` without them.
-pub fn plugin_toleration_block(
+pub(crate) fn plugin_toleration_block(
     nodes: &[NodeInfo],
     pods: &[PodInfo],
     operand_pods: Option<&OperandsByNode>,
@@ -177,7 +177,7 @@ pub fn plugin_toleration_block(
 /// ([`plugin_toleration_block`]); the GPU Operator's workload label only where the facts
 /// show the operator ([`operator_seen`]), conditionally where nothing read can tell, and
 /// a device plugin to deploy where pods were read and no operator is there.
-pub fn advertise_hint(
+pub(crate) fn advertise_hint(
     nodes: &[NodeInfo],
     pods: &[PodInfo],
     policy: Option<&crate::model::operator::ClusterPolicy>,
@@ -237,7 +237,11 @@ pub struct Hint {
 /// independently and can hand the same GPU to two pods (check's `dra-and-device-plugin`,
 /// [`crate::analysis::check::DraNodes::finding`]; NVIDIA/k8s-dra-driver-gpu README: the
 /// driver and the device plugin must not serve the same GPUs). One note per node.
-pub fn double_publication(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Vec<String> {
+pub(crate) fn double_publication(
+    pod: &PodInfo,
+    inputs: Inputs<'_>,
+    e: &Explanation,
+) -> Vec<String> {
     let (Some(dra), Some(nodes)) = (inputs.dra, inputs.nodes) else {
         return Vec::new();
     };
@@ -278,7 +282,7 @@ pub fn double_publication(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) ->
 /// A node whose failed (or pending) vGPU or MIG config explains that it offers none of a
 /// requested name while another node advertises it ([`hidden_config_failures`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct HiddenFailure {
+pub(crate) struct HiddenFailure {
     /// The node.
     pub node: String,
     /// The requested name.
@@ -306,7 +310,7 @@ impl HiddenFailure {
     }
 
     /// The repair, for the notes.
-    pub fn repair(&self) -> String {
+    pub(crate) fn repair(&self) -> String {
         let then = if self.manager == "nvidia-mig-manager" {
             "a MIG mode change usually needs a GPU reset or a reboot of the node"
         } else {
@@ -326,7 +330,7 @@ impl HiddenFailure {
 /// A node counts when its config names the type (`A10-12Q` for
 /// `nvidia.com/NVIDIA_A10-12Q`), names the MIG profile (`all-1g.10gb` for
 /// `nvidia.com/mig-1g.10gb`), or the node lists the name with a stale 0.
-pub fn hidden_config_failures(nodes: &[NodeInfo], e: &Explanation) -> Vec<HiddenFailure> {
+pub(crate) fn hidden_config_failures(nodes: &[NodeInfo], e: &Explanation) -> Vec<HiddenFailure> {
     let mut out = Vec::new();
     for rv in e.requests.iter().filter(|rv| !rv.advertisers.is_empty()) {
         let short = rv

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::model::pod::PodInfo;
 
 /// Longest condition message kept (characters); longer ones are cut with `…`.
-pub const MAX_MESSAGE: usize = 300;
+pub(crate) const MAX_MESSAGE: usize = 300;
 
 /// One condition of the VM or VMI.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -151,7 +151,7 @@ pub fn devices(v: &Value, spec: &str, prefix: &str) -> Vec<VmDevice> {
 }
 
 /// The VM's run strategy: `spec.runStrategy`, else `Always`/`Halted` from `spec.running`.
-pub fn run_strategy(vm: &Value) -> Option<String> {
+pub(crate) fn run_strategy(vm: &Value) -> Option<String> {
     str_at(vm, "/spec/runStrategy")
         .map(|s| short(s, 40))
         .or_else(|| match vm.pointer("/spec/running") {
