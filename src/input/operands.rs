@@ -13,7 +13,7 @@ use crate::model::operand::OperandPod;
 /// `name` label (two label-selected lists, paged, under the client's timeout), kept when
 /// [`from_value`] recognises them.
 ///
-/// Errors: [`Error::Runtime`] when a list fails (forbidden, timed out; the message says
+/// Errors: [`crate::error::Error::Runtime`] when a list fails (forbidden, timed out; the message says
 /// which).
 pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
     let api: Api<k8s_openapi::api::core::v1::Pod> = Api::all(client.clone());

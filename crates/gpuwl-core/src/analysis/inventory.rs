@@ -1070,7 +1070,7 @@ pub fn ignore_resources(
 }
 
 /// Builds the inventory of what was read from a live cluster
-/// ([`crate::decode::snapshot::read`]): all nodes, all pods, the ClusterPolicy and the DRA
+/// ([`crate::decode::snapshot::Snapshot`], read by gpuwl's `input::snapshot::read`): all nodes, all pods, the ClusterPolicy and the DRA
 /// objects, less the `ignore`d resources.
 ///
 /// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole number.

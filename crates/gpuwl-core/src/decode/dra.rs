@@ -16,7 +16,7 @@
 //!
 //! Live: the four lists, paginated (a cluster that refuses the templates' list still
 //! gives the other three); a server that does not serve `resource.k8s.io/v1`
-//! (404 on the list) is skipped and said so ([`DraSource::Skipped`]).
+//! (404 on the list) is skipped and said so ([`crate::model::dra::DraSource::Skipped`]).
 
 use std::collections::BTreeMap;
 use std::path::Path;
