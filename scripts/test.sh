@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it (README: "Run the tests").
-#   formatting, the layering check (scripts/layers.py), one debug build, lints (clippy, beside the later steps) (the tests, the live tests and the shared cases all use
+#   formatting, the layering check (scripts/layers.py, and gpuwl-core's dependencies), one debug build, lints (clippy, beside the later steps) (the tests, the live tests and the shared cases all use
 #   target/debug/gpuwl), the local control plane (built from pinned upstream Go modules on
 #   first run, cached after), unit + CLI tests, the integration tests against that real
 #   control plane, and the shared checker cases. Each step prints its time; the live tests'
@@ -22,10 +22,16 @@ cargo fmt --all -- --check
 step "no call up the layers (scripts/layers.py, docs/architecture.md)"
 python3 scripts/layers.py
 
-step "cargo test --no-run (the one build: unit, CLI and live tests, and $gpuwl)"
-cargo test --quiet --no-run
+step "gpuwl-core has no kube, tokio or HTTP dependency (cargo tree -p gpuwl-core -e normal)"
+if cargo tree -p gpuwl-core -e normal --prefix none | grep -E '^(kube|tokio|hyper|tower|axum|http)([-_ ]|$)'; then
+  echo "gpuwl-core depends on the crates above (docs/architecture.md, \"Crates\")" >&2
+  exit 1
+fi
 
-step "cargo clippy --all-targets -- -D warnings (in the background; its result is awaited at the end)"
+step "cargo test --workspace --no-run (the one build: unit, CLI and live tests of both crates, and $gpuwl)"
+cargo test --workspace --quiet --no-run
+
+step "cargo clippy --workspace --all-targets -- -D warnings (in the background; its result is awaited at the end)"
 # Clippy runs beside the steps below in a scheduling group of its own at nice 19 (with
 # autogroup on, nice only orders threads inside one group: the local control plane's
 # components each run in a session of their own), so it takes the CPU the live tests leave
@@ -36,7 +42,7 @@ clippy_log=target/tmp/clippy.log
 setsid -w bash -c 'echo $$ >target/tmp/clippy.pid; echo 19 >/proc/self/autogroup 2>/dev/null
   renice -n 19 $$ >/dev/null 2>&1
   t=$SECONDS
-  CARGO_TARGET_DIR=target/clippy cargo clippy --all-targets --quiet -- -D warnings
+  CARGO_TARGET_DIR=target/clippy cargo clippy --workspace --all-targets --quiet -- -D warnings
   rc=$?; echo "clippy: rc $rc in $((SECONDS - t)) s"; exit $rc' >"$clippy_log" 2>&1 &
 clippy_pid=$!
 trap 'kill -- -"$(cat target/tmp/clippy.pid 2>/dev/null)" 2>/dev/null || true' EXIT
@@ -59,14 +65,14 @@ step "Helm chart: helm lint (deploy/helm/gpuwl)"
 helm="$(scripts/tools.sh helm | tail -n 1)"
 "$helm" lint deploy/helm/gpuwl --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true
 
-step "cargo test (unit, property and CLI tests)"
-cargo test --quiet
+step "cargo test --workspace (unit, property and CLI tests of both crates)"
+cargo test --workspace --quiet
 
-step "cargo test -- --ignored (integration tests on the local control plane)"
+step "cargo test -p gpuwl -- --ignored (integration tests on the local control plane)"
 # Marked #[ignore = "needs local control plane"] so a plain `cargo test` stays quick; they
 # take one cluster at a time (tests/it/common.rs), each under its own cluster name.
 rm -f target/tmp/live-timings.tsv
-cargo test --quiet -- --ignored
+cargo test -p gpuwl --quiet -- --ignored
 if [[ -f target/tmp/live-timings.tsv ]]; then
   echo "live tests by wall time (seconds, slowest first):"
   sort -t $'\t' -k2,2 -rn target/tmp/live-timings.tsv | awk -F '\t' '{ printf "  %7.1f  %s\n", $2, $1; t += $2 } END { printf "  %7.1f  total\n", t }'
@@ -99,7 +105,7 @@ fi
 step "cargo clippy's result (started after the build)"
 if ! wait "$clippy_pid"; then
   cat "$clippy_log"
-  echo "cargo clippy --all-targets -- -D warnings failed (above)" >&2
+  echo "cargo clippy --workspace --all-targets -- -D warnings failed (above)" >&2
   exit 1
 fi
 trap - EXIT

@@ -1,5 +1,6 @@
-//! Writing result files: atomically, so a reader sees the old file or the whole new one.
-//! (Rendering lives in [`crate::render`]; it builds text and never touches files.)
+//! Writing result files: atomically, so a reader sees the old file or the whole new one;
+//! where gpuwl keeps its own files ([`state_root`], [`home`]). (Rendering lives in
+//! [`crate::render`]; it builds text and never touches files.)
 
 /// Checks, before any work, that a result file can be written at `path`: its folder
 /// exists, is a folder, and a file can be made there (one is made and removed at once);
@@ -84,4 +85,27 @@ pub fn write_atomic(
     }
     tmp.persist(path).map_err(|e| fail(e.error))?;
     Ok(())
+}
+
+/// The home directory: `$HOME`, else `/tmp`.
+pub(crate) fn home() -> std::path::PathBuf {
+    std::env::var_os("HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("/tmp"))
+}
+
+/// Directory under which every local cluster's state lives (`gpuwl cluster`):
+/// `$GPUWL_STATE_DIR`, else `$XDG_STATE_HOME/gpuwl/clusters`, else
+/// `$HOME/.local/state/gpuwl/clusters`.
+pub fn state_root() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("GPUWL_STATE_DIR").filter(|v| !v.is_empty()) {
+        return std::path::PathBuf::from(d);
+    }
+    std::env::var_os("XDG_STATE_HOME")
+        .filter(|v| !v.is_empty())
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| home().join(".local").join("state"))
+        .join("gpuwl")
+        .join("clusters")
 }

@@ -4,16 +4,23 @@
 //! findings as Prometheus metrics, and plays the sandbox-workload lab on a real local
 //! control plane.
 //!
+//! Two crates (docs/architecture.md, "Crates"): `gpuwl-core` ([`gpuwl_core`]) holds what
+//! needs no cluster — [`text`], [`error`], [`model`], the document readers, [`analysis`]
+//! and the core of [`render`] — with no kube, tokio or HTTP dependency; this crate adds
+//! the live cluster, the local control plane, the engines and the command line, and
+//! re-exports the core's modules under their old paths (`gpuwl::model::…`).
+//!
 //! Layout (a picture of the design), in data-flow order:
 //! - [`input`]: where the data comes from — kubectl dumps of nodes, pods, DRA objects and
-//!   CRs (streamed), and the live cluster through one access module
+//!   CRs (streamed; the core's readers), and the live cluster through one access module
 //!   ([`input::live`]: `--kubeconfig`/`--context`/`--request-timeout`, one client builder,
 //!   one paging loop, one API-error mapping);
 //! - [`model`]: workload configs, resource names, quantities, nodes, pods, pools, the GPU
-//!   Operator's ClusterPolicy and node state, DRA and KubeVirt objects;
+//!   Operator's ClusterPolicy and node state, DRA and KubeVirt objects (core);
 //! - [`analysis`]: `check`, `inventory`, `explain`, the KubeVirt check and DRA, each over
-//!   the model only (they take data, never a client);
-//! - [`render`]: text, JSON, YAML and CSV output;
+//!   the model only (they take data, never a client; core);
+//! - [`render`]: text, JSON, YAML and CSV output (the core's, and the reports of the
+//!   cluster, lab, relabel and whatif);
 //! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-controller-manager,
 //!   kube-scheduler, kwok), its recipe one value per component ([`cluster::recipe`]);
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
@@ -29,17 +36,15 @@
 
 #![deny(missing_docs)]
 
-pub mod analysis;
+pub use gpuwl_core::{analysis, error, model, text};
+
 pub mod cli;
 pub mod cluster;
-pub mod error;
 pub mod files;
 pub mod input;
 pub mod lab;
-pub mod model;
 pub mod policy;
 pub mod relabel;
 pub mod render;
 pub mod serve;
-pub mod text;
 pub mod twin;

@@ -313,8 +313,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             // As kubectl: the context's namespace when none is named.
             let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
             match kind {
-                ObjectKind::Pod => explain::live::from_cluster(&client, &ns, &name).await,
-                _ => explain::live::from_cluster_vm(&client, kind, &ns, &name).await,
+                ObjectKind::Pod => input::explain::from_cluster(&client, &ns, &name).await,
+                _ => input::explain::from_cluster_vm(&client, kind, &ns, &name).await,
             }
         })?
     };

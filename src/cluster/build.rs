@@ -159,12 +159,7 @@ pub fn cache_root() -> PathBuf {
     base.join("gpuwl").join("controlplane")
 }
 
-pub(crate) fn home() -> PathBuf {
-    std::env::var_os("HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from("/tmp"))
-}
+pub(crate) use crate::files::home;
 
 /// Directory holding the six binaries: `$GPUWL_CONTROLPLANE_BIN`, else
 /// `<cache>/<key>/bin`. It may not exist yet; see [`ensure_built`].

@@ -113,8 +113,9 @@ impl Default for UpOptions {
     }
 }
 
-/// The default cluster name of `gpuwl cluster` and `gpuwl lab`.
-pub const DEFAULT_NAME: &str = "gpuwl";
+/// The default cluster name of `gpuwl cluster` and `gpuwl lab` (the core's
+/// [`crate::error::DEFAULT_CLUSTER_NAME`], which the error messages use too).
+pub const DEFAULT_NAME: &str = crate::error::DEFAULT_CLUSTER_NAME;
 
 /// A running cluster, as returned by [`up`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -252,19 +253,7 @@ pub fn validate_name(name: &str) -> Result<()> {
     }
 }
 
-/// Directory under which every cluster's state lives: `$GPUWL_STATE_DIR`, else
-/// `$XDG_STATE_HOME/gpuwl/clusters`, else `$HOME/.local/state/gpuwl/clusters`.
-pub fn state_root() -> PathBuf {
-    if let Some(d) = std::env::var_os("GPUWL_STATE_DIR").filter(|v| !v.is_empty()) {
-        return PathBuf::from(d);
-    }
-    std::env::var_os("XDG_STATE_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| build::home().join(".local").join("state"))
-        .join("gpuwl")
-        .join("clusters")
-}
+pub use crate::files::state_root;
 
 /// State directory of cluster `name` (may not exist).
 pub fn state_dir(name: &str) -> PathBuf {
@@ -1574,6 +1563,18 @@ mod tests {
         assert_eq!(
             kwok_lease_finding(&stale, 5).unwrap(),
             "4 of 5 node leases not renewed for 50 s or more (n-0, n-1, n-2, …): kwok stopped heartbeating its nodes; `gpuwl cluster up` restarts it"
+        );
+    }
+
+    #[test]
+    fn the_local_hint_names_the_cluster_unless_it_is_the_default_one() {
+        assert_eq!(
+            local_hint("eval"),
+            " (the local cluster eval: gpuwl cluster status --name eval; gpuwl cluster up --name eval starts it again)"
+        );
+        assert_eq!(
+            local_hint(DEFAULT_NAME),
+            " (the local control plane: gpuwl cluster status; gpuwl cluster up starts it again)"
         );
     }
 }

@@ -31,7 +31,7 @@ use rcgen::{
 use crate::error::{Error, Result};
 
 fn rt(e: rcgen::Error) -> Error {
-    Error::Pki(e)
+    Error::Pki(Box::new(e))
 }
 
 fn write_private(path: &Path, text: &str) -> Result<()> {

@@ -334,7 +334,7 @@ fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<(
 /// `; the local cluster eval is gone (gpuwl cluster down removed its state): gpuwl cluster
 /// up --name eval`; `None` for any other path.
 fn gone_local_cluster(path: &Path) -> Option<String> {
-    let root = crate::cluster::state_root();
+    let root = crate::files::state_root();
     let rel = std::path::absolute(path).ok()?;
     let rel = rel.strip_prefix(std::path::absolute(&root).ok()?).ok()?;
     let mut parts = rel.components();
@@ -342,7 +342,7 @@ fn gone_local_cluster(path: &Path) -> Option<String> {
     if parts.as_path() != Path::new("kubeconfig") || path.exists() {
         return None;
     }
-    let flag = if name == crate::cluster::DEFAULT_NAME {
+    let flag = if name == crate::error::DEFAULT_CLUSTER_NAME {
         String::new()
     } else {
         format!(" --name {}", crate::render::esc(&name))

@@ -1,27 +1,30 @@
 //! Where the data comes from: `kubectl get … -o json|yaml` dumps (a file or stdin), or the
-//! live cluster. Readers yield the model's types ([`crate::model::node::NodeInfo`],
-//! [`crate::model::pod::PodInfo`], DRA objects, the ClusterPolicy, KubeVirt's
-//! `permittedHostDevices`).
+//! live cluster. The readers of documents are the core's ([`gpuwl_core::decode`]: pure
+//! functions of bytes and JSON values), re-exported here module by module; this module
+//! adds the live cluster. Readers yield the model's types
+//! ([`crate::model::node::NodeInfo`], [`crate::model::pod::PodInfo`], DRA objects, the
+//! ClusterPolicy, KubeVirt's `permittedHostDevices`).
 //!
-//! - [`document`]: what every reader shares — format sniffing (JSON or YAML by the first
-//!   byte, BOM, size guard), the streamed list entry point, the YAML options and messages;
-//! - [`dump`]: the node dump (streaming JSON visitor over `items`, YAML through
-//!   serde-saphyr's streaming deserializer);
-//! - [`pods`], [`dra`], [`clusterpolicy`], [`kubevirt`]: pods, DRA objects, the GPU
-//!   Operator's ClusterPolicy and the KubeVirt/HyperConverged CRs, from files or the cluster;
+//! - [`document`], [`dump`], [`mustgather`]: the core's readers as they are (format
+//!   sniffing and the streamed list entry point; the node dump; the GPU Operator's
+//!   must-gather bundle for `gpuwl triage`);
+//! - [`pods`], [`dra`], [`clusterpolicy`], [`kubevirt`], [`operands`], [`virt`]: the core's
+//!   readers of pods, DRA objects, the ClusterPolicy, the KubeVirt/HyperConverged CRs,
+//!   operand pods and VMs, plus their live reads;
 //! - [`live`]: cluster access — the cluster flags, the one client builder (one-shot or
 //!   watch), the one paging loop, the API-error mapping — and the node list;
-//! - [`mustgather`]: the GPU Operator's must-gather bundle (`gpuwl triage`);
 //! - [`snapshot`]: one read of everything the analyses need from a live cluster;
-//! - [`snapshot_file`]: the same, written to and read from one file (`gpuwl snapshot`).
+//! - [`snapshot_file`]: the same, written to and read from one file (`gpuwl snapshot`);
+//! - [`explain`]: `gpuwl explain` on the live cluster (the object and its snapshot read
+//!   at once, then the core's analysis).
+
+pub use gpuwl_core::decode::{document, dump, mustgather};
 
 pub mod clusterpolicy;
-pub mod document;
 pub mod dra;
-pub mod dump;
+pub mod explain;
 pub mod kubevirt;
 pub mod live;
-pub mod mustgather;
 pub mod operands;
 pub mod pods;
 pub mod snapshot;

@@ -1,30 +1,11 @@
-//! One read of what the analyses need from a live cluster: all nodes and all pods (the two
-//! lists at once, paginated), the GPU Operator's ClusterPolicy status and, when asked,
-//! KubeVirt's `permittedHostDevices`. `inventory` and `explain` both read through it.
+//! One read of what the analyses need from a live cluster into a [`Snapshot`] (the record
+//! is [`gpuwl_core::decode::snapshot`], re-exported here).
+
+pub use gpuwl_core::decode::snapshot::*;
 
 use kube::Client;
 
 use crate::error::Result;
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
-
-/// What a live cluster offers the analyses.
-pub struct Snapshot {
-    /// All nodes.
-    pub nodes: Vec<NodeInfo>,
-    /// All pods.
-    pub pods: Vec<PodInfo>,
-    /// The ClusterPolicy, or why there is none.
-    pub policy: PolicyStatus,
-    /// KubeVirt's `permittedHostDevices`, when asked for and readable.
-    pub kubevirt: Option<PermittedHostDevices>,
-    /// DRA DeviceClasses, ResourceSlices and ResourceClaims (empty when not served).
-    pub dra: crate::model::dra::DraObjects,
-    /// Whether DRA objects were listed, or why not.
-    pub dra_source: crate::model::dra::DraSource,
-}
 
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR only when `with_kubevirt`. Each
 /// virt-launcher pod is marked with whether a VirtualMachine owns its VMI

@@ -471,21 +471,6 @@ pub struct Loaded {
     pub meta: Meta,
 }
 
-/// Opens a file, through gzip when it starts with the gzip magic (`1f 8b`).
-///
-/// Errors: [`Error::File`] when it cannot be opened.
-pub fn open_maybe_gzip(path: &Path) -> Result<Box<dyn Read>> {
-    let mut f = std::fs::File::open(path).map_err(|e| Error::read(path, e))?;
-    let mut magic = [0u8; 2];
-    let n = f.read(&mut magic).map_err(|e| Error::read(path, e))?;
-    std::io::Seek::rewind(&mut f).map_err(|e| Error::read(path, e))?;
-    Ok(if n == 2 && magic == [0x1f, 0x8b] {
-        Box::new(flate2::read::GzDecoder::new(std::io::BufReader::new(f)))
-    } else {
-        Box::new(std::io::BufReader::new(f))
-    })
-}
-
 /// Reads a small member whole (at most [`MAX_SMALL_MEMBER`] bytes).
 fn small(r: impl Read, origin: &str) -> Result<String> {
     let mut s = String::new();
@@ -625,7 +610,7 @@ struct Members {
 /// `snapshot.json`; [`Error::Input`] for a member that does not read, naming it.
 fn read_members(path: &Path) -> Result<Members> {
     let shown = path.display().to_string();
-    let reader = open_maybe_gzip(path)?;
+    let reader = crate::input::document::open_maybe_gzip(path)?;
     let mut archive = tar::Archive::new(reader);
     let not_tar = |e: std::io::Error| {
         Error::file(

@@ -569,8 +569,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         &[],
     )?;
     let cross = &plan.pods[3].name;
-    let cross_explanation =
-        crate::analysis::explain::live::from_cluster(&client, NAMESPACE, cross).await?;
+    let cross_explanation = crate::input::explain::from_cluster(&client, NAMESPACE, cross).await?;
     Ok(LabReport {
         plan,
         pods: outcomes,

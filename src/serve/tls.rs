@@ -50,7 +50,7 @@ impl std::fmt::Debug for ServingCert {
 }
 
 fn pki(e: rcgen::Error) -> Error {
-    Error::Pki(e)
+    Error::Pki(Box::new(e))
 }
 
 /// A fresh CA (`CN=gpuwl-admission-ca`) and a serving certificate it signs for `dns`

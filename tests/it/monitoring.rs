@@ -135,7 +135,7 @@ fn selected_codes(expr: &str) -> Vec<String> {
     out
 }
 
-/// The alerts follow gpuwl's one severity table (src/model/finding.rs SEVERITIES): an alert
+/// The alerts follow gpuwl's one severity table (crates/gpuwl-core/src/model/finding.rs SEVERITIES): an alert
 /// on finding codes has the severity of its codes (error → critical, warning → warning,
 /// never an info), and every error code pages through some alert.
 #[test]

@@ -1,5 +1,5 @@
 //! gpuwl's model of the GPU Operator (effective workload, operands per node,
-//! `src/model/operator.rs`) against the real operator on the local control plane
+//! `crates/gpuwl-core/src/model/operator.rs`) against the real operator on the local control plane
 //! (`gpuwl cluster up --gpu-operator`).
 //!
 //! One cluster, four ClusterPolicy rounds (sandbox workloads on with each

@@ -1,0 +1,315 @@
+//! Reading KubeVirt's `permittedHostDevices` from a KubeVirt or HyperConverged CR
+//! (`kubectl get kubevirt -A -o yaml`, `kubectl get hyperconverged -A -o yaml`: one object,
+//! or a List holding one) into [`PermittedHostDevices`], or from the CRs the API returned
+//! ([`choose`]; gpuwl's `input::kubevirt` lists them: the HyperConverged CR when one
+//! exists, else the KubeVirt CR).
+//!
+//! Field names: kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`
+//! (`PermittedHostDevices`, `PciHostDevice`, `MediatedHostDevice`) and
+//! kubevirt/hyperconverged-cluster-operator `api/v1beta1/hyperconverged_types.go`
+//! (`pciDeviceSelector`).
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::decode::document::{self, array, get, opt_scalar, opt_str};
+use crate::error::{Error, FieldError, Result};
+use crate::model::kubevirt::{
+    HostDevicesSource, MediatedDevice, PciHostDevice, PermittedHostDevices,
+};
+
+const EXPECTING: &str = "a KubeVirt or HyperConverged CR";
+
+/// Reads the CR in `path` (`-` for stdin).
+///
+/// Errors: [`Error::Input`] naming the file and field: unreadable, empty, invalid
+/// JSON/YAML, another kind, a List with no or several such CRs, a field of the wrong type.
+pub fn read_path(path: &Path) -> Result<PermittedHostDevices> {
+    let name = path.display().to_string();
+    let text = document::read_text(path)?;
+    read_str(&text, &name)
+}
+
+/// Parses the CR from text; `name` starts every error message. See [`read_path`].
+pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
+    read_cr_str(text, name).map(|c| c.devices)
+}
+
+/// A KubeVirt or HyperConverged CR as read: its `permittedHostDevices`, and the object
+/// itself (JSON), for output that must keep what the CR holds (`kubevirt generate`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CurrentCr {
+    /// The list, read as [`from_object`] reads it.
+    pub devices: PermittedHostDevices,
+    /// The whole object, `kind` set.
+    pub object: Value,
+}
+
+/// Reads the CR in `path` (`-` for stdin) with the object itself. Errors as [`read_path`].
+pub fn read_cr_path(path: &Path) -> Result<CurrentCr> {
+    let name = path.display().to_string();
+    let text = document::read_text(path)?;
+    read_cr_str(&text, &name)
+}
+
+/// Parses the CR from text with the object itself. Errors as [`read_path`].
+pub(crate) fn read_cr_str(text: &str, name: &str) -> Result<CurrentCr> {
+    let doc = document::parse(text, name, EXPECTING)?;
+    let err = |e: FieldError| Error::field(name, e);
+    let kind = opt_str(&doc, "kind").map_err(err)?;
+    let obj = match kind {
+        Some("List" | "KubeVirtList" | "HyperConvergedList") => {
+            let items = array(doc.get("items"), "items").map_err(err)?;
+            match items {
+                [one] => one,
+                [] => {
+                    return Err(err(FieldError::new(
+                        "items",
+                        format!("empty, expected {EXPECTING}"),
+                    )));
+                }
+                _ => {
+                    return Err(err(FieldError::new(
+                        "items",
+                        format!("{} objects, expected one {EXPECTING}", items.len()),
+                    )));
+                }
+            }
+        }
+        _ => &doc,
+    };
+    Ok(CurrentCr {
+        devices: from_object(obj).map_err(err)?,
+        object: obj.clone(),
+    })
+}
+
+/// Reads one KubeVirt or HyperConverged object (as JSON).
+///
+/// Errors: the wrong field, without the source name (the caller adds it).
+pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, FieldError> {
+    let source = match opt_str(v, "kind")? {
+        Some("KubeVirt") => HostDevicesSource::KubeVirt,
+        Some("HyperConverged") => HostDevicesSource::HyperConverged,
+        Some(k) => {
+            return Err(FieldError::object(format!(
+                "kind {} is not KubeVirt or HyperConverged",
+                crate::decode::document::cut(k)
+            )));
+        }
+        None => {
+            return Err(FieldError::object(format!(
+                "no kind field: expected {EXPECTING}"
+            )));
+        }
+    };
+    let object = format!(
+        "{}/{}",
+        opt_str(v, "metadata.namespace")?.unwrap_or(""),
+        opt_str(v, "metadata.name")?.unwrap_or("")
+    );
+    // The HostDevices gate (KubeVirt only: HyperConverged sets KubeVirt's gates itself).
+    let host_devices_gate = match source {
+        HostDevicesSource::KubeVirt => Some(
+            get(v, "spec.configuration.developerConfiguration.featureGates")
+                .and_then(Value::as_array)
+                .is_some_and(|gates| gates.iter().any(|g| g == "HostDevices")),
+        ),
+        HostDevicesSource::HyperConverged => None,
+    };
+    let path = source.path();
+    let list = match get(v, path) {
+        None | Some(Value::Null) => {
+            return Ok(PermittedHostDevices {
+                source,
+                object,
+                present: false,
+                host_devices_gate,
+                pci_host_devices: Vec::new(),
+                mediated_devices: Vec::new(),
+            });
+        }
+        Some(l @ Value::Object(_)) => l,
+        Some(_) => return Err(FieldError::new(path, "expected a map")),
+    };
+    let pci_field = match source {
+        HostDevicesSource::KubeVirt => "pciVendorSelector",
+        HostDevicesSource::HyperConverged => "pciDeviceSelector",
+    };
+    let entry = |e: &Value, p: &str, sel: &str| -> std::result::Result<_, FieldError> {
+        let s = |k: &str| opt_scalar(e.get(k), &format!("{p}.{k}")).map(Option::unwrap_or_default);
+        let external = match e.get("externalResourceProvider") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(FieldError::new(
+                    format!("{p}.externalResourceProvider"),
+                    "expected true or false",
+                ));
+            }
+        };
+        Ok((s(sel)?, s("resourceName")?, external))
+    };
+    let mut pci_host_devices = Vec::new();
+    let pp = format!("{path}.pciHostDevices");
+    for (i, e) in array(list.get("pciHostDevices"), &pp)?.iter().enumerate() {
+        let (selector, resource_name, external_resource_provider) =
+            entry(e, &format!("{pp}[{i}]"), pci_field)?;
+        pci_host_devices.push(PciHostDevice {
+            selector,
+            resource_name,
+            external_resource_provider,
+        });
+    }
+    let mut mediated_devices = Vec::new();
+    let mp = format!("{path}.mediatedDevices");
+    for (i, e) in array(list.get("mediatedDevices"), &mp)?.iter().enumerate() {
+        let (selector, resource_name, external_resource_provider) =
+            entry(e, &format!("{mp}[{i}]"), "mdevNameSelector")?;
+        mediated_devices.push(MediatedDevice {
+            selector,
+            resource_name,
+            external_resource_provider,
+        });
+    }
+    Ok(PermittedHostDevices {
+        source,
+        object,
+        present: true,
+        host_devices_gate,
+        pci_host_devices,
+        mediated_devices,
+    })
+}
+
+/// A custom resource type gpuwl reads live.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CrType {
+    /// API group, e.g. `kubevirt.io`.
+    pub group: &'static str,
+    /// Version, e.g. `v1`.
+    pub version: &'static str,
+    /// Kind, e.g. `KubeVirt`.
+    pub kind: &'static str,
+    /// Plural resource, e.g. `kubevirts`.
+    pub plural: &'static str,
+}
+
+/// `kubevirt.io/v1` `KubeVirt` (`kubevirts`), kubevirt/kubevirt
+/// `staging/src/kubevirt.io/api/core/v1/types.go`.
+pub const KUBEVIRT: CrType = CrType {
+    group: "kubevirt.io",
+    version: "v1",
+    kind: "KubeVirt",
+    plural: "kubevirts",
+};
+
+/// `hco.kubevirt.io/v1beta1` `HyperConverged` (`hyperconvergeds`),
+/// kubevirt/hyperconverged-cluster-operator `api/v1beta1/hyperconverged_types.go`.
+pub const HYPERCONVERGED: CrType = CrType {
+    group: "hco.kubevirt.io",
+    version: "v1beta1",
+    kind: "HyperConverged",
+    plural: "hyperconvergeds",
+};
+
+/// The `permittedHostDevices` of the `ty` CRs the API returned (JSON values with `kind`
+/// set, as gpuwl's `input::kubevirt::list_live` gives them): `None` when there are none, the one CR's list when
+/// there is one. `read_live` asks the HyperConverged CRs first.
+///
+/// Errors: [`Error::Input`] when there are several (pass the file instead) or the one has
+/// a malformed list (the message names the object and field).
+pub fn choose(ty: CrType, items: &[Value]) -> Result<Option<PermittedHostDevices>> {
+    Ok(choose_cr(ty, items)?.map(|c| c.devices))
+}
+
+/// As [`choose`], with the object itself.
+///
+/// Errors: as [`choose`].
+pub fn choose_cr(ty: CrType, items: &[Value]) -> Result<Option<CurrentCr>> {
+    let name = |v: &Value| {
+        format!(
+            "{}/{}",
+            opt_str(v, "metadata.namespace")
+                .ok()
+                .flatten()
+                .unwrap_or(""),
+            opt_str(v, "metadata.name").ok().flatten().unwrap_or("")
+        )
+    };
+    match items {
+        [] => Ok(None),
+        [one] => from_object(one)
+            .map(|devices| {
+                Some(CurrentCr {
+                    devices,
+                    object: one.clone(),
+                })
+            })
+            .map_err(|m| Error::Input(format!("{} {:?} in the cluster: {m}", ty.kind, name(one)))),
+        many => Err(Error::Input(format!(
+            "{} {} CRs in the cluster ({}); pass the one to check with --kubevirt FILE",
+            many.len(),
+            ty.kind,
+            many.iter()
+                .map(|v| format!("{:?}", name(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubevirt_and_hyperconverged() {
+        let kv = read_str(
+            "kind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\nspec:\n  configuration:\n    permittedHostDevices:\n      pciHostDevices:\n      - {pciVendorSelector: \"10DE:2236\", resourceName: nvidia.com/GA102GL_A10, externalResourceProvider: true}\n      mediatedDevices:\n      - {mdevNameSelector: \"NVIDIA A10-24Q\", resourceName: nvidia.com/NVIDIA_A10-24Q}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        assert_eq!(kv.object, "kubevirt/kubevirt");
+        assert_eq!(kv.pci_host_devices[0].selector, "10DE:2236");
+        assert!(kv.pci_host_devices[0].external_resource_provider);
+        assert!(!kv.mediated_devices[0].external_resource_provider);
+        assert!(kv.permits("nvidia.com/NVIDIA_A10-24Q"));
+        let hco = read_str(
+            r#"{"kind":"List","items":[{"kind":"HyperConverged","metadata":{"name":"kubevirt-hyperconverged","namespace":"openshift-cnv"},"spec":{"permittedHostDevices":{"pciHostDevices":[{"pciDeviceSelector":"10DE:1EB8","resourceName":"nvidia.com/TU104GL_TESLA_T4"}]}}}]}"#,
+            "hco.json",
+        )
+        .unwrap();
+        assert_eq!(hco.source, HostDevicesSource::HyperConverged);
+        assert_eq!(hco.pci_host_devices[0].selector, "10DE:1EB8");
+        let none = read_str(
+            "kind: KubeVirt\nmetadata: {name: kv}\nspec: {}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        assert!(!none.present && !none.permits("nvidia.com/GA102GL_A10"));
+    }
+
+    #[test]
+    fn bad_input_names_file_and_field() {
+        let e = read_str("kind: Pod\n", "x.yaml").unwrap_err().to_string();
+        assert_eq!(e, "x.yaml: kind \"Pod\" is not KubeVirt or HyperConverged");
+        let e = read_str(
+            "kind: KubeVirt\nspec: {configuration: {permittedHostDevices: {pciHostDevices: {}}}}\n",
+            "kv.yaml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert_eq!(
+            e,
+            "kv.yaml: spec.configuration.permittedHostDevices.pciHostDevices: expected a list"
+        );
+        assert!(
+            read_str("", "e.yaml")
+                .unwrap_err()
+                .to_string()
+                .starts_with("e.yaml: empty input")
+        );
+    }
+}

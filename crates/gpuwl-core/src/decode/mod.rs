@@ -1,0 +1,29 @@
+//! Reading documents into model records: `kubectl get … -o json|yaml` dumps (a file or
+//! stdin), API objects and responses, and the GPU Operator's must-gather bundle. Pure
+//! functions of bytes and JSON values (and of files read with `std`): the live cluster is
+//! read by gpuwl's `input` module, which re-exports these readers beside its API calls.
+//!
+//! - [`document`]: what every reader shares — format sniffing (JSON or YAML by the first
+//!   byte, BOM, size guard), the streamed list entry point, the YAML options and messages;
+//! - [`dump`]: the node dump (streaming JSON visitor over `items`, YAML through
+//!   serde-saphyr's streaming deserializer);
+//! - [`pods`], [`dra`], [`clusterpolicy`], [`kubevirt`], [`operands`]: pods, DRA objects,
+//!   the GPU Operator's ClusterPolicy, the KubeVirt/HyperConverged CRs and the operand
+//!   pods, from files or API objects;
+//! - [`virt`]: a VM or VMI with its launcher pod ([`virt::VmObjects`]);
+//! - [`mustgather`]: the GPU Operator's must-gather bundle (`gpuwl triage`);
+//! - [`snapshot`]: what one read of a live cluster gives the analyses
+//!   ([`snapshot::Snapshot`]).
+
+pub mod clusterpolicy;
+pub mod document;
+pub mod dra;
+pub mod dump;
+pub mod kubevirt;
+pub mod mustgather;
+pub mod operands;
+pub mod pods;
+pub mod snapshot;
+pub mod virt;
+
+pub use dump::{Source, for_each_node, read_nodes};
