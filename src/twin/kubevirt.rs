@@ -264,6 +264,10 @@ pub async fn refused(
     pods: &[PodInfo],
     inputs: explain::Inputs<'_>,
 ) -> Result<Vec<StillPending>> {
+    if vmis.is_empty() {
+        // No VMI was made (a twin without KubeVirt has no VMI API to ask).
+        return Ok(Vec::new());
+    }
     let objects = list_vmis(client).await?;
     let launchers = launchers_of(pods, vmis);
     let mut out = Vec::new();
