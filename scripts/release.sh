@@ -9,6 +9,8 @@
 #   dist/gpuwl-v0.1.0-x86_64-unknown-linux-gnu.tar.gz.sha256  `sha256sum -c` format
 #   dist/gpuwl-v0.1.0-x86_64-unknown-linux-musl.tar.gz(.sha256) the same, statically linked
 #                                       (musl): any x86_64 Linux, whatever its glibc
+#   dist/gpuwl-v0.1.0-aarch64-unknown-linux-musl.tar.gz(.sha256) the static build for arm64
+#                                       (run under qemu-aarch64-static as its check)
 #   dist/gpuwl-v0.1.0-image.tar(.sha256)   container image (docker save format) of gpuwl
 #   dist/gpuwl-v0.1.0.cdx.json          CycloneDX 1.5 SBOM of the binary's crates (Cargo.lock)
 #   dist/gpuwl-v0.1.0.glibc.txt         ldd output and the highest GLIBC_ symbol version needed
@@ -154,6 +156,60 @@ esac
 record "static archive: $static_archive" "sha256: $(cut -d' ' -f1 "$stage/$static_archive.sha256")" \
   "unpacked: $got" "ldd: $(echo "$static_ldd" | tr -s ' \t' ' ')"
 timed "static (musl) archive, sha256, ldd"
+
+# --- arm64 static archive (musl) ------------------------------------------------------------
+# The same static build for 64-bit ARM (Graviton, Ampere, Grace nodes and bastions): rustup's
+# aarch64-unknown-linux-musl standard library, ring's C and assembly parts compiled and the
+# binary linked by Debian's cross gcc (package gcc-aarch64-linux-gnu). Consumer: the binary
+# run under qemu's user-mode emulator (package qemu-user-static): `--version`, and a real
+# `check` of a node dump, whose output must equal the x86_64 binary's byte for byte.
+# GPUWL_RELEASE_NO_ARM64=1 skips it (no cross gcc or qemu on the machine).
+arm_target=aarch64-unknown-linux-musl
+arm_name="gpuwl-$tag-$arm_target"
+arm_archive="$arm_name.tar.gz"
+arm_files=()
+if [[ "${GPUWL_RELEASE_NO_ARM64:-}" != 1 ]]; then
+  for tool in aarch64-linux-gnu-gcc qemu-aarch64-static; do
+    command -v "$tool" >/dev/null || {
+      echo "error: $tool not found: apt-get install gcc-aarch64-linux-gnu qemu-user-static (or GPUWL_RELEASE_NO_ARM64=1)" >&2
+      exit 2
+    }
+  done
+  if ! rustup target list --installed 2>/dev/null | grep -qx "$arm_target"; then
+    log "rustup target add $arm_target"
+    rustup target add "$arm_target" >&2
+  fi
+  log "cargo build --release --locked --target $arm_target"
+  env -u SOURCE_DATE_EPOCH CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc \
+    CARGO_TARGET_AARCH64_UNKNOWN_LINUX_MUSL_LINKER=aarch64-linux-gnu-gcc \
+    cargo build --release --locked --quiet --target "$arm_target"
+  mkdir -p "$work/$arm_name" "$work/unpacked-arm64"
+  cp "$target_dir/$arm_target/release/gpuwl" "$work/$arm_name/gpuwl"
+  aarch64-linux-gnu-strip "$work/$arm_name/gpuwl" 2>/dev/null || true
+  cp LICENSE README.md "$work/$arm_name/"
+  tar -C "$work/$arm_name" --sort=name --owner=0 --group=0 --numeric-owner \
+    --mtime="@$SOURCE_DATE_EPOCH" -cf - gpuwl LICENSE README.md | gzip -n -9 >"$stage/$arm_archive"
+  (cd "$stage" && sha256sum "$arm_archive" >"$arm_archive.sha256" && sha256sum -c "$arm_archive.sha256" >/dev/null)
+  tar -C "$work/unpacked-arm64" -xzf "$stage/$arm_archive"
+  arm_file="$(file -b "$work/unpacked-arm64/gpuwl" | cut -d, -f1-2)"
+  case "$(file -b "$work/unpacked-arm64/gpuwl")" in
+    *"ARM aarch64"*static*) ;;
+    *) echo "error: the arm64 binary is not a static aarch64 executable: $arm_file" >&2; exit 1 ;;
+  esac
+  got="$(qemu-aarch64-static "$work/unpacked-arm64/gpuwl" --version)"
+  [[ "$got" == "gpuwl $version" ]] || { echo "error: the arm64 binary says '$got'" >&2; exit 1; }
+  dump=tests/data/gate/mig-failed.json
+  arm_check="$(qemu-aarch64-static "$work/unpacked-arm64/gpuwl" check --effective "$dump" 2>&1 || true)"
+  x86_check="$("$work/unpacked/gpuwl" check --effective "$dump" 2>&1 || true)"
+  [[ "$arm_check" == "$x86_check" ]] || { echo "error: arm64 and x86_64 disagree on check $dump" >&2; exit 1; }
+  record "arm64 archive: $arm_archive" "sha256: $(cut -d' ' -f1 "$stage/$arm_archive.sha256")" \
+    "file: $arm_file" "qemu-aarch64-static gpuwl --version: $got" \
+    "qemu-aarch64-static gpuwl check --effective $dump: $(echo "$arm_check" | wc -l) lines, equal to x86_64's"
+  arm_files=("$arm_archive" "$arm_archive.sha256")
+  timed "arm64 static archive, qemu run"
+else
+  record "arm64 archive skipped (GPUWL_RELEASE_NO_ARM64=1)"
+fi
 
 # --- container image ------------------------------------------------------------------------
 # Built without a container daemon (scripts/oci_image.py): one layer with the archive's gpuwl
@@ -327,7 +383,7 @@ fi
 
 # --- publish into dist/ ---------------------------------------------------------------------
 mkdir -p dist/krew dist/charts
-for f in "$archive" "$archive.sha256" "$static_archive" "$static_archive.sha256" "$image" "$image.sha256" "gpuwl-$tag.cdx.json" "gpuwl-$tag.glibc.txt" \
+for f in "$archive" "$archive.sha256" "$static_archive" "$static_archive.sha256" "${arm_files[@]}" "$image" "$image.sha256" "gpuwl-$tag.cdx.json" "gpuwl-$tag.glibc.txt" \
   krew/gpuwl.yaml "charts/gpuwl-$version.tgz" charts/index.yaml "gpuwl-$tag.checks.txt"; do
   mv -f "$stage/$f" "dist/$f"
 done
