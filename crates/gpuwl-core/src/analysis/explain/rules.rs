@@ -16,7 +16,7 @@ use crate::analysis::placement::{self, Exclusion};
 use crate::model::advertise::advertised_gpus;
 use crate::model::kubevirt::permit_entries;
 use crate::model::node::NodeInfo;
-use crate::model::pod::{PodInfo, launcher_vmi_name};
+use crate::model::pod::{PodInfo, SpecProblem, launcher_vmi_name};
 use crate::model::pool::Pool;
 use crate::model::resource::{ResourceClass, classify};
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
@@ -1496,48 +1496,16 @@ fn cordoned(f: &Facts<'_>) -> Option<Diagnosis> {
 
 // ---- rules added for the scheduler's full filter set (issue 22) -------------------
 
-/// One problem of [`PodInfo::problems`] taken apart: `(field path, resource, requested,
-/// what)` where `what` is `without-limit`, `differs` or `above-limit`.
-fn spec_problem(p: &str) -> Option<(&str, &str, String, &'static str)> {
-    let (path, rest) = p.split_once(": ")?;
-    let mut words = rest.split(' ');
-    let resource = words.next()?;
-    if words.next()? != "requests" {
-        return None;
-    }
-    let value = words.next()?.trim_matches('"').to_owned();
-    let what = match words.next()? {
-        "without" => "without-limit",
-        "≠" => "differs",
-        ">" => "above-limit",
-        _ => return None,
-    };
-    Some((path, resource, value, what))
-}
-
 /// `invalid-spec`: the API server refuses the manifest (kubernetes/kubernetes
 /// `pkg/apis/core/validation/validation.go`, `ValidateResourceRequirements`: an extended
 /// resource must have a limit, and requests equal to it when both are set; a request
-/// above its limit): there is no pod for the scheduler.
+/// above its limit): there is no pod for the scheduler. The first [`SpecProblem`] is the
+/// cause, the others the evidence.
 pub(crate) fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
     if let Some(d) = host_devices_gate_off(f) {
         return Some(d);
     }
-    let first = f.pod.problems.first()?;
-    let parsed = spec_problem(first);
-    let fix = match parsed {
-        Some((path, r, v, "without-limit")) => format!(
-            "set {r}: {v} under {path}.resources.limits (requests may then be left out: they default to the limit), then create the {} again",
-            what(f.pod)
-        ),
-        Some((path, r, _, "differs")) => format!(
-            "make {path}.resources.requests {r} equal to its limit, or leave {r} out of requests (it defaults to the limit)"
-        ),
-        Some((path, r, _, _)) => {
-            format!("lower {path}.resources.requests {r} to at most its limit, or raise the limit")
-        }
-        None => "correct the resources as the API server's message says".into(),
-    };
+    let first = f.pod.spec_problems.first()?;
     Some(
         Diagnosis::new(
             CauseCode::InvalidSpec,
@@ -1545,10 +1513,33 @@ pub(crate) fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
                 "the API server refuses this {} as written, so there is nothing to schedule (nodes are not the cause): {first}",
                 what(f.pod)
             ),
-            fix,
+            spec_problem_fix(first, what(f.pod)),
         )
-        .with_evidence(f.pod.problems.iter().skip(1).cloned()),
+        .with_evidence(f.pod.spec_problems.iter().skip(1).map(ToString::to_string)),
     )
+}
+
+/// The fix for `problem` in a pod (or VMI, VM: `what`) the API server refuses.
+fn spec_problem_fix(problem: &SpecProblem, what: &str) -> String {
+    match problem {
+        SpecProblem::RequestWithoutLimit {
+            path,
+            resource: r,
+            requested,
+        } => format!(
+            "set {r}: {requested} under {path}.resources.limits (requests may then be left out: they default to the limit), then create the {what} again"
+        ),
+        SpecProblem::RequestDiffersFromLimit {
+            path, resource: r, ..
+        } => format!(
+            "make {path}.resources.requests {r} equal to its limit, or leave {r} out of requests (it defaults to the limit)"
+        ),
+        SpecProblem::RequestAboveLimit {
+            path, resource: r, ..
+        } => {
+            format!("lower {path}.resources.requests {r} to at most its limit, or raise the limit")
+        }
+    }
 }
 
 /// `invalid-spec` for a VMI or VM not yet created whose spec has `hostDevices[]` while the
@@ -2061,7 +2052,7 @@ mod tests {
     use crate::analysis::explain::{Explanation, Inputs, explain};
     use crate::model::dra::DraObjects;
     use crate::model::node::NodeInfo;
-    use crate::model::pod::PodInfo;
+    use crate::model::pod::{PodInfo, SpecProblem};
 
     fn fixtures() -> (Vec<NodeInfo>, Vec<PodInfo>, DraObjects) {
         let mut nodes = Vec::new();
@@ -2431,5 +2422,40 @@ mod tests {
             r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]}}"#,
         );
         assert_eq!(e.cause_code, CauseCode::TooLarge, "{}", e.cause);
+    }
+
+    #[test]
+    fn each_spec_problem_has_its_fix() {
+        let path = "spec.containers[1]".to_string();
+        let without = SpecProblem::RequestWithoutLimit {
+            path: path.clone(),
+            resource: "nvidia.com/gpu".into(),
+            requested: "2".into(),
+        };
+        assert_eq!(
+            super::spec_problem_fix(&without, "VMI"),
+            "set nvidia.com/gpu: 2 under spec.containers[1].resources.limits (requests may then be left out: they default to the limit), then create the VMI again"
+        );
+        let differs = SpecProblem::RequestDiffersFromLimit {
+            path: path.clone(),
+            resource: "nvidia.com/gpu".into(),
+            requested: "2".into(),
+            limit: "1".into(),
+            counted: 2,
+        };
+        assert_eq!(
+            super::spec_problem_fix(&differs, "pod"),
+            "make spec.containers[1].resources.requests nvidia.com/gpu equal to its limit, or leave nvidia.com/gpu out of requests (it defaults to the limit)"
+        );
+        let above = SpecProblem::RequestAboveLimit {
+            path,
+            resource: "cpu".into(),
+            requested: "2".into(),
+            limit: "1".into(),
+        };
+        assert_eq!(
+            super::spec_problem_fix(&above, "pod"),
+            "lower spec.containers[1].resources.requests cpu to at most its limit, or raise the limit"
+        );
     }
 }
