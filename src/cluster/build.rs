@@ -252,7 +252,13 @@ fn last_line(text: &str) -> String {
 /// Writes the embedded module into `<cache>/<key>/src` and returns that directory.
 fn write_sources() -> Result<PathBuf> {
     let src = cache_root().join(cache_key()).join("src");
-    for (rel, text) in SOURCES {
+    write_module(&src, &SOURCES)?;
+    Ok(src)
+}
+
+/// Writes embedded module files (`(path, text)`) into the directory `src`.
+fn write_module(src: &Path, sources: &[(&str, &str)]) -> Result<()> {
+    for (rel, text) in sources {
         let p = src.join(rel);
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)
@@ -261,7 +267,7 @@ fn write_sources() -> Result<PathBuf> {
         std::fs::write(&p, text)
             .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
     }
-    Ok(src)
+    Ok(())
 }
 
 /// The oldest Go release that builds the pinned modules (`go` directive of
@@ -342,23 +348,11 @@ pub fn build_module(
     let go_version = go_version(what)?;
     let key_dir = cache_root().join(&b.key);
     let src = key_dir.join("src");
-    for (rel, text) in b.sources {
-        let p = src.join(rel);
-        if let Some(parent) = p.parent() {
-            std::fs::create_dir_all(parent)
-                .map_err(|e| Error::failed(format!("cannot create {}", parent.display()), e))?;
-        }
-        std::fs::write(&p, text)
-            .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
-    }
+    write_module(&src, b.sources)?;
     let log_path = key_dir.join("build.log");
     let mut log = std::fs::File::create(&log_path)
         .map_err(|e| Error::failed(format!("cannot write {}", log_path.display()), e))?;
-
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
-    let estimate = b.estimate_2_cores.mul_f64(2.0 / cores.max(1) as f64);
+    let cores = cores();
     let bar = if progress {
         indicatif::ProgressBar::new_spinner()
     } else {
@@ -373,56 +367,21 @@ pub fn build_module(
         );
         note!(
             "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-            estimate.as_secs().div_ceil(60)
+            cold_build_minutes(b.estimate_2_cores, cores)
         );
     }
     // Without a terminal the bar is invisible: print a line every 100 packages instead.
     let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
     bar.set_message("fetching Go modules");
 
-    let go = |args: &[&str]| {
-        let mut c = Command::new("go");
-        c.args(args)
-            .current_dir(&src)
-            .env("GOWORK", "off")
-            .env("CGO_ENABLED", "0")
-            .env("GOFLAGS", "-buildvcs=false -mod=readonly")
-            .stdin(Stdio::null());
-        c
-    };
-
     let started = Instant::now();
-    let out = heartbeat(plain, &format!("fetching {what}'s Go modules"), || {
-        go(&["mod", "download"]).output()
-    })
-    .map_err(|e| Error::failed("cannot run go", e))?;
-    let _ = log.write_all(&out.stderr);
-    if !out.status.success() {
-        bar.finish_and_clear();
-        return Err(rt(format!(
-            "cannot fetch {what}'s Go modules (check GOPROXY / network; log {}): {}",
-            log_path.display(),
-            last_line(&String::from_utf8_lossy(&out.stderr))
-        )));
-    }
+    download_modules(&src, what, plain, &log_path, &mut log, &bar)?;
 
-    let mut list_args = vec!["list", "-deps"];
-    list_args.extend(b.packages);
-    let total = heartbeat(plain, "listing the packages to compile", || {
-        go(&list_args).output()
-    })
-    .ok()
-    .filter(|o| o.status.success())
-    .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
-    .unwrap_or(0);
+    let total = count_packages(&src, plain, "listing the packages to compile", b.packages);
     if progress && total > 0 {
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
+        bar.set_style(bar_style(
+            "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+        ));
         bar.set_length(total);
     }
     bar.set_message("compiling");
@@ -431,69 +390,26 @@ pub fn build_module(
     let _ = std::fs::remove_dir_all(&partial);
     std::fs::create_dir_all(&partial)
         .map_err(|e| Error::failed(format!("cannot create {}", partial.display()), e))?;
-    let p = cores.to_string();
-    let out_dir = format!("{}/", partial.display());
-    // One `go build` per binary, so that a warm Go cache (nothing to compile, only links)
-    // still shows which binary is being built instead of one silent wait.
-    let mut tail = Vec::new();
-    for (i, pkg) in b.packages.iter().enumerate() {
-        let name = pkg.rsplit('/').next().unwrap_or(pkg);
-        let step = format!("{name} ({}/{})", i + 1, b.packages.len());
-        bar.set_message(step.clone());
-        if plain {
-            note!(
-                "building {step}; {}/{total} packages compiled, {}s elapsed",
-                bar.position(),
-                started.elapsed().as_secs()
-            );
-        }
-        let args = [
-            "build",
-            "-v",
-            "-p",
-            &p,
-            "-trimpath",
-            "-ldflags",
-            &b.ldflags,
-            "-o",
-            &out_dir,
-            pkg,
-        ];
-        let mut child = go(&args)
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .map_err(|e| Error::failed("cannot run go build", e))?;
-        if let Some(err) = child.stderr.take() {
-            for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
-                let _ = writeln!(log, "{line}");
-                bar.inc(1);
-                if plain && bar.position() % 100 == 0 {
-                    note!(
-                        "compiled {}/{total} packages in {}s",
-                        bar.position(),
-                        started.elapsed().as_secs()
-                    );
-                }
-                tail.push(line);
-                if tail.len() > 20 {
-                    tail.remove(0);
-                }
-            }
-        }
-        let status = child.wait().map_err(|e| Error::failed("go build", e))?;
-        if !status.success() {
+    let compiled = Compile {
+        src: &src,
+        log: &mut log,
+        bar: &bar,
+        plain,
+        total,
+        started,
+        prefix: "",
+    }
+    .packages(b, cores, &partial);
+    match compiled {
+        Ok(()) => {}
+        Err(CompileError::Run(e)) => return Err(e),
+        Err(CompileError::Failed { name, tail }) => {
             bar.finish_and_clear();
             let _ = std::fs::remove_dir_all(&partial);
             return Err(rt(format!(
                 "building {what} ({name}) failed (log {}): {}",
                 log_path.display(),
-                tail.iter()
-                    .rev()
-                    .find(|l| l.contains("error") || l.contains(": "))
-                    .or(tail.last())
-                    .map(String::as_str)
-                    .unwrap_or("go build exited with an error")
+                failure_line(&tail)
             )));
         }
     }
@@ -505,16 +421,7 @@ pub fn build_module(
     let versions = format!("{}\n{}\n", b.versions, go_version.trim());
     let _ = std::fs::write(partial.join("VERSIONS"), versions);
     let bin = key_dir.join("bin");
-    if let Err(e) = std::fs::rename(&partial, &bin) {
-        let _ = std::fs::remove_dir_all(&partial);
-        // Another build finished first: its result is as good as ours (the caller checks).
-        if !bin.is_dir() {
-            return Err(Error::failed(
-                format!("cannot move binaries to {}", bin.display()),
-                e,
-            ));
-        }
-    }
+    install_partial(&partial, &bin)?;
     if progress {
         note!(
             "built {what} in {}s: {}",
@@ -523,6 +430,241 @@ pub fn build_module(
         );
     }
     Ok(bin)
+}
+
+/// `go mod download` of the module in `src` (`what`, for messages), its output into
+/// `log`; the bar is cleared when it fails.
+fn download_modules(
+    src: &Path,
+    what: &str,
+    plain: bool,
+    log_path: &Path,
+    log: &mut std::fs::File,
+    bar: &indicatif::ProgressBar,
+) -> Result<()> {
+    let out = heartbeat(plain, &format!("fetching {what}'s Go modules"), || {
+        go_command(src, &["mod", "download"]).output()
+    })
+    .map_err(|e| Error::failed("cannot run go", e))?;
+    let _ = log.write_all(&out.stderr);
+    if !out.status.success() {
+        bar.finish_and_clear();
+        return Err(rt(format!(
+            "cannot fetch {what}'s Go modules (check GOPROXY / network; log {}): {}",
+            log_path.display(),
+            last_line(&String::from_utf8_lossy(&out.stderr))
+        )));
+    }
+    Ok(())
+}
+
+/// Renames the finished `partial` directory to `bin`. Another build that finished first
+/// is as good as this one (the caller checks it): then `partial` is dropped.
+fn install_partial(partial: &Path, bin: &Path) -> Result<()> {
+    if let Err(e) = std::fs::rename(partial, bin) {
+        let _ = std::fs::remove_dir_all(partial);
+        if !bin.is_dir() {
+            return Err(Error::failed(
+                format!("cannot move binaries to {}", bin.display()),
+                e,
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The progress bar style of a build: `template`, `=> ` as its bar.
+pub(crate) fn bar_style(template: &str) -> indicatif::ProgressStyle {
+    indicatif::ProgressStyle::with_template(template)
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+        .progress_chars("=> ")
+}
+
+/// The CPU cores a build uses (`go build -p`, the estimate): 2 when unknown.
+pub(crate) fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(2)
+}
+
+/// Whole minutes a cold build takes on `cores` cores, from its measured time on 2
+/// (`estimate_2_cores`), rounded up.
+pub(crate) fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> u64 {
+    estimate_2_cores
+        .mul_f64(2.0 / cores.max(1) as f64)
+        .as_secs()
+        .div_ceil(60)
+}
+
+/// `go <args>` in the module directory `src`, as every build step runs it: outside any
+/// workspace, CGO off, the module graph read-only, no VCS stamp, stdin closed.
+pub(crate) fn go_command(src: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new("go");
+    c.args(args)
+        .current_dir(src)
+        .env("GOWORK", "off")
+        .env("CGO_ENABLED", "0")
+        .env("GOFLAGS", "-buildvcs=false -mod=readonly")
+        .stdin(Stdio::null());
+    c
+}
+
+/// The packages `go build` compiles for `packages` (the lines of `go list -deps`, run with
+/// a [`heartbeat`] saying `what`): the progress bar's length; 0 when go cannot tell.
+pub(crate) fn count_packages(src: &Path, plain: bool, what: &str, packages: &[&str]) -> u64 {
+    let mut args = vec!["list", "-deps"];
+    args.extend(packages);
+    heartbeat(plain, what, || go_command(src, &args).output())
+        .ok()
+        .filter(|o| o.status.success())
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
+        .unwrap_or(0)
+}
+
+/// The line of a failed `go build`'s last output lines to show: the last naming an error
+/// (or `file: message`), else the last one.
+pub(crate) fn failure_line(tail: &[String]) -> &str {
+    tail.iter()
+        .rev()
+        .find(|l| l.contains("error") || l.contains(": "))
+        .or(tail.last())
+        .map(String::as_str)
+        .unwrap_or("go build exited with an error")
+}
+
+/// Why `go build` could not be run to its end.
+pub(crate) enum GoRunError {
+    /// It could not be started.
+    Spawn(std::io::Error),
+    /// It could not be waited for.
+    Wait(std::io::Error),
+}
+
+/// Why one package of [`build_module`] did not build.
+enum CompileError {
+    /// go could not be run or waited for ([`GoRunError`]).
+    Run(Error),
+    /// It exited with an error while building binary `name`; `tail` is its last output.
+    Failed {
+        /// The binary.
+        name: String,
+        /// The last 20 lines of output.
+        tail: Vec<String>,
+    },
+}
+
+/// `go build -v` runs of one build, their output streamed into the build log and the
+/// progress display.
+pub(crate) struct Compile<'a> {
+    /// The module directory.
+    pub src: &'a Path,
+    /// The build log.
+    pub log: &'a mut std::fs::File,
+    /// The progress bar, one step per package compiled.
+    pub bar: &'a indicatif::ProgressBar,
+    /// Without a terminal: a note every 100 packages.
+    pub plain: bool,
+    /// The packages to compile ([`count_packages`]).
+    pub total: u64,
+    /// When the build started.
+    pub started: Instant,
+    /// Before `compiled N/M packages` in the notes (e.g. `gpu-operator: `).
+    pub prefix: &'a str,
+}
+
+impl Compile<'_> {
+    /// One `go build` per package of `b` into `out`, so that a warm Go cache (nothing to
+    /// compile, only links) still shows which binary is being built instead of one silent
+    /// wait.
+    fn packages(
+        &mut self,
+        b: &GoModuleBuild<'_>,
+        cores: usize,
+        out: &Path,
+    ) -> std::result::Result<(), CompileError> {
+        let out_dir = format!("{}/", out.display());
+        let mut tail = Vec::new();
+        for (i, pkg) in b.packages.iter().enumerate() {
+            let name = pkg.rsplit('/').next().unwrap_or(pkg);
+            let step = format!("{name} ({}/{})", i + 1, b.packages.len());
+            self.bar.set_message(step.clone());
+            if self.plain {
+                note!(
+                    "building {step}; {}/{} packages compiled, {}s elapsed",
+                    self.bar.position(),
+                    self.total,
+                    self.started.elapsed().as_secs()
+                );
+            }
+            let ok = self
+                .run(cores, &b.ldflags, &out_dir, pkg, &mut tail)
+                .map_err(|e| {
+                    CompileError::Run(match e {
+                        GoRunError::Spawn(e) => Error::failed("cannot run go build", e),
+                        GoRunError::Wait(e) => Error::failed("go build", e),
+                    })
+                })?;
+            if !ok {
+                return Err(CompileError::Failed {
+                    name: name.to_string(),
+                    tail,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// `go build -v -p <cores> -trimpath -ldflags <ldflags> -o <out> <package>`: each line
+    /// of its output into the log and `tail` (the last 20 kept), a step of the bar per
+    /// package. Returns whether it succeeded.
+    pub(crate) fn run(
+        &mut self,
+        cores: usize,
+        ldflags: &str,
+        out: &str,
+        package: &str,
+        tail: &mut Vec<String>,
+    ) -> std::result::Result<bool, GoRunError> {
+        let p = cores.to_string();
+        let args = [
+            "build",
+            "-v",
+            "-p",
+            &p,
+            "-trimpath",
+            "-ldflags",
+            ldflags,
+            "-o",
+            out,
+            package,
+        ];
+        let mut child = go_command(self.src, &args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(GoRunError::Spawn)?;
+        if let Some(err) = child.stderr.take() {
+            for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
+                let _ = writeln!(self.log, "{line}");
+                self.bar.inc(1);
+                if self.plain && self.bar.position().is_multiple_of(100) {
+                    note!(
+                        "{}compiled {}/{} packages in {}s",
+                        self.prefix,
+                        self.bar.position(),
+                        self.total,
+                        self.started.elapsed().as_secs()
+                    );
+                }
+                tail.push(line);
+                if tail.len() > 20 {
+                    tail.remove(0);
+                }
+            }
+        }
+        let status = child.wait().map_err(GoRunError::Wait)?;
+        Ok(status.success())
+    }
 }
 
 fn build(progress: bool) -> Result<()> {
@@ -601,5 +743,61 @@ mod tests {
         assert_eq!(go_release("go version go1.9 linux/amd64"), Some((1, 9)));
         assert_eq!(go_release("go version devel"), None);
         assert!((1, 25) < MIN_GO && (1, 26) >= MIN_GO);
+    }
+
+    #[test]
+    fn a_failed_build_shows_its_error_line() {
+        let tail = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            failure_line(&tail(&[
+                "k8s.io/api/core/v1",
+                "cmd/etcd/main.go:3:2: undefined: x",
+                "k8s.io/kubernetes/cmd/kube-apiserver",
+            ])),
+            "cmd/etcd/main.go:3:2: undefined: x"
+        );
+        assert_eq!(
+            failure_line(&tail(&["k8s.io/api/core/v1", "signal: killed"])),
+            "signal: killed"
+        );
+        assert_eq!(failure_line(&tail(&["a", "b"])), "b");
+        assert_eq!(failure_line(&[]), "go build exited with an error");
+    }
+
+    #[test]
+    fn the_estimate_scales_by_cores_and_rounds_up() {
+        let five = Duration::from_secs(5 * 60);
+        assert_eq!(cold_build_minutes(five, 2), 5);
+        assert_eq!(cold_build_minutes(five, 4), 3);
+        assert_eq!(cold_build_minutes(five, 16), 1);
+        assert_eq!(cold_build_minutes(five, 0), 10);
+        assert_eq!(cold_build_minutes(Duration::from_secs(3 * 60), 1), 6);
+    }
+
+    #[test]
+    fn go_runs_outside_workspaces_without_cgo_in_the_module() {
+        let c = go_command(Path::new("/tmp/m"), &["mod", "download"]);
+        assert_eq!(c.get_program(), "go");
+        let args: Vec<_> = c.get_args().collect();
+        assert_eq!(args, ["mod", "download"]);
+        assert_eq!(c.get_current_dir(), Some(Path::new("/tmp/m")));
+        let mut envs: Vec<(String, String)> = c
+            .get_envs()
+            .map(|(k, v)| {
+                (
+                    k.to_string_lossy().into_owned(),
+                    v.unwrap().to_string_lossy().into_owned(),
+                )
+            })
+            .collect();
+        envs.sort();
+        assert_eq!(
+            envs,
+            [
+                ("CGO_ENABLED".to_string(), "0".to_string()),
+                ("GOFLAGS".into(), "-buildvcs=false -mod=readonly".into()),
+                ("GOWORK".into(), "off".into()),
+            ]
+        );
     }
 }

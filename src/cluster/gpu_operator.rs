@@ -23,9 +23,8 @@
 //!   environment variable the operator reads when the ClusterPolicy names none
 //!   (`api/nvidia/v1/clusterpolicy_types.go` `ImagePath`).
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::Namespace;
@@ -35,6 +34,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
+use super::build::{GoRunError, go_command};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
 
@@ -161,19 +161,7 @@ fn build(progress: bool) -> Result<PathBuf> {
     let log_path = key_dir.join("build.log");
     let mut log = std::fs::File::create(&log_path)
         .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
-    let go = |args: &[&str]| {
-        let mut c = Command::new("go");
-        c.args(args)
-            .current_dir(&src)
-            .env("GOWORK", "off")
-            .env("CGO_ENABLED", "0")
-            .env("GOFLAGS", "-buildvcs=false -mod=readonly")
-            .stdin(Stdio::null());
-        c
-    };
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(2);
+    let cores = super::build::cores();
     if progress {
         note!(
             "building the NVIDIA GPU Operator ({OPERATOR_MODULE} {OPERATOR_VERSION}) into {}",
@@ -181,16 +169,84 @@ fn build(progress: bool) -> Result<PathBuf> {
         );
         note!(
             "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-            COLD_BUILD_ESTIMATE_2_CORES
-                .mul_f64(2.0 / cores.max(1) as f64)
-                .as_secs()
-                .div_ceil(60)
+            super::build::cold_build_minutes(COLD_BUILD_ESTIMATE_2_CORES, cores)
         );
     }
     let started = Instant::now();
     let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
+    download_modules(&src, plain, &log_path, &mut log)?;
+    let module_dir = module_dir(&src)?;
+    let total = super::build::count_packages(
+        &src,
+        plain,
+        "listing the GPU Operator's packages",
+        &[PACKAGE],
+    );
+    let bar = if progress && total > 0 {
+        let b = indicatif::ProgressBar::new(total);
+        b.set_style(super::build::bar_style(
+            "{spinner} building gpu-operator [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+        ));
+        b.enable_steady_tick(Duration::from_millis(200));
+        b
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let partial = key_dir.join(format!("dist.partial-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&partial);
+    std::fs::create_dir_all(&partial)
+        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
+    let mut compile = super::build::Compile {
+        src: &src,
+        log: &mut log,
+        bar: &bar,
+        plain,
+        total,
+        started,
+        prefix: "gpu-operator: ",
+    };
+    let mut tail = Vec::new();
+    let out_bin = partial.join(BINARY).display().to_string();
+    let built = compile
+        .run(cores, &ldflags(), &out_bin, PACKAGE, &mut tail)
+        .map_err(|e| match e {
+            GoRunError::Spawn(e) => rt(format!("cannot run go build: {e}")),
+            GoRunError::Wait(e) => rt(format!("go build: {e}")),
+        })?;
+    bar.finish_and_clear();
+    if !built {
+        let _ = std::fs::remove_dir_all(&partial);
+        return Err(rt(format!(
+            "building the GPU Operator failed (log {}): {}",
+            log_path.display(),
+            super::build::failure_line(&tail)
+        )));
+    }
+    copy_module_files(&module_dir, &partial)?;
+    let _ = std::fs::write(
+        partial.join("VERSION"),
+        format!("{OPERATOR_MODULE} {OPERATOR_VERSION}\n"),
+    );
+    install_partial(&partial, &dist)?;
+    if progress {
+        note!(
+            "built the GPU Operator in {}s: {}",
+            started.elapsed().as_secs(),
+            dist.display()
+        );
+    }
+    Ok(dist)
+}
+
+/// `go mod download` of the operator's module in `src`, its output into `log`.
+fn download_modules(
+    src: &Path,
+    plain: bool,
+    log_path: &Path,
+    log: &mut std::fs::File,
+) -> Result<()> {
     let out = super::build::heartbeat(plain, "fetching the GPU Operator's Go modules", || {
-        go(&["mod", "download"]).output()
+        go_command(src, &["mod", "download"]).output()
     })
     .map_err(|_| {
         rt("`go` not found on PATH: install Go 1.26 or newer to build the GPU Operator")
@@ -203,118 +259,38 @@ fn build(progress: bool) -> Result<PathBuf> {
             last_line(&String::from_utf8_lossy(&out.stderr))
         )));
     }
-    let module_dir = {
-        let o = go(&["list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE])
-            .output()
-            .map_err(|e| rt(format!("cannot run go: {e}")))?;
-        let d = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-        if !o.status.success() || d.as_os_str().is_empty() {
-            return Err(rt(format!(
-                "cannot locate the {OPERATOR_MODULE} module: {}",
-                last_line(&String::from_utf8_lossy(&o.stderr))
-            )));
-        }
-        d
-    };
-    let total = super::build::heartbeat(plain, "listing the GPU Operator's packages", || {
-        go(&["list", "-deps", PACKAGE]).output()
-    })
-    .ok()
-    .filter(|o| o.status.success())
-    .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
-    .unwrap_or(0);
-    let bar = if progress && total > 0 {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} building gpu-operator [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        b.enable_steady_tick(Duration::from_millis(200));
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let partial = key_dir.join(format!("dist.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial)
-        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
-    let p = cores.to_string();
-    let ld = ldflags();
-    let out_bin = partial.join(BINARY).display().to_string();
-    let mut child = go(&[
-        "build",
-        "-v",
-        "-p",
-        &p,
-        "-trimpath",
-        "-ldflags",
-        &ld,
-        "-o",
-        &out_bin,
-        PACKAGE,
-    ])
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped())
-    .spawn()
-    .map_err(|e| rt(format!("cannot run go build: {e}")))?;
-    let mut tail = Vec::new();
-    if let Some(err) = child.stderr.take() {
-        for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
-            let _ = writeln!(log, "{line}");
-            bar.inc(1);
-            if plain && bar.position() % 100 == 0 {
-                note!(
-                    "gpu-operator: compiled {}/{total} packages in {}s",
-                    bar.position(),
-                    started.elapsed().as_secs()
-                );
-            }
-            tail.push(line);
-            if tail.len() > 20 {
-                tail.remove(0);
-            }
-        }
-    }
-    let status = child.wait().map_err(|e| rt(format!("go build: {e}")))?;
-    bar.finish_and_clear();
-    if !status.success() {
-        let _ = std::fs::remove_dir_all(&partial);
+    Ok(())
+}
+
+/// Where the operator's module lies in the module cache (`go list -m`): the files the
+/// operator reads at run time are copied from there.
+fn module_dir(src: &Path) -> Result<PathBuf> {
+    let o = go_command(src, &["list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE])
+        .output()
+        .map_err(|e| rt(format!("cannot run go: {e}")))?;
+    let d = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    if !o.status.success() || d.as_os_str().is_empty() {
         return Err(rt(format!(
-            "building the GPU Operator failed (log {}): {}",
-            log_path.display(),
-            tail.iter()
-                .rev()
-                .find(|l| l.contains("error") || l.contains(": "))
-                .or(tail.last())
-                .map(String::as_str)
-                .unwrap_or("go build exited with an error")
+            "cannot locate the {OPERATOR_MODULE} module: {}",
+            last_line(&String::from_utf8_lossy(&o.stderr))
         )));
     }
-    copy_module_files(&module_dir, &partial)?;
-    let _ = std::fs::write(
-        partial.join("VERSION"),
-        format!("{OPERATOR_MODULE} {OPERATOR_VERSION}\n"),
-    );
-    if let Err(e) = std::fs::rename(&partial, &dist) {
-        let _ = std::fs::remove_dir_all(&partial);
-        if !complete(&dist) {
+    Ok(d)
+}
+
+/// Renames the finished `partial` directory to `dist`; a complete `dist` another build
+/// finished first is as good (then `partial` is dropped).
+fn install_partial(partial: &Path, dist: &Path) -> Result<()> {
+    if let Err(e) = std::fs::rename(partial, dist) {
+        let _ = std::fs::remove_dir_all(partial);
+        if !complete(dist) {
             return Err(rt(format!(
                 "cannot move the build to {}: {e}",
                 dist.display()
             )));
         }
     }
-    if progress {
-        note!(
-            "built the GPU Operator in {}s: {}",
-            started.elapsed().as_secs(),
-            dist.display()
-        );
-    }
-    Ok(dist)
+    Ok(())
 }
 
 /// Copies from the module directory into `out`: `assets/*` and `manifests/` under

@@ -906,15 +906,37 @@ pub const EMULATION_PERIOD: std::time::Duration = std::time::Duration::from_mill
 ///
 /// Errors: [`Error::Runtime`] on an API failure (the caller retries on the next pass).
 pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usize> {
-    use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
-    use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::Api;
     let nodes: Api<Node> = Api::all(client.clone());
-    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    let gpu_nodes = gpu_nodes(&nodes).await?;
+    if gpu_nodes.is_empty() {
+        return Ok(0);
+    }
+    let running = running_operands(client, namespace).await?;
+    let settings = PolicySettings::from_spec(&policy_spec(client).await);
+    let files = ConfigFiles::read(client, namespace, &settings).await;
+    let mut updated = 0;
+    for (node, hw) in gpu_nodes {
+        let name = node.metadata.name.clone().unwrap_or_default();
+        let ops = running.get(&name).copied().unwrap_or_default();
+        let step = node_step(&node, &hw, ops, &settings, &files);
+        if write_node(&nodes, &name, step).await? {
+            updated += 1;
+        }
+    }
+    Ok(updated)
+}
+
+/// The nodes with [`HARDWARE_ANNOTATION`], each with the hardware it describes.
+async fn gpu_nodes(
+    nodes: &kube::api::Api<k8s_openapi::api::core::v1::Node>,
+) -> Result<Vec<(k8s_openapi::api::core::v1::Node, GpuHardware)>> {
     let node_list = nodes
-        .list(&ListParams::default())
+        .list(&kube::api::ListParams::default())
         .await
         .map_err(|e| api_error("list nodes", &e))?;
-    let gpu_nodes: Vec<(Node, GpuHardware)> = node_list
+    Ok(node_list
         .items
         .into_iter()
         .filter_map(|n| {
@@ -926,13 +948,19 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
                 .and_then(|a| serde_json::from_str::<GpuHardware>(a).ok())?;
             Some((n, hw))
         })
-        .collect();
-    if gpu_nodes.is_empty() {
-        return Ok(0);
-    }
+        .collect())
+}
+
+/// Per node, the operand pods running in `namespace` (phase Running, not being deleted).
+async fn running_operands(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<BTreeMap<String, NodeOperands>> {
+    use k8s_openapi::api::core::v1::Pod;
+    let pods: kube::api::Api<Pod> = kube::api::Api::namespaced(client.clone(), namespace);
     let mut running: BTreeMap<String, NodeOperands> = BTreeMap::new();
     for p in pods
-        .list(&ListParams::default())
+        .list(&kube::api::ListParams::default())
         .await
         .map_err(|e| api_error(&format!("list pods in {namespace}"), &e))?
         .items
@@ -949,169 +977,300 @@ pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usiz
         };
         running.entry(node).or_default().add(&ds);
     }
-    // The policy's settings the emulation needs, and the config files the operator
-    // deployed (or the user named) for the vGPU device manager, the MIG manager and the
-    // device plugin.
-    let policy: Api<DynamicObject> =
-        Api::all_with(client.clone(), &super::gpu_operator::policy_resource());
-    let spec = policy
+    Ok(running)
+}
+
+/// The ClusterPolicy's `spec` (`null` when there is none or it cannot be read).
+async fn policy_spec(client: &kube::Client) -> serde_json::Value {
+    let policy: kube::api::Api<kube::api::DynamicObject> =
+        kube::api::Api::all_with(client.clone(), &super::gpu_operator::policy_resource());
+    policy
         .get_opt(super::gpu_operator::POLICY_NAME)
         .await
         .ok()
         .flatten()
         .map(|o| o.data["spec"].clone())
-        .unwrap_or_default();
-    let text = |v: &serde_json::Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
-    let vgpu_spec = &spec["vgpuDeviceManager"]["config"];
-    let cm_name = text(&vgpu_spec["name"]).unwrap_or_else(|| DEFAULT_VGPU_CONFIGMAP.into());
-    let default_config = text(&vgpu_spec["default"]).unwrap_or_else(|| "default".into());
-    let mig_cm =
-        text(&spec["migManager"]["config"]["name"]).unwrap_or_else(|| DEFAULT_MIG_CONFIGMAP.into());
-    let plugin_cm = text(&spec["devicePlugin"]["config"]["name"]);
-    let plugin_default = text(&spec["devicePlugin"]["config"]["default"]);
-    let policy_strategy = text(&spec["mig"]["strategy"]);
-    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
-    let cm_data = |name: String| {
-        let cms = cms.clone();
-        async move {
-            cms.get_opt(&name)
-                .await
-                .ok()
-                .flatten()
-                .map(|cm| cm.data.unwrap_or_default())
-        }
-    };
-    let vgpu_file = cm_data(cm_name)
-        .await
-        .and_then(|d| d.get("config.yaml").cloned())
-        .and_then(|t| VgpuConfigFile::parse(&t).ok());
-    // `None`: no ConfigMap (the MIG manager's pod cannot start); `Some(Err)`: a file it
-    // cannot read (it reports `failed`).
-    let mig_file = cm_data(mig_cm).await.map(|d| {
-        d.get("config.yaml")
-            .ok_or_else(|| "no config.yaml".to_string())
-            .and_then(|t| MigConfigFile::parse(t))
-    });
-    let plugin_data = match &plugin_cm {
-        Some(n) => cm_data(n.clone()).await,
-        None => None,
-    };
-    let mut updated = 0;
-    for (node, hw) in gpu_nodes {
-        let name = node.metadata.name.clone().unwrap_or_default();
-        let ops = running.get(&name).copied().unwrap_or_default();
-        let labels = node.metadata.labels.clone().unwrap_or_default();
-        let annotations = node.metadata.annotations.clone().unwrap_or_default();
-        let config = labels
-            .get("nvidia.com/vgpu.config")
-            .cloned()
-            .unwrap_or_else(|| default_config.clone());
-        let types = vgpu_file
-            .as_ref()
-            .map(|f| f.types_for(&config, hw.pci_device_id))
-            .unwrap_or_default();
-        // The MIG manager: apply the requested config while its pod runs; the GPUs keep
-        // the last applied layout when it leaves.
-        let mut applied: Option<MigApplied> = annotations
-            .get(MIG_APPLIED_ANNOTATION)
-            .and_then(|a| serde_json::from_str(a).ok());
-        // Label → new value (`None`: remove).
-        let mut meta_labels: BTreeMap<String, Option<String>> = BTreeMap::new();
-        if let Some(req) = labels.get(MIG_CONFIG_LABEL).filter(|r| !r.is_empty())
-            && ops.mig_manager
-            && applied.as_ref().map(|a| &a.config) != Some(req)
-            && let Some((now, state)) = match &mig_file {
-                None => None,
-                Some(Ok(f)) => mig_manager_step(req, Some(f), &hw),
-                Some(Err(_)) => Some((None, "failed")),
-            }
-        {
-            if now.is_some() {
-                applied = now;
-            }
-            meta_labels.insert(MIG_CONFIG_STATE_LABEL.into(), Some(state.into()));
-        }
-        let layout = applied.as_ref().map(|a| a.gpus.clone()).unwrap_or_default();
-        let plugin = select_plugin_config(
-            plugin_cm.is_some(),
-            plugin_data.as_ref(),
-            labels.get(DEVICE_PLUGIN_CONFIG_LABEL).map(String::as_str),
-            plugin_default.as_deref(),
-        )
-        .and_then(|cfg| {
-            let strategy = resolve_strategy(policy_strategy.as_deref(), cfg.as_ref())?;
-            Ok((cfg, strategy))
-        });
-        let device_plugin = plugin
-            .as_ref()
-            .map_err(String::clone)
-            .and_then(|(cfg, strategy)| {
-                device_plugin_resources(&hw, &layout, *strategy, cfg.as_ref())
-            });
-        // GFD's MIG strategy label where it runs (none under `none`: NFD then drops it).
-        if ops.feature_discovery
-            && let Ok((_, strategy)) = &plugin
-        {
-            meta_labels.insert(
-                MIG_STRATEGY_LABEL.into(),
-                (*strategy != MigStrategy::None).then(|| strategy.as_str().to_string()),
-            );
-        }
-        meta_labels.retain(|k, v| labels.get(k) != v.as_ref());
-        let applied_json = applied.as_ref().and_then(|a| serde_json::to_string(a).ok());
-        let new_annotation =
-            applied_json.filter(|j| annotations.get(MIG_APPLIED_ANNOTATION) != Some(j));
-        if !meta_labels.is_empty() || new_annotation.is_some() {
-            let mut meta = serde_json::json!({ "labels": meta_labels });
-            if let Some(j) = new_annotation {
-                meta["annotations"] = serde_json::json!({ MIG_APPLIED_ANNOTATION: j });
-            }
-            nodes
-                .patch(
-                    &name,
-                    &PatchParams::default(),
-                    &Patch::Merge(&serde_json::json!({ "metadata": meta })),
-                )
-                .await
-                .map_err(|e| api_error(&format!("label node {name}"), &e))?;
-        }
-        let now = advertised_with(
-            &hw,
-            ops,
-            &types,
-            device_plugin.as_ref().unwrap_or(&BTreeMap::new()),
-        );
-        let quantities = |m: Option<
-            &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
-        >|
-         -> BTreeMap<String, String> {
-            m.map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
-                .unwrap_or_default()
-        };
-        let status = node.status.as_ref();
-        let cap = quantities(status.and_then(|s| s.capacity.as_ref()));
-        let alloc = quantities(status.and_then(|s| s.allocatable.as_ref()));
-        if let Some(want) = status_update(&cap, &alloc, &now) {
-            if ops.device_plugin
-                && let Err(e) = &device_plugin
-            {
-                eprintln!(
-                    "node {}: the device plugin registers nothing: {}",
-                    crate::text::esc(&name),
-                    crate::text::cut(e)
-                );
-            }
-            let patch = serde_json::json!({
-                "status": { "capacity": &want, "allocatable": &want }
-            });
-            nodes
-                .patch_status(&name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map_err(|e| api_error(&format!("update the status of node {name}"), &e))?;
-            updated += 1;
+        .unwrap_or_default()
+}
+
+/// The ClusterPolicy's settings the emulation needs, defaults filled in.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct PolicySettings {
+    /// The vGPU device manager's ConfigMap (`vgpuDeviceManager.config.name`).
+    vgpu_configmap: String,
+    /// Its config for a node without `nvidia.com/vgpu.config` (`…config.default`).
+    vgpu_default: String,
+    /// The MIG manager's ConfigMap (`migManager.config.name`).
+    mig_configmap: String,
+    /// The device plugin's ConfigMap (`devicePlugin.config.name`); `None`: no config
+    /// manager.
+    plugin_configmap: Option<String>,
+    /// Its default entry (`devicePlugin.config.default`).
+    plugin_default: Option<String>,
+    /// `mig.strategy`.
+    mig_strategy: Option<String>,
+}
+
+impl PolicySettings {
+    /// Reads them from the ClusterPolicy's `spec` (an empty string counts as unset).
+    fn from_spec(spec: &serde_json::Value) -> PolicySettings {
+        let text = |v: &serde_json::Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+        let vgpu_spec = &spec["vgpuDeviceManager"]["config"];
+        PolicySettings {
+            vgpu_configmap: text(&vgpu_spec["name"])
+                .unwrap_or_else(|| DEFAULT_VGPU_CONFIGMAP.into()),
+            vgpu_default: text(&vgpu_spec["default"]).unwrap_or_else(|| "default".into()),
+            mig_configmap: text(&spec["migManager"]["config"]["name"])
+                .unwrap_or_else(|| DEFAULT_MIG_CONFIGMAP.into()),
+            plugin_configmap: text(&spec["devicePlugin"]["config"]["name"]),
+            plugin_default: text(&spec["devicePlugin"]["config"]["default"]),
+            mig_strategy: text(&spec["mig"]["strategy"]),
         }
     }
-    Ok(updated)
+}
+
+/// The config files the operator deployed (or the user named) for the vGPU device
+/// manager, the MIG manager and the device plugin.
+#[derive(Debug, Default)]
+struct ConfigFiles {
+    /// The vGPU device manager's `config.yaml`, when its ConfigMap has one that parses.
+    vgpu: Option<VgpuConfigFile>,
+    /// The MIG manager's: `None`: no ConfigMap (its pod cannot start); `Some(Err)`: a
+    /// file it cannot read (it reports `failed`).
+    mig: Option<std::result::Result<MigConfigFile, String>>,
+    /// The device plugin's ConfigMap data, when the policy names one and it exists.
+    plugin: Option<BTreeMap<String, String>>,
+}
+
+impl ConfigFiles {
+    /// Reads the ConfigMaps `settings` names in `namespace`.
+    async fn read(
+        client: &kube::Client,
+        namespace: &str,
+        settings: &PolicySettings,
+    ) -> ConfigFiles {
+        use k8s_openapi::api::core::v1::ConfigMap;
+        let cms: kube::api::Api<ConfigMap> = kube::api::Api::namespaced(client.clone(), namespace);
+        let cm_data = |name: &str| {
+            let cms = cms.clone();
+            let name = name.to_string();
+            async move {
+                cms.get_opt(&name)
+                    .await
+                    .ok()
+                    .flatten()
+                    .map(|cm| cm.data.unwrap_or_default())
+            }
+        };
+        let vgpu = cm_data(&settings.vgpu_configmap)
+            .await
+            .and_then(|d| d.get("config.yaml").cloned())
+            .and_then(|t| VgpuConfigFile::parse(&t).ok());
+        let mig = cm_data(&settings.mig_configmap).await.map(|d| {
+            d.get("config.yaml")
+                .ok_or_else(|| "no config.yaml".to_string())
+                .and_then(|t| MigConfigFile::parse(t))
+        });
+        let plugin = match &settings.plugin_configmap {
+            Some(n) => cm_data(n).await,
+            None => None,
+        };
+        ConfigFiles { vgpu, mig, plugin }
+    }
+}
+
+/// What one pass writes to one node.
+#[derive(Debug, Default, PartialEq)]
+struct NodeStep {
+    /// The metadata to merge (changed labels, a new [`MIG_APPLIED_ANNOTATION`]); `None`
+    /// when nothing changes.
+    metadata: Option<serde_json::Value>,
+    /// The capacity and allocatable to write ([`status_update`]); `None` when they stay.
+    status: Option<BTreeMap<String, String>>,
+    /// Why the running device plugin registers nothing, to report with a status change.
+    plugin_error: Option<String>,
+}
+
+/// One pass over `node` with hardware `hw` and the operands `ops` running on it: the MIG
+/// manager applies the requested layout, the device plugin selects its config and
+/// strategy, GFD labels the strategy, and the plugins advertise what they find.
+fn node_step(
+    node: &k8s_openapi::api::core::v1::Node,
+    hw: &GpuHardware,
+    ops: NodeOperands,
+    settings: &PolicySettings,
+    files: &ConfigFiles,
+) -> NodeStep {
+    let labels = node.metadata.labels.clone().unwrap_or_default();
+    let annotations = node.metadata.annotations.clone().unwrap_or_default();
+    let config = labels
+        .get("nvidia.com/vgpu.config")
+        .cloned()
+        .unwrap_or_else(|| settings.vgpu_default.clone());
+    let types = files
+        .vgpu
+        .as_ref()
+        .map(|f| f.types_for(&config, hw.pci_device_id))
+        .unwrap_or_default();
+    // The MIG manager: apply the requested config while its pod runs; the GPUs keep the
+    // last applied layout when it leaves.
+    let mut applied: Option<MigApplied> = annotations
+        .get(MIG_APPLIED_ANNOTATION)
+        .and_then(|a| serde_json::from_str(a).ok());
+    // Label → new value (`None`: remove).
+    let mut meta_labels: BTreeMap<String, Option<String>> = BTreeMap::new();
+    if let Some((now, state)) = mig_manager_pass(
+        labels.get(MIG_CONFIG_LABEL),
+        ops,
+        applied.as_ref(),
+        files.mig.as_ref(),
+        hw,
+    ) {
+        if now.is_some() {
+            applied = now;
+        }
+        meta_labels.insert(MIG_CONFIG_STATE_LABEL.into(), Some(state.into()));
+    }
+    let layout = applied.as_ref().map(|a| a.gpus.clone()).unwrap_or_default();
+    let plugin = select_plugin_config(
+        settings.plugin_configmap.is_some(),
+        files.plugin.as_ref(),
+        labels.get(DEVICE_PLUGIN_CONFIG_LABEL).map(String::as_str),
+        settings.plugin_default.as_deref(),
+    )
+    .and_then(|cfg| {
+        let strategy = resolve_strategy(settings.mig_strategy.as_deref(), cfg.as_ref())?;
+        Ok((cfg, strategy))
+    });
+    let device_plugin = plugin
+        .as_ref()
+        .map_err(String::clone)
+        .and_then(|(cfg, strategy)| device_plugin_resources(hw, &layout, *strategy, cfg.as_ref()));
+    // GFD's MIG strategy label where it runs (none under `none`: NFD then drops it).
+    if ops.feature_discovery
+        && let Ok((_, strategy)) = &plugin
+    {
+        meta_labels.insert(
+            MIG_STRATEGY_LABEL.into(),
+            (*strategy != MigStrategy::None).then(|| strategy.as_str().to_string()),
+        );
+    }
+    meta_labels.retain(|k, v| labels.get(k) != v.as_ref());
+    let metadata = metadata_patch(meta_labels, applied.as_ref(), &annotations);
+    let now = advertised_with(
+        hw,
+        ops,
+        &types,
+        device_plugin.as_ref().unwrap_or(&BTreeMap::new()),
+    );
+    let (cap, alloc) = node_resources(node);
+    let status = status_update(&cap, &alloc, &now);
+    let plugin_error = match (&status, device_plugin) {
+        (Some(_), Err(e)) if ops.device_plugin => Some(e),
+        _ => None,
+    };
+    NodeStep {
+        metadata,
+        status,
+        plugin_error,
+    }
+}
+
+/// What the MIG manager does in this pass on a node asking for MIG config `requested`:
+/// nothing (`None`) unless its pod runs and the config differs from the one `applied`;
+/// else [`mig_manager_step`] with its config file (`failed` for a file it cannot read).
+fn mig_manager_pass(
+    requested: Option<&String>,
+    ops: NodeOperands,
+    applied: Option<&MigApplied>,
+    file: Option<&std::result::Result<MigConfigFile, String>>,
+    hw: &GpuHardware,
+) -> Option<(Option<MigApplied>, &'static str)> {
+    let req = requested.filter(|r| !r.is_empty())?;
+    if !ops.mig_manager || applied.map(|a| &a.config) == Some(req) {
+        return None;
+    }
+    match file? {
+        Ok(f) => mig_manager_step(req, Some(f), hw),
+        Err(_) => Some((None, "failed")),
+    }
+}
+
+/// The metadata merge patch: `labels` (value `None` removes one) and the applied MIG
+/// state when it differs from the node's [`MIG_APPLIED_ANNOTATION`]; `None` when neither
+/// changes.
+fn metadata_patch(
+    labels: BTreeMap<String, Option<String>>,
+    applied: Option<&MigApplied>,
+    annotations: &BTreeMap<String, String>,
+) -> Option<serde_json::Value> {
+    let applied_json = applied.and_then(|a| serde_json::to_string(a).ok());
+    let new_annotation =
+        applied_json.filter(|j| annotations.get(MIG_APPLIED_ANNOTATION) != Some(j));
+    if labels.is_empty() && new_annotation.is_none() {
+        return None;
+    }
+    let mut meta = serde_json::json!({ "labels": labels });
+    if let Some(j) = new_annotation {
+        meta["annotations"] = serde_json::json!({ MIG_APPLIED_ANNOTATION: j });
+    }
+    Some(meta)
+}
+
+/// The node's `status.capacity` and `status.allocatable`, as quantity text.
+fn node_resources(
+    node: &k8s_openapi::api::core::v1::Node,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let quantities = |m: Option<
+        &BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>,
+    >|
+     -> BTreeMap<String, String> {
+        m.map(|m| m.iter().map(|(k, v)| (k.clone(), v.0.clone())).collect())
+            .unwrap_or_default()
+    };
+    let status = node.status.as_ref();
+    (
+        quantities(status.and_then(|s| s.capacity.as_ref())),
+        quantities(status.and_then(|s| s.allocatable.as_ref())),
+    )
+}
+
+/// Writes `step` to node `name`: the metadata, then the status (reporting a device plugin
+/// that registers nothing first). Returns whether the status changed.
+async fn write_node(
+    nodes: &kube::api::Api<k8s_openapi::api::core::v1::Node>,
+    name: &str,
+    step: NodeStep,
+) -> Result<bool> {
+    use kube::api::{Patch, PatchParams};
+    if let Some(meta) = step.metadata {
+        nodes
+            .patch(
+                name,
+                &PatchParams::default(),
+                &Patch::Merge(&serde_json::json!({ "metadata": meta })),
+            )
+            .await
+            .map_err(|e| api_error(&format!("label node {name}"), &e))?;
+    }
+    let Some(want) = step.status else {
+        return Ok(false);
+    };
+    if let Some(e) = &step.plugin_error {
+        eprintln!(
+            "node {}: the device plugin registers nothing: {}",
+            crate::text::esc(name),
+            crate::text::cut(e)
+        );
+    }
+    let patch = serde_json::json!({
+        "status": { "capacity": &want, "allocatable": &want }
+    });
+    nodes
+        .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| api_error(&format!("update the status of node {name}"), &e))?;
+    Ok(true)
 }
 
 /// Runs [`emulate_once`] every [`EMULATION_PERIOD`] until the process is stopped; an API
@@ -1669,6 +1828,172 @@ mig-configs:
         assert_eq!(
             serde_json::from_str::<GpuHardware>(old).unwrap(),
             GpuHardware::a10(4)
+        );
+    }
+
+    fn node(
+        labels: &[(&str, &str)],
+        capacity: &[(&str, &str)],
+    ) -> k8s_openapi::api::core::v1::Node {
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let mut n = k8s_openapi::api::core::v1::Node::default();
+        n.metadata.name = Some("gpu-1".into());
+        n.metadata.labels = Some(
+            labels
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+        );
+        let q: BTreeMap<String, Quantity> = capacity
+            .iter()
+            .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+            .collect();
+        n.status = Some(k8s_openapi::api::core::v1::NodeStatus {
+            capacity: Some(q.clone()),
+            allocatable: Some(q),
+            ..Default::default()
+        });
+        n
+    }
+
+    #[test]
+    fn policy_settings_default_what_the_policy_leaves_out() {
+        let none = PolicySettings::from_spec(&serde_json::Value::Null);
+        assert_eq!(
+            none,
+            PolicySettings {
+                vgpu_configmap: DEFAULT_VGPU_CONFIGMAP.into(),
+                vgpu_default: "default".into(),
+                mig_configmap: DEFAULT_MIG_CONFIGMAP.into(),
+                plugin_configmap: None,
+                plugin_default: None,
+                mig_strategy: None,
+            }
+        );
+        let spec = serde_json::json!({
+            "vgpuDeviceManager": {"config": {"name": "vgpu", "default": ""}},
+            "migManager": {"config": {"name": "mig"}},
+            "devicePlugin": {"config": {"name": "plugin", "default": "a100"}},
+            "mig": {"strategy": "mixed"}
+        });
+        let s = PolicySettings::from_spec(&spec);
+        assert_eq!(
+            (s.vgpu_configmap.as_str(), s.vgpu_default.as_str()),
+            ("vgpu", "default")
+        );
+        assert_eq!(s.mig_configmap, "mig");
+        assert_eq!(s.plugin_configmap.as_deref(), Some("plugin"));
+        assert_eq!(s.plugin_default.as_deref(), Some("a100"));
+        assert_eq!(s.mig_strategy.as_deref(), Some("mixed"));
+    }
+
+    #[test]
+    fn the_mig_manager_acts_only_while_running_on_a_new_config() {
+        let hw = GpuHardware::a100_80gb(1);
+        let running = NodeOperands {
+            mig_manager: true,
+            ..NodeOperands::default()
+        };
+        let req = "all-1g.10gb".to_string();
+        let file: std::result::Result<MigConfigFile, String> = Ok(mig_file());
+        let (applied, state) =
+            mig_manager_pass(Some(&req), running, None, Some(&file), &hw).unwrap();
+        assert_eq!(state, "success");
+        let applied = applied.unwrap();
+        assert_eq!(applied.config, "all-1g.10gb");
+        // Already applied, not running, nothing asked, no ConfigMap: nothing happens.
+        assert_eq!(
+            mig_manager_pass(Some(&req), running, Some(&applied), Some(&file), &hw),
+            None
+        );
+        let stopped = NodeOperands::default();
+        assert_eq!(
+            mig_manager_pass(Some(&req), stopped, None, Some(&file), &hw),
+            None
+        );
+        assert_eq!(
+            mig_manager_pass(Some(&String::new()), running, None, Some(&file), &hw),
+            None
+        );
+        assert_eq!(mig_manager_pass(Some(&req), running, None, None, &hw), None);
+        let unreadable = Err("bad".to_string());
+        assert_eq!(
+            mig_manager_pass(Some(&req), running, None, Some(&unreadable), &hw),
+            Some((None, "failed"))
+        );
+    }
+
+    #[test]
+    fn a_node_step_applies_mig_then_advertises_what_the_plugin_sees() {
+        let hw = GpuHardware::a100_80gb(1);
+        let ops = NodeOperands {
+            device_plugin: true,
+            mig_manager: true,
+            feature_discovery: true,
+            ..NodeOperands::default()
+        };
+        let settings =
+            PolicySettings::from_spec(&serde_json::json!({"mig": {"strategy": "mixed"}}));
+        let files = ConfigFiles {
+            mig: Some(Ok(mig_file())),
+            ..ConfigFiles::default()
+        };
+        let n = node(
+            &[(MIG_CONFIG_LABEL, "all-1g.10gb")],
+            &[("nvidia.com/gpu", "1")],
+        );
+        let step = node_step(&n, &hw, ops, &settings, &files);
+        let meta = step.metadata.unwrap();
+        assert_eq!(
+            meta["labels"],
+            serde_json::json!({
+                MIG_CONFIG_STATE_LABEL: "success",
+                MIG_STRATEGY_LABEL: "mixed"
+            })
+        );
+        let applied: MigApplied = serde_json::from_str(
+            meta["annotations"][MIG_APPLIED_ANNOTATION]
+                .as_str()
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(applied.config, "all-1g.10gb");
+        // The whole GPU leaves (0), the seven MIG devices come.
+        let want: BTreeMap<String, String> =
+            [("nvidia.com/gpu", "0"), ("nvidia.com/mig-1g.10gb", "7")]
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+        assert_eq!(step.status, Some(want));
+        assert_eq!(step.plugin_error, None);
+    }
+
+    #[test]
+    fn a_node_step_reports_a_plugin_without_its_configmap() {
+        let hw = GpuHardware::a10(2);
+        let ops = NodeOperands {
+            device_plugin: true,
+            ..NodeOperands::default()
+        };
+        let settings = PolicySettings::from_spec(
+            &serde_json::json!({"devicePlugin": {"config": {"name": "plugin-config"}}}),
+        );
+        let n = node(&[], &[("nvidia.com/gpu", "2")]);
+        let step = node_step(&n, &hw, ops, &settings, &ConfigFiles::default());
+        assert_eq!(step.metadata, None);
+        assert_eq!(
+            step.status,
+            Some([("nvidia.com/gpu".to_string(), "0".to_string())].into())
+        );
+        assert_eq!(
+            step.plugin_error.as_deref(),
+            Some("the device plugin's ConfigMap does not exist")
+        );
+        // Nothing to change: nothing to write, nothing to report.
+        let n = node(&[], &[]);
+        assert_eq!(
+            node_step(&n, &hw, ops, &settings, &ConfigFiles::default()),
+            NodeStep::default()
         );
     }
 }

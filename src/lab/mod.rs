@@ -397,173 +397,43 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     if !local {
         nodes_exist(&client, &plan).await?;
     }
+    let lab = Lab {
+        client: &client,
+        plan: &plan,
+        dirs: &dirs,
+        opts,
+        local,
+    };
     let mut st = Steps {
         done: 0,
         started: Instant::now(),
         progress,
     };
-
-    st.begin();
-    step1(&client, &plan, &dirs, local, opts.operator)
-        .await
-        .map_err(|e| st.fail(e))?;
-    let labels: Vec<String> = plan
-        .nodes
-        .iter()
-        .map(|n| format!("{}={}", n.node, n.config))
-        .collect();
-    st.finish(&labels.join(" "));
-
-    let lab_nodes: Vec<(String, WorkloadConfig)> = plan
-        .nodes
-        .iter()
-        .map(|n| (n.node.clone(), n.config))
-        .collect();
-    st.begin();
-    let observed = if opts.operator {
-        Some(
-            operator::wait_operands(&client, &lab_nodes)
-                .await
-                .map_err(|e| st.fail(e))?,
-        )
-    } else {
-        None
-    };
-    files::write_lines(&dirs.out.join("operands.txt"), &operands_lines())
-        .map_err(|e| st.fail(e))?;
-    if let Some(observed) = &observed {
-        let lines = operator::observed_lines(&lab_nodes, observed);
-        files::write_lines(&dirs.out.join(OPERANDS_OBSERVED), &lines).map_err(|e| st.fail(e))?;
-        let per_node: Vec<String> = lines[..lines.len() - 1].to_vec();
-        st.finish(&format!("observed {}", per_node.join("; ")));
-    } else {
-        st.finish(&format!(
-            "NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"
-        ));
-    }
-
-    st.begin();
-    if opts.operator {
-        let want: Vec<(String, String, u32)> = plan
-            .nodes
-            .iter()
-            .map(|n| (n.node.clone(), n.resource.clone(), n.amount))
-            .collect();
-        // The file is read back from node status: what the emulated plugins advertise.
-        let seen = operator::wait_advertised(&client, &want)
-            .await
-            .map_err(|e| st.fail(e))?;
-        let lines: Vec<String> = plan
-            .nodes
-            .iter()
-            .flat_map(|n| {
-                seen[&n.node]
-                    .iter()
-                    .map(|(r, a)| format!("{} {r} {a}", n.node))
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        files::write_lines(&dirs.out.join("03-resources.txt"), &lines).map_err(|e| st.fail(e))?;
-    } else {
-        step3(&client, &plan, &dirs, local)
-            .await
-            .map_err(|e| st.fail(e))?;
-    }
-    let advertised: Vec<String> = plan
-        .nodes
-        .iter()
-        .map(|n| format!("{} {}={}", n.node, n.resource, n.amount))
-        .collect();
-    st.finish(&format!(
-        "{}{}",
-        if opts.operator { "observed " } else { "" },
-        advertised.join(", ")
-    ));
-
+    label_step(&mut st, &lab).await?;
+    operands_step(&mut st, &lab).await?;
+    resources_step(&mut st, &lab).await?;
     let lab_vms = kubevirt::lab_vms(
         &plan.pods[1].resource,
         &plan.pods[2].resource,
         &plan.pods[3].resource,
     );
     let permitted = if opts.kubevirt {
-        let started = Instant::now();
-        let kubeconfig = local_kubeconfig
-            .clone()
-            .ok_or_else(|| Error::Runtime("--kubevirt needs the local control plane".into()))?;
-        let permitted = kubevirt_prepare(&client, &plan, &lab_vms, &opts.gpuwl_bin, &kubeconfig)
-            .await
-            .map_err(|e| Error::failed("KubeVirt (before step 5) failed", e))?;
-        (st.progress)(&format!(
-            "[kubevirt] KubeVirt CR patched as kubevirt generate prints it: permits {} ({:.1}s)",
-            permitted.join(", "),
-            started.elapsed().as_secs_f64()
-        ));
-        Some(permitted)
+        Some(kubevirt_step(&mut st, &lab, &lab_vms, local_kubeconfig.as_deref()).await?)
     } else {
         None
     };
-    let mut vm_outcomes: Vec<kubevirt::VmOutcome> = Vec::new();
-
-    let mut outcomes: Vec<PodOutcome> = Vec::new();
-    for (i, pod) in plan.pods.iter().enumerate() {
-        st.begin();
-        let o = apply_pod(&client, pod, &dirs)
-            .await
-            .map_err(|e| st.fail(e))?;
-        let expect_bound = pod.node_selector.is_empty();
-        if o.node.is_some() != expect_bound {
-            let why = match &o.node {
-                Some(n) => format!(
-                    "{} was bound to {n}, but the lab expects it to stay Pending",
-                    o.name
-                ),
-                None => format!("{} was not scheduled: {}", o.name, o.message),
-            };
-            return Err(st.fail(Error::Runtime(why)));
-        }
-        outcomes.push(o.clone());
-        let (file, lines) = pod_result_file(i, &outcomes);
-        files::write_lines(&dirs.out.join(file), &lines).map_err(|e| st.fail(e))?;
-        let mut detail = match &o.node {
-            Some(n) => format!("{} → {n}", o.name),
-            None => format!("{} stays {} on no node: {}", o.name, o.phase, o.message),
-        };
-        if opts.kubevirt && i >= 1 {
-            let more = vm_step(&client, &lab_vms[i - 1], &dirs, &mut vm_outcomes, i == 3)
-                .await
-                .map_err(|e| st.fail(e))?;
-            detail.push_str(&more);
-        }
-        st.finish(&detail);
-    }
-
+    let vms = opts.kubevirt.then_some(lab_vms.as_slice());
+    let (outcomes, vm_outcomes) = pod_steps(&mut st, &lab, vms).await?;
     st.begin();
     let consistency = step8(&client, &dirs, &opts.gpuwl_bin)
         .await
         .map_err(|e| st.fail(e))?;
     st.finish(&consistency.trim_end().replace('\n', "; "));
-
     let dra_step = if opts.dra {
-        let started = Instant::now();
-        let d = dra::run(&client, &opts.nodes, &dirs)
-            .await
-            .map_err(|e| Error::failed("step 9 (DRA: the same GPUs as claims) failed", e))?;
-        let placed: Vec<String> = d
-            .pods
-            .iter()
-            .map(|(p, n)| format!("{p} → {}", n.as_deref().unwrap_or("none")))
-            .collect();
-        (st.progress)(&format!(
-            "[9] DRA: the same GPUs as claims — {}; {} ({:.1}s)",
-            placed.join(", "),
-            d.pool_line,
-            started.elapsed().as_secs_f64()
-        ));
-        Some(d)
+        Some(dra_step(&mut st, &lab).await?)
     } else {
         None
     };
-
     let inventory = crate::analysis::inventory::from_snapshot(
         crate::input::snapshot::read(&client, false).await?,
         &[],
@@ -580,6 +450,233 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         dra: dra_step,
         kubevirt: permitted.map(|p| (p, vm_outcomes)),
     })
+}
+
+/// What every step of a run works with.
+struct Lab<'a> {
+    client: &'a Client,
+    plan: &'a Plan,
+    dirs: &'a LabDirs,
+    opts: &'a LabOptions,
+    /// On the local control plane.
+    local: bool,
+}
+
+/// Step 1: the nodes labelled ([`step1`]).
+async fn label_step(st: &mut Steps<'_>, lab: &Lab<'_>) -> Result<()> {
+    st.begin();
+    step1(lab.client, lab.plan, lab.dirs, lab.local, lab.opts.operator)
+        .await
+        .map_err(|e| st.fail(e))?;
+    st.finish(&labels_detail(lab.plan));
+    Ok(())
+}
+
+/// Step 1's line: `<node>=<config>` per node.
+fn labels_detail(plan: &Plan) -> String {
+    let labels: Vec<String> = plan
+        .nodes
+        .iter()
+        .map(|n| format!("{}={}", n.node, n.config))
+        .collect();
+    labels.join(" ")
+}
+
+/// Step 2: `operands.txt` from the model; with `--operator`, the operands the real GPU
+/// Operator runs, awaited and written to [`OPERANDS_OBSERVED`].
+async fn operands_step(st: &mut Steps<'_>, lab: &Lab<'_>) -> Result<()> {
+    let lab_nodes: Vec<(String, WorkloadConfig)> = lab
+        .plan
+        .nodes
+        .iter()
+        .map(|n| (n.node.clone(), n.config))
+        .collect();
+    st.begin();
+    let observed = if lab.opts.operator {
+        Some(
+            operator::wait_operands(lab.client, &lab_nodes)
+                .await
+                .map_err(|e| st.fail(e))?,
+        )
+    } else {
+        None
+    };
+    files::write_lines(&lab.dirs.out.join("operands.txt"), &operands_lines())
+        .map_err(|e| st.fail(e))?;
+    if let Some(observed) = &observed {
+        let lines = operator::observed_lines(&lab_nodes, observed);
+        files::write_lines(&lab.dirs.out.join(OPERANDS_OBSERVED), &lines)
+            .map_err(|e| st.fail(e))?;
+        let per_node: Vec<String> = lines[..lines.len() - 1].to_vec();
+        st.finish(&format!("observed {}", per_node.join("; ")));
+    } else {
+        st.finish(&format!(
+            "NO_LABEL={DEFAULT_WORKLOAD}, ENABLE_FLAG={ENABLE_FLAG}"
+        ));
+    }
+    Ok(())
+}
+
+/// Step 3: the resources advertised — written into node status ([`step3`]), or with
+/// `--operator` awaited from the emulated device plugins and read back.
+async fn resources_step(st: &mut Steps<'_>, lab: &Lab<'_>) -> Result<()> {
+    let plan = lab.plan;
+    st.begin();
+    if lab.opts.operator {
+        let want: Vec<(String, String, u32)> = plan
+            .nodes
+            .iter()
+            .map(|n| (n.node.clone(), n.resource.clone(), n.amount))
+            .collect();
+        // The file is read back from node status: what the emulated plugins advertise.
+        let seen = operator::wait_advertised(lab.client, &want)
+            .await
+            .map_err(|e| st.fail(e))?;
+        files::write_lines(
+            &lab.dirs.out.join("03-resources.txt"),
+            &observed_resource_lines(plan, &seen),
+        )
+        .map_err(|e| st.fail(e))?;
+    } else {
+        step3(lab.client, plan, lab.dirs, lab.local)
+            .await
+            .map_err(|e| st.fail(e))?;
+    }
+    st.finish(&resources_detail(plan, lab.opts.operator));
+    Ok(())
+}
+
+/// `03-resources.txt` as observed: `<node> <resource> <amount>` for every name `seen` on
+/// each node, in plan order.
+fn observed_resource_lines(
+    plan: &Plan,
+    seen: &BTreeMap<String, BTreeMap<String, String>>,
+) -> Vec<String> {
+    plan.nodes
+        .iter()
+        .flat_map(|n| {
+            seen[&n.node]
+                .iter()
+                .map(|(r, a)| format!("{} {r} {a}", n.node))
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// Step 3's line: `<node> <resource>=<amount>` per node (`observed ` first with
+/// `--operator`).
+fn resources_detail(plan: &Plan, observed: bool) -> String {
+    let advertised: Vec<String> = plan
+        .nodes
+        .iter()
+        .map(|n| format!("{} {}={}", n.node, n.resource, n.amount))
+        .collect();
+    format!(
+        "{}{}",
+        if observed { "observed " } else { "" },
+        advertised.join(", ")
+    )
+}
+
+/// Before step 5 with `--kubevirt` ([`kubevirt_prepare`]): returns the names the KubeVirt
+/// CR permits, reporting them on a `[kubevirt]` line.
+async fn kubevirt_step(
+    st: &mut Steps<'_>,
+    lab: &Lab<'_>,
+    vms: &[kubevirt::LabVm],
+    kubeconfig: Option<&Path>,
+) -> Result<Vec<String>> {
+    let started = Instant::now();
+    let kubeconfig = kubeconfig
+        .ok_or_else(|| Error::Runtime("--kubevirt needs the local control plane".into()))?;
+    let permitted = kubevirt_prepare(lab.client, lab.plan, vms, &lab.opts.gpuwl_bin, kubeconfig)
+        .await
+        .map_err(|e| Error::failed("KubeVirt (before step 5) failed", e))?;
+    (st.progress)(&format!(
+        "[kubevirt] KubeVirt CR patched as kubevirt generate prints it: permits {} ({:.1}s)",
+        permitted.join(", "),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(permitted)
+}
+
+/// Steps 4-7: each pod applied and held to what the lab expects of it, its result file
+/// written, and (with `--kubevirt`, `vms`) steps 5-7's VMI after it ([`vm_step`]).
+/// Returns the pods' and the VMIs' outcomes.
+async fn pod_steps(
+    st: &mut Steps<'_>,
+    lab: &Lab<'_>,
+    vms: Option<&[kubevirt::LabVm]>,
+) -> Result<(Vec<PodOutcome>, Vec<kubevirt::VmOutcome>)> {
+    let mut vm_outcomes: Vec<kubevirt::VmOutcome> = Vec::new();
+    let mut outcomes: Vec<PodOutcome> = Vec::new();
+    for (i, pod) in lab.plan.pods.iter().enumerate() {
+        st.begin();
+        let o = apply_pod(lab.client, pod, lab.dirs)
+            .await
+            .map_err(|e| st.fail(e))?;
+        if let Some(why) = unexpected_placement(pod, &o) {
+            return Err(st.fail(Error::Runtime(why)));
+        }
+        outcomes.push(o.clone());
+        let (file, lines) = pod_result_file(i, &outcomes);
+        files::write_lines(&lab.dirs.out.join(file), &lines).map_err(|e| st.fail(e))?;
+        let mut detail = pod_detail(&o);
+        if let Some(vms) = vms
+            && i >= 1
+        {
+            let more = vm_step(lab.client, &vms[i - 1], lab.dirs, &mut vm_outcomes, i == 3)
+                .await
+                .map_err(|e| st.fail(e))?;
+            detail.push_str(&more);
+        }
+        st.finish(&detail);
+    }
+    Ok((outcomes, vm_outcomes))
+}
+
+/// Why pod outcome `o` defeats the lab: a pod without a nodeSelector must be bound, the
+/// one with it must stay Pending. `None` when it does what the lab expects.
+fn unexpected_placement(pod: &LabPod, o: &PodOutcome) -> Option<String> {
+    let expect_bound = pod.node_selector.is_empty();
+    if o.node.is_some() == expect_bound {
+        return None;
+    }
+    Some(match &o.node {
+        Some(n) => format!(
+            "{} was bound to {n}, but the lab expects it to stay Pending",
+            o.name
+        ),
+        None => format!("{} was not scheduled: {}", o.name, o.message),
+    })
+}
+
+/// A pod step's line: `<pod> → <node>`, or why it stays unbound.
+fn pod_detail(o: &PodOutcome) -> String {
+    match &o.node {
+        Some(n) => format!("{} → {n}", o.name),
+        None => format!("{} stays {} on no node: {}", o.name, o.phase, o.message),
+    }
+}
+
+/// Step 9 with `--dra` ([`dra::run`]), reported on a `[9]` line.
+async fn dra_step(st: &mut Steps<'_>, lab: &Lab<'_>) -> Result<dra::DraStep> {
+    let started = Instant::now();
+    let d = dra::run(lab.client, &lab.opts.nodes, lab.dirs)
+        .await
+        .map_err(|e| Error::failed("step 9 (DRA: the same GPUs as claims) failed", e))?;
+    let placed: Vec<String> = d
+        .pods
+        .iter()
+        .map(|(p, n)| format!("{p} → {}", n.as_deref().unwrap_or("none")))
+        .collect();
+    (st.progress)(&format!(
+        "[9] DRA: the same GPUs as claims — {}; {} ({:.1}s)",
+        placed.join(", "),
+        d.pool_line,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(d)
 }
 
 /// Steps 5-7's real VMI with `--kubevirt`: created and awaited
@@ -1073,5 +1170,73 @@ mod tests {
             );
         }
         assert!(steps_help().lines().all(|l| l.chars().count() <= 90));
+    }
+
+    #[test]
+    fn step_lines_name_the_plan() {
+        let p = Plan::new(&LabNodes::default());
+        assert_eq!(
+            labels_detail(&p),
+            "lab-node-0=container lab-node-1=vm-passthrough lab-node-2=vm-vgpu"
+        );
+        assert_eq!(
+            resources_detail(&p, false),
+            "lab-node-0 nvidia.com/gpu=4, lab-node-1 nvidia.com/GA102GL_A10=2, lab-node-2 nvidia.com/NVIDIA_A10-12Q=4"
+        );
+        assert!(resources_detail(&p, true).starts_with("observed lab-node-0 nvidia.com/gpu=4, "));
+        let seen: BTreeMap<String, BTreeMap<String, String>> = p
+            .nodes
+            .iter()
+            .map(|n| {
+                let mut m = BTreeMap::from([(n.resource.clone(), n.amount.to_string())]);
+                if n.node == "lab-node-0" {
+                    m.insert("nvidia.com/gpu.shared".into(), "0".into());
+                }
+                (n.node.clone(), m)
+            })
+            .collect();
+        assert_eq!(
+            observed_resource_lines(&p, &seen),
+            vec![
+                "lab-node-0 nvidia.com/gpu 4",
+                "lab-node-0 nvidia.com/gpu.shared 0",
+                "lab-node-1 nvidia.com/GA102GL_A10 2",
+                "lab-node-2 nvidia.com/NVIDIA_A10-12Q 4",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pod_step_holds_each_pod_to_the_lab() {
+        let p = Plan::new(&LabNodes::default());
+        let outcome = |name: &str, node: Option<&str>| PodOutcome {
+            name: name.into(),
+            resource: "nvidia.com/gpu".into(),
+            node: node.map(str::to_string),
+            phase: if node.is_some() { "Running" } else { "Pending" }.into(),
+            message: if node.is_some() {
+                String::new()
+            } else {
+                "0/3 nodes are available".into()
+            },
+        };
+        let bound = outcome("job-container", Some("lab-node-0"));
+        assert_eq!(unexpected_placement(&p.pods[0], &bound), None);
+        assert_eq!(pod_detail(&bound), "job-container → lab-node-0");
+        let unbound = outcome("job-container", None);
+        assert_eq!(
+            unexpected_placement(&p.pods[0], &unbound).as_deref(),
+            Some("job-container was not scheduled: 0/3 nodes are available")
+        );
+        let cross = outcome("job-cross", None);
+        assert_eq!(unexpected_placement(&p.pods[3], &cross), None);
+        assert_eq!(
+            pod_detail(&cross),
+            "job-cross stays Pending on no node: 0/3 nodes are available"
+        );
+        assert_eq!(
+            unexpected_placement(&p.pods[3], &outcome("job-cross", Some("lab-node-1"))).as_deref(),
+            Some("job-cross was bound to lab-node-1, but the lab expects it to stay Pending")
+        );
     }
 }

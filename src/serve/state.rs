@@ -553,7 +553,6 @@ mod tests {
             conditions: Vec::new(),
             requests: std::sync::Arc::new([(res.to_owned(), 1)].into_iter().collect()),
             sources: Vec::new(),
-            problems: Vec::new(),
             resource_claims: Vec::new(),
             ..Default::default()
         }

@@ -511,7 +511,6 @@ mod tests {
             status_reason: None,
             status_message: None,
             sources: vec![],
-            problems: vec![],
             spec_problems: Vec::new(),
             resource_claims: vec![],
             vmi_owned_by_vm: None,

@@ -1161,7 +1161,6 @@ mod tests {
             conditions: Vec::new(),
             requests: std::sync::Arc::new(req.iter().map(|(k, v)| (k.to_string(), *v)).collect()),
             sources: Vec::new(),
-            problems: Vec::new(),
             spec_problems: Vec::new(),
             resource_claims: Vec::new(),
             ..Default::default()

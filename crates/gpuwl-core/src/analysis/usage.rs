@@ -252,7 +252,6 @@ mod tests {
             conditions: vec![],
             requests: std::sync::Arc::new(req.iter().map(|(r, u)| ((*r).into(), *u)).collect()),
             sources: vec![],
-            problems: vec![],
             spec_problems: Vec::new(),
             resource_claims: vec![],
             ..Default::default()

@@ -456,7 +456,6 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             found.sources.shrink_to_fit();
             found.sources
         },
-        problems: found.problems.iter().map(ToString::to_string).collect(),
         spec_problems: found.problems,
         resource_claims,
         vmi_owned_by_vm: None,
@@ -1011,8 +1010,9 @@ mod tests {
                 },
             ]
         );
+        let sentences: Vec<String> = p.spec_problems.iter().map(ToString::to_string).collect();
         assert_eq!(
-            p.problems,
+            sentences,
             [
                 "spec.containers[0]: nvidia.com/gpu requests \"2\" ≠ limits \"1\": the API server would reject this pod (Kubernetes requires requests = limits for an extended resource when both are set); the 2 counted here is from spec.containers[0].resources.requests",
                 "spec.containers[1]: nvidia.com/GA102GL_A10 requests \"1\" without a limit: the API server refuses the pod (spec.containers[1].resources.limits: Required value: Limit must be set for non overcommitable resources); an extended resource is set in limits, requests left out or equal",

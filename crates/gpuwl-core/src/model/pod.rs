@@ -177,16 +177,10 @@ pub struct PodInfo {
     /// when given, else `limits`), in document order.
     pub sources: Vec<RequestSource>,
     /// What the API server would reject in this object ([`SpecProblem`]), in document
-    /// order. Matched by explain and the admission guard; not serialized (the sentences
-    /// are in [`PodInfo::problems`]).
+    /// order. Matched by explain (the `invalid-spec` rule, the notes of a request) and the
+    /// admission guard; each one's sentence is its [`std::fmt::Display`]. Not serialized.
     #[serde(skip)]
     pub spec_problems: Vec<SpecProblem>,
-    /// [`PodInfo::spec_problems`] as sentences (their [`std::fmt::Display`]), one each
-    /// naming the field. Kept for the `invalid-spec` rule of
-    /// [`crate::analysis::explain::rules`], which still reads the sentence, until it
-    /// matches on [`SpecProblem`] too; nothing else reads it.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub problems: Vec<String>,
     /// `spec.resourceClaims[]` (DRA), each with the claim it resolves to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub resource_claims: Vec<crate::model::dra::PodClaim>,

@@ -16,7 +16,7 @@ use crate::analysis::placement::{self, Exclusion};
 use crate::model::advertise::advertised_gpus;
 use crate::model::kubevirt::permit_entries;
 use crate::model::node::NodeInfo;
-use crate::model::pod::{PodInfo, launcher_vmi_name};
+use crate::model::pod::{PodInfo, SpecProblem, launcher_vmi_name};
 use crate::model::pool::Pool;
 use crate::model::resource::{ResourceClass, classify};
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
@@ -794,178 +794,239 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
         f.e.requests
             .iter()
             .find(|rv| !rv.advertisers.is_empty() && rv.advertisers.iter().all(|a| !a.allowed))?;
-    let adv_nodes: Vec<&NodeInfo> = f
-        .nodes
-        .iter()
-        .filter(|n| rv.advertisers.iter().any(|a| a.node == n.name))
-        .collect();
-    let adv_names: Vec<&str> = adv_nodes.iter().map(|n| n.name.as_str()).collect();
-    let mut excl: Vec<Exclusion> = Vec::new();
-    for n in &adv_nodes {
-        for x in placement::exclusions(f.pod, n) {
-            if !excl.iter().any(|y| y.constraint() == x.constraint()) {
-                excl.push(x);
+    let x = Excluders::of(f, rv);
+    if let Some(d) = selector_near_miss(f, &x) {
+        return Some(d);
+    }
+    if let Some(Exclusion::NodeSelector { key, want, .. }) = x.excl.first()
+        && key == LABEL_KEY
+    {
+        return Some(workload_selector(f, &x, key, want));
+    }
+    Some(Diagnosis::new(
+        CauseCode::Excluded,
+        format!(
+            "{} is advertised only in {} on {}, and the {}'s {} excludes those nodes",
+            rv.resource,
+            x.pool_text,
+            x.names.join(", "),
+            what(f.pod),
+            x.excl
+                .iter()
+                .map(Exclusion::constraint)
+                .collect::<Vec<_>>()
+                .join(" and "),
+        ),
+        exclusion_fix(x.excl.first(), &rv.resource, &x.nodes),
+    ))
+}
+
+/// What keeps a pod off the nodes that advertise one of its names (`rv`): those nodes,
+/// every distinct constraint that excludes one of them, and their pools.
+struct Excluders<'a> {
+    /// The request no allowed node advertises.
+    rv: &'a RequestView,
+    /// The nodes advertising it, in node order.
+    nodes: Vec<&'a NodeInfo>,
+    /// Their names.
+    names: Vec<&'a str>,
+    /// The constraints excluding them, each once ([`Exclusion::constraint`]), in node order.
+    excl: Vec<Exclusion>,
+    /// Their pools ([`advertiser_pools`]).
+    pools: Vec<Pool>,
+    /// `pool NAME (N free), …` of those pools.
+    pool_text: String,
+}
+
+impl<'a> Excluders<'a> {
+    fn of(f: &Facts<'a>, rv: &'a RequestView) -> Excluders<'a> {
+        let nodes: Vec<&NodeInfo> = f
+            .nodes
+            .iter()
+            .filter(|n| rv.advertisers.iter().any(|a| a.node == n.name))
+            .collect();
+        let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+        let mut excl: Vec<Exclusion> = Vec::new();
+        for n in &nodes {
+            for x in placement::exclusions(f.pod, n) {
+                if !excl.iter().any(|y| y.constraint() == x.constraint()) {
+                    excl.push(x);
+                }
             }
         }
+        let pools = advertiser_pools(f, rv);
+        let pool_text = pools
+            .iter()
+            .map(|p| format!("pool {} ({})", p.name(), pool_amount(f, *p, &rv.resource)))
+            .collect::<Vec<_>>()
+            .join(", ");
+        Excluders {
+            rv,
+            nodes,
+            names,
+            excl,
+            pools,
+            pool_text,
+        }
     }
-    let pools = advertiser_pools(f, rv);
-    let pool_text = pools
-        .iter()
-        .map(|p| format!("pool {} ({})", p.name(), pool_amount(f, *p, &rv.resource)))
-        .collect::<Vec<_>>()
-        .join(", ");
-    let constraint_list = excl
-        .iter()
-        .map(Exclusion::constraint)
-        .collect::<Vec<_>>()
-        .join(" and ");
+}
 
-    // A label on the advertising nodes that misses the selector by a typo.
-    for x in &excl {
-        if let Exclusion::NodeSelector {
+/// A label on the advertising nodes that misses a nodeSelector of the pod by a typo: the
+/// first such selector, diagnosed as the pod's typo or the node's.
+fn selector_near_miss(f: &Facts<'_>, x: &Excluders<'_>) -> Option<Diagnosis> {
+    x.excl.iter().find_map(|e| {
+        let Exclusion::NodeSelector {
             key,
             want,
             have: Some(_),
-        } = x
-        {
-            // A value some node carries is meant, not mistyped (a pod pinned to another
-            // node by name is not a typo of this node's name).
-            let carried = f.nodes.iter().any(|n| n.label(key) == Some(want.as_str()));
-            let typo: Vec<(&str, &str)> = adv_nodes
-                .iter()
-                .filter(|_| !carried)
-                .filter_map(|n| {
-                    let h = n.label(key)?;
-                    near_miss(want, h).then_some((n.name.as_str(), h))
-                })
-                .collect();
-            if let Some((_, h)) = typo.first() {
-                let who: Vec<&str> = typo.iter().map(|(n, _)| *n).collect();
-                let invalid = key == LABEL_KEY && h.parse::<WorkloadConfig>().is_err();
-                let want_valid = key != LABEL_KEY || want.parse::<WorkloadConfig>().is_ok();
-                // The node's label is the one to fix only when it is the invalid side and
-                // an admin sets it; else the pod's selector is.
-                if !(invalid && want_valid) || system_label(key) {
-                    return Some(Diagnosis::new(
-                        CauseCode::Excluded,
-                        format!(
-                            "{} advertises {} but carries {key}={h}; the {}'s nodeSelector {key}={want} is a near miss of it{}",
-                            who.join(", "),
-                            rv.resource,
-                            what(f.pod),
-                            if key == LABEL_KEY && !want_valid {
-                                format!(
-                                    " and not a valid workload config ({})",
-                                    WorkloadConfig::ALL
-                                        .iter()
-                                        .map(|w| w.as_str())
-                                        .collect::<Vec<_>>()
-                                        .join(", ")
-                                )
-                            } else if system_label(key) {
-                                " (a label the kubelet, cloud provider or feature discovery sets: the node's value is the real one)".to_string()
-                            } else {
-                                String::new()
-                            }
-                        ),
-                        format!(
-                            "change the {}'s nodeSelector {key}={want} to {key}={h}",
-                            what(f.pod)
-                        ),
-                    ));
-                }
-                return Some(Diagnosis::new(
-                    CauseCode::Excluded,
-                    format!(
-                        "{} advertises {} but carries {key}={h}, a near miss of the nodeSelector {key}={want}{}: the broken label, not the pod, keeps them apart",
-                        who.join(", "),
-                        rv.resource,
-                        if invalid {
-                            format!(
-                                " and not a valid workload config (the GPU Operator silently applies its default to such a node, here pool {})",
-                                f.usage
-                                    .pool_of(who[0])
-                                    .map(|p| p.name())
-                                    .unwrap_or_default()
-                            )
-                        } else {
-                            String::new()
-                        }
-                    ),
-                    format!(
-                        "relabel the node: kubectl label node {} {key}={want} --overwrite",
-                        who.join(" ")
-                    ),
-                ));
-            }
+        } = e
+        else {
+            return None;
+        };
+        // A value some node carries is meant, not mistyped (a pod pinned to another node
+        // by name is not a typo of this node's name).
+        if f.nodes.iter().any(|n| n.label(key) == Some(want.as_str())) {
+            return None;
         }
-    }
-
-    let first = excl.first().cloned();
-    if let Some(Exclusion::NodeSelector { key, want, .. }) = &first
-        && key == LABEL_KEY
-    {
-        // What the allowed nodes offer instead.
-        let other: BTreeSet<&str> = f
-            .nodes
-            .iter()
-            .filter(|n| f.e.allowed_nodes.contains(&n.name))
-            .flat_map(|n| advertised_gpus(n).into_iter().map(|(r, _)| r))
-            .collect();
-        let nobody = !f.nodes.iter().any(|n| n.label(key) == Some(want.as_str()));
-        let near: Vec<String> = f
+        let typo: Vec<(&str, &str)> = x
             .nodes
             .iter()
             .filter_map(|n| {
                 let h = n.label(key)?;
-                near_miss(want, h).then(|| format!("{} carries {key}={h}", n.name))
+                near_miss(want, h).then_some((n.name.as_str(), h))
             })
             .collect();
-        let nobody = match (nobody, near.is_empty()) {
-            (false, _) => String::new(),
-            (true, true) => " (no node has it)".to_string(),
-            (true, false) => format!(" (no node has it; {}, a near miss)", near.join(", ")),
-        };
-        let cause = format!(
-            "the nodeSelector {key}={want} confines the {} to pool {want}{}, whose nodes advertise {} — not {}; {} exists only in {pool_text} on {}. Different names are different resources: one pool cannot lend to another.",
+        let (_, have) = typo.first()?;
+        let who: Vec<&str> = typo.iter().map(|(n, _)| *n).collect();
+        let invalid = key == LABEL_KEY && have.parse::<WorkloadConfig>().is_err();
+        let want_valid = key != LABEL_KEY || want.parse::<WorkloadConfig>().is_ok();
+        // The node's label is the one to fix only when it is the invalid side and an admin
+        // sets it; else the pod's selector is.
+        Some(if !(invalid && want_valid) || system_label(key) {
+            pod_selector_typo(f, x.rv, &who, key, want, have, want_valid)
+        } else {
+            node_label_typo(f, x.rv, &who, key, want, have, invalid)
+        })
+    })
+}
+
+/// The pod's nodeSelector `key=want` is a near miss of the value `have` that the
+/// advertising nodes `who` carry: change the selector.
+fn pod_selector_typo(
+    f: &Facts<'_>,
+    rv: &RequestView,
+    who: &[&str],
+    key: &str,
+    want: &str,
+    have: &str,
+    want_valid: bool,
+) -> Diagnosis {
+    let why = if key == LABEL_KEY && !want_valid {
+        format!(
+            " and not a valid workload config ({})",
+            WorkloadConfig::ALL
+                .iter()
+                .map(|w| w.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else if system_label(key) {
+        " (a label the kubelet, cloud provider or feature discovery sets: the node's value is the real one)".to_string()
+    } else {
+        String::new()
+    };
+    Diagnosis::new(
+        CauseCode::Excluded,
+        format!(
+            "{} advertises {} but carries {key}={have}; the {}'s nodeSelector {key}={want} is a near miss of it{why}",
+            who.join(", "),
+            rv.resource,
             what(f.pod),
-            nobody,
-            if other.is_empty() {
-                "no GPU resource".to_string()
-            } else {
-                other.iter().copied().collect::<Vec<_>>().join(", ")
-            },
+        ),
+        format!(
+            "change the {}'s nodeSelector {key}={want} to {key}={have}",
+            what(f.pod)
+        ),
+    )
+}
+
+/// The advertising nodes `who` carry `key=have`, a near miss of the pod's nodeSelector
+/// `key=want` (and, when `invalid`, not a valid workload config): relabel the nodes.
+fn node_label_typo(
+    f: &Facts<'_>,
+    rv: &RequestView,
+    who: &[&str],
+    key: &str,
+    want: &str,
+    have: &str,
+    invalid: bool,
+) -> Diagnosis {
+    let why = if invalid {
+        format!(
+            " and not a valid workload config (the GPU Operator silently applies its default to such a node, here pool {})",
+            f.usage
+                .pool_of(who[0])
+                .map(|p| p.name())
+                .unwrap_or_default()
+        )
+    } else {
+        String::new()
+    };
+    Diagnosis::new(
+        CauseCode::Excluded,
+        format!(
+            "{} advertises {} but carries {key}={have}, a near miss of the nodeSelector {key}={want}{why}: the broken label, not the pod, keeps them apart",
+            who.join(", "),
             rv.resource,
-            rv.resource,
-            adv_names.join(", "),
-        );
-        // The value the advertising nodes really carry (never one no node has).
-        let carried: BTreeSet<&str> = adv_nodes.iter().filter_map(|n| n.label(key)).collect();
-        // A pool to point the selector at: one whose advertising nodes carry exactly its
-        // name as their label (an unlabelled node in a pool by the ClusterPolicy default or
-        // by its deploy labels matches no selector value).
-        let target_pool = pools
-            .iter()
-            .filter(|p| {
-                adv_nodes.iter().any(|n| {
-                    f.usage.pool_of(&n.name) == Some(**p)
-                        && n.label(key) == Some(p.workload.as_str())
-                })
-            })
-            .max_by_key(|p| f.usage.pool_totals(**p, &rv.resource).free())
-            .copied();
-        let mut fix = match target_pool {
-            Some(p) => format!(
-                "change the nodeSelector {key}={want} to {key}={} (or remove it): pool {} has {} {}",
-                p.workload,
-                p.name(),
-                pool_amount(f, p, &rv.resource),
-                rv.resource
-            ),
-            None => format!(
+        ),
+        format!(
+            "relabel the node: kubectl label node {} {key}={want} --overwrite",
+            who.join(" ")
+        ),
+    )
+}
+
+/// The pod's first excluding constraint is the nodeSelector `key=want` on the workload
+/// label: it confines the pod to pool `want`, whose nodes advertise other names. The fix
+/// points the selector at a pool that has the name, or requests what pool `want` has.
+fn workload_selector(f: &Facts<'_>, x: &Excluders<'_>, key: &str, want: &str) -> Diagnosis {
+    let rv = x.rv;
+    // What the allowed nodes offer instead.
+    let other: BTreeSet<&str> = f
+        .nodes
+        .iter()
+        .filter(|n| f.e.allowed_nodes.contains(&n.name))
+        .flat_map(|n| advertised_gpus(n).into_iter().map(|(r, _)| r))
+        .collect();
+    let cause = format!(
+        "the nodeSelector {key}={want} confines the {} to pool {want}{}, whose nodes advertise {} — not {}; {} exists only in {} on {}. Different names are different resources: one pool cannot lend to another.",
+        what(f.pod),
+        unmatched_selector_note(f.nodes, key, want),
+        if other.is_empty() {
+            "no GPU resource".to_string()
+        } else {
+            other.iter().copied().collect::<Vec<_>>().join(", ")
+        },
+        rv.resource,
+        rv.resource,
+        x.pool_text,
+        x.names.join(", "),
+    );
+    let mut fix = match selector_target_pool(f, x, key) {
+        Some(p) => format!(
+            "change the nodeSelector {key}={want} to {key}={} (or remove it): pool {} has {} {}",
+            p.workload,
+            p.name(),
+            pool_amount(f, p, &rv.resource),
+            rv.resource
+        ),
+        None => {
+            // The value the advertising nodes really carry (never one no node has).
+            let carried: BTreeSet<&str> = x.nodes.iter().filter_map(|n| n.label(key)).collect();
+            format!(
                 "remove the nodeSelector {key}={want}: the nodes advertising {} ({}) carry {}",
                 rv.resource,
-                adv_names.join(", "),
+                x.names.join(", "),
                 if carried.is_empty() {
                     format!("no {key} label")
                 } else {
@@ -974,30 +1035,72 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
                         carried.iter().copied().collect::<Vec<_>>().join(" / ")
                     )
                 }
-            ),
-        };
-        if let Some(alt) = other
-            .iter()
-            .find(|r| classify(r).is_gpu() && classify(r) != classify(&rv.resource))
-            .or(other.iter().next())
-        {
-            fix.push_str(&format!(
-                "; to stay on {want}, request {alt} instead of {}",
-                rv.resource
-            ));
+            )
         }
-        return Some(Diagnosis::new(CauseCode::Excluded, cause, fix));
+    };
+    if let Some(alt) = other
+        .iter()
+        .find(|r| classify(r).is_gpu() && classify(r) != classify(&rv.resource))
+        .or(other.iter().next())
+    {
+        fix.push_str(&format!(
+            "; to stay on {want}, request {alt} instead of {}",
+            rv.resource
+        ));
     }
-    let cause = format!(
-        "{} is advertised only in {pool_text} on {}, and the {}'s {constraint_list} excludes those nodes",
-        rv.resource,
-        adv_names.join(", "),
-        what(f.pod),
-    );
-    let fix = match first {
+    Diagnosis::new(CauseCode::Excluded, cause, fix)
+}
+
+/// ` (no node has it)` when no node carries the label `key=want` (with the near misses
+/// some node carries, when there are any); empty when some node carries it.
+fn unmatched_selector_note(nodes: &[NodeInfo], key: &str, want: &str) -> String {
+    if nodes.iter().any(|n| n.label(key) == Some(want)) {
+        return String::new();
+    }
+    let near: Vec<String> = nodes
+        .iter()
+        .filter_map(|n| {
+            let h = n.label(key)?;
+            near_miss(want, h).then(|| format!("{} carries {key}={h}", n.name))
+        })
+        .collect();
+    if near.is_empty() {
+        " (no node has it)".to_string()
+    } else {
+        format!(" (no node has it; {}, a near miss)", near.join(", "))
+    }
+}
+
+/// A pool to point a nodeSelector on `key` at: one whose advertising nodes carry exactly
+/// its name as their label (an unlabelled node in a pool by the ClusterPolicy default or by
+/// its deploy labels matches no selector value), the one with the most free units.
+fn selector_target_pool(f: &Facts<'_>, x: &Excluders<'_>, key: &str) -> Option<Pool> {
+    x.pools
+        .iter()
+        .filter(|p| {
+            x.nodes.iter().any(|n| {
+                f.usage.pool_of(&n.name) == Some(**p) && n.label(key) == Some(p.workload.as_str())
+            })
+        })
+        .max_by_key(|p| f.usage.pool_totals(**p, &x.rv.resource).free())
+        .copied()
+}
+
+/// The fix for the constraint `first` that keeps a pod off `nodes`, the nodes advertising
+/// `resource`: uncordon, change or remove the selector, widen the affinity, heal the node
+/// or tolerate the taint.
+fn exclusion_fix(first: Option<&Exclusion>, resource: &str, nodes: &[&NodeInfo]) -> String {
+    let names = || {
+        nodes
+            .iter()
+            .map(|n| n.name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match first {
         Some(Exclusion::Unschedulable) => format!(
             "finish the maintenance and uncordon: kubectl uncordon {}",
-            adv_nodes
+            nodes
                 .iter()
                 .filter(|n| n.unschedulable)
                 .map(|n| n.name.as_str())
@@ -1007,21 +1110,20 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
         Some(Exclusion::NodeSelector { key, want, have }) => match have {
             Some(h) => format!(
                 "change the nodeSelector {key}={want} to {key}={h} (the value on {}) or remove it",
-                adv_names.join(", ")
+                names()
             ),
             None => format!(
-                "remove the nodeSelector {key}={want}: no node advertising {} has that label",
-                rv.resource
+                "remove the nodeSelector {key}={want}: no node advertising {resource} has that label"
             ),
         },
         Some(Exclusion::Affinity) => format!(
             "widen the required node affinity so that it matches {}",
-            adv_names.join(", ")
+            names()
         ),
         Some(Exclusion::Taint { taint }) if taint.key.starts_with("node.kubernetes.io/") => {
             format!(
                 "make {} healthy: {} is set by Kubernetes for a node condition and goes away when it clears; never tolerate node.kubernetes.io/* taints",
-                adv_names.join(", "),
+                names(),
                 taint.key
             )
         }
@@ -1035,8 +1137,7 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
             taint.effect
         ),
         None => "check the nodes' labels and taints".into(),
-    };
-    Some(Diagnosis::new(CauseCode::Excluded, cause, fix))
+    }
 }
 
 /// `not-co-located`: each requested name is advertised on an allowed node, but no single
@@ -1496,48 +1597,16 @@ fn cordoned(f: &Facts<'_>) -> Option<Diagnosis> {
 
 // ---- rules added for the scheduler's full filter set (issue 22) -------------------
 
-/// One problem of [`PodInfo::problems`] taken apart: `(field path, resource, requested,
-/// what)` where `what` is `without-limit`, `differs` or `above-limit`.
-fn spec_problem(p: &str) -> Option<(&str, &str, String, &'static str)> {
-    let (path, rest) = p.split_once(": ")?;
-    let mut words = rest.split(' ');
-    let resource = words.next()?;
-    if words.next()? != "requests" {
-        return None;
-    }
-    let value = words.next()?.trim_matches('"').to_owned();
-    let what = match words.next()? {
-        "without" => "without-limit",
-        "≠" => "differs",
-        ">" => "above-limit",
-        _ => return None,
-    };
-    Some((path, resource, value, what))
-}
-
 /// `invalid-spec`: the API server refuses the manifest (kubernetes/kubernetes
 /// `pkg/apis/core/validation/validation.go`, `ValidateResourceRequirements`: an extended
 /// resource must have a limit, and requests equal to it when both are set; a request
-/// above its limit): there is no pod for the scheduler.
+/// above its limit): there is no pod for the scheduler. The first [`SpecProblem`] is the
+/// cause, the others the evidence.
 pub(crate) fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
     if let Some(d) = host_devices_gate_off(f) {
         return Some(d);
     }
-    let first = f.pod.problems.first()?;
-    let parsed = spec_problem(first);
-    let fix = match parsed {
-        Some((path, r, v, "without-limit")) => format!(
-            "set {r}: {v} under {path}.resources.limits (requests may then be left out: they default to the limit), then create the {} again",
-            what(f.pod)
-        ),
-        Some((path, r, _, "differs")) => format!(
-            "make {path}.resources.requests {r} equal to its limit, or leave {r} out of requests (it defaults to the limit)"
-        ),
-        Some((path, r, _, _)) => {
-            format!("lower {path}.resources.requests {r} to at most its limit, or raise the limit")
-        }
-        None => "correct the resources as the API server's message says".into(),
-    };
+    let first = f.pod.spec_problems.first()?;
     Some(
         Diagnosis::new(
             CauseCode::InvalidSpec,
@@ -1545,10 +1614,33 @@ pub(crate) fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
                 "the API server refuses this {} as written, so there is nothing to schedule (nodes are not the cause): {first}",
                 what(f.pod)
             ),
-            fix,
+            spec_problem_fix(first, what(f.pod)),
         )
-        .with_evidence(f.pod.problems.iter().skip(1).cloned()),
+        .with_evidence(f.pod.spec_problems.iter().skip(1).map(ToString::to_string)),
     )
+}
+
+/// The fix for `problem` in a pod (or VMI, VM: `what`) the API server refuses.
+fn spec_problem_fix(problem: &SpecProblem, what: &str) -> String {
+    match problem {
+        SpecProblem::RequestWithoutLimit {
+            path,
+            resource: r,
+            requested,
+        } => format!(
+            "set {r}: {requested} under {path}.resources.limits (requests may then be left out: they default to the limit), then create the {what} again"
+        ),
+        SpecProblem::RequestDiffersFromLimit {
+            path, resource: r, ..
+        } => format!(
+            "make {path}.resources.requests {r} equal to its limit, or leave {r} out of requests (it defaults to the limit)"
+        ),
+        SpecProblem::RequestAboveLimit {
+            path, resource: r, ..
+        } => {
+            format!("lower {path}.resources.requests {r} to at most its limit, or raise the limit")
+        }
+    }
 }
 
 /// `invalid-spec` for a VMI or VM not yet created whose spec has `hostDevices[]` while the
@@ -1673,171 +1765,236 @@ pub(crate) fn operator_blocker(
     resource: &str,
     class: ResourceClass,
 ) -> Option<(String, String)> {
-    use crate::model::operator::{
-        DEPLOY_OPERANDS_LABEL, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, VGPU_CONFIG_LABEL,
-        VGPU_CONFIG_STATE_LABEL, effective_workload,
-    };
-    let n = &node.name;
-    let mig = resource
-        .strip_prefix(crate::model::resource::NVIDIA_PREFIX)
-        .is_some_and(|s| s.starts_with("mig-"));
-    if mig && let Some(state) = node.label(MIG_CONFIG_STATE_LABEL) {
-        let config = node.label(MIG_CONFIG_LABEL).unwrap_or("?");
-        match state {
-            "failed" => {
-                return Some((
-                    format!(
-                        "{n} asks for MIG config {config} ({MIG_CONFIG_LABEL}) but {MIG_CONFIG_STATE_LABEL}=failed: the MIG layout was never applied, the GPUs are still whole{}",
-                        advertised_gpus(node)
-                            .into_iter()
-                            .map(|(r, a)| format!(" ({r}={a})"))
-                            .next()
-                            .unwrap_or_default()
-                    ),
-                    format!(
-                        "read the nvidia-mig-manager pod's log on {n}; a MIG mode change usually needs a GPU reset or a reboot (reboot {n}, or enable the mig-manager's reboot option) until {MIG_CONFIG_STATE_LABEL}=success — then {resource} is advertised"
-                    ),
-                ));
-            }
-            s @ ("pending" | "rebooting") => {
-                return Some((
-                    format!(
-                        "{n} is applying MIG config {config}: {MIG_CONFIG_STATE_LABEL}={s}, so no MIG device is advertised yet"
-                    ),
-                    format!(
-                        "wait for {MIG_CONFIG_STATE_LABEL}=success on {n} (the nvidia-mig-manager log shows progress; a reboot may be pending)"
-                    ),
-                ));
-            }
-            _ => {}
-        }
+    if let Some(b) = mig_config_blocker(node, resource) {
+        return Some(b);
     }
-    if class == ResourceClass::VgpuType
-        && let Some(state @ ("failed" | "pending")) = node.label(VGPU_CONFIG_STATE_LABEL)
-    {
-        let config = node.label(VGPU_CONFIG_LABEL).unwrap_or("?");
-        return Some((
-            format!(
-                "{n} asks for vGPU config {config} ({VGPU_CONFIG_LABEL}) but {VGPU_CONFIG_STATE_LABEL}={state}: its vGPU devices are not created, so no vGPU type is advertised"
-            ),
-            if state == "failed" {
-                format!(
-                    "read the nvidia-vgpu-device-manager pod's log on {n} and check that config {config} exists for its GPU, until {VGPU_CONFIG_STATE_LABEL}=success"
-                )
-            } else {
-                format!("wait for {VGPU_CONFIG_STATE_LABEL}=success on {n}")
-            },
-        ));
+    if let Some(b) = vgpu_config_blocker(node, class) {
+        return Some(b);
     }
     let want = class.workload()?;
     let label = node
         .label(LABEL_KEY)
         .and_then(|l| l.parse::<WorkloadConfig>().ok());
-    if label == Some(want) {
-        let eff = effective_workload(node, policy);
-        if eff.workload != want {
-            let why = match policy {
-                Some(p) if !p.sandbox_enabled => format!(
-                    "ClusterPolicy {} has {ENABLE_FLAG}=false, so the operator ignores the label and runs {} operands",
-                    p.name, eff.workload
-                ),
-                _ => format!(
-                    "its gpu.deploy.* labels are the {} set: the operator does not follow the label (sandbox workloads off in the ClusterPolicy?)",
-                    eff.workload
-                ),
-            };
-            let operands_off = if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
-                format!(
-                    ", and remove {DEPLOY_OPERANDS_LABEL}=false from {n} (kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-): it keeps every operand off"
-                )
-            } else {
-                String::new()
-            };
-            let changes = match policy {
-                Some(p) if !p.sandbox_enabled => {
-                    crate::model::operator::enable_sandbox_changes(nodes, p)
-                        .into_iter()
-                        .filter(|c| c.node != *n)
-                        .map(|c| c.describe())
-                        .collect::<Vec<_>>()
-                }
-                _ => Vec::new(),
-            };
-            let advertised: Vec<String> = advertised_gpus(node)
-                .into_iter()
-                .map(|(r, a)| format!("{r}={a}"))
-                .collect();
-            let mut what = Vec::new();
-            if !advertised.is_empty() {
-                what.push(format!(
-                    "{n} stops advertising {} (its {} operands go)",
-                    advertised.join(", "),
-                    eff.workload
-                ));
-            }
-            if !changes.is_empty() {
-                const SHOWN: usize = 5;
-                let more = changes.len().saturating_sub(SHOWN);
-                what.push(format!(
-                    "the change is cluster-wide: {}{}",
-                    changes[..changes.len().min(SHOWN)].join("; "),
-                    if more > 0 {
-                        format!("; and {more} more node(s)")
-                    } else {
-                        String::new()
-                    }
-                ));
-            }
-            let what = if what.is_empty() {
-                String::new()
-            } else {
-                format!("; it changes what nodes advertise: {}", what.join("; "))
-            };
-            return Some((
-                format!("{n} is labelled {LABEL_KEY}={want}, but {why}"),
-                format!(
-                    "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect{operands_off}{what}"
-                ),
-            ));
-        }
+    if label == Some(want)
+        && let Some(b) = workload_label_ignored(policy, nodes, node, want)
+    {
+        return Some(b);
     }
     let is_gpu_node = node.label("nvidia.com/gpu.present") == Some("true") || label.is_some();
-    if is_gpu_node && node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
-        return Some((
+    if !is_gpu_node {
+        return None;
+    }
+    operands_off_blocker(policy, node).or_else(|| plugin_off_blocker(policy, node, resource, want))
+}
+
+/// A MIG name (`resource`) while `node`'s MIG manager has not applied the requested
+/// layout: its state label says `failed`, `pending` or `rebooting`.
+fn mig_config_blocker(node: &NodeInfo, resource: &str) -> Option<(String, String)> {
+    use crate::model::operator::{MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL};
+    let n = &node.name;
+    let mig = resource
+        .strip_prefix(crate::model::resource::NVIDIA_PREFIX)
+        .is_some_and(|s| s.starts_with("mig-"));
+    if !mig {
+        return None;
+    }
+    let state = node.label(MIG_CONFIG_STATE_LABEL)?;
+    let config = node.label(MIG_CONFIG_LABEL).unwrap_or("?");
+    match state {
+        "failed" => Some((
             format!(
-                "{n} has {DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand there, so nothing advertises its GPUs"
+                "{n} asks for MIG config {config} ({MIG_CONFIG_LABEL}) but {MIG_CONFIG_STATE_LABEL}=failed: the MIG layout was never applied, the GPUs are still whole{}",
+                advertised_gpus(node)
+                    .into_iter()
+                    .map(|(r, a)| format!(" ({r}={a})"))
+                    .next()
+                    .unwrap_or_default()
             ),
             format!(
-                "remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-{}",
-                crate::model::operator::stack_warning(
-                    node,
-                    policy,
-                    &effective_workload(node, policy)
-                )
-                .map(|w| format!(" — but {w}"))
-                .unwrap_or_default()
+                "read the nvidia-mig-manager pod's log on {n}; a MIG mode change usually needs a GPU reset or a reboot (reboot {n}, or enable the mig-manager's reboot option) until {MIG_CONFIG_STATE_LABEL}=success — then {resource} is advertised"
             ),
+        )),
+        s @ ("pending" | "rebooting") => Some((
+            format!(
+                "{n} is applying MIG config {config}: {MIG_CONFIG_STATE_LABEL}={s}, so no MIG device is advertised yet"
+            ),
+            format!(
+                "wait for {MIG_CONFIG_STATE_LABEL}=success on {n} (the nvidia-mig-manager log shows progress; a reboot may be pending)"
+            ),
+        )),
+        _ => None,
+    }
+}
+
+/// A vGPU type (`class`) while `node`'s vGPU device manager has not created its devices:
+/// its state label says `failed` or `pending`.
+fn vgpu_config_blocker(node: &NodeInfo, class: ResourceClass) -> Option<(String, String)> {
+    use crate::model::operator::{VGPU_CONFIG_LABEL, VGPU_CONFIG_STATE_LABEL};
+    let n = &node.name;
+    if class != ResourceClass::VgpuType {
+        return None;
+    }
+    let state @ ("failed" | "pending") = node.label(VGPU_CONFIG_STATE_LABEL)? else {
+        return None;
+    };
+    let config = node.label(VGPU_CONFIG_LABEL).unwrap_or("?");
+    Some((
+        format!(
+            "{n} asks for vGPU config {config} ({VGPU_CONFIG_LABEL}) but {VGPU_CONFIG_STATE_LABEL}={state}: its vGPU devices are not created, so no vGPU type is advertised"
+        ),
+        if state == "failed" {
+            format!(
+                "read the nvidia-vgpu-device-manager pod's log on {n} and check that config {config} exists for its GPU, until {VGPU_CONFIG_STATE_LABEL}=success"
+            )
+        } else {
+            format!("wait for {VGPU_CONFIG_STATE_LABEL}=success on {n}")
+        },
+    ))
+}
+
+/// `node` is labelled for workload `want`, but the operator applies another one (sandbox
+/// workloads off in the ClusterPolicy, or deploy labels of another set): the fix turns
+/// sandbox workloads on and says what that changes. `None` when the label is applied.
+fn workload_label_ignored(
+    policy: Option<&crate::model::operator::ClusterPolicy>,
+    nodes: &[NodeInfo],
+    node: &NodeInfo,
+    want: WorkloadConfig,
+) -> Option<(String, String)> {
+    use crate::model::operator::{DEPLOY_OPERANDS_LABEL, effective_workload};
+    let n = &node.name;
+    let eff = effective_workload(node, policy);
+    if eff.workload == want {
+        return None;
+    }
+    let why = match policy {
+        Some(p) if !p.sandbox_enabled => format!(
+            "ClusterPolicy {} has {ENABLE_FLAG}=false, so the operator ignores the label and runs {} operands",
+            p.name, eff.workload
+        ),
+        _ => format!(
+            "its gpu.deploy.* labels are the {} set: the operator does not follow the label (sandbox workloads off in the ClusterPolicy?)",
+            eff.workload
+        ),
+    };
+    let operands_off = if node.label(DEPLOY_OPERANDS_LABEL) == Some("false") {
+        format!(
+            ", and remove {DEPLOY_OPERANDS_LABEL}=false from {n} (kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-): it keeps every operand off"
+        )
+    } else {
+        String::new()
+    };
+    let what = sandbox_enable_effects(policy, nodes, node, eff.workload);
+    Some((
+        format!("{n} is labelled {LABEL_KEY}={want}, but {why}"),
+        format!(
+            "set {ENABLE_FLAG}=true in the ClusterPolicy (kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{{\"spec\":{{\"sandboxWorkloads\":{{\"enabled\":true}}}}}}') so that the label takes effect{operands_off}{what}"
+        ),
+    ))
+}
+
+/// `; it changes what nodes advertise: …` for turning sandbox workloads on: `node` stops
+/// advertising what its `applied` operands advertise, and (when `policy` has sandbox
+/// workloads off) every other node that changes, the first five named. Empty when nothing
+/// changes.
+fn sandbox_enable_effects(
+    policy: Option<&crate::model::operator::ClusterPolicy>,
+    nodes: &[NodeInfo],
+    node: &NodeInfo,
+    applied: WorkloadConfig,
+) -> String {
+    let n = &node.name;
+    let changes = match policy {
+        Some(p) if !p.sandbox_enabled => crate::model::operator::enable_sandbox_changes(nodes, p)
+            .into_iter()
+            .filter(|c| c.node != *n)
+            .map(|c| c.describe())
+            .collect::<Vec<_>>(),
+        _ => Vec::new(),
+    };
+    let advertised: Vec<String> = advertised_gpus(node)
+        .into_iter()
+        .map(|(r, a)| format!("{r}={a}"))
+        .collect();
+    let mut what = Vec::new();
+    if !advertised.is_empty() {
+        what.push(format!(
+            "{n} stops advertising {} (its {applied} operands go)",
+            advertised.join(", "),
         ));
     }
-    let eff = effective_workload(node, policy);
-    if is_gpu_node && eff.workload == want {
-        let operand = match want {
-            WorkloadConfig::Container => "device-plugin",
-            _ => "sandbox-device-plugin",
-        };
-        let key = format!("nvidia.com/gpu.deploy.{operand}");
-        if node.label(&key) == Some("false") {
-            return Some((
-                format!(
-                    "{n} runs {want} workloads but has {key}=false: that operand is disabled there, so {resource} is not advertised"
-                ),
-                format!(
-                    "kubectl label node {n} {key}=true --overwrite (unless another component, e.g. a DRA driver, is meant to serve its GPUs)"
-                ),
-            ));
-        }
+    if !changes.is_empty() {
+        const SHOWN: usize = 5;
+        let more = changes.len().saturating_sub(SHOWN);
+        what.push(format!(
+            "the change is cluster-wide: {}{}",
+            changes[..changes.len().min(SHOWN)].join("; "),
+            if more > 0 {
+                format!("; and {more} more node(s)")
+            } else {
+                String::new()
+            }
+        ));
     }
-    None
+    if what.is_empty() {
+        String::new()
+    } else {
+        format!("; it changes what nodes advertise: {}", what.join("; "))
+    }
+}
+
+/// A GPU node with `nvidia.com/gpu.deploy.operands=false`: the operator deploys nothing
+/// there.
+fn operands_off_blocker(
+    policy: Option<&crate::model::operator::ClusterPolicy>,
+    node: &NodeInfo,
+) -> Option<(String, String)> {
+    use crate::model::operator::{DEPLOY_OPERANDS_LABEL, effective_workload};
+    let n = &node.name;
+    if node.label(DEPLOY_OPERANDS_LABEL) != Some("false") {
+        return None;
+    }
+    Some((
+        format!(
+            "{n} has {DEPLOY_OPERANDS_LABEL}=false: the GPU Operator deploys no operand there, so nothing advertises its GPUs"
+        ),
+        format!(
+            "remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-{}",
+            crate::model::operator::stack_warning(node, policy, &effective_workload(node, policy))
+                .map(|w| format!(" — but {w}"))
+                .unwrap_or_default()
+        ),
+    ))
+}
+
+/// A GPU node that runs workload `want` but has the label that disables the device plugin
+/// for it (`nvidia.com/gpu.deploy.device-plugin` or `.sandbox-device-plugin` `=false`).
+fn plugin_off_blocker(
+    policy: Option<&crate::model::operator::ClusterPolicy>,
+    node: &NodeInfo,
+    resource: &str,
+    want: WorkloadConfig,
+) -> Option<(String, String)> {
+    let n = &node.name;
+    if crate::model::operator::effective_workload(node, policy).workload != want {
+        return None;
+    }
+    let operand = match want {
+        WorkloadConfig::Container => "device-plugin",
+        _ => "sandbox-device-plugin",
+    };
+    let key = format!("nvidia.com/gpu.deploy.{operand}");
+    if node.label(&key) != Some("false") {
+        return None;
+    }
+    Some((
+        format!(
+            "{n} runs {want} workloads but has {key}=false: that operand is disabled there, so {resource} is not advertised"
+        ),
+        format!(
+            "kubectl label node {n} {key}=true --overwrite (unless another component, e.g. a DRA driver, is meant to serve its GPUs)"
+        ),
+    ))
 }
 
 /// The device plugin that should advertise a name of `class` on `node` and is not ready
@@ -2059,9 +2216,10 @@ pub(crate) fn system_label(key: &str) -> bool {
 mod tests {
     use crate::analysis::diagnosis::CauseCode;
     use crate::analysis::explain::{Explanation, Inputs, explain};
+    use crate::analysis::placement::Exclusion;
     use crate::model::dra::DraObjects;
-    use crate::model::node::NodeInfo;
-    use crate::model::pod::PodInfo;
+    use crate::model::node::{NodeInfo, Taint};
+    use crate::model::pod::{PodInfo, SpecProblem};
 
     fn fixtures() -> (Vec<NodeInfo>, Vec<PodInfo>, DraObjects) {
         let mut nodes = Vec::new();
@@ -2431,5 +2589,144 @@ mod tests {
             r#"{"kind":"Pod","metadata":{"name":"p"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"2"}}}]}}"#,
         );
         assert_eq!(e.cause_code, CauseCode::TooLarge, "{}", e.cause);
+    }
+
+    #[test]
+    fn each_spec_problem_has_its_fix() {
+        let path = "spec.containers[1]".to_string();
+        let without = SpecProblem::RequestWithoutLimit {
+            path: path.clone(),
+            resource: "nvidia.com/gpu".into(),
+            requested: "2".into(),
+        };
+        assert_eq!(
+            super::spec_problem_fix(&without, "VMI"),
+            "set nvidia.com/gpu: 2 under spec.containers[1].resources.limits (requests may then be left out: they default to the limit), then create the VMI again"
+        );
+        let differs = SpecProblem::RequestDiffersFromLimit {
+            path: path.clone(),
+            resource: "nvidia.com/gpu".into(),
+            requested: "2".into(),
+            limit: "1".into(),
+            counted: 2,
+        };
+        assert_eq!(
+            super::spec_problem_fix(&differs, "pod"),
+            "make spec.containers[1].resources.requests nvidia.com/gpu equal to its limit, or leave nvidia.com/gpu out of requests (it defaults to the limit)"
+        );
+        let above = SpecProblem::RequestAboveLimit {
+            path,
+            resource: "cpu".into(),
+            requested: "2".into(),
+            limit: "1".into(),
+        };
+        assert_eq!(
+            super::spec_problem_fix(&above, "pod"),
+            "lower spec.containers[1].resources.requests cpu to at most its limit, or raise the limit"
+        );
+    }
+
+    #[test]
+    fn exclusion_fixes_name_the_nodes_and_the_constraint() {
+        let mut a = NodeInfo::named("gpu-a");
+        a.unschedulable = true;
+        let b = NodeInfo::named("gpu-b");
+        let nodes = [&a, &b];
+        let fix = |e: Option<&Exclusion>| super::exclusion_fix(e, "nvidia.com/gpu", &nodes);
+        assert_eq!(
+            fix(Some(&Exclusion::Unschedulable)),
+            "finish the maintenance and uncordon: kubectl uncordon gpu-a"
+        );
+        let selector = |have: Option<&str>| Exclusion::NodeSelector {
+            key: "pool".into(),
+            want: "a".into(),
+            have: have.map(str::to_string),
+        };
+        assert_eq!(
+            fix(Some(&selector(Some("b")))),
+            "change the nodeSelector pool=a to pool=b (the value on gpu-a, gpu-b) or remove it"
+        );
+        assert_eq!(
+            fix(Some(&selector(None))),
+            "remove the nodeSelector pool=a: no node advertising nvidia.com/gpu has that label"
+        );
+        assert_eq!(
+            fix(Some(&Exclusion::Affinity)),
+            "widen the required node affinity so that it matches gpu-a, gpu-b"
+        );
+        let taint = |key: &str, value: Option<&str>| Exclusion::Taint {
+            taint: Taint {
+                key: key.into(),
+                value: value.map(str::to_string),
+                effect: "NoSchedule".into(),
+            },
+        };
+        assert_eq!(
+            fix(Some(&taint("node.kubernetes.io/disk-pressure", None))),
+            "make gpu-a, gpu-b healthy: node.kubernetes.io/disk-pressure is set by Kubernetes for a node condition and goes away when it clears; never tolerate node.kubernetes.io/* taints"
+        );
+        assert_eq!(
+            fix(Some(&taint("nvidia.com/gpu", Some("present")))),
+            "add the toleration {key: nvidia.com/gpu, operator: Equal, value: present, effect: NoSchedule}"
+        );
+        assert_eq!(
+            fix(Some(&taint("dedicated", None))),
+            "add the toleration {key: dedicated, operator: Exists, effect: NoSchedule}"
+        );
+        assert_eq!(fix(None), "check the nodes' labels and taints");
+    }
+
+    #[test]
+    fn an_unmatched_selector_names_the_near_misses() {
+        let labelled = |name: &str, value: &str| {
+            let mut n = NodeInfo::named(name);
+            n.labels.insert("pool".into(), value.into());
+            n
+        };
+        let nodes = [
+            labelled("n1", "vm-passthrough"),
+            labelled("n2", "container"),
+        ];
+        let note = |want: &str| super::unmatched_selector_note(&nodes, "pool", want);
+        assert_eq!(note("container"), "");
+        assert_eq!(
+            note("vm_passthrough"),
+            " (no node has it; n1 carries pool=vm-passthrough, a near miss)"
+        );
+        assert_eq!(note("vm-vgpu"), " (no node has it)");
+    }
+
+    #[test]
+    fn mig_and_vgpu_states_block_until_applied() {
+        use crate::model::operator::{MIG_CONFIG_STATE_LABEL, VGPU_CONFIG_STATE_LABEL};
+        use crate::model::resource::ResourceClass;
+        let with = |key: &str, value: &str| {
+            let mut n = NodeInfo::named("n1");
+            n.labels.insert(key.into(), value.into());
+            n
+        };
+        let pending = with(MIG_CONFIG_STATE_LABEL, "pending");
+        let (cause, _) = super::mig_config_blocker(&pending, "nvidia.com/mig-1g.10gb").unwrap();
+        assert_eq!(
+            cause,
+            "n1 is applying MIG config ?: nvidia.com/mig.config.state=pending, so no MIG device is advertised yet"
+        );
+        // Not a MIG name, or a state that blocks nothing.
+        assert_eq!(super::mig_config_blocker(&pending, "nvidia.com/gpu"), None);
+        let done = with(MIG_CONFIG_STATE_LABEL, "success");
+        assert_eq!(
+            super::mig_config_blocker(&done, "nvidia.com/mig-1g.10gb"),
+            None
+        );
+        let failed = with(VGPU_CONFIG_STATE_LABEL, "failed");
+        let (_, fix) = super::vgpu_config_blocker(&failed, ResourceClass::VgpuType).unwrap();
+        assert_eq!(
+            fix,
+            "read the nvidia-vgpu-device-manager pod's log on n1 and check that config ? exists for its GPU, until nvidia.com/vgpu.config.state=success"
+        );
+        assert_eq!(
+            super::vgpu_config_blocker(&failed, ResourceClass::PassthroughModel),
+            None
+        );
     }
 }
