@@ -663,3 +663,29 @@ fn a_name_removed_under_its_holders_is_explained_not_negative() {
     assert_eq!(o["holders"][0]["pod"], "gpu-vm/vmi-passthrough");
     assert_eq!(o["holders"].as_array().unwrap().len(), 2, "{o}");
 }
+
+/// `-o svg` on the lab's dumps is the picture the README shows (docs/img/lab-inventory.svg),
+/// byte for byte: the picture is real output and stays so.
+#[test]
+fn the_readme_picture_is_the_labs_svg() {
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
+    let out = gpuwl_ok(&[
+        "inventory",
+        "--nodes",
+        &format!("{dir}/nodes.json"),
+        "--pods",
+        &format!("{dir}/pods.json"),
+        "-o",
+        "svg",
+    ]);
+    let picture = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/docs/img/lab-inventory.svg"
+    ))
+    .unwrap();
+    assert_eq!(
+        out, picture,
+        "regenerate: gpuwl inventory --nodes tests/data/inventory/lab/nodes.json --pods tests/data/inventory/lab/pods.json -o svg > docs/img/lab-inventory.svg"
+    );
+    assert!(picture.contains(">vm-passthrough</text>"));
+}

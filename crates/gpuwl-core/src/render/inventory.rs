@@ -1,5 +1,5 @@
-//! Rendering an [`Inventory`]: a table (with proportional bars on a terminal), JSON, YAML
-//! or CSV.
+//! Rendering an [`Inventory`]: a table (with proportional bars on a terminal), JSON, YAML,
+//! CSV or a picture (SVG, [`crate::render::inventory_svg`]).
 
 use std::fmt::Write as _;
 
@@ -22,6 +22,9 @@ pub enum Output {
     Yaml,
     /// One CSV line per row, then one per unservable demand (pool `(no pool can serve)`, as in the table).
     Csv,
+    /// A picture (SVG): a box per pool, a bar and per-node unit squares per GPU name, the
+    /// demand no pool can serve below.
+    Svg,
 }
 
 /// Text options.
@@ -53,6 +56,7 @@ pub fn render(inv: &Inventory, format: Output, opts: TextOptions) -> String {
         )
         .into_owned(),
         Output::Csv => csv(inv),
+        Output::Svg => crate::render::inventory_svg::svg(inv),
     }
 }
 

@@ -10,6 +10,7 @@ use std::io::{self, Write};
 pub mod check;
 pub mod explain;
 pub mod inventory;
+pub mod inventory_svg;
 pub mod kubevirt;
 pub mod triage;
 

@@ -1,0 +1,357 @@
+//! `gpuwl inventory -o svg`: the split inventory as a picture. One box per node pool, side
+//! by side with a gap between them (no unit crosses it: different resource names are
+//! different resources to the scheduler), a row per GPU resource name with a bar of its
+//! allocatable units (allocated dark, free green, cordoned grey), its figures (pending
+//! units as text) and per node one square per unit; the pending demand no pool can serve
+//! in a red box below. Deterministic: the
+//! same inventory gives the same bytes, so a picture in the docs can be compared with a
+//! fresh run.
+
+use std::fmt::Write as _;
+
+use crate::analysis::inventory::{Inventory, NodeUse, Row};
+
+/// Width of one pool's box, in SVG user units (pixels).
+const BOX_W: i64 = 330;
+/// Space around and between boxes.
+const GAP: i64 = 24;
+/// Height of a box's header (the pool's name and workload config).
+const HEAD_H: i64 = 44;
+/// Height of a resource row's name and bar, before its nodes.
+const ROW_H: i64 = 58;
+/// Height of one node line under a resource row.
+const NODE_H: i64 = 18;
+/// Side of one unit's square.
+const UNIT: i64 = 10;
+/// Squares drawn per node before the rest is written as `+N`.
+const MAX_UNITS: i64 = 12;
+/// Height of one line of the unservable box.
+const LINE_H: i64 = 18;
+
+const ALLOCATED: &str = "#37474f";
+const FREE: &str = "#43a047";
+const CORDONED: &str = "#b0bec5";
+const PENDING: &str = "#e53935";
+
+/// XML text: `&`, `<`, `>`, `"` and `'` as entities, control characters dropped.
+fn xml(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            c if c.is_control() => {}
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// `s` cut to `max` characters with `…` when longer.
+fn cut(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        s.to_owned()
+    } else {
+        let mut t: String = s.chars().take(max.saturating_sub(1)).collect();
+        t.push('…');
+        t
+    }
+}
+
+/// The pools in the inventory's order, each with its rows.
+fn pools(inv: &Inventory) -> Vec<(&str, Vec<&Row>)> {
+    let mut out: Vec<(&str, Vec<&Row>)> = Vec::new();
+    for r in &inv.rows {
+        match out.iter_mut().find(|(p, _)| *p == r.pool) {
+            Some((_, rows)) => rows.push(r),
+            None => out.push((&r.pool, vec![r])),
+        }
+    }
+    out
+}
+
+/// Height of a pool's box.
+fn box_height(rows: &[&Row]) -> i64 {
+    HEAD_H
+        + rows
+            .iter()
+            .map(|r| ROW_H + NODE_H * r.node_detail.len() as i64)
+            .sum::<i64>()
+        + 8
+}
+
+/// The picture of `inv`: an SVG 1.1 document (UTF-8, one trailing newline).
+pub fn svg(inv: &Inventory) -> String {
+    let pools = pools(inv);
+    let cols = pools.len().max(1) as i64;
+    let width = GAP + cols * (BOX_W + GAP);
+    let boxes_h = pools
+        .iter()
+        .map(|(_, rows)| box_height(rows))
+        .max()
+        .unwrap_or(HEAD_H);
+    let top = 64;
+    let unservable_h = if inv.unservable.is_empty() {
+        0
+    } else {
+        GAP + 30 + LINE_H * 2 * inv.unservable.len() as i64
+    };
+    let height = top + boxes_h + unservable_h + 56;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" font-family="DejaVu Sans, Verdana, sans-serif" font-size="12">"#
+    );
+    let _ = writeln!(
+        s,
+        r##"<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{GAP}" y="28" font-size="16" font-weight="bold">GPU inventory: {} GPU node(s) in {} pool(s), {} pending pod(s)</text>"#,
+        inv.gpu_nodes,
+        pools.len(),
+        inv.pending_pods
+    );
+    let _ = writeln!(
+        s,
+        r##"<text x="{GAP}" y="48" fill="#555555">Each pool advertises its own resource names; a pod asking one name can use no other pool's units.</text>"##
+    );
+    for (i, (pool, rows)) in pools.iter().enumerate() {
+        let x = GAP + i as i64 * (BOX_W + GAP);
+        pool_box(&mut s, x, top, pool, rows, box_height(rows));
+    }
+    if !inv.unservable.is_empty() {
+        let y = top + boxes_h + GAP;
+        let w = width - 2 * GAP;
+        let _ = writeln!(
+            s,
+            r##"<rect x="{GAP}" y="{y}" width="{w}" height="{}" rx="6" fill="#ffebee" stroke="{PENDING}"/>"##,
+            unservable_h - GAP
+        );
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}" font-weight="bold" fill="{PENDING}">Pending demand no pool can serve</text>"#,
+            GAP + 12,
+            y + 20
+        );
+        let max = ((w - 24) / 7) as usize;
+        for (j, u) in inv.unservable.iter().enumerate() {
+            let ly = y + 20 + LINE_H * (2 * j as i64 + 1);
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{ly}">{}</text>"#,
+                GAP + 12,
+                xml(&cut(
+                    &format!("{} wants {} × {}", u.pod, u.units, u.resource),
+                    max
+                ))
+            );
+            let _ = writeln!(
+                s,
+                r##"<text x="{}" y="{}" fill="#555555">{}</text>"##,
+                GAP + 24,
+                ly + LINE_H,
+                xml(&cut(&u.reason, max - 2))
+            );
+        }
+    }
+    let ly = height - 22;
+    let mut lx = GAP;
+    for (color, label) in [
+        (ALLOCATED, "allocated"),
+        (FREE, "free"),
+        (CORDONED, "free on a cordoned node"),
+    ] {
+        let _ = writeln!(
+            s,
+            r#"<rect x="{lx}" y="{}" width="{UNIT}" height="{UNIT}" fill="{color}"/><text x="{}" y="{ly}">{label}</text>"#,
+            ly - UNIT + 1,
+            lx + UNIT + 5
+        );
+        lx += UNIT + 20 + 7 * label.chars().count() as i64;
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// One pool's box at (`x`, `y`), `h` high.
+fn pool_box(s: &mut String, x: i64, y: i64, pool: &str, rows: &[&Row], h: i64) {
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x}" y="{y}" width="{BOX_W}" height="{h}" rx="6" fill="#f5f7fa" stroke="#90a4ae"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-size="14" font-weight="bold">{}</text>"#,
+        x + 12,
+        y + 22,
+        xml(&cut(pool, 40))
+    );
+    let nodes: usize = rows.iter().map(|r| r.node_detail.len()).max().unwrap_or(0);
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" fill="#555555">{} node(s); workload config {}</text>"##,
+        x + 12,
+        y + 38,
+        nodes,
+        rows.first().map(|r| r.workload.as_str()).unwrap_or("")
+    );
+    let mut ry = y + HEAD_H;
+    for r in rows {
+        resource_row(s, x, ry, r);
+        ry += ROW_H + NODE_H * r.node_detail.len() as i64;
+    }
+}
+
+/// One resource row of a pool's box, its top at `y`.
+fn resource_row(s: &mut String, x: i64, y: i64, r: &Row) {
+    let name = r
+        .resource
+        .as_deref()
+        .unwrap_or("(no GPU resource advertised)");
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-family="DejaVu Sans Mono, monospace" font-weight="bold">{}</text>"#,
+        x + 12,
+        y + 16,
+        xml(&cut(name, 40))
+    );
+    let bar_x = x + 12;
+    let bar_w = BOX_W - 24;
+    let total = r.allocatable.max(r.allocated).max(1);
+    let part = |n: i64| n.max(0) * bar_w / total;
+    let (a, f, c) = (part(r.allocated), part(r.free), part(r.cordoned_free));
+    let _ = writeln!(
+        s,
+        r##"<rect x="{bar_x}" y="{}" width="{bar_w}" height="12" fill="#eceff1"/>"##,
+        y + 22
+    );
+    let mut bx = bar_x;
+    for (w, color) in [(a, ALLOCATED), (f, FREE), (c, CORDONED)] {
+        if w > 0 {
+            let _ = writeln!(
+                s,
+                r#"<rect x="{bx}" y="{}" width="{w}" height="12" fill="{color}"/>"#,
+                y + 22
+            );
+        }
+        bx += w;
+    }
+    let pending = if r.pending > 0 {
+        format!(", {} pending", r.pending)
+    } else {
+        String::new()
+    };
+    let _ = writeln!(
+        s,
+        r##"<text x="{}" y="{}" fill="#333333">{} allocatable, {} allocated, {} free{pending}</text>"##,
+        x + 12,
+        y + 50,
+        r.allocatable,
+        r.allocated,
+        r.free + r.cordoned_free
+    );
+    for (k, n) in r.node_detail.iter().enumerate() {
+        node_units(s, x + 12, y + ROW_H + NODE_H * k as i64, n);
+    }
+}
+
+/// One node's line: its name, then a square per allocatable unit (allocated dark, free
+/// green, grey when the node is cordoned), at most [`MAX_UNITS`].
+fn node_units(s: &mut String, x: i64, y: i64, n: &NodeUse) {
+    let _ = writeln!(
+        s,
+        r##"<text x="{x}" y="{}" fill="#333333">{}</text>"##,
+        y + 9,
+        xml(&cut(&n.name, 17))
+    );
+    let units = n.allocatable.max(n.allocated).max(0);
+    for u in 0..units.min(MAX_UNITS) {
+        let color = if u < n.allocated {
+            ALLOCATED
+        } else if n.cordoned {
+            CORDONED
+        } else {
+            FREE
+        };
+        let _ = writeln!(
+            s,
+            r#"<rect x="{}" y="{}" width="{UNIT}" height="{UNIT}" fill="{color}"/>"#,
+            x + 130 + u * (UNIT + 3),
+            y
+        );
+    }
+    if units > MAX_UNITS {
+        let _ = writeln!(
+            s,
+            r#"<text x="{}" y="{}">+{}</text>"#,
+            x + 130 + MAX_UNITS * (UNIT + 3),
+            y + 9,
+            units - MAX_UNITS
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::analysis::inventory;
+    use crate::decode::pods::read_pods_str;
+    use crate::model::operator::PolicyStatus;
+
+    fn lab() -> Inventory {
+        let dir = concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../tests/data/inventory/lab"
+        );
+        let path = std::path::PathBuf::from(format!("{dir}/nodes.json"));
+        let nodes =
+            crate::decode::dump::read_nodes(&crate::decode::dump::Source::from_arg(&path)).unwrap();
+        let pods = read_pods_str(
+            &std::fs::read_to_string(format!("{dir}/pods.json")).unwrap(),
+            "pods",
+        )
+        .unwrap();
+        inventory::build(&nodes, &pods, &PolicyStatus::not_read()).unwrap()
+    }
+
+    #[test]
+    fn one_box_per_pool_and_a_square_per_unit() {
+        let inv = lab();
+        let s = svg(&inv);
+        assert!(s.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(s.ends_with("</svg>\n"));
+        for pool in ["container", "vm-passthrough", "vm-vgpu"] {
+            assert!(s.contains(&format!(">{pool}</text>")), "{pool}");
+        }
+        assert!(s.contains(">nvidia.com/GA102GL_A10</text>"));
+        assert!(s.contains(">4 allocatable, 1 allocated, 3 free</text>"));
+        // lab-node-0: 4 units of nvidia.com/gpu, 1 allocated, 3 free.
+        let node0 = s.find(">lab-node-0</text>").unwrap();
+        let line: Vec<&str> = s[node0..].lines().skip(1).take(4).collect();
+        assert_eq!(
+            line.iter().filter(|l| l.contains(ALLOCATED)).count(),
+            1,
+            "{line:?}"
+        );
+        assert_eq!(line.iter().filter(|l| l.contains(FREE)).count(), 3);
+        // The unservable demand (job-cross) in its own box.
+        assert!(s.contains("Pending demand no pool can serve"));
+        assert!(s.contains("gpu-vm/job-cross wants 1 × nvidia.com/gpu"));
+        // Same inventory, same bytes.
+        assert_eq!(s, svg(&lab()));
+        // Every opened element is closed or self-closed.
+        assert_eq!(s.matches("<text").count(), s.matches("</text>").count());
+    }
+
+    #[test]
+    fn names_are_xml_escaped_and_cut() {
+        assert_eq!(xml("a<b>&\"c'\u{1b}"), "a&lt;b&gt;&amp;&quot;c&apos;");
+        assert_eq!(cut("abcdef", 4), "abc…");
+        assert_eq!(cut("abc", 4), "abc");
+    }
+}
