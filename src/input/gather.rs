@@ -308,3 +308,74 @@ fn from_cluster(
         origin: "cluster".into(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req<'a>(live: &'a ClusterArgs, nodes: Option<&'a PathBuf>) -> Request<'a> {
+        Request {
+            nodes,
+            pods: None,
+            cluster_policy: None,
+            dra: None,
+            kubevirt: None,
+            snapshot: None,
+            live,
+        }
+    }
+
+    #[test]
+    fn a_node_dump_and_the_files_beside_it() {
+        let live = ClusterArgs::default();
+        let nodes = PathBuf::from("tests/data/dra/nodes.json");
+        let pods = PathBuf::from("tests/data/dra/pods.json");
+        let dra = PathBuf::from("tests/data/dra/two-gpus.json");
+        let r = Request {
+            pods: Some(&pods),
+            dra: Some(&dra),
+            ..req(&live, Some(&nodes))
+        };
+        let g = gather(
+            &r,
+            Wanted {
+                pods: true,
+                operands: true,
+                ..Wanted::default()
+            },
+        )
+        .unwrap();
+        assert!(!g.nodes.is_empty());
+        assert_eq!(g.from, From::Files(nodes.clone()));
+        assert_eq!(
+            g.origin,
+            "files tests/data/dra/nodes.json, tests/data/dra/pods.json"
+        );
+        assert!(matches!(g.dra, Some((_, DraSource::File(_)))));
+        assert!(matches!(g.operands, Some(Ok(_))));
+        assert_eq!(g.policy.status, PolicyStatus::not_read().status);
+        // Without --dra and --pods: no DRA objects, no pods, no operand pods.
+        let g = gather(&req(&live, Some(&nodes)), Wanted::default()).unwrap();
+        assert!(g.dra.is_none() && g.pods.is_empty() && g.operands.is_none());
+    }
+
+    #[test]
+    fn stdin_once_and_the_snapshot_first() {
+        let live = ClusterArgs::default();
+        let stdin = PathBuf::from("-");
+        let r = Request {
+            pods: Some(&stdin),
+            ..req(&live, Some(&stdin))
+        };
+        let e = gather(&r, Wanted::default()).unwrap_err().to_string();
+        assert!(e.contains("stdin is read once"), "{e}");
+        // A snapshot file wins over the node dump: its own error, not the stdin check.
+        let snap = PathBuf::from("/nonexistent/gpuwl-snapshot.tar");
+        let r = Request {
+            snapshot: Some(&snap),
+            ..r
+        };
+        let e = gather(&r, Wanted::default()).unwrap_err().to_string();
+        assert!(e.contains("gpuwl-snapshot.tar"), "{e}");
+    }
+}
