@@ -191,7 +191,7 @@ type PodsByNode = std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>
 /// is not a failure).
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let gate = gate(args)?;
-    crate::cli::explain::one_stdin(&[
+    crate::input::gather::one_stdin(&[
         args.file.as_ref(),
         args.cluster_policy.as_ref(),
         args.dra.as_ref(),
@@ -289,7 +289,7 @@ impl Judge<'_> {
     /// operand pods are attached to their nodes).
     fn files(&self, path: &PathBuf) -> Result<(Report, PolicyStatus)> {
         let args = self.args;
-        crate::cli::explain::one_stdin(&[
+        crate::input::gather::one_stdin(&[
             Some(path),
             args.cluster_policy.as_ref(),
             args.dra.as_ref(),

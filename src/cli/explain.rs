@@ -192,24 +192,7 @@ pub fn parse_target(
     Ok(Some((ns, name.to_owned())))
 }
 
-/// Fails when more than one of `files` is `-`: stdin can be read only once (the second
-/// reader would see it empty and report a confusing "empty input").
-///
-/// Errors: [`Error::Input`] naming the problem.
-pub fn one_stdin(files: &[Option<&PathBuf>]) -> Result<()> {
-    if files
-        .iter()
-        .flatten()
-        .filter(|p| p.as_os_str() == "-")
-        .count()
-        > 1
-    {
-        return Err(Error::Input(
-            "only one of the dump files can be `-` (stdin is read once)".into(),
-        ));
-    }
-    Ok(())
-}
+use crate::input::gather::one_stdin;
 
 fn pick(
     list: Vec<PodInfo>,

@@ -1,12 +1,11 @@
 //! `gpuwl inventory`: arguments and entry point.
 
 use std::io::IsTerminal;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use crate::analysis::inventory::{self, Inventory};
 use crate::error::{Error, ExitStatus, Result};
-use crate::input::{self, pods};
-use crate::model::operator::PolicyStatus;
+use crate::input::gather::{From, Gathered, Request, Wanted, gather};
 use crate::render::inventory::{Output, TextOptions};
 use crate::render::{self};
 
@@ -69,21 +68,35 @@ pub struct Args {
     pub live: crate::input::live::ClusterArgs,
 }
 
-/// Runs `gpuwl inventory`: the inventory from a snapshot file, the dumps, or the live
-/// cluster, then rendered.
+impl Args {
+    /// The data source these flags name.
+    fn request(&self) -> Request<'_> {
+        Request {
+            nodes: self.nodes.as_ref(),
+            pods: self.pods.as_ref(),
+            cluster_policy: self.cluster_policy.as_ref(),
+            dra: self.dra.as_ref(),
+            kubevirt: None,
+            snapshot: self.snapshot.as_ref(),
+            live: &self.live,
+        }
+    }
+}
+
+/// Runs `gpuwl inventory`: gathers a snapshot file, the dumps, or the live cluster (with
+/// its operand pods); builds the inventory; renders it.
 ///
 /// Errors: [`Error::Input`] for bad dumps (naming the file and field); [`Error::Runtime`]
 /// when the cluster cannot be reached or stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let inv = match (&args.nodes, &args.snapshot) {
-        (_, Some(snap)) => inventory::from_snapshot(
-            crate::input::snapshot_file::load(snap)?.snapshot,
-            &args.ignore_resource,
-        )
-        .map_err(|e| e.in_file(snap))?,
-        (Some(nodes_path), None) => from_files(args, nodes_path)?,
-        (None, None) => from_cluster(args)?,
+    let wanted = Wanted {
+        pods: true,
+        kubevirt: false,
+        operands: true,
+        policy_before_stdin_check: false,
     };
+    let gathered = gather(&args.request(), wanted)?;
+    let inv = build(gathered, args)?;
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(
         &inv,
@@ -97,56 +110,59 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     Ok(ExitStatus::Ok)
 }
 
-/// The inventory of a node dump, with `--pods` (allocations, pending demand and the
-/// GPU Operator's operand pods), `--cluster-policy` and `--dra` when given.
+/// The inventory of what was gathered: a snapshot file's as it is; a node dump's with
+/// `--pods` (allocations, pending demand and the GPU Operator's operand pods) and `--dra`
+/// when given; the live cluster's with its operand pods.
 ///
-/// Errors: as [`run`].
-fn from_files(args: &Args, nodes_path: &PathBuf) -> Result<Inventory> {
-    crate::cli::explain::one_stdin(&[
-        Some(nodes_path),
-        args.pods.as_ref(),
-        args.cluster_policy.as_ref(),
-        args.dra.as_ref(),
-    ])?;
-    let policy = match &args.cluster_policy {
-        Some(p) => crate::input::clusterpolicy::read_path(p)?,
-        None => PolicyStatus::not_read(),
-    };
-    let mut nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
-    let (mut pods, note) = match &args.pods {
-        Some(p) => (pods::read_pods_path(p)?, None),
-        None => (
-            Vec::new(),
-            Some("no --pods: allocated and pending are not known (shown as 0)".to_string()),
-        ),
-    };
-    let ignored = inventory::ignore_resources(&mut nodes, &mut pods, &args.ignore_resource);
+/// Errors: a snapshot's malformed GPU quantity, naming the file.
+fn build(g: Gathered, args: &Args) -> Result<Inventory> {
+    let ignore = &args.ignore_resource;
+    match g.from.clone() {
+        From::Snapshot(snap) => {
+            inventory::from_snapshot(g.into_snapshot(), ignore).map_err(|e| e.in_file(&snap))
+        }
+        From::Files(nodes_path) => from_files(g, &nodes_path, args.pods.is_some(), ignore),
+        From::Cluster => from_cluster(g, ignore),
+    }
+}
+
+/// The inventory of a node dump and the files beside it (`with_pods`: `--pods` was given).
+///
+/// Errors: none today (as [`inventory::build`], naming the node dump).
+fn from_files(
+    g: Gathered,
+    nodes_path: &Path,
+    with_pods: bool,
+    ignore: &[String],
+) -> Result<Inventory> {
+    let Gathered {
+        mut nodes,
+        mut pods,
+        policy,
+        dra,
+        operands,
+        ..
+    } = g;
+    let note = (!with_pods)
+        .then(|| "no --pods: allocated and pending are not known (shown as 0)".to_string());
+    let ignored = inventory::ignore_resources(&mut nodes, &mut pods, ignore);
     let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
     inv.notes.extend(note);
     inv.notes.extend(ignored);
-    // The GPU Operator's operand pods come from the same pods dump (not from stdin,
-    // which the pod reader has consumed).
-    if let Some(p) = args.pods.as_ref().filter(|p| p.as_os_str() != "-") {
+    if let Some(operands) = operands {
         inventory::attach_operands(
             &mut inv,
             &nodes,
             policy.policy(),
-            crate::input::operands::read_path(p)?,
+            operands?,
             crate::model::operand::OperandSource {
                 status: "file",
                 note: None,
             },
         );
     }
-    if let Some(f) = &args.dra {
-        let dra = crate::input::dra::read_path(f)?;
-        inventory::attach_dra(
-            &mut inv,
-            &dra,
-            crate::model::dra::DraSource::File(f.display().to_string()),
-            &nodes,
-            policy.policy(),
-        );
+    if let Some((objects, source)) = dra {
+        inventory::attach_dra(&mut inv, &objects, source, &nodes, policy.policy());
     }
     Ok(inv)
 }
@@ -154,53 +170,28 @@ fn from_files(args: &Args, nodes_path: &PathBuf) -> Result<Inventory> {
 /// The inventory of the live cluster (one snapshot read, beside its operand pods), with
 /// `--cluster-policy` and `--dra` replacing the part they hold.
 ///
-/// Errors: as [`run`].
-fn from_cluster(args: &Args) -> Result<Inventory> {
-    // Files given beside the live cluster replace the part they hold.
-    crate::cli::explain::one_stdin(&[args.cluster_policy.as_ref(), args.dra.as_ref()])?;
-    let policy = match &args.cluster_policy {
-        Some(p) => Some(crate::input::clusterpolicy::read_path(p)?),
-        None => None,
+/// Errors: as [`inventory::from_snapshot`].
+fn from_cluster(mut g: Gathered, ignore: &[String]) -> Result<Inventory> {
+    let operands = g.operands.take();
+    let nodes = g.nodes.clone();
+    let policy = g.policy.policy().cloned();
+    let mut inv = inventory::from_snapshot(g.into_snapshot(), ignore)?;
+    let (pods, source) = match operands.unwrap_or_else(|| Ok(Vec::new())) {
+        Ok(p) => (
+            p,
+            crate::model::operand::OperandSource {
+                status: "cluster",
+                note: None,
+            },
+        ),
+        Err(e) => (
+            Vec::new(),
+            crate::model::operand::OperandSource {
+                status: "unreadable",
+                note: Some(crate::render::esc(&e.to_string())),
+            },
+        ),
     };
-    let dra = match &args.dra {
-        Some(f) => Some((
-            crate::input::dra::read_path(f)?,
-            crate::model::dra::DraSource::File(f.display().to_string()),
-        )),
-        None => None,
-    };
-    args.live.block_on(|client| async move {
-        let (mut snap, operands) =
-            futures::try_join!(crate::input::snapshot::read(&client, false), async {
-                Ok(crate::input::operands::list(&client).await)
-            })?;
-        if let Some(p) = policy {
-            snap.policy = p;
-        }
-        if let Some((objects, source)) = dra {
-            snap.dra = objects;
-            snap.dra_source = source;
-        }
-        let nodes = snap.nodes.clone();
-        let policy = snap.policy.policy().cloned();
-        let mut inv = inventory::from_snapshot(snap, &args.ignore_resource)?;
-        let (pods, source) = match operands {
-            Ok(p) => (
-                p,
-                crate::model::operand::OperandSource {
-                    status: "cluster",
-                    note: None,
-                },
-            ),
-            Err(e) => (
-                Vec::new(),
-                crate::model::operand::OperandSource {
-                    status: "unreadable",
-                    note: Some(crate::render::esc(&e.to_string())),
-                },
-            ),
-        };
-        inventory::attach_operands(&mut inv, &nodes, policy.as_ref(), pods, source);
-        Ok(inv)
-    })
+    inventory::attach_operands(&mut inv, &nodes, policy.as_ref(), pods, source);
+    Ok(inv)
 }

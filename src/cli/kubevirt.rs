@@ -9,7 +9,8 @@ use clap::Subcommand;
 use crate::analysis::kubevirt::{self, Advertised, PatchKind};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input;
-use crate::model::kubevirt::{HostDevicesSource, PermittedHostDevices};
+use crate::input::gather::{From, Request, Wanted, gather};
+use crate::model::kubevirt::HostDevicesSource;
 use crate::model::node::NodeInfo;
 use crate::render::escape_controls;
 use crate::render::kubevirt::PatchFormat;
@@ -186,6 +187,15 @@ fn advertised(nodes: &[NodeInfo], from: &str) -> Result<Advertised> {
     Advertised::of(nodes).map_err(|e| e.in_file(Path::new(from)))
 }
 
+/// How a malformed GPU quantity names where the nodes came from.
+fn shown(from: &From) -> String {
+    match from {
+        From::Files(p) => input::Source::from_arg(p).to_string(),
+        From::Snapshot(p) => p.display().to_string(),
+        From::Cluster => "cluster".into(),
+    }
+}
+
 fn read_nodes(path: &Path) -> Result<Advertised> {
     let source = input::Source::from_arg(path);
     let nodes = input::read_nodes(&source)?;
@@ -327,11 +337,6 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
             "only one of --nodes and --kubevirt can be `-` (stdin is read once)".into(),
         ));
     }
-    let from_file = args
-        .kubevirt
-        .as_deref()
-        .map(input::kubevirt::read_path)
-        .transpose()?;
     let no_cr = || {
         Error::Input(format!(
             "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
@@ -342,27 +347,22 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
             input::kubevirt::HYPERCONVERGED.group,
         ))
     };
-    let (adv, kv): (Advertised, PermittedHostDevices) = match (&args.nodes, from_file) {
-        _ if args.snapshot.is_some() => {
-            let snap = args.snapshot.as_deref().unwrap_or(Path::new("-"));
-            let loaded = input::snapshot_file::load(snap)?.snapshot;
-            let kv = loaded.kubevirt.ok_or_else(no_cr)?;
-            (advertised(&loaded.nodes, &snap.display().to_string())?, kv)
-        }
-        (Some(p), Some(kv)) => (read_nodes(p)?, kv),
-        (_, from_file) => {
-            let (nodes, kv) = args.live.block_on(|client| async move {
-                let nodes = input::live::list_nodes(&client).await?;
-                let kv = match from_file {
-                    Some(kv) => Some(kv),
-                    None => input::kubevirt::read_live(&client).await?,
-                };
-                Ok((nodes, kv))
-            })?;
-            let kv = kv.ok_or_else(no_cr)?;
-            (advertised(&nodes, "cluster")?, kv)
-        }
+    let request = Request {
+        nodes: args.nodes.as_ref(),
+        pods: None,
+        cluster_policy: None,
+        dra: None,
+        kubevirt: args.kubevirt.as_ref(),
+        snapshot: args.snapshot.as_ref(),
+        live: &args.live,
     };
+    let wanted = Wanted {
+        kubevirt: true,
+        ..Wanted::default()
+    };
+    let g = gather(&request, wanted)?;
+    let kv = g.kubevirt.ok_or_else(no_cr)?;
+    let adv = advertised(&g.nodes, &shown(&g.from))?;
     let report = kubevirt::check(&adv, &kv);
     let text = render::kubevirt::render_report(&report, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;

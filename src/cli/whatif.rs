@@ -5,8 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ExitStatus, Result};
-use crate::input::{self, pods};
-use crate::model::operator::PolicyStatus;
+use crate::input::gather::{Request, Wanted, gather};
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
 use crate::twin::{self, Relabel, Source, Verdict};
@@ -147,66 +146,38 @@ pub struct PlanArgs {
     pub twin: TwinArgs,
 }
 
-/// Reads the source cluster.
-fn read_source(a: &TwinArgs) -> Result<Source> {
-    if let Some(snap) = &a.snapshot {
-        let s = crate::input::snapshot_file::load(snap)?.snapshot;
-        return Ok(Source {
-            nodes: s.nodes,
-            pods: s.pods,
-            policy: s.policy,
-            kubevirt: s.kubevirt,
-            origin: format!("snapshot {}", snap.display()),
-        });
-    }
-    let policy = match &a.cluster_policy {
-        Some(p) => Some(crate::input::clusterpolicy::read_path(p)?),
-        None => None,
-    };
-    if let Some(nodes_path) = &a.nodes {
-        crate::cli::explain::one_stdin(&[
-            Some(nodes_path),
-            a.pods.as_ref(),
-            a.cluster_policy.as_ref(),
-            a.kubevirt_cr.as_ref(),
-        ])?;
-        let kubevirt = match &a.kubevirt_cr {
-            Some(p) => Some(crate::input::kubevirt::read_path(p)?),
-            None => None,
-        };
-        let nodes = input::read_nodes(&input::Source::from_arg(nodes_path))?;
-        let pods = match &a.pods {
-            Some(p) => pods::read_pods_path(p)?,
-            None => Vec::new(),
-        };
-        return Ok(Source {
-            nodes,
-            pods,
-            policy: policy.unwrap_or_else(PolicyStatus::not_read),
-            kubevirt,
-            origin: format!(
-                "files {}{}",
-                nodes_path.display(),
-                a.pods
-                    .as_ref()
-                    .map(|p| format!(", {}", p.display()))
-                    .unwrap_or_default()
-            ),
-        });
-    }
-    let with_kubevirt = a.kubevirt;
-    a.live.block_on(|client| async move {
-        let mut snap = crate::input::snapshot::read(&client, with_kubevirt).await?;
-        if let Some(p) = policy {
-            snap.policy = p;
+impl TwinArgs {
+    /// The data source these flags name (`--kubevirt-cr` is the CR file; `--kubevirt` asks
+    /// for the live cluster's CR).
+    fn request(&self) -> Request<'_> {
+        Request {
+            nodes: self.nodes.as_ref(),
+            pods: self.pods.as_ref(),
+            cluster_policy: self.cluster_policy.as_ref(),
+            dra: None,
+            kubevirt: self.kubevirt_cr.as_ref(),
+            snapshot: self.snapshot.as_ref(),
+            live: &self.live,
         }
-        Ok(Source {
-            nodes: snap.nodes,
-            pods: snap.pods,
-            policy: snap.policy,
-            kubevirt: snap.kubevirt,
-            origin: "cluster".into(),
-        })
+    }
+}
+
+/// Reads the source cluster: a snapshot file, the dumps, or the live cluster (everything
+/// at once, its KubeVirt CR with `--kubevirt`).
+fn read_source(a: &TwinArgs) -> Result<Source> {
+    let wanted = Wanted {
+        pods: true,
+        kubevirt: a.kubevirt,
+        operands: false,
+        policy_before_stdin_check: true,
+    };
+    let g = gather(&a.request(), wanted)?;
+    Ok(Source {
+        nodes: g.nodes,
+        pods: g.pods,
+        policy: g.policy,
+        kubevirt: g.kubevirt,
+        origin: g.origin,
     })
 }
 
