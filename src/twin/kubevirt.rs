@@ -68,17 +68,7 @@ pub fn vmi_object(p: &PodInfo, name: &str) -> Value {
         },
         "terminationGracePeriodSeconds": 0,
     });
-    if !p.node_selector.is_empty() {
-        spec["nodeSelector"] = json!(p.node_selector);
-    }
-    if let Some(terms) = &p.required_affinity {
-        spec["affinity"] = json!({"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
-        }});
-    }
-    if !p.tolerations.is_empty() {
-        spec["tolerations"] = json!(p.tolerations.as_ref());
-    }
+    super::objects::add_placement(&mut spec, p);
     json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "VirtualMachineInstance",

@@ -42,6 +42,22 @@ pub const ABSENT_FILL: [&str; 4] = ["1k", "1k", "64Ti", "64Ti"];
 /// so that [`PodInfo::launcher_vmi`] finds the VMI again.
 pub const LAUNCHER_SUFFIX: &str = "gpuwl";
 
+/// Adds `pod`'s nodeSelector, required node affinity and tolerations to `spec` (a Pod's or
+/// a VMI's spec: both spell them the same way), each only when set.
+pub fn add_placement(spec: &mut Value, pod: &PodInfo) {
+    if !pod.node_selector.is_empty() {
+        spec["nodeSelector"] = json!(pod.node_selector);
+    }
+    if let Some(terms) = &pod.required_affinity {
+        spec["affinity"] = json!({"nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
+        }});
+    }
+    if !pod.tolerations.is_empty() {
+        spec["tolerations"] = json!(pod.tolerations.as_ref());
+    }
+}
+
 /// The Node object for `node`: its labels, taints, cordon and both resource maps (the
 /// status goes in with the create, as a kubelet registers its node; see
 /// [`crate::cluster::nodes::ensure_sim_node`]). Allocatable defaults to capacity when the
@@ -125,17 +141,7 @@ pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
         "terminationGracePeriodSeconds": 0,
         "enableServiceLinks": false,
     });
-    if !pod.node_selector.is_empty() {
-        spec["nodeSelector"] = json!(pod.node_selector);
-    }
-    if let Some(terms) = &pod.required_affinity {
-        spec["affinity"] = json!({"nodeAffinity": {
-            "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}
-        }});
-    }
-    if !pod.tolerations.is_empty() {
-        spec["tolerations"] = json!(pod.tolerations.as_ref());
-    }
+    add_placement(&mut spec, pod);
     if bound && let Some(n) = &pod.node_name {
         spec["nodeName"] = json!(n);
     }
