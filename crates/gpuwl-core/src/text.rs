@@ -21,7 +21,7 @@ pub fn one_line(s: &str) -> String {
 
 /// The bidirectional formatting characters (LRM, RLM, embeddings and overrides, isolates)
 /// that can make a terminal show text in another order than it is.
-pub fn is_bidi_control(c: char) -> bool {
+pub(crate) fn is_bidi_control(c: char) -> bool {
     matches!(c, '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
 }
 

@@ -121,14 +121,6 @@ impl CauseCode {
         CauseCode::FitsNow,
     ];
 
-    /// The position of the code in rule order ([`CauseCode::ALL`]).
-    pub fn rank(self) -> usize {
-        CauseCode::ALL
-            .iter()
-            .position(|c| *c == self)
-            .unwrap_or(usize::MAX)
-    }
-
     /// The stable code, e.g. `unadvertised-name`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -38,7 +38,7 @@ use crate::model::operator::ClusterPolicy;
 use crate::model::pool::Pool;
 
 use crate::analysis::dra_match::CounterKey;
-pub use crate::analysis::dra_match::{DeviceInfo, DeviceKey, Matcher, SelectorFailure};
+pub(crate) use crate::analysis::dra_match::{Matcher, SelectorFailure};
 
 /// A row being summed: the row, its nodes, its physical devices.
 type RowAcc = (DraRow, BTreeSet<String>, BTreeSet<String>);
@@ -870,19 +870,6 @@ pub fn placement(
         out.nodes.push((node.clone(), verdict));
     }
     out
-}
-
-impl AlternativeView {
-    /// Whether it can be served now: enough free matching devices on allowed nodes
-    /// (`All`: at least one, and every allowed matching device free).
-    pub fn satisfiable(&self) -> bool {
-        if self.all {
-            let allowed: Vec<_> = self.matching.iter().filter(|d| d.allowed).collect();
-            !allowed.is_empty() && allowed.iter().all(|d| d.free)
-        } else {
-            self.free as i64 >= self.count
-        }
-    }
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use crate::model::dra::{
 };
 
 /// A device's address: `driver/pool/device` (what allocation results name).
-pub type DeviceKey = (String, String, String);
+pub(crate) type DeviceKey = (String, String, String);
 
 /// A counter's address: driver, pool, counter set, counter.
 pub(crate) type CounterKey = (String, String, String, String);

@@ -50,7 +50,7 @@ use crate::model::pod::PodInfo;
 /// hugepages absent from a node are 0, as for the scheduler.
 pub const UNCHECKED_WHEN_ABSENT: [&str; 4] = ["pods", "cpu", "memory", "ephemeral-storage"];
 
-pub use crate::analysis::placement::UNSCHEDULABLE_TAINT;
+pub(crate) use crate::analysis::placement::UNSCHEDULABLE_TAINT;
 
 /// Why the scheduler rejects a node, one of its reasons.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

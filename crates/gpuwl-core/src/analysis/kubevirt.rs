@@ -94,7 +94,7 @@ impl Advertised {
     }
 
     /// `gpu-vg-1 (4), gpu-vg-2 (2)`: the nodes that advertise `resource` and how many each.
-    pub fn nodes_text(&self, resource: &str) -> String {
+    pub(crate) fn nodes_text(&self, resource: &str) -> String {
         self.names
             .get(resource)
             .map(|v| {
@@ -109,7 +109,7 @@ impl Advertised {
 
 /// Whether `resource` is a name a KubeVirt VM asks for as a GPU: a passthrough device model
 /// ([`ResourceClass::PassthroughModel`]) or a vGPU type ([`ResourceClass::VgpuType`]).
-pub fn is_vm_gpu(resource: &str) -> bool {
+pub(crate) fn is_vm_gpu(resource: &str) -> bool {
     matches!(
         classify(resource),
         ResourceClass::PassthroughModel | ResourceClass::VgpuType
@@ -420,7 +420,7 @@ fn describe_selector(selector: &str) -> String {
 }
 
 /// `10DE:2236` (any case, surrounding blanks ignored) → (0x10de, 0x2236).
-pub fn parse_selector(selector: &str) -> Option<(u16, u16)> {
+pub(crate) fn parse_selector(selector: &str) -> Option<(u16, u16)> {
     let (v, d) = selector.trim().split_once(':')?;
     let hex = |s: &str| {
         (s.len() == 4)
@@ -593,7 +593,7 @@ fn entries(kv: &PermittedHostDevices) -> Vec<Entry<'_>> {
 }
 
 /// The PCI selector field's name in `source`'s CR.
-pub fn pci_field(source: HostDevicesSource) -> &'static str {
+pub(crate) fn pci_field(source: HostDevicesSource) -> &'static str {
     match source {
         HostDevicesSource::KubeVirt => "pciVendorSelector",
         HostDevicesSource::HyperConverged => "pciDeviceSelector",

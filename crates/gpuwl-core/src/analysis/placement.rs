@@ -88,7 +88,7 @@ pub(crate) fn taint_str(t: &Taint) -> String {
 /// The taint `kubectl cordon` stands for (`node.kubernetes.io/unschedulable:NoSchedule`);
 /// the scheduler treats `spec.unschedulable` as this taint (kubernetes/kubernetes
 /// `pkg/scheduler/framework/plugins/nodeunschedulable/node_unschedulable.go`).
-pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+pub(crate) const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
 
 /// Every constraint of `pod` that excludes `node` (empty: the node is allowed).
 pub fn exclusions(pod: &PodInfo, node: &NodeInfo) -> Vec<Exclusion> {

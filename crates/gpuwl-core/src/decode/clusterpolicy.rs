@@ -29,7 +29,7 @@ pub fn read_path(path: &Path) -> Result<PolicyStatus> {
 }
 
 /// Parses a ClusterPolicy from text; `name` starts every error message. See [`read_path`].
-pub fn read_str(text: &str, name: &str) -> Result<PolicyStatus> {
+pub(crate) fn read_str(text: &str, name: &str) -> Result<PolicyStatus> {
     let doc = document::parse(text, name, EXPECTING)?;
     let err = |e: FieldError| Error::field(name, e);
     let obj = match opt_str(&doc, "kind").map_err(err)? {

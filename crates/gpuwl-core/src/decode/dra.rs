@@ -42,8 +42,9 @@ pub fn read_path(path: &Path) -> Result<DraObjects> {
     read_from(document::open(path)?, &path.display().to_string())
 }
 
+#[cfg(test)]
 /// Parses DRA objects from `text`; `name` starts every error. See [`read_path`].
-pub fn read_str(text: &str, name: &str) -> Result<DraObjects> {
+pub(crate) fn read_str(text: &str, name: &str) -> Result<DraObjects> {
     read_from(text.as_bytes(), name)
 }
 

@@ -32,7 +32,7 @@ pub fn read_path(path: &Path) -> Result<PermittedHostDevices> {
 }
 
 /// Parses the CR from text; `name` starts every error message. See [`read_path`].
-pub fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
+pub(crate) fn read_str(text: &str, name: &str) -> Result<PermittedHostDevices> {
     read_cr_str(text, name).map(|c| c.devices)
 }
 

@@ -101,7 +101,7 @@ pub fn read_path(path: &Path) -> Result<Vec<OperandPod>> {
 }
 
 /// [`read_path`] on text; `name` starts every error message.
-pub fn read_str(text: &str, name: &str) -> Result<Vec<OperandPod>> {
+pub(crate) fn read_str(text: &str, name: &str) -> Result<Vec<OperandPod>> {
     let doc = document::parse(text, name, EXPECTING)?;
     match doc.get("items") {
         Some(Value::Array(items)) => Ok(items.iter().filter_map(from_value).collect()),

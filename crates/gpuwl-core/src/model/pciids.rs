@@ -88,10 +88,11 @@ pub(crate) fn lookup_all(resource_suffix: &str) -> Vec<NvidiaDevice> {
     v
 }
 
+#[cfg(test)]
 /// The sanitized names that several NVIDIA device ids share (two `pci.ids` names that
 /// differ only in characters the plugin drops or folds, or one name listed under two
 /// ids), sorted by name, each with its devices sorted by id.
-pub fn collisions() -> Vec<(String, Vec<NvidiaDevice>)> {
+pub(crate) fn collisions() -> Vec<(String, Vec<NvidiaDevice>)> {
     let mut v: Vec<(String, Vec<NvidiaDevice>)> = table()
         .keys()
         .map(|k| (k.clone(), lookup_all(k)))

@@ -438,7 +438,8 @@ pub fn fit_table(columns: &[Column], rows: &[Vec<String>], width: usize) -> Stri
     last
 }
 
-pub use crate::text::{esc, escape_controls, is_bidi_control};
+pub(crate) use crate::text::is_bidi_control;
+pub use crate::text::{esc, escape_controls};
 
 /// Makes serialized JSON or YAML safe to print: serde_json and serde-saphyr already escape
 /// C0 controls inside strings, but pass DEL, C1 controls and the bidirectional-override
