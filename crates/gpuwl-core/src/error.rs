@@ -7,6 +7,7 @@
 //! | 2 | bad input or usage: unreadable/invalid file, bad flag (nothing on stdout) |
 //! | 3 | environment or cluster failure: API unreachable, control plane won't start, a lab step failed |
 
+use crate::text;
 use std::process::ExitCode;
 
 /// Exit statuses of every gpuwl command (see the module table).
@@ -159,7 +160,7 @@ pub enum Error {
     /// An operation outside the user's input (a file of gpuwl's own state, a process, a
     /// certificate, the async runtime) that failed with an underlying error, kept as the
     /// source. Shown `<doing>: <error>`, the error made one line. Exit 3.
-    #[error("{doing}: {}", crate::text::one_line(&source.to_string()))]
+    #[error("{doing}: {}", text::one_line(&source.to_string()))]
     Failed {
         /// What gpuwl was doing, e.g. `cannot write /path/cluster.json`.
         doing: String,
@@ -250,7 +251,7 @@ impl Error {
     pub fn file(path: impl Into<std::path::PathBuf>, problem: impl std::fmt::Display) -> Error {
         Error::File {
             path: path.into(),
-            problem: crate::text::one_line(&problem.to_string()),
+            problem: text::one_line(&problem.to_string()),
             source: None,
         }
     }

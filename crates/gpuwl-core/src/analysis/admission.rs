@@ -44,9 +44,9 @@ use crate::analysis::usage::Usage;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
-use crate::model::pod::{PodInfo, SpecProblem};
+use crate::model::pod::{self, PodInfo, SpecProblem};
 use crate::model::resource::classify;
-use crate::text::esc;
+use crate::text::{self, esc};
 
 /// The longest warning line, in characters. The API server may cut warnings longer than
 /// 256 characters and drops warnings past 4 KiB in all (Kubernetes documentation,
@@ -190,11 +190,7 @@ pub fn show(s: &str) -> String {
         && s.chars().count() <= MAX_VALUE
         && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-' | '/'));
-    if plain {
-        s.to_owned()
-    } else {
-        crate::text::cut(s)
-    }
+    if plain { s.to_owned() } else { text::cut(s) }
 }
 
 /// The findings for `pod` (a Pod, or a VMI/VM read as its virt-launcher pod), at most
@@ -394,7 +390,7 @@ fn unadvertised(resource: &str, name: &str, field: String, ix: &Index) -> Warnin
 /// resource (in requests without a limit, or requests ≠ limits); `None` for the others.
 fn invalid_spec(problem: &SpecProblem) -> Option<Warning> {
     let (path, resource) = (problem.path(), problem.resource());
-    if !crate::model::pod::is_extended_resource(resource) {
+    if !pod::is_extended_resource(resource) {
         return None;
     }
     let name = show(resource);

@@ -32,13 +32,17 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::model::dra::{DraObjects, DraSource, RequestSpec, ResourceClaim};
+use crate::model::dra::{
+    ClaimRequest, DraObjects, DraSource, PodClaim, RequestSpec, ResourceClaim,
+};
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pool::Pool;
 
+use crate::analysis::dra_hints::{self, Hint};
 use crate::analysis::dra_match::CounterKey;
 pub(crate) use crate::analysis::dra_match::{Matcher, SelectorFailure};
+use crate::analysis::names;
 
 /// A row being summed: the row, its nodes, its physical devices.
 type RowAcc = (DraRow, BTreeSet<String>, BTreeSet<String>);
@@ -292,7 +296,7 @@ pub struct AlternativeView {
     pub class_free: usize,
     /// When nothing matches: why, per attribute the selectors reference.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub hints: Vec<crate::analysis::dra_hints::Hint>,
+    pub hints: Vec<Hint>,
     /// When no device on an allowed node matches: the other DeviceClasses (by name) under
     /// which this request, its own selectors unchanged, would match at least one device
     /// on an allowed node — evaluated on the same devices, so naming one of them in the
@@ -351,12 +355,8 @@ pub struct ClaimView {
 fn pod_claim_source<'d>(
     dra: &'d DraObjects,
     namespace: &str,
-    pc: &crate::model::dra::PodClaim,
-) -> Option<(
-    String,
-    &'d [crate::model::dra::ClaimRequest],
-    Option<&'d ResourceClaim>,
-)> {
+    pc: &PodClaim,
+) -> Option<(String, &'d [ClaimRequest], Option<&'d ResourceClaim>)> {
     if let Some(c) = pc.claim_name().and_then(|n| dra.claim(namespace, n)) {
         return Some((c.key(), c.requests.as_slice(), Some(c)));
     }
@@ -380,7 +380,7 @@ fn pod_claim_source<'d>(
 pub(crate) fn claim_views(
     dra: &DraObjects,
     namespace: &str,
-    pod_claims: &[crate::model::dra::PodClaim],
+    pod_claims: &[PodClaim],
     allowed: &dyn Fn(&str) -> bool,
 ) -> Vec<ClaimView> {
     let m = Matcher::new(dra);
@@ -449,7 +449,7 @@ pub(crate) fn claim_views(
                         })
                         .collect();
                     let hints = if matching.is_empty() {
-                        crate::analysis::dra_hints::hints(&m, dra, alt)
+                        dra_hints::hints(&m, dra, alt)
                     } else {
                         Vec::new()
                     };
@@ -485,7 +485,7 @@ pub(crate) fn claim_views(
                             .map(|c| c.name.clone())
                             .collect();
                         // Nearest to the name asked first (a typo's class leads).
-                        crate::analysis::names::nearest_first(named, &alt.device_class)
+                        names::nearest_first(named, &alt.device_class)
                     };
                     alts.push(AlternativeView {
                         other_classes,
@@ -595,7 +595,7 @@ pub struct DraPlacement {
 /// One claim to allocate: its key and requests.
 struct Pending<'d> {
     key: String,
-    requests: &'d [crate::model::dra::ClaimRequest],
+    requests: &'d [ClaimRequest],
 }
 
 /// The search state on one node.
@@ -675,7 +675,7 @@ impl<'d> Search<'_, 'd> {
         if ri == self.claims[ci].requests.len() {
             return self.solve(ci + 1, 0);
         }
-        let requests: &'d [crate::model::dra::ClaimRequest] = self.claims[ci].requests;
+        let requests: &'d [ClaimRequest] = self.claims[ci].requests;
         let alts = &requests[ri].alternatives;
         for alt in alts {
             if alt.all {
@@ -773,7 +773,7 @@ impl<'d> Search<'_, 'd> {
 pub fn placement(
     dra: &DraObjects,
     namespace: &str,
-    pod_claims: &[crate::model::dra::PodClaim],
+    pod_claims: &[PodClaim],
     allowed: &[String],
 ) -> DraPlacement {
     let m = Matcher::new(dra);

@@ -35,6 +35,7 @@ use cel::common::types::{CelBool, CelInt, CelMap, CelMapKey, CelString, Type};
 use cel::common::value::{StaticVal, Val};
 use cel::{Context, Env, ExecutionError, Program};
 
+use crate::decode::document;
 use crate::model::dra::{Amount, AttrValue, Device};
 use crate::model::quantity::Quantity as Q;
 
@@ -263,7 +264,7 @@ pub static ENV: LazyLock<Arc<Env>> = LazyLock::new(|| {
 /// Errors: the parse error, on one line.
 pub fn compile(expr: &str) -> Result<Program, String> {
     ENV.compile(expr)
-        .map_err(|e| crate::decode::document::one_line(&e.to_string()))
+        .map_err(|e| document::one_line(&e.to_string()))
 }
 
 fn attr_val(v: &AttrValue) -> Box<dyn Val> {
@@ -373,7 +374,7 @@ pub fn run(program: &Program, device: &dyn Val) -> Result<bool, String> {
         Ok(cel::Value::Bool(b)) => Ok(b),
         Ok(other) => Err(format!("gives {other:?}, not a bool")),
         Err(ExecutionError::NoSuchKey(k)) => Err(format!("no such key: {k}")),
-        Err(e) => Err(crate::decode::document::one_line(&e.to_string())),
+        Err(e) => Err(document::one_line(&e.to_string())),
     }
 }
 

@@ -15,6 +15,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::analysis::dra_match::Matcher;
+use crate::analysis::names;
 use crate::model::dra::{AttrValue, DraObjects, RequestSpec};
 
 /// One finding about one attribute a selector references.
@@ -224,7 +225,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     attribute: q,
                     problem: "not-published".into(),
                     value: r.literal.as_ref().map(|l| l.0.clone()),
-                    published: crate::analysis::names::nearest_first(names, &r.name),
+                    published: names::nearest_first(names, &r.name),
                     corrected: None,
                     device_class: None,
                 });
@@ -259,7 +260,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     attribute: q,
                     problem: "type-mismatch".into(),
                     value: Some(lit.clone()),
-                    published: crate::analysis::names::nearest_first(shown, lit),
+                    published: names::nearest_first(shown, lit),
                     corrected: Some(typed("semver")),
                     device_class: None,
                 }),
@@ -268,7 +269,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     attribute: q,
                     problem: "type-mismatch".into(),
                     value: Some(lit.clone()),
-                    published: crate::analysis::names::nearest_first(shown, lit),
+                    published: names::nearest_first(shown, lit),
                     corrected: Some(typed("quantity")),
                     device_class: None,
                 }),
@@ -276,7 +277,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                     if shown.iter().any(|v| v == lit) {
                         continue;
                     }
-                    let ordered = crate::analysis::names::nearest_first(shown, lit);
+                    let ordered = names::nearest_first(shown, lit);
                     let corrected = ordered.first().map(|best| {
                         format!(
                             "{}{} {op} {}{}",

@@ -8,8 +8,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
+use crate::analysis::{dra_cel, names};
 use crate::model::dra::{
-    AttrValue, Device, DraObjects, RequestSpec, ResourceSlice, TYPE_ATTRIBUTE,
+    self, AttrValue, Device, DraObjects, IDENTITY_ATTRIBUTES, RequestSpec, ResourceSlice,
+    TYPE_ATTRIBUTE,
 };
 
 /// A device's address: `driver/pool/device` (what allocation results name).
@@ -137,9 +139,9 @@ fn allocations(dra: &DraObjects) -> BTreeMap<DeviceKey, Vec<String>> {
 fn physical_identity(s: &ResourceSlice, d: &Device) -> String {
     if let Some(c) = d.consumes_counters.first() {
         format!("counters:{}/{}/{}", s.driver, s.pool, c.counter_set)
-    } else if let Some((a, v)) = crate::model::dra::IDENTITY_ATTRIBUTES.iter().find_map(|a| {
+    } else if let Some((a, v)) = IDENTITY_ATTRIBUTES.iter().find_map(|a| {
         d.attributes
-            .get(&crate::model::dra::qualify(&s.driver, a))
+            .get(&dra::qualify(&s.driver, a))
             .map(|v| (a, v.text()))
     }) {
         format!("{a}:{v}")
@@ -234,10 +236,7 @@ impl<'a> Matcher<'a> {
                     slice: s,
                     device: d,
                     node: d.node_name.as_deref().or(s.node_name.as_deref()),
-                    device_type: match d
-                        .attributes
-                        .get(&crate::model::dra::qualify(&s.driver, TYPE_ATTRIBUTE))
-                    {
+                    device_type: match d.attributes.get(&dra::qualify(&s.driver, TYPE_ATTRIBUTE)) {
                         Some(AttrValue::String(t)) if !t.is_empty() => t.clone(),
                         _ => String::new(),
                     },
@@ -245,7 +244,7 @@ impl<'a> Matcher<'a> {
                     allocated_to: allocated.get(&key).cloned().unwrap_or_default(),
                     blocked_by: Vec::new(),
                 });
-                cel_devices.push(crate::analysis::dra_cel::device_val(&s.driver, d, &domains));
+                cel_devices.push(dra_cel::device_val(&s.driver, d, &domains));
             }
         }
         mark_counter_blocked(dra, &mut devices);
@@ -286,7 +285,7 @@ impl<'a> Matcher<'a> {
             .borrow_mut()
             .entry(expr.to_owned())
             .or_insert_with(|| {
-                crate::analysis::dra_cel::compile(expr)
+                dra_cel::compile(expr)
                     .map(std::rc::Rc::new)
                     .map_err(|e| format!("does not compile: {e}"))
             })
@@ -302,7 +301,7 @@ impl<'a> Matcher<'a> {
         }
         let r = self
             .program(expr)
-            .and_then(|p| crate::analysis::dra_cel::run(&p, self.cel_devices[i].as_ref()));
+            .and_then(|p| dra_cel::run(&p, self.cel_devices[i].as_ref()));
         self.results.borrow_mut().insert(key, r.clone());
         r
     }
@@ -337,9 +336,9 @@ impl<'a> Matcher<'a> {
                     Err(error) => {
                         let d = &self.devices[i];
                         let published = match error.strip_prefix("no such key: ") {
-                            Some(key) => crate::analysis::names::nearest_first(
+                            Some(key) => names::nearest_first(
                                 d.device.attributes.keys().cloned(),
-                                &crate::model::dra::qualify(&d.slice.driver, key),
+                                &dra::qualify(&d.slice.driver, key),
                             ),
                             None => Vec::new(),
                         };

@@ -21,19 +21,27 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::analysis::check::DraNodes;
 use crate::analysis::diagnosis::CauseCode;
+use crate::analysis::dra::{self, DraInventory};
+use crate::analysis::explain::{Explanation, Inputs, Shared};
+use crate::analysis::orphans::{self, Orphan};
 use crate::analysis::usage::Usage;
-use crate::analysis::verdict::PodClass;
+use crate::analysis::verdict::{self, PodClass};
 use crate::analysis::{names, placement};
+use crate::decode::snapshot::Snapshot;
 use crate::error::Result;
-use crate::model::advertise::gpu_resources;
+use crate::model::advertise::{self, gpu_resources};
+use crate::model::dra::{DraObjects, DraSource};
 use crate::model::equivalents::unit_fraction;
 use crate::model::node::NodeInfo;
-use crate::model::operator::{ClusterPolicy, PolicyStatus};
+use crate::model::operand::{self, OperandPod, OperandSource};
+use crate::model::operator::{self, ClusterPolicy, GpuEvidence, PolicyStatus};
 use crate::model::pod::PodInfo;
 use crate::model::pool::{Pool, PoolOrigin};
-use crate::model::resource::{Classifier, ResourceClass, classify};
+use crate::model::resource::{self, Classifier, ResourceClass, classify};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
+use crate::text;
 
 /// One node's share of a [`Row`].
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -220,7 +228,7 @@ pub struct Inventory {
     /// The DRA devices (`resource.k8s.io/v1`), when read or tried: rows per driver ×
     /// device type × node pool, or why they were not read.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dra: Option<crate::analysis::dra::DraInventory>,
+    pub dra: Option<DraInventory>,
     /// Nodes counted in both tables: a device plugin advertises an NVIDIA GPU name there
     /// (allocatable > 0, not a DRA extended-resource name) AND NVIDIA's DRA driver
     /// (`gpu.nvidia.com`) publishes devices there — the same physical GPUs, twice, and two
@@ -231,7 +239,7 @@ pub struct Inventory {
     /// per node × resource ([`crate::analysis::orphans`]): their units count as allocated
     /// in the row, never as negative free.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub orphans: Vec<crate::analysis::orphans::Orphan>,
+    pub orphans: Vec<Orphan>,
     /// The GPU Operator's operand pods per GPU node with their health, when read
     /// ([`attach_operands`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -243,7 +251,7 @@ pub struct Inventory {
 #[serde(rename_all = "camelCase")]
 pub struct OperandReport {
     /// Where the pods came from (`cluster`, `file`, `unreadable` with a note).
-    pub source: crate::model::operand::OperandSource,
+    pub source: OperandSource,
     /// The ClusterPolicy's `status.state` (`ready`, `notReady`, ...), when known.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cluster_policy_state: Option<String>,
@@ -264,7 +272,7 @@ pub struct NodeOperands {
     /// The workload whose operands the operator deploys there (`null`: none).
     pub workload: Option<WorkloadConfig>,
     /// Its operand pods.
-    pub pods: Vec<crate::model::operand::OperandPod>,
+    pub pods: Vec<OperandPod>,
     /// When the device plugin of the workload is not ready there: what is wrong
     /// ([`crate::model::operand::plugin_problem`]).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -277,20 +285,20 @@ pub fn attach_operands(
     inv: &mut Inventory,
     nodes: &[NodeInfo],
     policy: Option<&ClusterPolicy>,
-    pods: Vec<crate::model::operand::OperandPod>,
-    source: crate::model::operand::OperandSource,
+    pods: Vec<OperandPod>,
+    source: OperandSource,
 ) {
     use crate::model::operand::OperandHealth;
-    let by = crate::model::operand::by_node(pods);
+    let by = operand::by_node(pods);
     let pools = assign_pools(nodes, policy);
     let mut out = Vec::new();
     for n in nodes
         .iter()
         .filter(|n| pools.pool_of.contains_key(n.name.as_str()))
     {
-        let w = crate::model::operator::effective_workload(n, policy).applied();
+        let w = operator::effective_workload(n, policy).applied();
         let here = by.get(&n.name).cloned().unwrap_or_default();
-        let plugin_problem = w.and_then(|w| crate::model::operand::plugin_problem(&here, w));
+        let plugin_problem = w.and_then(|w| operand::plugin_problem(&here, w));
         out.push(NodeOperands {
             node: n.name.clone(),
             workload: w,
@@ -314,23 +322,23 @@ pub fn attach_operands(
 /// DRA driver offer.
 pub fn attach_dra(
     inv: &mut Inventory,
-    dra: &crate::model::dra::DraObjects,
-    source: crate::model::dra::DraSource,
+    dra: &DraObjects,
+    source: DraSource,
     nodes: &[NodeInfo],
     policy: Option<&ClusterPolicy>,
 ) {
-    let published = crate::analysis::check::DraNodes::from_objects(dra);
+    let published = DraNodes::from_objects(dra);
     inv.published_twice = nodes
         .iter()
         .filter(|n| published.devices.get(&n.name).is_some_and(|d| *d > 0))
         .filter(|n| {
-            crate::model::advertise::advertised_gpus(n)
+            advertise::advertised_gpus(n)
                 .iter()
                 .any(|(r, _)| !published.extended_names.contains_key(*r))
         })
         .map(|n| n.name.clone())
         .collect();
-    inv.dra = Some(crate::analysis::dra::inventory(dra, source, nodes, policy));
+    inv.dra = Some(dra::inventory(dra, source, nodes, policy));
 }
 
 /// Builds the inventory from nodes and pods, in four named phases: [`assign_pools`] (which
@@ -365,7 +373,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
         ));
     }
     let rows = sum_rows(supply.cells, &demand.pending);
-    let orphans = crate::analysis::orphans::find(&usage);
+    let orphans = orphans::find(&usage);
     Ok(Inventory {
         orphans,
         nodes_read: nodes.len(),
@@ -403,11 +411,11 @@ pub fn assign_pools<'a>(nodes: &'a [NodeInfo], policy: Option<&ClusterPolicy>) -
     let mut pool_of = BTreeMap::new();
     let mut invalid_labels = BTreeSet::new();
     for n in nodes {
-        let gpu = crate::model::operator::gpu_evidence(n);
-        if gpu == crate::model::operator::GpuEvidence::NoGpu
+        let gpu = operator::gpu_evidence(n);
+        if gpu == GpuEvidence::NoGpu
             || (n.label(LABEL_KEY).is_none()
                 && gpu_resources(n).is_empty()
-                && gpu != crate::model::operator::GpuEvidence::Nfd)
+                && gpu != GpuEvidence::Nfd)
         {
             continue;
         }
@@ -566,7 +574,7 @@ pub fn demand(
     policy: Option<&ClusterPolicy>,
 ) -> Demand {
     let mut d = Demand::default();
-    let shared = crate::analysis::explain::Shared::new(crate::analysis::explain::Inputs {
+    let shared = Shared::new(Inputs {
         nodes: Some(nodes),
         pods: Some(pods),
         cluster_policy: policy,
@@ -606,7 +614,7 @@ pub fn demand(
         let e = shared.explain(p).ok();
         let v = e.as_ref().map_or_else(
             || {
-                crate::analysis::verdict::verdict(
+                verdict::verdict(
                     if fitting_pools.is_empty() {
                         CauseCode::UnadvertisedName
                     } else {
@@ -662,7 +670,7 @@ pub fn demand(
 /// What holds a pending pod of `class`, for [`PendingPod::by`]: the nodes it fits now
 /// (demand), the nodes only cordons or taints keep it from (blocked), its scheduling gates
 /// (gated), the nodes with its GPU units free but another resource short (other-resource).
-fn held_by(class: PodClass, p: &PodInfo, e: &crate::analysis::explain::Explanation) -> Vec<String> {
+fn held_by(class: PodClass, p: &PodInfo, e: &Explanation) -> Vec<String> {
     match class {
         PodClass::Demand => e.fitting.clone(),
         PodClass::Blocked => e.held_off.clone(),
@@ -1025,7 +1033,7 @@ pub fn ignore_resources(
     // A GPU name by the default rules that a glob set aside: (nodes, pods) naming it.
     let mut set_aside: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     let mut aside = |r: &String, node: bool| {
-        if !keep(r) && crate::model::resource::classify(r).is_gpu() {
+        if !keep(r) && resource::classify(r).is_gpu() {
             let e = set_aside.entry(r.clone()).or_default();
             if node {
                 e.0 += 1;
@@ -1058,7 +1066,7 @@ pub fn ignore_resources(
             .map(|(r, (n, p))| {
                 format!(
                     "{} (listed by {n} node(s), requested by {p} pod(s))",
-                    crate::text::esc(r)
+                    text::esc(r)
                 )
             })
             .collect();
@@ -1074,10 +1082,7 @@ pub fn ignore_resources(
 /// objects, less the `ignore`d resources.
 ///
 /// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole number.
-pub fn from_snapshot(
-    mut snap: crate::decode::snapshot::Snapshot,
-    ignore: &[String],
-) -> Result<Inventory> {
+pub fn from_snapshot(mut snap: Snapshot, ignore: &[String]) -> Result<Inventory> {
     let ignored = ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
     let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
     inv.notes.extend(ignored);

@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 
 use crate::analysis::names;
+use crate::decode::kubevirt::CurrentCr;
 use crate::error::Result;
 use crate::model::advertise::{gpu_resources, node_units};
 use crate::model::kubevirt::{
@@ -295,7 +296,7 @@ pub fn safe_patch(
     plan: &Plan,
     target: HostDevicesSource,
     kind: PatchKind,
-    current: Option<&crate::decode::kubevirt::CurrentCr>,
+    current: Option<&CurrentCr>,
 ) -> SafePatch {
     use serde_json::{Map, Value, json};
     let (lists, already) = new_entries(plan, target, current.map(|c| &c.devices));

@@ -18,7 +18,8 @@ use serde::Serialize;
 
 use crate::analysis::usage::{Holder, Usage};
 use crate::model::node::NodeInfo;
-use crate::model::pod::PodInfo;
+use crate::model::operator::ClusterPolicy;
+use crate::model::pod::{self, PodInfo};
 use crate::model::resource::classify;
 
 /// One node × GPU resource held by bound pods but not advertised.
@@ -49,7 +50,7 @@ impl Orphan {
             .iter()
             .filter_map(|h| {
                 let (ns, name) = h.pod.split_once('/')?;
-                crate::model::pod::launcher_vmi_name(name).map(|v| format!("{ns}/{v}"))
+                pod::launcher_vmi_name(name).map(|v| format!("{ns}/{v}"))
             })
             .collect()
     }
@@ -81,8 +82,7 @@ impl Orphan {
                     .pod
                     .split_once('/')
                     .and_then(|(ns, name)| {
-                        crate::model::pod::launcher_vmi_name(name)
-                            .map(|v| format!("VMI {ns}/{v}, "))
+                        pod::launcher_vmi_name(name).map(|v| format!("VMI {ns}/{v}, "))
                     })
                     .unwrap_or_default();
                 format!("{} ({vmi}{})", h.pod, h.units)
@@ -128,7 +128,7 @@ pub fn pods_by_node(pods: Vec<PodInfo>) -> std::collections::HashMap<String, Vec
 pub(crate) fn of_node(
     node: &NodeInfo,
     pods: &[PodInfo],
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
 ) -> Vec<Orphan> {
     let mine: Vec<PodInfo> = pods
         .iter()

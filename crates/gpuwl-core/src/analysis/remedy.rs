@@ -37,10 +37,13 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::analysis::diagnosis::CauseCode;
+use crate::analysis::dra::ClaimView;
 use crate::analysis::explain::{Explanation, Inputs, Shared};
 use crate::analysis::fit::{self, Failure, NodeFit, Requested, UNSCHEDULABLE_TAINT};
+use crate::analysis::placement;
+use crate::model::dra::{ClaimRequest, DraObjects};
 use crate::model::node::{NodeInfo, Taint};
-use crate::model::pod::{ObjectKind, PodInfo, Toleration, launcher_vmi_name};
+use crate::model::pod::{self, ObjectKind, PodInfo, Toleration, launcher_vmi_name};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One change to the pod or to one node.
@@ -472,13 +475,13 @@ fn dra_remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Reme
 /// when it exists, else the template its claim will be made from. Returns how the claim is
 /// named in the action (`namespace/name` or `template NAME`), `None` when neither is found.
 fn set_class(
-    dra: &mut crate::model::dra::DraObjects,
+    dra: &mut DraObjects,
     pod: &PodInfo,
-    c: &crate::analysis::dra::ClaimView,
+    c: &ClaimView,
     request: &str,
     class: &str,
 ) -> Option<String> {
-    let set = |reqs: &mut Vec<crate::model::dra::ClaimRequest>| {
+    let set = |reqs: &mut Vec<ClaimRequest>| {
         let r = reqs.iter_mut().find(|r| r.name == request)?;
         let [alt] = r.alternatives.as_mut_slice() else {
             return None;
@@ -611,7 +614,7 @@ fn stop_command(key: &str, pods: &[PodInfo]) -> String {
         .iter()
         .find(|p| p.key() == key)
         .and_then(|p| p.vmi_owned_by_vm);
-    crate::model::pod::stop_command(ns, name, launcher_vmi_name(name), owned)
+    pod::stop_command(ns, name, launcher_vmi_name(name), owned)
 }
 
 /// What a node's plan is computed from besides the pod and the node.
@@ -656,10 +659,9 @@ fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Result<Pl
 /// Why a failure has no change within reach, in a few words.
 fn out_of_reach(failure: &Failure, pod: &PodInfo) -> String {
     match failure {
-        Failure::Taint { taint } => format!(
-            "the node-condition taint {}",
-            crate::analysis::placement::taint_str(taint)
-        ),
+        Failure::Taint { taint } => {
+            format!("the node-condition taint {}", placement::taint_str(taint))
+        }
         Failure::TooManyPods { .. } => "no pod slot left".into(),
         Failure::NodeAffinity => match pod.node_selector.get(LABEL_KEY) {
             Some(v) => format!("another workload config than the pod's {LABEL_KEY}={v}"),

@@ -8,10 +8,12 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 
 use crate::analysis::check::{Checker, Options, Severity, Verdict};
+use crate::analysis::explain::{self, Inputs};
 use crate::decode::mustgather::{Bundle, ContainerState, LogTail, OperandDaemonSet, OperandPod};
+use crate::decode::{clusterpolicy, pods};
 use crate::model::finding::Code;
 use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
+use crate::model::operator::{self, PolicyStatus};
 use crate::model::pod::PodInfo;
 
 /// The operator-state finding codes (the GPU Operator's own state on a node; see
@@ -185,7 +187,7 @@ fn allocated_pod(node: &str, allocated: &BTreeMap<String, String>) -> Option<Pod
         "spec": {"nodeName": node, "containers": [{"name": "allocated", "resources": {"requests": allocated}}]},
         "status": {"phase": "Running"}
     });
-    crate::decode::pods::from_object(&v).ok()
+    pods::from_object(&v).ok()
 }
 
 /// Whether `pod` waits for a node and asks for GPUs (an `nvidia.com/` request or DRA claims).
@@ -206,7 +208,7 @@ pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
         .nodes
         .iter()
         .map(|d| {
-            let eff = crate::model::operator::effective_workload(&d.node, policy.policy());
+            let eff = operator::effective_workload(&d.node, policy.policy());
             NodeState {
                 node: d.node.name.clone(),
                 workload: eff.workload.to_string(),
@@ -252,12 +254,10 @@ pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
 fn bundle_policy(bundle: &Bundle) -> PolicyStatus {
     match &bundle.policy {
         Some(p) => p.clone(),
-        None if bundle.files.contains("cluster_policy.missing") => {
-            crate::decode::clusterpolicy::none(
-                "no-object",
-                Some("the bundle marks the ClusterPolicy missing (cluster_policy.missing)".into()),
-            )
-        }
+        None if bundle.files.contains("cluster_policy.missing") => clusterpolicy::none(
+            "no-object",
+            Some("the bundle marks the ClusterPolicy missing (cluster_policy.missing)".into()),
+        ),
         None => PolicyStatus::not_read(),
     }
 }
@@ -464,7 +464,7 @@ fn pending_pods(
     pool.extend(candidates.iter().map(|p| (*p).clone()));
     let mut pending = Vec::new();
     for pod in candidates {
-        let inputs = crate::analysis::explain::Inputs {
+        let inputs = Inputs {
             nodes: Some(nodes),
             pods: Some(&pool),
             kubevirt: None,
@@ -473,7 +473,7 @@ fn pending_pods(
             // The bundle's operand pods are reported in their own section.
             operand_pods: None,
         };
-        let (code, cause, fix) = match crate::analysis::explain::explain(pod, inputs) {
+        let (code, cause, fix) = match explain::explain(pod, inputs) {
             Ok(e) => (e.cause_code.to_string(), e.cause, e.fix),
             Err(e) => ("not-explained".into(), e.to_string(), String::new()),
         };

@@ -23,11 +23,10 @@ use serde::Deserialize;
 use serde::de::{self, DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
 
 use crate::decode::document::{
-    GuardState, Input, Keep, ListSink, MAX_OBJECT, ReadError, TopObject, in_field, one_line,
+    self, GuardState, Input, Keep, ListSink, MAX_OBJECT, ReadError, TopObject, in_field, one_line,
     read_list_from,
 };
-use crate::error::FieldError;
-use crate::error::{Error, Result};
+use crate::error::{Error, FieldError, Result};
 use crate::model::node::{NodeInfo, Taint};
 
 /// Where a dump is read from.
@@ -490,7 +489,7 @@ fn is_single_node(kind: Option<&str>, saw_items: bool) -> std::result::Result<bo
         ),
         Some(k) => wrong(format!(
             "kind {} is not Node, NodeList or List",
-            crate::decode::document::cut(k)
+            document::cut(k)
         )),
         None if saw_items => wrong("list without kind: expected kind NodeList or List".into()),
         None => wrong("no kind field: expected a Node, NodeList or List".into()),
@@ -817,7 +816,7 @@ impl<'de> Visitor<'de> for ItemSeed {
                 if let Some(k) = kind.as_deref().filter(|k| *k != "Node") {
                     return Err(de::Error::custom(format!(
                         "kind {} is not a Node",
-                        crate::decode::document::cut(k)
+                        document::cut(k)
                     )));
                 }
                 parts.kind = kind;

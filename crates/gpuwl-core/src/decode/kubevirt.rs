@@ -95,7 +95,7 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
         Some(k) => {
             return Err(FieldError::object(format!(
                 "kind {} is not KubeVirt or HyperConverged",
-                crate::decode::document::cut(k)
+                document::cut(k)
             )));
         }
         None => {

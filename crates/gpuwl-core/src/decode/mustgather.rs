@@ -23,11 +23,14 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::decode::document::{Keep, Prune};
-use crate::error::{Error, Result};
+use crate::decode::clusterpolicy;
+use crate::decode::document::{self, Keep, ListSink, Prune, ReadError, TopObject};
+use crate::decode::pods::{self, SPEC};
+use crate::error::{Error, FieldError, Result};
 use crate::model::node::{NodeInfo, Taint};
 use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
+use crate::text;
 
 /// How much of the end of each log is read: 64 KiB.
 pub(crate) const LOG_TAIL: usize = 64 * 1024;
@@ -164,7 +167,7 @@ pub struct Bundle {
 
 /// Escapes control characters and cuts `s` to [`LINE_CHARS`] characters (`…` marks a cut).
 pub(crate) fn clip(s: &str) -> String {
-    let e = crate::text::esc(s.trim_end());
+    let e = text::esc(s.trim_end());
     if e.chars().count() <= LINE_CHARS {
         return e;
     }
@@ -475,7 +478,7 @@ const OPERAND_POD: Keep = Keep::Fields(&[
             ),
         ]),
     ),
-    ("spec", crate::decode::pods::SPEC),
+    ("spec", SPEC),
     (
         "status",
         Keep::Fields(&[
@@ -529,7 +532,7 @@ struct KeptItems {
     out: Vec<Value>,
 }
 
-impl crate::decode::document::ListSink for KeptItems {
+impl ListSink for KeptItems {
     type Item = Value;
     type Seed = Prune;
     type Out = Vec<Value>;
@@ -551,35 +554,27 @@ impl crate::decode::document::ListSink for KeptItems {
         _index: usize,
         item: Value,
         _list_kind: Option<&str>,
-    ) -> std::result::Result<(), crate::decode::document::ReadError> {
+    ) -> std::result::Result<(), ReadError> {
         self.out.push(item);
         Ok(())
     }
 
-    fn finish(
-        self,
-        top: crate::decode::document::TopObject,
-    ) -> std::result::Result<Vec<Value>, crate::decode::document::ReadError> {
+    fn finish(self, top: TopObject) -> std::result::Result<Vec<Value>, ReadError> {
         if top.saw_items || top.kind.is_some() {
             Ok(self.out)
         } else {
-            Err(crate::error::FieldError::object(
-                "no items: expected a List",
-            ))?
+            Err(FieldError::object("no items: expected a List"))?
         }
     }
 }
 
 /// Streams a `kubectl get … -oyaml` List, returning its items pruned to `keep`.
-fn read_list(
-    r: impl Read,
-    keep: Keep,
-) -> std::result::Result<Vec<Value>, crate::decode::document::ReadError> {
+fn read_list(r: impl Read, keep: Keep) -> std::result::Result<Vec<Value>, ReadError> {
     let sink = KeptItems {
         keep,
         out: Vec::new(),
     };
-    crate::decode::document::read_list(r, "a List", MAX_OBJECT_MSG, sink)
+    document::read_list(r, "a List", MAX_OBJECT_MSG, sink)
 }
 
 /// Over [`crate::decode::document::MAX_OBJECT`] in one item.
@@ -643,7 +638,7 @@ fn operand_pod(v: &Value) -> OperandPod {
         phase: s_at(v, "/status/phase").map(str::to_owned),
         ready,
         containers,
-        info: crate::decode::pods::from_object(v).ok(),
+        info: pods::from_object(v).ok(),
     }
 }
 
@@ -728,9 +723,9 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
             match res {
                 Err(e) => fail(b, format!("cannot read: {e}")),
                 Ok(n) if n as u64 > MAX_SMALL => fail(b, "larger than 16 MiB".into()),
-                Ok(_) => match crate::decode::clusterpolicy::read_str(&text, base) {
+                Ok(_) => match clusterpolicy::read_str(&text, base) {
                     Ok(p) => b.policy = Some(p),
-                    Err(e) => b.problems.push(crate::text::one_line(&e.to_string())),
+                    Err(e) => b.problems.push(text::one_line(&e.to_string())),
                 },
             }
         }
@@ -741,7 +736,7 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
                 .and_then(|r| read_list(r, OPERAND_POD).map_err(|e| e.to_string()))
             {
                 Ok(items) => b.pods = items.iter().map(operand_pod).collect(),
-                Err(e) => fail(b, crate::text::one_line(&e)),
+                Err(e) => fail(b, text::one_line(&e)),
             }
         }
         "gpu_operand_ds.yaml" => {
@@ -751,7 +746,7 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
                 .and_then(|r| read_list(r, OPERAND_DS).map_err(|e| e.to_string()))
             {
                 Ok(items) => b.daemonsets = items.iter().map(operand_ds).collect(),
-                Err(e) => fail(b, crate::text::one_line(&e)),
+                Err(e) => fail(b, text::one_line(&e)),
             }
         }
         "gpu_operator_pod.log" => match log_of(&mut m) {
@@ -822,14 +817,14 @@ pub fn read(path: &Path) -> Result<Bundle> {
             visit(&mut b, &base, Member::File(&p));
         }
     } else {
-        let reader = crate::decode::document::open_maybe_gzip(path)?;
+        let reader = document::open_maybe_gzip(path)?;
         let mut archive = tar::Archive::new(reader);
         let not_tar = |e: std::io::Error| {
             Error::file(
                 path,
                 format!(
                     "neither a folder nor a tar archive of a must-gather bundle: {}",
-                    crate::text::one_line(&e.to_string())
+                    text::one_line(&e.to_string())
                 ),
             )
         };
@@ -847,7 +842,7 @@ pub fn read(path: &Path) -> Result<Bundle> {
                         last.as_deref()
                             .map(|l| format!(" ({l}, the last one, may be incomplete)"))
                             .unwrap_or_default(),
-                        crate::text::one_line(&e.to_string())
+                        text::one_line(&e.to_string())
                     ));
                     break;
                 }

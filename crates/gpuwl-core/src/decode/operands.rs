@@ -9,6 +9,7 @@ use serde_json::Value;
 use crate::decode::document;
 use crate::error::{Error, Result};
 use crate::model::operand::{OperandHealth, OperandPod, operand_of};
+use crate::text;
 
 const EXPECTING: &str = "a pod list (kubectl get pods -A -o json|yaml)";
 
@@ -73,7 +74,7 @@ pub fn from_value(v: &Value) -> Option<OperandPod> {
                 .and_then(|st| st.get("reason"))
                 .and_then(Value::as_str)
         })
-        .map(|r| crate::text::esc(&r.chars().take(100).collect::<String>()));
+        .map(|r| text::esc(&r.chars().take(100).collect::<String>()));
     Some(OperandPod {
         operand: operand.to_string(),
         pod: format!(

@@ -36,6 +36,7 @@ use serde_json::Value;
 use crate::decode::document::{self, Keep, Prune, array, get, one_line, opt_scalar, opt_str};
 use crate::decode::dump::Source;
 use crate::error::{Error, FieldError, Result};
+use crate::model::dra::PodClaim;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, SpecProblem,
     Toleration, is_extended_resource,
@@ -329,7 +330,7 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         Some(k) => {
             return Err(FieldError::object(format!(
                 "kind {} is not a Pod, VirtualMachineInstance or VirtualMachine",
-                crate::decode::document::cut(k)
+                document::cut(k)
             )));
         }
         None => return Err(FieldError::object("no kind field: expected a Pod")),
@@ -470,7 +471,7 @@ fn pod_resource_claims(
     v: &Value,
     spec: &Value,
     spec_path: &str,
-) -> std::result::Result<Vec<crate::model::dra::PodClaim>, FieldError> {
+) -> std::result::Result<Vec<PodClaim>, FieldError> {
     let mut generated = BTreeMap::new();
     let sp = "status.resourceClaimStatuses";
     for (i, s) in array(get(v, sp), sp)?.iter().enumerate() {
@@ -495,7 +496,7 @@ fn pod_resource_claims(
         let Some(name) = f("name")? else {
             return Err(FieldError::new(format!("{p}.name"), "missing"));
         };
-        out.push(crate::model::dra::PodClaim {
+        out.push(PodClaim {
             generated_claim_name: generated.get(&name).cloned(),
             resource_claim_name: f("resourceClaimName")?,
             resource_claim_template_name: f("resourceClaimTemplateName")?,

@@ -3,6 +3,7 @@
 //! KubeVirt's `permittedHostDevices`, the DRA objects. `inventory` and `explain` both read
 //! through it.
 
+use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
@@ -19,7 +20,7 @@ pub struct Snapshot {
     /// KubeVirt's `permittedHostDevices`, when asked for and readable.
     pub kubevirt: Option<PermittedHostDevices>,
     /// DRA DeviceClasses, ResourceSlices and ResourceClaims (empty when not served).
-    pub dra: crate::model::dra::DraObjects,
+    pub dra: DraObjects,
     /// Whether DRA objects were listed, or why not.
-    pub dra_source: crate::model::dra::DraSource,
+    pub dra_source: DraSource,
 }

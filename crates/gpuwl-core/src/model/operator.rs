@@ -22,9 +22,13 @@
 
 use serde::Serialize;
 
+use crate::model::advertise;
 use crate::model::finding::{Code, Severity};
 use crate::model::node::NodeInfo;
-use crate::model::workload::{DEFAULT_WORKLOAD, DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
+use crate::model::workload::{
+    DEFAULT_WORKLOAD, DEFAULT_WORKLOAD_FIELD, DEPLOY_LABEL_PREFIX, ENABLE_FLAG, LABEL_KEY,
+    WorkloadConfig,
+};
 
 /// `nvidia.com/gpu.deploy.operands`: `false` disables every operand on the node.
 pub(crate) const DEPLOY_OPERANDS_LABEL: &str = "nvidia.com/gpu.deploy.operands";
@@ -211,7 +215,7 @@ pub(crate) const GPU_STACK_LABELS: [&str; 5] = [
 pub(crate) fn gpu_evidence(node: &NodeInfo) -> GpuEvidence {
     if NFD_GPU_LABELS.iter().any(|k| node.label(k) == Some("true")) {
         GpuEvidence::Nfd
-    } else if !crate::model::advertise::gpu_resources(node).is_empty() {
+    } else if !advertise::gpu_resources(node).is_empty() {
         GpuEvidence::Advertised
     } else if node.labels.keys().any(|k| k.starts_with(NFD_LABEL_PREFIX)) {
         GpuEvidence::NoGpu
@@ -695,19 +699,16 @@ pub(crate) fn workload_reason(eff: &EffectiveWorkload, policy: Option<&ClusterPo
     match (eff.source, policy) {
         (WorkloadSource::ClusterPolicy, Some(p)) if !p.sandbox_enabled => format!(
             "ClusterPolicy {} has {}=false, so the operator reads no workload label",
-            p.name,
-            crate::model::workload::ENABLE_FLAG
+            p.name, ENABLE_FLAG
         ),
-        (WorkloadSource::ClusterPolicy, Some(p)) => format!(
-            "ClusterPolicy {}'s {}",
-            p.name,
-            crate::model::workload::DEFAULT_WORKLOAD_FIELD
-        ),
+        (WorkloadSource::ClusterPolicy, Some(p)) => {
+            format!("ClusterPolicy {}'s {}", p.name, DEFAULT_WORKLOAD_FIELD)
+        }
         (WorkloadSource::DeployLabels, _) => "the node's gpu.deploy.* labels".to_owned(),
         (WorkloadSource::Label, _) => format!("its {LABEL_KEY} label"),
         _ => format!(
             "the CRD's {} default; no ClusterPolicy read",
-            crate::model::workload::DEFAULT_WORKLOAD_FIELD
+            DEFAULT_WORKLOAD_FIELD
         ),
     }
 }
@@ -736,8 +737,7 @@ pub(crate) fn stack_warning(
     let enable = match policy {
         Some(p) if !p.sandbox_enabled => format!(
             "; the label takes effect only with {}=true in ClusterPolicy {} (cluster-wide)",
-            crate::model::workload::ENABLE_FLAG,
-            p.name
+            ENABLE_FLAG, p.name
         ),
         _ => String::new(),
     };
@@ -807,7 +807,7 @@ pub(crate) fn enable_sandbox_changes(
                     node: n.name.clone(),
                     from: now.workload,
                     to: then.workload,
-                    advertised: crate::model::advertise::advertised_gpus(n)
+                    advertised: advertise::advertised_gpus(n)
                         .into_iter()
                         .map(|(r, a)| (r.to_owned(), a))
                         .collect(),

@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::model::dra::PodClaim;
 use serde::Serialize;
 
 /// Serializes shared requests as a map.
@@ -183,7 +184,7 @@ pub struct PodInfo {
     pub spec_problems: Vec<SpecProblem>,
     /// `spec.resourceClaims[]` (DRA), each with the claim it resolves to.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub resource_claims: Vec<crate::model::dra::PodClaim>,
+    pub resource_claims: Vec<PodClaim>,
     /// For a virt-launcher pod: whether a VirtualMachine owns the VMI it runs (the VMI's
     /// `ownerReferences`), which decides how to stop it (`virtctl stop` needs a VM; a bare
     /// VMI is deleted); `None` when not known (the VMIs were not read).

@@ -5,6 +5,7 @@
 //! `api/nvidia/v1/clusterpolicy_types.go` (`SandboxWorkloadsSpec`); operand summary from
 //! NVIDIA/cloud-native-docs `gpu-operator/gpu-operator-kubevirt.rst`.
 
+use crate::text;
 use std::fmt;
 use std::str::FromStr;
 
@@ -54,7 +55,7 @@ pub enum WorkloadConfig {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
     "{} is not one of container, vm-passthrough, vm-vgpu",
-    crate::text::cut(value)
+    text::cut(value)
 )]
 pub struct InvalidWorkloadConfig {
     /// The rejected value, verbatim.
@@ -80,8 +81,7 @@ impl InvalidWorkloadConfig {
             .min_by_key(|(d, _)| *d)
             .map(|(_, w)| w);
         by_edits.or_else(|| {
-            let close =
-                crate::text::close_names(&v, WorkloadConfig::ALL.iter().map(|w| w.as_str()));
+            let close = text::close_names(&v, WorkloadConfig::ALL.iter().map(|w| w.as_str()));
             match close.as_slice() {
                 [one] => one.parse().ok(),
                 _ => None,

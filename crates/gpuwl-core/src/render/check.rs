@@ -2,9 +2,12 @@
 
 use serde::Serialize;
 
-use crate::analysis::check::{Code, NodeReport, Report, Severity};
+use crate::analysis::check::{Code, Finding, NodeReport, Report, Severity};
+use crate::error::ExitStatus;
+use crate::model::operand::OperandSource;
 use crate::model::operator::PolicyStatus;
 use crate::render::Format;
+use crate::text;
 
 /// The structured document of `-o json|yaml`.
 ///
@@ -33,7 +36,7 @@ pub struct Document<'a> {
     /// Where the GPU Operator's operand pods (`nodes[].operandPods`) came from: `{ status:
     /// cluster|file|unreadable|not-read, note? }`; absent in text mode.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub operand_pods: Option<&'a crate::model::operand::OperandSource>,
+    pub operand_pods: Option<&'a OperandSource>,
     /// Per-node reports (labelled nodes, NFD GPU nodes and other nodes with findings), by
     /// name.
     pub nodes: &'a [NodeReport],
@@ -117,7 +120,7 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
         }
     });
     Document {
-        ok: report.exit_status() == crate::error::ExitStatus::Ok,
+        ok: report.exit_status() == ExitStatus::Ok,
         exit_code: report.exit_status() as u8,
         lines: match report.gate {
             Some(_) => gate_lines(report, false),
@@ -152,8 +155,8 @@ pub(crate) fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
     let Some(gate) = &report.gate else {
         return text_lines(report);
     };
-    let line = |word: &str, n: &NodeReport, f: &crate::analysis::check::Finding| {
-        crate::text::esc(&format!("{word} {} {}: {}", f.code, n.name, f.message))
+    let line = |word: &str, n: &NodeReport, f: &Finding| {
+        text::esc(&format!("{word} {} {}: {}", f.code, n.name, f.message))
     };
     let mut out: Vec<String> = report.failing().map(|(n, f)| line("ERROR", n, f)).collect();
     let mut warnings = 0;

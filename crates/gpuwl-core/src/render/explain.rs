@@ -2,13 +2,15 @@
 
 use std::fmt::Write as _;
 
+use crate::analysis::explain::vm::VmView;
 use crate::analysis::explain::{Explanation, NodeFree, RequestView};
-use crate::render::{Format, esc, esc_lines, escape_serialized};
+use crate::analysis::{dra_hints, remedy};
+use crate::render::{self, Format, esc, esc_lines, escape_serialized};
 
 /// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).
 pub fn render(e: &Explanation, format: Format) -> String {
     match format {
-        Format::Text => crate::render::wrap_lines(&text(e), crate::render::width()),
+        Format::Text => render::wrap_lines(&text(e), render::width()),
         Format::Json => {
             let mut s = serde_json::to_string_pretty(e)
                 .unwrap_or_else(|err| format!("{{\"error\":{:?}}}", err.to_string()));
@@ -226,11 +228,7 @@ fn cause_text(o: &mut String, e: &Explanation) {
     }
     let _ = writeln!(o, "Fix: {}", esc_lines(&e.fix, "  "));
     if let Some(r) = &e.remedy {
-        let _ = writeln!(
-            o,
-            "Tested: {}",
-            esc(&crate::analysis::remedy::tested_line(r))
-        );
+        let _ = writeln!(o, "Tested: {}", esc(&remedy::tested_line(r)));
     }
     if e.cause_codes.len() > 1 {
         let _ = writeln!(
@@ -249,7 +247,7 @@ fn cause_text(o: &mut String, e: &Explanation) {
 }
 
 /// The KubeVirt lines of `explain vm|vmi`: the object, its conditions, devices, launcher.
-fn vm_text(o: &mut String, vm: &crate::analysis::explain::vm::VmView) {
+fn vm_text(o: &mut String, vm: &VmView) {
     let mut head = format!("{} {}", vm.kind, esc(&vm.name));
     let mut facts = Vec::new();
     if let Some(r) = &vm.run_strategy {
@@ -376,7 +374,7 @@ fn claims_text(o: &mut String, e: &Explanation) {
                     let _ = writeln!(o, "      cannot evaluate: {}", esc(err));
                 }
                 for h in a.hints.iter().take(3) {
-                    let _ = writeln!(o, "      {}", esc(&crate::analysis::dra_hints::describe(h)));
+                    let _ = writeln!(o, "      {}", esc(&dra_hints::describe(h)));
                 }
                 let _ = writeln!(
                     o,

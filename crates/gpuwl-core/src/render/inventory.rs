@@ -3,12 +3,13 @@
 
 use std::fmt::Write as _;
 
-use crate::render::{Column, esc, escape_serialized, fit_table, wrap_lines};
+use crate::render::{Column, esc, escape_serialized, fit_table, inventory_svg, wrap_lines};
 
 use crate::analysis::dra::DraInventory;
-use crate::analysis::inventory::{Inventory, Row, UnservableCause};
+use crate::analysis::inventory::{self, Inventory, OperandReport, Row, UnservableCause};
 use crate::analysis::verdict::PodClass;
-use crate::model::dra::DraSource;
+use crate::model::dra::{API_VERSION, DraSource};
+use crate::model::resource;
 
 /// Output format of `gpuwl inventory` (`-o text|json|yaml|csv`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -56,7 +57,7 @@ pub fn render(inv: &Inventory, format: Output, opts: TextOptions) -> String {
         )
         .into_owned(),
         Output::Csv => csv(inv),
-        Output::Svg => crate::render::inventory_svg::svg(inv),
+        Output::Svg => inventory_svg::svg(inv),
     }
 }
 
@@ -209,8 +210,7 @@ fn table_rows(inv: &Inventory, bars: bool) -> Vec<Vec<String>> {
             if bars { bar(r) } else { String::new() },
         ]);
     }
-    for (resource, units, _) in crate::analysis::inventory::unservable_by_resource(&inv.unservable)
-    {
+    for (resource, units, _) in inventory::unservable_by_resource(&inv.unservable) {
         rows.push(vec![
             "(no pool can serve)".to_string(),
             esc(&resource),
@@ -360,7 +360,7 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
             let _ = writeln!(
                 out,
                 "\nDRA devices ({}): not read: {} — DRA rows are missing from this inventory.",
-                crate::model::dra::API_VERSION,
+                API_VERSION,
                 esc(why)
             );
             return;
@@ -372,10 +372,7 @@ fn dra_text(out: &mut String, d: &DraInventory, width: usize) {
     let _ = writeln!(
         out,
         "\nDRA devices ({}, {what}): {} DeviceClasses, {} ResourceSlices, {} ResourceClaims",
-        crate::model::dra::API_VERSION,
-        d.device_classes,
-        d.resource_slices,
-        d.resource_claims
+        API_VERSION, d.device_classes, d.resource_slices, d.resource_claims
     );
     if d.rows.is_empty() {
         let _ = writeln!(out, "No DRA devices published.");
@@ -581,13 +578,12 @@ fn csv(inv: &Inventory) -> String {
         let line: Vec<String> = fields.iter().map(|f| csv_field(f)).collect();
         let _ = writeln!(out, "{}", line.join(","));
     }
-    for (resource, units, _) in crate::analysis::inventory::unservable_by_resource(&inv.unservable)
-    {
+    for (resource, units, _) in inventory::unservable_by_resource(&inv.unservable) {
         let _ = writeln!(
             out,
             "(no pool can serve),,{},{},0,0,,,,,{},,,",
             csv_field(&resource),
-            crate::model::resource::classify(&resource).code(),
+            resource::classify(&resource).code(),
             units
         );
     }
@@ -598,7 +594,7 @@ fn csv(inv: &Inventory) -> String {
             out,
             "(held back: {class}),,{},{},0,0,,,,,{units},,,",
             csv_field(&resource),
-            crate::model::resource::classify(&resource).code(),
+            resource::classify(&resource).code(),
         );
     }
     // DRA rows in the same columns: origin `dra`, resource `<driver>/<device type>`, class
@@ -631,7 +627,7 @@ fn csv(inv: &Inventory) -> String {
 
 /// The operand-health lines of the text inventory: one summary line, then one line per
 /// GPU node whose device plugin or another operand is not ready.
-fn operands_text(out: &mut String, o: &crate::analysis::inventory::OperandReport) {
+fn operands_text(out: &mut String, o: &OperandReport) {
     use crate::model::operand::OperandHealth;
     use std::fmt::Write as _;
     let state = o

@@ -30,7 +30,13 @@ use crate::model::workload::WorkloadConfig;
 
 pub mod rules;
 
+use crate::analysis::dra::Matcher;
+use crate::analysis::orphans::{self, Orphan};
+use crate::model::dra::{DraObjects, RequestSpec};
 pub use crate::model::finding::{Code, Severity};
+use crate::model::operand::{self, OperandPod, OperandSource, OperandsByNode};
+use crate::model::pod::PodInfo;
+use crate::text;
 
 /// One observation about one node.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -124,7 +130,7 @@ pub struct NodeReport {
     /// The GPU Operator's operand pods on the node with their health, when operand pods
     /// were read ([`attach_operands`]).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub operand_pods: Option<Vec<crate::model::operand::OperandPod>>,
+    pub operand_pods: Option<Vec<OperandPod>>,
     /// Devices NVIDIA's DRA driver (`gpu.nvidia.com`) publishes on the node, when DRA
     /// objects were read (`None`: not read).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -153,7 +159,7 @@ pub struct Report {
     /// `--expect-gpu-nodes N`: fewer GPU nodes judged fails, gate or not.
     pub expect_gpu_nodes: Option<usize>,
     /// Where the operand pods of [`attach_operands`] came from, when that ran.
-    pub operand_source: Option<crate::model::operand::OperandSource>,
+    pub operand_source: Option<OperandSource>,
     /// With a gate: how many findings `--ignore` dropped, per code.
     pub ignored: std::collections::BTreeMap<Code, usize>,
     /// What the check could not judge and why (`pods not read (...)`): on stderr in
@@ -194,7 +200,7 @@ impl Report {
         let v: Vec<String> = self
             .mismatches()
             .map(|n| {
-                crate::text::esc(&format!(
+                text::esc(&format!(
                     "MISMATCH={} {}",
                     n.name,
                     n.reason.as_deref().unwrap_or("")
@@ -299,8 +305,7 @@ pub struct Options {
     /// Pods by the node they are bound to ([`crate::analysis::orphans::pods_by_node`]),
     /// when read: pods holding a GPU name their node no longer advertises are
     /// `orphaned-holder` findings.
-    pub pods:
-        Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
+    pub pods: Option<std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>>,
     /// `--expect-gpu-nodes N` ([`Report::too_few_gpu_nodes`]).
     pub expect_gpu_nodes: Option<usize>,
 }
@@ -329,9 +334,7 @@ impl DraNodes {
     /// Node → number of devices (all types) NVIDIA's DRA driver ([`NVIDIA_GPU_DRIVER`])
     /// publishes there, from its ResourceSlices: the cheap part of
     /// [`DraNodes::from_objects`].
-    pub(crate) fn device_counts(
-        dra: &crate::model::dra::DraObjects,
-    ) -> std::collections::BTreeMap<String, usize> {
+    pub(crate) fn device_counts(dra: &DraObjects) -> std::collections::BTreeMap<String, usize> {
         let mut devices = std::collections::BTreeMap::new();
         for s in dra
             .resource_slices
@@ -348,7 +351,7 @@ impl DraNodes {
     }
 
     /// From DRA objects read.
-    pub fn from_objects(dra: &crate::model::dra::DraObjects) -> DraNodes {
+    pub fn from_objects(dra: &DraObjects) -> DraNodes {
         let devices = DraNodes::device_counts(dra);
         let extended_names = dra
             .device_classes
@@ -359,7 +362,7 @@ impl DraNodes {
                     .map(|e| (e, c.name.clone()))
             })
             .collect();
-        let m = crate::analysis::dra::Matcher::new(dra);
+        let m = Matcher::new(dra);
         let mut extended_by_node: std::collections::BTreeMap<
             String,
             std::collections::BTreeMap<String, usize>,
@@ -368,7 +371,7 @@ impl DraNodes {
             let Some(e) = &c.extended_resource_name else {
                 continue;
             };
-            let spec = crate::model::dra::RequestSpec {
+            let spec = RequestSpec {
                 subrequest: None,
                 device_class: c.name.clone(),
                 selectors: Vec::new(),
@@ -453,8 +456,7 @@ pub struct Checker {
     report: Report,
     mismatches_only: bool,
     dra: Option<DraNodes>,
-    pods:
-        Option<std::sync::Arc<std::collections::HashMap<String, Vec<crate::model::pod::PodInfo>>>>,
+    pods: Option<std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>>,
 }
 
 impl Checker {
@@ -491,7 +493,7 @@ impl Checker {
         );
         if let Some(pods) = self.pods.as_ref().and_then(|p| p.get(&node.name)) {
             r.findings.extend(
-                crate::analysis::orphans::of_node(node, pods, self.policy.as_ref())
+                orphans::of_node(node, pods, self.policy.as_ref())
                     .iter()
                     .map(orphan_finding),
             );
@@ -533,7 +535,7 @@ impl Checker {
                         ),
                         _ => format!("{}: {}: {}", f.severity.as_str(), r.name, f.message),
                     };
-                    self.report.warning_lines.push(crate::text::esc(&line));
+                    self.report.warning_lines.push(text::esc(&line));
                 }
             }
         }
@@ -801,7 +803,7 @@ fn judge_dra_only(r: &mut NodeReport) {
 /// `holder-at-risk` (an error) when a VM holds the name or the node's workload class
 /// changed under the holders ([`crate::analysis::orphans::Orphan::at_risk`]), else
 /// `orphaned-holder` (a warning).
-pub fn orphan_finding(o: &crate::analysis::orphans::Orphan) -> Finding {
+pub fn orphan_finding(o: &Orphan) -> Finding {
     let code = if o.at_risk() {
         Code::HolderAtRisk
     } else {
@@ -845,7 +847,7 @@ pub fn orphan_finding(o: &crate::analysis::orphans::Orphan) -> Finding {
 /// workload the operator applies, with an `operand-not-ready` warning when the device
 /// plugin of that workload has no ready pod there (named first, with the operands that
 /// prepare its GPUs) or another operand pod is not ready or crash-looping.
-pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::OperandsByNode) {
+pub fn attach_operands(report: &mut Report, pods: &OperandsByNode) {
     use crate::model::operand::{OperandHealth, plugin_problem};
     for r in &mut report.nodes {
         let Some(w) = r.effective_workload else {
@@ -867,7 +869,7 @@ pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::Operan
         if let Some(m) = &plugin {
             parts.push(format!(
                 "the {} that advertises this node's {w} names is not ready: {m}",
-                crate::model::operand::plugin_of(w)
+                operand::plugin_of(w)
             ));
         }
         if !others.is_empty() {
@@ -878,7 +880,7 @@ pub fn attach_operands(report: &mut Report, pods: &crate::model::operand::Operan
                 code: Code::OperandNotReady,
                 severity: Code::OperandNotReady.severity(),
                 resource: None,
-                message: crate::text::esc(&format!(
+                message: text::esc(&format!(
                     "{}; see kubectl -n <namespace> describe pod / logs of those pods",
                     parts.join("; ")
                 )),

@@ -10,7 +10,9 @@
 //! Sources of the facts the rules use are given on each rule.
 
 use crate::model::node::{NodeInfo, ResourceField};
-use crate::model::operator::{ClusterPolicy, EffectiveWorkload, LabelState, WorkloadSource};
+use crate::model::operator::{
+    self, ClusterPolicy, EffectiveWorkload, GpuEvidence, LabelState, OperatorScope, WorkloadSource,
+};
 use crate::model::pciids;
 use crate::model::quantity::Quantity;
 use crate::model::resource::{self, Classifier, NVIDIA_PREFIX, ResourceClass};
@@ -19,6 +21,7 @@ use crate::model::workload::{
 };
 
 use super::{Code, Finding, ResourceEntry};
+use crate::text;
 
 /// One quantity of one resource as read from the node.
 #[derive(Debug, Clone, PartialEq)]
@@ -98,7 +101,7 @@ pub struct NodeFacts<'a> {
     pub resources: Vec<ResourceFacts>,
     /// What shows the node has a GPU ([`crate::model::operator::gpu_evidence`], or what
     /// the caller knows more, [`NodeFacts::with_gpu`]).
-    pub gpu: crate::model::operator::GpuEvidence,
+    pub gpu: GpuEvidence,
     /// The ClusterPolicy, when read ([`NodeFacts::with_policy`]): the label rules name
     /// its `defaultWorkload` and follow its `sandboxWorkloads.enabled`.
     pub policy: Option<&'a ClusterPolicy>,
@@ -150,7 +153,7 @@ impl<'a> NodeFacts<'a> {
             label: node.label(LABEL_KEY),
             field,
             resources,
-            gpu: crate::model::operator::gpu_evidence(node),
+            gpu: operator::gpu_evidence(node),
             policy: None,
         }
     }
@@ -160,7 +163,7 @@ impl<'a> NodeFacts<'a> {
     /// (`crate::analysis::check::judge_node`).
     ///
     /// [`GpuEvidence::Unknown`]: crate::model::operator::GpuEvidence::Unknown
-    pub(crate) fn with_gpu(mut self, gpu: crate::model::operator::GpuEvidence) -> NodeFacts<'a> {
+    pub(crate) fn with_gpu(mut self, gpu: GpuEvidence) -> NodeFacts<'a> {
         self.gpu = gpu;
         self
     }
@@ -294,8 +297,8 @@ fn invalid(r: &ResourceFacts, f: ResourceField) -> Option<Finding> {
         format!(
             "{}[{}] is {}, {why}",
             f.path(),
-            crate::text::cut(name),
-            crate::text::cut(raw)
+            text::cut(name),
+            text::cut(raw)
         ),
     ))
 }
@@ -507,9 +510,7 @@ pub(crate) fn no_gpu_resource(n: &NodeFacts<'_>) -> Option<Finding> {
     let set_aside: Vec<String> = n
         .resources
         .iter()
-        .filter(|r| {
-            !r.entry.class.is_gpu() && crate::model::resource::classify(&r.entry.name).is_gpu()
-        })
+        .filter(|r| !r.entry.class.is_gpu() && resource::classify(&r.entry.name).is_gpu())
         .map(|r| {
             let field = match n.field {
                 ResourceField::Allocatable => r.entry.allocatable.as_deref(),
@@ -604,7 +605,7 @@ pub(crate) fn effective_workload_differs(
     policy: Option<&ClusterPolicy>,
 ) -> Option<Finding> {
     // Where the operator deploys nothing (operands disabled, no GPU), it replaces nothing.
-    if eff.scope != crate::model::operator::OperatorScope::Operands {
+    if eff.scope != OperatorScope::Operands {
         return None;
     }
     // A followed label is judged by the label rules; an invalid one is already an error

@@ -19,12 +19,13 @@ use crate::analysis::diagnosis::{CauseCode, Diagnosis};
 use crate::analysis::dra::{AlternativeView, ClaimView, DraRequestView, MatchedDevice};
 use crate::analysis::dra_hints;
 use crate::analysis::explain::facts::Facts;
+use crate::model::pod::ObjectKind;
 
 fn what(f: &Facts<'_>) -> &'static str {
     match f.pod.kind {
-        crate::model::pod::ObjectKind::Pod => "pod",
-        crate::model::pod::ObjectKind::VirtualMachineInstance => "VMI",
-        crate::model::pod::ObjectKind::VirtualMachine => "VM",
+        ObjectKind::Pod => "pod",
+        ObjectKind::VirtualMachineInstance => "VMI",
+        ObjectKind::VirtualMachine => "VM",
     }
 }
 

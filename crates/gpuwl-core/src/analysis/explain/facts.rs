@@ -5,6 +5,8 @@ use crate::analysis::explain::Explanation;
 use crate::analysis::usage::Usage;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
+use crate::model::operand::OperandsByNode;
+use crate::model::operator::ClusterPolicy;
 use crate::model::pod::PodInfo;
 
 /// What the rules look at.
@@ -23,7 +25,7 @@ pub struct Facts<'a> {
     /// KubeVirt's `permittedHostDevices`, when known.
     pub kubevirt: Option<&'a PermittedHostDevices>,
     /// The GPU Operator's ClusterPolicy, when known.
-    pub cluster_policy: Option<&'a crate::model::operator::ClusterPolicy>,
+    pub cluster_policy: Option<&'a ClusterPolicy>,
     /// The GPU Operator's operand pods per node, when known.
-    pub operand_pods: Option<&'a crate::model::operand::OperandsByNode>,
+    pub operand_pods: Option<&'a OperandsByNode>,
 }

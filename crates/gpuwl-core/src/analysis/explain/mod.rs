@@ -25,15 +25,20 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::analysis::admission;
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
+use crate::analysis::dra::{self, ClaimView, DraPlacement};
 use crate::analysis::fit::{self, Failure, NodeFit};
 use crate::analysis::names::{self, Suggestion};
 use crate::analysis::placement::{self, Exclusion};
+use crate::analysis::remedy::{self, Remedy};
 use crate::analysis::usage::Usage;
 use crate::analysis::verdict::{self, Verdict};
 use crate::error::Result;
+use crate::model::dra::DraObjects;
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
+use crate::model::operand::OperandsByNode;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::{Condition, ObjectKind, PodInfo};
 use crate::model::resource::{self, NVIDIA_PREFIX, ResourceClass, classify};
@@ -50,9 +55,9 @@ pub struct Inputs<'a> {
     /// The GPU Operator's ClusterPolicy (effective workload configs); `None` when unknown.
     pub cluster_policy: Option<&'a ClusterPolicy>,
     /// DRA objects (DeviceClasses, ResourceSlices, ResourceClaims); `None` when unknown.
-    pub dra: Option<&'a crate::model::dra::DraObjects>,
+    pub dra: Option<&'a DraObjects>,
     /// The GPU Operator's operand pods per node with their health; `None` when unknown.
-    pub operand_pods: Option<&'a crate::model::operand::OperandsByNode>,
+    pub operand_pods: Option<&'a OperandsByNode>,
 }
 
 /// One node that advertises a requested resource.
@@ -194,11 +199,11 @@ pub struct Explanation {
     /// The pod's DRA resource claims (`spec.resourceClaims`): per claim and request, the
     /// DeviceClass, the devices its selectors match, on which nodes, which are free.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub claims: Vec<crate::analysis::dra::ClaimView>,
+    pub claims: Vec<ClaimView>,
     /// The DRA filter per allowed node: where the pod's claims can be allocated now
     /// (`None` without claims or DRA objects).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub dra: Option<crate::analysis::dra::DraPlacement>,
+    pub dra: Option<DraPlacement>,
     /// Whether DRA objects were given (or listed).
     pub dra_known: bool,
     /// For `explain vm|vmi`: the VM or VMI, its conditions and devices, and the launcher
@@ -210,7 +215,7 @@ pub struct Explanation {
     /// with `sufficient: false`, why no change within reach serves. Present only for the
     /// causes the modelled filters decide.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub remedy: Option<crate::analysis::remedy::Remedy>,
+    pub remedy: Option<Remedy>,
 }
 
 /// Explains `pod` against `inputs`: [`gather`], then the first rule of
@@ -225,8 +230,8 @@ pub struct Explanation {
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     let shared = Shared::new(inputs);
     let mut e = shared.explain(pod)?;
-    if let Some(r) = crate::analysis::remedy::remedy(pod, inputs, &e, shared.requested.as_ref()) {
-        crate::analysis::remedy::rewrite_fix(&mut e, r);
+    if let Some(r) = remedy::remedy(pod, inputs, &e, shared.requested.as_ref()) {
+        remedy::rewrite_fix(&mut e, r);
     }
     Ok(e)
 }
@@ -608,12 +613,7 @@ fn narrowed(
 /// Adds the pod's DRA claims to `e` ([`crate::analysis::dra::claim_views`]) and where they
 /// can be allocated, keeping in `e.fitting` only those nodes. Without nodes, every node a
 /// ResourceSlice names is a candidate.
-fn add_claims(
-    e: &mut Explanation,
-    pod: &PodInfo,
-    dra: &crate::model::dra::DraObjects,
-    exclusions: &Exclusions<'_>,
-) {
+fn add_claims(e: &mut Explanation, pod: &PodInfo, dra: &DraObjects, exclusions: &Exclusions<'_>) {
     let nodes_known = e.nodes_known;
     let allowed = |node: &str| {
         !nodes_known
@@ -621,8 +621,7 @@ fn add_claims(
                 .get(node)
                 .is_some_and(|ex: &Vec<Exclusion>| ex.is_empty())
     };
-    e.claims =
-        crate::analysis::dra::claim_views(dra, &pod.namespace, &pod.resource_claims, &allowed);
+    e.claims = dra::claim_views(dra, &pod.namespace, &pod.resource_claims, &allowed);
     let dra_nodes: Vec<String> = if nodes_known {
         e.allowed_nodes.clone()
     } else {
@@ -635,7 +634,7 @@ fn add_claims(
         v.dedup();
         v
     };
-    let p = crate::analysis::dra::placement(dra, &pod.namespace, &pod.resource_claims, &dra_nodes);
+    let p = dra::placement(dra, &pod.namespace, &pod.resource_claims, &dra_nodes);
     // A DRA pod fits only where its claims can be allocated.
     e.fitting.retain(|n| p.fits.contains(n));
     e.dra = Some(p);
@@ -740,7 +739,7 @@ fn gated(pod: &PodInfo, e: &mut Explanation) {
     let gates = pod
         .scheduling_gates
         .iter()
-        .map(|g| crate::analysis::admission::show(g))
+        .map(|g| admission::show(g))
         .collect::<Vec<_>>()
         .join(", ");
     let then = if e.cause_code == CauseCode::FitsNow {

@@ -9,19 +9,23 @@
 use std::collections::BTreeSet;
 
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
-use crate::analysis::explain::dra_rules;
-use crate::analysis::explain::{NodeFree, RequestView};
+use crate::analysis::explain::{NodeFree, RequestView, dra_rules, unused};
 use crate::analysis::names::{self, Relation};
 use crate::analysis::placement::{self, Exclusion};
 use crate::model::advertise::advertised_gpus;
-use crate::model::kubevirt::permit_entries;
+use crate::model::kubevirt::{HostDevicesSource, permit_entries};
 use crate::model::node::NodeInfo;
-use crate::model::pod::{PodInfo, SpecProblem, launcher_vmi_name};
+use crate::model::pod::{self, ObjectKind, PodInfo, SpecProblem, launcher_vmi_name};
 use crate::model::pool::Pool;
-use crate::model::resource::{ResourceClass, classify};
+use crate::model::resource::{self, NVIDIA_PREFIX, ResourceClass, classify};
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 
 pub use crate::analysis::explain::facts::Facts;
+use crate::analysis::fit::{self, NodeFit, UNSCHEDULABLE_TAINT};
+use crate::decode::document;
+use crate::model::operand;
+use crate::model::operator::{self, ClusterPolicy};
+use crate::model::quantity::Quantity;
 
 /// A diagnosis rule.
 pub(crate) type Rule = fn(&Facts<'_>) -> Option<Diagnosis>;
@@ -80,9 +84,9 @@ fn in_field(rv: &RequestView) -> String {
 /// `pod`, `VMI` or `VM`.
 fn what(pod: &PodInfo) -> &'static str {
     match pod.kind {
-        crate::model::pod::ObjectKind::Pod => "pod",
-        crate::model::pod::ObjectKind::VirtualMachineInstance => "VMI",
-        crate::model::pod::ObjectKind::VirtualMachine => "VM",
+        ObjectKind::Pod => "pod",
+        ObjectKind::VirtualMachineInstance => "VMI",
+        ObjectKind::VirtualMachine => "VM",
     }
 }
 
@@ -148,7 +152,7 @@ fn stop_what(keys: &[&str], pods: &[PodInfo]) -> String {
             .map(|(ns, vmi, owned)| {
                 // The one stop command (model::pod::stop_command), and when the owner is
                 // not known, the other one too.
-                let stop = |owned| crate::model::pod::stop_command(ns, "", Some(vmi), owned);
+                let stop = |owned| pod::stop_command(ns, "", Some(vmi), owned);
                 match owned {
                     Some(true) => stop(Some(true)),
                     Some(false) => format!(
@@ -336,8 +340,8 @@ pub(crate) fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
                 rv.field,
                 kv.source.path(),
                 match kv.source {
-                    crate::model::kubevirt::HostDevicesSource::KubeVirt => "KubeVirt",
-                    crate::model::kubevirt::HostDevicesSource::HyperConverged => "HyperConverged",
+                    HostDevicesSource::KubeVirt => "KubeVirt",
+                    HostDevicesSource::HyperConverged => "HyperConverged",
                 },
                 kv.object,
                 s.name,
@@ -362,8 +366,8 @@ pub(crate) fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
         "{} of {} {}{}",
         kv.source.path(),
         match kv.source {
-            crate::model::kubevirt::HostDevicesSource::KubeVirt => "KubeVirt",
-            crate::model::kubevirt::HostDevicesSource::HyperConverged => "HyperConverged",
+            HostDevicesSource::KubeVirt => "KubeVirt",
+            HostDevicesSource::HyperConverged => "HyperConverged",
         },
         kv.object,
         if kv.present { "" } else { " (absent)" }
@@ -481,7 +485,7 @@ fn advertises(n: &NodeInfo, r: &str) -> bool {
         .as_ref()
         .unwrap_or(&n.capacity)
         .get(r)
-        .and_then(|q| crate::model::quantity::Quantity::parse(q).ok())
+        .and_then(|q| Quantity::parse(q).ok())
         .and_then(|q| q.to_count().ok())
         .is_some_and(|c| c > 0)
 }
@@ -592,11 +596,7 @@ fn rename_fix(f: &Facts<'_>, rv: &RequestView, s: &names::Suggestion) -> String 
             rv.resource
         ),
         Relation::SamePciDevice
-            if crate::model::resource::is_hex_fallback(
-                s.name
-                    .strip_prefix(crate::model::resource::NVIDIA_PREFIX)
-                    .unwrap_or(&s.name),
-            ) =>
+            if resource::is_hex_fallback(s.name.strip_prefix(NVIDIA_PREFIX).unwrap_or(&s.name)) =>
         {
             format!(
                 "request {} instead of {}{} (that node's sandbox device plugin is too old to know the device's name; after upgrading it the node advertises the model name instead)",
@@ -706,7 +706,7 @@ pub(crate) fn unadvertised_name(f: &Facts<'_>) -> Option<Diagnosis> {
         // The operator's label only where the facts show the operator, and the device
         // plugin's toleration where that is the block (issue 35, kind 5).
         Some(w) => {
-            let h = crate::analysis::explain::unused::advertise_hint(
+            let h = unused::advertise_hint(
                 f.nodes,
                 f.pods,
                 f.cluster_policy,
@@ -1469,12 +1469,10 @@ fn mps_refusal_ahead(f: &Facts<'_>, nodes: &[String], cause: &str) -> Option<(St
     if !nodes.iter().all(mps) {
         return None;
     }
-    let rv = f.e.requests.iter().find(|rv| {
-        rv.units > 1
-            && rv
-                .resource
-                .starts_with(crate::model::resource::NVIDIA_PREFIX)
-    })?;
+    let rv =
+        f.e.requests
+            .iter()
+            .find(|rv| rv.units > 1 && rv.resource.starts_with(NVIDIA_PREFIX))?;
     let replicas = f
         .nodes
         .iter()
@@ -1505,19 +1503,17 @@ fn cordoned(f: &Facts<'_>) -> Option<Diagnosis> {
     if !f.e.schedulable.is_empty() {
         return None;
     }
-    let blocked: Vec<&str> = f
-        .e
-        .filters
-        .iter()
-        .filter(|x| {
-            !x.all.is_empty()
-                && x.all.iter().all(|c| {
+    let blocked: Vec<&str> =
+        f.e.filters
+            .iter()
+            .filter(|x| {
+                !x.all.is_empty() && x.all.iter().all(|c| {
                     matches!(c, Failure::Unschedulable)
-                        || matches!(c, Failure::Taint { taint } if taint.key == crate::analysis::fit::UNSCHEDULABLE_TAINT)
+                        || matches!(c, Failure::Taint { taint } if taint.key == UNSCHEDULABLE_TAINT)
                 })
-        })
-        .map(|x| x.node.as_str())
-        .collect();
+            })
+            .map(|x| x.node.as_str())
+            .collect();
     if blocked.is_empty() {
         return None;
     }
@@ -1722,7 +1718,7 @@ pub(crate) fn admission_rejected(f: &Facts<'_>) -> Option<Diagnosis> {
         "the {} was bound to {node}, then the kubelet refused it at admission ({reason}: \"{}\"); it is Failed, and a Failed pod is never retried",
         what(f.pod),
         {
-            let one = crate::decode::document::one_line(msg);
+            let one = document::one_line(msg);
             if one.chars().count() > 240 {
                 format!("{}…", one.chars().take(240).collect::<String>())
             } else {
@@ -1759,7 +1755,7 @@ pub(crate) fn admission_rejected(f: &Facts<'_>) -> Option<Diagnosis> {
 /// `policy` and, for a cluster-wide change, every node in `nodes`; the admission guard
 /// asks it too ([`crate::analysis::admission::review`]), so both give one verdict.
 pub(crate) fn operator_blocker(
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     nodes: &[NodeInfo],
     node: &NodeInfo,
     resource: &str,
@@ -1793,7 +1789,7 @@ fn mig_config_blocker(node: &NodeInfo, resource: &str) -> Option<(String, String
     use crate::model::operator::{MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL};
     let n = &node.name;
     let mig = resource
-        .strip_prefix(crate::model::resource::NVIDIA_PREFIX)
+        .strip_prefix(NVIDIA_PREFIX)
         .is_some_and(|s| s.starts_with("mig-"));
     if !mig {
         return None;
@@ -1856,7 +1852,7 @@ fn vgpu_config_blocker(node: &NodeInfo, class: ResourceClass) -> Option<(String,
 /// workloads off in the ClusterPolicy, or deploy labels of another set): the fix turns
 /// sandbox workloads on and says what that changes. `None` when the label is applied.
 fn workload_label_ignored(
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     nodes: &[NodeInfo],
     node: &NodeInfo,
     want: WorkloadConfig,
@@ -1898,14 +1894,14 @@ fn workload_label_ignored(
 /// workloads off) every other node that changes, the first five named. Empty when nothing
 /// changes.
 fn sandbox_enable_effects(
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     nodes: &[NodeInfo],
     node: &NodeInfo,
     applied: WorkloadConfig,
 ) -> String {
     let n = &node.name;
     let changes = match policy {
-        Some(p) if !p.sandbox_enabled => crate::model::operator::enable_sandbox_changes(nodes, p)
+        Some(p) if !p.sandbox_enabled => operator::enable_sandbox_changes(nodes, p)
             .into_iter()
             .filter(|c| c.node != *n)
             .map(|c| c.describe())
@@ -1946,7 +1942,7 @@ fn sandbox_enable_effects(
 /// A GPU node with `nvidia.com/gpu.deploy.operands=false`: the operator deploys nothing
 /// there.
 fn operands_off_blocker(
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     node: &NodeInfo,
 ) -> Option<(String, String)> {
     use crate::model::operator::{DEPLOY_OPERANDS_LABEL, effective_workload};
@@ -1960,7 +1956,7 @@ fn operands_off_blocker(
         ),
         format!(
             "remove the label: kubectl label node {n} {DEPLOY_OPERANDS_LABEL}-{}",
-            crate::model::operator::stack_warning(node, policy, &effective_workload(node, policy))
+            operator::stack_warning(node, policy, &effective_workload(node, policy))
                 .map(|w| format!(" — but {w}"))
                 .unwrap_or_default()
         ),
@@ -1970,13 +1966,13 @@ fn operands_off_blocker(
 /// A GPU node that runs workload `want` but has the label that disables the device plugin
 /// for it (`nvidia.com/gpu.deploy.device-plugin` or `.sandbox-device-plugin` `=false`).
 fn plugin_off_blocker(
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     node: &NodeInfo,
     resource: &str,
     want: WorkloadConfig,
 ) -> Option<(String, String)> {
     let n = &node.name;
-    if crate::model::operator::effective_workload(node, policy).workload != want {
+    if operator::effective_workload(node, policy).workload != want {
         return None;
     }
     let operand = match want {
@@ -2008,13 +2004,13 @@ fn plugin_blocker(
     class: ResourceClass,
 ) -> Option<(String, String)> {
     let want = class.workload()?;
-    let eff = crate::model::operator::effective_workload(node, f.cluster_policy);
+    let eff = operator::effective_workload(node, f.cluster_policy);
     if eff.applied() != Some(want) {
         return None;
     }
     let pods = f.operand_pods?.get(&node.name)?;
-    let problem = crate::model::operand::plugin_problem(pods, want)?;
-    let plugin = crate::model::operand::plugin_of(want);
+    let problem = operand::plugin_problem(pods, want)?;
+    let plugin = operand::plugin_of(want);
     let pod = pods
         .iter()
         .find(|p| p.operand == plugin)
@@ -2022,7 +2018,7 @@ fn plugin_blocker(
     let n = &node.name;
     // No plugin pod there, and a taint its pods do not tolerate: that is the block.
     if pod.is_none()
-        && let Some(b) = crate::analysis::explain::unused::plugin_toleration_block(
+        && let Some(b) = unused::plugin_toleration_block(
             std::slice::from_ref(node),
             f.pods,
             f.operand_pods,
@@ -2098,7 +2094,7 @@ pub(crate) fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
         return None;
     }
     use crate::analysis::fit::{Failure, amount};
-    let gpu_nodes: Vec<&crate::analysis::fit::NodeFit> =
+    let gpu_nodes: Vec<&NodeFit> =
         f.e.filters
             .iter()
             .filter(|x| f.e.fitting.contains(&x.node))
@@ -2158,9 +2154,7 @@ pub(crate) fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
             let (best_node, best) = gpu_nodes
                 .iter()
                 .filter_map(|x| {
-                    let a = crate::analysis::fit::allocatable(
-                        f.nodes.iter().find(|n| n.name == x.node)?,
-                    );
+                    let a = fit::allocatable(f.nodes.iter().find(|n| n.name == x.node)?);
                     let total = a.get(resource.as_str()).copied().unwrap_or(0);
                     let used = x
                         .all

@@ -4,14 +4,15 @@
 //! at all (or the device plugin's missing toleration is the block) before an operator
 //! hint is given.
 
+use crate::analysis::check::{DraNodes, NVIDIA_GPU_DRIVER};
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::explain::{Explanation, Inputs};
 use crate::analysis::placement::tolerates;
 use crate::model::advertise::advertised_gpus;
 use crate::model::node::{NodeInfo, Taint};
-use crate::model::operand::OperandsByNode;
+use crate::model::operand::{self, OperandsByNode};
 use crate::model::operator::{
-    GpuEvidence, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, VGPU_CONFIG_LABEL,
+    ClusterPolicy, GpuEvidence, MIG_CONFIG_LABEL, MIG_CONFIG_STATE_LABEL, VGPU_CONFIG_LABEL,
     VGPU_CONFIG_STATE_LABEL, gpu_evidence, has_deploy_labels, vgpu_type_core,
 };
 use crate::model::pod::{PodInfo, Toleration};
@@ -25,7 +26,7 @@ use crate::model::workload::WorkloadConfig;
 /// is there; `None` when nothing read could show it (no pods, no ClusterPolicy).
 pub(crate) fn operator_seen(
     nodes: &[NodeInfo],
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     operand_pods: Option<&OperandsByNode>,
 ) -> Option<bool> {
     if policy.is_some()
@@ -120,7 +121,7 @@ pub(crate) fn plugin_toleration_block(
     w: WorkloadConfig,
 ) -> Option<TolerationBlock> {
     let operand_pods = operand_pods?;
-    let plugin = crate::model::operand::plugin_of(w);
+    let plugin = operand::plugin_of(w);
     let running: Vec<(&str, &str)> = operand_pods
         .iter()
         .flat_map(|(n, v)| {
@@ -180,7 +181,7 @@ pub(crate) fn plugin_toleration_block(
 pub(crate) fn advertise_hint(
     nodes: &[NodeInfo],
     pods: &[PodInfo],
-    policy: Option<&crate::model::operator::ClusterPolicy>,
+    policy: Option<&ClusterPolicy>,
     operand_pods: Option<&OperandsByNode>,
     resource: &str,
     w: WorkloadConfig,
@@ -249,7 +250,7 @@ pub(crate) fn double_publication(
     if !claims && e.requests.iter().all(|rv| rv.advertisers.is_empty()) {
         return Vec::new();
     }
-    let counts = crate::analysis::check::DraNodes::device_counts(dra);
+    let counts = DraNodes::device_counts(dra);
     nodes
         .iter()
         .filter_map(|n| {
@@ -273,7 +274,7 @@ pub(crate) fn double_publication(
             Some(format!(
                 "{}: GPUs published twice — a device plugin advertises {list} and NVIDIA's DRA driver ({}) publishes {devices} device(s) there; the two allocate independently, so this pod may get a GPU that another pod already holds through the other one (check's dra-and-device-plugin); run one of them per node (a device plugin re-enabled beside the DRA driver: set its gpu.deploy label or the ClusterPolicy devicePlugin.enabled back to false)",
                 n.name,
-                crate::analysis::check::NVIDIA_GPU_DRIVER
+                NVIDIA_GPU_DRIVER
             ))
         })
         .collect()

@@ -14,8 +14,11 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::analysis::explain::{Explanation, Inputs, explain};
+use crate::decode::pods;
+use crate::decode::virt::VmObjects;
 use crate::error::{Error, Result};
 use crate::model::pod::PodInfo;
+use crate::text;
 
 /// Longest condition message kept (characters); longer ones are cut with `…`.
 pub(crate) const MAX_MESSAGE: usize = 300;
@@ -83,7 +86,7 @@ pub struct VmView {
 
 /// `s` on one line, cut to `max` characters with `…`.
 pub fn short(s: &str, max: usize) -> String {
-    let one = crate::text::one_line(s);
+    let one = text::one_line(s);
     if one.chars().count() <= max {
         one
     } else {
@@ -170,7 +173,7 @@ fn key(v: &Value) -> String {
 }
 
 /// The view of the objects read ([`crate::decode::virt::VmObjects`]).
-pub fn view(o: &crate::decode::virt::VmObjects) -> VmView {
+pub fn view(o: &VmObjects) -> VmView {
     let asked = o.vm.as_ref().or(o.vmi.as_ref());
     let mut conditions = Vec::new();
     if let Some(vm) = &o.vm {
@@ -226,9 +229,9 @@ fn named_launcher(launcher: &PodInfo, vmi: &PodInfo, vmi_key: &str) -> PodInfo {
 ///
 /// Errors: [`Error::Input`] when the VM or VMI cannot be read as one (a malformed device
 /// list), naming the object and field; as [`explain`] otherwise.
-pub fn explain_vm(o: &crate::decode::virt::VmObjects, inputs: Inputs<'_>) -> Result<Explanation> {
+pub fn explain_vm(o: &VmObjects, inputs: Inputs<'_>) -> Result<Explanation> {
     let read = |v: &Value| -> Result<PodInfo> {
-        crate::decode::pods::from_object(v).map_err(|e| {
+        pods::from_object(v).map_err(|e| {
             Error::field(
                 format!("{} {}", str_at(v, "/kind").unwrap_or("object"), key(v)),
                 e,
