@@ -16,7 +16,7 @@
 //!    "node(s) didn't match Pod's node affinity/selector"; when every term of the affinity
 //!    names nodes with `matchFields metadata.name In`, PreFilter keeps only those and the
 //!    others are not filtered at all: they count as "node(s) didn't satisfy plugin(s)
-//!    [NodeAffinity]" whatever their cordon or taints (`pkg/scheduler/schedule_one.go`,
+//!    \[NodeAffinity\]" whatever their cordon or taints (`pkg/scheduler/schedule_one.go`,
 //!    `findNodesThatFitPod`);
 //! 4. NodeResourcesFit (`plugins/noderesources/fit.go`, `fitsRequest`): "Too many pods"
 //!    when the node's pods + 1 exceed allocatable `pods`; then, for every resource the pod

@@ -197,7 +197,7 @@ pub(crate) fn advertised_ids(resource_suffix: &str) -> Vec<u16> {
 }
 
 /// The PCI device id a name the sandbox plugin advertises stands for: its sanitized
-/// `pci.ids` name ([`lookup`]; the lowest id for a name in [`collisions`]) or its
+/// `pci.ids` name ([`lookup`]; the lowest id for a name several ids share) or its
 /// lower-case hex fallback (`26b5`). `None` otherwise.
 pub fn advertised_id(resource_suffix: &str) -> Option<u16> {
     lookup(resource_suffix).map(|d| d.id).or_else(|| {

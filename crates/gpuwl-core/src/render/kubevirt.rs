@@ -26,7 +26,7 @@ pub enum PatchFormat {
 }
 
 /// The command that applies a [`SafePatch`] saved as `FILE` to the CR `object`
-/// (`namespace/name`; `None`: the usual name of `target`'s CR, as [`apply_command`]).
+/// (`namespace/name`; `None`: the usual name of `target`'s CR).
 pub fn safe_apply_command(
     kind: PatchKind,
     target: HostDevicesSource,

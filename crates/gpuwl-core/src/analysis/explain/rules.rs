@@ -1,10 +1,11 @@
 //! The diagnosis rules of `explain`, one small function per [`CauseCode`], tried in
 //! [`RULES`] order; the first that applies gives the [`Diagnosis`].
 //!
-//! Each rule reads the gathered facts ([`Facts`]: the pod, its [`Explanation`] without a
-//! diagnosis, the nodes, the shared [`Usage`] table, KubeVirt's permissions) and returns
+//! Each rule reads the gathered facts ([`Facts`]: the pod, its [`Explanation`](super::Explanation) without a
+//! diagnosis, the nodes, the shared [`Usage`](crate::analysis::usage::Usage) table, KubeVirt's permissions) and returns
 //! `None` when its situation does not hold. Counts in causes and fixes are per pool and
-//! come from [`Usage::pool_totals`], exactly what `inventory` prints.
+//! come from
+//! [`Usage::pool_totals`](crate::analysis::usage::Usage::pool_totals), exactly what `inventory` prints.
 
 use std::collections::BTreeSet;
 
