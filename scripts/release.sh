@@ -255,8 +255,14 @@ record "SBOM gpuwl-$tag.cdx.json: $sbom_counts; $validated"
 timed "SBOM"
 
 # --- krew manifest --------------------------------------------------------------------------
-python3 "$here/scripts/krew_manifest.py" plugins/gpuwl.yaml "$tag" \
-  "$repo_url/releases/download/$tag/$archive" "$sha" "$repo_url" >"$stage/krew/gpuwl.yaml.tmp"
+# One platform per archive built: linux/amd64 (the glibc archive) and, unless skipped,
+# linux/arm64 (the static musl archive); a platform without an archive is left out.
+krew_platforms=("amd64=$repo_url/releases/download/$tag/$archive=$sha")
+if [[ ${#arm_files[@]} -gt 0 ]]; then
+  krew_platforms+=("arm64=$repo_url/releases/download/$tag/$arm_archive=$(cut -d' ' -f1 "$stage/$arm_archive.sha256")")
+fi
+python3 "$here/scripts/krew_manifest.py" plugins/gpuwl.yaml "$tag" "$repo_url" \
+  "${krew_platforms[@]}" >"$stage/krew/gpuwl.yaml.tmp"
 mv "$stage/krew/gpuwl.yaml.tmp" "$stage/krew/gpuwl.yaml"
 krew="$(scripts/tools.sh krew | tail -1)"
 export KREW_ROOT="$work/krew"

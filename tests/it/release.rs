@@ -23,39 +23,71 @@ fn python(script: &str, args: &[&str]) -> (bool, String, String) {
 }
 
 #[test]
-fn the_krew_manifest_gets_the_release_url_and_sha256() {
+fn the_krew_manifest_gets_each_platforms_url_and_sha256() {
     let manifest = Path::new(ROOT).join("plugins/gpuwl.yaml");
     let manifest = manifest.to_str().unwrap();
     let sha = "e024373932fede1c5127045dcc5616e5f463f633f6dcb6ce503581d86b42232f";
+    let arm_sha = "5c0a4e3b0c6f1d2e8f7a9b0c1d2e3f405162738495a6b7c8d9e0f1a2b3c4d5e6";
     let uri = "https://github.com/gpuwl/gpuwl/releases/download/v0.2.0/gpuwl-v0.2.0-x86_64-unknown-linux-gnu.tar.gz";
+    let arm_uri = "https://github.com/gpuwl/gpuwl/releases/download/v0.2.0/gpuwl-v0.2.0-aarch64-unknown-linux-musl.tar.gz";
+    let amd64 = format!("amd64={uri}={sha}");
+    let arm64 = format!("arm64={arm_uri}={arm_sha}");
     let (ok, out, err) = python(
         "krew_manifest.py",
-        &[manifest, "v0.2.0", uri, sha, "https://example.org/gpuwl"],
+        &[
+            manifest,
+            "v0.2.0",
+            "https://example.org/gpuwl",
+            &amd64,
+            &arm64,
+        ],
     );
     assert!(ok, "{err}");
+    assert_eq!(err, "");
     let v: Value = serde_saphyr::from_str(&out).unwrap();
     assert_eq!(v["kind"], "Plugin");
     assert_eq!(v["spec"]["version"], "v0.2.0");
     assert_eq!(v["spec"]["homepage"], "https://example.org/gpuwl");
-    let p = &v["spec"]["platforms"][0];
+    let platforms = v["spec"]["platforms"].as_array().unwrap();
+    assert_eq!(platforms.len(), 2);
+    let (p, a) = (&platforms[0], &platforms[1]);
+    assert_eq!(p["selector"]["matchLabels"]["arch"], "amd64");
     assert_eq!(p["uri"], uri);
     assert_eq!(p["sha256"], sha);
     assert_eq!(p["bin"], "kubectl-gpuwl");
+    assert_eq!(a["selector"]["matchLabels"]["arch"], "arm64");
+    assert_eq!(a["uri"], arm_uri);
+    assert_eq!(a["sha256"], arm_sha);
     // Everything else is the source's, and the placeholder comment is gone.
     let src: Value = serde_saphyr::from_str(&std::fs::read_to_string(manifest).unwrap()).unwrap();
     assert_eq!(v["spec"]["description"], src["spec"]["description"]);
     assert_eq!(p["files"], src["spec"]["platforms"][0]["files"]);
+    assert_eq!(a["files"], src["spec"]["platforms"][1]["files"]);
     assert!(!out.contains("placeholder"), "{out}");
 
-    for (tag, sha) in [
-        ("v0.2.0", "0000"),
-        ("0.2.0", sha),
-        ("v0.2.0", &sha.to_uppercase()),
+    // Without an arm64 archive its platform is left out, and said so.
+    let (ok, out, err) = python("krew_manifest.py", &[manifest, "v0.2.0", "h", &amd64]);
+    assert!(ok, "{err}");
+    assert!(err.contains("no archive for arm64"), "{err}");
+    let v: Value = serde_saphyr::from_str(&out).unwrap();
+    let platforms = v["spec"]["platforms"].as_array().unwrap();
+    assert_eq!(platforms.len(), 1);
+    assert_eq!(platforms[0]["uri"], uri);
+
+    let bad_amd64 = format!("amd64={uri}=0000");
+    let upper = format!("amd64={uri}={}", sha.to_uppercase());
+    let riscv = format!("riscv64={uri}={sha}");
+    for (tag, platform) in [
+        ("v0.2.0", bad_amd64.as_str()),
+        ("0.2.0", amd64.as_str()),
+        ("v0.2.0", upper.as_str()),
+        ("v0.2.0", riscv.as_str()),
+        ("v0.2.0", "amd64"),
     ] {
-        let (ok, _, err) = python("krew_manifest.py", &[manifest, tag, uri, sha, "h"]);
+        let (ok, _, err) = python("krew_manifest.py", &[manifest, tag, "h", platform]);
         assert!(
             !ok && err.starts_with("krew_manifest.py: "),
-            "{tag} {sha}: {err}"
+            "{tag} {platform}: {err}"
         );
     }
 }
