@@ -42,6 +42,7 @@ use crate::analysis::explain::{Explanation, Inputs, Shared};
 use crate::analysis::fit::{self, Failure, NodeFit, Requested, UNSCHEDULABLE_TAINT};
 use crate::analysis::placement;
 use crate::model::dra::{ClaimRequest, DraObjects};
+use crate::model::kubevirt::node_owned_label;
 use crate::model::node::{NodeInfo, Taint};
 use crate::model::pod::{self, ObjectKind, PodInfo, Toleration, launcher_vmi_name};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
@@ -728,13 +729,18 @@ fn tolerate(taint: &Taint, node: &NodeInfo) -> Option<Action> {
 }
 
 /// nodeSelector entries the node does not match are aimed at it (or removed where the node
-/// lacks the label); otherwise the required affinity is what rejects it.
+/// lacks the label); otherwise the required affinity is what rejects it. No action when the
+/// entry is one virt-controller adds to a virt-launcher pod on its own
+/// ([`node_owned_label`]): neither the pod nor its VM can drop it.
 fn aim_selector(pod: &PodInfo, node: &NodeInfo) -> Option<Action> {
     if let Some((k, v)) = pod
         .node_selector
         .iter()
         .find(|(k, v)| node.labels.get(*k) != Some(*v))
     {
+        if pod.launcher_vmi().is_some() && node_owned_label(k).is_some() {
+            return None;
+        }
         if k == LABEL_KEY {
             // Never aim a pod at an invalid workload config. A node with an invalid value
             // where the pod asks a valid one has the typo: correct the node. Otherwise the

@@ -186,8 +186,70 @@ pub(crate) fn permit_entries(resource: &str) -> Vec<PermitEntry> {
     }
 }
 
+/// Who writes a node label that KubeVirt's virt-controller puts into a virt-launcher pod's
+/// nodeSelector on its own (not from the VMI): a user cannot change such an entry on the
+/// pod or its VMI, only the node's label can meet it.
+///
+/// - `kubevirt.io/schedulable`: always `"true"` on a launcher pod; virt-handler's heartbeat
+///   sets it on its node (`"false"` when virt-handler stops heartbeating);
+/// - `kubernetes.io/arch`: the VMI's architecture (lower-cased) whenever one is set, as
+///   virt-api's defaults do; the kubelet labels its node with its architecture;
+/// - `cpu-model.node.kubevirt.io/…`, `cpu-feature.node.kubevirt.io/…`,
+///   `machine-type.node.kubevirt.io/…`, `host-model-cpu.node.kubevirt.io/…`, `cpumanager`,
+///   `kubevirt.io/realtime`, `kubevirt.io/sev`, `kubevirt.io/tdx`: virt-handler's node
+///   labeller, from what the node's CPU and hypervisor offer.
+///
+/// `None` for any other key (it comes from the VMI's own nodeSelector or the KubeVirt CR's
+/// cluster-wide selectors, which a user can change).
+///
+/// Sources: kubevirt/kubevirt `pkg/virt-controller/services/nodeselectorrenderer.go`
+/// (`NewNodeSelectorRenderer`, `Render`), `pkg/virt-handler/heartbeat/heartbeat.go`;
+/// kubevirt/api `core/v1/types.go` (the label names).
+pub fn node_owned_label(key: &str) -> Option<&'static str> {
+    const LABELLER: &str = "KubeVirt's virt-handler (its node labeller)";
+    match key {
+        "kubevirt.io/schedulable" => Some("KubeVirt's virt-handler (its heartbeat)"),
+        "kubernetes.io/arch" => Some("the node's kubelet"),
+        "cpumanager" | "kubevirt.io/realtime" | "kubevirt.io/sev" | "kubevirt.io/tdx" => {
+            Some(LABELLER)
+        }
+        k if [
+            "cpu-model.node.kubevirt.io/",
+            "cpu-feature.node.kubevirt.io/",
+            "machine-type.node.kubevirt.io/",
+            "host-model-cpu.node.kubevirt.io/",
+        ]
+        .iter()
+        .any(|p| k.starts_with(p)) =>
+        {
+            Some(LABELLER)
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn labels_virt_controller_adds_are_owned_by_the_node_side() {
+        assert_eq!(
+            super::node_owned_label("kubevirt.io/schedulable"),
+            Some("KubeVirt's virt-handler (its heartbeat)")
+        );
+        assert_eq!(
+            super::node_owned_label("kubernetes.io/arch"),
+            Some("the node's kubelet")
+        );
+        assert!(super::node_owned_label("cpu-model.node.kubevirt.io/Skylake").is_some());
+        assert!(super::node_owned_label("cpumanager").is_some());
+        assert_eq!(super::node_owned_label("pool"), None);
+        assert_eq!(
+            super::node_owned_label("nvidia.com/gpu.workload.config"),
+            None
+        );
+        assert_eq!(super::node_owned_label("kubernetes.io/os"), None);
+    }
     use super::*;
 
     #[test]

@@ -14,7 +14,7 @@ use crate::analysis::explain::{NodeFree, RequestView, dra_rules, unused};
 use crate::analysis::names::{self, Relation};
 use crate::analysis::placement::{self, Exclusion};
 use crate::model::advertise::advertised_gpus;
-use crate::model::kubevirt::{HostDevicesSource, permit_entries};
+use crate::model::kubevirt::{HostDevicesSource, node_owned_label, permit_entries};
 use crate::model::node::NodeInfo;
 use crate::model::pod::{self, ObjectKind, PodInfo, SpecProblem, launcher_vmi_name};
 use crate::model::pool::Pool;
@@ -818,7 +818,7 @@ pub fn excluded(f: &Facts<'_>) -> Option<Diagnosis> {
                 .collect::<Vec<_>>()
                 .join(" and "),
         ),
-        exclusion_fix(x.excl.first(), &rv.resource, &x.nodes),
+        exclusion_fix(f.pod, x.excl.first(), &rv.resource, &x.nodes),
     ))
 }
 
@@ -1090,7 +1090,12 @@ fn selector_target_pool(f: &Facts<'_>, x: &Excluders<'_>, key: &str) -> Option<P
 /// The fix for the constraint `first` that keeps a pod off `nodes`, the nodes advertising
 /// `resource`: uncordon, change or remove the selector, widen the affinity, heal the node
 /// or tolerate the taint.
-fn exclusion_fix(first: Option<&Exclusion>, resource: &str, nodes: &[&NodeInfo]) -> String {
+fn exclusion_fix(
+    pod: &PodInfo,
+    first: Option<&Exclusion>,
+    resource: &str,
+    nodes: &[&NodeInfo],
+) -> String {
     let names = || {
         nodes
             .iter()
@@ -1108,6 +1113,11 @@ fn exclusion_fix(first: Option<&Exclusion>, resource: &str, nodes: &[&NodeInfo])
                 .collect::<Vec<_>>()
                 .join(" ")
         ),
+        Some(Exclusion::NodeSelector { key, want, have })
+            if pod.launcher_vmi().is_some() && node_owned_label(key).is_some() =>
+        {
+            node_owned_fix(key, want, have.as_deref(), nodes)
+        }
         Some(Exclusion::NodeSelector { key, want, have }) => match have {
             Some(h) => format!(
                 "change the nodeSelector {key}={want} to {key}={h} (the value on {}) or remove it",
@@ -1139,6 +1149,36 @@ fn exclusion_fix(first: Option<&Exclusion>, resource: &str, nodes: &[&NodeInfo])
         ),
         None => "check the nodes' labels and taints".into(),
     }
+}
+
+/// The fix when a virt-launcher pod's nodeSelector entry is one virt-controller adds on its
+/// own ([`node_owned_label`]): nobody can drop it from the pod or the VMI, so the fix is at
+/// the nodes, whose label the kubelet or virt-handler writes.
+fn node_owned_fix(key: &str, want: &str, have: Option<&str>, nodes: &[&NodeInfo]) -> String {
+    let owner = node_owned_label(key).unwrap_or("a node component");
+    let names: Vec<&str> = nodes.iter().map(|n| n.name.as_str()).collect();
+    let has = if names.len() == 1 { "has" } else { "have" };
+    let state = match have {
+        Some(h) => format!("{} {has} {key}={h}", names.join(", ")),
+        None => format!("{} {has} no label {key}", names.join(", ")),
+    };
+    let how = match key {
+        "kubernetes.io/arch" => format!(
+            "a node registered by a kubelet always has it; a node object made by hand needs it: kubectl label node {} {key}={want}",
+            names.join(" ")
+        ),
+        "kubevirt.io/schedulable" => format!(
+            "check that virt-handler runs and is ready on {} (kubectl get pods -A -l kubevirt.io=virt-handler -o wide)",
+            names.join(", ")
+        ),
+        _ => format!(
+            "check virt-handler on {}, or ask the VMI for a CPU model or feature those nodes offer",
+            names.join(", ")
+        ),
+    };
+    format!(
+        "virt-controller asks {key}={want} of every node for this VM's launcher pod and {state}: the label is written by {owner}, not by the VM's spec; {how}"
+    )
 }
 
 /// `not-co-located`: each requested name is advertised on an allowed node, but no single
@@ -2423,6 +2463,68 @@ mod tests {
     }
 
     #[test]
+    fn a_launchers_arch_selector_is_met_at_the_node_not_dropped_from_the_pod() {
+        // virt-controller adds kubernetes.io/arch to every launcher pod; a node object made
+        // by hand may lack the kubelet's label.
+        let (mut nodes, pod) = nodes_and_pod(
+            r#"{"kind":"Pod","metadata":{"name":"virt-launcher-a-x7k2p","namespace":"v"},
+            "spec":{"nodeSelector":{"kubevirt.io/schedulable":"true","kubernetes.io/arch":"amd64"},
+            "containers":[{"name":"compute","resources":{"limits":{"nvidia.com/gpu":"1","devices.kubevirt.io/kvm":"1"}}}]}}"#,
+        );
+        let n = &mut nodes[0];
+        n.labels
+            .insert("kubevirt.io/schedulable".into(), "true".into());
+        n.allocatable
+            .get_or_insert_with(Default::default)
+            .insert("devices.kubevirt.io/kvm".into(), "1k".into());
+        let e = explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::Excluded, "{}", e.cause);
+        assert!(!e.fix.contains("remove"), "{}", e.fix);
+        assert!(
+            e.fix.contains("the node's kubelet")
+                && e.fix
+                    .contains("kubectl label node gpu-node-1 kubernetes.io/arch=amd64"),
+            "{}",
+            e.fix
+        );
+        assert!(
+            e.remedy
+                .as_ref()
+                .is_none_or(|r| r.actions.iter().all(|a| !matches!(
+                    a.action,
+                    crate::analysis::remedy::Action::NodeSelector { .. }
+                ))),
+            "{:?}",
+            e.remedy
+        );
+        // A plain pod asking the same label may drop it.
+        let (_, plain) = nodes_and_pod(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"v"},
+            "spec":{"nodeSelector":{"kubernetes.io/arch":"amd64"},
+            "containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+        );
+        let e = explain(
+            &plain,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::Excluded, "{}", e.cause);
+        assert!(e.fix.contains("remove"), "{}", e.fix);
+    }
+
+    #[test]
     fn condition_taints_are_never_tolerated_and_launchers_never_deleted() {
         let (mut nodes, pod) = nodes_and_pod(
             r#"{"kind":"Pod","metadata":{"name":"p","namespace":"v"},
@@ -2627,7 +2729,10 @@ mod tests {
         a.unschedulable = true;
         let b = NodeInfo::named("gpu-b");
         let nodes = [&a, &b];
-        let fix = |e: Option<&Exclusion>| super::exclusion_fix(e, "nvidia.com/gpu", &nodes);
+        let (_, plain) = nodes_and_pod(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"v"},"spec":{"containers":[]}}"#,
+        );
+        let fix = |e: Option<&Exclusion>| super::exclusion_fix(&plain, e, "nvidia.com/gpu", &nodes);
         assert_eq!(
             fix(Some(&Exclusion::Unschedulable)),
             "finish the maintenance and uncordon: kubectl uncordon gpu-a"
