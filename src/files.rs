@@ -1,5 +1,5 @@
 //! Writing result files: atomically, so a reader sees the old file or the whole new one;
-//! where gpuwl keeps its own files ([`state_root`], [`home`]). (Rendering lives in
+//! where gpuwl keeps its own files ([`state_root`], `home`). (Rendering lives in
 //! [`crate::render`]; it builds text and never touches files.)
 
 /// Checks, before any work, that a result file can be written at `path`: its folder

@@ -904,7 +904,7 @@ pub const EMULATION_PERIOD: std::time::Duration = std::time::Duration::from_mill
 /// writes that into its status ([`status_update`]) through the `status` subresource, as a
 /// kubelet would. Returns the number of nodes updated.
 ///
-/// Errors: [`Error::Runtime`] on an API failure (the caller retries on the next pass).
+/// Errors: [`Error::Runtime`](crate::error::Error::Runtime) on an API failure (the caller retries on the next pass).
 pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usize> {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::Api;

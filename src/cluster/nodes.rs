@@ -98,7 +98,7 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
 /// `kustomize/stage/node/fast/node-initialize.yaml`).
 const KWOK_DEFAULT_CAPACITY: [(&str, &str); 3] = [("cpu", "1k"), ("memory", "1Ti"), ("pods", "1M")];
 
-/// True when `node`'s allocatable holds kwok's defaults ([`KWOK_DEFAULT_CAPACITY`]) for
+/// True when `node`'s allocatable holds kwok's defaults (`KWOK_DEFAULT_CAPACITY`: cpu 1k, memory 1Ti, pods 1M) for
 /// every one of cpu, memory and pods: kwok initialised it without gpuwl's figures.
 pub fn has_kwok_default_capacity(node: &Node) -> bool {
     let alloc = node.status.as_ref().and_then(|s| s.allocatable.as_ref());

@@ -6,7 +6,7 @@
 //!
 //! - Polled every [`POLL`]: each component's process ([`super::process::alive`]); every
 //!   [`KWOK_CHECK_EVERY`] also kwok's node leases — kwok v0.8.0 can stay alive and answer
-//!   `/healthz` while it renews no lease (see [`super::kwok_wedged`]); two findings in a row
+//!   `/healthz` while it renews no lease (see `cluster::kwok_wedged`); two findings in a row
 //!   restart it (one could be a stalled API server it has not caught up with yet).
 //! - A restart loop — [`LOOP_LIMIT`] restarts of one component within [`LOOP_WINDOW`] —
 //!   stops the supervisor: it writes why to `<state>/supervisor.broken`, which makes the

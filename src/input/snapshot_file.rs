@@ -342,7 +342,7 @@ fn list_json(items: &[Value]) -> Result<Vec<u8>> {
 /// Takes a snapshot of the cluster `client` talks to: lists everything in the member table
 /// (module docs) one list after another, reporting each on `progress` (one line per list:
 /// member, objects, or why not listed), and returns the archive's bytes (a plain tar;
-/// [`write`] compresses it when asked).
+/// [`write`](fn@write) compresses it when asked).
 ///
 /// Errors: [`Error::Cluster`]/[`Error::ClusterTimeout`] when nodes or pods cannot be
 /// listed, or another list fails other than by 404/403 (those are recorded in
