@@ -40,7 +40,7 @@ use crate::model::operator::ClusterPolicy;
 use crate::model::pool::Pool;
 
 use crate::analysis::dra_hints::{self, Hint};
-use crate::analysis::dra_match::CounterKey;
+use crate::analysis::dra_match::{CounterKey, consumption, left_after_allocations};
 pub(crate) use crate::analysis::dra_match::{Matcher, SelectorFailure};
 use crate::analysis::names;
 
@@ -619,33 +619,14 @@ enum Stop {
 
 impl<'d> Search<'_, 'd> {
     fn counters_ok(&self, i: usize) -> bool {
-        let d = &self.m.devices[i];
-        d.device.consumes_counters.iter().all(|cu| {
-            cu.counters.iter().all(|(n, a)| {
-                let k = (
-                    d.slice.driver.clone(),
-                    d.slice.pool.clone(),
-                    cu.counter_set.clone(),
-                    n.clone(),
-                );
-                self.left.get(&k).copied().unwrap_or(0) >= a.value.unwrap_or(0)
-            })
-        })
+        consumption(&self.m.devices[i])
+            .all(|(k, amount)| self.left.get(&k).copied().unwrap_or(0) >= amount)
     }
 
     fn take(&mut self, i: usize, sign: i64) {
-        let d = &self.m.devices[i];
-        for cu in &d.device.consumes_counters {
-            for (n, a) in &cu.counters {
-                let k = (
-                    d.slice.driver.clone(),
-                    d.slice.pool.clone(),
-                    cu.counter_set.clone(),
-                    n.clone(),
-                );
-                let e = self.left.entry(k).or_default();
-                *e = e.saturating_sub(sign.saturating_mul(a.value.unwrap_or(0)));
-            }
+        for (k, amount) in consumption(&self.m.devices[i]) {
+            let e = self.left.entry(k).or_default();
+            *e = e.saturating_sub(sign.saturating_mul(amount));
         }
         if sign > 0 {
             self.taking.insert(i);
@@ -777,32 +758,7 @@ pub fn placement(
     allowed: &[String],
 ) -> DraPlacement {
     let m = Matcher::new(dra);
-    let mut offered: BTreeMap<CounterKey, i64> = BTreeMap::new();
-    for s in &dra.resource_slices {
-        for cs in &s.shared_counters {
-            for (n, a) in &cs.counters {
-                let e = offered
-                    .entry((s.driver.clone(), s.pool.clone(), cs.name.clone(), n.clone()))
-                    .or_default();
-                *e = e.saturating_add(a.value.unwrap_or(i64::MAX));
-            }
-        }
-    }
-    for d in m.devices.iter().filter(|d| !d.allocated_to.is_empty()) {
-        for cu in &d.device.consumes_counters {
-            for (n, a) in &cu.counters {
-                let e = offered
-                    .entry((
-                        d.slice.driver.clone(),
-                        d.slice.pool.clone(),
-                        cu.counter_set.clone(),
-                        n.clone(),
-                    ))
-                    .or_default();
-                *e = e.saturating_sub(a.value.unwrap_or(0));
-            }
-        }
-    }
+    let offered = left_after_allocations(dra, &m.devices);
     let mut bound: Vec<(String, Vec<String>)> = Vec::new();
     let mut pending = Vec::new();
     for pc in pod_claims {

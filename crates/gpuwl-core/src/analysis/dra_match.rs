@@ -150,11 +150,29 @@ fn physical_identity(s: &ResourceSlice, d: &Device) -> String {
     }
 }
 
-/// Sets [`DeviceInfo::blocked_by`] of each unallocated device: a counter it consumes has
-/// less left (what the slices offer, minus what allocated devices consume) than it needs;
-/// blocked by the allocated devices using that counter (`TYPE by CLAIM`), or `counter
-/// SET/NAME too small` when none does.
-fn mark_counter_blocked(dra: &DraObjects, devices: &mut [DeviceInfo<'_>]) {
+/// The counters a device consumes: each counter's address (its slice's driver and pool,
+/// the counter set, the counter) and the amount (an amount without a value consumes 0).
+pub(crate) fn consumption<'x>(
+    d: &'x DeviceInfo<'_>,
+) -> impl Iterator<Item = (CounterKey, i64)> + 'x {
+    d.device.consumes_counters.iter().flat_map(move |cu| {
+        cu.counters.iter().map(move |(n, a)| {
+            (
+                (
+                    d.slice.driver.clone(),
+                    d.slice.pool.clone(),
+                    cu.counter_set.clone(),
+                    n.clone(),
+                ),
+                a.value.unwrap_or(0),
+            )
+        })
+    })
+}
+
+/// What the ResourceSlices offer per counter, summed over slices (a counter without a value
+/// offers without limit); saturating, never wrapping.
+pub(crate) fn offered(dra: &DraObjects) -> BTreeMap<CounterKey, i64> {
     let mut offered: BTreeMap<CounterKey, i64> = BTreeMap::new();
     for s in &dra.resource_slices {
         for cs in &s.shared_counters {
@@ -166,54 +184,58 @@ fn mark_counter_blocked(dra: &DraObjects, devices: &mut [DeviceInfo<'_>]) {
             }
         }
     }
-    let mut used: BTreeMap<CounterKey, (i64, Vec<String>)> = BTreeMap::new();
+    offered
+}
+
+/// What is left of each counter once the allocated devices' consumption is taken from
+/// [`offered`] (the allocator's starting point; a counter nobody offers goes negative).
+pub(crate) fn left_after_allocations(
+    dra: &DraObjects,
+    devices: &[DeviceInfo<'_>],
+) -> BTreeMap<CounterKey, i64> {
+    let mut left = offered(dra);
     for d in devices.iter().filter(|d| !d.allocated_to.is_empty()) {
-        for cu in &d.device.consumes_counters {
-            for (n, a) in &cu.counters {
-                let e = used
-                    .entry((
-                        d.slice.driver.clone(),
-                        d.slice.pool.clone(),
-                        cu.counter_set.clone(),
-                        n.clone(),
-                    ))
-                    .or_default();
-                e.0 = e.0.saturating_add(a.value.unwrap_or(0));
-                let t = if d.device_type.is_empty() {
-                    d.device.name.clone()
-                } else {
-                    d.device_type.clone()
-                };
-                for c in &d.allocated_to {
-                    let h = format!("{t} by {c}");
-                    if !e.1.contains(&h) {
-                        e.1.push(h);
-                    }
+        for (k, amount) in consumption(d) {
+            let e = left.entry(k).or_default();
+            *e = e.saturating_sub(amount);
+        }
+    }
+    left
+}
+
+/// Sets [`DeviceInfo::blocked_by`] of each unallocated device: a counter it consumes has
+/// less left ([`left_after_allocations`]) than it needs; blocked by the allocated devices
+/// using that counter (`TYPE by CLAIM`), or `counter SET/NAME too small` when none does.
+fn mark_counter_blocked(dra: &DraObjects, devices: &mut [DeviceInfo<'_>]) {
+    let left = left_after_allocations(dra, devices);
+    let mut holders: BTreeMap<CounterKey, Vec<String>> = BTreeMap::new();
+    for d in devices.iter().filter(|d| !d.allocated_to.is_empty()) {
+        let t = if d.device_type.is_empty() {
+            d.device.name.clone()
+        } else {
+            d.device_type.clone()
+        };
+        for (k, _) in consumption(d) {
+            let e = holders.entry(k).or_default();
+            for c in &d.allocated_to {
+                let h = format!("{t} by {c}");
+                if !e.contains(&h) {
+                    e.push(h);
                 }
             }
         }
     }
     for d in devices.iter_mut().filter(|d| d.allocated_to.is_empty()) {
         let mut by = Vec::new();
-        for cu in &d.device.consumes_counters {
-            for (n, a) in &cu.counters {
-                let k = (
-                    d.slice.driver.clone(),
-                    d.slice.pool.clone(),
-                    cu.counter_set.clone(),
-                    n.clone(),
-                );
-                let have = offered.get(&k).copied().unwrap_or(0);
-                let (taken, holders) = used.get(&k).cloned().unwrap_or_default();
-                if have.saturating_sub(taken) < a.value.unwrap_or(0) {
-                    for h in holders {
-                        if !by.contains(&h) {
-                            by.push(h);
-                        }
+        for (k, amount) in consumption(d) {
+            if left.get(&k).copied().unwrap_or(0) < amount {
+                for h in holders.get(&k).into_iter().flatten() {
+                    if !by.contains(h) {
+                        by.push(h.clone());
                     }
-                    if by.is_empty() {
-                        by.push(format!("counter {}/{n} too small", cu.counter_set));
-                    }
+                }
+                if by.is_empty() {
+                    by.push(format!("counter {}/{} too small", k.2, k.3));
                 }
             }
         }
