@@ -48,3 +48,6 @@ pub mod relabel;
 pub mod render;
 pub mod serve;
 pub mod twin;
+
+#[cfg(test)]
+mod testing;

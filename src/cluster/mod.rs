@@ -1578,3 +1578,373 @@ mod tests {
         );
     }
 }
+
+/// What talks to the API server and the components' own ports, against the fast tier's
+/// in-memory API server (tests/it/fake_api.rs, docs/testing.md) behind HTTPS: a kubeconfig
+/// and ports that reach it stand for a running cluster, no process is started.
+#[cfg(test)]
+mod api_tests {
+    use super::*;
+    use crate::testing::{self, FakeApi};
+    use serde_json::json;
+
+    /// A cluster's facts with every port at `port` (the fake's), under `state`.
+    fn info_at(port: u16) -> ClusterInfo {
+        ClusterInfo {
+            name: "fake".into(),
+            apiserver_port: port,
+            etcd_port: port,
+            etcd_peer_port: port,
+            controller_manager_port: port,
+            scheduler_port: port,
+            kwok_port: port,
+            bin_dir: "/nonexistent".into(),
+            kubernetes_version: build::KUBERNETES_VERSION.into(),
+            gpu_operator_port: 0,
+            kubevirt_api_port: 0,
+            kubevirt_controller_port: 0,
+            env: Vec::new(),
+        }
+    }
+
+    /// A port nothing listens on (bound, then let go).
+    fn closed_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn component(name: &'static str, readiness: Readiness) -> Component {
+        Component {
+            name,
+            binary: "/nonexistent".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            ports: Vec::new(),
+            endpoint: String::new(),
+            start: StartWhen::Now,
+            readiness,
+        }
+    }
+
+    #[test]
+    fn conditions_hold_once_the_controllers_object_is_there() {
+        let api = FakeApi::new();
+        let rt = testing::rt();
+        let _in_rt = rt.enter();
+        let client = api.client();
+        let holds = |also: &Option<Condition>| rt.block_on(holds(&client, also));
+        assert!(holds(&None));
+        let account = Some(Condition::ServiceAccount {
+            namespace: "default",
+            name: "default",
+        });
+        assert!(!holds(&account));
+        api.insert(
+            "/api/v1",
+            "serviceaccounts",
+            json!({"metadata": {"name": "default", "namespace": "default"}}),
+        );
+        assert!(holds(&account));
+        let lease = Some(Condition::LeaseHeld {
+            namespace: "kube-system",
+            name: "kube-scheduler",
+        });
+        assert!(!holds(&lease));
+        let path = "/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/kube-scheduler";
+        api.insert(
+            "/apis/coordination.k8s.io/v1",
+            "leases",
+            json!({"metadata": {"name": "kube-scheduler", "namespace": "kube-system"},
+                   "spec": {"holderIdentity": ""}}),
+        );
+        assert!(!holds(&lease), "an empty holder is no leader");
+        api.modify(path, |l| l["spec"]["holderIdentity"] = json!("sched_1"));
+        assert!(holds(&lease));
+        // An API error is "not yet", never ready.
+        api.fail(http::Method::GET, "/leases/kube-scheduler", 500, 1);
+        assert!(!holds(&lease));
+        let asked: Vec<String> = api.requests().iter().map(|r| r.path.clone()).collect();
+        assert!(
+            asked.contains(&"/api/v1/namespaces/default/serviceaccounts/default".to_string()),
+            "{asked:?}"
+        );
+    }
+
+    #[test]
+    fn readiness_is_asked_where_each_component_answers() {
+        let api = FakeApi::new();
+        let https = testing::https(&api);
+        let rt = testing::rt();
+        let _in_rt = rt.enter();
+        let client = api.client();
+        let health = insecure_client(https.port).unwrap();
+        let ready = |c: &Component, api_ready: bool| {
+            rt.block_on(is_ready(c, &client, Some(&health), api_ready))
+        };
+        let apiserver = component("kube-apiserver", Readiness::ApiServerReadyz);
+        api.text("/readyz", 500, "[-]etcd failed: reason withheld");
+        assert!(!ready(&apiserver, false));
+        api.text("/readyz", 200, "ok\n");
+        assert!(ready(&apiserver, false));
+
+        // A controller's /healthz, and its condition asked only once the API server is.
+        let cm = component(
+            "kube-controller-manager",
+            Readiness::Healthz {
+                port: https.port,
+                also: Some(Condition::ServiceAccount {
+                    namespace: "default",
+                    name: "default",
+                }),
+            },
+        );
+        api.text("/healthz", 200, "ok");
+        let before = api.requests().len();
+        assert!(!ready(&cm, false));
+        assert_eq!(
+            api.requests().len(),
+            before,
+            "nothing asked before the API server"
+        );
+        assert!(!ready(&cm, true), "no ServiceAccount yet");
+        api.insert(
+            "/api/v1",
+            "serviceaccounts",
+            json!({"metadata": {"name": "default", "namespace": "default"}}),
+        );
+        assert!(ready(&cm, true));
+        api.text("/healthz", 200, "[-]poststarthook failed");
+        assert!(!ready(&cm, true), "only `ok` is healthy");
+
+        // virt-api's JSON answer counts as an answer; an error status does not.
+        let virt = component(
+            "virt-api",
+            Readiness::HttpsAnswers {
+                port: https.port,
+                also: None,
+            },
+        );
+        api.text("/healthz", 200, r#"{"apiserver":"ok","restful":"ok"}"#);
+        assert!(ready(&virt, false));
+        api.text("/healthz", 500, "internal error");
+        assert!(!ready(&virt, false));
+        let gone = component(
+            "virt-api",
+            Readiness::HttpsAnswers {
+                port: closed_port(),
+                also: None,
+            },
+        );
+        assert!(!ready(&gone, false));
+
+        // etcd: listening is ready.
+        let mut etcd = component("etcd", Readiness::Listening);
+        etcd.ports = vec![https.port];
+        assert!(ready(&etcd, false));
+        etcd.ports.push(closed_port());
+        assert!(!ready(&etcd, false));
+    }
+
+    #[test]
+    fn the_schedulers_work_is_its_active_and_backoff_queues() {
+        let api = FakeApi::new();
+        let https = testing::https(&api);
+        let rt = testing::rt();
+        let busy = |port: u16| rt.block_on(scheduler_busy(&info_at(port)));
+        let metrics = "# TYPE scheduler_pending_pods gauge\n\
+            scheduler_pending_pods{queue=\"active\"} 2\n\
+            scheduler_pending_pods{queue=\"backoff\"} 3\n\
+            scheduler_pending_pods{queue=\"gated\"} 7\n\
+            scheduler_pending_pods{queue=\"unschedulable\"} 11\n\
+            scheduler_queue_incoming_pods_total{event=\"PodAdd\",queue=\"active\"} 40\n";
+        api.text("/metrics", 200, metrics);
+        assert_eq!(busy(https.port), Some(5));
+        api.text(
+            "/metrics",
+            200,
+            "scheduler_pending_pods{queue=\"unschedulable\"} 4\n",
+        );
+        assert_eq!(
+            busy(https.port),
+            Some(0),
+            "waiting for an event is not work"
+        );
+        api.text("/metrics", 200, "scheduler_schedule_attempts_total 3\n");
+        assert_eq!(busy(https.port), None, "no gauge: unknown, not idle");
+        api.text(
+            "/metrics",
+            200,
+            "scheduler_pending_pods{queue=\"active\"} many\n",
+        );
+        assert_eq!(busy(https.port), None);
+        api.text("/metrics", 403, "forbidden");
+        assert_eq!(busy(https.port), None);
+        assert_eq!(busy(closed_port()), None);
+    }
+
+    #[test]
+    fn a_start_waits_for_the_api_server_then_the_controllers_then_makes_its_nodes() {
+        let api = FakeApi::new();
+        api.ready_nodes();
+        let https = testing::https(&api);
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = testing::kubeconfig(dir.path(), https.port);
+        let info = info_at(https.port);
+        // The real recipe's readiness, every port at the fake.
+        let components = recipe::components(&recipe::Layout {
+            info: &info,
+            state: dir.path(),
+        });
+        let wait = |nodes: u32, timeout: Duration| {
+            let mut watch = Watch::new(dir.path());
+            wait_ready(&mut watch, &kubeconfig, &components, nodes, None, timeout)
+                .map_err(StartError::into_error)
+                .map_err(|e| e.to_string())
+        };
+        // The API server not ready: it is the one named, and no node is made.
+        api.text("/readyz", 500, "[-]etcd failed");
+        api.text("/healthz", 200, "ok");
+        let err = wait(2, Duration::from_millis(300)).unwrap_err();
+        assert!(
+            err.starts_with(&format!(
+                "kube-apiserver is not ready in time (log {})",
+                dir.path().join("logs/kube-apiserver.log").display()
+            )),
+            "{err}"
+        );
+        assert!(api.writes().is_empty(), "{:?}", api.writes());
+        // Ready, but the ServiceAccount controller has not run: kube-controller-manager
+        // is named. The nodes are made as soon as the API server is ready.
+        api.text("/readyz", 200, "ok");
+        let err = wait(2, Duration::from_millis(300)).unwrap_err();
+        assert!(
+            err.starts_with("kube-controller-manager is not ready in time"),
+            "{err}"
+        );
+        // The controller creates default/default: ready, the nodes schedulable.
+        let controller = api.clone();
+        let t = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            controller.insert(
+                "/api/v1",
+                "serviceaccounts",
+                json!({"metadata": {"name": "default", "namespace": "default"}}),
+            );
+        });
+        wait(2, Duration::from_secs(20)).unwrap();
+        t.join().unwrap();
+        for i in 0..2 {
+            let name = nodes::plain_node_name(i);
+            let node = api.get(&format!("/api/v1/nodes/{name}")).unwrap();
+            assert_eq!(node["metadata"]["labels"]["kubernetes.io/hostname"], name);
+            assert_eq!(node["metadata"]["labels"]["type"], "kwok");
+            assert_eq!(
+                node["metadata"]["annotations"]["kwok.x-k8s.io/node"],
+                "fake"
+            );
+            let want: serde_json::Map<String, serde_json::Value> = nodes::SIM_NODE_CAPACITY
+                .iter()
+                .map(|(k, v)| (k.to_string(), json!(v)))
+                .collect();
+            assert_eq!(node["status"]["capacity"], json!(want));
+            assert_eq!(node["status"]["allocatable"], json!(want));
+        }
+        // Each node created once (the second wait found them) and its status set each time.
+        let writes = api.writes();
+        assert_eq!(
+            writes.iter().filter(|w| *w == "POST /api/v1/nodes").count(),
+            2,
+            "{writes:?}"
+        );
+        assert_eq!(
+            writes
+                .iter()
+                .filter(|w| *w == "PATCH /api/v1/nodes/kwok-node-0/status")
+                .count(),
+            2,
+            "{writes:?}"
+        );
+    }
+
+    #[test]
+    fn kwok_is_wedged_when_the_leases_of_existing_nodes_go_stale() {
+        let api = FakeApi::new();
+        let https = testing::https(&api);
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = testing::kubeconfig(dir.path(), https.port);
+        let rt = testing::rt();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let ago = |s: i64| (now - k8s_openapi::jiff::SignedDuration::from_secs(s)).to_string();
+        for n in ["n-a", "n-b", "n-c"] {
+            api.insert("/api/v1", "nodes", json!({"metadata": {"name": n}}));
+        }
+        let lease = |name: &str, ns: &str, renewed: i64, duration: i32| {
+            api.insert(
+                "/apis/coordination.k8s.io/v1",
+                "leases",
+                json!({"metadata": {"name": name, "namespace": ns},
+                       "spec": {"holderIdentity": name, "leaseDurationSeconds": duration,
+                                "renewTime": ago(renewed)}}),
+            );
+        };
+        lease("n-a", "kube-node-lease", 10, 200);
+        lease("n-b", "kube-node-lease", 120, 200); // under 150 s: renewed in time
+        assert_eq!(rt.block_on(kwok_leases(&kubeconfig)), None);
+        lease("n-c", "kube-node-lease", 100, 40); // a 40 s lease: stale after 40 s
+        lease("gone", "kube-node-lease", 9000, 40); // no such node: not kwok's to renew
+        lease("kube-scheduler", "kube-system", 9000, 15); // not a node lease
+        let finding = rt.block_on(kwok_leases(&kubeconfig)).unwrap();
+        assert!(
+            finding.starts_with("1 of 3 node leases not renewed for 10"),
+            "{finding}"
+        );
+        assert!(
+            finding.ends_with(
+                "s or more (n-c): kwok stopped heartbeating its nodes; `gpuwl cluster up` restarts it"
+            ),
+            "{finding}"
+        );
+        // A restart deletes the node leases, and only those.
+        rt.block_on(delete_node_leases(&kubeconfig));
+        assert_eq!(
+            api.writes(),
+            ["DELETE /apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases"]
+        );
+        for (ns, name, left) in [
+            ("kube-node-lease", "n-a", false),
+            ("kube-node-lease", "gone", false),
+            ("kube-system", "kube-scheduler", true),
+        ] {
+            let path = format!("/apis/coordination.k8s.io/v1/namespaces/{ns}/leases/{name}");
+            assert_eq!(api.get(&path).is_some(), left, "{path}");
+        }
+        assert_eq!(rt.block_on(kwok_leases(&kubeconfig)), None);
+        // An API server that does not answer cannot say.
+        let unreachable = testing::kubeconfig(tempfile::tempdir().unwrap().path(), closed_port());
+        assert_eq!(rt.block_on(kwok_leases(&unreachable)), None);
+    }
+
+    #[test]
+    fn the_clusters_own_kubeconfig_broken_is_a_runtime_failure() {
+        let api = FakeApi::new();
+        let https = testing::https(&api);
+        let dir = tempfile::tempdir().unwrap();
+        let rt = testing::rt();
+        let good = testing::kubeconfig(dir.path(), https.port);
+        let c = rt.block_on(client(&good, None)).unwrap();
+        let v = rt.block_on(c.apiserver_version()).unwrap();
+        assert_eq!(v.git_version, "v1.36.3-fake");
+        let bad = dir.path().join("broken");
+        std::fs::write(&bad, "apiVersion: v1\nkind: Config\nclusters: {").unwrap();
+        let err = rt.block_on(client(&bad, None)).err().unwrap();
+        assert!(matches!(err, Error::OwnInput(_)), "{err:?}");
+        assert_eq!(err.exit_status(), crate::error::ExitStatus::Runtime);
+        assert!(err.to_string().contains("broken"), "{err}");
+        let err = rt.block_on(client(&good, Some("nope"))).err().unwrap();
+        assert!(matches!(err, Error::OwnInput(_)), "{err:?}");
+        assert!(err.to_string().contains("nope"), "{err}");
+    }
+}

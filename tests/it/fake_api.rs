@@ -16,9 +16,18 @@
 //!   RFC 6902. As the real API server does for nodes and pods: a write to the `status`
 //!   subresource changes only `status`, a write to the object keeps its `status`.
 //!
+//! - delete of a collection (`DELETE` on a list path, with its selectors), as
+//!   `Api::delete_collection` sends it;
+//! - plain-text endpoints a test sets ([`FakeApi::text`]): `/readyz`, `/healthz`, a
+//!   component's `/metrics`.
+//!
 //! Every request is recorded ([`FakeApi::requests`]); a test scripts failures
 //! ([`FakeApi::fail`]) and plays the controllers itself ([`FakeApi::modify`],
 //! [`FakeApi::remove`]), e.g. the scheduler binding a pod.
+//!
+//! [`FakeApi::client`] answers in process; [`FakeApi::serve`] answers one request of any
+//! body type, so the crate's own unit tests also put it behind HTTPS (`src/testing.rs`)
+//! for code that builds its client from a kubeconfig or a port.
 //!
 //! The request and response shapes follow the Kubernetes API conventions
 //! (kubernetes/community `contributors/devel/sig-architecture/api-conventions.md`) and the
@@ -83,6 +92,8 @@ struct State {
     rv: u64,
     requests: Vec<Recorded>,
     faults: Vec<Fault>,
+    /// Plain-text answers by path ([`FakeApi::text`]).
+    texts: BTreeMap<String, (u16, String)>,
 }
 
 /// The fake API server (cheap to clone: one shared state).
@@ -96,6 +107,12 @@ type Body = UnsyncBoxBody<Bytes, Infallible>;
 
 fn full(v: &Value) -> Body {
     Full::new(Bytes::from(v.to_string()))
+        .map_err(|never| match never {})
+        .boxed_unsync()
+}
+
+fn full_text(text: String) -> Body {
+    Full::new(Bytes::from(text))
         .map_err(|never| match never {})
         .boxed_unsync()
 }
@@ -199,7 +216,8 @@ fn matches(obj: &Value, params: &BTreeMap<String, String>) -> std::result::Resul
 }
 
 /// `Kind` of a list's items for a resource (`pods` → `Pod`); enough for the resources the
-/// tests use; others are named from the plural.
+/// tests use; others are named from the plural. k8s-openapi's types refuse an object of
+/// another kind, so an object a test inserts without one must get the right one.
 fn kind_of(resource: &str) -> String {
     match resource {
         "nodes" => "Node".into(),
@@ -207,6 +225,14 @@ fn kind_of(resource: &str) -> String {
         "namespaces" => "Namespace".into(),
         "configmaps" => "ConfigMap".into(),
         "clusterpolicies" => "ClusterPolicy".into(),
+        "serviceaccounts" => "ServiceAccount".into(),
+        "deviceclasses" => "DeviceClass".into(),
+        "resourceslices" => "ResourceSlice".into(),
+        "resourceclaims" => "ResourceClaim".into(),
+        "daemonsets" => "DaemonSet".into(),
+        "virtualmachineinstances" => "VirtualMachineInstance".into(),
+        "virtualmachines" => "VirtualMachine".into(),
+        "kubevirts" => "KubeVirt".into(),
         other => {
             let s = other.trim_end_matches('s');
             let mut c = s.chars();
@@ -240,9 +266,19 @@ impl FakeApi {
         let me = self.clone();
         let svc = tower::service_fn(move |req: Request<kube::client::Body>| {
             let me = me.clone();
-            async move { Ok::<_, Infallible>(me.handle(req).await) }
+            async move { Ok::<_, Infallible>(me.serve(req).await) }
         });
         kube::Client::new(svc, "default")
+    }
+
+    /// From now on `GET path` (a path outside the API: `/readyz`, `/metrics`) answers
+    /// `code` with `text` as `text/plain`.
+    pub fn text(&self, path: &str, code: u16, text: &str) {
+        self.state
+            .lock()
+            .unwrap()
+            .texts
+            .insert(path.into(), (code, text.into()));
     }
 
     /// Puts `obj` into the store as if it had been created (an `ADDED` event); `prefix` and
@@ -350,7 +386,11 @@ impl FakeApi {
         obj
     }
 
-    async fn handle(&self, req: Request<kube::client::Body>) -> Response<Body> {
+    /// Answers one request, as the API server would (see the module docs).
+    pub async fn serve<B>(&self, req: Request<B>) -> Response<Body>
+    where
+        B: http_body::Body<Data = Bytes>,
+    {
         let (parts, body) = req.into_parts();
         let bytes = body
             .collect()
@@ -398,6 +438,14 @@ impl FakeApi {
                 return status(code, reason, &format!("scripted failure of {path}"));
             }
         }
+        let text = self.state.lock().unwrap().texts.get(&path).cloned();
+        if let Some((code, text)) = text {
+            return Response::builder()
+                .status(StatusCode::from_u16(code).unwrap())
+                .header("content-type", "text/plain")
+                .body(full_text(text))
+                .unwrap();
+        }
         if path == "/version" {
             return respond(
                 StatusCode::OK,
@@ -420,6 +468,7 @@ impl FakeApi {
             (Method::POST, true) => self.create(key, body),
             (Method::PUT, false) => self.replace(key, sub.as_deref(), body),
             (Method::PATCH, false) => self.patch(key, sub.as_deref(), &content_type, &body),
+            (Method::DELETE, true) => self.delete_collection(&key, &params),
             (Method::DELETE, false) => match self.delete(key.clone()) {
                 Some(obj) => respond(StatusCode::OK, &obj),
                 None => not_found(&key),
@@ -451,6 +500,33 @@ impl FakeApi {
             &json!({"kind": format!("{}List", kind_of(&key.resource)),
                     "apiVersion": api_version(&key.prefix),
                     "metadata": {"resourceVersion": s.rv.to_string()},
+                    "items": items}),
+        )
+    }
+
+    /// Deletes every object of the collection the selectors pick; answers the list of them.
+    fn delete_collection(&self, key: &Key, params: &BTreeMap<String, String>) -> Response<Body> {
+        let picked: Vec<Key> = {
+            let s = self.state.lock().unwrap();
+            let mut picked = Vec::new();
+            for (k, o) in &s.objects {
+                if Self::in_scope(key, k) {
+                    match matches(o, params) {
+                        Ok(true) => picked.push(k.clone()),
+                        Ok(false) => {}
+                        Err(e) => return status(400, "BadRequest", &e),
+                    }
+                }
+            }
+            picked
+        };
+        let items: Vec<Value> = picked.into_iter().filter_map(|k| self.delete(k)).collect();
+        let rv = self.state.lock().unwrap().rv;
+        respond(
+            StatusCode::OK,
+            &json!({"kind": format!("{}List", kind_of(&key.resource)),
+                    "apiVersion": api_version(&key.prefix),
+                    "metadata": {"resourceVersion": rv.to_string()},
                     "items": items}),
         )
     }
@@ -698,5 +774,62 @@ mod tests {
         assert!(p("fieldSelector", "spec.nodeName="));
         assert!(!p("fieldSelector", "metadata.name=q"));
         assert!(p("fieldSelector", "metadata.name=p,spec.nodeName="));
+    }
+
+    #[test]
+    fn texts_and_collection_deletes_are_served_and_kinds_are_k8s_openapis() {
+        let api = FakeApi::new();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _in_rt = rt.enter();
+        let client = api.client();
+        let get = |path: &str| {
+            let req = http::Request::get(path).body(Vec::new()).unwrap();
+            rt.block_on(client.request_text(req))
+        };
+        assert!(get("/readyz").is_err(), "nothing set: not served");
+        api.text("/readyz", 200, "ok");
+        assert_eq!(get("/readyz").unwrap(), "ok");
+        api.text("/readyz", 500, "[-]etcd failed");
+        assert!(get("/readyz").is_err());
+
+        for (ns, name, app) in [("a", "p-1", "x"), ("a", "p-2", "y"), ("b", "p-3", "x")] {
+            api.insert(
+                "/api/v1",
+                "pods",
+                json!({"metadata": {"name": name, "namespace": ns, "labels": {"app": app}}}),
+            );
+        }
+        let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+            kube::Api::namespaced(client.clone(), "a");
+        let lp = kube::api::ListParams::default().labels("app=x");
+        let gone = rt
+            .block_on(pods.delete_collection(&Default::default(), &lp))
+            .unwrap()
+            .left()
+            .unwrap();
+        let names: Vec<_> = gone
+            .items
+            .iter()
+            .filter_map(|p| p.metadata.name.clone())
+            .collect();
+        assert_eq!(names, ["p-1"]);
+        assert!(api.get("/api/v1/namespaces/a/pods/p-1").is_none());
+        assert!(api.get("/api/v1/namespaces/a/pods/p-2").is_some());
+        assert!(api.get("/api/v1/namespaces/b/pods/p-3").is_some());
+
+        // Inserted without a kind, read back as the typed object.
+        api.insert(
+            "/api/v1",
+            "serviceaccounts",
+            json!({"metadata": {"name": "default", "namespace": "a"}}),
+        );
+        let sa: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+            kube::Api::namespaced(client, "a");
+        assert!(rt.block_on(sa.get("default")).is_ok());
+        assert_eq!(kind_of("deviceclasses"), "DeviceClass");
+        assert_eq!(kind_of("leases"), "Lease");
     }
 }

@@ -14,6 +14,7 @@ mod check_live;
 mod check_reader;
 mod cli_misc;
 mod cluster;
+mod cluster_state;
 mod differential;
 mod differential_dra;
 mod dra;

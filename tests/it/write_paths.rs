@@ -1,9 +1,11 @@
-//! The fast tier of gpuwl's write paths: the device-plugin emulation, the lab's API
-//! operations and the twin's loader run against the in-memory API server of
-//! [`crate::fake_api`] — no cluster, no process — and the tests assert what they wrote, in
-//! what order, and what they do when the API refuses. The same paths run against the real
-//! control plane in the live tests (lab.rs, gpu_operator.rs, whatif.rs); these catch a
-//! changed request in seconds.
+//! The fast tier of gpuwl's write paths: the device-plugin emulation and the lab's API
+//! operations (its namespace, pods, labels, the DRA step, the KubeVirt objects) run against
+//! the in-memory API server of [`crate::fake_api`] — no cluster, no process — and the tests
+//! assert what they wrote, in what order, and what they do when the API refuses. The same
+//! paths run against the real control plane in the live tests (lab.rs, gpu_operator.rs,
+//! kubevirt_live.rs); these catch a changed request in seconds. The twin's loader and the
+//! local control plane's waits, reached through private functions, have theirs beside the
+//! code (`twin::loader_tests`, `cluster::api_tests`; docs/testing.md lists all).
 
 use std::time::Duration;
 
@@ -389,4 +391,383 @@ fn the_lab_labels_nodes_and_writes_their_gpus_through_merge_patches() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("label node lab-node-9"), "{err}");
+}
+
+/// Plays kube-scheduler (with DRA's allocation) for the pods of namespace `ns`: each pod in
+/// `plan` (name, node, device) is bound to its node once created, its claim `<pod>-claim`
+/// allocated that device of the node's pool. Returns when all are bound.
+fn bind_with_claims(
+    api: &FakeApi,
+    ns: &'static str,
+    plan: &'static [(&'static str, &'static str, &'static str)],
+) -> std::thread::JoinHandle<()> {
+    let api = api.clone();
+    std::thread::spawn(move || {
+        let mut left: Vec<_> = plan.to_vec();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !left.is_empty() && std::time::Instant::now() < deadline {
+            left.retain(|(pod, node, device)| {
+                let path = format!("/api/v1/namespaces/{ns}/pods/{pod}");
+                if api.get(&path).is_none() {
+                    return true;
+                }
+                api.modify(
+                    &format!("/apis/resource.k8s.io/v1/namespaces/{ns}/resourceclaims/{pod}-claim"),
+                    |c| {
+                        c["status"]["allocation"] = json!({"devices": {"results": [
+                            {"request": "gpu", "driver": "gpu.nvidia.com", "pool": node,
+                             "device": device}]}});
+                    },
+                );
+                api.modify(&path, |p| {
+                    p["spec"]["nodeName"] = json!(node);
+                    p["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "True"}]);
+                });
+                false
+            });
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+#[test]
+fn the_dra_step_publishes_the_gpus_as_devices_and_claims_them() {
+    use gpuwl::lab::{LabNodes, dra, files::LabDirs};
+    let api = FakeApi::new();
+    let root = tempfile::tempdir().unwrap();
+    let dirs = LabDirs::new(root.path());
+    dirs.create().unwrap();
+    let nodes = LabNodes::default();
+    let rt = rt();
+    let _in_rt = rt.enter();
+    let client = api.client();
+    const PLAN: &[(&str, &str, &str)] = &[
+        ("job-container", "lab-node-0", "gpu-0"),
+        ("vmi-passthrough", "lab-node-1", "gpu-vfio-0"),
+        ("job-cross", "lab-node-1", "gpu-1"),
+    ];
+    let scheduler = bind_with_claims(&api, dra::NAMESPACE, PLAN);
+    let step = rt.block_on(dra::run(&client, &nodes, &dirs)).unwrap();
+    scheduler.join().unwrap();
+    assert_eq!(
+        step.pods,
+        PLAN.iter()
+            .map(|(p, n, _)| (p.to_string(), Some(n.to_string())))
+            .collect::<Vec<_>>()
+    );
+    // Three of the six GPUs in use, each counted once however many devices share it.
+    assert_eq!(
+        step.pool_line,
+        "POOL gpu.nvidia.com GPUS=6 IN_USE=3 FREE=3 TYPES=gpu,vfio"
+    );
+    assert_eq!(
+        std::fs::read_to_string(dirs.out.join("09-dra.txt")).unwrap(),
+        "job-container lab-node-0\nvmi-passthrough lab-node-1\njob-cross lab-node-1\n\
+         POOL gpu.nvidia.com GPUS=6 IN_USE=3 FREE=3 TYPES=gpu,vfio\n"
+    );
+    // In order: the namespace and its account, the classes, a counter and a device slice
+    // per node, then per pod its claim and the pod.
+    let posts: Vec<String> = api
+        .requests()
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| {
+            format!(
+                "{} {}",
+                r.path,
+                r.body["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    let mut want = vec![
+        "/api/v1/namespaces gpu-dra".to_string(),
+        "/api/v1/namespaces/gpu-dra/serviceaccounts default".into(),
+        "/apis/resource.k8s.io/v1/deviceclasses gpu.nvidia.com".into(),
+        "/apis/resource.k8s.io/v1/deviceclasses vfio.gpu.nvidia.com".into(),
+    ];
+    for n in ["lab-node-0", "lab-node-1", "lab-node-2"] {
+        for s in ["counters", "devices"] {
+            want.push(format!(
+                "/apis/resource.k8s.io/v1/resourceslices {n}-gpu.nvidia.com-{s}"
+            ));
+        }
+    }
+    for (p, _, _) in PLAN {
+        want.push(format!(
+            "/apis/resource.k8s.io/v1/namespaces/gpu-dra/resourceclaims {p}-claim"
+        ));
+        want.push(format!("/api/v1/namespaces/gpu-dra/pods {p}"));
+    }
+    assert_eq!(posts, want);
+    let class = api
+        .get("/apis/resource.k8s.io/v1/deviceclasses/vfio.gpu.nvidia.com")
+        .unwrap();
+    assert_eq!(
+        class["spec"]["selectors"][0]["cel"]["expression"],
+        "device.driver == 'gpu.nvidia.com' && device.attributes['gpu.nvidia.com'].type == 'vfio'"
+    );
+    let slice = api
+        .get("/apis/resource.k8s.io/v1/resourceslices/lab-node-2-gpu.nvidia.com-devices")
+        .unwrap();
+    let devices = slice["spec"]["devices"].as_array().unwrap();
+    assert_eq!(devices.len(), 4);
+    assert_eq!(devices[1]["name"], "gpu-vfio-0");
+    assert_eq!(devices[1]["attributes"]["type"]["string"], "vfio");
+    assert_eq!(
+        devices[1]["consumesCounters"],
+        json!([{"counterSet": "gpu-0", "counters": {"gpu": {"value": "1"}}}])
+    );
+    assert_eq!(slice["spec"]["nodeName"], "lab-node-2");
+    let pod = api
+        .get("/api/v1/namespaces/gpu-dra/pods/job-cross")
+        .unwrap();
+    assert_eq!(
+        pod["spec"]["resourceClaims"],
+        json!([{"name": "gpu", "resourceClaimName": "job-cross-claim"}])
+    );
+    assert_eq!(
+        pod["spec"]["nodeSelector"],
+        json!({"nvidia.com/gpu.workload.config": "vm-passthrough"})
+    );
+    let claim = &api
+        .requests()
+        .into_iter()
+        .find(|r| {
+            r.path.ends_with("/resourceclaims")
+                && r.body["metadata"]["name"] == "vmi-passthrough-claim"
+        })
+        .unwrap()
+        .body;
+    assert_eq!(
+        claim["spec"]["devices"]["requests"],
+        json!([{"name": "gpu", "exactly": {"deviceClassName": "vfio.gpu.nvidia.com"}}])
+    );
+
+    // A re-run keeps what exists (an allocated claim cannot be deleted here): every create
+    // answered AlreadyExists, no pod made again, the pods read back.
+    let before = api.requests().len();
+    let again = rt.block_on(dra::run(&client, &nodes, &dirs)).unwrap();
+    assert_eq!(again, step);
+    let new_posts: Vec<String> = api.requests()[before..]
+        .iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| r.path.clone())
+        .collect();
+    // (The namespace is found, not created again.)
+    assert_eq!(new_posts.len(), 1 + 2 + 6 + 3, "{new_posts:?}");
+    assert!(
+        !new_posts.iter().any(|p| p == "/api/v1/namespaces"),
+        "{new_posts:?}"
+    );
+    assert!(
+        !new_posts.iter().any(|p| p.ends_with("/pods")),
+        "{new_posts:?}"
+    );
+
+    // A refused slice stops the step, naming it.
+    let api = FakeApi::new();
+    api.fail(Method::POST, "/resourceslices", 403, 1);
+    let err = rt
+        .block_on(dra::run(&api.client(), &nodes, &dirs))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("create ResourceSlice lab-node-0-gpu.nvidia.com-counters"),
+        "{err}"
+    );
+}
+
+/// Plays virt-controller and the scheduler for the lab's VMIs in `ns`: a VirtualMachine
+/// gets its VMI; a VMI asking `refused` gets `Synchronized=False`; any other gets its
+/// virt-launcher pod (owned by the VMI's uid), bound to `node`, and phase `Scheduled`.
+/// Returns once `count` VMIs were decided.
+fn play_virt_controller(
+    api: &FakeApi,
+    ns: &'static str,
+    refused: &'static str,
+    node: &'static str,
+    count: usize,
+) -> std::thread::JoinHandle<()> {
+    let api = api.clone();
+    std::thread::spawn(move || {
+        let vmis = format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachineinstances");
+        let vms = format!("/apis/kubevirt.io/v1/namespaces/{ns}/virtualmachines");
+        let mut done = std::collections::BTreeSet::new();
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while done.len() < count && std::time::Instant::now() < deadline {
+            for name in ["vmi-passthrough", "vmi-vgpu", "vm-cross"] {
+                if done.contains(name) {
+                    continue;
+                }
+                if let Some(vm) = api.get(&format!("{vms}/{name}"))
+                    && api.get(&format!("{vmis}/{name}")).is_none()
+                {
+                    api.insert(
+                        "/apis/kubevirt.io/v1",
+                        "virtualmachineinstances",
+                        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+                               "metadata": {"name": name, "namespace": ns},
+                               "spec": vm["spec"]["template"]["spec"].clone()}),
+                    );
+                }
+                let Some(vmi) = api.get(&format!("{vmis}/{name}")) else {
+                    continue;
+                };
+                let device = vmi["spec"]["domain"]["devices"]["gpus"][0]["deviceName"].clone();
+                if device == refused {
+                    api.modify(&format!("{vmis}/{name}"), |v| {
+                        v["status"] = json!({"phase": "Pending", "conditions": [
+                            {"type": "Synchronized", "status": "False", "reason": "FailedCreate",
+                             "message": format!("GPU {refused} is not permitted in permittedHostDevices configuration")}]});
+                    });
+                } else {
+                    api.insert(
+                        "/api/v1",
+                        "pods",
+                        json!({"metadata": {"name": format!("virt-launcher-{name}-abcde"),
+                                            "namespace": ns,
+                                            "labels": {"kubevirt.io": "virt-launcher"},
+                                            "ownerReferences": [{"apiVersion": "kubevirt.io/v1",
+                                                "kind": "VirtualMachineInstance", "name": name,
+                                                "uid": vmi["metadata"]["uid"].clone(),
+                                                "controller": true}]},
+                               "spec": {"nodeName": node, "containers": [{"name": "compute", "image": "i"}]},
+                               "status": {"phase": "Running"}}),
+                    );
+                    api.modify(&format!("{vmis}/{name}"), |v| {
+                        v["status"] = json!({"phase": "Scheduled"});
+                    });
+                }
+                done.insert(name);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    })
+}
+
+#[test]
+fn the_labs_vms_are_cleaned_then_created_and_read_back() {
+    use gpuwl::lab::kubevirt as lab_kv;
+    const NS: &str = gpuwl::lab::manifests::NAMESPACE;
+    let vms = lab_kv::lab_vms(
+        "nvidia.com/GA102GL_A10",
+        "nvidia.com/NVIDIA_A10-12Q",
+        "nvidia.com/gpu",
+    );
+    let api = FakeApi::new();
+    let rt = rt();
+    let _in_rt = rt.enter();
+    let client = api.client();
+    // An earlier run left vmi-vgpu (its VM, VMI and launcher pod) and vmi-passthrough.
+    api.insert(
+        "/apis/kubevirt.io/v1",
+        "virtualmachines",
+        json!({"metadata": {"name": "vmi-vgpu", "namespace": NS}, "spec": {}}),
+    );
+    for name in ["vmi-vgpu", "vmi-passthrough"] {
+        api.insert(
+            "/apis/kubevirt.io/v1",
+            "virtualmachineinstances",
+            json!({"metadata": {"name": name, "namespace": NS}, "spec": {}}),
+        );
+    }
+    let launcher = format!("/api/v1/namespaces/{NS}/pods/virt-launcher-vmi-vgpu-abcde");
+    api.insert(
+        "/api/v1",
+        "pods",
+        json!({"metadata": {"name": "virt-launcher-vmi-vgpu-abcde", "namespace": NS,
+                            "labels": {"kubevirt.io": "virt-launcher"}}}),
+    );
+    // virt-controller deletes the launcher pod once its VMI is gone.
+    let gc = api.clone();
+    let removed = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        gc.remove(&launcher);
+    });
+    rt.block_on(lab_kv::clean(&client, &vms)).unwrap();
+    removed.join().unwrap();
+    let vm = |kind: &str, name: &str| {
+        format!("DELETE /apis/kubevirt.io/v1/namespaces/{NS}/{kind}/{name}")
+    };
+    assert_eq!(
+        api.writes(),
+        [
+            vm("virtualmachineinstances", "vmi-passthrough"),
+            vm("virtualmachines", "vmi-vgpu"),
+            vm("virtualmachineinstances", "vmi-vgpu"),
+            // Not there: no error.
+            vm("virtualmachines", "vm-cross"),
+            vm("virtualmachineinstances", "vm-cross"),
+        ]
+    );
+
+    // Created: the VMI placed with its launcher pod and node; the VM asking the container
+    // name refused by virt-controller, in its words.
+    let controller = play_virt_controller(&api, NS, "nvidia.com/gpu", "lab-node-1", 3);
+    let placed = rt
+        .block_on(lab_kv::create_and_await(&client, &vms[0]))
+        .unwrap();
+    let vgpu = rt
+        .block_on(lab_kv::create_and_await(&client, &vms[1]))
+        .unwrap();
+    let cross = rt
+        .block_on(lab_kv::create_and_await(&client, &vms[2]))
+        .unwrap();
+    controller.join().unwrap();
+    assert_eq!(
+        placed.line(),
+        "vmi-passthrough VirtualMachineInstance nvidia.com/GA102GL_A10 virt-launcher-vmi-passthrough-abcde lab-node-1 Scheduled"
+    );
+    assert_eq!(
+        vgpu.line(),
+        "vmi-vgpu VirtualMachine nvidia.com/NVIDIA_A10-12Q virt-launcher-vmi-vgpu-abcde lab-node-1 Scheduled"
+    );
+    assert_eq!(
+        cross.line(),
+        "vm-cross VirtualMachine nvidia.com/gpu none none Pending FailedCreate: GPU nvidia.com/gpu is not permitted in permittedHostDevices configuration"
+    );
+    let sent: Vec<(String, Value)> = api
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .map(|r| (r.path, r.body))
+        .collect();
+    assert_eq!(
+        sent.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        [
+            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachineinstances"),
+            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines"),
+            format!("/apis/kubevirt.io/v1/namespaces/{NS}/virtualmachines"),
+        ]
+    );
+    assert_eq!(sent[1].1, lab_kv::manifest(&vms[1]));
+
+    // A launcher pod the scheduler could not place: its PodScheduled message is the
+    // condition.
+    api.modify(
+        &format!("/api/v1/namespaces/{NS}/pods/virt-launcher-vmi-passthrough-abcde"),
+        |p| {
+            p["spec"]["nodeName"] = Value::Null;
+            p["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False",
+            "reason": "Unschedulable", "message": "0/3 nodes are available"}]);
+        },
+    );
+    let o = rt.block_on(lab_kv::observe(&client, &vms[0])).unwrap();
+    assert_eq!(
+        (o.node, o.condition.as_str()),
+        (None, "Unschedulable: 0/3 nodes are available")
+    );
+
+    // A refused delete is an error naming the object.
+    api.fail(
+        Method::DELETE,
+        "/virtualmachineinstances/vmi-passthrough",
+        403,
+        1,
+    );
+    let err = rt
+        .block_on(lab_kv::clean(&client, &vms))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("delete VMI vmi-passthrough"), "{err}");
 }

@@ -949,3 +949,397 @@ pub fn open_maybe_gzip(path: &std::path::Path) -> Result<Box<dyn std::io::Read>>
         Box::new(std::io::BufReader::new(f))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    /// `parse`'s error, as shown.
+    fn parse_err(text: &str) -> String {
+        parse(text, "cr.yaml", "a KubeVirt CR")
+            .unwrap_err()
+            .to_string()
+    }
+
+    #[test]
+    fn parse_tells_json_from_yaml_by_the_first_byte_and_skips_a_bom() {
+        let json = parse("\u{feff}  \n{\"kind\": \"KubeVirt\", \"n\": 1}", "a", "x").unwrap();
+        assert_eq!(json, serde_json::json!({"kind": "KubeVirt", "n": 1}));
+        let yaml = parse("\u{feff}kind: KubeVirt\nn: 1\n", "a", "x").unwrap();
+        assert_eq!(yaml, json);
+        // `[` is JSON too; YAML flow style that is not JSON is read as YAML.
+        assert_eq!(
+            parse("[1, 2]", "a", "x").unwrap(),
+            serde_json::json!([1, 2])
+        );
+        assert_eq!(
+            parse("- {a: b}", "a", "x").unwrap(),
+            serde_json::json!([{"a": "b"}])
+        );
+    }
+
+    #[test]
+    fn parse_errors_name_the_file_and_what_was_expected() {
+        assert_eq!(
+            parse_err(" \n\t"),
+            "cr.yaml: empty input: expected a KubeVirt CR"
+        );
+        assert_eq!(
+            parse_err("{\"spec\": 1, \"spec\": 2}"),
+            "cr.yaml: duplicate key \"spec\" at line 1 column 22"
+        );
+        assert_eq!(
+            parse_err("spec:\n  a: 1\n  a: 2\n"),
+            "cr.yaml: duplicate mapping key: a at line 3, column 3"
+        );
+        assert_eq!(
+            parse_err("kind: A\n---\nkind: B\n"),
+            "cr.yaml: several YAML documents (---): expected a KubeVirt CR"
+        );
+        let e = parse_err("{\"kind\": ");
+        assert!(e.starts_with("cr.yaml: EOF while parsing"), "{e}");
+    }
+
+    /// A reader that hands out `chunk` bytes at a time (a UTF-8 character may be split).
+    struct Chunked<'a> {
+        data: &'a [u8],
+        chunk: usize,
+    }
+
+    impl Read for Chunked<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.chunk.min(buf.len()).min(self.data.len());
+            buf[..n].copy_from_slice(&self.data[..n]);
+            self.data = &self.data[n..];
+            Ok(n)
+        }
+    }
+
+    /// Reads `data` through a guard allowing `max` bytes, `chunk` bytes per read; the
+    /// bytes read, or the guard's failure.
+    fn guarded(data: &[u8], chunk: usize, max: u64) -> std::result::Result<Vec<u8>, String> {
+        let mut g = Guard::new(Chunked { data, chunk }, max, "too big");
+        let state = g.state.clone();
+        let mut out = Vec::new();
+        match g.read_to_end(&mut out) {
+            Ok(_) => {
+                assert_eq!(state.pos(), data.len() as u64);
+                Ok(out)
+            }
+            Err(e) => {
+                let f = state.failure().expect("a failure recorded");
+                assert_eq!(e.to_string(), f);
+                Err(f)
+            }
+        }
+    }
+
+    #[test]
+    fn the_guard_stops_bytes_that_cannot_be_text_as_they_arrive() {
+        let text = "kind: Ä€𝄞\n".as_bytes();
+        for chunk in [1, 2, 3, 64] {
+            assert_eq!(guarded(text, chunk, 100).unwrap(), text, "chunk {chunk}");
+        }
+        assert_eq!(
+            guarded(b"\0\0\0\0", 64, 100).unwrap_err(),
+            "not JSON or YAML text (byte 0x00 at offset 0)"
+        );
+        // Leading blanks and a BOM are skipped before the first byte is judged.
+        assert_eq!(
+            guarded(b"\xef\xbb\xbf \n\x01", 64, 100).unwrap_err(),
+            "not JSON or YAML text (byte 0x01 at offset 5)"
+        );
+        // A control character later in the text is the parser's to judge.
+        assert!(guarded(b"a\x01", 64, 100).is_ok());
+        for chunk in [1, 3, 64] {
+            assert_eq!(
+                guarded(b"name: caf\xe9 au lait", chunk, 100).unwrap_err(),
+                "not UTF-8 at byte offset 9",
+                "chunk {chunk}"
+            );
+            // A character split across reads whose continuation is wrong.
+            assert_eq!(
+                guarded(b"ab\xe2\x82x", chunk, 100).unwrap_err(),
+                "not UTF-8 at byte offset 2",
+                "chunk {chunk}"
+            );
+        }
+        assert_eq!(
+            guarded(b"ab\xe2\x82", 1, 100).unwrap_err(),
+            "not UTF-8 at byte offset 2 (the file ends inside a character)"
+        );
+        // UTF-16 text (a byte-order mark): not checked as UTF-8.
+        assert!(guarded(b"\xff\xfek\0i\0", 64, 100).is_ok());
+        assert_eq!(guarded(b"0123456789", 4, 9).unwrap_err(), "too big");
+        assert!(guarded(b"0123456789", 4, 10).is_ok());
+    }
+
+    #[test]
+    fn the_limit_counts_from_where_an_item_starts() {
+        let mut g = Guard::new(&b"0123456789abcdef"[..], 6, "first");
+        let state = g.state.clone();
+        let mut buf = [0u8; 4];
+        assert_eq!(g.read(&mut buf).unwrap(), 4);
+        state.limit_from_here(8, "item too big");
+        assert_eq!(g.read(&mut buf).unwrap(), 4);
+        assert_eq!(g.read(&mut buf).unwrap(), 4);
+        assert_eq!(g.read(&mut buf).unwrap_err().to_string(), "item too big");
+        // Once failed, it stays failed.
+        assert_eq!(g.read(&mut buf).unwrap_err().to_string(), "item too big");
+    }
+
+    static SPEC: [(&str, Keep); 1] = [("containers", Keep::Each(&NAME))];
+    static NAME: Keep = Keep::Fields(&[("name", Keep::All)]);
+    static POD: Keep = Keep::Fields(&[("kind", Keep::All), ("spec", Keep::Fields(&SPEC))]);
+
+    fn prune(text: &str) -> std::result::Result<Value, String> {
+        use serde::de::DeserializeSeed;
+        let mut de = serde_json::Deserializer::from_str(text);
+        Prune(POD).deserialize(&mut de).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn prune_keeps_only_the_named_fields_and_names_where_a_type_is_wrong() {
+        assert_eq!(
+            prune(
+                r#"{"kind": "Pod", "metadata": {"name": "p", "x": [1, {"deep": true}]},
+                    "spec": {"containers": [{"name": "c", "image": "i"}, {"image": "j"}],
+                             "volumes": [{"name": "v"}]}}"#
+            )
+            .unwrap(),
+            serde_json::json!({"kind": "Pod", "spec": {"containers": [{"name": "c"}, {}]}})
+        );
+        assert_eq!(
+            prune(r#"{"spec": null}"#).unwrap(),
+            serde_json::json!({"spec": null})
+        );
+        let e = prune(r#"{"spec": {"containers": {"name": "c"}}}"#).unwrap_err();
+        assert!(
+            e.starts_with("spec: containers: invalid type: map, expected a list"),
+            "{e}"
+        );
+        let e = prune(r#"{"spec": "x"}"#).unwrap_err();
+        assert!(e.starts_with("spec: invalid type: string"), "{e}");
+        let e = prune(r#"{"kind": "Pod", "kind": "Node"}"#).unwrap_err();
+        assert!(e.starts_with("duplicate key \"kind\""), "{e}");
+        // A field skipped may repeat: it is never stored.
+        assert!(prune(r#"{"status": 1, "status": 2}"#).is_ok());
+        // The end of the input is the file's, not a field's.
+        let e = prune(r#"{"spec": {"containers": ["#).unwrap_err();
+        assert!(e.starts_with("EOF while parsing"), "{e}");
+    }
+
+    #[test]
+    fn field_getters_name_the_field_they_refuse() {
+        let v = serde_json::json!({"spec": {"name": "x", "n": 3, "on": true, "list": [1],
+                                            "none": null, "obj": {}}});
+        assert_eq!(get(&v, "spec.name"), Some(&serde_json::json!("x")));
+        assert_eq!(get(&v, "spec.name.deeper"), None);
+        assert_eq!(opt_str(&v, "spec.name").unwrap(), Some("x"));
+        assert_eq!(opt_str(&v, "spec.none").unwrap(), None);
+        assert_eq!(opt_str(&v, "spec.missing").unwrap(), None);
+        assert_eq!(
+            opt_str(&v, "spec.n").unwrap_err().to_string(),
+            "spec.n: expected a string"
+        );
+        let s = |k: &str| opt_scalar(get(&v, &format!("spec.{k}")), k);
+        assert_eq!(s("n").unwrap().as_deref(), Some("3"));
+        assert_eq!(s("on").unwrap().as_deref(), Some("true"));
+        assert_eq!(s("none").unwrap(), None);
+        assert_eq!(s("obj").unwrap_err().to_string(), "obj: expected a scalar");
+        assert_eq!(array(get(&v, "spec.list"), "l").unwrap().len(), 1);
+        assert!(array(get(&v, "spec.missing"), "l").unwrap().is_empty());
+        assert_eq!(
+            array(get(&v, "spec.obj"), "spec.obj")
+                .unwrap_err()
+                .to_string(),
+            "spec.obj: expected a list"
+        );
+    }
+
+    #[test]
+    fn yaml_messages_keep_the_innermost_location_only() {
+        assert!(is_location("12, column 3"));
+        assert!(!is_location("12, column "));
+        assert!(!is_location("x, column 3"));
+        assert!(ends_with_location("bad at line 1, column 2"));
+        assert!(!ends_with_location("bad at line one"));
+        let mut opts = serde_saphyr::Options::default();
+        opts.with_snippet = false;
+        let e =
+            serde_saphyr::from_str_with_options::<Strict>("a:\n  b:\n    c: 1\n    c: 2\n", opts)
+                .map(|_| ())
+                .unwrap_err();
+        // serde-saphyr's advice to the programmer goes.
+        assert_eq!(
+            yaml_msg(&e, "x"),
+            "duplicate mapping key: c at line 4, column 5"
+        );
+        // An error raised in a nested value carries one location per level.
+        let nested = <serde_saphyr::Error as serde::de::Error>::custom(
+            "bad value at line 3, column 5 at line 2, column 3 at line 1, column 1",
+        );
+        assert_eq!(yaml_msg(&nested, "x"), "bad value at line 3, column 5");
+        let not_a_location =
+            <serde_saphyr::Error as serde::de::Error>::custom("look at line 3, see below");
+        assert_eq!(yaml_msg(&not_a_location, "x"), "look at line 3, see below");
+    }
+
+    /// A sink keeping every element whole, recording the list kind each was handed with;
+    /// an element named `bad` is wrong.
+    #[derive(Default)]
+    struct Collect {
+        got: Vec<(usize, Option<String>, String)>,
+    }
+
+    impl ListSink for Collect {
+        type Item = Value;
+        type Seed = Prune;
+        type Out = (Vec<(usize, Option<String>, String)>, Option<String>, bool);
+        fn seed(&self) -> Prune {
+            Prune(Keep::All)
+        }
+        fn top_field(&self, key: &str) -> Option<Keep> {
+            (key == "kind").then_some(Keep::All)
+        }
+        fn names_kind(item: &Value) -> bool {
+            item.get("kind").is_some()
+        }
+        fn item(
+            &mut self,
+            index: usize,
+            item: Value,
+            list_kind: Option<&str>,
+        ) -> std::result::Result<(), ReadError> {
+            let name = item["name"].as_str().unwrap_or_default().to_owned();
+            if name == "bad" {
+                return Err(ReadError::Item {
+                    index,
+                    who: Some(name),
+                    error: FieldError::new("spec", "wrong"),
+                });
+            }
+            self.got.push((index, list_kind.map(str::to_owned), name));
+            Ok(())
+        }
+        fn finish(self, top: TopObject) -> std::result::Result<Self::Out, ReadError> {
+            Ok((self.got, top.kind, top.saw_items))
+        }
+    }
+
+    fn list(text: &str) -> std::result::Result<<Collect as ListSink>::Out, String> {
+        read_list(
+            text.as_bytes(),
+            "a list",
+            "item too big",
+            Collect::default(),
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn list_items_wait_for_the_lists_kind_in_their_order() {
+        // kubectl's YAML puts `kind: List` after the items: an element that names its own
+        // kind goes at once, the rest wait and keep their order.
+        let (got, kind, saw) = list(
+            "items:\n- {kind: Pod, name: a}\n- {name: b}\n- {kind: Pod, name: c}\nkind: List\n",
+        )
+        .unwrap();
+        assert_eq!(
+            got,
+            [
+                (0, None, "a".to_string()),
+                (1, Some("List".into()), "b".into()),
+                (2, Some("List".into()), "c".into()),
+            ]
+        );
+        assert_eq!((kind.as_deref(), saw), (Some("List"), true));
+        let (got, _, _) = list(r#"{"kind": "PodList", "items": [{"name": "a"}]}"#).unwrap();
+        assert_eq!(got, [(0, Some("PodList".to_string()), "a".to_string())]);
+        // A single object: no items.
+        let (got, kind, saw) = list("{\"kind\": \"Pod\"}").unwrap();
+        assert!(got.is_empty());
+        assert_eq!((kind.as_deref(), saw), (Some("Pod"), false));
+        assert!(
+            list("{\"items\": null}").unwrap().2,
+            "items: null is a list"
+        );
+    }
+
+    #[test]
+    fn list_errors_say_which_item() {
+        // A wrong element stops the handing over; the rest is still parsed, so a later
+        // syntax error is what is reported.
+        assert_eq!(
+            list(r#"{"kind": "List", "items": [{"name": "a"}, {"name": "bad"}, {"name": "c"}]}"#)
+                .unwrap_err(),
+            "items[1] (bad): spec: wrong"
+        );
+        let e = list(r#"{"kind": "List", "items": [{"name": "bad"}, {"name": "c"]}"#).unwrap_err();
+        assert!(e.starts_with("items[1]: "), "{e}");
+        let e = list(r#"{"items": [], "items": []}"#).unwrap_err();
+        assert!(e.starts_with("duplicate key \"items\""), "{e}");
+        let e = list(r#"{"kind": 3}"#).unwrap_err();
+        assert!(e.starts_with("kind: expected a string"), "{e}");
+        assert_eq!(list("\n \n").unwrap_err(), "empty input: expected a list");
+        assert_eq!(
+            list("\u{1}x").unwrap_err(),
+            "not JSON or YAML text (byte 0x01 at offset 0)"
+        );
+        assert_eq!(
+            ReadError::Parse {
+                item: None,
+                message: "m".into()
+            }
+            .to_string(),
+            "m"
+        );
+        assert_eq!(
+            ReadError::Item {
+                index: 4,
+                who: None,
+                error: FieldError::object("no kind")
+            }
+            .to_string(),
+            "items[4]: no kind"
+        );
+    }
+
+    #[test]
+    fn whole_files_are_read_as_utf8_text_plain_or_gzipped() {
+        use std::io::Write;
+        let dir = std::env::temp_dir().join(format!("gpuwl-document-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let plain = dir.join("cr.yaml");
+        std::fs::write(&plain, "kind: KubeVirt\n").unwrap();
+        assert_eq!(read_text(&plain).unwrap(), "kind: KubeVirt\n");
+        let latin1 = dir.join("latin1.yaml");
+        std::fs::write(&latin1, b"name: caf\xe9\n").unwrap();
+        assert_eq!(
+            read_text(&latin1).unwrap_err().to_string(),
+            format!("{}: not UTF-8 at byte offset 9", latin1.display())
+        );
+        let missing = dir.join("missing.yaml");
+        let e = read_text(&missing).unwrap_err().to_string();
+        assert!(
+            e.starts_with(&format!("{}: cannot read: ", missing.display())),
+            "{e}"
+        );
+        let gz = dir.join("bundle.gz");
+        let mut enc =
+            flate2::write::GzEncoder::new(std::fs::File::create(&gz).unwrap(), Default::default());
+        enc.write_all(b"inside the gzip").unwrap();
+        enc.finish().unwrap();
+        for (path, want) in [(&gz, "inside the gzip"), (&plain, "kind: KubeVirt\n")] {
+            let mut text = String::new();
+            open_maybe_gzip(path)
+                .unwrap()
+                .read_to_string(&mut text)
+                .unwrap();
+            assert_eq!(text, want);
+        }
+        assert!(open_maybe_gzip(&missing).is_err());
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}
