@@ -3,7 +3,8 @@
 //!
 //! - Built from the pinned Go module in `controlplane/gpu-operator/` (module
 //!   `github.com/NVIDIA/gpu-operator`, [`OPERATOR_VERSION`]); its `go.mod` / `go.sum` are
-//!   embedded like the control plane's ([`super::build`]). The build also copies, from the
+//!   embedded like the control plane's and built by the same pipeline
+//!   ([`super::build::GoModuleBuild`]). The build also copies, from the
 //!   same module version, what the operator reads at run time: its state manifests
 //!   (`assets/*` and `manifests/`), its CRDs (`deployments/gpu-operator/crds/`) and the
 //!   sample ClusterPolicy (`config/samples/v1_clusterpolicy.yaml`). Result:
@@ -23,7 +24,6 @@
 //!   environment variable the operator reads when the ClusterPolicy names none
 //!   (`api/nvidia/v1/clusterpolicy_types.go` `ImagePath`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-use super::build::{GoRunError, go_command};
+use super::build::{GoModuleBuild, copy_tree, module_dir};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
 
@@ -81,10 +81,27 @@ pub fn cache_key() -> String {
     format!("gpu-operator-{OPERATOR_VERSION}_{hex}")
 }
 
+/// The operator as a [`GoModuleBuild`]: its binary into `<cache>/<key>/dist`, then the
+/// files it reads at run time copied out of the same module ([`copy_module_files`]).
+fn module() -> GoModuleBuild<'static> {
+    GoModuleBuild {
+        what: "the GPU Operator",
+        versions: format!("{OPERATOR_MODULE} {OPERATOR_VERSION}"),
+        key: cache_key(),
+        sources: &SOURCES,
+        packages: &[PACKAGE],
+        ldflags: ldflags(),
+        estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
+        out: "dist",
+        complete,
+        finish: |src, out| copy_module_files(&module_dir(src, OPERATOR_MODULE)?, out),
+    }
+}
+
 /// `<cache>/<key>/dist`: the binary and the files copied from the module. It may not
 /// exist yet; see [`ensure_built`].
 pub fn dist_dir() -> PathBuf {
-    super::build::cache_root().join(cache_key()).join("dist")
+    module().out_dir()
 }
 
 /// Files a complete [`dist_dir`] holds.
@@ -100,203 +117,26 @@ fn complete(dir: &Path) -> bool {
 
 /// True when the operator is built and its files copied.
 pub fn is_built() -> bool {
-    complete(&dist_dir())
+    module().is_built()
 }
 
 fn rt(msg: impl Into<String>) -> Error {
     Error::Runtime(msg.into())
 }
 
-fn last_line(text: &str) -> String {
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .chars()
-        .take(300)
-        .collect()
-}
-
-/// Returns [`dist_dir`], building the operator and copying its files first when missing.
-/// `progress` shows a bar with the package count on stderr (a line per 100 packages
-/// without a terminal).
+/// Returns [`dist_dir`], building the operator and copying its files first when missing
+/// (the one build pipeline, [`GoModuleBuild::ensure_built`]). `progress` shows a bar with
+/// the package count on stderr (a line per 100 packages without a terminal).
 ///
 /// Errors ([`Error::Runtime`], one line): `go` missing, the module cannot be fetched, the
 /// compile failed (the message names the build log), the cache is not writable.
 pub fn ensure_built(progress: bool) -> Result<PathBuf> {
-    let dist = dist_dir();
-    if complete(&dist) {
-        return Ok(dist);
-    }
-    // One build per cache key: a second gpuwl started meanwhile waits and reuses it.
-    let lock = super::build::cache_root().join(format!("{}.lock", cache_key()));
-    super::lock::build_once(
-        &lock,
-        || complete(&dist_dir()),
-        |waited| {
-            if progress {
-                note!(
-                    "waiting for another gpuwl building the GPU Operator into the same cache ({} s so far)",
-                    waited.as_secs()
-                );
-            }
-        },
-        || build(progress).map(|_| ()),
-    )?;
-    Ok(dist)
-}
-
-/// Builds the operator into the cache (the caller holds the build lock).
-fn build(progress: bool) -> Result<PathBuf> {
-    let dist = dist_dir();
-    let key_dir = super::build::cache_root().join(cache_key());
-    let src = key_dir.join("src");
-    std::fs::create_dir_all(&src)
-        .map_err(|e| rt(format!("cannot create {}: {e}", src.display())))?;
-    for (rel, text) in SOURCES {
-        let p = src.join(rel);
-        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
-    }
-    let log_path = key_dir.join("build.log");
-    let mut log = std::fs::File::create(&log_path)
-        .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
-    let cores = super::build::cores();
-    if progress {
-        note!(
-            "building the NVIDIA GPU Operator ({OPERATOR_MODULE} {OPERATOR_VERSION}) into {}",
-            key_dir.display()
-        );
-        note!(
-            "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-            super::build::cold_build_minutes(COLD_BUILD_ESTIMATE_2_CORES, cores)
-        );
-    }
-    let started = Instant::now();
-    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    download_modules(&src, plain, &log_path, &mut log)?;
-    let module_dir = module_dir(&src)?;
-    let total = super::build::count_packages(
-        &src,
-        plain,
-        "listing the GPU Operator's packages",
-        &[PACKAGE],
-    );
-    let bar = if progress && total > 0 {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(super::build::bar_style(
-            "{spinner} building gpu-operator [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
-        ));
-        b.enable_steady_tick(Duration::from_millis(200));
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let partial = key_dir.join(format!("dist.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial)
-        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
-    let mut compile = super::build::Compile {
-        src: &src,
-        log: &mut log,
-        bar: &bar,
-        plain,
-        total,
-        started,
-        prefix: "gpu-operator: ",
-    };
-    let mut tail = Vec::new();
-    let out_bin = partial.join(BINARY).display().to_string();
-    let built = compile
-        .run(cores, &ldflags(), &out_bin, PACKAGE, &mut tail)
-        .map_err(|e| match e {
-            GoRunError::Spawn(e) => rt(format!("cannot run go build: {e}")),
-            GoRunError::Wait(e) => rt(format!("go build: {e}")),
-        })?;
-    bar.finish_and_clear();
-    if !built {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(rt(format!(
-            "building the GPU Operator failed (log {}): {}",
-            log_path.display(),
-            super::build::failure_line(&tail)
-        )));
-    }
-    copy_module_files(&module_dir, &partial)?;
-    let _ = std::fs::write(
-        partial.join("VERSION"),
-        format!("{OPERATOR_MODULE} {OPERATOR_VERSION}\n"),
-    );
-    install_partial(&partial, &dist)?;
-    if progress {
-        note!(
-            "built the GPU Operator in {}s: {}",
-            started.elapsed().as_secs(),
-            dist.display()
-        );
-    }
-    Ok(dist)
-}
-
-/// `go mod download` of the operator's module in `src`, its output into `log`.
-fn download_modules(
-    src: &Path,
-    plain: bool,
-    log_path: &Path,
-    log: &mut std::fs::File,
-) -> Result<()> {
-    let out = super::build::heartbeat(plain, "fetching the GPU Operator's Go modules", || {
-        go_command(src, &["mod", "download"]).output()
-    })
-    .map_err(|_| {
-        rt("`go` not found on PATH: install Go 1.26 or newer to build the GPU Operator")
-    })?;
-    let _ = log.write_all(&out.stderr);
-    if !out.status.success() {
-        return Err(rt(format!(
-            "cannot fetch the GPU Operator's Go modules (check GOPROXY / network; log {}): {}",
-            log_path.display(),
-            last_line(&String::from_utf8_lossy(&out.stderr))
-        )));
-    }
-    Ok(())
-}
-
-/// Where the operator's module lies in the module cache (`go list -m`): the files the
-/// operator reads at run time are copied from there.
-fn module_dir(src: &Path) -> Result<PathBuf> {
-    let o = go_command(src, &["list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE])
-        .output()
-        .map_err(|e| rt(format!("cannot run go: {e}")))?;
-    let d = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-    if !o.status.success() || d.as_os_str().is_empty() {
-        return Err(rt(format!(
-            "cannot locate the {OPERATOR_MODULE} module: {}",
-            last_line(&String::from_utf8_lossy(&o.stderr))
-        )));
-    }
-    Ok(d)
-}
-
-/// Renames the finished `partial` directory to `dist`; a complete `dist` another build
-/// finished first is as good (then `partial` is dropped).
-fn install_partial(partial: &Path, dist: &Path) -> Result<()> {
-    if let Err(e) = std::fs::rename(partial, dist) {
-        let _ = std::fs::remove_dir_all(partial);
-        if !complete(dist) {
-            return Err(rt(format!(
-                "cannot move the build to {}: {e}",
-                dist.display()
-            )));
-        }
-    }
-    Ok(())
+    module().ensure_built(progress)
 }
 
 /// Copies from the module directory into `out`: `assets/*` and `manifests/` under
 /// `opt/gpu-operator/` (the layout of the operator's image), the CRDs under `crds/`, and
-/// the sample ClusterPolicy as `clusterpolicy.yaml`. Files in the module cache are
-/// read-only; the copies are made writable so that the cache can be removed.
+/// the sample ClusterPolicy as `clusterpolicy.yaml` (writable copies, [`copy_tree`]).
 fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
     let opt = out.join("opt").join("gpu-operator");
     let assets = module.join("assets");
@@ -317,34 +157,6 @@ fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
             .join("v1_clusterpolicy.yaml"),
         &out.join("clusterpolicy.yaml"),
     )
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    let meta =
-        std::fs::metadata(from).map_err(|e| rt(format!("cannot read {}: {e}", from.display())))?;
-    if meta.is_dir() {
-        std::fs::create_dir_all(to)
-            .map_err(|e| rt(format!("cannot create {}: {e}", to.display())))?;
-        let entries = std::fs::read_dir(from)
-            .map_err(|e| rt(format!("cannot read {}: {e}", from.display())))?;
-        for e in entries.flatten() {
-            copy_tree(&e.path(), &to.join(e.file_name()))?;
-        }
-        Ok(())
-    } else {
-        std::fs::copy(from, to).map_err(|e| {
-            rt(format!(
-                "cannot copy {} to {}: {e}",
-                from.display(),
-                to.display()
-            ))
-        })?;
-        let mut perm = meta.permissions();
-        #[allow(clippy::permissions_set_readonly_false)]
-        perm.set_readonly(false);
-        let _ = std::fs::set_permissions(to, perm);
-        Ok(())
-    }
 }
 
 /// The operand images, one environment variable each, as the operator reads them when the
@@ -607,7 +419,7 @@ pub const EMULATION_COMPONENT: &str = "gpu-device-plugins";
 /// `GET <path>` over plain HTTP on `127.0.0.1:<port>`: the trimmed body when the status is
 /// 200, `None` otherwise or without an answer within 2 s.
 pub fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::Read;
+    use std::io::{Read, Write};
     use std::net::{Ipv4Addr, SocketAddr, TcpStream};
     let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
     let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
