@@ -416,24 +416,6 @@ pub const OPERATOR_COMPONENT: &str = "gpu-operator";
 /// Component name of the device-plugin emulation process ([`super::gpusim::emulate`]).
 pub const EMULATION_COMPONENT: &str = "gpu-device-plugins";
 
-/// `GET <path>` over plain HTTP on `127.0.0.1:<port>`: the trimmed body when the status is
-/// 200, `None` otherwise or without an answer within 2 s.
-pub fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::{Read, Write};
-    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut text = String::new();
-    conn.take(64 * 1024).read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.lines()
-        .next()
-        .is_some_and(|l| l.split_whitespace().nth(1) == Some("200"))
-        .then(|| body.trim().to_string())
-}
-
 /// Starts the GPU Operator on the running cluster whose state is `state`: builds it when
 /// missing ([`ensure_built`]), installs namespace, CRDs and ClusterPolicy ([`install`]),
 /// starts the operator ([`operator_command`]) and the device-plugin emulation (`gpuwl
@@ -531,7 +513,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         }
         let ready = components.iter().all(|c| match c.readiness {
             super::recipe::Readiness::HttpHealthz { port } => {
-                http_get(port, "/healthz").as_deref() == Some("ok")
+                super::health::http(port, "/healthz").is_some_and(|a| a.is_ok())
             }
             _ => true,
         });
