@@ -32,8 +32,9 @@
 //!   ([`nodes::wait_schedulable`]).
 //! - kwok runs with `--manage-all-nodes=true`: every Node becomes Ready and every Pod
 //!   bound to a Node becomes Running, without annotations.
-//! - Certificates come from `rcgen` ([`pki`]); the kubeconfig authenticates with a client
-//!   certificate in `system:masters`.
+//! - Certificates come from the one generator ([`crate::pki`], rcgen), written into
+//!   `pki/` by [`pki`]; the kubeconfig authenticates with a client certificate in
+//!   `system:masters`.
 //!
 //! State of cluster `NAME` lives in [`state_dir`]`(NAME)`: `kubeconfig`,
 //! `controller-manager.kubeconfig`, `pki/`, `etcd/`, `pids/<component>.pid`,
