@@ -569,19 +569,18 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, server: &str) ->
             .await
             .map_err(|e| api_error(&format!("create a token for ServiceAccount {sa}"), &e))?;
         let token = got.status.and_then(|s| s.token).unwrap_or_default();
-        let text = sa_kubeconfig(server, &state.join("pki/ca.crt"), sa, &token);
-        let p = dir.join(format!("{sa}.kubeconfig"));
-        crate::files::write_atomic(&p, text.as_bytes(), 0o600)?;
+        let ca = state.join("pki/ca.crt");
+        let cfg = super::kubeconfig::single(&super::kubeconfig::Entry {
+            cluster: "local",
+            server,
+            ca: &ca,
+            context: "default",
+            user: sa,
+            credentials: super::kubeconfig::Credentials::Token(&token),
+        });
+        super::kubeconfig::write(&dir.join(format!("{sa}.kubeconfig")), &cfg, 0o600)?;
     }
     Ok(())
-}
-
-/// A kubeconfig for ServiceAccount `sa` with bearer `token` against `server`.
-fn sa_kubeconfig(server: &str, ca: &Path, sa: &str, token: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: {sa}\n  user:\n    token: {token}\ncontexts:\n- name: default\n  context:\n    cluster: local\n    user: {sa}\ncurrent-context: default\n",
-        ca.display()
-    )
 }
 
 /// Applies virt-api's mutating and validating webhook configurations (`kv-gen -what

@@ -54,6 +54,7 @@ pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;
 pub mod health;
+pub mod kubeconfig;
 pub mod kubevirt;
 pub mod lock;
 pub mod nodes;
@@ -800,32 +801,26 @@ impl From<Error> for StartError {
 
 type StartResult<T> = std::result::Result<T, StartError>;
 
-fn kubeconfig_text(name: &str, server: &str, pki: &Path, user: &str, cert: &str) -> String {
-    let p = |f: &str| pki.join(f).display().to_string();
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    server: {server}
-    certificate-authority: {ca}
-contexts:
-- name: {name}
-  context:
-    cluster: {name}
-    user: {user}
-current-context: {name}
-users:
-- name: {user}
-  user:
-    client-certificate: {crt}
-    client-key: {key}
-",
-        ca = p("ca.crt"),
-        crt = p(&format!("{cert}.crt")),
-        key = p(&format!("{cert}.key")),
-    )
+/// A kubeconfig of cluster `name` (cluster and context named `name`) for `user`
+/// authenticating with the client certificate `pki/<cert>.crt` ([`kubeconfig::single`]).
+fn cluster_kubeconfig(
+    name: &str,
+    server: &str,
+    pki: &Path,
+    user: &str,
+    cert: &str,
+) -> kube::config::Kubeconfig {
+    kubeconfig::single(&kubeconfig::Entry {
+        cluster: name,
+        server,
+        ca: &pki.join("ca.crt"),
+        context: name,
+        user,
+        credentials: kubeconfig::Credentials::ClientCert {
+            cert: &pki.join(format!("{cert}.crt")),
+            key: &pki.join(format!("{cert}.key")),
+        },
+    })
 }
 
 const KWOK_CONFIG: &str = "apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -907,25 +902,27 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             .map_err(|e| Error::failed("cannot write cluster.json", e))?,
     )?;
     let kubeconfig = state.join("kubeconfig");
-    write(
-        "kubeconfig",
-        &kubeconfig_text(
+    kubeconfig::write(
+        &kubeconfig,
+        &cluster_kubeconfig(
             name,
             &info.server_url(),
             &pki_dir,
             &format!("{name}-admin"),
             "admin",
         ),
+        0o644,
     )?;
-    write(
-        "controller-manager.kubeconfig",
-        &kubeconfig_text(
+    kubeconfig::write(
+        &state.join("controller-manager.kubeconfig"),
+        &cluster_kubeconfig(
             name,
             &info.server_url(),
             &pki_dir,
             "system:kube-controller-manager",
             "controller-manager",
         ),
+        0o644,
     )?;
     let mut components = recipe::components(&recipe::Layout { info: &info, state });
     for c in &mut components {
