@@ -224,21 +224,43 @@ mount --rbind /etc "$root/host-etc"
 exec chroot "$root" "$@"
 "#;
 
+/// Who starts the operator's mount namespace: root may mount in a new mount namespace of
+/// its own; anyone else needs a user namespace too (`unshare --user --map-root-user`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    /// gpuwl runs as root (effective uid 0).
+    Root,
+    /// gpuwl runs as another user.
+    User,
+}
+
+impl Privilege {
+    /// This process's: [`Privilege::Root`] when its effective uid is 0.
+    pub fn of_this_process() -> Privilege {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            Privilege::Root
+        } else {
+            Privilege::User
+        }
+    }
+}
+
 /// Program and arguments that run the operator in its private mount namespace (see the
 /// module docs): `unshare --mount --propagation private [--user --map-root-user] -- sh -c
-/// SCRIPT …`. `root` is an empty directory inside the state directory (the tmpfs mount
-/// point); `dist` is [`dist_dir`]; the operator talks to the API server through
-/// `kubeconfig`, serves `/healthz` on `127.0.0.1:<health_port>` and no metrics.
+/// SCRIPT …` (the user namespace for [`Privilege::User`]). `root` is an empty directory
+/// inside the state directory (the tmpfs mount point); `dist` is [`dist_dir`]; the
+/// operator talks to the API server through `kubeconfig`, serves `/healthz` on
+/// `127.0.0.1:<health_port>` and no metrics.
 pub fn operator_command(
     root: &Path,
     dist: &Path,
     kubeconfig: &Path,
     health_port: u16,
+    privilege: Privilege,
 ) -> (PathBuf, Vec<String>) {
-    // SAFETY: geteuid has no preconditions.
-    let is_root = unsafe { libc::geteuid() } == 0;
     let mut args: Vec<String> = vec!["--mount".into(), "--propagation".into(), "private".into()];
-    if !is_root {
+    if privilege == Privilege::User {
         args.push("--user".into());
         args.push("--map-root-user".into());
     }
@@ -486,6 +508,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         &dist,
         port,
         &me,
+        Privilege::of_this_process(),
     );
     for c in &components {
         if progress {
@@ -535,17 +558,19 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
 /// private mount namespace ([`operator_command`]; the mount point
 /// `gpu-operator-root` is in the state directory), with every operand image named by
 /// environment ([`operator_env`]). `dist` is the operator's build
-/// ([`dist_dir`]); `health_port` its `/healthz` (plain HTTP).
+/// ([`dist_dir`]); `health_port` its `/healthz` (plain HTTP); `privilege` gpuwl's.
 pub fn gpu_operator(
     l: &super::recipe::Layout<'_>,
     dist: &Path,
     health_port: u16,
+    privilege: Privilege,
 ) -> super::recipe::Component {
     let (binary, args) = operator_command(
         &l.state.join("gpu-operator-root"),
         dist,
         &l.state.join("kubeconfig"),
         health_port,
+        privilege,
     );
     super::recipe::Component {
         name: OPERATOR_COMPONENT,
@@ -584,15 +609,17 @@ pub fn gpu_device_plugins(
 }
 
 /// The optional components of `--gpu-operator`, in start order (their names are
-/// [`super::process::OPTIONAL_COMPONENTS`]).
+/// [`super::process::OPTIONAL_COMPONENTS`]); their command lines are in
+/// `src/cluster/testdata/gpu-operator.golden`.
 pub fn gpu_operator_components(
     l: &super::recipe::Layout<'_>,
     dist: &Path,
     health_port: u16,
     gpuwl_bin: &Path,
+    privilege: Privilege,
 ) -> Vec<super::recipe::Component> {
     vec![
-        gpu_operator(l, dist, health_port),
+        gpu_operator(l, dist, health_port, privilege),
         gpu_device_plugins(l, gpuwl_bin),
     ]
 }
@@ -618,6 +645,7 @@ mod tests {
             Path::new("/cache/dist"),
             10300,
             Path::new("/usr/bin/gpuwl"),
+            Privilege::of_this_process(),
         );
         let names: Vec<_> = comps.iter().map(|c| c.name).collect();
         assert_eq!(names, super::super::process::OPTIONAL_COMPONENTS[..2]);
@@ -651,6 +679,31 @@ mod tests {
         assert!(dp.ports.is_empty());
     }
 
+    /// The `--gpu-operator` recipe, as the control plane's golden file renders it (gpuwl
+    /// not root: the user namespace's flags show; as root only they go).
+    #[test]
+    fn gpu_operator_recipe_matches_golden_file() {
+        let info = crate::cluster::ClusterInfo {
+            gpu_operator_port: 10300,
+            ..recipe_info()
+        };
+        let state = PathBuf::from("/state");
+        let l = super::super::recipe::Layout {
+            info: &info,
+            state: &state,
+        };
+        let dist = Path::new("/cache/gpu-operator/dist");
+        let gpuwl = Path::new("/usr/bin/gpuwl");
+        let comps = gpu_operator_components(&l, dist, 10300, gpuwl, Privilege::User);
+        let got = super::super::recipe::render(&comps);
+        super::super::recipe::assert_golden("gpu-operator.golden", &got, "GPU Operator recipe");
+        let as_root = gpu_operator_components(&l, dist, 10300, gpuwl, Privilege::Root);
+        let mut user_args = comps[0].args.clone();
+        user_args.retain(|a| a != "--user" && a != "--map-root-user");
+        assert_eq!(as_root[0].args, user_args);
+        assert_eq!(as_root[1], comps[1]);
+    }
+
     #[test]
     fn every_image_variable_gets_a_name_that_is_never_pulled() {
         let env = operator_env();
@@ -682,6 +735,7 @@ mod tests {
             Path::new("/c/dist"),
             Path::new("/s/kubeconfig"),
             4242,
+            Privilege::Root,
         );
         assert_eq!(prog, PathBuf::from("unshare"));
         assert_eq!(&args[..3], ["--mount", "--propagation", "private"]);
