@@ -32,7 +32,8 @@
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line;
 //! - [`error`]: the errors and exit codes; [`text`]: message helpers both use;
-//!   [`files`]: atomic file writing.
+//!   [`files`]: atomic file writing; [`pki`]: the one certificate generator (the local
+//!   cluster's PKI and the admission guard's serving certificate).
 
 #![deny(missing_docs)]
 
@@ -43,6 +44,7 @@ pub mod cluster;
 pub mod files;
 pub mod input;
 pub mod lab;
+pub mod pki;
 pub mod policy;
 pub mod relabel;
 pub mod render;

@@ -1,10 +1,14 @@
-//! Building the control-plane binaries from the pinned Go module in `controlplane/`.
+//! The one Go-build pipeline ([`GoModuleBuild`]) of every component built from a pinned
+//! Go module — the control plane here (`controlplane/`), the GPU Operator
+//! ([`super::gpu_operator`], `controlplane/gpu-operator/`), KubeVirt ([`super::kubevirt`],
+//! `controlplane/kubevirt/`) — and the control plane's own build.
 //!
-//! The module's `go.mod`, `go.sum` and thin `main` wrappers are embedded in the gpuwl
+//! Each module's `go.mod`, `go.sum` and thin `main` wrappers are embedded in the gpuwl
 //! binary, so an installed gpuwl builds the same thing outside the repository: it writes
 //! them into `<cache>/<key>/src/` and runs `go build` there. `<key>` names the pinned
 //! versions plus a hash of the embedded sources and link flags, so a second build with
-//! the same pins finds `<cache>/<key>/bin/` and returns at once.
+//! the same pins finds `<cache>/<key>/bin/` (the GPU Operator's `<cache>/<key>/dist/`)
+//! and returns at once.
 //!
 //! `<cache>` is `$GPUWL_CACHE_DIR` when set, else `$XDG_CACHE_HOME/gpuwl/controlplane`,
 //! else `$HOME/.cache/gpuwl/controlplane`.
@@ -193,6 +197,25 @@ fn complete(dir: &Path) -> bool {
     BINARIES.iter().all(|b| dir.join(b).is_file()) && dir.join(KWOK_STAGES_FILE).is_file()
 }
 
+/// The control plane as a [`GoModuleBuild`]: the six binaries into `<cache>/<key>/bin`,
+/// then the kwok stages file ([`write_kwok_stages`]).
+fn module() -> GoModuleBuild<'static> {
+    GoModuleBuild {
+        what: "the control plane",
+        versions: format!(
+            "Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}"
+        ),
+        key: cache_key(),
+        sources: &SOURCES,
+        packages: &PACKAGES,
+        ldflags: ldflags(),
+        estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
+        out: "bin",
+        complete,
+        finish: write_kwok_stages,
+    }
+}
+
 /// Returns the directory with the six binaries, building them first when missing.
 ///
 /// `progress` shows a progress bar with an estimate on stderr. A cold build takes
@@ -214,26 +237,12 @@ pub fn ensure_built(progress: bool) -> Result<PathBuf> {
     }
     if BINARIES.iter().all(|b| dir.join(b).is_file()) {
         // Binaries from an older gpuwl without the stages file: add it.
-        let src = write_sources()?;
+        let src = cache_root().join(cache_key()).join("src");
+        write_module(&src, &SOURCES)?;
         write_kwok_stages(&src, &dir)?;
         return Ok(dir);
     }
-    // One build per cache key: a second gpuwl started meanwhile waits and reuses it.
-    let lock = cache_root().join(format!("{}.lock", cache_key()));
-    super::lock::build_once(
-        &lock,
-        || complete(&bin_dir()),
-        |waited| {
-            if progress {
-                note!(
-                    "waiting for another gpuwl building the control plane into the same cache ({} s so far)",
-                    waited.as_secs()
-                );
-            }
-        },
-        || build(progress),
-    )?;
-    Ok(dir)
+    module().ensure_built(progress)
 }
 
 fn rt(msg: impl Into<String>) -> Error {
@@ -247,13 +256,6 @@ fn last_line(text: &str) -> String {
         .unwrap_or("")
         .trim()
         .to_string()
-}
-
-/// Writes the embedded module into `<cache>/<key>/src` and returns that directory.
-fn write_sources() -> Result<PathBuf> {
-    let src = cache_root().join(cache_key()).join("src");
-    write_module(&src, &SOURCES)?;
-    Ok(src)
 }
 
 /// Writes embedded module files (`(path, text)`) into the directory `src`.
@@ -312,124 +314,187 @@ fn go_version(what: &str) -> Result<String> {
     Ok(reported)
 }
 
-/// One pinned Go module built by the build pipeline ([`build_module`]): the control plane
-/// here, KubeVirt's virt-api and virt-controller in [`super::kubevirt`].
+/// One pinned Go module built by the one build pipeline ([`GoModuleBuild::ensure_built`]):
+/// the control plane here, the GPU Operator in [`super::gpu_operator`], KubeVirt's
+/// virt-api and virt-controller in [`super::kubevirt`]. Each component describes its build
+/// with one value of this type; everything else (the cache folder, the build lock, `go mod
+/// download`, the progress display, `go build`, the build log, files copied out of the
+/// module, the atomic rename into place) is the pipeline's.
 pub struct GoModuleBuild<'a> {
-    /// What is built, for messages: `the control plane`, `KubeVirt`.
+    /// What is built, for messages: `the control plane`, `the GPU Operator`, `KubeVirt`.
     pub what: &'a str,
-    /// The versions, for the progress line (`Kubernetes v1.36.3, etcd v3.6.8, …`).
+    /// The versions, for the progress line and the `VERSIONS` file (`Kubernetes v1.36.3,
+    /// etcd v3.6.8, …`).
     pub versions: String,
-    /// The cache key: `<cache>/<key>/{src,bin,build.log}`.
+    /// The cache key: `<cache>/<key>/{src,<out>,build.log}`, the lock `<cache>/<key>.lock`.
     pub key: String,
     /// The embedded module files written into `<cache>/<key>/src`.
     pub sources: &'a [(&'a str, &'a str)],
-    /// The packages built, one `go build` each, into `bin/`.
+    /// The packages built, one `go build` each, into the output folder (each binary named
+    /// after its package's last path element).
     pub packages: &'a [&'a str],
     /// `-ldflags`.
     pub ldflags: String,
     /// Measured cold build on 2 cores, scaled by the core count for the estimate.
     pub estimate_2_cores: Duration,
+    /// The output folder inside `<cache>/<key>/`: `bin` (binaries and what runs beside
+    /// them), or `dist` for the GPU Operator (its binary and its manifests).
+    pub out: &'a str,
+    /// Whether a finished output folder holds everything: the cache hit.
+    pub complete: fn(&Path) -> bool,
+    /// Writes the files besides the binaries into the unfinished output folder, given
+    /// (the module folder `src`, the output folder): kwok's stages, the GPU Operator's
+    /// manifests copied out of its module ([`module_dir`], [`copy_tree`]).
+    pub finish: fn(&Path, &Path) -> Result<()>,
 }
 
-/// Builds `b` into `<cache>/<key>/bin` (the caller holds the build lock): writes the
-/// embedded module, `go mod download`, counts the packages (`go list -deps`) for the
-/// progress bar (a line every 100 packages without a terminal), one `go build -trimpath`
-/// per package (CGO off, `-mod=readonly`) into a partial directory, `finish(src, partial)`
-/// for files besides the binaries, then renames it to `bin/`. Returns `bin/`.
-///
-/// Errors: [`Error::Runtime`] (one line, naming the build log): Go missing or too old, a
-/// module cannot be fetched, the compile failed, the cache is not writable.
-pub fn build_module(
-    b: &GoModuleBuild<'_>,
-    progress: bool,
-    finish: &dyn Fn(&Path, &Path) -> Result<()>,
-) -> Result<PathBuf> {
-    let what = b.what;
-    let go_version = go_version(what)?;
-    let key_dir = cache_root().join(&b.key);
-    let src = key_dir.join("src");
-    write_module(&src, b.sources)?;
-    let log_path = key_dir.join("build.log");
-    let mut log = std::fs::File::create(&log_path)
-        .map_err(|e| Error::failed(format!("cannot write {}", log_path.display()), e))?;
-    let cores = cores();
-    let bar = if progress {
-        indicatif::ProgressBar::new_spinner()
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    bar.enable_steady_tick(Duration::from_millis(200));
-    if progress {
-        note!(
-            "building {what} ({}) into {}",
-            b.versions,
-            key_dir.display()
+impl GoModuleBuild<'_> {
+    /// `<cache>/<key>/<out>`. It may not exist yet; see [`Self::ensure_built`].
+    pub fn out_dir(&self) -> PathBuf {
+        cache_root().join(&self.key).join(self.out)
+    }
+
+    /// True when [`Self::out_dir`] is complete.
+    pub fn is_built(&self) -> bool {
+        (self.complete)(&self.out_dir())
+    }
+
+    /// Returns [`Self::out_dir`], building it first when it is not complete: one build
+    /// per cache key (a second gpuwl started meanwhile waits for the lock
+    /// `<cache>/<key>.lock` and reuses the first one's build). `progress` shows a bar with
+    /// an estimate on stderr (a line every 100 packages without a terminal).
+    ///
+    /// Errors: [`Error::Runtime`] (one line, naming the build log): Go missing or too old,
+    /// a module cannot be fetched, the compile failed, the cache is not writable, or the
+    /// build left the folder incomplete.
+    pub fn ensure_built(&self, progress: bool) -> Result<PathBuf> {
+        let out = self.out_dir();
+        if (self.complete)(&out) {
+            return Ok(out);
+        }
+        let lock = cache_root().join(format!("{}.lock", self.key));
+        super::lock::build_once(
+            &lock,
+            || (self.complete)(&out),
+            |waited| {
+                if progress {
+                    note!(
+                        "waiting for another gpuwl building {} into the same cache ({} s so far)",
+                        self.what,
+                        waited.as_secs()
+                    );
+                }
+            },
+            || {
+                self.build(progress)?;
+                if (self.complete)(&out) {
+                    Ok(())
+                } else {
+                    Err(rt(format!(
+                        "{}'s build left {} incomplete",
+                        self.what,
+                        out.display()
+                    )))
+                }
+            },
+        )?;
+        Ok(out)
+    }
+
+    /// Builds into `<cache>/<key>/<out>` (the caller holds the build lock): writes the
+    /// embedded module, `go mod download`, counts the packages (`go list -deps`) for the
+    /// progress bar (a line every 100 packages without a terminal), one `go build
+    /// -trimpath` per package (CGO off, `-mod=readonly`) into a partial folder, then
+    /// [`Self::finish`], `VERSIONS` (the versions and `go version`), and renames it to
+    /// `<out>`. Returns that folder.
+    fn build(&self, progress: bool) -> Result<PathBuf> {
+        let what = self.what;
+        let go_version = go_version(what)?;
+        let key_dir = cache_root().join(&self.key);
+        let src = key_dir.join("src");
+        write_module(&src, self.sources)?;
+        let log_path = key_dir.join("build.log");
+        let mut log = std::fs::File::create(&log_path)
+            .map_err(|e| Error::failed(format!("cannot write {}", log_path.display()), e))?;
+        let cores = cores();
+        let bar = if progress {
+            indicatif::ProgressBar::new_spinner()
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        bar.enable_steady_tick(Duration::from_millis(200));
+        if progress {
+            note!(
+                "building {what} ({}) into {}",
+                self.versions,
+                key_dir.display()
+            );
+            note!(
+                "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
+                cold_build_minutes(self.estimate_2_cores, cores)
+            );
+        }
+        // Without a terminal the bar is invisible: print a line every 100 packages instead.
+        let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
+        bar.set_message("fetching Go modules");
+
+        let started = Instant::now();
+        download_modules(&src, what, plain, &log_path, &mut log, &bar)?;
+
+        let total = count_packages(
+            &src,
+            plain,
+            &format!("listing {what}'s packages to compile"),
+            self.packages,
         );
-        note!(
-            "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-            cold_build_minutes(b.estimate_2_cores, cores)
-        );
-    }
-    // Without a terminal the bar is invisible: print a line every 100 packages instead.
-    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    bar.set_message("fetching Go modules");
+        if progress && total > 0 {
+            bar.set_style(bar_style(
+                "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+            ));
+            bar.set_length(total);
+        }
+        bar.set_message("compiling");
 
-    let started = Instant::now();
-    download_modules(&src, what, plain, &log_path, &mut log, &bar)?;
-
-    let total = count_packages(&src, plain, "listing the packages to compile", b.packages);
-    if progress && total > 0 {
-        bar.set_style(bar_style(
-            "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
-        ));
-        bar.set_length(total);
-    }
-    bar.set_message("compiling");
-
-    let partial = key_dir.join(format!("bin.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial)
-        .map_err(|e| Error::failed(format!("cannot create {}", partial.display()), e))?;
-    let compiled = Compile {
-        src: &src,
-        log: &mut log,
-        bar: &bar,
-        plain,
-        total,
-        started,
-        prefix: "",
-    }
-    .packages(b, cores, &partial);
-    match compiled {
-        Ok(()) => {}
-        Err(CompileError::Run(e)) => return Err(e),
-        Err(CompileError::Failed { name, tail }) => {
-            bar.finish_and_clear();
-            let _ = std::fs::remove_dir_all(&partial);
-            return Err(rt(format!(
+        let partial = key_dir.join(format!("{}.partial-{}", self.out, std::process::id()));
+        let _ = std::fs::remove_dir_all(&partial);
+        std::fs::create_dir_all(&partial)
+            .map_err(|e| Error::failed(format!("cannot create {}", partial.display()), e))?;
+        let compiled = Compile {
+            src: &src,
+            log: &mut log,
+            bar: &bar,
+            plain,
+            total,
+            started,
+        }
+        .packages(self, cores, &partial);
+        bar.finish_and_clear();
+        let finished = match compiled {
+            Ok(()) => (self.finish)(&src, &partial),
+            Err(CompileError::Run(e)) => Err(e),
+            Err(CompileError::Failed { name, tail }) => Err(rt(format!(
                 "building {what} ({name}) failed (log {}): {}",
                 log_path.display(),
                 failure_line(&tail)
-            )));
+            ))),
+        };
+        if let Err(e) = finished {
+            let _ = std::fs::remove_dir_all(&partial);
+            return Err(e);
         }
+        let versions = format!("{}\n{}\n", self.versions, go_version.trim());
+        let _ = std::fs::write(partial.join("VERSIONS"), versions);
+        let out = key_dir.join(self.out);
+        install_partial(&partial, &out, self.complete)?;
+        if progress {
+            note!(
+                "built {what} in {}s: {}",
+                started.elapsed().as_secs(),
+                out.display()
+            );
+        }
+        Ok(out)
     }
-    bar.finish_and_clear();
-    if let Err(e) = finish(&src, &partial) {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(e);
-    }
-    let versions = format!("{}\n{}\n", b.versions, go_version.trim());
-    let _ = std::fs::write(partial.join("VERSIONS"), versions);
-    let bin = key_dir.join("bin");
-    install_partial(&partial, &bin)?;
-    if progress {
-        note!(
-            "built {what} in {}s: {}",
-            started.elapsed().as_secs(),
-            bin.display()
-        );
-    }
-    Ok(bin)
 }
 
 /// `go mod download` of the module in `src` (`what`, for messages), its output into
@@ -458,14 +523,14 @@ fn download_modules(
     Ok(())
 }
 
-/// Renames the finished `partial` directory to `bin`. Another build that finished first
-/// is as good as this one (the caller checks it): then `partial` is dropped.
-fn install_partial(partial: &Path, bin: &Path) -> Result<()> {
-    if let Err(e) = std::fs::rename(partial, bin) {
+/// Renames the finished `partial` folder to `out`. A complete `out` another build
+/// finished first is as good as this one: then `partial` is dropped.
+fn install_partial(partial: &Path, out: &Path, complete: fn(&Path) -> bool) -> Result<()> {
+    if let Err(e) = std::fs::rename(partial, out) {
         let _ = std::fs::remove_dir_all(partial);
-        if !bin.is_dir() {
+        if !complete(out) {
             return Err(Error::failed(
-                format!("cannot move binaries to {}", bin.display()),
+                format!("cannot move the build to {}", out.display()),
                 e,
             ));
         }
@@ -474,14 +539,14 @@ fn install_partial(partial: &Path, bin: &Path) -> Result<()> {
 }
 
 /// The progress bar style of a build: `template`, `=> ` as its bar.
-pub(crate) fn bar_style(template: &str) -> indicatif::ProgressStyle {
+fn bar_style(template: &str) -> indicatif::ProgressStyle {
     indicatif::ProgressStyle::with_template(template)
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
         .progress_chars("=> ")
 }
 
 /// The CPU cores a build uses (`go build -p`, the estimate): 2 when unknown.
-pub(crate) fn cores() -> usize {
+fn cores() -> usize {
     std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(2)
@@ -489,7 +554,7 @@ pub(crate) fn cores() -> usize {
 
 /// Whole minutes a cold build takes on `cores` cores, from its measured time on 2
 /// (`estimate_2_cores`), rounded up.
-pub(crate) fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> u64 {
+fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> u64 {
     estimate_2_cores
         .mul_f64(2.0 / cores.max(1) as f64)
         .as_secs()
@@ -498,7 +563,7 @@ pub(crate) fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> u6
 
 /// `go <args>` in the module directory `src`, as every build step runs it: outside any
 /// workspace, CGO off, the module graph read-only, no VCS stamp, stdin closed.
-pub(crate) fn go_command(src: &Path, args: &[&str]) -> Command {
+fn go_command(src: &Path, args: &[&str]) -> Command {
     let mut c = Command::new("go");
     c.args(args)
         .current_dir(src)
@@ -511,7 +576,7 @@ pub(crate) fn go_command(src: &Path, args: &[&str]) -> Command {
 
 /// The packages `go build` compiles for `packages` (the lines of `go list -deps`, run with
 /// a [`heartbeat`] saying `what`): the progress bar's length; 0 when go cannot tell.
-pub(crate) fn count_packages(src: &Path, plain: bool, what: &str, packages: &[&str]) -> u64 {
+fn count_packages(src: &Path, plain: bool, what: &str, packages: &[&str]) -> u64 {
     let mut args = vec!["list", "-deps"];
     args.extend(packages);
     heartbeat(plain, what, || go_command(src, &args).output())
@@ -523,7 +588,7 @@ pub(crate) fn count_packages(src: &Path, plain: bool, what: &str, packages: &[&s
 
 /// The line of a failed `go build`'s last output lines to show: the last naming an error
 /// (or `file: message`), else the last one.
-pub(crate) fn failure_line(tail: &[String]) -> &str {
+fn failure_line(tail: &[String]) -> &str {
     tail.iter()
         .rev()
         .find(|l| l.contains("error") || l.contains(": "))
@@ -532,17 +597,9 @@ pub(crate) fn failure_line(tail: &[String]) -> &str {
         .unwrap_or("go build exited with an error")
 }
 
-/// Why `go build` could not be run to its end.
-pub(crate) enum GoRunError {
-    /// It could not be started.
-    Spawn(std::io::Error),
-    /// It could not be waited for.
-    Wait(std::io::Error),
-}
-
-/// Why one package of [`build_module`] did not build.
+/// Why one package of a [`GoModuleBuild`] did not build.
 enum CompileError {
-    /// go could not be run or waited for ([`GoRunError`]).
+    /// go could not be run or waited for.
     Run(Error),
     /// It exited with an error while building binary `name`; `tail` is its last output.
     Failed {
@@ -555,21 +612,19 @@ enum CompileError {
 
 /// `go build -v` runs of one build, their output streamed into the build log and the
 /// progress display.
-pub(crate) struct Compile<'a> {
+struct Compile<'a> {
     /// The module directory.
-    pub src: &'a Path,
+    src: &'a Path,
     /// The build log.
-    pub log: &'a mut std::fs::File,
+    log: &'a mut std::fs::File,
     /// The progress bar, one step per package compiled.
-    pub bar: &'a indicatif::ProgressBar,
+    bar: &'a indicatif::ProgressBar,
     /// Without a terminal: a note every 100 packages.
-    pub plain: bool,
+    plain: bool,
     /// The packages to compile ([`count_packages`]).
-    pub total: u64,
+    total: u64,
     /// When the build started.
-    pub started: Instant,
-    /// Before `compiled N/M packages` in the notes (e.g. `gpu-operator: `).
-    pub prefix: &'a str,
+    started: Instant,
 }
 
 impl Compile<'_> {
@@ -598,12 +653,7 @@ impl Compile<'_> {
             }
             let ok = self
                 .run(cores, &b.ldflags, &out_dir, pkg, &mut tail)
-                .map_err(|e| {
-                    CompileError::Run(match e {
-                        GoRunError::Spawn(e) => Error::failed("cannot run go build", e),
-                        GoRunError::Wait(e) => Error::failed("go build", e),
-                    })
-                })?;
+                .map_err(CompileError::Run)?;
             if !ok {
                 return Err(CompileError::Failed {
                     name: name.to_string(),
@@ -617,14 +667,14 @@ impl Compile<'_> {
     /// `go build -v -p <cores> -trimpath -ldflags <ldflags> -o <out> <package>`: each line
     /// of its output into the log and `tail` (the last 20 kept), a step of the bar per
     /// package. Returns whether it succeeded.
-    pub(crate) fn run(
+    fn run(
         &mut self,
         cores: usize,
         ldflags: &str,
         out: &str,
         package: &str,
         tail: &mut Vec<String>,
-    ) -> std::result::Result<bool, GoRunError> {
+    ) -> Result<bool> {
         let p = cores.to_string();
         let args = [
             "build",
@@ -642,15 +692,14 @@ impl Compile<'_> {
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(GoRunError::Spawn)?;
+            .map_err(|e| Error::failed("cannot run go build", e))?;
         if let Some(err) = child.stderr.take() {
             for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
                 let _ = writeln!(self.log, "{line}");
                 self.bar.inc(1);
                 if self.plain && self.bar.position().is_multiple_of(100) {
                     note!(
-                        "{}compiled {}/{} packages in {}s",
-                        self.prefix,
+                        "compiled {}/{} packages in {}s",
                         self.bar.position(),
                         self.total,
                         self.started.elapsed().as_secs()
@@ -662,50 +711,15 @@ impl Compile<'_> {
                 }
             }
         }
-        let status = child.wait().map_err(GoRunError::Wait)?;
+        let status = child.wait().map_err(|e| Error::failed("go build", e))?;
         Ok(status.success())
     }
 }
 
-fn build(progress: bool) -> Result<()> {
-    let b = GoModuleBuild {
-        what: "the control plane",
-        versions: format!(
-            "Kubernetes {KUBERNETES_VERSION}, etcd {ETCD_VERSION}, kwok {KWOK_VERSION}"
-        ),
-        key: cache_key(),
-        sources: &SOURCES,
-        packages: &PACKAGES,
-        ldflags: ldflags(),
-        estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
-    };
-    build_module(&b, progress, &|src, partial| {
-        write_kwok_stages(src, partial)
-    })?;
-    if !complete(&bin_dir()) {
-        return Err(rt(format!(
-            "the control plane's build left {} incomplete",
-            bin_dir().display()
-        )));
-    }
-    Ok(())
-}
-
-/// Writes [`KWOK_STAGES_FILE`] into `out` from the pinned kwok module (downloaded).
+/// Writes [`KWOK_STAGES_FILE`] into `out` from the pinned kwok module (downloaded): the
+/// control plane's [`GoModuleBuild::finish`].
 fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
-    let o = Command::new("go")
-        .args(["list", "-m", "-f", "{{.Dir}}", "sigs.k8s.io/kwok"])
-        .current_dir(src)
-        .env("GOWORK", "off")
-        .output()
-        .map_err(|e| Error::failed("cannot run go", e))?;
-    let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-    if !o.status.success() || dir.as_os_str().is_empty() {
-        return Err(rt(format!(
-            "cannot locate the kwok module: {}",
-            last_line(&String::from_utf8_lossy(&o.stderr))
-        )));
-    }
+    let dir = module_dir(src, "sigs.k8s.io/kwok")?;
     let mut docs = Vec::new();
     for rel in KWOK_STAGES {
         let p = dir.join(rel);
@@ -717,6 +731,55 @@ fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
     let p = out.join(KWOK_STAGES_FILE);
     std::fs::write(&p, docs.join("\n---\n"))
         .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))
+}
+
+/// Where `module` (a dependency of the module in `src`, downloaded) lies in the Go module
+/// cache (`go list -m -f {{.Dir}}`): a [`GoModuleBuild::finish`] copies files from there.
+///
+/// Errors: [`Error::Runtime`] when go cannot be run or does not know the module.
+pub(crate) fn module_dir(src: &Path, module: &str) -> Result<PathBuf> {
+    let o = go_command(src, &["list", "-m", "-f", "{{.Dir}}", module])
+        .output()
+        .map_err(|e| Error::failed("cannot run go", e))?;
+    let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
+    if !o.status.success() || dir.as_os_str().is_empty() {
+        return Err(rt(format!(
+            "cannot locate the {module} module: {}",
+            last_line(&String::from_utf8_lossy(&o.stderr))
+        )));
+    }
+    Ok(dir)
+}
+
+/// Copies the file or folder `from` (inside the Go module cache) to `to`, folders
+/// recursively. Files in the module cache are read-only; the copies are made writable so
+/// that the build cache can be removed.
+///
+/// Errors: [`Error::Runtime`] naming the file that cannot be read, created or copied.
+pub(crate) fn copy_tree(from: &Path, to: &Path) -> Result<()> {
+    let meta = std::fs::metadata(from)
+        .map_err(|e| Error::failed(format!("cannot read {}", from.display()), e))?;
+    if meta.is_dir() {
+        std::fs::create_dir_all(to)
+            .map_err(|e| Error::failed(format!("cannot create {}", to.display()), e))?;
+        let entries = std::fs::read_dir(from)
+            .map_err(|e| Error::failed(format!("cannot read {}", from.display()), e))?;
+        for e in entries.flatten() {
+            copy_tree(&e.path(), &to.join(e.file_name()))?;
+        }
+        return Ok(());
+    }
+    std::fs::copy(from, to).map_err(|e| {
+        Error::failed(
+            format!("cannot copy {} to {}", from.display(), to.display()),
+            e,
+        )
+    })?;
+    let mut perm = meta.permissions();
+    #[allow(clippy::permissions_set_readonly_false)]
+    perm.set_readonly(false);
+    let _ = std::fs::set_permissions(to, perm);
+    Ok(())
 }
 
 /// Path of one binary inside `dir`.
@@ -772,6 +835,87 @@ mod tests {
         assert_eq!(cold_build_minutes(five, 16), 1);
         assert_eq!(cold_build_minutes(five, 0), 10);
         assert_eq!(cold_build_minutes(Duration::from_secs(3 * 60), 1), 6);
+    }
+
+    /// The refactors of the pipeline keep every component's cache key and output folder:
+    /// the builds already in `~/.cache/gpuwl/controlplane` stay valid. A new pin or wrapper
+    /// changes a key on purpose (and costs a rebuild): update the key here then.
+    #[test]
+    fn each_component_keeps_its_cache_key_and_output_folder() {
+        let cp = module();
+        assert_eq!(cp.key, "k8s-v1.36.3_etcd-v3.6.8_kwok-v0.8.0_1633fda7b164");
+        assert_eq!(cp.out_dir(), cache_root().join(&cp.key).join("bin"));
+        assert_eq!(cp.out_dir(), bin_dir());
+        assert_eq!(
+            super::super::gpu_operator::cache_key(),
+            "gpu-operator-v0.0.0-20250917190837-d73a0086a6ba_c786f909ca44"
+        );
+        assert_eq!(
+            super::super::gpu_operator::dist_dir(),
+            cache_root()
+                .join(super::super::gpu_operator::cache_key())
+                .join("dist")
+        );
+        assert_eq!(
+            super::super::kubevirt::cache_key(),
+            "kubevirt-v1.7.0_a2b2a3a38197"
+        );
+        assert_eq!(
+            super::super::kubevirt::bin_dir(),
+            cache_root()
+                .join(super::super::kubevirt::cache_key())
+                .join("bin")
+        );
+    }
+
+    #[test]
+    fn a_finished_build_is_renamed_into_place_and_a_second_one_dropped() {
+        fn has_x(d: &Path) -> bool {
+            d.join("x").is_file()
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("bin");
+        let partial = |n: &str, file: &str| {
+            let p = dir.path().join(format!("bin.partial-{n}"));
+            std::fs::create_dir_all(&p).unwrap();
+            std::fs::write(p.join(file), n).unwrap();
+            p
+        };
+        let first = partial("1", "x");
+        install_partial(&first, &out, has_x).unwrap();
+        assert!(!first.exists());
+        assert_eq!(std::fs::read_to_string(out.join("x")).unwrap(), "1");
+        // Another build finished first: its complete folder stays, this one goes.
+        let second = partial("2", "x");
+        install_partial(&second, &out, has_x).unwrap();
+        assert!(!second.exists());
+        assert_eq!(std::fs::read_to_string(out.join("x")).unwrap(), "1");
+        // An incomplete folder in the way is an error, not a success.
+        let third = partial("3", "x");
+        let e = install_partial(&third, &out, |_| false).unwrap_err();
+        assert!(e.to_string().contains("cannot move the build to"), "{e}");
+        assert!(!third.exists());
+    }
+
+    #[test]
+    fn files_copied_out_of_the_module_cache_become_writable() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let from = dir.path().join("mod");
+        std::fs::create_dir_all(from.join("assets/state-a")).unwrap();
+        let f = from.join("assets/state-a/0100_daemonset.yaml");
+        std::fs::write(&f, "kind: DaemonSet\n").unwrap();
+        std::fs::set_permissions(&f, std::fs::Permissions::from_mode(0o444)).unwrap();
+        let to = dir.path().join("out/opt");
+        copy_tree(&from.join("assets"), &to).unwrap();
+        let copied = to.join("state-a/0100_daemonset.yaml");
+        assert_eq!(
+            std::fs::read_to_string(&copied).unwrap(),
+            "kind: DaemonSet\n"
+        );
+        assert!(!std::fs::metadata(&copied).unwrap().permissions().readonly());
+        let e = copy_tree(&from.join("absent"), &to).unwrap_err();
+        assert!(e.to_string().contains("cannot read"), "{e}");
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //!
 //! - Built from the pinned Go module in `controlplane/gpu-operator/` (module
 //!   `github.com/NVIDIA/gpu-operator`, [`OPERATOR_VERSION`]); its `go.mod` / `go.sum` are
-//!   embedded like the control plane's ([`super::build`]). The build also copies, from the
+//!   embedded like the control plane's and built by the same pipeline
+//!   ([`super::build::GoModuleBuild`]). The build also copies, from the
 //!   same module version, what the operator reads at run time: its state manifests
 //!   (`assets/*` and `manifests/`), its CRDs (`deployments/gpu-operator/crds/`) and the
 //!   sample ClusterPolicy (`config/samples/v1_clusterpolicy.yaml`). Result:
@@ -23,7 +24,6 @@
 //!   environment variable the operator reads when the ClusterPolicy names none
 //!   (`api/nvidia/v1/clusterpolicy_types.go` `ImagePath`).
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -34,7 +34,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::discovery::ApiResource;
 use serde_json::json;
 
-use super::build::{GoRunError, go_command};
+use super::build::{GoModuleBuild, copy_tree, module_dir};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
 
@@ -81,10 +81,27 @@ pub fn cache_key() -> String {
     format!("gpu-operator-{OPERATOR_VERSION}_{hex}")
 }
 
+/// The operator as a [`GoModuleBuild`]: its binary into `<cache>/<key>/dist`, then the
+/// files it reads at run time copied out of the same module ([`copy_module_files`]).
+fn module() -> GoModuleBuild<'static> {
+    GoModuleBuild {
+        what: "the GPU Operator",
+        versions: format!("{OPERATOR_MODULE} {OPERATOR_VERSION}"),
+        key: cache_key(),
+        sources: &SOURCES,
+        packages: &[PACKAGE],
+        ldflags: ldflags(),
+        estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
+        out: "dist",
+        complete,
+        finish: |src, out| copy_module_files(&module_dir(src, OPERATOR_MODULE)?, out),
+    }
+}
+
 /// `<cache>/<key>/dist`: the binary and the files copied from the module. It may not
 /// exist yet; see [`ensure_built`].
 pub fn dist_dir() -> PathBuf {
-    super::build::cache_root().join(cache_key()).join("dist")
+    module().out_dir()
 }
 
 /// Files a complete [`dist_dir`] holds.
@@ -100,203 +117,26 @@ fn complete(dir: &Path) -> bool {
 
 /// True when the operator is built and its files copied.
 pub fn is_built() -> bool {
-    complete(&dist_dir())
+    module().is_built()
 }
 
 fn rt(msg: impl Into<String>) -> Error {
     Error::Runtime(msg.into())
 }
 
-fn last_line(text: &str) -> String {
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .chars()
-        .take(300)
-        .collect()
-}
-
-/// Returns [`dist_dir`], building the operator and copying its files first when missing.
-/// `progress` shows a bar with the package count on stderr (a line per 100 packages
-/// without a terminal).
+/// Returns [`dist_dir`], building the operator and copying its files first when missing
+/// (the one build pipeline, [`GoModuleBuild::ensure_built`]). `progress` shows a bar with
+/// the package count on stderr (a line per 100 packages without a terminal).
 ///
 /// Errors ([`Error::Runtime`], one line): `go` missing, the module cannot be fetched, the
 /// compile failed (the message names the build log), the cache is not writable.
 pub fn ensure_built(progress: bool) -> Result<PathBuf> {
-    let dist = dist_dir();
-    if complete(&dist) {
-        return Ok(dist);
-    }
-    // One build per cache key: a second gpuwl started meanwhile waits and reuses it.
-    let lock = super::build::cache_root().join(format!("{}.lock", cache_key()));
-    super::lock::build_once(
-        &lock,
-        || complete(&dist_dir()),
-        |waited| {
-            if progress {
-                note!(
-                    "waiting for another gpuwl building the GPU Operator into the same cache ({} s so far)",
-                    waited.as_secs()
-                );
-            }
-        },
-        || build(progress).map(|_| ()),
-    )?;
-    Ok(dist)
-}
-
-/// Builds the operator into the cache (the caller holds the build lock).
-fn build(progress: bool) -> Result<PathBuf> {
-    let dist = dist_dir();
-    let key_dir = super::build::cache_root().join(cache_key());
-    let src = key_dir.join("src");
-    std::fs::create_dir_all(&src)
-        .map_err(|e| rt(format!("cannot create {}: {e}", src.display())))?;
-    for (rel, text) in SOURCES {
-        let p = src.join(rel);
-        std::fs::write(&p, text).map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
-    }
-    let log_path = key_dir.join("build.log");
-    let mut log = std::fs::File::create(&log_path)
-        .map_err(|e| rt(format!("cannot write {}: {e}", log_path.display())))?;
-    let cores = super::build::cores();
-    if progress {
-        note!(
-            "building the NVIDIA GPU Operator ({OPERATOR_MODULE} {OPERATOR_VERSION}) into {}",
-            key_dir.display()
-        );
-        note!(
-            "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-            super::build::cold_build_minutes(COLD_BUILD_ESTIMATE_2_CORES, cores)
-        );
-    }
-    let started = Instant::now();
-    let plain = progress && !std::io::IsTerminal::is_terminal(&std::io::stderr());
-    download_modules(&src, plain, &log_path, &mut log)?;
-    let module_dir = module_dir(&src)?;
-    let total = super::build::count_packages(
-        &src,
-        plain,
-        "listing the GPU Operator's packages",
-        &[PACKAGE],
-    );
-    let bar = if progress && total > 0 {
-        let b = indicatif::ProgressBar::new(total);
-        b.set_style(super::build::bar_style(
-            "{spinner} building gpu-operator [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
-        ));
-        b.enable_steady_tick(Duration::from_millis(200));
-        b
-    } else {
-        indicatif::ProgressBar::hidden()
-    };
-    let partial = key_dir.join(format!("dist.partial-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&partial);
-    std::fs::create_dir_all(&partial)
-        .map_err(|e| rt(format!("cannot create {}: {e}", partial.display())))?;
-    let mut compile = super::build::Compile {
-        src: &src,
-        log: &mut log,
-        bar: &bar,
-        plain,
-        total,
-        started,
-        prefix: "gpu-operator: ",
-    };
-    let mut tail = Vec::new();
-    let out_bin = partial.join(BINARY).display().to_string();
-    let built = compile
-        .run(cores, &ldflags(), &out_bin, PACKAGE, &mut tail)
-        .map_err(|e| match e {
-            GoRunError::Spawn(e) => rt(format!("cannot run go build: {e}")),
-            GoRunError::Wait(e) => rt(format!("go build: {e}")),
-        })?;
-    bar.finish_and_clear();
-    if !built {
-        let _ = std::fs::remove_dir_all(&partial);
-        return Err(rt(format!(
-            "building the GPU Operator failed (log {}): {}",
-            log_path.display(),
-            super::build::failure_line(&tail)
-        )));
-    }
-    copy_module_files(&module_dir, &partial)?;
-    let _ = std::fs::write(
-        partial.join("VERSION"),
-        format!("{OPERATOR_MODULE} {OPERATOR_VERSION}\n"),
-    );
-    install_partial(&partial, &dist)?;
-    if progress {
-        note!(
-            "built the GPU Operator in {}s: {}",
-            started.elapsed().as_secs(),
-            dist.display()
-        );
-    }
-    Ok(dist)
-}
-
-/// `go mod download` of the operator's module in `src`, its output into `log`.
-fn download_modules(
-    src: &Path,
-    plain: bool,
-    log_path: &Path,
-    log: &mut std::fs::File,
-) -> Result<()> {
-    let out = super::build::heartbeat(plain, "fetching the GPU Operator's Go modules", || {
-        go_command(src, &["mod", "download"]).output()
-    })
-    .map_err(|_| {
-        rt("`go` not found on PATH: install Go 1.26 or newer to build the GPU Operator")
-    })?;
-    let _ = log.write_all(&out.stderr);
-    if !out.status.success() {
-        return Err(rt(format!(
-            "cannot fetch the GPU Operator's Go modules (check GOPROXY / network; log {}): {}",
-            log_path.display(),
-            last_line(&String::from_utf8_lossy(&out.stderr))
-        )));
-    }
-    Ok(())
-}
-
-/// Where the operator's module lies in the module cache (`go list -m`): the files the
-/// operator reads at run time are copied from there.
-fn module_dir(src: &Path) -> Result<PathBuf> {
-    let o = go_command(src, &["list", "-m", "-f", "{{.Dir}}", OPERATOR_MODULE])
-        .output()
-        .map_err(|e| rt(format!("cannot run go: {e}")))?;
-    let d = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
-    if !o.status.success() || d.as_os_str().is_empty() {
-        return Err(rt(format!(
-            "cannot locate the {OPERATOR_MODULE} module: {}",
-            last_line(&String::from_utf8_lossy(&o.stderr))
-        )));
-    }
-    Ok(d)
-}
-
-/// Renames the finished `partial` directory to `dist`; a complete `dist` another build
-/// finished first is as good (then `partial` is dropped).
-fn install_partial(partial: &Path, dist: &Path) -> Result<()> {
-    if let Err(e) = std::fs::rename(partial, dist) {
-        let _ = std::fs::remove_dir_all(partial);
-        if !complete(dist) {
-            return Err(rt(format!(
-                "cannot move the build to {}: {e}",
-                dist.display()
-            )));
-        }
-    }
-    Ok(())
+    module().ensure_built(progress)
 }
 
 /// Copies from the module directory into `out`: `assets/*` and `manifests/` under
 /// `opt/gpu-operator/` (the layout of the operator's image), the CRDs under `crds/`, and
-/// the sample ClusterPolicy as `clusterpolicy.yaml`. Files in the module cache are
-/// read-only; the copies are made writable so that the cache can be removed.
+/// the sample ClusterPolicy as `clusterpolicy.yaml` (writable copies, [`copy_tree`]).
 fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
     let opt = out.join("opt").join("gpu-operator");
     let assets = module.join("assets");
@@ -317,34 +157,6 @@ fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
             .join("v1_clusterpolicy.yaml"),
         &out.join("clusterpolicy.yaml"),
     )
-}
-
-fn copy_tree(from: &Path, to: &Path) -> Result<()> {
-    let meta =
-        std::fs::metadata(from).map_err(|e| rt(format!("cannot read {}: {e}", from.display())))?;
-    if meta.is_dir() {
-        std::fs::create_dir_all(to)
-            .map_err(|e| rt(format!("cannot create {}: {e}", to.display())))?;
-        let entries = std::fs::read_dir(from)
-            .map_err(|e| rt(format!("cannot read {}: {e}", from.display())))?;
-        for e in entries.flatten() {
-            copy_tree(&e.path(), &to.join(e.file_name()))?;
-        }
-        Ok(())
-    } else {
-        std::fs::copy(from, to).map_err(|e| {
-            rt(format!(
-                "cannot copy {} to {}: {e}",
-                from.display(),
-                to.display()
-            ))
-        })?;
-        let mut perm = meta.permissions();
-        #[allow(clippy::permissions_set_readonly_false)]
-        perm.set_readonly(false);
-        let _ = std::fs::set_permissions(to, perm);
-        Ok(())
-    }
 }
 
 /// The operand images, one environment variable each, as the operator reads them when the
@@ -412,21 +224,43 @@ mount --rbind /etc "$root/host-etc"
 exec chroot "$root" "$@"
 "#;
 
+/// Who starts the operator's mount namespace: root may mount in a new mount namespace of
+/// its own; anyone else needs a user namespace too (`unshare --user --map-root-user`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Privilege {
+    /// gpuwl runs as root (effective uid 0).
+    Root,
+    /// gpuwl runs as another user.
+    User,
+}
+
+impl Privilege {
+    /// This process's: [`Privilege::Root`] when its effective uid is 0.
+    pub fn of_this_process() -> Privilege {
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } == 0 {
+            Privilege::Root
+        } else {
+            Privilege::User
+        }
+    }
+}
+
 /// Program and arguments that run the operator in its private mount namespace (see the
 /// module docs): `unshare --mount --propagation private [--user --map-root-user] -- sh -c
-/// SCRIPT …`. `root` is an empty directory inside the state directory (the tmpfs mount
-/// point); `dist` is [`dist_dir`]; the operator talks to the API server through
-/// `kubeconfig`, serves `/healthz` on `127.0.0.1:<health_port>` and no metrics.
+/// SCRIPT …` (the user namespace for [`Privilege::User`]). `root` is an empty directory
+/// inside the state directory (the tmpfs mount point); `dist` is [`dist_dir`]; the
+/// operator talks to the API server through `kubeconfig`, serves `/healthz` on
+/// `127.0.0.1:<health_port>` and no metrics.
 pub fn operator_command(
     root: &Path,
     dist: &Path,
     kubeconfig: &Path,
     health_port: u16,
+    privilege: Privilege,
 ) -> (PathBuf, Vec<String>) {
-    // SAFETY: geteuid has no preconditions.
-    let is_root = unsafe { libc::geteuid() } == 0;
     let mut args: Vec<String> = vec!["--mount".into(), "--propagation".into(), "private".into()];
-    if !is_root {
+    if privilege == Privilege::User {
         args.push("--user".into());
         args.push("--map-root-user".into());
     }
@@ -604,24 +438,6 @@ pub const OPERATOR_COMPONENT: &str = "gpu-operator";
 /// Component name of the device-plugin emulation process ([`super::gpusim::emulate`]).
 pub const EMULATION_COMPONENT: &str = "gpu-device-plugins";
 
-/// `GET <path>` over plain HTTP on `127.0.0.1:<port>`: the trimmed body when the status is
-/// 200, `None` otherwise or without an answer within 2 s.
-pub fn http_get(port: u16, path: &str) -> Option<String> {
-    use std::io::Read;
-    use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(conn, "GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").ok()?;
-    let mut text = String::new();
-    conn.take(64 * 1024).read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    head.lines()
-        .next()
-        .is_some_and(|l| l.split_whitespace().nth(1) == Some("200"))
-        .then(|| body.trim().to_string())
-}
-
 /// Starts the GPU Operator on the running cluster whose state is `state`: builds it when
 /// missing ([`ensure_built`]), installs namespace, CRDs and ClusterPolicy ([`install`]),
 /// starts the operator ([`operator_command`]) and the device-plugin emulation (`gpuwl
@@ -692,6 +508,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         &dist,
         port,
         &me,
+        Privilege::of_this_process(),
     );
     for c in &components {
         if progress {
@@ -719,7 +536,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         }
         let ready = components.iter().all(|c| match c.readiness {
             super::recipe::Readiness::HttpHealthz { port } => {
-                http_get(port, "/healthz").as_deref() == Some("ok")
+                super::health::http(port, "/healthz").is_some_and(|a| a.is_ok())
             }
             _ => true,
         });
@@ -741,17 +558,19 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
 /// private mount namespace ([`operator_command`]; the mount point
 /// `gpu-operator-root` is in the state directory), with every operand image named by
 /// environment ([`operator_env`]). `dist` is the operator's build
-/// ([`dist_dir`]); `health_port` its `/healthz` (plain HTTP).
+/// ([`dist_dir`]); `health_port` its `/healthz` (plain HTTP); `privilege` gpuwl's.
 pub fn gpu_operator(
     l: &super::recipe::Layout<'_>,
     dist: &Path,
     health_port: u16,
+    privilege: Privilege,
 ) -> super::recipe::Component {
     let (binary, args) = operator_command(
         &l.state.join("gpu-operator-root"),
         dist,
         &l.state.join("kubeconfig"),
         health_port,
+        privilege,
     );
     super::recipe::Component {
         name: OPERATOR_COMPONENT,
@@ -790,15 +609,17 @@ pub fn gpu_device_plugins(
 }
 
 /// The optional components of `--gpu-operator`, in start order (their names are
-/// [`super::process::OPTIONAL_COMPONENTS`]).
+/// [`super::process::OPTIONAL_COMPONENTS`]); their command lines are in
+/// `src/cluster/testdata/gpu-operator.golden`.
 pub fn gpu_operator_components(
     l: &super::recipe::Layout<'_>,
     dist: &Path,
     health_port: u16,
     gpuwl_bin: &Path,
+    privilege: Privilege,
 ) -> Vec<super::recipe::Component> {
     vec![
-        gpu_operator(l, dist, health_port),
+        gpu_operator(l, dist, health_port, privilege),
         gpu_device_plugins(l, gpuwl_bin),
     ]
 }
@@ -824,6 +645,7 @@ mod tests {
             Path::new("/cache/dist"),
             10300,
             Path::new("/usr/bin/gpuwl"),
+            Privilege::of_this_process(),
         );
         let names: Vec<_> = comps.iter().map(|c| c.name).collect();
         assert_eq!(names, super::super::process::OPTIONAL_COMPONENTS[..2]);
@@ -857,6 +679,31 @@ mod tests {
         assert!(dp.ports.is_empty());
     }
 
+    /// The `--gpu-operator` recipe, as the control plane's golden file renders it (gpuwl
+    /// not root: the user namespace's flags show; as root only they go).
+    #[test]
+    fn gpu_operator_recipe_matches_golden_file() {
+        let info = crate::cluster::ClusterInfo {
+            gpu_operator_port: 10300,
+            ..recipe_info()
+        };
+        let state = PathBuf::from("/state");
+        let l = super::super::recipe::Layout {
+            info: &info,
+            state: &state,
+        };
+        let dist = Path::new("/cache/gpu-operator/dist");
+        let gpuwl = Path::new("/usr/bin/gpuwl");
+        let comps = gpu_operator_components(&l, dist, 10300, gpuwl, Privilege::User);
+        let got = super::super::recipe::render(&comps);
+        super::super::recipe::assert_golden("gpu-operator.golden", &got, "GPU Operator recipe");
+        let as_root = gpu_operator_components(&l, dist, 10300, gpuwl, Privilege::Root);
+        let mut user_args = comps[0].args.clone();
+        user_args.retain(|a| a != "--user" && a != "--map-root-user");
+        assert_eq!(as_root[0].args, user_args);
+        assert_eq!(as_root[1], comps[1]);
+    }
+
     #[test]
     fn every_image_variable_gets_a_name_that_is_never_pulled() {
         let env = operator_env();
@@ -888,6 +735,7 @@ mod tests {
             Path::new("/c/dist"),
             Path::new("/s/kubeconfig"),
             4242,
+            Privilege::Root,
         );
         assert_eq!(prog, PathBuf::from("unshare"));
         assert_eq!(&args[..3], ["--mount", "--propagation", "private"]);

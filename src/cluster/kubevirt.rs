@@ -2,7 +2,7 @@
 //! component of the local control plane (`gpuwl cluster up --kubevirt`).
 //!
 //! - Built from the pinned module `kubevirt.io/kubevirt` [`KUBEVIRT_VERSION`] through the
-//!   one build pipeline ([`super::build::build_module`]), cached under its own key
+//!   one build pipeline ([`super::build::GoModuleBuild`]), cached under its own key
 //!   ([`cache_key`]). The wrapper module `controlplane/kubevirt/` repeats KubeVirt's own
 //!   `replace` block (a dependency's replaces are ignored) and adds `kv-gen`
 //!   (`controlplane/kubevirt/cmd/kv-gen/main.go`), which prints the CRDs, RBAC and webhook
@@ -102,9 +102,28 @@ pub fn cache_key() -> String {
     format!("kubevirt-{KUBEVIRT_VERSION}_{hex}")
 }
 
+/// KubeVirt as a [`super::build::GoModuleBuild`]: virt-api, virt-controller and kv-gen
+/// into `<cache>/<key>/bin`, nothing besides.
+fn module() -> super::build::GoModuleBuild<'static> {
+    super::build::GoModuleBuild {
+        what: "KubeVirt",
+        versions: format!(
+            "kubevirt.io/kubevirt {KUBEVIRT_VERSION}: virt-controller, virt-api, kv-gen"
+        ),
+        key: cache_key(),
+        sources: &SOURCES,
+        packages: &PACKAGES,
+        ldflags: ldflags(),
+        estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
+        out: "bin",
+        complete,
+        finish: |_, _| Ok(()),
+    }
+}
+
 /// `<cache>/<key>/bin`: virt-api, virt-controller, kv-gen. May not exist yet.
 pub fn bin_dir() -> PathBuf {
-    super::build::cache_root().join(cache_key()).join("bin")
+    module().out_dir()
 }
 
 fn complete(dir: &Path) -> bool {
@@ -113,7 +132,7 @@ fn complete(dir: &Path) -> bool {
 
 /// True when KubeVirt is built.
 pub fn is_built() -> bool {
-    complete(&bin_dir())
+    module().is_built()
 }
 
 fn rt(msg: impl Into<String>) -> Error {
@@ -121,51 +140,13 @@ fn rt(msg: impl Into<String>) -> Error {
 }
 
 /// Returns [`bin_dir`], building virt-api, virt-controller and kv-gen first when missing
-/// (progress on stderr when `progress`; a cold build takes minutes, BENCHMARKS.md).
+/// (the one build pipeline, [`super::build::GoModuleBuild::ensure_built`]; progress on
+/// stderr when `progress`; a cold build takes minutes, BENCHMARKS.md).
 ///
 /// Errors ([`Error::Runtime`], one line): Go missing or too old, a module cannot be
 /// fetched, the compile failed (the message names the build log).
 pub fn ensure_built(progress: bool) -> Result<PathBuf> {
-    let dir = bin_dir();
-    if complete(&dir) {
-        return Ok(dir);
-    }
-    let lock = super::build::cache_root().join(format!("{}.lock", cache_key()));
-    super::lock::build_once(
-        &lock,
-        || complete(&bin_dir()),
-        |waited| {
-            if progress {
-                note!(
-                    "waiting for another gpuwl building KubeVirt into the same cache ({} s so far)",
-                    waited.as_secs()
-                );
-            }
-        },
-        || {
-            let b = super::build::GoModuleBuild {
-                what: "KubeVirt",
-                versions: format!(
-                    "kubevirt.io/kubevirt {KUBEVIRT_VERSION}: virt-controller, virt-api, kv-gen"
-                ),
-                key: cache_key(),
-                sources: &SOURCES,
-                packages: &PACKAGES,
-                ldflags: ldflags(),
-                estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
-            };
-            super::build::build_module(&b, progress, &|_, _| Ok(()))?;
-            if complete(&bin_dir()) {
-                Ok(())
-            } else {
-                Err(rt(format!(
-                    "KubeVirt's build left {} incomplete",
-                    bin_dir().display()
-                )))
-            }
-        },
-    )?;
-    Ok(dir)
+    module().ensure_built(progress)
 }
 
 /// The virt-launcher image virt-controller names in the pods it renders (never pulled:
@@ -588,19 +569,18 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, server: &str) ->
             .await
             .map_err(|e| api_error(&format!("create a token for ServiceAccount {sa}"), &e))?;
         let token = got.status.and_then(|s| s.token).unwrap_or_default();
-        let text = sa_kubeconfig(server, &state.join("pki/ca.crt"), sa, &token);
-        let p = dir.join(format!("{sa}.kubeconfig"));
-        crate::files::write_atomic(&p, text.as_bytes(), 0o600)?;
+        let ca = state.join("pki/ca.crt");
+        let cfg = super::kubeconfig::single(&super::kubeconfig::Entry {
+            cluster: "local",
+            server,
+            ca: &ca,
+            context: "default",
+            user: sa,
+            credentials: super::kubeconfig::Credentials::Token(&token),
+        });
+        super::kubeconfig::write(&dir.join(format!("{sa}.kubeconfig")), &cfg, 0o600)?;
     }
     Ok(())
-}
-
-/// A kubeconfig for ServiceAccount `sa` with bearer `token` against `server`.
-fn sa_kubeconfig(server: &str, ca: &Path, sa: &str, token: &str) -> String {
-    format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: local\n  cluster:\n    server: {server}\n    certificate-authority: {}\nusers:\n- name: {sa}\n  user:\n    token: {token}\ncontexts:\n- name: default\n  context:\n    cluster: local\n    user: {sa}\ncurrent-context: default\n",
-        ca.display()
-    )
 }
 
 /// Applies virt-api's mutating and validating webhook configurations (`kv-gen -what

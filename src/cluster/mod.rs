@@ -32,8 +32,9 @@
 //!   ([`nodes::wait_schedulable`]).
 //! - kwok runs with `--manage-all-nodes=true`: every Node becomes Ready and every Pod
 //!   bound to a Node becomes Running, without annotations.
-//! - Certificates come from `rcgen` ([`pki`]); the kubeconfig authenticates with a client
-//!   certificate in `system:masters`.
+//! - Certificates come from the one generator ([`crate::pki`], rcgen), written into
+//!   `pki/` by [`pki`]; the kubeconfig authenticates with a client certificate in
+//!   `system:masters`.
 //!
 //! State of cluster `NAME` lives in [`state_dir`]`(NAME)`: `kubeconfig`,
 //! `controller-manager.kubeconfig`, `pki/`, `etcd/`, `pids/<component>.pid`,
@@ -52,6 +53,8 @@ pub mod accounts;
 pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;
+pub mod health;
+pub mod kubeconfig;
 pub mod kubevirt;
 pub mod lock;
 pub mod nodes;
@@ -62,7 +65,6 @@ pub mod recipe;
 pub mod supervisor;
 pub mod userconfig;
 
-use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -799,32 +801,26 @@ impl From<Error> for StartError {
 
 type StartResult<T> = std::result::Result<T, StartError>;
 
-fn kubeconfig_text(name: &str, server: &str, pki: &Path, user: &str, cert: &str) -> String {
-    let p = |f: &str| pki.join(f).display().to_string();
-    format!(
-        "apiVersion: v1
-kind: Config
-clusters:
-- name: {name}
-  cluster:
-    server: {server}
-    certificate-authority: {ca}
-contexts:
-- name: {name}
-  context:
-    cluster: {name}
-    user: {user}
-current-context: {name}
-users:
-- name: {user}
-  user:
-    client-certificate: {crt}
-    client-key: {key}
-",
-        ca = p("ca.crt"),
-        crt = p(&format!("{cert}.crt")),
-        key = p(&format!("{cert}.key")),
-    )
+/// A kubeconfig of cluster `name` (cluster and context named `name`) for `user`
+/// authenticating with the client certificate `pki/<cert>.crt` ([`kubeconfig::single`]).
+fn cluster_kubeconfig(
+    name: &str,
+    server: &str,
+    pki: &Path,
+    user: &str,
+    cert: &str,
+) -> kube::config::Kubeconfig {
+    kubeconfig::single(&kubeconfig::Entry {
+        cluster: name,
+        server,
+        ca: &pki.join("ca.crt"),
+        context: name,
+        user,
+        credentials: kubeconfig::Credentials::ClientCert {
+            cert: &pki.join(format!("{cert}.crt")),
+            key: &pki.join(format!("{cert}.key")),
+        },
+    })
 }
 
 const KWOK_CONFIG: &str = "apiVersion: config.kwok.x-k8s.io/v1alpha1
@@ -906,25 +902,27 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             .map_err(|e| Error::failed("cannot write cluster.json", e))?,
     )?;
     let kubeconfig = state.join("kubeconfig");
-    write(
-        "kubeconfig",
-        &kubeconfig_text(
+    kubeconfig::write(
+        &kubeconfig,
+        &cluster_kubeconfig(
             name,
             &info.server_url(),
             &pki_dir,
             &format!("{name}-admin"),
             "admin",
         ),
+        0o644,
     )?;
-    write(
-        "controller-manager.kubeconfig",
-        &kubeconfig_text(
+    kubeconfig::write(
+        &state.join("controller-manager.kubeconfig"),
+        &cluster_kubeconfig(
             name,
             &info.server_url(),
             &pki_dir,
             "system:kube-controller-manager",
             "controller-manager",
         ),
+        0o644,
     )?;
     let mut components = recipe::components(&recipe::Layout { info: &info, state });
     for c in &mut components {
@@ -1042,7 +1040,7 @@ impl Watch {
     fn listening(&self, component: &str, port: u16, timeout: Duration) -> StartResult<()> {
         let deadline = Instant::now() + timeout;
         loop {
-            let up = accepts(port);
+            let up = health::accepts(port);
             self.check()?;
             if up {
                 return Ok(());
@@ -1053,12 +1051,6 @@ impl Watch {
             std::thread::sleep(Duration::from_millis(50));
         }
     }
-}
-
-/// Whether something accepts TCP connections on `127.0.0.1:port` (200 ms at most).
-fn accepts(port: u16) -> bool {
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
 }
 
 fn not_ready(state: &Path, component: &str, what: &str) -> Error {
@@ -1074,42 +1066,38 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
     ))
 }
 
-/// Whether `c` is ready by its [`Readiness`]. `api` is the admin client; `health` the
-/// client for its own HTTPS port (a [`Readiness::Healthz`] component); `api_ready`
-/// whether the API server said `/readyz` ok: a condition read from the API server is
-/// asked only then.
+/// Whether `c` is ready by its [`Readiness`], asked through [`health`]. `api` is the admin
+/// client; `own` the client for its own HTTPS port (a [`Readiness::Healthz`] component,
+/// [`health::insecure_client`], made once per wait); `api_ready` whether the API server
+/// said `/readyz` ok: a condition read from the API server is asked only then.
 pub(crate) async fn is_ready(
     c: &Component,
     api: &kube::Client,
-    health: Option<&kube::Client>,
+    own: Option<&kube::Client>,
     api_ready: bool,
 ) -> bool {
     match &c.readiness {
-        Readiness::Listening => c.ports.iter().all(|&p| accepts(p)),
-        Readiness::ApiServerReadyz => get_text(api, "/readyz").await.as_deref() == Some("ok"),
+        Readiness::Listening => c.ports.iter().all(|&p| health::accepts(p)),
+        Readiness::ApiServerReadyz => health::api(api, "/readyz").await.as_deref() == Some("ok"),
         Readiness::HttpHealthz { port } => {
             let port = *port;
-            tokio::task::spawn_blocking(move || gpu_operator::http_get(port, "/healthz"))
+            tokio::task::spawn_blocking(move || health::http(port, "/healthz"))
                 .await
                 .ok()
                 .flatten()
-                .as_deref()
-                == Some("ok")
+                .is_some_and(|a| a.is_ok())
         }
         Readiness::HttpsAnswers { port, also } => {
-            let Ok(cl) = insecure_client(*port) else {
-                return false;
-            };
-            get_text(&cl, "/healthz").await.is_some() && holds(api, also).await
+            health::https(*port, "/healthz").await.is_some() && holds(api, also).await
         }
         Readiness::Healthz { also, .. } => {
             if also.is_some() && !api_ready {
                 return false;
             }
-            let Some(health) = health else {
+            let Some(own) = own else {
                 return false;
             };
-            get_text(health, "/healthz").await.as_deref() == Some("ok") && holds(api, also).await
+            health::api(own, "/healthz").await.as_deref() == Some("ok") && holds(api, also).await
         }
     }
 }
@@ -1166,7 +1154,7 @@ fn wait_ready(
         let health = waited
             .iter()
             .map(|c| match c.readiness {
-                Readiness::Healthz { port, .. } => insecure_client(port).map(Some),
+                Readiness::Healthz { port, .. } => health::insecure_client(port).map(Some),
                 _ => Ok(None),
             })
             .collect::<Result<Vec<_>>>()?;
@@ -1193,7 +1181,7 @@ fn wait_ready(
                 }
                 if d.components
                     .iter()
-                    .all(|c| c.ports.iter().all(|&p| accepts(p)))
+                    .all(|c| c.ports.iter().all(|&p| health::accepts(p)))
                 {
                     // Listening: no other start can pick their ports now.
                     deferred = None;
@@ -1293,7 +1281,7 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                 let answer = match c {
                     "etcd" => etcd_health(info.etcd_port),
                     gpu_operator::OPERATOR_COMPONENT => {
-                        gpu_operator::http_get(info.gpu_operator_port, "/healthz")
+                        health::http(info.gpu_operator_port, "/healthz").and_then(|a| a.ok_body())
                     }
                     // No port: alive is healthy.
                     gpu_operator::EMULATION_COMPONENT => Some("ok".into()),
@@ -1301,18 +1289,18 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                     // virt-api and virt-controller answer /healthz with JSON: any
                     // answer is healthy.
                     kubevirt::API_COMPONENT | kubevirt::CONTROLLER_COMPONENT => {
-                        match ports.first().map(|&p| insecure_client(p)) {
-                            Some(Ok(cl)) => get_text(&cl, "/healthz").await.map(|_| "ok".into()),
-                            _ => None,
+                        match ports.first() {
+                            Some(&p) => health::https(p, "/healthz").await.map(|_| "ok".into()),
+                            None => None,
                         }
                     }
                     "kube-apiserver" => match client(&kubeconfig, None).await {
-                        Ok(api) => get_text(&api, "/readyz").await,
+                        Ok(api) => health::api(&api, "/readyz").await,
                         Err(e) => Some(e.to_string()),
                     },
-                    _ => match ports.first().map(|&p| insecure_client(p)) {
-                        Some(Ok(cl)) => get_text(&cl, "/healthz").await,
-                        _ => None,
+                    _ => match ports.first() {
+                        Some(&p) => health::https(p, "/healthz").await,
+                        None => None,
                     },
                 };
                 // kwok can answer /healthz while it no longer heartbeats its nodes
@@ -1351,23 +1339,11 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
     })?
 }
 
-/// etcd's `/health` over plain HTTP: `Some("ok")` when it says `"health":"true"`, the body
-/// otherwise, `None` without an answer within 2 s.
+/// etcd's `/health` over plain HTTP ([`health::http`]): `Some("ok")` when it says
+/// `"health":"true"` (whatever the status), the body otherwise, `None` without an answer
+/// within 2 s.
 fn etcd_health(port: u16) -> Option<String> {
-    use std::io::{Read, Write};
-    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
-    let mut conn = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
-    conn.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    conn.write_all(b"GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")
-        .ok()?;
-    let mut text = String::new();
-    conn.take(64 * 1024).read_to_string(&mut text).ok()?;
-    let body = text
-        .split("\r\n\r\n")
-        .nth(1)
-        .unwrap_or("")
-        .trim()
-        .to_string();
+    let body = health::http(port, "/health")?.body;
     if body.replace(' ', "").contains(r#""health":"true""#) {
         Some("ok".into())
     } else {
@@ -1415,7 +1391,7 @@ async fn kwok_leases(kubeconfig: &Path) -> Option<String> {
     let lp = kube::api::ListParams::default();
     let nodes: kube::Api<Node> = kube::Api::all(api.clone());
     let leases: kube::Api<Lease> = kube::Api::namespaced(api, "kube-node-lease");
-    let (nodes, leases) = tokio::time::timeout(HEALTH_TIMEOUT, async {
+    let (nodes, leases) = tokio::time::timeout(health::TIMEOUT, async {
         (nodes.list_metadata(&lp).await, leases.list(&lp).await)
     })
     .await
@@ -1445,7 +1421,7 @@ async fn kwok_leases(kubeconfig: &Path) -> Option<String> {
 }
 
 /// Deletes every lease in `kube-node-lease` (each is a kwok node's: these clusters have
-/// no kubelet), within [`HEALTH_TIMEOUT`]; errors are ignored (best effort).
+/// no kubelet), within [`health::TIMEOUT`]; errors are ignored (best effort).
 async fn delete_node_leases(kubeconfig: &Path) {
     use k8s_openapi::api::coordination::v1::Lease;
     let Ok(api) = client(kubeconfig, None).await else {
@@ -1453,7 +1429,7 @@ async fn delete_node_leases(kubeconfig: &Path) {
     };
     let leases: kube::Api<Lease> = kube::Api::namespaced(api, "kube-node-lease");
     let _ = tokio::time::timeout(
-        HEALTH_TIMEOUT,
+        health::TIMEOUT,
         leases.delete_collection(
             &kube::api::DeleteParams::default(),
             &kube::api::ListParams::default(),
@@ -1479,23 +1455,13 @@ fn kwok_lease_finding(stale: &[(String, i64)], total: usize) -> Option<String> {
     ))
 }
 
-async fn get_text(c: &kube::Client, path: &str) -> Option<String> {
-    let req = http::Request::get(path).body(Vec::new()).ok()?;
-    tokio::time::timeout(HEALTH_TIMEOUT, c.request_text(req))
-        .await
-        .ok()?
-        .ok()
-        .map(|t| t.trim().to_string())
-}
-
 /// The pods kube-scheduler of cluster `name` still has work for: the sum of its
 /// `scheduler_pending_pods` gauge over the `active` and `backoff` queues, read from its
 /// own `/metrics` (open on its secure port, [`recipe::kube_scheduler`]). Pods in the
 /// `unschedulable` queue wait for a cluster event and `gated` ones for their gates: neither
 /// counts. `None` when the metrics cannot be read or the gauge is missing.
 pub async fn scheduler_busy(info: &ClusterInfo) -> Option<u64> {
-    let c = insecure_client(info.scheduler_port).ok()?;
-    let text = get_text(&c, "/metrics").await?;
+    let text = health::https(info.scheduler_port, "/metrics").await?;
     let mut seen = false;
     let mut sum = 0u64;
     for line in text.lines() {
@@ -1512,20 +1478,6 @@ pub async fn scheduler_busy(info: &ClusterInfo) -> Option<u64> {
     }
     seen.then_some(sum)
 }
-
-/// A client for a component's own HTTPS port (self-signed serving cert, anonymous).
-fn insecure_client(port: u16) -> Result<kube::Client> {
-    let url = format!("https://127.0.0.1:{port}")
-        .parse()
-        .map_err(|e| Error::failed("bad url", e))?;
-    let mut cfg = kube::Config::new(url);
-    cfg.accept_invalid_certs = true;
-    crate::input::live::client_from_config(cfg, Flavour::OneShot, HEALTH_TIMEOUT)
-        .map_err(|e| Error::failed(format!("cannot build a client for port {port}"), e))
-}
-
-/// How long a health or readiness request to a component waits for its answer.
-const HEALTH_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A one-shot client from a kubeconfig file, using `context` or the file's current
 /// context, each response awaited [`crate::input::live::DEFAULT_REQUEST_TIMEOUT`] at most

@@ -1,4 +1,5 @@
-//! Certificates of one local cluster, generated with `rcgen` (ECDSA P-256).
+//! Certificates of one local cluster, made by the one generator ([`crate::pki`]: rcgen,
+//! ECDSA P-256) and written as files.
 //!
 //! Files written into `<state>/pki/`:
 //! - `ca.crt`, `ca.key`: the cluster CA (client CA of the API server, trusted by the kubeconfig);
@@ -21,18 +22,11 @@
 //! - `kubevirt.crt`, `kubevirt.key`: serving certificate for 127.0.0.1 signed by it
 //!   (virt-api's TLS and virt-handler client pair, virt-controller's metrics).
 
+use std::net::IpAddr;
 use std::path::Path;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
-
 use crate::error::{Error, Result};
-
-fn rt(e: rcgen::Error) -> Error {
-    Error::Pki(Box::new(e))
-}
+use crate::pki::{Ca, CaScope, Leaf, Purpose};
 
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
@@ -48,93 +42,59 @@ fn write_private(path: &Path, text: &str) -> Result<()> {
         .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))
 }
 
-fn name(cn: &str, org: Option<&str>) -> DistinguishedName {
-    let mut dn = DistinguishedName::new();
-    dn.push(DnType::CommonName, cn);
-    if let Some(o) = org {
-        dn.push(DnType::OrganizationName, o);
-    }
-    dn
-}
-
-/// The parameters of a CA named `common_name` that signs certificates (and CRLs), with no
-/// path-length limit; both [`generate`] and [`generate_kubevirt`] self-sign one.
-fn ca_params(common_name: &str) -> Result<CertificateParams> {
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
-    ca.distinguished_name = name(common_name, None);
-    ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::CrlSign,
-        KeyUsagePurpose::DigitalSignature,
-    ];
-    Ok(ca)
-}
-
 /// Writes a public file (a certificate), naming it in the error.
 fn write_public(path: &Path, text: &str) -> Result<()> {
     std::fs::write(path, text)
         .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))
 }
 
-/// Generates every certificate and key into `dir` (created if missing).
+/// 127.0.0.1, the one address every serving certificate here names.
+const LOOPBACK: [IpAddr; 1] = [IpAddr::V4(std::net::Ipv4Addr::LOCALHOST)];
+
+/// Generates every certificate and key into `dir` (created if missing), through the one
+/// generator ([`crate::pki`]).
 pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
-
-    let ca_key = KeyPair::generate().map_err(rt)?;
-    let ca = ca_params(&format!("gpuwl-{cluster}-ca"))?;
-    let ca_cert = ca.self_signed(&ca_key).map_err(rt)?;
-    let issuer = Issuer::new(ca, &ca_key);
-
-    let server_key = KeyPair::generate().map_err(rt)?;
-    let mut server = CertificateParams::new(vec![
-        "localhost".to_string(),
-        "kubernetes".to_string(),
-        "kubernetes.default".to_string(),
-        "kubernetes.default.svc".to_string(),
-        "kubernetes.default.svc.cluster.local".to_string(),
-    ])
-    .map_err(rt)?;
-    server
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
-    server.distinguished_name = name("kube-apiserver", None);
-    server.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    server.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let server_cert = server.signed_by(&server_key, &issuer).map_err(rt)?;
-
-    let client = |cn: &str, org: Option<&str>| -> Result<(String, String)> {
-        let key = KeyPair::generate().map_err(rt)?;
-        let mut params = CertificateParams::new(Vec::<String>::new()).map_err(rt)?;
-        params.distinguished_name = name(cn, org);
-        params.key_usages = vec![
-            KeyUsagePurpose::DigitalSignature,
-            KeyUsagePurpose::KeyEncipherment,
-        ];
-        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
-        let cert = params.signed_by(&key, &issuer).map_err(rt)?;
-        Ok((cert.pem(), key.serialize_pem()))
+    let ca = Ca::new(&format!("gpuwl-{cluster}-ca"), CaScope::Any)?;
+    let server = ca.issue(&Leaf {
+        common_name: "kube-apiserver",
+        organization: None,
+        dns_names: &[
+            "localhost".to_string(),
+            "kubernetes".to_string(),
+            "kubernetes.default".to_string(),
+            "kubernetes.default.svc".to_string(),
+            "kubernetes.default.svc.cluster.local".to_string(),
+        ],
+        ips: &LOOPBACK,
+        purpose: Purpose::Server,
+    })?;
+    let client = |common_name: &str, organization: Option<&str>| {
+        ca.issue(&Leaf {
+            common_name,
+            organization,
+            dns_names: &[],
+            ips: &[],
+            purpose: Purpose::Client,
+        })
     };
-    let (admin_cert, admin_key) = client("gpuwl-admin", Some("system:masters"))?;
-    let (kcm_cert, kcm_key) = client("system:kube-controller-manager", None)?;
-
-    let sa_key = KeyPair::generate().map_err(rt)?;
+    let admin = client("gpuwl-admin", Some("system:masters"))?;
+    let kcm = client("system:kube-controller-manager", None)?;
+    let (sa_key, sa_pub) = crate::pki::key_pair()?;
 
     let w = |file: &str, text: &str| write_public(&dir.join(file), text);
-    w("ca.crt", &ca_cert.pem())?;
-    write_private(&dir.join("ca.key"), &ca_key.serialize_pem())?;
-    w("apiserver.crt", &server_cert.pem())?;
-    write_private(&dir.join("apiserver.key"), &server_key.serialize_pem())?;
-    w("admin.crt", &admin_cert)?;
-    write_private(&dir.join("admin.key"), &admin_key)?;
-    w("controller-manager.crt", &kcm_cert)?;
-    write_private(&dir.join("controller-manager.key"), &kcm_key)?;
-    write_private(&dir.join("sa.key"), &sa_key.serialize_pem())?;
-    w("sa.pub", &sa_key.public_key_pem())?;
+    let p = |file: &str, text: &str| write_private(&dir.join(file), text);
+    w("ca.crt", ca.cert_pem())?;
+    p("ca.key", &ca.key_pem())?;
+    w("apiserver.crt", &server.cert_pem)?;
+    p("apiserver.key", &server.key_pem)?;
+    w("admin.crt", &admin.cert_pem)?;
+    p("admin.key", &admin.key_pem)?;
+    w("controller-manager.crt", &kcm.cert_pem)?;
+    p("controller-manager.key", &kcm.key_pem)?;
+    p("sa.key", &sa_key)?;
+    w("sa.pub", &sa_pub)?;
     Ok(())
 }
 
@@ -144,26 +104,92 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
 pub fn generate_kubevirt(dir: &Path) -> Result<()> {
     std::fs::create_dir_all(dir)
         .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
-    let ca_key = KeyPair::generate().map_err(rt)?;
-    let ca = ca_params("gpuwl-kubevirt-ca")?;
-    let ca_cert = ca.self_signed(&ca_key).map_err(rt)?;
-    let issuer = Issuer::new(ca, &ca_key);
-    let key = KeyPair::generate().map_err(rt)?;
-    let mut server = CertificateParams::new(vec!["localhost".to_string()]).map_err(rt)?;
-    server
-        .subject_alt_names
-        .push(SanType::IpAddress(std::net::IpAddr::from([127, 0, 0, 1])));
-    server.distinguished_name = name("virt-api", None);
-    server.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    server.extended_key_usages = vec![
-        ExtendedKeyUsagePurpose::ServerAuth,
-        ExtendedKeyUsagePurpose::ClientAuth,
-    ];
-    let cert = server.signed_by(&key, &issuer).map_err(rt)?;
-    write_public(&dir.join("kubevirt-ca.crt"), &ca_cert.pem())?;
-    write_public(&dir.join("kubevirt.crt"), &cert.pem())?;
-    write_private(&dir.join("kubevirt.key"), &key.serialize_pem())
+    let ca = Ca::new("gpuwl-kubevirt-ca", CaScope::Any)?;
+    let cert = ca.issue(&Leaf {
+        common_name: "virt-api",
+        organization: None,
+        dns_names: &["localhost".to_string()],
+        ips: &LOOPBACK,
+        purpose: Purpose::ServerAndClient,
+    })?;
+    write_public(&dir.join("kubevirt-ca.crt"), ca.cert_pem())?;
+    write_public(&dir.join("kubevirt.crt"), &cert.cert_pem)?;
+    write_private(&dir.join("kubevirt.key"), &cert.key_pem)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pki::tests::{seen, signed_by};
+    use std::os::unix::fs::PermissionsExt;
+
+    fn read(dir: &Path, f: &str) -> String {
+        std::fs::read_to_string(dir.join(f)).unwrap()
+    }
+
+    fn mode(dir: &Path, f: &str) -> u32 {
+        std::fs::metadata(dir.join(f)).unwrap().permissions().mode() & 0o777
+    }
+
+    #[test]
+    fn the_cluster_pki_names_each_user_and_host_and_keeps_keys_private() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pki");
+        generate(&dir, "golden").unwrap();
+        let ca = read(&dir, "ca.crt");
+        let ca_seen = seen(&ca);
+        assert_eq!(ca_seen.subject, "CN=gpuwl-golden-ca");
+        assert_eq!(ca_seen.ca, Some((true, None)));
+        let api = seen(&read(&dir, "apiserver.crt"));
+        assert_eq!(api.subject, "CN=kube-apiserver");
+        assert_eq!(api.issuer, "CN=gpuwl-golden-ca");
+        assert_eq!(api.ext_key_usage, ["serverAuth"]);
+        assert_eq!(
+            api.sans,
+            [
+                "DNS:localhost",
+                "DNS:kubernetes",
+                "DNS:kubernetes.default",
+                "DNS:kubernetes.default.svc",
+                "DNS:kubernetes.default.svc.cluster.local",
+                "IP:127.0.0.1"
+            ]
+        );
+        let admin = seen(&read(&dir, "admin.crt"));
+        assert_eq!(admin.subject, "CN=gpuwl-admin, O=system:masters");
+        assert_eq!(admin.ext_key_usage, ["clientAuth"]);
+        let kcm = seen(&read(&dir, "controller-manager.crt"));
+        assert_eq!(kcm.subject, "CN=system:kube-controller-manager");
+        assert_eq!(kcm.ext_key_usage, ["clientAuth"]);
+        for crt in ["apiserver.crt", "admin.crt", "controller-manager.crt"] {
+            assert!(signed_by(&read(&dir, crt), &ca), "{crt}");
+        }
+        for key in [
+            "ca.key",
+            "apiserver.key",
+            "admin.key",
+            "controller-manager.key",
+            "sa.key",
+        ] {
+            assert!(read(&dir, key).contains("BEGIN PRIVATE KEY"), "{key}");
+            assert_eq!(mode(&dir, key), 0o600, "{key}");
+        }
+        assert!(read(&dir, "sa.pub").starts_with("-----BEGIN PUBLIC KEY-----"));
+    }
+
+    #[test]
+    fn kubevirt_gets_its_own_ca_and_a_serving_and_client_pair() {
+        let tmp = tempfile::tempdir().unwrap();
+        generate_kubevirt(tmp.path()).unwrap();
+        let ca = read(tmp.path(), "kubevirt-ca.crt");
+        assert_eq!(seen(&ca).subject, "CN=gpuwl-kubevirt-ca");
+        let cert = read(tmp.path(), "kubevirt.crt");
+        let s = seen(&cert);
+        assert_eq!(s.subject, "CN=virt-api");
+        assert_eq!(s.sans, ["DNS:localhost", "IP:127.0.0.1"]);
+        assert_eq!(s.ext_key_usage, ["serverAuth", "clientAuth"]);
+        assert!(signed_by(&cert, &ca));
+        assert_eq!(mode(tmp.path(), "kubevirt.key"), 0o600);
+        assert!(!tmp.path().join("kubevirt-ca.key").exists());
+    }
 }

@@ -2,7 +2,8 @@
 //! (binary, arguments, environment, ports, when to start it and how to tell it is ready).
 //! [`super::up`] starts the list [`components`] returns in order and waits for each
 //! component's [`Readiness`]; nothing here starts a process, so the generated command
-//! lines are tested against a golden file (`src/cluster/testdata/recipe.golden`).
+//! lines are tested against golden files (`src/cluster/testdata/recipe.golden`; the
+//! optional components' `gpu-operator.golden` and `kubevirt.golden`).
 //!
 //! The flags follow kwokctl's binary runtime (kwok `pkg/kwokctl/components/*.go` and
 //! `test/e2e/kwokctl/dryrun/testdata/binary/create_cluster.txt`), bound to 127.0.0.1 on
@@ -318,8 +319,9 @@ pub fn kwok_controller(l: &Layout<'_>) -> Component {
     }
 }
 
-/// The recipe, one block per component: name, start, binary, ports, readiness, then
-/// one argument per line.
+/// The recipe, one block per component: name, start, binary, ports, readiness, its
+/// environment, then one argument per line (each line of a multi-line argument after a
+/// `|`).
 pub fn render(components: &[Component]) -> String {
     let mut out = String::new();
     for c in components {
@@ -336,7 +338,14 @@ pub fn render(components: &[Component]) -> String {
             out.push_str(&format!("  env {k}={v}\n"));
         }
         for a in &c.args {
-            out.push_str(&format!("  {a}\n"));
+            if a.contains('\n') {
+                // A multi-line argument (the GPU Operator's namespace script): a `|` per line.
+                for line in a.lines() {
+                    out.push_str(&format!("  |{line}\n"));
+                }
+            } else {
+                out.push_str(&format!("  {a}\n"));
+            }
         }
     }
     out

@@ -51,20 +51,16 @@ fn read(target: &Path) -> Result<Kubeconfig> {
     }
 }
 
+/// Writes `cfg` to `target` through the one kubeconfig writer ([`super::kubeconfig::write`]),
+/// keeping the file's permissions (0600 for a new file).
 fn write(target: &Path, cfg: &Kubeconfig) -> Result<()> {
-    let err =
-        |e: crate::error::BoxError| Error::failed(format!("cannot update {}", target.display()), e);
-    let text = serde_saphyr::to_string(cfg).map_err(|e| err(e.into()))?;
-    if let Some(parent) = target.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| err(e.into()))?;
-    }
     let mode = {
         use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(target)
             .map(|m| m.permissions().mode() & 0o7777)
             .unwrap_or(0o600)
     };
-    crate::files::write_atomic(target, text.as_bytes(), mode)
+    super::kubeconfig::write(target, cfg, mode)
 }
 
 /// Checks, before a cluster is started, that `--set-context` can merge into [`target`]:

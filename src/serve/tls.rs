@@ -3,7 +3,8 @@
 //!
 //! Either a serving certificate and key are read from PEM files (a `kubernetes.io/tls`
 //! Secret mounted into the pod, e.g. made by cert-manager), or [`generate`] makes a
-//! throw-away CA and a serving certificate signed by it at start (rcgen, ECDSA P-256):
+//! throw-away CA and a serving certificate signed by it at start (the one certificate
+//! generator, [`crate::pki`]: rcgen, ECDSA P-256):
 //! the CA's PEM is then what `caBundle` must hold, and `--admission-register` puts it there.
 //! [`Listener`] accepts TCP connections and runs each TLS handshake in its own task (with
 //! a [`HANDSHAKE_TIMEOUT`]), so a slow or hostile client never holds up the others.
@@ -13,10 +14,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
-    Issuer, KeyPair, KeyUsagePurpose, SanType,
-};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::mpsc;
 use tokio_rustls::TlsAcceptor;
@@ -25,6 +22,7 @@ use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::{Error, Result};
+use crate::pki::{Ca, CaScope, Leaf, Purpose};
 
 /// How long a client may take to finish the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -49,43 +47,24 @@ impl std::fmt::Debug for ServingCert {
     }
 }
 
-fn pki(e: rcgen::Error) -> Error {
-    Error::Pki(Box::new(e))
-}
-
-/// A fresh CA (`CN=gpuwl-admission-ca`) and a serving certificate it signs for `dns`
-/// names and `ips` (valid from now for rcgen's default span).
+/// A fresh CA (`CN=gpuwl-admission-ca`, leaf certificates only) and a serving certificate
+/// it signs (`CN=gpuwl-admission`) for `dns` names and `ips`, valid from now for rcgen's
+/// default span: the one generator's ([`crate::pki`]).
 ///
 /// Errors: [`Error::Pki`] when rcgen fails (a name it cannot encode).
 pub fn generate(dns: &[String], ips: &[IpAddr]) -> Result<ServingCert> {
-    let name = |cn: &str| {
-        let mut dn = DistinguishedName::new();
-        dn.push(DnType::CommonName, cn);
-        dn
-    };
-    let ca_key = KeyPair::generate().map_err(pki)?;
-    let mut ca = CertificateParams::new(Vec::<String>::new()).map_err(pki)?;
-    ca.distinguished_name = name("gpuwl-admission-ca");
-    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
-    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
-    let ca_cert = ca.self_signed(&ca_key).map_err(pki)?;
-    let issuer = Issuer::new(ca, &ca_key);
-
-    let key = KeyPair::generate().map_err(pki)?;
-    let mut leaf = CertificateParams::new(dns.to_vec()).map_err(pki)?;
-    leaf.subject_alt_names
-        .extend(ips.iter().map(|ip| SanType::IpAddress(*ip)));
-    leaf.distinguished_name = name("gpuwl-admission");
-    leaf.key_usages = vec![
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::KeyEncipherment,
-    ];
-    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ServerAuth];
-    let cert = leaf.signed_by(&key, &issuer).map_err(pki)?;
+    let ca = Ca::new("gpuwl-admission-ca", CaScope::LeavesOnly)?;
+    let leaf = ca.issue(&Leaf {
+        common_name: "gpuwl-admission",
+        organization: None,
+        dns_names: dns,
+        ips,
+        purpose: Purpose::Server,
+    })?;
     Ok(ServingCert {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-        ca_pem: Some(ca_cert.pem()),
+        cert_pem: leaf.cert_pem,
+        key_pem: leaf.key_pem,
+        ca_pem: Some(ca.cert_pem().to_string()),
     })
 }
 
@@ -213,6 +192,22 @@ mod tests {
         assert!(c.key_pem.contains("PRIVATE KEY"));
         config(&c).unwrap();
         assert!(!format!("{c:?}").contains("PRIVATE"));
+        let ca = c.ca_pem.as_deref().unwrap();
+        let ca_seen = crate::pki::tests::seen(ca);
+        assert_eq!(ca_seen.subject, "CN=gpuwl-admission-ca");
+        assert_eq!(ca_seen.ca, Some((true, Some(0))));
+        let leaf = crate::pki::tests::seen(&c.cert_pem);
+        assert_eq!(leaf.subject, "CN=gpuwl-admission");
+        assert_eq!(
+            leaf.sans,
+            [
+                "DNS:gpuwl-admission.gpuwl.svc",
+                "DNS:localhost",
+                "IP:127.0.0.1"
+            ]
+        );
+        assert_eq!(leaf.ext_key_usage, ["serverAuth"]);
+        assert!(crate::pki::tests::signed_by(&c.cert_pem, ca));
     }
 
     #[test]
