@@ -1632,7 +1632,7 @@ mod api_tests {
         let rt = testing::rt();
         let _in_rt = rt.enter();
         let client = api.client();
-        let health = insecure_client(https.port).unwrap();
+        let health = health::insecure_client(https.port).unwrap();
         let ready = |c: &Component, api_ready: bool| {
             rt.block_on(is_ready(c, &client, Some(&health), api_ready))
         };
