@@ -346,55 +346,65 @@ pub fn stream<S>(
             g.operands = req.dump_operands(wanted, false)?;
             Ok((sink, g))
         }
-        Choice::Cluster => req.live.block_on(|client| async move {
-            let Files {
-                pods,
-                dra,
-                policy,
-                cr,
-            } = files;
-            // The ClusterPolicy read never fails (it waits up to its own timeout), so it
-            // runs beside a one-node list that fails fast: a dead server costs one timeout.
-            let ((), policy) =
-                futures::try_join!(crate::input::live::probe_nodes(&client), async {
-                    Ok(match policy {
-                        Some(p) => p,
-                        None => crate::input::clusterpolicy::from_cluster(&client).await,
-                    })
-                })?;
-            let dra = match dra {
-                Some(d) => d,
-                None => crate::input::dra::list(&client).await?,
-            };
-            let (pods, pods_error) = match pods {
-                Some(p) => (Some(p), None),
-                None if wanted.pods => match crate::input::pods::list_pods(&client).await {
-                    Ok(p) => (Some(p), None),
-                    Err(e) => (None, Some(e)),
-                },
-                None => (None, None),
-            };
-            let mut g = Gathered {
-                nodes: Vec::new(),
-                pods,
-                pods_error,
-                policy,
-                dra: Some(dra),
-                kubevirt: cr.as_ref().map(|c| c.devices.clone()),
-                kubevirt_object: cr.map(|c| c.object),
-                operands: None,
-                from: From::Cluster,
-                origin: "cluster".into(),
-            };
-            let mut sink = start(&mut g);
-            crate::input::live::for_each_node(&client, |n| add(&mut sink, n)).await?;
-            g.operands = match req.list_operands(wanted) {
-                true => Some(crate::input::operands::list(&client).await),
-                false => req.dump_operands(wanted, true)?,
-            };
-            Ok((sink, g))
-        }),
+        Choice::Cluster => stream_cluster(req, wanted, files, start, add),
     }
+}
+
+/// [`stream`] from the live cluster (see there for the order of the reads).
+fn stream_cluster<S>(
+    req: &Request,
+    wanted: Wanted,
+    files: Files,
+    start: impl FnOnce(&mut Gathered) -> S,
+    mut add: impl FnMut(&mut S, NodeInfo),
+) -> Result<(S, Gathered)> {
+    req.live.block_on(|client| async move {
+        let Files {
+            pods,
+            dra,
+            policy,
+            cr,
+        } = files;
+        // The ClusterPolicy read never fails (it waits up to its own timeout), so it
+        // runs beside a one-node list that fails fast: a dead server costs one timeout.
+        let ((), policy) = futures::try_join!(crate::input::live::probe_nodes(&client), async {
+            Ok(match policy {
+                Some(p) => p,
+                None => crate::input::clusterpolicy::from_cluster(&client).await,
+            })
+        })?;
+        let dra = match dra {
+            Some(d) => d,
+            None => crate::input::dra::list(&client).await?,
+        };
+        let (pods, pods_error) = match pods {
+            Some(p) => (Some(p), None),
+            None if wanted.pods => match crate::input::pods::list_pods(&client).await {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
+        };
+        let mut g = Gathered {
+            nodes: Vec::new(),
+            pods,
+            pods_error,
+            policy,
+            dra: Some(dra),
+            kubevirt: cr.as_ref().map(|c| c.devices.clone()),
+            kubevirt_object: cr.map(|c| c.object),
+            operands: None,
+            from: From::Cluster,
+            origin: "cluster".into(),
+        };
+        let mut sink = start(&mut g);
+        crate::input::live::for_each_node(&client, |n| add(&mut sink, n)).await?;
+        g.operands = match req.list_operands(wanted) {
+            true => Some(crate::input::operands::list(&client).await),
+            false => req.dump_operands(wanted, true)?,
+        };
+        Ok((sink, g))
+    })
 }
 
 /// Everything from a snapshot file, but the files given beside it.
