@@ -1,15 +1,11 @@
 //! `gpuwl check`: arguments and entry point.
 
-use std::path::{Path, PathBuf};
-
-use kube::Client;
-
 use crate::analysis::check::{Checker, Code, DraNodes, Gate, Options, Report};
 use crate::error::{Error, ExitStatus, Result};
-use crate::input;
+use crate::input::gather::args::CheckSource;
+use crate::input::gather::{self, Gathered, Operands, SourceArgs, Wanted};
 use crate::model::dra::DraSource;
 use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
 use crate::render::{self, Format};
 
 /// Arguments of `gpuwl check`.
@@ -54,43 +50,20 @@ node fails (a context mix-up) unless --allow-empty. Output: `ERROR <code> <node>
   gpuwl check --effective --fail-on config-pending --ignore stale-zero
 Severities per code: docs/guide/check.md, \"Finding codes and severities\".")]
 pub struct Args {
-    /// Node dump: `kubectl get nodes -o json|yaml` (List/NodeList) or one Node, JSON or
-    /// YAML (detected by content); `-` reads stdin. Omitted: the live cluster.
-    #[arg(conflicts_with_all = ["kubeconfig", "context"])]
-    pub file: Option<PathBuf>,
+    /// The data source: a node dump (FILE) and the files beside it, a snapshot file, or
+    /// the live cluster.
+    #[command(flatten)]
+    pub source: SourceArgs<CheckSource>,
     /// Output format: text is the `MISMATCH=<node> <reason>` / `OK=<n>` lines; json and
     /// yaml add per-node findings with stable codes and severities.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-    /// Where the live cluster is (used when no file is given).
-    #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
     /// Treat matching `nvidia.com/` resources as non-GPU and ignore them (repeatable).
     /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
     /// `nvidia.com/`. Network Operator names (rdma_shared_device*, hostdev*, sriov*) are
     /// always ignored.
     #[arg(long = "ignore-resource", value_name = "GLOB")]
     pub ignore_resource: Vec<String>,
-    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`): effective
-    /// workload configs, and `label-ignored` when sandbox workloads are disabled. Live
-    /// without it: read from the cluster (absent: inferred from the nodes' deploy labels).
-    #[arg(long, value_name = "FILE")]
-    pub cluster_policy: Option<PathBuf>,
-    /// DRA objects (`kubectl get deviceclasses,resourceslices,resourceclaims -A -o
-    /// json|yaml`): nodes whose GPUs NVIDIA's DRA driver publishes while a device plugin
-    /// advertises them too get `dra-and-device-plugin`. Live without it: listed from the
-    /// cluster when it serves resource.k8s.io/v1.
-    #[arg(long, value_name = "FILE")]
-    pub dra: Option<PathBuf>,
-    /// Pod dump (`kubectl get pods -A -o json|yaml`): running pods that hold a GPU name
-    /// their node no longer advertises are `orphaned-holder` findings (a warning); the GPU
-    /// Operator's operand pods in it (driver, vfio-manager, vgpu-manager, device plugins,
-    /// vgpu-device-manager, validators, ...) go into -o json|yaml per GPU node with ready /
-    /// not-ready / crash-looping, and `operand-not-ready` when the device plugin of the
-    /// node's workload is not ready. Live without it: pods are listed with -o json|yaml
-    /// (and --effective, for orphaned-holder).
-    #[arg(long, value_name = "FILE")]
-    pub pods: Option<PathBuf>,
     /// Text mode: do not print the findings that leave the verdict alone (stale "0",
     /// capacity above allocatable, unlabelled GPU node, operator state, ...) as `warning:` /
     /// `error:` lines on stderr; with --effective, leave out the WARNING lines.
@@ -118,10 +91,6 @@ pub struct Args {
     /// (plain check still prints its OK=<n> line; the reason goes to stderr).
     #[arg(long, value_name = "N")]
     pub expect_gpu_nodes: Option<usize>,
-    /// A `gpuwl snapshot` file: its nodes, ClusterPolicy and DRA objects in place of the
-    /// node dump, --cluster-policy and --dra (no cluster is contacted).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["file", "cluster_policy", "dra", "kubeconfig", "context"])]
-    pub snapshot: Option<PathBuf>,
 }
 
 /// The finding codes, as `--fail-on` / `--ignore` accept them (listed in `--help` and
@@ -181,241 +150,116 @@ fn denied_warning(
     }
 }
 
-/// Pods by the node they are bound to, as [`Options::pods`] holds them.
-type PodsByNode = std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>;
-
-/// Runs `gpuwl check`: reads the nodes (streaming), judges them, prints the report.
+/// Runs `gpuwl check`: gathers the source with its nodes streamed through the checker
+/// (a node dump or the live cluster is never held whole), completes the report with what
+/// was gathered beside the nodes, prints it.
 ///
 /// Errors: [`Error::Input`] for bad input (nothing is printed on stdout);
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails (a closed pipe
 /// is not a failure).
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let gate = gate(args)?;
-    crate::input::gather::one_stdin(&[
-        args.file.as_ref(),
-        args.cluster_policy.as_ref(),
-        args.dra.as_ref(),
-        args.pods.as_ref(),
-    ])?;
-    let file_pods = args
+    let text = args.output == render::Format::Text;
+    let wanted = Wanted {
+        // Pods feed orphaned-holder: in the document (-o json|yaml) and the gate.
+        pods: !text || gate.is_some(),
+        operands: match text {
+            true => Operands::BesideNodeDump,
+            false => Operands::Yes,
+        },
+        ..Wanted::default()
+    };
+    let (checker, mut g) = gather::stream(
+        &args.source.request(),
+        wanted,
+        |g| Checker::new(&options(args, gate, g)),
+        |c, n| c.add(&n),
+    )?;
+    let mut report = checker.finish();
+    complete(&mut report, &mut g, args);
+    print(&report, &g.policy, args)
+}
+
+/// The checker's options for what was gathered: its ClusterPolicy, DRA objects (read or
+/// listed) and pods (taken out of `g`, by node).
+fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
+    let dra = match &g.dra {
+        Some((d, DraSource::Cluster | DraSource::File(_))) => Some(DraNodes::from_objects(d)),
+        _ => None,
+    };
+    let pods = g
         .pods
-        .as_deref()
-        .map(crate::input::pods::read_pods_path)
-        .transpose()?
+        .take()
         .map(|p| std::sync::Arc::new(crate::analysis::orphans::pods_by_node(p)));
-    let file_dra = args
-        .dra
-        .as_deref()
-        .map(crate::input::dra::read_path)
-        .transpose()?
-        .map(|d| DraNodes::from_objects(&d));
-    let judge = Judge {
-        args,
-        want_pods: args.output != render::Format::Text || gate.is_some(),
+    Options {
+        dra,
+        pods,
+        ignore_resources: args.ignore_resource.clone(),
+        // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
+        // 65,000-node dump needs no memory per agreeing node.
+        mismatches_only: args.output == render::Format::Text && gate.is_none(),
+        cluster_policy: g.policy.policy().cloned(),
+        warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
         gate,
-        file_pods,
-        file_dra,
-    };
-    let (report, policy) = match (&args.file, &args.snapshot) {
-        (_, Some(snap)) => judge.snapshot(snap)?,
-        (Some(path), None) => judge.files(path)?,
-        (None, None) => args
-            .live
-            .block_on(|client| async move { judge.cluster(&client).await })?,
-    };
-    print(&report, &policy, args)
+        expect_gpu_nodes: args.expect_gpu_nodes,
+    }
 }
 
-/// What judging from any source shares: the arguments, the gate (`--effective`), the pods
-/// and DRA objects read from `--pods` and `--dra`, and whether pods are wanted at all
-/// (`-o json|yaml` or the gate: they feed orphaned-holder).
-struct Judge<'a> {
-    args: &'a Args,
-    gate: Option<Gate>,
-    want_pods: bool,
-    file_pods: Option<PodsByNode>,
-    file_dra: Option<DraNodes>,
-}
-
-impl Judge<'_> {
-    /// The checker's options under `policy`, with `dra` and `pods` as read.
-    fn options(
-        &self,
-        policy: &PolicyStatus,
-        dra: Option<DraNodes>,
-        pods: Option<PodsByNode>,
-    ) -> Options {
-        let args = self.args;
-        Options {
-            dra,
-            pods,
-            ignore_resources: args.ignore_resource.clone(),
-            // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
-            // 65,000-node dump needs no memory per agreeing node.
-            mismatches_only: args.output == render::Format::Text && self.gate.is_none(),
-            cluster_policy: policy.policy().cloned(),
-            warning_lines: args.output == render::Format::Text
-                && !args.quiet
-                && self.gate.is_none(),
-            gate: self.gate.clone(),
-            expect_gpu_nodes: args.expect_gpu_nodes,
-        }
-    }
-
-    /// Judges a `gpuwl snapshot` file: its nodes, ClusterPolicy and DRA objects, and its
-    /// pods when wanted (`--pods` wins).
-    fn snapshot(&self, snap: &Path) -> Result<(Report, PolicyStatus)> {
-        let loaded = crate::input::snapshot_file::load(snap)?.snapshot;
-        let (dra, denied) = match &loaded.dra_source {
-            DraSource::Cluster => (Some(DraNodes::from_objects(&loaded.dra)), None),
-            DraSource::Denied(why) => (None, Some(why.clone())),
-            _ => (None, None),
-        };
-        let pods = self.file_pods.clone().or_else(|| {
-            self.want_pods.then(|| {
-                std::sync::Arc::new(crate::analysis::orphans::pods_by_node(loaded.pods.clone()))
-            })
-        });
-        let mut checker = Checker::new(&self.options(&loaded.policy, dra, pods));
-        for n in &loaded.nodes {
-            checker.add(n);
-        }
-        let mut report = checker.finish();
-        denied_warning(&mut report, denied, self.args);
-        Ok((report, loaded.policy))
-    }
-
-    /// Judges a node dump (streamed), with `--cluster-policy`, `--dra` and `--pods` (whose
-    /// operand pods are attached to their nodes).
-    fn files(&self, path: &PathBuf) -> Result<(Report, PolicyStatus)> {
-        let args = self.args;
-        crate::input::gather::one_stdin(&[
-            Some(path),
-            args.cluster_policy.as_ref(),
-            args.dra.as_ref(),
-            args.pods.as_ref(),
-        ])?;
-        let policy = match &args.cluster_policy {
-            Some(p) => crate::input::clusterpolicy::read_path(p)?,
-            None => PolicyStatus::not_read(),
-        };
-        let mut checker =
-            Checker::new(&self.options(&policy, self.file_dra.clone(), self.file_pods.clone()));
-        input::for_each_node(&input::Source::from_arg(path), |n| checker.add(&n))?;
-        let mut report = checker.finish();
-        if let Some(p) = &args.pods {
-            let pods = crate::input::operands::read_path(p)?;
-            crate::analysis::check::attach_operands(
-                &mut report,
-                &crate::model::operand::by_node(pods),
-            );
-            report.operand_source = Some(crate::model::operand::OperandSource {
-                status: "file",
-                note: None,
-            });
-        }
-        Ok((report, policy))
-    }
-
-    /// Judges the live cluster: its nodes (streamed), its ClusterPolicy, DRA objects and
-    /// pods unless given as files, and with `-o json|yaml` its operand pods.
-    async fn cluster(&self, client: &Client) -> Result<(Report, PolicyStatus)> {
-        let args = self.args;
-        // The ClusterPolicy read never fails (it waits up to its own timeout), so it
-        // runs beside a one-node list that fails fast: a dead server costs one timeout.
-        let ((), policy) = futures::try_join!(input::live::probe_nodes(client), async {
-            match &args.cluster_policy {
-                Some(p) => crate::input::clusterpolicy::read_path(p),
-                None => Ok(crate::input::clusterpolicy::from_cluster(client).await),
+/// Completes the report with what was gathered beside the nodes: why the pods could not
+/// be listed (a warning on stderr in text mode, else a note), the GPU Operator's operand
+/// pods on their nodes, why the DRA objects could not be listed.
+fn complete(report: &mut Report, g: &mut Gathered, args: &Args) {
+    if let Some(e) = &g.pods_error {
+        // Pods only feed orphaned-holder (a warning): credentials that may list nodes but
+        // not pods lose that finding, said here, not the whole check.
+        let note = format!(
+            "pods not read ({}); orphaned-holder is not judged",
+            render::esc(&e.to_string())
+        );
+        if args.output == render::Format::Text {
+            if !args.quiet {
+                let _ = std::io::Write::write_all(
+                    &mut std::io::stderr(),
+                    format!("warning: {note}\n").as_bytes(),
+                );
             }
-        })?;
-        let mut denied = None;
-        let dra = match &self.file_dra {
-            Some(d) => Some(d.clone()),
-            None => match crate::input::dra::list(client).await? {
-                (d, DraSource::Cluster) => Some(DraNodes::from_objects(&d)),
-                (_, DraSource::Denied(why)) => {
-                    denied = Some(why);
-                    None
-                }
-                _ => None,
-            },
-        };
-        let (pods, pods_note) = self.cluster_pods(client).await;
-        let mut checker = Checker::new(&self.options(&policy, dra, pods));
-        input::live::for_each_node(client, |n| checker.add(&n)).await?;
-        let mut report = checker.finish();
-        if let Some(note) = pods_note {
-            if args.output == render::Format::Text {
-                if !args.quiet {
-                    let _ = std::io::Write::write_all(
-                        &mut std::io::stderr(),
-                        format!("warning: {note}\n").as_bytes(),
-                    );
-                }
-            } else {
-                report.notes.push(note);
-            }
-        }
-        if args.output != render::Format::Text {
-            report.operand_source = Some(attach_cluster_operands(&mut report, args, client).await?);
-        }
-        denied_warning(&mut report, denied, args);
-        Ok((report, policy))
-    }
-
-    /// The pods for orphaned-holder: `--pods`, else listed when wanted. Pods only feed
-    /// orphaned-holder (a warning): credentials that may list nodes but not pods lose that
-    /// finding, said in the returned note, not the whole check.
-    async fn cluster_pods(&self, client: &Client) -> (Option<PodsByNode>, Option<String>) {
-        match &self.file_pods {
-            Some(p) => (Some(p.clone()), None),
-            None if self.want_pods => match crate::input::pods::list_pods(client).await {
-                Ok(p) => (
-                    Some(std::sync::Arc::new(crate::analysis::orphans::pods_by_node(
-                        p,
-                    ))),
-                    None,
-                ),
-                Err(e) => (
-                    None,
-                    Some(format!(
-                        "pods not read ({}); orphaned-holder is not judged",
-                        render::esc(&e.to_string())
-                    )),
-                ),
-            },
-            None => (None, None),
+        } else {
+            report.notes.push(note);
         }
     }
+    if let Some(operands) = g.operands.take() {
+        report.operand_source = Some(attach_operands(report, operands, args));
+    }
+    let denied = match &g.dra {
+        Some((_, DraSource::Denied(why))) => Some(why.clone()),
+        _ => None,
+    };
+    denied_warning(report, denied, args);
 }
 
-/// Attaches the GPU Operator's operand pods (`--pods`, else listed) to their nodes in
-/// `report`; returns where they came from, or why they could not be read (`unreadable`).
-///
-/// Errors: a `--pods` file that does not read.
-async fn attach_cluster_operands(
+/// Attaches the GPU Operator's operand pods (from `--pods`, else listed) to their nodes in
+/// `report`; returns where they came from, or why they could not be listed (`unreadable`).
+fn attach_operands(
     report: &mut Report,
+    operands: Result<Vec<crate::model::operand::OperandPod>>,
     args: &Args,
-    client: &Client,
-) -> Result<crate::model::operand::OperandSource> {
-    let pods = match &args.pods {
-        Some(p) => crate::input::operands::read_path(p).map(|o| (o, "file")),
-        None => crate::input::operands::list(client)
-            .await
-            .map(|o| (o, "cluster")),
-    };
-    Ok(match pods {
-        Ok((pods, status)) => {
+) -> crate::model::operand::OperandSource {
+    match operands {
+        Ok(pods) => {
             crate::analysis::check::attach_operands(report, &crate::model::operand::by_node(pods));
-            crate::model::operand::OperandSource { status, note: None }
+            crate::model::operand::OperandSource {
+                status: match args.source.pods {
+                    Some(_) => "file",
+                    None => "cluster",
+                },
+                note: None,
+            }
         }
-        Err(e @ Error::Input(_)) | Err(e @ Error::File { .. }) => return Err(e),
         Err(e) => crate::model::operand::OperandSource {
             status: "unreadable",
             note: Some(crate::text::cut(&e.to_string())),
         },
-    })
+    }
 }
 
 /// Prints the report: warnings (and, in plain text mode, why the GPU-node count fails or

@@ -4,7 +4,10 @@ use std::path::PathBuf;
 
 use crate::analysis::explain;
 use crate::error::{Error, ExitStatus, Result};
+use crate::input::gather::args::ExplainSource;
+use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
 use crate::input::{self, pods};
+use crate::model::dra::DraSource;
 use crate::model::pod::{ObjectKind, PodInfo};
 use crate::render::{self, Format};
 
@@ -62,41 +65,19 @@ pub struct Args {
     #[arg(short = 'n', long, value_name = "NAMESPACE")]
     pub namespace: Option<String>,
     /// A Pod, VirtualMachineInstance or VirtualMachine manifest (JSON or YAML), or a list
-    /// holding the target; `-` reads stdin. Without --nodes/--pods, the nodes and pods come
-    /// from the live cluster when a kubeconfig is there.
+    /// holding the target; `-` reads stdin. Without it, the target is looked up in --pods
+    /// or the snapshot, or, with neither, read from the live cluster. With it and without
+    /// --nodes/--pods, the nodes and pods come from the live cluster when a kubeconfig is
+    /// there.
     #[arg(long, value_name = "FILE")]
     pub pod: Option<PathBuf>,
-    /// Node dump (`kubectl get nodes -o json|yaml`) to explain against.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub nodes: Option<PathBuf>,
-    /// Pod dump (`kubectl get pods -A -o json|yaml`) for allocations; also where the
-    /// target is looked up when --pod is absent.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub pods: Option<PathBuf>,
-    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`): whether a VMI's
-    /// GPU and host-device names are in its permittedHostDevices.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub kubevirt: Option<PathBuf>,
-    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`), for the
-    /// effective workload configs of the nodes.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub cluster_policy: Option<PathBuf>,
-    /// DRA objects (`kubectl get deviceclasses,resourceslices,resourceclaims -A -o
-    /// json|yaml`): for a pod with resourceClaims, the devices each request's DeviceClass
-    /// and CEL selectors match, and which are free.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub dra: Option<PathBuf>,
-    /// A `gpuwl snapshot` file in place of --nodes, --pods, --kubevirt, --cluster-policy and
-    /// --dra (no cluster is contacted); the pod is looked up in it unless --pod is given.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "kubevirt", "cluster_policy", "dra", "kubeconfig", "context"])]
-    pub snapshot: Option<PathBuf>,
+    /// What the pod is explained against: files, a snapshot file, or the live cluster.
+    #[command(flatten)]
+    pub source: SourceArgs<ExplainSource>,
     /// Output format: text is one screen (requests, the nodes advertising them,
     /// constraints, cause, fix); json and yaml carry the whole explanation.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-    /// Where the live cluster is (used when no file is given).
-    #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
 }
 
 /// The kind words a target may start with, as kubectl users type them.
@@ -192,20 +173,23 @@ pub fn parse_target(
     Ok(Some((ns, name.to_owned())))
 }
 
-use crate::input::gather::one_stdin;
-
+/// The pod `target` names in `list` (read from `file`), or its only pod when none is named.
+///
+/// Errors: [`Error::Input`] when the pod is not there (with the closest names), the list
+/// is empty, or it holds several and none is named.
 fn pick(
-    list: Vec<PodInfo>,
+    list: &[PodInfo],
     target: Option<&(Option<String>, String)>,
     file: &std::path::Path,
 ) -> Result<PodInfo> {
     match target {
         Some((ns, name)) => {
             let ns = ns.as_deref().unwrap_or("default");
-            let keys: Vec<String> = list.iter().map(PodInfo::key).collect();
-            list.into_iter()
+            list.iter()
                 .find(|p| p.namespace == ns && &p.name == name)
+                .cloned()
                 .ok_or_else(|| {
+                    let keys: Vec<String> = list.iter().map(PodInfo::key).collect();
                     Error::Input(format!(
                         "{}: no pod {}{}",
                         file.display(),
@@ -217,39 +201,26 @@ fn pick(
                     ))
                 })
         }
-        None => {
-            let n = list.len();
-            let mut it = list.into_iter();
-            match (it.next(), n) {
-                (Some(p), 1) => Ok(p),
-                (None, _) => Err(Error::Input(format!(
-                    "{}: no pod in the file",
-                    file.display()
-                ))),
-                _ => Err(Error::Input(format!(
-                    "{}: {n} objects: name one as `pod NAMESPACE/NAME`",
-                    file.display()
-                ))),
-            }
-        }
+        None => match list {
+            [p] => Ok(p.clone()),
+            [] => Err(Error::Input(format!(
+                "{}: no pod in the file",
+                file.display()
+            ))),
+            _ => Err(Error::Input(format!(
+                "{}: {} objects: name one as `pod NAMESPACE/NAME`",
+                file.display(),
+                list.len()
+            ))),
+        },
     }
-}
-
-/// Whether a live cluster is configured: `--kubeconfig`/`--context`, `$KUBECONFIG`,
-/// `~/.kube/config`, or in-cluster credentials.
-fn live_configured(live: &crate::input::live::ClusterArgs) -> bool {
-    live.kubeconfig.is_some()
-        || live.context.is_some()
-        || std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty())
-        || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
-        || std::env::var_os("HOME")
-            .is_some_and(|h| std::path::Path::new(&h).join(".kube/config").is_file())
 }
 
 /// A pod named on the command line: `(namespace if given, name)` ([`parse_target`]).
 type Target = (Option<String>, String);
 
-/// Runs `gpuwl explain`.
+/// Runs `gpuwl explain`: the pod (a manifest, or looked up by name) and what it is
+/// explained against gathered, then explained, then rendered.
 ///
 /// Errors: [`Error::Input`] for bad files, a missing target or an unknown pod;
 /// [`Error::Runtime`] when the cluster cannot be reached or stdout fails.
@@ -261,167 +232,105 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         .cloned()
         .collect();
     let target = parse_target(&words, args.namespace.as_deref())?;
-    one_stdin(&[
-        args.pod.as_ref(),
-        args.nodes.as_ref(),
-        args.pods.as_ref(),
-        args.kubevirt.as_ref(),
-        args.cluster_policy.as_ref(),
-        args.dra.as_ref(),
-    ])?;
-    let snapshot = args
-        .snapshot
-        .as_deref()
-        .map(input::snapshot_file::load)
-        .transpose()?
-        .map(|l| l.snapshot);
-    let offline = snapshot.is_some()
-        || args.dra.is_some()
-        || args.pod.is_some()
-        || args.nodes.is_some()
-        || args.pods.is_some()
-        || args.kubevirt.is_some()
-        || args.cluster_policy.is_some();
-    let e = if offline {
-        explain_offline(args, target.as_ref(), snapshot)?
+    let e = if args.pod.is_none() && !args.source.any_file() {
+        explain_live(args, target, target_kind(&words))?
     } else {
-        let Some((ns, name)) = target else {
-            return Err(Error::Input(
-                "explain: name the pod (`gpuwl explain pod NAME -n NAMESPACE`) or give --pod FILE"
-                    .into(),
-            ));
-        };
-        let kind = target_kind(&words);
-        args.live.block_on(|client| async move {
-            // As kubectl: the context's namespace when none is named.
-            let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
-            match kind {
-                ObjectKind::Pod => input::explain::from_cluster(&client, &ns, &name).await,
-                _ => input::explain::from_cluster_vm(&client, kind, &ns, &name).await,
-            }
-        })?
+        explain_given(args, target.as_ref())?
     };
     let text = render::explain::render(&e, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the explanation", e))?;
     Ok(exit_status(&e))
 }
 
-/// Explains a pod given as a file (or picked from `--pods` / the snapshot) against the
-/// files given, a `--snapshot`, or (a manifest alone, with a cluster configured) the live
-/// cluster read as a snapshot.
-fn explain_offline(
+/// Explains the pod, VMI or VM named, read from the live cluster with everything it is
+/// explained against ([`input::explain::from_cluster`]).
+///
+/// Errors: no target named; the cluster's.
+fn explain_live(
     args: &Args,
-    target: Option<&Target>,
-    snapshot: Option<crate::input::snapshot::Snapshot>,
+    target: Option<Target>,
+    kind: ObjectKind,
 ) -> Result<explain::Explanation> {
-    let all_pods = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
-    let pod = offline_pod(args, target, all_pods.as_ref(), snapshot.as_ref())?;
-    // A manifest alone is explained against the live cluster when one is configured.
-    // A snapshot file stands where the live read would.
-    let live = match snapshot {
-        Some(s) => Some(s),
-        None => (args.nodes.is_none() && args.pods.is_none() && live_configured(&args.live))
-            .then(|| {
-                args.live
-                    .block_on(|client| async move { input::snapshot::read(&client, true).await })
-            })
-            .transpose()?,
+    let Some((ns, name)) = target else {
+        return Err(Error::Input(
+            "explain: name the pod (`gpuwl explain pod NAME -n NAMESPACE`) or give --pod FILE"
+                .into(),
+        ));
     };
-    let nodes = match &live {
-        Some(c) => Some(c.nodes.clone()),
-        None => args
-            .nodes
-            .as_deref()
-            .map(|p| input::read_nodes(&input::Source::from_arg(p)))
-            .transpose()?,
-    };
-    let all_pods = match &live {
-        Some(c) => Some(c.pods.clone()),
-        None => all_pods,
-    };
-    let kubevirt = args
-        .kubevirt
-        .as_deref()
-        .map(input::kubevirt::read_path)
-        .transpose()?;
-    let dra = args
-        .dra
-        .as_deref()
-        .map(crate::input::dra::read_path)
-        .transpose()?;
-    let policy = args
-        .cluster_policy
-        .as_deref()
-        .map(crate::input::clusterpolicy::read_path)
-        .transpose()?;
-    // Operand pods come from the same pods dump (or the live listing below).
-    let operand_pods = match (&live, &args.pods) {
-        (None, Some(p)) if p.as_os_str() != "-" => Some(crate::model::operand::by_node(
-            crate::input::operands::read_path(p)?,
-        )),
-        _ => None,
-    };
-    let live_operands = match &live {
-        Some(_) => args
-            .live
-            .block_on(|client| async move { crate::input::operands::list(&client).await })
-            .ok()
-            .map(crate::model::operand::by_node),
-        None => None,
-    };
-    let inputs = explain::Inputs {
-        operand_pods: operand_pods.as_ref().or(live_operands.as_ref()),
-        cluster_policy: policy
-            .as_ref()
-            .or(live.as_ref().map(|c| &c.policy))
-            .and_then(|p| p.policy()),
-        nodes: nodes.as_deref(),
-        pods: all_pods.as_deref(),
-        kubevirt: kubevirt
-            .as_ref()
-            .or(live.as_ref().and_then(|c| c.kubevirt.as_ref())),
-        dra: dra.as_ref().or(live
-            .as_ref()
-            .filter(|c| {
-                matches!(
-                    c.dra_source,
-                    crate::model::dra::DraSource::Cluster | crate::model::dra::DraSource::File(_)
-                )
-            })
-            .map(|c| &c.dra)),
-    };
-    explain::explain(&pod, inputs).map_err(|e| {
-        match args.nodes.as_ref().or(args.snapshot.as_ref()) {
-            Some(f) => e.in_file(f),
-            None => e,
+    args.source.live.block_on(|client| async move {
+        // As kubectl: the context's namespace when none is named.
+        let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
+        match kind {
+            ObjectKind::Pod => input::explain::from_cluster(&client, &ns, &name).await,
+            _ => input::explain::from_cluster_vm(&client, kind, &ns, &name).await,
         }
     })
 }
 
-/// The pod to explain offline: `--pod FILE`, else the target picked from `--pods` (as read:
-/// `all_pods`) or from the snapshot.
+/// Explains a pod given as a file (`--pod`), or picked from `--pods` / the snapshot,
+/// against what [`gather`] reads: the files given, a `--snapshot`, or (a manifest alone,
+/// with a cluster configured) the live cluster.
 ///
-/// Errors: [`Error::Input`] when none of these names a pod, or the target is not there.
-fn offline_pod(
-    args: &Args,
-    target: Option<&Target>,
-    all_pods: Option<&Vec<PodInfo>>,
-    snapshot: Option<&crate::input::snapshot::Snapshot>,
-) -> Result<PodInfo> {
-    match (&args.pod, all_pods, &args.pods) {
-        (Some(f), _, _) => pick(pods::read_pods_path(f)?, target, f),
-        (None, Some(list), Some(f)) if target.is_some() => pick(list.clone(), target, f),
-        (None, _, _) if target.is_some() && snapshot.is_some() => pick(
-            snapshot.map(|s| s.pods.clone()).unwrap_or_default(),
-            target,
-            args.snapshot
-                .as_deref()
-                .unwrap_or(std::path::Path::new("snapshot")),
-        ),
-        _ => Err(Error::Input(
+/// Errors: as [`gather`]; no pod to explain, or the target not found.
+fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explanation> {
+    let source = &args.source;
+    one_stdin(&[
+        args.pod.as_ref(),
+        source.nodes.as_ref(),
+        source.pods.as_ref(),
+        source.kubevirt.as_ref(),
+        source.cluster_policy.as_ref(),
+        source.dra.as_ref(),
+    ])?;
+    // Which pod, before anything is read: a manifest, or the target in a dump.
+    let manifest = match (&args.pod, target, &source.pods, &source.snapshot) {
+        (Some(f), _, _, _) => Some((pods::read_pods_path(f)?, f)),
+        (None, Some(_), Some(_), _) | (None, Some(_), None, Some(_)) => None,
+        _ => return Err(Error::Input(
             "explain: give --pod FILE, or `pod NAMESPACE/NAME` with --pods FILE or --snapshot FILE, or neither for the live cluster".into(),
         )),
-    }
+    };
+    let wanted = Wanted {
+        pods: true,
+        kubevirt: true,
+        operands: Operands::Yes,
+        ..Wanted::default()
+    };
+    let g = gather(&source.request(), wanted)?;
+    let pod = match manifest {
+        Some((list, f)) => pick(&list, target, f)?,
+        None => pick(
+            g.pods.as_deref().unwrap_or_default(),
+            target,
+            source
+                .pods
+                .as_deref()
+                .or(source.snapshot.as_deref())
+                .unwrap_or(std::path::Path::new("snapshot")),
+        )?,
+    };
+    let operands = g
+        .operands
+        .and_then(|o| o.ok())
+        .map(crate::model::operand::by_node);
+    let inputs = explain::Inputs {
+        nodes: (g.from != From::WithoutNodes).then_some(g.nodes.as_slice()),
+        pods: g.pods.as_deref(),
+        kubevirt: g.kubevirt.as_ref(),
+        cluster_policy: g.policy.policy(),
+        dra: g
+            .dra
+            .as_ref()
+            .filter(|(_, s)| matches!(s, DraSource::Cluster | DraSource::File(_)))
+            .map(|(d, _)| d),
+        operand_pods: operands.as_ref(),
+    };
+    explain::explain(&pod, inputs).map_err(|e| {
+        match source.nodes.as_ref().or(source.snapshot.as_ref()) {
+            Some(f) => e.in_file(f),
+            None => e,
+        }
+    })
 }
 
 /// The exit status of an explanation: 0 when nothing blocks the pod (`scheduled`,

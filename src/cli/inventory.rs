@@ -1,11 +1,12 @@
 //! `gpuwl inventory`: arguments and entry point.
 
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::analysis::inventory::{self, Inventory};
 use crate::error::{Error, ExitStatus, Result};
-use crate::input::gather::{From, Gathered, Request, Wanted, gather};
+use crate::input::gather::args::InventorySource;
+use crate::input::gather::{From, Gathered, Operands, SourceArgs, Wanted, gather};
 use crate::render::inventory::{Output, TextOptions};
 use crate::render::{self};
 
@@ -30,24 +31,10 @@ unallocated claims ask for; in -o csv they are rows with origin `dra`, resource
 `<driver>/<device type>`, capacity = devices, capacity_gpus = the physical GPUs.
 Bad input: one line on stderr, exit 2.")]
 pub struct Args {
-    /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub nodes: Option<PathBuf>,
-    /// Pod dump: `kubectl get pods -A -o json|yaml` (needs --nodes). Without it, nothing is
-    /// allocated or pending.
-    #[arg(long, value_name = "FILE", requires = "nodes")]
-    pub pods: Option<PathBuf>,
-    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`), for the
-    /// effective workload configs; with --nodes or on the live cluster (there it replaces
-    /// the cluster's own, as in `check`; without it the cluster's is read).
-    #[arg(long, value_name = "FILE")]
-    pub cluster_policy: Option<PathBuf>,
-    /// DRA objects: `kubectl get deviceclasses,resourceslices,resourceclaims -A -o
-    /// json|yaml`; with --nodes or on the live cluster (there it replaces what the cluster
-    /// lists; without it they are listed when it serves resource.k8s.io/v1). Adds the DRA
-    /// rows: driver × device type × node pool.
-    #[arg(long, value_name = "FILE")]
-    pub dra: Option<PathBuf>,
+    /// The data source: a node dump and the files beside it, a snapshot file, or the live
+    /// cluster.
+    #[command(flatten)]
+    pub source: SourceArgs<InventorySource>,
     /// Leave matching `nvidia.com/` resources out (repeatable), as `check --ignore-resource`:
     /// `*` and `?` wildcards; a glob with `/` matches the full name, else the part after
     /// `nvidia.com/`.
@@ -59,28 +46,6 @@ pub struct Args {
     /// Draw the USE bars even when stdout is not a terminal.
     #[arg(long)]
     pub bars: bool,
-    /// A `gpuwl snapshot` file in place of --nodes, --pods, --cluster-policy and --dra (no
-    /// cluster is contacted).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "cluster_policy", "dra", "kubeconfig", "context"])]
-    pub snapshot: Option<PathBuf>,
-    /// Where the live cluster is (used when no file is given).
-    #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
-}
-
-impl Args {
-    /// The data source these flags name.
-    fn request(&self) -> Request<'_> {
-        Request {
-            nodes: self.nodes.as_ref(),
-            pods: self.pods.as_ref(),
-            cluster_policy: self.cluster_policy.as_ref(),
-            dra: self.dra.as_ref(),
-            kubevirt: None,
-            snapshot: self.snapshot.as_ref(),
-            live: &self.live,
-        }
-    }
 }
 
 /// Runs `gpuwl inventory`: gathers a snapshot file, the dumps, or the live cluster (with
@@ -91,11 +56,10 @@ impl Args {
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let wanted = Wanted {
         pods: true,
-        kubevirt: false,
-        operands: true,
-        policy_before_stdin_check: false,
+        operands: Operands::Yes,
+        ..Wanted::default()
     };
-    let gathered = gather(&args.request(), wanted)?;
+    let gathered = gather(&args.source.request(), wanted)?;
     let inv = build(gathered, args)?;
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(
@@ -121,30 +85,28 @@ fn build(g: Gathered, args: &Args) -> Result<Inventory> {
         From::Snapshot(snap) => {
             inventory::from_snapshot(g.into_snapshot(), ignore).map_err(|e| e.in_file(&snap))
         }
-        From::Files(nodes_path) => from_files(g, &nodes_path, args.pods.is_some(), ignore),
-        From::Cluster => from_cluster(g, ignore),
+        From::Files(nodes_path) => from_files(g, &nodes_path, ignore),
+        // (No node dump means the live cluster here: `WithoutNodes` is explain's.)
+        From::Cluster | From::WithoutNodes => from_cluster(g, ignore),
     }
 }
 
-/// The inventory of a node dump and the files beside it (`with_pods`: `--pods` was given).
+/// The inventory of a node dump and the files beside it.
 ///
 /// Errors: none today (as [`inventory::build`], naming the node dump).
-fn from_files(
-    g: Gathered,
-    nodes_path: &Path,
-    with_pods: bool,
-    ignore: &[String],
-) -> Result<Inventory> {
+fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inventory> {
     let Gathered {
         mut nodes,
-        mut pods,
+        pods,
         policy,
         dra,
         operands,
         ..
     } = g;
-    let note = (!with_pods)
+    let note = pods
+        .is_none()
         .then(|| "no --pods: allocated and pending are not known (shown as 0)".to_string());
+    let mut pods = pods.unwrap_or_default();
     let ignored = inventory::ignore_resources(&mut nodes, &mut pods, ignore);
     let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
     inv.notes.extend(note);

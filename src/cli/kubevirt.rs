@@ -2,14 +2,15 @@
 //! checked against, what the nodes advertise. Analysis in [`crate::analysis::kubevirt`],
 //! output in [`crate::render::kubevirt`].
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use clap::Subcommand;
 
 use crate::analysis::kubevirt::{self, Advertised, PatchKind};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input;
-use crate::input::gather::{From, Request, Wanted, gather};
+use crate::input::gather::args::{KubevirtCheckSource, KubevirtGenerateSource};
+use crate::input::gather::{From, SourceArgs, Wanted, gather};
 use crate::model::kubevirt::HostDevicesSource;
 use crate::model::node::NodeInfo;
 use crate::render::escape_controls;
@@ -98,14 +99,10 @@ append; with the CR known, a test of its resourceVersion first and missing lists
 it, appends only (they fail, changing nothing, where a list does not exist yet).
 Bad input, or no CR for --patch merged: one line on stderr, exit 2. Cluster unreachable: exit 3.")]
 pub struct GenerateArgs {
-    /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin. Omitted: the live cluster.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub nodes: Option<PathBuf>,
-    /// The current KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`), JSON or
-    /// YAML, kind detected; `-` reads stdin. Omitted: read from the live cluster (the
-    /// HyperConverged CR when one exists, else the KubeVirt CR), or none with --nodes.
-    #[arg(long, value_name = "FILE")]
-    pub kubevirt: Option<PathBuf>,
+    /// The nodes and the current CR: a node dump, a snapshot file or the live cluster, and
+    /// the CR from a file or the live cluster.
+    #[command(flatten)]
+    pub source: SourceArgs<KubevirtGenerateSource>,
     /// The kind of patch: `merged` (a merge patch carrying each changed list whole, current
     /// entries kept; needs the CR) or `json-add` (JSON-patch add operations).
     #[arg(long, value_enum, default_value_t = PatchKind::Merged)]
@@ -116,12 +113,6 @@ pub struct GenerateArgs {
     /// Output format (the JSON patch's apply hint goes to stderr).
     #[arg(short = 'o', long, value_enum, default_value_t = PatchFormat::Yaml)]
     pub output: PatchFormat,
-    /// A `gpuwl snapshot` file: its nodes in place of --nodes (no cluster is contacted).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "kubeconfig", "context"])]
-    pub snapshot: Option<PathBuf>,
-    /// Where the live cluster is (used when --nodes is not given).
-    #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
 }
 
 /// Arguments of `gpuwl kubevirt check`.
@@ -146,30 +137,14 @@ Findings (code, severity), one line each: `ERROR <code> <resource>: <what>; <fix
 Exit 1 when any error, else 0 and one `OK: ...` line. Bad input or no CR found: one line on
 stderr, exit 2. Cluster unreachable: exit 3.")]
 pub struct CheckArgs {
-    /// Node dump: `kubectl get nodes -o json|yaml`; `-` reads stdin (needs --kubevirt).
-    /// Omitted: the live cluster.
-    #[arg(
-        long,
-        value_name = "FILE",
-        requires = "kubevirt",
-        conflicts_with_all = ["kubeconfig", "context"]
-    )]
-    pub nodes: Option<PathBuf>,
-    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`), JSON or YAML, kind
-    /// detected; `-` reads stdin. Omitted: read from the live cluster.
-    #[arg(long, value_name = "FILE")]
-    pub kubevirt: Option<PathBuf>,
+    /// The nodes and the CR: a node dump with the CR file, a snapshot file, or the live
+    /// cluster (the CR from a file or the cluster).
+    #[command(flatten)]
+    pub source: SourceArgs<KubevirtCheckSource>,
     /// Output format: text lines, or JSON/YAML with findings[] (code, severity, resource,
     /// message, suggestion).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-    /// A `gpuwl snapshot` file: its nodes and KubeVirt/HyperConverged CR in place of --nodes
-    /// and --kubevirt (no cluster is contacted).
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "kubevirt", "kubeconfig", "context"])]
-    pub snapshot: Option<PathBuf>,
-    /// Where the live cluster is (used for what no file gives).
-    #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
 }
 
 /// Runs `gpuwl kubevirt`.
@@ -192,14 +167,9 @@ fn shown(from: &From) -> String {
     match from {
         From::Files(p) => input::Source::from_arg(p).to_string(),
         From::Snapshot(p) => p.display().to_string(),
-        From::Cluster => "cluster".into(),
+        // (No node dump means the live cluster here: `WithoutNodes` is explain's.)
+        From::Cluster | From::WithoutNodes => "cluster".into(),
     }
-}
-
-fn read_nodes(path: &Path) -> Result<Advertised> {
-    let source = input::Source::from_arg(path);
-    let nodes = input::read_nodes(&source)?;
-    advertised(&nodes, &source.to_string())
 }
 
 fn eprint_line(line: &str) {
@@ -214,47 +184,18 @@ fn eprint_line(line: &str) {
 /// contradicting the CR read, or no CR for `--patch merged`; [`Error::Runtime`] when the
 /// cluster cannot be reached or stdout fails.
 pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
-    if [&args.nodes, &args.kubevirt]
-        .iter()
-        .filter(|p| p.as_deref().is_some_and(|p| p.as_os_str() == "-"))
-        .count()
-        > 1
-    {
-        return Err(Error::Input(
-            "only one of --nodes and --kubevirt can be `-` (stdin is read once)".into(),
-        ));
-    }
-    let from_file = args
-        .kubevirt
-        .as_deref()
-        .map(input::kubevirt::read_cr_path)
-        .transpose()?;
-    let only = args.target.map(|t| match t {
-        Target::Kubevirt => input::kubevirt::KUBEVIRT,
-        Target::Hyperconverged => input::kubevirt::HYPERCONVERGED,
-    });
-    let (adv, cr, live) = match (&args.nodes, &args.snapshot) {
-        (_, Some(snap)) => {
-            let loaded = input::snapshot_file::load(snap)?;
-            (
-                advertised(&loaded.snapshot.nodes, &snap.display().to_string())?,
-                from_file,
-                false,
-            )
-        }
-        (Some(p), None) => (read_nodes(p)?, from_file, false),
-        (None, None) => {
-            let (nodes, cr) = args.live.block_on(|client| async move {
-                let nodes = input::live::list_nodes(&client).await?;
-                let cr = match from_file {
-                    Some(c) => Some(c),
-                    None => input::kubevirt::read_live_cr(&client, only).await?,
-                };
-                Ok((nodes, cr))
-            })?;
-            (advertised(&nodes, "cluster")?, cr, true)
-        }
+    let wanted = Wanted {
+        kubevirt: true,
+        kubevirt_kind: args.target.map(|t| match t {
+            Target::Kubevirt => input::kubevirt::KUBEVIRT,
+            Target::Hyperconverged => input::kubevirt::HYPERCONVERGED,
+        }),
+        ..Wanted::default()
     };
+    let g = gather(&args.source.request(), wanted)?;
+    let adv = advertised(&g.nodes, &shown(&g.from))?;
+    let cr = g.kubevirt_cr();
+    let live = g.from == From::Cluster;
     let target = match (args.target, &cr) {
         (Some(t), Some(c)) if t.source() != c.devices.source => {
             return Err(Error::Input(format!(
@@ -327,16 +268,6 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
 /// ("no KubeVirt CR found; pass --kubevirt FILE"); [`Error::Runtime`] when the cluster
 /// cannot be reached or stdout fails.
 pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
-    if [&args.nodes, &args.kubevirt]
-        .iter()
-        .filter(|p| p.as_deref().is_some_and(|p| p.as_os_str() == "-"))
-        .count()
-        > 1
-    {
-        return Err(Error::Input(
-            "only one of --nodes and --kubevirt can be `-` (stdin is read once)".into(),
-        ));
-    }
     let no_cr = || {
         Error::Input(format!(
             "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
@@ -347,20 +278,11 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
             input::kubevirt::HYPERCONVERGED.group,
         ))
     };
-    let request = Request {
-        nodes: args.nodes.as_ref(),
-        pods: None,
-        cluster_policy: None,
-        dra: None,
-        kubevirt: args.kubevirt.as_ref(),
-        snapshot: args.snapshot.as_ref(),
-        live: &args.live,
-    };
     let wanted = Wanted {
         kubevirt: true,
         ..Wanted::default()
     };
-    let g = gather(&request, wanted)?;
+    let g = gather(&args.source.request(), wanted)?;
     let kv = g.kubevirt.ok_or_else(no_cr)?;
     let adv = advertised(&g.nodes, &shown(&g.from))?;
     let report = kubevirt::check(&adv, &kv);

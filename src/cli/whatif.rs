@@ -1,11 +1,11 @@
 //! `gpuwl whatif relabel` and `gpuwl plan`: arguments and entry points.
 
 use std::io::Write;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{Error, ExitStatus, Result};
-use crate::input::gather::{Request, Wanted, gather};
+use crate::input::gather::args::TwinSource;
+use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
 use crate::twin::{self, Relabel, Source, Verdict};
@@ -13,32 +13,19 @@ use crate::twin::{self, Relabel, Source, Verdict};
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
 pub struct TwinArgs {
-    /// Node dump (`kubectl get nodes -o json|yaml`). Omitted: the live cluster.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["kubeconfig", "context"])]
-    pub nodes: Option<PathBuf>,
-    /// Pod dump (`kubectl get pods -A -o json|yaml`, VMIs too); needs --nodes.
-    #[arg(long, value_name = "FILE", requires = "nodes")]
-    pub pods: Option<PathBuf>,
-    /// The GPU Operator's ClusterPolicy (`kubectl get clusterpolicies -o yaml`); with
-    /// --nodes, or on the live cluster in place of its own.
-    #[arg(long, value_name = "FILE")]
-    pub cluster_policy: Option<PathBuf>,
+    /// The cluster to copy: a node dump and the files beside it, a snapshot file, or the
+    /// live cluster.
+    #[command(flatten)]
+    pub source: SourceArgs<TwinSource>,
     /// Run KubeVirt's virt-api and virt-controller (v1.7.0, built from its pinned Go module
     /// on first use: minutes, cached after) in the twin, and create the pending VMs there as
-    /// real VMIs under the cluster's permittedHostDevices: virt-controller renders or
-    /// refuses each, and the twin's scheduler places its launcher pod. Without it a pending
-    /// VM is tried as the pod it would be.
+    /// real VMIs under the cluster's permittedHostDevices (the live cluster's or the
+    /// snapshot's CR; with --nodes, --kubevirt-cr FILE's, else no list: every name passes,
+    /// as KubeVirt does without one): virt-controller renders or refuses each, and the
+    /// twin's scheduler places its launcher pod. Without it a pending VM is tried as the pod
+    /// it would be.
     #[arg(long)]
     pub kubevirt: bool,
-    /// KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`) whose
-    /// permittedHostDevices the twin's VMIs are vetted against, with --nodes (the live
-    /// cluster's and a snapshot's own CR are read with --kubevirt). Omitted: no list, every
-    /// name passes, as KubeVirt does without one.
-    #[arg(long, value_name = "FILE", requires = "nodes")]
-    pub kubevirt_cr: Option<PathBuf>,
-    /// A `gpuwl snapshot` file in place of --nodes, --pods and --cluster-policy.
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["nodes", "pods", "cluster_policy", "kubeconfig", "context"])]
-    pub snapshot: Option<PathBuf>,
     /// Name of the twin's local cluster (its state under gpuwl's state directory). With
     /// the default, a run that finds the twin in use by another run takes the next free
     /// name (gpuwl-twin-2, …); a name given here waits for the run that uses it.
@@ -56,9 +43,6 @@ pub struct TwinArgs {
     /// Output format: text for people; json and yaml carry the whole report.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
-    /// Where the live cluster is (used when no file is given).
-    #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
 }
 
 /// `gpuwl whatif`.
@@ -146,35 +130,18 @@ pub struct PlanArgs {
     pub twin: TwinArgs,
 }
 
-impl TwinArgs {
-    /// The data source these flags name (`--kubevirt-cr` is the CR file; `--kubevirt` asks
-    /// for the live cluster's CR).
-    fn request(&self) -> Request<'_> {
-        Request {
-            nodes: self.nodes.as_ref(),
-            pods: self.pods.as_ref(),
-            cluster_policy: self.cluster_policy.as_ref(),
-            dra: None,
-            kubevirt: self.kubevirt_cr.as_ref(),
-            snapshot: self.snapshot.as_ref(),
-            live: &self.live,
-        }
-    }
-}
-
 /// Reads the source cluster: a snapshot file, the dumps, or the live cluster (everything
 /// at once, its KubeVirt CR with `--kubevirt`).
 fn read_source(a: &TwinArgs) -> Result<Source> {
     let wanted = Wanted {
         pods: true,
         kubevirt: a.kubevirt,
-        operands: false,
-        policy_before_stdin_check: true,
+        ..Wanted::default()
     };
-    let g = gather(&a.request(), wanted)?;
+    let g = gather(&a.source.request(), wanted)?;
     Ok(Source {
         nodes: g.nodes,
-        pods: g.pods,
+        pods: g.pods.unwrap_or_default(),
         policy: g.policy,
         kubevirt: g.kubevirt,
         origin: g.origin,

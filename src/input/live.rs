@@ -63,6 +63,17 @@ impl ClusterArgs {
         }
     }
 
+    /// Whether a live cluster is configured: `--kubeconfig` / `--context`, `$KUBECONFIG`,
+    /// `~/.kube/config`, or in-cluster credentials (nothing is read or contacted).
+    pub fn configured(&self) -> bool {
+        self.kubeconfig.is_some()
+            || self.context.is_some()
+            || std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty())
+            || std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
+            || std::env::var_os("HOME")
+                .is_some_and(|h| Path::new(&h).join(".kube/config").is_file())
+    }
+
     /// `--request-timeout` as a duration (at least 1 s).
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout.max(1))

@@ -1,0 +1,703 @@
+//! The gather step of a command: its data source — files (a node dump, `--pods`,
+//! `--cluster-policy`, `--dra`, a KubeVirt/HyperConverged CR), a `gpuwl snapshot` file, or
+//! the live cluster ([`ClusterArgs`]) — into one [`Gathered`] set of model records.
+//!
+//! A command flattens [`SourceArgs`] (the flags, defined once in [`args`], each command
+//! taking the parts it reads), says which parts it needs ([`Wanted`]) and calls [`gather`]
+//! (or, to judge nodes one at a time without holding them, [`stream`]) with
+//! [`SourceArgs::request`]. The source is picked once:
+//!
+//! - a snapshot file (`--snapshot`) wins: everything comes from it
+//!   ([`crate::input::snapshot_file::load`]) but the files allowed beside it (`check`'s
+//!   `--pods`, `kubevirt generate`'s `--kubevirt`), which replace the part they hold;
+//! - else a node dump (`--nodes`, `check`'s positional FILE): the files given, each part
+//!   absent when its file is ([`PolicyStatus::not_read`], no pods, no DRA objects, no CR);
+//! - else the live cluster: everything at once ([`crate::input::snapshot::read`]) when the
+//!   command wants pods, else the nodes (and the CR when wanted); a file given beside it
+//!   replaces the part it holds. Under [`Live::IfConfigured`] (`explain`) only when no pod
+//!   dump is given either and a cluster is configured; else the files alone
+//!   ([`From::WithoutNodes`]).
+//!
+//! Files are read first, before the snapshot, the node dump or the cluster, in one order:
+//! the check that at most one of them is `-` ([`one_stdin`]), the pods, the DRA objects,
+//! the ClusterPolicy, the CR; then the nodes; then the GPU Operator's operand pods from the
+//! pods dump.
+
+pub mod args;
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+pub use args::{Live, SourceArgs, Spec};
+
+use crate::error::{Error, Result};
+use crate::input::kubevirt::{CrType, CurrentCr};
+use crate::input::live::ClusterArgs;
+use crate::input::snapshot::Snapshot;
+use crate::model::dra::{DraObjects, DraSource};
+use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::node::NodeInfo;
+use crate::model::operand::OperandPod;
+use crate::model::operator::PolicyStatus;
+use crate::model::pod::PodInfo;
+
+/// Where the GPU Operator's operand pods come from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Operands {
+    /// Not read.
+    #[default]
+    No,
+    /// From the pods dump beside a node dump only, never listed (`check` in text mode).
+    BesideNodeDump,
+    /// From the pods dump, else listed from the live cluster (a failed list is kept as the
+    /// error, not returned).
+    Yes,
+}
+
+/// The parts a command needs besides the nodes (always read).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Wanted {
+    /// The pods. Live: the whole cluster is read at once ([`crate::input::snapshot::read`]);
+    /// without it only the nodes are listed (credentials that may not list pods suffice).
+    /// From a snapshot: its pods only when wanted.
+    pub pods: bool,
+    /// The KubeVirt/HyperConverged CR from the live cluster when no CR file is given (a
+    /// snapshot's own list and a file are always taken).
+    pub kubevirt: bool,
+    /// Which CR to read from the live cluster (`None`: the HyperConverged CR when there is
+    /// one, else the KubeVirt CR).
+    pub kubevirt_kind: Option<CrType>,
+    /// The GPU Operator's operand pods (never from stdin, which the pod reader has
+    /// consumed, nor from a snapshot).
+    pub operands: Operands,
+}
+
+/// The data source a command was given: its file flags, a snapshot file, the live cluster
+/// ([`SourceArgs::request`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Request<'a> {
+    /// The node dump (`--nodes`; check's positional FILE); `-` is stdin.
+    pub nodes: Option<&'a PathBuf>,
+    /// The pod dump (`--pods`).
+    pub pods: Option<&'a PathBuf>,
+    /// The ClusterPolicy (`--cluster-policy`).
+    pub cluster_policy: Option<&'a PathBuf>,
+    /// DRA objects (`--dra`).
+    pub dra: Option<&'a PathBuf>,
+    /// The KubeVirt or HyperConverged CR (`--kubevirt FILE`; whatif's `--kubevirt-cr`).
+    pub kubevirt: Option<&'a PathBuf>,
+    /// A `gpuwl snapshot` file (`--snapshot`).
+    pub snapshot: Option<&'a PathBuf>,
+    /// Where the live cluster is.
+    pub live: &'a ClusterArgs,
+    /// The command's flags: when the live cluster is read, how messages name the files.
+    pub spec: &'a Spec,
+}
+
+/// Where the records came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum From {
+    /// Files: the node dump named.
+    Files(PathBuf),
+    /// Files without a node dump (`explain` under [`Live::IfConfigured`]): no node data.
+    WithoutNodes,
+    /// The `gpuwl snapshot` file named.
+    Snapshot(PathBuf),
+    /// The live cluster.
+    Cluster,
+}
+
+/// What [`gather`] read.
+#[derive(Debug)]
+pub struct Gathered {
+    /// All nodes (none after [`stream`]: they went to its sink).
+    pub nodes: Vec<NodeInfo>,
+    /// All pods; `None` when not read (not wanted, or no `--pods` beside a node dump), or
+    /// when [`stream`] could not list them ([`Gathered::pods_error`]).
+    pub pods: Option<Vec<PodInfo>>,
+    /// [`stream`] on the live cluster: why the pods could not be listed (it goes on without
+    /// them; [`gather`] fails instead).
+    pub pods_error: Option<Error>,
+    /// The ClusterPolicy, or why there is none.
+    pub policy: PolicyStatus,
+    /// DRA objects and where they came from (`None`: a node dump without `--dra`, or the
+    /// live cluster read without pods).
+    pub dra: Option<(DraObjects, DraSource)>,
+    /// KubeVirt's `permittedHostDevices`, when read.
+    pub kubevirt: Option<PermittedHostDevices>,
+    /// The whole CR `kubevirt` was read from, when it was read by itself: from a file, or
+    /// from the live cluster without pods (a snapshot, and the live read with pods, keep
+    /// only the list).
+    pub kubevirt_object: Option<Value>,
+    /// The GPU Operator's operand pods, when wanted and there is a source for them: from
+    /// the pods dump, or listed from the cluster (`Err`: why the list failed).
+    pub operands: Option<Result<Vec<OperandPod>>>,
+    /// Where they came from.
+    pub from: From,
+    /// The same, said: `snapshot FILE`, `files NODES[, PODS]`, `no node dump`, `cluster`.
+    pub origin: String,
+}
+
+impl Gathered {
+    /// The records as a [`Snapshot`] (what the analyses of a whole cluster take); pods and
+    /// DRA objects not read are empty, the DRA source `Skipped`.
+    pub fn into_snapshot(self) -> Snapshot {
+        let (dra, dra_source) = self.dra.unwrap_or_else(|| {
+            (
+                DraObjects::default(),
+                DraSource::Skipped("no DRA objects given".into()),
+            )
+        });
+        Snapshot {
+            nodes: self.nodes,
+            pods: self.pods.unwrap_or_default(),
+            policy: self.policy,
+            kubevirt: self.kubevirt,
+            dra,
+            dra_source,
+        }
+    }
+
+    /// The whole CR, when it was read by itself ([`Gathered::kubevirt_object`]).
+    pub fn kubevirt_cr(&self) -> Option<CurrentCr> {
+        match (&self.kubevirt, &self.kubevirt_object) {
+            (Some(devices), Some(object)) => Some(CurrentCr {
+                devices: devices.clone(),
+                object: object.clone(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// Fails when more than one of `files` is `-`: stdin can be read only once (the second
+/// reader would see it empty and report a confusing "empty input").
+///
+/// Errors: [`Error::Input`] naming the problem.
+pub fn one_stdin(files: &[Option<&PathBuf>]) -> Result<()> {
+    one_stdin_named(files, "the dump files")
+}
+
+/// [`one_stdin`], the files named `what` in the message.
+fn one_stdin_named(files: &[Option<&PathBuf>], what: &str) -> Result<()> {
+    if files
+        .iter()
+        .flatten()
+        .filter(|p| p.as_os_str() == "-")
+        .count()
+        > 1
+    {
+        return Err(Error::Input(format!(
+            "only one of {what} can be `-` (stdin is read once)"
+        )));
+    }
+    Ok(())
+}
+
+/// The files of the request that are read before anything else.
+#[derive(Default)]
+struct Files {
+    pods: Option<Vec<PodInfo>>,
+    dra: Option<(DraObjects, DraSource)>,
+    policy: Option<PolicyStatus>,
+    cr: Option<CurrentCr>,
+}
+
+/// Where the records are read from.
+enum Choice<'a> {
+    Snapshot(&'a Path),
+    Files(Option<&'a Path>),
+    Cluster,
+}
+
+impl Request<'_> {
+    /// The source these flags pick (see the module's documentation).
+    fn choice(&self) -> Choice<'_> {
+        match (self.snapshot, self.nodes) {
+            (Some(s), _) => Choice::Snapshot(s),
+            (None, Some(n)) => Choice::Files(Some(n)),
+            (None, None) => match self.spec.live {
+                Live::IfConfigured if self.pods.is_some() || !self.live.configured() => {
+                    Choice::Files(None)
+                }
+                _ => Choice::Cluster,
+            },
+        }
+    }
+
+    /// Checks that stdin is read once, then reads the pods, the DRA objects, the
+    /// ClusterPolicy and the CR, as given.
+    fn read_files(&self) -> Result<Files> {
+        let files = [
+            self.nodes,
+            self.pods,
+            self.cluster_policy,
+            self.kubevirt,
+            self.dra,
+        ];
+        // Two files: both named; more: "the dump files".
+        match self.spec.file_flags().as_slice() {
+            [a, b] => one_stdin_named(&files, &format!("{a} and {b}"))?,
+            _ => one_stdin(&files)?,
+        }
+        Ok(Files {
+            pods: self
+                .pods
+                .map(|p| crate::input::pods::read_pods_path(p))
+                .transpose()?,
+            dra: self
+                .dra
+                .map(|f| {
+                    Ok((
+                        crate::input::dra::read_path(f)?,
+                        DraSource::File(f.display().to_string()),
+                    ))
+                })
+                .transpose()?,
+            policy: self
+                .cluster_policy
+                .map(|p| crate::input::clusterpolicy::read_path(p))
+                .transpose()?,
+            cr: self
+                .kubevirt
+                .map(|p| crate::input::kubevirt::read_cr_path(p))
+                .transpose()?,
+        })
+    }
+
+    /// The operand pods of the pods dump (not stdin), when wanted (`live`: beside the live
+    /// cluster, where [`Operands::BesideNodeDump`] reads none).
+    fn dump_operands(&self, wanted: Wanted, live: bool) -> Result<Option<Result<Vec<OperandPod>>>> {
+        let want = match wanted.operands {
+            Operands::No => false,
+            Operands::BesideNodeDump => !live,
+            Operands::Yes => true,
+        };
+        match self.pods.filter(|p| p.as_os_str() != "-") {
+            Some(p) if want => Ok(Some(Ok(crate::input::operands::read_path(p)?))),
+            _ => Ok(None),
+        }
+    }
+
+    /// Whether the operand pods are listed from the live cluster: wanted, and no pods dump.
+    fn list_operands(&self, wanted: Wanted) -> bool {
+        wanted.operands == Operands::Yes && self.pods.is_none()
+    }
+}
+
+/// Reads the data source of `req`: the snapshot file, else the node dump and the files
+/// beside it, else the live cluster (see the module's documentation).
+///
+/// Errors: the readers' ([`Error::Input`] / [`Error::File`] naming the file and field),
+/// more than one file being `-`, and the live cluster's ([`Error::Runtime`], ...).
+pub fn gather(req: &Request, wanted: Wanted) -> Result<Gathered> {
+    let files = req.read_files()?;
+    match req.choice() {
+        Choice::Snapshot(snap) => from_snapshot(snap, files, wanted),
+        Choice::Files(nodes) => {
+            let nodes = nodes
+                .map(|p| crate::input::read_nodes(&crate::input::Source::from_arg(p)))
+                .transpose()?;
+            let mut g = from_files(req, files, nodes.unwrap_or_default());
+            g.operands = req.dump_operands(wanted, false)?;
+            Ok(g)
+        }
+        Choice::Cluster => from_cluster(req, wanted, files),
+    }
+}
+
+/// As [`gather`], the nodes handed one at a time to a sink rather than collected: `start`
+/// makes the sink from what was gathered (the nodes not yet read; it may take parts out),
+/// `add` gives it each node. A node dump is streamed as it is parsed and the live cluster
+/// page by page, so nothing is held per node but what the sink keeps.
+///
+/// The live cluster is read part by part: the ClusterPolicy (the file's, else the
+/// cluster's, beside a one-node list that fails fast on a dead server), the DRA objects,
+/// the pods when wanted (a failed list is kept in [`Gathered::pods_error`]), then the
+/// nodes, then the operand pods when wanted.
+///
+/// Errors: as [`gather`].
+pub fn stream<S>(
+    req: &Request,
+    wanted: Wanted,
+    start: impl FnOnce(&mut Gathered) -> S,
+    mut add: impl FnMut(&mut S, NodeInfo),
+) -> Result<(S, Gathered)> {
+    let files = req.read_files()?;
+    match req.choice() {
+        Choice::Snapshot(snap) => {
+            let mut g = from_snapshot(snap, files, wanted)?;
+            let nodes = std::mem::take(&mut g.nodes);
+            let mut sink = start(&mut g);
+            for n in nodes {
+                add(&mut sink, n);
+            }
+            Ok((sink, g))
+        }
+        Choice::Files(nodes) => {
+            let mut g = from_files(req, files, Vec::new());
+            let mut sink = start(&mut g);
+            if let Some(p) = nodes {
+                crate::input::for_each_node(&crate::input::Source::from_arg(p), |n| {
+                    add(&mut sink, n)
+                })?;
+            }
+            g.operands = req.dump_operands(wanted, false)?;
+            Ok((sink, g))
+        }
+        Choice::Cluster => stream_cluster(req, wanted, files, start, add),
+    }
+}
+
+/// [`stream`] from the live cluster (see there for the order of the reads).
+fn stream_cluster<S>(
+    req: &Request,
+    wanted: Wanted,
+    files: Files,
+    start: impl FnOnce(&mut Gathered) -> S,
+    mut add: impl FnMut(&mut S, NodeInfo),
+) -> Result<(S, Gathered)> {
+    req.live.block_on(|client| async move {
+        let Files {
+            pods,
+            dra,
+            policy,
+            cr,
+        } = files;
+        // The ClusterPolicy read never fails (it waits up to its own timeout), so it
+        // runs beside a one-node list that fails fast: a dead server costs one timeout.
+        let ((), policy) = futures::try_join!(crate::input::live::probe_nodes(&client), async {
+            Ok(match policy {
+                Some(p) => p,
+                None => crate::input::clusterpolicy::from_cluster(&client).await,
+            })
+        })?;
+        let dra = match dra {
+            Some(d) => d,
+            None => crate::input::dra::list(&client).await?,
+        };
+        let (pods, pods_error) = match pods {
+            Some(p) => (Some(p), None),
+            None if wanted.pods => match crate::input::pods::list_pods(&client).await {
+                Ok(p) => (Some(p), None),
+                Err(e) => (None, Some(e)),
+            },
+            None => (None, None),
+        };
+        let mut g = Gathered {
+            nodes: Vec::new(),
+            pods,
+            pods_error,
+            policy,
+            dra: Some(dra),
+            kubevirt: cr.as_ref().map(|c| c.devices.clone()),
+            kubevirt_object: cr.map(|c| c.object),
+            operands: None,
+            from: From::Cluster,
+            origin: "cluster".into(),
+        };
+        let mut sink = start(&mut g);
+        crate::input::live::for_each_node(&client, |n| add(&mut sink, n)).await?;
+        g.operands = match req.list_operands(wanted) {
+            true => Some(crate::input::operands::list(&client).await),
+            false => req.dump_operands(wanted, true)?,
+        };
+        Ok((sink, g))
+    })
+}
+
+/// Everything from a snapshot file, but the files given beside it.
+///
+/// Errors: as [`crate::input::snapshot_file::load`].
+fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> {
+    let s = crate::input::snapshot_file::load(snap)?.snapshot;
+    let pods = match files.pods {
+        Some(p) => Some(p),
+        None => wanted.pods.then_some(s.pods),
+    };
+    let (kubevirt, kubevirt_object) = match files.cr {
+        Some(c) => (Some(c.devices), Some(c.object)),
+        None => (s.kubevirt, None),
+    };
+    Ok(Gathered {
+        nodes: s.nodes,
+        pods,
+        pods_error: None,
+        policy: files.policy.unwrap_or(s.policy),
+        dra: Some(files.dra.unwrap_or((s.dra, s.dra_source))),
+        kubevirt,
+        kubevirt_object,
+        operands: None,
+        from: From::Snapshot(snap.to_owned()),
+        origin: format!("snapshot {}", snap.display()),
+    })
+}
+
+/// The files given, with `nodes` read from the node dump (none without one); the operand
+/// pods are the caller's to read, after the nodes.
+fn from_files(req: &Request, files: Files, nodes: Vec<NodeInfo>) -> Gathered {
+    let (from, origin) = match req.nodes {
+        Some(n) => (
+            From::Files(n.clone()),
+            format!(
+                "files {}{}",
+                n.display(),
+                req.pods
+                    .map(|p| format!(", {}", p.display()))
+                    .unwrap_or_default()
+            ),
+        ),
+        None => (From::WithoutNodes, "no node dump".into()),
+    };
+    Gathered {
+        nodes,
+        pods: files.pods,
+        pods_error: None,
+        policy: files.policy.unwrap_or_else(PolicyStatus::not_read),
+        dra: files.dra,
+        kubevirt: files.cr.as_ref().map(|c| c.devices.clone()),
+        kubevirt_object: files.cr.map(|c| c.object),
+        operands: None,
+        from,
+        origin,
+    }
+}
+
+/// The live cluster, with the files given replacing the parts they hold.
+fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered> {
+    let Files {
+        pods,
+        dra,
+        policy,
+        cr,
+    } = files;
+    let list_operands = req.list_operands(wanted);
+    let (snap, kubevirt_object, operands) = req.live.block_on(|client| async move {
+        if !wanted.pods {
+            let nodes = crate::input::live::list_nodes(&client).await?;
+            let cr = match cr {
+                Some(c) => Some(c),
+                None if wanted.kubevirt => {
+                    crate::input::kubevirt::read_live_cr(&client, wanted.kubevirt_kind).await?
+                }
+                None => None,
+            };
+            let snap = Snapshot {
+                nodes,
+                pods: Vec::new(),
+                policy: PolicyStatus::not_read(),
+                kubevirt: cr.as_ref().map(|c| c.devices.clone()),
+                dra: DraObjects::default(),
+                dra_source: DraSource::Skipped("not read".into()),
+            };
+            return Ok((snap, cr.map(|c| c.object), None));
+        }
+        let with_kubevirt = wanted.kubevirt && cr.is_none();
+        let (mut snap, operands) = futures::try_join!(
+            crate::input::snapshot::read(&client, with_kubevirt),
+            async {
+                Ok(match list_operands {
+                    true => Some(crate::input::operands::list(&client).await),
+                    false => None,
+                })
+            }
+        )?;
+        let object = cr.map(|c| {
+            snap.kubevirt = Some(c.devices);
+            c.object
+        });
+        Ok((snap, object, operands))
+    })?;
+    let operands = match operands {
+        Some(o) => Some(o),
+        None => req.dump_operands(wanted, true)?,
+    };
+    let mut snap = snap;
+    if let Some(p) = policy {
+        snap.policy = p;
+    }
+    let pods = match pods {
+        Some(p) => Some(p),
+        None => wanted.pods.then_some(snap.pods),
+    };
+    let dra = match dra {
+        Some(d) => Some(d),
+        None if wanted.pods => Some((snap.dra, snap.dra_source)),
+        None => None,
+    };
+    Ok(Gathered {
+        nodes: snap.nodes,
+        pods,
+        pods_error: None,
+        policy: snap.policy,
+        dra,
+        kubevirt: snap.kubevirt,
+        kubevirt_object,
+        operands,
+        from: From::Cluster,
+        origin: "cluster".into(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::args::{ExplainSource, InventorySource, KubevirtCheckSource, Takes};
+    use super::*;
+
+    fn req<'a>(live: &'a ClusterArgs, nodes: Option<&'a PathBuf>) -> Request<'a> {
+        Request {
+            nodes,
+            pods: None,
+            cluster_policy: None,
+            dra: None,
+            kubevirt: None,
+            snapshot: None,
+            live,
+            spec: InventorySource::SPEC,
+        }
+    }
+
+    fn path(p: &str) -> PathBuf {
+        PathBuf::from(p)
+    }
+
+    #[test]
+    fn a_node_dump_and_the_files_beside_it() {
+        let live = ClusterArgs::default();
+        let nodes = path("tests/data/dra/nodes.json");
+        let pods = path("tests/data/dra/pods.json");
+        let dra = path("tests/data/dra/two-gpus.json");
+        let r = Request {
+            pods: Some(&pods),
+            dra: Some(&dra),
+            ..req(&live, Some(&nodes))
+        };
+        let g = gather(
+            &r,
+            Wanted {
+                pods: true,
+                operands: Operands::Yes,
+                ..Wanted::default()
+            },
+        )
+        .unwrap();
+        assert!(!g.nodes.is_empty());
+        assert_eq!(g.from, From::Files(nodes.clone()));
+        assert_eq!(
+            g.origin,
+            "files tests/data/dra/nodes.json, tests/data/dra/pods.json"
+        );
+        assert!(matches!(g.dra, Some((_, DraSource::File(_)))));
+        assert!(matches!(g.operands, Some(Ok(_))));
+        assert!(g.pods.as_ref().is_some_and(|p| !p.is_empty()));
+        assert_eq!(g.policy.status, PolicyStatus::not_read().status);
+        // Without --dra and --pods: no DRA objects, no pods, no operand pods.
+        let g = gather(&req(&live, Some(&nodes)), Wanted::default()).unwrap();
+        assert!(g.dra.is_none() && g.pods.is_none() && g.operands.is_none());
+    }
+
+    #[test]
+    fn stdin_once_and_the_files_first() {
+        let live = ClusterArgs::default();
+        let stdin = path("-");
+        let r = Request {
+            pods: Some(&stdin),
+            ..req(&live, Some(&stdin))
+        };
+        let e = gather(&r, Wanted::default()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "only one of the dump files can be `-` (stdin is read once)"
+        );
+        // A command with two files names them (kubevirt check).
+        let r = Request {
+            kubevirt: Some(&stdin),
+            spec: KubevirtCheckSource::SPEC,
+            ..req(&live, Some(&stdin))
+        };
+        let e = gather(&r, Wanted::default()).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "only one of --nodes and --kubevirt can be `-` (stdin is read once)"
+        );
+        // The files are read before the snapshot: a bad one is its error, not the snapshot's.
+        let snap = path("/nonexistent/gpuwl-snapshot.tar");
+        let bad = path("/nonexistent/pods.json");
+        let r = Request {
+            snapshot: Some(&snap),
+            pods: Some(&bad),
+            ..req(&live, None)
+        };
+        let e = gather(&r, Wanted::default()).unwrap_err().to_string();
+        assert!(e.contains("pods.json"), "{e}");
+        let r = Request { pods: None, ..r };
+        let e = gather(&r, Wanted::default()).unwrap_err().to_string();
+        assert!(e.contains("gpuwl-snapshot.tar"), "{e}");
+    }
+
+    #[test]
+    fn explain_reads_the_files_alone_with_a_pod_dump() {
+        // Under Live::IfConfigured a pod dump without a node dump is the files alone: no
+        // node data, no cluster contacted (a kubeconfig that does not exist is not read).
+        let live = ClusterArgs::file(Path::new("/nonexistent/kubeconfig"), None);
+        let pods = path("tests/data/dra/pods.json");
+        let r = Request {
+            pods: Some(&pods),
+            spec: ExplainSource::SPEC,
+            ..req(&live, None)
+        };
+        let wanted = Wanted {
+            pods: true,
+            operands: Operands::Yes,
+            ..Wanted::default()
+        };
+        let g = gather(&r, wanted).unwrap();
+        assert_eq!(g.from, From::WithoutNodes);
+        assert!(g.nodes.is_empty());
+        assert!(g.pods.is_some_and(|p| !p.is_empty()));
+        assert!(matches!(g.operands, Some(Ok(_))));
+        // Under Live::Always the same flags go to the cluster (here: its kubeconfig error).
+        let r = Request {
+            spec: InventorySource::SPEC,
+            ..r
+        };
+        let e = gather(&r, wanted).unwrap_err().to_string();
+        assert!(e.contains("/nonexistent/kubeconfig"), "{e}");
+    }
+
+    #[test]
+    fn stream_hands_each_node_to_the_sink() {
+        let live = ClusterArgs::default();
+        let nodes = path("tests/data/dra/nodes.json");
+        let pods = path("tests/data/dra/pods.json");
+        let all = crate::input::read_nodes(&crate::input::Source::from_arg(&nodes)).unwrap();
+        let r = Request {
+            pods: Some(&pods),
+            ..req(&live, Some(&nodes))
+        };
+        // The sink is made from what was gathered beside the nodes (it may take the pods).
+        let wanted = Wanted {
+            operands: Operands::BesideNodeDump,
+            ..Wanted::default()
+        };
+        let (names, g) = stream(
+            &r,
+            wanted,
+            |g| {
+                assert!(g.nodes.is_empty());
+                assert!(g.pods.take().is_some_and(|p| !p.is_empty()));
+                Vec::new()
+            },
+            |names: &mut Vec<String>, n| names.push(n.name),
+        )
+        .unwrap();
+        assert_eq!(
+            names,
+            all.iter().map(|n| n.name.clone()).collect::<Vec<_>>()
+        );
+        assert!(g.nodes.is_empty() && g.pods.is_none());
+        // Operand pods come from the dump after the nodes, beside a node dump.
+        assert!(matches!(g.operands, Some(Ok(_))));
+    }
+}
