@@ -2,20 +2,23 @@
 //! where gpuwl keeps its own files ([`state_root`], `home`). (Rendering lives in
 //! [`crate::render`]; it builds text and never touches files.)
 
+use crate::error::{Error, Result};
+use crate::render;
+
 /// Checks, before any work, that a result file can be written at `path`: its folder
 /// exists, is a folder, and a file can be made there (one is made and removed at once);
 /// `path` itself is not a folder. `what` names the flag (`-o`).
 ///
 /// Errors: [`crate::error::Error::Input`] naming the path and what is wrong with it.
-pub fn check_writable(path: &std::path::Path, what: &str) -> crate::error::Result<()> {
+pub fn check_writable(path: &std::path::Path, what: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
     };
     let bad = |why: String| {
-        crate::error::Error::Input(format!(
+        Error::Input(format!(
             "{what} {}: {why}",
-            crate::render::esc(&path.display().to_string())
+            render::esc(&path.display().to_string())
         ))
     };
     if path.is_dir() {
@@ -25,13 +28,13 @@ pub fn check_writable(path: &std::path::Path, what: &str) -> crate::error::Resul
         Err(_) => {
             return Err(bad(format!(
                 "the folder {} does not exist",
-                crate::render::esc(&dir.display().to_string())
+                render::esc(&dir.display().to_string())
             )));
         }
         Ok(m) if !m.is_dir() => {
             return Err(bad(format!(
                 "{} is not a folder",
-                crate::render::esc(&dir.display().to_string())
+                render::esc(&dir.display().to_string())
             )));
         }
         Ok(_) => {}
@@ -43,7 +46,7 @@ pub fn check_writable(path: &std::path::Path, what: &str) -> crate::error::Resul
         .map_err(|e| {
             bad(format!(
                 "cannot write in the folder {} ({})",
-                crate::render::esc(&dir.display().to_string()),
+                render::esc(&dir.display().to_string()),
                 std::io::Error::from(e.kind())
             ))
         })
@@ -54,11 +57,7 @@ pub fn check_writable(path: &std::path::Path, what: &str) -> crate::error::Resul
 /// either the old file or the whole new one, never half of it.
 ///
 /// Errors: [`crate::error::Error::Failed`] naming the path when the folder is missing or not writable.
-pub fn write_atomic(
-    path: &std::path::Path,
-    contents: &[u8],
-    mode: u32,
-) -> crate::error::Result<()> {
+pub fn write_atomic(path: &std::path::Path, contents: &[u8], mode: u32) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
         _ => std::path::Path::new("."),
@@ -66,7 +65,7 @@ pub fn write_atomic(
     // The error names `path`, never the temporary file (its kind, without the path
     // tempfile puts in its message).
     let fail = |e: std::io::Error| {
-        crate::error::Error::failed(
+        Error::failed(
             format!("cannot write {}", path.display()),
             std::io::Error::from(e.kind()),
         )

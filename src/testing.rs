@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 #[path = "../tests/it/fake_api.rs"]
 pub mod fake_api;
 
+use crate::serve::tls::{self, Listener};
 pub use fake_api::FakeApi;
 
 /// A current-thread runtime with I/O and timers, as the tests' `block_on` needs.
@@ -39,13 +40,13 @@ pub fn https(api: &FakeApi) -> Https {
         .unwrap();
     let api = api.clone();
     let port = runtime.block_on(async move {
-        let cert = crate::serve::tls::generate(&[], &[IpAddr::V4(Ipv4Addr::LOCALHOST)]).unwrap();
-        let config = crate::serve::tls::config(&cert).unwrap();
+        let cert = tls::generate(&[], &[IpAddr::V4(Ipv4Addr::LOCALHOST)]).unwrap();
+        let config = tls::config(&cert).unwrap();
         let tcp = tokio::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
             .await
             .unwrap();
         let port = tcp.local_addr().unwrap().port();
-        let listener = crate::serve::tls::Listener::new(tcp, config).unwrap();
+        let listener = Listener::new(tcp, config).unwrap();
         let svc = tower::service_fn(move |req: axum::extract::Request| {
             let api = api.clone();
             async move { Ok::<_, std::convert::Infallible>(api.serve(req).await) }

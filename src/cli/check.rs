@@ -1,12 +1,15 @@
 //! `gpuwl check`: arguments and entry point.
 
-use crate::analysis::check::{Checker, Code, DraNodes, Gate, Options, Report};
+use crate::analysis::check::{self, Checker, Code, DraNodes, Gate, Options, Report, WARNING_LINES};
+use crate::analysis::orphans;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::CheckSource;
 use crate::input::gather::{self, Gathered, Operands, SourceArgs, Wanted};
 use crate::model::dra::DraSource;
+use crate::model::operand::{self, OperandPod, OperandSource};
 use crate::model::operator::PolicyStatus;
 use crate::render::{self, Format};
+use crate::text;
 
 /// Arguments of `gpuwl check`.
 #[derive(Debug, clap::Args)]
@@ -124,11 +127,7 @@ fn gate(args: &Args) -> Result<Option<Gate>> {
 /// Adds the warning that DRA objects could not be listed (`denied`: why), in text mode
 /// without --quiet (with `-o json|yaml`: a note in the document). Not a finding (the exit code stays), but never silent: a
 /// DRA-and-plugin double count cannot be seen without these objects.
-fn denied_warning(
-    report: &mut crate::analysis::check::Report,
-    denied: Option<String>,
-    args: &Args,
-) {
+fn denied_warning(report: &mut Report, denied: Option<String>, args: &Args) {
     if let Some(why) = &denied
         && args.output != render::Format::Text
     {
@@ -138,7 +137,7 @@ fn denied_warning(
         ));
     }
     if let Some(why) = denied
-        && report.warning_lines.len() < crate::analysis::check::WARNING_LINES
+        && report.warning_lines.len() < WARNING_LINES
         && args.output == render::Format::Text
         && !args.quiet
     {
@@ -190,7 +189,7 @@ fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
     let pods = g
         .pods
         .take()
-        .map(|p| std::sync::Arc::new(crate::analysis::orphans::pods_by_node(p)));
+        .map(|p| std::sync::Arc::new(orphans::pods_by_node(p)));
     Options {
         dra,
         pods,
@@ -241,13 +240,13 @@ fn complete(report: &mut Report, g: &mut Gathered, args: &Args) {
 /// `report`; returns where they came from, or why they could not be listed (`unreadable`).
 fn attach_operands(
     report: &mut Report,
-    operands: Result<Vec<crate::model::operand::OperandPod>>,
+    operands: Result<Vec<OperandPod>>,
     args: &Args,
-) -> crate::model::operand::OperandSource {
+) -> OperandSource {
     match operands {
         Ok(pods) => {
-            crate::analysis::check::attach_operands(report, &crate::model::operand::by_node(pods));
-            crate::model::operand::OperandSource {
+            check::attach_operands(report, &operand::by_node(pods));
+            OperandSource {
                 status: match args.source.pods {
                     Some(_) => "file",
                     None => "cluster",
@@ -255,9 +254,9 @@ fn attach_operands(
                 note: None,
             }
         }
-        Err(e) => crate::model::operand::OperandSource {
+        Err(e) => OperandSource {
             status: "unreadable",
-            note: Some(crate::text::cut(&e.to_string())),
+            note: Some(text::cut(&e.to_string())),
         },
     }
 }

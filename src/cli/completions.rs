@@ -4,7 +4,10 @@
 
 use clap::CommandFactory;
 
+use crate::cli::Cli;
 use crate::error::{Error, ExitStatus, Result};
+use crate::input::live::{self, ClusterArgs};
+use crate::render;
 
 /// Arguments of the hidden `gpuwl __complete-pods`, called by the completion scripts.
 #[derive(Debug, clap::Args)]
@@ -14,7 +17,7 @@ pub struct PodsArgs {
     pub namespace: Option<String>,
     /// Where the live cluster is.
     #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
+    pub live: ClusterArgs,
 }
 
 /// The flags of `explain` that take a value: the word after them is not a pod name.
@@ -71,7 +74,7 @@ _gpuwl_pods() {
 /// Errors: none today; the `Result` covers a generator that cannot find what it patches
 /// (the zsh target action), reported as a runtime failure.
 pub fn script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
-    let mut cmd = crate::cli::Cli::command();
+    let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "gpuwl", &mut out);
     match shell {
@@ -127,7 +130,7 @@ pub fn script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
 /// Errors: [`Error::Write`] when stdout fails.
 pub fn run(shell: clap_complete::Shell) -> Result<ExitStatus> {
     let s = script(shell)?;
-    crate::render::write_stdout(&s)
+    render::write_stdout(&s)
         .map(|_| ExitStatus::Ok)
         .map_err(|e| Error::write("the completion script", e))
 }
@@ -135,7 +138,7 @@ pub fn run(shell: clap_complete::Shell) -> Result<ExitStatus> {
 /// Pod names in the namespace of `namespace` (else the context's), from the cluster
 /// `live` reaches; each request waits at most 3 s. Only DNS-label-shaped names are kept, so
 /// nothing a completion offers can carry a control character. Any failure gives `[]`.
-fn pod_names(live: &crate::input::live::ClusterArgs, namespace: Option<String>) -> Vec<String> {
+fn pod_names(live: &ClusterArgs, namespace: Option<String>) -> Vec<String> {
     let mut live = live.clone();
     live.request_timeout = live.request_timeout.min(3);
     let names = live.block_on(|client| async move {
@@ -144,7 +147,7 @@ fn pod_names(live: &crate::input::live::ClusterArgs, namespace: Option<String>) 
         let list = api
             .list_metadata(&kube::api::ListParams::default().limit(500))
             .await
-            .map_err(|e| crate::input::live::api_error("list pods", &e))?;
+            .map_err(|e| live::api_error("list pods", &e))?;
         Ok(list
             .items
             .into_iter()
@@ -170,7 +173,7 @@ pub fn run_pods(args: &PodsArgs) -> Result<ExitStatus> {
         out.push_str(&n);
         out.push('\n');
     }
-    let _ = crate::render::write_stdout(out.as_bytes());
+    let _ = render::write_stdout(out.as_bytes());
     Ok(ExitStatus::Ok)
 }
 
@@ -197,9 +200,9 @@ pub enum Directive {
 /// context flags typed so far). Hidden commands and flags are never offered.
 pub fn candidates(
     words: &[String],
-    pods: &dyn Fn(&crate::input::live::ClusterArgs, Option<String>) -> Vec<String>,
+    pods: &dyn Fn(&ClusterArgs, Option<String>) -> Vec<String>,
 ) -> (Vec<String>, Directive) {
-    let mut cmd = crate::cli::Cli::command();
+    let mut cmd = Cli::command();
     cmd.build();
     let (cur, done) = match words.split_last() {
         Some((c, d)) => (c.as_str(), d),
@@ -207,7 +210,7 @@ pub fn candidates(
     };
     let mut path: Vec<String> = Vec::new();
     let mut positionals = 0usize;
-    let mut live = crate::input::live::ClusterArgs::default();
+    let mut live = ClusterArgs::default();
     let mut namespace = None;
     let mut pending_value: Option<clap::Arg> = None;
     let mut cmd_ref = cmd.clone();
@@ -324,7 +327,7 @@ pub fn run_complete(words: &[String]) -> Result<ExitStatus> {
         out.push('\n');
     }
     out.push_str(&format!(":{}\n", directive as u8));
-    let _ = crate::render::write_stdout(out.as_bytes());
+    let _ = render::write_stdout(out.as_bytes());
     Ok(ExitStatus::Ok)
 }
 

@@ -8,8 +8,10 @@ use crate::input::gather::args::ExplainSource;
 use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
 use crate::input::{self, pods};
 use crate::model::dra::DraSource;
+use crate::model::operand;
 use crate::model::pod::{ObjectKind, PodInfo};
 use crate::render::{self, Format};
+use crate::text;
 
 /// Arguments of `gpuwl explain`.
 #[derive(Debug, clap::Args)]
@@ -194,7 +196,7 @@ fn pick(
                         "{}: no pod {}{}",
                         file.display(),
                         render::esc(&format!("{ns}/{name}")),
-                        crate::text::did_you_mean(
+                        text::did_you_mean(
                             &format!("{ns}/{name}"),
                             keys.iter().map(String::as_str)
                         )
@@ -309,10 +311,7 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
                 .unwrap_or(std::path::Path::new("snapshot")),
         )?,
     };
-    let operands = g
-        .operands
-        .and_then(|o| o.ok())
-        .map(crate::model::operand::by_node);
+    let operands = g.operands.and_then(|o| o.ok()).map(operand::by_node);
     let inputs = explain::Inputs {
         nodes: (g.from != From::WithoutNodes).then_some(g.nodes.as_slice()),
         pods: g.pods.as_deref(),

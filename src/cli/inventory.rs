@@ -7,6 +7,7 @@ use crate::analysis::inventory::{self, Inventory};
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::InventorySource;
 use crate::input::gather::{From, Gathered, Operands, SourceArgs, Wanted, gather};
+use crate::model::operand::OperandSource;
 use crate::render::inventory::{Output, TextOptions};
 use crate::render::{self};
 
@@ -117,7 +118,7 @@ fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inven
             &nodes,
             policy.policy(),
             operands?,
-            crate::model::operand::OperandSource {
+            OperandSource {
                 status: "file",
                 note: None,
             },
@@ -141,16 +142,16 @@ fn from_cluster(mut g: Gathered, ignore: &[String]) -> Result<Inventory> {
     let (pods, source) = match operands.unwrap_or_else(|| Ok(Vec::new())) {
         Ok(p) => (
             p,
-            crate::model::operand::OperandSource {
+            OperandSource {
                 status: "cluster",
                 note: None,
             },
         ),
         Err(e) => (
             Vec::new(),
-            crate::model::operand::OperandSource {
+            OperandSource {
                 status: "unreadable",
-                note: Some(crate::render::esc(&e.to_string())),
+                note: Some(render::esc(&e.to_string())),
             },
         ),
     };

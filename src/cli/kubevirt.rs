@@ -13,9 +13,8 @@ use crate::input::gather::args::{KubevirtCheckSource, KubevirtGenerateSource};
 use crate::input::gather::{From, SourceArgs, Wanted, gather};
 use crate::model::kubevirt::HostDevicesSource;
 use crate::model::node::NodeInfo;
-use crate::render::escape_controls;
 use crate::render::kubevirt::PatchFormat;
-use crate::render::{self, Format};
+use crate::render::{self, Format, escape_controls};
 
 /// The long help of `gpuwl kubevirt`.
 pub const LONG_ABOUT: &str = "\

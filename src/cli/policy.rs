@@ -3,6 +3,7 @@
 
 use crate::error::{Error, ExitStatus, Result};
 use crate::policy::{self, Action};
+use crate::{render, text};
 
 /// Output format of `gpuwl policy`: manifests only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -62,14 +63,14 @@ pub fn run(a: &Args) -> Result<ExitStatus> {
         return Err(Error::Input(format!(
             "--name {}: not a valid object name (lower-case letters, digits, '-' and '.', \
              starting and ending with a letter or digit, at most 253)",
-            crate::render::esc(&crate::text::cut(&a.name))
+            render::esc(&text::cut(&a.name))
         )));
     }
     let text = match a.output {
         Output::Yaml => policy::yaml(&a.name, a.action),
         Output::Json => policy::json(&a.name, a.action),
     };
-    crate::render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the policy", e))?;
+    render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the policy", e))?;
     Ok(ExitStatus::Ok)
 }
 

@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::error::{ExitStatus, Result};
+use crate::input::live::ClusterArgs;
 use crate::serve::{self, DEFAULT_LISTEN};
+use crate::text;
 
 /// Arguments of `gpuwl serve`.
 #[derive(Debug, clap::Args)]
@@ -45,7 +47,7 @@ pub struct Args {
     /// Where the cluster is (default: $KUBECONFIG, ~/.kube/config, in-cluster service
     /// account); --request-timeout bounds connecting and sending, not the watches' reads.
     #[command(flatten)]
-    pub cluster: crate::input::live::ClusterArgs,
+    pub cluster: ClusterArgs,
     /// Milliseconds of quiet after a change before re-evaluating.
     #[arg(long, value_name = "MS", default_value_t = serve::DEBOUNCE.as_millis() as u64)]
     pub debounce_ms: u64,
@@ -133,7 +135,7 @@ fn parse_service(s: &str) -> std::result::Result<(String, String), String> {
         Some((ns, name)) if dns(ns) && dns(name) => Ok((ns.to_owned(), name.to_owned())),
         _ => Err(format!(
             "expected NAMESPACE/NAME of a Service (lower-case DNS labels), got {}",
-            crate::text::cut(s)
+            text::cut(s)
         )),
     }
 }

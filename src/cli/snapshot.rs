@@ -3,7 +3,9 @@
 use std::path::PathBuf;
 
 use crate::error::{ExitStatus, Result};
+use crate::input::live::{self, ClusterArgs, Flavour};
 use crate::input::snapshot_file;
+use crate::{files, text};
 
 /// Arguments of `gpuwl snapshot`.
 #[derive(Debug, clap::Args)]
@@ -44,7 +46,7 @@ pub struct Args {
     pub quiet: bool,
     /// Where the live cluster is.
     #[command(flatten)]
-    pub live: crate::input::live::ClusterArgs,
+    pub live: ClusterArgs,
 }
 
 /// Runs `gpuwl snapshot`: lists the cluster (progress on stderr), writes the file.
@@ -55,14 +57,13 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let quiet = args.quiet;
     let progress = move |line: &str| {
         if !quiet {
-            eprintln!("gpuwl snapshot: {}", crate::text::esc(line));
+            eprintln!("gpuwl snapshot: {}", text::esc(line));
         }
     };
     // Before the cluster is listed: a destination that cannot be written fails at once.
-    crate::files::check_writable(&args.output, "-o")?;
-    let tar = crate::input::live::runtime()?.block_on(async {
-        let conn =
-            crate::input::live::connect(&args.live, crate::input::live::Flavour::OneShot).await?;
+    files::check_writable(&args.output, "-o")?;
+    let tar = live::runtime()?.block_on(async {
+        let conn = live::connect(&args.live, Flavour::OneShot).await?;
         snapshot_file::take(&conn.client, Some(&conn.server), args.full, progress)
             .await
             .map_err(|e| e.at_server(&conn.server, args.live.request_timeout()))
@@ -71,7 +72,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     if !quiet {
         eprintln!(
             "gpuwl snapshot: wrote {} ({})",
-            crate::text::esc(&args.output.display().to_string()),
+            text::esc(&args.output.display().to_string()),
             size_line(written, tar.len())
         );
     }

@@ -2,7 +2,9 @@
 
 use std::path::PathBuf;
 
+use crate::analysis::triage;
 use crate::error::{Error, ExitStatus, Result};
+use crate::input::{mustgather, pods};
 use crate::render::{self, Format};
 
 /// Arguments of `gpuwl triage`.
@@ -42,13 +44,9 @@ pub struct Args {
 /// Errors: [`Error::File`] when the path is not a bundle; [`Error::Input`] for a bad
 /// `--pods` file; [`Error::Write`] when stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let extra = args
-        .pods
-        .as_deref()
-        .map(crate::input::pods::read_pods_path)
-        .transpose()?;
-    let bundle = crate::input::mustgather::read(&args.bundle)?;
-    let t = crate::analysis::triage::build(&bundle, extra.as_deref());
+    let extra = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
+    let bundle = mustgather::read(&args.bundle)?;
+    let t = triage::build(&bundle, extra.as_deref());
     let text = render::triage::render(&t, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(if t.found_problems() {

@@ -3,12 +3,14 @@
 use std::io::Write;
 use std::time::Duration;
 
+use crate::cluster;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::TwinSource;
 use crate::input::gather::{SourceArgs, Wanted, gather};
+use crate::input::live;
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
-use crate::twin::{self, Relabel, Source, Verdict};
+use crate::twin::{self, DEFAULT_TWIN_NAME, Relabel, Source, Verdict};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
@@ -29,7 +31,7 @@ pub struct TwinArgs {
     /// Name of the twin's local cluster (its state under gpuwl's state directory). With
     /// the default, a run that finds the twin in use by another run takes the next free
     /// name (gpuwl-twin-2, …); a name given here waits for the run that uses it.
-    #[arg(long, value_name = "NAME", default_value = crate::twin::DEFAULT_TWIN_NAME)]
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_TWIN_NAME)]
     pub twin_name: String,
     /// Leave the twin running afterwards (`gpuwl cluster down --name <twin-name>` removes it).
     #[arg(long)]
@@ -149,7 +151,7 @@ fn read_source(a: &TwinArgs) -> Result<Source> {
 }
 
 fn options(a: &TwinArgs) -> Result<twin::Options> {
-    crate::cluster::validate_name(&a.twin_name)?;
+    cluster::validate_name(&a.twin_name)?;
     Ok(twin::Options {
         name: a.twin_name.clone(),
         keep: a.keep,
@@ -161,7 +163,7 @@ fn options(a: &TwinArgs) -> Result<twin::Options> {
 fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<twin::Report> {
     let opts = options(a)?;
     let quiet = a.quiet;
-    let rt = crate::input::live::runtime()?;
+    let rt = live::runtime()?;
     rt.block_on(async {
         let started = std::time::Instant::now();
         let mut progress = |s: &str| {

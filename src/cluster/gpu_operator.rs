@@ -37,6 +37,7 @@ use serde_json::json;
 use super::build::{GoModuleBuild, copy_tree, module_dir};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
+use crate::text;
 
 /// The operator's Go module.
 pub const OPERATOR_MODULE: &str = "github.com/NVIDIA/gpu-operator";
@@ -530,7 +531,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
                 return Err(rt(format!(
                     "{c} exited (log {}): {}",
                     process::log_file(state, c).display(),
-                    crate::text::esc(&last)
+                    text::esc(&last)
                 )));
             }
         }

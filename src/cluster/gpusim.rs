@@ -56,6 +56,7 @@ use crate::error::Result;
 use crate::input::live::api_error;
 use crate::model::pciids;
 use crate::model::resource::NVIDIA_PREFIX;
+use crate::text;
 
 /// Annotation holding a node's simulated hardware ([`GpuHardware`] as JSON).
 pub const HARDWARE_ANNOTATION: &str = "gpuwl.local/simulated-gpus";
@@ -1259,8 +1260,8 @@ async fn write_node(
     if let Some(e) = &step.plugin_error {
         eprintln!(
             "node {}: the device plugin registers nothing: {}",
-            crate::text::esc(name),
-            crate::text::cut(e)
+            text::esc(name),
+            text::cut(e)
         );
     }
     let patch = serde_json::json!({

@@ -18,7 +18,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
 use crate::error::{Error, Result};
-use crate::input::live::Flavour;
+use crate::input::live::{self, Flavour};
 
 /// How long an HTTPS or API server health request waits for its answer.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
@@ -120,7 +120,7 @@ pub fn insecure_client(port: u16) -> Result<kube::Client> {
         .map_err(|e| Error::failed("bad url", e))?;
     let mut cfg = kube::Config::new(url);
     cfg.accept_invalid_certs = true;
-    crate::input::live::client_from_config(cfg, Flavour::OneShot, TIMEOUT)
+    live::client_from_config(cfg, Flavour::OneShot, TIMEOUT)
         .map_err(|e| Error::failed(format!("cannot build a client for port {port}"), e))
 }
 

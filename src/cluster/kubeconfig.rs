@@ -16,6 +16,7 @@ use kube::config::{
 };
 
 use crate::error::{Error, Result};
+use crate::files;
 
 /// How a kubeconfig's user authenticates.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +112,7 @@ pub fn write(path: &Path, cfg: &Kubeconfig, mode: u32) -> Result<()> {
         std::fs::create_dir_all(parent)
             .map_err(|e| Error::failed(format!("cannot create {}", parent.display()), e))?;
     }
-    crate::files::write_atomic(path, text.as_bytes(), mode)
+    files::write_atomic(path, text.as_bytes(), mode)
 }
 
 #[cfg(test)]

@@ -46,6 +46,7 @@ use serde_json::{Value, json};
 use super::recipe::{Component, Condition, Layout, Readiness, StartWhen};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
+use crate::text;
 
 /// The pinned `kubevirt.io/kubevirt` module version (and of `kubevirt.io/api`,
 /// `kubevirt.io/client-go`).
@@ -706,7 +707,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
                         "{} exited (log {}): {}",
                         c.name,
                         process::log_file(&state_c, c.name).display(),
-                        crate::text::esc(&process::last_log_line(&state_c, c.name))
+                        text::esc(&process::last_log_line(&state_c, c.name))
                     )));
                 }
             }

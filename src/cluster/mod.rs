@@ -70,8 +70,8 @@ use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
-use crate::input::live::{ClusterArgs, Flavour};
+use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
+use crate::input::live::{self, ClusterArgs, Flavour, LOCAL_HINT};
 use ports::{PortLock, Ports};
 use recipe::{Component, Condition, Readiness, StartWhen};
 
@@ -117,7 +117,7 @@ impl Default for UpOptions {
 
 /// The default cluster name of `gpuwl cluster` and `gpuwl lab` (the core's
 /// [`crate::error::DEFAULT_CLUSTER_NAME`], which the error messages use too).
-pub const DEFAULT_NAME: &str = crate::error::DEFAULT_CLUSTER_NAME;
+pub const DEFAULT_NAME: &str = DEFAULT_CLUSTER_NAME;
 
 /// A running cluster, as returned by [`up`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -256,6 +256,7 @@ pub fn validate_name(name: &str) -> Result<()> {
 }
 
 pub use crate::files::state_root;
+use crate::text;
 
 /// State directory of cluster `name` (may not exist).
 pub fn state_dir(name: &str) -> PathBuf {
@@ -296,7 +297,7 @@ pub fn list() -> Vec<(String, Status)> {
 pub fn running_elsewhere_hint(name: &str) -> String {
     let all = list();
     if !state_dir(name).exists() {
-        let mean = crate::text::did_you_mean(
+        let mean = text::did_you_mean(
             name,
             all.iter().map(|(n, _)| n.as_str()).filter(|n| *n != name),
         );
@@ -331,13 +332,12 @@ pub fn at_server(server: &str) -> Option<String> {
 /// ([`crate::input::live::server_from`]); as it is when neither is known. One place for
 /// every command's error line and serve's log.
 pub fn server_hint(message: &str, server: &str) -> String {
-    let Some(head) = message.strip_suffix(crate::input::live::LOCAL_HINT) else {
+    let Some(head) = message.strip_suffix(LOCAL_HINT) else {
         return message.to_owned();
     };
     let hint = match at_server(server) {
         Some(name) => Some(local_hint(&name)),
-        None => crate::input::live::server_from()
-            .map(|from| format!(" (the address is that of {from})")),
+        None => live::server_from().map(|from| format!(" (the address is that of {from})")),
     };
     match hint {
         Some(h) => format!("{head}{h}"),
@@ -472,7 +472,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
         if opts.progress {
             note!(
                 "cluster {name:?}: {}; restarting kwok-controller",
-                crate::text::esc(&wedged)
+                text::esc(&wedged)
             );
         }
         process::stop_one(&state, "kwok-controller", Duration::from_secs(5))?;
@@ -598,13 +598,13 @@ fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<C
     if opts.progress {
         note!(
             "cluster {name:?} was broken ({}); restarting what died, its data kept",
-            crate::text::esc(&detail)
+            text::esc(&detail)
         );
     }
     if let Err(e) = restart_dead(name, state, opts.progress, &detail) {
         return Err(rt(format!(
             "cluster {name:?} could not be recovered ({}); its data and logs are kept in {} — `gpuwl cluster up --name {name} --fresh` deletes them and starts it afresh",
-            crate::text::cut(&e.to_string()),
+            text::cut(&e.to_string()),
             state.display()
         )));
     }
@@ -631,7 +631,7 @@ fn supervise(name: &str, state: &Path, progress: bool) {
         Ok(_) => {}
         Err(e) if progress => note!(
             "cluster {name:?} runs unsupervised: {}",
-            crate::text::cut(&e.to_string())
+            text::cut(&e.to_string())
         ),
         Err(_) => {}
     }
@@ -719,7 +719,7 @@ fn restart_dead(name: &str, state: &Path, progress: bool, detail: &str) -> Resul
 
 /// `s` on one line, control characters escaped.
 fn one_line(s: &str) -> String {
-    crate::text::esc(&s.replace('\n', " "))
+    text::esc(&s.replace('\n', " "))
 }
 
 /// The restarts recorded for a cluster (`restarts.log`, oldest first): (unix time,
@@ -1061,7 +1061,7 @@ fn not_ready(state: &Path, component: &str, what: &str) -> Error {
         if last.is_empty() {
             String::new()
         } else {
-            format!(": {}", crate::text::esc(&last))
+            format!(": {}", text::esc(&last))
         }
     ))
 }
@@ -1316,14 +1316,14 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                 };
                 match answer.as_deref() {
                     Some("ok") => Health::Healthy,
-                    Some(other) => Health::Unhealthy(crate::text::esc(
-                        &other.chars().take(120).collect::<String>(),
-                    )),
+                    Some(other) => {
+                        Health::Unhealthy(text::esc(&other.chars().take(120).collect::<String>()))
+                    }
                     None => Health::Unhealthy("no answer".into()),
                 }
             };
             let last_log_line = if pid.is_none() {
-                crate::text::esc(&process::last_log_line(&state, c))
+                text::esc(&process::last_log_line(&state, c))
             } else {
                 String::new()
             };
@@ -1488,7 +1488,7 @@ pub async fn scheduler_busy(info: &ClusterInfo) -> Option<u64> {
 /// (exit 3), not the user's bad input.
 pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Client> {
     let args = ClusterArgs::file(kubeconfig, context);
-    match crate::input::live::connect(&args, Flavour::OneShot).await {
+    match live::connect(&args, Flavour::OneShot).await {
         Ok(c) => Ok(c.client),
         Err(e) if e.is_input() => Err(Error::OwnInput(Box::new(e))),
         Err(e) => Err(e),

@@ -15,7 +15,7 @@ use kube::runtime::wait::await_condition;
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::input::live::api_error;
+use crate::input::live::{self, api_error};
 
 /// Realistic non-GPU capacity of a simulated node: a 32-core, 256 GiB, 110-pod server
 /// (kwok's own default when none is set would be 1000 cores and 1 TiB, kwok
@@ -83,7 +83,7 @@ pub async fn ensure_sim_node(client: &Client, name: &str) -> Result<()> {
         .map_err(|e| Error::failed(format!("node {name}: cannot build the object"), e))?;
         match api.create(&PostParams::default(), &node).await {
             Ok(_) => {}
-            Err(e) if crate::input::live::already_exists(&e) => {}
+            Err(e) if live::already_exists(&e) => {}
             Err(e) => return Err(api_error(&doing, &e)),
         }
     }

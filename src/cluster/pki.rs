@@ -26,7 +26,7 @@ use std::net::IpAddr;
 use std::path::Path;
 
 use crate::error::{Error, Result};
-use crate::pki::{Ca, CaScope, Leaf, Purpose};
+use crate::pki::{self, Ca, CaScope, Leaf, Purpose};
 
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
@@ -81,7 +81,7 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     };
     let admin = client("gpuwl-admin", Some("system:masters"))?;
     let kcm = client("system:kube-controller-manager", None)?;
-    let (sa_key, sa_pub) = crate::pki::key_pair()?;
+    let (sa_key, sa_pub) = pki::key_pair()?;
 
     let w = |file: &str, text: &str| write_public(&dir.join(file), text);
     let p = |file: &str, text: &str| write_private(&dir.join(file), text);

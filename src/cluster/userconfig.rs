@@ -17,6 +17,7 @@ use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::{files, render};
 
 /// What `--set-context` changed, saved as `<state>/user-context.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -71,7 +72,7 @@ fn write(target: &Path, cfg: &Kubeconfig) -> Result<()> {
 /// kubeconfig holds credentials).
 pub fn check_target(ours: &Path) -> Result<()> {
     let t = target(ours);
-    let shown = crate::render::esc(&t.display().to_string());
+    let shown = render::esc(&t.display().to_string());
     if t.is_dir() {
         return Err(Error::Input(format!("--set-context: {shown} is a folder")));
     }
@@ -82,7 +83,7 @@ pub fn check_target(ours: &Path) -> Result<()> {
         )));
     }
     if t.parent().is_some_and(Path::is_dir) {
-        crate::files::check_writable(&t, "--set-context")?;
+        files::check_writable(&t, "--set-context")?;
     }
     Ok(())
 }
@@ -125,7 +126,7 @@ pub fn merge(ours: &Path, name: &str, state: &Path) -> Result<PathBuf> {
     };
     let json = serde_json::to_string_pretty(&record)
         .map_err(|e| Error::failed("cannot record the --set-context entries", e))?;
-    crate::files::write_atomic(&record_path, json.as_bytes(), 0o644)?;
+    files::write_atomic(&record_path, json.as_bytes(), 0o644)?;
     write(&target, &theirs)?;
     Ok(target)
 }

@@ -9,7 +9,7 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use crate::input::document;
+use crate::input::{document, live};
 use crate::model::operator::PolicyStatus;
 
 /// How long the live read may take before gpuwl goes on without it.
@@ -32,7 +32,7 @@ pub async fn from_cluster(client: &Client) -> PolicyStatus {
         }
         Ok(Err(kube::Error::Api(e))) if e.code == 404 => return absent_crd(),
         // The client's own request timeout (shorter than LIVE_TIMEOUT) ran out.
-        Ok(Err(e)) if crate::input::live::is_timeout(&e) => {
+        Ok(Err(e)) if live::is_timeout(&e) => {
             return none(
                 "unreadable",
                 Some(

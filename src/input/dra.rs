@@ -10,7 +10,8 @@ use kube::api::{Api, ListParams};
 use serde_json::Value;
 
 use crate::error::{Error, FieldError, Result};
-use crate::model::dra::{DraObjects, DraSource};
+use crate::input::live;
+use crate::model::dra::{API_VERSION, DraObjects, DraSource};
 
 /// Lists all objects of `api`; `Ok(Err(why))` when the list is not served (404) or not
 /// allowed (403): DRA is then skipped, not an error.
@@ -24,7 +25,7 @@ where
 {
     let mut out = Vec::new();
     let mut not_listed = None;
-    crate::input::live::pages(
+    live::pages(
         ListParams::default().limit(PAGE_SIZE),
         async |lp: &ListParams| {
             let page = match api.list(lp).await {
@@ -32,7 +33,7 @@ where
                 Err(kube::Error::Api(s)) if s.code == 404 => {
                     not_listed = Some(DraSource::Skipped(format!(
                         "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
-                        crate::model::dra::API_VERSION
+                        API_VERSION
                     )));
                     return Ok(None);
                 }
@@ -42,7 +43,7 @@ where
                     )));
                     return Ok(None);
                 }
-                Err(e) => return Err(crate::input::live::api_error(&format!("list {what}"), &e)),
+                Err(e) => return Err(live::api_error(&format!("list {what}"), &e)),
             };
             for item in &page.items {
                 let mut v = serde_json::to_value(item)

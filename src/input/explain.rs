@@ -5,7 +5,8 @@ use crate::analysis::explain::{self, Explanation, Inputs};
 use crate::error::Result;
 use crate::input::snapshot::Snapshot;
 use crate::input::{self, virt};
-use crate::model::operand::OperandsByNode;
+use crate::model::dra::DraSource;
+use crate::model::operand::{self, OperandsByNode};
 use crate::model::pod::ObjectKind;
 
 /// The cluster's side of a live explanation: nodes, pods (VM launchers marked with their
@@ -33,7 +34,7 @@ impl Cluster {
                 Ok(input::operands::list(client)
                     .await
                     .ok()
-                    .map(crate::model::operand::by_node))
+                    .map(operand::by_node))
             }
         )?;
         Ok((object, Cluster { snapshot, operands }))
@@ -47,7 +48,7 @@ impl Cluster {
             pods: Some(&c.pods),
             kubevirt: c.kubevirt.as_ref(),
             cluster_policy: c.policy.policy(),
-            dra: matches!(c.dra_source, crate::model::dra::DraSource::Cluster).then_some(&c.dra),
+            dra: matches!(c.dra_source, DraSource::Cluster).then_some(&c.dra),
         }
     }
 }

@@ -13,11 +13,12 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 
-use crate::error::{Error, Result};
+use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use crate::input::document::one_line;
 use crate::model::node::{NodeInfo, Taint};
 
 pub use crate::error::CONNECT_TIMEOUT;
+use crate::{files, render, text};
 
 /// The default of `--request-timeout`: how long gpuwl waits for one API response. One list
 /// page of a healthy API server answers in well under a second; 30 s leaves room for a
@@ -258,7 +259,7 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
                     if let Some(c) = context {
                         return Err(no_kubeconfig(format!(
                             "--context {} needs one",
-                            crate::render::esc(c)
+                            render::esc(c)
                         )));
                     }
                     return Config::incluster().map_err(|_| no_kubeconfig(String::new()));
@@ -270,8 +271,8 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
     if let Some(c) = context.or(kc.current_context.as_deref()) {
         let _ = SERVER_FROM.set(format!(
             "context {} of {}",
-            crate::render::esc(c),
-            crate::render::esc(&name)
+            render::esc(c),
+            render::esc(&name)
         ));
     }
     Config::from_custom_kubeconfig(kc, &opts)
@@ -302,11 +303,7 @@ fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<(
         if names.is_empty() {
             "it has none".to_string()
         } else {
-            let shown: Vec<String> = names
-                .iter()
-                .take(10)
-                .map(|n| crate::render::esc(n))
-                .collect();
+            let shown: Vec<String> = names.iter().take(10).map(|n| render::esc(n)).collect();
             let more = names.len().saturating_sub(10);
             format!(
                 "its contexts: {}{}",
@@ -322,15 +319,15 @@ fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<(
     match (context, kc.current_context.as_deref()) {
         (Some(c), _) if !names.contains(&c) => Err(Error::Input(format!(
             "{name}: no context {} ({}){}",
-            crate::render::esc(c),
+            render::esc(c),
             list(),
-            crate::text::did_you_mean(c, names.iter().copied())
+            text::did_you_mean(c, names.iter().copied())
         ))),
         (None, Some(c)) if !names.contains(&c) => Err(Error::Input(format!(
             "{name}: its current-context {} is not one of its contexts ({}); pass --context NAME{}",
-            crate::render::esc(c),
+            render::esc(c),
             list(),
-            crate::text::did_you_mean(c, names.iter().copied())
+            text::did_you_mean(c, names.iter().copied())
         ))),
         (None, None) if !names.is_empty() => Err(Error::Input(format!(
             "{name}: no current-context set; pass --context NAME ({})",
@@ -345,7 +342,7 @@ fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<(
 /// `; the local cluster eval is gone (gpuwl cluster down removed its state): gpuwl cluster
 /// up --name eval`; `None` for any other path.
 fn gone_local_cluster(path: &Path) -> Option<String> {
-    let root = crate::files::state_root();
+    let root = files::state_root();
     let rel = std::path::absolute(path).ok()?;
     let rel = rel.strip_prefix(std::path::absolute(&root).ok()?).ok()?;
     let mut parts = rel.components();
@@ -353,14 +350,14 @@ fn gone_local_cluster(path: &Path) -> Option<String> {
     if parts.as_path() != Path::new("kubeconfig") || path.exists() {
         return None;
     }
-    let flag = if name == crate::error::DEFAULT_CLUSTER_NAME {
+    let flag = if name == DEFAULT_CLUSTER_NAME {
         String::new()
     } else {
-        format!(" --name {}", crate::render::esc(&name))
+        format!(" --name {}", render::esc(&name))
     };
     Some(format!(
         "; the local cluster {} is gone (gpuwl cluster down removed its state): gpuwl cluster up{flag}",
-        crate::render::esc(&name)
+        render::esc(&name)
     ))
 }
 

@@ -7,6 +7,7 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 
 use crate::error::Result;
+use crate::input::live;
 use crate::model::operand::OperandPod;
 
 /// The operand pods of the cluster: pods in every namespace that carry an `app` or a
@@ -20,7 +21,7 @@ pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for sel in ["app", "name"] {
-        crate::input::live::list_all(
+        live::list_all(
             &api,
             ListParams::default().labels(sel),
             "list GPU Operator operand pods",

@@ -8,7 +8,9 @@ use kube::Client;
 use kube::api::ListParams;
 
 use crate::error::{Error, Result};
+use crate::input::live;
 use crate::model::pod::PodInfo;
+use crate::text;
 
 /// Lists the pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]), page
 /// by page ([`PAGE_SIZE`] per request, following `continue`), decoding only the fields a
@@ -17,11 +19,11 @@ use crate::model::pod::PodInfo;
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
     let mut out = Vec::new();
-    crate::input::live::pages(list_params(), async |lp: &ListParams| {
+    live::pages(list_params(), async |lp: &ListParams| {
         let body = client
             .request_text(list_request(lp)?)
             .await
-            .map_err(|e| crate::input::live::api_error("list pods", &e))?;
+            .map_err(|e| live::api_error("list pods", &e))?;
         let (pods, next) = read_response(body.as_bytes(), "list pods")?;
         out.extend(pods);
         Ok::<_, Error>(next)
@@ -65,7 +67,7 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
         Err(kube::Error::Api(s)) if s.code == 404 => {
             let elsewhere = namespaces_holding(client, name).await;
             let hint = match elsewhere.as_slice() {
-                [] => crate::text::did_you_mean(
+                [] => text::did_you_mean(
                     name,
                     names_in(client, namespace).await.iter().map(String::as_str),
                 ),
@@ -79,7 +81,7 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
                 "pod {namespace}/{name} not found{hint}"
             )))
         }
-        Err(e) => Err(crate::input::live::api_error(&doing, &e)),
+        Err(e) => Err(live::api_error(&doing, &e)),
     }
 }
 
@@ -115,7 +117,7 @@ async fn namespaces_holding(client: &Client, name: &str) -> Vec<String> {
         .items
         .into_iter()
         .filter_map(|p| p.metadata.namespace)
-        .map(|ns| crate::text::esc(&ns))
+        .map(|ns| text::esc(&ns))
         .collect();
     out.sort();
     out.dedup();

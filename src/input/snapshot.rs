@@ -6,6 +6,7 @@ pub use gpuwl_core::decode::snapshot::*;
 use kube::Client;
 
 use crate::error::Result;
+use crate::input::{clusterpolicy, dra, kubevirt, live, pods, virt};
 
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR only when `with_kubevirt`. Each
 /// virt-launcher pod is marked with whether a VirtualMachine owns its VMI
@@ -19,32 +20,24 @@ use crate::error::Result;
 /// unreadable one only leaves them out).
 pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
     let (lists, policy, kubevirt, dra) = futures::join!(
-        async {
-            futures::try_join!(
-                crate::input::live::list_nodes(client),
-                crate::input::pods::list_pods(client)
-            )
-        },
-        crate::input::clusterpolicy::from_cluster(client),
+        async { futures::try_join!(live::list_nodes(client), pods::list_pods(client)) },
+        clusterpolicy::from_cluster(client),
         async {
             if with_kubevirt {
-                crate::input::kubevirt::read_live(client)
-                    .await
-                    .ok()
-                    .flatten()
+                kubevirt::read_live(client).await.ok().flatten()
             } else {
                 None
             }
         },
-        crate::input::dra::list(client)
+        dra::list(client)
     );
     let (nodes, mut pods) = lists?;
     // How a VM holding a GPU is stopped depends on whether a VirtualMachine owns its VMI:
     // every analysis of a live read knows it (one more list, only when a launcher runs).
     if pods.iter().any(|p| p.launcher_vmi().is_some())
-        && let Some(owners) = crate::input::virt::vmi_owners(client).await
+        && let Some(owners) = virt::vmi_owners(client).await
     {
-        crate::input::virt::mark_launchers(&mut pods, &owners);
+        virt::mark_launchers(&mut pods, &owners);
     }
     let (dra, dra_source) = dra?;
     Ok(Snapshot {

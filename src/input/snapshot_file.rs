@@ -37,13 +37,17 @@ use kube::api::ListParams;
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::input::document::{Keep, Prune};
+use crate::input::document::{self, Keep, Prune};
+use crate::input::kubevirt::{self, HYPERCONVERGED, KUBEVIRT};
+use crate::input::pods::{self, ITEM, LIVE_FIELD_SELECTOR};
 use crate::input::snapshot::Snapshot;
+use crate::input::{clusterpolicy, dra, dump, live, virt};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
+use crate::{files, text};
 
 /// The `format` of [`Meta`] this version writes and reads.
 pub const FORMAT: &str = "gpuwl.snapshot/v1";
@@ -167,10 +171,7 @@ const LISTS: &[ListSpec] = &[
 ];
 
 /// A page of a list as the API returns it, pods kept slim ([`crate::input::pods::ITEM`]).
-const SLIM_POD_PAGE: Keep = Keep::Fields(&[
-    ("metadata", Keep::All),
-    ("items", Keep::Each(&crate::input::pods::ITEM)),
-]);
+const SLIM_POD_PAGE: Keep = Keep::Fields(&[("metadata", Keep::All), ("items", Keep::Each(&ITEM))]);
 
 /// Removes what a snapshot never holds from `v`, at any depth: `env[].value` and
 /// `env[].valueFrom`, `metadata.managedFields` and the last-applied annotation.
@@ -241,12 +242,12 @@ async fn list_raw(
     let mut out = Vec::new();
     let mut not = None;
     let base = if kind == "Pod" {
-        ListParams::default().fields(crate::input::pods::LIVE_FIELD_SELECTOR)
+        ListParams::default().fields(LIVE_FIELD_SELECTOR)
     } else {
         ListParams::default()
     };
     let doing = format!("list {kind} objects");
-    crate::input::live::pages(base, async |lp: &ListParams| {
+    live::pages(base, async |lp: &ListParams| {
         let req = kube::core::Request::new(path)
             .list(lp)
             .map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
@@ -262,7 +263,7 @@ async fn list_raw(
                 )));
                 return Ok(None);
             }
-            Err(e) => return Err(crate::input::live::api_error(&doing, &e)),
+            Err(e) => return Err(live::api_error(&doing, &e)),
         };
         let page: Value = if kind == "Pod" && !full {
             let mut d = serde_json::Deserializer::from_str(&body);
@@ -456,7 +457,7 @@ pub fn write(path: &Path, tar: &[u8]) -> Result<usize> {
     } else {
         tar.to_vec()
     };
-    crate::files::write_atomic(path, &bytes, 0o600)?;
+    files::write_atomic(path, &bytes, 0o600)?;
     Ok(bytes.len())
 }
 
@@ -489,7 +490,7 @@ fn small(r: impl Read, origin: &str) -> Result<String> {
 
 /// The `items` of a List member.
 fn items_of(text: &str, origin: &str) -> Result<Vec<Value>> {
-    let doc = crate::input::document::parse(text, origin, "a List")?;
+    let doc = document::parse(text, origin, "a List")?;
     match doc.get("items") {
         Some(Value::Array(a)) => Ok(a.clone()),
         None | Some(Value::Null) => Ok(Vec::new()),
@@ -501,12 +502,9 @@ fn items_of(text: &str, origin: &str) -> Result<Vec<Value>> {
 /// ones: none → `no-object`, several → the first by name with a note.
 fn policy_of(mut items: Vec<Value>, collected: Option<&Collected>, origin: &str) -> PolicyStatus {
     match collected.map(|c| c.status.as_str()) {
-        Some("not-served") => return crate::input::clusterpolicy::absent_crd(),
+        Some("not-served") => return clusterpolicy::absent_crd(),
         Some("denied") => {
-            return crate::input::clusterpolicy::none(
-                "unreadable",
-                collected.and_then(|c| c.note.clone()),
-            );
+            return clusterpolicy::none("unreadable", collected.and_then(|c| c.note.clone()));
         }
         _ => {}
     }
@@ -519,22 +517,19 @@ fn policy_of(mut items: Vec<Value>, collected: Option<&Collected>, origin: &str)
     items.sort_by_key(name);
     let n = items.len();
     let Some(first) = items.first() else {
-        return crate::input::clusterpolicy::none(
-            "no-object",
-            Some("no ClusterPolicy object".into()),
-        );
+        return clusterpolicy::none("no-object", Some("no ClusterPolicy object".into()));
     };
-    match crate::input::clusterpolicy::from_object(first) {
+    match clusterpolicy::from_object(first) {
         Ok(p) => PolicyStatus {
             status: "cluster",
             note: (n > 1).then(|| format!("{n} ClusterPolicies; using {}", p.name)),
             policy: Some(p),
         },
-        Err(e) => crate::input::clusterpolicy::none(
+        Err(e) => clusterpolicy::none(
             "unreadable",
             Some(format!(
                 "{origin}: ClusterPolicy {}: {e}",
-                crate::text::cut(&name(first))
+                text::cut(&name(first))
             )),
         ),
     }
@@ -574,7 +569,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
     // As a live read does: each virt-launcher pod knows whether a VM owns its VMI.
     let mut pods = m.pods.unwrap_or_default();
     if let Some(items) = m.vmis {
-        crate::input::virt::mark_launchers(&mut pods, &vmi_owners_of(&items));
+        virt::mark_launchers(&mut pods, &vmi_owners_of(&items));
     }
     Ok(Loaded {
         snapshot: Snapshot {
@@ -610,7 +605,7 @@ struct Members {
 /// `snapshot.json`; [`Error::Input`] for a member that does not read, naming it.
 fn read_members(path: &Path) -> Result<Members> {
     let shown = path.display().to_string();
-    let reader = crate::input::document::open_maybe_gzip(path)?;
+    let reader = document::open_maybe_gzip(path)?;
     let mut archive = tar::Archive::new(reader);
     let not_tar = |e: std::io::Error| {
         Error::file(
@@ -627,7 +622,7 @@ fn read_members(path: &Path) -> Result<Members> {
             .to_string_lossy()
             .trim_start_matches("./")
             .to_owned();
-        let origin = format!("{shown}:{}", crate::text::cut(&member));
+        let origin = format!("{shown}:{}", text::cut(&member));
         if m.meta.is_none() && member != "snapshot.json" {
             return Err(Error::file(
                 PathBuf::from(path),
@@ -637,31 +632,28 @@ fn read_members(path: &Path) -> Result<Members> {
         match member.as_str() {
             "snapshot.json" => {
                 let meta: Meta = serde_json::from_str(&small(entry, &origin)?).map_err(|e| {
-                    Error::Input(format!(
-                        "{origin}: {}",
-                        crate::text::one_line(&e.to_string())
-                    ))
+                    Error::Input(format!("{origin}: {}", text::one_line(&e.to_string())))
                 })?;
                 if meta.format != FORMAT {
                     return Err(Error::Input(format!(
                         "{origin}: format {} is not {FORMAT} (written by gpuwl {})",
-                        crate::text::cut(&meta.format),
-                        crate::text::cut(&meta.gpuwl_version)
+                        text::cut(&meta.format),
+                        text::cut(&meta.gpuwl_version)
                     )));
                 }
                 m.meta = Some(meta);
             }
             "nodes.json" => {
                 let mut v = Vec::new();
-                crate::input::dump::read_from(entry, &origin, |n| v.push(n))?;
+                dump::read_from(entry, &origin, |n| v.push(n))?;
                 m.nodes = Some(v);
             }
-            "pods.json" => m.pods = Some(crate::input::pods::read_pods_from(entry, &origin)?),
+            "pods.json" => m.pods = Some(pods::read_pods_from(entry, &origin)?),
             "clusterpolicies.json" => {
                 m.policy_items = Some(items_of(&small(entry, &origin)?, &origin)?)
             }
             "kubevirt.json" => m.kubevirt_items = Some(items_of(&small(entry, &origin)?, &origin)?),
-            "dra.json" => m.dra = Some(crate::input::dra::read_from(entry, &origin)?),
+            "dra.json" => m.dra = Some(dra::read_from(entry, &origin)?),
             "daemonsets.json" => m.daemonsets = items_of(&small(entry, &origin)?, &origin)?,
             "vmis.json" => m.vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
             // Members of a later version are skipped.
@@ -685,15 +677,9 @@ fn kubevirt_of(items: &[Value], shown: &str) -> Result<Option<PermittedHostDevic
             .collect()
     };
     let kv_origin = |e: Error| Error::Input(format!("{shown}:kubevirt.json: {e}"));
-    match crate::input::kubevirt::choose(
-        crate::input::kubevirt::HYPERCONVERGED,
-        &of("HyperConverged"),
-    )
-    .map_err(kv_origin)?
-    {
+    match kubevirt::choose(HYPERCONVERGED, &of("HyperConverged")).map_err(kv_origin)? {
         Some(found) => Ok(Some(found)),
-        None => crate::input::kubevirt::choose(crate::input::kubevirt::KUBEVIRT, &of("KubeVirt"))
-            .map_err(kv_origin),
+        None => kubevirt::choose(KUBEVIRT, &of("KubeVirt")).map_err(kv_origin),
     }
 }
 

@@ -12,8 +12,9 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::input::pods;
+use crate::input::{live, pods};
 use crate::model::pod::{ObjectKind, PodInfo};
+use crate::text;
 
 /// How long one live call may take before gpuwl gives up (exit 3).
 pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -100,7 +101,7 @@ async fn get(
                 "the cluster does not serve {plural}.kubevirt.io/v1: KubeVirt is not installed"
             )));
         }
-        Ok(Err(e)) => return Err(crate::input::live::api_error(&doing, &e)),
+        Ok(Err(e)) => return Err(live::api_error(&doing, &e)),
         Ok(Ok(o)) => o,
     };
     match got {
@@ -133,7 +134,7 @@ async fn launchers(client: &kube::Client, namespace: &str, selector: &str) -> Re
                 LIVE_TIMEOUT.as_secs()
             )));
         }
-        Ok(Err(e)) => return Err(crate::input::live::api_error(&doing, &e)),
+        Ok(Err(e)) => return Err(live::api_error(&doing, &e)),
         Ok(Ok(l)) => l,
     };
     list.items.iter().map(pods::pod_info).collect()
@@ -178,7 +179,7 @@ pub async fn read(
                         None => {
                             let near =
                                 names(client, "VirtualMachine", "virtualmachines", namespace).await;
-                            crate::text::did_you_mean(name, near.iter().map(String::as_str))
+                            text::did_you_mean(name, near.iter().map(String::as_str))
                         }
                     };
                     return Err(Error::Input(format!(
@@ -217,7 +218,7 @@ pub async fn read(
                 namespace,
             )
             .await;
-            crate::text::did_you_mean(name, near.iter().map(String::as_str))
+            text::did_you_mean(name, near.iter().map(String::as_str))
         };
         return Err(Error::Input(format!(
             "VirtualMachineInstance {namespace}/{name} not found{hint}"

@@ -12,7 +12,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
 use crate::error::{Error, Result};
-use crate::input::live::{already_exists, api_err};
+use crate::input::live::{self, already_exists, api_err};
 
 /// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -215,7 +215,7 @@ pub fn pod_scheduled(p: &Pod) -> Option<&PodCondition> {
 pub async fn list_nodes(client: &Client) -> Result<Vec<Node>> {
     let api: Api<Node> = Api::all(client.clone());
     let mut out = Vec::new();
-    crate::input::live::list_all(&api, ListParams::default().limit(500), "list nodes", |n| {
+    live::list_all(&api, ListParams::default().limit(500), "list nodes", |n| {
         out.push(n)
     })
     .await?;

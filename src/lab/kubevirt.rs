@@ -28,8 +28,10 @@ use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
 use super::manifests::NAMESPACE;
+use crate::cluster::kubevirt::{self, CR_NAME};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
+use crate::lab::kubeops;
 
 /// The result file of `--kubevirt`, under `out/`.
 pub const KUBEVIRT_FILE: &str = "kubevirt.txt";
@@ -242,25 +244,18 @@ pub async fn permit_generated(
     }
     let patch: Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| Error::failed("gpuwl kubevirt generate printed bad JSON", e))?;
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        crate::cluster::kubevirt::NAMESPACE,
-        &crate::cluster::kubevirt::cr_resource(),
-    );
-    api.patch(
-        crate::cluster::kubevirt::CR_NAME,
-        &PatchParams::default(),
-        &Patch::Merge(&patch),
-    )
-    .await
-    .map_err(|e| {
-        api_error(
-            "apply gpuwl kubevirt generate's patch to the KubeVirt CR",
-            &e,
-        )
-    })?;
+    let api: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), NAMESPACE, &kubevirt::cr_resource());
+    api.patch(CR_NAME, &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .map_err(|e| {
+            api_error(
+                "apply gpuwl kubevirt generate's patch to the KubeVirt CR",
+                &e,
+            )
+        })?;
     let cr = api
-        .get(crate::cluster::kubevirt::CR_NAME)
+        .get(CR_NAME)
         .await
         .map_err(|e| api_error("get the KubeVirt CR", &e))?;
     let phd = &cr.data["spec"]["configuration"]["permittedHostDevices"];
@@ -374,7 +369,7 @@ pub async fn observe(client: &Client, v: &LabVm) -> Result<VmOutcome> {
     } else if node.is_none()
         && let Some(c) = launcher
             .as_ref()
-            .and_then(|p| crate::lab::kubeops::pod_scheduled(p).cloned())
+            .and_then(|p| kubeops::pod_scheduled(p).cloned())
             .filter(|c| c.status == "False")
     {
         condition = format!(

@@ -15,8 +15,8 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use serde_json::json;
 
-use crate::cluster::gpu_operator::NAMESPACE as OPERATOR_NAMESPACE;
-use crate::cluster::gpusim::GpuHardware;
+use crate::cluster::gpu_operator::{self, NAMESPACE as OPERATOR_NAMESPACE};
+use crate::cluster::gpusim::{self, GpuHardware};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
 use crate::model::resource::NVIDIA_PREFIX;
@@ -85,7 +85,7 @@ pub async fn running_operands(client: &Client) -> Result<BTreeMap<String, BTreeS
         }
         let (Some(node), Some(app)) = (
             p.spec.as_ref().and_then(|s| s.node_name.clone()),
-            crate::cluster::gpusim::daemonset_of(&p),
+            gpusim::daemonset_of(&p),
         ) else {
             continue;
         };
@@ -126,7 +126,7 @@ pub async fn wait_operands(
 ) -> Result<BTreeMap<String, BTreeSet<String>>> {
     let deadline = Instant::now() + OPERATOR_WAIT;
     loop {
-        let state = crate::cluster::gpu_operator::policy_state(client).await;
+        let state = gpu_operator::policy_state(client).await;
         let running = running_operands(client).await?;
         let settled = nodes.iter().all(|(n, wc)| {
             let ops = running.get(n);

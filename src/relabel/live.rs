@@ -20,12 +20,17 @@ use super::{
     Status, StepKind,
 };
 use crate::error::{Error, Result};
-use crate::input::live::{api_error, list_all, node_info};
+use crate::input::live::{self, api_error, list_all, node_info};
+use crate::input::pods::{self, LIVE_FIELD_SELECTOR};
+use crate::input::virt::{self, VM_NAME_LABEL};
+use crate::input::{clusterpolicy, operands, snapshot};
 use crate::model::node::NodeInfo;
 use crate::model::operator::VGPU_CONFIG_LABEL;
 use crate::model::resource::NVIDIA_PREFIX;
 use crate::model::workload::LABEL_KEY;
+use crate::model::{operand, pod};
 use crate::render::esc;
+use crate::text;
 use crate::twin::{self, Relabel, Verdict};
 
 /// The default of `--timeout`: how long each wait step may take. The operator swaps a
@@ -179,10 +184,7 @@ impl<'a> Sink<'a> {
 /// The pods on `node` that have not finished.
 async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>> {
     let api: Api<Pod> = Api::all(client.clone());
-    let fields = format!(
-        "spec.nodeName={node},{}",
-        crate::input::pods::LIVE_FIELD_SELECTOR
-    );
+    let fields = format!("spec.nodeName={node},{}", LIVE_FIELD_SELECTOR);
     let mut out = Vec::new();
     list_all(
         &api,
@@ -201,7 +203,7 @@ async fn pods_on(client: &Client, node: &str) -> Result<Vec<Pod>> {
 fn holders_of(pods: &[Pod]) -> Result<Vec<Holder>> {
     let mut out = Vec::new();
     for p in pods {
-        let info = crate::input::pods::pod_info(p)?;
+        let info = pods::pod_info(p)?;
         let resources: std::collections::BTreeMap<String, i64> = info
             .requests
             .iter()
@@ -215,7 +217,7 @@ fn holders_of(pods: &[Pod]) -> Result<Vec<Holder>> {
             .metadata
             .labels
             .as_ref()
-            .and_then(|l| l.get(crate::input::virt::VM_NAME_LABEL).cloned())
+            .and_then(|l| l.get(VM_NAME_LABEL).cloned())
             .or_else(|| info.launcher_vmi().map(str::to_string));
         out.push(Holder {
             pod: info.key(),
@@ -241,11 +243,11 @@ pub async fn observe(client: &Client, name: &str) -> Result<(NodeInfo, Observed)
         .await
         .map_err(|e| api_error(&doing, &e))?
     else {
-        let all = crate::input::live::list_nodes(client).await?;
+        let all = live::list_nodes(client).await?;
         return Err(Error::Input(format!(
             "relabel: no node {} in the cluster{}",
-            crate::text::cut(name),
-            crate::text::did_you_mean(name, all.iter().map(|n| n.name.as_str()))
+            text::cut(name),
+            text::did_you_mean(name, all.iter().map(|n| n.name.as_str()))
         )));
     };
     let info = node_info(&node);
@@ -257,7 +259,7 @@ pub async fn observe(client: &Client, name: &str) -> Result<(NodeInfo, Observed)
         .map(|v| Record::parse(v));
     let mut holders = holders_of(&pods_on(client, name).await?)?;
     if holders.iter().any(|h| h.vmi.is_some())
-        && let Some(owners) = crate::input::virt::vmi_owners(client).await
+        && let Some(owners) = virt::vmi_owners(client).await
     {
         for h in &mut holders {
             if let Some(vm) = h.vm() {
@@ -313,7 +315,7 @@ async fn evict(client: &Client, pod: &str) -> Result<bool> {
 /// the message says to delete the VMI).
 async fn stop_vm(client: &Client, vm: &str) -> Result<()> {
     let (ns, name) = vm.split_once('/').unwrap_or(("default", vm));
-    let ar = crate::input::virt::resource("VirtualMachine", "virtualmachines");
+    let ar = virt::resource("VirtualMachine", "virtualmachines");
     let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &ar);
     let doing = format!("stop VM {vm}");
     let obj = api.get_opt(name).await.map_err(|e| api_error(&doing, &e))?;
@@ -321,7 +323,7 @@ async fn stop_vm(client: &Client, vm: &str) -> Result<()> {
         return Err(Error::Runtime(format!(
             "cannot {doing}: no VirtualMachine of that name (a VMI no VM owns: {}, or use \
              --evict)",
-            crate::model::pod::stop_command(ns, "", Some(name), Some(false))
+            pod::stop_command(ns, "", Some(name), Some(false))
         )));
     };
     let spec = if obj.data["spec"].get("running").is_some() {
@@ -358,7 +360,7 @@ async fn deployed_operands(client: &Client) -> Result<BTreeSet<String>> {
     let mut out = BTreeSet::new();
     list_all(&api, ListParams::default(), "list DaemonSets", |ds| {
         let name = ds.metadata.name.unwrap_or_default();
-        if let Some(op) = crate::model::operand::operand_of(Some(&name), None) {
+        if let Some(op) = operand::operand_of(Some(&name), None) {
             out.insert(op.to_string());
         }
     })
@@ -372,7 +374,7 @@ async fn operands_now(client: &Client, r: &Relabel) -> Result<Option<String>> {
     let on_node: Vec<_> = pods
         .iter()
         .filter_map(|p| serde_json::to_value(p).ok())
-        .filter_map(|v| crate::input::operands::from_value(&v))
+        .filter_map(|v| operands::from_value(&v))
         .collect();
     let deployed = deployed_operands(client).await?;
     Ok(super::operands_state(&on_node, r.config, &deployed).err())
@@ -479,7 +481,7 @@ async fn do_step(
             let why = wait_for(timeout, async || operands_now(client, &r).await).await?;
             let done = format!(
                 "{} Ready; no {} pod",
-                crate::model::operand::needed(r.config).join(", "),
+                operand::needed(r.config).join(", "),
                 super::other_plugins(r.config).join(" or ")
             );
             Ok(waited(why, done))
@@ -651,7 +653,7 @@ async fn decide_all(
     sink: &mut Sink<'_>,
 ) -> Result<(Vec<NodePlan>, Option<String>)> {
     let now = k8s_openapi::jiff::Timestamp::now().to_string();
-    let policy = crate::input::clusterpolicy::from_cluster(client).await;
+    let policy = clusterpolicy::from_cluster(client).await;
     let mut decisions = Vec::new();
     let mut holders = Vec::new();
     let mut resuming = false;
@@ -720,7 +722,7 @@ async fn preview(
             ),
         ),
         Some(opts) => {
-            let snap = crate::input::snapshot::read(client, false).await?;
+            let snap = snapshot::read(client, false).await?;
             let source = twin::Source {
                 nodes: snap.nodes,
                 pods: snap.pods,

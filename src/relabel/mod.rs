@@ -26,8 +26,10 @@ use serde::{Deserialize, Serialize};
 use crate::model::node::NodeInfo;
 use crate::model::operand::{OperandHealth, OperandPod, needed, plugin_of};
 use crate::model::operator::ClusterPolicy;
+use crate::model::pod;
 use crate::model::workload::WorkloadConfig;
 use crate::render::esc;
+use crate::text;
 use crate::twin::{Relabel, predict};
 
 /// The node annotation that holds a relabel under way: a JSON [`Record`]. Set at the
@@ -135,7 +137,7 @@ impl Record {
         serde_json::from_str(value).map_err(|e| {
             format!(
                 "annotation {STATE_ANNOTATION} is not gpuwl's record ({})",
-                crate::text::one_line(&e.to_string())
+                text::one_line(&e.to_string())
             )
         })
     }
@@ -676,7 +678,7 @@ pub fn stop_vm_problems(how: &Disruption, holders: &[Holder]) -> Vec<String> {
                 return Some(format!(
                     "--stop-vm {}: no VM of that name runs on the node(s) to relabel{}",
                     esc(v),
-                    crate::text::did_you_mean(v, vms.iter().map(String::as_str))
+                    text::did_you_mean(v, vms.iter().map(String::as_str))
                 ));
             }
             let bare = holders
@@ -689,12 +691,7 @@ pub fn stop_vm_problems(how: &Disruption, holders: &[Holder]) -> Vec<String> {
                      use --evict, or delete the VMI: {}",
                     esc(v),
                     esc(v),
-                    esc(&crate::model::pod::stop_command(
-                        ns,
-                        "",
-                        Some(name),
-                        Some(false)
-                    ))
+                    esc(&pod::stop_command(ns, "", Some(name), Some(false)))
                 )
             })
         })

@@ -1,6 +1,7 @@
 //! The relabel's planning and its wait conditions, without a cluster.
 
 use super::*;
+use crate::model::workload::LABEL_KEY;
 
 fn relabel(s: &str) -> Relabel {
     s.parse().unwrap()
@@ -362,10 +363,7 @@ fn advertised_waits_for_the_new_units_and_the_old_name_at_zero() {
 #[test]
 fn the_expectation_comes_from_the_twins_model() {
     let mut n = node_with(&[("nvidia.com/GA102GL_A10", "2")]);
-    n.labels.insert(
-        crate::model::workload::LABEL_KEY.into(),
-        "vm-passthrough".into(),
-    );
+    n.labels.insert(LABEL_KEY.into(), "vm-passthrough".into());
     let e = expectation(&n, &relabel("n=container"), None);
     assert_eq!(e, expect());
     // Nothing to go by: no name expected, the old ones still listed.

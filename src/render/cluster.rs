@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::cluster::{ClusterInfo, ComponentReport, Status};
+use crate::cluster::{self, ClusterInfo, ComponentReport, Status, nodes};
 use crate::render::esc;
 
 /// What `gpuwl cluster up` prints on stdout: `#` comment lines (state, server, the
@@ -29,9 +29,7 @@ pub fn up_summary(
         info.kubernetes_version
     );
     if new_nodes > 0 {
-        let names: Vec<String> = (0..new_nodes)
-            .map(crate::cluster::nodes::plain_node_name)
-            .collect();
+        let names: Vec<String> = (0..new_nodes).map(nodes::plain_node_name).collect();
         let _ = writeln!(out, "# simulated nodes (no GPU): {}", names.join(" "));
     }
     let _ = writeln!(out, "# kubeconfig: {}", kubeconfig.display());
@@ -98,7 +96,7 @@ pub fn status_text(
             let _ = writeln!(
                 out,
                 "logs: {}/logs; recover with: gpuwl cluster up --name {name} (restarts it afresh) or gpuwl cluster down --name {name}",
-                crate::cluster::state_dir(name).display()
+                cluster::state_dir(name).display()
             );
         }
     }

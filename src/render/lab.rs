@@ -4,7 +4,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::analysis::inventory::Inventory;
 use crate::lab::LabReport;
+use crate::render::inventory::{self, Output, TextOptions};
+use crate::render::{self, Format, explain};
 
 /// The lab's summary for a terminal `width` columns wide, files under `root`.
 pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
@@ -21,7 +24,7 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
         let _ = write!(
             out,
             "{}",
-            crate::render::wrap_lines(
+            render::wrap_lines(
                 &format!(
                     "note: the cluster has {extra} node(s) besides the lab's {}; they take part in scheduling, the inventory and the checker's count (a fresh cluster: gpuwl cluster down, then gpuwl lab).\n",
                     report.plan.nodes.len()
@@ -31,22 +34,18 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
         );
     }
     for s in split_sentences(&report.inventory) {
-        let _ = write!(
-            out,
-            "{}",
-            crate::render::wrap_lines(&format!("{s}.\n"), width)
-        );
+        let _ = write!(out, "{}", render::wrap_lines(&format!("{s}.\n"), width));
     }
     let _ = writeln!(out, "\nGPU inventory by pool (gpuwl inventory):");
     let _ = write!(
         out,
         "{}",
-        crate::render::inventory::render(
+        inventory::render(
             &report.inventory,
-            crate::render::inventory::Output::Text,
-            crate::render::inventory::TextOptions {
+            Output::Text,
+            TextOptions {
                 bars: true,
-                width: crate::render::width(),
+                width: render::width(),
             },
         )
     );
@@ -57,7 +56,7 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
     let _ = write!(
         out,
         "{}",
-        crate::render::explain::render(&report.cross_explanation, crate::render::Format::Text)
+        explain::render(&report.cross_explanation, Format::Text)
     );
     if let Some(d) = &report.dra {
         let cross = d
@@ -68,7 +67,7 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
         let _ = write!(
             out,
             "{}",
-            crate::render::wrap_lines(
+            render::wrap_lines(
                 &format!(
                     "\nWith DRA (step 9, out/09-dra.txt): {}; {}.\n",
                     match cross {
@@ -91,7 +90,7 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
 /// `job-cross waits on the vm-passthrough pool while 3 nvidia.com/gpu are free on container
 /// nodes`: the pools its selector allows, and the free units of the same resource name in
 /// pools it cannot reach.
-pub fn split_sentences(inv: &crate::analysis::inventory::Inventory) -> Vec<String> {
+pub fn split_sentences(inv: &Inventory) -> Vec<String> {
     inv.unservable
         .iter()
         .map(|u| {
@@ -121,7 +120,7 @@ pub fn split_sentences(inv: &crate::analysis::inventory::Inventory) -> Vec<Strin
 }
 
 /// The summary table: node, label, advertised resource and amount, pods placed.
-pub fn summary_table(report: &crate::lab::LabReport) -> comfy_table::Table {
+pub fn summary_table(report: &LabReport) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
     t.set_header(["NODE", "LABEL", "ADVERTISES", "PODS PLACED"]);

@@ -2,6 +2,7 @@
 
 use crate::relabel::Status;
 use crate::relabel::live::{Outcome, Report, StepReport, seconds};
+use crate::render;
 
 /// One step: the time since the run started, the step, how it ended, the node and what it
 /// did, with the time it took (messages are escaped where they are made).
@@ -11,7 +12,7 @@ pub fn step_line(s: &StepReport) -> String {
     let who = s
         .node
         .as_deref()
-        .map(|n| format!("{}: ", crate::render::esc(n)))
+        .map(|n| format!("{}: ", render::esc(n)))
         .unwrap_or_default();
     // The time a step took, where it did something or waited.
     let took = match s.status {
@@ -49,7 +50,7 @@ pub fn header(relabels: &[String], timeout: std::time::Duration) -> String {
         "Relabel {} (each wait at most {})\n",
         relabels
             .iter()
-            .map(|r| crate::render::esc(r))
+            .map(|r| render::esc(r))
             .collect::<Vec<_>>()
             .join(" "),
         seconds(timeout)

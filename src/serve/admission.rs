@@ -58,7 +58,10 @@ pub enum Mode {
     Enforce,
 }
 
+use crate::analysis::verdict;
+use crate::input::pods;
 pub use crate::serve::metrics::Verdict;
+use crate::text;
 
 impl Verdict {
     /// The label value.
@@ -91,7 +94,7 @@ pub struct Answer {
 fn bad(why: &str) -> Answer {
     Answer {
         status: StatusCode::BAD_REQUEST,
-        body: format!("not an AdmissionReview: {}\n", crate::text::one_line(why)),
+        body: format!("not an AdmissionReview: {}\n", text::one_line(why)),
         verdict: Verdict::Invalid,
         kind: "other",
         codes: Vec::new(),
@@ -108,7 +111,7 @@ fn bad(why: &str) -> Answer {
 /// Errors: one line saying what is wrong, for the HTTP 400 answer; serde_json's messages
 /// name line and column, and any value they quote is cut ([`crate::text::cut`]).
 fn decode(body: &[u8]) -> std::result::Result<AdmissionRequest<DynamicObject>, String> {
-    let cut = |e: serde_json::Error| crate::text::cut(&e.to_string());
+    let cut = |e: serde_json::Error| text::cut(&e.to_string());
     let mut review: Value = serde_json::from_slice(body).map_err(cut)?;
     let api_version = review.get("apiVersion").and_then(Value::as_str);
     if !matches!(
@@ -215,7 +218,7 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
     if let Value::Object(m) = &mut object {
         m.insert("kind".into(), Value::String(kind.into()));
     }
-    let Ok(pod) = crate::input::pods::from_object(&object) else {
+    let Ok(pod) = pods::from_object(&object) else {
         return respond(Verdict::Skipped, &[]);
     };
     let findings = admission::review(&pod, index);
@@ -224,7 +227,7 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
     // name with "0" for a moment, operands rolling) is admitted with its warning.
     let permanent = findings
         .iter()
-        .any(|w| crate::analysis::verdict::verdict(w.code, false).permanent());
+        .any(|w| verdict::verdict(w.code, false).permanent());
     let verdict = match (findings.is_empty(), mode) {
         (true, _) => Verdict::Allowed,
         (false, Mode::Enforce) if permanent => Verdict::Denied,

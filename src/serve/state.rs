@@ -12,13 +12,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use kube::runtime::watcher::Event;
 
 use crate::analysis::{admission, check, inventory, kubevirt};
+use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
 use crate::model::pool::PoolOrigin;
 use crate::model::resource::Classifier;
-use crate::model::workload::WorkloadConfig;
+use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// A local copy of one watched resource: objects by key, fed with a watcher's events.
 ///
@@ -214,7 +215,7 @@ pub fn evaluate_with_dra(
     pods: &[PodInfo],
     policy: &PolicyStatus,
     kubevirt_cr: Option<std::result::Result<&PermittedHostDevices, String>>,
-    dra: Option<&crate::model::dra::DraObjects>,
+    dra: Option<&DraObjects>,
 ) -> Evaluation {
     let mut problems = Vec::new();
     let mut node_evals = node_evals(nodes, policy, dra);
@@ -223,13 +224,7 @@ pub fn evaluate_with_dra(
     let (pools, unservable) = match inventory::build(nodes, pods, policy) {
         Ok(mut inv) => {
             if let Some(d) = dra {
-                inventory::attach_dra(
-                    &mut inv,
-                    d,
-                    crate::model::dra::DraSource::Cluster,
-                    nodes,
-                    policy.policy(),
-                );
+                inventory::attach_dra(&mut inv, d, DraSource::Cluster, nodes, policy.policy());
             }
             add_orphan_findings(&mut node_evals, &inv);
             orphans = Some(
@@ -292,7 +287,7 @@ pub fn evaluate_with_dra(
 fn node_evals(
     nodes: &[NodeInfo],
     policy: &PolicyStatus,
-    dra: Option<&crate::model::dra::DraObjects>,
+    dra: Option<&DraObjects>,
 ) -> Vec<NodeEval> {
     let classifier = Classifier::default();
     let dra_nodes = dra.map(check::DraNodes::from_objects);
@@ -415,13 +410,7 @@ pub struct Relabel {
 pub fn workload_labels(nodes: &[NodeInfo]) -> BTreeMap<String, Option<String>> {
     nodes
         .iter()
-        .map(|n| {
-            (
-                n.name.clone(),
-                n.label(crate::model::workload::LABEL_KEY)
-                    .map(str::to_owned),
-            )
-        })
+        .map(|n| (n.name.clone(), n.label(LABEL_KEY).map(str::to_owned)))
         .collect()
 }
 

@@ -36,6 +36,7 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use crate::analysis::admission::Index;
 use crate::input::document::one_line;
 use crate::input::kubevirt::{CrType, HYPERCONVERGED, KUBEVIRT};
 use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods};
@@ -274,7 +275,7 @@ pub struct Shared {
     pub unhealthy_after: Option<Duration>,
     /// What the admission guard judges against, replaced after each evaluation (the
     /// default, not synced, admits everything without a word).
-    pub admission: Mutex<Arc<crate::analysis::admission::Index>>,
+    pub admission: Mutex<Arc<Index>>,
     /// Whether the admission guard runs (`--admission-listen`): the evaluator then builds
     /// [`Shared::admission`] and `gpuwl_admission_flagged_pods`.
     pub admission_enabled: bool,

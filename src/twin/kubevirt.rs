@@ -26,6 +26,8 @@ use crate::model::resource::NVIDIA_PREFIX;
 
 use super::objects::SOURCE_KIND_LABEL;
 use super::{PendingByTwin, StillPending, pod_ref};
+use crate::cluster::kubevirt;
+use crate::input::{pods, virt};
 
 /// The VMI a pending source entry stands for: a VMI (or VM) by its own name, a pending
 /// virt-launcher pod by the VMI it runs ([`PodInfo::launcher_vmi`]); `None` for other pods.
@@ -108,7 +110,7 @@ pub fn permitted_json(p: Option<&PermittedHostDevices>) -> Value {
 ///
 /// Errors: [`Error::Runtime`] when the CR cannot be patched.
 pub async fn configure(client: &Client, permitted: Option<&PermittedHostDevices>) -> Result<()> {
-    crate::cluster::kubevirt::set_configuration(
+    kubevirt::set_configuration(
         client,
         &json!({"permittedHostDevices": permitted_json(permitted)}),
     )
@@ -134,7 +136,7 @@ pub async fn wait_published(client: &Client, timeout: Duration) -> Result<()> {
         let lacking: Vec<String> = nodes
             .items
             .iter()
-            .filter(|n| crate::cluster::kubevirt::node_needs_kubevirt(n))
+            .filter(|n| kubevirt::node_needs_kubevirt(n))
             .filter_map(|n| n.metadata.name.clone())
             .collect();
         if lacking.is_empty() {
@@ -155,7 +157,7 @@ pub async fn wait_published(client: &Client, timeout: Duration) -> Result<()> {
 async fn list_vmis(client: &Client) -> Result<BTreeMap<String, Value>> {
     let api: Api<DynamicObject> = Api::all_with(
         client.clone(),
-        &crate::input::virt::resource("VirtualMachineInstance", "virtualmachineinstances"),
+        &virt::resource("VirtualMachineInstance", "virtualmachineinstances"),
     );
     let list = api
         .list(&ListParams::default())
@@ -198,7 +200,7 @@ pub async fn wait_rendered(
     let deadline = Instant::now() + timeout;
     loop {
         let objects = list_vmis(client).await?;
-        let pods = crate::input::pods::list_pods(client).await?;
+        let pods = pods::list_pods(client).await?;
         let launchers = launchers_of(&pods, vmis);
         let undecided: Vec<String> = vmis
             .keys()
@@ -272,8 +274,7 @@ pub async fn refused(
             continue;
         };
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
-        let o =
-            crate::input::virt::read(client, ObjectKind::VirtualMachineInstance, ns, name).await?;
+        let o = virt::read(client, ObjectKind::VirtualMachineInstance, ns, name).await?;
         let e = explain::vm::explain_vm(&o, inputs)?;
         out.push(StillPending {
             pod: pod_ref(src, Some(&src.key())),

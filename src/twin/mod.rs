@@ -32,16 +32,20 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
-use crate::analysis::explain;
-use crate::analysis::inventory;
-use crate::cluster::gpusim;
+use crate::analysis::{explain, inventory};
+use crate::cluster::kubevirt::KUBEVIRT_VERSION;
+use crate::cluster::lock::{self, Lock};
+use crate::cluster::{self, ClusterInfo, UpOptions, accounts, gpusim, nodes};
 use crate::error::{Error, Result};
-use crate::input::live::api_error;
+use crate::input::live::{self, api_error};
+use crate::input::{pods, virt};
+use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{ClusterPolicy, PolicyStatus, VGPU_CONFIG_LABEL};
-use crate::model::pod::PodInfo;
+use crate::model::pod::{self, PodInfo};
 use crate::model::resource::{NVIDIA_PREFIX, classify};
-use crate::model::workload::{LABEL_KEY, WorkloadConfig};
+use crate::model::workload::{InvalidWorkloadConfig, LABEL_KEY, WorkloadConfig};
+use crate::{render, text};
 
 /// One relabel: `NODE=CONFIG`, or `NODE=vm-vgpu:TYPE` to also set `nvidia.com/vgpu.config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -63,25 +67,22 @@ impl std::str::FromStr for Relabel {
     fn from_str(s: &str) -> std::result::Result<Relabel, String> {
         let (node, rest) = s
             .split_once('=')
-            .ok_or_else(|| format!("{}: expected NODE=CONFIG", crate::text::cut(s)))?;
+            .ok_or_else(|| format!("{}: expected NODE=CONFIG", text::cut(s)))?;
         let (config, vgpu) = match rest.split_once(':') {
             Some((c, t)) => (c, Some(t)),
             None => (rest, None),
         };
         if node.is_empty() {
-            return Err(format!("{}: the node name is empty", crate::text::cut(s)));
+            return Err(format!("{}: the node name is empty", text::cut(s)));
         }
-        let config: WorkloadConfig =
-            config
-                .parse()
-                .map_err(|e: crate::model::workload::InvalidWorkloadConfig| {
-                    format!("{node}: {e}{}", e.did_you_mean())
-                })?;
+        let config: WorkloadConfig = config
+            .parse()
+            .map_err(|e: InvalidWorkloadConfig| format!("{node}: {e}{}", e.did_you_mean()))?;
         if let Some(t) = vgpu {
             if config != WorkloadConfig::VmVgpu {
                 return Err(format!(
                     "{node}: a vGPU type (:{}) goes with vm-vgpu only",
-                    crate::text::cut(t)
+                    text::cut(t)
                 ));
             }
             if predict::vgpu_type_parts(t).is_none() {
@@ -90,9 +91,9 @@ impl std::str::FromStr for Relabel {
                 let near = t.to_uppercase().replace('_', "-");
                 return Err(format!(
                     "{node}: {} is not a vGPU type such as A10-12Q{}",
-                    crate::text::cut(t),
+                    text::cut(t),
                     if near != t && predict::vgpu_type_parts(&near).is_some() {
-                        format!("; did you mean {}?", crate::render::esc(&near))
+                        format!("; did you mean {}?", render::esc(&near))
                     } else {
                         String::new()
                     }
@@ -140,7 +141,7 @@ pub struct Source {
     /// KubeVirt's `permittedHostDevices` (from the KubeVirt or HyperConverged CR); `None`
     /// when not read. Used by a twin with KubeVirt ([`Options::kubevirt`]) and by explain
     /// on the twin's state.
-    pub kubevirt: Option<crate::model::kubevirt::PermittedHostDevices>,
+    pub kubevirt: Option<PermittedHostDevices>,
     /// Where it was read: `cluster`, or the files.
     pub origin: String,
 }
@@ -400,15 +401,10 @@ pub fn apply_steps(changes: &[NodeChange], disrupted: &[Disrupted]) -> Vec<Strin
             if let (Some(vmi), None) = (vmi, d.pod.vmi_owned_by_vm) {
                 out.push(format!(
                     "# (a VMI no VirtualMachine owns: {})",
-                    crate::model::pod::stop_command(ns, name, Some(vmi), Some(false))
+                    pod::stop_command(ns, name, Some(vmi), Some(false))
                 ));
             }
-            out.push(crate::model::pod::stop_command(
-                ns,
-                name,
-                vmi,
-                d.pod.vmi_owned_by_vm,
-            ));
+            out.push(pod::stop_command(ns, name, vmi, d.pod.vmi_owned_by_vm));
         }
     }
     out.push("# 3. relabel".to_string());
@@ -575,7 +571,7 @@ where
                     .map_err(|e| Error::failed(format!("{what} {name}: cannot build"), e))?;
                 match api.create(&PostParams::default(), &obj).await {
                     Ok(_) => Ok(()),
-                    Err(e) if crate::input::live::already_exists(&e) => Ok(()),
+                    Err(e) if live::already_exists(&e) => Ok(()),
                     Err(e) => Err(api_error(&format!("create {what} {name} in the twin"), &e)),
                 }
             }
@@ -609,9 +605,8 @@ async fn wait_nodes(client: &Client, names: &BTreeSet<String>, timeout: Duration
     let start = Instant::now();
     loop {
         let mut ready = 0;
-        crate::input::live::list_all(&api, ListParams::default(), "list the twin's nodes", |n| {
-            if names.contains(n.metadata.name.as_deref().unwrap_or(""))
-                && crate::cluster::nodes::is_schedulable(&n)
+        live::list_all(&api, ListParams::default(), "list the twin's nodes", |n| {
+            if names.contains(n.metadata.name.as_deref().unwrap_or("")) && nodes::is_schedulable(&n)
             {
                 ready += 1;
             }
@@ -656,9 +651,9 @@ pub const DEFAULT_TWIN_NAME: &str = "gpuwl-twin";
 pub fn lock_twin(
     opts: &Options,
     progress: &mut (dyn FnMut(&str) + Send),
-) -> Result<(crate::cluster::lock::Lock, Options)> {
+) -> Result<(Lock, Options)> {
     let lock_path = |name: &str| {
-        let dir = crate::cluster::state_dir(name);
+        let dir = cluster::state_dir(name);
         dir.with_file_name(format!("{name}.lock"))
     };
     if opts.name == DEFAULT_TWIN_NAME {
@@ -668,7 +663,7 @@ pub fn lock_twin(
             } else {
                 format!("{DEFAULT_TWIN_NAME}-{i}")
             };
-            if let Some(l) = crate::cluster::lock::try_lock(&lock_path(&name))? {
+            if let Some(l) = lock::try_lock(&lock_path(&name))? {
                 if i > 1 {
                     progress(&format!(
                         "the twin {DEFAULT_TWIN_NAME} is in use by another run; this one uses {name}"
@@ -683,7 +678,7 @@ pub fn lock_twin(
             "nine twins ({DEFAULT_TWIN_NAME} … {DEFAULT_TWIN_NAME}-9) are in use by other runs; wait for one, or give --twin-name"
         )));
     }
-    let l = crate::cluster::lock::lock_waiting(
+    let l = lock::lock_waiting(
         &lock_path(&opts.name),
         std::time::Duration::from_secs(30 * 60),
         |waited| {
@@ -702,7 +697,7 @@ pub fn lock_twin(
 /// whether it settled within `timeout` (else the report says so).
 async fn settle(
     client: &Client,
-    info: &crate::cluster::ClusterInfo,
+    info: &ClusterInfo,
     min: Duration,
     timeout: Duration,
 ) -> Result<bool> {
@@ -712,7 +707,7 @@ async fn settle(
     let mut last = unbound_count(client).await?;
     loop {
         tokio::time::sleep(Duration::from_millis(400)).await;
-        let busy = crate::cluster::scheduler_busy(info).await;
+        let busy = cluster::scheduler_busy(info).await;
         let now = unbound_count(client).await?;
         if busy == Some(0) && now == last {
             quiet += 1;
@@ -782,7 +777,7 @@ pub async fn run(
             String::new()
         }
     ));
-    let up = crate::cluster::UpOptions {
+    let up = UpOptions {
         name: opts.name.clone(),
         kubevirt: opts.kubevirt,
         env: TWIN_ENV
@@ -791,7 +786,7 @@ pub async fn run(
             .collect(),
         ..Default::default()
     };
-    let handle = tokio::task::spawn_blocking(move || crate::cluster::up(&up))
+    let handle = tokio::task::spawn_blocking(move || cluster::up(&up))
         .await
         .map_err(|e| Error::failed("the twin's start", e))??;
     let result = async {
@@ -801,8 +796,8 @@ pub async fn run(
                 e,
             )
         })?;
-        let client = crate::cluster::client(&handle.kubeconfig, None).await?;
-        let info = crate::cluster::info(&opts.name)?;
+        let client = cluster::client(&handle.kubeconfig, None).await?;
+        let info = cluster::info(&opts.name)?;
         let twin = Twin {
             client: &client,
             info: &info,
@@ -823,7 +818,7 @@ pub async fn run(
     if !opts.keep {
         progress(&format!("deleting the twin {}", opts.name));
         let name = opts.name.clone();
-        let _ = tokio::task::spawn_blocking(move || crate::cluster::down(&name)).await;
+        let _ = tokio::task::spawn_blocking(move || cluster::down(&name)).await;
     }
     let mut report = result?;
     report.twin.left_out = left_out;
@@ -849,9 +844,9 @@ fn relabelled_hardware(
         let Some(n) = by_name.get(r.node.as_str()) else {
             return Err(Error::Input(format!(
                 "relabel: no node {} in the {}{}",
-                crate::text::cut(&r.node),
+                text::cut(&r.node),
                 source.origin,
-                crate::text::did_you_mean(&r.node, by_name.keys().copied())
+                text::did_you_mean(&r.node, by_name.keys().copied())
             )));
         };
         let Some(hw) = predict::infer_hardware(n) else {
@@ -873,7 +868,7 @@ fn relabelled_hardware(
 /// Errors: [`Error::Input`] when the name is a cluster of the user's; the old twin's
 /// removal's errors.
 async fn remove_old_twin(opts: &Options, progress: &mut (dyn FnMut(&str) + Send)) -> Result<()> {
-    let state = crate::cluster::state_dir(&opts.name);
+    let state = cluster::state_dir(&opts.name);
     if !state.exists() {
         return Ok(());
     }
@@ -883,7 +878,7 @@ async fn remove_old_twin(opts: &Options, progress: &mut (dyn FnMut(&str) + Send)
             opts.name
         ));
         let name = opts.name.clone();
-        tokio::task::spawn_blocking(move || crate::cluster::down(&name))
+        tokio::task::spawn_blocking(move || cluster::down(&name))
             .await
             .map_err(|e| Error::failed("the old twin's removal", e))??;
         Ok(())
@@ -891,7 +886,7 @@ async fn remove_old_twin(opts: &Options, progress: &mut (dyn FnMut(&str) + Send)
         Err(Error::Input(format!(
             "--twin-name {}: a local cluster of that name exists ({}), and the twin is created and deleted by this command; give another --twin-name",
             opts.name,
-            crate::cluster::status(&opts.name)
+            cluster::status(&opts.name)
                 .map(|s| s.to_string())
                 .unwrap_or_else(|_| "state left".into())
         )))
@@ -917,7 +912,7 @@ struct Trial<'a> {
 /// The running twin: its API client, its cluster facts and the run's options.
 struct Twin<'a> {
     client: &'a Client,
-    info: &'a crate::cluster::ClusterInfo,
+    info: &'a ClusterInfo,
     opts: &'a Options,
 }
 
@@ -954,7 +949,7 @@ async fn build_and_try(
         &mut notes,
     )
     .await?;
-    let base = crate::input::pods::list_pods(twin.client).await?;
+    let base = pods::list_pods(twin.client).await?;
     let placed_without_relabel = placed_as_is(
         &base,
         &kubevirt::with_launchers(&pending_by_twin, &vmis_by_twin, &base),
@@ -988,8 +983,8 @@ async fn build_and_try(
     .await?;
 
     progress("reading the twin back");
-    let nodes_after = crate::input::live::list_nodes(twin.client).await?;
-    let pods_after = crate::input::pods::list_pods(twin.client).await?;
+    let nodes_after = live::list_nodes(twin.client).await?;
+    let pods_after = pods::list_pods(twin.client).await?;
     // A rendered launcher pod stands for its VMI from here on.
     let pending_by_twin = kubevirt::with_launchers(&pending_by_twin, &vmis_by_twin, &pods_after);
     for c in &mut changes {
@@ -1033,7 +1028,7 @@ async fn build_and_try(
         names_by.push_str(&format!(
             "; the pending VMs were real VMIs, rendered or refused by KubeVirt {}'s \
              virt-controller against the source's permittedHostDevices",
-            crate::cluster::kubevirt::KUBEVIRT_VERSION
+            KUBEVIRT_VERSION
         ));
     }
     Ok(Report {
@@ -1090,7 +1085,7 @@ async fn copy_source<'a>(
     )
     .await?;
     for ns in &namespaces {
-        crate::cluster::accounts::ensure_default_service_account(client, ns).await?;
+        accounts::ensure_default_service_account(client, ns).await?;
     }
     progress(&format!("creating {} nodes", trial.twin_nodes.len()));
     let node_api: Api<Node> = Api::all(client.clone());
@@ -1140,8 +1135,7 @@ async fn copy_source<'a>(
             "creating {} VMI(s); virt-controller renders their launcher pods",
             trial.vmis.len()
         ));
-        let resource =
-            crate::input::virt::resource("VirtualMachineInstance", "virtualmachineinstances");
+        let resource = virt::resource("VirtualMachineInstance", "virtualmachineinstances");
         for p in trial.vmis {
             let name = kubevirt::vmi_name(p).unwrap_or(p.name.as_str());
             let obj: kube::api::DynamicObject =

@@ -15,10 +15,13 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::predict;
-use super::{Relabel, Source};
+use super::{Relabel, Source, predict};
+use crate::analysis::diagnosis::CauseCode;
+use crate::analysis::explain::{Inputs, Shared};
 use crate::analysis::placement;
+use crate::analysis::verdict::PodClass;
 use crate::model::node::NodeInfo;
+use crate::model::operator::ClusterPolicy;
 use crate::model::pod::PodInfo;
 use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
@@ -81,9 +84,9 @@ pub struct PlanHeld {
     /// `namespace/name`.
     pub pod: String,
     /// Its class.
-    pub class: crate::analysis::verdict::PodClass,
+    pub class: PodClass,
     /// explain's cause code.
-    pub code: crate::analysis::diagnosis::CauseCode,
+    pub code: CauseCode,
 }
 
 /// Which pods hold which GPU names on each node (bound, not terminal).
@@ -189,7 +192,7 @@ fn free_units<'a>(
 /// and are returned apart, with their class and cause.
 fn relabel_servable(source: &Source) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
     use crate::analysis::verdict::PodClass;
-    let shared = crate::analysis::explain::Shared::new(crate::analysis::explain::Inputs {
+    let shared = Shared::new(Inputs {
         nodes: Some(&source.nodes),
         pods: Some(&source.pods),
         cluster_policy: source.policy.policy(),
@@ -258,7 +261,7 @@ fn unmet_demand<'p>(
 /// node ([`holders`]) and whether a relabel may disrupt them.
 struct Search<'a> {
     source: &'a Source,
-    policy: Option<&'a crate::model::operator::ClusterPolicy>,
+    policy: Option<&'a ClusterPolicy>,
     held: BTreeMap<&'a str, Vec<&'a PodInfo>>,
     allow_disruption: bool,
 }

@@ -7,12 +7,11 @@
 use std::collections::BTreeMap;
 
 use crate::cluster::gpusim::{self, GpuHardware, NodeOperands};
-use crate::model::advertise;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{self, ClusterPolicy, VGPU_CONFIG_LABEL};
-use crate::model::pciids;
 use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
 use crate::model::workload::{DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
+use crate::model::{advertise, pciids};
 
 /// GFD's GPU count label (NVIDIA/k8s-device-plugin `internal/lm/resource.go`).
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";

@@ -32,9 +32,10 @@ use serde_json::Value;
 pub use args::{Live, SourceArgs, Spec};
 
 use crate::error::{Error, Result};
-use crate::input::kubevirt::{CrType, CurrentCr};
-use crate::input::live::ClusterArgs;
-use crate::input::snapshot::Snapshot;
+use crate::input::kubevirt::{self, CrType, CurrentCr};
+use crate::input::live::{self, ClusterArgs};
+use crate::input::snapshot::{self, Snapshot};
+use crate::input::{self, Source, clusterpolicy, dra, operands, pods, snapshot_file};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
@@ -242,26 +243,18 @@ impl Request<'_> {
             _ => one_stdin(&files)?,
         }
         Ok(Files {
-            pods: self
-                .pods
-                .map(|p| crate::input::pods::read_pods_path(p))
-                .transpose()?,
+            pods: self.pods.map(|p| pods::read_pods_path(p)).transpose()?,
             dra: self
                 .dra
-                .map(|f| {
-                    Ok((
-                        crate::input::dra::read_path(f)?,
-                        DraSource::File(f.display().to_string()),
-                    ))
-                })
+                .map(|f| Ok((dra::read_path(f)?, DraSource::File(f.display().to_string()))))
                 .transpose()?,
             policy: self
                 .cluster_policy
-                .map(|p| crate::input::clusterpolicy::read_path(p))
+                .map(|p| clusterpolicy::read_path(p))
                 .transpose()?,
             cr: self
                 .kubevirt
-                .map(|p| crate::input::kubevirt::read_cr_path(p))
+                .map(|p| kubevirt::read_cr_path(p))
                 .transpose()?,
         })
     }
@@ -275,7 +268,7 @@ impl Request<'_> {
             Operands::Yes => true,
         };
         match self.pods.filter(|p| p.as_os_str() != "-") {
-            Some(p) if want => Ok(Some(Ok(crate::input::operands::read_path(p)?))),
+            Some(p) if want => Ok(Some(Ok(operands::read_path(p)?))),
             _ => Ok(None),
         }
     }
@@ -297,7 +290,7 @@ pub fn gather(req: &Request, wanted: Wanted) -> Result<Gathered> {
         Choice::Snapshot(snap) => from_snapshot(snap, files, wanted),
         Choice::Files(nodes) => {
             let nodes = nodes
-                .map(|p| crate::input::read_nodes(&crate::input::Source::from_arg(p)))
+                .map(|p| input::read_nodes(&Source::from_arg(p)))
                 .transpose()?;
             let mut g = from_files(req, files, nodes.unwrap_or_default());
             g.operands = req.dump_operands(wanted, false)?;
@@ -339,9 +332,7 @@ pub fn stream<S>(
             let mut g = from_files(req, files, Vec::new());
             let mut sink = start(&mut g);
             if let Some(p) = nodes {
-                crate::input::for_each_node(&crate::input::Source::from_arg(p), |n| {
-                    add(&mut sink, n)
-                })?;
+                input::for_each_node(&Source::from_arg(p), |n| add(&mut sink, n))?;
             }
             g.operands = req.dump_operands(wanted, false)?;
             Ok((sink, g))
@@ -367,19 +358,19 @@ fn stream_cluster<S>(
         } = files;
         // The ClusterPolicy read never fails (it waits up to its own timeout), so it
         // runs beside a one-node list that fails fast: a dead server costs one timeout.
-        let ((), policy) = futures::try_join!(crate::input::live::probe_nodes(&client), async {
+        let ((), policy) = futures::try_join!(live::probe_nodes(&client), async {
             Ok(match policy {
                 Some(p) => p,
-                None => crate::input::clusterpolicy::from_cluster(&client).await,
+                None => clusterpolicy::from_cluster(&client).await,
             })
         })?;
         let dra = match dra {
             Some(d) => d,
-            None => crate::input::dra::list(&client).await?,
+            None => dra::list(&client).await?,
         };
         let (pods, pods_error) = match pods {
             Some(p) => (Some(p), None),
-            None if wanted.pods => match crate::input::pods::list_pods(&client).await {
+            None if wanted.pods => match pods::list_pods(&client).await {
                 Ok(p) => (Some(p), None),
                 Err(e) => (None, Some(e)),
             },
@@ -398,9 +389,9 @@ fn stream_cluster<S>(
             origin: "cluster".into(),
         };
         let mut sink = start(&mut g);
-        crate::input::live::for_each_node(&client, |n| add(&mut sink, n)).await?;
+        live::for_each_node(&client, |n| add(&mut sink, n)).await?;
         g.operands = match req.list_operands(wanted) {
-            true => Some(crate::input::operands::list(&client).await),
+            true => Some(operands::list(&client).await),
             false => req.dump_operands(wanted, true)?,
         };
         Ok((sink, g))
@@ -411,7 +402,7 @@ fn stream_cluster<S>(
 ///
 /// Errors: as [`crate::input::snapshot_file::load`].
 fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> {
-    let s = crate::input::snapshot_file::load(snap)?.snapshot;
+    let s = snapshot_file::load(snap)?.snapshot;
     let pods = match files.pods {
         Some(p) => Some(p),
         None => wanted.pods.then_some(s.pods),
@@ -475,11 +466,11 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
     let list_operands = req.list_operands(wanted);
     let (snap, kubevirt_object, operands) = req.live.block_on(|client| async move {
         if !wanted.pods {
-            let nodes = crate::input::live::list_nodes(&client).await?;
+            let nodes = live::list_nodes(&client).await?;
             let cr = match cr {
                 Some(c) => Some(c),
                 None if wanted.kubevirt => {
-                    crate::input::kubevirt::read_live_cr(&client, wanted.kubevirt_kind).await?
+                    kubevirt::read_live_cr(&client, wanted.kubevirt_kind).await?
                 }
                 None => None,
             };
@@ -494,15 +485,13 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
             return Ok((snap, cr.map(|c| c.object), None));
         }
         let with_kubevirt = wanted.kubevirt && cr.is_none();
-        let (mut snap, operands) = futures::try_join!(
-            crate::input::snapshot::read(&client, with_kubevirt),
-            async {
+        let (mut snap, operands) =
+            futures::try_join!(snapshot::read(&client, with_kubevirt), async {
                 Ok(match list_operands {
-                    true => Some(crate::input::operands::list(&client).await),
+                    true => Some(operands::list(&client).await),
                     false => None,
                 })
-            }
-        )?;
+            })?;
         let object = cr.map(|c| {
             snap.kubevirt = Some(c.devices);
             c.object
