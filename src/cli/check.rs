@@ -91,7 +91,7 @@ pub struct Args {
     #[arg(long, requires = "effective")]
     pub allow_empty: bool,
     /// Fail (exit 1) when fewer GPU nodes than N are judged, with or without --effective
-    /// (plain check still prints its OK=<n> line; the reason goes to stderr).
+    /// (plain check still prints its OK=N line; the reason goes to stderr).
     #[arg(long, value_name = "N")]
     pub expect_gpu_nodes: Option<usize>,
 }

@@ -344,7 +344,7 @@ pub struct GoModuleBuild<'a> {
     pub complete: fn(&Path) -> bool,
     /// Writes the files besides the binaries into the unfinished output folder, given
     /// (the module folder `src`, the output folder): kwok's stages, the GPU Operator's
-    /// manifests copied out of its module ([`module_dir`], [`copy_tree`]).
+    /// manifests copied out of its module (`module_dir`, `copy_tree`).
     pub finish: fn(&Path, &Path) -> Result<()>,
 }
 

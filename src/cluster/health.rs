@@ -2,14 +2,14 @@
 //!
 //! - [`accepts`]: a TCP connection on a port (a component that serves nothing to ask, or a
 //!   port being waited for);
-//! - [`http`]: `GET` over plain HTTP (etcd's `/health`, the GPU Operator's `/healthz`);
+//! - [`http`](fn@http): `GET` over plain HTTP (etcd's `/health`, the GPU Operator's `/healthz`);
 //! - [`https`]: `GET` over HTTPS, anonymous, the component's self-signed serving certificate
 //!   accepted (kube-controller-manager, kube-scheduler, kwok, virt-api, virt-controller:
 //!   `/healthz`, kube-scheduler's `/metrics`);
 //! - [`api`]: `GET` through a client of the API server (its `/readyz`).
 //!
-//! Readiness while `gpuwl cluster up` starts the components ([`super::is_ready`]), the
-//! GPU Operator's and KubeVirt's starts, and `gpuwl cluster status` ([`super::probe`]) all
+//! Readiness while `gpuwl cluster up` starts the components (`cluster::is_ready`), the
+//! GPU Operator's and KubeVirt's starts, and `gpuwl cluster status` (`cluster::probe`) all
 //! ask through these. Each waits [`TIMEOUT`] at most (plain HTTP: [`HTTP_TIMEOUT`] to
 //! connect and per read; TCP: [`ACCEPT_TIMEOUT`]) and says `None` / `false` rather than an
 //! error: a component that does not answer is not healthy, whatever the reason.

@@ -7,7 +7,7 @@
 //! - `<state>/kubevirt/<sa>.kubeconfig`, a KubeVirt ServiceAccount's bearer token
 //!   ([`Credentials::Token`], `super::kubevirt::install`);
 //! - the user's own kubeconfig after `--set-context` and `down` (`super::userconfig`, which
-//!   reads it, changes its entries and writes it back through [`write`]).
+//!   reads it, changes its entries and writes it back through [`write`](fn@write)).
 
 use std::path::Path;
 
