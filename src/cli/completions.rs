@@ -20,11 +20,32 @@ pub struct PodsArgs {
     pub live: ClusterArgs,
 }
 
-/// The flags of `explain` that take a value: the word after them is not a pod name.
-const VALUE_FLAGS: &str = "-n|--namespace|--pod|--nodes|--pods|--kubevirt|--cluster-policy|--kubeconfig|--context|-o|--output|--request-timeout";
+/// The flags of `explain` that take a value, as a bash `case` pattern (`-n|--namespace|…`):
+/// the word after them is not a pod name. Read from explain's clap definition, so a flag
+/// added there is never offered pod names after it.
+fn explain_value_flags() -> String {
+    let cmd = Cli::command();
+    let Some(explain) = cmd.find_subcommand("explain") else {
+        return "-n|--namespace".into();
+    };
+    let mut flags = Vec::new();
+    for arg in explain.get_arguments() {
+        if arg.is_positional() || !arg.get_action().takes_values() {
+            continue;
+        }
+        if let Some(c) = arg.get_short() {
+            flags.push(format!("-{c}"));
+        }
+        if let Some(l) = arg.get_long() {
+            flags.push(format!("--{l}"));
+        }
+    }
+    flags.join("|")
+}
 
 /// Bash: a wrapper around clap's `_gpuwl` that offers pod names for `explain`'s target.
 fn bash_pods() -> String {
+    let value_flags = explain_value_flags();
     format!(
         r#"
 # Pod names for `gpuwl explain` (the live cluster, the namespace of -n or the context).
@@ -39,7 +60,7 @@ _gpuwl_with_pods() {{
     done
     if [[ $explain == 1 && "$cur" != -* ]]; then
         case "$prev" in
-            {VALUE_FLAGS}) ;;
+            {value_flags}) ;;
             *)
                 COMPREPLY=($(compgen -W "$(gpuwl __complete-pods "${{extra[@]}}" 2>/dev/null)" -- "$cur"))
                 if [[ ${{#COMPREPLY[@]}} -gt 0 ]]; then return 0; fi ;;
@@ -421,6 +442,29 @@ mod tests {
         assert!(s.contains("_gpuwl() {"), "clap's function is kept");
         assert!(s.contains("complete -F _gpuwl_with_pods"));
         assert!(s.contains("gpuwl __complete-pods"));
+        // Every explain flag that takes a value is skipped (the word after it is its value).
+        let pattern = explain_value_flags();
+        let flags: Vec<&str> = pattern.split('|').collect();
+        for f in [
+            "-n",
+            "--namespace",
+            "--pod",
+            "--nodes",
+            "--pods",
+            "--dra",
+            "--snapshot",
+            "--kubevirt",
+            "--cluster-policy",
+            "--kubeconfig",
+            "--context",
+            "-o",
+            "--output",
+            "--request-timeout",
+        ] {
+            assert!(flags.contains(&f), "{f} missing from {pattern}");
+        }
+        assert!(!flags.iter().any(|f| f.is_empty()), "{pattern}");
+        assert!(s.contains(&format!("            {pattern}) ;;")), "{s}");
     }
 
     #[test]
