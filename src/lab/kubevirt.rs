@@ -244,8 +244,11 @@ pub async fn permit_generated(
     }
     let patch: Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| Error::failed("gpuwl kubevirt generate printed bad JSON", e))?;
-    let api: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), NAMESPACE, &kubevirt::cr_resource());
+    let api: Api<DynamicObject> = Api::namespaced_with(
+        client.clone(),
+        kubevirt::NAMESPACE,
+        &kubevirt::cr_resource(),
+    );
     api.patch(CR_NAME, &PatchParams::default(), &Patch::Merge(&patch))
         .await
         .map_err(|e| {
