@@ -71,8 +71,13 @@ cargo test --workspace --quiet
 step "cargo test -p gpuwl -- --ignored (integration tests on the local control plane)"
 # Marked #[ignore = "needs local control plane"] so a plain `cargo test` stays quick; they
 # take one cluster at a time (tests/it/common.rs), each under its own cluster name.
+# Every live test's thread is started at once (--test-threads 64) and waits at the gate in
+# tests/it/common.rs, which admits GPUWL_LIVE_JOBS (2) at a time, longest first by
+# tests/it/live-seconds.tsv (refresh it from target/tmp/live-timings.tsv when the suite
+# changes), so no long test starts last. libtest then says "has been running for over 60
+# seconds" of tests still waiting at the gate: that is the queue, not a hang.
 rm -f target/tmp/live-timings.tsv
-cargo test -p gpuwl --quiet -- --ignored
+cargo test -p gpuwl --quiet -- --ignored --test-threads 64
 if [[ -f target/tmp/live-timings.tsv ]]; then
   echo "live tests by wall time (seconds, slowest first):"
   sort -t $'\t' -k2,2 -rn target/tmp/live-timings.tsv | awk -F '\t' '{ printf "  %7.1f  %s\n", $2, $1; t += $2 } END { printf "  %7.1f  total\n", t }'

@@ -84,9 +84,11 @@ impl Drop for ClusterDown {
 /// Held by every test that starts a local control plane, for its whole run. Clusters are
 /// safe side by side (each test has its own cluster name; ports are picked under a
 /// machine-wide lock, builds are locked per cache key: src/cluster/ports.rs, lock.rs), so
-/// up to `GPUWL_LIVE_JOBS` (default 2, the test harness's threads on 2 cores) run at once;
-/// a test whose timing must not be shared takes [`the_machine_alone`]. A test that
-/// panicked still lets the next one run.
+/// up to `GPUWL_LIVE_JOBS` (default 2, one per core here) run at once; a test whose timing
+/// must not be shared takes [`the_machine_alone`]. When several wait, the one that took
+/// longest in a recent run goes first ([`expected_seconds`]; scripts/test.sh starts every
+/// live test at once with `--test-threads 64` so that they all wait). A test that panicked
+/// still lets the next one run.
 ///
 /// The guard also times the test: when dropped it appends `NAME<TAB>SECONDS<TAB>ok|failed` to
 /// `target/tmp/live-timings.tsv` (NAME is the libtest thread's name, the test's path), which
@@ -110,18 +112,44 @@ fn live_jobs() -> usize {
         .unwrap_or(2)
 }
 
-/// Slots in use, and whether a test waits for all of them (new single takers then wait,
-/// so it is not starved).
+/// Slots in use, whether a test waits for all of them (new single takers then wait, so it
+/// is not starved), and the single takers waiting, each with its expected seconds.
 struct Slots {
     used: usize,
     alone_waiting: usize,
+    /// (expected seconds, ticket) of each single taker waiting.
+    waiting: Vec<(f64, u64)>,
+    next_ticket: u64,
+    /// When the first test asked for a slot: the gate admits nobody in the first
+    /// [`GATHER`], so that the tests the harness starts together are all waiting and the
+    /// longest goes first.
+    first_ask: Option<std::time::Instant>,
 }
 
 static SLOTS: Mutex<Slots> = Mutex::new(Slots {
     used: 0,
     alone_waiting: 0,
+    waiting: Vec::new(),
+    next_ticket: 0,
+    first_ask: None,
 });
 static FREED: Condvar = Condvar::new();
+
+/// How long the gate waits for the harness to start its test threads before admitting.
+const GATHER: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// The seconds a live test took in a recent run of the suite (tests/it/live-seconds.tsv,
+/// `NAME<TAB>SECONDS`, from `target/tmp/live-timings.tsv`); 20 for a test not listed.
+/// Only the order of admission depends on it: when several wait, the longest goes first
+/// (longest-processing-time-first, so no long test starts last and runs alone at the end).
+fn expected_seconds(name: &str) -> f64 {
+    include_str!("live-seconds.tsv")
+        .lines()
+        .filter_map(|l| l.split_once('\t'))
+        .find(|(n, _)| *n == name)
+        .and_then(|(_, s)| s.trim().parse().ok())
+        .unwrap_or(20.0)
+}
 
 /// One live test's turn on the local control plane (see [`one_cluster_at_a_time`]).
 pub struct LiveSlot {
@@ -133,18 +161,45 @@ impl LiveSlot {
     fn take(n: usize) -> LiveSlot {
         let all = live_jobs();
         let n = n.min(all);
-        let mut s = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
         let alone = n == all;
+        let expected = expected_seconds(std::thread::current().name().unwrap_or(""));
+        let mut s = SLOTS.lock().unwrap_or_else(|p| p.into_inner());
+        let first_ask = *s.first_ask.get_or_insert_with(std::time::Instant::now);
+        let ticket = s.next_ticket;
+        s.next_ticket += 1;
         if alone {
             s.alone_waiting += 1;
+        } else {
+            s.waiting.push((expected, ticket));
         }
-        while s.used + n > all || (!alone && s.alone_waiting > 0) {
-            s = FREED.wait(s).unwrap_or_else(|p| p.into_inner());
+        loop {
+            let gathered = first_ask.elapsed() >= GATHER;
+            // Among single takers the longest expected goes first (ties: who asked first);
+            // a test that takes the machine alone goes as soon as it is free.
+            let my_turn = alone
+                || !s.waiting.iter().any(|(e, t)| {
+                    *t != ticket && (*e > expected || (*e == expected && *t < ticket))
+                });
+            if gathered && my_turn && s.used + n <= all && (alone || s.alone_waiting == 0) {
+                break;
+            }
+            let wait = if gathered {
+                std::time::Duration::from_secs(1)
+            } else {
+                GATHER.saturating_sub(first_ask.elapsed())
+            };
+            s = FREED
+                .wait_timeout(s, wait)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
         }
         if alone {
             s.alone_waiting -= 1;
+        } else {
+            s.waiting.retain(|(_, t)| *t != ticket);
         }
         s.used += n;
+        FREED.notify_all();
         LiveSlot {
             slots: n,
             started: std::time::Instant::now(),
