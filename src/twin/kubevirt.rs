@@ -45,7 +45,9 @@ pub fn vmi_name(p: &PodInfo) -> Option<&str> {
 /// one `gpus[]` entry per unit of each `nvidia.com/` name it asks (virt-controller vets
 /// `gpus[]` and `hostDevices[]` against one permitted list and renders both as
 /// `<deviceName>: 1` per entry, `renderresources.go`; `gpus[]` needs no feature gate), the
-/// memory it asks (128 MiB when not known), and its nodeSelector, required node affinity
+/// memory it asks (a VMI's or VM's own `domain.memory.guest` / `domain.resources.requests.memory`
+/// as written, [`PodInfo::vm_memory`]; else a launcher pod's memory request; else 128 MiB),
+/// and its nodeSelector, required node affinity
 /// and tolerations, which virt-controller copies to the launcher pod.
 pub fn vmi_object(p: &PodInfo, name: &str) -> Value {
     let mut gpus = Vec::new();
@@ -57,17 +59,31 @@ pub fn vmi_object(p: &PodInfo, name: &str) -> Value {
             gpus.push(json!({"name": format!("gpu{}", gpus.len()), "deviceName": r}));
         }
     }
-    let memory = p
-        .other_requests
-        .get("memory")
-        .filter(|m| **m > 0)
-        .map(|m| m.to_string())
-        .unwrap_or_else(|| "128Mi".into());
+    let mut domain = json!({"devices": {"gpus": gpus}});
+    match p.vm_memory.as_deref() {
+        // A VMI or VM: its own memory fields, from which virt-controller computes the
+        // launcher pod's request as it would in the cluster.
+        Some(m) => {
+            if let Some(g) = &m.guest {
+                domain["memory"] = json!({"guest": g});
+            }
+            if let Some(r) = &m.request {
+                domain["resources"] = json!({"requests": {"memory": r}});
+            }
+        }
+        // A launcher pod (its request, overhead included) or nothing known.
+        None => {
+            let memory = p
+                .other_requests
+                .get("memory")
+                .filter(|m| **m > 0)
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "128Mi".into());
+            domain["resources"] = json!({"requests": {"memory": memory}});
+        }
+    }
     let mut spec = json!({
-        "domain": {
-            "devices": {"gpus": gpus},
-            "resources": {"requests": {"memory": memory}},
-        },
+        "domain": domain,
         "terminationGracePeriodSeconds": 0,
     });
     super::objects::add_placement(&mut spec, p);
@@ -337,6 +353,24 @@ mod tests {
         );
         assert_eq!(v["metadata"]["namespace"], p.namespace);
         assert!(v["spec"].get("tolerations").is_none());
+        // A VMI's own memory goes to the twin's VMI as written (virt-controller adds its
+        // overhead to the launcher's request, as in the cluster).
+        p.vm_memory = Some(Box::new(crate::model::pod::VmMemory {
+            guest: Some("48Gi".into()),
+            request: None,
+        }));
+        let v = vmi_object(&p, "vm-a");
+        assert_eq!(v["spec"]["domain"]["memory"]["guest"], "48Gi");
+        assert!(v["spec"]["domain"].get("resources").is_none(), "{v}");
+        p.vm_memory = Some(Box::new(crate::model::pod::VmMemory {
+            guest: Some("48Gi".into()),
+            request: Some("50Gi".into()),
+        }));
+        let v = vmi_object(&p, "vm-a");
+        assert_eq!(
+            v["spec"]["domain"]["resources"]["requests"]["memory"],
+            "50Gi"
+        );
     }
 
     #[test]

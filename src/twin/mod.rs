@@ -2418,11 +2418,11 @@ mod loader_tests {
             vm_ok["spec"]["domain"]["devices"]["gpus"],
             json!([{"name": "gpu0", "deviceName": "nvidia.com/GA102GL_A10"}])
         );
-        // A VMI's own memory is not modelled (decode::pods::vmi_requests leaves the
-        // launcher's cpu and memory to KubeVirt): the twin's VMI asks the default.
+        // The VMI's own memory, as written in the source (PodInfo::vm_memory): the twin's
+        // virt-controller adds the launcher's overhead to it, as the cluster's would.
         assert_eq!(
             vm_ok["spec"]["domain"]["resources"]["requests"]["memory"],
-            "128Mi"
+            "2Gi"
         );
         assert_eq!(
             vm_ok["spec"]["nodeSelector"],

@@ -517,6 +517,7 @@ mod tests {
             spec_problems: Vec::new(),
             resource_claims: vec![],
             vmi_owned_by_vm: None,
+            vm_memory: None,
         }
     }
 

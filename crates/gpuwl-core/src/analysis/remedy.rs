@@ -212,6 +212,13 @@ impl Action {
             } => format!(
                 "set deviceClassName of request {request} in claim {claim} to {to} instead of {from} (re-create the claim and the {who}; DeviceClass {from} itself is left as it is)"
             ),
+            // A launcher pod's cpu and memory are virt-controller's: the VMI's own plus
+            // KubeVirt's overhead (kubevirt/kubevirt `pkg/virt-controller/services/
+            // renderresources.go`), so the bound is on what the launcher asks.
+            Action::Lower { resource, to } if pod.launcher_vmi().is_some() => format!(
+                "lower the {who}'s {resource} so that its virt-launcher pod asks at most {} (KubeVirt adds its overhead to the {who}'s own {resource}; {redo})",
+                fit::amount(resource, *to)
+            ),
             Action::Lower { resource, to } => format!(
                 "lower the {who}'s {resource} request to at most {} ({redo})",
                 fit::amount(resource, *to)
@@ -599,6 +606,10 @@ fn subject(pod: &PodInfo) -> (&'static str, &'static str) {
     match pod.kind {
         ObjectKind::VirtualMachine => ("VM", "spec.template; restart the VM"),
         ObjectKind::VirtualMachineInstance => ("VMI", "recreate the VMI"),
+        // A launcher of a VMI no VirtualMachine owns: the VMI itself is recreated.
+        ObjectKind::Pod if pod.launcher_vmi().is_some() && pod.vmi_owned_by_vm == Some(false) => {
+            ("VMI", "its VMI's spec; recreate the VMI")
+        }
         ObjectKind::Pod if pod.launcher_vmi().is_some() => {
             ("VM", "its VM's spec.template; restart the VM")
         }
@@ -1179,6 +1190,37 @@ mod tests {
         assert!(!r.sufficient, "{r:?}");
         assert!(r.actions.is_empty());
         assert!(r.reason.is_some());
+    }
+
+    #[test]
+    fn a_launchers_change_is_said_of_its_vm_or_its_bare_vmi_and_its_overhead() {
+        let mut pods = crate::decode::pods::read_pods_str(
+            r#"{"kind":"Pod","metadata":{"name":"virt-launcher-vm-1-abcde","namespace":"vms"},"spec":{}}"#,
+            "pods.json",
+        )
+        .unwrap();
+        let lower = Action::Lower {
+            resource: "memory".into(),
+            to: 8 * 1024 * 1024 * 1024,
+        };
+        assert_eq!(
+            lower.describe(&pods[0]),
+            "lower the VM's memory so that its virt-launcher pod asks at most 8Gi (KubeVirt adds its overhead to the VM's own memory; its VM's spec.template; restart the VM)"
+        );
+        pods[0].vmi_owned_by_vm = Some(false);
+        assert_eq!(
+            lower.describe(&pods[0]),
+            "lower the VMI's memory so that its virt-launcher pod asks at most 8Gi (KubeVirt adds its overhead to the VMI's own memory; its VMI's spec; recreate the VMI)"
+        );
+        let plain = crate::decode::pods::read_pods_str(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"ml"},"spec":{}}"#,
+            "pods.json",
+        )
+        .unwrap();
+        assert_eq!(
+            lower.describe(&plain[0]),
+            "lower the pod's memory request to at most 8Gi (recreate the pod)"
+        );
     }
 
     #[test]

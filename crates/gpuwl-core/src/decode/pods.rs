@@ -39,7 +39,7 @@ use crate::error::{Error, FieldError, Result};
 use crate::model::dra::PodClaim;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, SpecProblem,
-    Toleration, is_extended_resource,
+    Toleration, VmMemory, is_extended_resource,
 };
 use crate::model::quantity::Quantity;
 use crate::text::cut;
@@ -124,6 +124,8 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
                 ]),
             ),
             ("resources", RESOURCES),
+            // the guest's memory (VmMemory), which the twin gives to its VMIs
+            ("memory", Keep::Fields(&[("guest", Keep::All)])),
         ]),
     ),
     // pod-level resources (cpu, memory, hugepages)
@@ -460,7 +462,27 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         spec_problems: found.problems,
         resource_claims,
         vmi_owned_by_vm: None,
+        vm_memory: match kind {
+            ObjectKind::Pod => None,
+            _ => vm_memory(spec),
+        },
     })
+}
+
+/// A VMI spec's memory fields ([`VmMemory`]); a field that is not a valid quantity is left
+/// out (the API server refuses such a VMI; the twin then falls back as for an absent one).
+fn vm_memory(spec: &Value) -> Option<Box<VmMemory>> {
+    let field = |path: &str| {
+        opt_scalar(Some(get(spec, path)?), path)
+            .ok()
+            .flatten()
+            .filter(|q| Quantity::parse(q).is_ok())
+    };
+    let m = VmMemory {
+        guest: field("domain.memory.guest"),
+        request: field("domain.resources.requests.memory"),
+    };
+    (m.guest.is_some() || m.request.is_some()).then(|| Box::new(m))
 }
 
 /// A pod's `spec.resourceClaims[]` (DRA), each resolved to its ResourceClaim: the
@@ -971,6 +993,30 @@ impl fmt::Display for ObjectKind {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_vmis_memory_is_kept_as_written_for_the_twin() {
+        let vmi = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: vm\nspec:\n  domain:\n    memory:\n      guest: 48Gi\n    resources:\n      requests:\n        memory: 50Gi\n    devices:\n      gpus:\n      - name: g\n        deviceName: nvidia.com/GA102GL_A10\n";
+        let p = read_pods_str(vmi, "vmi.yaml").unwrap().remove(0);
+        let m = p.vm_memory.expect("memory kept");
+        assert_eq!(m.guest.as_deref(), Some("48Gi"));
+        assert_eq!(m.request.as_deref(), Some("50Gi"));
+        // Not a fit input: the launcher's request is KubeVirt's to compute.
+        assert!(p.other_requests.get("memory").is_none());
+        let vm = "apiVersion: kubevirt.io/v1\nkind: VirtualMachine\nmetadata:\n  name: vm\nspec:\n  template:\n    spec:\n      domain:\n        memory:\n          guest: 2Gi\n        devices: {}\n";
+        let p = read_pods_str(vm, "vm.yaml").unwrap().remove(0);
+        assert_eq!(p.vm_memory.unwrap().guest.as_deref(), Some("2Gi"));
+        let bad = "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata:\n  name: vm\nspec:\n  domain:\n    memory:\n      guest: lots\n    devices: {}\n";
+        assert_eq!(
+            read_pods_str(bad, "b.yaml").unwrap().remove(0).vm_memory,
+            None
+        );
+        let pod = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\nspec:\n  containers: []\n";
+        assert_eq!(
+            read_pods_str(pod, "p.yaml").unwrap().remove(0).vm_memory,
+            None
+        );
+    }
     use super::*;
 
     fn one(s: &str) -> PodInfo {

@@ -190,6 +190,28 @@ pub struct PodInfo {
     /// VMI is deleted); `None` when not known (the VMIs were not read).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vmi_owned_by_vm: Option<bool>,
+    /// A VMI's (or a VM template's) memory as written ([`VmMemory`]), from which
+    /// virt-controller computes its launcher pod's memory request (adding its overhead).
+    /// The fit analyses leave it out (the overhead is KubeVirt's to compute); the twin
+    /// gives it to the VMI it creates, so that virt-controller computes the request for
+    /// real. `None` for a pod, or a VMI that states neither field. Boxed: one pointer per
+    /// pod of a large list.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub vm_memory: Option<Box<VmMemory>>,
+}
+
+/// The memory fields of a VMI's `spec.domain` (a VM's `spec.template.spec.domain`), as
+/// written (each a valid quantity): kubevirt/api `core/v1/schema.go` (`Memory.Guest`,
+/// `ResourceRequirements.Requests`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct VmMemory {
+    /// `domain.memory.guest`: the memory the guest sees.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest: Option<String>,
+    /// `domain.resources.requests.memory`: the request virt-controller starts from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub request: Option<String>,
 }
 
 /// What the API server would reject in a pod's resources, as the pod reader
