@@ -617,12 +617,14 @@ fn explain_vmi_agrees_with_virt_controller_and_the_scheduler() {
 const WHATIF_TWIN: &str = "gpuwl-it-kv-whatif";
 
 /// `whatif relabel --kubevirt` from the files of tests/data/whatif/kubevirt: a container
-/// node with one A10 (and the `kubernetes.io/arch` label every kubelet sets: virt-controller
-/// gives each launcher pod a nodeSelector on it) and two pending VMIs, one asking the
-/// permitted passthrough name, one a typo of it. Relabelling the node to vm-passthrough,
-/// the twin's virt-controller renders the first VMI's launcher pod and the twin's scheduler
-/// places it on the node; the typo is refused by virt-controller itself (no launcher pod),
-/// reported as `not-permitted` with its message. The output is docs/guide/relabel.md's
+/// node with two A10s and 256Gi (and the `kubernetes.io/arch` label every kubelet sets:
+/// virt-controller gives each launcher pod a nodeSelector on it) and three pending VMIs, one
+/// asking the permitted passthrough name, one the same with 300Gi of memory, one a typo of
+/// the name. Relabelling the node to vm-passthrough, the twin's virt-controller renders the
+/// first VMI's launcher pod and the twin's scheduler places it on the node; the second's
+/// launcher asks the VMI's memory plus KubeVirt's overhead (301.9Gi) and stays Pending for
+/// memory; the typo is refused by virt-controller itself (no launcher pod), reported as
+/// `not-permitted` with its message. The output is docs/guide/relabel.md's
 /// example, compared segment by segment (the guide elides lines with `...`).
 #[test]
 #[ignore = "needs local control plane"]

@@ -2210,10 +2210,27 @@ pub(crate) fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
                     Some((x.node.as_str(), total.saturating_sub(used).max(0)))
                 })
                 .max_by_key(|(_, v)| *v)?;
-            format!(
-                "lower the {resource} request to at most {} (the most {resource} free on a node with the GPUs: {best_node}), or free {resource} there, or use nodes with more {resource}",
-                amount(resource, best)
-            )
+            // A launcher pod's cpu and memory are the VMI's plus KubeVirt's overhead
+            // (kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`): the
+            // change is the VM's, and the bound is on what the launcher asks.
+            let free_there =
+                format!("the most {resource} free on a node with the GPUs: {best_node}");
+            if f.pod.launcher_vmi().is_some() {
+                let who = if f.pod.vmi_owned_by_vm == Some(false) {
+                    "VMI"
+                } else {
+                    "VM"
+                };
+                format!(
+                    "lower the {who}'s {resource} so that its virt-launcher pod asks at most {} ({free_there}; KubeVirt adds its overhead to the {who}'s own {resource}), or free {resource} there, or use nodes with more {resource}",
+                    amount(resource, best)
+                )
+            } else {
+                format!(
+                    "lower the {resource} request to at most {} ({free_there}), or free {resource} there, or use nodes with more {resource}",
+                    amount(resource, best)
+                )
+            }
         }
         _ => "make room on the nodes with the GPUs".into(),
     };
@@ -2522,6 +2539,46 @@ mod tests {
         .unwrap();
         assert_eq!(e.cause_code, CauseCode::Excluded, "{}", e.cause);
         assert!(e.fix.contains("remove"), "{}", e.fix);
+    }
+
+    #[test]
+    fn a_launchers_memory_fix_is_the_vms_with_kubevirts_overhead_said() {
+        let (mut nodes, pod) = nodes_and_pod(
+            r#"{"kind":"Pod","metadata":{"name":"virt-launcher-a-x7k2p","namespace":"v"},
+            "spec":{"nodeSelector":{"kubevirt.io/schedulable":"true"},
+            "containers":[{"name":"compute","resources":{"requests":{"memory":"40Gi"},
+            "limits":{"nvidia.com/gpu":"1","devices.kubevirt.io/kvm":"1"}}}]}}"#,
+        );
+        let n = &mut nodes[0];
+        n.labels
+            .insert("kubevirt.io/schedulable".into(), "true".into());
+        n.allocatable
+            .get_or_insert_with(Default::default)
+            .insert("devices.kubevirt.io/kvm".into(), "1k".into());
+        let mut pod = pod;
+        let run = |pod: &PodInfo| {
+            explain(
+                pod,
+                Inputs {
+                    nodes: Some(&nodes),
+                    pods: Some(&[]),
+                    ..Default::default()
+                },
+            )
+            .unwrap()
+        };
+        let e = run(&pod);
+        assert_eq!(e.cause_code, CauseCode::OtherResource, "{}", e.cause);
+        assert!(
+            e.fix.starts_with(
+                "lower the VM's memory so that its virt-launcher pod asks at most 32Gi (the most memory free on a node with the GPUs: gpu-node-1; KubeVirt adds its overhead to the VM's own memory)"
+            ),
+            "{}",
+            e.fix
+        );
+        pod.vmi_owned_by_vm = Some(false);
+        let e = run(&pod);
+        assert!(e.fix.starts_with("lower the VMI's memory"), "{}", e.fix);
     }
 
     #[test]
