@@ -153,11 +153,7 @@ pub struct Connection {
 /// be built.
 pub async fn connect(args: &ClusterArgs, flavour: Flavour) -> Result<Connection> {
     let config = config(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
-    let server = config
-        .cluster_url
-        .to_string()
-        .trim_end_matches('/')
-        .to_owned();
+    let server = server_for_messages(&config.cluster_url);
     let client = client_from_config(config, flavour, args.request_timeout())?;
     Ok(Connection { client, server })
 }
@@ -183,7 +179,34 @@ pub fn client_from_config(
     }
     config.write_timeout = Some(request_timeout);
     config.reset_reader_on_write = true;
-    Client::try_from(config).map_err(|e| Error::failed("cannot build a client", e))
+    Client::try_from(config).map_err(|e| match auth_failure(&e) {
+        Some(why) => Error::Runtime(format!("cannot build a client: {why}")),
+        None => Error::failed("cannot build a client", e),
+    })
+}
+
+/// The API server's URL as messages show it: scheme, host, port and path, without a
+/// `user:password@` part or a query (a kubeconfig may carry credentials there), and
+/// without a trailing `/`.
+pub fn server_for_messages(url: &http::Uri) -> String {
+    let scheme = url.scheme_str().unwrap_or("https");
+    let host = url.host().unwrap_or("");
+    let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
+    let path = url.path().trim_end_matches('/');
+    format!("{scheme}://{host}{port}{path}")
+}
+
+/// Why the credentials could not be obtained, when `e` is kube's authentication error
+/// (an exec plugin that failed or printed something else than an ExecCredential, a token
+/// file that cannot be read): said without kube's text, which quotes the plugin's command,
+/// its environment and its output — a token among them.
+fn auth_failure(e: &kube::Error) -> Option<String> {
+    match e {
+        kube::Error::Auth(_) => Some(
+            "the kubeconfig's credentials could not be obtained (its exec plugin or token file failed; values are not shown: run the plugin by hand, or kubectl get nodes, to see why)".into(),
+        ),
+        _ => None,
+    }
 }
 
 /// The kubeconfig (or in-cluster) settings [`connect`] starts from, before timeouts. The
@@ -518,7 +541,10 @@ pub fn api_error(doing: &str, e: &kube::Error) -> Error {
                 )
             }
         }
-        _ => one_line(&e.to_string()),
+        _ => match auth_failure(e) {
+            Some(why) => why,
+            None => one_line(&e.to_string()),
+        },
     };
     Error::cluster(doing, message, clone_kube_error(e))
 }
@@ -551,6 +577,10 @@ pub fn is_timeout(e: &kube::Error) -> bool {
 fn clone_kube_error(e: &kube::Error) -> kube::Error {
     match e {
         kube::Error::Api(ae) => kube::Error::Api(ae.clone()),
+        // kube's text quotes the exec plugin's command, environment and output.
+        kube::Error::Auth(_) => {
+            kube::Error::Service("authentication failed (values are not shown)".into())
+        }
         other => kube::Error::Service(other.to_string().into()),
     }
 }
@@ -631,6 +661,22 @@ pub async fn list_nodes(client: &Client) -> Result<Vec<NodeInfo>> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn the_servers_address_in_messages_has_no_credentials() {
+        let url: http::Uri = "https://admin:S3CRETPW@10.0.0.1:6443/k8s/?token=QTOKEN"
+            .parse()
+            .unwrap();
+        assert_eq!(server_for_messages(&url), "https://10.0.0.1:6443/k8s");
+        let plain: http::Uri = "https://api.example.org/".parse().unwrap();
+        assert_eq!(server_for_messages(&plain), "https://api.example.org");
+        let e = kube::Error::Auth(kube::client::AuthError::AuthExecStart(
+            std::io::Error::other("AWS_SECRET=ENVSECRET"),
+        ));
+        let shown = api_error("list nodes", &e).to_string();
+        assert!(!shown.contains("ENVSECRET"), "{shown}");
+        assert!(shown.contains("values are not shown"), "{shown}");
+    }
     use super::*;
 
     #[test]

@@ -603,6 +603,14 @@ struct Members {
 ///
 /// Errors: [`Error::File`] when it is not a tar archive or does not start with
 /// `snapshot.json`; [`Error::Input`] for a member that does not read, naming it.
+/// `s` cut to `max` characters (an ellipsis added when cut).
+fn shorten(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_owned(),
+    }
+}
+
 fn read_members(path: &Path) -> Result<Members> {
     let shown = path.display().to_string();
     let reader = document::open_maybe_gzip(path)?;
@@ -610,7 +618,11 @@ fn read_members(path: &Path) -> Result<Members> {
     let not_tar = |e: std::io::Error| {
         Error::file(
             PathBuf::from(path),
-            format!("not a gpuwl snapshot (a tar archive from `gpuwl snapshot`): {e}"),
+            // tar's message quotes the bytes it could not read: escaped and cut.
+            format!(
+                "not a gpuwl snapshot (a tar archive from `gpuwl snapshot`): {}",
+                shorten(&crate::text::esc(&e.to_string()), 200)
+            ),
         )
     };
     let mut m = Members::default();

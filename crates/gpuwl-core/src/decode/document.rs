@@ -20,7 +20,7 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
         None => Err(err(format!("empty input: expected {expecting}"))),
         Some(b'{') | Some(b'[') => serde_json::from_str::<Strict>(body)
             .map(|s| s.0)
-            .map_err(|e| err(e.to_string())),
+            .map_err(|e| err(parser_msg(e.to_string()))),
         Some(_) => {
             let mut opts = serde_saphyr::Options::default();
             opts.with_snippet = false;
@@ -318,7 +318,7 @@ impl<R: std::io::Read> Input<R> {
                 de.end()?;
                 Ok(t)
             })()
-            .map_err(|e: serde_json::Error| e.to_string())
+            .map_err(|e: serde_json::Error| parser_msg(e.to_string()))
         } else {
             serde_saphyr::with_deserializer_from_reader_with_options(
                 self.reader,
@@ -916,7 +916,22 @@ pub(crate) fn yaml_msg(e: &serde_saphyr::Error, expected: &str) -> String {
         }
         s.truncate(i);
     }
-    s
+    parser_msg(s)
+}
+
+/// A parser's message made fit for one terminal line: escaped (it quotes the input: a key
+/// or a value with controls or bidi characters) and, past 300 characters, cut in the
+/// middle so that its start and its location (`at line …, column …`) stay.
+pub(crate) fn parser_msg(s: String) -> String {
+    const MAX: usize = 300;
+    let s = crate::text::esc(&s);
+    let n = s.chars().count();
+    if n <= MAX {
+        return s;
+    }
+    let head: String = s.chars().take(200).collect();
+    let tail: String = s.chars().skip(n - 80).collect();
+    format!("{head} … ({} characters cut) … {tail}", n - 280)
 }
 
 /// Whether `s` is `<n>, column <m>`.
@@ -952,6 +967,22 @@ pub fn open_maybe_gzip(path: &std::path::Path) -> Result<Box<dyn std::io::Read>>
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_parsers_message_is_escaped_and_cut_around_its_location() {
+        let m = parser_msg(format!(
+            "invalid type: string \"{}\u{202e}\", expected a map at line 1, column 9",
+            "x".repeat(4_000)
+        ));
+        assert!(m.chars().count() < 360, "{}", m.len());
+        assert!(m.ends_with("expected a map at line 1, column 9"), "{m}");
+        assert!(m.contains("characters cut"), "{m}");
+        assert!(!m.contains('\u{202e}'));
+        let e = parse("a: 1\na: \u{202e}\n", "d.yaml", "x")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains('\u{202e}'), "{e}");
+    }
     use super::*;
     use std::io::Read;
 

@@ -6,7 +6,7 @@ use crate::analysis::check::{Code, Finding, NodeReport, Report, Severity};
 use crate::error::ExitStatus;
 use crate::model::operand::OperandSource;
 use crate::model::operator::PolicyStatus;
-use crate::render::Format;
+use crate::render::{Format, escape_serialized};
 use crate::text;
 
 /// The structured document of `-o json|yaml`.
@@ -266,13 +266,18 @@ pub fn render_with(report: &Report, policy: &PolicyStatus, format: Format, quiet
             s.push('\n');
             s
         }
+        // serde escapes C0 controls only: DEL, C1 and bidi overrides from a node's names
+        // and values are escaped too, as every other command's -o json|yaml does.
         Format::Json => {
             let mut s = serde_json::to_string_pretty(&document(report, policy))
                 .unwrap_or_else(|e| format!("{{\"error\":{:?}}}", e.to_string()));
             s.push('\n');
-            s
+            escape_serialized(&s).into_owned()
         }
-        Format::Yaml => serde_saphyr::to_string(&document(report, policy))
-            .unwrap_or_else(|e| format!("error: {e:?}\n")),
+        Format::Yaml => escape_serialized(
+            &serde_saphyr::to_string(&document(report, policy))
+                .unwrap_or_else(|e| format!("error: {e:?}\n")),
+        )
+        .into_owned(),
     }
 }

@@ -542,7 +542,10 @@ fn held_back_text(out: &mut String, inv: &Inventory) {
     }
 }
 
+/// One CSV field: escaped as text is (controls, line breaks and bidi characters from a
+/// node's names never reach a terminal or a spreadsheet raw), then quoted when needed.
 fn csv_field(s: &str) -> String {
+    let s = crate::text::esc(s);
     if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
@@ -685,6 +688,17 @@ fn operands_text(out: &mut String, o: &OperandReport) {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_csv_field_never_carries_a_control_or_bidi_character() {
+        let f = csv_field("nvidia.com/A10\u{1b}[31m\u{202e}\nMISMATCH=forged\r");
+        assert!(
+            !f.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{f:?}"
+        );
+        assert!(f.contains("\\nMISMATCH=forged"), "{f}");
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+    }
     use super::*;
 
     #[test]

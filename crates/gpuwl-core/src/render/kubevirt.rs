@@ -148,7 +148,9 @@ pub fn render_safe_patch(
         PatchFormat::Yaml => {
             let mut s: String = safe_patch_hint(p, target, object)
                 .iter()
-                .map(|l| format!("# {l}\n"))
+                // A comment line must stay one line: a CR name or a value carrying a
+                // newline would end the comment and put its rest into the patch as YAML.
+                .map(|l| format!("# {}\n", crate::text::esc(l)))
                 .collect();
             s.push_str(
                 &serde_saphyr::to_string(&p.value).unwrap_or_else(|e| format!("error: {e:?}\n")),
@@ -364,6 +366,18 @@ mod tests {
             crate::decode::kubevirt::read_str(&format!("kind: KubeVirt\n{y}"), "patch").unwrap();
         assert_eq!(back.pci_host_devices.len(), 2);
         assert_eq!(back.pci_host_devices[0].resource_name, "intel.com/qat");
+        // A CR name with a line break stays inside its comment line: the patch's YAML has
+        // only what gpuwl put there.
+        let y = render_safe_patch(
+            &p,
+            HostDevicesSource::KubeVirt,
+            Some("kubevirt/kv\ninjectedKey: pwned\n#"),
+            PatchFormat::Yaml,
+        );
+        let v: serde_json::Value = serde_saphyr::from_str(&y).unwrap();
+        let keys: Vec<&String> = v.as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["metadata", "spec"], "{y}");
+        assert!(y.contains("kubevirt/kv\\ninjectedKey"), "{y}");
         // Everything listed already: an empty patch, the names reported.
         let mut full = current.clone();
         full.devices
