@@ -259,15 +259,20 @@ impl Request<'_> {
         })
     }
 
-    /// The operand pods of the pods dump (not stdin), when wanted (`live`: beside the live
-    /// cluster, where [`Operands::BesideNodeDump`] reads none).
+    /// The operand pods of the pods dump, when wanted (`live`: beside the live cluster,
+    /// where [`Operands::BesideNodeDump`] reads none). They are read in a second pass over
+    /// the file, so only from a regular file: not from stdin, which the pod reader has
+    /// consumed, nor from a pipe (`--pods <(kubectl get pods -A -o json)`, a FIFO), which
+    /// would be empty or block.
     fn dump_operands(&self, wanted: Wanted, live: bool) -> Result<Option<Result<Vec<OperandPod>>>> {
         let want = match wanted.operands {
             Operands::No => false,
             Operands::BesideNodeDump => !live,
             Operands::Yes => true,
         };
-        match self.pods.filter(|p| p.as_os_str() != "-") {
+        let read_twice =
+            |p: &&PathBuf| p.as_os_str() != "-" && std::fs::metadata(p).is_ok_and(|m| m.is_file());
+        match self.pods.filter(read_twice) {
             Some(p) if want => Ok(Some(Ok(operands::read_path(p)?))),
             _ => Ok(None),
         }
@@ -584,6 +589,41 @@ mod tests {
         // Without --dra and --pods: no DRA objects, no pods, no operand pods.
         let g = gather(&req(&live, Some(&nodes)), Wanted::default()).unwrap();
         assert!(g.dra.is_none() && g.pods.is_none() && g.operands.is_none());
+    }
+
+    #[test]
+    fn a_pods_dump_from_a_pipe_is_read_once() {
+        // `--pods <(kubectl get pods -A -o json)`: the pod reader takes the pipe; the
+        // operand pods are not read from it a second time (it would be empty, or block).
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("pods.fifo");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        // SAFETY: mkfifo(3) on a path in the test's own temporary directory.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        let writer = {
+            let fifo = fifo.clone();
+            std::thread::spawn(move || {
+                std::fs::write(&fifo, std::fs::read("tests/data/dra/pods.json").unwrap()).unwrap()
+            })
+        };
+        let live = ClusterArgs::default();
+        let nodes = path("tests/data/dra/nodes.json");
+        let r = Request {
+            pods: Some(&fifo),
+            ..req(&live, Some(&nodes))
+        };
+        let g = gather(
+            &r,
+            Wanted {
+                pods: true,
+                operands: Operands::Yes,
+                ..Wanted::default()
+            },
+        )
+        .unwrap();
+        writer.join().unwrap();
+        assert!(g.pods.as_ref().is_some_and(|p| !p.is_empty()));
+        assert!(g.operands.is_none());
     }
 
     #[test]
