@@ -455,6 +455,13 @@ pub enum Code {
     /// Warning: the CR permits a GPU name no node advertises: a VMI asking for it passes
     /// KubeVirt and its launcher pod then waits `Insufficient <name>`.
     PermittedNotAdvertised,
+    /// Warning: the CR has no `permittedHostDevices` at all, so KubeVirt vets no name:
+    /// virt-controller renders a launcher pod for every `deviceName`, a typo's too, and
+    /// refuses none (kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`,
+    /// `validatePermittedHostDevices`, v1.7.0, checks only a non-nil list). Nothing the
+    /// nodes advertise is refused, so it is not an error; the suggestion is `gpuwl
+    /// kubevirt generate`.
+    NothingVetted,
 }
 
 impl Code {
@@ -466,13 +473,14 @@ impl Code {
             Code::InternalProviderForOperatorResource => "internal-provider-for-operator-resource",
             Code::SelectorMismatch => "selector-mismatch",
             Code::PermittedNotAdvertised => "permitted-not-advertised",
+            Code::NothingVetted => "nothing-vetted",
         }
     }
 
     /// The severity every finding with this code has.
     pub fn severity(self) -> Severity {
         match self {
-            Code::PermittedNotAdvertised => Severity::Warning,
+            Code::PermittedNotAdvertised | Code::NothingVetted => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -709,14 +717,40 @@ struct Judge<'a> {
 }
 
 impl Judge<'_> {
+    /// `KubeVirt ns/name` of the CR judged.
+    fn list_cr(&self) -> String {
+        format!("{} {}", kind_name(self.kv.source), self.kv.object)
+    }
+
     /// [`Code::AdvertisedNotPermitted`] for each of `vm_names` the CR does not permit, and
     /// how many of them it does permit.
     fn advertised_not_permitted(&self, vm_names: &[&str]) -> (Vec<Finding>, usize) {
         let (adv, source) = (self.adv, self.kv.source);
         let mut findings = Vec::new();
         let mut permitted_advertised = 0;
+        if !self.kv.present {
+            // Nothing is refused: one warning for the list, none per name.
+            if !vm_names.is_empty() {
+                findings.push(finding(
+                    Code::NothingVetted,
+                    source.path(),
+                    format!(
+                        "{} has no {}: KubeVirt vets no deviceName and refuses none, so the {} name(s) the nodes advertise ({}) pass, and so does a typo of one (its virt-launcher pod is then Pending with no node to take it)",
+                        self.list_cr(),
+                        source.path(),
+                        vm_names.len(),
+                        vm_names.join(", ")
+                    ),
+                    Some(
+                        "gpuwl kubevirt generate prints the patch that permits exactly the advertised names"
+                            .to_owned(),
+                    ),
+                ));
+            }
+            return (findings, 0);
+        }
         for &name in vm_names {
-            if self.kv.permits(name) {
+            if !self.kv.refuses(name) {
                 permitted_advertised += 1;
                 continue;
             }
@@ -747,16 +781,8 @@ impl Judge<'_> {
                     near.join(", ")
                 )
             };
-            // Without any list virt-controller vets no name: a VMI asking for it (or for a
-            // typo of it) gets its launcher pod (kubevirt/kubevirt
-            // pkg/virt-controller/services/renderresources.go validatePermittedHostDevices,
-            // v1.7.0; observed on the local control plane).
-            let what = if self.kv.present {
-                "KubeVirt refuses a VMI that asks for it, and no virt-launcher pod is created"
-            } else {
-                "KubeVirt lets every deviceName through to a launcher pod, a typo's too (it is then \
-                 Pending with no node to take it), instead of refusing unlisted names"
-            };
+            let what =
+                "KubeVirt refuses a VMI that asks for it, and no virt-launcher pod is created";
             findings.push(finding(
                 Code::AdvertisedNotPermitted,
                 name,
@@ -1044,6 +1070,7 @@ mod tests {
             host_devices_gate: None,
             pci_host_devices: p,
             mediated_devices: m,
+            usb_host_devices: Vec::new(),
         }
     }
 
@@ -1153,19 +1180,39 @@ mod tests {
             )
         );
         assert!(!r.ok());
-        // No list at all: both names, and the message says no name is vetted.
+        // No list at all (issue 47): KubeVirt refuses nothing, so no name is an error: one
+        // nothing-vetted warning naming the advertised names, and the check passes.
         let none = PermittedHostDevices {
             present: false,
             host_devices_gate: None,
             ..kv(vec![], vec![])
         };
         let r = check(&Advertised::of(&lab_nodes()).unwrap(), &none);
-        assert_eq!(r.findings.len(), 2);
-        assert!(
-            r.findings[0]
-                .message
-                .contains("(no spec.configuration.permittedHostDevices: no name is vetted): KubeVirt lets every deviceName through")
+        assert_eq!(
+            codes(&r),
+            [(
+                Code::NothingVetted,
+                "spec.configuration.permittedHostDevices"
+            )]
         );
+        assert_eq!(r.findings[0].severity, Severity::Warning);
+        assert_eq!(
+            r.findings[0].message,
+            "KubeVirt kubevirt/kubevirt has no spec.configuration.permittedHostDevices: KubeVirt vets no deviceName and refuses none, so the 2 name(s) the nodes advertise (nvidia.com/GA102GL_A10, nvidia.com/NVIDIA_A10-12Q) pass, and so does a typo of one (its virt-launcher pod is then Pending with no node to take it)"
+        );
+        assert!(r.ok());
+        assert_eq!((r.summary.errors, r.summary.warnings), (0, 1));
+        // The one rule: an absent list refuses nothing, a present one what it lacks; a
+        // `usb` entry's resourceName is permitted like the others.
+        assert!(!none.refuses("nvidia.com/GA102GL_A1O"));
+        let mut usb = good();
+        usb.usb_host_devices
+            .push(crate::model::kubevirt::UsbHostDevice {
+                resource_name: "kubevirt.io/storage".into(),
+                external_resource_provider: false,
+            });
+        assert!(!usb.refuses("kubevirt.io/storage"));
+        assert!(good().refuses("kubevirt.io/storage"));
     }
 
     #[test]

@@ -48,6 +48,21 @@ impl ObjectKind {
             ObjectKind::VirtualMachine => "VirtualMachine",
         }
     }
+
+    /// Whether it is a plain `Pod` (for `skip_serializing_if`).
+    pub fn is_pod(&self) -> bool {
+        *self == ObjectKind::Pod
+    }
+
+    /// `key` (`namespace/name`) as shown: a pod's as it is, a VMI's or VM's after `VMI ` /
+    /// `VM ` (kubectl's short names), so a line never mistakes one for a pod.
+    pub fn show(self, key: &str) -> String {
+        match self {
+            ObjectKind::Pod => key.to_owned(),
+            ObjectKind::VirtualMachineInstance => format!("VMI {key}"),
+            ObjectKind::VirtualMachine => format!("VM {key}"),
+        }
+    }
 }
 
 /// One requirement of a node selector term (`matchExpressions[]` or `matchFields[]`).

@@ -456,7 +456,7 @@ fn request_view(
     let permitted = inputs
         .kubevirt
         .filter(|kv| from_vmi_device && kv.present)
-        .map(|kv| kv.permits(r));
+        .map(|kv| !kv.refuses(r));
     RequestView {
         resource: r.to_owned(),
         units,

@@ -403,12 +403,7 @@ pub(crate) fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
         )
         .with_evidence([format!(
             "permitted: {}",
-            kv.pci_host_devices
-                .iter()
-                .map(|d| d.resource_name.as_str())
-                .chain(kv.mediated_devices.iter().map(|d| d.resource_name.as_str()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            kv.resource_names().collect::<Vec<_>>().join(", ")
         )]),
     )
 }
