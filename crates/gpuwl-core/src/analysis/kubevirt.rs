@@ -38,6 +38,7 @@ use crate::model::kubevirt::{
 use crate::model::node::NodeInfo;
 use crate::model::pciids;
 use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::workload::LABEL_KEY;
 
 /// One node advertising a name, with its allocatable units (> 0).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -462,6 +463,13 @@ pub enum Code {
     /// nodes advertise is refused, so it is not an error; the suggestion is `gpuwl
     /// kubevirt generate`.
     NothingVetted,
+    /// Error: the CR permits a container GPU name (`nvidia.com/gpu`, a MIG or shared name):
+    /// the GPU Operator's container device plugin serves it on nodes whose GPUs are bound
+    /// to the NVIDIA driver and hands KubeVirt no `PCI_RESOURCE_<NAME>` /
+    /// `MDEV_PCI_RESOURCE_<NAME>` device (kubevirt/kubevirt v1.7.0
+    /// `docs/devel/host-devices-and-device-plugins.md`), so a VM asking for it gets a
+    /// launcher pod that is scheduled and cannot start.
+    ContainerNamePermitted,
 }
 
 impl Code {
@@ -474,6 +482,7 @@ impl Code {
             Code::SelectorMismatch => "selector-mismatch",
             Code::PermittedNotAdvertised => "permitted-not-advertised",
             Code::NothingVetted => "nothing-vetted",
+            Code::ContainerNamePermitted => "container-name-permitted",
         }
     }
 
@@ -802,7 +811,10 @@ impl Judge<'_> {
         let vm_advertised: Vec<&str> = self.adv.names.keys().map(String::as_str).collect();
         let mut findings = Vec::new();
         for &name in &self.permitted_names {
-            if !judged(name) || self.adv.contains(name) {
+            if !judged(name)
+                || self.adv.contains(name)
+                || classify(name) == ResourceClass::ContainerGpu
+            {
                 continue;
             }
             let at: Vec<&str> = self
@@ -846,6 +858,10 @@ impl Judge<'_> {
             if !judged(e.resource) {
                 continue;
             }
+            if classify(e.resource) == ResourceClass::ContainerGpu {
+                findings.push(self.container_name_permitted(e));
+                continue;
+            }
             if !e.external && self.adv.contains(e.resource) {
                 findings.push(finding(
                     Code::InternalProviderForOperatorResource,
@@ -870,6 +886,28 @@ impl Judge<'_> {
             }
         }
         findings
+    }
+
+    /// [`Code::ContainerNamePermitted`] for an entry permitting a container GPU name; the
+    /// suggestion names the VM names the nodes advertise, else a relabel.
+    fn container_name_permitted(&self, e: &Entry<'_>) -> Finding {
+        let vm_names: Vec<&str> = self.adv.vm_names().collect();
+        let instead = if vm_names.is_empty() {
+            format!(
+                "relabel a GPU node for VMs ({LABEL_KEY}=vm-passthrough or vm-vgpu) and permit the name it advertises"
+            )
+        } else {
+            format!("VMs request {}", vm_names.join(" or "))
+        };
+        finding(
+            Code::ContainerNamePermitted,
+            e.resource,
+            format!(
+                "{} permits {}, a container GPU name: the container device plugin serves it on nodes whose GPUs are bound to the NVIDIA driver and hands KubeVirt no PCI_RESOURCE_/MDEV_PCI_RESOURCE_ device, so a VM asking for it gets a virt-launcher pod that is scheduled and cannot start",
+                e.at, e.resource
+            ),
+            Some(format!("remove {}; {instead}", e.at)),
+        )
     }
 
     /// [`Code::DuplicateResourceName`] once per name listed more than once, except one
@@ -1213,6 +1251,32 @@ mod tests {
             });
         assert!(!usb.refuses("kubevirt.io/storage"));
         assert!(good().refuses("kubevirt.io/storage"));
+    }
+
+    #[test]
+    fn a_container_name_permitted_is_an_error_pointing_to_the_vm_names() {
+        // Issue 47: permitting nvidia.com/gpu lets a VM's launcher be scheduled on a
+        // container node where the VM cannot start.
+        let mut k = good();
+        k.pci_host_devices.push(PciHostDevice {
+            selector: "10DE:2236".into(),
+            resource_name: "nvidia.com/gpu".into(),
+            external_resource_provider: true,
+        });
+        let r = check(&Advertised::of(&lab_nodes()).unwrap(), &k);
+        assert_eq!(
+            codes(&r),
+            [(Code::ContainerNamePermitted, "nvidia.com/gpu")]
+        );
+        let f = &r.findings[0];
+        assert_eq!(f.severity, Severity::Error);
+        assert_eq!(
+            f.suggestion.as_deref(),
+            Some(
+                "remove pciHostDevices[1]; VMs request nvidia.com/GA102GL_A10 or nvidia.com/NVIDIA_A10-12Q"
+            )
+        );
+        assert!(!r.ok());
     }
 
     #[test]
