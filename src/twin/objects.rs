@@ -254,6 +254,7 @@ mod tests {
             resource_claims: vec![],
             vmi_owned_by_vm: None,
             vm_memory: None,
+            vmi_shape: None,
         }
     }
 

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::dra::PodClaim;
+use crate::model::launcher::VmiShape;
 use serde::Serialize;
 
 /// Serializes shared requests as a map.
@@ -213,6 +214,12 @@ pub struct PodInfo {
     /// pod of a large list.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vm_memory: Option<Box<VmMemory>>,
+    /// For a VMI or VM: what of its spec decides the virt-launcher pod virt-controller
+    /// renders ([`crate::model::launcher::VmiShape`]); explain judges that pod
+    /// ([`crate::model::launcher::render`]) while no launcher exists. `None` for a pod.
+    /// Not serialized.
+    #[serde(skip)]
+    pub vmi_shape: Option<Box<VmiShape>>,
 }
 
 /// The memory fields of a VMI's `spec.domain` (a VM's `spec.template.spec.domain`), as
