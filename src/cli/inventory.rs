@@ -102,6 +102,7 @@ fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inven
         policy,
         dra,
         operands,
+        kubevirt,
         ..
     } = g;
     let note = pods
@@ -109,7 +110,8 @@ fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inven
         .then(|| "no --pods: allocated and pending are not known (shown as 0)".to_string());
     let mut pods = pods.unwrap_or_default();
     let ignored = inventory::ignore_resources(&mut nodes, &mut pods, ignore);
-    let mut inv = inventory::build(&nodes, &pods, &policy).map_err(|e| e.in_file(nodes_path))?;
+    let mut inv = inventory::build_with(&nodes, &pods, &policy, kubevirt.as_ref())
+        .map_err(|e| e.in_file(nodes_path))?;
     inv.notes.extend(note);
     inv.notes.extend(ignored);
     if let Some(operands) = operands {

@@ -753,3 +753,49 @@ fn a_snapshot_keeps_the_vms_kubevirt_refuses() {
     );
     assert_eq!(doc["pendingPods"], 2, "{doc}");
 }
+
+/// Issue 47: `inventory --kubevirt-cr` judges the VMIs of a pod dump as KubeVirt does (the
+/// lab's vm-cross asks the container name the CR does not permit: not-permitted, never
+/// demand of pool container).
+#[test]
+fn a_pod_dumps_vmi_is_judged_with_the_kubevirt_cr() {
+    let case = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/data/explain/own-vm-asks-container-name"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let vmi: Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(format!("{case}/vmi.yaml")).unwrap())
+            .unwrap();
+    let pods = dir.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        json!({"apiVersion": "v1", "kind": "List", "items": [vmi]}).to_string(),
+    )
+    .unwrap();
+    let doc = json(&[
+        "inventory",
+        "--nodes",
+        &format!("{case}/nodes.json"),
+        "--pods",
+        pods.to_str().unwrap(),
+        "--kubevirt-cr",
+        &format!("{case}/kubevirt.yaml"),
+    ]);
+    let u = &doc["unservable"][0];
+    assert_eq!(
+        (&u["pod"], &u["kind"], &u["code"], &u["cause"]),
+        (
+            &json!("gpu-vm/vm-cross"),
+            &json!("VirtualMachineInstance"),
+            &json!("not-permitted"),
+            &json!("not-permitted")
+        ),
+        "{doc}"
+    );
+    assert_eq!(
+        row(&doc, "container", "nvidia.com/gpu")["pending"],
+        0,
+        "{doc}"
+    );
+}

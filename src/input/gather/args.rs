@@ -149,7 +149,8 @@ impl Takes for ExplainSource {
     };
 }
 
-/// `gpuwl inventory`: `--pods` with `--nodes`, `--cluster-policy`, `--dra`.
+/// `gpuwl inventory`: `--pods` and `--kubevirt-cr` (which judges the VMIs and VMs of the
+/// pod dump) with `--nodes`, `--cluster-policy`, `--dra`.
 #[derive(Debug, Clone, Copy)]
 pub struct InventorySource;
 
@@ -161,6 +162,7 @@ impl Takes for InventorySource {
             (Part::Pods, Take::WithNodes),
             (Part::ClusterPolicy, Take::Plain),
             (Part::Dra, Take::Plain),
+            (Part::KubevirtCr, Take::WithNodes),
         ],
         live: Live::Always,
     };
@@ -581,7 +583,13 @@ mod tests {
         );
         assert_eq!(
             accepted::<InventorySource>(),
-            ["--nodes", "--pods", "--cluster-policy", "--dra"]
+            [
+                "--nodes",
+                "--pods",
+                "--cluster-policy",
+                "--dra",
+                "--kubevirt-cr"
+            ]
         );
         assert_eq!(
             accepted::<TwinSource>(),
