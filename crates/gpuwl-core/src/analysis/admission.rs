@@ -37,11 +37,12 @@
 use std::collections::{BTreeSet, HashMap};
 
 use crate::analysis::diagnosis::CauseCode;
-use crate::analysis::explain::rules::operator_blocker;
+use crate::analysis::explain::rules::{operator_blocker, virt_handler_ready};
 use crate::analysis::names::{self, Relation};
 use crate::analysis::placement;
 use crate::analysis::usage::Usage;
 use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::launcher::{ARCH_LABEL, DEFAULT_ARCH};
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::{self, PodInfo, SpecProblem};
@@ -89,6 +90,10 @@ pub struct Index {
     kubevirt: Option<PermittedHostDevices>,
     /// The GPU Operator's ClusterPolicy, when read: what `operator-state` is judged under.
     policy: Option<ClusterPolicy>,
+    /// Whether some node is ready for virt-handler (KubeVirt runs): a VMI or VM is then
+    /// judged with the `kubernetes.io/arch` selector its launcher gets
+    /// ([`crate::model::launcher`]).
+    kubevirt_runs: bool,
 }
 
 impl Index {
@@ -104,6 +109,7 @@ impl Index {
             synced: true,
             kubevirt,
             policy: policy.cloned(),
+            kubevirt_runs: nodes.iter().any(virt_handler_ready),
             ..Index::default()
         };
         let mut position = HashMap::new();
@@ -199,6 +205,28 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
     if !ix.synced {
         return Vec::new();
     }
+    // A VMI or VM, where KubeVirt runs: its launcher selects the architecture
+    // virt-controller renders (issue 47). Only that stable label: virt-handler's
+    // `kubevirt.io/schedulable` comes and goes with its heartbeat, not a reason to refuse.
+    let with_arch;
+    let pod = match &pod.vmi_shape {
+        Some(shape)
+            if pod.is_vm() && ix.kubevirt_runs && !pod.node_selector.contains_key(ARCH_LABEL) =>
+        {
+            let mut p = pod.clone();
+            p.node_selector.insert(
+                ARCH_LABEL.into(),
+                shape
+                    .architecture
+                    .as_deref()
+                    .unwrap_or(DEFAULT_ARCH)
+                    .to_lowercase(),
+            );
+            with_arch = p;
+            &with_arch
+        }
+        _ => pod,
+    };
     let mut out = Vec::new();
     for p in &pod.spec_problems {
         if let Some(w) = invalid_spec(p) {
@@ -621,6 +649,39 @@ mod tests {
         );
         // Without a KubeVirt CR nothing is said about permissions.
         assert!(review(&vm, &lab(false)).is_empty());
+    }
+
+    #[test]
+    fn a_vm_is_judged_with_the_architecture_its_launcher_selects() {
+        // Issue 47: where KubeVirt runs, the launcher selects kubernetes.io/arch=amd64
+        // (virt-api's default); the only A10 node is arm64.
+        let mut n = node(
+            "p-1",
+            "vm-passthrough",
+            &[
+                ("nvidia.com/GA102GL_A10", "1"),
+                ("devices.kubevirt.io/kvm", "1k"),
+            ],
+        );
+        n.labels.insert("kubernetes.io/arch".into(), "arm64".into());
+        n.labels
+            .insert("kubevirt.io/schedulable".into(), "true".into());
+        let ix = Index::build(std::slice::from_ref(&n), None, None);
+        let vmi = object(
+            "kind: VirtualMachineInstance\nmetadata: {name: vm}\nspec:\n  domain:\n    devices:\n      gpus:\n      - {name: g, deviceName: nvidia.com/GA102GL_A10}\n",
+        );
+        let got = lines(&vmi, &ix);
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(
+            got[0].starts_with("gpuwl excluded: ") && got[0].contains("kubernetes.io/arch=amd64"),
+            "{got:?}"
+        );
+        // spec.architecture: arm64 fits; a plain pod is never given the selector.
+        let arm = object(
+            "kind: VirtualMachineInstance\nmetadata: {name: vm}\nspec:\n  architecture: arm64\n  domain:\n    devices:\n      gpus:\n      - {name: g, deviceName: nvidia.com/GA102GL_A10}\n",
+        );
+        assert!(review(&arm, &ix).is_empty());
+        assert!(review(&pod("nvidia.com/GA102GL_A10"), &ix).is_empty());
     }
 
     #[test]
