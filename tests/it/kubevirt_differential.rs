@@ -6,7 +6,9 @@
 //! `FailedCreate`, no launcher pod), placed (launcher pod bound), unschedulable (launcher pod
 //! `PodScheduled=False`) — must be what gpuwl's cause code says (`not-permitted`,
 //! `scheduled`, a scheduler cause), and `kubevirt check`'s findings on the same cluster
-//! must not contradict it ([`check_disagreements`]). CI size: seed 37, [`CI_SCENARIOS`] scenarios;
+//! must not contradict it ([`check_disagreements`]). The same holds before the VMI exists
+//! (`explain --pod` of its manifest: the launcher virt-controller will render, issue 47),
+//! and inventory lists a refused VMI as `not-permitted`. CI size: seed 37, [`CI_SCENARIOS`] scenarios;
 //! `GPUWL_KV_DIFF_SCENARIOS=N` runs more (the bench run).
 
 use std::time::{Duration, Instant};
@@ -113,8 +115,8 @@ fn ok(kubeconfig: &str, args: &[&str], stdin: &str) -> String {
     out
 }
 
-/// Applies the scenario's advertisements and CR, creates the VMI `name`.
-fn apply(kc: &str, s: &Scenario, name: &str) {
+/// Applies the scenario's advertisements and CR (the VMI is [`vmi_yaml`]).
+fn apply(kc: &str, s: &Scenario) {
     for (node, adv) in NODES.iter().zip(&s.adv) {
         let mut res = serde_json::Map::new();
         for n in NAMES {
@@ -180,17 +182,79 @@ fn apply(kc: &str, s: &Scenario, name: &str) {
     );
     // virt-controller reads the CR through an informer.
     std::thread::sleep(Duration::from_secs(2));
+}
+
+/// The VMI of scenario `s`, named `name`, as YAML.
+fn vmi_yaml(s: &Scenario, name: &str) -> String {
     let gpus: Vec<String> = s
         .devices
         .iter()
         .enumerate()
         .map(|(i, d)| format!("{{name: g{i}, deviceName: {d}}}"))
         .collect();
-    let vmi = format!(
+    format!(
         "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: {name}, namespace: default}}\nspec:\n  domain:\n    devices:\n      gpus: [{}]\n    resources: {{requests: {{memory: 128Mi}}}}\n",
         gpus.join(", ")
-    );
-    ok(kc, &["apply", "-f", "-"], &vmi);
+    )
+}
+
+/// gpuwl's verdict on the VMI before it exists: `explain --pod` of its manifest against the
+/// live cluster (nodes, pods, the KubeVirt CR): the launcher virt-controller will render
+/// (issue 47, item 3).
+fn file_mode_cause(kc: &str, manifest: &str) -> String {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("vmi.yaml");
+    std::fs::write(&path, manifest).unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["explain", "--pod", path.to_str().unwrap(), "-o", "json"])
+        .env("KUBECONFIG", kc)
+        .output()
+        .unwrap();
+    let g: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    g["causeCode"].as_str().unwrap_or("").to_owned()
+}
+
+/// Whether a verdict given before the VMI exists agrees with what happened: refused ↔
+/// `not-permitted`, placed ↔ `fits-now`, a launcher left Pending ↔ a scheduler cause.
+fn agrees_before(real: &Real, code: &str) -> bool {
+    match real {
+        Real::Refused(_) => code == "not-permitted",
+        Real::Placed(_) => code == "fits-now",
+        Real::Unschedulable(_) => !matches!(code, "scheduled" | "not-permitted" | "fits-now"),
+    }
+}
+
+/// inventory's entry for a refused VMI: it is listed unservable as `not-permitted` (issue
+/// 47, item 1); any other outcome is the launcher pod's (or placed).
+fn inventory_disagrees(kc: &str, name: &str, real: &Real) -> Option<String> {
+    let inv: serde_json::Value =
+        serde_json::from_str(&gpuwl_ok(&["inventory", "--kubeconfig", kc, "-o", "json"])).unwrap();
+    let key = format!("default/{name}");
+    let listed = inv["unservable"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|u| u["pod"] == key.as_str())
+        .map(|u| {
+            (
+                u["kind"].as_str().unwrap_or("Pod").to_owned(),
+                u["code"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .next();
+    match (real, listed) {
+        (Real::Refused(_), Some((k, c)))
+            if k == "VirtualMachineInstance" && c == "not-permitted" =>
+        {
+            None
+        }
+        (Real::Refused(_), other) => Some(format!("inventory lists the refused VMI as {other:?}")),
+        (_, Some((k, c))) if k != "Pod" => Some(format!(
+            "inventory lists the VMI itself ({k}, {c}) beside its launcher"
+        )),
+        _ => None,
+    }
 }
 
 /// What KubeVirt and the scheduler did with VMI `name`.
@@ -348,11 +412,30 @@ fn explain_vmi_agrees_with_kubevirt_on_random_scenarios() {
     let mut bad = Vec::new();
     let mut tally = std::collections::BTreeMap::new();
     let mut check_claims = 0;
+    let mut inventory_checked = false;
     for i in 0..n {
         let s = generate(&mut rng);
         let name = format!("d{i}");
-        apply(kc, &s, &name);
+        apply(kc, &s);
+        let manifest = vmi_yaml(&s, &name);
+        let before = file_mode_cause(kc, &manifest);
+        ok(kc, &["apply", "-f", "-"], &manifest);
         let real = observe(kc, &name);
+        *tally.entry(format!("before/{before}")).or_insert(0) += 1;
+        if !agrees_before(&real, &before) {
+            bad.push(format!(
+                "{name}: {s:?}\n  real {real:?}\n  gpuwl from the manifest, before the VMI: {before}"
+            ));
+        }
+        // inventory (one more live read) for every refused VMI in a bench run; in the
+        // suite for the first one (the suite's time budget).
+        let refused = matches!(real, Real::Refused(_));
+        if (n > CI_SCENARIOS || (refused && !inventory_checked))
+            && let Some(w) = inventory_disagrees(kc, &name, &real)
+        {
+            bad.push(format!("{name}: {s:?}\n  real {real:?}\n  {w}"));
+        }
+        inventory_checked |= refused;
         let target = format!("default/{name}");
         let (code, out, err) =
             gpuwl(&["explain", "vmi", &target, "--kubeconfig", kc, "-o", "json"]);

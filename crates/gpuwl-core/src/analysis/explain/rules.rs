@@ -17,6 +17,7 @@ use crate::model::advertise::advertised_gpus;
 use crate::model::kubevirt::{
     HostDevicesSource, PermittedHostDevices, node_owned_label, permit_entries,
 };
+use crate::model::launcher;
 use crate::model::node::NodeInfo;
 use crate::model::pod::{self, ObjectKind, PodInfo, SpecProblem, launcher_vmi_name};
 use crate::model::pool::Pool;
@@ -1010,6 +1011,27 @@ fn pod_selector_typo(
     } else {
         String::new()
     };
+    // A VMI or VM judged as its launcher ([`crate::model::launcher`]): virt-controller
+    // renders the architecture selector from `spec.architecture` (amd64 when unset), so
+    // the change is that field, not a nodeSelector the user never wrote.
+    let rendered_arch = key == launcher::ARCH_LABEL && f.pod.is_vm() && f.pod.vmi_shape.is_some();
+    let fix = if rendered_arch {
+        let field = if f.pod.kind == ObjectKind::VirtualMachine {
+            "spec.template.spec.architecture"
+        } else {
+            "spec.architecture"
+        };
+        format!(
+            "set the {}'s {field} to {have} (virt-controller renders the virt-launcher pod's nodeSelector {key} from it, amd64 when unset; a nodeSelector {key} of the {} itself wins)",
+            what(f.pod),
+            what(f.pod)
+        )
+    } else {
+        format!(
+            "change the {}'s nodeSelector {key}={want} to {key}={have}",
+            what(f.pod)
+        )
+    };
     Diagnosis::new(
         CauseCode::Excluded,
         format!(
@@ -1018,10 +1040,7 @@ fn pod_selector_typo(
             rv.resource,
             what(f.pod),
         ),
-        format!(
-            "change the {}'s nodeSelector {key}={want} to {key}={have}",
-            what(f.pod)
-        ),
+        fix,
     )
 }
 
@@ -2289,8 +2308,10 @@ pub(crate) fn other_resource(f: &Facts<'_>) -> Option<Diagnosis> {
             // change is the VM's, and the bound is on what the launcher asks.
             let free_there =
                 format!("the most {resource} free on a node with the GPUs: {best_node}");
-            if f.pod.launcher_vmi().is_some() {
-                let who = if f.pod.vmi_owned_by_vm == Some(false) {
+            if f.pod.launcher_vmi().is_some() || f.pod.is_vm() {
+                let who = if f.pod.vmi_owned_by_vm == Some(false)
+                    || f.pod.kind == ObjectKind::VirtualMachineInstance
+                {
                     "VMI"
                 } else {
                     "VM"
