@@ -59,6 +59,32 @@ struct Scenario {
     permitted: Option<Vec<(&'static str, bool, bool)>>,
     /// The VMI's gpus[].deviceName, in order.
     devices: Vec<&'static str>,
+    /// Per node, what the virt-launcher pod needs beyond the GPU (issue 47): drawn from a
+    /// second generator, so the first's scenarios stay those of earlier runs.
+    launcher_needs: Vec<Needs>,
+}
+
+/// A node's side of what virt-controller adds to a launcher pod: its `kubernetes.io/arch`
+/// (the launcher selects amd64), `devices.kubevirt.io/kvm`, `ephemeral-storage` (the
+/// launcher asks 50M) and memory near the VMI's 128Mi plus KubeVirt's overhead (~1.4Gi).
+#[derive(Debug, Clone, Copy)]
+struct Needs {
+    arm64: bool,
+    no_kvm: bool,
+    no_ephemeral: bool,
+    small_memory: bool,
+}
+
+fn needs(rng: &mut Rng) -> Vec<Needs> {
+    NODES
+        .iter()
+        .map(|_| Needs {
+            arm64: rng.below(6) == 0,
+            no_kvm: rng.below(8) == 0,
+            no_ephemeral: rng.below(8) == 0,
+            small_memory: rng.below(6) == 0,
+        })
+        .collect()
 }
 
 fn generate(rng: &mut Rng) -> Scenario {
@@ -80,6 +106,7 @@ fn generate(rng: &mut Rng) -> Scenario {
         adv,
         permitted,
         devices,
+        launcher_needs: Vec::new(),
     }
 }
 
@@ -124,6 +151,36 @@ fn apply(kc: &str, s: &Scenario) {
         }
         for (n, c) in adv {
             res.insert((*n).into(), serde_json::json!(c.to_string()));
+        }
+        if let Some(need) = s
+            .launcher_needs
+            .get(NODES.iter().position(|x| x == node).unwrap())
+        {
+            let q = |on: bool, v: &str| {
+                if on {
+                    serde_json::Value::Null
+                } else {
+                    serde_json::json!(v)
+                }
+            };
+            res.insert("devices.kubevirt.io/kvm".into(), q(need.no_kvm, "1k"));
+            res.insert("ephemeral-storage".into(), q(need.no_ephemeral, "100Gi"));
+            res.insert(
+                "memory".into(),
+                serde_json::json!(if need.small_memory { "1300Mi" } else { "256Gi" }),
+            );
+            let arch = if need.arm64 { "arm64" } else { "amd64" };
+            ok(
+                kc,
+                &[
+                    "label",
+                    "node",
+                    node,
+                    &format!("kubernetes.io/arch={arch}"),
+                    "--overwrite",
+                ],
+                "",
+            );
         }
         let patch = serde_json::json!({"status": {"capacity": res, "allocatable": res}});
         ok(
@@ -409,12 +466,14 @@ fn explain_vmi_agrees_with_kubevirt_on_random_scenarios() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(CI_SCENARIOS);
     let mut rng = Rng(37);
+    let mut rng_needs = Rng(37 ^ 0x9E37_79B9_7F4A_7C15);
     let mut bad = Vec::new();
     let mut tally = std::collections::BTreeMap::new();
     let mut check_claims = 0;
     let mut inventory_checked = false;
     for i in 0..n {
-        let s = generate(&mut rng);
+        let mut s = generate(&mut rng);
+        s.launcher_needs = needs(&mut rng_needs);
         let name = format!("d{i}");
         apply(kc, &s);
         let manifest = vmi_yaml(&s, &name);
