@@ -243,6 +243,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         gpu_operator,
         kubevirt,
         env: Vec::new(),
+        marker: None,
     })?;
     if set_context {
         let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;

@@ -99,6 +99,11 @@ pub struct UpOptions {
     /// Environment variables added to every component's when the cluster is started (not
     /// when it is already running), e.g. `GOGC` for a twin that must stay small.
     pub env: Vec<(String, String)>,
+    /// A file written into the new cluster's state directory (with the bytes given) once the
+    /// old state is removed and before the first process starts, so that whoever finds the
+    /// state later — after a `kill -9` half-way through the start — can tell whose it is
+    /// (the twin's `gpuwl-twin` marker). Not written when the cluster is already running.
+    pub marker: Option<(String, Vec<u8>)>,
 }
 
 impl Default for UpOptions {
@@ -111,6 +116,7 @@ impl Default for UpOptions {
             gpu_operator: false,
             kubevirt: false,
             env: Vec::new(),
+            marker: None,
         }
     }
 }
@@ -527,6 +533,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     // certificates, which are about to be replaced.
     let _ = userconfig::remove(name, &state);
     remove_state(&state)?;
+    write_marker(&state, opts)?;
     let bin = build::ensure_built(opts.progress)?;
     if opts.gpu_operator {
         // Built before anything starts: a failed build leaves no half-started cluster.
@@ -550,6 +557,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
                 }
                 let _ = process::stop_all(&state, Duration::from_secs(5));
                 remove_state(&state)?;
+                write_marker(&state, opts)?;
                 attempt += 1;
             }
             Err(e) => {
@@ -736,6 +744,19 @@ pub fn restarts(name: &str) -> Vec<(u64, String, String)> {
             Some((t, c, parts.next().unwrap_or("").to_owned()))
         })
         .collect()
+}
+
+/// Writes [`UpOptions::marker`] into `state` (created), if any.
+///
+/// Errors: [`Error::Runtime`] naming the file when it cannot be written.
+fn write_marker(state: &Path, opts: &UpOptions) -> Result<()> {
+    let Some((file, bytes)) = &opts.marker else {
+        return Ok(());
+    };
+    let path = state.join(file);
+    std::fs::create_dir_all(state)
+        .and_then(|()| std::fs::write(&path, bytes))
+        .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))
 }
 
 fn remove_state(state: &Path) -> Result<()> {

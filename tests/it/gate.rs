@@ -293,7 +293,7 @@ fn an_orphaned_holder_is_a_finding_a_note_and_the_cause_explain_gives() {
     assert_eq!(
         f["message"],
         format!(
-            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): {launcher} (VMI gpu-vm/vm-pt, 1); the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): VM gpu-vm/vm-pt may lose the GPU; stop or migrate before the swap, or relabel the node back"
+            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): {launcher} (VMI gpu-vm/vm-pt, 1); the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): VM gpu-vm/vm-pt may lose the GPU; stop or migrate before the swap, or relabel the node back: gpuwl relabel gpu-pt-1=vm-passthrough"
         )
     );
     // No other node has one; plain text keeps its line.

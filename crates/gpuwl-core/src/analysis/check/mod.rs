@@ -817,8 +817,14 @@ pub fn orphan_finding(o: &Orphan) -> Finding {
             format!("VM {}", vms.join(", VM "))
         };
         if o.class_changed {
+            // The way back is the workload that serves the held name's class, as one
+            // command `gpuwl relabel` takes as printed (it keeps holders of that name).
+            let back = match crate::model::resource::classify(&o.resource).workload() {
+                Some(w) => format!(": gpuwl relabel {}={w}", o.node),
+                None => String::new(),
+            };
             format!(
-                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back"
+                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back{back}"
             )
         } else {
             format!(
@@ -1200,6 +1206,7 @@ mod tests {
             vgpu_default_config: None,
             mig_default_config: None,
             state: None,
+            components: Default::default(),
         };
         let n = node(
             "pt",

@@ -2710,6 +2710,7 @@ mod tests {
             vgpu_default_config: None,
             mig_default_config: None,
             state: None,
+            components: Default::default(),
         };
         let run = |pod: &str| {
             let pod = crate::decode::pods::read_pods_str(pod, "pod.json")
