@@ -271,6 +271,51 @@ fn protect_with_a_pdb(kc: &str, on: bool) {
     });
 }
 
+/// `gpuwl relabel` sent SIGINT once a line of its stdout contains `at`; returns the exit
+/// code (`None`: killed), stdout and stderr.
+fn relabel_interrupted(kc: &str, args: &[&str], at: &str) -> (Option<i32>, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["relabel", "--kubeconfig", kc])
+        .args(args)
+        .env("COLUMNS", "1000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut out = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if line.contains(at) {
+            // Into the holders' wait, so that the relabel's first start is seconds before
+            // the resume below (its `Done:` line counts from there).
+            std::thread::sleep(Duration::from_secs(2));
+            let sent = std::process::Command::new("kill")
+                .args(["-INT", &pid])
+                .status()
+                .unwrap();
+            assert!(sent.success());
+            break;
+        }
+    }
+    for line in lines {
+        out.push_str(&line.unwrap());
+        out.push('\n');
+    }
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap().code(), out, err)
+}
+
 fn relabel(kc: &str, args: &[&str]) -> (i32, String, String) {
     let mut a = vec!["relabel", "--kubeconfig", kc];
     a.extend(args);
@@ -506,8 +551,20 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
     assert_eq!(code, 0, "{out}{err}");
     assert!(out.contains("nothing to abort"), "{out}");
 
-    // The same relabel again, stuck on the budget again.
-    stuck(&first);
+    // The same relabel again, stuck on the budget again — this time stopped by Ctrl-C
+    // once it has cordoned: exit 130, the state of the node and both ways on said, the
+    // node cordoned with the record on it (as a timeout leaves it).
+    let mut long: Vec<&str> = the_command.to_vec();
+    long.extend(["--timeout", "2m", "--no-preview"]);
+    let (code, out, err) = relabel_interrupted(kc, &long, "cordon      done");
+    assert_eq!(code, Some(130), "{out}{err}");
+    assert!(
+        err.contains("gpuwl: relabel lab-node-1: SIGINT stopped the run; the node is left as the last step completed left it")
+            && err.trim_end().ends_with("gpuwl relabel lab-node-1 --abort"),
+        "{err}"
+    );
+    let s = node_state(kc);
+    assert!(s.cordoned && s.record.is_some(), "{out}{err}");
     // The VM was asked to stop as virtctl stop does; virt-controller (played here) then
     // removes its VMI and launcher pod.
     assert_eq!(vm_run_strategy(kc), "Halted");
