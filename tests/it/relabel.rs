@@ -10,7 +10,7 @@
 //! again, once the budget is gone the same command run again resumes and completes
 //! (operands swapped by the real operator, `nvidia.com/gpu` advertised, node uncordoned,
 //! `check --effective` clean for the node); a third run has nothing to do; two nodes go
-//! one after the other; with the sandbox device plugin disabled in the ClusterPolicy, and
+//! one after the other; NVIDIA/gpu-operator#2272 emulated (the stuck wait names it); with the sandbox device plugin disabled in the ClusterPolicy, and
 //! then sandbox workloads disabled, relabels that could never complete are refused before
 //! any change (the dry run too).
 
@@ -118,6 +118,22 @@ fn patch_policy(kc: &str, spec: Value) {
                 &name,
                 &PatchParams::default(),
                 &Patch::Merge(json!({ "spec": spec })),
+            )
+            .await
+            .unwrap();
+    });
+}
+
+/// Sets `nvidia.com/gpu.deploy.<operand>` on `node` by hand.
+fn deploy_label(kc: &str, node: &str, operand: &str, value: &str) {
+    rt().block_on(async {
+        Api::<Node>::all(client(kc).await)
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {format!("nvidia.com/gpu.deploy.{operand}"): value}}}),
+                ),
             )
             .await
             .unwrap();
@@ -271,9 +287,29 @@ fn protect_with_a_pdb(kc: &str, on: bool) {
     });
 }
 
-/// `gpuwl relabel` sent SIGINT once a line of its stdout contains `at`; returns the exit
-/// code (`None`: killed), stdout and stderr.
+/// `gpuwl relabel` sent SIGINT once a line of its stdout contains `at` (two seconds after);
+/// returns the exit code, stdout and stderr.
 fn relabel_interrupted(kc: &str, args: &[&str], at: &str) -> (Option<i32>, String, String) {
+    relabel_with(kc, args, at, |pid| {
+        // Into the holders' wait, so that the relabel's first start is seconds before
+        // the resume below (its `Done:` line counts from there).
+        std::thread::sleep(Duration::from_secs(2));
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    })
+}
+
+/// `gpuwl relabel` with `then` called (with its pid) once a line of its stdout contains
+/// `at`; returns the exit code (`None`: killed), stdout and stderr.
+fn relabel_with(
+    kc: &str,
+    args: &[&str],
+    at: &str,
+    then: impl FnOnce(&str),
+) -> (Option<i32>, String, String) {
     use std::io::{BufRead, BufReader, Read};
     let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
         .args(["relabel", "--kubeconfig", kc])
@@ -291,14 +327,7 @@ fn relabel_interrupted(kc: &str, args: &[&str], at: &str) -> (Option<i32>, Strin
         out.push_str(&line);
         out.push('\n');
         if line.contains(at) {
-            // Into the holders' wait, so that the relabel's first start is seconds before
-            // the resume below (its `Done:` line counts from there).
-            std::thread::sleep(Duration::from_secs(2));
-            let sent = std::process::Command::new("kill")
-                .args(["-INT", &pid])
-                .status()
-                .unwrap();
-            assert!(sent.success());
+            then(&pid);
             break;
         }
     }
@@ -692,6 +721,36 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
         assert!(!s.cordoned && s.record.is_none(), "{n}: {out}");
         assert_eq!(s.label.as_deref(), Some("vm-passthrough"), "{n}");
     }
+
+    // NVIDIA/gpu-operator#2272, emulated: vm-passthrough → vm-vgpu where the sandbox device
+    // plugin never comes back (here its deploy label turned false right after the relabel,
+    // so the operator removes it). The stuck wait names the reported fault and its way out;
+    // with the plugin back, the same command resumes and completes.
+    let vgpu = [
+        "lab-node-1=vm-vgpu:A10-12Q",
+        "--no-preview",
+        "--timeout",
+        "6s",
+    ];
+    let (code, out, err) = relabel_with(kc, &vgpu, "relabel     done", |_| {
+        deploy_label(kc, "lab-node-1", "sandbox-device-plugin", "false")
+    });
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("step operands did not complete within 6 s")
+            && err.contains("no sandbox-device-plugin pod on the node")
+            && err.contains("NVIDIA/gpu-operator#2272")
+            && err.contains("nvidia.com/gpu.deploy.sandbox-validator"),
+        "{err}"
+    );
+    deploy_label(kc, "lab-node-1", "sandbox-device-plugin", "true");
+    let mut resume = vgpu.to_vec();
+    resume[3] = "1m";
+    let (code, out, err) = relabel(kc, &resume);
+    assert_eq!(code, 0, "{out}{err}");
+    let s = node_state(kc);
+    assert_eq!(s.label.as_deref(), Some("vm-vgpu"), "{out}");
+    assert!(!s.cordoned && s.record.is_none(), "{out}");
 
     // A relabel that could never complete is refused before any change, decided by the
     // model of check --effective: the target's device plugin disabled in the ClusterPolicy
