@@ -63,6 +63,52 @@ pub async fn vmi_owners(client: &kube::Client) -> Option<std::collections::BTree
     )
 }
 
+/// Every `kind` object of the cluster as JSON (one list within [`LIVE_TIMEOUT`]); `None`
+/// when the type cannot be listed (KubeVirt not installed, forbidden, no answer).
+async fn list_all(client: &kube::Client, kind: &str, plural: &str) -> Option<Vec<Value>> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource(kind, plural));
+    let list = tokio::time::timeout(LIVE_TIMEOUT, api.list(&ListParams::default()))
+        .await
+        .ok()?
+        .ok()?;
+    Some(
+        list.items
+            .iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .collect(),
+    )
+}
+
+/// Every VirtualMachineInstance and VirtualMachine of the cluster, listed at once (each
+/// `None` when it cannot be listed), for [`waiting_without_launcher`] and
+/// [`vmi_owners_from`].
+pub async fn list_vms(client: &kube::Client) -> (Option<Vec<Value>>, Option<Vec<Value>>) {
+    futures::join!(
+        list_all(client, "VirtualMachineInstance", "virtualmachineinstances"),
+        list_all(client, "VirtualMachine", "virtualmachines")
+    )
+}
+
+/// Whether a VirtualMachine owns each VMI of `vmis` (`namespace/name` → owned), as
+/// [`vmi_owners`] reads it from a metadata list.
+pub fn vmi_owners_from(vmis: &[Value]) -> std::collections::BTreeMap<String, bool> {
+    vmis.iter()
+        .filter_map(|v| {
+            let md = v.get("metadata")?;
+            let name = md.get("name")?.as_str()?;
+            let ns = md.get("namespace").and_then(Value::as_str).unwrap_or("");
+            let owned = md
+                .get("ownerReferences")
+                .and_then(Value::as_array)
+                .is_some_and(|refs| {
+                    refs.iter()
+                        .any(|r| r.get("kind").and_then(Value::as_str) == Some("VirtualMachine"))
+                });
+            Some((format!("{ns}/{name}"), owned))
+        })
+        .collect()
+}
+
 /// The names of the `kind` objects in `namespace` (one list of at most 1,000, within
 /// [`LIVE_TIMEOUT`]), for a did-you-mean; `[]` when the list fails.
 async fn names(client: &kube::Client, kind: &str, plural: &str, namespace: &str) -> Vec<String> {

@@ -557,7 +557,13 @@ async fn supervisor(shared: Arc<Shared>) {
         let mut set = JoinSet::new();
         set.spawn(watch::nodes(shared.clone()));
         set.spawn(watch::pods(shared.clone()));
-        for cr in [Cr::ClusterPolicy, Cr::HyperConverged, Cr::KubeVirt] {
+        for cr in [
+            Cr::ClusterPolicy,
+            Cr::HyperConverged,
+            Cr::KubeVirt,
+            Cr::VirtualMachineInstance,
+            Cr::VirtualMachine,
+        ] {
             set.spawn(watch::custom_resource(shared.clone(), cr));
         }
         shared.restart.notified().await;
@@ -781,20 +787,17 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             let mut retire = None;
             let policy = s.policy_status();
             let kv = s.kubevirt_cr();
+            let pods = s.judged_pods();
             let e = state::evaluate_with_dra(
                 s.nodes.as_slice(),
-                s.pods.as_slice(),
+                &pods,
                 &policy,
                 kv.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
                 dra_now.as_deref(),
             );
             if reader.admission_enabled {
-                let (index, flagged) = state::admission(
-                    s.nodes.as_slice(),
-                    s.pods.as_slice(),
-                    &policy,
-                    kv.and_then(|r| r.ok()),
-                );
+                let (index, flagged) =
+                    state::admission(s.nodes.as_slice(), &pods, &policy, kv.and_then(|r| r.ok()));
                 // Swapped, not assigned: the old index is not freed under the lock a review
                 // takes, and not by a review either (see `retired`).
                 let old = std::mem::replace(&mut *lock(&reader.admission), Arc::new(index));

@@ -221,7 +221,8 @@ pub fn evaluate_with_dra(
     let mut node_evals = node_evals(nodes, policy, dra);
     let mut orphans = None;
     let mut pending = None;
-    let (pools, unservable) = match inventory::build(nodes, pods, policy) {
+    let known_kv = kubevirt_cr.as_ref().and_then(|r| r.as_ref().ok().copied());
+    let (pools, unservable) = match inventory::build_with(nodes, pods, policy, known_kv) {
         Ok(mut inv) => {
             if let Some(d) = dra {
                 inventory::attach_dra(&mut inv, d, DraSource::Cluster, nodes, policy.policy());
@@ -674,6 +675,7 @@ mod tests {
             host_devices_gate: None,
             pci_host_devices: Vec::new(),
             mediated_devices: Vec::new(),
+            usb_host_devices: Vec::new(),
         };
         let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), Some(Ok(&empty)));
         let kv = e.kubevirt.unwrap();

@@ -39,7 +39,7 @@ use tokio::sync::Notify;
 use crate::analysis::admission::Index;
 use crate::input::document::one_line;
 use crate::input::kubevirt::{CrType, HYPERCONVERGED, KUBEVIRT};
-use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods};
+use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods, virt};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
@@ -130,6 +130,10 @@ pub struct Store {
     pub hyperconverged: CrMirror,
     /// KubeVirt CRs.
     pub kubevirt: CrMirror,
+    /// VirtualMachineInstances (for the ones that wait with no virt-launcher pod).
+    pub vmis: CrMirror,
+    /// VirtualMachines (for the ones that want to run and have no VMI).
+    pub vms: CrMirror,
 }
 
 impl Store {
@@ -140,6 +144,28 @@ impl Store {
             && self.policy.settled()
             && self.hyperconverged.settled()
             && self.kubevirt.settled()
+            && self.vmis.settled()
+            && self.vms.settled()
+    }
+
+    /// The pods the analyses judge: the watched pods, then each VMI or VM that waits for
+    /// a GPU with no virt-launcher pod ([`virt::waiting_without_launcher`]: refused by
+    /// virt-controller or virt-api, or not rendered yet), as the VMI or VM it is, so that
+    /// the pending series, `gpuwl_unservable_pods` and the admission counts see it as
+    /// `inventory` and `explain` do. Borrowed when no VM waits.
+    pub fn judged_pods(&self) -> std::borrow::Cow<'_, [PodInfo]> {
+        let waiting = virt::waiting_without_launcher(
+            self.vmis.objects.as_slice(),
+            self.vms.objects.as_slice(),
+            self.pods.as_slice(),
+        );
+        if waiting.is_empty() {
+            std::borrow::Cow::Borrowed(self.pods.as_slice())
+        } else {
+            let mut all = self.pods.as_slice().to_vec();
+            all.extend(waiting);
+            std::borrow::Cow::Owned(all)
+        }
     }
 
     /// The ClusterPolicy status the analyses use (see [`clusterpolicy::from_objects`]).
@@ -728,7 +754,28 @@ pub enum Cr {
     HyperConverged,
     /// `kubevirts.kubevirt.io`.
     KubeVirt,
+    /// `virtualmachineinstances.kubevirt.io`.
+    VirtualMachineInstance,
+    /// `virtualmachines.kubevirt.io`.
+    VirtualMachine,
 }
+
+/// `kubevirt.io/v1` `VirtualMachineInstance` (kubevirt/kubevirt
+/// `staging/src/kubevirt.io/api/core/v1/types.go`).
+const VMI_TYPE: CrType = CrType {
+    group: "kubevirt.io",
+    version: "v1",
+    kind: "VirtualMachineInstance",
+    plural: "virtualmachineinstances",
+};
+
+/// `kubevirt.io/v1` `VirtualMachine`.
+const VM_TYPE: CrType = CrType {
+    group: "kubevirt.io",
+    version: "v1",
+    kind: "VirtualMachine",
+    plural: "virtualmachines",
+};
 
 impl Cr {
     fn ty(self) -> CrType {
@@ -741,6 +788,8 @@ impl Cr {
             },
             Cr::HyperConverged => HYPERCONVERGED,
             Cr::KubeVirt => KUBEVIRT,
+            Cr::VirtualMachineInstance => VMI_TYPE,
+            Cr::VirtualMachine => VM_TYPE,
         }
     }
 
@@ -749,6 +798,8 @@ impl Cr {
             Cr::ClusterPolicy => &mut s.policy,
             Cr::HyperConverged => &mut s.hyperconverged,
             Cr::KubeVirt => &mut s.kubevirt,
+            Cr::VirtualMachineInstance => &mut s.vmis,
+            Cr::VirtualMachine => &mut s.vms,
         }
     }
 }

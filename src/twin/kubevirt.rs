@@ -403,6 +403,7 @@ mod tests {
                 resource_name: "nvidia.com/NVIDIA_A10-12Q".into(),
                 external_resource_provider: false,
             }],
+            usb_host_devices: Vec::new(),
         };
         let v = permitted_json(Some(&p));
         assert_eq!(v["pciHostDevices"][0]["pciVendorSelector"], "10DE:2236");

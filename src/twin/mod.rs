@@ -2375,6 +2375,7 @@ mod loader_tests {
                 external_resource_provider: true,
             }],
             mediated_devices: Vec::new(),
+            usb_host_devices: Vec::new(),
         });
         let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
         let (bound, pending, left_out) = select_pods(&source, &copied);

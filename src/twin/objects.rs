@@ -35,7 +35,7 @@ affinity, priority/preemption and DRA claims are not copied to the twin";
 
 /// What the twin gives a node for each resource of [`UNCHECKED_WHEN_ABSENT`] its source
 /// node does not list (the same order): more than any pod asks.
-pub const ABSENT_FILL: [&str; 4] = ["1k", "1k", "64Ti", "64Ti"];
+pub const ABSENT_FILL: [&str; 3] = ["1k", "1k", "64Ti"];
 
 /// Suffix of the virt-launcher pod the twin creates for a VMI or VM: five characters, as
 /// KubeVirt's generated suffix (kubevirt/kubevirt `pkg/virt-controller/services/template.go`),
@@ -62,11 +62,12 @@ pub fn add_placement(spec: &mut Value, pod: &PodInfo) {
 /// status goes in with the create, as a kubelet registers its node; see
 /// [`crate::cluster::nodes::ensure_sim_node`]). Allocatable defaults to capacity when the
 /// source node has none. A resource every real node lists ([`UNCHECKED_WHEN_ABSENT`]:
-/// pods, cpu, memory, ephemeral-storage) that a hand-trimmed dump leaves out gets
-/// [`ABSENT_FILL`] in both maps: explain does not check a node for it
+/// pods, cpu, memory) that a hand-trimmed dump leaves out gets [`ABSENT_FILL`] in both
+/// maps: explain does not check a node for it
 /// ([`crate::analysis::fit::UNCHECKED_WHEN_ABSENT`]), and the twin's scheduler, counting it
-/// 0, would refuse every pod that asks for it (a virt-launcher pod asks ephemeral-storage)
-/// where the real node has plenty.
+/// 0, would refuse every pod that asks for it where the real node has plenty. A node
+/// without `ephemeral-storage` keeps none, as the source's scheduler counts it (0: a
+/// virt-launcher pod, which asks for some, does not fit there).
 pub fn node_object(node: &NodeInfo) -> Value {
     let taints: Vec<Value> = node
         .taints
@@ -202,11 +203,16 @@ mod tests {
             "3"
         );
         // The object is a valid Node.
-        // A trimmed dump's node lists no pods, memory or ephemeral-storage: the twin's
-        // node has room for them, as explain assumes; what the dump lists is kept.
+        // A trimmed dump's node lists no pods or memory: the twin's node has room for
+        // them, as explain assumes; what the dump lists is kept. No ephemeral-storage
+        // stays none, as the scheduler counts it (issue 47).
         assert_eq!(v["status"]["capacity"]["cpu"], "32");
         assert_eq!(v["status"]["capacity"]["pods"], "1k");
-        assert_eq!(v["status"]["allocatable"]["ephemeral-storage"], "64Ti");
+        assert!(
+            v["status"]["allocatable"]
+                .get("ephemeral-storage")
+                .is_none()
+        );
         assert_eq!(v["status"]["allocatable"]["memory"], "64Ti");
         let _: k8s_openapi::api::core::v1::Node = serde_json::from_value(v).unwrap();
     }
@@ -248,6 +254,7 @@ mod tests {
             resource_claims: vec![],
             vmi_owned_by_vm: None,
             vm_memory: None,
+            vmi_shape: None,
         }
     }
 

@@ -188,13 +188,15 @@ fn free_units<'a>(
 }
 
 /// The pending GPU pods a relabel can serve, in queue order: those explain classes as
-/// demand, unservable or not judged. The others wait on something a label does not change
-/// and are returned apart, with their class and cause.
+/// demand, unservable or not judged, except a VMI or VM KubeVirt refuses (`not-permitted`,
+/// judged with the source's `permittedHostDevices`). The others wait on something a label
+/// does not change and are returned apart, with their class and cause.
 fn relabel_servable(source: &Source) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
     use crate::analysis::verdict::PodClass;
     let shared = Shared::new(Inputs {
         nodes: Some(&source.nodes),
         pods: Some(&source.pods),
+        kubevirt: source.kubevirt.as_ref(),
         cluster_policy: source.policy.policy(),
         ..Default::default()
     });
@@ -208,6 +210,16 @@ fn relabel_servable(source: &Source) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
                 return true;
             };
             match e.verdict.class {
+                // A VM KubeVirt refuses gets no launcher pod on any node: its list, not a
+                // label, holds it.
+                PodClass::Unservable if e.verdict.code == CauseCode::NotPermitted => {
+                    held_back.push(PlanHeld {
+                        pod: p.key(),
+                        class: e.verdict.class,
+                        code: e.verdict.code,
+                    });
+                    false
+                }
                 PodClass::Demand | PodClass::Unservable | PodClass::NotJudged => true,
                 class => {
                     held_back.push(PlanHeld {
@@ -518,6 +530,7 @@ mod tests {
             resource_claims: vec![],
             vmi_owned_by_vm: None,
             vm_memory: None,
+            vmi_shape: None,
         }
     }
 
@@ -622,6 +635,54 @@ mod tests {
         assert!(cross.why.contains("constraints exclude"), "{}", cross.why);
         let typo = p.unservable.iter().find(|u| u.pod == "vms/typo").unwrap();
         assert!(typo.why.contains("no node's GPUs"), "{}", typo.why);
+    }
+
+    #[test]
+    fn a_vm_kubevirt_refuses_is_left_out_as_not_permitted() {
+        use crate::model::kubevirt::{HostDevicesSource, PciHostDevice, PermittedHostDevices};
+        // Issue 47: the lab's vm-cross (a VMI asking the container name, no launcher pod)
+        // is considered and left out: no relabel gets KubeVirt to render its launcher.
+        let nodes = vec![
+            node("c-0", "container", "nvidia.com/gpu", 4),
+            node("p-0", "vm-passthrough", "nvidia.com/GA102GL_A10", 2),
+        ];
+        let vmi = crate::input::pods::from_object(&serde_json::json!({
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm-cross", "namespace": "vms"},
+            "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/gpu"}]}}}
+        }))
+        .unwrap();
+        let kv = PermittedHostDevices {
+            source: HostDevicesSource::KubeVirt,
+            object: "kubevirt/kubevirt".into(),
+            present: true,
+            host_devices_gate: Some(true),
+            pci_host_devices: vec![PciHostDevice {
+                selector: "10DE:2236".into(),
+                resource_name: "nvidia.com/GA102GL_A10".into(),
+                external_resource_provider: true,
+            }],
+            mediated_devices: Vec::new(),
+            usb_host_devices: Vec::new(),
+        };
+        let src = Source {
+            nodes,
+            pods: vec![vmi],
+            policy: PolicyStatus::not_read(),
+            kubevirt: Some(kv),
+            origin: "test".into(),
+        };
+        let p = propose(&src, false);
+        assert!(p.steps.is_empty(), "{:?}", p.steps);
+        assert_eq!(p.pending_pods, 0);
+        assert_eq!(
+            p.held_back,
+            [PlanHeld {
+                pod: "vms/vm-cross".into(),
+                class: PodClass::Unservable,
+                code: CauseCode::NotPermitted,
+            }]
+        );
     }
 
     #[test]

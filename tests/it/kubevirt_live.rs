@@ -231,6 +231,9 @@ fn lab_kubevirt_places_real_vmis_and_keeps_the_seed_files() {
         lines[2],
         "vm-cross VirtualMachine nvidia.com/gpu none none Pending FailedCreate: failed to render launch manifest: GPU nvidia.com/gpu is not permitted in permittedHostDevices configuration"
     );
+    // Issue 47: the VM KubeVirt refuses has no launcher pod, and every command still sees
+    // it, as explain judges it (not-permitted).
+    vm_cross_is_seen_everywhere(&gpuwl_ok(&["cluster", "kubeconfig", "--name", LAB_CLUSTER]));
     // A plain lab on the same cluster writes the same seed files.
     let plain = tempfile::tempdir().unwrap();
     gpuwl_ok(&[
@@ -671,5 +674,80 @@ fn whatif_kubevirt_lets_virt_controller_decide_the_pending_vms() {
         gpuwl(&["cluster", "status", "--name", WHATIF_TWIN]).0,
         0,
         "the twin was left running"
+    );
+}
+
+/// `inventory` (JSON and text), `plan --no-verify` and serve's `/metrics` on the lab
+/// `--kubevirt` cluster all count `gpu-vm/vm-cross` (VMI Pending, `Synchronized=False`, no
+/// launcher pod) as a VMI KubeVirt refuses (issue 47, item 1).
+fn vm_cross_is_seen_everywhere(kubeconfig: &str) {
+    let kubeconfig = kubeconfig.trim();
+    let doc: serde_json::Value = serde_json::from_str(&gpuwl_ok(&[
+        "inventory",
+        "--kubeconfig",
+        kubeconfig,
+        "-o",
+        "json",
+    ]))
+    .unwrap();
+    let u = doc["unservable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["pod"] == "gpu-vm/vm-cross")
+        .unwrap_or_else(|| panic!("vm-cross not in inventory: {doc}"));
+    assert_eq!(
+        (&u["kind"], &u["resource"], &u["code"], &u["cause"]),
+        (
+            &serde_json::json!("VirtualMachineInstance"),
+            &serde_json::json!("nvidia.com/gpu"),
+            &serde_json::json!("not-permitted"),
+            &serde_json::json!("not-permitted")
+        ),
+        "{u}"
+    );
+    let text = gpuwl_ok(&["inventory", "--kubeconfig", kubeconfig]);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains("VMI gpu-vm/vm-cross wants 1 × nvidia.com/gpu: KubeVirt refuses it: nvidia.com/gpu is not in spec.configuration.permittedHostDevices of kubevirt/kubevirt"),
+        "{text}"
+    );
+    // plan exits 1: nothing a relabel serves (job-cross's selector, vm-cross's name).
+    let (code, out, err) = gpuwl(&[
+        "plan",
+        "--no-verify",
+        "--kubeconfig",
+        kubeconfig,
+        "-o",
+        "json",
+    ]);
+    assert_eq!(code, 1, "{out}{err}");
+    let plan: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        plan["proposal"]["heldBack"],
+        serde_json::json!([{"pod": "gpu-vm/vm-cross", "class": "unservable", "code": "not-permitted"}]),
+        "{plan}"
+    );
+    let serve = crate::serve::Serve::start(kubeconfig);
+    crate::serve::wait_for(Duration::from_secs(60), "/readyz 200", || {
+        serve.get("/readyz").0 == 200
+    });
+    let s = serve.scrape();
+    assert_eq!(
+        crate::serve::value(
+            &s,
+            "gpuwl_pending_gpu_pods",
+            &[("class", "unservable"), ("cause", "not-permitted")]
+        ),
+        Some(1.0)
+    );
+    // job-cross (the pod) and vm-cross (the VMI) both ask nvidia.com/gpu no pool serves.
+    assert_eq!(
+        crate::serve::value(
+            &s,
+            "gpuwl_unservable_pods",
+            &[("resource", "nvidia.com/gpu")]
+        ),
+        Some(2.0)
     );
 }

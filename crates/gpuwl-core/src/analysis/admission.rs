@@ -214,7 +214,7 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
         if pod.is_vm()
             && (field.contains(".gpus[") || field.contains(".hostDevices["))
             && let Some(kv) = &ix.kubevirt
-            && !kv.permits(resource)
+            && kv.refuses(resource)
         {
             out.push(Warning {
                 field: field.clone(),
@@ -461,6 +461,7 @@ mod tests {
                 external_resource_provider: true,
             }],
             mediated_devices: Vec::new(),
+            usb_host_devices: Vec::new(),
         });
         Index::build(&nodes, None, kv)
     }

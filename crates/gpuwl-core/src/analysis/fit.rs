@@ -24,8 +24,13 @@
 //!    resources — "Insufficient NAME" when the request exceeds allocatable − requested by
 //!    the node's pods. Every short resource is reported.
 //!
-//! A node that does not list `pods`, `cpu`, `memory` or `ephemeral-storage` at all (a dump
-//! trimmed by hand; the kubelet always reports them) is not checked for that resource.
+//! A node that does not list `pods`, `cpu` or `memory` at all (a dump trimmed by hand; the
+//! kubelet always reports them) is not checked for that resource. A node without
+//! `ephemeral-storage` has none, as for the scheduler (`fitsRequest` compares with the
+//! node's allocatable, 0 when absent): a kubelet without local storage capacity isolation,
+//! or a simulated node, does not list it, and a pod asking for it (every virt-launcher pod
+//! asks KubeVirt's 50M, kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`
+//! `WithEphemeralStorageRequest`) stays Pending there.
 //!
 //! Requests are the pod's effective requests ([`PodInfo::requests`],
 //! [`PodInfo::other_requests`]); a node's requested sums those of the pods bound to it
@@ -46,9 +51,10 @@ use crate::model::node::{NodeInfo, Taint};
 use crate::model::pod::PodInfo;
 
 /// Resources every real node lists: a node (of a hand-trimmed dump) without one of them is
-/// not checked for it, where the scheduler would count 0. Extended resources and
-/// hugepages absent from a node are 0, as for the scheduler.
-pub const UNCHECKED_WHEN_ABSENT: [&str; 4] = ["pods", "cpu", "memory", "ephemeral-storage"];
+/// not checked for it, where the scheduler would count 0. Extended resources, hugepages
+/// and `ephemeral-storage` absent from a node are 0, as for the scheduler (a node may
+/// really lack `ephemeral-storage`; see the module docs).
+pub const UNCHECKED_WHEN_ABSENT: [&str; 3] = ["pods", "cpu", "memory"];
 
 pub(crate) use crate::analysis::placement::UNSCHEDULABLE_TAINT;
 
@@ -457,6 +463,36 @@ mod tests {
         let (_, h) = parse_message("0/3 nodes are available: 1 cannot allocate all claims, 2 node(s) didn't match Pod's node affinity/selector. still not schedulable, preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling.").unwrap();
         assert_eq!(h["cannot allocate all claims"], 1);
         assert!(parse_message("pod has unbound immediate PersistentVolumeClaims").is_none());
+    }
+
+    #[test]
+    fn a_node_without_ephemeral_storage_has_none() {
+        // Issue 47: the scheduler counts an absent ephemeral-storage as 0 (a virt-launcher
+        // pod asks 50M); an absent memory is not checked (every kubelet lists it).
+        let mut n = NodeInfo::named("n");
+        n.capacity.insert("cpu".into(), "4".into());
+        let pod = PodInfo {
+            name: "p".into(),
+            namespace: "ns".into(),
+            other_requests: std::sync::Arc::new(BTreeMap::from([
+                ("ephemeral-storage".to_string(), 50_000_000),
+                ("memory".to_string(), 1 << 30),
+            ])),
+            ..Default::default()
+        };
+        let fits = filter(&pod, std::slice::from_ref(&n), None);
+        assert_eq!(
+            fits[0].reasons,
+            [Failure::Insufficient {
+                resource: "ephemeral-storage".into(),
+                requested: 50_000_000,
+                allocatable: 0,
+                used: 0,
+            }]
+        );
+        n.capacity
+            .insert("ephemeral-storage".into(), "100Gi".into());
+        assert!(filter(&pod, &[n], None)[0].passes());
     }
 
     #[test]

@@ -34,10 +34,11 @@ use crate::error::Result;
 use crate::model::advertise::{self, gpu_resources};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::equivalents::unit_fraction;
+use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operand::{self, OperandPod, OperandSource};
 use crate::model::operator::{self, ClusterPolicy, GpuEvidence, PolicyStatus};
-use crate::model::pod::PodInfo;
+use crate::model::pod::{ObjectKind, PodInfo};
 use crate::model::pool::{Pool, PoolOrigin};
 use crate::model::resource::{self, Classifier, ResourceClass, classify};
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
@@ -143,6 +144,11 @@ pub enum UnservableCause {
     NotTogether,
     /// Allowed nodes advertise it, but none has as many allocatable units as asked.
     TooLarge,
+    /// A VMI's or VM's device name KubeVirt's `permittedHostDevices` does not permit:
+    /// virt-controller renders no virt-launcher pod, whatever the nodes offer
+    /// (kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`,
+    /// `validatePermittedHostDevices`).
+    NotPermitted,
 }
 
 /// Pending demand for one resource that no node can serve, whatever is freed.
@@ -151,6 +157,10 @@ pub enum UnservableCause {
 pub struct Unservable {
     /// The pod (`namespace/name`).
     pub pod: String,
+    /// What `pod` names: a Pod, or a VMI or VM that waits with no virt-launcher pod
+    /// ([`crate::decode::virt::waiting_without_launcher`]); left out of JSON for a Pod.
+    #[serde(skip_serializing_if = "ObjectKind::is_pod")]
+    pub kind: ObjectKind,
     /// The resource it asks for.
     pub resource: String,
     /// Units asked.
@@ -349,6 +359,20 @@ pub fn attach_dra(
 /// Errors: none today (bad quantities are skipped and noted); the `Result` is kept for
 /// callers that read from a cluster.
 pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Result<Inventory> {
+    build_with(nodes, pods, policy, None)
+}
+
+/// As [`build`], with KubeVirt's `permittedHostDevices` when known: a waiting VMI or VM
+/// (read with the pods, [`crate::decode::virt::waiting_without_launcher`]) is then judged
+/// as explain judges it, a name the list does not permit `not-permitted` (unservable).
+///
+/// Errors: as [`build`].
+pub fn build_with(
+    nodes: &[NodeInfo],
+    pods: &[PodInfo],
+    policy: &PolicyStatus,
+    kubevirt: Option<&PermittedHostDevices>,
+) -> Result<Inventory> {
     let cluster_policy = policy.clone();
     let policy = policy.policy();
     let mut notes = Vec::new();
@@ -360,7 +384,7 @@ pub fn build(nodes: &[NodeInfo], pods: &[PodInfo], policy: &PolicyStatus) -> Res
     for bad in &usage.skipped {
         notes.push(format!("skipped (not a valid device count): {bad}"));
     }
-    let demand = demand(nodes, pods, &pools.pool_of, &supply, policy);
+    let demand = demand(nodes, pods, &pools.pool_of, &supply, policy, kubevirt);
     if !usage.unknown_nodes.is_empty() {
         notes.push(format!(
             "pods bound to nodes not in the node list (not counted): {}",
@@ -545,6 +569,9 @@ pub struct Demand {
 pub struct PendingPod {
     /// The pod (`namespace/name`).
     pub pod: String,
+    /// What `pod` names (as [`Unservable::kind`]); left out of JSON for a Pod.
+    #[serde(skip_serializing_if = "ObjectKind::is_pod")]
+    pub kind: ObjectKind,
     /// Its class.
     pub class: PodClass,
     /// explain's primary cause code.
@@ -565,18 +592,20 @@ pub struct PendingPod {
 /// ([`placement::allows`]) that advertises every GPU name asked with at least the units
 /// asked (a pod's units come from one node); unservable demand is [`Unservable`]
 /// ([`unservable_cause`], [`free_beside`]); the rest is [`PendingPod`] and never counts as
-/// GPU demand.
+/// GPU demand. `kubevirt`: KubeVirt's `permittedHostDevices`, which judges VMIs and VMs.
 pub fn demand(
     nodes: &[NodeInfo],
     pods: &[PodInfo],
     pool_of: &BTreeMap<&str, Pool>,
     supply: &Supply<'_>,
     policy: Option<&ClusterPolicy>,
+    kubevirt: Option<&PermittedHostDevices>,
 ) -> Demand {
     let mut d = Demand::default();
     let shared = Shared::new(Inputs {
         nodes: Some(nodes),
         pods: Some(pods),
+        kubevirt,
         cluster_policy: policy,
         ..Default::default()
     });
@@ -627,6 +656,7 @@ pub fn demand(
         );
         let pending_pod = |class: PodClass| PendingPod {
             pod: p.key(),
+            kind: p.kind,
             class,
             code: v.code,
             transient: v.transient,
@@ -658,6 +688,16 @@ pub fn demand(
                     let mut u = unservable_entry(p, r, *units, &cx);
                     u.code = v.code;
                     u.transient = v.transient;
+                    if v.code == CauseCode::NotPermitted
+                        && let Some(kv) = kubevirt.filter(|kv| !kv.permits(r))
+                    {
+                        u.cause = UnservableCause::NotPermitted;
+                        u.reason = format!(
+                            "KubeVirt refuses it: {r} is not in {} of {}, so no virt-launcher pod is rendered",
+                            kv.source.path(),
+                            kv.object
+                        );
+                    }
                     d.unservable.push(u);
                 }
             }
@@ -836,6 +876,7 @@ fn unservable_entry(p: &PodInfo, r: &str, units: i64, cx: &Ctx<'_>) -> Unservabl
     let (free_same_name, free_other_names) = free_beside(p, r, class, cx);
     Unservable {
         pod: p.key(),
+        kind: p.kind,
         resource: r.to_owned(),
         units,
         cause,
@@ -1084,7 +1125,12 @@ pub fn ignore_resources(
 /// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole number.
 pub fn from_snapshot(mut snap: Snapshot, ignore: &[String]) -> Result<Inventory> {
     let ignored = ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
-    let mut inv = build(&snap.nodes, &snap.pods, &snap.policy)?;
+    let mut inv = build_with(
+        &snap.nodes,
+        &snap.pods,
+        &snap.policy,
+        snap.kubevirt.as_ref(),
+    )?;
     inv.notes.extend(ignored);
     attach_dra(
         &mut inv,
@@ -1257,7 +1303,7 @@ mod tests {
         let usage = Usage::build(&nodes, Some(&pods), None);
         let pools = assign_pools(&nodes, None);
         let s = supply(&nodes, &usage, &pools.pool_of);
-        let d = demand(&nodes, &pods, &pools.pool_of, &s, None);
+        let d = demand(&nodes, &pods, &pools.pool_of, &s, None, None);
         assert_eq!(d.pending_pods, 4);
         let pending: Vec<(String, i64, Vec<String>)> = d
             .pending
@@ -1336,6 +1382,71 @@ mod tests {
             }]
         );
         assert!(other.is_empty());
+    }
+
+    #[test]
+    fn a_vmi_kubevirt_refuses_is_unservable_not_permitted() {
+        use crate::model::kubevirt::{HostDevicesSource, PciHostDevice};
+        // Issue 47: the lab's vm-cross (a VMI with no launcher pod asking the container
+        // name) is counted, and as KubeVirt judges it, not as demand of the container pool.
+        let nodes = [
+            gpu_node("lab-node-0", Some("container"), &[("nvidia.com/gpu", "4")]),
+            gpu_node(
+                "lab-node-1",
+                Some("vm-passthrough"),
+                &[("nvidia.com/GA102GL_A10", "2")],
+            ),
+        ];
+        let vmi = crate::decode::pods::from_object(&serde_json::json!({
+            "kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm-cross", "namespace": "gpu-vm"},
+            "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/gpu"}]}}},
+            "status": {"phase": "Pending"}
+        }))
+        .unwrap();
+        let kv = PermittedHostDevices {
+            source: HostDevicesSource::KubeVirt,
+            object: "kubevirt/kubevirt".into(),
+            present: true,
+            host_devices_gate: Some(true),
+            pci_host_devices: vec![PciHostDevice {
+                selector: "10DE:2236".into(),
+                resource_name: "nvidia.com/GA102GL_A10".into(),
+                external_resource_provider: true,
+            }],
+            mediated_devices: Vec::new(),
+            usb_host_devices: Vec::new(),
+        };
+        let pods = [vmi];
+        let inv = build_with(&nodes, &pods, &PolicyStatus::not_read(), Some(&kv)).unwrap();
+        assert_eq!(inv.pending_pods, 1);
+        assert!(inv.demand_pods.is_empty());
+        let u = &inv.unservable[0];
+        assert_eq!(
+            (u.pod.as_str(), u.kind, u.code, u.cause, u.units),
+            (
+                "gpu-vm/vm-cross",
+                ObjectKind::VirtualMachineInstance,
+                CauseCode::NotPermitted,
+                UnservableCause::NotPermitted,
+                1
+            )
+        );
+        assert_eq!(
+            u.reason,
+            "KubeVirt refuses it: nvidia.com/gpu is not in spec.configuration.permittedHostDevices of kubevirt/kubevirt, so no virt-launcher pod is rendered"
+        );
+        let json = serde_json::to_value(u).unwrap();
+        assert_eq!(json["kind"], "VirtualMachineInstance");
+        // Without the list (KubeVirt vets nothing) the VMI is a pod like any other.
+        let kv_absent = PermittedHostDevices {
+            present: false,
+            pci_host_devices: Vec::new(),
+            ..kv
+        };
+        let inv = build_with(&nodes, &pods, &PolicyStatus::not_read(), Some(&kv_absent)).unwrap();
+        assert!(inv.unservable.is_empty(), "{:?}", inv.unservable);
+        assert_eq!(inv.demand_pods[0].kind, ObjectKind::VirtualMachineInstance);
     }
 
     #[test]

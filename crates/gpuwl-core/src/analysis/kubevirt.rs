@@ -38,6 +38,7 @@ use crate::model::kubevirt::{
 use crate::model::node::NodeInfo;
 use crate::model::pciids;
 use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::workload::LABEL_KEY;
 
 /// One node advertising a name, with its allocatable units (> 0).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -455,6 +456,20 @@ pub enum Code {
     /// Warning: the CR permits a GPU name no node advertises: a VMI asking for it passes
     /// KubeVirt and its launcher pod then waits `Insufficient <name>`.
     PermittedNotAdvertised,
+    /// Warning: the CR has no `permittedHostDevices` at all, so KubeVirt vets no name:
+    /// virt-controller renders a launcher pod for every `deviceName`, a typo's too, and
+    /// refuses none (kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`,
+    /// `validatePermittedHostDevices`, v1.7.0, checks only a non-nil list). Nothing the
+    /// nodes advertise is refused, so it is not an error; the suggestion is `gpuwl
+    /// kubevirt generate`.
+    NothingVetted,
+    /// Error: the CR permits a container GPU name (`nvidia.com/gpu`, a MIG or shared name):
+    /// the GPU Operator's container device plugin serves it on nodes whose GPUs are bound
+    /// to the NVIDIA driver and hands KubeVirt no `PCI_RESOURCE_<NAME>` /
+    /// `MDEV_PCI_RESOURCE_<NAME>` device (kubevirt/kubevirt v1.7.0
+    /// `docs/devel/host-devices-and-device-plugins.md`), so a VM asking for it gets a
+    /// launcher pod that is scheduled and cannot start.
+    ContainerNamePermitted,
 }
 
 impl Code {
@@ -466,13 +481,15 @@ impl Code {
             Code::InternalProviderForOperatorResource => "internal-provider-for-operator-resource",
             Code::SelectorMismatch => "selector-mismatch",
             Code::PermittedNotAdvertised => "permitted-not-advertised",
+            Code::NothingVetted => "nothing-vetted",
+            Code::ContainerNamePermitted => "container-name-permitted",
         }
     }
 
     /// The severity every finding with this code has.
     pub fn severity(self) -> Severity {
         match self {
-            Code::PermittedNotAdvertised => Severity::Warning,
+            Code::PermittedNotAdvertised | Code::NothingVetted => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -709,14 +726,40 @@ struct Judge<'a> {
 }
 
 impl Judge<'_> {
+    /// `KubeVirt ns/name` of the CR judged.
+    fn list_cr(&self) -> String {
+        format!("{} {}", kind_name(self.kv.source), self.kv.object)
+    }
+
     /// [`Code::AdvertisedNotPermitted`] for each of `vm_names` the CR does not permit, and
     /// how many of them it does permit.
     fn advertised_not_permitted(&self, vm_names: &[&str]) -> (Vec<Finding>, usize) {
         let (adv, source) = (self.adv, self.kv.source);
         let mut findings = Vec::new();
         let mut permitted_advertised = 0;
+        if !self.kv.present {
+            // Nothing is refused: one warning for the list, none per name.
+            if !vm_names.is_empty() {
+                findings.push(finding(
+                    Code::NothingVetted,
+                    source.path(),
+                    format!(
+                        "{} has no {}: KubeVirt vets no deviceName and refuses none, so the {} name(s) the nodes advertise ({}) pass, and so does a typo of one (its virt-launcher pod is then Pending with no node to take it)",
+                        self.list_cr(),
+                        source.path(),
+                        vm_names.len(),
+                        vm_names.join(", ")
+                    ),
+                    Some(
+                        "gpuwl kubevirt generate prints the patch that permits exactly the advertised names"
+                            .to_owned(),
+                    ),
+                ));
+            }
+            return (findings, 0);
+        }
         for &name in vm_names {
-            if self.kv.permits(name) {
+            if !self.kv.refuses(name) {
                 permitted_advertised += 1;
                 continue;
             }
@@ -747,16 +790,8 @@ impl Judge<'_> {
                     near.join(", ")
                 )
             };
-            // Without any list virt-controller vets no name: a VMI asking for it (or for a
-            // typo of it) gets its launcher pod (kubevirt/kubevirt
-            // pkg/virt-controller/services/renderresources.go validatePermittedHostDevices,
-            // v1.7.0; observed on the local control plane).
-            let what = if self.kv.present {
-                "KubeVirt refuses a VMI that asks for it, and no virt-launcher pod is created"
-            } else {
-                "KubeVirt lets every deviceName through to a launcher pod, a typo's too (it is then \
-                 Pending with no node to take it), instead of refusing unlisted names"
-            };
+            let what =
+                "KubeVirt refuses a VMI that asks for it, and no virt-launcher pod is created";
             findings.push(finding(
                 Code::AdvertisedNotPermitted,
                 name,
@@ -776,7 +811,10 @@ impl Judge<'_> {
         let vm_advertised: Vec<&str> = self.adv.names.keys().map(String::as_str).collect();
         let mut findings = Vec::new();
         for &name in &self.permitted_names {
-            if !judged(name) || self.adv.contains(name) {
+            if !judged(name)
+                || self.adv.contains(name)
+                || classify(name) == ResourceClass::ContainerGpu
+            {
                 continue;
             }
             let at: Vec<&str> = self
@@ -820,6 +858,10 @@ impl Judge<'_> {
             if !judged(e.resource) {
                 continue;
             }
+            if classify(e.resource) == ResourceClass::ContainerGpu {
+                findings.push(self.container_name_permitted(e));
+                continue;
+            }
             if !e.external && self.adv.contains(e.resource) {
                 findings.push(finding(
                     Code::InternalProviderForOperatorResource,
@@ -844,6 +886,28 @@ impl Judge<'_> {
             }
         }
         findings
+    }
+
+    /// [`Code::ContainerNamePermitted`] for an entry permitting a container GPU name; the
+    /// suggestion names the VM names the nodes advertise, else a relabel.
+    fn container_name_permitted(&self, e: &Entry<'_>) -> Finding {
+        let vm_names: Vec<&str> = self.adv.vm_names().collect();
+        let instead = if vm_names.is_empty() {
+            format!(
+                "relabel a GPU node for VMs ({LABEL_KEY}=vm-passthrough or vm-vgpu) and permit the name it advertises"
+            )
+        } else {
+            format!("VMs request {}", vm_names.join(" or "))
+        };
+        finding(
+            Code::ContainerNamePermitted,
+            e.resource,
+            format!(
+                "{} permits {}, a container GPU name: the container device plugin serves it on nodes whose GPUs are bound to the NVIDIA driver and hands KubeVirt no PCI_RESOURCE_/MDEV_PCI_RESOURCE_ device, so a VM asking for it gets a virt-launcher pod that is scheduled and cannot start",
+                e.at, e.resource
+            ),
+            Some(format!("remove {}; {instead}", e.at)),
+        )
     }
 
     /// [`Code::DuplicateResourceName`] once per name listed more than once, except one
@@ -1044,6 +1108,7 @@ mod tests {
             host_devices_gate: None,
             pci_host_devices: p,
             mediated_devices: m,
+            usb_host_devices: Vec::new(),
         }
     }
 
@@ -1153,19 +1218,65 @@ mod tests {
             )
         );
         assert!(!r.ok());
-        // No list at all: both names, and the message says no name is vetted.
+        // No list at all (issue 47): KubeVirt refuses nothing, so no name is an error: one
+        // nothing-vetted warning naming the advertised names, and the check passes.
         let none = PermittedHostDevices {
             present: false,
             host_devices_gate: None,
             ..kv(vec![], vec![])
         };
         let r = check(&Advertised::of(&lab_nodes()).unwrap(), &none);
-        assert_eq!(r.findings.len(), 2);
-        assert!(
-            r.findings[0]
-                .message
-                .contains("(no spec.configuration.permittedHostDevices: no name is vetted): KubeVirt lets every deviceName through")
+        assert_eq!(
+            codes(&r),
+            [(
+                Code::NothingVetted,
+                "spec.configuration.permittedHostDevices"
+            )]
         );
+        assert_eq!(r.findings[0].severity, Severity::Warning);
+        assert_eq!(
+            r.findings[0].message,
+            "KubeVirt kubevirt/kubevirt has no spec.configuration.permittedHostDevices: KubeVirt vets no deviceName and refuses none, so the 2 name(s) the nodes advertise (nvidia.com/GA102GL_A10, nvidia.com/NVIDIA_A10-12Q) pass, and so does a typo of one (its virt-launcher pod is then Pending with no node to take it)"
+        );
+        assert!(r.ok());
+        assert_eq!((r.summary.errors, r.summary.warnings), (0, 1));
+        // The one rule: an absent list refuses nothing, a present one what it lacks; a
+        // `usb` entry's resourceName is permitted like the others.
+        assert!(!none.refuses("nvidia.com/GA102GL_A1O"));
+        let mut usb = good();
+        usb.usb_host_devices
+            .push(crate::model::kubevirt::UsbHostDevice {
+                resource_name: "kubevirt.io/storage".into(),
+                external_resource_provider: false,
+            });
+        assert!(!usb.refuses("kubevirt.io/storage"));
+        assert!(good().refuses("kubevirt.io/storage"));
+    }
+
+    #[test]
+    fn a_container_name_permitted_is_an_error_pointing_to_the_vm_names() {
+        // Issue 47: permitting nvidia.com/gpu lets a VM's launcher be scheduled on a
+        // container node where the VM cannot start.
+        let mut k = good();
+        k.pci_host_devices.push(PciHostDevice {
+            selector: "10DE:2236".into(),
+            resource_name: "nvidia.com/gpu".into(),
+            external_resource_provider: true,
+        });
+        let r = check(&Advertised::of(&lab_nodes()).unwrap(), &k);
+        assert_eq!(
+            codes(&r),
+            [(Code::ContainerNamePermitted, "nvidia.com/gpu")]
+        );
+        let f = &r.findings[0];
+        assert_eq!(f.severity, Severity::Error);
+        assert_eq!(
+            f.suggestion.as_deref(),
+            Some(
+                "remove pciHostDevices[1]; VMs request nvidia.com/GA102GL_A10 or nvidia.com/NVIDIA_A10-12Q"
+            )
+        );
+        assert!(!r.ok());
     }
 
     #[test]

@@ -16,7 +16,7 @@ use serde_json::Value;
 use crate::decode::document::{self, array, get, opt_scalar, opt_str};
 use crate::error::{Error, FieldError, Result};
 use crate::model::kubevirt::{
-    HostDevicesSource, MediatedDevice, PciHostDevice, PermittedHostDevices,
+    HostDevicesSource, MediatedDevice, PciHostDevice, PermittedHostDevices, UsbHostDevice,
 };
 
 const EXPECTING: &str = "a KubeVirt or HyperConverged CR";
@@ -128,6 +128,7 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
                 host_devices_gate,
                 pci_host_devices: Vec::new(),
                 mediated_devices: Vec::new(),
+                usb_host_devices: Vec::new(),
             });
         }
         Some(l @ Value::Object(_)) => l,
@@ -173,6 +174,33 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
             external_resource_provider,
         });
     }
+    // USB groups: `usb[]` {resourceName, selectors, externalResourceProvider} in the
+    // KubeVirt CR, `usbHostDevices[]` in the HyperConverged CR.
+    let usb_field = match source {
+        HostDevicesSource::KubeVirt => "usb",
+        HostDevicesSource::HyperConverged => "usbHostDevices",
+    };
+    let mut usb_host_devices = Vec::new();
+    let up = format!("{path}.{usb_field}");
+    for (i, e) in array(list.get(usb_field), &up)?.iter().enumerate() {
+        let ep = format!("{up}[{i}]");
+        let resource_name =
+            opt_scalar(e.get("resourceName"), &format!("{ep}.resourceName"))?.unwrap_or_default();
+        let external_resource_provider = match e.get("externalResourceProvider") {
+            None | Some(Value::Null) => false,
+            Some(Value::Bool(b)) => *b,
+            Some(_) => {
+                return Err(FieldError::new(
+                    format!("{ep}.externalResourceProvider"),
+                    "expected true or false",
+                ));
+            }
+        };
+        usb_host_devices.push(UsbHostDevice {
+            resource_name,
+            external_resource_provider,
+        });
+    }
     Ok(PermittedHostDevices {
         source,
         object,
@@ -180,6 +208,7 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
         host_devices_gate,
         pci_host_devices,
         mediated_devices,
+        usb_host_devices,
     })
 }
 
@@ -310,6 +339,35 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .starts_with("e.yaml: empty input")
+        );
+    }
+
+    #[test]
+    fn usb_entries_are_permitted_names_in_both_crs() {
+        // Issue 47: virt-controller permits `usb` resourceNames like PCI and mdev ones.
+        let kv = read_str(
+            "kind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\nspec:\n  configuration:\n    permittedHostDevices:\n      usb:\n      - resourceName: kubevirt.io/storage\n        selectors:\n        - {vendor: \"46f4\", product: \"0001\"}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        assert_eq!(kv.usb_host_devices[0].resource_name, "kubevirt.io/storage");
+        assert!(!kv.refuses("kubevirt.io/storage"));
+        assert!(kv.refuses("nvidia.com/GA102GL_A10"));
+        let hco = read_str(
+            r#"{"kind":"HyperConverged","metadata":{"name":"h","namespace":"cnv"},"spec":{"permittedHostDevices":{"usbHostDevices":[{"resourceName":"kubevirt.io/storage","externalResourceProvider":true}]}}}"#,
+            "hco.json",
+        )
+        .unwrap();
+        assert!(hco.usb_host_devices[0].external_resource_provider);
+        assert!(hco.permits("kubevirt.io/storage"));
+        let bad = read_str(
+            "kind: KubeVirt\nmetadata: {name: kv}\nspec:\n  configuration:\n    permittedHostDevices:\n      usb:\n      - {resourceName: x, externalResourceProvider: maybe}\n",
+            "kv.yaml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            bad.to_string(),
+            "kv.yaml: spec.configuration.permittedHostDevices.usb[0].externalResourceProvider: expected true or false"
         );
     }
 }

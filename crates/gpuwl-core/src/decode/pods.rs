@@ -37,6 +37,7 @@ use crate::decode::document::{self, Keep, Prune, array, get, one_line, opt_scala
 use crate::decode::dump::Source;
 use crate::error::{Error, FieldError, Result};
 use crate::model::dra::PodClaim;
+use crate::model::launcher::VmiShape;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, SpecProblem,
     Toleration, VmMemory, is_extended_resource,
@@ -466,7 +467,74 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
             ObjectKind::Pod => None,
             _ => vm_memory(spec),
         },
+        vmi_shape: match kind {
+            ObjectKind::Pod => None,
+            _ => Some(Box::new(vmi_shape(v, spec))),
+        },
     })
+}
+
+/// What of a VMI spec (`spec`, a VMI's `spec` or a VM's `spec.template.spec`) decides its
+/// virt-launcher pod ([`VmiShape`], kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/
+/// schema.go`: `DomainSpec`, `CPU`, `Machine`, `Devices`, `Interface`). A field that is not
+/// what it should be counts as unset (the pod reader reports the fields it judges).
+fn vmi_shape(v: &Value, spec: &Value) -> VmiShape {
+    let s = |p: &str| get(spec, p).and_then(Value::as_str);
+    let qty = |p: &str, scale: i64| {
+        get(spec, p)
+            .and_then(|q| match q {
+                Value::String(s) => Quantity::parse(s).ok(),
+                Value::Number(n) => Quantity::parse(&n.to_string()).ok(),
+                _ => None,
+            })
+            .map(|q| q.scaled_ceil(scale))
+    };
+    let int = |p: &str| get(spec, p).and_then(Value::as_i64);
+    let flag = |p: &str| get(spec, p).and_then(Value::as_bool);
+    let vcpus = get(spec, "domain.cpu").filter(|c| c.is_object()).map(|_| {
+        int("domain.cpu.sockets").unwrap_or(1).max(1)
+            * int("domain.cpu.cores").unwrap_or(1).max(1)
+            * int("domain.cpu.threads").unwrap_or(1).max(1)
+    });
+    let interfaces = get(spec, "domain.devices.interfaces")
+        .and_then(Value::as_array)
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    let device_lists = ["domain.devices.gpus", "domain.devices.hostDevices"];
+    VmiShape {
+        architecture: s("architecture").map(str::to_owned),
+        machine_type: get(v, "status.machine.type")
+            .and_then(Value::as_str)
+            .or_else(|| s("domain.machine.type"))
+            .filter(|t| !t.is_empty())
+            .map(str::to_owned),
+        vcpus,
+        dedicated_cpu: flag("domain.cpu.dedicatedCpuPlacement").unwrap_or(false),
+        memory_request: qty("domain.resources.requests.memory", 0),
+        memory_guest: qty("domain.memory.guest", 0),
+        overcommit_guest_overhead: flag("domain.resources.overcommitGuestOverhead")
+            .unwrap_or(false),
+        cpu_request: qty("domain.resources.requests.cpu", 3),
+        ephemeral_request: qty("domain.resources.requests.ephemeral-storage", 0),
+        graphics: flag("domain.devices.autoattachGraphicsDevice") != Some(false),
+        pod_interface: flag("domain.devices.autoattachPodInterface") != Some(false),
+        interfaces: interfaces.len(),
+        virtio_interface: interfaces.iter().any(|i| {
+            matches!(
+                i.get("model").and_then(Value::as_str),
+                None | Some("" | "virtio")
+            )
+        }),
+        vfio: device_lists.iter().any(|l| {
+            get(spec, l)
+                .and_then(Value::as_array)
+                .is_some_and(|a| !a.is_empty())
+        }),
+        exec_probes: ["livenessProbe", "readinessProbe"]
+            .iter()
+            .filter(|p| get(spec, &format!("{p}.exec")).is_some())
+            .count() as i64,
+    }
 }
 
 /// A VMI spec's memory fields ([`VmMemory`]); a field that is not a valid quantity is left

@@ -11,8 +11,11 @@
 //!   `staging/src/kubevirt.io/api/core/v1/types.go`: `AppLabel`, `CreatedByLabel`,
 //!   `VirtualMachineNameLabel`).
 
+use std::collections::BTreeSet;
+
 use serde_json::Value;
 
+use crate::decode::pods::from_object;
 use crate::model::pod::{ObjectKind, PodInfo};
 
 /// The label virt-controller puts on a launcher pod: the VMI's uid.
@@ -58,4 +61,183 @@ pub fn choose_launcher(found: Vec<PodInfo>) -> Option<PodInfo> {
     let live = found.iter().position(|p| !p.is_terminal());
     let i = waiting.or(live).or((!found.is_empty()).then_some(0))?;
     found.into_iter().nth(i)
+}
+
+/// Whether `run_strategy` (a VM's `spec.runStrategy`, or `Always`/`Halted` from the older
+/// `spec.running`) asks virt-controller for a running VMI now: `Always`, `RerunOnFailure`
+/// and `Once` create one when none exists; `Halted` and `Manual` wait for a user
+/// (kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`, `VirtualMachineRunStrategy`;
+/// `pkg/virt-controller/watch/vm/vm.go`, which starts a VMI for those three).
+pub fn wants_running(run_strategy: Option<&str>) -> bool {
+    matches!(run_strategy, Some("Always" | "RerunOnFailure" | "Once"))
+}
+
+fn meta_key(v: &Value) -> Option<(String, String)> {
+    let md = v.get("metadata")?;
+    let name = md.get("name")?.as_str()?;
+    let ns = md
+        .get("namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("default");
+    Some((ns.to_owned(), name.to_owned()))
+}
+
+fn vm_run_strategy(vm: &Value) -> Option<&str> {
+    vm.pointer("/spec/runStrategy")
+        .and_then(Value::as_str)
+        .or_else(|| match vm.pointer("/spec/running") {
+            Some(Value::Bool(true)) => Some("Always"),
+            Some(Value::Bool(false)) => Some("Halted"),
+            _ => None,
+        })
+}
+
+/// The KubeVirt objects that wait for GPUs with no virt-launcher pod among `pods`, read
+/// as the pods they stand for ([`crate::decode::pods::from_object`]), so that every
+/// command judges them beside the pods (one verdict per VM):
+///
+/// - each VMI (`vmis`, JSON with `kind` set or not) that is not placed (no
+///   `status.nodeName`, phase neither `Running`, `Succeeded` nor `Failed`), is not being
+///   deleted, asks for a device, and has no non-terminal launcher pod in its namespace
+///   ([`PodInfo::launcher_vmi`]): virt-controller refused to render one
+///   (`Synchronized=False`, e.g. a name `permittedHostDevices` does not list,
+///   kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`) or has not yet;
+/// - each VM (`vms`) whose run strategy wants it running ([`wants_running`]), that asks
+///   for a device and has no VMI among `vmis`: virt-api refused the VMI
+///   (`pkg/virt-api/webhooks/validating-webhook/admitters/vmi-create-admitter.go`), or
+///   virt-controller has not created it yet. Read through its `spec.template`.
+///
+/// An object that does not read as a pod is left out (a live list is not the user's file).
+pub fn waiting_without_launcher(vmis: &[Value], vms: &[Value], pods: &[PodInfo]) -> Vec<PodInfo> {
+    let launchers: BTreeSet<(&str, &str)> = pods
+        .iter()
+        .filter(|p| !p.is_terminal())
+        .filter_map(|p| Some((p.namespace.as_str(), p.launcher_vmi()?)))
+        .collect();
+    let with_kind = |v: &Value, kind: &str| {
+        let mut v = v.clone();
+        if let Value::Object(m) = &mut v {
+            m.insert("kind".into(), Value::String(kind.into()));
+        }
+        v
+    };
+    let mut out = Vec::new();
+    let mut vmi_keys = BTreeSet::new();
+    for v in vmis {
+        let Some(key) = meta_key(v) else { continue };
+        vmi_keys.insert(key.clone());
+        let placed = v
+            .pointer("/status/nodeName")
+            .and_then(Value::as_str)
+            .is_some_and(|n| !n.is_empty());
+        let settled = matches!(
+            v.pointer("/status/phase").and_then(Value::as_str),
+            Some("Running" | "Succeeded" | "Failed")
+        );
+        let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
+        if placed || settled || deleting || launchers.contains(&(key.0.as_str(), key.1.as_str())) {
+            continue;
+        }
+        if let Ok(p) = from_object(&with_kind(v, "VirtualMachineInstance"))
+            && !p.requests.is_empty()
+        {
+            out.push(p);
+        }
+    }
+    for v in vms {
+        let Some(key) = meta_key(v) else { continue };
+        if vmi_keys.contains(&key)
+            || !wants_running(vm_run_strategy(v))
+            || v.pointer("/metadata/deletionTimestamp").is_some()
+        {
+            continue;
+        }
+        if let Ok(p) = from_object(&with_kind(v, "VirtualMachine"))
+            && !p.requests.is_empty()
+        {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn vmi(name: &str, device: &str, status: Value) -> Value {
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+               "metadata": {"name": name, "namespace": "gpu-vm"},
+               "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": device}]}}},
+               "status": status})
+    }
+
+    fn vm(name: &str, device: &str, run: &str) -> Value {
+        json!({"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine",
+               "metadata": {"name": name, "namespace": "gpu-vm"},
+               "spec": {"runStrategy": run, "template": {"spec": {"domain": {"devices": {
+                   "gpus": [{"name": "g", "deviceName": device}]}}}}}})
+    }
+
+    fn launcher(vmi: &str, phase: &str) -> PodInfo {
+        PodInfo {
+            namespace: "gpu-vm".into(),
+            name: format!("virt-launcher-{vmi}-abcde"),
+            phase: Some(phase.into()),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_refused_or_unrendered_vm_stands_for_its_launcher() {
+        let vmis = [
+            // Refused by virt-controller: Pending, no launcher (the lab's vm-cross).
+            vmi(
+                "vm-cross",
+                "nvidia.com/gpu",
+                json!({"phase": "Pending", "conditions": [{"type": "Synchronized", "status": "False",
+                       "reason": "FailedCreate", "message": "GPU nvidia.com/gpu is not permitted"}]}),
+            ),
+            // A typo, no status yet.
+            vmi("typo", "nvidia.com/GA102GL_A1O", json!({})),
+            // Its launcher waits: the launcher is the pod judged, not the VMI.
+            vmi(
+                "waits",
+                "nvidia.com/GA102GL_A10",
+                json!({"phase": "Scheduling"}),
+            ),
+            // Placed or running: not waiting.
+            vmi(
+                "runs",
+                "nvidia.com/GA102GL_A10",
+                json!({"phase": "Running", "nodeName": "n1"}),
+            ),
+        ];
+        let vms = [
+            // Its VMI exists (vm-cross): judged through the VMI only.
+            vm("vm-cross", "nvidia.com/gpu", "Always"),
+            // Wants to run, no VMI: virt-api refused it.
+            vm("refused", "nvidia.com/GA102GL_A10", "Always"),
+            // Stopped: nothing waits.
+            vm("stopped", "nvidia.com/GA102GL_A10", "Halted"),
+        ];
+        let pods = [launcher("waits", "Pending"), launcher("typo", "Failed")];
+        let got = waiting_without_launcher(&vmis, &vms, &pods);
+        let keys: Vec<(ObjectKind, String)> = got.iter().map(|p| (p.kind, p.key())).collect();
+        assert_eq!(
+            keys,
+            [
+                (
+                    ObjectKind::VirtualMachineInstance,
+                    "gpu-vm/vm-cross".to_owned()
+                ),
+                (ObjectKind::VirtualMachineInstance, "gpu-vm/typo".to_owned()),
+                (ObjectKind::VirtualMachine, "gpu-vm/refused".to_owned()),
+            ]
+        );
+        assert_eq!(got[0].requests.get("nvidia.com/gpu"), Some(&1));
+        assert!(got.iter().all(PodInfo::is_unbound));
+        assert!(!wants_running(Some("Manual")) && wants_running(Some("RerunOnFailure")));
+    }
 }

@@ -66,6 +66,21 @@ pub struct MediatedDevice {
     pub external_resource_provider: bool,
 }
 
+/// One permitted USB device group (`usb[]` in the KubeVirt CR, `usbHostDevices[]` in the
+/// HyperConverged CR): kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`
+/// (`PermittedHostDevices.USB`, `USBHostDevice`), kubevirt/hyperconverged-cluster-operator
+/// `api/v1beta1/hyperconverged_types.go` (`USBHostDevices`). virt-controller permits its
+/// `resourceName` like a PCI or mediated entry's (`pkg/virt-controller/services/
+/// renderresources.go`, `validatePermittedHostDevices`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UsbHostDevice {
+    /// `resourceName`.
+    pub resource_name: String,
+    /// `externalResourceProvider`.
+    pub external_resource_provider: bool,
+}
+
 /// A cluster's `permittedHostDevices`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -91,18 +106,44 @@ pub struct PermittedHostDevices {
     pub pci_host_devices: Vec<PciHostDevice>,
     /// `mediatedDevices[]`.
     pub mediated_devices: Vec<MediatedDevice>,
+    /// `usb[]` (KubeVirt) or `usbHostDevices[]` (HyperConverged).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub usb_host_devices: Vec<UsbHostDevice>,
 }
 
 impl PermittedHostDevices {
-    /// Whether `resource` is listed (exact, case-sensitive, as KubeVirt compares).
+    /// Whether `resource` is listed (exact, case-sensitive, as KubeVirt compares): as a
+    /// `pciHostDevices`, `mediatedDevices` or `usb` entry's `resourceName`
+    /// (kubevirt/kubevirt `pkg/virt-controller/services/renderresources.go`,
+    /// `validatePermittedHostDevices`, v1.7.0, builds one map of the three).
     pub fn permits(&self, resource: &str) -> bool {
+        self.resource_names().any(|r| r == resource)
+    }
+
+    /// Whether virt-controller refuses a VMI device asking `resource`: the CR has the list
+    /// ([`PermittedHostDevices::present`]) and it does not permit the name. Without the
+    /// list at all it refuses nothing (`validatePermittedHostDevices` checks only a
+    /// non-nil list). The one rule explain, inventory, admission and `kubevirt check` use.
+    pub fn refuses(&self, resource: &str) -> bool {
+        self.present && !self.permits(resource)
+    }
+
+    /// Every permitted `resourceName`: the PCI entries', then the mediated ones', then the
+    /// USB ones', in the CR's order.
+    pub fn resource_names(&self) -> impl Iterator<Item = &str> {
         self.pci_host_devices
             .iter()
-            .any(|d| d.resource_name == resource)
-            || self
-                .mediated_devices
-                .iter()
-                .any(|d| d.resource_name == resource)
+            .map(|d| d.resource_name.as_str())
+            .chain(
+                self.mediated_devices
+                    .iter()
+                    .map(|d| d.resource_name.as_str()),
+            )
+            .chain(
+                self.usb_host_devices
+                    .iter()
+                    .map(|d| d.resource_name.as_str()),
+            )
     }
 }
 
@@ -335,6 +376,7 @@ mod tests {
                 resource_name: "nvidia.com/NVIDIA_A10-24Q".into(),
                 external_resource_provider: true,
             }],
+            usb_host_devices: Vec::new(),
         };
         assert!(p.permits("nvidia.com/NVIDIA_A10-24Q"));
         assert!(!p.permits("nvidia.com/NVIDIA_A10-12Q"));

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::dra::PodClaim;
+use crate::model::launcher::VmiShape;
 use serde::Serialize;
 
 /// Serializes shared requests as a map.
@@ -46,6 +47,21 @@ impl ObjectKind {
             ObjectKind::Pod => "Pod",
             ObjectKind::VirtualMachineInstance => "VirtualMachineInstance",
             ObjectKind::VirtualMachine => "VirtualMachine",
+        }
+    }
+
+    /// Whether it is a plain `Pod` (for `skip_serializing_if`).
+    pub fn is_pod(&self) -> bool {
+        *self == ObjectKind::Pod
+    }
+
+    /// `key` (`namespace/name`) as shown: a pod's as it is, a VMI's or VM's after `VMI ` /
+    /// `VM ` (kubectl's short names), so a line never mistakes one for a pod.
+    pub fn show(self, key: &str) -> String {
+        match self {
+            ObjectKind::Pod => key.to_owned(),
+            ObjectKind::VirtualMachineInstance => format!("VMI {key}"),
+            ObjectKind::VirtualMachine => format!("VM {key}"),
         }
     }
 }
@@ -198,6 +214,12 @@ pub struct PodInfo {
     /// pod of a large list.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vm_memory: Option<Box<VmMemory>>,
+    /// For a VMI or VM: what of its spec decides the virt-launcher pod virt-controller
+    /// renders ([`crate::model::launcher::VmiShape`]); explain judges that pod
+    /// ([`crate::model::launcher::render`]) while no launcher exists. `None` for a pod.
+    /// Not serialized.
+    #[serde(skip)]
+    pub vmi_shape: Option<Box<VmiShape>>,
 }
 
 /// The memory fields of a VMI's `spec.domain` (a VM's `spec.template.spec.domain`), as

@@ -276,7 +276,7 @@ fn unservable_text(out: &mut String, inv: &Inventory) {
         let _ = writeln!(
             out,
             "  {} wants {} × {}: {}{}",
-            esc(&u.pod),
+            esc(&u.kind.show(&u.pod)),
             u.units,
             esc(&u.resource),
             esc(&u.reason),
@@ -510,7 +510,12 @@ fn held_back_text(out: &mut String, inv: &Inventory) {
                 }
                 _ => String::new(),
             };
-            let _ = writeln!(out, "  {} wants {wants} ({}){by}", esc(&h.pod), h.code);
+            let _ = writeln!(
+                out,
+                "  {} wants {wants} ({}){by}",
+                esc(&h.kind.show(&h.pod)),
+                h.code
+            );
         }
     }
     let cordoned: Vec<String> = inv

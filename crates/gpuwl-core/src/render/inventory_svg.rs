@@ -146,7 +146,7 @@ pub fn svg(inv: &Inventory) -> String {
                 r#"<text x="{}" y="{ly}">{}</text>"#,
                 GAP + 12,
                 xml(&cut(
-                    &format!("{} wants {} × {}", u.pod, u.units, u.resource),
+                    &format!("{} wants {} × {}", u.kind.show(&u.pod), u.units, u.resource),
                     max
                 ))
             );

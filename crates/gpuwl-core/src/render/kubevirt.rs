@@ -238,7 +238,14 @@ pub fn text_lines(report: &Report) -> Vec<String> {
             1 => ", 1 warning".to_owned(),
             n => format!(", {n} warnings"),
         };
-        let l = if s.advertised == 0 {
+        let l = if !report.present && s.advertised > 0 {
+            format!(
+                "OK: {} refuses none of the {} passthrough model and vGPU type names the nodes advertise (it has no {}: nothing is vetted){warnings}",
+                report.cr(),
+                s.advertised,
+                report.source.path()
+            )
+        } else if s.advertised == 0 {
             format!(
                 "OK: no node advertises a passthrough model or vGPU type; {} has {} entr{}{warnings}",
                 report.cr(),
@@ -512,6 +519,7 @@ mod tests {
                 resource_name: "nvidia.com/NVIDIA_A10-12Q".into(),
                 external_resource_provider: true,
             }],
+            usb_host_devices: Vec::new(),
         };
         let r = check(&adv, &kv);
         assert_eq!(

@@ -21,6 +21,7 @@ pub mod rules;
 pub mod unused;
 pub mod vm;
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
@@ -37,6 +38,7 @@ use crate::analysis::verdict::{self, Verdict};
 use crate::error::Result;
 use crate::model::dra::DraObjects;
 use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::launcher;
 use crate::model::node::NodeInfo;
 use crate::model::operand::OperandsByNode;
 use crate::model::operator::ClusterPolicy;
@@ -230,10 +232,61 @@ pub struct Explanation {
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
     let shared = Shared::new(inputs);
     let mut e = shared.explain(pod)?;
-    if let Some(r) = remedy::remedy(pod, inputs, &e, shared.requested.as_ref()) {
+    let pod = as_launcher(pod, inputs);
+    if let Some(r) = remedy::remedy(&pod, inputs, &e, shared.requested.as_ref()) {
         remedy::rewrite_fix(&mut e, r);
     }
     Ok(e)
+}
+
+/// A VMI or VM that waits with no virt-launcher pod, as the launcher pod virt-controller
+/// would render for it ([`launcher::render`]: kvm, tun, vhost-net, 50M of
+/// ephemeral-storage, memory with KubeVirt's overhead, cpu, the `kubernetes.io/arch` and
+/// `kubevirt.io/schedulable` selectors), when the nodes show KubeVirt runs (some node is
+/// ready for virt-handler: [`rules::virt_handler_ready`]); else, and for anything else,
+/// `pod` as it is. A dump with no KubeVirt node (a bug report's trimmed nodes) is judged
+/// on the VMI's own requests, as before.
+pub fn as_launcher<'p>(pod: &'p PodInfo, inputs: Inputs<'_>) -> Cow<'p, PodInfo> {
+    let kubevirt_runs = || {
+        inputs
+            .nodes
+            .is_some_and(|n| n.iter().any(rules::virt_handler_ready))
+    };
+    match &pod.vmi_shape {
+        Some(shape) if pod.is_vm() && pod.node_name.is_none() && kubevirt_runs() => {
+            Cow::Owned(launcher::render(pod, shape, launcher::Cluster::default()))
+        }
+        _ => Cow::Borrowed(pod),
+    }
+}
+
+/// The note saying a VMI or VM was judged as its rendered launcher ([`as_launcher`]).
+fn launcher_note(rendered: &PodInfo) -> String {
+    let mem = rendered
+        .other_requests
+        .get("memory")
+        .map(|m| format!(", memory {}", fit::amount("memory", *m)))
+        .unwrap_or_default();
+    format!(
+        "no virt-launcher pod exists: judged as the one virt-controller renders (KubeVirt v1.7.0): nodeSelector {}; requests {}, ephemeral-storage 50M{mem} (with KubeVirt's overhead), cpu {}",
+        rendered
+            .node_selector
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(", "),
+        rendered
+            .requests
+            .keys()
+            .filter(|r| r.starts_with("devices.kubevirt.io/"))
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", "),
+        fit::amount(
+            "cpu",
+            rendered.other_requests.get("cpu").copied().unwrap_or(0)
+        )
+    )
 }
 
 /// What every explanation against the same inputs shares: the per node × resource table
@@ -264,8 +317,12 @@ impl<'a> Shared<'a> {
     ///
     /// Errors: as [`explain`].
     pub fn explain(&self, pod: &PodInfo) -> Result<Explanation> {
-        let mut e = gather_with(pod, self.inputs, &self.usage, self.requested.as_ref())?;
-        diagnose(pod, self.inputs, &self.usage, &mut e);
+        let rendered = as_launcher(pod, self.inputs);
+        let mut e = gather_with(&rendered, self.inputs, &self.usage, self.requested.as_ref())?;
+        if let Cow::Owned(l) = &rendered {
+            e.notes.insert(0, launcher_note(l));
+        }
+        diagnose(&rendered, self.inputs, &self.usage, &mut e);
         Ok(e)
     }
 }
@@ -284,7 +341,12 @@ pub fn gather(pod: &PodInfo, inputs: Inputs<'_>) -> Result<(Explanation, Usage)>
         inputs.cluster_policy,
     );
     let requested = inputs.pods.map(fit::requested);
-    let e = gather_with(pod, inputs, &usage, requested.as_ref())?;
+    let e = gather_with(
+        &as_launcher(pod, inputs),
+        inputs,
+        &usage,
+        requested.as_ref(),
+    )?;
     Ok((e, usage))
 }
 
@@ -307,9 +369,13 @@ fn gather_with(
         .map(|n| (n.name.as_str(), placement::exclusions(pod, n)))
         .collect();
     let advertised_names = usage.advertised_names();
+    // A VMI judged as its rendered launcher ([`as_launcher`]): virt-handler's devices are
+    // the scheduler's to check (the filters, the virt-handler rule), not requests the user
+    // wrote; the note lists them.
     let requests: Vec<RequestView> = pod
         .requests
         .iter()
+        .filter(|(r, _)| !(pod.is_vm() && rules::is_kubevirt_device(r)))
         .map(|(r, units)| {
             request_view(
                 pod,
@@ -456,7 +522,7 @@ fn request_view(
     let permitted = inputs
         .kubevirt
         .filter(|kv| from_vmi_device && kv.present)
-        .map(|kv| kv.permits(r));
+        .map(|kv| !kv.refuses(r));
     RequestView {
         resource: r.to_owned(),
         units,

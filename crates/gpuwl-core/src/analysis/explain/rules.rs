@@ -14,7 +14,9 @@ use crate::analysis::explain::{NodeFree, RequestView, dra_rules, unused};
 use crate::analysis::names::{self, Relation};
 use crate::analysis::placement::{self, Exclusion};
 use crate::model::advertise::advertised_gpus;
-use crate::model::kubevirt::{HostDevicesSource, node_owned_label, permit_entries};
+use crate::model::kubevirt::{
+    HostDevicesSource, PermittedHostDevices, node_owned_label, permit_entries,
+};
 use crate::model::node::NodeInfo;
 use crate::model::pod::{self, ObjectKind, PodInfo, SpecProblem, launcher_vmi_name};
 use crate::model::pool::Pool;
@@ -351,6 +353,11 @@ pub(crate) fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
             rename_fix(f, rv, s),
         ));
     }
+    // A container name (the container device plugin's): permitting it would let the
+    // launcher be scheduled, and the VM could not start. Point to a VM name instead.
+    if classify(&rv.resource) == ResourceClass::ContainerGpu {
+        return Some(container_name_for_vm(f, kv, rv));
+    }
     let advertised = if !f.e.nodes_known {
         String::new()
     } else if rv.advertisers.is_empty() {
@@ -403,13 +410,80 @@ pub(crate) fn not_permitted(f: &Facts<'_>) -> Option<Diagnosis> {
         )
         .with_evidence([format!(
             "permitted: {}",
-            kv.pci_host_devices
-                .iter()
-                .map(|d| d.resource_name.as_str())
-                .chain(kv.mediated_devices.iter().map(|d| d.resource_name.as_str()))
-                .collect::<Vec<_>>()
-                .join(", ")
+            kv.resource_names().collect::<Vec<_>>().join(", ")
         )]),
+    )
+}
+
+/// The VM names (passthrough models and vGPU types) the nodes advertise, those `kv`
+/// permits first, then by name.
+pub(crate) fn vm_names_advertised<'a>(
+    nodes: &'a [NodeInfo],
+    kv: Option<&PermittedHostDevices>,
+) -> Vec<&'a str> {
+    let mut names: Vec<&str> = nodes
+        .iter()
+        .flat_map(advertised_gpus)
+        .map(|(r, _)| r)
+        .filter(|r| {
+            matches!(
+                classify(r),
+                ResourceClass::PassthroughModel | ResourceClass::VgpuType
+            )
+        })
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    names.sort_by_key(|r| !kv.is_some_and(|kv| kv.permits(r)));
+    names
+}
+
+/// `not-permitted` for a VMI device asking a container GPU name (`nvidia.com/gpu`, a MIG or
+/// shared name): the GPU Operator's container device plugin serves it on nodes whose GPUs
+/// are bound to the NVIDIA driver, and it sets no `PCI_RESOURCE_<NAME>` /
+/// `MDEV_PCI_RESOURCE_<NAME>` variable, which virt-launcher reads to find the device it
+/// hands the VM (kubevirt/kubevirt v1.7.0 `docs/devel/host-devices-and-device-plugins.md`;
+/// `pkg/virt-launcher/virtwrap/device/hostdevice/gpu/addresspool.go`). Permitting the name would let
+/// KubeVirt render a launcher pod that is scheduled and a VM that cannot start, so the fix
+/// is never to permit it: it is the passthrough model or vGPU type the nodes advertise,
+/// else a relabel to `vm-passthrough` / `vm-vgpu`.
+fn container_name_for_vm(f: &Facts<'_>, kv: &PermittedHostDevices, rv: &RequestView) -> Diagnosis {
+    let vm_names = vm_names_advertised(f.nodes, Some(kv));
+    let fix = match vm_names.as_slice() {
+        [] => format!(
+            "relabel a GPU node for VMs ({LABEL_KEY}=vm-passthrough or vm-vgpu; gpuwl whatif relabel NODE=vm-passthrough tries it), then request the passthrough model or vGPU type it advertises instead of {}{} (not permitting {}: a container name)",
+            rv.resource,
+            in_field(rv),
+            rv.resource
+        ),
+        names => format!(
+            "request {} instead of {}{}{} (not permitting {}: a container name)",
+            names[0],
+            rv.resource,
+            in_field(rv),
+            if names.len() > 1 {
+                format!(" (VM names advertised: {})", names.join(", "))
+            } else {
+                String::new()
+            },
+            rv.resource
+        ),
+    };
+    Diagnosis::new(
+        CauseCode::NotPermitted,
+        format!(
+            "KubeVirt refuses the {}: {} (from {}) is not in {} of {} {}, so no virt-launcher pod is created; and it is a container GPU name, served by the container device plugin on nodes whose GPUs are bound to the NVIDIA driver: it hands KubeVirt no PCI_RESOURCE_/MDEV_PCI_RESOURCE_ device, so a VM cannot use it even if permitted",
+            what(f.pod),
+            rv.resource,
+            rv.field,
+            kv.source.path(),
+            match kv.source {
+                HostDevicesSource::KubeVirt => "KubeVirt",
+                HostDevicesSource::HyperConverged => "HyperConverged",
+            },
+            kv.object,
+        ),
+        fix,
     )
 }
 
