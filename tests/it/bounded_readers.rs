@@ -290,3 +290,69 @@ fn usage_errors_escape_control_characters_of_the_arguments() {
     assert_eq!(rc, 2);
     assert!(!err.contains('\x1b') && !err.contains('\x07'), "{err:?}");
 }
+
+/// A node named with U+FFFE and U+FFFF (from a file: the API server refuses them) and a
+/// DRA driver named as a spreadsheet formula.
+fn hostile_inventory(dir: &Path) -> (String, String) {
+    let nodes = dir.join("n.json");
+    std::fs::write(
+        &nodes,
+        r#"{"kind":"List","items":[{"kind":"Node","metadata":{"name":"gpu\ufffe\uffff-a","labels":{"nvidia.com/gpu.workload.config":"container"}},"status":{"capacity":{"nvidia.com/gpu":"2"},"allocatable":{"nvidia.com/gpu":"2"}}}]}"#,
+    )
+    .unwrap();
+    let dra = dir.join("d.json");
+    std::fs::write(
+        &dra,
+        r#"{"kind":"List","items":[{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},"spec":{"driver":"=cmd|' /C calc'!A0","nodeName":"gpu\ufffe\uffff-a","pool":{"name":"p","generation":1,"resourceSliceCount":1},"devices":[{"name":"gpu-0"}]}}]}"#,
+    )
+    .unwrap();
+    (
+        nodes.to_str().unwrap().to_owned(),
+        dra.to_str().unwrap().to_owned(),
+    )
+}
+
+#[test]
+fn svg_output_parses_as_xml_whatever_the_names_hold() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, dra) = hostile_inventory(dir.path());
+    let (rc, svg, err) = gpuwl(&["inventory", "--nodes", &nodes, "--dra", &dra, "-o", "svg"]);
+    assert_eq!(rc, 0, "{err}");
+    assert!(!svg.contains(['\u{fffe}', '\u{ffff}']));
+    assert!(svg.contains(">gpu-a<"), "{svg}");
+    let file = dir.path().join("o.svg");
+    std::fs::write(&file, &svg).unwrap();
+    // A real XML parser (python's expat) must accept it.
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import sys, xml.etree.ElementTree as E; print(E.parse(sys.argv[1]).getroot().tag)",
+            file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "{http://www.w3.org/2000/svg}svg",
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn a_csv_cell_starting_with_a_formula_character_is_neutralised() {
+    let dir = tempfile::tempdir().unwrap();
+    let (nodes, dra) = hostile_inventory(dir.path());
+    let (rc, csv, err) = gpuwl(&["inventory", "--nodes", &nodes, "--dra", &dra, "-o", "csv"]);
+    assert_eq!(rc, 0, "{err}");
+    let dra_row = csv.lines().find(|l| l.contains(",dra,")).unwrap();
+    assert_eq!(
+        dra_row,
+        "container,dra,\"'=cmd|' /C calc'!A0/-\",dra-device,1,0,1,1,0,1,0,1,,"
+    );
+    for line in csv.lines() {
+        for cell in line.split(',') {
+            assert!(!cell.starts_with(['=', '+', '@']), "{line}");
+        }
+    }
+}
