@@ -49,8 +49,9 @@ impl std::fmt::Debug for ServingCert {
 }
 
 /// A fresh CA (`CN=gpuwl-admission-ca`, leaf certificates only) and a serving certificate
-/// it signs (`CN=gpuwl-admission`) for `dns` names and `ips`, valid from now for rcgen's
-/// default span: the one generator's ([`crate::pki`]).
+/// it signs (`CN=gpuwl-admission`) for `dns` names and `ips`, valid from 5 minutes before
+/// now for 365 days ([`crate::pki::BACKDATE`], [`crate::pki::VALIDITY`]): the one
+/// generator's ([`crate::pki`]). Made afresh at every start of `gpuwl serve`.
 ///
 /// Errors: [`Error::Pki`] when rcgen fails (a name it cannot encode).
 pub fn generate(dns: &[String], ips: &[IpAddr]) -> Result<ServingCert> {
