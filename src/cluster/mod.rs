@@ -435,12 +435,33 @@ pub fn down(name: &str) -> Result<()> {
     validate_name(name)?;
     let state = state_dir(name);
     if !state.exists() {
+        remove_lock_files(&state);
         return Ok(());
     }
     process::stop_all(&state, Duration::from_secs(10))?;
     userconfig::remove(name, &state)?;
     std::fs::remove_dir_all(&state)
-        .map_err(|e| Error::failed(format!("cannot remove {}", state.display()), e))
+        .map_err(|e| Error::failed(format!("cannot remove {}", state.display()), e))?;
+    remove_lock_files(&state);
+    Ok(())
+}
+
+/// Removes the lock files other commands leave beside cluster state `state`
+/// (`<name>.lab.lock` of `gpuwl lab`, `<name>.lock`), each only when no process holds it:
+/// taken first, then unlinked while held, so a holder is never robbed of it.
+fn remove_lock_files(state: &Path) {
+    let Some(name) = state.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    for file in [format!("{name}.lab.lock"), format!("{name}.lock")] {
+        let path = state.with_file_name(file);
+        if !path.exists() {
+            continue;
+        }
+        if let Ok(Some(_held)) = lock::try_lock(&path) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// How many times [`up`] starts the cluster when another process takes one of the
@@ -1519,6 +1540,26 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn down_removes_the_lock_files_left_beside_the_state_unless_held() {
+        let root = tempfile::tempdir().unwrap();
+        let state = root.path().join("c1");
+        let lab = root.path().join("c1.lab.lock");
+        let twin = root.path().join("c1.lock");
+        let other = root.path().join("c2.lab.lock");
+        for f in [&lab, &twin, &other] {
+            std::fs::write(f, "").unwrap();
+        }
+        let held = lock::try_lock(&twin).unwrap().unwrap();
+        remove_lock_files(&state);
+        assert!(!lab.exists());
+        assert!(twin.exists(), "held by a running command");
+        assert!(other.exists(), "another cluster's");
+        drop(held);
+        remove_lock_files(&state);
+        assert!(!twin.exists());
+    }
 
     #[test]
     fn a_lease_is_stale_after_three_quarters_of_its_duration() {

@@ -9,6 +9,7 @@
 mod common;
 
 mod admission;
+mod bounded_readers;
 mod check_cli;
 mod check_live;
 mod check_reader;
