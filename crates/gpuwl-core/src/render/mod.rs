@@ -91,7 +91,7 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
                 .break_words(false)
                 .word_separator(textwrap::WordSeparator::AsciiSpace)
                 .word_splitter(textwrap::WordSplitter::NoHyphenation);
-            lines.push(textwrap::fill(&text, opts));
+            lines.push(textwrap::fill(text, opts));
         };
         let mut i = 0;
         for (start, end) in spans {
