@@ -36,6 +36,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::analysis::check;
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::dra::ClaimView;
 use crate::analysis::explain::{Explanation, Inputs, Shared};
@@ -45,6 +46,7 @@ use crate::model::dra::{ClaimRequest, DraObjects};
 use crate::model::kubevirt::node_owned_label;
 use crate::model::node::{NodeInfo, Taint};
 use crate::model::pod::{self, ObjectKind, PodInfo, Toleration, launcher_vmi_name};
+use crate::model::resource::Classifier;
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One change to the pod or to one node.
@@ -760,9 +762,9 @@ fn aim_selector(pod: &PodInfo, node: &NodeInfo) -> Option<Action> {
             let valid = |s: &str| s.parse::<WorkloadConfig>().is_ok();
             let node_value = node.labels.get(k).map(String::as_str).unwrap_or("");
             if !node_value.is_empty() && !valid(node_value) {
-                return valid(v).then(|| Action::FixWorkloadLabel {
+                return corrected_label(node, v).map(|value| Action::FixWorkloadLabel {
                     node: node.name.clone(),
-                    value: v.clone(),
+                    value,
                 });
             }
         }
@@ -775,6 +777,29 @@ fn aim_selector(pod: &PodInfo, node: &NodeInfo) -> Option<Action> {
     pod.required_affinity
         .is_some()
         .then_some(Action::DropRequiredAffinity)
+}
+
+/// The value that corrects a node's invalid workload label, held to gpuwl's own checker
+/// ([`check::judge`]): the pod's `asked` value when the node, so labelled, is judged `OK`
+/// (what it advertises is of that config's class), else the one valid config it is judged
+/// `OK` with (a node advertising a vGPU type is corrected to `vm-vgpu` whatever the pod's
+/// selector asks; the selector is aimed at it in the next round); `None` when no value
+/// makes the node consistent (nothing advertised): a relabel gpuwl cannot vouch for is not
+/// proposed.
+fn corrected_label(node: &NodeInfo, asked: &str) -> Option<String> {
+    let consistent = |value: &str| {
+        let mut n = node.clone();
+        n.labels.insert(LABEL_KEY.to_owned(), value.to_owned());
+        check::judge(&n, &Classifier::default(), None).verdict == check::Verdict::Ok
+    };
+    if asked.parse::<WorkloadConfig>().is_ok() && consistent(asked) {
+        return Some(asked.to_owned());
+    }
+    WorkloadConfig::ALL
+        .iter()
+        .map(|w| w.as_str())
+        .find(|v| consistent(v))
+        .map(str::to_owned)
 }
 
 /// Too few units of `resource`: a name the node does not advertise is renamed to its
