@@ -228,6 +228,16 @@ impl Action {
             Action::Free {
                 node,
                 resource,
+                pods,
+                ..
+            } if resource == "pods" => format!(
+                "free a pod slot on {node} (its allocatable pods are all taken) by stopping {} \
+                 (it disrupts it)",
+                pods.join(", ")
+            ),
+            Action::Free {
+                node,
+                resource,
                 units,
                 pods,
             } => format!(
@@ -713,7 +723,7 @@ fn lift(failure: &Failure, pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) ->
         Failure::Taint { taint } => tolerate(taint, node),
         Failure::NotNamed => Some(Action::DropRequiredAffinity),
         Failure::NodeAffinity => aim_selector(pod, node),
-        Failure::TooManyPods { .. } => None,
+        Failure::TooManyPods { .. } => free_slot(node, ctx),
         Failure::Insufficient {
             resource,
             requested: asked,
@@ -845,6 +855,35 @@ fn short(
 
 /// The pods on `node` to stop so that `units` more of `resource` are free, largest holder
 /// first; `None` when they cannot free that many.
+/// A node whose `pods` allocatable is used up: one pod slot freed by stopping one pod
+/// there — a slot is within reach like a unit of a resource. The pod that disrupts least
+/// is named: one holding no extended resource first (its GPU stays with it), then by
+/// name; terminal pods hold no slot. `None` when no pod runs there (the node's `pods` is 0).
+fn free_slot(node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Action> {
+    let held = |p: &PodInfo| {
+        p.requests
+            .iter()
+            .chain(p.other_requests.iter())
+            .filter(|(k, v)| k.contains('/') && **v > 0)
+            .count()
+    };
+    let victim = ctx
+        .pods
+        .iter()
+        .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()) && !p.is_terminal())
+        .min_by(|a, b| {
+            held(a)
+                .cmp(&held(b))
+                .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
+        })?;
+    Some(Action::Free {
+        node: node.name.clone(),
+        resource: "pods".to_owned(),
+        units: 1,
+        pods: vec![format!("{}/{}", victim.namespace, victim.name)],
+    })
+}
+
 fn free_units(resource: &str, units: i64, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Action> {
     let mut holders: Vec<(&PodInfo, i64)> = ctx
         .pods
@@ -1180,6 +1219,52 @@ mod tests {
         assert_eq!(r.node.as_deref(), Some("g-1"));
         assert_eq!(kinds(&r), ["lower"]);
         assert_eq!(serde_json::to_value(&r.actions[0].action).unwrap()["to"], 1);
+    }
+
+    #[test]
+    fn a_full_pod_slot_count_is_within_reach_too() {
+        // g-0 has a GPU free but its only pod slot (pods: 1) is taken by ml/a: stopping
+        // the one pod there frees the slot.
+        let mut nodes = Vec::new();
+        crate::decode::dump::read_from(
+            br#"{"kind":"List","items":[
+              {"kind":"Node","metadata":{"name":"g-0"},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"1","nvidia.com/gpu":"2"}}}]}"#
+                .as_slice(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let pods = crate::decode::pods::read_pods_str(
+            r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a","namespace":"ml"},
+                "spec":{"nodeName":"g-0","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]},
+                "status":{"phase":"Running"}}]}"#,
+            "pods.json",
+        )
+        .unwrap();
+        let pod = crate::decode::pods::read_pods_str(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"ml"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+            "pod.json",
+        )
+        .unwrap()
+        .remove(0);
+        let e = explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&pods),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let r = e.remedy.clone().unwrap();
+        assert!(r.sufficient, "{r:?}");
+        assert_eq!(kinds(&r), ["free"]);
+        let a = serde_json::to_value(&r.actions[0].action).unwrap();
+        assert_eq!(a["resource"], "pods");
+        assert_eq!(a["pods"], serde_json::json!(["ml/a"]));
+        assert_eq!(r.actions[0].commands, ["kubectl delete pod a -n ml"]);
+        assert!(e.fix.contains("free a pod slot on g-0"), "{}", e.fix);
     }
 
     #[test]
