@@ -21,7 +21,7 @@ One tar archive of kubectl-style JSON lists (`tar -xf` gives files the --nodes, 
 --cluster-policy, --kubevirt and --dra flags read as they are): snapshot.json (gpuwl and cluster
 version, time, how each list went), nodes.json, pods.json (pods that have not finished; only the
 fields gpuwl reads unless --full), clusterpolicies.json, kubevirt.json (KubeVirt and HyperConverged
-CRs), vmis.json (which VMIs a VirtualMachine owns), dra.json (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates),
+CRs), vmis.json (which VMIs a VirtualMachine owns; a VMI that waits for a launcher whole), vms.json (the VMs that want to run), dra.json (DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates),
 daemonsets.json (the GPU Operator's operand DaemonSets).
 Never included: Secrets (none are listed), environment variable values (env[].value and
 env[].valueFrom are removed everywhere; names stay), managedFields and the last-applied annotation.

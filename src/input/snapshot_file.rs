@@ -19,7 +19,8 @@
 //! | `pods.json` | the Pods that have not finished; only the fields gpuwl reads unless `--full` |
 //! | `clusterpolicies.json` | `clusterpolicies.nvidia.com` |
 //! | `kubevirt.json` | `kubevirts.kubevirt.io` and `hyperconvergeds.hco.kubevirt.io` |
-//! | `vmis.json` | `virtualmachineinstances.kubevirt.io`, metadata only: name, namespace, owners (whether a VirtualMachine owns each VMI: how a VM holding a GPU is stopped) |
+//! | `vmis.json` | `virtualmachineinstances.kubevirt.io`: a VMI placed or finished by metadata only (name, namespace, owners: whether a VirtualMachine owns it, how a VM holding a GPU is stopped); one that may wait for a virt-launcher pod whole |
+//! | `vms.json` | `virtualmachines.kubevirt.io`: one whose run strategy wants it running whole (with no VMI it waits: refused by virt-api), any other by name |
 //! | `dra.json` | DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates |
 //! | `daemonsets.json` | the GPU Operator's operand DaemonSets (owned by a ClusterPolicy, or labelled `nvidia…`) |
 //!
@@ -136,6 +137,14 @@ const LISTS: &[ListSpec] = &[
         paths: &[(
             "/apis/kubevirt.io/v1/virtualmachineinstances",
             "VirtualMachineInstance",
+            "kubevirt.io/v1",
+        )],
+    },
+    ListSpec {
+        member: "vms",
+        paths: &[(
+            "/apis/kubevirt.io/v1/virtualmachines",
+            "VirtualMachine",
             "kubevirt.io/v1",
         )],
     },
@@ -296,20 +305,37 @@ async fn list_raw(
     Ok(not.unwrap_or(Listed::Items(out)))
 }
 
-/// What a snapshot keeps of a VMI: its kind, name, namespace and owner references (the
-/// rest, a whole VM spec, gpuwl never reads).
-fn vmi_metadata(v: &Value) -> Value {
-    let md = &v["metadata"];
-    let mut meta = serde_json::Map::new();
-    for k in ["name", "namespace", "ownerReferences"] {
-        if let Some(x) = md.get(k) {
-            meta.insert(k.into(), x.clone());
-        }
+/// What a snapshot keeps of a VMI: a VMI that may wait for a launcher pod whole (it is
+/// judged as the pod it stands for, [`virt::waiting_without_launcher`]), any other its
+/// kind, name, namespace, owner references and placement ([`virt::slim_settled_vmi`]).
+fn vmi_kept(v: &Value) -> Value {
+    let mut v = v.clone();
+    v["kind"] = Value::String("VirtualMachineInstance".into());
+    v["apiVersion"] = Value::String("kubevirt.io/v1".into());
+    virt::slim_settled_vmi(v)
+}
+
+/// What a snapshot keeps of a VirtualMachine: one whose run strategy wants it running whole
+/// (it waits when it has no VMI, [`virt::waiting_without_launcher`]), any other its kind,
+/// name and namespace.
+fn vm_kept(v: &Value) -> Value {
+    let mut v = v.clone();
+    v["kind"] = Value::String("VirtualMachine".into());
+    v["apiVersion"] = Value::String("kubevirt.io/v1".into());
+    let strategy = v.pointer("/spec/runStrategy").and_then(Value::as_str).or(
+        match v.pointer("/spec/running") {
+            Some(Value::Bool(true)) => Some("Always"),
+            _ => None,
+        },
+    );
+    if virt::wants_running(strategy) {
+        return v;
     }
+    let md = &v["metadata"];
     serde_json::json!({
         "apiVersion": "kubevirt.io/v1",
-        "kind": "VirtualMachineInstance",
-        "metadata": meta,
+        "kind": "VirtualMachine",
+        "metadata": {"name": md.get("name"), "namespace": md.get("namespace")},
     })
 }
 
@@ -414,7 +440,10 @@ pub async fn take(
             collected.status = "not-served".into();
         }
         if spec.member == "vmis" {
-            items = items.iter().map(vmi_metadata).collect();
+            items = items.iter().map(vmi_kept).collect();
+        }
+        if spec.member == "vms" {
+            items = items.iter().map(vm_kept).collect();
         }
         collected.objects = items.len();
         progress(&match &collected.note {
@@ -573,9 +602,16 @@ pub fn load(path: &Path) -> Result<Loaded> {
     let (dra, dra_source) = dra_of(m.dra, meta.collected.get("dra"));
     // As a live read does: each virt-launcher pod knows whether a VM owns its VMI.
     let mut pods = m.pods.unwrap_or_default();
-    if let Some(items) = m.vmis {
-        virt::mark_launchers(&mut pods, &vmi_owners_of(&items));
+    if let Some(items) = &m.vmis {
+        virt::mark_launchers(&mut pods, &vmi_owners_of(items));
     }
+    // As a live read does: the VMs that wait with no launcher pod are judged with the pods.
+    let waiting = virt::waiting_without_launcher(
+        m.vmis.as_deref().unwrap_or_default(),
+        m.vms.as_deref().unwrap_or_default(),
+        &pods,
+    );
+    pods.extend(waiting);
     Ok(Loaded {
         snapshot: Snapshot {
             nodes,
@@ -601,6 +637,7 @@ struct Members {
     dra: Option<DraObjects>,
     daemonsets: Vec<Value>,
     vmis: Option<Vec<Value>>,
+    vms: Option<Vec<Value>>,
 }
 
 /// Reads the archive at `path` (gzip or plain tar) member by member; `snapshot.json` must
@@ -677,6 +714,7 @@ fn read_members(path: &Path) -> Result<Members> {
             "dra.json" => m.dra = Some(dra::read_from(entry, &origin)?),
             "daemonsets.json" => m.daemonsets = items_of(&small(entry, &origin)?, &origin)?,
             "vmis.json" => m.vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
+            "vms.json" => m.vms = Some(items_of(&small(entry, &origin)?, &origin)?),
             // Members of a later version are skipped.
             _ => {}
         }

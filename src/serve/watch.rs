@@ -835,7 +835,10 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
                             o.metadata.namespace.as_deref().unwrap_or(""),
                             o.metadata.name.as_deref().unwrap_or("")
                         );
-                        (key, kv_input::object_value(ty, o).ok())
+                        let v = kv_input::object_value(ty, o).ok();
+                        // A placed or finished VMI never waits: its name is all that is
+                        // kept (whether its VM has a VMI), not its whole spec.
+                        (key, v.map(virt::slim_settled_vmi))
                     },
                     |s| &mut cr.mirror(s).objects,
                     true,

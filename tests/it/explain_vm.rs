@@ -63,7 +63,12 @@ async fn create(api: &Api<DynamicObject>, obj: Value) -> String {
 }
 
 /// A kwok node with `labels`, advertising `extra` beside the simulated cpu/memory.
-async fn node(client: &kube::Client, name: &str, labels: Value, extra: Value) {
+async fn node(client: &kube::Client, name: &str, mut labels: Value, extra: Value) {
+    // Every kubelet labels its node with its architecture (virt-controller's launcher
+    // selects it, issue 47).
+    labels["kubernetes.io/arch"] = json!("amd64");
+    let mut extra = extra;
+    extra["ephemeral-storage"] = json!("100Gi");
     let nodes: Api<Node> = Api::all(client.clone());
     let n: Node = serde_json::from_value(json!({
         "metadata": {"name": name, "labels": labels,
@@ -175,7 +180,7 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
             &client,
             "kv-cpu-0",
             json!({"kubevirt.io/schedulable": "true"}),
-            json!({"devices.kubevirt.io/kvm": "1k"}),
+            json!({"devices.kubevirt.io/kvm": "1k", "devices.kubevirt.io/tun": "1k", "devices.kubevirt.io/vhost-net": "1k"}),
         )
         .await;
     });
@@ -309,7 +314,7 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
         set_status(
             &client,
             "kv-gpu-a",
-            json!({"nvidia.com/GA102GL_A10": "1", "devices.kubevirt.io/kvm": "1k"}),
+            json!({"nvidia.com/GA102GL_A10": "1", "devices.kubevirt.io/kvm": "1k", "devices.kubevirt.io/tun": "1k", "devices.kubevirt.io/vhost-net": "1k"}),
         )
         .await;
     });

@@ -689,3 +689,67 @@ fn the_readme_picture_is_the_labs_svg() {
     );
     assert!(picture.contains(">vm-passthrough</text>"));
 }
+
+/// Issue 47, item 1, offline: a snapshot keeps the VMIs that wait with no launcher pod and
+/// the VMs that want to run with no VMI; `inventory --snapshot` counts them as KubeVirt
+/// judges them (the lab's vm-cross: not permitted), as a live read does.
+#[test]
+fn a_snapshot_keeps_the_vms_kubevirt_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let list = |items: &str| format!(r#"{{"apiVersion":"v1","kind":"List","items":[{items}]}}"#);
+    let node = r#"{"kind":"Node","metadata":{"name":"lab-node-0","labels":{"nvidia.com/gpu.workload.config":"container"}},"status":{"capacity":{"cpu":"32","memory":"256Gi","pods":"110","nvidia.com/gpu":"4"},"allocatable":{"cpu":"32","memory":"256Gi","pods":"110","nvidia.com/gpu":"4"}}}"#;
+    let gpus = r#"{"domain":{"devices":{"gpus":[{"name":"g","deviceName":"nvidia.com/gpu"}]}}}"#;
+    let vmi = format!(
+        r#"{{"kind":"VirtualMachineInstance","metadata":{{"name":"vm-cross","namespace":"gpu-vm"}},"spec":{gpus},"status":{{"phase":"Pending"}}}}"#
+    );
+    // Refused by virt-api: no VMI. And a stopped one: not waiting.
+    let vm = |name: &str, run: &str| {
+        format!(
+            r#"{{"kind":"VirtualMachine","metadata":{{"name":"{name}","namespace":"gpu-vm"}},"spec":{{"runStrategy":"{run}","template":{{"spec":{gpus}}}}}}}"#
+        )
+    };
+    let cr = r#"{"apiVersion":"kubevirt.io/v1","kind":"KubeVirt","metadata":{"name":"kubevirt","namespace":"kubevirt"},"spec":{"configuration":{"permittedHostDevices":{"pciHostDevices":[{"pciVendorSelector":"10DE:2236","resourceName":"nvidia.com/GA102GL_A10","externalResourceProvider":true}]}}}}"#;
+    let meta = r#"{"format":"gpuwl.snapshot/v1","gpuwlVersion":"0.1.0","takenAt":"2026-12-06T00:00:00Z","fullPods":false,"collected":{}}"#;
+    let mut b = tar::Builder::new(Vec::new());
+    for (name, data) in [
+        ("snapshot.json", meta.to_owned()),
+        ("nodes.json", list(node)),
+        ("pods.json", list("")),
+        ("kubevirt.json", list(cr)),
+        ("vmis.json", list(&vmi)),
+        (
+            "vms.json",
+            list(&[vm("refused", "Always"), vm("stopped", "Halted")].join(",")),
+        ),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(data.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        b.append_data(&mut h, name, data.as_bytes()).unwrap();
+    }
+    let path = dir.path().join("s.tar");
+    std::fs::write(&path, b.into_inner().unwrap()).unwrap();
+    let doc = json(&["inventory", "--snapshot", path.to_str().unwrap()]);
+    let got: Vec<(&str, &str, &str)> = doc["unservable"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|u| {
+            (
+                u["pod"].as_str().unwrap(),
+                u["kind"].as_str().unwrap(),
+                u["code"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            ("gpu-vm/vm-cross", "VirtualMachineInstance", "not-permitted"),
+            ("gpu-vm/refused", "VirtualMachine", "not-permitted"),
+        ],
+        "{doc}"
+    );
+    assert_eq!(doc["pendingPods"], 2, "{doc}");
+}

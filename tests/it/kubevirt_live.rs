@@ -233,7 +233,12 @@ fn lab_kubevirt_places_real_vmis_and_keeps_the_seed_files() {
     );
     // Issue 47: the VM KubeVirt refuses has no launcher pod, and every command still sees
     // it, as explain judges it (not-permitted).
-    vm_cross_is_seen_everywhere(&gpuwl_ok(&["cluster", "kubeconfig", "--name", LAB_CLUSTER]));
+    let kubeconfig = gpuwl_ok(&["cluster", "kubeconfig", "--name", LAB_CLUSTER]);
+    vm_cross_is_seen_everywhere(&kubeconfig);
+    // The model's launcher is the real one (issue 47, item 3).
+    for vmi in ["vmi-passthrough", "vmi-vgpu"] {
+        the_model_renders_the_real_launcher(kubeconfig.trim(), vmi);
+    }
     // A plain lab on the same cluster writes the same seed files.
     let plain = tempfile::tempdir().unwrap();
     gpuwl_ok(&[
@@ -750,4 +755,52 @@ fn vm_cross_is_seen_everywhere(kubeconfig: &str) {
         ),
         Some(2.0)
     );
+}
+
+/// gpuwl's model of the virt-launcher pod of VMI `gpu-vm/NAME`
+/// (`gpuwl::model::launcher::render` of the VMI as read) asks what the launcher pod the real
+/// virt-controller rendered asks: the same extended resources, memory (KubeVirt's
+/// overhead), ephemeral-storage and cpu, and a nodeSelector the real one holds.
+fn the_model_renders_the_real_launcher(kubeconfig: &str, name: &str) {
+    let (_, out, err) = kubectl(
+        kubeconfig,
+        &["-n", "gpu-vm", "get", "vmi", name, "-o", "json"],
+        "",
+    );
+    let vmi: serde_json::Value =
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let sel = format!("kubevirt.io=virt-launcher,vm.kubevirt.io/name={name}");
+    let (_, out, _) = kubectl(
+        kubeconfig,
+        &["-n", "gpu-vm", "get", "pods", "-l", &sel, "-o", "json"],
+        "",
+    );
+    let pods: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut real = pods["items"][0].clone();
+    real["kind"] = serde_json::json!("Pod");
+    let real = gpuwl::input::pods::from_object(&real).unwrap_or_else(|e| panic!("{e}: {pods}"));
+    let p = gpuwl::input::pods::from_object(&vmi).unwrap();
+    let model = gpuwl::model::launcher::render(
+        &p,
+        p.vmi_shape.as_deref().unwrap(),
+        gpuwl::model::launcher::Cluster::default(),
+    );
+    assert_eq!(model.requests, real.requests, "{name}: extended resources");
+    for r in ["memory", "ephemeral-storage", "cpu"] {
+        assert_eq!(
+            model.other_requests.get(r),
+            real.other_requests.get(r),
+            "{name}: {r} (model {:?}, real {:?})",
+            model.other_requests,
+            real.other_requests
+        );
+    }
+    for (k, v) in &model.node_selector {
+        assert_eq!(
+            real.node_selector.get(k),
+            Some(v),
+            "{name}: nodeSelector {k} (real {:?})",
+            real.node_selector
+        );
+    }
 }

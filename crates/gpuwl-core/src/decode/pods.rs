@@ -534,6 +534,8 @@ fn vmi_shape(v: &Value, spec: &Value) -> VmiShape {
             .iter()
             .filter(|p| get(spec, &format!("{p}.exec")).is_some())
             .count() as i64,
+        no_serial_console: flag("domain.devices.autoattachSerialConsole") == Some(false),
+        log_serial_console: flag("domain.devices.logSerialConsole"),
     }
 }
 

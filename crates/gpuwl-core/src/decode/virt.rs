@@ -92,6 +92,45 @@ fn vm_run_strategy(vm: &Value) -> Option<&str> {
         })
 }
 
+/// Whether a VMI is placed (`status.nodeName`), settled (phase `Running`, `Succeeded`,
+/// `Failed`) or being deleted: it never waits for a launcher
+/// ([`waiting_without_launcher`]).
+fn settled_vmi(v: &Value) -> bool {
+    let placed = v
+        .pointer("/status/nodeName")
+        .and_then(Value::as_str)
+        .is_some_and(|n| !n.is_empty());
+    let settled = matches!(
+        v.pointer("/status/phase").and_then(Value::as_str),
+        Some("Running" | "Succeeded" | "Failed")
+    );
+    placed || settled || v.pointer("/metadata/deletionTimestamp").is_some()
+}
+
+/// `v` as [`waiting_without_launcher`] needs it: a VMI that is placed, settled or being
+/// deleted (never waiting) reduced to its kind, name, namespace and status phase and node
+/// (what says its VM has a VMI); anything else as it is. What `gpuwl serve` keeps of each
+/// VMI it watches.
+pub fn slim_settled_vmi(v: Value) -> Value {
+    if v.get("kind").and_then(Value::as_str) != Some("VirtualMachineInstance") || !settled_vmi(&v) {
+        return v;
+    }
+    let md = &v["metadata"];
+    let mut meta = serde_json::Map::new();
+    for k in ["name", "namespace", "deletionTimestamp", "ownerReferences"] {
+        if let Some(x) = md.get(k) {
+            meta.insert(k.into(), x.clone());
+        }
+    }
+    let mut status = serde_json::Map::new();
+    for k in ["phase", "nodeName"] {
+        if let Some(x) = v.pointer(&format!("/status/{k}")) {
+            status.insert(k.into(), x.clone());
+        }
+    }
+    serde_json::json!({"kind": "VirtualMachineInstance", "metadata": meta, "status": status})
+}
+
 /// The KubeVirt objects that wait for GPUs with no virt-launcher pod among `pods`, read
 /// as the pods they stand for ([`crate::decode::pods::from_object`]), so that every
 /// command judges them beside the pods (one verdict per VM):
@@ -126,16 +165,7 @@ pub fn waiting_without_launcher(vmis: &[Value], vms: &[Value], pods: &[PodInfo])
     for v in vmis {
         let Some(key) = meta_key(v) else { continue };
         vmi_keys.insert(key.clone());
-        let placed = v
-            .pointer("/status/nodeName")
-            .and_then(Value::as_str)
-            .is_some_and(|n| !n.is_empty());
-        let settled = matches!(
-            v.pointer("/status/phase").and_then(Value::as_str),
-            Some("Running" | "Succeeded" | "Failed")
-        );
-        let deleting = v.pointer("/metadata/deletionTimestamp").is_some();
-        if placed || settled || deleting || launchers.contains(&(key.0.as_str(), key.1.as_str())) {
+        if settled_vmi(v) || launchers.contains(&(key.0.as_str(), key.1.as_str())) {
             continue;
         }
         if let Ok(p) = from_object(&with_kind(v, "VirtualMachineInstance"))
@@ -239,5 +269,15 @@ mod tests {
         assert_eq!(got[0].requests.get("nvidia.com/gpu"), Some(&1));
         assert!(got.iter().all(PodInfo::is_unbound));
         assert!(!wants_running(Some("Manual")) && wants_running(Some("RerunOnFailure")));
+        // serve keeps a running VMI's name only, and judges the same.
+        let slim: Vec<Value> = vmis.iter().cloned().map(slim_settled_vmi).collect();
+        assert_eq!(
+            slim[3],
+            json!({"kind": "VirtualMachineInstance",
+                   "metadata": {"name": "runs", "namespace": "gpu-vm"},
+                   "status": {"phase": "Running", "nodeName": "n1"}})
+        );
+        assert_eq!(slim[0], vmis[0]);
+        assert_eq!(waiting_without_launcher(&slim, &vms, &pods), got);
     }
 }

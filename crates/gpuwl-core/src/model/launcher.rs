@@ -29,7 +29,11 @@
 //!   of the request (`WithMemoryOverhead`);
 //! - cpu: the vCPUs (`sockets × cores × threads`, 1 when unset) divided by the CPU allocation
 //!   ratio 10 (`WithoutDedicatedCPU`; `cpuAllocationRatio` default), unless the VMI states a
-//!   cpu request; with dedicated CPUs the vCPUs themselves (`WithCPUPinning`).
+//!   cpu request; with dedicated CPUs the vCPUs themselves (`WithCPUPinning`);
+//! - the `guest-console-log` sidecar (`serialconsolelog.go`: a restartable init container,
+//!   so its requests add to the pod's): 35M of memory and 5m of cpu, unless the VMI sets
+//!   `autoattachSerialConsole: false` or `logSerialConsole: false`, or the CR disables it
+//!   (`isSerialConsoleLogEnabled`; enabled by default).
 //!
 //! Not modelled: hugepages, SEV/TDX, hyper-v and CPU model/feature labels, the cluster-wide
 //! `nodeSelectors` of the CR, network binding plugins, the CR's memory overcommit and
@@ -94,6 +98,10 @@ pub struct VmiShape {
     pub vfio: bool,
     /// How many of `livenessProbe`, `readinessProbe` run `exec`.
     pub exec_probes: i64,
+    /// `domain.devices.autoattachSerialConsole` is `false`.
+    pub no_serial_console: bool,
+    /// `domain.devices.logSerialConsole`, when set.
+    pub log_serial_console: Option<bool>,
 }
 
 /// The cluster's side of the render: whether the KubeVirt CR allows software emulation
@@ -102,6 +110,8 @@ pub struct VmiShape {
 pub struct Cluster {
     /// `useEmulation`.
     pub use_emulation: bool,
+    /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`.
+    pub serial_console_log_disabled: bool,
 }
 
 impl VmiShape {
@@ -148,6 +158,20 @@ impl VmiShape {
         } else {
             self.cpu_request.unwrap_or(vcpus * 100)
         }
+    }
+}
+
+/// The `guest-console-log` sidecar's memory (35M) and cpu (5m) requests.
+const CONSOLE_LOG: (i64, i64) = (35_000_000, 5);
+
+impl VmiShape {
+    /// Whether virt-controller adds the `guest-console-log` sidecar
+    /// (`isSerialConsoleLogEnabled`).
+    pub fn console_log(&self, cluster: Cluster) -> bool {
+        !self.no_serial_console
+            && self
+                .log_serial_console
+                .unwrap_or(!cluster.serial_console_log_disabled)
     }
 }
 
@@ -199,10 +223,15 @@ pub fn render(vmi: &PodInfo, shape: &VmiShape, cluster: Cluster) -> PodInfo {
             .unwrap_or(0)
             .saturating_add(EPHEMERAL_OVERHEAD),
     );
+    let (log_mem, log_cpu) = if shape.console_log(cluster) {
+        CONSOLE_LOG
+    } else {
+        (0, 0)
+    };
     if let Some(m) = shape.memory() {
-        other.insert("memory".into(), m);
+        other.insert("memory".into(), m.saturating_add(log_mem));
     }
-    other.insert("cpu".into(), shape.cpu_millis());
+    other.insert("cpu".into(), shape.cpu_millis().saturating_add(log_cpu));
     p
 }
 
@@ -233,13 +262,13 @@ mod tests {
             [KVM, TUN, VHOST_NET, "nvidia.com/GA102GL_A10"]
         );
         // 2Gi + 220Mi + 8Mi (1 vCPU) + 8Mi (IO thread) + 32Mi (video) + 1Gi (VFIO); no
-        // page tables without a memory request.
+        // page tables without a memory request; and the guest-console-log sidecar's 35M, 5m.
         assert_eq!(
             p.other_requests["memory"],
-            (2048 + 220 + 8 + 8 + 32 + 1024) * MI
+            (2048 + 220 + 8 + 8 + 32 + 1024) * MI + 35_000_000
         );
         assert_eq!(p.other_requests["ephemeral-storage"], 50_000_000);
-        assert_eq!(p.other_requests["cpu"], 100);
+        assert_eq!(p.other_requests["cpu"], 105);
         // The VMI's own selector wins; emulation drops kvm and vhost-net.
         let mut arm = vmi.clone();
         arm.node_selector.insert(ARCH_LABEL.into(), "arm64".into());
@@ -251,6 +280,7 @@ mod tests {
             },
             Cluster {
                 use_emulation: true,
+                ..Cluster::default()
             },
         );
         assert_eq!(p.node_selector[ARCH_LABEL], "arm64");

@@ -518,11 +518,25 @@ fn request_view(
     let from_vmi_device = field.contains(".gpus[") || field.contains(".hostDevices[");
     // No permittedHostDevices at all: virt-controller renders the launcher pod for any
     // name (kubevirt/kubevirt pkg/virt-controller/services/renderresources.go
-    // validatePermittedHostDevices checks only a non-nil list): nothing to say.
+    // validatePermittedHostDevices checks only a non-nil list): nothing to say. A launcher
+    // pod that exists (named with its VMI's fields) was rendered: KubeVirt's check is
+    // behind it, and it waits on what the scheduler says; a list that dropped the name
+    // since only refuses its next launcher (a restart, a migration), which a note says.
     let permitted = inputs
         .kubevirt
-        .filter(|kv| from_vmi_device && kv.present)
+        .filter(|kv| from_vmi_device && pod.is_vm() && kv.present)
         .map(|kv| !kv.refuses(r));
+    if let Some(kv) = inputs.kubevirt
+        && from_vmi_device
+        && !pod.is_vm()
+        && kv.refuses(r)
+    {
+        notes.push(format!(
+            "{r} is no longer in {} of {}: this virt-launcher pod was rendered before; KubeVirt refuses the next one (a restart, a migration) unless the list permits it again",
+            kv.source.path(),
+            kv.object
+        ));
+    }
     RequestView {
         resource: r.to_owned(),
         units,
@@ -984,5 +998,69 @@ mod tests {
         assert_eq!(allowed, ["a", "b"]);
         assert_eq!(candidates, ["a", "b"]);
         assert_eq!(fitting, ["b"]);
+    }
+
+    #[test]
+    fn a_waiting_launcher_is_judged_by_its_own_wait_not_the_list_that_dropped_its_name() {
+        use crate::model::kubevirt::{HostDevicesSource, PermittedHostDevices};
+        use crate::model::pod::RequestSource;
+        // Issue 47, item 4: the launcher exists and waits on units a holder has; the CR no
+        // longer permits its name. The wait is in-use (deleting the holder binds it).
+        let mut node = NodeInfo::named("p-1");
+        node.capacity
+            .insert("nvidia.com/GA102GL_A10".into(), "1".into());
+        let launcher = |name: &str, bound: Option<&str>| PodInfo {
+            namespace: "vms".into(),
+            name: name.into(),
+            node_name: bound.map(Into::into),
+            phase: Some(
+                if bound.is_some() {
+                    "Running"
+                } else {
+                    "Pending"
+                }
+                .into(),
+            ),
+            requests: std::sync::Arc::new(BTreeMap::from([("nvidia.com/GA102GL_A10".into(), 1)])),
+            sources: vec![RequestSource {
+                resource: "nvidia.com/GA102GL_A10".into(),
+                field: "spec.domain.devices.gpus[0].deviceName of VMI vms/a".into(),
+                container: None,
+            }],
+            ..Default::default()
+        };
+        let pods = [
+            launcher("virt-launcher-a-abcde", None),
+            launcher("virt-launcher-b-fghij", Some("p-1")),
+        ];
+        let kv = PermittedHostDevices {
+            source: HostDevicesSource::KubeVirt,
+            object: "kubevirt/kubevirt".into(),
+            present: true,
+            host_devices_gate: None,
+            pci_host_devices: Vec::new(),
+            mediated_devices: Vec::new(),
+            usb_host_devices: Vec::new(),
+        };
+        let nodes = [node];
+        let e = explain(
+            &pods[0],
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&pods),
+                kubevirt: Some(&kv),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::InUse, "{}", e.cause);
+        assert_eq!(e.requests[0].permitted, None);
+        assert!(
+            e.requests[0].notes.iter().any(|n| n.starts_with(
+                "nvidia.com/GA102GL_A10 is no longer in spec.configuration.permittedHostDevices of kubevirt/kubevirt: this virt-launcher pod was rendered before"
+            )),
+            "{:?}",
+            e.requests[0].notes
+        );
     }
 }
