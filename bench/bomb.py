@@ -2,9 +2,11 @@
 """Decompression bombs against gpuwl's readers (issue 50): time and peak memory.
 
 Writes, under OUT (default /tmp/gpuwl-bomb):
-  pods-<N>.tgz      a must-gather bundle whose gpu_operand_pods.yaml holds N operand pods
-                    (whole pods as `kubectl get pods -oyaml` prints them, ~2.4 KB each),
-                    gzip -9: one million pods is a few MB on disk, ~2.4 GB inflated;
+  pods-<N>.tgz      a must-gather bundle whose gpu_operand_pods.yaml holds N minimal operand
+                    pods (~150 bytes each, the issue's bomb: 1,000,000 pods are ~3 MB
+                    gzipped);
+  whole-<M>.tgz     the same with M whole pods as `kubectl get pods -oyaml` prints them
+                    (~2.4 KB each: env, volumes, statuses), for the memory per 100k pods;
   snap-<N>.tgz      a `gpuwl snapshot` file whose pods.json holds N pods;
   zeros.tgz         a bundle whose log member inflates to 16 GiB of one byte.
 and runs, for each, `gpuwl triage` / `gpuwl check --snapshot` with the default limits and
@@ -104,6 +106,8 @@ POD = """- apiVersion: v1
     qosClass: BestEffort
 """
 
+MINIMAL = "- {{kind: Pod, metadata: {{name: nvidia-device-plugin-{i:07d}, namespace: gpu-operator}}, spec: {{nodeName: gpu-node-{n:05d}}}, status: {{phase: Running}}}}\n"
+
 POD_JSON = (
     '{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p-{i:07d}","namespace":"ns-{n}",'
     '"uid":"5a1f3c2e-0000-4000-8000-{i:012d}","labels":{{"app":"train","team":"ml"}}}},'
@@ -147,11 +151,11 @@ def add(tar, name, parts):
     return size
 
 
-def pods_bundle(path, n):
+def pods_bundle(path, n, template=MINIMAL):
     def pods():
         yield "apiVersion: v1\nkind: List\nitems:\n"
         for i in range(n):
-            yield POD.format(i=i, n=i % 5000)
+            yield template.format(i=i, n=i % 5000)
 
     descr = "Name: gpu-node-00000\nCapacity:\n  nvidia.com/gpu: 8\nAllocatable:\n  nvidia.com/gpu: 8\nEvents: <none>\n"
     with tarfile.open(path, "w:gz", compresslevel=9) as tar:
@@ -215,26 +219,33 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--gpuwl", default="target/release/gpuwl")
     ap.add_argument("--pods", type=int, default=1_000_000)
+    ap.add_argument("--whole", type=int, default=100_000)
     ap.add_argument("--zeros-gib", type=int, default=16)
     ap.add_argument("--out", default="/tmp/gpuwl-bomb")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     gpuwl = os.path.abspath(a.gpuwl)
     n = a.pods
+    w = a.whole
     files = {
-        "bundle": (os.path.join(a.out, f"pods-{n}.tgz"), pods_bundle),
-        "snapshot": (os.path.join(a.out, f"snap-{n}.tgz"), snapshot),
+        "bundle": (os.path.join(a.out, f"pods-{n}.tgz"), pods_bundle, n),
+        "bundle, whole pods": (
+            os.path.join(a.out, f"whole-{w}.tgz"),
+            lambda p, m: pods_bundle(p, m, POD),
+            w,
+        ),
+        "snapshot": (os.path.join(a.out, f"snap-{n}.tgz"), snapshot, n),
     }
     print(f"# gpuwl {gpuwl}; {n} pods; {os.cpu_count()} CPUs")
     print("| input | on disk | inflated | command | exit | seconds | peak RSS MiB | stderr |")
     print("|---|---|---|---|---|---|---|---|")
-    for kind, (path, make) in files.items():
+    for kind, (path, make, n) in files.items():
         t0 = time.monotonic()
         inflated = make(path, n)
         made = time.monotonic() - t0
         print(f"<!-- {path} written in {made:.0f} s -->", file=sys.stderr)
         disk = os.path.getsize(path)
-        if kind == "bundle":
+        if kind.startswith("bundle"):
             cmds = [
                 ["triage", path, "-o", "json"],
                 ["triage", path, "-o", "json", "--max-items", str(n + 1)],

@@ -15,6 +15,7 @@ use kube::{Client, Config};
 
 use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use crate::input::document::one_line;
+use crate::input::limits;
 use crate::model::node::{NodeInfo, Taint};
 
 pub use crate::error::CONNECT_TIMEOUT;
@@ -418,9 +419,11 @@ pub async fn pages<E>(
 }
 
 /// Lists every object of `api` matching `base`, page by page ([`pages`]), handing each to
-/// `on_item`; returns how many there were.
+/// `on_item`; returns how many there were. At most `--max-items` objects
+/// ([`crate::input::limits`]): a list past it stops there.
 ///
-/// Errors: [`api_error`] (`cannot <doing>: ...`) when a page cannot be listed.
+/// Errors: [`api_error`] (`cannot <doing>: ...`) when a page cannot be listed;
+/// [`Error::Input`] (exit 2) past `--max-items`.
 pub async fn list_all<K>(
     api: &Api<K>,
     base: ListParams,
@@ -434,6 +437,9 @@ where
     pages(base, async |lp: &ListParams| {
         let page = api.list(lp).await.map_err(|e| api_error(doing, &e))?;
         count += page.items.len();
+        if let Some(last) = count.checked_sub(1) {
+            limits::check_item(last).map_err(|m| Error::Input(format!("{doing}: {m}")))?;
+        }
         page.items.into_iter().for_each(&mut on_item);
         Ok::<_, Error>(page.metadata.continue_)
     })

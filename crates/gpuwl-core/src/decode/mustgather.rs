@@ -115,7 +115,8 @@ pub struct OperandPod {
     /// Containers and init containers.
     pub containers: Vec<ContainerState>,
     /// The pod as the analyses read it (for the GPU requests of a pending pod), when it
-    /// converts.
+    /// converts and is not bound to a node nor finished (else `None`, to keep memory per
+    /// pod small).
     pub info: Option<PodInfo>,
 }
 
@@ -655,7 +656,11 @@ fn operand_pod(v: &Value) -> OperandPod {
         phase: s_at(v, "/status/phase").map(str::to_owned),
         ready,
         containers,
-        info: pods::from_object(v).ok(),
+        // Kept only for a pod not bound to a node (the report explains pending pods): a
+        // bound pod's whole record would cost memory per pod for nothing.
+        info: pods::from_object(v)
+            .ok()
+            .filter(|p| p.is_unbound() && !p.is_terminal()),
     }
 }
 
