@@ -394,11 +394,20 @@ pub fn add(pod: &PodInfo, inputs: Inputs<'_>, e: &mut Explanation) {
         }
         if matches!(e.cause_code, CauseCode::FitsNow | CauseCode::Scheduled) {
             e.notes.push(h.cause());
+            e.notes.push(h.repair());
         } else {
+            // Restoring capacity the operator failed to provide disrupts no one: it comes
+            // before any change to the pod, the nodes or running workloads (issue 49).
             e.cause.push_str(&format!("; {}", h.cause()));
             e.evidence.push(format!("{}: {}", h.node, h.state));
+            e.fix = format!(
+                "first restore what {} failed to provide, which disrupts no one: {}. Only \
+                 while that cannot be done: {}",
+                h.node,
+                h.repair(),
+                e.fix
+            );
         }
-        e.notes.push(h.repair());
     }
     e.notes.extend(double_publication(pod, inputs, e));
 }
