@@ -49,6 +49,7 @@ pub mod policy;
 pub mod relabel;
 pub mod render;
 pub mod serve;
+pub mod signals;
 pub mod twin;
 
 #[cfg(test)]

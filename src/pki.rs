@@ -11,7 +11,12 @@
 //! Every leaf has the key usages `digitalSignature` and `keyEncipherment` and the extended
 //! key usages of its [`Purpose`]; its subject alternative names are the DNS names given
 //! (a name that parses as an IP address becomes an IP SAN, as rcgen reads it) and then the
-//! IP addresses given. Validity is rcgen's default.
+//! IP addresses given. Every certificate is valid from [`BACKDATE`] before it is made (a
+//! clock a little behind still accepts it) for [`VALIDITY`] (rcgen's default was 1975 to
+//! 4096). Rotation: the local cluster makes its PKI afresh at every `gpuwl cluster up`;
+//! the admission guard makes its certificate at every start of `gpuwl serve` (a guard
+//! serving its own certificate must be restarted within the year; one given
+//! `--admission-cert` files, e.g. from cert-manager, follows their rotation).
 
 use std::net::IpAddr;
 
@@ -21,6 +26,19 @@ use rcgen::{
 };
 
 use crate::error::{Error, Result};
+
+/// How long before it is made a certificate is valid from: 5 minutes.
+pub const BACKDATE: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// How long a certificate is valid, from when it is made: 365 days.
+pub const VALIDITY: std::time::Duration = std::time::Duration::from_secs(365 * 24 * 3600);
+
+/// Sets `params`' validity: from [`BACKDATE`] before now for [`VALIDITY`].
+fn valid_from_now(params: &mut CertificateParams) {
+    let now = std::time::SystemTime::now();
+    params.not_before = (now - BACKDATE).into();
+    params.not_after = (now + VALIDITY).into();
+}
 
 fn pki(e: rcgen::Error) -> Error {
     Error::Pki(Box::new(e))
@@ -109,6 +127,7 @@ impl Ca {
         let key = KeyPair::generate().map_err(pki)?;
         let mut params = CertificateParams::new(Vec::<String>::new()).map_err(pki)?;
         params.distinguished_name = name(common_name, None);
+        valid_from_now(&mut params);
         (params.is_ca, params.key_usages) = match scope {
             CaScope::Any => (
                 IsCa::Ca(BasicConstraints::Unconstrained),
@@ -151,6 +170,7 @@ impl Ca {
             .subject_alt_names
             .extend(leaf.ips.iter().map(|ip| SanType::IpAddress(*ip)));
         params.distinguished_name = name(leaf.common_name, leaf.organization);
+        valid_from_now(&mut params);
         params.key_usages = vec![
             KeyUsagePurpose::DigitalSignature,
             KeyUsagePurpose::KeyEncipherment,
@@ -261,6 +281,43 @@ pub(crate) mod tests {
         let leaf = leaf.parse_x509().unwrap();
         let ca = ca.parse_x509().unwrap();
         leaf.verify_signature(Some(ca.public_key())).is_ok()
+    }
+
+    /// (not before, not after) of `pem`, seconds since the epoch.
+    fn validity(pem: &str) -> (i64, i64) {
+        let (_, pem) = parse_x509_pem(pem.as_bytes()).unwrap();
+        let cert = pem.parse_x509().unwrap();
+        let v = cert.validity();
+        (v.not_before.timestamp(), v.not_after.timestamp())
+    }
+
+    #[test]
+    fn certificates_are_valid_from_five_minutes_ago_for_a_year() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let ca = Ca::new("gpuwl-x-ca", CaScope::LeavesOnly).unwrap();
+        let leaf = ca
+            .issue(&Leaf {
+                common_name: "x",
+                organization: None,
+                dns_names: &["localhost".into()],
+                ips: &[],
+                purpose: Purpose::Server,
+            })
+            .unwrap();
+        for pem in [ca.cert_pem(), leaf.cert_pem.as_str()] {
+            let (from, to) = validity(pem);
+            assert!(
+                (from - (now - 300)).abs() <= 5,
+                "not before {from}, now {now}"
+            );
+            assert!(
+                (to - (now + 365 * 86_400)).abs() <= 5,
+                "not after {to}, now {now}"
+            );
+        }
     }
 
     #[test]

@@ -46,7 +46,7 @@ pub fn https(api: &FakeApi) -> Https {
             .await
             .unwrap();
         let port = tcp.local_addr().unwrap().port();
-        let listener = Listener::new(tcp, config).unwrap();
+        let listener = Listener::new(tcp, config, &crate::serve::conn::Bounds::default()).unwrap();
         let svc = tower::service_fn(move |req: axum::extract::Request| {
             let api = api.clone();
             async move { Ok::<_, std::convert::Infallible>(api.serve(req).await) }

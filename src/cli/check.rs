@@ -23,7 +23,8 @@ Examples:
   gpuwl check --snapshot prod.tar         # a `gpuwl snapshot` file, no cluster contacted
 
 Output: `MISMATCH=<node> <reason>` per disagreeing labelled node (sorted, exit 1),
-else `OK=<number of labelled nodes>` (exit 0). Bad input: one line on stderr, exit 2.
+else `OK=<number of labelled nodes>` (exit 0); with --expect-gpu-nodes N and fewer GPU
+nodes, a last line `FAIL=<why>` instead of OK= (exit 1). Bad input: one line on stderr, exit 2.
 Findings the MISMATCH lines do not carry go to stderr as `warning: <node>: ...` lines, or
 `note: <node>: ...` for an error the gate (--effective) fails on (--quiet drops them); they
 never change plain check's exit code. With -o json|yaml they are in the document only
@@ -91,7 +92,7 @@ pub struct Args {
     #[arg(long, requires = "effective")]
     pub allow_empty: bool,
     /// Fail (exit 1) when fewer GPU nodes than N are judged, with or without --effective
-    /// (plain check still prints its OK=N line; the reason goes to stderr).
+    /// (plain check then prints `FAIL=<why>` on stdout instead of its OK=N line).
     #[arg(long, value_name = "N")]
     pub expect_gpu_nodes: Option<usize>,
 }
@@ -261,20 +262,23 @@ fn attach_operands(
     }
 }
 
-/// Prints the report: warnings (and, in plain text mode, why the GPU-node count fails or
-/// is zero) on stderr, the report on stdout. Returns its exit status.
+/// Prints the report: warnings (and, in plain text mode, a note when no GPU node was
+/// judged) on stderr, the report on stdout. Returns its exit status.
 fn print(report: &Report, policy: &PolicyStatus, args: &Args) -> Result<ExitStatus> {
     let mut warnings = render::check::warnings(report);
-    if report.gate.is_none() && args.output == render::Format::Text {
-        // Plain check keeps the seed's stdout; why the count fails (or would fail the
-        // gate) goes to stderr, even with --quiet when it changes the exit code.
-        match report.too_few_gpu_nodes() {
-            Some(why) => warnings.push_str(&format!("error: {why}\n")),
-            None if report.gpu_nodes == 0 && !args.quiet => warnings.push_str(
-                "note: 0 GPU nodes judged (no workload label, GPU resource or NFD GPU label): gpuwl check --effective fails on this unless --allow-empty — the wrong cluster or context?\n",
-            ),
-            None => {}
-        }
+    if report.gate.is_none()
+        && args.output == render::Format::Text
+        && report.too_few_gpu_nodes().is_none()
+        && report.gpu_nodes == 0
+        && !args.quiet
+    {
+        // Why the count fails is stdout's `FAIL=` line (Report::seed_lines); that the gate
+        // would fail on an empty judgment is a note here. It states the criterion, so it
+        // holds beside a MISMATCH line of a labelled node that shows no GPU.
+        warnings.push_str(&format!(
+            "note: none of the {} node(s) read is a GPU node (a GPU resource, NFD's or the GPU Operator's GPU labels; a workload label alone is not one): gpuwl check --effective fails on this unless --allow-empty — the wrong cluster or context?\n",
+            report.nodes_seen
+        ));
     }
     if !warnings.is_empty() {
         // stderr may be closed; the stdout contract matters, not the warnings.

@@ -54,7 +54,7 @@ pub enum Action {
     /// `up --set-context` added
     Down,
     /// Say running / stopped / broken, each component's pid, ports and health, and how to
-    /// recover (exit 0 only when running)
+    /// recover (a health gate: exit 0 only when running with every component healthy, else 3)
     Status,
     /// Print the kubeconfig path (exit 3 when the cluster was never started)
     Kubeconfig,
@@ -243,6 +243,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         gpu_operator,
         kubevirt,
         env: Vec::new(),
+        marker: None,
     })?;
     if set_context {
         let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;
@@ -262,8 +263,9 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
     Ok(ExitStatus::Ok)
 }
 
-/// `cluster status`: the state, the components, the supervisor, the restarts; exit 0 only
-/// when running.
+/// `cluster status`: the state, the components, the supervisor, the restarts; a health
+/// gate: exit 0 only when running and every component answers its health endpoint
+/// ([`unhealthy`]), else 3.
 fn status(name: &str) -> Result<ExitStatus> {
     let st = cluster::status(name)?;
     let info = match st {
@@ -306,10 +308,28 @@ fn status(name: &str) -> Result<ExitStatus> {
             crate::outln!("{}", elsewhere.trim_start_matches("; "));
         }
     }
+    let sick = unhealthy(&components);
+    if st == Status::Running && !sick.is_empty() {
+        crate::outln!(
+            "unhealthy: {} (the supervisor restarts a component that exits or wedges; \
+             `gpuwl cluster up --name {name}` restarts the cluster)",
+            sick.join(", ")
+        );
+    }
     Ok(match st {
-        Status::Running => ExitStatus::Ok,
-        Status::Stopped | Status::Broken { .. } => ExitStatus::Runtime,
+        Status::Running if sick.is_empty() => ExitStatus::Ok,
+        Status::Running | Status::Stopped | Status::Broken { .. } => ExitStatus::Runtime,
     })
+}
+
+/// The components whose health endpoint did not answer `ok` (or that do not run), each as
+/// `name (why)`: what makes `cluster status` fail a running cluster.
+fn unhealthy(components: &[cluster::ComponentReport]) -> Vec<String> {
+    components
+        .iter()
+        .filter(|c| c.health != cluster::Health::Healthy)
+        .map(|c| format!("{} ({})", c.component, c.health))
+        .collect()
 }
 
 /// `cluster status`'s line on the supervisor: its pid, or why it is not running.
@@ -329,5 +349,34 @@ fn supervisor_line(state: &std::path::Path) -> String {
         (None, None) => {
             "supervisor: not running (`gpuwl cluster up` starts it; until then nothing restarts what exits)".to_owned()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::{ComponentReport, Health};
+
+    #[test]
+    fn a_running_cluster_whose_api_server_does_not_answer_is_unhealthy() {
+        let c = |component, health| ComponentReport {
+            component,
+            pid: Some(1),
+            ports: vec![],
+            health,
+            last_log_line: String::new(),
+        };
+        assert!(unhealthy(&[c("etcd", Health::Healthy)]).is_empty());
+        assert_eq!(
+            unhealthy(&[
+                c("etcd", Health::Healthy),
+                c("kube-apiserver", Health::Unhealthy("no answer".into())),
+                c("kwok", Health::NotRunning),
+            ]),
+            [
+                "kube-apiserver (unhealthy (no answer))",
+                "kwok (not running)"
+            ]
+        );
     }
 }

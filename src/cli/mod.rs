@@ -10,6 +10,7 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::error::{Error, ExitStatus};
+use crate::input::gather::LimitArgs;
 use crate::render::write_stdout;
 
 pub use crate::input::live::runtime;
@@ -144,12 +145,16 @@ pub fn main() -> ExitCode {
                 }
             };
         }
-        Err(e) => e.exit(),
+        Err(e) => return usage_error(&e),
     };
     let cli = match Cli::from_arg_matches(&matches) {
         Ok(c) => c,
-        Err(e) => e.exit(),
+        Err(e) => return usage_error(&e),
     };
+    // The reader limits hold for the whole process, set before anything is read.
+    if let Some(l) = LimitArgs::from_leaf(&matches) {
+        crate::input::limits::set(l);
+    }
     let result = match &cli.command {
         Command::Check(a) => check::run(a),
         Command::Cluster(a) => cluster::run(a),
@@ -191,10 +196,34 @@ pub fn main() -> ExitCode {
                 }
                 _ => {}
             }
-            let _ = writeln!(std::io::stderr(), "gpuwl: {e}");
+            let _ = writeln!(std::io::stderr(), "gpuwl: {}", escape_lines(&e.to_string()));
             e.exit_status().into()
         }
     }
+}
+
+/// Prints clap's usage error with control characters escaped (an argument may hold an ESC
+/// or a newline that would drive the terminal or forge a line; clap quotes it raw) and
+/// gives its exit status (2).
+fn usage_error(e: &clap::Error) -> ExitCode {
+    let _ = std::io::stderr().write_all(escape_lines(&e.render().to_string()).as_bytes());
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
+/// `text` with the control characters of each line escaped ([`crate::text::escape_controls`]),
+/// its line breaks kept.
+fn escape_lines(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        match line.strip_suffix('\n') {
+            Some(body) => {
+                out.push_str(&crate::text::escape_controls(body));
+                out.push('\n');
+            }
+            None => out.push_str(&crate::text::escape_controls(line)),
+        }
+    }
+    out
 }
 
 /// The width clap lays `--help` out for: the terminal's, else `$COLUMNS`, else 100 (clap

@@ -43,23 +43,11 @@ pub struct Args {
     pub output: Output,
 }
 
-/// Whether `name` is a valid object name (a DNS subdomain, RFC 1123: at most 253
-/// characters, lower-case alphanumerics, `-` and `.`, alphanumerics at both ends).
-fn valid_name(name: &str) -> bool {
-    let b = name.as_bytes();
-    !b.is_empty()
-        && b.len() <= 253
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.'))
-        && b[0].is_ascii_alphanumeric()
-        && b[b.len() - 1].is_ascii_alphanumeric()
-}
-
 /// Runs `gpuwl policy`.
 ///
 /// Errors: [`Error::Input`] for a name the API server would refuse; a failed write.
 pub fn run(a: &Args) -> Result<ExitStatus> {
-    if !valid_name(&a.name) {
+    if !text::is_dns_subdomain(&a.name) {
         return Err(Error::Input(format!(
             "--name {}: not a valid object name (lower-case letters, digits, '-' and '.', \
              starting and ending with a letter or digit, at most 253)",
@@ -80,10 +68,10 @@ mod tests {
 
     #[test]
     fn names() {
-        assert!(valid_name("gpuwl-workload-label"));
-        assert!(valid_name("a.b-1"));
+        assert!(text::is_dns_subdomain("gpuwl-workload-label"));
+        assert!(text::is_dns_subdomain("a.b-1"));
         for bad in ["", "Gpuwl", "-a", "a-", "a_b", "a b", &"a".repeat(254)] {
-            assert!(!valid_name(bad), "{bad}");
+            assert!(!text::is_dns_subdomain(bad), "{bad}");
         }
     }
 }

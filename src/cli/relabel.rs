@@ -17,6 +17,8 @@ Examples:
   gpuwl relabel gpu-7=vm-passthrough --stop-vm vms/db-1 --timeout 30m
   gpuwl relabel gpu-9=vm-vgpu:A10-12Q --no-preview -o json
   gpuwl relabel lab-node-1=container                  # again after a stop: it resumes
+  gpuwl relabel lab-node-1 --abort                    # end it instead: the labels put back
+  gpuwl relabel gpu-1=container gpu-2=container --evict   # one node after the other
 
 Changes a node's nvidia.com/gpu.workload.config on the live cluster the way a careful operator
 would, each step printed as it ends with its time:
@@ -33,24 +35,45 @@ would, each step printed as it ends with its time:
   advertised  waits until the node advertises the new name with the units gpuwl's model expects,
               and the old name is gone or 0
   uncordon    only when this relabel cordoned the node
-Without a flag for them, GPU holders make it refuse before any change (exit 1). A wait that runs
+Before any change it refuses (exit 1) what could never complete, by the model of `check
+--effective`: no GPU Operator, sandbox workloads disabled (the label is ignored), the target's
+device plugin or vGPU manager not deployed, a node the operator does not see as a GPU node, a
+target the operator applies already; --dry-run prints the same refusal. Holders are judged by the
+target config: one holding a name the node advertises afterwards keeps its GPU (relabelling back
+needs no flag); others need --evict, --stop-vm or --allow-disruption. A preview verdict of `not
+recommended` stops the run unless --force or a yes at the terminal. A wait that runs
 past --timeout stops the run with the node cordoned: gpuwl never uncordons a node whose operands
 are not ready (a driver <-> vfio-pci change may need a reboot of the node). The record of the run
 is kept on the node (annotation gpuwl.io/relabel), so the same command run again resumes where it
-stopped; a node labelled already, with no run under way, is nothing to do.
+stopped; --abort ends it instead: the labels from the record put back, the old operands waited
+for, the node uncordoned if gpuwl cordoned it, the record removed (resumable itself). Several
+nodes are done one at a time, stopping at the first that does not complete (the rest untouched).
+Ctrl-C or SIGTERM stops between API calls (exit 130) and says what state the node is in; during
+the preview the twin is deleted. A node labelled already, with no run under way, is nothing to do.
 Needs: get/patch nodes, list pods and DaemonSets, create pods/eviction, patch virtualmachines.
-Exit 0 done, nothing to do, or the dry run's plan · 1 refused (GPU holders, another relabel under
-way) or a wait timed out (the node stays cordoned) · 2 bad input (a relabel, an unknown node, a
---stop-vm no VM on the node matches) · 3 the cluster or the twin failed.";
+Exit 0 done, nothing to do, or the dry run's plan · 1 refused (GPU holders, a relabel that cannot
+complete, another one under way, a preview not recommended) or a wait timed out (the node stays
+cordoned) · 2 bad input (a relabel, a node name, an unknown node, a --stop-vm no VM on the node
+matches) · 3 the cluster or the twin failed · 130 interrupted (SIGINT/SIGTERM).";
 
 /// Arguments of `gpuwl relabel`.
 #[derive(Debug, clap::Args)]
 #[command(after_help = HELP)]
 pub struct Args {
     /// NODE=CONFIG (container, vm-passthrough, vm-vgpu), or NODE=vm-vgpu:TYPE; nodes are
-    /// relabelled one after another.
+    /// relabelled one after another. With --abort: NODE (or NODE=CONFIG, the config not
+    /// read).
     #[arg(value_name = "NODE=CONFIG", required = true)]
     pub relabels: Vec<String>,
+    /// End the relabel under way on each NODE: the labels it had put back (from the record
+    /// in annotation gpuwl.io/relabel), its operands waited for, uncordoned if gpuwl
+    /// cordoned it, the record removed.
+    #[arg(long, conflicts_with_all = ["evict", "stop_vm", "allow_disruption", "force"])]
+    pub abort: bool,
+    /// Go on although the preview's verdict is `not recommended` (without it, a terminal
+    /// is asked; with no terminal the run stops there).
+    #[arg(long)]
+    pub force: bool,
     /// Evict the pods that hold a GPU on the node (Eviction API; a VM's virt-launcher pod
     /// as KubeVirt's eviction strategy says).
     #[arg(long)]
@@ -117,6 +140,29 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     Ok(d)
 }
 
+/// The nodes of `--abort`: NODE or NODE=CONFIG, each a valid node name, each once.
+fn aborts(args: &Args) -> Result<Vec<String>> {
+    let mut out: Vec<String> = Vec::new();
+    for a in &args.relabels {
+        let node = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
+        if !crate::text::is_dns_subdomain(node) {
+            return Err(Error::Input(format!(
+                "relabel --abort {}: not a node name (lower-case letters, digits, '-' and '.', \
+                 starting and ending with a letter or digit; no '/')",
+                crate::text::cut(node)
+            )));
+        }
+        if out.iter().any(|o| o == node) {
+            return Err(Error::Input(format!(
+                "relabel --abort {}: the node is given twice",
+                render::esc(node)
+            )));
+        }
+        out.push(node.to_string());
+    }
+    Ok(out)
+}
+
 /// The relabels, parsed; each node once.
 fn relabels(args: &Args) -> Result<Vec<Relabel>> {
     let mut out: Vec<Relabel> = Vec::new();
@@ -152,10 +198,16 @@ fn relabels(args: &Args) -> Result<Vec<Relabel>> {
 /// cluster errors when the cluster or the twin fails. A refusal or a wait that times out
 /// is no error: it is reported, and the exit status is 1.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let relabels = relabels(args)?;
+    let (relabels, aborts) = if args.abort {
+        (Vec::new(), aborts(args)?)
+    } else {
+        (relabels(args)?, Vec::new())
+    };
     crate::cluster::validate_name(&args.twin_name)?;
     let req = Request {
         relabels,
+        aborts,
+        force: args.force,
         how: Disruption {
             evict: args.evict,
             stop_vms: args.stop_vm.clone(),
@@ -193,13 +245,30 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             );
         }
     };
+    // The preview's `not recommended` is asked about only where someone can answer.
+    let mut ask = |question: &str| -> Option<bool> {
+        use std::io::IsTerminal;
+        if !(std::io::stdin().is_terminal() && std::io::stderr().is_terminal()) {
+            return None;
+        }
+        let _ = write!(std::io::stderr(), "{} [y/N] ", render::esc(question));
+        let _ = std::io::stderr().flush();
+        let mut line = String::new();
+        std::io::stdin().read_line(&mut line).ok()?;
+        Some(matches!(line.trim(), "y" | "Y" | "yes" | "YES" | "Yes"))
+    };
     let report = args.live.block_on(|client| async move {
         let evict = crate::input::live::connect(&args.live, Flavour::NoRetry).await?;
         let clients = Clients {
             api: client,
             evict: evict.client,
         };
-        live::run(&clients, &req, Sink::new(&mut on_step, &mut progress)).await
+        live::run(
+            &clients,
+            &req,
+            Sink::new(&mut on_step, &mut progress, &mut ask),
+        )
+        .await
     })?;
     match crate::render::whatif::serialized(&report, args.output) {
         Some(s) => write(&s)?,
@@ -218,6 +287,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 report.message.as_deref().unwrap_or("relabel stopped")
             );
             Ok(ExitStatus::Mismatch)
+        }
+        Outcome::Interrupted => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "gpuwl: {}",
+                report.message.as_deref().unwrap_or("relabel interrupted")
+            );
+            Ok(ExitStatus::Interrupted)
         }
     }
 }

@@ -55,6 +55,12 @@ pub struct Args {
     /// probe restarts the exporter (0: never; the metrics then stay the last good state).
     #[arg(long, value_name = "SECONDS", default_value_t = serve::UNHEALTHY_AFTER.as_secs())]
     pub unhealthy_after: u64,
+    /// Connections open at once on each listener (metrics, admission), TLS handshakes
+    /// included; lowered to stay below the open-file limit. Every connection also gets 10 s
+    /// for a request's headers (so an idle one is closed after 10 s), 10 s for its body
+    /// and 10 s for a stalled write
+    #[arg(long, value_name = "N", default_value_t = serve::conn::DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
     /// Also serve the admission guard (HTTPS, POST /validate) on this address: a validating
     /// webhook for Pods, VirtualMachineInstances and VirtualMachines that warns (or denies,
     /// --admission-mode enforce) when a GPU request can never be served.
@@ -150,6 +156,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         debounce: Duration::from_millis(args.debounce_ms),
         unhealthy_after: (args.unhealthy_after > 0)
             .then(|| Duration::from_secs(args.unhealthy_after)),
+        max_connections: args.max_connections,
         admission: args.admission_listen.map(|listen| serve::AdmissionOptions {
             listen,
             mode: args.admission_mode,

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use crate::analysis::triage;
 use crate::error::{Error, ExitStatus, Result};
+use crate::input::gather::LimitArgs;
 use crate::input::{mustgather, pods};
 use crate::render::{self, Format};
 
@@ -25,7 +26,9 @@ of their logs, escaped and cut to 200 characters), pending GPU pods with explain
 what the bundle lacks. Logs are read from their end only (64 KiB each), so a huge log costs
 no memory; files that do not read are listed, never fatal.
 Exit 0 no problem found · 1 a MISMATCH, an operand DaemonSet not fully ready or a pending GPU
-pod · 2 not a bundle (neither a folder nor a tar archive, or none of the script's files).")]
+pod · 2 not a bundle (neither a folder nor a tar archive, or none of the script's files), or past
+a reader limit (--max-input-bytes, --max-member-bytes, --max-items). Symbolic and hard links in
+the bundle are never followed: they are listed and skipped.")]
 pub struct Args {
     /// The bundle: the folder must-gather.sh wrote ($ARTIFACT_DIR), or a tar/tar.gz of it.
     #[arg(value_name = "DIR|TARBALL")]
@@ -37,6 +40,9 @@ pub struct Args {
     /// Output format: text for people; json and yaml carry the whole report.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
+    /// The reader limits (set for the process before the bundle is read).
+    #[command(flatten)]
+    pub limits: LimitArgs,
 }
 
 /// Runs `gpuwl triage`.

@@ -87,7 +87,7 @@ created there as a real VMI under the cluster's permittedHostDevices: virt-contr
 launcher pod (which the twin's scheduler places or not) or refuses it, as it would in the cluster.
 NODE=vm-vgpu:TYPE also sets nvidia.com/vgpu.config=TYPE (e.g. A10-12Q).
 Exit 0 the report was made · 2 bad input (a relabel, a file, an unknown node) · 3 the twin or the
-cluster failed.";
+cluster failed · 130 interrupted (Ctrl-C, SIGTERM): the twin is deleted first.";
 
 /// `gpuwl whatif relabel`.
 #[derive(Debug, clap::Args)]
@@ -119,7 +119,7 @@ relabel can serve is said plainly, with why (its name is no node's GPU, or its o
 exclude every node that could advertise it).
 Exit 0 every short pod is served by a plan the twin confirmed (or nothing is short; with --no-verify,
 by the proposal) · 1 some pending pod is not served, or the twin did not confirm the plan · 2 bad input · 3 the twin or the cluster
-failed.")]
+failed · 130 interrupted (Ctrl-C, SIGTERM): the twin is deleted first.")]
 pub struct PlanArgs {
     /// Consider nodes whose running GPU pods would lose their GPU.
     #[arg(long)]

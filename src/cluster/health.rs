@@ -235,7 +235,9 @@ mod tests {
                 "/livez",
                 get(|| async { (http::StatusCode::INTERNAL_SERVER_ERROR, "broken") }),
             );
-        let listener = crate::serve::tls::Listener::new(tcp, config).unwrap();
+        let listener =
+            crate::serve::tls::Listener::new(tcp, config, &crate::serve::conn::Bounds::default())
+                .unwrap();
         tokio::spawn(async move { axum::serve(listener, app).await });
         assert_eq!(https(port, "/healthz").await.as_deref(), Some("ok"));
         assert_eq!(https(port, "/livez").await, None);

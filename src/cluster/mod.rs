@@ -99,6 +99,11 @@ pub struct UpOptions {
     /// Environment variables added to every component's when the cluster is started (not
     /// when it is already running), e.g. `GOGC` for a twin that must stay small.
     pub env: Vec<(String, String)>,
+    /// A file written into the new cluster's state directory (with the bytes given) once the
+    /// old state is removed and before the first process starts, so that whoever finds the
+    /// state later — after a `kill -9` half-way through the start — can tell whose it is
+    /// (the twin's `gpuwl-twin` marker). Not written when the cluster is already running.
+    pub marker: Option<(String, Vec<u8>)>,
 }
 
 impl Default for UpOptions {
@@ -111,6 +116,7 @@ impl Default for UpOptions {
             gpu_operator: false,
             kubevirt: false,
             env: Vec::new(),
+            marker: None,
         }
     }
 }
@@ -429,12 +435,33 @@ pub fn down(name: &str) -> Result<()> {
     validate_name(name)?;
     let state = state_dir(name);
     if !state.exists() {
+        remove_lock_files(&state);
         return Ok(());
     }
     process::stop_all(&state, Duration::from_secs(10))?;
     userconfig::remove(name, &state)?;
     std::fs::remove_dir_all(&state)
-        .map_err(|e| Error::failed(format!("cannot remove {}", state.display()), e))
+        .map_err(|e| Error::failed(format!("cannot remove {}", state.display()), e))?;
+    remove_lock_files(&state);
+    Ok(())
+}
+
+/// Removes the lock files other commands leave beside cluster state `state`
+/// (`<name>.lab.lock` of `gpuwl lab`, `<name>.lock`), each only when no process holds it:
+/// taken first, then unlinked while held, so a holder is never robbed of it.
+fn remove_lock_files(state: &Path) {
+    let Some(name) = state.file_name().map(|n| n.to_string_lossy().into_owned()) else {
+        return;
+    };
+    for file in [format!("{name}.lab.lock"), format!("{name}.lock")] {
+        let path = state.with_file_name(file);
+        if !path.exists() {
+            continue;
+        }
+        if let Ok(Some(_held)) = lock::try_lock(&path) {
+            let _ = std::fs::remove_file(&path);
+        }
+    }
 }
 
 /// How many times [`up`] starts the cluster when another process takes one of the
@@ -527,6 +554,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     // certificates, which are about to be replaced.
     let _ = userconfig::remove(name, &state);
     remove_state(&state)?;
+    write_marker(&state, opts)?;
     let bin = build::ensure_built(opts.progress)?;
     if opts.gpu_operator {
         // Built before anything starts: a failed build leaves no half-started cluster.
@@ -550,6 +578,7 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
                 }
                 let _ = process::stop_all(&state, Duration::from_secs(5));
                 remove_state(&state)?;
+                write_marker(&state, opts)?;
                 attempt += 1;
             }
             Err(e) => {
@@ -736,6 +765,19 @@ pub fn restarts(name: &str) -> Vec<(u64, String, String)> {
             Some((t, c, parts.next().unwrap_or("").to_owned()))
         })
         .collect()
+}
+
+/// Writes [`UpOptions::marker`] into `state` (created), if any.
+///
+/// Errors: [`Error::Runtime`] naming the file when it cannot be written.
+fn write_marker(state: &Path, opts: &UpOptions) -> Result<()> {
+    let Some((file, bytes)) = &opts.marker else {
+        return Ok(());
+    };
+    let path = state.join(file);
+    std::fs::create_dir_all(state)
+        .and_then(|()| std::fs::write(&path, bytes))
+        .map_err(|e| Error::failed(format!("cannot write {}", path.display()), e))
 }
 
 fn remove_state(state: &Path) -> Result<()> {
@@ -1498,6 +1540,26 @@ pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Cl
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn down_removes_the_lock_files_left_beside_the_state_unless_held() {
+        let root = tempfile::tempdir().unwrap();
+        let state = root.path().join("c1");
+        let lab = root.path().join("c1.lab.lock");
+        let twin = root.path().join("c1.lock");
+        let other = root.path().join("c2.lab.lock");
+        for f in [&lab, &twin, &other] {
+            std::fs::write(f, "").unwrap();
+        }
+        let held = lock::try_lock(&twin).unwrap().unwrap();
+        remove_lock_files(&state);
+        assert!(!lab.exists());
+        assert!(twin.exists(), "held by a running command");
+        assert!(other.exists(), "another cluster's");
+        drop(held);
+        remove_lock_files(&state);
+        assert!(!twin.exists());
+    }
 
     #[test]
     fn a_lease_is_stale_after_three_quarters_of_its_duration() {

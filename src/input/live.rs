@@ -10,11 +10,12 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError, LoadDataError};
 use kube::{Client, Config};
 
 use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use crate::input::document::one_line;
+use crate::input::limits;
 use crate::model::node::{NodeInfo, Taint};
 
 pub use crate::error::CONNECT_TIMEOUT;
@@ -291,6 +292,7 @@ async fn config(kubeconfig: Option<&Path>, context: Option<&str>) -> Result<Conf
         }
     };
     check_context(&kc, context, &name)?;
+    credential_files(&kc, context, &name)?;
     if let Some(c) = context.or(kc.current_context.as_deref()) {
         let _ = SERVER_FROM.set(format!(
             "context {} of {}",
@@ -320,6 +322,65 @@ pub fn server_from() -> Option<&'static str> {
 /// are not credentials: they may be shown.
 ///
 /// Errors: [`Error::Input`] as above.
+/// Checks that the certificate and key files the context in use names (its cluster's
+/// `certificate-authority`, its user's `client-certificate` and `client-key`, each where
+/// no `-data` field replaces it) can be read, so a file that is gone is named as kubectl
+/// names it (`unable to read client-cert …`), before kube-rs reports it as an unusable
+/// configuration.
+///
+/// Errors: [`Error::Input`] naming the kubeconfig, the field and the file.
+fn credential_files(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<()> {
+    let Some(ctx) = context
+        .or(kc.current_context.as_deref())
+        .and_then(|c| kc.contexts.iter().find(|n| n.name == c))
+        .and_then(|n| n.context.as_ref())
+    else {
+        return Ok(());
+    };
+    let mut files: Vec<(&str, &str)> = Vec::new();
+    if let Some(c) = kc
+        .clusters
+        .iter()
+        .find(|n| n.name == ctx.cluster)
+        .and_then(|n| n.cluster.as_ref())
+        && c.certificate_authority_data.is_none()
+        && let Some(f) = &c.certificate_authority
+    {
+        files.push(("certificate-authority", f));
+    }
+    if let Some(u) = ctx
+        .user
+        .as_deref()
+        .and_then(|u| kc.auth_infos.iter().find(|n| n.name == u))
+        .and_then(|n| n.auth_info.as_ref())
+    {
+        if u.client_certificate_data.is_none()
+            && let Some(f) = &u.client_certificate
+        {
+            files.push(("client-certificate", f));
+        }
+        if u.client_key_data.is_none()
+            && let Some(f) = &u.client_key
+        {
+            files.push(("client-key", f));
+        }
+    }
+    for (field, file) in files {
+        if let Err(io) = std::fs::File::open(file) {
+            return Err(unreadable_file_error(name, field, Path::new(file), &io));
+        }
+    }
+    Ok(())
+}
+
+/// The one line for a certificate or key file a kubeconfig names that cannot be read.
+fn unreadable_file_error(name: &str, field: &str, path: &Path, io: &std::io::Error) -> Error {
+    Error::Input(format!(
+        "{name}: cannot read its {field} file {}: {io} (restore the file, or put its contents in {field}-data)",
+        render::esc(&path.display().to_string())
+    ))
+}
+
 fn check_context(kc: &Kubeconfig, context: Option<&str>, name: &str) -> Result<()> {
     let names: Vec<&str> = kc.contexts.iter().map(|c| c.name.as_str()).collect();
     let list = || {
@@ -418,9 +479,11 @@ pub async fn pages<E>(
 }
 
 /// Lists every object of `api` matching `base`, page by page ([`pages`]), handing each to
-/// `on_item`; returns how many there were.
+/// `on_item`; returns how many there were. At most `--max-items` objects
+/// ([`crate::input::limits`]): a list past it stops there.
 ///
-/// Errors: [`api_error`] (`cannot <doing>: ...`) when a page cannot be listed.
+/// Errors: [`api_error`] (`cannot <doing>: ...`) when a page cannot be listed;
+/// [`Error::Input`] (exit 2) past `--max-items`.
 pub async fn list_all<K>(
     api: &Api<K>,
     base: ListParams,
@@ -434,6 +497,9 @@ where
     pages(base, async |lp: &ListParams| {
         let page = api.list(lp).await.map_err(|e| api_error(doing, &e))?;
         count += page.items.len();
+        if let Some(last) = count.checked_sub(1) {
+            limits::check_item(last).map_err(|m| Error::Input(format!("{doing}: {m}")))?;
+        }
         page.items.into_iter().for_each(&mut on_item);
         Ok::<_, Error>(page.metadata.continue_)
     })
@@ -585,9 +651,6 @@ fn clone_kube_error(e: &kube::Error) -> kube::Error {
     }
 }
 
-/// A kubeconfig that cannot be used, as one line that names the file and where the problem
-/// is but never echoes a value (a kubeconfig holds tokens and keys): an I/O problem is
-/// quoted, a parse problem gives only its line and column.
 /// Checks that the kubeconfig at `path` can be opened as a file, so a missing, unreadable
 /// or directory path is said from the I/O error itself (`/x: cannot read: No such file or
 /// directory (os error 2)`), not from a parser message that quotes the path again.
@@ -607,7 +670,40 @@ fn readable(path: &Path, name: &str) -> Result<()> {
     opened.map_err(|e| Error::Input(format!("{name}: cannot read: {e}")))
 }
 
-fn kubeconfig_error(name: &str, e: &dyn std::error::Error) -> Error {
+/// The certificate or key file a kubeconfig names that could not be read, as kubectl says
+/// it (`unable to read client-cert …`): the field (`client-certificate`, `client-key`,
+/// `certificate-authority`), the path and the I/O error. A file's path is not a credential;
+/// its contents are never read into a message.
+fn unreadable_file<'a>(
+    e: &'a (dyn std::error::Error + 'static),
+) -> Option<(&'static str, &'a Path, &'a std::io::Error)> {
+    let mut cur: Option<&'a (dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cur {
+        if let Some(k) = c.downcast_ref::<KubeconfigError>() {
+            let (field, data) = match k {
+                KubeconfigError::LoadClientCertificate(d) => ("client-certificate", d),
+                KubeconfigError::LoadClientKey(d) => ("client-key", d),
+                KubeconfigError::LoadCertificateAuthority(d) => ("certificate-authority", d),
+                _ => return None,
+            };
+            return match data {
+                LoadDataError::ReadFile(io, path) => Some((field, path.as_path(), io)),
+                _ => None,
+            };
+        }
+        cur = c.source();
+    }
+    None
+}
+
+/// A kubeconfig that cannot be used, as one line that names the file and where the problem
+/// is but never echoes a value (a kubeconfig holds tokens and keys): a certificate or key
+/// file that cannot be read is named with its field and the I/O reason, a parse problem
+/// gives only its line and column.
+fn kubeconfig_error(name: &str, e: &(dyn std::error::Error + 'static)) -> Error {
+    if let Some((field, path, io)) = unreadable_file(e) {
+        return unreadable_file_error(name, field, path, io);
+    }
     let mut chain = vec![e.to_string()];
     let mut src = e.source();
     while let Some(s) = src {

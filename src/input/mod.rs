@@ -5,9 +5,9 @@
 //! ([`crate::model::node::NodeInfo`], [`crate::model::pod::PodInfo`], DRA objects, the
 //! ClusterPolicy, KubeVirt's `permittedHostDevices`).
 //!
-//! - [`document`], [`dump`], [`mustgather`]: the core's readers as they are (format
-//!   sniffing and the streamed list entry point; the node dump; the GPU Operator's
-//!   must-gather bundle for `gpuwl triage`);
+//! - [`document`], [`dump`], [`mustgather`], [`limits`]: the core's readers as they are
+//!   (format sniffing and the streamed list entry point; the node dump; the GPU Operator's
+//!   must-gather bundle for `gpuwl triage`; the process's reader limits);
 //! - [`pods`], [`dra`], [`clusterpolicy`], [`kubevirt`], [`operands`], [`virt`]: the core's
 //!   readers of pods, DRA objects, the ClusterPolicy, the KubeVirt/HyperConverged CRs,
 //!   operand pods and VMs, plus their live reads;
@@ -20,7 +20,7 @@
 //! - [`explain`]: `gpuwl explain` on the live cluster (the object and its snapshot read
 //!   at once, then the core's analysis).
 
-pub use gpuwl_core::decode::{document, dump, mustgather};
+pub use gpuwl_core::decode::{document, dump, limits, mustgather};
 
 pub mod clusterpolicy;
 pub mod dra;

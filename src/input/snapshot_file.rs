@@ -42,7 +42,7 @@ use crate::input::document::{self, Keep, Prune};
 use crate::input::kubevirt::{self, HYPERCONVERGED, KUBEVIRT};
 use crate::input::pods::{self, ITEM, LIVE_FIELD_SELECTOR};
 use crate::input::snapshot::Snapshot;
-use crate::input::{clusterpolicy, dra, dump, live, virt};
+use crate::input::{clusterpolicy, dra, dump, limits, live, virt};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
@@ -521,7 +521,12 @@ fn small(r: impl Read, origin: &str) -> Result<String> {
 fn items_of(text: &str, origin: &str) -> Result<Vec<Value>> {
     let doc = document::parse(text, origin, "a List")?;
     match doc.get("items") {
-        Some(Value::Array(a)) => Ok(a.clone()),
+        Some(Value::Array(a)) => {
+            if let Some(last) = a.len().checked_sub(1) {
+                limits::check_item(last).map_err(|e| Error::Input(format!("{origin}: {e}")))?;
+            }
+            Ok(a.clone())
+        }
         None | Some(Value::Null) => Ok(Vec::new()),
         Some(_) => Err(Error::Input(format!("{origin}: items: expected a list"))),
     }
@@ -650,9 +655,12 @@ fn shorten(s: &str, max: usize) -> String {
 
 fn read_members(path: &Path) -> Result<Members> {
     let shown = path.display().to_string();
-    let reader = document::open_maybe_gzip(path)?;
+    let reader = limits::Bounded::archive(document::open_maybe_gzip(path)?);
     let mut archive = tar::Archive::new(reader);
     let not_tar = |e: std::io::Error| {
+        if let Some(m) = limits::limit_of(&e) {
+            return Error::file(PathBuf::from(path), m.to_owned());
+        }
         Error::file(
             PathBuf::from(path),
             // tar's message quotes the bytes it could not read: escaped and cut.
@@ -672,6 +680,7 @@ fn read_members(path: &Path) -> Result<Members> {
             .trim_start_matches("./")
             .to_owned();
         let origin = format!("{shown}:{}", text::cut(&member));
+        limits::check_member(entry.size()).map_err(|e| Error::Input(format!("{origin}: {e}")))?;
         if m.meta.is_none() && member != "snapshot.json" {
             return Err(Error::file(
                 PathBuf::from(path),

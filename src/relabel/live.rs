@@ -74,6 +74,9 @@ pub enum Outcome {
     Refused,
     /// A wait ran past `--timeout`; the node stays cordoned (exit 1).
     TimedOut,
+    /// SIGINT or SIGTERM stopped the run; the message says what state each node is in
+    /// (exit 130).
+    Interrupted,
 }
 
 /// The run's report (`-o json`: every step an object).
@@ -108,6 +111,10 @@ pub struct Request {
     pub dry_run: bool,
     /// The twin to preview on; `None`: `--no-preview`.
     pub preview: Option<twin::Options>,
+    /// `--force`: go on although the preview's verdict is `not recommended`.
+    pub force: bool,
+    /// `--abort`: the nodes whose relabel under way is ended (then `relabels` is empty).
+    pub aborts: Vec<String>,
 }
 
 /// The clients a run uses: one for every call, one without the client's retries for the
@@ -126,20 +133,24 @@ pub struct Sink<'a> {
     steps: Vec<StepReport>,
     on_step: &'a mut (dyn FnMut(&StepReport) + Send),
     progress: &'a mut (dyn FnMut(&str) + Send),
+    confirm: &'a mut (dyn FnMut(&str) -> Option<bool> + Send),
 }
 
 impl<'a> Sink<'a> {
-    /// A sink calling `on_step` with each step as it ends and `progress` with the twin's
-    /// progress lines.
+    /// A sink calling `on_step` with each step as it ends, `progress` with the twin's
+    /// progress lines, and `confirm` with a question when the preview's verdict is `not
+    /// recommended` (`Some(answer)`; `None` where no one can be asked: no terminal).
     pub fn new(
         on_step: &'a mut (dyn FnMut(&StepReport) + Send),
         progress: &'a mut (dyn FnMut(&str) + Send),
+        confirm: &'a mut (dyn FnMut(&str) -> Option<bool> + Send),
     ) -> Sink<'a> {
         Sink {
             started: Instant::now(),
             steps: Vec::new(),
             on_step,
             progress,
+            confirm,
         }
     }
 
@@ -468,17 +479,34 @@ async fn do_step(
         }
         StepKind::Relabel => {
             plan.record.step = StepKind::Relabel;
-            let mut labels = json!({LABEL_KEY: r.config.as_str()});
-            if let Some(t) = &r.vgpu_type {
-                labels[VGPU_CONFIG_LABEL] = json!(t);
-            }
+            let (labels, done) = match &plan.restore {
+                // An abort: the labels as they were; `null` removes one that was absent.
+                Some(back) => (
+                    json!({LABEL_KEY: back.label, VGPU_CONFIG_LABEL: back.vgpu}),
+                    format!("labels put back: {}", super::restore_text(back)),
+                ),
+                None => {
+                    let mut labels = json!({LABEL_KEY: r.config.as_str()});
+                    if let Some(t) = &r.vgpu_type {
+                        labels[VGPU_CONFIG_LABEL] = json!(t);
+                    }
+                    (labels, format!("labelled {LABEL_KEY}={}", r.config))
+                }
+            };
             let mut patch = record_patch(&plan.record);
             patch["metadata"]["labels"] = labels;
             patch_node(client, &r.node, "label", patch).await?;
-            Ok(Ok(format!("labelled {LABEL_KEY}={}", r.config)))
+            Ok(Ok(done))
         }
         StepKind::Operands => {
             let why = wait_for(timeout, async || operands_now(client, &r).await).await?;
+            let why =
+                why.map(
+                    |w| match super::known_fault(&plan.record, r.config, &w, &plan.kept) {
+                        Some(fault) => format!("{w}; {fault}"),
+                        None => w,
+                    },
+                );
             let done = format!(
                 "{} Ready; no {} pod",
                 operand::needed(r.config).join(", "),
@@ -513,6 +541,12 @@ pub async fn run_node(
 ) -> Result<std::result::Result<(), String>> {
     let node = plan.relabel.node.clone();
     let steps = plan.steps.clone();
+    if plan.write_record {
+        // An abort starting: the record says so before anything changes, so that an
+        // interrupted abort resumes as one.
+        patch_node(&clients.api, &node, "annotate", record_patch(&plan.record)).await?;
+        plan.write_record = false;
+    }
     for s in &steps {
         let from = Instant::now();
         if s.status != Status::Planned {
@@ -531,7 +565,9 @@ pub async fn run_node(
                 return Ok(Err(format!(
                     "relabel {}: step {msg}. The node stays cordoned (gpuwl uncordons only once the new \
                      operands are Ready and the new name advertised); run the same command again to go on \
-                     waiting, it resumes from the record in annotation {STATE_ANNOTATION}",
+                     waiting, it resumes from the record in annotation {STATE_ANNOTATION}; or end it, the \
+                     labels put back: gpuwl relabel {} --abort",
+                    esc(&node),
                     esc(&node)
                 )));
             }
@@ -584,23 +620,44 @@ pub fn seconds(d: Duration) -> String {
     }
 }
 
-/// Runs the relabels of `req`: reads every node first and decides (a refusal or a
-/// relabel of another target under way stops the run before any change); `--dry-run`
-/// reports the plan; else the preview on a twin (fresh relabels only: a resumed one is
-/// applied already), then each node's steps in turn. Every step goes to `sink` as it ends.
+/// Runs the relabels of `req`: reads every node first and decides (a refusal — holders
+/// without a flag, a relabel that could never complete, another one under way — stops the
+/// run before any change); `--dry-run` reports the plan; else the preview on a twin (fresh
+/// relabels only: a resumed one is applied already), whose `not recommended` stops the run
+/// unless `--force` or a yes at the terminal; then each node's steps in turn, one node
+/// after another, stopping at the first that does not complete (the rest untouched). With
+/// `--abort` ([`Request::aborts`]) each node's relabel under way is ended instead. Every
+/// step goes to `sink` as it ends. SIGINT or SIGTERM stops the run between calls: the
+/// report ([`Outcome::Interrupted`]) says what state the node is in.
 ///
 /// Errors: [`Error::Input`] for an unknown node or a `--stop-vm` that names no VM on the
 /// nodes; the twin's and the API's errors.
 pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result<Report> {
     let client = &clients.api;
-    let (plans, stopped) = decide_all(client, req, &mut sink).await?;
+    let (plans, stopped) = if req.aborts.is_empty() {
+        decide_all(client, req, &mut sink).await?
+    } else {
+        decide_aborts(client, req, &mut sink).await?
+    };
     if let Some(message) = stopped {
         return Ok(sink.report(Outcome::Refused, &req.relabels, None, Some(message)));
     }
     if plans.is_empty() {
         return Ok(sink.report(Outcome::NothingToDo, &req.relabels, None, None));
     }
-    let verdict = preview(client, req, &plans, &mut sink).await?;
+    let verdict = if req.aborts.is_empty() {
+        // The twin handles a signal itself (it is deleted) and answers Interrupted.
+        match preview(client, req, &plans, &mut sink).await {
+            Err(Error::Interrupted(m)) => {
+                return Err(Error::Interrupted(format!(
+                    "relabel: {m}; nothing was changed on the cluster"
+                )));
+            }
+            v => v?,
+        }
+    } else {
+        None
+    };
     if req.dry_run {
         for p in &plans {
             for s in &p.steps {
@@ -610,11 +667,16 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
         }
         return Ok(sink.report(Outcome::Planned, &req.relabels, verdict, None));
     }
+    if let Some(v) = &verdict
+        && let Some(message) = gate(v, req.force, &mut sink)
+    {
+        return Ok(sink.report(Outcome::Refused, &req.relabels, verdict, Some(message)));
+    }
     let mut done = Vec::new();
     // A resumed relabel started in an earlier run: its length is counted from there too.
     let first_started = plans
         .iter()
-        .filter(|p| p.resuming)
+        .filter(|p| p.resuming && p.restore.is_none())
         .filter_map(|p| {
             p.record
                 .started
@@ -623,15 +685,35 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
         })
         .min();
     for mut plan in plans {
-        if let Err(message) = run_node(clients, &mut plan, req.timeout, &mut sink).await? {
+        let node = plan.relabel.node.clone();
+        let outcome = tokio::select! {
+            o = run_node(clients, &mut plan, req.timeout, &mut sink) => o?,
+            sig = crate::signals::received() => {
+                let message = interrupted_message(&node, sig, &done);
+                return Ok(sink.report(Outcome::Interrupted, &req.relabels, verdict, Some(message)));
+            }
+        };
+        if let Err(message) = outcome {
             return Ok(sink.report(Outcome::TimedOut, &req.relabels, verdict, Some(message)));
         }
-        done.push(format!(
-            "{} {} → {}",
-            esc(&plan.relabel.node),
-            plan.record.from.as_deref().map_or("(none)".into(), esc),
-            plan.relabel.config
-        ));
+        done.push(match &plan.restore {
+            Some(back) => format!(
+                "{} back to {} (the relabel to {} aborted)",
+                esc(&node),
+                super::restore_text(back),
+                esc(&plan.record.to)
+            ),
+            None => format!(
+                "{} {} → {}",
+                esc(&node),
+                plan.record.from.as_deref().map_or("(none)".into(), esc),
+                plan.relabel.config
+            ),
+        });
+    }
+    if !req.aborts.is_empty() {
+        let message = format!("aborted: {}", done.join(", "));
+        return Ok(sink.report(Outcome::Done, &req.relabels, verdict, Some(message)));
     }
     let since_first = first_started.map(|t| {
         let secs = k8s_openapi::jiff::Timestamp::now()
@@ -642,6 +724,102 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
     });
     let message = done_message(&done, sink.started.elapsed(), since_first);
     Ok(sink.report(Outcome::Done, &req.relabels, verdict, Some(message)))
+}
+
+/// The preview's verdict as a gate: `None` to go on; the refusal's message when it is `not
+/// recommended` and neither `--force` nor a yes at the terminal lets it through.
+fn gate(v: &Verdict, force: bool, sink: &mut Sink<'_>) -> Option<String> {
+    if force || v.recommendation != twin::Recommendation::NotRecommended {
+        return None;
+    }
+    let question = format!("The preview says: {}. Go on?", v.summary);
+    match (sink.confirm)(&question) {
+        Some(true) => None,
+        answer => {
+            let from = Instant::now();
+            let why = if answer.is_none() {
+                "no terminal to ask"
+            } else {
+                "not confirmed"
+            };
+            let message = format!(
+                "refused, nothing was changed: the preview's verdict is {} ({why}); go on with \
+                 --force",
+                v.summary
+            );
+            sink.emit(
+                None,
+                StepKind::Preview,
+                Status::Refused,
+                from,
+                message.clone(),
+            );
+            Some(message)
+        }
+    }
+}
+
+/// What an interrupted run leaves: the node under way (cordoned, the record on it) and
+/// how to go on or back; the nodes done before it are done.
+fn interrupted_message(node: &str, sig: &str, done: &[String]) -> String {
+    let before = if done.is_empty() {
+        String::new()
+    } else {
+        format!(" (done before it: {})", done.join(", "))
+    };
+    let node = esc(node);
+    format!(
+        "relabel {node}: {sig} stopped the run{before}; the node is left as the last step \
+         completed left it (cordoned if the cordon ran, the record in annotation \
+         {STATE_ANNOTATION}): run the same command again to resume, or end it, the labels \
+         put back: gpuwl relabel {node} --abort"
+    )
+}
+
+/// Reads every node named by `--abort` and decides ([`super::decide_abort`]): the labels
+/// to put back come from the node's record, the workload they give from gpuwl's model of
+/// the operator, and the names expected then from its model of the device plugins.
+async fn decide_aborts(
+    client: &Client,
+    req: &Request,
+    sink: &mut Sink<'_>,
+) -> Result<(Vec<NodePlan>, Option<String>)> {
+    let policy = clusterpolicy::from_cluster(client).await;
+    let mut plans = Vec::new();
+    let mut stopped = None;
+    for name in &req.aborts {
+        let from = Instant::now();
+        let (info, obs) = observe(client, name).await?;
+        let (back, vgpu) = match &obs.record {
+            Some(Ok(rec)) => (rec.from.clone(), rec.from_vgpu.clone()),
+            _ => (None, None),
+        };
+        let mut restored = info.clone();
+        match &back {
+            Some(v) => restored.labels.insert(LABEL_KEY.to_string(), v.clone()),
+            None => restored.labels.remove(LABEL_KEY),
+        };
+        let config =
+            crate::model::operator::effective_workload(&restored, policy.policy()).workload;
+        let r = Relabel {
+            node: name.clone(),
+            config,
+            vgpu_type: vgpu,
+        };
+        let fresh = super::expectation(&info, &r, policy.policy());
+        let node = Some(name.as_str());
+        match super::decide_abort(name, &obs, config, &fresh, &req.how) {
+            Decision::NothingToDo(m) => {
+                sink.emit(node, StepKind::Relabel, Status::AlreadyDone, from, m);
+            }
+            Decision::Stop(step, m) => {
+                stopped.get_or_insert(format!("relabel {} --abort: {m}", esc(name)));
+                sink.emit(node, step, Status::Refused, from, m);
+            }
+            Decision::Go(p) => plans.push(*p),
+        }
+    }
+    Ok((plans, stopped))
 }
 
 /// Reads and decides every node. Returns the plans to carry out, and the message of the
@@ -663,7 +841,8 @@ async fn decide_all(
         resuming |= obs.record.is_some();
         holders.extend(obs.holders.iter().cloned());
         let fresh = super::expectation(&info, r, policy.policy());
-        decisions.push((from, super::decide(r, &obs, &fresh, &req.how, &now)));
+        let cannot = super::cannot_finish(&info, r, &policy, obs.record.is_none());
+        decisions.push((from, super::decide(r, &obs, &fresh, cannot, &req.how, &now)));
     }
     // A resumed run may have stopped the VMs it names already: only a fresh one checks.
     let problems = super::stop_vm_problems(&req.how, &holders);

@@ -24,10 +24,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::{Deserialize, Serialize};
 
 use crate::model::node::NodeInfo;
-use crate::model::operand::{OperandHealth, OperandPod, needed, plugin_of};
-use crate::model::operator::ClusterPolicy;
+use crate::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
+use crate::model::operator::{
+    self, ClusterPolicy, OperatorScope, POLICY_COMPONENTS, PolicyStatus, VGPU_HOST_DRIVER_LABEL,
+};
 use crate::model::pod;
-use crate::model::workload::WorkloadConfig;
+use crate::model::resource::classify;
+use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use crate::render::esc;
 use crate::text;
 use crate::twin::{Relabel, predict};
@@ -127,6 +130,12 @@ pub struct Record {
     /// When the relabel started (RFC 3339, UTC).
     #[serde(default)]
     pub started: String,
+    /// `nvidia.com/vgpu.config` before (`None`: absent), restored by `--abort`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from_vgpu: Option<String>,
+    /// `--abort` is under way: the labels go back to `from`/`from_vgpu`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
 }
 
 impl Record {
@@ -147,9 +156,9 @@ impl Record {
         serde_json::to_string(self).unwrap_or_default()
     }
 
-    /// Whether it records a relabel to what `r` asks for.
+    /// Whether it records a relabel to what `r` asks for (not an abort of one).
     pub fn is_for(&self, r: &Relabel) -> bool {
-        self.to == r.config.as_str() && self.vgpu_type == r.vgpu_type
+        !self.abort && self.to == r.config.as_str() && self.vgpu_type == r.vgpu_type
     }
 }
 
@@ -316,10 +325,20 @@ pub struct Planned {
     pub detail: String,
 }
 
+/// The labels an `--abort` puts back (from the [`Record`]): `None` removes the label.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Restore {
+    /// `nvidia.com/gpu.workload.config` as it was.
+    pub label: Option<String>,
+    /// `nvidia.com/vgpu.config` as it was.
+    pub vgpu: Option<String>,
+}
+
 /// A node's plan: everything a run needs to carry the relabel out.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePlan {
-    /// The relabel.
+    /// The relabel (for an abort: the workload the restored labels give the node, whose
+    /// operands and names are waited for).
     pub relabel: Relabel,
     /// The record to keep on the node (the one found when resuming).
     pub record: Record,
@@ -327,8 +346,150 @@ pub struct NodePlan {
     pub resuming: bool,
     /// What happens to each holder.
     pub actions: Vec<(Holder, HolderAction)>,
+    /// The holders that keep their GPU: every name they hold is one the node serves under
+    /// the target config ([`keeps`]).
+    pub kept: Vec<Holder>,
+    /// `--abort`: the labels to put back instead of the relabel's.
+    pub restore: Option<Restore>,
+    /// Whether the record must be written before the first step (an abort starting: the
+    /// record says so, so that an interrupted abort resumes as one).
+    pub write_record: bool,
     /// The steps after the preview.
     pub steps: Vec<Planned>,
+}
+
+/// Whether holder `h` keeps its GPU when the node becomes `config`: every name it holds is
+/// one the node advertises afterwards (`expect`, by gpuwl's model of the operator and its
+/// plugins), or, where the model cannot tell (`expect` empty), of the class `config`
+/// serves ([`crate::model::resource::ResourceClass::workload`]). Relabelling a node back
+/// to the config that serves what its holders hold is the way back, never a disruption.
+pub fn keeps(h: &Holder, config: WorkloadConfig, expect: &BTreeMap<String, u64>) -> bool {
+    h.resources.keys().all(|name| {
+        if expect.is_empty() {
+            classify(name).workload() == Some(config)
+        } else {
+            expect.contains_key(name)
+        }
+    })
+}
+
+/// Why relabelling `node` as `r` could never complete, decided by the same model of the
+/// GPU Operator as `check --effective` ([`operator::effective_workload`],
+/// [`operator::operands`], [`ClusterPolicy::operand_enabled`]), so that a run refuses
+/// before it cordons or evicts anything; `None` when nothing stands in the way.
+///
+/// In order: no GPU Operator (`policy.status` `absent-crd` or `no-object`: nothing swaps
+/// the operands); the node is no GPU node to the operator, or has
+/// `nvidia.com/gpu.deploy.operands=false`; the operator would not follow the label
+/// (sandbox workloads disabled: NVIDIA/gpu-operator `controllers/state_manager.go`,
+/// `getWorkloadConfig`); the target's device plugin not deployed (the ClusterPolicy's
+/// `spec.<component>.enabled`, or the node's `nvidia.com/gpu.deploy.<plugin>=false`);
+/// `vm-vgpu` with no vGPU manager (disabled in the policy and no host driver label); and,
+/// for a fresh relabel (`fresh`), a target the operator applies to the node already (the
+/// label changes nothing it deploys). A policy that could not be read decides nothing
+/// beyond the node's own labels.
+pub fn cannot_finish(
+    node: &NodeInfo,
+    r: &Relabel,
+    policy: &PolicyStatus,
+    fresh: bool,
+) -> Option<String> {
+    let name = esc(&r.node);
+    if matches!(policy.status, "absent-crd" | "no-object") {
+        return Some(format!(
+            "no GPU Operator in the cluster (no ClusterPolicy: {}): nothing deploys the \
+             operands of a node's new workload config, so {name} would never advertise a \
+             {} name; install the GPU Operator with sandbox workloads enabled first",
+            policy.status, r.config
+        ));
+    }
+    let cp = policy.policy();
+    let after = predict::relabelled(node, r.config, r.vgpu_type.as_deref());
+    let eff = operator::effective_workload(&after, cp);
+    match eff.scope {
+        OperatorScope::NoGpu => {
+            return Some(format!(
+                "{name} is not a GPU node to the GPU Operator (no NFD label of an NVIDIA GPU \
+                 and no GPU name advertised): it never reads the node's workload label"
+            ));
+        }
+        OperatorScope::OperandsDisabled => {
+            return Some(format!(
+                "{name} has nvidia.com/gpu.deploy.operands=false: the GPU Operator deploys no \
+                 operand there whatever the label says; remove that label first: kubectl \
+                 label node {name} nvidia.com/gpu.deploy.operands-"
+            ));
+        }
+        OperatorScope::Operands => {}
+    }
+    let cp = cp?;
+    if eff.workload != r.config {
+        let why = if cp.sandbox_enabled {
+            format!("it applies {} there", eff.workload)
+        } else {
+            format!(
+                "ClusterPolicy {} has {ENABLE_FLAG}=false, so it does not read the label and \
+                 keeps the container operands (check --effective: label-ignored); enable \
+                 sandbox workloads first (cluster-wide: every labelled node changes)",
+                esc(&cp.name)
+            )
+        };
+        return Some(format!(
+            "the GPU Operator would not follow {LABEL_KEY}={} on {name}: {why}",
+            r.config
+        ));
+    }
+    let plugin = operand::plugin_of(r.config);
+    if !cp.operand_enabled(plugin) {
+        let key = POLICY_COMPONENTS
+            .iter()
+            .find(|(op, _, _)| *op == plugin)
+            .map_or(plugin, |(_, k, _)| k);
+        return Some(format!(
+            "ClusterPolicy {} does not deploy the {plugin} (spec.{key}.enabled is false, or \
+             unset where the CRD's default is off), so a {} node never gets one and never \
+             advertises its GPUs; enable it first: kubectl patch clusterpolicy {} --type \
+             merge -p '{{\"spec\":{{\"{key}\":{{\"enabled\":true}}}}}}'",
+            esc(&cp.name),
+            r.config,
+            esc(&cp.name)
+        ));
+    }
+    if !operator::operands(&after, &eff).contains(&plugin) {
+        return Some(format!(
+            "{name} has nvidia.com/gpu.deploy.{plugin}=false: the GPU Operator keeps that \
+             value, so the {plugin} never runs there; set it to true first: kubectl label \
+             node {name} nvidia.com/gpu.deploy.{plugin}=true --overwrite"
+        ));
+    }
+    if r.config == WorkloadConfig::VmVgpu
+        && !cp.operand_enabled("vgpu-manager")
+        && node.label(VGPU_HOST_DRIVER_LABEL).is_none()
+    {
+        return Some(format!(
+            "ClusterPolicy {} does not deploy the vGPU manager (spec.vgpuManager.enabled is \
+             false or unset) and {name} shows no vGPU host driver ({VGPU_HOST_DRIVER_LABEL}): \
+             no vGPU type would be created there; enable the vGPU manager first",
+            esc(&cp.name)
+        ));
+    }
+    if fresh {
+        let now = operator::effective_workload(node, Some(cp));
+        if now.applied() == Some(r.config) && node.label(LABEL_KEY) != Some(r.config.as_str()) {
+            return Some(format!(
+                "the GPU Operator applies {} to {name} already ({}): the label changes \
+                 nothing it deploys, so there is nothing to cordon or wait for; make the \
+                 label say so alone: {}",
+                r.config,
+                match node.label(LABEL_KEY) {
+                    None => format!("no {LABEL_KEY} label: ClusterPolicy's defaultWorkload"),
+                    Some(v) => format!("{LABEL_KEY}={} is not a valid value", esc(v)),
+                },
+                esc(&r.command())
+            ));
+        }
+    }
+    None
 }
 
 /// What a run does with a node.
@@ -344,27 +505,20 @@ pub enum Decision {
 }
 
 /// Decides what a run does with the node `r` relabels, from what it observed there, the
-/// expectation worked out now (used unless a record carries its own) and the user's
-/// flags; `now` stamps a new record.
+/// expectation worked out now (used unless a record carries its own), why the relabel
+/// could never complete (`cannot`, [`cannot_finish`]; `None` when nothing stands in the
+/// way) and the user's flags; `now` stamps a new record.
 pub fn decide(
     r: &Relabel,
     obs: &Observed,
     fresh: &Expect,
+    cannot: Option<String>,
     how: &Disruption,
     now: &str,
 ) -> Decision {
     let node = esc(&r.node);
     let found = match &obs.record {
-        Some(Err(why)) => {
-            return Decision::Stop(
-                StepKind::Relabel,
-                format!(
-                    "{}; remove it (kubectl annotate node {node} {STATE_ANNOTATION}-) and check \
-                 the node's cordon yourself",
-                    esc(why)
-                ),
-            );
-        }
+        Some(Err(why)) => return Decision::Stop(StepKind::Relabel, bad_record(&node, why)),
         Some(Ok(rec)) if !rec.is_for(r) => {
             return Decision::Stop(StepKind::Relabel, under_way(&node, rec));
         }
@@ -377,17 +531,24 @@ pub fn decide(
         }
         None => None,
     };
-    let mut actions = Vec::new();
-    let mut uncovered = Vec::new();
-    for h in &obs.holders {
-        match holder_action(h, how) {
-            Some(a) => actions.push((h.clone(), a)),
-            None => uncovered.push(h.describe()),
-        }
+    if let Some(why) = cannot {
+        // The reason ends with the command that removes the obstacle, if any: nothing is
+        // said after it.
+        let left = if found.is_some() {
+            "the node stays as the earlier run left it (end that relabel with --abort)"
+        } else {
+            "nothing was changed"
+        };
+        return Decision::Stop(
+            StepKind::Relabel,
+            format!("refused, {left}: the relabel could never complete: {why}"),
+        );
     }
-    if !uncovered.is_empty() {
-        return Decision::Stop(StepKind::Holders, refusal(r, &uncovered));
-    }
+    let expect = found.as_ref().map_or(&fresh.names, |rec| &rec.expect);
+    let (actions, kept) = match holder_plan(r, obs, expect, how) {
+        Ok(p) => p,
+        Err(why) => return Decision::Stop(StepKind::Holders, why),
+    };
     let resuming = found.is_some();
     let record = found.unwrap_or_else(|| Record {
         from: obs.label.clone(),
@@ -398,41 +559,158 @@ pub fn decide(
         expect: fresh.names.clone(),
         old: fresh.old.clone(),
         started: now.to_string(),
+        from_vgpu: obs.vgpu_type.clone(),
+        abort: false,
     });
-    let steps = plan_steps(r, obs, &record, resuming, &actions);
+    let steps = plan_steps(r, obs, &record, resuming, &actions, &kept, None);
     Decision::Go(Box::new(NodePlan {
         relabel: r.clone(),
         record,
         resuming,
         actions,
+        kept,
+        restore: None,
+        write_record: false,
         steps,
     }))
 }
 
-/// The message of a node with another relabel under way.
+/// What [`holder_plan`] decides: the action for each holder that would lose its GPU, and
+/// the holders that keep it.
+type HolderPlan = (Vec<(Holder, HolderAction)>, Vec<Holder>);
+
+/// The holders of `obs` split into what the user's flags do with those that would lose
+/// their GPU and those that keep it ([`keeps`]); `Err` with the refusal when some would
+/// lose it and no flag says what to do with them.
+fn holder_plan(
+    r: &Relabel,
+    obs: &Observed,
+    expect: &BTreeMap<String, u64>,
+    how: &Disruption,
+) -> std::result::Result<HolderPlan, String> {
+    let mut actions = Vec::new();
+    let mut kept = Vec::new();
+    let mut uncovered = Vec::new();
+    for h in &obs.holders {
+        if keeps(h, r.config, expect) {
+            kept.push(h.clone());
+            continue;
+        }
+        match holder_action(h, how) {
+            Some(a) => actions.push((h.clone(), a)),
+            None => uncovered.push(h.describe()),
+        }
+    }
+    if uncovered.is_empty() {
+        Ok((actions, kept))
+    } else {
+        Err(refusal(r, obs, &uncovered))
+    }
+}
+
+/// The message of an annotation that is not gpuwl's record.
+fn bad_record(node: &str, why: &str) -> String {
+    format!(
+        "{}; remove it (kubectl annotate node {node} {STATE_ANNOTATION}-) and check the \
+         node's cordon yourself",
+        esc(why)
+    )
+}
+
+/// Decides what `gpuwl relabel NODE --abort` does: ends the relabel the node's record
+/// holds by putting back the labels it had before (`from`, `from_vgpu`), waiting for the
+/// operands and names of the workload those give (`back`: the config the restored labels
+/// make effective, and `fresh` the names gpuwl's model expects then), and uncordoning only
+/// a node the relabel cordoned; then the record goes. The record is first marked as an
+/// abort, so an interrupted abort resumes as one (`--abort` again). No record: nothing to
+/// do. Holders that would lose their GPU on the way back need a flag, as for a relabel.
+pub fn decide_abort(
+    node: &str,
+    obs: &Observed,
+    back: WorkloadConfig,
+    fresh: &Expect,
+    how: &Disruption,
+) -> Decision {
+    let name = esc(node);
+    let rec = match &obs.record {
+        None => {
+            return Decision::NothingToDo(
+                "no relabel of gpuwl is under way on the node: nothing to abort".into(),
+            );
+        }
+        Some(Err(why)) => return Decision::Stop(StepKind::Relabel, bad_record(&name, why)),
+        Some(Ok(rec)) => rec,
+    };
+    let r = Relabel {
+        node: node.to_string(),
+        config: back,
+        vgpu_type: None,
+    };
+    let (actions, kept) = match holder_plan(&r, obs, &fresh.names, how) {
+        Ok(p) => p,
+        Err(why) => return Decision::Stop(StepKind::Holders, why),
+    };
+    let restore = Restore {
+        label: rec.from.clone(),
+        vgpu: rec.from_vgpu.clone(),
+    };
+    let mut record = rec.clone();
+    let write_record = !record.abort;
+    if !record.abort {
+        record.abort = true;
+        record.expect = fresh.names.clone();
+        record.old = fresh.old.clone();
+    }
+    let steps = plan_steps(&r, obs, &record, true, &actions, &kept, Some(&restore));
+    Decision::Go(Box::new(NodePlan {
+        relabel: r,
+        record,
+        resuming: true,
+        actions,
+        kept,
+        restore: Some(restore),
+        write_record,
+        steps,
+    }))
+}
+
+/// The message of a node with another relabel (or an abort) under way.
 fn under_way(node: &str, rec: &Record) -> String {
     let to = match &rec.vgpu_type {
         Some(t) => format!("{}:{}", esc(&rec.to), esc(t)),
         None => esc(&rec.to),
     };
+    if rec.abort {
+        return format!(
+            "an abort of the relabel to {to} is under way (started {}); finish it: gpuwl \
+             relabel {node} --abort",
+            esc(&rec.started)
+        );
+    }
     format!(
-        "a relabel to {to} is under way (started {}, last step {}): finish it with \
-         `gpuwl relabel {node}={to}`, or end it by hand (kubectl annotate node {node} \
-         {STATE_ANNOTATION}-; uncordon it once its operands run)",
+        "a relabel to {to} is under way (started {}, last step {}); finish it first: gpuwl \
+         relabel {node}={to}; or end it, its labels put back and the node uncordoned if \
+         gpuwl cordoned it: gpuwl relabel {node} --abort",
         esc(&rec.started),
         rec.step.as_str()
     )
 }
 
 /// The message of a refused relabel: the holders and the flags that say what to do.
-fn refusal(r: &Relabel, uncovered: &[String]) -> String {
+fn refusal(r: &Relabel, obs: &Observed, uncovered: &[String]) -> String {
+    // A vGPU type change on a node that is vm-vgpu already says what changes.
+    let becomes = match &r.vgpu_type {
+        Some(t) if obs.label.as_deref() == Some(r.config.as_str()) => {
+            format!("the node's vGPU config becomes {}", esc(t))
+        }
+        _ => format!("the node becomes {}", r.config),
+    };
     format!(
-        "refused: {} running pod(s) hold a GPU there and would lose it when the node \
-         becomes {}: {}; say what to do with them: --evict (evict the pods; a VM's \
-         virt-launcher pod by KubeVirt's eviction strategy), --stop-vm NS/NAME (stop a \
-         KubeVirt VM), or --allow-disruption (leave them running without their GPU)",
+        "refused: {} running pod(s) hold a GPU there and would lose it when {becomes}: {}; \
+         say what to do with them: --evict (evict the pods; a VM's virt-launcher pod by \
+         KubeVirt's eviction strategy), --stop-vm NS/NAME (stop a KubeVirt VM), or \
+         --allow-disruption (leave them running without their GPU)",
         uncovered.len(),
-        r.config,
         uncovered.join(", ")
     )
 }
@@ -444,13 +722,21 @@ fn plan_steps(
     rec: &Record,
     resuming: bool,
     actions: &[(Holder, HolderAction)],
+    kept: &[Holder],
+    restore: Option<&Restore>,
 ) -> Vec<Planned> {
     let p = |step, status, detail: String| Planned {
         step,
         status,
         detail,
     };
-    let cordon = if obs.unschedulable {
+    let cordon = if restore.is_some() && !obs.unschedulable {
+        p(
+            StepKind::Cordon,
+            Status::Skipped,
+            "not cordoned: an abort cordons nothing".into(),
+        )
+    } else if obs.unschedulable {
         let by = match (rec.cordoned, resuming) {
             (true, true) => format!(
                 "by this relabel, started {}; resuming after step {}",
@@ -468,23 +754,45 @@ fn plan_steps(
     } else {
         p(StepKind::Cordon, Status::Planned, "cordon".into())
     };
-    let holders = if actions.is_empty() {
-        p(
+    let keeping = kept_detail(kept, r.config);
+    let holders = match (actions.is_empty(), keeping) {
+        (true, None) => p(
             StepKind::Holders,
             Status::AlreadyDone,
             "no pod holds a GPU on the node".into(),
-        )
-    } else {
-        p(StepKind::Holders, Status::Planned, holders_detail(actions))
+        ),
+        (true, Some(k)) => p(StepKind::Holders, Status::AlreadyDone, k),
+        (false, None) => p(StepKind::Holders, Status::Planned, holders_detail(actions)),
+        (false, Some(k)) => p(
+            StepKind::Holders,
+            Status::Planned,
+            format!("{}; {k}", holders_detail(actions)),
+        ),
     };
-    let relabel = if obs.labelled_as(r) {
-        p(
+    let relabel = match restore {
+        Some(back) if obs.label == back.label && obs.vgpu_type == back.vgpu => p(
+            StepKind::Relabel,
+            Status::AlreadyDone,
+            format!(
+                "labels as before the relabel already ({})",
+                restore_text(back)
+            ),
+        ),
+        Some(back) => p(
+            StepKind::Relabel,
+            Status::Planned,
+            format!(
+                "put the labels back: {} → {}",
+                obs.label.as_deref().map_or("(none)".into(), esc),
+                restore_text(back)
+            ),
+        ),
+        None if obs.labelled_as(r) => p(
             StepKind::Relabel,
             Status::AlreadyDone,
             format!("labelled {} already", r.config),
-        )
-    } else {
-        p(StepKind::Relabel, Status::Planned, relabel_detail(r, obs))
+        ),
+        None => p(StepKind::Relabel, Status::Planned, relabel_detail(r, obs)),
     };
     let operands = p(
         StepKind::Operands,
@@ -510,6 +818,36 @@ fn plan_steps(
         )
     };
     vec![cordon, holders, relabel, operands, advertised, uncordon]
+}
+
+/// `gpu-vm/vmi-passthrough keeps nvidia.com/GA102GL_A10 (served as vm-passthrough)`, or
+/// `None` when no holder keeps its GPU.
+fn kept_detail(kept: &[Holder], config: WorkloadConfig) -> Option<String> {
+    (!kept.is_empty()).then(|| {
+        let each: Vec<String> = kept
+            .iter()
+            .map(|h| {
+                let names: Vec<String> = h.resources.keys().map(|k| esc(k)).collect();
+                format!("{} keeps {}", esc(&h.pod), names.join(", "))
+            })
+            .collect();
+        format!(
+            "{} (the node serves it as {config}: left running)",
+            each.join("; ")
+        )
+    })
+}
+
+/// `nvidia.com/gpu.workload.config=vm-passthrough` (or `no …`), with the vGPU config.
+fn restore_text(back: &Restore) -> String {
+    let mut t = match &back.label {
+        Some(l) => format!("{LABEL_KEY}={}", esc(l)),
+        None => format!("no {LABEL_KEY} label"),
+    };
+    if let Some(v) = &back.vgpu {
+        t.push_str(&format!(", nvidia.com/vgpu.config={}", esc(v)));
+    }
+    t
 }
 
 /// What happens to the holders, one phrase each.
@@ -700,3 +1038,50 @@ pub fn stop_vm_problems(how: &Disruption, holders: &[Holder]) -> Vec<String> {
 
 #[cfg(test)]
 mod tests;
+
+/// A stuck relabel that matches a GPU Operator fault reported in the field, named with its
+/// way out; `None` when the wait (`why`, from [`operands_state`]) matches none. `rec` is
+/// the node's record, `to` the target, `kept` the holders left on the node.
+///
+/// - vm-passthrough → vm-vgpu with the sandbox device plugin (or validator) never
+///   deployed: NVIDIA/gpu-operator#2272 (open; NVIDIA/gpu-operator#2857 describes the vGPU
+///   device manager switching the sandbox validator off while it reconfigures, and a
+///   restart in between leaving it off). The report's way out sets
+///   `nvidia.com/gpu.deploy.sandbox-validator` and `…vgpu-device-manager` to `false`, then
+///   back to `true`.
+/// - the sandbox device plugin not starting (missing, not ready or crash-looping) while a
+///   VM kept on the node holds a GPU: NVIDIA/gpu-operator#1187 reports the sandbox device
+///   plugin and validator failing to start again once a VM holds a passed-through GPU;
+///   stopping or moving the VM is the way out gpuwl names.
+pub fn known_fault(rec: &Record, to: WorkloadConfig, why: &str, kept: &[Holder]) -> Option<String> {
+    let plugin = plugin_of(to);
+    let plugin_missing = why.contains(&format!("no {plugin} pod on the node"));
+    let plugin_failing = why.contains(&format!("{plugin} pod "))
+        && (why.contains(OperandHealth::NotReady.as_str())
+            || why.contains(OperandHealth::CrashLooping.as_str()));
+    if to == WorkloadConfig::VmVgpu
+        && rec.from.as_deref() == Some(WorkloadConfig::VmPassthrough.as_str())
+        && (plugin_missing || why.contains("no sandbox-validator pod"))
+    {
+        return Some(
+            "this is a known GPU Operator fault after vm-passthrough → vm-vgpu \
+             (NVIDIA/gpu-operator#2272: the sandbox device plugin and validator are never \
+             deployed); its reported way out turns the validator and the vGPU device manager \
+             off and on again: set nvidia.com/gpu.deploy.sandbox-validator and \
+             nvidia.com/gpu.deploy.vgpu-device-manager to false on the node, wait until \
+             their pods are gone, then set both to true"
+                .to_string(),
+        );
+    }
+    let vms: Vec<String> = kept.iter().filter_map(Holder::vm).collect();
+    if to != WorkloadConfig::Container && (plugin_missing || plugin_failing) && !vms.is_empty() {
+        return Some(format!(
+            "this matches a known GPU Operator fault (NVIDIA/gpu-operator#1187: the sandbox \
+             device plugin and validator do not start while a VM holds a passed-through GPU \
+             on the node): the VM(s) kept on the node, {}, may have to be stopped or moved \
+             before the plugin starts",
+            vms.join(", ")
+        ));
+    }
+    None
+}

@@ -1,7 +1,8 @@
 //! The relabel's planning and its wait conditions, without a cluster.
 
 use super::*;
-use crate::model::workload::LABEL_KEY;
+use crate::model::operator::{ClusterPolicy, PolicyStatus};
+use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 fn relabel(s: &str) -> Relabel {
     s.parse().unwrap()
@@ -41,6 +42,11 @@ fn expect() -> Expect {
     }
 }
 
+/// [`decide`] with nothing standing in the way of the relabel.
+fn decide_ok(r: &Relabel, obs: &Observed, fresh: &Expect, how: &Disruption, now: &str) -> Decision {
+    decide(r, obs, fresh, None, how, now)
+}
+
 fn go(d: Decision) -> NodePlan {
     match d {
         Decision::Go(p) => *p,
@@ -55,7 +61,7 @@ fn statuses(p: &NodePlan) -> Vec<(StepKind, Status)> {
 #[test]
 fn a_fresh_relabel_plans_every_step_and_records_that_it_cordons() {
     let r = relabel("lab-node-1=container");
-    let p = go(decide(
+    let p = go(decide_ok(
         &r,
         &passthrough_node(),
         &expect(),
@@ -96,7 +102,7 @@ fn holders_without_a_flag_are_refused_and_each_flag_covers_them() {
     let r = relabel("lab-node-1=container");
     let mut obs = passthrough_node();
     obs.holders = vec![pod_holder(), vmi_holder()];
-    let Decision::Stop(_, msg) = decide(&r, &obs, &expect(), &Disruption::default(), "t") else {
+    let Decision::Stop(_, msg) = decide_ok(&r, &obs, &expect(), &Disruption::default(), "t") else {
         panic!("not refused");
     };
     assert!(msg.starts_with("refused: 2 running pod(s)"), "{msg}");
@@ -114,7 +120,7 @@ fn holders_without_a_flag_are_refused_and_each_flag_covers_them() {
         stop_vms: vec!["gpu-vm/vm1".into()],
         ..Disruption::default()
     };
-    let Decision::Stop(_, msg) = decide(&r, &obs, &expect(), &stop, "t") else {
+    let Decision::Stop(_, msg) = decide_ok(&r, &obs, &expect(), &stop, "t") else {
         panic!("not refused");
     };
     assert!(
@@ -126,7 +132,7 @@ fn holders_without_a_flag_are_refused_and_each_flag_covers_them() {
         evict: true,
         ..stop.clone()
     };
-    let p = go(decide(&r, &obs, &expect(), &both, "t"));
+    let p = go(decide_ok(&r, &obs, &expect(), &both, "t"));
     assert_eq!(
         p.actions.iter().map(|(_, a)| a.clone()).collect::<Vec<_>>(),
         vec![
@@ -143,7 +149,7 @@ fn holders_without_a_flag_are_refused_and_each_flag_covers_them() {
         allow: true,
         ..Disruption::default()
     };
-    let p = go(decide(&r, &obs, &expect(), &allow, "t"));
+    let p = go(decide_ok(&r, &obs, &expect(), &allow, "t"));
     assert!(p.steps[1].detail.ends_with("(--allow-disruption)"));
     assert!(still_there(&p.actions, &obs.holders).is_empty());
     // A pod being deleted needs no flag: it is only waited for.
@@ -152,7 +158,13 @@ fn holders_without_a_flag_are_refused_and_each_flag_covers_them() {
         leaving: true,
         ..pod_holder()
     }];
-    let p = go(decide(&r, &leaving, &expect(), &Disruption::default(), "t"));
+    let p = go(decide_ok(
+        &r,
+        &leaving,
+        &expect(),
+        &Disruption::default(),
+        "t",
+    ));
     assert_eq!(p.actions[0].1, HolderAction::Wait);
 }
 
@@ -168,6 +180,8 @@ fn a_second_run_resumes_from_the_record_and_knows_it_cordoned() {
         expect: BTreeMap::from([("nvidia.com/gpu".into(), 2)]),
         old: vec!["nvidia.com/GA102GL_A10".into()],
         started: "t0".into(),
+        from_vgpu: None,
+        abort: false,
     };
     // The record survives the annotation's round trip.
     assert_eq!(Record::parse(&rec.to_json()).unwrap(), rec);
@@ -179,7 +193,7 @@ fn a_second_run_resumes_from_the_record_and_knows_it_cordoned() {
     };
     // Worked out again now, the expectation would differ (the node changed): the record's
     // is kept.
-    let p = go(decide(
+    let p = go(decide_ok(
         &r,
         &obs,
         &Expect::default(),
@@ -204,7 +218,7 @@ fn a_second_run_resumes_from_the_record_and_knows_it_cordoned() {
         "cordoned already (by this relabel, started t0; resuming after step relabel)"
     );
     // Another target while this one is under way: stopped, saying where it stands.
-    let Decision::Stop(_, msg) = decide(
+    let Decision::Stop(_, msg) = decide_ok(
         &relabel("lab-node-1=vm-vgpu"),
         &obs,
         &expect(),
@@ -215,8 +229,8 @@ fn a_second_run_resumes_from_the_record_and_knows_it_cordoned() {
     };
     assert!(
         msg.contains("a relabel to container is under way (started t0, last step relabel)")
-            && msg.contains("gpuwl relabel lab-node-1=container")
-            && msg.contains("kubectl annotate node lab-node-1 gpuwl.io/relabel-"),
+            && msg.contains("gpuwl relabel lab-node-1=container;")
+            && msg.ends_with("gpuwl relabel lab-node-1 --abort"),
         "{msg}"
     );
     // An annotation that is not a record: stopped.
@@ -225,7 +239,7 @@ fn a_second_run_resumes_from_the_record_and_knows_it_cordoned() {
         ..obs
     };
     assert!(matches!(
-        decide(&r, &bad, &expect(), &Disruption::default(), "t"),
+        decide_ok(&r, &bad, &expect(), &Disruption::default(), "t"),
         Decision::Stop(_, m) if m.contains("is not gpuwl's record")
     ));
 }
@@ -237,7 +251,7 @@ fn a_node_cordoned_before_is_left_cordoned_and_a_done_node_is_nothing_to_do() {
         unschedulable: true,
         ..passthrough_node()
     };
-    let p = go(decide(&r, &obs, &expect(), &Disruption::default(), "t"));
+    let p = go(decide_ok(&r, &obs, &expect(), &Disruption::default(), "t"));
     assert!(!p.record.cordoned);
     assert_eq!(p.steps[0].status, Status::AlreadyDone);
     assert!(p.steps[0].detail.contains("it stays cordoned"));
@@ -247,7 +261,7 @@ fn a_node_cordoned_before_is_left_cordoned_and_a_done_node_is_nothing_to_do() {
         ..Observed::default()
     };
     assert!(matches!(
-        decide(&r, &done, &expect(), &Disruption::default(), "t"),
+        decide_ok(&r, &done, &expect(), &Disruption::default(), "t"),
         Decision::NothingToDo(m) if m.contains("labelled container already")
     ));
     // vm-vgpu with another type than the node's is not done.
@@ -256,7 +270,7 @@ fn a_node_cordoned_before_is_left_cordoned_and_a_done_node_is_nothing_to_do() {
         vgpu_type: Some("A10-4Q".into()),
         ..Observed::default()
     };
-    let p = go(decide(
+    let p = go(decide_ok(
         &relabel("n=vm-vgpu:A10-12Q"),
         &vg,
         &Expect::default(),
@@ -418,5 +432,321 @@ fn a_resumed_relabel_is_timed_from_its_first_start() {
             Some(("2026-12-02T15:21:52Z".into(), Duration::from_secs(400)))
         ),
         "relabelled lab-node-1 vm-passthrough → container in 400 s since it started (2026-12-02T15:21:52Z; this run 1.3 s)"
+    );
+}
+
+/// A policy with sandbox workloads on and the given components set.
+fn policy(sandbox: bool, components: &[(&str, bool)]) -> PolicyStatus {
+    PolicyStatus {
+        status: "cluster",
+        policy: Some(ClusterPolicy {
+            name: "cluster-policy".into(),
+            sandbox_enabled: sandbox,
+            default_workload: WorkloadConfig::Container,
+            default_workload_raw: None,
+            mode: None,
+            vgpu_manager_enabled: None,
+            vgpu_default_config: None,
+            mig_default_config: None,
+            state: None,
+            components: components
+                .iter()
+                .map(|(k, v)| (k.to_string(), *v))
+                .collect(),
+        }),
+        note: None,
+    }
+}
+
+fn a10_node(label: Option<&str>) -> NodeInfo {
+    let mut n = node_with(&[("nvidia.com/GA102GL_A10", "2")]);
+    n.name = "lab-node-1".into();
+    if let Some(l) = label {
+        n.labels.insert(LABEL_KEY.into(), l.into());
+    }
+    n
+}
+
+const ALL_ON: [(&str, bool); 4] = [
+    ("sandbox-device-plugin", true),
+    ("vfio-manager", true),
+    ("vgpu-manager", true),
+    ("vgpu-device-manager", true),
+];
+
+#[test]
+fn a_relabel_that_could_never_complete_is_named_before_any_change() {
+    let n = a10_node(Some("vm-passthrough"));
+    let to_container = relabel("lab-node-1=container");
+    // All in place: nothing stands in the way.
+    assert_eq!(
+        cannot_finish(&n, &to_container, &policy(true, &ALL_ON), true),
+        None
+    );
+    // No GPU Operator.
+    let absent = PolicyStatus {
+        status: "absent-crd",
+        policy: None,
+        note: None,
+    };
+    let why = cannot_finish(&n, &to_container, &absent, true).unwrap();
+    assert!(
+        why.starts_with("no GPU Operator in the cluster (no ClusterPolicy: absent-crd)"),
+        "{why}"
+    );
+    // Sandbox workloads off: the operator ignores the label (check --effective's rule).
+    let why = cannot_finish(
+        &n,
+        &relabel("lab-node-1=vm-vgpu"),
+        &policy(false, &ALL_ON),
+        true,
+    )
+    .unwrap();
+    assert!(
+        why.contains("sandboxWorkloads.enabled=false") && why.contains("label-ignored"),
+        "{why}"
+    );
+    // The target's plugin disabled in the policy, or by the node's deploy label.
+    let why = cannot_finish(
+        &a10_node(Some("container")),
+        &relabel("lab-node-1=vm-passthrough"),
+        &policy(true, &[("sandbox-device-plugin", false)]),
+        true,
+    )
+    .unwrap();
+    assert!(
+        why.contains("does not deploy the sandbox-device-plugin"),
+        "{why}"
+    );
+    assert!(
+        why.ends_with("-p '{\"spec\":{\"sandboxDevicePlugin\":{\"enabled\":true}}}'"),
+        "{why}"
+    );
+    let mut off = a10_node(Some("container"));
+    off.labels.insert(
+        "nvidia.com/gpu.deploy.sandbox-device-plugin".into(),
+        "false".into(),
+    );
+    let why = cannot_finish(
+        &off,
+        &relabel("lab-node-1=vm-passthrough"),
+        &policy(true, &ALL_ON),
+        true,
+    )
+    .unwrap();
+    assert!(
+        why.contains("nvidia.com/gpu.deploy.sandbox-device-plugin=false"),
+        "{why}"
+    );
+    // vm-vgpu with no vGPU manager and no host driver.
+    let why = cannot_finish(
+        &n,
+        &relabel("lab-node-1=vm-vgpu"),
+        &policy(
+            true,
+            &[("sandbox-device-plugin", true), ("vgpu-manager", false)],
+        ),
+        true,
+    )
+    .unwrap();
+    assert!(why.contains("does not deploy the vGPU manager"), "{why}");
+    // Not a GPU node to the operator.
+    let mut cpu = node_with(&[("cpu", "4")]);
+    cpu.name = "cpu-1".into();
+    let why = cannot_finish(
+        &cpu,
+        &relabel("cpu-1=container"),
+        &policy(true, &ALL_ON),
+        true,
+    )
+    .unwrap();
+    assert!(why.contains("is not a GPU node"), "{why}");
+    // decide() turns the reason into a refusal that changes nothing.
+    let Decision::Stop(step, msg) = decide(
+        &to_container,
+        &passthrough_node(),
+        &expect(),
+        Some(why.clone()),
+        &Disruption {
+            evict: true,
+            ..Disruption::default()
+        },
+        "t",
+    ) else {
+        panic!("not refused");
+    };
+    assert_eq!(step, StepKind::Relabel);
+    assert!(
+        msg.starts_with("refused, nothing was changed: the relabel could never complete"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn relabelling_back_to_the_config_that_serves_the_holders_needs_no_flag() {
+    // lab-node-1 was labelled container by hand under a passthrough VMI; the way back to
+    // vm-passthrough keeps it: the name it holds is the one the node advertises again.
+    let r = relabel("lab-node-1=vm-passthrough");
+    let obs = Observed {
+        label: Some("container".into()),
+        holders: vec![pod_holder()],
+        ..Observed::default()
+    };
+    let back = Expect {
+        names: BTreeMap::from([("nvidia.com/GA102GL_A10".into(), 2)]),
+        old: vec!["nvidia.com/gpu".into()],
+    };
+    let p = go(decide_ok(&r, &obs, &back, &Disruption::default(), "t"));
+    assert!(p.actions.is_empty());
+    assert_eq!(p.kept, vec![pod_holder()]);
+    assert!(keeps(
+        &pod_holder(),
+        WorkloadConfig::VmPassthrough,
+        &back.names
+    ));
+    // The other way (to container) it would lose it: refused without a flag.
+    assert!(!keeps(
+        &pod_holder(),
+        WorkloadConfig::Container,
+        &expect().names
+    ));
+    // With nothing expected by name, the class of what it holds decides.
+    assert!(keeps(
+        &pod_holder(),
+        WorkloadConfig::VmPassthrough,
+        &BTreeMap::new()
+    ));
+    assert!(!keeps(
+        &pod_holder(),
+        WorkloadConfig::Container,
+        &BTreeMap::new()
+    ));
+}
+
+#[test]
+fn abort_puts_back_the_recorded_labels_and_uncordons_only_what_it_cordoned() {
+    let rec = Record {
+        from: Some("vm-passthrough".into()),
+        to: "vm-vgpu".into(),
+        vgpu_type: Some("A10-12Q".into()),
+        step: StepKind::Operands,
+        cordoned: true,
+        expect: BTreeMap::from([("nvidia.com/NVIDIA_A10-12Q".into(), 4)]),
+        old: vec!["nvidia.com/GA102GL_A10".into()],
+        started: "t0".into(),
+        from_vgpu: None,
+        abort: false,
+    };
+    let obs = Observed {
+        label: Some("vm-vgpu".into()),
+        vgpu_type: Some("A10-12Q".into()),
+        unschedulable: true,
+        record: Some(Ok(rec.clone())),
+        ..Observed::default()
+    };
+    let back = Expect {
+        names: BTreeMap::from([("nvidia.com/GA102GL_A10".into(), 2)]),
+        old: vec!["nvidia.com/NVIDIA_A10-12Q".into()],
+    };
+    let p = go(decide_abort(
+        "lab-node-1",
+        &obs,
+        WorkloadConfig::VmPassthrough,
+        &back,
+        &Disruption::default(),
+    ));
+    assert_eq!(
+        p.restore,
+        Some(Restore {
+            label: Some("vm-passthrough".into()),
+            vgpu: None
+        })
+    );
+    assert!(p.write_record && p.record.abort && p.resuming);
+    assert_eq!(p.record.expect, back.names);
+    assert_eq!(p.relabel.config, WorkloadConfig::VmPassthrough);
+    let by_step: BTreeMap<StepKind, Status> = p.steps.iter().map(|s| (s.step, s.status)).collect();
+    assert_eq!(by_step[&StepKind::Relabel], Status::Planned);
+    assert_eq!(by_step[&StepKind::Uncordon], Status::Planned);
+    // The abort's record is itself resumable: a second --abort does not write it again.
+    let again = Observed {
+        record: Some(Ok(p.record.clone())),
+        ..obs.clone()
+    };
+    let q = go(decide_abort(
+        "lab-node-1",
+        &again,
+        WorkloadConfig::VmPassthrough,
+        &back,
+        &Disruption::default(),
+    ));
+    assert!(!q.write_record && q.record.abort);
+    // A relabel asked for while an abort is under way is refused, pointing at --abort.
+    let Decision::Stop(_, msg) = decide_ok(
+        &relabel("lab-node-1=vm-vgpu:A10-12Q"),
+        &again,
+        &expect(),
+        &Disruption::default(),
+        "t",
+    ) else {
+        panic!("not refused");
+    };
+    assert!(msg.contains("--abort"), "{msg}");
+    // No record: nothing to abort.
+    let none = Observed::default();
+    assert!(matches!(
+        decide_abort(
+            "lab-node-1",
+            &none,
+            WorkloadConfig::Container,
+            &back,
+            &Disruption::default()
+        ),
+        Decision::NothingToDo(_)
+    ));
+}
+
+#[test]
+fn stuck_waits_that_match_a_reported_operator_fault_name_it() {
+    let rec = |from: &str| Record {
+        from: Some(from.into()),
+        to: "vm-vgpu".into(),
+        vgpu_type: None,
+        step: StepKind::Relabel,
+        cordoned: true,
+        expect: BTreeMap::new(),
+        old: Vec::new(),
+        started: "t0".into(),
+        from_vgpu: None,
+        abort: false,
+    };
+    let missing = "no sandbox-device-plugin pod on the node";
+    let f = known_fault(&rec("vm-passthrough"), WorkloadConfig::VmVgpu, missing, &[]).unwrap();
+    assert!(
+        f.contains("NVIDIA/gpu-operator#2272")
+            && f.contains("nvidia.com/gpu.deploy.sandbox-validator"),
+        "{f}"
+    );
+    // From container the same wait is no known fault.
+    assert_eq!(
+        known_fault(&rec("container"), WorkloadConfig::VmVgpu, missing, &[]),
+        None
+    );
+    // A crash-looping sandbox plugin with a VM kept on the node.
+    let crash = "sandbox-device-plugin pod nvidia-sandbox-device-plugin-x crash-looping";
+    let f = known_fault(
+        &rec("container"),
+        WorkloadConfig::VmVgpu,
+        crash,
+        &[vmi_holder()],
+    )
+    .unwrap();
+    assert!(
+        f.contains("NVIDIA/gpu-operator#1187") && f.contains("gpu-vm/vm1"),
+        "{f}"
+    );
+    assert_eq!(
+        known_fault(&rec("container"), WorkloadConfig::VmVgpu, crash, &[]),
+        None
     );
 }

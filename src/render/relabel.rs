@@ -40,7 +40,7 @@ pub fn closing(r: &Report) -> Option<String> {
         Outcome::Planned => Some(
             "Dry run: nothing was changed; without --dry-run these steps are carried out.\n".into(),
         ),
-        Outcome::Refused | Outcome::TimedOut => None,
+        Outcome::Refused | Outcome::TimedOut | Outcome::Interrupted => None,
     }
 }
 

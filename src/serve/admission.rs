@@ -108,10 +108,10 @@ fn bad(why: &str) -> Answer {
 /// the guard does not read, may be absent; an `object` or `oldObject` that is not a JSON
 /// object is read as absent (not judged).
 ///
-/// Errors: one line saying what is wrong, for the HTTP 400 answer; serde_json's messages
-/// name line and column, and any value they quote is cut ([`crate::text::cut`]).
+/// Errors: one line saying what is wrong, for the HTTP 400 answer, that quotes nothing of
+/// the input ([`no_echo`]).
 fn decode(body: &[u8]) -> std::result::Result<AdmissionRequest<DynamicObject>, String> {
-    let cut = |e: serde_json::Error| text::cut(&e.to_string());
+    let cut = no_echo;
     let mut review: Value = serde_json::from_slice(body).map_err(cut)?;
     let api_version = review.get("apiVersion").and_then(Value::as_str);
     if !matches!(
@@ -143,6 +143,26 @@ fn decode(body: &[u8]) -> std::result::Result<AdmissionRequest<DynamicObject>, S
     }
     let review: AdmissionReview<DynamicObject> = serde_json::from_value(review).map_err(cut)?;
     review.try_into().map_err(|_| "no request".to_string())
+}
+
+/// A serde_json error as a 400 answer says it, without any of the input: a syntax or EOF
+/// message as serde_json writes it (those name what was expected and where, never the
+/// bytes found); a type or value error (`invalid type: string "…"`, `unknown variant
+/// `…``, which quote the value) as a fixed sentence with the line and column when known.
+fn no_echo(e: serde_json::Error) -> String {
+    match e.classify() {
+        serde_json::error::Category::Data => {
+            let at = if e.line() > 0 {
+                format!(" at line {} column {}", e.line(), e.column())
+            } else {
+                String::new()
+            };
+            format!(
+                "a field has the wrong type or value{at} (request.uid, kind, operation, object)"
+            )
+        }
+        _ => e.to_string(),
+    }
 }
 
 /// The AdmissionReview answering with `response`, as JSON: kube writes `status` always
@@ -496,7 +516,9 @@ mod tests {
             (br#"{"apiVersion": "v1", "kind": "Pod"}"#.to_vec(), "expected apiVersion"),
             (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}"#.to_vec(), "no request"),
             (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ""}}"#.to_vec(), "request.uid"),
-            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}"#.to_vec(), "invalid type"),
+            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": 7}}"#.to_vec(), "wrong type or value"),
+            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u", "kind": {"group": "", "version": "v1", "kind": "Pod"}, "operation": "SECRET_TOKEN_7f3a"}}"#.to_vec(), "wrong type or value"),
+            (br#"{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": ["SECRET_TOKEN_7f3a"]}}"#.to_vec(), "wrong type or value"),
             (format!(r#"{{"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {{"uid": "{}"}}}}"#, "u".repeat(5000)).into_bytes(), "request.uid"),
         ] {
             let a = answer(&input, &ix, Mode::Warn);
@@ -505,6 +527,9 @@ mod tests {
             assert!(a.body.contains(why), "{why}: {}", a.body);
             assert!(a.body.len() < 300, "{}", a.body);
             assert_eq!(a.body.lines().count(), 1);
+            // Nothing of the input is quoted back.
+            assert!(!a.body.contains("SECRET_TOKEN"), "{}", a.body);
+            assert!(!a.body.contains('"'), "{}", a.body);
         }
     }
 

@@ -6,7 +6,11 @@
 //! - [`state`]: on a change, after [`DEBOUNCE`] of quiet, one evaluation runs the existing
 //!   analyses (`check::judge`, `inventory::build`, `kubevirt::check`) over that copy;
 //! - [`metrics`]: the result replaces the metric families (prometheus-client);
-//! - [`http`]: axum serves `/metrics`, `/healthz`, `/readyz`.
+//! - [`http`]: axum serves `/metrics`, `/healthz`, `/readyz`;
+//! - [`conn`]: both listeners' connections bounded — at most `--max-connections` at once
+//!   (below the open-file limit, whose soft value is raised to the hard one), 10 s for a
+//!   request's headers (and so for an idle connection), 10 s for its body and answer, 10 s
+//!   for a stalled write — so idle or slow clients cannot starve `/healthz` or `/validate`.
 //!
 //! Besides the watches, three timers run: a watchdog (`GET /version` every 10 s with a
 //! 10 s timeout; every 2 s while the API server does not answer), the credential check
@@ -16,7 +20,7 @@
 //! `gpuwl_api_reachable` and `gpuwl_ready` say 0, `gpuwl_stale` 1, and `/readyz` answers
 //! 503; when it answers again every watch re-lists. `/healthz` fails only when serve
 //! cannot recover by itself ([`watch::Shared::healthy`]). SIGTERM or SIGINT stops the
-//! server gracefully (in-flight scrapes finish).
+//! server (requests in flight get up to 1 s to finish).
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -32,6 +36,7 @@ use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
 
 pub mod admission;
+pub mod conn;
 pub mod http;
 pub mod metrics;
 pub mod state;
@@ -63,6 +68,9 @@ pub struct Options {
     pub unhealthy_after: Option<Duration>,
     /// The admission guard, when `--admission-listen` is given.
     pub admission: Option<AdmissionOptions>,
+    /// Connections open at once per listener (`--max-connections`), lowered below the
+    /// open-file limit ([`conn::cap`]).
+    pub max_connections: usize,
 }
 
 /// Where the API server reaches the admission guard, for the registered configuration.
@@ -254,6 +262,18 @@ pub async fn serve(opts: &Options) -> Result<()> {
     });
     *lock(&shared.server) = server.clone();
     shared.publish_health();
+    let nofile = conn::raise_nofile();
+    let listeners = if opts.admission.is_some() { 2 } else { 1 };
+    let bounds = conn::Bounds {
+        max_connections: conn::cap(opts.max_connections, nofile, listeners),
+        ..conn::Bounds::default()
+    };
+    if bounds.max_connections < opts.max_connections {
+        log(&format!(
+            "at most {} connections per listener: the open-file limit is {nofile}",
+            bounds.max_connections
+        ));
+    }
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let stopped = move || {
         let mut rx = stop_rx.clone();
@@ -263,7 +283,7 @@ pub async fn serve(opts: &Options) -> Result<()> {
     };
     let mut guard = None;
     if let Some(a) = &opts.admission {
-        guard = Some(start_admission(a, shared.clone(), stopped()).await?);
+        guard = Some(start_admission(a, shared.clone(), bounds, stopped()).await?);
     }
     let tasks = vec![
         tokio::spawn(supervisor(shared.clone())),
@@ -275,9 +295,13 @@ pub async fn serve(opts: &Options) -> Result<()> {
             let _ = stop_tx.send(true);
         }),
     ];
-    let served = axum::serve(listener, http::router(shared.clone()))
-        .with_graceful_shutdown(stopped())
-        .await;
+    conn::serve(
+        conn::Plain::new(listener, &bounds),
+        http::router(shared.clone()),
+        bounds,
+        stopped(),
+    )
+    .await;
     for t in &tasks {
         t.abort();
     }
@@ -287,7 +311,6 @@ pub async fn serve(opts: &Options) -> Result<()> {
             unregister(&shared, &name, &uid).await;
         }
     }
-    served.map_err(|e| Error::failed(format!("serving on {local}"), e))?;
     log("stopped");
     Ok(())
 }
@@ -377,6 +400,7 @@ pub fn this_thread_nice() -> Option<i32> {
 async fn start_admission(
     a: &AdmissionOptions,
     shared: Arc<Shared>,
+    bounds: conn::Bounds,
     stop: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<Started> {
     let tcp = std::net::TcpListener::bind(a.listen)
@@ -410,7 +434,7 @@ async fn start_admission(
         .spawn(move || {
             rt.block_on(async move {
                 let listener = tokio::net::TcpListener::from_std(tcp)
-                    .and_then(|tcp| tls::Listener::new(tcp, config));
+                    .and_then(|tcp| tls::Listener::new(tcp, config, &bounds));
                 let listener = match listener {
                     Ok(l) => {
                         let _ = bound_tx.send(Ok(()));
@@ -421,9 +445,7 @@ async fn start_admission(
                         return;
                     }
                 };
-                let _ = axum::serve(listener, admission::router(guard))
-                    .with_graceful_shutdown(stop)
-                    .await;
+                conn::serve(listener, admission::router(guard), bounds, stop).await;
             });
             // Handshakes or reviews still in flight do not hold the exit up.
             rt.shutdown_timeout(Duration::from_secs(1));

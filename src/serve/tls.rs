@@ -23,6 +23,7 @@ use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
 use crate::error::{Error, Result};
 use crate::pki::{Ca, CaScope, Leaf, Purpose};
+use crate::serve::conn::{self, Bounds, Guarded};
 
 /// How long a client may take to finish the TLS handshake.
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
@@ -48,8 +49,9 @@ impl std::fmt::Debug for ServingCert {
 }
 
 /// A fresh CA (`CN=gpuwl-admission-ca`, leaf certificates only) and a serving certificate
-/// it signs (`CN=gpuwl-admission`) for `dns` names and `ips`, valid from now for rcgen's
-/// default span: the one generator's ([`crate::pki`]).
+/// it signs (`CN=gpuwl-admission`) for `dns` names and `ips`, valid from 5 minutes before
+/// now for 365 days ([`crate::pki::BACKDATE`], [`crate::pki::VALIDITY`]): the one
+/// generator's ([`crate::pki`]). Made afresh at every start of `gpuwl serve`.
 ///
 /// Errors: [`Error::Pki`] when rcgen fails (a name it cannot encode).
 pub fn generate(dns: &[String], ips: &[IpAddr]) -> Result<ServingCert> {
@@ -113,30 +115,32 @@ pub fn config(cert: &ServingCert) -> Result<Arc<rustls::ServerConfig>> {
     Ok(Arc::new(config))
 }
 
-/// A TLS listener for axum: TCP accepted here, handshakes run in their own tasks, finished
+/// A served TLS connection: TLS over a bounded TCP stream ([`conn::Guarded`]).
+pub type Stream = tokio_rustls::server::TlsStream<Guarded<TcpStream>>;
+
+/// A TLS listener for axum: TCP accepted here (at most `bounds.max_connections` at once,
+/// handshakes included: [`conn::accept`]), handshakes run in their own tasks, finished
 /// streams handed to the server.
 pub struct Listener {
     local: SocketAddr,
-    ready: mpsc::Receiver<(tokio_rustls::server::TlsStream<TcpStream>, SocketAddr)>,
+    ready: mpsc::Receiver<(Stream, SocketAddr)>,
 }
 
 impl Listener {
-    /// Serves TLS with `config` on the bound `tcp` listener.
-    pub fn new(tcp: TcpListener, config: Arc<rustls::ServerConfig>) -> std::io::Result<Listener> {
+    /// Serves TLS with `config` on the bound `tcp` listener, connections bounded by `bounds`.
+    pub fn new(
+        tcp: TcpListener,
+        config: Arc<rustls::ServerConfig>,
+        bounds: &Bounds,
+    ) -> std::io::Result<Listener> {
         let local = tcp.local_addr()?;
         let acceptor = TlsAcceptor::from(config);
         let (tx, ready) = mpsc::channel(64);
+        let permits = Arc::new(tokio::sync::Semaphore::new(bounds.max_connections));
+        let write_timeout = bounds.write_timeout;
         tokio::spawn(async move {
             loop {
-                let (stream, peer) = match tcp.accept().await {
-                    Ok(c) => c,
-                    Err(_) => {
-                        // Out of file descriptors and the like: wait, as axum does.
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        continue;
-                    }
-                };
-                let _ = stream.set_nodelay(true);
+                let (stream, peer) = conn::accept(&tcp, &permits, write_timeout).await;
                 if tx.is_closed() {
                     return;
                 }
@@ -156,7 +160,7 @@ impl Listener {
 }
 
 impl axum::serve::Listener for Listener {
-    type Io = tokio_rustls::server::TlsStream<TcpStream>;
+    type Io = Stream;
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {

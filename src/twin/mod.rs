@@ -75,6 +75,15 @@ impl std::str::FromStr for Relabel {
         if node.is_empty() {
             return Err(format!("{}: the node name is empty", text::cut(s)));
         }
+        // Checked before any API call: a name with `/` would address a subresource
+        // (`NODE/status`), and the messages below name the node as given.
+        if !text::is_dns_subdomain(node) {
+            return Err(format!(
+                "{}: not a node name (lower-case letters, digits, '-' and '.', starting and \
+                 ending with a letter or digit, at most 253; no '/')",
+                text::cut(node)
+            ));
+        }
         let config: WorkloadConfig = config
             .parse()
             .map_err(|e: InvalidWorkloadConfig| format!("{node}: {e}{}", e.did_you_mean()))?;
@@ -784,18 +793,30 @@ pub async fn run(
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
+        // Before the first process: a run killed half-way through the start leaves a twin
+        // the next run recognises as one ([`remove_old_twin`]).
+        marker: Some((TWIN_MARKER.to_string(), b"gpuwl whatif\n".to_vec())),
         ..Default::default()
     };
-    let handle = tokio::task::spawn_blocking(move || cluster::up(&up))
-        .await
-        .map_err(|e| Error::failed("the twin's start", e))??;
-    let result = async {
-        std::fs::write(handle.state_dir.join(TWIN_MARKER), b"gpuwl whatif\n").map_err(|e| {
-            Error::failed(
-                format!("cannot mark {} as a twin", handle.state_dir.display()),
-                e,
-            )
-        })?;
+    let mut start = tokio::task::spawn_blocking(move || cluster::up(&up));
+    let started_up = tokio::select! {
+        h = &mut start => Ok(h),
+        sig = crate::signals::received() => Err(sig),
+    };
+    let handle = match started_up {
+        Ok(h) => h.map_err(|e| Error::failed("the twin's start", e))??,
+        Err(sig) => {
+            // The start runs on a thread of its own and cannot be cut short: it is waited
+            // out (a twin starts in seconds), then the twin is deleted.
+            progress(&format!(
+                "{sig}: waiting for the twin's start to end, then deleting the twin {}",
+                opts.name
+            ));
+            let _ = start.await;
+            return Err(interrupted(sig, opts).await);
+        }
+    };
+    let work = async {
         let client = cluster::client(&handle.kubeconfig, None).await?;
         let info = cluster::info(&opts.name)?;
         let twin = Twin {
@@ -813,8 +834,13 @@ pub async fn run(
             vmis: &vmis,
         };
         build_and_try(&twin, &trial, progress).await
-    }
-    .await;
+    };
+    let result = tokio::select! {
+        r = work => r,
+        sig = crate::signals::received() => {
+            return Err(interrupted(sig, opts).await);
+        }
+    };
     if !opts.keep {
         progress(&format!("deleting the twin {}", opts.name));
         let name = opts.name.clone();
@@ -826,6 +852,21 @@ pub async fn run(
     report.twin.kept = opts.keep;
     report.twin.seconds = started.elapsed().as_secs_f64();
     Ok(report)
+}
+
+/// Deletes the twin of an interrupted run (also with `--keep-twin`: it is half-built) and
+/// returns the [`Error::Interrupted`] that says so.
+async fn interrupted(sig: &str, opts: &Options) -> Error {
+    let name = opts.name.clone();
+    let down = tokio::task::spawn_blocking(move || cluster::down(&name)).await;
+    let how = match down {
+        Ok(Ok(_)) => format!("the twin {} was deleted", opts.name),
+        _ => format!(
+            "the twin {} could not be deleted: gpuwl cluster down --name {}",
+            opts.name, opts.name
+        ),
+    };
+    Error::Interrupted(format!("{sig}: stopped; {how}"))
 }
 
 /// The GPUs of each relabelled node, by node name, worked out before anything starts.
@@ -1691,6 +1732,13 @@ mod tests {
                 .unwrap_err()
                 .contains("empty")
         );
+        // Not a node name: a subresource path, upper case, a control character (escaped
+        // in the message, never echoed raw).
+        for bad in ["kwok-node-0/status", "Node-1", "n\u{1b}[31m", "-n"] {
+            let e = format!("{bad}=container").parse::<Relabel>().unwrap_err();
+            assert!(e.contains("not a node name"), "{bad}: {e}");
+            assert!(!e.contains('\u{1b}'), "{e}");
+        }
     }
 }
 

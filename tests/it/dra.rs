@@ -125,6 +125,26 @@ fn explain_each_dra_cause() {
         assert_eq!(doc["causeCode"], code, "{pod}: {doc}");
         assert_eq!(doc["draKnown"], true);
     }
+    // devices-in-use names the claim to free and the pod it is reserved for (issue 49,
+    // item 3), never only "wait" when the count is 1.
+    let text = gpuwl_explained(&[
+        "pod",
+        "gpu-jobs/want-gpu-0",
+        "--pods",
+        &f("pods.json"),
+        "--nodes",
+        &f("nodes.json"),
+        "--dra",
+        &f("two-gpus.json"),
+    ]);
+    let flat = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(
+        flat.contains(
+            "Fix: free a device on gpu-node-1: end the workload holding claim(s) gpu-jobs/job-gpu \
+             (reserved for pod gpu-jobs/job-gpu)"
+        ) && !flat.contains("lower the request's count"),
+        "{text}"
+    );
     let text = gpuwl_explained(&[
         "pod",
         "gpu-vm/vm-vfio-2",

@@ -82,11 +82,15 @@ fn ii_a_failed_vgpu_config_behind_a_full_node_is_named() {
         cause.ends_with("; vg-1 offers no nvidia.com/NVIDIA_A10-12Q because its config \"A10-12Q\" failed (nvidia.com/vgpu.config.state=failed)"),
         "{cause}"
     );
+    // Restoring the failed host disrupts no one: it is the fix's first step, before
+    // stopping any running VM (issue 49, item 6).
+    let fix = doc["fix"].as_str().unwrap();
     assert!(
-        notes(&doc).iter().any(
-            |n| n.starts_with("vg-1: nvidia.com/vgpu.config.state=failed")
-                && n.contains("nvidia-vgpu-device-manager pod's log on vg-1")
-        ),
+        fix.starts_with(
+            "first restore what vg-1 failed to provide, which disrupts no one: vg-1: \
+             nvidia.com/vgpu.config.state=failed"
+        ) && fix.contains("nvidia-vgpu-device-manager pod's log on vg-1")
+            && fix.contains(". Only while that cannot be done: "),
         "{doc}"
     );
 }
@@ -101,9 +105,14 @@ fn ii_a_failed_mig_config_behind_a_full_node_is_named() {
         cause.ends_with("; hgx-1 offers no nvidia.com/mig-1g.10gb because its config \"all-1g.10gb\" failed (nvidia.com/mig.config.state=failed)"),
         "{cause}"
     );
+    let fix = doc["fix"].as_str().unwrap();
     assert!(
-        notes(&doc).iter().any(|n| n.starts_with("hgx-1: nvidia.com/mig.config.state=failed")
-            && n.contains("nvidia-mig-manager pod's log on hgx-1 (a MIG mode change usually needs a GPU reset")),
+        fix.starts_with(
+            "first restore what hgx-1 failed to provide, which disrupts no one: hgx-1: \
+             nvidia.com/mig.config.state=failed"
+        ) && fix.contains(
+            "nvidia-mig-manager pod's log on hgx-1 (a MIG mode change usually needs a GPU reset"
+        ),
         "{doc}"
     );
 }

@@ -190,6 +190,40 @@ fn lab_on_the_local_control_plane_writes_every_file() {
         format!("PHASE=Pending\nNODE=none\nMESSAGE={message}\n")
     );
 
+    // No GPU Operator on the plain lab: a relabel could never complete (nothing swaps the
+    // operands), so it is refused before anything is cordoned or evicted (issue 48).
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(["relabel", "lab-node-1=container", "--evict", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("relabel lab-node-1: refused, nothing was changed: the relabel could never complete: no GPU Operator in the cluster (no ClusterPolicy: absent-crd)"),
+        "{err}"
+    );
+    let still = rt.block_on(async {
+        let c = gpuwl::cluster::client(&kubeconfig, None).await.unwrap();
+        let n = kube::Api::<k8s_openapi::api::core::v1::Node>::all(c.clone())
+            .get("lab-node-1")
+            .await
+            .unwrap();
+        let pod = kube::Api::<Pod>::namespaced(c, "gpu-vm")
+            .get_opt("vmi-passthrough")
+            .await
+            .unwrap();
+        (
+            n.spec.and_then(|s| s.unschedulable).unwrap_or(false),
+            pod.is_some(),
+        )
+    });
+    assert_eq!(
+        still,
+        (false, true),
+        "cordoned or evicted by a refused relabel"
+    );
+
     // nodes.json: kubectl's List shape with the three lab nodes and their resources.
     let dump: serde_json::Value = serde_json::from_str(&read(&root, "out/nodes.json")).unwrap();
     assert_eq!(dump["kind"], "List");

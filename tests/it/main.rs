@@ -9,6 +9,7 @@
 mod common;
 
 mod admission;
+mod bounded_readers;
 mod check_cli;
 mod check_live;
 mod check_reader;
@@ -25,6 +26,7 @@ mod explain_unused;
 mod explain_vm;
 mod fake_api;
 mod first_minutes;
+mod first_minutes4;
 mod gate;
 mod gpu_operator;
 mod hostile_input;

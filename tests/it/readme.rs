@@ -143,6 +143,34 @@ const COVERED_ELSEWHERE: &[(&str, &str)] = &[
         "gpuwl relabel lab-node-1=container --evict --no-preview",
         "tests/it/relabel.rs",
     ),
+    // The edges (issue 48): the way back (check --effective's advice run as printed),
+    // --abort, the preview gate, two nodes and the refusals, on the same operator lab.
+    ("gpuwl check --effective", "tests/it/relabel.rs"),
+    (
+        "gpuwl relabel lab-node-1=vm-passthrough --no-preview",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=container --evict --no-preview --timeout 5s",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=vm-vgpu --no-preview; echo \"exit $?\"",
+        "tests/it/relabel.rs",
+    ),
+    ("gpuwl relabel lab-node-1 --abort", "tests/it/relabel.rs"),
+    (
+        "gpuwl relabel lab-node-1=container lab-node-0=container --evict -q; echo \"exit $?\"",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-1=container lab-node-0=vm-passthrough --evict --force -q",
+        "tests/it/relabel.rs",
+    ),
+    (
+        "gpuwl relabel lab-node-2=vm-passthrough --evict --dry-run; echo \"exit $?\"",
+        "tests/it/relabel.rs",
+    ),
     // Live: applied with kubectl on a local cluster, its refusals asserted.
     ("gpuwl policy | kubectl apply -f -", "tests/it/policy.rs"),
     (

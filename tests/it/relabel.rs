@@ -1,18 +1,21 @@
-//! `gpuwl relabel` (issue 40) on the real GPU Operator (`gpuwl lab --operator`): one lab
-//! shared by the scenarios, in order — a KubeVirt VM's launcher pod added on lab-node-1
-//! (schemaless KubeVirt CRDs; the test plays virt-controller); the dry run changes nothing;
-//! lab-node-1 → container with vmi-passthrough and the VM running is refused without a
-//! flag, and a --stop-vm naming no VM there is bad input; with `--evict --stop-vm` while a
-//! PodDisruptionBudget refuses the eviction it stops cordoned after the twin's preview (the
-//! VM's runStrategy set to Halted), and once the budget is gone the same command run again
-//! resumes and completes (operands swapped by the real operator, `nvidia.com/gpu`
-//! advertised, node uncordoned, `check --effective` clean for the node); a third run has
-//! nothing to do; with the sandbox device plugin disabled in the ClusterPolicy, a relabel
-//! back to vm-passthrough never sees its plugin and ends cordoned with the reason.
+//! `gpuwl relabel` (issues 40 and 48) on the real GPU Operator (`gpuwl lab --operator`):
+//! one lab shared by the scenarios, in order — a KubeVirt VM's launcher pod added on
+//! lab-node-1 (schemaless KubeVirt CRDs; the test plays virt-controller); a node argument
+//! that is no node name is exit 2; the dry run changes nothing; lab-node-1 → container with
+//! vmi-passthrough and the VM running is refused without a flag, and a --stop-vm naming no
+//! VM there is bad input; the way back (labelled container by hand, then the relabel
+//! `check --effective` prints) needs no flag; the twin's `not recommended` gates the run;
+//! with `--evict --stop-vm` while a PodDisruptionBudget refuses the eviction it stops
+//! cordoned, another target is refused naming `--abort`, and `--abort` puts it back; stuck
+//! again, once the budget is gone the same command run again resumes and completes
+//! (operands swapped by the real operator, `nvidia.com/gpu` advertised, node uncordoned,
+//! `check --effective` clean for the node); a third run has nothing to do; two nodes go
+//! one after the other; NVIDIA/gpu-operator#2272 emulated (the stuck wait names it); with the sandbox device plugin disabled in the ClusterPolicy, and
+//! then sandbox workloads disabled, relabels that could never complete are refused before
+//! any change (the dry run too).
 
 use std::time::{Duration, Instant};
 
-use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::api::policy::v1::PodDisruptionBudget;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
@@ -49,8 +52,12 @@ struct NodeState {
 }
 
 fn node_state(kc: &str) -> NodeState {
+    node_state_of(kc, NODE)
+}
+
+fn node_state_of(kc: &str, node: &str) -> NodeState {
     rt().block_on(async {
-        let n = Api::<Node>::all(client(kc).await).get(NODE).await.unwrap();
+        let n = Api::<Node>::all(client(kc).await).get(node).await.unwrap();
         NodeState {
             cordoned: n.spec.and_then(|s| s.unschedulable).unwrap_or(false),
             label: n
@@ -94,13 +101,13 @@ fn operands_on(kc: &str) -> Vec<String> {
     })
 }
 
-/// Sets `spec.sandboxDevicePlugin.enabled=false` in the lab's ClusterPolicy and waits
-/// until the operator has deleted that DaemonSet.
-fn disable_sandbox_plugin(kc: &str) {
+/// Merges `spec` into the lab's ClusterPolicy (the operator reacts in its own time; the
+/// relabel reads the policy itself).
+fn patch_policy(kc: &str, spec: Value) {
     rt().block_on(async {
         let c = client(kc).await;
         let policies: Api<DynamicObject> =
-            Api::all_with(c.clone(), &gpuwl::cluster::gpu_operator::policy_resource());
+            Api::all_with(c, &gpuwl::cluster::gpu_operator::policy_resource());
         let name = policies.list(&Default::default()).await.unwrap().items[0]
             .metadata
             .name
@@ -110,31 +117,42 @@ fn disable_sandbox_plugin(kc: &str) {
             .patch(
                 &name,
                 &PatchParams::default(),
-                &Patch::Merge(json!({"spec": {"sandboxDevicePlugin": {"enabled": false}}})),
+                &Patch::Merge(json!({ "spec": spec })),
             )
             .await
             .unwrap();
-        let ds: Api<DaemonSet> = Api::all(c);
-        let deadline = Instant::now() + Duration::from_secs(90);
-        loop {
-            let left = ds
-                .list(&Default::default())
-                .await
-                .unwrap()
-                .items
-                .iter()
-                .any(|d| {
-                    d.metadata.name.as_deref() == Some("nvidia-sandbox-device-plugin-daemonset")
-                });
-            if !left {
-                break;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the operator kept the sandbox device plugin's DaemonSet for 90 s"
-            );
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
+    });
+}
+
+/// Sets `nvidia.com/gpu.deploy.<operand>` on `node` by hand.
+fn deploy_label(kc: &str, node: &str, operand: &str, value: &str) {
+    rt().block_on(async {
+        Api::<Node>::all(client(kc).await)
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {format!("nvidia.com/gpu.deploy.{operand}"): value}}}),
+                ),
+            )
+            .await
+            .unwrap();
+    });
+}
+
+/// Sets the workload label of `node` by hand, as `kubectl label --overwrite` does.
+fn label_by_hand(kc: &str, node: &str, config: &str) {
+    rt().block_on(async {
+        Api::<Node>::all(client(kc).await)
+            .patch(
+                node,
+                &PatchParams::default(),
+                &Patch::Merge(
+                    json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": config}}}),
+                ),
+            )
+            .await
+            .unwrap();
     });
 }
 
@@ -269,6 +287,64 @@ fn protect_with_a_pdb(kc: &str, on: bool) {
     });
 }
 
+/// `gpuwl relabel` sent SIGINT once a line of its stdout contains `at` (two seconds after);
+/// returns the exit code, stdout and stderr.
+fn relabel_interrupted(kc: &str, args: &[&str], at: &str) -> (Option<i32>, String, String) {
+    relabel_with(kc, args, at, |pid| {
+        // Into the holders' wait, so that the relabel's first start is seconds before
+        // the resume below (its `Done:` line counts from there).
+        std::thread::sleep(Duration::from_secs(2));
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+    })
+}
+
+/// `gpuwl relabel` with `then` called (with its pid) once a line of its stdout contains
+/// `at`; returns the exit code (`None`: killed), stdout and stderr.
+fn relabel_with(
+    kc: &str,
+    args: &[&str],
+    at: &str,
+    then: impl FnOnce(&str),
+) -> (Option<i32>, String, String) {
+    use std::io::{BufRead, BufReader, Read};
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["relabel", "--kubeconfig", kc])
+        .args(args)
+        .env("COLUMNS", "1000")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut out = String::new();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        out.push_str(&line);
+        out.push('\n');
+        if line.contains(at) {
+            then(&pid);
+            break;
+        }
+    }
+    for line in lines {
+        out.push_str(&line.unwrap());
+        out.push('\n');
+    }
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    (child.wait().unwrap().code(), out, err)
+}
+
 fn relabel(kc: &str, args: &[&str]) -> (i32, String, String) {
     let mut a = vec!["relabel", "--kubeconfig", kc];
     a.extend(args);
@@ -294,6 +370,16 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
     let kc = kc.trim();
     assert!(pod_exists(kc, "gpu-vm", "vmi-passthrough"));
     start_a_vm(kc);
+
+    // A node argument that is no node name (a subresource path): exit 2 before any call.
+    for args in [
+        &["kwok-node-0/status=container"][..],
+        &["lab-node-1/status", "--abort"][..],
+    ] {
+        let (code, out, err) = relabel(kc, args);
+        assert_eq!(code, 2, "{args:?}: {out}{err}");
+        assert!(err.contains("not a node name"), "{err}");
+    }
 
     // The dry run: every step planned, nothing changed.
     let (code, out, err) = relabel(
@@ -353,10 +439,64 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
     assert!(!s.cordoned && s.record.is_none(), "changed by a refusal");
     assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
 
-    // --evict and --stop-vm, after the twin's preview, while a PodDisruptionBudget refuses
-    // the eviction (and no virt-controller acts on the stopped VM): the holders step runs
-    // past --timeout and the run stops with the node cordoned and the record on it.
-    protect_with_a_pdb(kc, true);
+    // The way back: labelled container by hand under its VMs, check --effective says they
+    // may lose their GPU and prints the relabel back; that command, as printed, needs no
+    // flag (the holders keep the name vm-passthrough serves) and completes.
+    label_by_hand(kc, NODE, "container");
+    // Once the operator has swapped the node's operands, the holders run on a node that no
+    // longer serves what they hold.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let advice = loop {
+        let (_, gate, _) = gpuwl(&["check", "--effective", "--kubeconfig", kc]);
+        if let Some(l) = gate
+            .lines()
+            .find(|l| l.contains("holder-at-risk") && l.contains(" lab-node-1"))
+        {
+            break l.to_string();
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no holder-at-risk for lab-node-1 in 60 s:\n{gate}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    let back = advice
+        .rsplit_once(": gpuwl ")
+        .map(|(_, cmd)| cmd.trim())
+        .unwrap_or_else(|| panic!("no gpuwl command at the end: {advice}"));
+    assert_eq!(back, "relabel lab-node-1=vm-passthrough", "{advice}");
+    let (code, out, err) = relabel(
+        kc,
+        &[
+            back.split(' ').nth(1).unwrap(),
+            "--no-preview",
+            "--timeout",
+            "1m",
+        ],
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("Done: relabelled lab-node-1 container → vm-passthrough"),
+        "{out}"
+    );
+    let s = node_state(kc);
+    assert!(!s.cordoned && s.record.is_none(), "{out}");
+    assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
+    assert_eq!(
+        s.allocatable
+            .get("nvidia.com/GA102GL_A10")
+            .map(String::as_str),
+        Some("2"),
+        "{:?}",
+        s.allocatable
+    );
+    assert!(
+        pod_exists(kc, "gpu-vm", "vmi-passthrough"),
+        "a kept holder was evicted"
+    );
+
+    // The preview's verdict gates the run: `not recommended`, no --force and no terminal:
+    // refused, nothing cordoned.
     let the_command = [
         "lab-node-1=container",
         "--evict",
@@ -365,33 +505,95 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
         "--twin-name",
         TWIN,
     ];
-    let mut first: Vec<&str> = the_command.to_vec();
-    first.extend(["--timeout", "3s", "-q"]);
-    let (code, out, err) = relabel(kc, &first);
+    let mut gated: Vec<&str> = the_command.to_vec();
+    gated.extend(["--timeout", "3s", "-q"]);
+    let (code, out, err) = relabel(kc, &gated);
     assert_eq!(code, 1, "{out}{err}");
     assert!(
         out.contains("preview     done          Verdict: serves no pending pod, disrupts ")
             && out.contains("not recommended (twin gpuwl-relabel-it-twin)"),
         "{out}"
     );
-    assert!(out.contains("cordon      done"), "{out}");
     assert!(
-        err.starts_with(
-            "gpuwl: relabel lab-node-1: step holders did not complete within 3 s: still on the \
-             node: gpu-vm/virt-launcher-vm1-abcde, gpu-vm/vmi-passthrough (the eviction is \
-             refused for now: a PodDisruptionBudget?). The node stays cordoned"
-        ) && err.contains("run the same command again"),
+        err.contains("refused, nothing was changed: the preview's verdict is ")
+            && err.contains("(no terminal to ask); go on with --force"),
         "{err}"
     );
     let s = node_state(kc);
-    assert!(s.cordoned, "left uncordoned after a timeout");
+    assert!(!s.cordoned && s.record.is_none(), "changed by a gated run");
+
+    // --evict and --stop-vm while a PodDisruptionBudget refuses the eviction (and no
+    // virt-controller acts on the stopped VM): the holders step runs past --timeout and the
+    // run stops with the node cordoned and the record on it.
+    protect_with_a_pdb(kc, true);
+    let mut first: Vec<&str> = the_command.to_vec();
+    first.extend(["--timeout", "3s", "--no-preview"]);
+    let stuck = |first: &[&str]| {
+        let (code, out, err) = relabel(kc, first);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(out.contains("cordon      done"), "{out}");
+        assert!(
+            err.starts_with(
+                "gpuwl: relabel lab-node-1: step holders did not complete within 3 s: still on \
+                 the node: gpu-vm/virt-launcher-vm1-abcde, gpu-vm/vmi-passthrough (the eviction \
+                 is refused for now: a PodDisruptionBudget?). The node stays cordoned"
+            ) && err.contains("run the same command again")
+                && err.trim_end().ends_with("gpuwl relabel lab-node-1 --abort"),
+            "{err}"
+        );
+        let s = node_state(kc);
+        assert!(s.cordoned, "left uncordoned after a timeout");
+        assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
+        let rec: Value = serde_json::from_str(s.record.as_deref().expect("no record")).unwrap();
+        assert_eq!(rec["from"], "vm-passthrough");
+        assert_eq!(rec["to"], "container");
+        assert_eq!(rec["step"], "cordon");
+        assert_eq!(rec["cordoned"], true);
+        assert!(pod_exists(kc, "gpu-vm", "vmi-passthrough"));
+    };
+    stuck(&first);
+
+    // Another relabel while this one is under way: refused, the ways on and out named.
+    let (code, out, err) = relabel(kc, &["lab-node-1=vm-vgpu", "--no-preview"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains("a relabel to container is under way")
+            && err.contains("gpuwl relabel lab-node-1=container;")
+            && err.trim_end().ends_with("gpuwl relabel lab-node-1 --abort"),
+        "{err}"
+    );
+    // --abort: the label put back (it had not changed yet), its operands and names waited
+    // for, the node uncordoned (gpuwl cordoned it), the record gone; the holders keep their
+    // GPU on the way back, so no flag is needed.
+    let (code, out, err) = relabel(kc, &["lab-node-1", "--abort", "--timeout", "1m"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        out.contains("Done: aborted: lab-node-1 back to ")
+            && out.contains("(the relabel to container aborted)"),
+        "{out}"
+    );
+    let s = node_state(kc);
+    assert!(!s.cordoned && s.record.is_none(), "{out}");
     assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
-    let rec: Value = serde_json::from_str(s.record.as_deref().expect("no record")).unwrap();
-    assert_eq!(rec["from"], "vm-passthrough");
-    assert_eq!(rec["to"], "container");
-    assert_eq!(rec["step"], "cordon");
-    assert_eq!(rec["cordoned"], true);
-    assert!(pod_exists(kc, "gpu-vm", "vmi-passthrough"));
+    // Nothing left to abort.
+    let (code, out, err) = relabel(kc, &["lab-node-1", "--abort"]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("nothing to abort"), "{out}");
+
+    // The same relabel again, stuck on the budget again — this time stopped by Ctrl-C
+    // once it has cordoned: exit 130, the state of the node and both ways on said, the
+    // node cordoned with the record on it (as a timeout leaves it).
+    let mut long: Vec<&str> = the_command.to_vec();
+    long.extend(["--timeout", "2m", "--no-preview"]);
+    let (code, out, err) = relabel_interrupted(kc, &long, "cordon      done");
+    assert_eq!(code, Some(130), "{out}{err}");
+    assert!(
+        err.contains("gpuwl: relabel lab-node-1: SIGINT stopped the run; the node is left as the last step completed left it")
+            && err.trim_end().ends_with("gpuwl relabel lab-node-1 --abort"),
+        "{err}"
+    );
+    let s = node_state(kc);
+    assert!(s.cordoned && s.record.is_some(), "{out}{err}");
     // The VM was asked to stop as virtctl stop does; virt-controller (played here) then
     // removes its VMI and launcher pod.
     assert_eq!(vm_run_strategy(kc), "Halted");
@@ -475,31 +677,114 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
         "{out}"
     );
 
-    // A step that never completes: no sandbox device plugin in the cluster, so the node
-    // relabelled vm-passthrough never gets one; the run ends cordoned with the reason.
-    disable_sandbox_plugin(kc);
+    // Two nodes in one call: one after the other, each node's steps before the next's.
     let (code, out, err) = relabel(
         kc,
         &[
             "lab-node-1=vm-passthrough",
+            "lab-node-0=vm-passthrough",
+            "--evict",
             "--no-preview",
             "--timeout",
-            "8s",
+            "1m",
+            "-o",
+            "json",
         ],
     );
-    assert_eq!(code, 1, "{out}{err}");
+    assert_eq!(code, 0, "{out}{err}");
+    let v: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        v["message"]
+            .as_str()
+            .unwrap_or_default()
+            .split(" in ")
+            .next(),
+        Some(
+            "relabelled lab-node-1 container → vm-passthrough, lab-node-0 container → vm-passthrough"
+        ),
+        "{out}"
+    );
+    let order: Vec<&str> = v["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|s| s["status"] == "done")
+        .filter_map(|s| s["node"].as_str())
+        .collect();
+    let first_0 = order.iter().position(|n| *n == "lab-node-0").unwrap();
     assert!(
-        err.contains("relabel lab-node-1: step operands did not complete within 8 s")
-            && err.contains(
-                "no sandbox-device-plugin pod on the node, and no sandbox-device-plugin \
-                 DaemonSet in the cluster (does the ClusterPolicy disable it?)"
-            )
-            && err.contains("The node stays cordoned"),
+        order[first_0..].iter().all(|n| *n == "lab-node-0"),
+        "{order:?}"
+    );
+    for n in ["lab-node-0", "lab-node-1"] {
+        let s = node_state_of(kc, n);
+        assert!(!s.cordoned && s.record.is_none(), "{n}: {out}");
+        assert_eq!(s.label.as_deref(), Some("vm-passthrough"), "{n}");
+    }
+
+    // NVIDIA/gpu-operator#2272, emulated: vm-passthrough → vm-vgpu where the sandbox device
+    // plugin never comes back (here its deploy label turned false right after the relabel,
+    // so the operator removes it). The stuck wait names the reported fault and its way out;
+    // with the plugin back, the same command resumes and completes.
+    let vgpu = [
+        "lab-node-1=vm-vgpu:A10-12Q",
+        "--no-preview",
+        "--timeout",
+        "6s",
+    ];
+    let (code, out, err) = relabel_with(kc, &vgpu, "relabel     done", |_| {
+        deploy_label(kc, "lab-node-1", "sandbox-device-plugin", "false")
+    });
+    assert_eq!(code, Some(1), "{out}{err}");
+    assert!(
+        err.contains("step operands did not complete within 6 s")
+            && err.contains("no sandbox-device-plugin pod on the node")
+            && err.contains("NVIDIA/gpu-operator#2272")
+            && err.contains("nvidia.com/gpu.deploy.sandbox-validator"),
         "{err}"
     );
-    assert!(out.contains("relabel     done"), "{out}");
+    deploy_label(kc, "lab-node-1", "sandbox-device-plugin", "true");
+    let mut resume = vgpu.to_vec();
+    resume[3] = "1m";
+    let (code, out, err) = relabel(kc, &resume);
+    assert_eq!(code, 0, "{out}{err}");
     let s = node_state(kc);
-    assert!(s.cordoned, "uncordoned with its operands not ready");
-    assert_eq!(s.label.as_deref(), Some("vm-passthrough"));
-    assert!(s.record.is_some());
+    assert_eq!(s.label.as_deref(), Some("vm-vgpu"), "{out}");
+    assert!(!s.cordoned && s.record.is_none(), "{out}");
+
+    // A relabel that could never complete is refused before any change, decided by the
+    // model of check --effective: the target's device plugin disabled in the ClusterPolicy
+    // (the dry run says the same), then sandbox workloads disabled (the label is ignored).
+    patch_policy(kc, json!({"sandboxDevicePlugin": {"enabled": false}}));
+    for dry in [false, true] {
+        let mut args = vec!["lab-node-2=vm-passthrough", "--evict", "--no-preview"];
+        if dry {
+            args.push("--dry-run");
+        }
+        let (code, out, err) = relabel(kc, &args);
+        assert_eq!(code, 1, "{out}{err}");
+        assert!(
+            err.contains("relabel lab-node-2: refused, nothing was changed: the relabel could never complete: ClusterPolicy")
+                && err.contains("does not deploy the sandbox-device-plugin")
+                && err.contains("\"sandboxDevicePlugin\":{\"enabled\":true}"),
+            "{err}"
+        );
+        assert!(!out.contains("cordon      done"), "{out}");
+    }
+    patch_policy(kc, json!({"sandboxWorkloads": {"enabled": false}}));
+    let (code, out, err) = relabel(kc, &["lab-node-0=vm-vgpu", "--evict", "--no-preview"]);
+    assert_eq!(code, 1, "{out}{err}");
+    assert!(
+        err.contains(
+            "the GPU Operator would not follow nvidia.com/gpu.workload.config=vm-vgpu on lab-node-0"
+        ) && err.contains("label-ignored"),
+        "{err}"
+    );
+    for n in ["lab-node-0", "lab-node-2"] {
+        let s = node_state_of(kc, n);
+        assert!(
+            !s.cordoned && s.record.is_none(),
+            "{n} changed by a refusal"
+        );
+    }
 }

@@ -653,3 +653,133 @@ fn two_whatif_runs_at_once_do_not_share_a_twin() {
         );
     }
 }
+
+/// One `whatif` run interrupted: started under `state`, `signal` sent once a stderr line
+/// contains `at` (and `delay` after it); returns the exit code (`None`: killed) and stderr.
+fn interrupted_whatif(
+    state: &std::path::Path,
+    at: &str,
+    delay: std::time::Duration,
+    signal: &str,
+) -> (Option<i32>, String) {
+    use std::io::{BufRead, BufReader};
+    let lab = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
+    let mut child = Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .env("GPUWL_STATE_DIR", state)
+        .args([
+            "whatif",
+            "relabel",
+            "lab-node-1=container",
+            "--nodes",
+            &format!("{lab}/nodes.json"),
+            "--pods",
+            &format!("{lab}/pods.json"),
+        ])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut err = String::new();
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        err.push_str(&line);
+        err.push('\n');
+        if line.contains(at) {
+            std::thread::sleep(delay);
+            let ok = Command::new("kill").args([signal, &pid]).status().unwrap();
+            assert!(ok.success());
+            break;
+        }
+    }
+    for line in lines {
+        err.push_str(&line.unwrap());
+        err.push('\n');
+    }
+    (child.wait().unwrap().code(), err)
+}
+
+/// The processes whose command line names `dir` (a twin's components run with their
+/// state directory in their flags).
+fn processes_under(dir: &std::path::Path) -> Vec<String> {
+    let out = Command::new("ps")
+        .args(["-eo", "pid,args"])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.contains(dir.to_str().unwrap()))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Ctrl-C and SIGTERM during the twin's start and during its settle delete the twin
+/// (exit 130, no process and no state left); a `kill -9` half-way through the start leaves
+/// a half-started twin that carries its marker, so the next run removes it instead of
+/// refusing the name (issue 48, item 4).
+#[test]
+#[ignore = "needs local control plane"]
+fn an_interrupted_whatif_leaves_no_twin_behind() {
+    use std::time::Duration;
+    let _one = one_cluster_at_a_time();
+    let state = tempfile::tempdir().unwrap();
+    let twin = state.path().join("gpuwl-twin");
+    let gone = |what: &str, err: &str| {
+        assert!(!twin.exists(), "{what}: the twin's state is left\n{err}");
+        let left = processes_under(state.path());
+        assert!(left.is_empty(), "{what}: processes left: {left:?}\n{err}");
+    };
+    // SIGINT while the twin starts.
+    let (code, err) = interrupted_whatif(
+        state.path(),
+        "starting the twin",
+        Duration::from_millis(800),
+        "-INT",
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("SIGINT: waiting for the twin's start to end, then deleting the twin")
+            && err.contains("gpuwl: SIGINT: stopped; the twin gpuwl-twin was deleted"),
+        "{err}"
+    );
+    gone("SIGINT during the start", &err);
+    // SIGTERM while the twin settles (its nodes created, kwok making them Ready).
+    let (code, err) = interrupted_whatif(
+        state.path(),
+        "waiting for kwok to report the nodes Ready",
+        Duration::ZERO,
+        "-TERM",
+    );
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        err.contains("gpuwl: SIGTERM: stopped; the twin gpuwl-twin was deleted"),
+        "{err}"
+    );
+    gone("SIGTERM during the settle", &err);
+    // kill -9 half-way through the start: the marker is there already.
+    let (code, err) = interrupted_whatif(
+        state.path(),
+        "starting the twin",
+        Duration::from_millis(1500),
+        "-KILL",
+    );
+    assert_eq!(code, None, "{err}");
+    assert!(
+        twin.join(gpuwl::twin::TWIN_MARKER).exists(),
+        "no marker in the half-started twin\n{err}"
+    );
+    // The next run recognises it as a twin and removes it (then is interrupted itself).
+    let (code, err) = interrupted_whatif(
+        state.path(),
+        "starting the twin",
+        Duration::from_millis(300),
+        "-INT",
+    );
+    assert!(
+        err.contains("removing the twin gpuwl-twin left by an earlier run"),
+        "{err}"
+    );
+    assert_eq!(code, Some(130), "{err}");
+    gone("after the kill -9 and the next run", &err);
+}

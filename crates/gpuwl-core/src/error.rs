@@ -21,6 +21,9 @@ pub enum ExitStatus {
     BadInput = 2,
     /// 3: cluster, control-plane or other runtime failure.
     Runtime = 3,
+    /// 130: stopped by SIGINT or SIGTERM (the shell's 128 + SIGINT), after gpuwl cleaned up
+    /// what it had started.
+    Interrupted = 130,
 }
 
 impl From<ExitStatus> for ExitCode {
@@ -179,6 +182,10 @@ pub enum Error {
     /// error (a component that exits, a wait that runs out). Exit 3.
     #[error("{0}")]
     Runtime(String),
+    /// SIGINT or SIGTERM arrived; what was started is cleaned up and the message says what
+    /// state is left (a node cordoned, a twin deleted). Exit 130.
+    #[error("{0}")]
+    Interrupted(String),
 }
 
 /// The message of [`Error::NoKubeconfig`]: the way out is a running local cluster's
@@ -238,6 +245,7 @@ impl Error {
             | Error::Pki(_)
             | Error::OwnInput(_)
             | Error::Runtime(_) => ExitStatus::Runtime,
+            Error::Interrupted(_) => ExitStatus::Interrupted,
         }
     }
 

@@ -2,6 +2,21 @@
 //! escaping of text from files or the cluster ([`esc`]). Used by [`crate::error`] and every
 //! other module; depends on nothing else in the crate.
 
+/// Whether `name` is a valid Kubernetes object name of the DNS-subdomain kind (RFC 1123:
+/// at most 253 characters, lower-case alphanumerics, `-` and `.`, an alphanumeric at both
+/// ends) — what the API server asks of node names and most other objects
+/// (kubernetes/kubernetes `staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go`,
+/// `IsDNS1123Subdomain`).
+pub fn is_dns_subdomain(name: &str) -> bool {
+    let b = name.as_bytes();
+    !b.is_empty()
+        && b.len() <= 253
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, b'-' | b'.'))
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+}
+
 /// A value echoed in a message, cut to 80 characters (`"abc…" (52428800 bytes)`), quoted
 /// with Rust escapes so that it is one line: messages name values, they never dump them.
 /// Values of 80 characters or fewer read exactly as `{:?}` prints them.

@@ -24,7 +24,88 @@ use std::path::PathBuf;
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 
 use crate::input::gather::Request;
+use crate::input::limits::Limits;
 use crate::input::live::ClusterArgs;
+
+/// The reader limits (`--max-input-bytes`, `--max-member-bytes`, `--max-items`), flattened
+/// into [`SourceArgs`] and `gpuwl triage`'s flags; the command line sets them for the whole
+/// process before anything is read ([`LimitArgs::from_leaf`], `gpuwl_core::decode::limits`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::Args)]
+pub struct LimitArgs {
+    /// The most bytes read from files, stdin and archives, all together, uncompressed
+    /// (a gzip bomb stops here); K, M, G (×1024) suffixes allowed
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "8G",
+          help_heading = "Reader limits")]
+    pub max_input_bytes: u64,
+    /// The most bytes of one file, stdin or archive member, uncompressed; K, M, G suffixes
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes, default_value = "4G",
+          help_heading = "Reader limits")]
+    pub max_member_bytes: u64,
+    /// The most items of one list (nodes, pods, DRA objects, a bundle's operand pods or
+    /// described nodes); the default fits a 5,000-node, 150,000-pod cluster twice
+    #[arg(long, value_name = "N", default_value_t = Limits::DEFAULT.items,
+          help_heading = "Reader limits")]
+    pub max_items: u64,
+}
+
+impl Default for LimitArgs {
+    fn default() -> LimitArgs {
+        LimitArgs {
+            max_input_bytes: Limits::DEFAULT.input_bytes,
+            max_member_bytes: Limits::DEFAULT.member_bytes,
+            max_items: Limits::DEFAULT.items,
+        }
+    }
+}
+
+impl LimitArgs {
+    /// The limits these flags give.
+    pub fn limits(&self) -> Limits {
+        Limits {
+            input_bytes: self.max_input_bytes,
+            member_bytes: self.max_member_bytes,
+            items: self.max_items,
+        }
+    }
+
+    /// The limits of the innermost subcommand of `m` (`gpuwl kubevirt check` → `check`'s
+    /// matches), when it takes the limit flags; `None` for a command that reads no file.
+    pub fn from_leaf(m: &ArgMatches) -> Option<Limits> {
+        let mut m = m;
+        while let Some((_, sub)) = m.subcommand() {
+            m = sub;
+        }
+        let get = |id: &str| m.try_get_one::<u64>(id).ok().flatten().copied();
+        Some(Limits {
+            input_bytes: get("max_input_bytes")?,
+            member_bytes: get("max_member_bytes")?,
+            items: get("max_items")?,
+        })
+    }
+}
+
+/// A byte count: digits with an optional `K`, `M`, `G` or `T` suffix (powers of 1024; `Ki`,
+/// `KiB`, `KB` read the same).
+///
+/// Errors: not a count, or one that overflows 64 bits.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(digits);
+    let shift = match unit.trim().to_ascii_uppercase().trim_end_matches('B') {
+        "" => 0,
+        "K" | "KI" => 10,
+        "M" | "MI" => 20,
+        "G" | "GI" => 30,
+        "T" | "TI" => 40,
+        _ => return Err("expected a byte count such as 512M or 8G".into()),
+    };
+    let n: u64 = num
+        .parse()
+        .map_err(|_| "expected a byte count such as 512M or 8G".to_string())?;
+    n.checked_mul(1u64 << shift)
+        .ok_or_else(|| "too large for 64 bits".to_string())
+}
 
 /// A part of the data source a command may take as a file, beside the node dump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -230,6 +311,8 @@ pub struct SourceArgs<T> {
     pub snapshot: Option<PathBuf>,
     /// Where the live cluster is.
     pub live: ClusterArgs,
+    /// The reader limits (set for the process by the command line).
+    pub limits: LimitArgs,
     takes: PhantomData<T>,
 }
 
@@ -465,7 +548,8 @@ impl<T: Takes> clap::Args for SourceArgs<T> {
             file_arg(SNAPSHOT, Some("--snapshot"), snapshot_help(spec))
                 .conflicts_with_all(instead.chain(LIVE_IDS)),
         );
-        <ClusterArgs as clap::Args>::augment_args(cmd)
+        let cmd = <ClusterArgs as clap::Args>::augment_args(cmd);
+        <LimitArgs as clap::Args>::augment_args(cmd)
     }
 
     fn augment_args_for_update(cmd: Command) -> Command {
@@ -486,6 +570,7 @@ impl<T: Takes> FromArgMatches for SourceArgs<T> {
             kubevirt: part(Part::Kubevirt).or_else(|| part(Part::KubevirtCr)),
             snapshot: file(SNAPSHOT),
             live: ClusterArgs::from_arg_matches(m)?,
+            limits: LimitArgs::from_arg_matches(m)?,
             takes: PhantomData,
         })
     }
@@ -503,6 +588,7 @@ impl<T: Takes> FromArgMatches for SourceArgs<T> {
         keep(&mut self.dra, new.dra);
         keep(&mut self.kubevirt, new.kubevirt);
         keep(&mut self.snapshot, new.snapshot);
+        self.limits = new.limits;
         self.live.update_from_arg_matches(m)
     }
 }
@@ -722,6 +808,42 @@ mod tests {
             refused::<KubevirtCheckSource>(&["--nodes", "n"]),
             Some(Missing)
         );
+    }
+
+    #[test]
+    fn the_reader_limits_parse_with_units_and_default_to_the_core_s() {
+        assert_eq!(parse_bytes("8G"), Ok(8 << 30));
+        assert_eq!(parse_bytes("512MiB"), Ok(512 << 20));
+        assert_eq!(parse_bytes("1024"), Ok(1024));
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("99999999999T").is_err());
+        let d = parse::<CheckSource>(&["n"]).unwrap();
+        assert_eq!(d.limits.limits(), Limits::DEFAULT);
+        let l = parse::<InventorySource>(&[
+            "--max-items",
+            "10",
+            "--max-member-bytes",
+            "1M",
+            "--max-input-bytes",
+            "2M",
+        ])
+        .unwrap();
+        assert_eq!(
+            l.limits.limits(),
+            Limits {
+                input_bytes: 2 << 20,
+                member_bytes: 1 << 20,
+                items: 10
+            }
+        );
+        let m = command::<CheckSource>()
+            .try_get_matches_from(["--max-items", "7"])
+            .unwrap();
+        assert_eq!(LimitArgs::from_leaf(&m).map(|l| l.items), Some(7));
+        let none = Command::new("t")
+            .no_binary_name(true)
+            .get_matches_from(Vec::<&str>::new());
+        assert_eq!(LimitArgs::from_leaf(&none), None);
     }
 
     #[test]

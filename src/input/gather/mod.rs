@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-pub use args::{Live, SourceArgs, Spec};
+pub use args::{LimitArgs, Live, SourceArgs, Spec};
 
 use crate::error::{Error, Result};
 use crate::input::kubevirt::{self, CrType, CurrentCr};

@@ -261,6 +261,9 @@ pub struct MatchedDevice {
     pub free: bool,
     /// Blocked by a sibling's allocation (its shared counter is consumed).
     pub blocked: bool,
+    /// The other claims it is allocated to (`ns/claim`; this pod's own claim left out).
+    #[serde(skip)]
+    pub holders: Vec<String>,
 }
 
 /// One alternative of a request (`exactly`, or one `firstAvailable` entry).
@@ -445,6 +448,12 @@ pub(crate) fn claim_views(
                                 },
                                 free: d.is_free(),
                                 blocked: d.allocated_to.is_empty() && !d.blocked_by.is_empty(),
+                                holders: d
+                                    .allocated_to
+                                    .iter()
+                                    .filter(|k| **k != key)
+                                    .cloned()
+                                    .collect(),
                             }
                         })
                         .collect();

@@ -201,7 +201,7 @@ mod tests {
         assert_eq!(f.severity, crate::model::finding::Severity::Error);
         assert_eq!(
             f.message,
-            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): gpu-vm/virt-launcher-vm1-abcde (VMI gpu-vm/vm1, 1); the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): VM gpu-vm/vm1 may lose the GPU; stop or migrate before the swap, or relabel the node back"
+            "1 bound pod(s) hold 1 nvidia.com/GA102GL_A10 that the node no longer advertises (listed with 0): gpu-vm/virt-launcher-vm1-abcde (VMI gpu-vm/vm1, 1); the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): VM gpu-vm/vm1 may lose the GPU; stop or migrate before the swap, or relabel the node back: gpuwl relabel gpu-pt-1=vm-passthrough"
         );
         // A plain pod on a container name listed with "0" on a container node (a plugin
         // restarting): a warning, it keeps its device.

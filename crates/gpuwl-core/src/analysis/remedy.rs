@@ -36,6 +36,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+use crate::analysis::check;
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::dra::ClaimView;
 use crate::analysis::explain::{Explanation, Inputs, Shared};
@@ -45,6 +46,7 @@ use crate::model::dra::{ClaimRequest, DraObjects};
 use crate::model::kubevirt::node_owned_label;
 use crate::model::node::{NodeInfo, Taint};
 use crate::model::pod::{self, ObjectKind, PodInfo, Toleration, launcher_vmi_name};
+use crate::model::resource::Classifier;
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One change to the pod or to one node.
@@ -222,6 +224,16 @@ impl Action {
             Action::Lower { resource, to } => format!(
                 "lower the {who}'s {resource} request to at most {} ({redo})",
                 fit::amount(resource, *to)
+            ),
+            Action::Free {
+                node,
+                resource,
+                pods,
+                ..
+            } if resource == "pods" => format!(
+                "free a pod slot on {node} (its allocatable pods are all taken) by stopping {} \
+                 (it disrupts it)",
+                pods.join(", ")
             ),
             Action::Free {
                 node,
@@ -711,7 +723,7 @@ fn lift(failure: &Failure, pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) ->
         Failure::Taint { taint } => tolerate(taint, node),
         Failure::NotNamed => Some(Action::DropRequiredAffinity),
         Failure::NodeAffinity => aim_selector(pod, node),
-        Failure::TooManyPods { .. } => None,
+        Failure::TooManyPods { .. } => free_slot(node, ctx),
         Failure::Insufficient {
             resource,
             requested: asked,
@@ -760,9 +772,9 @@ fn aim_selector(pod: &PodInfo, node: &NodeInfo) -> Option<Action> {
             let valid = |s: &str| s.parse::<WorkloadConfig>().is_ok();
             let node_value = node.labels.get(k).map(String::as_str).unwrap_or("");
             if !node_value.is_empty() && !valid(node_value) {
-                return valid(v).then(|| Action::FixWorkloadLabel {
+                return corrected_label(node, v).map(|value| Action::FixWorkloadLabel {
                     node: node.name.clone(),
-                    value: v.clone(),
+                    value,
                 });
             }
         }
@@ -775,6 +787,29 @@ fn aim_selector(pod: &PodInfo, node: &NodeInfo) -> Option<Action> {
     pod.required_affinity
         .is_some()
         .then_some(Action::DropRequiredAffinity)
+}
+
+/// The value that corrects a node's invalid workload label, held to gpuwl's own checker
+/// ([`check::judge`]): the pod's `asked` value when the node, so labelled, is judged `OK`
+/// (what it advertises is of that config's class), else the one valid config it is judged
+/// `OK` with (a node advertising a vGPU type is corrected to `vm-vgpu` whatever the pod's
+/// selector asks; the selector is aimed at it in the next round); `None` when no value
+/// makes the node consistent (nothing advertised): a relabel gpuwl cannot vouch for is not
+/// proposed.
+fn corrected_label(node: &NodeInfo, asked: &str) -> Option<String> {
+    let consistent = |value: &str| {
+        let mut n = node.clone();
+        n.labels.insert(LABEL_KEY.to_owned(), value.to_owned());
+        check::judge(&n, &Classifier::default(), None).verdict == check::Verdict::Ok
+    };
+    if asked.parse::<WorkloadConfig>().is_ok() && consistent(asked) {
+        return Some(asked.to_owned());
+    }
+    WorkloadConfig::ALL
+        .iter()
+        .map(|w| w.as_str())
+        .find(|v| consistent(v))
+        .map(str::to_owned)
 }
 
 /// Too few units of `resource`: a name the node does not advertise is renamed to its
@@ -820,6 +855,35 @@ fn short(
 
 /// The pods on `node` to stop so that `units` more of `resource` are free, largest holder
 /// first; `None` when they cannot free that many.
+/// A node whose `pods` allocatable is used up: one pod slot freed by stopping one pod
+/// there — a slot is within reach like a unit of a resource. The pod that disrupts least
+/// is named: one holding no extended resource first (its GPU stays with it), then by
+/// name; terminal pods hold no slot. `None` when no pod runs there (the node's `pods` is 0).
+fn free_slot(node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Action> {
+    let held = |p: &PodInfo| {
+        p.requests
+            .iter()
+            .chain(p.other_requests.iter())
+            .filter(|(k, v)| k.contains('/') && **v > 0)
+            .count()
+    };
+    let victim = ctx
+        .pods
+        .iter()
+        .filter(|p| p.node_name.as_deref() == Some(node.name.as_str()) && !p.is_terminal())
+        .min_by(|a, b| {
+            held(a)
+                .cmp(&held(b))
+                .then_with(|| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)))
+        })?;
+    Some(Action::Free {
+        node: node.name.clone(),
+        resource: "pods".to_owned(),
+        units: 1,
+        pods: vec![format!("{}/{}", victim.namespace, victim.name)],
+    })
+}
+
 fn free_units(resource: &str, units: i64, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Option<Action> {
     let mut holders: Vec<(&PodInfo, i64)> = ctx
         .pods
@@ -1155,6 +1219,52 @@ mod tests {
         assert_eq!(r.node.as_deref(), Some("g-1"));
         assert_eq!(kinds(&r), ["lower"]);
         assert_eq!(serde_json::to_value(&r.actions[0].action).unwrap()["to"], 1);
+    }
+
+    #[test]
+    fn a_full_pod_slot_count_is_within_reach_too() {
+        // g-0 has a GPU free but its only pod slot (pods: 1) is taken by ml/a: stopping
+        // the one pod there frees the slot.
+        let mut nodes = Vec::new();
+        crate::decode::dump::read_from(
+            br#"{"kind":"List","items":[
+              {"kind":"Node","metadata":{"name":"g-0"},
+               "status":{"allocatable":{"cpu":"8","memory":"32Gi","pods":"1","nvidia.com/gpu":"2"}}}]}"#
+                .as_slice(),
+            "nodes.json",
+            |n| nodes.push(n),
+        )
+        .unwrap();
+        let pods = crate::decode::pods::read_pods_str(
+            r#"{"kind":"List","items":[{"kind":"Pod","metadata":{"name":"a","namespace":"ml"},
+                "spec":{"nodeName":"g-0","containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]},
+                "status":{"phase":"Running"}}]}"#,
+            "pods.json",
+        )
+        .unwrap();
+        let pod = crate::decode::pods::read_pods_str(
+            r#"{"kind":"Pod","metadata":{"name":"p","namespace":"ml"},"spec":{"containers":[{"name":"c","resources":{"limits":{"nvidia.com/gpu":"1"}}}]}}"#,
+            "pod.json",
+        )
+        .unwrap()
+        .remove(0);
+        let e = explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&pods),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let r = e.remedy.clone().unwrap();
+        assert!(r.sufficient, "{r:?}");
+        assert_eq!(kinds(&r), ["free"]);
+        let a = serde_json::to_value(&r.actions[0].action).unwrap();
+        assert_eq!(a["resource"], "pods");
+        assert_eq!(a["pods"], serde_json::json!(["ml/a"]));
+        assert_eq!(r.actions[0].commands, ["kubectl delete pod a -n ml"]);
+        assert!(e.fix.contains("free a pod slot on g-0"), "{}", e.fix);
     }
 
     #[test]

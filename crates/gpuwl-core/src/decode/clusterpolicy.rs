@@ -102,6 +102,15 @@ pub fn from_object(v: &Value) -> std::result::Result<ClusterPolicy, FieldError> 
         vgpu_default_config: scalar("spec.vgpuDeviceManager.config.default")?,
         mig_default_config: scalar("spec.migManager.config.default")?,
         state: scalar("status.state")?,
+        components: {
+            let mut m = std::collections::BTreeMap::new();
+            for (op, key, _) in crate::model::operator::POLICY_COMPONENTS {
+                if let Some(on) = flag(&format!("spec.{key}.enabled"))? {
+                    m.insert(op.to_owned(), on);
+                }
+            }
+            m
+        },
     })
 }
 
@@ -140,6 +149,21 @@ mod tests {
         assert_eq!(p.mode.as_deref(), Some("kubevirt"));
         assert_eq!(p.vgpu_manager_enabled, Some(false));
         assert_eq!(p.vgpu_default_config.as_deref(), Some("A10-12Q"));
+        // Components: what is set, and the CRD's defaults for the rest.
+        assert_eq!(p.components.get("vgpu-manager"), Some(&false));
+        assert!(!p.operand_enabled("vgpu-manager"));
+        assert!(p.operand_enabled("device-plugin"));
+        assert!(p.operand_enabled("driver"));
+        assert!(!p.operand_enabled("sandbox-device-plugin"));
+        let sdp = read_str(
+            "kind: ClusterPolicy\nspec:\n  sandboxDevicePlugin: {enabled: true}\n  devicePlugin: {enabled: false}\n",
+            "cp.yaml",
+        )
+        .unwrap()
+        .policy
+        .unwrap();
+        assert!(sdp.operand_enabled("sandbox-device-plugin"));
+        assert!(!sdp.operand_enabled("device-plugin"));
         let off = read_str(
             r#"{"kind":"List","items":[{"kind":"ClusterPolicy","metadata":{"name":"cp"},"spec":{}}]}"#,
             "cp.json",

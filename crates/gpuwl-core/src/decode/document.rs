@@ -6,6 +6,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::decode::limits;
 use crate::error::{Error, FieldError, Result};
 
 /// Parses `text` (JSON when the first non-blank byte is `{` or `[`, else YAML; a leading
@@ -31,24 +32,21 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
     }
 }
 
-/// The largest manifest or dump read into memory whole (CRs): 4 GiB.
-pub(crate) const MAX_DOCUMENT: u64 = 4 << 30;
-
 /// The most bytes one object of a streamed list (a node or pod item, or a single object
 /// document) may span: 64 MiB. The API server stores at most ~1.5 MiB per object (etcd's
 /// default `--max-request-bytes`), so a larger one is not an API object, and refusing it
 /// bounds what a reader buffers.
 pub(crate) const MAX_OBJECT: u64 = 64 << 20;
 
-/// Reads a whole document from `path` (`-`: stdin) through a [`Guard`] limited to
-/// [`MAX_DOCUMENT`] bytes.
+/// Reads a whole document from `path` (`-`: stdin) through a [`Guard`], at most
+/// [`limits::Limits::member_bytes`] bytes (`--max-member-bytes`, 4 GiB by default).
 ///
 /// Errors: [`Error::File`] `<name>: cannot read: ...`, or the [`Guard`]'s messages
 /// (`not JSON or YAML text (byte 0x00 at offset 0)`, `not UTF-8 at byte offset N`,
-/// `larger than 4 GiB`).
+/// [`limits::member_message`], [`limits::input_message`]).
 pub(crate) fn read_text(path: &std::path::Path) -> Result<String> {
     use std::io::Read;
-    let mut g = Guard::new(open(path)?, MAX_DOCUMENT, "larger than 4 GiB");
+    let mut g = Guard::new(open(path)?, u64::MAX, "");
     let mut bytes = Vec::new();
     if let Err(e) = g.read_to_end(&mut bytes) {
         return Err(match g.state.failure() {
@@ -66,15 +64,16 @@ pub(crate) fn read_text(path: &std::path::Path) -> Result<String> {
     })
 }
 
-/// Opens `path` for reading (`-`: stdin).
+/// Opens `path` for reading (`-`: stdin), bounded by the process's reader limits
+/// ([`limits::Bounded::file`]: `--max-member-bytes` for it, `--max-input-bytes` in all).
 ///
 /// Errors: [`Error::Input`] `<path>: cannot read: <why>`.
 pub fn open(path: &std::path::Path) -> Result<Box<dyn std::io::Read>> {
     if path.as_os_str() == "-" {
-        return Ok(Box::new(std::io::stdin().lock()));
+        return Ok(Box::new(limits::Bounded::file(std::io::stdin().lock())));
     }
     std::fs::File::open(path)
-        .map(|f| Box::new(f) as Box<dyn std::io::Read>)
+        .map(|f| Box::new(limits::Bounded::file(f)) as Box<dyn std::io::Read>)
         .map_err(|e| Error::read(path, e))
 }
 
@@ -471,6 +470,7 @@ impl<'de, L: ListSink> serde::de::Visitor<'de> for ItemsSeed<'_, '_, L> {
             let Some(v) = seq.next_element_seed(seed)? else {
                 break;
             };
+            self.guard.check_item(i).map_err(serde::de::Error::custom)?;
             if self.top.failed.is_none() {
                 let kind = self.top.object.kind.as_deref();
                 if self.top.pending.is_empty() && (kind.is_some() || L::names_kind(&v)) {
@@ -508,6 +508,22 @@ impl GuardState {
     pub(crate) fn limit_from_here(&self, max: u64, what: &'static str) {
         self.limit.set(self.pos.get().saturating_add(max));
         self.over.set(what);
+    }
+
+    /// Checks list item `index` against `--max-items` ([`limits::check_item`]); past it
+    /// the input fails with [`limits::items_message`].
+    ///
+    /// Errors: that message.
+    pub fn check_item(&self, index: usize) -> std::result::Result<(), String> {
+        limits::check_item(index).inspect_err(|m| self.record(m.clone()))
+    }
+
+    /// Records `message` as why the input failed (the first failure stays).
+    fn record(&self, message: String) {
+        let mut f = self.failure.borrow_mut();
+        if f.is_none() {
+            *f = Some(message);
+        }
     }
 
     /// Why the guard failed the input, as a message without the file name (`not UTF-8 at
@@ -554,10 +570,7 @@ impl<R: std::io::Read> Guard<R> {
     }
 
     fn fail(&self, msg: String) -> std::io::Error {
-        let mut f = self.state.failure.borrow_mut();
-        if f.is_none() {
-            *f = Some(msg.clone());
-        }
+        self.state.record(msg.clone());
         std::io::Error::new(std::io::ErrorKind::InvalidData, msg)
     }
 
@@ -631,7 +644,15 @@ impl<R: std::io::Read> std::io::Read for Guard<R> {
         if let Some(f) = self.state.failure() {
             return Err(std::io::Error::new(std::io::ErrorKind::InvalidData, f));
         }
-        let n = self.inner.read(buf)?;
+        let n = match self.inner.read(buf) {
+            Ok(n) => n,
+            // A reader limit crossed below (a file's or the process's bytes) is why the
+            // input stopped: the message, not the parser's echo of it.
+            Err(e) => match limits::limit_of(&e) {
+                Some(m) => return Err(self.fail(m.to_owned())),
+                None => return Err(e),
+            },
+        };
         let base = self.state.pos.get();
         if n == 0 {
             if self.carry_len > 0 && self.check_utf8 {

@@ -26,6 +26,7 @@ use crate::decode::document::{
     self, GuardState, Input, Keep, ListSink, MAX_OBJECT, ReadError, TopObject, in_field, one_line,
     read_list_from,
 };
+use crate::decode::limits::Bounded;
 use crate::error::{Error, FieldError, Result};
 use crate::model::node::{NodeInfo, Taint};
 
@@ -77,11 +78,12 @@ pub fn read_nodes(source: &Source) -> Result<Vec<NodeInfo>> {
 /// returned: callers must not emit results before this returns `Ok`.
 pub fn for_each_node(source: &Source, on_node: impl FnMut(NodeInfo)) -> Result<usize> {
     let reader: Box<dyn Read> = match source {
-        Source::Stdin => Box::new(io::stdin().lock()),
-        Source::Path(p) => Box::new(
-            File::open(p)
-                .map_err(|e| Error::Input(format!("{}: cannot read: {e}", p.display())))?,
-        ),
+        Source::Stdin => Box::new(Bounded::file(io::stdin().lock())),
+        Source::Path(p) => {
+            Box::new(Bounded::file(File::open(p).map_err(|e| {
+                Error::Input(format!("{}: cannot read: {e}", p.display()))
+            })?))
+        }
     };
     read_from(reader, &source.to_string(), on_node)
 }
@@ -734,6 +736,7 @@ fn json_object<R: Read>(
                         } else {
                             loop {
                                 ctx.at_item(Some(i));
+                                ctx.guard.check_item(i).map_err(parse_error)?;
                                 let Item(node) = w.value()?;
                                 on_node(node);
                                 i += 1;

@@ -5,6 +5,8 @@
 //!
 //! - [`document`]: what every reader shares — format sniffing (JSON or YAML by the first
 //!   byte, BOM, size guard), the streamed list entry point, the YAML options and messages;
+//! - [`limits`]: the process's bounds on bytes read, bytes per file or archive member
+//!   and items per list (`--max-input-bytes`, `--max-member-bytes`, `--max-items`);
 //! - [`dump`]: the node dump (streaming JSON visitor over `items`, YAML through
 //!   serde-saphyr's streaming deserializer);
 //! - [`pods`], [`dra`], [`clusterpolicy`], [`kubevirt`], [`operands`]: pods, DRA objects,
@@ -20,6 +22,7 @@ pub mod document;
 pub mod dra;
 pub mod dump;
 pub mod kubevirt;
+pub mod limits;
 pub mod mustgather;
 pub mod operands;
 pub mod pods;

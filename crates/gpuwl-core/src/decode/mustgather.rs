@@ -25,6 +25,7 @@ use serde_json::Value;
 
 use crate::decode::clusterpolicy;
 use crate::decode::document::{self, Keep, ListSink, Prune, ReadError, TopObject};
+use crate::decode::limits::{self, Bounded};
 use crate::decode::pods::{self, SPEC};
 use crate::error::{Error, FieldError, Result};
 use crate::model::node::{NodeInfo, Taint};
@@ -114,7 +115,8 @@ pub struct OperandPod {
     /// Containers and init containers.
     pub containers: Vec<ContainerState>,
     /// The pod as the analyses read it (for the GPU requests of a pending pod), when it
-    /// converts.
+    /// converts and is not bound to a node nor finished (else `None`, to keep memory per
+    /// pod small).
     pub info: Option<PodInfo>,
 }
 
@@ -279,10 +281,18 @@ pub(crate) fn parse_describe(
     let mut out = Vec::new();
     let mut cur: Option<Building> = None;
     let mut section = Section::Other;
+    let mut too_many = false;
     let binary = for_each_line(r, |_, line| {
         if let Some(rest) = line.strip_prefix("Name:") {
+            if too_many {
+                return;
+            }
             if let Some(b) = cur.take() {
                 out.push(b.finish());
+            }
+            if limits::check_item(out.len()).is_err() {
+                too_many = true;
+                return;
             }
             cur = Some(Building {
                 d: DescribedNode {
@@ -526,16 +536,18 @@ const OPERAND_DS: Keep = Keep::Fields(&[
 
 /// A `kubectl get … -oyaml` List of operand pods or DaemonSets, read through the
 /// streaming list reader every dump shares ([`crate::decode::document::read_list`]): each
-/// item pruned to `keep` (at most 64 MiB each), nothing else kept.
-struct KeptItems {
+/// item pruned to `keep` (at most 64 MiB each) and converted by `convert` as it is read,
+/// so that memory follows the records kept, not the pruned objects.
+struct KeptItems<T> {
     keep: Keep,
-    out: Vec<Value>,
+    convert: fn(&Value) -> T,
+    out: Vec<T>,
 }
 
-impl ListSink for KeptItems {
+impl<T> ListSink for KeptItems<T> {
     type Item = Value;
     type Seed = Prune;
-    type Out = Vec<Value>;
+    type Out = Vec<T>;
 
     fn seed(&self) -> Prune {
         Prune(self.keep)
@@ -555,11 +567,11 @@ impl ListSink for KeptItems {
         item: Value,
         _list_kind: Option<&str>,
     ) -> std::result::Result<(), ReadError> {
-        self.out.push(item);
+        self.out.push((self.convert)(&item));
         Ok(())
     }
 
-    fn finish(self, top: TopObject) -> std::result::Result<Vec<Value>, ReadError> {
+    fn finish(self, top: TopObject) -> std::result::Result<Vec<T>, ReadError> {
         if top.saw_items || top.kind.is_some() {
             Ok(self.out)
         } else {
@@ -568,10 +580,16 @@ impl ListSink for KeptItems {
     }
 }
 
-/// Streams a `kubectl get … -oyaml` List, returning its items pruned to `keep`.
-fn read_list(r: impl Read, keep: Keep) -> std::result::Result<Vec<Value>, ReadError> {
+/// Streams a `kubectl get … -oyaml` List, returning its items pruned to `keep` and
+/// converted by `convert`.
+fn read_list<T>(
+    r: impl Read,
+    keep: Keep,
+    convert: fn(&Value) -> T,
+) -> std::result::Result<Vec<T>, ReadError> {
     let sink = KeptItems {
         keep,
+        convert,
         out: Vec::new(),
     };
     document::read_list(r, "a List", MAX_OBJECT_MSG, sink)
@@ -638,7 +656,11 @@ fn operand_pod(v: &Value) -> OperandPod {
         phase: s_at(v, "/status/phase").map(str::to_owned),
         ready,
         containers,
-        info: pods::from_object(v).ok(),
+        // Kept only for a pod not bound to a node (the report explains pending pods): a
+        // bound pod's whole record would cost memory per pod for nothing.
+        info: pods::from_object(v)
+            .ok()
+            .filter(|p| p.is_unbound() && !p.is_terminal()),
     }
 }
 
@@ -661,6 +683,50 @@ fn operand_ds(v: &Value) -> OperandDaemonSet {
     }
 }
 
+/// Opens a regular file of a bundle's folder without following a link: the file must be
+/// the one `lstat` saw (not a symbolic link, not swapped for one since).
+///
+/// Errors: the I/O error, or `InvalidData` for a link.
+fn open_no_follow(p: &Path) -> std::io::Result<std::fs::File> {
+    let link = || std::io::Error::new(std::io::ErrorKind::InvalidData, "a link: not read");
+    let before = std::fs::symlink_metadata(p)?;
+    if !before.file_type().is_file() {
+        return Err(link());
+    }
+    let f = std::fs::File::open(p)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let after = f.metadata()?;
+        if (after.dev(), after.ino()) != (before.dev(), before.ino()) {
+            return Err(link());
+        }
+    }
+    Ok(f)
+}
+
+/// Why a folder entry of a bundle is not read, when it is a link: a symbolic link (it may
+/// point anywhere: a kubeconfig, a key) or a regular file with other hard links (one of
+/// them may be outside the bundle). `None` for a regular file read as it is.
+fn link_kind(meta: &std::fs::Metadata) -> Option<&'static str> {
+    if meta.file_type().is_symlink() {
+        return Some("a symbolic link");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        if meta.file_type().is_file() && meta.nlink() > 1 {
+            return Some("a hard link (the file has other names)");
+        }
+    }
+    None
+}
+
+/// The note for a link skipped in a bundle (the target is never named nor read).
+fn skipped_link(base: &str, kind: &str) -> String {
+    format!("{base}: {kind}: skipped (only the bundle's own regular files are read)")
+}
+
 /// How a file of the bundle is handed over: a file of a folder (seekable) or a tar member.
 enum Member<'a> {
     File(&'a Path),
@@ -668,9 +734,11 @@ enum Member<'a> {
 }
 
 impl Member<'_> {
+    /// The member's bytes; a file of a folder is bounded by `--max-member-bytes` and counts
+    /// toward `--max-input-bytes` (an archive's stream is bounded as a whole).
     fn reader(&mut self) -> std::io::Result<Box<dyn Read + '_>> {
         match self {
-            Member::File(p) => Ok(Box::new(std::fs::File::open(p)?)),
+            Member::File(p) => Ok(Box::new(Bounded::file(open_no_follow(p)?))),
             Member::Stream(r) => Ok(Box::new(&mut **r)),
         }
     }
@@ -733,9 +801,9 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
             match m
                 .reader()
                 .map_err(|e| e.to_string())
-                .and_then(|r| read_list(r, OPERAND_POD).map_err(|e| e.to_string()))
+                .and_then(|r| read_list(r, OPERAND_POD, operand_pod).map_err(|e| e.to_string()))
             {
-                Ok(items) => b.pods = items.iter().map(operand_pod).collect(),
+                Ok(pods) => b.pods = pods,
                 Err(e) => fail(b, text::one_line(&e)),
             }
         }
@@ -743,9 +811,9 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
             match m
                 .reader()
                 .map_err(|e| e.to_string())
-                .and_then(|r| read_list(r, OPERAND_DS).map_err(|e| e.to_string()))
+                .and_then(|r| read_list(r, OPERAND_DS, operand_ds).map_err(|e| e.to_string()))
             {
-                Ok(items) => b.daemonsets = items.iter().map(operand_ds).collect(),
+                Ok(ds) => b.daemonsets = ds,
                 Err(e) => fail(b, text::one_line(&e)),
             }
         }
@@ -796,6 +864,7 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
 /// Errors: [`Error::File`] (exit 2) when the path is neither a folder nor a tar archive,
 /// or holds none of the script's files.
 pub fn read(path: &Path) -> Result<Bundle> {
+    limits::take_hit();
     let mut b = Bundle {
         source: path.display().to_string(),
         ..Default::default()
@@ -809,15 +878,27 @@ pub fn read(path: &Path) -> Result<Bundle> {
         entries.sort_by_key(|e| e.file_name());
         for e in entries {
             let p = e.path();
-            if !p.is_file() {
+            let base = e.file_name().to_string_lossy().into_owned();
+            // Links are never followed: `symlink_metadata` does not, and a file is opened
+            // only when it is still the regular file seen here.
+            let Ok(meta) = std::fs::symlink_metadata(&p) else {
+                continue;
+            };
+            if let Some(kind) = link_kind(&meta) {
+                b.problems.push(skipped_link(&base, kind));
                 continue;
             }
-            let base = e.file_name().to_string_lossy().into_owned();
+            if !meta.file_type().is_file() {
+                continue;
+            }
             b.files.insert(base.clone());
             visit(&mut b, &base, Member::File(&p));
+            if let Some(m) = limits::take_hit() {
+                return Err(Error::file(path, format!("{}: {m}", text::esc(&base))));
+            }
         }
     } else {
-        let reader = document::open_maybe_gzip(path)?;
+        let reader = Bounded::archive(document::open_maybe_gzip(path)?);
         let mut archive = tar::Archive::new(reader);
         let not_tar = |e: std::io::Error| {
             Error::file(
@@ -834,7 +915,13 @@ pub fn read(path: &Path) -> Result<Bundle> {
         for entry in entries {
             let mut entry = match entry {
                 Ok(e) => e,
-                Err(e) if !any => return Err(not_tar(e)),
+                Err(e) if limits::limit_of(&e).is_some() || !any => {
+                    limits::take_hit();
+                    return Err(match limits::limit_of(&e) {
+                        Some(m) => Error::file(path, m.to_owned()),
+                        None => not_tar(e),
+                    });
+                }
                 Err(e) => {
                     b.problems.push(format!(
                         "the archive is cut short or damaged after {} members{}: {}",
@@ -848,9 +935,6 @@ pub fn read(path: &Path) -> Result<Bundle> {
                 }
             };
             any = true;
-            if entry.header().entry_type() != tar::EntryType::Regular {
-                continue;
-            }
             let base = match entry.path() {
                 Ok(p) => p
                     .file_name()
@@ -858,11 +942,31 @@ pub fn read(path: &Path) -> Result<Bundle> {
                     .unwrap_or_default(),
                 Err(_) => continue,
             };
+            match entry.header().entry_type() {
+                tar::EntryType::Regular | tar::EntryType::Continuous => {}
+                tar::EntryType::Symlink if !base.is_empty() => {
+                    b.problems.push(skipped_link(&base, "a symbolic link"));
+                    continue;
+                }
+                tar::EntryType::Link if !base.is_empty() => {
+                    b.problems
+                        .push(skipped_link(&base, "a hard link to another member"));
+                    continue;
+                }
+                _ => continue,
+            }
             if base.is_empty() {
                 continue;
             }
+            if let Err(m) = limits::check_member(entry.size()) {
+                limits::take_hit();
+                return Err(Error::file(path, format!("{}: {m}", text::esc(&base))));
+            }
             b.files.insert(base.clone());
             visit(&mut b, &base, Member::Stream(&mut entry));
+            if let Some(m) = limits::take_hit() {
+                return Err(Error::file(path, format!("{}: {m}", text::esc(&base))));
+            }
             last = Some(base);
         }
     }

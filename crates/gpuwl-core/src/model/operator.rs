@@ -20,6 +20,8 @@
 //! - `nvidia.com/gpu.present=true` (gpu-operator) and NFD's
 //!   `feature.node.kubernetes.io/pci-10de.present=true` mark nodes that have an NVIDIA GPU.
 
+use std::collections::BTreeMap;
+
 use serde::Serialize;
 
 use crate::model::advertise;
@@ -60,7 +62,7 @@ pub(crate) const MIG_MANAGER_DEPLOY_LABEL: &str = "nvidia.com/gpu.deploy.mig-man
 /// `nvidia.com/mig.capable` (GFD): `true` on MIG-capable GPUs.
 pub(crate) const MIG_CAPABLE_LABEL: &str = "nvidia.com/mig.capable";
 /// `nvidia.com/vgpu.host-driver-version`: set on vGPU nodes, which never get a MIG manager.
-pub(crate) const VGPU_HOST_DRIVER_LABEL: &str = "nvidia.com/vgpu.host-driver-version";
+pub const VGPU_HOST_DRIVER_LABEL: &str = "nvidia.com/vgpu.host-driver-version";
 /// `nvidia.com/gpu.product` (GFD).
 pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 
@@ -96,6 +98,48 @@ pub struct ClusterPolicy {
     /// `State`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub state: Option<String>,
+    /// `spec.<component>.enabled` where the policy sets it, by operand name
+    /// (`device-plugin` for `spec.devicePlugin`, `sandbox-device-plugin`, `vfio-manager`,
+    /// `vgpu-manager`, `vgpu-device-manager`, `driver`); [`ClusterPolicy::operand_enabled`]
+    /// applies the CRD's defaults to the others.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub components: BTreeMap<String, bool>,
+}
+
+/// The ClusterPolicy components whose `enabled` gpuwl reads: operand name (as in
+/// `nvidia.com/gpu.deploy.<operand>`), `spec` key, and the default when `enabled` is not
+/// set — each component's `IsEnabled` in NVIDIA/gpu-operator
+/// `api/nvidia/v1/clusterpolicy_types.go`: the driver and the device plugin are on unless
+/// disabled; the sandbox device plugin, the VFIO manager, the vGPU manager and the vGPU
+/// device manager are off unless enabled (the Helm chart's values enable all but the vGPU
+/// manager).
+pub const POLICY_COMPONENTS: [(&str, &str, bool); 6] = [
+    ("driver", "driver", true),
+    ("device-plugin", "devicePlugin", true),
+    ("sandbox-device-plugin", "sandboxDevicePlugin", false),
+    ("vfio-manager", "vfioManager", false),
+    ("vgpu-manager", "vgpuManager", false),
+    ("vgpu-device-manager", "vgpuDeviceManager", false),
+];
+
+impl ClusterPolicy {
+    /// Whether the policy deploys `operand` (a `nvidia.com/gpu.deploy.<operand>` name) at
+    /// all: its `spec.<component>.enabled`, else the CRD's default ([`POLICY_COMPONENTS`]);
+    /// `true` for an operand gpuwl does not read.
+    pub fn operand_enabled(&self, operand: &str) -> bool {
+        if let Some(on) = self.components.get(operand) {
+            return *on;
+        }
+        if operand == "vgpu-manager"
+            && let Some(on) = self.vgpu_manager_enabled
+        {
+            return on;
+        }
+        POLICY_COMPONENTS
+            .iter()
+            .find(|(op, _, _)| *op == operand)
+            .is_none_or(|(_, _, default)| *default)
+    }
 }
 
 /// Where the ClusterPolicy came from, or why there is none (`clusterPolicy` in JSON).
@@ -949,6 +993,7 @@ mod tests {
             vgpu_default_config: None,
             mig_default_config: None,
             state: None,
+            components: BTreeMap::new(),
         }
     }
 

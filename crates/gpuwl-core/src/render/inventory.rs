@@ -548,10 +548,16 @@ fn held_back_text(out: &mut String, inv: &Inventory) {
 }
 
 /// One CSV field: escaped as text is (controls, line breaks and bidi characters from a
-/// node's names never reach a terminal or a spreadsheet raw), then quoted when needed.
-fn csv_field(s: &str) -> String {
+/// node's names never reach a terminal or a spreadsheet raw); a cell a spreadsheet would
+/// run as a formula (first character `=`, `+`, `-`, `@`, tab or CR, and not a number) gets
+/// a leading `'` and is quoted, as OWASP's "CSV Injection" advises; then quoted when
+/// needed.
+pub(crate) fn csv_field(s: &str) -> String {
     let s = crate::text::esc(s);
-    if s.contains([',', '"', '\n']) {
+    let formula = s.starts_with(['=', '+', '-', '@', '\t', '\r']) && s.parse::<f64>().is_err();
+    if formula {
+        format!("\"'{}\"", s.replace('"', "\"\""))
+    } else if s.contains([',', '"', '\n']) {
         format!("\"{}\"", s.replace('"', "\"\""))
     } else {
         s.to_owned()
@@ -703,6 +709,22 @@ mod tests {
         );
         assert!(f.contains("\\nMISMATCH=forged"), "{f}");
         assert_eq!(csv_field("a,b"), "\"a,b\"");
+    }
+
+    #[test]
+    fn a_csv_cell_a_spreadsheet_would_run_is_neutralised() {
+        assert_eq!(
+            csv_field("=HYPERLINK(\"http://x\")"),
+            "\"'=HYPERLINK(\"\"http://x\"\")\""
+        );
+        assert_eq!(csv_field("+1+cmd"), "\"'+1+cmd\"");
+        assert_eq!(csv_field("@SUM(A1)"), "\"'@SUM(A1)\"");
+        assert_eq!(csv_field("-2+3"), "\"'-2+3\"");
+        // A tab or CR is escaped as text first, so it can no longer start a cell raw.
+        assert_eq!(csv_field("\t=1"), "\\t=1");
+        // Numbers stay numbers; a dash inside a name is harmless.
+        assert_eq!(csv_field("-1.5"), "-1.5");
+        assert_eq!(csv_field("gpu-a"), "gpu-a");
     }
     use super::*;
 

@@ -33,7 +33,9 @@ const FREE: &str = "#43a047";
 const CORDONED: &str = "#b0bec5";
 const PENDING: &str = "#e53935";
 
-/// XML text: `&`, `<`, `>`, `"` and `'` as entities, control characters dropped.
+/// XML text: `&`, `<`, `>`, `"` and `'` as entities; control characters and the code
+/// points XML 1.0 does not allow at all (U+FFFE, U+FFFF: its `Char` production) dropped,
+/// so the document parses whatever a name holds.
 fn xml(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -43,7 +45,7 @@ fn xml(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&apos;"),
-            c if c.is_control() => {}
+            c if c.is_control() || matches!(c, '\u{fffe}' | '\u{ffff}') => {}
             c => out.push(c),
         }
     }
@@ -351,6 +353,11 @@ mod tests {
     #[test]
     fn names_are_xml_escaped_and_cut() {
         assert_eq!(xml("a<b>&\"c'\u{1b}"), "a&lt;b&gt;&amp;&quot;c&apos;");
+        // XML 1.0 forbids U+FFFE and U+FFFF anywhere; U+FFFD and astral characters stay.
+        assert_eq!(
+            xml("gpu\u{fffe}\u{ffff}\u{fffd}\u{1f600}\u{7f}\u{85}"),
+            "gpu\u{fffd}\u{1f600}"
+        );
         assert_eq!(cut("abcdef", 4), "abc…");
         assert_eq!(cut("abc", 4), "abc");
     }

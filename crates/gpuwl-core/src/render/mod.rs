@@ -79,7 +79,10 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
         let lead = |lines: &Vec<String>| if lines.is_empty() { &indent } else { &rest };
         let prose = |toks: &[Token], lines: &mut Vec<String>| {
             let text = join(toks);
-            if text.is_empty() || text == "." {
+            // The punctuation that closed a command on the line above is not carried to
+            // the start of the next line (`; or end it …`): the line break separates them.
+            let text = text.trim_start_matches([',', ';', '.', ':']).trim_start();
+            if text.is_empty() {
                 return;
             }
             let opts = textwrap::Options::new(width)
@@ -88,7 +91,7 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
                 .break_words(false)
                 .word_separator(textwrap::WordSeparator::AsciiSpace)
                 .word_splitter(textwrap::WordSplitter::NoHyphenation);
-            lines.push(textwrap::fill(&text, opts));
+            lines.push(textwrap::fill(text, opts));
         };
         let mut i = 0;
         for (start, end) in spans {
@@ -529,7 +532,7 @@ mod tests {
             lines[4],
             "  (its nodeSelector and tolerations must admit the node)"
         );
-        // Closing punctuation goes to the prose after; an opening parenthesis stays before;
+        // Closing punctuation is dropped at the line break; an opening parenthesis stays before;
         // a quoted argument with spaces stays whole.
         let w = wrap_lines(
             "  remove it (kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-) or check that NFD sees the GPU; then kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'; done\n",
@@ -537,7 +540,7 @@ mod tests {
         );
         assert_eq!(
             w,
-            "  remove it (\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    ) or check that NFD sees the GPU;\n    then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    ; done\n"
+            "  remove it (\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    ) or check that NFD sees the GPU;\n    then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    done\n"
         );
         // A sentence about a command is prose; a line that is a command stays whole.
         let w = wrap_lines(

@@ -195,9 +195,12 @@ pub const WARNING_LINES: usize = 50;
 impl Report {
     /// The seed contract's stdout lines: `MISMATCH=<node> <reason>` per mismatching node
     /// sorted by name (control characters escaped, so a crafted name cannot forge a line),
-    /// or the single line `OK=<labelled nodes>`.
+    /// or the single line `OK=<labelled nodes>`. When the GPU-node count fails
+    /// (`--expect-gpu-nodes`, [`Report::too_few_gpu_nodes`]) the last line is
+    /// `FAIL=<why>` and there is no `OK=` line: stdout never says OK when the exit code
+    /// says otherwise.
     pub(crate) fn seed_lines(&self) -> Vec<String> {
-        let v: Vec<String> = self
+        let mut v: Vec<String> = self
             .mismatches()
             .map(|n| {
                 text::esc(&format!(
@@ -207,11 +210,12 @@ impl Report {
                 ))
             })
             .collect();
-        if v.is_empty() {
-            vec![format!("OK={}", self.labelled)]
-        } else {
-            v
+        match self.too_few_gpu_nodes() {
+            Some(why) => v.push(format!("FAIL={why}")),
+            None if v.is_empty() => v.push(format!("OK={}", self.labelled)),
+            None => {}
         }
+        v
     }
 
     /// The mismatching nodes, sorted by name.
@@ -817,8 +821,14 @@ pub fn orphan_finding(o: &Orphan) -> Finding {
             format!("VM {}", vms.join(", VM "))
         };
         if o.class_changed {
+            // The way back is the workload that serves the held name's class, as one
+            // command `gpuwl relabel` takes as printed (it keeps holders of that name).
+            let back = match crate::model::resource::classify(&o.resource).workload() {
+                Some(w) => format!(": gpuwl relabel {}={w}", o.node),
+                None => String::new(),
+            };
             format!(
-                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back"
+                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back{back}"
             )
         } else {
             format!(
@@ -1200,6 +1210,7 @@ mod tests {
             vgpu_default_config: None,
             mig_default_config: None,
             state: None,
+            components: Default::default(),
         };
         let n = node(
             "pt",

@@ -389,9 +389,84 @@ pub(crate) fn cannot_allocate(f: &Facts<'_>) -> Option<Diagnosis> {
                 },
                 nodes.join("; ")
             ),
-            "wait for the claims holding them to be released (their pods end), or lower the request's count",
+            devices_in_use_fix(f, a),
         )
         .with_evidence(used.iter().map(|d| format!("{}: {}", d.device, d.state))),
+    )
+}
+
+/// The fix of `devices-in-use`: on the allowed node where the fewest other claims hold the
+/// devices still lacking, the claims to free and the pods they are reserved for (ending a
+/// pod frees a claim made from a template; a standalone claim is freed when its last pod
+/// ends); lowering the count is offered only when the count is above the free devices
+/// somewhere (never below 1).
+fn devices_in_use_fix(f: &Facts<'_>, a: &AlternativeView) -> String {
+    let mut best: Option<(usize, String, Vec<String>)> = None;
+    for (node, (_, free)) in per_node(a) {
+        if a.all {
+            break;
+        }
+        let need = usize::try_from(a.count)
+            .unwrap_or(usize::MAX)
+            .saturating_sub(free);
+        let mut claims: Vec<String> = a
+            .matching
+            .iter()
+            .filter(|d| d.allowed && !d.free && !d.blocked)
+            .filter(|d| d.node.clone().unwrap_or_else(|| "(every node)".into()) == node)
+            .filter_map(|d| d.holders.first().cloned())
+            .collect();
+        claims.sort();
+        claims.dedup();
+        if need == 0 || claims.len() < need {
+            continue;
+        }
+        claims.truncate(need);
+        if best.as_ref().is_none_or(|(n, _, _)| need < *n) {
+            best = Some((need, node, claims));
+        }
+    }
+    let free_max = per_node(a)
+        .values()
+        .map(|(_, free)| *free)
+        .max()
+        .unwrap_or(0);
+    let lower = if !a.all && free_max >= 1 && (free_max as i64) < a.count {
+        format!(", or lower the request's count to {free_max}")
+    } else {
+        String::new()
+    };
+    let Some((_, node, claims)) = best else {
+        return format!("wait for the claims holding them to be released (their pods end){lower}");
+    };
+    let pods: Vec<String> = claims
+        .iter()
+        .flat_map(|k| {
+            let (ns, name) = k.split_once('/').unwrap_or(("", k.as_str()));
+            f.pods
+                .iter()
+                .filter(move |p| {
+                    p.namespace == ns
+                        && !p.is_terminal()
+                        && p.resource_claims
+                            .iter()
+                            .any(|c| c.claim_name() == Some(name))
+                })
+                .map(|p| format!("{}/{}", p.namespace, p.name))
+        })
+        .collect();
+    let by = if pods.is_empty() {
+        format!("claim(s) {}", claims.join(", "))
+    } else {
+        format!(
+            "claim(s) {} (reserved for pod {})",
+            claims.join(", "),
+            pods.join(", ")
+        )
+    };
+    format!(
+        "free a device on {node}: end the workload holding {by} — its device returns to the \
+         pool and this claim can be allocated there{lower}"
     )
 }
 

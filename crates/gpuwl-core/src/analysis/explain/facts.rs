@@ -28,4 +28,6 @@ pub struct Facts<'a> {
     pub cluster_policy: Option<&'a ClusterPolicy>,
     /// The GPU Operator's operand pods per node, when known.
     pub operand_pods: Option<&'a OperandsByNode>,
+    /// The DRA objects (ResourceSlices, DeviceClasses, claims), when read.
+    pub dra: Option<&'a crate::model::dra::DraObjects>,
 }

@@ -782,6 +782,7 @@ fn diagnose(pod: &PodInfo, inputs: Inputs<'_>, usage: &Usage, e: &mut Explanatio
         kubevirt: inputs.kubevirt,
         cluster_policy: inputs.cluster_policy,
         operand_pods: inputs.operand_pods,
+        dra: inputs.dra,
     });
     if pod.is_vm()
         && inputs.kubevirt.is_none()

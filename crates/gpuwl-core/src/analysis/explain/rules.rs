@@ -2097,6 +2097,48 @@ fn operands_off_blocker(
     ))
 }
 
+/// A GPU node whose device plugin is off (`nvidia.com/gpu.deploy.device-plugin=false`)
+/// because NVIDIA's DRA driver serves its GPUs (it publishes devices there): a pod asking
+/// a container GPU name is served from DRA only through the scheduler's
+/// `DRAExtendedResource` feature gate and a DeviceClass whose `extendedResourceName` is
+/// that name (kubernetes/enhancements KEP-5004); the fix is a ResourceClaim or that gate —
+/// never the device plugin turned back on beside the driver, which would hand the same
+/// GPUs out twice (NVIDIA/gpu-operator#1541; NVIDIA/k8s-dra-driver-gpu README: the driver
+/// and the device plugin must not serve the same GPUs). `dra_devices`: per node, the
+/// devices the DRA driver publishes ([`crate::analysis::check::DraNodes::device_counts`]).
+fn dra_served_blocker(
+    node: &NodeInfo,
+    resource: &str,
+    class: ResourceClass,
+    dra_devices: &std::collections::BTreeMap<String, usize>,
+) -> Option<(String, String)> {
+    let devices = *dra_devices.get(&node.name)?;
+    if devices == 0
+        || class.workload() != Some(WorkloadConfig::Container)
+        || node.label("nvidia.com/gpu.deploy.device-plugin") != Some("false")
+    {
+        return None;
+    }
+    let n = &node.name;
+    Some((
+        format!(
+            "{n}'s GPUs are served by NVIDIA's DRA driver ({} publishes {devices} device(s) there) \
+             and its device plugin is off (nvidia.com/gpu.deploy.device-plugin=false), so nothing \
+             advertises {resource}; the scheduler serves an extended resource from DRA devices \
+             only with its DRAExtendedResource feature gate and a DeviceClass whose \
+             extendedResourceName is {resource}",
+            crate::analysis::check::NVIDIA_GPU_DRIVER
+        ),
+        format!(
+            "ask for the GPU with a ResourceClaim on the DRA driver's DeviceClass \
+             (gpu.nvidia.com) instead of {resource}, or enable the DRAExtendedResource feature \
+             gate on kube-apiserver and kube-scheduler with a DeviceClass whose \
+             extendedResourceName is {resource}; do not turn the device plugin back on beside \
+             the DRA driver: both would hand out the same GPUs (NVIDIA/gpu-operator#1541)"
+        ),
+    ))
+}
+
 /// A GPU node that runs workload `want` but has the label that disables the device plugin
 /// for it (`nvidia.com/gpu.deploy.device-plugin` or `.sandbox-device-plugin` `=false`).
 fn plugin_off_blocker(
@@ -2199,11 +2241,14 @@ pub(crate) fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
             .iter()
             .filter_map(|n| plugin_blocker(f, n, &rv.resource, class))
             .collect();
-        found.extend(
-            f.nodes.iter().filter_map(|n| {
-                operator_blocker(f.cluster_policy, f.nodes, n, &rv.resource, class)
-            }),
-        );
+        let dra_devices = f
+            .dra
+            .map(crate::analysis::check::DraNodes::device_counts)
+            .unwrap_or_default();
+        found.extend(f.nodes.iter().filter_map(|n| {
+            dra_served_blocker(n, &rv.resource, class, &dra_devices)
+                .or_else(|| operator_blocker(f.cluster_policy, f.nodes, n, &rv.resource, class))
+        }));
         let Some((cause, fix)) = found.first().cloned() else {
             continue;
         };
@@ -2805,6 +2850,7 @@ mod tests {
             vgpu_default_config: None,
             mig_default_config: None,
             state: None,
+            components: Default::default(),
         };
         let run = |pod: &str| {
             let pod = crate::decode::pods::read_pods_str(pod, "pod.json")

@@ -65,7 +65,15 @@ pub(crate) struct TolerationBlock {
     /// The nodes where the plugin's pods run (whose tolerations were read); empty when
     /// none was seen and the default tolerations were assumed.
     pub runs_on: Vec<String>,
+    /// The node shows its GPU only by the taint: no NFD or GPU-stack label, so the
+    /// labeller (NFD's worker, GPU Feature Discovery) is kept away by it too.
+    pub no_labeller: bool,
 }
+
+/// The taint key NVIDIA's stacks use to keep other pods off GPU nodes, and which the GPU
+/// Operator's operands and NVIDIA's device plugin tolerate by default
+/// (NVIDIA/gpu-operator `deployments/gpu-operator/values.yaml`, `daemonsets.tolerations`).
+const GPU_TAINT_KEY: &str = "nvidia.com/gpu";
 
 impl TolerationBlock {
     /// The cause, one clause.
@@ -78,8 +86,14 @@ impl TolerationBlock {
                 self.runs_on.join(", ")
             )
         };
+        let labeller = if self.no_labeller {
+            "; it carries no NFD label either: NFD's worker is kept away by the same taint \
+             unless it tolerates it"
+        } else {
+            ""
+        };
         format!(
-            "{} is a GPU node that advertises no GPU and runs no {} pod: it is tainted {}, and {seen}",
+            "{} is a GPU node that advertises no GPU and runs no {} pod: it is tainted {}, and {seen}{labeller}",
             self.node,
             self.plugin,
             self.taints.join(", ")
@@ -88,9 +102,23 @@ impl TolerationBlock {
 
     /// The fix, one clause.
     pub fn fix(&self) -> String {
+        let (who, whose) = if self.no_labeller {
+            (
+                format!("the {} and NFD's worker", self.plugin),
+                "both DaemonSets (GPU Operator: ClusterPolicy spec.daemonsets.tolerations and \
+                 node-feature-discovery.worker.tolerations; NVIDIA's device plugin chart and \
+                 the node-feature-discovery chart: tolerations and worker.tolerations)",
+            )
+        } else {
+            (
+                format!("the {}", self.plugin),
+                "its DaemonSet (GPU Operator: ClusterPolicy spec.daemonsets.tolerations; \
+                 NVIDIA's device plugin chart: tolerations)",
+            )
+        };
         format!(
-            "let the {} run on {}: add a toleration for {} to its DaemonSet (GPU Operator: ClusterPolicy spec.daemonsets.tolerations; NVIDIA's device plugin chart: tolerations), or remove the taint if the node is meant for GPU pods",
-            self.plugin,
+            "let {who} run on {}: add a toleration for {} to {whose}, or remove the taint if \
+             the node is meant for GPU pods",
             self.node,
             self.taints.join(", ")
         )
@@ -153,10 +181,15 @@ pub(crate) fn plugin_toleration_block(
     runs_on.sort();
     runs_on.dedup();
     nodes.iter().find_map(|n| {
-        let gpu = matches!(gpu_evidence(n), GpuEvidence::Nfd | GpuEvidence::Unknown);
+        let evidence = gpu_evidence(n);
+        // A taint of NVIDIA's GPU key marks a GPU node too: the labeller (NFD) may be kept
+        // away by the same taint, so the node has no NFD label to show it.
+        let gpu_taint = n.taints.iter().any(|t| t.key == GPU_TAINT_KEY);
+        let gpu = matches!(evidence, GpuEvidence::Nfd | GpuEvidence::Unknown) || gpu_taint;
         if !gpu || !advertised_gpus(n).is_empty() || runs_on.contains(&n.name) {
             return None;
         }
+        let no_labeller = !matches!(evidence, GpuEvidence::Nfd | GpuEvidence::Unknown);
         let taints: Vec<String> = n
             .taints
             .iter()
@@ -169,6 +202,7 @@ pub(crate) fn plugin_toleration_block(
             plugin,
             taints,
             runs_on: runs_on.clone(),
+            no_labeller,
         })
     })
 }
@@ -394,11 +428,20 @@ pub fn add(pod: &PodInfo, inputs: Inputs<'_>, e: &mut Explanation) {
         }
         if matches!(e.cause_code, CauseCode::FitsNow | CauseCode::Scheduled) {
             e.notes.push(h.cause());
+            e.notes.push(h.repair());
         } else {
+            // Restoring capacity the operator failed to provide disrupts no one: it comes
+            // before any change to the pod, the nodes or running workloads (issue 49).
             e.cause.push_str(&format!("; {}", h.cause()));
             e.evidence.push(format!("{}: {}", h.node, h.state));
+            e.fix = format!(
+                "first restore what {} failed to provide, which disrupts no one: {}. Only \
+                 while that cannot be done: {}",
+                h.node,
+                h.repair(),
+                e.fix
+            );
         }
-        e.notes.push(h.repair());
     }
     e.notes.extend(double_publication(pod, inputs, e));
 }
