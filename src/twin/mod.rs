@@ -551,6 +551,36 @@ fn select_pods<'a>(
     (bound, pending, left)
 }
 
+/// The pending GPU items split for the twin: `(vmis, pods, left_out)`. With KubeVirt in
+/// the twin (`kubevirt`), a pending VM (its VMI, its launcher pod) becomes a real VMI
+/// there, decided by virt-api and virt-controller. Without it, a VMI or VM that has no
+/// launcher pod cannot be tried: whether KubeVirt renders one at all is its own decision
+/// (permittedHostDevices, its webhooks; kubevirt/kubevirt
+/// `pkg/virt-controller/watch/vmi.go`), so it is left out with that reason instead of
+/// being placed as a plain pod; a pending launcher pod is a pod like any other.
+fn split_vmis(
+    pending: Vec<&PodInfo>,
+    kubevirt: bool,
+) -> (Vec<&PodInfo>, Vec<&PodInfo>, Vec<String>) {
+    let (vmis, pending): (Vec<&PodInfo>, Vec<&PodInfo>) = pending
+        .into_iter()
+        .partition(|p| kubevirt && kubevirt::vmi_name(p).is_some());
+    let (waiting, pending): (Vec<&PodInfo>, Vec<&PodInfo>) =
+        pending.into_iter().partition(|p| p.is_vm());
+    let left = waiting
+        .iter()
+        .map(|p| {
+            format!(
+                "{}: a {} with no launcher pod; KubeVirt decides whether it gets one (--kubevirt \
+                 tries it on the twin)",
+                p.key(),
+                p.kind.as_str()
+            )
+        })
+        .collect();
+    (vmis, pending, left)
+}
+
 fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
     PodRef {
         pod: source_key.cloned().unwrap_or_else(|| p.key()),
@@ -755,11 +785,9 @@ pub async fn run(
     let pools = inventory::assign_pools(&source.nodes, policy);
     let mut copied: BTreeSet<&str> = pools.pool_of.keys().copied().collect();
     copied.extend(relabels.iter().map(|r| r.node.as_str()));
-    let (bound, pending, left_out) = select_pods(source, &copied);
-    // With KubeVirt in the twin, pending VMs become real VMIs there.
-    let (vmis, pending): (Vec<&PodInfo>, Vec<&PodInfo>) = pending
-        .into_iter()
-        .partition(|p| opts.kubevirt && kubevirt::vmi_name(p).is_some());
+    let (bound, pending, mut left_out) = select_pods(source, &copied);
+    let (vmis, pending, no_launcher) = split_vmis(pending, opts.kubevirt);
+    left_out.extend(no_launcher);
     let twin_nodes: Vec<&NodeInfo> = source
         .nodes
         .iter()
@@ -2380,9 +2408,19 @@ mod loader_tests {
         let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
         let (bound, pending, left_out) = select_pods(&source, &copied);
         assert!(bound.is_empty() && left_out.is_empty(), "{left_out:?}");
-        let (vmis, pending): (Vec<&PodInfo>, Vec<&PodInfo>) = pending
-            .into_iter()
-            .partition(|p| kubevirt::vmi_name(p).is_some());
+        // Without KubeVirt in the twin, a VMI with no launcher pod is left out, never
+        // placed as a plain pod; a pending launcher pod stays a pod.
+        let (none, pods, left) = split_vmis(pending.clone(), false);
+        assert!(none.is_empty());
+        assert!(pods.iter().all(|p| !p.is_vm()), "{pods:?}");
+        assert_eq!(left.len(), 2, "{left:?}");
+        assert!(
+            left.iter()
+                .all(|l| l.contains("with no launcher pod; KubeVirt decides")),
+            "{left:?}"
+        );
+        let (vmis, pending, left) = split_vmis(pending, true);
+        assert!(left.is_empty(), "{left:?}");
         assert_eq!(vmis.len(), 2);
         let twin_nodes: Vec<&NodeInfo> =
             source.nodes.iter().filter(|n| n.name == "gpu-a").collect();
