@@ -649,7 +649,13 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
     let apiserver = cluster::process::recorded_pid(&handle.state_dir, "kube-apiserver").unwrap();
     let signal = |sig: i32, pid: u32| unsafe { libc::kill(pid as i32, sig) };
     assert_eq!(signal(libc::SIGSTOP, apiserver), 0);
-    std::thread::sleep(Duration::from_secs(30));
+    let stalled = Instant::now();
+    // `cluster status` is a health gate (issue 50): alive but silent is unhealthy, exit 3.
+    std::thread::sleep(Duration::from_secs(2));
+    let (rc, status, _) = gpuwl(&["cluster", "status", "--name", FAULT]);
+    assert_eq!(rc, 3, "{status}");
+    assert!(status.contains("unhealthy: kube-apiserver ("), "{status}");
+    std::thread::sleep(Duration::from_secs(30).saturating_sub(stalled.elapsed()));
     assert_eq!(signal(libc::SIGCONT, apiserver), 0);
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(
