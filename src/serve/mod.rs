@@ -94,6 +94,9 @@ pub struct AdmissionOptions {
     pub listen: SocketAddr,
     /// Warn or enforce.
     pub mode: admission::Mode,
+    /// The GPU resources autoscaling can bring (`--admission-autoscaled`): enforce mode
+    /// admits, with the warning, an object that asks only those ([`admission::Autoscaled`]).
+    pub autoscaled: Vec<admission::Autoscaled>,
     /// Serving certificate and key files (PEM); `None`: generated at start.
     pub cert: Option<(PathBuf, PathBuf)>,
     /// How the API server reaches the guard: the configuration's clientConfig, and the
@@ -427,6 +430,7 @@ async fn start_admission(
     let guard = Arc::new(admission::Guard {
         shared: shared.clone(),
         mode: a.mode,
+        autoscaled: a.autoscaled.clone(),
     });
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
     let server = std::thread::Builder::new()
