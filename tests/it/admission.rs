@@ -293,8 +293,40 @@ fn the_api_server_warns_denies_and_fails_open_through_the_guard() {
     );
     assert!(!configurations(kc).contains("gpuwl-admission"));
 
-    // Enforce mode: denied, nothing created.
-    let guard = Guard::start(kc, &["--admission-mode", "enforce"]);
+    // Enforce mode: denied, nothing created — but a pod asking a GPU only autoscaling can
+    // bring (scale from zero, issue 50) is admitted with its warning.
+    let guard = Guard::start(
+        kc,
+        &[
+            "--admission-mode",
+            "enforce",
+            "--admission-autoscaled",
+            "nvidia.com/NVIDIA_H100_80GB=8",
+        ],
+    );
+    let h100 =
+        typo_pod("scale-from-zero").replace("nvidia.com/GA102GL_A1", "nvidia.com/NVIDIA_H100_80GB");
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &h100);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "pod/scale-from-zero created");
+    assert!(
+        err.contains("Warning: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/NVIDIA_H100_80GB"),
+        "{err}"
+    );
+    let (code, out, err) = kubectl(
+        kc,
+        &[
+            "delete",
+            "pod",
+            "-n",
+            "gpu-vm",
+            "scale-from-zero",
+            "--grace-period=0",
+            "--force",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{out}{err}");
     let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &typo_pod("typo-denied"));
     assert_eq!(code, 1, "{out}{err}");
     assert!(
