@@ -217,6 +217,45 @@ impl std::str::FromStr for Autoscaled {
     }
 }
 
+/// The GPU resources Karpenter's NodePools (`nodepools.karpenter.sh/v1`) can bring: every
+/// extended resource (a name with a `/`) a NodePool caps in `spec.limits`, e.g.
+/// `nvidia.com/gpu: 64` (a pool's total, so no units per node: any). Empty when the API
+/// serves no NodePools, the list is refused or takes over 10 s. Read once, when the guard
+/// starts: a NodePool added later counts after a restart.
+pub async fn karpenter_autoscaled(client: &kube::Client) -> Vec<Autoscaled> {
+    use kube::api::{Api, ApiResource, ListParams};
+    use kube::core::GroupVersionKind;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+        "nodepools",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let listed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        api.list(&ListParams::default()),
+    )
+    .await;
+    let Ok(Ok(list)) = listed else {
+        return Vec::new();
+    };
+    autoscaled_of_nodepools(list.items.iter().map(|o| &o.data))
+}
+
+/// [`karpenter_autoscaled`] of NodePool objects: the extended resources of their
+/// `spec.limits`, once each, sorted.
+fn autoscaled_of_nodepools<'a>(pools: impl Iterator<Item = &'a Value>) -> Vec<Autoscaled> {
+    let names: std::collections::BTreeSet<String> = pools
+        .filter_map(|p| p.pointer("/spec/limits").and_then(Value::as_object))
+        .flat_map(|limits| limits.keys())
+        .filter(|k| k.contains('/') && !k.chars().any(char::is_control))
+        .cloned()
+        .collect();
+    names
+        .into_iter()
+        .map(|name| Autoscaled { name, units: None })
+        .collect()
+}
+
 /// Whether autoscaling can serve all `requests` (resource → units) that have a vendor
 /// domain (`nvidia.com/…`): each one listed in `autoscaled`, within its units. `false`
 /// without such a request.
@@ -454,6 +493,28 @@ mod tests {
 
     fn body(a: &Answer) -> Value {
         serde_json::from_str(&a.body).unwrap()
+    }
+
+    #[test]
+    fn karpenter_nodepools_name_the_gpu_resources_they_cap() {
+        let pools = [
+            json!({"spec": {"limits": {"cpu": "1000", "nvidia.com/gpu": "64"}}}),
+            json!({"spec": {"limits": {"nvidia.com/gpu": "8", "amd.com/gpu": 4}}}),
+            json!({"spec": {"template": {}}}),
+        ];
+        assert_eq!(
+            autoscaled_of_nodepools(pools.iter()),
+            [
+                Autoscaled {
+                    name: "amd.com/gpu".into(),
+                    units: None
+                },
+                Autoscaled {
+                    name: "nvidia.com/gpu".into(),
+                    units: None
+                }
+            ]
+        );
     }
 
     #[test]
