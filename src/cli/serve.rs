@@ -75,6 +75,18 @@ pub struct Args {
         help_heading = "Admission guard"
     )]
     pub admission_mode: serve::admission::Mode,
+    /// A GPU resource a node added by autoscaling (cluster-autoscaler, Karpenter) can
+    /// advertise, with the most units one such node has: NAME[=UNITS], repeatable. In
+    /// enforce mode an object asking only such resources, within the units, is admitted with
+    /// its warning instead of denied when no current node advertises the name or enough
+    /// units (scale-from-zero: that pod is what makes the autoscaler add the node)
+    #[arg(
+        long,
+        value_name = "NAME[=UNITS]",
+        requires = "admission_listen",
+        help_heading = "Admission guard"
+    )]
+    pub admission_autoscaled: Vec<serve::admission::Autoscaled>,
     /// Serving certificate (PEM chain) for the guard, e.g. a mounted kubernetes.io/tls
     /// Secret's tls.crt (default: a CA and certificate generated at start).
     #[arg(
@@ -160,6 +172,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         admission: args.admission_listen.map(|listen| serve::AdmissionOptions {
             listen,
             mode: args.admission_mode,
+            autoscaled: args.admission_autoscaled.clone(),
             cert: args.admission_cert.clone().zip(args.admission_key.clone()),
             endpoint: match (&args.admission_service, &args.admission_url) {
                 (Some((namespace, name)), _) => Some(serve::Endpoint::Service {

@@ -1407,19 +1407,21 @@ fn kwok_wedged(name: &str) -> Option<String> {
 pub const LEASE_STALE_AFTER: Duration = Duration::from_secs(40);
 
 /// When a node lease of `duration_seconds` (`spec.leaseDurationSeconds`; `None`: unknown)
-/// counts as not renewed: after three quarters of it, and never before
-/// [`LEASE_STALE_AFTER`]. kwok renews a lease every quarter of its duration, ±4 %
-/// (kwok v0.8.0 `pkg/kwok/controllers/controller.go`, as the kubelet does): three quarters
-/// is two renewals missed, and still before the lease expires and kube-controller-manager's
-/// `--node-monitor-grace-period` (as long as the lease here) marks the node not ready. The
-/// local control plane's kwok runs 200 s leases ([`recipe::kwok_controller`]), so 150 s:
-/// with 40 s for every lease, a healthy kwok renewing every 50 s was called wedged and
-/// restarted.
+/// counts as not renewed: after half of it, and never before [`LEASE_STALE_AFTER`]. kwok
+/// renews a lease every quarter of its duration, ±4 % (kwok v0.8.0
+/// `pkg/kwok/controllers/controller.go`, as the kubelet does): half is two renewals
+/// missed. The local control plane's kwok runs 200 s leases ([`recipe::kwok_controller`]),
+/// so 100 s; with the supervisor's two findings [`supervisor::KWOK_CHECK_EVERY`] (15 s)
+/// apart, a wedged kwok is restarted at most ~130 s after its last renewal, well inside
+/// kube-controller-manager's `--node-monitor-grace-period` (as long as the lease here,
+/// 200 s), so no node goes NotReady (three quarters, 150 s, with checks 30 s apart restarted
+/// it 180-210 s after: at the edge of the grace period). With 40 s for every lease, a
+/// healthy kwok renewing every 50 s was called wedged.
 pub fn lease_stale_after(duration_seconds: Option<i32>) -> Duration {
-    let quarters = duration_seconds
+    let half = duration_seconds
         .and_then(|d| u64::try_from(d).ok())
-        .map_or(Duration::ZERO, |d| Duration::from_secs(d * 3 / 4));
-    quarters.max(LEASE_STALE_AFTER)
+        .map_or(Duration::ZERO, |d| Duration::from_secs(d / 2));
+    half.max(LEASE_STALE_AFTER)
 }
 
 /// `None` when every lease in `kube-node-lease` of a node that exists was renewed within
@@ -1562,9 +1564,14 @@ mod tests {
     }
 
     #[test]
-    fn a_lease_is_stale_after_three_quarters_of_its_duration() {
-        // kwok's 200 s leases here: renewed every 50 s, so 150 s is two renewals missed.
-        assert_eq!(lease_stale_after(Some(200)), Duration::from_secs(150));
+    fn a_lease_is_stale_after_half_its_duration() {
+        // kwok's 200 s leases here: renewed every 50 s, so 100 s is two renewals missed;
+        // with two findings 15 s apart, restarted by ~130 s, inside the 200 s grace period.
+        assert_eq!(lease_stale_after(Some(200)), Duration::from_secs(100));
+        assert!(
+            lease_stale_after(Some(200)) + 2 * crate::cluster::supervisor::KWOK_CHECK_EVERY
+                < Duration::from_secs(200) * 3 / 4
+        );
         assert_eq!(lease_stale_after(Some(40)), LEASE_STALE_AFTER);
         assert_eq!(lease_stale_after(None), LEASE_STALE_AFTER);
         assert_eq!(lease_stale_after(Some(-5)), LEASE_STALE_AFTER);
@@ -1905,7 +1912,7 @@ mod api_tests {
             );
         };
         lease("n-a", "kube-node-lease", 10, 200);
-        lease("n-b", "kube-node-lease", 120, 200); // under 150 s: renewed in time
+        lease("n-b", "kube-node-lease", 90, 200); // under 100 s: renewed in time
         assert_eq!(rt.block_on(kwok_leases(&kubeconfig)), None);
         lease("n-c", "kube-node-lease", 100, 40); // a 40 s lease: stale after 40 s
         lease("gone", "kube-node-lease", 9000, 40); // no such node: not kwok's to renew

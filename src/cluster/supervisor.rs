@@ -35,8 +35,10 @@ pub const COMPONENT: &str = "supervisor";
 /// How often the supervisor looks at the processes.
 pub const POLL: Duration = Duration::from_secs(2);
 
-/// How often it reads kwok's node leases (a list call against the API server).
-pub const KWOK_CHECK_EVERY: Duration = Duration::from_secs(30);
+/// How often it reads kwok's node leases (a list call against the API server): 15 s, so
+/// that two findings in a row come well inside the node grace period
+/// (`cluster::lease_stale_after`).
+pub const KWOK_CHECK_EVERY: Duration = Duration::from_secs(15);
 
 /// Restarts of one component within [`LOOP_WINDOW`] that count as a restart loop.
 pub const LOOP_LIMIT: usize = 5;

@@ -8,7 +8,10 @@
 //!   each as `Warning: …`;
 //! - `enforce` mode: a finding whose cause can never pass on its own denies (`allowed:
 //!   false`, status 403 with the findings; [`crate::analysis::verdict::Verdict::permanent`]);
-//!   a transient one (`stale-only`: a device plugin restarting) is admitted with its warning;
+//!   a transient one (`stale-only`: a device plugin restarting) is admitted with its warning,
+//!   and so is an `unadvertised-name` or `too-large` one when every GPU resource the object
+//!   asks is one autoscaling can bring ([`Autoscaled`], `--admission-autoscaled`: a pod
+//!   that makes cluster-autoscaler or Karpenter add a GPU node must not be denied);
 //! - another kind, an operation other than CREATE/UPDATE, an UPDATE that leaves the spec
 //!   as it was, an object the reader cannot read, or any review before the initial lists
 //!   are in: `allowed: true`, no warning;
@@ -58,6 +61,7 @@ pub enum Mode {
     Enforce,
 }
 
+use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::verdict;
 use crate::input::pods;
 pub use crate::serve::metrics::Verdict;
@@ -178,9 +182,111 @@ fn review_body(response: AdmissionResponse) -> String {
     review.to_string()
 }
 
+/// A GPU resource a node that autoscaling adds can advertise (`--admission-autoscaled
+/// NAME[=UNITS]`): its name, and the most units one such node has (`None`: any number).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Autoscaled {
+    /// The resource name, e.g. `nvidia.com/gpu`.
+    pub name: String,
+    /// The most units one new node advertises.
+    pub units: Option<i64>,
+}
+
+impl std::str::FromStr for Autoscaled {
+    type Err = String;
+
+    /// `NAME` or `NAME=UNITS` (UNITS a positive integer).
+    ///
+    /// Errors: an empty name, or units that are not a positive integer.
+    fn from_str(s: &str) -> std::result::Result<Autoscaled, String> {
+        let (name, units) = match s.split_once('=') {
+            Some((n, u)) => (n, Some(u)),
+            None => (s, None),
+        };
+        if name.is_empty() || name.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err("expected NAME[=UNITS], e.g. nvidia.com/gpu=8".into());
+        }
+        let units = units
+            .map(|u| u.parse::<i64>().ok().filter(|n| *n > 0))
+            .map(|u| u.ok_or("UNITS: expected a positive integer"))
+            .transpose()?;
+        Ok(Autoscaled {
+            name: name.to_owned(),
+            units,
+        })
+    }
+}
+
+/// The GPU resources Karpenter's NodePools (`nodepools.karpenter.sh/v1`) can bring: every
+/// extended resource (a name with a `/`) a NodePool caps in `spec.limits`, e.g.
+/// `nvidia.com/gpu: 64` (a pool's total, so no units per node: any). Empty when the API
+/// serves no NodePools, the list is refused or takes over 10 s. Read once, when the guard
+/// starts: a NodePool added later counts after a restart.
+pub async fn karpenter_autoscaled(client: &kube::Client) -> Vec<Autoscaled> {
+    use kube::api::{Api, ApiResource, ListParams};
+    use kube::core::GroupVersionKind;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("karpenter.sh", "v1", "NodePool"),
+        "nodepools",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let listed = tokio::time::timeout(
+        std::time::Duration::from_secs(10),
+        api.list(&ListParams::default()),
+    )
+    .await;
+    let Ok(Ok(list)) = listed else {
+        return Vec::new();
+    };
+    autoscaled_of_nodepools(list.items.iter().map(|o| &o.data))
+}
+
+/// [`karpenter_autoscaled`] of NodePool objects: the extended resources of their
+/// `spec.limits`, once each, sorted.
+fn autoscaled_of_nodepools<'a>(pools: impl Iterator<Item = &'a Value>) -> Vec<Autoscaled> {
+    let names: std::collections::BTreeSet<String> = pools
+        .filter_map(|p| p.pointer("/spec/limits").and_then(Value::as_object))
+        .flat_map(|limits| limits.keys())
+        .filter(|k| k.contains('/') && !k.chars().any(char::is_control))
+        .cloned()
+        .collect();
+    names
+        .into_iter()
+        .map(|name| Autoscaled { name, units: None })
+        .collect()
+}
+
+/// Whether autoscaling can serve all `requests` (resource → units) that have a vendor
+/// domain (`nvidia.com/…`): each one listed in `autoscaled`, within its units. `false`
+/// without such a request.
+fn autoscaling_serves(
+    requests: &std::collections::BTreeMap<String, i64>,
+    autoscaled: &[Autoscaled],
+) -> bool {
+    let mut extended = requests.iter().filter(|(k, _)| k.contains('/')).peekable();
+    extended.peek().is_some()
+        && extended.all(|(name, units)| {
+            autoscaled
+                .iter()
+                .any(|a| a.name == *name && a.units.is_none_or(|max| *units <= max))
+        })
+}
+
 /// Judges one request body against `index` in `mode`. Never panics on any input; see the
 /// module docs for the answers.
 pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
+    answer_with(body, index, mode, &[])
+}
+
+/// [`answer`], with the GPU resources autoscaling can bring: in enforce mode an
+/// `unadvertised-name` or `too-large` finding is transient (admitted with its warning)
+/// when [`autoscaling_serves`] the object's requests.
+pub fn answer_with(
+    body: &[u8],
+    index: &admission::Index,
+    mode: Mode,
+    autoscaled: &[Autoscaled],
+) -> Answer {
     let request = match decode(body) {
         Ok(r) => r,
         Err(why) => return bad(&why),
@@ -245,9 +351,11 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
     // Enforce mode denies only what can never run (explain's verdict: a permanent
     // unservable or invalid cause); a transient one (a device plugin restarting lists its
     // name with "0" for a moment, operands rolling) is admitted with its warning.
-    let permanent = findings
-        .iter()
-        .any(|w| verdict::verdict(w.code, false).permanent());
+    let scalable = autoscaling_serves(&pod.requests, autoscaled);
+    let permanent = findings.iter().any(|w| {
+        verdict::verdict(w.code, false).permanent()
+            && !(scalable && matches!(w.code, CauseCode::UnadvertisedName | CauseCode::TooLarge))
+    });
     let verdict = match (findings.is_empty(), mode) {
         (true, _) => Verdict::Allowed,
         (false, Mode::Enforce) if permanent => Verdict::Denied,
@@ -262,6 +370,8 @@ pub struct Guard {
     pub shared: Arc<Shared>,
     /// Warn or enforce.
     pub mode: Mode,
+    /// The GPU resources autoscaling can bring (`--admission-autoscaled`).
+    pub autoscaled: Vec<Autoscaled>,
 }
 
 /// The admission server's routes: `POST /validate`, `GET /healthz`.
@@ -291,7 +401,7 @@ async fn validate(
         }
     };
     let index = lock(&guard.shared.admission).clone();
-    let a = answer(&body, &index, guard.mode);
+    let a = answer_with(&body, &index, guard.mode, &guard.autoscaled);
     guard
         .shared
         .metrics
@@ -383,6 +493,81 @@ mod tests {
 
     fn body(a: &Answer) -> Value {
         serde_json::from_str(&a.body).unwrap()
+    }
+
+    #[test]
+    fn karpenter_nodepools_name_the_gpu_resources_they_cap() {
+        let pools = [
+            json!({"spec": {"limits": {"cpu": "1000", "nvidia.com/gpu": "64"}}}),
+            json!({"spec": {"limits": {"nvidia.com/gpu": "8", "amd.com/gpu": 4}}}),
+            json!({"spec": {"template": {}}}),
+        ];
+        assert_eq!(
+            autoscaled_of_nodepools(pools.iter()),
+            [
+                Autoscaled {
+                    name: "amd.com/gpu".into(),
+                    units: None
+                },
+                Autoscaled {
+                    name: "nvidia.com/gpu".into(),
+                    units: None
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn enforce_mode_admits_what_autoscaling_can_bring_and_denies_the_rest() {
+        let ix = index();
+        let asks = |resource: &str, units: &str| {
+            let mut p = pod(resource);
+            p["spec"]["containers"][0]["resources"]["limits"][resource] = json!(units);
+            review("Pod", "", "CREATE", p)
+        };
+        let scaled: Vec<Autoscaled> = ["nvidia.com/NVIDIA_H100_80GB=8", "nvidia.com/GA102GL_A10"]
+            .iter()
+            .map(|s| s.parse().unwrap())
+            .collect();
+        // No node advertises the H100 name: denied without autoscaling …
+        let h100 = asks("nvidia.com/NVIDIA_H100_80GB", "4");
+        let a = answer(&h100, &ix, Mode::Enforce);
+        assert_eq!(a.verdict, Verdict::Denied);
+        assert_eq!(a.codes, ["unadvertised-name"]);
+        // … admitted with the same warning when autoscaling brings such nodes (scale from
+        // zero), unless it asks more than one new node has.
+        let a = answer_with(&h100, &ix, Mode::Enforce, &scaled);
+        assert_eq!(a.verdict, Verdict::Warned);
+        assert_eq!(a.codes, ["unadvertised-name"]);
+        let big = asks("nvidia.com/NVIDIA_H100_80GB", "9");
+        assert_eq!(
+            answer_with(&big, &ix, Mode::Enforce, &scaled).verdict,
+            Verdict::Denied
+        );
+        // More A10s than the largest current node (2): too-large, transient when listed.
+        let a10 = asks("nvidia.com/GA102GL_A10", "6");
+        assert_eq!(answer(&a10, &ix, Mode::Enforce).codes, ["too-large"]);
+        assert_eq!(answer(&a10, &ix, Mode::Enforce).verdict, Verdict::Denied);
+        assert_eq!(
+            answer_with(&a10, &ix, Mode::Enforce, &scaled).verdict,
+            Verdict::Warned
+        );
+        // A typo is no autoscaling's: still denied.
+        let typo = asks("nvidia.com/GA102GL_A1", "1");
+        assert_eq!(
+            answer_with(&typo, &ix, Mode::Enforce, &scaled).verdict,
+            Verdict::Denied
+        );
+        // The flag's syntax.
+        assert_eq!(
+            "nvidia.com/gpu=8".parse::<Autoscaled>(),
+            Ok(Autoscaled {
+                name: "nvidia.com/gpu".into(),
+                units: Some(8)
+            })
+        );
+        assert!("nvidia.com/gpu=0".parse::<Autoscaled>().is_err());
+        assert!("=4".parse::<Autoscaled>().is_err());
     }
 
     #[test]

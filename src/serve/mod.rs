@@ -34,6 +34,7 @@ use tokio::task::JoinSet;
 use crate::error::{Error, Result};
 use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
+use crate::text;
 
 pub mod admission;
 pub mod conn;
@@ -94,6 +95,9 @@ pub struct AdmissionOptions {
     pub listen: SocketAddr,
     /// Warn or enforce.
     pub mode: admission::Mode,
+    /// The GPU resources autoscaling can bring (`--admission-autoscaled`): enforce mode
+    /// admits, with the warning, an object that asks only those ([`admission::Autoscaled`]).
+    pub autoscaled: Vec<admission::Autoscaled>,
     /// Serving certificate and key files (PEM); `None`: generated at start.
     pub cert: Option<(PathBuf, PathBuf)>,
     /// How the API server reaches the guard: the configuration's clientConfig, and the
@@ -424,9 +428,20 @@ async fn start_admission(
         .enable_all()
         .build()
         .map_err(|e| Error::failed("cannot start the admission guard's runtime", e))?;
+    let mut autoscaled = a.autoscaled.clone();
+    let karpenter = admission::karpenter_autoscaled(&shared.client()).await;
+    if !karpenter.is_empty() {
+        let names: Vec<&str> = karpenter.iter().map(|k| k.name.as_str()).collect();
+        log(&format!(
+            "admission: Karpenter NodePools can bring {}: enforce mode admits them with a warning",
+            text::esc(&names.join(", "))
+        ));
+    }
+    autoscaled.extend(karpenter);
     let guard = Arc::new(admission::Guard {
         shared: shared.clone(),
         mode: a.mode,
+        autoscaled,
     });
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
     let server = std::thread::Builder::new()

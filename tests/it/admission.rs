@@ -26,6 +26,12 @@ fn typo_pod(name: &str) -> String {
     )
 }
 
+/// A CRD standing in for Karpenter's NodePool (any spec kept).
+const NODEPOOL_CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: nodepools.karpenter.sh}\nspec:\n  group: karpenter.sh\n  names: {kind: NodePool, plural: nodepools, singular: nodepool, listKind: NodePoolList}\n  scope: Cluster\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    schema:\n      openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}\n";
+
+/// A NodePool whose nodes bring H200s (its `spec.limits` caps them).
+const NODEPOOL: &str = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: h200}\nspec:\n  limits: {cpu: '1000', nvidia.com/NVIDIA_H200_141GB: '16'}\n";
+
 const WARNING: &str = "Warning: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?";
 
 /// `kubectl ARGS` against `kubeconfig` with `stdin`: (exit code, stdout, stderr).
@@ -293,8 +299,70 @@ fn the_api_server_warns_denies_and_fails_open_through_the_guard() {
     );
     assert!(!configurations(kc).contains("gpuwl-admission"));
 
-    // Enforce mode: denied, nothing created.
-    let guard = Guard::start(kc, &["--admission-mode", "enforce"]);
+    // Enforce mode: denied, nothing created — but a pod asking a GPU only autoscaling can
+    // bring (scale from zero, issue 50) is admitted with its warning: named by the flag,
+    // or capped by a Karpenter NodePool (a NodePool-like object on the local cluster).
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], NODEPOOL_CRD);
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = kubectl(
+        kc,
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            "crd/nodepools.karpenter.sh",
+            "--timeout=30s",
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{out}{err}");
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], NODEPOOL);
+    assert_eq!(code, 0, "{out}{err}");
+    let guard = Guard::start(
+        kc,
+        &[
+            "--admission-mode",
+            "enforce",
+            "--admission-autoscaled",
+            "nvidia.com/NVIDIA_H100_80GB=8",
+        ],
+    );
+    let h100 =
+        typo_pod("scale-from-zero").replace("nvidia.com/GA102GL_A1", "nvidia.com/NVIDIA_H100_80GB");
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &h100);
+    assert_eq!(code, 0, "{out}{err}");
+    assert_eq!(out.trim(), "pod/scale-from-zero created");
+    assert!(
+        err.contains("Warning: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/NVIDIA_H100_80GB"),
+        "{err}"
+    );
+    let h200 = typo_pod("karpenter-brings-it")
+        .replace("nvidia.com/GA102GL_A1", "nvidia.com/NVIDIA_H200_141GB");
+    let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &h200);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(
+        err.contains("Warning: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/NVIDIA_H200_141GB"),
+        "{err}"
+    );
+    // The NodePool-like CRD is gone again for the tests after this one.
+    let (code, out, err) = kubectl(kc, &["delete", "crd", "nodepools.karpenter.sh"], "");
+    assert_eq!(code, 0, "{out}{err}");
+    for pod in ["scale-from-zero", "karpenter-brings-it"] {
+        let (code, out, err) = kubectl(
+            kc,
+            &[
+                "delete",
+                "pod",
+                "-n",
+                "gpu-vm",
+                pod,
+                "--grace-period=0",
+                "--force",
+            ],
+            "",
+        );
+        assert_eq!(code, 0, "{out}{err}");
+    }
     let (code, out, err) = kubectl(kc, &["apply", "-f", "-"], &typo_pod("typo-denied"));
     assert_eq!(code, 1, "{out}{err}");
     assert!(

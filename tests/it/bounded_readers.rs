@@ -356,3 +356,29 @@ fn a_csv_cell_starting_with_a_formula_character_is_neutralised() {
         }
     }
 }
+
+#[test]
+fn a_bundle_describing_more_nodes_than_max_items_stops_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let descr: String = (0..6)
+        .map(|i| DESCR.replace("gpu-a", &format!("gpu-{i}")))
+        .collect();
+    std::fs::write(dir.path().join("gpu_nodes.descr"), &descr).unwrap();
+    let d = dir.path().to_str().unwrap();
+    assert_eq!(
+        refused(&["triage", d, "--max-items", "5"]),
+        format!(
+            "gpuwl: {d}: gpu_nodes.descr: more than 5 items in one list (the --max-items \
+             limit; raise it to read more)"
+        )
+    );
+    let labels: String = (0..6)
+        .map(|i| format!("gpu-{i}\n- nvidia.com/gpu.present=true\n"))
+        .collect();
+    std::fs::write(dir.path().join("gpu_nodes.descr"), DESCR).unwrap();
+    std::fs::write(dir.path().join("gpu_nodes.labels"), labels).unwrap();
+    let err = refused(&["triage", d, "--max-items", "5"]);
+    assert!(err.contains("gpu_nodes.labels: more than 5 items"), "{err}");
+    let (rc, _, err) = gpuwl(&["triage", d, "--max-items", "6"]);
+    assert!(rc == 0 || rc == 1, "{err}");
+}

@@ -649,7 +649,13 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
     let apiserver = cluster::process::recorded_pid(&handle.state_dir, "kube-apiserver").unwrap();
     let signal = |sig: i32, pid: u32| unsafe { libc::kill(pid as i32, sig) };
     assert_eq!(signal(libc::SIGSTOP, apiserver), 0);
-    std::thread::sleep(Duration::from_secs(30));
+    let stalled = Instant::now();
+    // `cluster status` is a health gate (issue 50): alive but silent is unhealthy, exit 3.
+    std::thread::sleep(Duration::from_secs(2));
+    let (rc, status, _) = gpuwl(&["cluster", "status", "--name", FAULT]);
+    assert_eq!(rc, 3, "{status}");
+    assert!(status.contains("unhealthy: kube-apiserver ("), "{status}");
+    std::thread::sleep(Duration::from_secs(30).saturating_sub(stalled.elapsed()));
     assert_eq!(signal(libc::SIGCONT, apiserver), 0);
     std::thread::sleep(Duration::from_secs(5));
     assert_eq!(
@@ -719,8 +725,8 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
     );
 
     // A wedged kwok (issue 36): stopped, it renews no node lease; status says so once a
-    // lease is older than three quarters of its duration (150 s of kwok's 200 s: the
-    // leases are dated back 160 s here rather than waited out), and `up` restarts it.
+    // lease is older than half its duration (100 s of kwok's 200 s, issue 50: the leases
+    // are dated back 160 s here rather than waited out), and `up` restarts it.
     let kwok = cluster::process::recorded_pid(&handle.state_dir, "kwok-controller").unwrap();
     assert_eq!(signal(libc::SIGSTOP, kwok), 0);
     {
@@ -734,7 +740,7 @@ fn a_stall_and_a_dead_scheduler_are_recovered_without_losing_data() {
             let d = l.spec.as_ref().and_then(|s| s.lease_duration_seconds);
             assert_eq!(
                 cluster::lease_stale_after(d),
-                Duration::from_secs(150),
+                Duration::from_secs(100),
                 "{d:?}"
             );
             let name = l.metadata.name.unwrap();

@@ -772,11 +772,18 @@ fn visit(b: &mut Bundle, base: &str, mut m: Member<'_>) {
                 Err(e) => return fail(b, e.to_string()),
             };
             let mut names = BTreeSet::new();
+            let mut too_many = false;
             let res = for_each_line(std::io::BufReader::new(r), |_, l| {
                 let l = l.trim();
-                if !l.is_empty() && !l.starts_with('-') && !l.contains('=') {
-                    names.insert(l.to_owned());
+                if too_many || l.is_empty() || l.starts_with('-') || l.contains('=') {
+                    return;
                 }
+                // One name per node: a list as long as --max-items stops there.
+                if limits::check_item(names.len()).is_err() {
+                    too_many = true;
+                    return;
+                }
+                names.insert(l.to_owned());
             });
             if let Err(e) = res {
                 fail(b, format!("cannot read: {e}"));
