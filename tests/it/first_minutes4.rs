@@ -98,3 +98,65 @@ fn a_kubeconfig_with_a_missing_certificate_file_names_it() {
         "{err}"
     );
 }
+
+/// Item 4: the lab's `--node` flags name three different nodes, each workload config at
+/// most once: a node with two roles (given twice, or given once and a default) and a
+/// config given twice are refused first (exit 2, nothing made under --root, no cluster).
+#[test]
+fn lab_refuses_a_node_with_two_roles() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().join("lab");
+    let rs = r.to_str().unwrap();
+    for (flags, want) in [
+        (
+            vec!["--node", "container=lab-node-1"],
+            "gpuwl: --node: lab-node-1 is both the container and the vm-passthrough node (--node container=lab-node-1, vm-passthrough (the default)); each workload config needs a node of its own\n",
+        ),
+        (
+            vec![
+                "--node",
+                "container=lab-node-0",
+                "--node",
+                "container=lab-node-1",
+            ],
+            "gpuwl: --node container=lab-node-1: container is given twice (also --node container=lab-node-0); give each workload config once\n",
+        ),
+        (
+            vec![
+                "--node",
+                "vm-vgpu=gpu-a",
+                "--node",
+                "vm-passthrough=gpu-a",
+                "--context",
+                "prod",
+            ],
+            "gpuwl: --node: gpu-a is both the vm-passthrough and the vm-vgpu node (--node vm-passthrough=gpu-a, --node vm-vgpu=gpu-a); each workload config needs a node of its own\n",
+        ),
+    ] {
+        let mut args = vec!["lab", "--root", rs];
+        args.extend(flags);
+        let (rc, out, err) = gpuwl(&args);
+        assert_eq!((rc, out.as_str(), err.as_str()), (2, "", want));
+        assert!(!r.exists(), "{args:?} made --root");
+    }
+}
+
+/// Item 5: whatif on a node whose GPU model is unknown says the model is what is missing,
+/// not that the node advertises no GPU name (it advertises nvidia.com/gpu=4).
+#[test]
+fn whatif_names_the_missing_gpu_model() {
+    let state = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["whatif", "relabel", "gpu-ct-0=vm-passthrough", "--nodes"])
+        .arg(data("gate/lab.json"))
+        .env("GPUWL_STATE_DIR", state.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.stdout, b"");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpuwl: relabel gpu-ct-0: the node's GPUs cannot be worked out: the GPU model is not known: 4 GPUs from nvidia.com/gpu (nvidia.com/gpu carries no model), but no nvidia.com/gpu.product label (GPU Feature Discovery sets it) and no device-model or vGPU-type name advertised; the model decides the names a relabelled node advertises\n"
+    );
+}
