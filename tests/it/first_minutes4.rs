@@ -160,3 +160,86 @@ fn whatif_names_the_missing_gpu_model() {
         "gpuwl: relabel gpu-ct-0: the node's GPUs cannot be worked out: the GPU model is not known: 4 GPUs from nvidia.com/gpu (nvidia.com/gpu carries no model), but no nvidia.com/gpu.product label (GPU Feature Discovery sets it) and no device-model or vGPU-type name advertised; the model decides the names a relabelled node advertises\n"
     );
 }
+
+/// Runs gpuwl at `columns` columns without a kubeconfig: (exit, stdout).
+fn at_width(columns: usize, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(args)
+        .env("COLUMNS", columns.to_string())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A line that wrapping left with stray punctuation: starting with the `,;.:` or `)` that
+/// closed a command, a lone backtick, or ending with the `(` or backtick that opened one.
+fn stray(line: &str) -> bool {
+    let t = line.trim_start();
+    let t = t.strip_prefix('#').map_or(t, str::trim_start);
+    t.starts_with([',', ';', '.', ':', ')', '`'])
+        || t.ends_with(" (")
+        || t == "("
+        || t.ends_with(" `")
+}
+
+/// Item 7: wrapped text never leaves a line of stray punctuation around a command on a
+/// line of its own, in any explain case at any width, nor in inventory's notes.
+#[test]
+fn wrapping_leaves_no_stray_punctuation() {
+    let mut runs = 0;
+    for dir in std::fs::read_dir(data("explain")).unwrap() {
+        let d = dir.unwrap().path();
+        if !d.join("pod.yaml").exists() {
+            continue;
+        }
+        let f = |n: &str| d.join(n).to_str().unwrap().to_owned();
+        let mut args = vec!["explain".to_owned(), "--pod".to_owned(), f("pod.yaml")];
+        for (flag, file) in [("--nodes", "nodes.json"), ("--pods", "pods.json")] {
+            if d.join(file).exists() {
+                args.extend([flag.to_owned(), f(file)]);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for width in [50, 60, 80, 100] {
+            let (_, out) = at_width(width, &args);
+            runs += 1;
+            for l in out.lines() {
+                assert!(!stray(l), "{} at {width}: {l:?}\n{out}", d.display());
+            }
+        }
+    }
+    assert!(runs >= 80, "{runs}");
+    let (nodes, pods) = (data("gate/orphaned.json"), data("gate/orphaned-pods.json"));
+    for width in [50, 60, 80, 100] {
+        let (_, out) = at_width(width, &["inventory", "--nodes", &nodes, "--pods", &pods]);
+        for l in out.lines() {
+            assert!(!stray(l), "inventory at {width}: {l:?}\n{out}");
+        }
+    }
+}
+
+/// Item 6: `Also blocking` lists only causes that block: a gated pod that fits once its
+/// gates go is `gated` alone, never `Also blocking: fits-now`.
+#[test]
+fn also_blocking_never_lists_fits_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("gated.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: gated-job, namespace: gpu-vm}\nspec:\n  schedulingGates: [{name: kueue.x-k8s.io/admission}]\n  containers:\n  - name: c\n    image: x\n    resources: {limits: {nvidia.com/gpu: \"1\"}}\nstatus:\n  phase: Pending\n",
+    )
+    .unwrap();
+    let nodes = data("gate/lab.json");
+    let p = pod.to_str().unwrap();
+    let (rc, out, _) = gpuwl(&["explain", "--pod", p, "--nodes", &nodes]);
+    assert_eq!(rc, 1);
+    assert!(out.contains("\nCause (gated): the pod is held by scheduling gates (kueue.x-k8s.io/admission): the scheduler does not consider it until every gate is removed; once they are removed, it fits now\n"), "{out}");
+    assert!(!out.contains("Also blocking"), "{out}");
+    let (_, json, _) = gpuwl(&["explain", "--pod", p, "--nodes", &nodes, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["causeCodes"], serde_json::json!(["gated"]));
+}

@@ -167,12 +167,18 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     for o in &inv.orphans {
         let _ = writeln!(
             out,
-            "\nnote: orphaned holders: node {} no longer advertises {} ({}) while bound pods hold {}: {}; they keep running, but one that restarts or is recreated cannot come back there (its row counts them as allocated, FREE never below 0).",
+            "\nnote: orphaned holders ({}): node {} no longer advertises {} ({}) while bound pods hold {} (its row counts them as allocated, FREE never below 0): {}; {}",
+            if o.at_risk() {
+                "holder-at-risk, an error of gpuwl check --effective"
+            } else {
+                "orphaned-holder"
+            },
             esc(&o.node),
             esc(&o.resource),
             o.how(),
             o.units,
-            esc(&o.holder_list())
+            esc(&o.holder_list()),
+            esc(&o.consequence("there")),
         );
     }
     for n in &inv.notes {
@@ -335,7 +341,7 @@ fn overcommitted_text(out: &mut String, r: &Row) {
     for u in r.node_detail.iter().filter(|u| u.allocated > u.allocatable) {
         let why = if u.allocatable <= 0 {
             format!(
-                "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; those pods keep running, nothing new can be placed there",
+                "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; what that means for them is the orphaned-holders note below",
                 u.allocatable.max(0),
                 u.allocated
             )

@@ -75,6 +75,7 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
         };
         let mut tokens = tokens(body.trim_start_matches(' '));
         let spans = command_spans(&mut tokens);
+        unbracket(&mut tokens, &spans);
         let mut lines: Vec<String> = Vec::new();
         let lead = |lines: &Vec<String>| if lines.is_empty() { &indent } else { &rest };
         let prose = |toks: &[Token], lines: &mut Vec<String>| {
@@ -105,6 +106,62 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
         out.push_str(nl);
     }
     out
+}
+
+/// Drops the brackets around each command of `spans` that gets a line of its own: a
+/// `` ` `` or `(` right before it and its closer right after (`remove it (kubectl label …)
+/// or check` → `remove it:` / the command / `or check`), and a `)` that closes a
+/// parenthesis the prose opened before the command (`(a VMI no VirtualMachine owns:
+/// kubectl delete vmi …)`): printed on lines of their own they would be a lone `(`, `)` or
+/// backtick, and copied with the command they would break it.
+fn unbracket(tokens: &mut [Token], spans: &[(usize, usize)]) {
+    for &(start, end) in spans {
+        let closer = |tokens: &[Token], c: char| {
+            tokens
+                .get(end)
+                .is_some_and(|(t, space)| !space && t.starts_with(c))
+        };
+        let drop_first = |tokens: &mut [Token], c: char| {
+            if let Some((t, _)) = tokens.get_mut(end)
+                && t.starts_with(c)
+            {
+                t.remove(0);
+            }
+        };
+        let opener = start
+            .checked_sub(1)
+            .map(|k| tokens[k].0.clone())
+            .filter(|o| o == "(" || o == "`");
+        match opener.as_deref() {
+            Some(o) => {
+                let c = if o == "(" { ')' } else { '`' };
+                if !closer(tokens, c) {
+                    continue;
+                }
+                drop_first(tokens, c);
+                // `remove it (kubectl …)` reads `remove it:` before the command's line.
+                let colon =
+                    o == "(" && start >= 2 && !tokens[start - 2].0.ends_with([':', ';', ',', '.']);
+                tokens[start - 1] = (if colon { ":" } else { "" }.to_owned(), false);
+            }
+            None if closer(tokens, ')') => {
+                // The `(` the prose opened before the command, on the same input line.
+                let mut depth = 0i32;
+                let found = (0..start).rev().find(|&k| {
+                    let t = &tokens[k].0;
+                    depth += t.matches(')').count() as i32 - t.matches('(').count() as i32;
+                    depth < 0
+                });
+                if let Some(k) = found
+                    && let Some(at) = tokens[k].0.rfind('(')
+                {
+                    tokens[k].0.remove(at);
+                    drop_first(tokens, ')');
+                }
+            }
+            None => {}
+        }
+    }
 }
 
 /// The programs whose example lines in `--help` [`fit_examples`] keeps runnable.
@@ -532,15 +589,16 @@ mod tests {
             lines[4],
             "  (its nodeSelector and tolerations must admit the node)"
         );
-        // Closing punctuation is dropped at the line break; an opening parenthesis stays before;
-        // a quoted argument with spaces stays whole.
+        // Closing punctuation is dropped at the line break; the parentheses around a
+        // command on a line of its own go (issue 54, item 7: no lone `(` or `)` line), the
+        // prose before it ending with a colon; a quoted argument with spaces stays whole.
         let w = wrap_lines(
             "  remove it (kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-) or check that NFD sees the GPU; then kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'; done\n",
             40,
         );
         assert_eq!(
             w,
-            "  remove it (\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    ) or check that NFD sees the GPU;\n    then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    done\n"
+            "  remove it:\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    or check that NFD sees the GPU; then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    done\n"
         );
         // A sentence about a command is prose; a line that is a command stays whole.
         let w = wrap_lines(
@@ -612,6 +670,11 @@ mod tests {
             );
         }
         assert_eq!(wrap_lines(line, 400), line);
+        // No line is a lone backtick, `(` or `)`, and the backticks go with the line break.
+        assert_eq!(
+            wrap_lines(line, 60),
+            "correct gpu-7's invalid nvidia.com/gpu.workload.config to\n  vm-passthrough (check\n  gpuwl whatif relabel gpu-7=vm-passthrough\n  first when GPU pods run on it)"
+        );
     }
 
     #[test]
@@ -630,7 +693,7 @@ mod tests {
         }
         assert_eq!(
             wrap_lines(block, 60),
-            "  # 2. stop what would lose its GPU (or live-migrate a VM to\n  #   a node that offers the name); never delete a\n  #   virt-launcher pod\n  kubectl delete pod vmi-passthrough -n gpu-vm\n  # (a VMI no VirtualMachine owns:\n  #   kubectl delete vmi who -n gpu-vm\n  #   )\n"
+            "  # 2. stop what would lose its GPU (or live-migrate a VM to\n  #   a node that offers the name); never delete a\n  #   virt-launcher pod\n  kubectl delete pod vmi-passthrough -n gpu-vm\n  # a VMI no VirtualMachine owns:\n  #   kubectl delete vmi who -n gpu-vm\n"
         );
     }
 
