@@ -243,3 +243,81 @@ fn also_blocking_never_lists_fits_now() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["causeCodes"], serde_json::json!(["gated"]));
 }
+
+/// Item 8: `--help` never cuts a command across lines (the top-level plugin lines, a
+/// command in backquotes in a flag's help or a paragraph), and inventory fits 60 columns.
+#[test]
+fn help_and_tables_fit_narrow_terminals() {
+    let (rc, out) = at_width(60, &["--help"]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains(
+            "\n  ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl\n  kubectl gpuwl check\n"
+        ),
+        "{out}"
+    );
+    let commands = [
+        vec!["--help"],
+        vec!["check", "--help"],
+        vec!["inventory", "--help"],
+        vec!["explain", "--help"],
+        vec!["lab", "--help"],
+        vec!["relabel", "--help"],
+        vec!["whatif", "relabel", "--help"],
+        vec!["plan", "--help"],
+        vec!["triage", "--help"],
+        vec!["cluster", "up", "--help"],
+    ];
+    for width in [60, 80, 100] {
+        for args in &commands {
+            let (_, out) = at_width(width, args);
+            for l in out.lines() {
+                // A backquoted command left open at the end of a line was cut.
+                let open = l
+                    .rsplit_once('`')
+                    .filter(|_| l.matches('`').count() % 2 == 1)
+                    .is_some_and(|(_, rest)| {
+                        ["gpuwl", "kubectl", "virtctl"]
+                            .iter()
+                            .any(|p| rest.starts_with(p))
+                    });
+                assert!(!open, "{args:?} at {width}: {l:?}");
+            }
+            // The cluster-policy flag's command is whole on one line.
+            if args[0] == "check" {
+                assert!(
+                    out.lines()
+                        .any(|l| l.trim() == "kubectl get clusterpolicies -o yaml"
+                            || l.contains("(`kubectl get clusterpolicies -o yaml`)")),
+                    "{width}\n{out}"
+                );
+            }
+        }
+    }
+    let (nodes, pods) = (
+        data("inventory/lab/nodes.json"),
+        data("inventory/lab/pods.json"),
+    );
+    for width in [40, 60, 80] {
+        let (rc, out) = at_width(width, &["inventory", "--nodes", &nodes, "--pods", &pods]);
+        assert_eq!(rc, 0);
+        // Every line fits, but a name wider than the terminal alone on its line.
+        for l in out.lines() {
+            assert!(
+                l.chars().count() <= width || l.split_whitespace().count() == 1,
+                "{width}: {l:?}\n{out}"
+            );
+        }
+    }
+    let (_, out) = at_width(60, &["inventory", "--nodes", &nodes, "--pods", &pods]);
+    assert!(
+        out.starts_with(
+            "POOL  RESOURCE\ncontainer  nvidia.com/gpu\n  ALLOCATABLE 4  FREE 3  PEND 0\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("Not shown at 60 columns: NODES, CAP, USED, GPUS"),
+        "{out}"
+    );
+}

@@ -236,8 +236,15 @@ fn table_rows(inv: &Inventory, bars: bool) -> Vec<Vec<String>> {
 /// The legend under the fitted `table`: the columns it shows explained, the bars' key, and
 /// the columns of `cols` left out for the width (never dropped silently).
 fn legend(table: &str, cols: &[Column], opts: TextOptions) -> String {
-    let header = table.lines().nth(1).unwrap_or_default().to_owned();
-    let shown = |h: &str| header.split_whitespace().any(|w| w == h);
+    // A header is a word of the table's header line, or of a record's `HEADER value` pairs
+    // when the table is laid out as records (a terminal narrower than its columns).
+    let shown = |h: &str| {
+        table
+            .lines()
+            .take(2)
+            .chain(table.lines().filter(|l| l.starts_with("  ")))
+            .any(|l| l.split_whitespace().any(|w| w == h))
+    };
     let mut parts = Vec::new();
     if shown("CAP") {
         parts.push("CAP capacity");
