@@ -7,6 +7,7 @@ use clap::CommandFactory;
 use crate::cli::Cli;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::live::{self, ClusterArgs};
+use crate::model::workload::WorkloadConfig;
 use crate::render;
 
 /// Arguments of the hidden `gpuwl __complete-pods`, called by the completion scripts.
@@ -43,26 +44,47 @@ fn explain_value_flags() -> String {
     flags.join("|")
 }
 
-/// Bash: a wrapper around clap's `_gpuwl` that offers pod names for `explain`'s target.
+/// Bash: a wrapper around clap's `_gpuwl` that asks `gpuwl __complete` ([`candidates`])
+/// for `explain`'s target (pod names, `NS/NAME` after a `/`) and for `relabel`'s and
+/// `whatif relabel`'s `NODE=CONFIG` (node names, then workload configs; bash splits the
+/// word at `=`, so the node is joined back before asking and left out of the answer).
 fn bash_pods() -> String {
     let value_flags = explain_value_flags();
     format!(
         r#"
-# Pod names for `gpuwl explain` (the live cluster, the namespace of -n or the context).
+# Live names for `gpuwl explain` (pods) and `gpuwl relabel` (nodes), from `gpuwl __complete`.
 _gpuwl_with_pods() {{
-    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" i explain=0
-    local extra=()
+    local cur="${{COMP_WORDS[COMP_CWORD]}}" prev="${{COMP_WORDS[COMP_CWORD-1]}}" i explain=0 relabel=0
     for ((i = 1; i < COMP_CWORD; i++)); do
         case "${{COMP_WORDS[i]}}" in
             explain) explain=1 ;;
-            -n|--namespace|--kubeconfig|--context) extra+=("${{COMP_WORDS[i]}}" "${{COMP_WORDS[i+1]}}") ;;
+            relabel) relabel=1 ;;
         esac
     done
+    if [[ $relabel == 1 && "$cur" != -* ]]; then
+        local node="" word="$cur" before=$((COMP_CWORD - 1))
+        if [[ "$cur" == "=" ]]; then
+            node="$prev"; word="$prev="; cur=""; before=$((COMP_CWORD - 2))
+        elif [[ "$prev" == "=" ]]; then
+            node="${{COMP_WORDS[COMP_CWORD-2]}}"; word="$node=$cur"; before=$((COMP_CWORD - 3))
+        fi
+        local w items=()
+        while IFS= read -r w; do
+            [[ -z "$w" || "$w" == :* ]] && continue
+            [[ -n "$node" ]] && w="${{w#"$node="}}"
+            [[ "$w" == "$cur"* ]] && items+=("$w")
+        done < <(gpuwl __complete "${{COMP_WORDS[@]:1:before}}" "$word" 2>/dev/null)
+        if [[ ${{#items[@]}} -gt 0 ]]; then
+            COMPREPLY=("${{items[@]}}")
+            [[ -z "$node" ]] && compopt -o nospace 2>/dev/null
+            return 0
+        fi
+    fi
     if [[ $explain == 1 && "$cur" != -* ]]; then
         case "$prev" in
             {value_flags}) ;;
             *)
-                COMPREPLY=($(compgen -W "$(gpuwl __complete-pods "${{extra[@]}}" 2>/dev/null)" -- "$cur"))
+                COMPREPLY=($(gpuwl __complete "${{COMP_WORDS[@]:1:COMP_CWORD}}" 2>/dev/null | grep -v '^:'))
                 if [[ ${{#COMPREPLY[@]}} -gt 0 ]]; then return 0; fi ;;
         esac
     fi
@@ -98,27 +120,13 @@ pub fn script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
     clap_complete::generate(shell, &mut cmd, "gpuwl", &mut out);
+    // clap's generators offer hidden subcommands (bash among its words, zsh and fish
+    // through `help`'s list): the `__complete*` helpers and the processes `cluster up`
+    // supervises (`cluster supervise`, `emulate-*`) are never for a user's <TAB>.
+    let hidden = hidden_subcommands(&Cli::command());
+    out = without_hidden(&String::from_utf8_lossy(&out), &hidden).into_bytes();
     match shell {
         clap_complete::Shell::Bash => {
-            // clap's bash generator lists hidden subcommands among the words it offers;
-            // the `__complete*` helpers are for scripts, never for a user's <TAB>.
-            let text = String::from_utf8_lossy(&out).into_owned();
-            let mut kept = String::with_capacity(text.len());
-            for line in text.split_inclusive('\n') {
-                match line.find("opts=\"") {
-                    Some(at) if line.contains(" __complete") => {
-                        let (head, words) = line.split_at(at + "opts=\"".len());
-                        let (words, tail) = words.split_once('"').unwrap_or((words, ""));
-                        let visible: Vec<&str> = words
-                            .split(' ')
-                            .filter(|w| !w.starts_with("__complete"))
-                            .collect();
-                        kept.push_str(&format!("{head}{}\"{tail}", visible.join(" ")));
-                    }
-                    _ => kept.push_str(line),
-                }
-            }
-            out = kept.into_bytes();
             out.extend_from_slice(bash_pods().as_bytes());
         }
         clap_complete::Shell::Zsh => {
@@ -146,6 +154,49 @@ pub fn script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
     Ok(out)
 }
 
+/// The names of every hidden subcommand under `cmd`, at any depth.
+fn hidden_subcommands(cmd: &clap::Command) -> std::collections::BTreeSet<String> {
+    let mut v = std::collections::BTreeSet::new();
+    for c in cmd.get_subcommands() {
+        if c.is_hide_set() {
+            v.insert(c.get_name().to_owned());
+        }
+        v.extend(hidden_subcommands(c));
+    }
+    v
+}
+
+/// A generated completion script without the `hidden` subcommands among what it offers:
+/// bash's `opts="…"` word lists, zsh's `'name:description'` entries and fish's
+/// `-a "name"` lines.
+fn without_hidden(text: &str, hidden: &std::collections::BTreeSet<String>) -> String {
+    let mut kept = String::with_capacity(text.len());
+    for line in text.split_inclusive('\n') {
+        let t = line.trim_start();
+        let zsh = t
+            .strip_prefix('\'')
+            .and_then(|r| r.split_once(':'))
+            .is_some_and(|(n, _)| hidden.contains(n));
+        let fish = hidden
+            .iter()
+            .any(|n| line.contains(&format!(" -a \"{n}\"")));
+        if zsh || fish {
+            continue;
+        }
+        match line.find("opts=\"") {
+            Some(at) => {
+                let (head, words) = line.split_at(at + "opts=\"".len());
+                let (words, tail) = words.split_once('"').unwrap_or((words, ""));
+                let visible: Vec<&str> =
+                    words.split(' ').filter(|w| !hidden.contains(*w)).collect();
+                kept.push_str(&format!("{head}{}\"{tail}", visible.join(" ")));
+            }
+            None => kept.push_str(line),
+        }
+    }
+    kept
+}
+
 /// Writes the completion script for `shell` to stdout.
 ///
 /// Errors: [`Error::Write`] when stdout fails.
@@ -160,20 +211,49 @@ pub fn run(shell: clap_complete::Shell) -> Result<ExitStatus> {
 /// `live` reaches; each request waits at most 3 s. Only DNS-label-shaped names are kept, so
 /// nothing a completion offers can carry a control character. Any failure gives `[]`.
 fn pod_names(live: &ClusterArgs, namespace: Option<String>) -> Vec<String> {
+    names(live, Lookup::Pods(namespace))
+}
+
+/// What a completion asks the live cluster for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lookup {
+    /// Pod names in this namespace (else the context's).
+    Pods(Option<String>),
+    /// Node names.
+    Nodes,
+}
+
+/// The names `what` asks for, from the cluster `live` reaches (see [`pod_names`]).
+fn names(live: &ClusterArgs, what: Lookup) -> Vec<String> {
     let mut live = live.clone();
     live.request_timeout = live.request_timeout.min(3);
     let names = live.block_on(|client| async move {
-        let ns = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
-        let api: kube::Api<k8s_openapi::api::core::v1::Pod> = kube::Api::namespaced(client, &ns);
-        let list = api
-            .list_metadata(&kube::api::ListParams::default().limit(500))
-            .await
-            .map_err(|e| live::api_error("list pods", &e))?;
-        Ok(list
-            .items
-            .into_iter()
-            .filter_map(|p| p.metadata.name)
-            .collect::<Vec<_>>())
+        let lp = kube::api::ListParams::default().limit(500);
+        let list = match what {
+            Lookup::Pods(namespace) => {
+                let ns = namespace.unwrap_or_else(|| client.default_namespace().to_owned());
+                let api: kube::Api<k8s_openapi::api::core::v1::Pod> =
+                    kube::Api::namespaced(client, &ns);
+                api.list_metadata(&lp)
+                    .await
+                    .map_err(|e| live::api_error("list pods", &e))?
+                    .items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect::<Vec<_>>()
+            }
+            Lookup::Nodes => {
+                let api: kube::Api<k8s_openapi::api::core::v1::Node> = kube::Api::all(client);
+                api.list_metadata(&lp)
+                    .await
+                    .map_err(|e| live::api_error("list nodes", &e))?
+                    .items
+                    .into_iter()
+                    .filter_map(|p| p.metadata.name)
+                    .collect::<Vec<_>>()
+            }
+        };
+        Ok(list)
     });
     names
         .unwrap_or_default()
@@ -212,6 +292,9 @@ pub enum Directive {
     Default = 0,
     /// Offer only what is listed, never file names (4).
     NoFileComp = 4,
+    /// As [`Directive::NoFileComp`], and no space after the word (2 + 4): a node name
+    /// offered as `NODE=` goes on with its workload config.
+    NoSpaceNoFileComp = 6,
 }
 
 /// What to offer for the words typed after `gpuwl` (or `kubectl gpuwl`); the last word is
@@ -221,8 +304,9 @@ pub enum Directive {
 /// context flags typed so far). Hidden commands and flags are never offered.
 pub fn candidates(
     words: &[String],
-    pods: &dyn Fn(&ClusterArgs, Option<String>) -> Vec<String>,
+    lookup: &dyn Fn(&ClusterArgs, Lookup) -> Vec<String>,
 ) -> (Vec<String>, Directive) {
+    let pods = |live: &ClusterArgs, ns: Option<String>| lookup(live, Lookup::Pods(ns));
     let mut cmd = Cli::command();
     cmd.build();
     let (cur, done) = match words.split_last() {
@@ -231,6 +315,7 @@ pub fn candidates(
     };
     let mut path: Vec<String> = Vec::new();
     let mut positionals = 0usize;
+    let mut typed: Vec<&str> = Vec::new();
     let mut live = ClusterArgs::default();
     let mut namespace = None;
     let mut pending_value: Option<clap::Arg> = None;
@@ -276,7 +361,10 @@ pub fn candidates(
                 path.push(sub.get_name().to_owned());
                 cmd_ref = sub;
             }
-            _ => positionals += 1,
+            _ => {
+                positionals += 1;
+                typed.push(w);
+            }
         }
     }
     let filter = |items: Vec<String>| -> Vec<String> {
@@ -315,8 +403,53 @@ pub fn candidates(
             .collect();
         return (filter(subs), Directive::NoFileComp);
     }
-    if path.first().map(String::as_str) == Some("explain") && positionals == 0 {
-        return (filter(pods(&live, namespace)), Directive::NoFileComp);
+    // explain's target: a pod name, or `NS/NAME` in the namespace typed before the `/`;
+    // after the kind `pod` too (`explain pod NS/`).
+    let kind_pod = matches!(typed.as_slice(), ["pod" | "pods" | "po"]);
+    if path.first().map(String::as_str) == Some("explain") && (positionals == 0 || kind_pod) {
+        return match cur.split_once('/') {
+            Some((ns, _)) => (
+                filter(
+                    pods(&live, Some(ns.to_owned()))
+                        .into_iter()
+                        .map(|p| format!("{ns}/{p}"))
+                        .collect(),
+                ),
+                Directive::NoFileComp,
+            ),
+            None => (filter(pods(&live, namespace)), Directive::NoFileComp),
+        };
+    }
+    // relabel's and whatif relabel's NODE=CONFIG: node names (as `NODE=`), then the
+    // workload configs after the `=`.
+    let relabel = matches!(
+        path.iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .as_slice(),
+        ["relabel"] | ["whatif", "relabel"]
+    );
+    if relabel {
+        return match cur.split_once('=') {
+            Some((node, _)) => (
+                filter(
+                    WorkloadConfig::ALL
+                        .iter()
+                        .map(|w| format!("{node}={w}"))
+                        .collect(),
+                ),
+                Directive::NoFileComp,
+            ),
+            None => (
+                filter(
+                    lookup(&live, Lookup::Nodes)
+                        .into_iter()
+                        .map(|n| format!("{n}="))
+                        .collect(),
+                ),
+                Directive::NoSpaceNoFileComp,
+            ),
+        };
     }
     let values: Vec<String> = cmd_ref
         .get_positionals()
@@ -341,7 +474,7 @@ pub fn candidates(
 /// (gpuwl linked as [`KUBECTL_HELPER`] answers the same). Never fails: a cluster that does not answer
 /// within 3 s gives no pod names.
 pub fn run_complete(words: &[String]) -> Result<ExitStatus> {
-    let (items, directive) = candidates(words, &pod_names);
+    let (items, directive) = candidates(words, &names);
     let mut out = String::new();
     for i in items {
         out.push_str(&i);
@@ -364,7 +497,7 @@ mod tests {
         v
     }
 
-    fn no_pods(_: &crate::input::live::ClusterArgs, _: Option<String>) -> Vec<String> {
+    fn no_pods(_: &crate::input::live::ClusterArgs, _: Lookup) -> Vec<String> {
         Vec::new()
     }
 
@@ -404,7 +537,10 @@ mod tests {
     #[test]
     fn complete_offers_pods_for_explain_in_the_typed_namespace() {
         let seen = std::cell::RefCell::new(None);
-        let pods = |live: &crate::input::live::ClusterArgs, ns: Option<String>| {
+        let pods = |live: &crate::input::live::ClusterArgs, what: Lookup| {
+            let Lookup::Pods(ns) = what else {
+                return Vec::new();
+            };
             *seen.borrow_mut() = Some((live.context.clone(), ns));
             vec![
                 "job-cross".to_string(),
@@ -424,6 +560,77 @@ mod tests {
         );
     }
 
+    /// Issue 54, item 9: pod names after `explain pod NS/` in that namespace, node names
+    /// (as `NODE=`) then workload configs after `relabel` and `whatif relabel`.
+    #[test]
+    fn complete_offers_pods_after_a_kind_and_nodes_after_relabel() {
+        let lookup = |_: &crate::input::live::ClusterArgs, what: Lookup| match what {
+            Lookup::Pods(Some(ns)) if ns == "ml" => vec!["train-0".to_string()],
+            Lookup::Pods(_) => vec!["job-cross".to_string()],
+            Lookup::Nodes => vec!["gpu-a".to_string(), "gpu-b".to_string()],
+        };
+        let (c, d) = candidates(&words("explain pod ml/"), &lookup);
+        assert_eq!(
+            (c, d),
+            (vec!["ml/train-0".to_string()], Directive::NoFileComp)
+        );
+        let (c, _) = candidates(&words("explain pod j"), &lookup);
+        assert_eq!(c, vec!["job-cross".to_string()]);
+        let (c, _) = candidates(&words("explain ml/t"), &lookup);
+        assert_eq!(c, vec!["ml/train-0".to_string()]);
+        for line in ["relabel ", "whatif relabel gpu-a=container "] {
+            let (c, d) = candidates(&words(line), &lookup);
+            assert_eq!(
+                (c, d),
+                (
+                    vec!["gpu-a=".to_string(), "gpu-b=".to_string()],
+                    Directive::NoSpaceNoFileComp
+                ),
+                "{line}"
+            );
+        }
+        let (c, d) = candidates(&words("relabel gpu-b=vm-"), &lookup);
+        assert_eq!(
+            (c, d),
+            (
+                vec![
+                    "gpu-b=vm-passthrough".to_string(),
+                    "gpu-b=vm-vgpu".to_string()
+                ],
+                Directive::NoFileComp
+            )
+        );
+        // The processes `cluster up` supervises are never offered.
+        let (c, _) = candidates(&words("cluster "), &lookup);
+        assert!(
+            !c.iter()
+                .any(|w| w == "supervise" || w.starts_with("emulate-")),
+            "{c:?}"
+        );
+        for shell in [
+            clap_complete::Shell::Bash,
+            clap_complete::Shell::Zsh,
+            clap_complete::Shell::Fish,
+        ] {
+            let s = String::from_utf8(script(shell).unwrap()).unwrap();
+            for l in s.lines() {
+                for h in [
+                    "supervise",
+                    "emulate-device-plugins",
+                    "emulate-virt-handler",
+                ] {
+                    let bash = l.contains("opts=\"")
+                        && l.split('"')
+                            .nth(1)
+                            .is_some_and(|w| w.split(' ').any(|w| w == h));
+                    let zsh = l.trim_start().starts_with(&format!("'{h}:"));
+                    let fish = l.contains(&format!(" -a \"{h}\""));
+                    assert!(!(bash || zsh || fish), "{shell}: {l}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn bash_script_does_not_offer_hidden_commands() {
         let s = String::from_utf8(script(clap_complete::Shell::Bash).unwrap()).unwrap();
@@ -441,7 +648,7 @@ mod tests {
         let s = String::from_utf8(script(clap_complete::Shell::Bash).unwrap()).unwrap();
         assert!(s.contains("_gpuwl() {"), "clap's function is kept");
         assert!(s.contains("complete -F _gpuwl_with_pods"));
-        assert!(s.contains("gpuwl __complete-pods"));
+        assert!(s.contains("gpuwl __complete \"${COMP_WORDS[@]:1:COMP_CWORD}\""));
         // Every explain flag that takes a value is skipped (the word after it is its value).
         let pattern = explain_value_flags();
         let flags: Vec<&str> = pattern.split('|').collect();

@@ -336,10 +336,10 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
 /// `fits-now`), 1 when a blocking cause was found (any other code). Bad input (2) and
 /// cluster errors (3) come from the error path.
 pub fn exit_status(e: &explain::Explanation) -> ExitStatus {
-    use crate::analysis::diagnosis::CauseCode;
-    match e.cause_code {
-        CauseCode::Scheduled | CauseCode::FitsNow => ExitStatus::Ok,
-        _ => ExitStatus::Mismatch,
+    if e.cause_code.blocks() {
+        ExitStatus::Mismatch
+    } else {
+        ExitStatus::Ok
     }
 }
 

@@ -123,6 +123,8 @@ fn root_writable(root: &std::path::Path) -> Result<()> {
 /// Errors: [`Error::Input`] (exit 2) for a bad `--root`; [`Error::Runtime`] (exit 3) when a
 /// step fails, naming the step.
 pub fn run(args: &Args) -> Result<ExitStatus> {
+    // Bad flags before anything is made: --root's folders, a cluster.
+    let nodes = LabNodes::from_flags(&args.nodes)?;
     let root = match &args.root {
         Some(r) => r.clone(),
         None => std::env::home_dir()
@@ -134,14 +136,6 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     // The result folders before any cluster is built or started: a --root that cannot hold
     // them fails now (exit 2, naming it), not after minutes at step 1.
     root_writable(&root)?;
-    let mut nodes = LabNodes::default();
-    for (wc, n) in &args.nodes {
-        match wc {
-            WorkloadConfig::Container => nodes.container = n.clone(),
-            WorkloadConfig::VmPassthrough => nodes.passthrough = n.clone(),
-            WorkloadConfig::VmVgpu => nodes.vgpu = n.clone(),
-        }
-    }
     let target = if args.cluster.kubeconfig.is_some() || args.cluster.context.is_some() {
         Target::Kubeconfig(args.cluster.clone())
     } else {

@@ -37,7 +37,9 @@ pub mod whatif;
     about = "Check GPU Operator workload labels against advertised GPU resources, and play the sandbox-workload lab on a real scheduler",
     long_about = None,
     after_help = "Exit codes: 0 ok · 1 check found mismatches · 2 bad input or usage · 3 cluster/runtime failure\n\
-Run as a kubectl plugin: ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl && kubectl gpuwl check"
+Run as a kubectl plugin (kubectl gpuwl then runs gpuwl):\n  \
+ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl\n  \
+kubectl gpuwl check"
 )]
 pub struct Cli {
     /// The command to run.
@@ -244,6 +246,40 @@ fn fit_help_examples(mut cmd: clap::Command, width: usize) -> clap::Command {
     if let Some(h) = cmd.get_long_about().map(|h| h.to_string()) {
         cmd = cmd.long_about(crate::render::fit_examples(&h, width));
     }
+    // A flag's help is laid out by clap in a column (10 columns in, below the flag, when
+    // the help is long): wrapped here to that column's width with a command it names kept
+    // whole (`` `kubectl get clusterpolicies -o yaml` ``), clap leaves its lines alone.
+    let column = width.saturating_sub(ARG_HELP_INDENT).max(20);
+    let ids: Vec<clap::Id> = cmd.get_arguments().map(|a| a.get_id().clone()).collect();
+    for id in ids {
+        cmd = cmd.mut_arg(id, |a| {
+            let fit = |h: &clap::builder::StyledStr| {
+                let t = h.to_string();
+                if t.lines().any(|l| crate::render::display_width(l) > column) {
+                    // clap indents every line of the column alike: no hanging indent.
+                    let w = crate::render::wrap_lines(&t, column);
+                    Some(
+                        w.lines()
+                            .map(|l| l.strip_prefix("  ").unwrap_or(l))
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                    )
+                } else {
+                    None
+                }
+            };
+            let long = a.get_long_help().and_then(fit);
+            let short = a.get_help().and_then(fit);
+            let a = match long {
+                Some(l) => a.long_help(l),
+                None => a,
+            };
+            match short {
+                Some(h) => a.help(h),
+                None => a,
+            }
+        });
+    }
     let names: Vec<String> = cmd
         .get_subcommands()
         .map(|s| s.get_name().to_owned())
@@ -253,6 +289,10 @@ fn fit_help_examples(mut cmd: clap::Command, width: usize) -> clap::Command {
     }
     cmd
 }
+
+/// How far in clap starts a flag's help when it puts it below the flag (clap
+/// `output/help_template.rs`, `NEXT_LINE_INDENT`).
+const ARG_HELP_INDENT: usize = 10;
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,7 @@ use crate::analysis::inventory::Inventory;
 use crate::error::{Error, Result};
 use crate::model::resource::NVIDIA_PREFIX;
 use crate::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use crate::text::esc;
 use files::LabDirs;
 use manifests::{LabPod, NAMESPACE};
 
@@ -58,6 +59,54 @@ impl Default for LabNodes {
 }
 
 impl LabNodes {
+    /// The nodes of `--node CONFIG=NODE` flags over the defaults: each workload config at
+    /// most once, and three different nodes in the end (a node with two roles would be
+    /// labelled twice, listed twice in the result files, and the check would pass on
+    /// two nodes).
+    ///
+    /// Errors: [`Error::Input`] naming the flag and what it clashes with.
+    pub fn from_flags(flags: &[(WorkloadConfig, String)]) -> Result<LabNodes> {
+        let mut nodes = LabNodes::default();
+        let mut given: Vec<(WorkloadConfig, &str)> = Vec::new();
+        for (wc, n) in flags {
+            if let Some((_, first)) = given.iter().find(|(w, _)| w == wc) {
+                return Err(Error::Input(format!(
+                    "--node {wc}={}: {wc} is given twice (also --node {wc}={}); give each workload config once",
+                    esc(n),
+                    esc(first)
+                )));
+            }
+            given.push((*wc, n));
+            *nodes.node_mut(*wc) = n.clone();
+        }
+        for (i, a) in WorkloadConfig::ALL.iter().enumerate() {
+            for b in &WorkloadConfig::ALL[i + 1..] {
+                if nodes.node(*a) != nodes.node(*b) {
+                    continue;
+                }
+                let how = |wc: &WorkloadConfig| match given.iter().any(|(w, _)| w == wc) {
+                    true => format!("--node {wc}={}", esc(nodes.node(*wc))),
+                    false => format!("{wc} (the default)"),
+                };
+                return Err(Error::Input(format!(
+                    "--node: {} is both the {a} and the {b} node ({}, {}); each workload config needs a node of its own",
+                    esc(nodes.node(*a)),
+                    how(a),
+                    how(b)
+                )));
+            }
+        }
+        Ok(nodes)
+    }
+
+    fn node_mut(&mut self, wc: WorkloadConfig) -> &mut String {
+        match wc {
+            WorkloadConfig::Container => &mut self.container,
+            WorkloadConfig::VmPassthrough => &mut self.passthrough,
+            WorkloadConfig::VmVgpu => &mut self.vgpu,
+        }
+    }
+
     /// The node assigned to `wc`.
     pub fn node(&self, wc: WorkloadConfig) -> &str {
         match wc {

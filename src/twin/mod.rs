@@ -920,9 +920,9 @@ fn relabelled_hardware(
         };
         let Some(hw) = predict::infer_hardware(n) else {
             return Err(Error::Input(format!(
-                "relabel {}: the node's GPUs cannot be worked out (no nvidia.com/gpu.count or \
-                 nvidia.com/gpu.product label, and no GPU name it advertises)",
-                r.node
+                "relabel {}: the node's GPUs cannot be worked out: {}",
+                text::esc(&r.node),
+                predict::why_unknown(n).unwrap_or_default()
             )));
         };
         hardware.insert(r.node.clone(), hw);

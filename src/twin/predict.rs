@@ -90,8 +90,22 @@ fn device_for_board(board: &str) -> Option<pciids::NvidiaDevice> {
 /// units of the GPU name it lists (a vGPU type's units divided by the instances one GPU
 /// holds); the PCI device from the passthrough name it lists, else from the product
 /// (`nvidia.com/gpu.product`) or a listed vGPU type's board; the memory from
-/// `nvidia.com/gpu.memory`. `None` when neither count nor device can be found.
+/// `nvidia.com/gpu.memory`. `None` when the count or the device cannot be found
+/// ([`why_unknown`] says which).
 pub fn infer_hardware(node: &NodeInfo) -> Option<Inferred> {
+    infer(node).ok()
+}
+
+/// Why [`infer_hardware`] cannot work out `node`'s GPUs, as a phrase naming the part that
+/// is missing (the GPU count, the GPU model, or both) and what was found: `the GPU model
+/// is not known: 4 GPUs from nvidia.com/gpu (a name that carries no model), …`. `None`
+/// when it can.
+pub fn why_unknown(node: &NodeInfo) -> Option<String> {
+    infer(node).err()
+}
+
+/// [`infer_hardware`], with what is missing as its error.
+fn infer(node: &NodeInfo) -> Result<Inferred, String> {
     let names = listed(node);
     let mut how = Vec::new();
     let memory_mib = node
@@ -165,14 +179,47 @@ pub fn infer_hardware(node: &NodeInfo) -> Option<Inferred> {
     } else {
         None
     };
-    let (count, device) = (count?, device?);
+    let no_model = format!(
+        "no {GPU_PRODUCT_LABEL} label (GPU Feature Discovery sets it) and no device-model or \
+         vGPU-type name advertised"
+    );
+    let no_count = format!(
+        "no {GPU_COUNT_LABEL} label and no GPU name advertised with units it can be counted from"
+    );
+    let (count, device) = match (count, device) {
+        (Some(c), Some(d)) => (c, d),
+        (Some(_), None) => {
+            let plain = names.contains_key(&format!("{NVIDIA_PREFIX}gpu"));
+            return Err(format!(
+                "the GPU model is not known: {}{}, but {no_model}; the model decides the names \
+                 a relabelled node advertises",
+                how.join(", "),
+                if plain {
+                    format!(" ({NVIDIA_PREFIX}gpu carries no model)")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(format!(
+                "the GPU count is not known: {}, but {no_count}",
+                how.join(", ")
+            ));
+        }
+        (None, None) => {
+            return Err(format!(
+                "neither the GPU count nor the model is known: {no_count}; {no_model}"
+            ));
+        }
+    };
     let board = board_of_product.or_else(|| {
         pciids::by_id(device).and_then(|d| {
             let s = pciids::sanitize(d.pci_name);
             s.rsplit_once('_').map(|(_, b)| b.to_string())
         })
     });
-    Some(Inferred {
+    Ok(Inferred {
         hw: GpuHardware {
             product: format!(
                 "NVIDIA-{}",
@@ -322,6 +369,31 @@ mod tests {
         assert_eq!((i.hw.pci_device_id, i.hw.count), (0x2236, 2));
         // Nothing to go by.
         assert!(infer_hardware(&node(&[(LABEL_KEY, "container")], &[("cpu", "4")])).is_none());
+    }
+
+    /// Issue 54, item 5: what is missing is named — the model of a node that advertises
+    /// only nvidia.com/gpu, the count of one with only a product label, or both.
+    #[test]
+    fn why_unknown_names_the_missing_part() {
+        let plain = node(&[(LABEL_KEY, "container")], &[("nvidia.com/gpu", "4")]);
+        assert_eq!(
+            why_unknown(&plain).unwrap(),
+            "the GPU model is not known: 4 GPUs from nvidia.com/gpu (nvidia.com/gpu carries no model), but no nvidia.com/gpu.product label (GPU Feature Discovery sets it) and no device-model or vGPU-type name advertised; the model decides the names a relabelled node advertises"
+        );
+        let product = node(&[(GPU_PRODUCT_LABEL, "NVIDIA-A10")], &[("cpu", "4")]);
+        assert_eq!(
+            why_unknown(&product).unwrap(),
+            "the GPU count is not known: device 2236 (GA102GL [A10]) from nvidia.com/gpu.product, but no nvidia.com/gpu.count label and no GPU name advertised with units it can be counted from"
+        );
+        let bare = node(&[(LABEL_KEY, "container")], &[("cpu", "4")]);
+        assert!(why_unknown(&bare).unwrap().starts_with(
+            "neither the GPU count nor the model is known: no nvidia.com/gpu.count label"
+        ),);
+        let known = node(
+            &[(GPU_PRODUCT_LABEL, "NVIDIA-A10")],
+            &[("nvidia.com/gpu", "4")],
+        );
+        assert_eq!(why_unknown(&known), None);
     }
 
     #[test]

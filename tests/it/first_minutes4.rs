@@ -98,3 +98,226 @@ fn a_kubeconfig_with_a_missing_certificate_file_names_it() {
         "{err}"
     );
 }
+
+/// Item 4: the lab's `--node` flags name three different nodes, each workload config at
+/// most once: a node with two roles (given twice, or given once and a default) and a
+/// config given twice are refused first (exit 2, nothing made under --root, no cluster).
+#[test]
+fn lab_refuses_a_node_with_two_roles() {
+    let root = tempfile::tempdir().unwrap();
+    let r = root.path().join("lab");
+    let rs = r.to_str().unwrap();
+    for (flags, want) in [
+        (
+            vec!["--node", "container=lab-node-1"],
+            "gpuwl: --node: lab-node-1 is both the container and the vm-passthrough node (--node container=lab-node-1, vm-passthrough (the default)); each workload config needs a node of its own\n",
+        ),
+        (
+            vec![
+                "--node",
+                "container=lab-node-0",
+                "--node",
+                "container=lab-node-1",
+            ],
+            "gpuwl: --node container=lab-node-1: container is given twice (also --node container=lab-node-0); give each workload config once\n",
+        ),
+        (
+            vec![
+                "--node",
+                "vm-vgpu=gpu-a",
+                "--node",
+                "vm-passthrough=gpu-a",
+                "--context",
+                "prod",
+            ],
+            "gpuwl: --node: gpu-a is both the vm-passthrough and the vm-vgpu node (--node vm-passthrough=gpu-a, --node vm-vgpu=gpu-a); each workload config needs a node of its own\n",
+        ),
+    ] {
+        let mut args = vec!["lab", "--root", rs];
+        args.extend(flags);
+        let (rc, out, err) = gpuwl(&args);
+        assert_eq!((rc, out.as_str(), err.as_str()), (2, "", want));
+        assert!(!r.exists(), "{args:?} made --root");
+    }
+}
+
+/// Item 5: whatif on a node whose GPU model is unknown says the model is what is missing,
+/// not that the node advertises no GPU name (it advertises nvidia.com/gpu=4).
+#[test]
+fn whatif_names_the_missing_gpu_model() {
+    let state = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["whatif", "relabel", "gpu-ct-0=vm-passthrough", "--nodes"])
+        .arg(data("gate/lab.json"))
+        .env("GPUWL_STATE_DIR", state.path())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.stdout, b"");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "gpuwl: relabel gpu-ct-0: the node's GPUs cannot be worked out: the GPU model is not known: 4 GPUs from nvidia.com/gpu (nvidia.com/gpu carries no model), but no nvidia.com/gpu.product label (GPU Feature Discovery sets it) and no device-model or vGPU-type name advertised; the model decides the names a relabelled node advertises\n"
+    );
+}
+
+/// Runs gpuwl at `columns` columns without a kubeconfig: (exit, stdout).
+fn at_width(columns: usize, args: &[&str]) -> (i32, String) {
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(args)
+        .env("COLUMNS", columns.to_string())
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// A line that wrapping left with stray punctuation: starting with the `,;.:` or `)` that
+/// closed a command, a lone backtick, or ending with the `(` or backtick that opened one.
+fn stray(line: &str) -> bool {
+    let t = line.trim_start();
+    let t = t.strip_prefix('#').map_or(t, str::trim_start);
+    t.starts_with([',', ';', '.', ':', ')', '`'])
+        || t.ends_with(" (")
+        || t == "("
+        || t.ends_with(" `")
+}
+
+/// Item 7: wrapped text never leaves a line of stray punctuation around a command on a
+/// line of its own, in any explain case at any width, nor in inventory's notes.
+#[test]
+fn wrapping_leaves_no_stray_punctuation() {
+    let mut runs = 0;
+    for dir in std::fs::read_dir(data("explain")).unwrap() {
+        let d = dir.unwrap().path();
+        if !d.join("pod.yaml").exists() {
+            continue;
+        }
+        let f = |n: &str| d.join(n).to_str().unwrap().to_owned();
+        let mut args = vec!["explain".to_owned(), "--pod".to_owned(), f("pod.yaml")];
+        for (flag, file) in [("--nodes", "nodes.json"), ("--pods", "pods.json")] {
+            if d.join(file).exists() {
+                args.extend([flag.to_owned(), f(file)]);
+            }
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        for width in [50, 60, 80, 100] {
+            let (_, out) = at_width(width, &args);
+            runs += 1;
+            for l in out.lines() {
+                assert!(!stray(l), "{} at {width}: {l:?}\n{out}", d.display());
+            }
+        }
+    }
+    assert!(runs >= 80, "{runs}");
+    let (nodes, pods) = (data("gate/orphaned.json"), data("gate/orphaned-pods.json"));
+    for width in [50, 60, 80, 100] {
+        let (_, out) = at_width(width, &["inventory", "--nodes", &nodes, "--pods", &pods]);
+        for l in out.lines() {
+            assert!(!stray(l), "inventory at {width}: {l:?}\n{out}");
+        }
+    }
+}
+
+/// Item 6: `Also blocking` lists only causes that block: a gated pod that fits once its
+/// gates go is `gated` alone, never `Also blocking: fits-now`.
+#[test]
+fn also_blocking_never_lists_fits_now() {
+    let dir = tempfile::tempdir().unwrap();
+    let pod = dir.path().join("gated.yaml");
+    std::fs::write(
+        &pod,
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: gated-job, namespace: gpu-vm}\nspec:\n  schedulingGates: [{name: kueue.x-k8s.io/admission}]\n  containers:\n  - name: c\n    image: x\n    resources: {limits: {nvidia.com/gpu: \"1\"}}\nstatus:\n  phase: Pending\n",
+    )
+    .unwrap();
+    let nodes = data("gate/lab.json");
+    let p = pod.to_str().unwrap();
+    let (rc, out, _) = gpuwl(&["explain", "--pod", p, "--nodes", &nodes]);
+    assert_eq!(rc, 1);
+    assert!(out.contains("\nCause (gated): the pod is held by scheduling gates (kueue.x-k8s.io/admission): the scheduler does not consider it until every gate is removed; once they are removed, it fits now\n"), "{out}");
+    assert!(!out.contains("Also blocking"), "{out}");
+    let (_, json, _) = gpuwl(&["explain", "--pod", p, "--nodes", &nodes, "-o", "json"]);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["causeCodes"], serde_json::json!(["gated"]));
+}
+
+/// Item 8: `--help` never cuts a command across lines (the top-level plugin lines, a
+/// command in backquotes in a flag's help or a paragraph), and inventory fits 60 columns.
+#[test]
+fn help_and_tables_fit_narrow_terminals() {
+    let (rc, out) = at_width(60, &["--help"]);
+    assert_eq!(rc, 0);
+    assert!(
+        out.contains(
+            "\n  ln -s \"$(command -v gpuwl)\" ~/.cargo/bin/kubectl-gpuwl\n  kubectl gpuwl check\n"
+        ),
+        "{out}"
+    );
+    let commands = [
+        vec!["--help"],
+        vec!["check", "--help"],
+        vec!["inventory", "--help"],
+        vec!["explain", "--help"],
+        vec!["lab", "--help"],
+        vec!["relabel", "--help"],
+        vec!["whatif", "relabel", "--help"],
+        vec!["plan", "--help"],
+        vec!["triage", "--help"],
+        vec!["cluster", "up", "--help"],
+    ];
+    for width in [60, 80, 100] {
+        for args in &commands {
+            let (_, out) = at_width(width, args);
+            for l in out.lines() {
+                // A backquoted command left open at the end of a line was cut.
+                let open = l
+                    .rsplit_once('`')
+                    .filter(|_| l.matches('`').count() % 2 == 1)
+                    .is_some_and(|(_, rest)| {
+                        ["gpuwl", "kubectl", "virtctl"]
+                            .iter()
+                            .any(|p| rest.starts_with(p))
+                    });
+                assert!(!open, "{args:?} at {width}: {l:?}");
+            }
+            // The cluster-policy flag's command is whole on one line.
+            if args[0] == "check" {
+                assert!(
+                    out.lines()
+                        .any(|l| l.trim() == "kubectl get clusterpolicies -o yaml"
+                            || l.contains("(`kubectl get clusterpolicies -o yaml`)")),
+                    "{width}\n{out}"
+                );
+            }
+        }
+    }
+    let (nodes, pods) = (
+        data("inventory/lab/nodes.json"),
+        data("inventory/lab/pods.json"),
+    );
+    for width in [40, 60, 80] {
+        let (rc, out) = at_width(width, &["inventory", "--nodes", &nodes, "--pods", &pods]);
+        assert_eq!(rc, 0);
+        // Every line fits, but a name wider than the terminal alone on its line.
+        for l in out.lines() {
+            assert!(
+                l.chars().count() <= width || l.split_whitespace().count() == 1,
+                "{width}: {l:?}\n{out}"
+            );
+        }
+    }
+    let (_, out) = at_width(60, &["inventory", "--nodes", &nodes, "--pods", &pods]);
+    assert!(
+        out.starts_with(
+            "POOL  RESOURCE\ncontainer  nvidia.com/gpu\n  ALLOCATABLE 4  FREE 3  PEND 0\n"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("Not shown at 60 columns: NODES, CAP, USED, GPUS"),
+        "{out}"
+    );
+}

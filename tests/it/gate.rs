@@ -324,9 +324,17 @@ fn an_orphaned_holder_is_a_finding_a_note_and_the_cause_explain_gives() {
     assert_eq!(inv["orphans"][0]["holders"][0]["pod"], launcher);
     let (_, text, _) = gpuwl(&["inventory", "--nodes", &nodes, "--pods", &pods]);
     assert!(
-        text.contains(&format!("note: orphaned holders: node gpu-pt-1 no longer advertises nvidia.com/GA102GL_A10 (listed with 0) while bound pods hold 1: {launcher} (VMI gpu-vm/vm-pt, 1);")),
+        text.contains(&format!("note: orphaned holders (holder-at-risk, an error of gpuwl check --effective): node gpu-pt-1 no longer advertises nvidia.com/GA102GL_A10 (listed with 0) while bound pods hold 1 (its row counts them as allocated, FREE never below 0): {launcher} (VMI gpu-vm/vm-pt, 1);")),
         "{text}"
     );
+    // Issue 54, item 6: the note says what check's finding says (the VM may lose the GPU),
+    // never that the holders keep running.
+    let consequence = f["message"].as_str().unwrap().split_once("; ").unwrap().1;
+    assert!(
+        text.contains(&format!("1); {consequence}\n")),
+        "{consequence}\n{text}"
+    );
+    assert!(!text.contains("keep running"), "{text}");
 
     // explain: the cause is the orphaned holding, not "nothing to fix".
     let (rc, out, _) = gpuwl(&[

@@ -646,7 +646,7 @@ fn a_name_removed_under_its_holders_is_explained_not_negative() {
     assert_eq!(row["overcommitted"].as_i64(), Some(2));
     // The holders are named (orphaned holders), in the text and in JSON.
     assert!(
-        text.contains("note: orphaned holders: node lab-node-1 no longer advertises nvidia.com/GA102GL_A10 (not listed) while bound pods hold 2:"),
+        text.contains("note: orphaned holders (orphaned-holder): node lab-node-1 no longer advertises nvidia.com/GA102GL_A10 (not listed) while bound pods hold 2 (its row counts them as allocated, FREE never below 0):"),
         "{text}"
     );
     let o = &json["orphans"][0];

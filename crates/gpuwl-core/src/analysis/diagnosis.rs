@@ -121,6 +121,12 @@ impl CauseCode {
         CauseCode::FitsNow,
     ];
 
+    /// Whether the code is a cause that holds the pod: every code but `scheduled` and
+    /// `fits-now` (which `explain` exits 0 on, and "Also blocking" never lists).
+    pub fn blocks(self) -> bool {
+        !matches!(self, CauseCode::Scheduled | CauseCode::FitsNow)
+    }
+
     /// The stable code, e.g. `unadvertised-name`.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -59,8 +59,41 @@ impl Orphan {
     /// under operands that are going away or restarting), or the class changed under any
     /// holder. Such an orphan is `holder-at-risk` (an error), the others `orphaned-holder`
     /// (a warning: a plain pod keeps its device until it ends).
-    pub(crate) fn at_risk(&self) -> bool {
+    pub fn at_risk(&self) -> bool {
         self.class_changed || !self.vms().is_empty()
+    }
+
+    /// What this orphan means for its holders, the one text `check`'s finding and
+    /// `inventory`'s note both say (`place`: how the node is named, `here` or `there`):
+    /// for a holder at risk ([`Orphan::at_risk`]) that it may lose the GPU and the way
+    /// back; else that the holders keep running but cannot come back.
+    pub fn consequence(&self, place: &str) -> String {
+        if !self.at_risk() {
+            return format!(
+                "they keep running, but one that restarts or is recreated cannot come back {place}"
+            );
+        }
+        let vms = self.vms();
+        let who = if vms.is_empty() {
+            "these pods".to_owned()
+        } else {
+            format!("VM {}", vms.join(", VM "))
+        };
+        if self.class_changed {
+            // The way back is the workload that serves the held name's class, as one
+            // command `gpuwl relabel` takes as printed (it keeps holders of that name).
+            let back = match classify(&self.resource).workload() {
+                Some(w) => format!(": gpuwl relabel {}={w}", self.node),
+                None => String::new(),
+            };
+            format!(
+                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back{back}"
+            )
+        } else {
+            format!(
+                "the device plugin no longer offers it (restarting, or gone): {who} may lose the GPU if the plugin does not come back; a VM that restarts or migrates cannot come back {place}"
+            )
+        }
     }
 
     /// `listed with 0` / `not listed`.

@@ -230,16 +230,15 @@ fn cause_text(o: &mut String, e: &Explanation) {
     if let Some(r) = &e.remedy {
         let _ = writeln!(o, "Tested: {}", esc(&remedy::tested_line(r)));
     }
-    if e.cause_codes.len() > 1 {
-        let _ = writeln!(
-            o,
-            "Also blocking: {}",
-            e.cause_codes[1..]
-                .iter()
-                .map(|c| c.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+    let also: Vec<&str> = e
+        .cause_codes
+        .iter()
+        .skip(1)
+        .filter(|c| c.blocks())
+        .map(|c| c.as_str())
+        .collect();
+    if !also.is_empty() {
+        let _ = writeln!(o, "Also blocking: {}", also.join(", "));
     }
     for n in &e.notes {
         let _ = writeln!(o, "note: {}", esc(n));

@@ -167,12 +167,18 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     for o in &inv.orphans {
         let _ = writeln!(
             out,
-            "\nnote: orphaned holders: node {} no longer advertises {} ({}) while bound pods hold {}: {}; they keep running, but one that restarts or is recreated cannot come back there (its row counts them as allocated, FREE never below 0).",
+            "\nnote: orphaned holders ({}): node {} no longer advertises {} ({}) while bound pods hold {} (its row counts them as allocated, FREE never below 0): {}; {}",
+            if o.at_risk() {
+                "holder-at-risk, an error of gpuwl check --effective"
+            } else {
+                "orphaned-holder"
+            },
             esc(&o.node),
             esc(&o.resource),
             o.how(),
             o.units,
-            esc(&o.holder_list())
+            esc(&o.holder_list()),
+            esc(&o.consequence("there")),
         );
     }
     for n in &inv.notes {
@@ -230,8 +236,15 @@ fn table_rows(inv: &Inventory, bars: bool) -> Vec<Vec<String>> {
 /// The legend under the fitted `table`: the columns it shows explained, the bars' key, and
 /// the columns of `cols` left out for the width (never dropped silently).
 fn legend(table: &str, cols: &[Column], opts: TextOptions) -> String {
-    let header = table.lines().nth(1).unwrap_or_default().to_owned();
-    let shown = |h: &str| header.split_whitespace().any(|w| w == h);
+    // A header is a word of the table's header line, or of a record's `HEADER value` pairs
+    // when the table is laid out as records (a terminal narrower than its columns).
+    let shown = |h: &str| {
+        table
+            .lines()
+            .take(2)
+            .chain(table.lines().filter(|l| l.starts_with("  ")))
+            .any(|l| l.split_whitespace().any(|w| w == h))
+    };
     let mut parts = Vec::new();
     if shown("CAP") {
         parts.push("CAP capacity");
@@ -335,7 +348,7 @@ fn overcommitted_text(out: &mut String, r: &Row) {
     for u in r.node_detail.iter().filter(|u| u.allocated > u.allocatable) {
         let why = if u.allocatable <= 0 {
             format!(
-                "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; those pods keep running, nothing new can be placed there",
+                "no longer advertises {resource} (allocatable {}) while bound pods hold {}: its device plugin left or its workload config changed; what that means for them is the orphaned-holders note below",
                 u.allocatable.max(0),
                 u.allocated
             )

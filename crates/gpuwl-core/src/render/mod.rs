@@ -75,6 +75,7 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
         };
         let mut tokens = tokens(body.trim_start_matches(' '));
         let spans = command_spans(&mut tokens);
+        unbracket(&mut tokens, &spans);
         let mut lines: Vec<String> = Vec::new();
         let lead = |lines: &Vec<String>| if lines.is_empty() { &indent } else { &rest };
         let prose = |toks: &[Token], lines: &mut Vec<String>| {
@@ -107,6 +108,69 @@ pub fn wrap_lines(text: &str, width: usize) -> String {
     out
 }
 
+/// Drops the brackets around each command of `spans` that gets a line of its own: a
+/// `` ` `` or `(` right before it and its closer right after (`remove it (kubectl label …)
+/// or check` → `remove it:` / the command / `or check`), and a `)` that closes a
+/// parenthesis the prose opened before the command (`(a VMI no VirtualMachine owns:
+/// kubectl delete vmi …)`): printed on lines of their own they would be a lone `(`, `)` or
+/// backtick, and copied with the command they would break it.
+fn unbracket(tokens: &mut [Token], spans: &[(usize, usize)]) {
+    for &(start, end) in spans {
+        let closer = |tokens: &[Token], c: char| {
+            tokens
+                .get(end)
+                .is_some_and(|(t, space)| !space && t.starts_with(c))
+        };
+        let drop_first = |tokens: &mut [Token], c: char| {
+            if let Some((t, _)) = tokens.get_mut(end)
+                && t.starts_with(c)
+            {
+                t.remove(0);
+            }
+        };
+        // Openers right before the command (`(`, a backtick, or both) with their closers
+        // right after it, innermost first.
+        let mut k = start;
+        let mut paren = false;
+        while k > 0 {
+            let c = match tokens[k - 1].0.as_str() {
+                "(" => ')',
+                "`" => '`',
+                _ => break,
+            };
+            if !closer(tokens, c) {
+                break;
+            }
+            drop_first(tokens, c);
+            paren |= c == ')';
+            tokens[k - 1] = (String::new(), false);
+            k -= 1;
+        }
+        if k < start {
+            // `remove it (kubectl …)` reads `remove it:` before the command's line.
+            if paren && k >= 1 && !tokens[k - 1].0.ends_with([':', ';', ',', '.']) {
+                tokens[k] = (":".to_owned(), false);
+            }
+        }
+        if closer(tokens, ')') {
+            // The `(` the prose opened before the command (and its openers), on the same
+            // input line.
+            let mut depth = 0i32;
+            let found = (0..k).rev().find(|&k| {
+                let t = &tokens[k].0;
+                depth += t.matches(')').count() as i32 - t.matches('(').count() as i32;
+                depth < 0
+            });
+            if let Some(k) = found
+                && let Some(at) = tokens[k].0.rfind('(')
+            {
+                tokens[k].0.remove(at);
+                drop_first(tokens, ')');
+            }
+        }
+    }
+}
+
 /// The programs whose example lines in `--help` [`fit_examples`] keeps runnable.
 const EXAMPLE_PROGRAMS: [&str; 8] = [
     "gpuwl ", "kubectl ", "curl ", "export ", "eval ", "helm ", "docker ", "ln ",
@@ -116,9 +180,9 @@ const EXAMPLE_PROGRAMS: [&str; 8] = [
 /// [`EXAMPLE_PROGRAMS`], and the lines it continues with ` \`) stay runnable when copied at
 /// `width` columns: a command wider than that is split between words (never inside quotes)
 /// into lines that end with ` \`, a `# comment` after it goes on its own line before it, and
-/// a comment line wraps into comment lines. Every other line is left as it is (clap wraps
-/// prose). clap's own wrapping would cut a command anywhere, and the copied line would run
-/// a broken command.
+/// a comment line wraps into comment lines; a prose line wider than `width` is wrapped by
+/// [`wrap_lines`] (a command it names gets a line of its own). clap's own wrapping would
+/// cut a command anywhere, and the copied line would run a broken command.
 pub fn fit_examples(text: &str, width: usize) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut continued = false;
@@ -130,8 +194,21 @@ pub fn fit_examples(text: &str, width: usize) -> String {
             || (line.starts_with("  ") && EXAMPLE_PROGRAMS.iter().any(|p| t.starts_with(p)));
         let comment = line.starts_with("  ") && t.starts_with("# ");
         continued = command && line.trim_end().ends_with('\\');
-        if display_width(line) <= width || !(command || comment) {
+        if display_width(line) <= width {
             out.push(line.to_owned());
+            continue;
+        }
+        if !(command || comment) {
+            // Prose is wrapped here, a command in it kept whole on a line of its own
+            // ([`wrap_lines`]); clap then leaves the lines that fit alone, and never cuts
+            // a command it names (`` `gpuwl cluster up --kubevirt` ``).
+            // Help paragraphs have no hanging indent (clap's own wrapping adds none).
+            let hang = if indent.is_empty() { "  " } else { "" };
+            let w = wrap_lines(line, width);
+            out.extend(
+                w.lines()
+                    .map(|l| l.strip_prefix(hang).unwrap_or(l).to_owned()),
+            );
             continue;
         }
         if comment {
@@ -231,16 +308,15 @@ type Token = (String, bool);
 fn tokens(s: &str) -> Vec<Token> {
     let mut out = Vec::new();
     for w in s.split(' ') {
-        let opened = w
-            .strip_prefix('(')
-            .map(|r| ("(", r))
-            .or_else(|| w.strip_prefix('`').map(|r| ("`", r)));
-        match opened {
-            Some((open, r)) if COMMANDS.contains(&r) => {
-                out.push((open.to_owned(), true));
-                out.push((r.to_owned(), false));
+        // `(kubectl`, `` `gpuwl ``, `` (`kubectl ``: the openers, then the name.
+        let r = w.trim_start_matches(['(', '`']);
+        if r.len() < w.len() && COMMANDS.contains(&r) {
+            for (k, open) in w[..w.len() - r.len()].chars().enumerate() {
+                out.push((open.to_string(), k == 0));
             }
-            _ => out.push((w.to_owned(), true)),
+            out.push((r.to_owned(), false));
+        } else {
+            out.push((w.to_owned(), true));
         }
     }
     out
@@ -316,7 +392,11 @@ fn command_spans(tokens: &mut Vec<Token>) -> Vec<(usize, usize)> {
     let mut i = 0;
     while i < tokens.len() {
         let next_ok = tokens.get(i + 1).is_some_and(|(n, _)| {
-            n.starts_with('-') || subcommand(&tokens[i].0, n.trim_end_matches([',', ';', '.', ':']))
+            n.starts_with('-')
+                || subcommand(
+                    &tokens[i].0,
+                    n.trim_end_matches([',', ';', '.', ':', '`', ')']),
+                )
         });
         if !(COMMANDS.contains(&tokens[i].0.as_str()) && next_ok) {
             i += 1;
@@ -399,7 +479,7 @@ pub struct Column {
 /// A table that fits `width`: every column if it fits, else without the columns of the
 /// highest drop ranks, one rank at a time. Headers never change with the width. Cells are
 /// never wrapped or split; when even the essential columns are wider than `width`, they
-/// are printed whole.
+/// are laid out as records ([`records`]) that fit it.
 pub fn fit_table(columns: &[Column], rows: &[Vec<String>], width: usize) -> String {
     let render = |keep: &[usize]| -> String {
         let mut t = comfy_table::Table::new();
@@ -435,10 +515,48 @@ pub fn fit_table(columns: &[Column], rows: &[Vec<String>], width: usize) -> Stri
         keep.retain(|&i| columns[i].drop_rank != rank);
         last = render(&keep);
         if fits(&last) {
-            break;
+            return last;
         }
     }
-    last
+    records(columns, rows, &keep, width)
+}
+
+/// The essential columns of a [`fit_table`] whose table is still wider than `width`, as
+/// records: a line of the left-aligned columns' headers, then per row those values on a
+/// line and the right-aligned (numeric) ones below as `HEADER value` pairs, wrapped at
+/// `width`. A name wider than `width` stays whole.
+fn records(columns: &[Column], rows: &[Vec<String>], keep: &[usize], width: usize) -> String {
+    let (keys, values): (Vec<usize>, Vec<usize>) = keep.iter().partition(|&&i| !columns[i].right);
+    let mut out = vec![
+        keys.iter()
+            .map(|&i| columns[i].header)
+            .collect::<Vec<_>>()
+            .join("  "),
+    ];
+    let cell = |r: &Vec<String>, i: usize| r.get(i).cloned().unwrap_or_default();
+    for r in rows {
+        out.push(
+            keys.iter()
+                .map(|&i| cell(r, i))
+                .collect::<Vec<_>>()
+                .join("  "),
+        );
+        let pairs = values
+            .iter()
+            .map(|&i| format!("{}\u{a0}{}", columns[i].header, cell(r, i)))
+            .collect::<Vec<_>>()
+            .join("  ");
+        if !pairs.is_empty() {
+            let opts = textwrap::Options::new(width)
+                .initial_indent("  ")
+                .subsequent_indent("  ")
+                .break_words(false)
+                .word_separator(textwrap::WordSeparator::AsciiSpace)
+                .word_splitter(textwrap::WordSplitter::NoHyphenation);
+            out.push(textwrap::fill(&pairs, opts).replace('\u{a0}', " "));
+        }
+    }
+    out.join("\n")
 }
 
 pub(crate) use crate::text::is_bidi_control;
@@ -532,15 +650,16 @@ mod tests {
             lines[4],
             "  (its nodeSelector and tolerations must admit the node)"
         );
-        // Closing punctuation is dropped at the line break; an opening parenthesis stays before;
-        // a quoted argument with spaces stays whole.
+        // Closing punctuation is dropped at the line break; the parentheses around a
+        // command on a line of its own go (issue 54, item 7: no lone `(` or `)` line), the
+        // prose before it ending with a colon; a quoted argument with spaces stays whole.
         let w = wrap_lines(
             "  remove it (kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-) or check that NFD sees the GPU; then kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'; done\n",
             40,
         );
         assert_eq!(
             w,
-            "  remove it (\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    ) or check that NFD sees the GPU;\n    then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    done\n"
+            "  remove it:\n    kubectl label node gpu-7 nvidia.com/gpu.deploy.operands-\n    or check that NFD sees the GPU; then\n    kubectl patch clusterpolicies.nvidia.com cluster-policy --type merge -p '{\"a\": 1}'\n    done\n"
         );
         // A sentence about a command is prose; a line that is a command stays whole.
         let w = wrap_lines(
@@ -612,6 +731,11 @@ mod tests {
             );
         }
         assert_eq!(wrap_lines(line, 400), line);
+        // No line is a lone backtick, `(` or `)`, and the backticks go with the line break.
+        assert_eq!(
+            wrap_lines(line, 60),
+            "correct gpu-7's invalid nvidia.com/gpu.workload.config to\n  vm-passthrough (check\n  gpuwl whatif relabel gpu-7=vm-passthrough\n  first when GPU pods run on it)"
+        );
     }
 
     #[test]
@@ -630,7 +754,7 @@ mod tests {
         }
         assert_eq!(
             wrap_lines(block, 60),
-            "  # 2. stop what would lose its GPU (or live-migrate a VM to\n  #   a node that offers the name); never delete a\n  #   virt-launcher pod\n  kubectl delete pod vmi-passthrough -n gpu-vm\n  # (a VMI no VirtualMachine owns:\n  #   kubectl delete vmi who -n gpu-vm\n  #   )\n"
+            "  # 2. stop what would lose its GPU (or live-migrate a VM to\n  #   a node that offers the name); never delete a\n  #   virt-launcher pod\n  kubectl delete pod vmi-passthrough -n gpu-vm\n  # a VMI no VirtualMachine owns:\n  #   kubectl delete vmi who -n gpu-vm\n"
         );
     }
 
@@ -640,7 +764,15 @@ mod tests {
         assert_eq!(fit_examples(help, 200), help);
         assert_eq!(
             fit_examples(help, 40),
-            "Examples:\n  # a CronJob gate on the live cluster\n  gpuwl check --effective nodes.json \\\n      --cluster-policy cp.yaml\n  gpuwl check nodes.json -o json \\\n      | jq -r \\\n          '.nodes[] | .name as $n | .findings[]'\n      # per node\nProse stays as it is, however long it is."
+            "Examples:\n  # a CronJob gate on the live cluster\n  gpuwl check --effective nodes.json \\\n      --cluster-policy cp.yaml\n  gpuwl check nodes.json -o json \\\n      | jq -r \\\n          '.nodes[] | .name as $n | .findings[]'\n      # per node\nProse stays as it is, however long it\nis."
+        );
+        // A command in prose is never cut (issue 54, item 8): it gets a line of its own.
+        assert_eq!(
+            fit_examples(
+                "The gate on a real cluster (`kubectl gpuwl check --effective`) after linking it",
+                40
+            ),
+            "The gate on a real cluster:\nkubectl gpuwl check --effective\nafter linking it"
         );
     }
 
@@ -683,9 +815,10 @@ mod tests {
         // Then the next rank; the headers left are the same words at every width.
         let t = fit_table(&cols, &rows, no_bar - 1);
         assert_eq!(heads(&t), ["NAME", "ALLOCATABLE"], "{t}");
-        // Names stay whole even when too wide.
+        // Narrower than the essential columns (issue 54, item 8): records, names whole.
+        let t = fit_table(&cols, &rows, widest(&t) - 1);
+        assert_eq!(t, "NAME\nnvidia.com/gpu\n  ALLOCATABLE 4");
         let t = fit_table(&cols, &rows, 10);
-        assert_eq!(heads(&t), ["NAME", "ALLOCATABLE"], "{t}");
-        assert!(t.contains("nvidia.com/gpu"), "{t}");
+        assert_eq!(t, "NAME\nnvidia.com/gpu\n  ALLOCATABLE 4");
     }
 }

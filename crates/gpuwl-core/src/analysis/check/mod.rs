@@ -813,31 +813,7 @@ pub fn orphan_finding(o: &Orphan) -> Finding {
     } else {
         Code::OrphanedHolder
     };
-    let consequence = if o.at_risk() {
-        let vms = o.vms();
-        let who = if vms.is_empty() {
-            "these pods".to_owned()
-        } else {
-            format!("VM {}", vms.join(", VM "))
-        };
-        if o.class_changed {
-            // The way back is the workload that serves the held name's class, as one
-            // command `gpuwl relabel` takes as printed (it keeps holders of that name).
-            let back = match crate::model::resource::classify(&o.resource).workload() {
-                Some(w) => format!(": gpuwl relabel {}={w}", o.node),
-                None => String::new(),
-            };
-            format!(
-                "the node's workload no longer serves this class of name, so the GPU Operator replaces the operands behind it (driver, vfio-manager or vGPU manager, device plugin): {who} may lose the GPU; stop or migrate before the swap, or relabel the node back{back}"
-            )
-        } else {
-            format!(
-                "the device plugin no longer offers it (restarting, or gone): {who} may lose the GPU if the plugin does not come back; a VM that restarts or migrates cannot come back here"
-            )
-        }
-    } else {
-        "they keep running, but one that restarts or is recreated cannot come back here".to_owned()
-    };
+    let consequence = o.consequence("here");
     Finding {
         code,
         severity: code.severity(),

@@ -852,6 +852,8 @@ fn gated(pod: &PodInfo, e: &mut Explanation) {
     );
     e.evidence
         .insert(0, format!("spec.schedulingGates: {gates}"));
+    // What held it before the gates may be `fits-now`: nothing then, not a second cause.
+    e.cause_codes.retain(|c| c.blocks());
     e.cause_codes.insert(0, CauseCode::Gated);
     e.cause_code = CauseCode::Gated;
 }

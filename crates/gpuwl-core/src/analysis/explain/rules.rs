@@ -151,28 +151,35 @@ fn stop_what(keys: &[&str], pods: &[PodInfo]) -> String {
         ));
     }
     if !vms.is_empty() {
+        // The one stop command each (model::pod::stop_command); where the owner is not
+        // known, the other one is said once after them, its commands listed.
         let cmds: Vec<String> = vms
             .iter()
             .map(|(ns, vmi, owned)| {
-                // The one stop command (model::pod::stop_command), and when the owner is
-                // not known, the other one too.
-                let stop = |owned| pod::stop_command(ns, "", Some(vmi), owned);
+                let stop = pod::stop_command(ns, "", Some(vmi), *owned);
                 match owned {
-                    Some(true) => stop(Some(true)),
-                    Some(false) => format!(
-                        "{} (no VirtualMachine owns it, and virtctl stop needs one)",
-                        stop(Some(false))
-                    ),
-                    None => format!(
-                        "{} (for a VMI no VirtualMachine owns: {})",
-                        stop(None),
-                        stop(Some(false))
-                    ),
+                    Some(false) => {
+                        format!("{stop} (no VirtualMachine owns it, and virtctl stop needs one)")
+                    }
+                    _ => stop,
                 }
             })
             .collect();
+        let unknown: Vec<String> = vms
+            .iter()
+            .filter(|(_, _, owned)| owned.is_none())
+            .map(|(ns, vmi, _)| pod::stop_command(ns, "", Some(vmi), Some(false)))
+            .collect();
+        let instead = if unknown.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; where no VirtualMachine owns the VMI, delete the VMI instead: {}",
+                list(unknown)
+            )
+        };
         parts.push(format!(
-            "stop a VM that can wait, a lower-priority one: {} — never delete its virt-launcher pod (that kills the running VM, and runStrategy: Always starts it again)",
+            "stop a VM that can wait, a lower-priority one: {} — never delete its virt-launcher pod (that kills the running VM, and runStrategy: Always starts it again){instead}",
             list(cmds)
         ));
     }
@@ -2750,7 +2757,22 @@ mod tests {
         );
 
         let fix = super::stop_what(&["a/train-0", "vms/virt-launcher-vm-b-q9w8e"], &[]);
-        assert!(fix.starts_with("delete or finish a pod holding one (a/train-0), or stop a VM that can wait, a lower-priority one: virtctl stop vm-b -n vms (for a VMI no VirtualMachine owns: kubectl delete vmi vm-b -n vms)"), "{fix}");
+        assert_eq!(
+            fix,
+            "delete or finish a pod holding one (a/train-0), or stop a VM that can wait, a lower-priority one: virtctl stop vm-b -n vms — never delete its virt-launcher pod (that kills the running VM, and runStrategy: Always starts it again); where no VirtualMachine owns the VMI, delete the VMI instead: kubectl delete vmi vm-b -n vms"
+        );
+        // Issue 54, item 7: the alternative is said once for many VMs, its commands listed.
+        let fix = super::stop_what(
+            &[
+                "vms/virt-launcher-desk-1-aaaaa",
+                "vms/virt-launcher-desk-2-bbbbb",
+                "vms/virt-launcher-desk-3-ccccc",
+            ],
+            &[],
+        );
+        assert_eq!(fix.matches("no VirtualMachine owns").count(), 1, "{fix}");
+        assert!(fix.starts_with("stop a VM that can wait, a lower-priority one: virtctl stop desk-1 -n vms, virtctl stop desk-2 -n vms, virtctl stop desk-3 -n vms — "), "{fix}");
+        assert!(fix.ends_with("; where no VirtualMachine owns the VMI, delete the VMI instead: kubectl delete vmi desk-1 -n vms, kubectl delete vmi desk-2 -n vms, kubectl delete vmi desk-3 -n vms"), "{fix}");
         assert!(!fix.contains("virt-launcher-vm-b"), "{fix}");
         // Issue 42: virtctl stop needs a VM; a bare VMI is deleted instead.
         let launcher = |name: &str, owned| PodInfo {
