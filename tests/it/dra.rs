@@ -124,6 +124,11 @@ fn explain_each_dra_cause() {
         let doc: Value = serde_json::from_str(&out).unwrap();
         assert_eq!(doc["causeCode"], code, "{pod}: {doc}");
         assert_eq!(doc["draKnown"], true);
+        // A pod whose claims cannot be allocated anywhere is schedulable nowhere, whatever
+        // the other filters say (issue 49, item 2).
+        if code == "devices-in-use" {
+            assert_eq!(doc["schedulable"], serde_json::json!([]), "{pod}: {doc}");
+        }
     }
     // devices-in-use names the claim to free and the pod it is reserved for (issue 49,
     // item 3), never only "wait" when the count is 1.

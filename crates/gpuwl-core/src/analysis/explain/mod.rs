@@ -715,8 +715,12 @@ fn add_claims(e: &mut Explanation, pod: &PodInfo, dra: &DraObjects, exclusions: 
         v
     };
     let p = dra::placement(dra, &pod.namespace, &pod.resource_claims, &dra_nodes);
-    // A DRA pod fits only where its claims can be allocated.
+    // A DRA pod fits, and is schedulable, only where its claims can be allocated (the
+    // scheduler's DynamicResources filter runs beside the others: issue 49, item 2).
     e.fitting.retain(|n| p.fits.contains(n));
+    if !pod.resource_claims.is_empty() {
+        e.schedulable.retain(|n| p.fits.contains(n));
+    }
     e.dra = Some(p);
 }
 
