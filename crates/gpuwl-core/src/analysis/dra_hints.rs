@@ -278,15 +278,30 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                         continue;
                     }
                     let ordered = names::nearest_first(shown, lit);
-                    let corrected = ordered.first().map(|best| {
-                        format!(
-                            "{}{} {op} {}{}",
-                            &expr[..r.span.0],
-                            reference,
-                            quote_cel(best),
-                            &expr[r.span.1..]
-                        )
-                    });
+                    // The value to correct to: the nearest one that some free device
+                    // publishes (a model whose devices are all allocated would only move
+                    // the pod from "no matching device" to "devices in use": issue 49);
+                    // the nearest at all when none is free.
+                    let free_values: BTreeSet<String> = candidates
+                        .iter()
+                        .zip(&values)
+                        .filter(|(i, _)| m.devices[**i].is_free())
+                        .filter_map(|(_, v)| v.as_ref())
+                        .filter_map(|v| v.split_once(':').map(|(_, v)| v.to_owned()))
+                        .collect();
+                    let corrected = ordered
+                        .iter()
+                        .find(|v| free_values.contains(*v))
+                        .or(ordered.first())
+                        .map(|best| {
+                            format!(
+                                "{}{} {op} {}{}",
+                                &expr[..r.span.0],
+                                reference,
+                                quote_cel(best),
+                                &expr[r.span.1..]
+                            )
+                        });
                     out.push(Hint {
                         selector: expr.clone(),
                         attribute: q,

@@ -569,6 +569,19 @@ fn no_matching_device(f: &Facts<'_>, c: &ClaimView, r: &DraRequestView) -> Diagn
         }
     } else if let Some(h) = hint {
         match (&h.corrected, h.problem.as_str()) {
+            (Some(cx), "value-not-published")
+                if h
+                    .published
+                    .first()
+                    .is_some_and(|nearest| !cx.contains(&format!("'{nearest}'")))
+                    && h.published.len() > 1 =>
+            {
+                format!(
+                    "change the selector to a value whose devices are free (the nearest \
+                     published value, '{}', has none free): {cx}",
+                    h.published[0]
+                )
+            }
             (Some(cx), _) => format!("change the selector to: {cx}"),
             (None, "not-published") if !h.published.is_empty() => format!(
                 "select on an attribute the driver publishes ({}), e.g. instead of {}",
