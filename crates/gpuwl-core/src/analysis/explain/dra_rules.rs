@@ -329,10 +329,26 @@ pub(crate) fn cannot_allocate(f: &Facts<'_>) -> Option<Diagnosis> {
                     a.max_on_one_node,
                     nodes.join(", ")
                 ),
-                format!(
-                    "ask for at most {} device(s) per claim (or split the request across pods), or add a node with {} matching devices",
-                    a.max_on_one_node, a.count
-                ),
+                {
+                    // Lowering onto devices that are taken only trades too-large for
+                    // devices-in-use: the count to ask now is what one node has free.
+                    let free_max = per_node(a)
+                        .into_iter()
+                        .max_by_key(|(_, (_, free))| *free)
+                        .filter(|(_, (_, free))| *free >= 1);
+                    match free_max {
+                        Some((n, (_, free))) if free < a.max_on_one_node => format!(
+                            "ask for at most {free} device(s) per claim — what {n} has free now \
+                             ({} once the claims holding the others there end) — or split the \
+                             request across pods, or add a node with {} matching devices",
+                            a.max_on_one_node, a.count
+                        ),
+                        _ => format!(
+                            "ask for at most {} device(s) per claim (or split the request across pods), or add a node with {} matching devices",
+                            a.max_on_one_node, a.count
+                        ),
+                    }
+                },
             )
             .with_evidence(nodes),
         );
