@@ -321,3 +321,70 @@ fn help_and_tables_fit_narrow_terminals() {
         "{out}"
     );
 }
+
+/// Item 11: the hints point where the user meant to go — explain on a pod dump names the
+/// namespace a pod of that name is in (as on the live cluster); triage given a `gpuwl
+/// snapshot` file points to --snapshot; a deleted twin's status says what it was, not a
+/// slip for another cluster.
+#[test]
+fn hints_point_where_the_user_meant_to_go() {
+    let (nodes, pods) = (
+        data("inventory/lab/nodes.json"),
+        data("inventory/lab/pods.json"),
+    );
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "pod",
+        "job-cross",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!((rc, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: {pods}: no pod default/job-cross; a pod job-cross is in namespace gpu-vm (add -n gpu-vm)\n"
+        )
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("prod.tar");
+    let mut t = tar::Builder::new(std::fs::File::create(&snap).unwrap());
+    for (name, body) in [
+        (
+            "snapshot.json",
+            br#"{"format":"gpuwl-snapshot/1"}"#.to_vec(),
+        ),
+        ("nodes.json", std::fs::read(data("gate/lab.json")).unwrap()),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        t.append_data(&mut h, name, body.as_slice()).unwrap();
+    }
+    t.finish().unwrap();
+    drop(t);
+    let s = snap.to_str().unwrap();
+    let (rc, _, err) = gpuwl(&["triage", s]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.ends_with(&format!("; it is a gpuwl snapshot file, which check, inventory, explain and kubevirt read: gpuwl check --snapshot {s}\n")),
+        "{err}"
+    );
+
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(state.path().join("gpuwl")).unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["cluster", "status", "--name", "gpuwl-twin"])
+        .env("GPUWL_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "gpuwl-twin: no such local cluster now: it is the name of the twin gpuwl whatif and gpuwl plan start for a run and delete when it ends (--keep leaves it running)\n"
+    );
+}
