@@ -380,6 +380,11 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
         assert_eq!(code, 2, "{args:?}: {out}{err}");
         assert!(err.contains("not a node name"), "{err}");
     }
+    // A node the cluster lacks (issue 54, item 14): exit 2, nothing on stdout (the
+    // header goes out with the first step, never before an input error).
+    let (code, out, err) = relabel(kc, &["lab-node-9=container", "--twin-name", TWIN]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("lab-node-9"), "{err}");
 
     // The dry run: every step planned, nothing changed.
     let (code, out, err) = relabel(
