@@ -774,3 +774,30 @@ fn a_refused_vgpu_type_change_says_what_changes() {
         "{m}"
     );
 }
+
+/// Issue 54, item 14: a refused eviction says what the API server said, which names the
+/// PodDisruptionBudget, instead of guessing "a PodDisruptionBudget?".
+#[test]
+fn a_refused_eviction_names_the_budget_the_api_names() {
+    let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+        "reason": "TooManyRequests",
+        "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "details": {"causes": [{"reason": "DisruptionBudget",
+            "message": "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"}]}
+    }))
+    .unwrap();
+    assert_eq!(
+        live::eviction_refused(&s),
+        "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"
+    );
+    let bare: kube::core::Status = serde_json::from_value(serde_json::json!({
+        "code": 429, "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "reason": "TooManyRequests"
+    }))
+    .unwrap();
+    assert_eq!(
+        live::eviction_refused(&bare),
+        "Cannot evict pod as it would violate the pod's disruption budget"
+    );
+}

@@ -541,7 +541,8 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
             err.starts_with(
                 "gpuwl: relabel lab-node-1: step holders did not complete within 3 s: still on \
                  the node: gpu-vm/virt-launcher-vm1-abcde, gpu-vm/vmi-passthrough (the eviction \
-                 is refused for now: a PodDisruptionBudget?). The node stays cordoned"
+                 is refused for now: The disruption budget keep-vmi needs 1 healthy pods and \
+                 has 1 currently). The node stays cordoned"
             ) && err.contains("run the same command again")
                 && err.trim_end().ends_with("gpuwl relabel lab-node-1 --abort"),
             "{err}"
