@@ -388,3 +388,68 @@ fn hints_point_where_the_user_meant_to_go() {
         "gpuwl-twin: no such local cluster now: it is the name of the twin gpuwl whatif and gpuwl plan start for a run and delete when it ends (--keep leaves it running)\n"
     );
 }
+
+/// Item 1 (in part): the SVG's canvas fits its title (one pool was 378 px, the title cut),
+/// a cordoned node's units are not called free (the table's FREE), and a pool of many
+/// nodes draws at most 12 node lines and counts the rest.
+#[test]
+fn the_svg_fits_its_title_counts_cordoned_apart_and_caps_node_lines() {
+    let width = |svg: &str| -> i64 {
+        let w = svg.split("width=\"").nth(1).unwrap();
+        w[..w.find('"').unwrap()].parse().unwrap()
+    };
+    let (rc, svg, _) = gpuwl(&["inventory", "-o", "svg", "--nodes", &data("dra/nodes.json")]);
+    assert_eq!(rc, 0);
+    let title = "GPU inventory: 2 GPU node(s) in 1 pool(s), 0 pending pod(s)";
+    assert!(svg.contains(&format!(">{title}</text>")), "{svg}");
+    // 16 px bold DejaVu Sans: at least 0.6 em a character, beside a 24 px margin.
+    assert!(
+        width(&svg) >= 24 + title.chars().count() as i64 * 16 * 6 / 10,
+        "{}",
+        width(&svg)
+    );
+
+    let d = data("explain/gpu-node-cordoned");
+    let (_, svg, _) = gpuwl(&[
+        "inventory",
+        "-o",
+        "svg",
+        "--nodes",
+        &format!("{d}/nodes.json"),
+        "--pods",
+        &format!("{d}/pods.json"),
+    ]);
+    assert!(
+        svg.contains(">8 allocatable, 4 allocated, 0 free (4 more on cordoned nodes)</text>"),
+        "{svg}"
+    );
+
+    let nodes: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            serde_json::json!({"metadata": {"name": format!("gpu-{i:02}"),
+                "labels": {"nvidia.com/gpu.workload.config": "container"}},
+                "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}})
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("nodes.json");
+    std::fs::write(
+        &f,
+        serde_json::json!({"kind": "List", "items": nodes}).to_string(),
+    )
+    .unwrap();
+    let (_, svg, _) = gpuwl(&["inventory", "-o", "svg", "--nodes", f.to_str().unwrap()]);
+    assert!(
+        svg.contains(">gpu-11</text>") && !svg.contains(">gpu-12</text>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">and 18 more nodes (gpuwl inventory -o csv lists them)</text>"),
+        "{svg}"
+    );
+    let height: i64 = {
+        let h = svg.split("height=\"").nth(1).unwrap();
+        h[..h.find('"').unwrap()].parse().unwrap()
+    };
+    assert!(height < 500, "{height}");
+}

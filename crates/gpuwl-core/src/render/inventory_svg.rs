@@ -75,21 +75,48 @@ fn pools(inv: &Inventory) -> Vec<(&str, Vec<&Row>)> {
     out
 }
 
+/// Node lines drawn per resource row; the rest are counted on one more line (`and 1,988
+/// more nodes`), so 2,000 nodes give a picture, not a 21,000-pixel scroll.
+const MAX_NODE_LINES: usize = 12;
+
+/// The node lines of a resource row: at most [`MAX_NODE_LINES`], plus one when some are
+/// left out.
+fn node_lines(r: &Row) -> i64 {
+    let n = r.node_detail.len();
+    (n.min(MAX_NODE_LINES) + usize::from(n > MAX_NODE_LINES)) as i64
+}
+
 /// Height of a pool's box.
 fn box_height(rows: &[&Row]) -> i64 {
     HEAD_H
         + rows
             .iter()
-            .map(|r| ROW_H + NODE_H * r.node_detail.len() as i64)
+            .map(|r| ROW_H + NODE_H * node_lines(r))
             .sum::<i64>()
         + 8
+}
+
+/// About how wide `text` is drawn at `size` px (DejaVu Sans averages 0.6 em per character;
+/// bold a little more): the canvas is made at least this wide, so no title is clipped.
+fn text_width(text: &str, size: i64, bold: bool) -> i64 {
+    let per = if bold { size * 65 / 100 } else { size * 6 / 10 };
+    text.chars().count() as i64 * per.max(1)
 }
 
 /// The picture of `inv`: an SVG 1.1 document (UTF-8, one trailing newline).
 pub fn svg(inv: &Inventory) -> String {
     let pools = pools(inv);
     let cols = pools.len().max(1) as i64;
-    let width = GAP + cols * (BOX_W + GAP);
+    let title = format!(
+        "GPU inventory: {} GPU node(s) in {} pool(s), {} pending pod(s)",
+        inv.gpu_nodes,
+        pools.len(),
+        inv.pending_pods
+    );
+    let subtitle = "Each pool advertises its own resource names; a pod asking one name can use no other pool's units.";
+    let width = (GAP + cols * (BOX_W + GAP))
+        .max(2 * GAP + text_width(&title, 16, true))
+        .max(2 * GAP + text_width(subtitle, 12, false));
     let boxes_h = pools
         .iter()
         .map(|(_, rows)| box_height(rows))
@@ -113,14 +140,12 @@ pub fn svg(inv: &Inventory) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<text x="{GAP}" y="28" font-size="16" font-weight="bold">GPU inventory: {} GPU node(s) in {} pool(s), {} pending pod(s)</text>"#,
-        inv.gpu_nodes,
-        pools.len(),
-        inv.pending_pods
+        r#"<text x="{GAP}" y="28" font-size="16" font-weight="bold">{}</text>"#,
+        xml(&title)
     );
     let _ = writeln!(
         s,
-        r##"<text x="{GAP}" y="48" fill="#555555">Each pool advertises its own resource names; a pod asking one name can use no other pool's units.</text>"##
+        r##"<text x="{GAP}" y="48" fill="#555555">{subtitle}</text>"##
     );
     for (i, (pool, rows)) in pools.iter().enumerate() {
         let x = GAP + i as i64 * (BOX_W + GAP);
@@ -205,7 +230,7 @@ fn pool_box(s: &mut String, x: i64, y: i64, pool: &str, rows: &[&Row], h: i64) {
     let mut ry = y + HEAD_H;
     for r in rows {
         resource_row(s, x, ry, r);
-        ry += ROW_H + NODE_H * r.node_detail.len() as i64;
+        ry += ROW_H + NODE_H * node_lines(r);
     }
 }
 
@@ -248,17 +273,32 @@ fn resource_row(s: &mut String, x: i64, y: i64, r: &Row) {
     } else {
         String::new()
     };
+    // FREE as the table counts it: units on cordoned nodes are said apart, never as free.
+    let cordoned = if r.cordoned_free > 0 {
+        format!(" ({} more on cordoned nodes)", r.cordoned_free)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        r##"<text x="{}" y="{}" fill="#333333">{} allocatable, {} allocated, {} free{pending}</text>"##,
+        r##"<text x="{}" y="{}" fill="#333333">{} allocatable, {} allocated, {} free{cordoned}{pending}</text>"##,
         x + 12,
         y + 50,
         r.allocatable,
         r.allocated,
-        r.free + r.cordoned_free
+        r.free
     );
-    for (k, n) in r.node_detail.iter().enumerate() {
+    for (k, n) in r.node_detail.iter().take(MAX_NODE_LINES).enumerate() {
         node_units(s, x + 12, y + ROW_H + NODE_H * k as i64, n);
+    }
+    if r.node_detail.len() > MAX_NODE_LINES {
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" fill="#555555">and {} more nodes (gpuwl inventory -o csv lists them)</text>"##,
+            x + 12,
+            y + ROW_H + NODE_H * MAX_NODE_LINES as i64 + 9,
+            r.node_detail.len() - MAX_NODE_LINES
+        );
     }
 }
 
