@@ -452,4 +452,36 @@ fn the_svg_fits_its_title_counts_cordoned_apart_and_caps_node_lines() {
         h[..h.find('"').unwrap()].parse().unwrap()
     };
     assert!(height < 500, "{height}");
+
+    // Every pending class the title counts is drawn: here a gated pod, in a box of its own.
+    let pods = dir.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        serde_json::json!({"kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "gated-job", "namespace": "gpu-vm"},
+            "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+                "containers": [{"name": "c", "image": "x",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Pending"}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let (_, svg, _) = gpuwl(&[
+        "inventory",
+        "-o",
+        "svg",
+        "--nodes",
+        &data("gate/lab.json"),
+        "--pods",
+        pods.to_str().unwrap(),
+    ]);
+    assert!(svg.contains("1 pending pod(s)</text>"), "{svg}");
+    assert!(
+        svg.contains(">Pending, held by scheduling gates</text>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">gpu-vm/gated-job wants 1 × nvidia.com/gpu (gated)</text>"),
+        "{svg}"
+    );
 }

@@ -10,6 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::inventory::{Inventory, NodeUse, Row};
+use crate::analysis::verdict::PodClass;
 
 /// Width of one pool's box, in SVG user units (pixels).
 const BOX_W: i64 = 330;
@@ -32,6 +33,8 @@ const ALLOCATED: &str = "#37474f";
 const FREE: &str = "#43a047";
 const CORDONED: &str = "#b0bec5";
 const PENDING: &str = "#e53935";
+/// Pending pods held back by something else than the split (a cordon, gates, …).
+const HELD: &str = "#ef6c00";
 
 /// XML text: `&`, `<`, `>`, `"` and `'` as entities; control characters and the code
 /// points XML 1.0 does not allow at all (U+FFFE, U+FFFF: its `Char` production) dropped,
@@ -123,12 +126,12 @@ pub fn svg(inv: &Inventory) -> String {
         .max()
         .unwrap_or(HEAD_H);
     let top = 64;
-    let unservable_h = if inv.unservable.is_empty() {
-        0
-    } else {
-        GAP + 30 + LINE_H * 2 * inv.unservable.len() as i64
-    };
-    let height = top + boxes_h + unservable_h + 56;
+    let sections = sections(inv);
+    let sections_h: i64 = sections
+        .iter()
+        .map(|sec| GAP + 30 + LINE_H * sec.lines.len() as i64)
+        .sum();
+    let height = top + boxes_h + sections_h + 56;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -151,40 +154,35 @@ pub fn svg(inv: &Inventory) -> String {
         let x = GAP + i as i64 * (BOX_W + GAP);
         pool_box(&mut s, x, top, pool, rows, box_height(rows));
     }
-    if !inv.unservable.is_empty() {
-        let y = top + boxes_h + GAP;
-        let w = width - 2 * GAP;
+    let mut y = top + boxes_h + GAP;
+    let w = width - 2 * GAP;
+    let max = ((w - 24) / 7) as usize;
+    for sec in &sections {
+        let h = 30 + LINE_H * sec.lines.len() as i64;
         let _ = writeln!(
             s,
-            r##"<rect x="{GAP}" y="{y}" width="{w}" height="{}" rx="6" fill="#ffebee" stroke="{PENDING}"/>"##,
-            unservable_h - GAP
+            r##"<rect x="{GAP}" y="{y}" width="{w}" height="{h}" rx="6" fill="{}" stroke="{}"/>"##,
+            sec.fill, sec.stroke
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" font-weight="bold" fill="{PENDING}">Pending demand no pool can serve</text>"#,
+            r#"<text x="{}" y="{}" font-weight="bold" fill="{}">{}</text>"#,
             GAP + 12,
-            y + 20
+            y + 20,
+            sec.stroke,
+            xml(&sec.heading)
         );
-        let max = ((w - 24) / 7) as usize;
-        for (j, u) in inv.unservable.iter().enumerate() {
-            let ly = y + 20 + LINE_H * (2 * j as i64 + 1);
+        for (j, (indent, line)) in sec.lines.iter().enumerate() {
+            let ly = y + 20 + LINE_H * (j as i64 + 1);
+            let grey = if *indent { r##" fill="#555555""## } else { "" };
             let _ = writeln!(
                 s,
-                r#"<text x="{}" y="{ly}">{}</text>"#,
-                GAP + 12,
-                xml(&cut(
-                    &format!("{} wants {} × {}", u.kind.show(&u.pod), u.units, u.resource),
-                    max
-                ))
-            );
-            let _ = writeln!(
-                s,
-                r##"<text x="{}" y="{}" fill="#555555">{}</text>"##,
-                GAP + 24,
-                ly + LINE_H,
-                xml(&cut(&u.reason, max - 2))
+                r#"<text x="{}" y="{ly}"{grey}>{}</text>"#,
+                GAP + if *indent { 24 } else { 12 },
+                xml(&cut(line, max - if *indent { 2 } else { 0 }))
             );
         }
+        y += h + GAP;
     }
     let ly = height - 22;
     let mut lx = GAP;
@@ -203,6 +201,95 @@ pub fn svg(inv: &Inventory) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// A box below the pools: its heading, colours, and lines (`true`: an indented detail).
+struct Section {
+    heading: String,
+    fill: &'static str,
+    stroke: &'static str,
+    lines: Vec<(bool, String)>,
+}
+
+/// Entries drawn per section below the pools; the rest are counted on one more line.
+const MAX_ENTRIES: usize = 10;
+
+/// Every class of pending GPU pod the title counts, each in a box of its own: the demand
+/// no pool can serve (the split), then those held back by a cordon or taint, by scheduling
+/// gates, by another resource, or that the API server would refuse — as the text's
+/// sections. The demand a pool could serve is its rows' `pending`.
+fn sections(inv: &Inventory) -> Vec<Section> {
+    let mut out = Vec::new();
+    let capped = |mut lines: Vec<(bool, String)>, entries: usize, per: usize| {
+        if entries > MAX_ENTRIES {
+            lines.truncate(MAX_ENTRIES * per);
+            lines.push((
+                false,
+                format!(
+                    "and {} more (gpuwl inventory lists them)",
+                    entries - MAX_ENTRIES
+                ),
+            ));
+        }
+        lines
+    };
+    if !inv.unservable.is_empty() {
+        let lines = inv
+            .unservable
+            .iter()
+            .flat_map(|u| {
+                [
+                    (
+                        false,
+                        format!("{} wants {} × {}", u.kind.show(&u.pod), u.units, u.resource),
+                    ),
+                    (true, u.reason.clone()),
+                ]
+            })
+            .collect();
+        out.push(Section {
+            heading: "Pending demand no pool can serve".into(),
+            fill: "#ffebee",
+            stroke: PENDING,
+            lines: capped(lines, inv.unservable.len(), 2),
+        });
+    }
+    for class in PodClass::ALL {
+        let pods: Vec<_> = inv.held_back.iter().filter(|h| h.class == class).collect();
+        if pods.is_empty() {
+            continue;
+        }
+        let heading = match class {
+            PodClass::Blocked => {
+                "Pending, kept off by a cordon, a taint or node maintenance (not the split)"
+            }
+            PodClass::Gated => "Pending, held by scheduling gates",
+            PodClass::OtherResource => "Pending, short of another resource (GPU units free)",
+            _ => "Pending, the API server would refuse them",
+        };
+        let lines = pods
+            .iter()
+            .map(|h| {
+                let wants = h
+                    .resources
+                    .iter()
+                    .map(|(r, u)| format!("{u} × {r}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                (
+                    false,
+                    format!("{} wants {wants} ({})", h.kind.show(&h.pod), h.code),
+                )
+            })
+            .collect();
+        out.push(Section {
+            heading: heading.into(),
+            fill: "#fff8e1",
+            stroke: HELD,
+            lines: capped(lines, pods.len(), 1),
+        });
+    }
+    out
 }
 
 /// One pool's box at (`x`, `y`), `h` high.
