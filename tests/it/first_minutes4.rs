@@ -408,6 +408,28 @@ fn the_svg_fits_its_title_counts_cordoned_apart_and_caps_node_lines() {
         "{}",
         width(&svg)
     );
+    // The DRA devices are drawn, whole: 2 GPUs behind 4 devices.
+    let (_, svg, _) = gpuwl(&[
+        "inventory",
+        "-o",
+        "svg",
+        "--nodes",
+        &data("dra/nodes.json"),
+        "--pods",
+        &data("dra/pods.json"),
+        "--dra",
+        &data("dra/two-gpus.json"),
+    ]);
+    assert!(
+        svg.contains(">DRA devices (resource.k8s.io)</text>"),
+        "{svg}"
+    );
+    assert!(svg.contains(">gpu.nvidia.com gpu [container] on 1 node(s): 2 devices (2 GPUs), 1 allocated, 0 free, 1 blocked, 1 pending</text>"), "{svg}");
+    assert!(
+        svg.contains(">2 physical GPU(s) behind these devices, 2 in use</text>"),
+        "{svg}"
+    );
+    assert!(!svg.contains('…'), "{svg}");
 
     let d = data("explain/gpu-node-cordoned");
     let (_, svg, _) = gpuwl(&[

@@ -117,16 +117,29 @@ pub fn svg(inv: &Inventory) -> String {
         inv.pending_pods
     );
     let subtitle = "Each pool advertises its own resource names; a pod asking one name can use no other pool's units.";
+    let sections = sections(inv);
+    // Wide enough for the title, the subtitle and the sections' lines (those up to 1,600 px;
+    // a longer one is cut with `…`).
+    let longest = sections
+        .iter()
+        .flat_map(|sec| {
+            sec.lines
+                .iter()
+                .map(|(_, l)| l.chars().count() as i64 * 7 + 24)
+        })
+        .max()
+        .unwrap_or(0)
+        .min(1600);
     let width = (GAP + cols * (BOX_W + GAP))
         .max(2 * GAP + text_width(&title, 16, true))
-        .max(2 * GAP + text_width(subtitle, 12, false));
+        .max(2 * GAP + text_width(subtitle, 12, false))
+        .max(2 * GAP + longest + 12);
     let boxes_h = pools
         .iter()
         .map(|(_, rows)| box_height(rows))
         .max()
         .unwrap_or(HEAD_H);
     let top = 64;
-    let sections = sections(inv);
     let sections_h: i64 = sections
         .iter()
         .map(|sec| GAP + 30 + LINE_H * sec.lines.len() as i64)
@@ -220,6 +233,45 @@ const MAX_ENTRIES: usize = 10;
 /// sections. The demand a pool could serve is its rows' `pending`.
 fn sections(inv: &Inventory) -> Vec<Section> {
     let mut out = Vec::new();
+    // The DRA devices first (the same GPUs may be there and not in the pools above).
+    if let Some(d) = inv.dra.as_ref().filter(|d| !d.rows.is_empty()) {
+        let mut lines: Vec<(bool, String)> = d
+            .rows
+            .iter()
+            .map(|r| {
+                let pending = if r.pending > 0 {
+                    format!(", {} pending", r.pending)
+                } else {
+                    String::new()
+                };
+                let blocked = if r.blocked > 0 {
+                    format!(", {} blocked", r.blocked)
+                } else {
+                    String::new()
+                };
+                (
+                    false,
+                    format!(
+                        "{} {} [{}] on {} node(s): {} devices ({} GPUs), {} allocated, {} free{blocked}{pending}",
+                        r.driver, r.device_type, r.pool, r.nodes, r.devices, r.physical, r.allocated, r.free
+                    ),
+                )
+            })
+            .collect();
+        lines.push((
+            true,
+            format!(
+                "{} physical GPU(s) behind these devices, {} in use",
+                d.physical_gpus, d.physical_in_use
+            ),
+        ));
+        out.push(Section {
+            heading: "DRA devices (resource.k8s.io)".into(),
+            fill: "#e3f2fd",
+            stroke: "#1565c0",
+            lines,
+        });
+    }
     let capped = |mut lines: Vec<(bool, String)>, entries: usize, per: usize| {
         if entries > MAX_ENTRIES {
             lines.truncate(MAX_ENTRIES * per);
