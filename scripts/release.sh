@@ -57,6 +57,35 @@ fi
 repo_url="${GPUWL_REPO_URL:-https://github.com/gpuwl/gpuwl}"
 image_repo="${GPUWL_IMAGE_REPO:-ghcr.io/gpuwl/gpuwl}"
 chart_url="${GPUWL_CHART_URL:-$repo_url/releases/download/$tag}"
+# --- what the machine needs, before anything is built ---------------------------------------
+# Each system tool and the Debian package that has it. Missing ones are installed with apt-get
+# when run as root on Debian/Ubuntu (a fresh machine's first release runs through), unless
+# GPUWL_RELEASE_NO_INSTALL=1; otherwise one line names them all and the command, exit 2,
+# before minutes of building. cargo, go and kubectl are the README's prerequisites; krew, helm
+# and crane come from scripts/tools.sh.
+need=(
+  "objdump binutils" "file file" "gcc gcc" "sha256sum coreutils" "python3 python3"
+)
+if [[ "${GPUWL_RELEASE_NO_ARM64:-}" != 1 ]]; then
+  need+=("aarch64-linux-gnu-gcc gcc-aarch64-linux-gnu" "qemu-aarch64-static qemu-user-static")
+fi
+missing_pkgs=()
+missing_tools=()
+for pair in "${need[@]}"; do
+  tool="${pair%% *}"
+  command -v "$tool" >/dev/null 2>&1 || { missing_tools+=("$tool"); missing_pkgs+=("${pair#* }"); }
+done
+python3 -c 'import venv, ensurepip' 2>/dev/null || { missing_tools+=("python3 venv"); missing_pkgs+=("python3-venv"); }
+if [[ ${#missing_pkgs[@]} -gt 0 ]]; then
+  if [[ $EUID -eq 0 && "${GPUWL_RELEASE_NO_INSTALL:-}" != 1 ]] && command -v apt-get >/dev/null; then
+    echo "release: installing ${missing_pkgs[*]} (apt-get; GPUWL_RELEASE_NO_INSTALL=1 stops this)" >&2
+    apt-get update -q >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing_pkgs[@]}" >&2
+  else
+    echo "error: ${missing_tools[*]} not found: apt-get install ${missing_pkgs[*]} (as root: this script installs them itself; GPUWL_RELEASE_NO_ARM64=1 skips the arm64 archive)" >&2
+    exit 2
+  fi
+fi
+
 target=x86_64-unknown-linux-gnu
 name="gpuwl-$tag-$target"
 archive="$name.tar.gz"

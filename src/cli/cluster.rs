@@ -279,6 +279,14 @@ fn status(name: &str) -> Result<ExitStatus> {
     };
     let state = cluster::state_dir(name);
     let state_left = state.exists().then_some(state.as_path());
+    if state_left.is_none() && st == Status::Stopped && is_twin_name(name) {
+        // A twin whatif or plan deleted: not a cluster to start, nor a slip for another.
+        crate::outln!(
+            "{}: no such local cluster now: it is the name of the twin gpuwl whatif and gpuwl plan start for a run and delete when it ends (--keep leaves it running)",
+            crate::render::esc(name)
+        );
+        return Ok(ExitStatus::Runtime);
+    }
     crate::out!(
         "{}",
         crate::render::cluster::status_text(
@@ -295,10 +303,14 @@ fn status(name: &str) -> Result<ExitStatus> {
     }
     let restarts = cluster::restarts(name);
     if let Some((when, component, why)) = restarts.last() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
         crate::outln!(
-            "restarts: {} (last: {} at unix time {when}: {})",
+            "restarts: {} (last: {} {}: {})",
             restarts.len(),
             crate::render::esc(component),
+            when_said(*when, now),
             crate::render::esc(why)
         );
     }
@@ -332,6 +344,59 @@ fn unhealthy(components: &[cluster::ComponentReport]) -> Vec<String> {
         .collect()
 }
 
+/// Whether `name` is a twin's name as whatif and plan choose it: the default
+/// (`gpuwl-twin`) or the next free one (`gpuwl-twin-2`, …).
+fn is_twin_name(name: &str) -> bool {
+    name.strip_prefix(crate::twin::DEFAULT_TWIN_NAME)
+        .is_some_and(|r| {
+            r.is_empty()
+                || r.strip_prefix('-')
+                    .is_some_and(|n| n.parse::<u32>().is_ok())
+        })
+}
+
+/// A moment `when` (unix seconds) as `cluster status` says it, seen at `now`: how long ago,
+/// and the UTC time of day (`4 min ago, at 17:23:45 UTC`); the date too when it was not
+/// within the last day (`3 d ago, at 2026-12-03 17:23:45 UTC`).
+fn when_said(when: u64, now: u64) -> String {
+    let ago = now.saturating_sub(when);
+    let ago = match ago {
+        0..60 => format!("{ago} s ago"),
+        60..3600 => format!("{} min ago", ago / 60),
+        3600..86400 => format!("{} h ago", ago / 3600),
+        _ => format!("{} d ago", ago / 86400),
+    };
+    let secs = when % 86400;
+    let clock = format!(
+        "{:02}:{:02}:{:02} UTC",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    );
+    if now.saturating_sub(when) < 86400 {
+        format!("{ago}, at {clock}")
+    } else {
+        let (y, m, d) = civil_date(when / 86400);
+        format!("{ago}, at {y}-{m:02}-{d:02} {clock}")
+    }
+}
+
+/// The proleptic Gregorian date of `days` since 1970-01-01: years of 365 days, one more
+/// every 4th but not every 100th unless every 400th, counted in 400-year eras.
+fn civil_date(days: u64) -> (u64, u64, u64) {
+    // Shift the epoch to 0000-03-01 so that the leap day ends a year.
+    let z = days + 719_468;
+    let era = z / 146_097;
+    let doe = z % 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
 /// `cluster status`'s line on the supervisor: its pid, or why it is not running.
 fn supervisor_line(state: &std::path::Path) -> String {
     use cluster::supervisor;
@@ -356,6 +421,23 @@ fn supervisor_line(state: &std::path::Path) -> String {
 mod tests {
     use super::*;
     use crate::cluster::{ComponentReport, Health};
+
+    /// Issue 54, item 11: a restart is said as a time a person reads, never unix seconds.
+    #[test]
+    fn a_restart_is_said_as_how_long_ago_and_when() {
+        // 1796531425 = 2026-12-06 04:30:25 UTC.
+        assert_eq!(
+            when_said(1_796_531_425, 1_796_531_425 + 240),
+            "4 min ago, at 04:30:25 UTC"
+        );
+        assert_eq!(
+            when_said(1_796_531_425, 1_796_531_425 + 3 * 86400),
+            "3 d ago, at 2026-12-06 04:30:25 UTC"
+        );
+        assert_eq!(civil_date(0), (1970, 1, 1));
+        assert_eq!(civil_date(11_016), (2000, 2, 29));
+        assert_eq!(civil_date(19_783), (2024, 3, 1));
+    }
 
     #[test]
     fn a_running_cluster_whose_api_server_does_not_answer_is_unhealthy() {

@@ -185,21 +185,33 @@ fn pick(
     file: &std::path::Path,
 ) -> Result<PodInfo> {
     match target {
-        Some((ns, name)) => {
-            let ns = ns.as_deref().unwrap_or("default");
+        Some((given, name)) => {
+            let ns = given.as_deref().unwrap_or("default");
             list.iter()
                 .find(|p| p.namespace == ns && &p.name == name)
                 .cloned()
                 .ok_or_else(|| {
                     let keys: Vec<String> = list.iter().map(PodInfo::key).collect();
+                    // A pod of that name in another namespace: said as on the live
+                    // cluster (`add -n gpu-vm`).
+                    let mut elsewhere: Vec<String> = list
+                        .iter()
+                        .filter(|p| &p.name == name && p.namespace != ns)
+                        .map(|p| p.namespace.clone())
+                        .collect();
+                    elsewhere.sort();
+                    elsewhere.dedup();
+                    let hint =
+                        crate::input::pods::in_namespaces(name, &elsewhere).unwrap_or_else(|| {
+                            text::did_you_mean(
+                                &format!("{ns}/{name}"),
+                                keys.iter().map(String::as_str),
+                            )
+                        });
                     Error::Input(format!(
-                        "{}: no pod {}{}",
+                        "{}: no pod {}{hint}",
                         file.display(),
                         render::esc(&format!("{ns}/{name}")),
-                        text::did_you_mean(
-                            &format!("{ns}/{name}"),
-                            keys.iter().map(String::as_str)
-                        )
                     ))
                 })
         }

@@ -223,14 +223,23 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         }),
     };
     let text = args.output == Format::Text;
-    if text {
-        write(&render::relabel::header(&args.relabels, args.timeout))?;
-    }
+    // The header goes out with the first step (or the closing line), never before an
+    // input error: stdout stays empty when the run exits 2 (a node the cluster lacks).
+    let header =
+        std::sync::Mutex::new(text.then(|| render::relabel::header(&args.relabels, args.timeout)));
+    let header_out = || -> Result<()> {
+        let h = header.lock().ok().and_then(|mut h| h.take());
+        match h {
+            Some(h) => write(&h),
+            None => Ok(()),
+        }
+    };
     let quiet = args.quiet;
     let width = render::width();
     let mut on_step = |s: &StepReport| {
         if text {
             // A closed stdout must not stop a relabel half-way: the steps go on.
+            let _ = header_out();
             let _ = write(&render::wrap_lines(&render::relabel::step_line(s), width));
         }
     };
@@ -273,6 +282,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     match crate::render::whatif::serialized(&report, args.output) {
         Some(s) => write(&s)?,
         None => {
+            header_out()?;
             if let Some(line) = render::relabel::closing(&report) {
                 write(&render::wrap_lines(&line, width))?;
             }

@@ -429,9 +429,9 @@ impl GoModuleBuild<'_> {
                 self.versions,
                 key_dir.display()
             );
+            let (quiet, busy) = cold_build_minutes(self.estimate_2_cores, cores);
             note!(
-                "a cold build takes about {} min on {cores} cores; later runs reuse the cache",
-                cold_build_minutes(self.estimate_2_cores, cores)
+                "a cold build takes about {quiet}-{busy} min on {cores} cores (the low end on a quiet machine); later runs reuse the cache"
             );
         }
         // Without a terminal the bar is invisible: print a line every 100 packages instead.
@@ -552,13 +552,17 @@ fn cores() -> usize {
         .unwrap_or(2)
 }
 
-/// Whole minutes a cold build takes on `cores` cores, from its measured time on 2
-/// (`estimate_2_cores`), rounded up.
-fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> u64 {
-    estimate_2_cores
+/// Whole minutes a cold build takes on `cores` cores, from its measured time on 2 on a
+/// quiet machine (`estimate_2_cores`), rounded up: the quiet figure and twice it, the
+/// range measured with other builds sharing the cores (BENCHMARKS.md: 253-317 s quiet,
+/// 511 s and 8 min beside a Rust build), so the printed estimate never promises less
+/// than the README says a fresh machine took.
+fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> (u64, u64) {
+    let quiet = estimate_2_cores
         .mul_f64(2.0 / cores.max(1) as f64)
         .as_secs()
-        .div_ceil(60)
+        .div_ceil(60);
+    (quiet, quiet * 2)
 }
 
 /// `go <args>` in the module directory `src`, as every build step runs it: outside any
@@ -830,11 +834,14 @@ mod tests {
     #[test]
     fn the_estimate_scales_by_cores_and_rounds_up() {
         let five = Duration::from_secs(5 * 60);
-        assert_eq!(cold_build_minutes(five, 2), 5);
-        assert_eq!(cold_build_minutes(five, 4), 3);
-        assert_eq!(cold_build_minutes(five, 16), 1);
-        assert_eq!(cold_build_minutes(five, 0), 10);
-        assert_eq!(cold_build_minutes(Duration::from_secs(3 * 60), 1), 6);
+        assert_eq!(cold_build_minutes(five, 2), (5, 10));
+        assert_eq!(cold_build_minutes(five, 4), (3, 6));
+        assert_eq!(cold_build_minutes(five, 16), (1, 2));
+        assert_eq!(cold_build_minutes(five, 0), (10, 20));
+        assert_eq!(cold_build_minutes(Duration::from_secs(3 * 60), 1), (6, 12));
+        // Issue 54, item 11: the control plane's range holds the README's 8.5 minutes.
+        let (quiet, busy) = cold_build_minutes(COLD_BUILD_ESTIMATE_2_CORES, 2);
+        assert!(quiet <= 8 && busy >= 9, "{quiet}-{busy}");
     }
 
     /// The refactors of the pipeline keep every component's cache key and output folder:

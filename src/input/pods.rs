@@ -66,15 +66,11 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
         }
         Err(kube::Error::Api(s)) if s.code == 404 => {
             let elsewhere = namespaces_holding(client, name).await;
-            let hint = match elsewhere.as_slice() {
-                [] => text::did_you_mean(
+            let hint = match in_namespaces(name, &elsewhere) {
+                Some(h) => h,
+                None => text::did_you_mean(
                     name,
                     names_in(client, namespace).await.iter().map(String::as_str),
-                ),
-                [one] => format!("; a pod {name} is in namespace {one} (add -n {one})"),
-                many => format!(
-                    "; pods named {name} are in namespaces {} (add -n NAMESPACE)",
-                    many.join(", ")
                 ),
             };
             Err(Error::Input(format!(
@@ -82,6 +78,30 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
             )))
         }
         Err(e) => Err(live::api_error(&doing, &e)),
+    }
+}
+
+/// The hint for a pod `name` not found in the namespace asked, given the namespaces that
+/// hold a pod of that name: `; a pod job-cross is in namespace gpu-vm (add -n gpu-vm)`,
+/// or the namespaces with `add -n NAMESPACE`; `None` when there is none. The one wording
+/// of `explain` on the live cluster and on a pod dump.
+pub fn in_namespaces(name: &str, namespaces: &[String]) -> Option<String> {
+    let name = text::esc(name);
+    match namespaces {
+        [] => None,
+        [one] => {
+            let one = text::esc(one);
+            Some(format!(
+                "; a pod {name} is in namespace {one} (add -n {one})"
+            ))
+        }
+        many => Some(format!(
+            "; pods named {name} are in namespaces {} (add -n NAMESPACE)",
+            many.iter()
+                .map(|n| text::esc(n))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
     }
 }
 

@@ -12,6 +12,7 @@ use k8s_openapi::api::apps::v1::DaemonSet;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
+use kube::core::Status as ApiStatus;
 use serde::Serialize;
 use serde_json::{Value, json};
 
@@ -31,6 +32,7 @@ use crate::model::workload::LABEL_KEY;
 use crate::model::{operand, pod};
 use crate::render::esc;
 use crate::text;
+use crate::text::one_line;
 use crate::twin::{self, Relabel, Verdict};
 
 /// The default of `--timeout`: how long each wait step may take. The operator swaps a
@@ -302,19 +304,39 @@ fn record_patch(rec: &Record) -> Value {
     json!({"metadata": {"annotations": {STATE_ANNOTATION: rec.to_json()}}})
 }
 
-/// Evicts `pod` (`ns/name`): `true` once the API server took the eviction (or the pod is
-/// gone), `false` when it refused it for now (429: a PodDisruptionBudget; tried again).
+/// Evicts `pod` (`ns/name`): `None` once the API server took the eviction (or the pod is
+/// gone), `Some(why)` when it refused it for now (429, tried again): the API's own causes,
+/// which name the PodDisruptionBudget (`The disruption budget gpu-pdb needs 1 healthy
+/// pods and has 1 currently`), else its message.
 ///
 /// Errors: [`Error::Cluster`] for any other refusal.
-async fn evict(client: &Client, pod: &str) -> Result<bool> {
+async fn evict(client: &Client, pod: &str) -> Result<Option<String>> {
     let (ns, name) = pod.split_once('/').unwrap_or(("default", pod));
     let api: Api<Pod> = Api::namespaced(client.clone(), ns);
     match api.evict(name, &EvictParams::default()).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 404 => Ok(true),
-        Err(kube::Error::Api(s)) if s.code == 429 => Ok(false),
+        Ok(_) => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
+        Err(kube::Error::Api(s)) if s.code == 429 => Ok(Some(eviction_refused(&s))),
         Err(e) => Err(api_error(&format!("evict pod {pod}"), &e)),
     }
+}
+
+/// Why the API server refused an eviction for now: its causes (the PodDisruptionBudget
+/// they name), else its message, escaped, on one line.
+pub(super) fn eviction_refused(s: &ApiStatus) -> String {
+    let causes: Vec<&str> = s
+        .details
+        .iter()
+        .flat_map(|d| d.causes.iter())
+        .map(|c| c.message.as_str())
+        .filter(|m| !m.is_empty())
+        .collect();
+    let why = if causes.is_empty() {
+        s.message.clone()
+    } else {
+        causes.join("; ")
+    };
+    esc(&one_line(why.trim_end_matches('.')))
 }
 
 /// Stops the VirtualMachine `vm` (`ns/name`): `spec.running: false` where the VM uses
@@ -412,7 +434,7 @@ async fn clear_holders(
     let mut pending: Vec<String> = Vec::new();
     for (h, a) in &plan.actions {
         match a {
-            HolderAction::Evict if !evict(&clients.evict, &h.pod).await? => {
+            HolderAction::Evict if evict(&clients.evict, &h.pod).await?.is_some() => {
                 pending.push(h.pod.clone())
             }
             HolderAction::StopVm(vm) => stop_vm(&clients.api, vm).await?,
@@ -422,9 +444,13 @@ async fn clear_holders(
     let node = plan.relabel.node.clone();
     wait_for(timeout, async || {
         let mut refused = Vec::new();
+        let mut why = Vec::new();
         for p in &pending {
-            if !evict(&clients.evict, p).await? {
+            if let Some(w) = evict(&clients.evict, p).await? {
                 refused.push(p.clone());
+                if !why.contains(&w) {
+                    why.push(w);
+                }
             }
         }
         pending = refused;
@@ -435,7 +461,7 @@ async fn clear_holders(
             let refused = if pending.is_empty() {
                 String::new()
             } else {
-                " (the eviction is refused for now: a PodDisruptionBudget?)".into()
+                format!(" (the eviction is refused for now: {})", why.join("; "))
             };
             format!("still on the node: {}{refused}", left.join(", "))
         }))

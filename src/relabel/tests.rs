@@ -750,3 +750,54 @@ fn stuck_waits_that_match_a_reported_operator_fault_name_it() {
         None
     );
 }
+
+/// Issue 54, item 14: a vGPU type change on a node that is vm-vgpu already says that the
+/// vGPU config changes, never "when the node becomes vm-vgpu" (it is that now).
+#[test]
+fn a_refused_vgpu_type_change_says_what_changes() {
+    let obs = Observed {
+        label: Some("vm-vgpu".into()),
+        vgpu_type: Some("A10-12Q".into()),
+        ..Observed::default()
+    };
+    let who = ["gpu-vm/virt-launcher-vm1-abcde".to_owned()];
+    let m = refusal(&relabel("gpu-a=vm-vgpu:A10-24Q"), &obs, &who);
+    assert!(
+        m.starts_with("refused: 1 running pod(s) hold a GPU there and would lose it when the node's vGPU config becomes A10-24Q: gpu-vm/virt-launcher-vm1-abcde; "),
+        "{m}"
+    );
+    assert!(!m.contains("becomes vm-vgpu"), "{m}");
+    // From another workload, the workload change is what is said.
+    let m = refusal(&relabel("gpu-a=vm-vgpu:A10-24Q"), &passthrough_node(), &who);
+    assert!(
+        m.contains("would lose it when the node becomes vm-vgpu: "),
+        "{m}"
+    );
+}
+
+/// Issue 54, item 14: a refused eviction says what the API server said, which names the
+/// PodDisruptionBudget, instead of guessing "a PodDisruptionBudget?".
+#[test]
+fn a_refused_eviction_names_the_budget_the_api_names() {
+    let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+        "reason": "TooManyRequests",
+        "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "details": {"causes": [{"reason": "DisruptionBudget",
+            "message": "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"}]}
+    }))
+    .unwrap();
+    assert_eq!(
+        live::eviction_refused(&s),
+        "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"
+    );
+    let bare: kube::core::Status = serde_json::from_value(serde_json::json!({
+        "code": 429, "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+        "reason": "TooManyRequests"
+    }))
+    .unwrap();
+    assert_eq!(
+        live::eviction_refused(&bare),
+        "Cannot evict pod as it would violate the pod's disruption budget"
+    );
+}

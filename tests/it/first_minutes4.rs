@@ -321,3 +321,189 @@ fn help_and_tables_fit_narrow_terminals() {
         "{out}"
     );
 }
+
+/// Item 11: the hints point where the user meant to go — explain on a pod dump names the
+/// namespace a pod of that name is in (as on the live cluster); triage given a `gpuwl
+/// snapshot` file points to --snapshot; a deleted twin's status says what it was, not a
+/// slip for another cluster.
+#[test]
+fn hints_point_where_the_user_meant_to_go() {
+    let (nodes, pods) = (
+        data("inventory/lab/nodes.json"),
+        data("inventory/lab/pods.json"),
+    );
+    let (rc, out, err) = gpuwl(&[
+        "explain",
+        "pod",
+        "job-cross",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+    ]);
+    assert_eq!((rc, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "gpuwl: {pods}: no pod default/job-cross; a pod job-cross is in namespace gpu-vm (add -n gpu-vm)\n"
+        )
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let snap = dir.path().join("prod.tar");
+    let mut t = tar::Builder::new(std::fs::File::create(&snap).unwrap());
+    for (name, body) in [
+        (
+            "snapshot.json",
+            br#"{"format":"gpuwl-snapshot/1"}"#.to_vec(),
+        ),
+        ("nodes.json", std::fs::read(data("gate/lab.json")).unwrap()),
+    ] {
+        let mut h = tar::Header::new_gnu();
+        h.set_size(body.len() as u64);
+        h.set_mode(0o644);
+        h.set_cksum();
+        t.append_data(&mut h, name, body.as_slice()).unwrap();
+    }
+    t.finish().unwrap();
+    drop(t);
+    let s = snap.to_str().unwrap();
+    let (rc, _, err) = gpuwl(&["triage", s]);
+    assert_eq!(rc, 2);
+    assert!(
+        err.ends_with(&format!("; it is a gpuwl snapshot file, which check, inventory, explain and kubevirt read: gpuwl check --snapshot {s}\n")),
+        "{err}"
+    );
+
+    let state = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(state.path().join("gpuwl")).unwrap();
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))
+        .args(["cluster", "status", "--name", "gpuwl-twin"])
+        .env("GPUWL_STATE_DIR", state.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "gpuwl-twin: no such local cluster now: it is the name of the twin gpuwl whatif and gpuwl plan start for a run and delete when it ends (--keep leaves it running)\n"
+    );
+}
+
+/// Item 1 (in part): the SVG's canvas fits its title (one pool was 378 px, the title cut),
+/// a cordoned node's units are not called free (the table's FREE), and a pool of many
+/// nodes draws at most 12 node lines and counts the rest.
+#[test]
+fn the_svg_fits_its_title_counts_cordoned_apart_and_caps_node_lines() {
+    let width = |svg: &str| -> i64 {
+        let w = svg.split("width=\"").nth(1).unwrap();
+        w[..w.find('"').unwrap()].parse().unwrap()
+    };
+    let (rc, svg, _) = gpuwl(&["inventory", "-o", "svg", "--nodes", &data("dra/nodes.json")]);
+    assert_eq!(rc, 0);
+    let title = "GPU inventory: 2 GPU node(s) in 1 pool(s), 0 pending pod(s)";
+    assert!(svg.contains(&format!(">{title}</text>")), "{svg}");
+    // 16 px bold DejaVu Sans: at least 0.6 em a character, beside a 24 px margin.
+    assert!(
+        width(&svg) >= 24 + title.chars().count() as i64 * 16 * 6 / 10,
+        "{}",
+        width(&svg)
+    );
+    // The DRA devices are drawn, whole: 2 GPUs behind 4 devices.
+    let (_, svg, _) = gpuwl(&[
+        "inventory",
+        "-o",
+        "svg",
+        "--nodes",
+        &data("dra/nodes.json"),
+        "--pods",
+        &data("dra/pods.json"),
+        "--dra",
+        &data("dra/two-gpus.json"),
+    ]);
+    assert!(
+        svg.contains(">DRA devices (resource.k8s.io)</text>"),
+        "{svg}"
+    );
+    assert!(svg.contains(">gpu.nvidia.com gpu [container] on 1 node(s): 2 devices (2 GPUs), 1 allocated, 0 free, 1 blocked, 1 pending</text>"), "{svg}");
+    assert!(
+        svg.contains(">2 physical GPU(s) behind these devices, 2 in use</text>"),
+        "{svg}"
+    );
+    assert!(!svg.contains('…'), "{svg}");
+
+    let d = data("explain/gpu-node-cordoned");
+    let (_, svg, _) = gpuwl(&[
+        "inventory",
+        "-o",
+        "svg",
+        "--nodes",
+        &format!("{d}/nodes.json"),
+        "--pods",
+        &format!("{d}/pods.json"),
+    ]);
+    assert!(
+        svg.contains(">8 allocatable, 4 allocated, 0 free (4 more on cordoned nodes)</text>"),
+        "{svg}"
+    );
+
+    let nodes: Vec<serde_json::Value> = (0..30)
+        .map(|i| {
+            serde_json::json!({"metadata": {"name": format!("gpu-{i:02}"),
+                "labels": {"nvidia.com/gpu.workload.config": "container"}},
+                "status": {"capacity": {"nvidia.com/gpu": "1"}, "allocatable": {"nvidia.com/gpu": "1"}}})
+        })
+        .collect();
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("nodes.json");
+    std::fs::write(
+        &f,
+        serde_json::json!({"kind": "List", "items": nodes}).to_string(),
+    )
+    .unwrap();
+    let (_, svg, _) = gpuwl(&["inventory", "-o", "svg", "--nodes", f.to_str().unwrap()]);
+    assert!(
+        svg.contains(">gpu-11</text>") && !svg.contains(">gpu-12</text>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">and 18 more nodes (gpuwl inventory -o csv lists them)</text>"),
+        "{svg}"
+    );
+    let height: i64 = {
+        let h = svg.split("height=\"").nth(1).unwrap();
+        h[..h.find('"').unwrap()].parse().unwrap()
+    };
+    assert!(height < 500, "{height}");
+
+    // Every pending class the title counts is drawn: here a gated pod, in a box of its own.
+    let pods = dir.path().join("pods.json");
+    std::fs::write(
+        &pods,
+        serde_json::json!({"kind": "List", "items": [{"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "gated-job", "namespace": "gpu-vm"},
+            "spec": {"schedulingGates": [{"name": "kueue.x-k8s.io/admission"}],
+                "containers": [{"name": "c", "image": "x",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+            "status": {"phase": "Pending"}}]})
+        .to_string(),
+    )
+    .unwrap();
+    let (_, svg, _) = gpuwl(&[
+        "inventory",
+        "-o",
+        "svg",
+        "--nodes",
+        &data("gate/lab.json"),
+        "--pods",
+        pods.to_str().unwrap(),
+    ]);
+    assert!(svg.contains("1 pending pod(s)</text>"), "{svg}");
+    assert!(
+        svg.contains(">Pending, held by scheduling gates</text>"),
+        "{svg}"
+    );
+    assert!(
+        svg.contains(">gpu-vm/gated-job wants 1 × nvidia.com/gpu (gated)</text>"),
+        "{svg}"
+    );
+}

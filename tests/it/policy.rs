@@ -294,3 +294,46 @@ fn helm_renders_the_policy_when_enabled() {
     let got: Vec<String> = docs.iter().map(|d| strip(d)).collect();
     assert_eq!(got, want);
 }
+
+/// Issue 54, item 12: the chart's label policy takes the actions `gpuwl policy --action`
+/// does (Warn and Audit render exactly its output; another value fails the render), and
+/// with more than one replica the chart adds a PodDisruptionBudget for the webhook.
+#[test]
+#[ignore = "needs helm (scripts/tools.sh helm builds it once with go)"]
+fn helm_label_policy_action_and_replicas_with_a_pdb() {
+    let strip = |d: &str| -> String {
+        d.lines()
+            .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    for action in ["Warn", "Audit", "Deny"] {
+        let on = crate::serve::helm_template(&[
+            "--set",
+            "labelPolicy.enabled=true",
+            "--set",
+            &format!("labelPolicy.action={action}"),
+        ]);
+        let got: Vec<String> = on
+            .split("\n---\n")
+            .filter(|d| d.contains("# Source: gpuwl/templates/label-policy.yaml"))
+            .map(strip)
+            .collect();
+        let want: Vec<String> = gpuwl_ok(&["policy", "--action", action])
+            .split("\n---\n")
+            .map(strip)
+            .collect();
+        assert_eq!(got, want, "{action}");
+    }
+    let one = crate::serve::helm_template(&[]);
+    assert!(one.contains("\n  replicas: 1\n"), "{one}");
+    assert!(!one.contains("kind: PodDisruptionBudget"), "{one}");
+    let two =
+        crate::serve::helm_template(&["--set", "replicas=2", "--set", "admission.enabled=true"]);
+    assert!(two.contains("\n  replicas: 2\n"), "{two}");
+    let pdb = two
+        .split("\n---\n")
+        .find(|d| d.contains("kind: PodDisruptionBudget"))
+        .unwrap_or_else(|| panic!("{two}"));
+    assert!(pdb.contains("maxUnavailable: 1"), "{pdb}");
+}

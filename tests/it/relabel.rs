@@ -380,6 +380,11 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
         assert_eq!(code, 2, "{args:?}: {out}{err}");
         assert!(err.contains("not a node name"), "{err}");
     }
+    // A node the cluster lacks (issue 54, item 14): exit 2, nothing on stdout (the
+    // header goes out with the first step, never before an input error).
+    let (code, out, err) = relabel(kc, &["lab-node-9=container", "--twin-name", TWIN]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert!(err.contains("lab-node-9"), "{err}");
 
     // The dry run: every step planned, nothing changed.
     let (code, out, err) = relabel(
@@ -536,7 +541,8 @@ fn relabel_on_the_real_operator_refuses_evicts_resumes_and_stops_cordoned() {
             err.starts_with(
                 "gpuwl: relabel lab-node-1: step holders did not complete within 3 s: still on \
                  the node: gpu-vm/virt-launcher-vm1-abcde, gpu-vm/vmi-passthrough (the eviction \
-                 is refused for now: a PodDisruptionBudget?). The node stays cordoned"
+                 is refused for now: The disruption budget keep-vmi needs 1 healthy pods and \
+                 has 1 currently). The node stays cordoned"
             ) && err.contains("run the same command again")
                 && err.trim_end().ends_with("gpuwl relabel lab-node-1 --abort"),
             "{err}"

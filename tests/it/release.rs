@@ -279,3 +279,94 @@ fn helm_renders_the_admission_guard_as_deploy_admission() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+/// Issue 54, item 13: on a machine without the tools the script needs (no cross gcc, no
+/// qemu, no objdump…), it stops first — one line naming them all and the apt-get command,
+/// exit 2, nothing built or staged — unless run as root, where it installs them.
+#[test]
+fn release_script_names_every_missing_tool_first() {
+    let bin = tempfile::tempdir().unwrap();
+    for tool in ["bash", "sed", "head", "dirname", "env"] {
+        let found = std::process::Command::new("sh")
+            .args(["-c", &format!("command -v {tool}")])
+            .output()
+            .unwrap();
+        let path = String::from_utf8_lossy(&found.stdout).trim().to_owned();
+        std::os::unix::fs::symlink(path, bin.path().join(tool)).unwrap();
+    }
+    let root = env!("CARGO_MANIFEST_DIR");
+    let version = env!("CARGO_PKG_VERSION");
+    let out = std::process::Command::new(bin.path().join("bash"))
+        .arg(format!("{root}/scripts/release.sh"))
+        .arg(version)
+        .env("PATH", bin.path())
+        .env("GPUWL_RELEASE_NO_INSTALL", "1")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "error: objdump file gcc sha256sum python3 aarch64-linux-gnu-gcc qemu-aarch64-static python3 venv not found: apt-get install binutils file gcc coreutils python3 gcc-aarch64-linux-gnu qemu-user-static python3-venv (as root: this script installs them itself; GPUWL_RELEASE_NO_ARM64=1 skips the arm64 archive)\n"
+    );
+    assert!(
+        !std::path::Path::new(root)
+            .join(format!("dist/.stage-v{version}"))
+            .exists()
+    );
+}
+
+/// Issue 54, item 10: the release docs agree with the script: every archive the krew
+/// manifest and the README point at is one the script builds and the publish step uploads,
+/// and no doc says the arm64 archive is not built.
+#[test]
+fn release_docs_publish_every_archive_the_manifest_names() {
+    let read = |f: &str| std::fs::read_to_string(Path::new(ROOT).join(f)).unwrap();
+    let (manifest, readme, release, script) = (
+        read("plugins/gpuwl.yaml"),
+        read("README.md"),
+        read("docs/release.md"),
+        read("scripts/release.sh"),
+    );
+    let targets: Vec<&str> = manifest
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("uri: "))
+        .filter_map(|u| u.rsplit_once('/'))
+        .filter_map(|(_, a)| a.strip_suffix(".tar.gz"))
+        .filter_map(|a| a.split_once("-v").and_then(|(_, r)| r.split_once('-')))
+        .map(|(_, t)| t)
+        .collect();
+    assert!(
+        targets.contains(&"aarch64-unknown-linux-musl"),
+        "{targets:?}"
+    );
+    for t in [
+        "x86_64-unknown-linux-gnu",
+        "x86_64-unknown-linux-musl",
+        "aarch64-unknown-linux-musl",
+    ] {
+        assert!(script.contains(t), "release.sh builds no {t}");
+    }
+    for t in &targets {
+        assert!(
+            script.contains(t),
+            "the manifest names {t}; release.sh builds none"
+        );
+    }
+    for t in ["-musl", "aarch64-"] {
+        assert!(readme.contains(t), "{t}");
+    }
+    let publish = release
+        .split("## Publishing")
+        .nth(1)
+        .and_then(|p| p.split("```sh").nth(1))
+        .unwrap();
+    assert!(
+        publish.contains("dist/gpuwl-vV-*.tar.gz dist/gpuwl-vV-*.tar.gz.sha256"),
+        "{publish}"
+    );
+    for doc in ["docs/release.md", "docs/compatibility.md"] {
+        let text = read(doc);
+        assert!(!text.contains("an arm64 archive and"), "{doc}");
+        assert!(!text.contains("one) only"), "{doc}");
+    }
+}

@@ -986,9 +986,21 @@ pub fn read(path: &Path) -> Result<Bundle> {
         "must-gather.log",
     ];
     if !b.files.iter().any(|f| KNOWN.contains(&f.as_str())) {
+        // `gpuwl snapshot`'s file (its first member is `snapshot.json`): the commands that
+        // read it take it as --snapshot.
+        let hint = if b.files.contains("snapshot.json") {
+            format!(
+                "; it is a gpuwl snapshot file, which check, inventory, explain and kubevirt read: gpuwl check --snapshot {}",
+                crate::text::esc(&path.display().to_string())
+            )
+        } else {
+            String::new()
+        };
         return Err(Error::file(
             path,
-            "no file of a GPU Operator must-gather bundle (gpu_nodes.descr, cluster_policy.yaml, gpu_operand_pods.yaml, …)",
+            format!(
+                "no file of a GPU Operator must-gather bundle (gpu_nodes.descr, cluster_policy.yaml, gpu_operand_pods.yaml, …){hint}"
+            ),
         ));
     }
     Ok(b)

@@ -10,6 +10,7 @@
 use std::fmt::Write as _;
 
 use crate::analysis::inventory::{Inventory, NodeUse, Row};
+use crate::analysis::verdict::PodClass;
 
 /// Width of one pool's box, in SVG user units (pixels).
 const BOX_W: i64 = 330;
@@ -32,6 +33,8 @@ const ALLOCATED: &str = "#37474f";
 const FREE: &str = "#43a047";
 const CORDONED: &str = "#b0bec5";
 const PENDING: &str = "#e53935";
+/// Pending pods held back by something else than the split (a cordon, gates, …).
+const HELD: &str = "#ef6c00";
 
 /// XML text: `&`, `<`, `>`, `"` and `'` as entities; control characters and the code
 /// points XML 1.0 does not allow at all (U+FFFE, U+FFFF: its `Char` production) dropped,
@@ -75,33 +78,73 @@ fn pools(inv: &Inventory) -> Vec<(&str, Vec<&Row>)> {
     out
 }
 
+/// Node lines drawn per resource row; the rest are counted on one more line (`and 1,988
+/// more nodes`), so 2,000 nodes give a picture, not a 21,000-pixel scroll.
+const MAX_NODE_LINES: usize = 12;
+
+/// The node lines of a resource row: at most [`MAX_NODE_LINES`], plus one when some are
+/// left out.
+fn node_lines(r: &Row) -> i64 {
+    let n = r.node_detail.len();
+    (n.min(MAX_NODE_LINES) + usize::from(n > MAX_NODE_LINES)) as i64
+}
+
 /// Height of a pool's box.
 fn box_height(rows: &[&Row]) -> i64 {
     HEAD_H
         + rows
             .iter()
-            .map(|r| ROW_H + NODE_H * r.node_detail.len() as i64)
+            .map(|r| ROW_H + NODE_H * node_lines(r))
             .sum::<i64>()
         + 8
+}
+
+/// About how wide `text` is drawn at `size` px (DejaVu Sans averages 0.6 em per character;
+/// bold a little more): the canvas is made at least this wide, so no title is clipped.
+fn text_width(text: &str, size: i64, bold: bool) -> i64 {
+    let per = if bold { size * 65 / 100 } else { size * 6 / 10 };
+    text.chars().count() as i64 * per.max(1)
 }
 
 /// The picture of `inv`: an SVG 1.1 document (UTF-8, one trailing newline).
 pub fn svg(inv: &Inventory) -> String {
     let pools = pools(inv);
     let cols = pools.len().max(1) as i64;
-    let width = GAP + cols * (BOX_W + GAP);
+    let title = format!(
+        "GPU inventory: {} GPU node(s) in {} pool(s), {} pending pod(s)",
+        inv.gpu_nodes,
+        pools.len(),
+        inv.pending_pods
+    );
+    let subtitle = "Each pool advertises its own resource names; a pod asking one name can use no other pool's units.";
+    let sections = sections(inv);
+    // Wide enough for the title, the subtitle and the sections' lines (those up to 1,600 px;
+    // a longer one is cut with `…`).
+    let longest = sections
+        .iter()
+        .flat_map(|sec| {
+            sec.lines
+                .iter()
+                .map(|(_, l)| l.chars().count() as i64 * 7 + 24)
+        })
+        .max()
+        .unwrap_or(0)
+        .min(1600);
+    let width = (GAP + cols * (BOX_W + GAP))
+        .max(2 * GAP + text_width(&title, 16, true))
+        .max(2 * GAP + text_width(subtitle, 12, false))
+        .max(2 * GAP + longest + 12);
     let boxes_h = pools
         .iter()
         .map(|(_, rows)| box_height(rows))
         .max()
         .unwrap_or(HEAD_H);
     let top = 64;
-    let unservable_h = if inv.unservable.is_empty() {
-        0
-    } else {
-        GAP + 30 + LINE_H * 2 * inv.unservable.len() as i64
-    };
-    let height = top + boxes_h + unservable_h + 56;
+    let sections_h: i64 = sections
+        .iter()
+        .map(|sec| GAP + 30 + LINE_H * sec.lines.len() as i64)
+        .sum();
+    let height = top + boxes_h + sections_h + 56;
     let mut s = String::new();
     let _ = writeln!(
         s,
@@ -113,53 +156,46 @@ pub fn svg(inv: &Inventory) -> String {
     );
     let _ = writeln!(
         s,
-        r#"<text x="{GAP}" y="28" font-size="16" font-weight="bold">GPU inventory: {} GPU node(s) in {} pool(s), {} pending pod(s)</text>"#,
-        inv.gpu_nodes,
-        pools.len(),
-        inv.pending_pods
+        r#"<text x="{GAP}" y="28" font-size="16" font-weight="bold">{}</text>"#,
+        xml(&title)
     );
     let _ = writeln!(
         s,
-        r##"<text x="{GAP}" y="48" fill="#555555">Each pool advertises its own resource names; a pod asking one name can use no other pool's units.</text>"##
+        r##"<text x="{GAP}" y="48" fill="#555555">{subtitle}</text>"##
     );
     for (i, (pool, rows)) in pools.iter().enumerate() {
         let x = GAP + i as i64 * (BOX_W + GAP);
         pool_box(&mut s, x, top, pool, rows, box_height(rows));
     }
-    if !inv.unservable.is_empty() {
-        let y = top + boxes_h + GAP;
-        let w = width - 2 * GAP;
+    let mut y = top + boxes_h + GAP;
+    let w = width - 2 * GAP;
+    let max = ((w - 24) / 7) as usize;
+    for sec in &sections {
+        let h = 30 + LINE_H * sec.lines.len() as i64;
         let _ = writeln!(
             s,
-            r##"<rect x="{GAP}" y="{y}" width="{w}" height="{}" rx="6" fill="#ffebee" stroke="{PENDING}"/>"##,
-            unservable_h - GAP
+            r##"<rect x="{GAP}" y="{y}" width="{w}" height="{h}" rx="6" fill="{}" stroke="{}"/>"##,
+            sec.fill, sec.stroke
         );
         let _ = writeln!(
             s,
-            r#"<text x="{}" y="{}" font-weight="bold" fill="{PENDING}">Pending demand no pool can serve</text>"#,
+            r#"<text x="{}" y="{}" font-weight="bold" fill="{}">{}</text>"#,
             GAP + 12,
-            y + 20
+            y + 20,
+            sec.stroke,
+            xml(&sec.heading)
         );
-        let max = ((w - 24) / 7) as usize;
-        for (j, u) in inv.unservable.iter().enumerate() {
-            let ly = y + 20 + LINE_H * (2 * j as i64 + 1);
+        for (j, (indent, line)) in sec.lines.iter().enumerate() {
+            let ly = y + 20 + LINE_H * (j as i64 + 1);
+            let grey = if *indent { r##" fill="#555555""## } else { "" };
             let _ = writeln!(
                 s,
-                r#"<text x="{}" y="{ly}">{}</text>"#,
-                GAP + 12,
-                xml(&cut(
-                    &format!("{} wants {} × {}", u.kind.show(&u.pod), u.units, u.resource),
-                    max
-                ))
-            );
-            let _ = writeln!(
-                s,
-                r##"<text x="{}" y="{}" fill="#555555">{}</text>"##,
-                GAP + 24,
-                ly + LINE_H,
-                xml(&cut(&u.reason, max - 2))
+                r#"<text x="{}" y="{ly}"{grey}>{}</text>"#,
+                GAP + if *indent { 24 } else { 12 },
+                xml(&cut(line, max - if *indent { 2 } else { 0 }))
             );
         }
+        y += h + GAP;
     }
     let ly = height - 22;
     let mut lx = GAP;
@@ -178,6 +214,134 @@ pub fn svg(inv: &Inventory) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// A box below the pools: its heading, colours, and lines (`true`: an indented detail).
+struct Section {
+    heading: String,
+    fill: &'static str,
+    stroke: &'static str,
+    lines: Vec<(bool, String)>,
+}
+
+/// Entries drawn per section below the pools; the rest are counted on one more line.
+const MAX_ENTRIES: usize = 10;
+
+/// Every class of pending GPU pod the title counts, each in a box of its own: the demand
+/// no pool can serve (the split), then those held back by a cordon or taint, by scheduling
+/// gates, by another resource, or that the API server would refuse — as the text's
+/// sections. The demand a pool could serve is its rows' `pending`.
+fn sections(inv: &Inventory) -> Vec<Section> {
+    let mut out = Vec::new();
+    // The DRA devices first (the same GPUs may be there and not in the pools above).
+    if let Some(d) = inv.dra.as_ref().filter(|d| !d.rows.is_empty()) {
+        let mut lines: Vec<(bool, String)> = d
+            .rows
+            .iter()
+            .map(|r| {
+                let pending = if r.pending > 0 {
+                    format!(", {} pending", r.pending)
+                } else {
+                    String::new()
+                };
+                let blocked = if r.blocked > 0 {
+                    format!(", {} blocked", r.blocked)
+                } else {
+                    String::new()
+                };
+                (
+                    false,
+                    format!(
+                        "{} {} [{}] on {} node(s): {} devices ({} GPUs), {} allocated, {} free{blocked}{pending}",
+                        r.driver, r.device_type, r.pool, r.nodes, r.devices, r.physical, r.allocated, r.free
+                    ),
+                )
+            })
+            .collect();
+        lines.push((
+            true,
+            format!(
+                "{} physical GPU(s) behind these devices, {} in use",
+                d.physical_gpus, d.physical_in_use
+            ),
+        ));
+        out.push(Section {
+            heading: "DRA devices (resource.k8s.io)".into(),
+            fill: "#e3f2fd",
+            stroke: "#1565c0",
+            lines,
+        });
+    }
+    let capped = |mut lines: Vec<(bool, String)>, entries: usize, per: usize| {
+        if entries > MAX_ENTRIES {
+            lines.truncate(MAX_ENTRIES * per);
+            lines.push((
+                false,
+                format!(
+                    "and {} more (gpuwl inventory lists them)",
+                    entries - MAX_ENTRIES
+                ),
+            ));
+        }
+        lines
+    };
+    if !inv.unservable.is_empty() {
+        let lines = inv
+            .unservable
+            .iter()
+            .flat_map(|u| {
+                [
+                    (
+                        false,
+                        format!("{} wants {} × {}", u.kind.show(&u.pod), u.units, u.resource),
+                    ),
+                    (true, u.reason.clone()),
+                ]
+            })
+            .collect();
+        out.push(Section {
+            heading: "Pending demand no pool can serve".into(),
+            fill: "#ffebee",
+            stroke: PENDING,
+            lines: capped(lines, inv.unservable.len(), 2),
+        });
+    }
+    for class in PodClass::ALL {
+        let pods: Vec<_> = inv.held_back.iter().filter(|h| h.class == class).collect();
+        if pods.is_empty() {
+            continue;
+        }
+        let heading = match class {
+            PodClass::Blocked => {
+                "Pending, kept off by a cordon, a taint or node maintenance (not the split)"
+            }
+            PodClass::Gated => "Pending, held by scheduling gates",
+            PodClass::OtherResource => "Pending, short of another resource (GPU units free)",
+            _ => "Pending, the API server would refuse them",
+        };
+        let lines = pods
+            .iter()
+            .map(|h| {
+                let wants = h
+                    .resources
+                    .iter()
+                    .map(|(r, u)| format!("{u} × {r}"))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                (
+                    false,
+                    format!("{} wants {wants} ({})", h.kind.show(&h.pod), h.code),
+                )
+            })
+            .collect();
+        out.push(Section {
+            heading: heading.into(),
+            fill: "#fff8e1",
+            stroke: HELD,
+            lines: capped(lines, pods.len(), 1),
+        });
+    }
+    out
 }
 
 /// One pool's box at (`x`, `y`), `h` high.
@@ -205,7 +369,7 @@ fn pool_box(s: &mut String, x: i64, y: i64, pool: &str, rows: &[&Row], h: i64) {
     let mut ry = y + HEAD_H;
     for r in rows {
         resource_row(s, x, ry, r);
-        ry += ROW_H + NODE_H * r.node_detail.len() as i64;
+        ry += ROW_H + NODE_H * node_lines(r);
     }
 }
 
@@ -248,17 +412,32 @@ fn resource_row(s: &mut String, x: i64, y: i64, r: &Row) {
     } else {
         String::new()
     };
+    // FREE as the table counts it: units on cordoned nodes are said apart, never as free.
+    let cordoned = if r.cordoned_free > 0 {
+        format!(" ({} more on cordoned nodes)", r.cordoned_free)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         s,
-        r##"<text x="{}" y="{}" fill="#333333">{} allocatable, {} allocated, {} free{pending}</text>"##,
+        r##"<text x="{}" y="{}" fill="#333333">{} allocatable, {} allocated, {} free{cordoned}{pending}</text>"##,
         x + 12,
         y + 50,
         r.allocatable,
         r.allocated,
-        r.free + r.cordoned_free
+        r.free
     );
-    for (k, n) in r.node_detail.iter().enumerate() {
+    for (k, n) in r.node_detail.iter().take(MAX_NODE_LINES).enumerate() {
         node_units(s, x + 12, y + ROW_H + NODE_H * k as i64, n);
+    }
+    if r.node_detail.len() > MAX_NODE_LINES {
+        let _ = writeln!(
+            s,
+            r##"<text x="{}" y="{}" fill="#555555">and {} more nodes (gpuwl inventory -o csv lists them)</text>"##,
+            x + 12,
+            y + ROW_H + NODE_H * MAX_NODE_LINES as i64 + 9,
+            r.node_detail.len() - MAX_NODE_LINES
+        );
     }
 }
 
