@@ -37,7 +37,7 @@ LAYERS = {
         # the core's modules, re-exported under their old paths (`crate::model::…`)
         "text": 0, "error": 0, "model": 1, "analysis": 3, "render": 4,
         # reading files, dumps and the live API into model records; certificates (rcgen)
-        "files": 5, "input": 5, "pki": 5,
+        "files": 5, "input": 5, "pki": 5, "signals": 5,
         # the local control plane, and its report's render
         "cluster": 6, "render/cluster": 6,
         # commands' engines that write or start things, and their reports' render
