@@ -430,26 +430,8 @@ pub fn candidates(
         ["relabel"] | ["whatif", "relabel"]
     );
     if relabel {
-        return match cur.split_once('=') {
-            Some((node, _)) => (
-                filter(
-                    WorkloadConfig::ALL
-                        .iter()
-                        .map(|w| format!("{node}={w}"))
-                        .collect(),
-                ),
-                Directive::NoFileComp,
-            ),
-            None => (
-                filter(
-                    lookup(&live, Lookup::Nodes)
-                        .into_iter()
-                        .map(|n| format!("{n}="))
-                        .collect(),
-                ),
-                Directive::NoSpaceNoFileComp,
-            ),
-        };
+        let (items, directive) = relabel_candidates(cur, &live, lookup);
+        return (filter(items), directive);
     }
     let values: Vec<String> = cmd_ref
         .get_positionals()
@@ -466,6 +448,31 @@ pub fn candidates(
         (Vec::new(), Directive::Default)
     } else {
         (filter(values), Directive::NoFileComp)
+    }
+}
+
+/// relabel's and whatif relabel's NODE=CONFIG being typed (`cur`): node names as `NODE=`
+/// (no space after), then the workload configs after the `=`. Unfiltered.
+fn relabel_candidates(
+    cur: &str,
+    live: &ClusterArgs,
+    lookup: &dyn Fn(&ClusterArgs, Lookup) -> Vec<String>,
+) -> (Vec<String>, Directive) {
+    match cur.split_once('=') {
+        Some((node, _)) => (
+            WorkloadConfig::ALL
+                .iter()
+                .map(|w| format!("{node}={w}"))
+                .collect(),
+            Directive::NoFileComp,
+        ),
+        None => (
+            lookup(live, Lookup::Nodes)
+                .into_iter()
+                .map(|n| format!("{n}="))
+                .collect(),
+            Directive::NoSpaceNoFileComp,
+        ),
     }
 }
 

@@ -165,6 +165,24 @@ fn quote_cel(s: &str) -> String {
     }
 }
 
+/// The values (`kind:value` stripped to `value`) that some free device among `candidates`
+/// publishes, `values` being each candidate's: the value to correct a selector to is the
+/// nearest of these (a model whose devices are all allocated would only move the pod from
+/// "no matching device" to "devices in use": issue 49), the nearest at all when none is.
+fn free_values(
+    m: &Matcher<'_>,
+    candidates: &[usize],
+    values: &[Option<String>],
+) -> BTreeSet<String> {
+    candidates
+        .iter()
+        .zip(values)
+        .filter(|(i, _)| m.devices[**i].is_free())
+        .filter_map(|(_, v)| v.as_ref())
+        .filter_map(|v| v.split_once(':').map(|(_, v)| v.to_owned()))
+        .collect()
+}
+
 /// The hints for request alternative `spec` that matches no device: per attribute its
 /// selectors (the class's and its own) reference, what the devices the class selects
 /// publish (all devices when the class selects none or does not exist).
@@ -278,20 +296,10 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                         continue;
                     }
                     let ordered = names::nearest_first(shown, lit);
-                    // The value to correct to: the nearest one that some free device
-                    // publishes (a model whose devices are all allocated would only move
-                    // the pod from "no matching device" to "devices in use": issue 49);
-                    // the nearest at all when none is free.
-                    let free_values: BTreeSet<String> = candidates
-                        .iter()
-                        .zip(&values)
-                        .filter(|(i, _)| m.devices[**i].is_free())
-                        .filter_map(|(_, v)| v.as_ref())
-                        .filter_map(|v| v.split_once(':').map(|(_, v)| v.to_owned()))
-                        .collect();
+                    let free = free_values(m, &candidates, &values);
                     let corrected = ordered
                         .iter()
-                        .find(|v| free_values.contains(*v))
+                        .find(|v| free.contains(*v))
                         .or(ordered.first())
                         .map(|best| {
                             format!(

@@ -37,10 +37,9 @@ use crate::decode::document::{self, Keep, Prune, array, get, one_line, opt_scala
 use crate::decode::dump::Source;
 use crate::error::{Error, FieldError, Result};
 use crate::model::dra::PodClaim;
-use crate::model::launcher::VmiShape;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, SpecProblem,
-    Toleration, VmMemory, is_extended_resource,
+    Toleration, VmMemory, VmiShape, is_extended_resource,
 };
 use crate::model::quantity::Quantity;
 use crate::text::cut;
@@ -463,14 +462,8 @@ fn object(v: &Value, default_kind: Option<&str>) -> std::result::Result<PodInfo,
         spec_problems: found.problems,
         resource_claims,
         vmi_owned_by_vm: None,
-        vm_memory: match kind {
-            ObjectKind::Pod => None,
-            _ => vm_memory(spec),
-        },
-        vmi_shape: match kind {
-            ObjectKind::Pod => None,
-            _ => Some(Box::new(vmi_shape(v, spec))),
-        },
+        vm_memory: (kind != ObjectKind::Pod).then(|| vm_memory(spec)).flatten(),
+        vmi_shape: (kind != ObjectKind::Pod).then(|| Box::new(vmi_shape(v, spec))),
     })
 }
 

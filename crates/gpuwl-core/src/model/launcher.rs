@@ -42,7 +42,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::model::pod::{PodInfo, RequestSource};
+use crate::model::pod::{PodInfo, RequestSource, VmiShape};
 
 /// `kubernetes.io/arch`, the well-known node label of the CPU architecture.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
@@ -62,47 +62,6 @@ pub const EPHEMERAL_OVERHEAD: i64 = 50_000_000;
 pub const DEFAULT_ARCH: &str = "amd64";
 
 const MI: i64 = 1 << 20;
-
-/// What of a VMI spec (a VM's `spec.template.spec`) decides its launcher pod beyond what
-/// [`PodInfo`] keeps; read by `crate::decode::pods`.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct VmiShape {
-    /// `spec.architecture`, when set.
-    pub architecture: Option<String>,
-    /// `spec.domain.machine.type` (or `status.machine.type`), when set.
-    pub machine_type: Option<String>,
-    /// vCPUs: `domain.cpu` sockets × cores × threads; `None` when `domain.cpu` is unset.
-    pub vcpus: Option<i64>,
-    /// `domain.cpu.dedicatedCpuPlacement`.
-    pub dedicated_cpu: bool,
-    /// `domain.resources.requests.memory` in bytes, when set.
-    pub memory_request: Option<i64>,
-    /// `domain.memory.guest` in bytes, when set.
-    pub memory_guest: Option<i64>,
-    /// `domain.resources.overcommitGuestOverhead`.
-    pub overcommit_guest_overhead: bool,
-    /// `domain.resources.requests.cpu` in millicores, when set.
-    pub cpu_request: Option<i64>,
-    /// `domain.resources.requests.ephemeral-storage` in bytes, when set.
-    pub ephemeral_request: Option<i64>,
-    /// `domain.devices.autoattachGraphicsDevice` is not `false`.
-    pub graphics: bool,
-    /// `domain.devices.autoattachPodInterface` is not `false`.
-    pub pod_interface: bool,
-    /// `domain.devices.interfaces[]`: how many, and whether any is virtio (the default
-    /// model).
-    pub interfaces: usize,
-    /// Whether any interface is virtio (an unset model is virtio).
-    pub virtio_interface: bool,
-    /// Whether the VMI has GPUs or host devices (VFIO).
-    pub vfio: bool,
-    /// How many of `livenessProbe`, `readinessProbe` run `exec`.
-    pub exec_probes: i64,
-    /// `domain.devices.autoattachSerialConsole` is `false`.
-    pub no_serial_console: bool,
-    /// `domain.devices.logSerialConsole`, when set.
-    pub log_serial_console: Option<bool>,
-}
 
 /// The cluster's side of the render: whether the KubeVirt CR allows software emulation
 /// (`spec.configuration.developerConfiguration.useEmulation`: no `kvm`, no `vhost-net`).

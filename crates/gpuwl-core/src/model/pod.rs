@@ -10,7 +10,6 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use crate::model::dra::PodClaim;
-use crate::model::launcher::VmiShape;
 use serde::Serialize;
 
 /// Serializes shared requests as a map.
@@ -215,7 +214,7 @@ pub struct PodInfo {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vm_memory: Option<Box<VmMemory>>,
     /// For a VMI or VM: what of its spec decides the virt-launcher pod virt-controller
-    /// renders ([`crate::model::launcher::VmiShape`]); explain judges that pod
+    /// renders ([`VmiShape`]); explain judges that pod
     /// ([`crate::model::launcher::render`]) while no launcher exists. `None` for a pod.
     /// Not serialized.
     #[serde(skip)]
@@ -417,4 +416,45 @@ pub(crate) fn launcher_vmi_name(pod_name: &str) -> Option<&str> {
     let rest = pod_name.strip_prefix("virt-launcher-")?;
     let (vmi, suffix) = rest.rsplit_once('-')?;
     (!vmi.is_empty() && suffix.len() == 5).then_some(vmi)
+}
+
+/// What of a VMI spec (a VM's `spec.template.spec`) decides its launcher pod beyond what
+/// [`PodInfo`] keeps; read by `crate::decode::pods`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct VmiShape {
+    /// `spec.architecture`, when set.
+    pub architecture: Option<String>,
+    /// `spec.domain.machine.type` (or `status.machine.type`), when set.
+    pub machine_type: Option<String>,
+    /// vCPUs: `domain.cpu` sockets × cores × threads; `None` when `domain.cpu` is unset.
+    pub vcpus: Option<i64>,
+    /// `domain.cpu.dedicatedCpuPlacement`.
+    pub dedicated_cpu: bool,
+    /// `domain.resources.requests.memory` in bytes, when set.
+    pub memory_request: Option<i64>,
+    /// `domain.memory.guest` in bytes, when set.
+    pub memory_guest: Option<i64>,
+    /// `domain.resources.overcommitGuestOverhead`.
+    pub overcommit_guest_overhead: bool,
+    /// `domain.resources.requests.cpu` in millicores, when set.
+    pub cpu_request: Option<i64>,
+    /// `domain.resources.requests.ephemeral-storage` in bytes, when set.
+    pub ephemeral_request: Option<i64>,
+    /// `domain.devices.autoattachGraphicsDevice` is not `false`.
+    pub graphics: bool,
+    /// `domain.devices.autoattachPodInterface` is not `false`.
+    pub pod_interface: bool,
+    /// `domain.devices.interfaces[]`: how many, and whether any is virtio (the default
+    /// model).
+    pub interfaces: usize,
+    /// Whether any interface is virtio (an unset model is virtio).
+    pub virtio_interface: bool,
+    /// Whether the VMI has GPUs or host devices (VFIO).
+    pub vfio: bool,
+    /// How many of `livenessProbe`, `readinessProbe` run `exec`.
+    pub exec_probes: i64,
+    /// `domain.devices.autoattachSerialConsole` is `false`.
+    pub no_serial_console: bool,
+    /// `domain.devices.logSerialConsole`, when set.
+    pub log_serial_console: Option<bool>,
 }

@@ -329,26 +329,7 @@ pub(crate) fn cannot_allocate(f: &Facts<'_>) -> Option<Diagnosis> {
                     a.max_on_one_node,
                     nodes.join(", ")
                 ),
-                {
-                    // Lowering onto devices that are taken only trades too-large for
-                    // devices-in-use: the count to ask now is what one node has free.
-                    let free_max = per_node(a)
-                        .into_iter()
-                        .max_by_key(|(_, (_, free))| *free)
-                        .filter(|(_, (_, free))| *free >= 1);
-                    match free_max {
-                        Some((n, (_, free))) if free < a.max_on_one_node => format!(
-                            "ask for at most {free} device(s) per claim — what {n} has free now \
-                             ({} once the claims holding the others there end) — or split the \
-                             request across pods, or add a node with {} matching devices",
-                            a.max_on_one_node, a.count
-                        ),
-                        _ => format!(
-                            "ask for at most {} device(s) per claim (or split the request across pods), or add a node with {} matching devices",
-                            a.max_on_one_node, a.count
-                        ),
-                    }
-                },
+                too_large_fix(a),
             )
             .with_evidence(nodes),
         );
@@ -409,6 +390,28 @@ pub(crate) fn cannot_allocate(f: &Facts<'_>) -> Option<Diagnosis> {
         )
         .with_evidence(used.iter().map(|d| format!("{}: {}", d.device, d.state))),
     )
+}
+
+/// The fix of `too-large`: at most what one node has free now when that is less than its
+/// matching devices (lowering onto devices that are taken only trades too-large for
+/// devices-in-use), else at most the most one node has.
+fn too_large_fix(a: &AlternativeView) -> String {
+    let free_max = per_node(a)
+        .into_iter()
+        .max_by_key(|(_, (_, free))| *free)
+        .filter(|(_, (_, free))| *free >= 1);
+    match free_max {
+        Some((n, (_, free))) if free < a.max_on_one_node => format!(
+            "ask for at most {free} device(s) per claim — what {n} has free now ({} once the \
+             claims holding the others there end) — or split the request across pods, or add \
+             a node with {} matching devices",
+            a.max_on_one_node, a.count
+        ),
+        _ => format!(
+            "ask for at most {} device(s) per claim (or split the request across pods), or add a node with {} matching devices",
+            a.max_on_one_node, a.count
+        ),
+    }
 }
 
 /// The fix of `devices-in-use`: on the allowed node where the fewest other claims hold the
