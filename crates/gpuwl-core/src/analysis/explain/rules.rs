@@ -2235,6 +2235,11 @@ fn plugin_blocker(
 /// operator ignores because sandbox workloads are off, operands or the device plugin
 /// disabled by `nvidia.com/gpu.deploy.*=false`.
 pub(crate) fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
+    // Read once for every request: the devices NVIDIA's DRA driver publishes per node.
+    let dra_devices = f
+        .dra
+        .map(crate::analysis::check::DraNodes::device_counts)
+        .unwrap_or_default();
     for rv in f.e.requests.iter().filter(|rv| rv.advertisers.is_empty()) {
         // A misspelt name is the name's problem, whatever the operator's state.
         if rv.did_you_mean.first().is_some_and(|s| {
@@ -2248,10 +2253,6 @@ pub(crate) fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
             .iter()
             .filter_map(|n| plugin_blocker(f, n, &rv.resource, class))
             .collect();
-        let dra_devices = f
-            .dra
-            .map(crate::analysis::check::DraNodes::device_counts)
-            .unwrap_or_default();
         found.extend(f.nodes.iter().filter_map(|n| {
             dra_served_blocker(n, &rv.resource, class, &dra_devices)
                 .or_else(|| operator_blocker(f.cluster_policy, f.nodes, n, &rv.resource, class))
