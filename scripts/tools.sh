@@ -5,6 +5,8 @@
 #   helm      helm.sh/helm/v3/cmd/helm                        (renders deploy/helm/gpuwl)
 #   krew      sigs.k8s.io/krew/cmd/krew                       (scripts/release.sh installs the plugin)
 #   crane     github.com/google/go-containerregistry/cmd/crane (validates release.sh's OCI image)
+#   rsvg-convert  Debian's librsvg2-bin (renders `inventory -o svg` to PNG in a test, the way a
+#             browser or an image viewer would); needs the system's librsvg2-2 (installed here)
 #   cyclonedx-validate  PyPI's cyclonedx-python-lib (pinned) in a virtual environment, with a
 #             script that validates an SBOM against the CycloneDX 1.5 JSON schema
 # Where each comes from, first found wins:
@@ -15,7 +17,7 @@
 #      seconds instead of ~24 min of Go build on 2 cores (BENCHMARKS.md "Test suite");
 #   4. a build from the Go module with the local Go toolchain.
 #
-# Usage: scripts/tools.sh promtool|helm|krew|crane|cyclonedx-validate    # prints the binary's path on the last line
+# Usage: scripts/tools.sh promtool|helm|krew|crane|rsvg-convert|cyclonedx-validate    # prints the binary's path on the last line
 # Cache: ${GPUWL_CACHE:-~/.cache/gpuwl}/tools/<name>-<version>/<name>
 set -euo pipefail
 
@@ -33,6 +35,10 @@ CRANE_VERSION=v0.22.1
 # same files as 3.x's. GPUWL_PROMTOOL_FROM=go skips it.
 PROMTOOL_DEB_VERSION=2.42.0+ds-5+deb12u1
 PROMTOOL_DEB_SHA256=81d59a24fce84f7fbe97a45a4f2914b6a5881b5cd1db2a6a0e129e515e1a5f55
+
+# Debian 12's rsvg-convert; the library it links (librsvg2-2 2.54.7) is part of the machine.
+RSVG_DEB_VERSION=2.54.7+dfsg-1~deb12u2
+RSVG_DEB_SHA256=dd013df551bb2926e320dfbab1f64c99dffccf26ad7af31760344e61ab91a26a
 
 cache="${GPUWL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/gpuwl}/tools"
 
@@ -67,6 +73,33 @@ promtool_deb() {
     rm -rf "$dir" "$work" && mv "$dir.tmp" "$dir"
   fi
   echo "$dir/promtool"
+}
+
+# rsvg-convert from Debian's librsvg2-bin, checked against the pinned sha256 (apt-get
+# download and dpkg-deb: no root, nothing installed system-wide); prints its path.
+rsvg_convert() {
+  local dir="$cache/rsvg-convert-deb-$RSVG_DEB_VERSION"
+  if [[ ! -x "$dir/rsvg-convert" ]]; then
+    on_path rsvg-convert "version 2." && return 0
+    command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || {
+      echo "error: rsvg-convert not found, and no apt-get/dpkg-deb to fetch Debian's librsvg2-bin" >&2; exit 2; }
+    local work deb
+    work="$(mktemp -d)"
+    echo "fetching rsvg-convert from Debian's librsvg2-bin $RSVG_DEB_VERSION (first run only; cached in $dir)" >&2
+    if ! (cd "$work" && apt-get download -q "librsvg2-bin=$RSVG_DEB_VERSION" >/dev/null 2>&1); then
+      echo "error: apt-get download librsvg2-bin=$RSVG_DEB_VERSION failed" >&2
+      rm -rf "$work"; exit 2
+    fi
+    deb="$(ls "$work"/librsvg2-bin_*.deb)"
+    if [[ "$(sha256sum "$deb" | cut -d' ' -f1)" != "$RSVG_DEB_SHA256" ]]; then
+      echo "error: $deb: sha256 differs from the pinned $RSVG_DEB_SHA256" >&2
+      rm -rf "$work"; exit 2
+    fi
+    dpkg-deb -x "$deb" "$work/x"
+    mkdir -p "$dir.tmp" && cp "$work/x/usr/bin/rsvg-convert" "$dir.tmp/rsvg-convert"
+    rm -rf "$dir" "$work" && mv "$dir.tmp" "$dir"
+  fi
+  echo "$dir/rsvg-convert"
 }
 
 install() { # name module version printed-version
@@ -129,6 +162,7 @@ case "${1:-}" in
   helm) install helm "$HELM_MODULE" "$HELM_VERSION" "Version:\"$HELM_VERSION\"" ;;
   krew) install krew "$KREW_MODULE" "$KREW_VERSION" "$KREW_VERSION" ;;
   crane) install crane "$CRANE_MODULE" "$CRANE_VERSION" "$CRANE_VERSION" ;;
+  rsvg-convert) rsvg_convert ;;
   cyclonedx-validate) cyclonedx_validate ;;
-  *) echo "usage: $0 promtool|helm|krew|crane|cyclonedx-validate" >&2; exit 2 ;;
+  *) echo "usage: $0 promtool|helm|krew|crane|rsvg-convert|cyclonedx-validate" >&2; exit 2 ;;
 esac

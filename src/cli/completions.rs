@@ -1,6 +1,7 @@
 //! `gpuwl completions SHELL`: clap's completion script for subcommands and flags, plus, for
-//! bash and zsh, pod names after `explain` taken from the live cluster through the hidden
-//! `gpuwl __complete-pods` (quietly nothing when no cluster answers within 3 s).
+//! bash and zsh, names from the live cluster through the hidden `gpuwl __complete`: pods
+//! after `explain`, nodes after `relabel` and `whatif relabel` (quietly nothing when no
+//! cluster answers within 3 s).
 
 use clap::CommandFactory;
 
@@ -10,7 +11,8 @@ use crate::input::live::{self, ClusterArgs};
 use crate::model::workload::WorkloadConfig;
 use crate::render;
 
-/// Arguments of the hidden `gpuwl __complete-pods`, called by the completion scripts.
+/// Arguments of the hidden `gpuwl __complete-pods` (pod names, one per line), which the zsh
+/// scripts of earlier versions call; today's scripts ask `gpuwl __complete`.
 #[derive(Debug, clap::Args)]
 pub struct PodsArgs {
     /// Namespace (default: the kubeconfig context's namespace).
@@ -95,22 +97,33 @@ complete -F _gpuwl_with_pods -o bashdefault -o default gpuwl
     )
 }
 
-/// Zsh: a function that offers pod names, used as the action of `explain`'s target.
-const ZSH_PODS: &str = r#"
-# Pod names for `gpuwl explain` (the live cluster, the namespace of -n or the context).
-(( $+functions[_gpuwl_pods] )) ||
-_gpuwl_pods() {
-    local -a extra pods
-    local i
-    for (( i = 2; i < CURRENT; i++ )); do
-        case "${words[i]}" in
-            -n|--namespace|--kubeconfig|--context) extra+=("${words[i]}" "${words[i+1]}") ;;
-        esac
+/// Zsh: a function that asks `gpuwl __complete` ([`candidates`]) with the words typed so
+/// far (read from the line itself: `_arguments` narrows `words` to the current
+/// subcommand's), used as the action of `explain`'s target and name and of `relabel`'s and
+/// `whatif relabel`'s `NODE=CONFIG`: pod names (`NS/NAME` after a `/`), node names as
+/// `NODE=` (no space after), then the workload configs; file names when nothing answers.
+const ZSH_LIVE: &str = r#"
+# Live names for `gpuwl explain` (pods) and `gpuwl relabel` (nodes), from `gpuwl __complete`.
+(( $+functions[_gpuwl_live] )) ||
+_gpuwl_live() {
+    local -a typed more done
+    local c
+    typed=(${(z)LBUFFER})
+    [[ "$LBUFFER" == *[[:space:]] ]] && typed+=('')
+    for c in ${(f)"$(gpuwl __complete "${(@)typed[2,-1]}" 2>/dev/null)"}; do
+        [[ -z "$c" || "$c" == :* ]] && continue
+        if [[ "$c" == *= ]]; then more+=("$c"); else done+=("$c"); fi
     done
-    pods=(${(f)"$(gpuwl __complete-pods "${extra[@]}" 2>/dev/null)"})
-    _describe -t pods 'pod' pods
+    (( ${#more} )) && compadd -S '' -- "${more[@]}"
+    (( ${#done} )) && compadd -- "${done[@]}"
+    (( ${#more} + ${#done} )) || _default
 }
 "#;
+
+/// The positional arguments whose zsh action becomes `_gpuwl_live` (clap gives them
+/// `_default`, file names): explain's target and name, relabel's and whatif relabel's
+/// `NODE=CONFIG` list, as clap's zsh generator writes their specs.
+const ZSH_LIVE_ARGS: [&str; 3] = ["'::target -- ", "'::target_name -- ", "'*::relabels -- "];
 
 /// The completion script for `shell`.
 ///
@@ -131,23 +144,25 @@ pub fn script(shell: clap_complete::Shell) -> Result<Vec<u8>> {
         }
         clap_complete::Shell::Zsh => {
             let text = String::from_utf8_lossy(&out).into_owned();
-            // clap gives the explain target `_default` (file names); pods fit better.
-            let marker = "::target -- ";
-            let Some(at) = text.find(marker) else {
-                return Err(Error::Runtime(
-                    "zsh completion: explain's target not found in clap's script".into(),
-                ));
-            };
-            let end = at
-                + text[at..]
-                    .find(":_default'")
-                    .ok_or_else(|| Error::Runtime("zsh completion: no _default action".into()))?;
-            let patched = format!(
-                "{}:_gpuwl_pods'{}",
-                &text[..end],
-                &text[end + ":_default'".len()..]
-            );
-            out = format!("{ZSH_PODS}{patched}").into_bytes();
+            let mut patched = String::with_capacity(text.len() + ZSH_LIVE.len());
+            let mut found = [false; ZSH_LIVE_ARGS.len()];
+            for line in text.split_inclusive('\n') {
+                let spec = line.trim_start();
+                match ZSH_LIVE_ARGS.iter().position(|a| spec.starts_with(a)) {
+                    Some(i) if line.contains(":_default'") => {
+                        found[i] = true;
+                        patched.push_str(&line.replacen(":_default'", ":_gpuwl_live'", 1));
+                    }
+                    _ => patched.push_str(line),
+                }
+            }
+            if let Some(i) = found.iter().position(|f| !f) {
+                return Err(Error::Runtime(format!(
+                    "zsh completion: {} not found in clap's script",
+                    ZSH_LIVE_ARGS[i].trim_matches(|c| c == '\'' || c == ' ')
+                )));
+            }
+            out = format!("{ZSH_LIVE}{patched}").into_bytes();
         }
         _ => {}
     }
@@ -682,13 +697,22 @@ mod tests {
     }
 
     #[test]
-    fn zsh_script_uses_pod_names_for_the_explain_target() {
+    fn zsh_script_asks_gpuwl_for_pods_and_nodes() {
         let s = String::from_utf8(script(clap_complete::Shell::Zsh).unwrap()).unwrap();
-        let target = s
-            .lines()
-            .find(|l| l.contains("::target -- "))
-            .expect("explain's target");
-        assert!(target.trim_end().ends_with(":_gpuwl_pods' \\"), "{target}");
-        assert!(s.contains("_gpuwl_pods() {"));
+        // explain's target and name, relabel's and whatif relabel's NODE=CONFIG.
+        for spec in ["::target -- ", "::target_name -- ", "*::relabels -- "] {
+            let lines: Vec<&str> = s.lines().filter(|l| l.contains(spec)).collect();
+            let expected = if spec.starts_with('*') { 2 } else { 1 };
+            assert_eq!(lines.len(), expected, "{spec}: {lines:?}");
+            for l in lines {
+                assert!(l.trim_end().ends_with(":_gpuwl_live' \\"), "{l}");
+            }
+        }
+        assert!(s.contains("_gpuwl_live() {"));
+        assert!(s.contains(r#"gpuwl __complete "${(@)typed[2,-1]}""#));
+        // Node names end in `=`: offered without a space, so the config follows.
+        assert!(s.contains("compadd -S '' -- \"${more[@]}\""));
+        // Nothing else lost its file-name completion.
+        assert_eq!(s.matches(":_gpuwl_live'").count(), 4, "{s}");
     }
 }

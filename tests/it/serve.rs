@@ -993,14 +993,15 @@ fn replace_file(path: &Path, text: &str) {
 }
 
 /// Faults (issue: a hung API server went unseen, retries without backoff, a replaced
-/// cluster never picked up): the API server paused with SIGSTOP for 45 s is seen within
-/// 60 s (/readyz 503, gpuwl_api_reachable 0, gpuwl_stale 1, the last good metrics still
-/// served and the evaluation time frozen; /healthz 503 after --unhealthy-after 20 s) and
-/// recovered within 10 s of SIGCONT; then the cluster is stopped (connection refused) for
-/// 30 s — at most 10 log lines and a backoff that keeps the watch errors few — and a
-/// second cluster (new port, new CA) written over the same kubeconfig file is picked up.
-/// (The durations were 90 s and 60 s with --unhealthy-after 40 until the test command's
-/// time mattered, issue 38: every bound asserted is the same.)
+/// cluster never picked up): the API server paused with SIGSTOP is seen within 60 s
+/// (/readyz 503, gpuwl_api_reachable 0, gpuwl_stale 1, the last good metrics still served
+/// and the evaluation time frozen; /healthz 503 after --unhealthy-after 20 s), stays paused
+/// 5 s more, and is recovered within 10 s of SIGCONT; then the cluster is stopped
+/// (connection refused) for 20 s — at most 10 log lines and a backoff that keeps the watch
+/// errors few — and a second cluster (new port, new CA) written over the same kubeconfig
+/// file is picked up. (The pause was 90 s, then a fixed 45 s, and the outage 60 s, then
+/// 30 s: shortened as the test command's time mattered; the bounds on what is seen are the
+/// same, the error count's bound scaled to the outage.)
 #[test]
 #[ignore = "needs local control plane"]
 fn serve_survives_a_hung_and_a_replaced_api_server() {
@@ -1052,7 +1053,9 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
     });
     let (_, why) = serve.get("/healthz");
     assert!(why.contains("has not answered"), "{why}");
-    std::thread::sleep(Duration::from_secs(45).saturating_sub(paused.elapsed()));
+    // A few more seconds paused: nothing is evaluated, nothing more is logged.
+    std::thread::sleep(Duration::from_secs(5));
+    let paused_for = paused.elapsed();
     let s = serve.scrape();
     assert_eq!(
         value(&s, "gpuwl_last_evaluation_timestamp_seconds", &[]),
@@ -1062,7 +1065,7 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
     let paused_log = serve.logged();
     assert!(
         paused_log.len() <= 10,
-        "{} lines in 45 s: {paused_log:?}",
+        "{} lines in {paused_for:?}: {paused_log:?}",
         paused_log.len()
     );
     assert!(
@@ -1082,7 +1085,7 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
     assert_eq!(value(&s, "gpuwl_stale", &[]), Some(0.0));
     eprintln!("hung API server seen after {seen:?}; recovered {back:?} after SIGCONT");
 
-    // 2. The cluster goes (connection refused) for 30 s while a new one starts.
+    // 2. The cluster goes (connection refused) for 20 s while a new one starts.
     let errors_before = errors(&serve.scrape()).unwrap();
     serve.logged();
     gpuwl_ok(&["cluster", "down", "--name", FAULTS_A]);
@@ -1093,20 +1096,20 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
         || serve.get("/readyz").0 == 503,
     );
     gpuwl_ok(&["cluster", "up", "--name", FAULTS_B]);
-    std::thread::sleep(Duration::from_secs(30).saturating_sub(down.elapsed()));
+    std::thread::sleep(Duration::from_secs(20).saturating_sub(down.elapsed()));
     let outage_log = serve.logged();
     let s = serve.scrape();
     let errors_during = errors(&s).unwrap() - errors_before;
     assert!(
         outage_log.len() <= 10,
-        "{} lines in 30 s: {outage_log:?}",
+        "{} lines in 20 s: {outage_log:?}",
         outage_log.len()
     );
-    // Without a backoff the watch retried every 1.2 s (about 25 errors in 30 s); with one
-    // doubling from 0.8 s it fails about 5 times.
+    // Without a backoff the watch retried every 1.2 s (about 16 errors in 20 s); with one
+    // doubling from 0.5-1 s (jitter) it fails 3 to 5 times.
     assert!(
-        (1.0..=10.0).contains(&errors_during),
-        "{errors_during} node watch errors in 30 s"
+        (1.0..=7.0).contains(&errors_during),
+        "{errors_during} node watch errors in 20 s"
     );
     assert_eq!(value(&s, "gpuwl_client_reloads_total", &[]), Some(0.0));
 

@@ -1,5 +1,6 @@
-//! `gpuwl inventory -o svg`: the split inventory as a picture. One box per node pool, side
-//! by side with a gap between them (no unit crosses it: different resource names are
+//! `gpuwl inventory -o svg`: the split inventory as a picture. First the pools at a glance
+//! (one line per pool and resource name: nodes, a bar of its units, the figures), then one
+//! box per node pool, side by side with a gap between them (no unit crosses it: different resource names are
 //! different resources to the scheduler), a row per GPU resource name with a bar of its
 //! allocatable units (allocated dark, free green, cordoned grey), its figures (pending
 //! units as text) and per node one square per unit; the pending demand no pool can serve
@@ -130,7 +131,14 @@ pub fn svg(inv: &Inventory) -> String {
         .max()
         .unwrap_or(0)
         .min(1600);
+    let summary_w = pools
+        .iter()
+        .flat_map(|(_, rows)| rows.iter())
+        .map(|r| SUMMARY_TEXT_X + text_width(&summary_line(r), 12, false) + 12)
+        .max()
+        .unwrap_or(0);
     let width = (GAP + cols * (BOX_W + GAP))
+        .max(2 * GAP + summary_w)
         .max(2 * GAP + text_width(&title, 16, true))
         .max(2 * GAP + text_width(subtitle, 12, false))
         .max(2 * GAP + longest + 12);
@@ -139,7 +147,8 @@ pub fn svg(inv: &Inventory) -> String {
         .map(|(_, rows)| box_height(rows))
         .max()
         .unwrap_or(HEAD_H);
-    let top = 64;
+    let summary_top = 64;
+    let top = summary_top + summary_height(&pools) + GAP;
     let sections_h: i64 = sections
         .iter()
         .map(|sec| GAP + 30 + LINE_H * sec.lines.len() as i64)
@@ -163,6 +172,7 @@ pub fn svg(inv: &Inventory) -> String {
         s,
         r##"<text x="{GAP}" y="48" fill="#555555">{subtitle}</text>"##
     );
+    summary(&mut s, summary_top, width - 2 * GAP, &pools);
     for (i, (pool, rows)) in pools.iter().enumerate() {
         let x = GAP + i as i64 * (BOX_W + GAP);
         pool_box(&mut s, x, top, pool, rows, box_height(rows));
@@ -214,6 +224,113 @@ pub fn svg(inv: &Inventory) -> String {
     }
     s.push_str("</svg>\n");
     s
+}
+
+/// Height of one line of the summary band.
+const SUMMARY_LINE_H: i64 = 20;
+/// Where, inside the summary band, the resource name, the bar and the figures start.
+const SUMMARY_NAME_X: i64 = 150;
+const SUMMARY_BAR_X: i64 = 400;
+const SUMMARY_BAR_W: i64 = 160;
+const SUMMARY_TEXT_X: i64 = SUMMARY_BAR_X + SUMMARY_BAR_W + 12;
+
+/// Height of the summary band: a heading and one line per pool × resource name.
+fn summary_height(pools: &[(&str, Vec<&Row>)]) -> i64 {
+    let lines: usize = pools.iter().map(|(_, rows)| rows.len()).sum();
+    30 + SUMMARY_LINE_H * lines as i64
+}
+
+/// A row's figures as the summary band writes them: `1 node(s): 4 allocatable, 1
+/// allocated, 3 free`, then the cordoned units apart, the pending units, and the physical
+/// GPUs behind the units where they are not whole GPUs and the count is derivable.
+fn summary_line(r: &Row) -> String {
+    let mut t = format!(
+        "{} node(s): {} allocatable, {} allocated, {} free",
+        r.node_detail.len(),
+        r.allocatable,
+        r.allocated,
+        r.free
+    );
+    if r.cordoned_free > 0 {
+        let _ = write!(t, " (+{} cordoned)", r.cordoned_free);
+    }
+    if r.pending > 0 {
+        let _ = write!(t, ", {} pending", r.pending);
+    }
+    // Units that are not whole GPUs (vGPU slots, MIG slices, time-sliced replicas): the
+    // GPUs behind them, where derivable.
+    if let Some(gpus) = r.capacity_gpus.filter(|g| *g != r.capacity as f64) {
+        let _ = write!(t, "; on {gpus} GPU(s)");
+    }
+    t
+}
+
+/// The pools at a glance, `w` wide at `y`: per pool and resource name, the pool (its
+/// workload config), the node count, a bar of the units (allocated, free, cordoned, as in
+/// the boxes) and the figures — what one reads before any node.
+fn summary(s: &mut String, y: i64, w: i64, pools: &[(&str, Vec<&Row>)]) {
+    let h = summary_height(pools);
+    let _ = writeln!(
+        s,
+        r##"<rect x="{GAP}" y="{y}" width="{w}" height="{h}" rx="6" fill="#fafafa" stroke="#90a4ae"/>"##
+    );
+    let _ = writeln!(
+        s,
+        r#"<text x="{}" y="{}" font-weight="bold">Pools at a glance (units of each resource name)</text>"#,
+        GAP + 12,
+        y + 20
+    );
+    let mut ly = y + 20 + SUMMARY_LINE_H;
+    for (pool, rows) in pools {
+        for r in rows {
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{ly}" font-weight="bold">{}</text>"#,
+                GAP + 12,
+                xml(&cut(pool, 20))
+            );
+            let name = r.resource.as_deref().unwrap_or("(none advertised)");
+            let _ = writeln!(
+                s,
+                r#"<text x="{}" y="{ly}" font-family="DejaVu Sans Mono, monospace">{}</text>"#,
+                GAP + SUMMARY_NAME_X,
+                xml(&cut(name, 28))
+            );
+            units_bar(s, GAP + SUMMARY_BAR_X, ly - 10, SUMMARY_BAR_W, r);
+            let _ = writeln!(
+                s,
+                r##"<text x="{}" y="{ly}" fill="#333333">{}</text>"##,
+                GAP + SUMMARY_TEXT_X,
+                xml(&summary_line(r))
+            );
+            ly += SUMMARY_LINE_H;
+        }
+    }
+}
+
+/// A bar `bar_w` wide at (`x`, `y`), 12 high: the row's allocatable units as allocated,
+/// free and cordoned parts on a light background.
+fn units_bar(s: &mut String, x: i64, y: i64, bar_w: i64, r: &Row) {
+    let total = r.allocatable.max(r.allocated).max(1);
+    let part = |n: i64| n.max(0).saturating_mul(bar_w) / total;
+    let _ = writeln!(
+        s,
+        r##"<rect x="{x}" y="{y}" width="{bar_w}" height="12" fill="#eceff1"/>"##
+    );
+    let mut bx = x;
+    for (w, color) in [
+        (part(r.allocated), ALLOCATED),
+        (part(r.free), FREE),
+        (part(r.cordoned_free), CORDONED),
+    ] {
+        if w > 0 {
+            let _ = writeln!(
+                s,
+                r#"<rect x="{bx}" y="{y}" width="{w}" height="12" fill="{color}"/>"#
+            );
+        }
+        bx += w;
+    }
 }
 
 /// A box below the pools: its heading, colours, and lines (`true`: an indented detail).
@@ -386,27 +503,7 @@ fn resource_row(s: &mut String, x: i64, y: i64, r: &Row) {
         y + 16,
         xml(&cut(name, 40))
     );
-    let bar_x = x + 12;
-    let bar_w = BOX_W - 24;
-    let total = r.allocatable.max(r.allocated).max(1);
-    let part = |n: i64| n.max(0) * bar_w / total;
-    let (a, f, c) = (part(r.allocated), part(r.free), part(r.cordoned_free));
-    let _ = writeln!(
-        s,
-        r##"<rect x="{bar_x}" y="{}" width="{bar_w}" height="12" fill="#eceff1"/>"##,
-        y + 22
-    );
-    let mut bx = bar_x;
-    for (w, color) in [(a, ALLOCATED), (f, FREE), (c, CORDONED)] {
-        if w > 0 {
-            let _ = writeln!(
-                s,
-                r#"<rect x="{bx}" y="{}" width="{w}" height="12" fill="{color}"/>"#,
-                y + 22
-            );
-        }
-        bx += w;
-    }
+    units_bar(s, x + 12, y + 22, BOX_W - 24, r);
     let pending = if r.pending > 0 {
         format!(", {} pending", r.pending)
     } else {
