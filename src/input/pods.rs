@@ -144,6 +144,27 @@ async fn namespaces_holding(client: &Client, name: &str) -> Vec<String> {
     out
 }
 
+/// Converts a typed pod from the API (what `serve`'s watch sees) into a [`PodInfo`].
+///
+/// Errors: [`Error::Runtime`] naming the pod and the field that could not be read.
+pub fn pod_info(pod: &k8s_openapi::api::core::v1::Pod) -> Result<PodInfo> {
+    let mut v =
+        serde_json::to_value(pod).map_err(|e| Error::failed("reading a pod from the API", e))?;
+    if let serde_json::Value::Object(m) = &mut v {
+        m.insert("kind".into(), serde_json::Value::String("Pod".into()));
+    }
+    from_object(&v).map_err(|m| {
+        Error::failed(
+            format!(
+                "pod {}/{}",
+                pod.metadata.namespace.as_deref().unwrap_or("default"),
+                pod.metadata.name.as_deref().unwrap_or("")
+            ),
+            m,
+        )
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
