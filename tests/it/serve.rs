@@ -995,7 +995,7 @@ fn replace_file(path: &Path, text: &str) {
 /// Faults (issue: a hung API server went unseen, retries without backoff, a replaced
 /// cluster never picked up): the API server paused with SIGSTOP is seen within 60 s
 /// (/readyz 503, gpuwl_api_reachable 0, gpuwl_stale 1, the last good metrics still served
-/// and the evaluation time frozen; /healthz 503 after --unhealthy-after 20 s), stays paused
+/// and the evaluation time frozen; /healthz 503 after --unhealthy-after 10 s), stays paused
 /// 5 s more, and is recovered within 10 s of SIGCONT; then the cluster is stopped
 /// (connection refused) for 20 s — at most 10 log lines and a backoff that keeps the watch
 /// errors few — and a second cluster (new port, new CA) written over the same kubeconfig
@@ -1016,7 +1016,7 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
     let kc_a = gpuwl_ok(&["cluster", "kubeconfig", "--name", FAULTS_A]);
     replace_file(&kubeconfig, &std::fs::read_to_string(kc_a.trim()).unwrap());
 
-    let serve = Serve::start_with(kubeconfig.to_str().unwrap(), &["--unhealthy-after", "20"]);
+    let serve = Serve::start_with(kubeconfig.to_str().unwrap(), &["--unhealthy-after", "10"]);
     wait_for(Duration::from_secs(60), "/readyz 200", || {
         serve.get("/readyz").0 == 200
     });
@@ -1047,7 +1047,7 @@ fn serve_survives_a_hung_and_a_replaced_api_server() {
         ),
         Some(1.0)
     );
-    // /healthz fails once the API server has not answered for --unhealthy-after (20 s).
+    // /healthz fails once the API server has not answered for --unhealthy-after (10 s).
     wait_for(Duration::from_secs(75), "/healthz 503 while paused", || {
         serve.get("/healthz").0 == 503
     });
