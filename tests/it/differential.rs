@@ -1,6 +1,7 @@
 //! explain against the real kube-scheduler, on random situations (see
-//! differential_harness.rs): 20 rounds × 10 targets = 200 scenarios, seed 22 (the suite's
-//! CI size; it was 24 rounds until the test command's time mattered, issue 38). Every
+//! differential_harness.rs): 15 rounds × 10 targets = 150 scenarios, seed 22 (the suite's
+//! CI size; it was 24 rounds, then 20, cut as the test command's time mattered: issues 38
+//! and 51). Every
 //! outcome (placed / not placed / gated / refused by the API server) must agree, every
 //! reason the scheduler names must have a code in causeCodes, the reason counts gpuwl
 //! predicts must be the scheduler's, and for every pod left pending inventory, serve, the
@@ -26,7 +27,7 @@ fn explain_agrees_with_the_real_scheduler() {
             .unwrap();
         let mut rng = harness::Rng::new(22);
         let mut all = Vec::new();
-        for id in 0..20 {
+        for id in 0..15 {
             let round = harness::generate(&mut rng, id, 10);
             all.extend(harness::run_round(&client, &round).await.unwrap());
         }
@@ -73,13 +74,13 @@ fn explain_agrees_with_the_real_scheduler() {
         "{f}\n{}",
         unbound.join("\n")
     );
-    assert!(f.total >= 200, "{f}");
+    assert!(f.total >= 150, "{f}");
     // How many targets get placed varies between runs of the same seed (30 on one, 24 on
     // another): the live state a target meets (node readiness and taints set by kwok and
     // the controllers) is timing-dependent. gpuwl reads that same state, so agreement is
     // asserted above whatever the count; this only guards that both sides are exercised.
     assert!(
-        f.placed >= 10 && f.pending >= 100 && f.refused >= 1 && f.gated >= 1,
+        f.placed >= 8 && f.pending >= 75 && f.refused >= 1 && f.gated >= 1,
         "a generator that exercises every side: {f}"
     );
 }
