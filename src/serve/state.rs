@@ -676,6 +676,7 @@ mod tests {
             pci_host_devices: Vec::new(),
             mediated_devices: Vec::new(),
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         let e = evaluate(&nodes, &pods, &PolicyStatus::not_read(), Some(Ok(&empty)));
         let kv = e.kubevirt.unwrap();

@@ -404,6 +404,7 @@ mod tests {
                 external_resource_provider: false,
             }],
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         let v = permitted_json(Some(&p));
         assert_eq!(v["pciHostDevices"][0]["pciVendorSelector"], "10DE:2236");

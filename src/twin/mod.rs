@@ -2404,6 +2404,7 @@ mod loader_tests {
             }],
             mediated_devices: Vec::new(),
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         });
         let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
         let (bound, pending, left_out) = select_pods(&source, &copied);

@@ -664,6 +664,7 @@ mod tests {
             }],
             mediated_devices: Vec::new(),
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         let src = Source {
             nodes,

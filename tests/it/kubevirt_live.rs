@@ -783,7 +783,7 @@ fn the_model_renders_the_real_launcher(kubeconfig: &str, name: &str) {
     let model = gpuwl::model::launcher::render(
         &p,
         p.vmi_shape.as_deref().unwrap(),
-        gpuwl::model::launcher::Cluster::default(),
+        &gpuwl::model::launcher::Cluster::default(),
     );
     assert_eq!(model.requests, real.requests, "{name}: extended resources");
     for r in ["memory", "ephemeral-storage", "cpu"] {

@@ -365,3 +365,106 @@ fn workload_pods_given_with_pods_are_explained_against_the_described_nodes() {
         "{lacking:?}"
     );
 }
+
+#[test]
+fn waiting_vms_given_with_pods_get_the_verdict_every_command_gives() {
+    // Issue 47: `--pods` may hold VMIs and VMs (`kubectl get pods,vmis,vms -A`); those that
+    // wait with no virt-launcher pod are judged (under `--kubevirt`'s CR) beside the pods;
+    // a VMI whose launcher is listed is judged through that pod, a stopped VM not at all.
+    let dir = tempfile::tempdir().unwrap();
+    write(dir.path(), "gpu_nodes.descr", NODE.as_bytes());
+    let gpus = |d: &str| {
+        serde_json::json!({"domain": {"devices": {"gpus": [{"name": "g", "deviceName": d}]},
+        "resources": {"requests": {"memory": "1Gi"}}}})
+    };
+    let meta = |n: &str| serde_json::json!({"name": n, "namespace": "gpu-vm"});
+    let items = serde_json::json!([
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta("vm-cross"),
+         "spec": gpus("nvidia.com/gpu"), "status": {"phase": "Pending"}},
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta("vm-stopped"),
+         "spec": {"runStrategy": "Halted", "template": {"spec": gpus("nvidia.com/GA102GL_A10")}}},
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta("vm-wants"),
+         "spec": {"running": true, "template": {"spec": gpus("nvidia.com/NVIDIA_A10-12Q")}}},
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachine", "metadata": meta("vm-run"),
+         "spec": {"runStrategy": "Always", "template": {"spec": gpus("nvidia.com/GA102GL_A10")}}},
+        {"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance", "metadata": meta("vm-run"),
+         "spec": gpus("nvidia.com/GA102GL_A10"), "status": {"phase": "Scheduling"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": meta("virt-launcher-vm-run-abcde"),
+         "spec": {"containers": [{"name": "compute", "resources": {"limits": {"nvidia.com/GA102GL_A10": "1"}}}]},
+         "status": {"phase": "Pending"}}
+    ]);
+    let pods = dir.path().join("all.json");
+    std::fs::write(
+        &pods,
+        serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string(),
+    )
+    .unwrap();
+    let kv = dir.path().join("kv.yaml");
+    std::fs::write(
+        &kv,
+        "kind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\nspec:\n  configuration:\n    permittedHostDevices:\n      pciHostDevices:\n      - {pciVendorSelector: \"10DE:2236\", resourceName: nvidia.com/GA102GL_A10, externalResourceProvider: true}\n      mediatedDevices:\n      - {mdevNameSelector: \"NVIDIA A10-12Q\", resourceName: nvidia.com/NVIDIA_A10-12Q, externalResourceProvider: true}\n",
+    )
+    .unwrap();
+    let args = |o: &str| {
+        vec![
+            "triage".to_string(),
+            dir.path().to_str().unwrap().to_string(),
+            "--pods".into(),
+            pods.to_str().unwrap().into(),
+            "--kubevirt".into(),
+            kv.to_str().unwrap().into(),
+            "-o".into(),
+            o.into(),
+        ]
+    };
+    let json_args = args("json");
+    let (rc, out, err) = gpuwl(&json_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(rc, 1, "{err}");
+    let t: Value = serde_json::from_str(&out).unwrap();
+    let got: Vec<(String, String, String, String)> = t["pendingGpuPods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| {
+            let s = |k: &str| p[k].as_str().unwrap_or("Pod").to_string();
+            (s("pod"), s("kind"), s("causeCode"), s("class"))
+        })
+        .collect();
+    let want = |p: &str, k: &str, c: &str| {
+        (
+            p.to_string(),
+            k.to_string(),
+            c.to_string(),
+            "unservable".to_string(),
+        )
+    };
+    assert_eq!(
+        got,
+        [
+            want("gpu-vm/vm-cross", "VirtualMachineInstance", "not-permitted"),
+            want("gpu-vm/vm-wants", "VirtualMachine", "unadvertised-name"),
+            want(
+                "gpu-vm/virt-launcher-vm-run-abcde",
+                "Pod",
+                "unadvertised-name"
+            ),
+        ]
+    );
+    let text_args = args("text");
+    let (_, text, _) = gpuwl(&text_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert!(
+        text.contains("  gpu-vm/vm-cross (VirtualMachineInstance): not-permitted [unservable]: "),
+        "{text}"
+    );
+    // A bad CR file: a one-line error naming the file and field, exit 2.
+    std::fs::write(&kv, "kind: KubeVirt\nspec: {configuration: {developerConfiguration: {memoryOvercommit: lots}}}\n").unwrap();
+    let (rc, _, err) = gpuwl(&json_args.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!(rc, 2);
+    assert_eq!(
+        err.trim(),
+        format!(
+            "gpuwl: {}: spec.configuration.developerConfiguration.memoryOvercommit: expected a whole number",
+            kv.display()
+        )
+    );
+}

@@ -42,7 +42,7 @@ use crate::analysis::names::{self, Relation};
 use crate::analysis::placement;
 use crate::analysis::usage::Usage;
 use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::launcher::{ARCH_LABEL, DEFAULT_ARCH};
+use crate::model::launcher;
 use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::{self, PodInfo, SpecProblem};
@@ -210,18 +210,21 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
     // `kubevirt.io/schedulable` comes and goes with its heartbeat, not a reason to refuse.
     let with_arch;
     let pod = match &pod.vmi_shape {
-        Some(shape)
-            if pod.is_vm() && ix.kubevirt_runs && !pod.node_selector.contains_key(ARCH_LABEL) =>
-        {
+        Some(shape) if pod.is_vm() && ix.kubevirt_runs => {
+            let defaults = launcher::Cluster::default();
+            let cluster = ix.kubevirt.as_ref().map_or(&defaults, |kv| &kv.launcher);
+            // The architecture and the CR's cluster-wide nodeSelectors (its
+            // `developerConfiguration.nodeSelectors`), as the launcher gets them.
             let mut p = pod.clone();
-            p.node_selector.insert(
-                ARCH_LABEL.into(),
-                shape
-                    .architecture
-                    .as_deref()
-                    .unwrap_or(DEFAULT_ARCH)
-                    .to_lowercase(),
-            );
+            p.node_selector = launcher::node_selector(pod, shape, cluster)
+                .into_iter()
+                .filter(|(k, _)| {
+                    k != launcher::SCHEDULABLE_LABEL
+                        && !k.starts_with(launcher::MACHINE_TYPE_PREFIX)
+                })
+                .collect();
+            // The VMI's own keys stay, a machine-type one included.
+            p.node_selector.extend(pod.node_selector.clone());
             with_arch = p;
             &with_arch
         }
@@ -490,6 +493,7 @@ mod tests {
             }],
             mediated_devices: Vec::new(),
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         });
         Index::build(&nodes, None, kv)
     }

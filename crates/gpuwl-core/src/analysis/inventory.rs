@@ -1416,6 +1416,7 @@ mod tests {
             }],
             mediated_devices: Vec::new(),
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         let pods = [vmi];
         let inv = build_with(&nodes, &pods, &PolicyStatus::not_read(), Some(&kv)).unwrap();

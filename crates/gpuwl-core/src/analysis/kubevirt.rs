@@ -1109,6 +1109,7 @@ mod tests {
             pci_host_devices: p,
             mediated_devices: m,
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         }
     }
 

@@ -9,12 +9,15 @@ use serde::Serialize;
 
 use crate::analysis::check::{Checker, Options, Severity, Verdict};
 use crate::analysis::explain::{self, Inputs};
+use crate::analysis::verdict::PodClass;
 use crate::decode::mustgather::{Bundle, ContainerState, LogTail, OperandDaemonSet, OperandPod};
+use crate::decode::virt;
 use crate::decode::{clusterpolicy, pods};
 use crate::model::finding::Code;
+use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{self, PolicyStatus};
-use crate::model::pod::PodInfo;
+use crate::model::pod::{ObjectKind, PodInfo};
 
 /// The operator-state finding codes (the GPU Operator's own state on a node; see
 /// [`crate::model::operator::STATE_RULES`]).
@@ -119,12 +122,20 @@ pub struct DaemonSetReport {
     pub pods: Vec<PodReport>,
 }
 
-/// A pending pod that requests GPUs, with explain's diagnosis.
+/// A pending pod that requests GPUs (or a VMI or VM waiting with no virt-launcher pod),
+/// with explain's diagnosis and the verdict every command gives it
+/// ([`crate::analysis::verdict`]).
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct PendingPod {
     /// `namespace/name`.
     pub pod: String,
+    /// What `pod` names; left out of JSON for a Pod.
+    #[serde(skip_serializing_if = "ObjectKind::is_pod")]
+    pub kind: ObjectKind,
+    /// The verdict's class (`demand`, `unservable`, …), as inventory and serve count it;
+    /// `not-judged` when it could not be explained.
+    pub class: PodClass,
     /// Explain's stable cause code.
     pub cause_code: String,
     /// Explain's cause.
@@ -199,8 +210,14 @@ fn pending_gpu(pod: &PodInfo) -> bool {
 }
 
 /// Builds the report from `bundle`; `extra_pods` (from `--pods`) adds workload pods the
-/// bundle does not hold.
-pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
+/// bundle does not hold, and the VMIs and VMs among them that wait with no virt-launcher
+/// pod ([`virt::waits_without_launcher`]); `kubevirt` (from `--kubevirt`) is the KubeVirt
+/// CR they are judged under (its `permittedHostDevices` and launcher settings).
+pub fn build(
+    bundle: &Bundle,
+    extra_pods: Option<&[PodInfo]>,
+    kubevirt: Option<&PermittedHostDevices>,
+) -> Triage {
     let policy = bundle_policy(bundle);
     let nodes: Vec<NodeInfo> = bundle.nodes.iter().map(|d| d.node.clone()).collect();
     let (check, mut state_of) = check_part(&nodes, &policy);
@@ -225,7 +242,7 @@ pub fn build(bundle: &Bundle, extra_pods: Option<&[PodInfo]>) -> Triage {
         .iter()
         .filter_map(|ds| daemonset_report(bundle, ds, &mut lacking))
         .collect();
-    let pending = pending_pods(bundle, extra_pods, &nodes, &policy);
+    let pending = pending_pods(bundle, extra_pods, &nodes, &policy, kubevirt);
     let operator_namespace = bundle
         .pods
         .first()
@@ -440,45 +457,55 @@ fn operand_pod_report(
     }
 }
 
-/// Pending GPU pods (the bundle's operand pods and `extra_pods`), with explain's cause
-/// against the described nodes and their allocations (placeholder pods holding each node's
-/// `Allocated resources`).
+/// Pending GPU pods (the bundle's operand pods and `extra_pods`, with the VMIs and VMs
+/// among these that wait with no launcher), with explain's cause and verdict against the
+/// described nodes and their allocations (placeholder pods holding each node's `Allocated
+/// resources`) and KubeVirt's CR `kubevirt`.
 fn pending_pods(
     bundle: &Bundle,
     extra_pods: Option<&[PodInfo]>,
     nodes: &[NodeInfo],
     policy: &PolicyStatus,
+    kubevirt: Option<&PermittedHostDevices>,
 ) -> Vec<PendingPod> {
     let mut pool: Vec<PodInfo> = bundle
         .nodes
         .iter()
         .filter_map(|d| allocated_pod(&d.node.name, &d.allocated))
         .collect();
+    let extra = extra_pods.unwrap_or(&[]);
     let candidates: Vec<&PodInfo> = bundle
         .pods
         .iter()
         .filter_map(|p| p.info.as_ref())
-        .chain(extra_pods.unwrap_or(&[]).iter())
-        .filter(|p| pending_gpu(p))
+        .chain(extra.iter())
+        .filter(|p| pending_gpu(p) && virt::waits_without_launcher(p, extra))
         .collect();
     pool.extend(candidates.iter().map(|p| (*p).clone()));
+    let inputs = Inputs {
+        nodes: Some(nodes),
+        pods: Some(&pool),
+        kubevirt,
+        cluster_policy: policy.policy(),
+        dra: None,
+        // The bundle's operand pods are reported in their own section.
+        operand_pods: None,
+    };
     let mut pending = Vec::new();
     for pod in candidates {
-        let inputs = Inputs {
-            nodes: Some(nodes),
-            pods: Some(&pool),
-            kubevirt: None,
-            cluster_policy: policy.policy(),
-            dra: None,
-            // The bundle's operand pods are reported in their own section.
-            operand_pods: None,
-        };
-        let (code, cause, fix) = match explain::explain(pod, inputs) {
-            Ok(e) => (e.cause_code.to_string(), e.cause, e.fix),
-            Err(e) => ("not-explained".into(), e.to_string(), String::new()),
+        let (class, code, cause, fix) = match explain::explain(pod, inputs) {
+            Ok(e) => (e.verdict.class, e.cause_code.to_string(), e.cause, e.fix),
+            Err(e) => (
+                PodClass::NotJudged,
+                "not-explained".into(),
+                e.to_string(),
+                String::new(),
+            ),
         };
         pending.push(PendingPod {
             pod: pod.key(),
+            kind: pod.kind,
+            class,
             cause_code: code,
             cause,
             fix,

@@ -18,6 +18,8 @@ use crate::error::{Error, FieldError, Result};
 use crate::model::kubevirt::{
     HostDevicesSource, MediatedDevice, PciHostDevice, PermittedHostDevices, UsbHostDevice,
 };
+use crate::model::launcher::Cluster;
+use crate::model::quantity::Quantity;
 
 const EXPECTING: &str = "a KubeVirt or HyperConverged CR";
 
@@ -118,6 +120,10 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
         ),
         HostDevicesSource::HyperConverged => None,
     };
+    let launcher = match source {
+        HostDevicesSource::KubeVirt => launcher_settings(v)?,
+        HostDevicesSource::HyperConverged => Cluster::default(),
+    };
     let path = source.path();
     let list = match get(v, path) {
         None | Some(Value::Null) => {
@@ -129,6 +135,7 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
                 pci_host_devices: Vec::new(),
                 mediated_devices: Vec::new(),
                 usb_host_devices: Vec::new(),
+                launcher,
             });
         }
         Some(l @ Value::Object(_)) => l,
@@ -209,7 +216,108 @@ pub fn from_object(v: &Value) -> std::result::Result<PermittedHostDevices, Field
         pci_host_devices,
         mediated_devices,
         usb_host_devices,
+        launcher,
     })
+}
+
+/// The KubeVirt CR's settings that change the launcher pod ([`Cluster`], its docs name
+/// the fields; kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`
+/// `KubeVirtConfiguration`, `DeveloperConfiguration`, `SupportContainerResources`).
+/// Absent fields keep KubeVirt's defaults; an integer ≤ 0 too (KubeVirt refuses such a
+/// configuration and keeps its last good one).
+///
+/// Errors: a field of the wrong type (its path).
+fn launcher_settings(v: &Value) -> std::result::Result<Cluster, FieldError> {
+    const DEV: &str = "spec.configuration.developerConfiguration";
+    let mut c = Cluster::default();
+    let int = |path: &str| -> std::result::Result<Option<i64>, FieldError> {
+        match get(v, path) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Number(n)) => n
+                .as_i64()
+                .map(Some)
+                .ok_or_else(|| FieldError::new(path, "expected a whole number")),
+            Some(_) => Err(FieldError::new(path, "expected a whole number")),
+        }
+    };
+    let flag = |path: &str| -> std::result::Result<bool, FieldError> {
+        match get(v, path) {
+            None | Some(Value::Null) => Ok(false),
+            Some(Value::Bool(b)) => Ok(*b),
+            Some(_) => Err(FieldError::new(path, "expected true or false")),
+        }
+    };
+    c.use_emulation = flag(&format!("{DEV}.useEmulation"))?;
+    // `DisableSerialConsoleLog` is an empty struct: present, it disables the sidecar
+    // (`IsSerialConsoleLogDisabled`).
+    let dscl = "spec.configuration.virtualMachineOptions.disableSerialConsoleLog";
+    c.serial_console_log_disabled = match get(v, dscl) {
+        None | Some(Value::Null) => false,
+        Some(Value::Object(_)) => true,
+        Some(_) => return Err(FieldError::new(dscl, "expected an object ({})")),
+    };
+    if let Some(n) = int(&format!("{DEV}.memoryOvercommit"))?.filter(|n| *n > 0) {
+        c.memory_overcommit = n;
+    }
+    if let Some(n) = int(&format!("{DEV}.cpuAllocationRatio"))?.filter(|n| *n > 0) {
+        c.cpu_allocation_ratio = n;
+    }
+    let sel = format!("{DEV}.nodeSelectors");
+    match get(v, &sel) {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(m)) => {
+            for (k, x) in m {
+                let val = opt_scalar(Some(x), &format!("{sel}.{k}"))?.unwrap_or_default();
+                c.node_selectors.insert(k.clone(), val);
+            }
+        }
+        Some(_) => return Err(FieldError::new(sel, "expected a map")),
+    }
+    let qty = |path: &str, scale: i64| -> std::result::Result<Option<i64>, FieldError> {
+        match opt_scalar(get(v, path), path)? {
+            None => Ok(None),
+            Some(q) => Quantity::parse(&q)
+                .map(|q| Some(q.scaled_ceil(scale)))
+                .map_err(|_| FieldError::new(path, "not a quantity")),
+        }
+    };
+    // virt-api sets it on a VMI only when it is not the default 100m.
+    c.cpu_request = qty("spec.configuration.cpuRequest", 3)?.filter(|m| *m != 100);
+    c.overhead_ratio = opt_scalar(
+        get(v, "spec.configuration.additionalGuestMemoryOverheadRatio"),
+        "spec.configuration.additionalGuestMemoryOverheadRatio",
+    )?
+    .filter(|r| !r.is_empty());
+    c.default_architecture = opt_str(v, "status.defaultArchitecture")?
+        .filter(|a| !a.is_empty())
+        .map(str::to_owned);
+    let sp = "spec.configuration.supportContainerResources";
+    for (i, e) in array(get(v, sp), sp)?.iter().enumerate() {
+        if e.get("type").and_then(Value::as_str) != Some("guest-console-log") {
+            continue;
+        }
+        let ep = format!("{sp}[{i}].resources");
+        // `GetSupportContainerRequest`: a zero quantity counts as unset.
+        let pair = |kind: &str| -> std::result::Result<(Option<i64>, Option<i64>), FieldError> {
+            let at = |r: &str, scale: i64| {
+                let path = format!("{ep}.{kind}.{r}");
+                match opt_scalar(e.pointer(&format!("/resources/{kind}/{r}")), &path)? {
+                    None => Ok(None),
+                    Some(q) => Quantity::parse(&q)
+                        .map(|q| Some(q.scaled_ceil(scale)).filter(|n| *n != 0))
+                        .map_err(|_| FieldError::new(path, "not a quantity")),
+                }
+            };
+            Ok((at("memory", 0)?, at("cpu", 3)?))
+        };
+        // The first entry of the type with a non-zero value wins, per resource.
+        let (rq, lm) = (pair("requests")?, pair("limits")?);
+        let r = &mut c.console_log_requests;
+        *r = (r.0.or(rq.0), r.1.or(rq.1));
+        let l = &mut c.console_log_limits;
+        *l = (l.0.or(lm.0), l.1.or(lm.1));
+    }
+    Ok(c)
 }
 
 /// A custom resource type gpuwl reads live.
@@ -368,6 +476,41 @@ mod tests {
         assert_eq!(
             bad.to_string(),
             "kv.yaml: spec.configuration.permittedHostDevices.usb[0].externalResourceProvider: expected true or false"
+        );
+    }
+
+    #[test]
+    fn the_crs_launcher_settings_are_read() {
+        let kv = read_str(
+            "kind: KubeVirt\nmetadata: {name: kubevirt, namespace: kubevirt}\nspec:\n  configuration:\n    cpuRequest: 250m\n    additionalGuestMemoryOverheadRatio: \"1.5\"\n    virtualMachineOptions: {disableSerialConsoleLog: {}}\n    supportContainerResources:\n    - type: hotplug-disk\n      resources: {requests: {memory: 9M}}\n    - type: guest-console-log\n      resources: {requests: {memory: 50M, cpu: \"0\"}, limits: {cpu: 30m}}\n    developerConfiguration:\n      useEmulation: true\n      memoryOvercommit: 150\n      cpuAllocationRatio: 4\n      nodeSelectors: {zone: a}\nstatus: {phase: Deployed, defaultArchitecture: arm64}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        let c = &kv.launcher;
+        assert!(c.use_emulation && c.serial_console_log_disabled);
+        assert_eq!((c.memory_overcommit, c.cpu_allocation_ratio), (150, 4));
+        assert_eq!(c.cpu_request, Some(250));
+        assert_eq!(c.overhead_ratio.as_deref(), Some("1.5"));
+        assert_eq!(c.node_selectors["zone"], "a");
+        assert_eq!(c.default_architecture.as_deref(), Some("arm64"));
+        // A zero quantity counts as unset (`GetSupportContainerRequest`).
+        assert_eq!(c.console_log_requests, (Some(50_000_000), None));
+        assert_eq!(c.console_log_limits, (None, Some(30)));
+        // The default cpuRequest (100m) and an invalid overcommit keep KubeVirt's defaults.
+        let d = read_str(
+            "kind: KubeVirt\nmetadata: {name: kv}\nspec:\n  configuration:\n    cpuRequest: 100m\n    developerConfiguration: {memoryOvercommit: 0}\n",
+            "kv.yaml",
+        )
+        .unwrap();
+        assert_eq!(d.launcher, Cluster::default());
+        let e = read_str(
+            "kind: KubeVirt\nmetadata: {name: kv}\nspec:\n  configuration:\n    developerConfiguration: {memoryOvercommit: lots}\n",
+            "kv.yaml",
+        )
+        .unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "kv.yaml: spec.configuration.developerConfiguration.memoryOvercommit: expected a whole number"
         );
     }
 }

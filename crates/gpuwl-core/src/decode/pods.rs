@@ -121,11 +121,37 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
                         "hostDevices",
                         Keep::Each(&Keep::Fields(&[("deviceName", Keep::All)])),
                     ),
+                    // What decides the launcher's devices and overhead (VmiShape).
+                    (
+                        "interfaces",
+                        Keep::Each(&Keep::Fields(&[("model", Keep::All)])),
+                    ),
+                    ("autoattachGraphicsDevice", Keep::All),
+                    ("autoattachPodInterface", Keep::All),
+                    ("autoattachSerialConsole", Keep::All),
+                    ("logSerialConsole", Keep::All),
                 ]),
             ),
-            ("resources", RESOURCES),
+            (
+                "resources",
+                Keep::Fields(&[
+                    ("limits", Keep::All),
+                    ("requests", Keep::All),
+                    ("overcommitGuestOverhead", Keep::All),
+                ]),
+            ),
             // the guest's memory (VmMemory), which the twin gives to its VMIs
             ("memory", Keep::Fields(&[("guest", Keep::All)])),
+            (
+                "cpu",
+                Keep::Fields(&[
+                    ("sockets", Keep::All),
+                    ("cores", Keep::All),
+                    ("threads", Keep::All),
+                    ("dedicatedCpuPlacement", Keep::All),
+                ]),
+            ),
+            ("machine", Keep::Fields(&[("type", Keep::All)])),
         ]),
     ),
     // pod-level resources (cpu, memory, hugepages)
@@ -135,6 +161,10 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
         "schedulingGates",
         Keep::Each(&Keep::Fields(&[("name", Keep::All)])),
     ),
+    // A VMI's architecture and exec probes (VmiShape; a pod has neither at this level).
+    ("architecture", Keep::All),
+    ("livenessProbe", Keep::Fields(&[("exec", Keep::All)])),
+    ("readinessProbe", Keep::Fields(&[("exec", Keep::All)])),
 ];
 
 /// The pod spec fields [`PodInfo`] is built from, as one rule (for readers that keep more
@@ -175,12 +205,18 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("domain", SPEC_FIELDS[7].1),
             ("resources", SPEC_FIELDS[8].1),
             ("schedulingGates", SPEC_FIELDS[9].1),
+            ("architecture", SPEC_FIELDS[10].1),
+            ("livenessProbe", SPEC_FIELDS[11].1),
+            ("readinessProbe", SPEC_FIELDS[12].1),
             // DRA: the pod's claims (names only).
             ("resourceClaims", Keep::All),
             (
                 "template",
                 Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
             ),
+            // A VirtualMachine's run strategy (whether it waits without a VMI).
+            ("runStrategy", Keep::All),
+            ("running", Keep::All),
         ]),
     ),
     (
@@ -190,6 +226,8 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("reason", Keep::All),
             ("message", Keep::All),
             ("nodeName", Keep::All),
+            // A VMI's machine type (VmiShape).
+            ("machine", Keep::Fields(&[("type", Keep::All)])),
             // DRA: the claims generated from templates.
             ("resourceClaimStatuses", Keep::All),
             (
@@ -463,11 +501,13 @@ fn vmi_shape(v: &Value, spec: &Value) -> VmiShape {
     };
     let int = |p: &str| get(spec, p).and_then(Value::as_i64);
     let flag = |p: &str| get(spec, p).and_then(Value::as_bool);
-    let vcpus = get(spec, "domain.cpu").filter(|c| c.is_object()).map(|_| {
-        int("domain.cpu.sockets").unwrap_or(1).max(1)
-            * int("domain.cpu.cores").unwrap_or(1).max(1)
-            * int("domain.cpu.threads").unwrap_or(1).max(1)
-    });
+    // `GetNumberOfVCPUs`: the product of the factors that are set (pkg/util/hardware).
+    let factors: Vec<i64> = ["sockets", "cores", "threads"]
+        .iter()
+        .filter_map(|f| int(&format!("domain.cpu.{f}")).filter(|n| *n > 0))
+        .collect();
+    let vcpus =
+        (!factors.is_empty()).then(|| factors.iter().fold(1i64, |a, b| a.saturating_mul(*b)));
     let interfaces = get(spec, "domain.devices.interfaces")
         .and_then(Value::as_array)
         .map(Vec::as_slice)
@@ -487,6 +527,8 @@ fn vmi_shape(v: &Value, spec: &Value) -> VmiShape {
         overcommit_guest_overhead: flag("domain.resources.overcommitGuestOverhead")
             .unwrap_or(false),
         cpu_request: qty("domain.resources.requests.cpu", 3),
+        cpu_limit: qty("domain.resources.limits.cpu", 3),
+        memory_limit: qty("domain.resources.limits.memory", 0),
         ephemeral_request: qty("domain.resources.requests.ephemeral-storage", 0),
         graphics: flag("domain.devices.autoattachGraphicsDevice") != Some(false),
         pod_interface: flag("domain.devices.autoattachPodInterface") != Some(false),
@@ -508,6 +550,8 @@ fn vmi_shape(v: &Value, spec: &Value) -> VmiShape {
             .count() as i64,
         no_serial_console: flag("domain.devices.autoattachSerialConsole") == Some(false),
         log_serial_console: flag("domain.devices.logSerialConsole"),
+        wants_running: (v.get("kind").and_then(Value::as_str) == Some("VirtualMachine"))
+            .then(|| crate::decode::virt::wants_running(crate::decode::virt::run_strategy(v))),
     }
 }
 
@@ -1035,6 +1079,39 @@ impl fmt::Display for ObjectKind {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn a_streamed_vmi_keeps_what_its_launcher_depends_on() {
+        // Issue 47: a VMI in a pods file (or a snapshot's pods) is judged as the launcher
+        // virt-controller renders from it, so the streaming reader keeps every field of
+        // VmiShape: the architecture, topology, machine type, devices, probes.
+        let vmi = r#"{"apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
+          "metadata": {"name": "vm", "namespace": "ns"},
+          "spec": {"architecture": "arm64",
+            "domain": {"cpu": {"cores": 4, "threads": 2, "dedicatedCpuPlacement": true},
+              "machine": {"type": "virt"},
+              "resources": {"requests": {"memory": "1Gi"}, "limits": {"cpu": "3"},
+                "overcommitGuestOverhead": true},
+              "devices": {"autoattachGraphicsDevice": false, "autoattachPodInterface": false,
+                "autoattachSerialConsole": false, "logSerialConsole": true,
+                "interfaces": [{"name": "a", "model": "e1000"}],
+                "gpus": [{"name": "g", "deviceName": "nvidia.com/GA102GL_A10"}]}},
+            "livenessProbe": {"exec": {"command": ["true"]}}},
+          "status": {"machine": {"type": "virt-9.0"}}}"#;
+        let streamed = read_pods_str(vmi, "vmi.json").unwrap().remove(0);
+        let whole = from_object(&serde_json::from_str(vmi).unwrap()).unwrap();
+        let shape = streamed.vmi_shape.as_deref().unwrap();
+        assert_eq!(Some(shape), whole.vmi_shape.as_deref());
+        assert_eq!(shape.architecture.as_deref(), Some("arm64"));
+        assert_eq!(shape.machine_type.as_deref(), Some("virt-9.0"));
+        assert_eq!(shape.vcpus, Some(8));
+        assert!(shape.dedicated_cpu && shape.overcommit_guest_overhead);
+        assert_eq!(shape.cpu_limit, Some(3000));
+        assert!(!shape.graphics && !shape.pod_interface && !shape.virtio_interface);
+        assert_eq!((shape.interfaces, shape.exec_probes), (1, 1));
+        assert!(shape.no_serial_console);
+        assert_eq!(shape.log_serial_console, Some(true));
+    }
 
     #[test]
     fn a_vmis_memory_is_kept_as_written_for_the_twin() {

@@ -82,7 +82,9 @@ fn meta_key(v: &Value) -> Option<(String, String)> {
     Some((ns.to_owned(), name.to_owned()))
 }
 
-fn vm_run_strategy(vm: &Value) -> Option<&str> {
+/// A VirtualMachine's run strategy: `spec.runStrategy`, else `Always`/`Halted` from the
+/// older `spec.running`; `None` when neither is set.
+pub fn run_strategy(vm: &Value) -> Option<&str> {
     vm.pointer("/spec/runStrategy")
         .and_then(Value::as_str)
         .or_else(|| match vm.pointer("/spec/running") {
@@ -177,7 +179,7 @@ pub fn waiting_without_launcher(vmis: &[Value], vms: &[Value], pods: &[PodInfo])
     for v in vms {
         let Some(key) = meta_key(v) else { continue };
         if vmi_keys.contains(&key)
-            || !wants_running(vm_run_strategy(v))
+            || !wants_running(run_strategy(v))
             || v.pointer("/metadata/deletionTimestamp").is_some()
         {
             continue;
@@ -189,6 +191,32 @@ pub fn waiting_without_launcher(vmis: &[Value], vms: &[Value], pods: &[PodInfo])
         }
     }
     out
+}
+
+/// Whether `p`, read from a file among `all` (a `kubectl get pods,vmis,vms -A` list), waits
+/// for GPUs with no virt-launcher pod, as [`waiting_without_launcher`] decides for live
+/// objects: a Pod always counts as itself; a VMI when it is not placed (no node, phase
+/// neither `Running`, `Succeeded` nor `Failed`) and no non-terminal launcher pod of it is
+/// in `all` (that pod is judged instead); a VM when its run strategy wants it running
+/// ([`crate::model::pod::VmiShape::wants_running`]) and no VMI of it is in `all`.
+pub fn waits_without_launcher(p: &PodInfo, all: &[PodInfo]) -> bool {
+    let same = |q: &PodInfo| q.namespace == p.namespace;
+    match p.kind {
+        ObjectKind::Pod => true,
+        ObjectKind::VirtualMachineInstance => {
+            p.node_name.is_none()
+                && !matches!(p.phase.as_deref(), Some("Running" | "Succeeded" | "Failed"))
+                && !all.iter().any(|q| {
+                    same(q) && !q.is_terminal() && q.launcher_vmi() == Some(p.name.as_str())
+                })
+        }
+        ObjectKind::VirtualMachine => {
+            p.vmi_shape.as_ref().and_then(|s| s.wants_running) == Some(true)
+                && !all.iter().any(|q| {
+                    same(q) && q.kind == ObjectKind::VirtualMachineInstance && q.name == p.name
+                })
+        }
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,10 @@ pub struct PermittedHostDevices {
     /// `usb[]` (KubeVirt) or `usbHostDevices[]` (HyperConverged).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub usb_host_devices: Vec<UsbHostDevice>,
+    /// The CR's settings that change the virt-launcher pod virt-controller renders
+    /// ([`crate::model::launcher::Cluster`]; KubeVirt's defaults for a HyperConverged CR).
+    #[serde(skip)]
+    pub launcher: crate::model::launcher::Cluster,
 }
 
 impl PermittedHostDevices {
@@ -377,6 +381,7 @@ mod tests {
                 external_resource_provider: true,
             }],
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         assert!(p.permits("nvidia.com/NVIDIA_A10-24Q"));
         assert!(!p.permits("nvidia.com/NVIDIA_A10-12Q"));

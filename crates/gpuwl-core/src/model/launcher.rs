@@ -18,26 +18,45 @@
 //!   (`RequiresVirtioNetDevice`);
 //! - `ephemeral-storage`: the VMI's request plus 50M (`WithEphemeralStorageRequest`,
 //!   `ephemeralStorageOverheadSize` in `template.go`);
-//! - memory: the VMI's `resources.requests.memory`, else `memory.guest` (memory overcommit
-//!   100 %, `WithMemoryRequests`), plus the overhead of `GetMemoryOverhead`: the page
-//!   tables (the request / 512), 220Mi for virt-launcher-monitor, virt-launcher, virtlogd,
-//!   virtqemud and qemu (`VirtLauncherMonitorOverhead` … `QemuOverhead` in `template.go`),
-//!   8Mi per vCPU, 8Mi for the IO thread, 32Mi of video RAM unless
-//!   `autoattachGraphicsDevice: false`, 1Gi for VFIO when the VMI has GPUs or host devices
-//!   (`pkg/util/util.go` `IsVFIOVMI`), 100Mi per exec probe binary plus 10Mi per exec probe
-//!   (`addProbeOverheads`), 100Mi for dedicated CPUs; `overcommitGuestOverhead` leaves it out
-//!   of the request (`WithMemoryOverhead`);
-//! - cpu: the vCPUs (`sockets × cores × threads`, 1 when unset) divided by the CPU allocation
-//!   ratio 10 (`WithoutDedicatedCPU`; `cpuAllocationRatio` default), unless the VMI states a
-//!   cpu request; with dedicated CPUs the vCPUs themselves (`WithCPUPinning`);
+//! - memory: the VMI's `resources.requests.memory`, else its `limits.memory`, else
+//!   `memory.guest` × 100 / the CR's `memoryOvercommit` (`WithMemoryRequests`, run only
+//!   for a VMI without a memory request), plus the overhead of `GetMemoryOverhead`: the
+//!   page tables (the request / 512), 220Mi for virt-launcher-monitor, virt-launcher,
+//!   virtlogd, virtqemud and qemu (`VirtLauncherMonitorOverhead` … `QemuOverhead` in
+//!   `template.go`), 8Mi per vCPU, 8Mi for the IO thread, 32Mi of video RAM unless
+//!   `autoattachGraphicsDevice: false`, 128Mi of UEFI flash on arm64, 1Gi for VFIO when the
+//!   VMI has GPUs or host devices (`pkg/util/util.go` `IsVFIOVMI`), 100Mi per exec probe
+//!   binary plus 10Mi per exec probe (`addProbeOverheads`), 100Mi for dedicated CPUs; the
+//!   whole overhead multiplied by the CR's `additionalGuestMemoryOverheadRatio` (in kilo
+//!   units, `multiplyMemory`); `overcommitGuestOverhead` leaves it out of the request
+//!   (`WithMemoryOverhead`);
+//! - cpu: the VMI's cpu request (virt-api copies `limits.cpu` into it, and puts the CR's
+//!   `spec.configuration.cpuRequest` there when that is not the default 100m:
+//!   `pkg/defaults/defaults.go` `setDefaultResourceRequests`), else the vCPUs divided by
+//!   the CR's `cpuAllocationRatio` (10 by default; `WithoutDedicatedCPU`); with dedicated
+//!   CPUs the vCPUs themselves (`WithCPUPinning`). The vCPUs: `sockets × cores × threads`
+//!   of the topology (the factors set), else virt-api's default topology of
+//!   `SetDefaultGuestCPUTopology`: the cpu limit, else the cpu request, rounded up
+//!   (`Quantity.Value()`), else 1;
 //! - the `guest-console-log` sidecar (`serialconsolelog.go`: a restartable init container,
-//!   so its requests add to the pod's): 35M of memory and 5m of cpu, unless the VMI sets
-//!   `autoattachSerialConsole: false` or `logSerialConsole: false`, or the CR disables it
-//!   (`isSerialConsoleLogEnabled`; enabled by default).
+//!   so its requests add to the pod's): 35M of memory and 5m of cpu, or the CR's
+//!   `supportContainerResources` requests of type `guest-console-log`; with dedicated CPUs
+//!   its limits (60M, 15m, or the CR's), unless the VMI sets `autoattachSerialConsole:
+//!   false` or `logSerialConsole: false`, or the CR disables it
+//!   (`virtualMachineOptions.disableSerialConsoleLog`; `isSerialConsoleLogEnabled`).
 //!
-//! Not modelled: hugepages, SEV/TDX, hyper-v and CPU model/feature labels, the cluster-wide
-//! `nodeSelectors` of the CR, network binding plugins, the CR's memory overcommit and
-//! allocation ratio when changed from their defaults.
+//! The CR's settings ([`Cluster`], read from the KubeVirt CR by
+//! `crate::decode::kubevirt::from_object`; `pkg/virt-config/virt-config.go`,
+//! `configuration.go` for the defaults): `developerConfiguration.useEmulation`,
+//! `memoryOvercommit`, `cpuAllocationRatio` and `nodeSelectors`, `cpuRequest`,
+//! `additionalGuestMemoryOverheadRatio`, `supportContainerResources`,
+//! `virtualMachineOptions.disableSerialConsoleLog` and `status.defaultArchitecture` (what
+//! virt-api puts in an unset `spec.architecture`; virt-operator sets it, amd64 on x86).
+//!
+//! Not modelled: hugepages, SEV/TDX, hyper-v and CPU model/feature labels, IO thread pools
+//! and emulator threads, guaranteed QoS (requests equal to limits), network binding
+//! plugins, the HyperConverged CR's own spelling of these settings (a HyperConverged CR is
+//! judged with KubeVirt's defaults).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -58,32 +77,109 @@ pub const TUN: &str = "devices.kubevirt.io/tun";
 pub const VHOST_NET: &str = "devices.kubevirt.io/vhost-net";
 /// The ephemeral storage virt-controller adds to every launcher (50M).
 pub const EPHEMERAL_OVERHEAD: i64 = 50_000_000;
-/// The architecture virt-api gives a VMI that states none (the cluster's default on x86).
+/// The architecture virt-api gives a VMI that states none when the CR's status names no
+/// default (the cluster's default on x86).
 pub const DEFAULT_ARCH: &str = "amd64";
+/// KubeVirt's default `memoryOvercommit` (percent, `DefaultMemoryOvercommit`).
+pub const DEFAULT_MEMORY_OVERCOMMIT: i64 = 100;
+/// KubeVirt's default `cpuAllocationRatio` (`DefaultCPUAllocationRatio`).
+pub const DEFAULT_CPU_ALLOCATION_RATIO: i64 = 10;
 
 const MI: i64 = 1 << 20;
 
-/// The cluster's side of the render: whether the KubeVirt CR allows software emulation
-/// (`spec.configuration.developerConfiguration.useEmulation`: no `kvm`, no `vhost-net`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+/// The cluster's side of the render: the KubeVirt CR's settings that change the launcher
+/// pod (see the module docs). [`Cluster::default`] is KubeVirt's defaults.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cluster {
-    /// `useEmulation`.
+    /// `developerConfiguration.useEmulation`: no `kvm`, no `vhost-net`.
     pub use_emulation: bool,
-    /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog`.
+    /// `spec.configuration.virtualMachineOptions.disableSerialConsoleLog` is set (an empty
+    /// object: its presence disables the console-log sidecar).
     pub serial_console_log_disabled: bool,
+    /// `developerConfiguration.memoryOvercommit`, percent (100; a value ≤ 0 is invalid and
+    /// KubeVirt keeps the default).
+    pub memory_overcommit: i64,
+    /// `developerConfiguration.cpuAllocationRatio` (10; ≤ 0 keeps the default).
+    pub cpu_allocation_ratio: i64,
+    /// `spec.configuration.cpuRequest` in millicores when it is not the default 100m
+    /// (virt-api then sets it as the VMI's cpu request).
+    pub cpu_request: Option<i64>,
+    /// `spec.configuration.additionalGuestMemoryOverheadRatio` as written (e.g. `"1.5"`).
+    pub overhead_ratio: Option<String>,
+    /// `developerConfiguration.nodeSelectors`: added to every launcher's nodeSelector
+    /// (the VMI's own keys win).
+    pub node_selectors: BTreeMap<String, String>,
+    /// `status.defaultArchitecture` (virt-operator's), when set.
+    pub default_architecture: Option<String>,
+    /// `supportContainerResources[type=guest-console-log]`: requests (memory bytes, cpu
+    /// millicores), each when set and not zero.
+    pub console_log_requests: (Option<i64>, Option<i64>),
+    /// The same entry's limits (memory bytes, cpu millicores).
+    pub console_log_limits: (Option<i64>, Option<i64>),
+}
+
+impl Default for Cluster {
+    fn default() -> Cluster {
+        Cluster {
+            use_emulation: false,
+            serial_console_log_disabled: false,
+            memory_overcommit: DEFAULT_MEMORY_OVERCOMMIT,
+            cpu_allocation_ratio: DEFAULT_CPU_ALLOCATION_RATIO,
+            cpu_request: None,
+            overhead_ratio: None,
+            node_selectors: BTreeMap::new(),
+            default_architecture: None,
+            console_log_requests: (None, None),
+            console_log_limits: (None, None),
+        }
+    }
+}
+
+impl Cluster {
+    /// The architecture of a VMI that states `own` (`spec.architecture`), lower-cased:
+    /// its own, else the CR's default, else [`DEFAULT_ARCH`].
+    pub fn architecture(&self, own: Option<&str>) -> String {
+        own.filter(|a| !a.is_empty())
+            .or(self.default_architecture.as_deref())
+            .unwrap_or(DEFAULT_ARCH)
+            .to_lowercase()
+    }
 }
 
 impl VmiShape {
+    /// The VMI's cpu request after virt-api's defaults, in millicores: its own, else its
+    /// cpu limit, else the CR's `cpuRequest` (not for dedicated CPUs); `None` when none.
+    pub fn cpu_request_after_defaults(&self, cluster: &Cluster) -> Option<i64> {
+        self.cpu_request.or(self.cpu_limit).or_else(|| {
+            (!self.dedicated_cpu)
+                .then_some(cluster.cpu_request)
+                .flatten()
+        })
+    }
+
+    /// The vCPUs virt-controller counts: the topology's, else virt-api's default topology
+    /// (the cpu limit, else the cpu request, in whole cpus rounded up), at least 1.
+    pub fn vcpus(&self, cluster: &Cluster) -> i64 {
+        let whole = |m: i64| m.saturating_add(999) / 1000;
+        self.vcpus
+            .or_else(|| self.cpu_limit.map(whole))
+            .or_else(|| self.cpu_request_after_defaults(cluster).map(whole))
+            .unwrap_or(1)
+            .max(1)
+    }
+
     /// The memory overhead virt-controller adds (see the module docs), in bytes.
-    pub fn memory_overhead(&self) -> i64 {
+    pub fn memory_overhead(&self, cluster: &Cluster) -> i64 {
         let request = self.memory_request.unwrap_or(0);
-        let vcpus = self.vcpus.unwrap_or(1).max(1);
         // Page tables: the request in kilo units rounded up (`ScaledValue`), / 512.
         let mut o = request.saturating_add(999) / 1000 * 1000 / 512;
         o += 220 * MI; // monitor 25, launcher 100, virtlogd 25, virtqemud 40, qemu 30
-        o += 8 * MI * vcpus + 8 * MI;
+        o += 8 * MI * self.vcpus(cluster) + 8 * MI;
         if self.graphics {
             o += 32 * MI;
+        }
+        if cluster.architecture(self.architecture.as_deref()) == "arm64" {
+            o += 128 * MI;
         }
         if self.vfio {
             o += 1024 * MI;
@@ -94,68 +190,96 @@ impl VmiShape {
         if self.dedicated_cpu {
             o += 100 * MI;
         }
-        o
+        match cluster
+            .overhead_ratio
+            .as_deref()
+            .and_then(|r| r.trim().parse::<f64>().ok())
+        {
+            // `multiplyMemory`: the overhead in kilo units rounded up, times (ratio - 1),
+            // truncated, added in kilo units.
+            Some(r) if r.is_finite() => {
+                let kilo = o.saturating_add(999) / 1000;
+                o.saturating_add(((kilo as f64) * (r - 1.0)) as i64 * 1000)
+            }
+            _ => o,
+        }
     }
 
-    /// The launcher pod's memory request: the VMI's request, else its guest memory, plus
-    /// [`VmiShape::memory_overhead`] unless `overcommitGuestOverhead`; `None` when the VMI
-    /// states neither (virt-api refuses such a VMI).
-    pub fn memory(&self) -> Option<i64> {
-        let base = self.memory_request.or(self.memory_guest)?;
+    /// The launcher pod's memory request: the VMI's request, else its limit, else its
+    /// guest memory × 100 / `memoryOvercommit`, plus [`VmiShape::memory_overhead`] unless
+    /// `overcommitGuestOverhead`; `None` when the VMI states none (virt-api refuses such a
+    /// VMI).
+    pub fn memory(&self, cluster: &Cluster) -> Option<i64> {
+        let overcommit = if cluster.memory_overcommit > 0 {
+            cluster.memory_overcommit
+        } else {
+            DEFAULT_MEMORY_OVERCOMMIT
+        };
+        let base = self
+            .memory_request
+            .filter(|m| *m > 0)
+            .or(self.memory_limit.filter(|m| *m > 0))
+            .or_else(|| {
+                self.memory_guest
+                    .filter(|g| *g > 0)
+                    .map(|g| g.saturating_mul(100) / overcommit)
+            })?;
         Some(if self.overcommit_guest_overhead {
             base
         } else {
-            base.saturating_add(self.memory_overhead())
+            base.saturating_add(self.memory_overhead(cluster))
         })
     }
 
-    /// The launcher pod's cpu request in millicores.
-    pub fn cpu_millis(&self) -> i64 {
-        let vcpus = self.vcpus.unwrap_or(1).max(1);
+    /// The launcher pod's cpu request in millicores (see the module docs).
+    pub fn cpu_millis(&self, cluster: &Cluster) -> i64 {
+        let vcpus = self.vcpus(cluster);
         if self.dedicated_cpu {
-            vcpus * 1000
-        } else {
-            self.cpu_request.unwrap_or(vcpus * 100)
+            return vcpus * 1000;
         }
+        let ratio = if cluster.cpu_allocation_ratio > 0 {
+            cluster.cpu_allocation_ratio
+        } else {
+            DEFAULT_CPU_ALLOCATION_RATIO
+        };
+        // vCPUs / ratio as a quantity; the scheduler reads its MilliValue (rounded up).
+        self.cpu_request_after_defaults(cluster)
+            .unwrap_or_else(|| (vcpus * 1000 + ratio - 1) / ratio)
     }
-}
 
-/// The `guest-console-log` sidecar's memory (35M) and cpu (5m) requests.
-const CONSOLE_LOG: (i64, i64) = (35_000_000, 5);
-
-impl VmiShape {
     /// Whether virt-controller adds the `guest-console-log` sidecar
     /// (`isSerialConsoleLogEnabled`).
-    pub fn console_log(&self, cluster: Cluster) -> bool {
+    pub fn console_log(&self, cluster: &Cluster) -> bool {
         !self.no_serial_console
             && self
                 .log_serial_console
                 .unwrap_or(!cluster.serial_console_log_disabled)
     }
+
+    /// The `guest-console-log` sidecar's (memory bytes, cpu millicores) requests, (0, 0)
+    /// without it (`resourcesForSerialConsoleLogContainer`).
+    pub fn console_log_requests(&self, cluster: &Cluster) -> (i64, i64) {
+        if !self.console_log(cluster) {
+            return (0, 0);
+        }
+        if self.dedicated_cpu {
+            let (m, c) = cluster.console_log_limits;
+            (m.unwrap_or(60_000_000), c.unwrap_or(15))
+        } else {
+            let (m, c) = cluster.console_log_requests;
+            (m.unwrap_or(35_000_000), c.unwrap_or(5))
+        }
+    }
 }
 
 /// `vmi` (a VMI or a VM's template read as a pod) as virt-controller renders its
-/// virt-launcher pod: the nodeSelector, extended resources, memory, cpu and
-/// ephemeral-storage of the module docs added; the kind, name and the VMI's own fields
-/// (sources named by the VMI's device fields) kept, so causes and fixes still name what
-/// the user writes.
-pub fn render(vmi: &PodInfo, shape: &VmiShape, cluster: Cluster) -> PodInfo {
+/// virt-launcher pod under the CR's settings `cluster`: the nodeSelector, extended
+/// resources, memory, cpu and ephemeral-storage of the module docs added; the kind, name
+/// and the VMI's own fields (sources named by the VMI's device fields) kept, so causes and
+/// fixes still name what the user writes.
+pub fn render(vmi: &PodInfo, shape: &VmiShape, cluster: &Cluster) -> PodInfo {
     let mut p = vmi.clone();
-    let mut selector: BTreeMap<String, String> = BTreeMap::new();
-    selector.insert(SCHEDULABLE_LABEL.into(), "true".into());
-    selector.insert(
-        ARCH_LABEL.into(),
-        shape
-            .architecture
-            .as_deref()
-            .unwrap_or(DEFAULT_ARCH)
-            .to_lowercase(),
-    );
-    if let Some(m) = &shape.machine_type {
-        selector.insert(format!("{MACHINE_TYPE_PREFIX}{m}"), "true".into());
-    }
-    selector.extend(vmi.node_selector.clone());
-    p.node_selector = selector;
+    p.node_selector = node_selector(vmi, shape, cluster);
     let requests = Arc::make_mut(&mut p.requests);
     let mut add = |r: &str, why: &str| {
         requests.entry(r.to_owned()).or_insert(1);
@@ -182,16 +306,37 @@ pub fn render(vmi: &PodInfo, shape: &VmiShape, cluster: Cluster) -> PodInfo {
             .unwrap_or(0)
             .saturating_add(EPHEMERAL_OVERHEAD),
     );
-    let (log_mem, log_cpu) = if shape.console_log(cluster) {
-        CONSOLE_LOG
-    } else {
-        (0, 0)
-    };
-    if let Some(m) = shape.memory() {
+    let (log_mem, log_cpu) = shape.console_log_requests(cluster);
+    if let Some(m) = shape.memory(cluster) {
         other.insert("memory".into(), m.saturating_add(log_mem));
     }
-    other.insert("cpu".into(), shape.cpu_millis().saturating_add(log_cpu));
+    other.insert(
+        "cpu".into(),
+        shape.cpu_millis(cluster).saturating_add(log_cpu),
+    );
     p
+}
+
+/// The launcher pod's nodeSelector: `kubevirt.io/schedulable: "true"`, the architecture
+/// ([`Cluster::architecture`]), the machine type when stated, the CR's `nodeSelectors`,
+/// then the VMI's own (which win on the same key).
+pub fn node_selector(
+    vmi: &PodInfo,
+    shape: &VmiShape,
+    cluster: &Cluster,
+) -> BTreeMap<String, String> {
+    let mut selector: BTreeMap<String, String> = BTreeMap::new();
+    selector.insert(SCHEDULABLE_LABEL.into(), "true".into());
+    selector.insert(
+        ARCH_LABEL.into(),
+        cluster.architecture(shape.architecture.as_deref()),
+    );
+    selector.extend(cluster.node_selectors.clone());
+    selector.extend(vmi.node_selector.clone());
+    if let Some(m) = &shape.machine_type {
+        selector.insert(format!("{MACHINE_TYPE_PREFIX}{m}"), "true".into());
+    }
+    selector
 }
 
 #[cfg(test)]
@@ -213,7 +358,7 @@ mod tests {
             vfio: true,
             ..Default::default()
         };
-        let p = render(&vmi, &shape, Cluster::default());
+        let p = render(&vmi, &shape, &Cluster::default());
         assert_eq!(p.node_selector[ARCH_LABEL], "amd64");
         assert_eq!(p.node_selector[SCHEDULABLE_LABEL], "true");
         assert_eq!(
@@ -237,7 +382,7 @@ mod tests {
                 pod_interface: false,
                 ..shape
             },
-            Cluster {
+            &Cluster {
                 use_emulation: true,
                 ..Cluster::default()
             },
@@ -246,6 +391,162 @@ mod tests {
         assert_eq!(
             p.requests.keys().collect::<Vec<_>>(),
             ["nvidia.com/GA102GL_A10"]
+        );
+    }
+
+    fn gpu_vmi() -> PodInfo {
+        PodInfo {
+            name: "vm".into(),
+            namespace: "ns".into(),
+            requests: Arc::new(BTreeMap::from([("nvidia.com/GA102GL_A10".into(), 1)])),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn memory_overcommit_scales_the_guest_memory_only_without_a_request() {
+        // virt-controller's WithMemoryRequests: 4Gi of guest memory at 150 % overcommit
+        // asks 4Gi × 100 / 150 = 2,863,311,530 bytes (integer division), then the overhead:
+        // 220Mi + 8Mi (1 vCPU) + 8Mi (IO thread) + 32Mi (video), no page tables without a
+        // request, no VFIO; and the console-log sidecar's 35M.
+        let shape = VmiShape {
+            memory_guest: Some(4 << 30),
+            graphics: true,
+            ..Default::default()
+        };
+        let overcommit = Cluster {
+            memory_overcommit: 150,
+            ..Cluster::default()
+        };
+        let p = render(&gpu_vmi(), &shape, &overcommit);
+        assert_eq!(
+            p.other_requests["memory"],
+            2_863_311_530 + 268 * MI + 35_000_000
+        );
+        // At the default 100 %: the guest memory itself.
+        let p = render(&gpu_vmi(), &shape, &Cluster::default());
+        assert_eq!(p.other_requests["memory"], (4096 + 268) * MI + 35_000_000);
+        // A memory request is taken as it is, whatever the overcommit.
+        let requested = VmiShape {
+            memory_request: Some(4 << 30),
+            ..shape.clone()
+        };
+        // Page tables: 4,294,968 kB × 1000 / 512 = 8,388,609 bytes.
+        assert_eq!(
+            requested.memory(&overcommit),
+            Some((4 << 30) + 8_388_609 + 268 * MI)
+        );
+        // A memory limit without a request stands for the request.
+        let limited = VmiShape {
+            memory_limit: Some(2 << 30),
+            ..shape
+        };
+        assert_eq!(limited.memory(&overcommit), Some((2 << 30) + 268 * MI));
+    }
+
+    #[test]
+    fn cpu_allocation_ratio_cpu_request_and_the_default_topology() {
+        let two = VmiShape {
+            vcpus: Some(2),
+            ..Default::default()
+        };
+        // 2 vCPUs / 10 = 200m; / 4 = 500m; / 3 = 666.67m, read rounded up: 667m.
+        assert_eq!(two.cpu_millis(&Cluster::default()), 200);
+        let ratio = |r| Cluster {
+            cpu_allocation_ratio: r,
+            ..Cluster::default()
+        };
+        assert_eq!(two.cpu_millis(&ratio(4)), 500);
+        assert_eq!(two.cpu_millis(&ratio(3)), 667);
+        // An invalid ratio (≤ 0) leaves KubeVirt's default.
+        assert_eq!(two.cpu_millis(&ratio(0)), 200);
+        // The CR's cpuRequest (not the default 100m) becomes the VMI's cpu request, and
+        // virt-api's default topology takes its vCPUs from it (2500m → 3 sockets).
+        let cr = Cluster {
+            cpu_request: Some(2500),
+            ..Cluster::default()
+        };
+        let none = VmiShape::default();
+        assert_eq!(none.cpu_millis(&cr), 2500);
+        assert_eq!(none.vcpus(&cr), 3);
+        assert_eq!(none.vcpus(&Cluster::default()), 1);
+        // A cpu limit alone: the request and the vCPUs.
+        let limited = VmiShape {
+            cpu_limit: Some(4000),
+            ..Default::default()
+        };
+        assert_eq!(limited.cpu_millis(&cr), 4000);
+        assert_eq!(limited.vcpus(&cr), 4);
+        // The overhead counts 8Mi per vCPU: 3 vCPUs.
+        assert_eq!(none.memory_overhead(&cr), (220 + 3 * 8 + 8) * MI);
+        // Dedicated CPUs: the vCPUs themselves; the CR's cpuRequest is not applied.
+        let pinned = VmiShape {
+            vcpus: Some(2),
+            dedicated_cpu: true,
+            ..Default::default()
+        };
+        assert_eq!(pinned.cpu_millis(&cr), 2000);
+    }
+
+    #[test]
+    fn the_overhead_ratio_arm64_console_log_settings_and_node_selectors() {
+        // A 128Mi request: page tables 134,218 kB × 1000 / 512 = 262,144 bytes; with
+        // 220Mi + 8Mi + 8Mi + 32Mi the overhead is 281,280,512 bytes; × 1.5 in kilo units
+        // (281,281 kB rounded up, + trunc(281,281 × 0.5) = 140,640 kB): 421,920,512.
+        let shape = VmiShape {
+            memory_request: Some(128 * MI),
+            graphics: true,
+            pod_interface: true,
+            ..Default::default()
+        };
+        assert_eq!(shape.memory_overhead(&Cluster::default()), 281_280_512);
+        let ratio = Cluster {
+            overhead_ratio: Some("1.5".into()),
+            ..Cluster::default()
+        };
+        assert_eq!(shape.memory_overhead(&ratio), 421_920_512);
+        // The CR's default architecture arm64: the selector and 128Mi of UEFI flash.
+        let arm = Cluster {
+            default_architecture: Some("arm64".into()),
+            node_selectors: BTreeMap::from([
+                ("zone".to_string(), "a".to_string()),
+                (ARCH_LABEL.to_string(), "arm64".to_string()),
+            ]),
+            console_log_requests: (Some(100_000_000), Some(20)),
+            ..Cluster::default()
+        };
+        assert_eq!(shape.memory_overhead(&arm), 281_280_512 + 128 * MI);
+        let mut vmi = gpu_vmi();
+        vmi.node_selector.insert("zone".into(), "b".into());
+        let p = render(&vmi, &shape, &arm);
+        assert_eq!(p.node_selector[ARCH_LABEL], "arm64");
+        // The VMI's own key wins over the CR's.
+        assert_eq!(p.node_selector["zone"], "b");
+        // The console-log sidecar's requests from supportContainerResources: 100M, 20m.
+        assert_eq!(
+            p.other_requests["memory"],
+            128 * MI + 281_280_512 + 128 * MI + 100_000_000
+        );
+        assert_eq!(p.other_requests["cpu"], 100 + 20);
+        // Disabled in the CR: no sidecar; a VMI's logSerialConsole: true brings it back.
+        let off = Cluster {
+            serial_console_log_disabled: true,
+            ..Cluster::default()
+        };
+        assert_eq!(shape.console_log_requests(&off), (0, 0));
+        let on = VmiShape {
+            log_serial_console: Some(true),
+            ..shape.clone()
+        };
+        assert_eq!(on.console_log_requests(&off), (35_000_000, 5));
+        // Dedicated CPUs: the sidecar asks its limits (60M, 15m by default).
+        let pinned = VmiShape {
+            dedicated_cpu: true,
+            ..shape
+        };
+        assert_eq!(
+            pinned.console_log_requests(&Cluster::default()),
+            (60_000_000, 15)
         );
     }
 }

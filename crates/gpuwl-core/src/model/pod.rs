@@ -426,7 +426,9 @@ pub struct VmiShape {
     pub architecture: Option<String>,
     /// `spec.domain.machine.type` (or `status.machine.type`), when set.
     pub machine_type: Option<String>,
-    /// vCPUs: `domain.cpu` sockets × cores × threads; `None` when `domain.cpu` is unset.
+    /// vCPUs: the product of `domain.cpu` sockets, cores and threads that are set (not 0);
+    /// `None` when none is (virt-api then derives the topology from the cpu limit or
+    /// request: [`VmiShape::vcpus`](crate::model::launcher)).
     pub vcpus: Option<i64>,
     /// `domain.cpu.dedicatedCpuPlacement`.
     pub dedicated_cpu: bool,
@@ -438,6 +440,10 @@ pub struct VmiShape {
     pub overcommit_guest_overhead: bool,
     /// `domain.resources.requests.cpu` in millicores, when set.
     pub cpu_request: Option<i64>,
+    /// `domain.resources.limits.cpu` in millicores, when set.
+    pub cpu_limit: Option<i64>,
+    /// `domain.resources.limits.memory` in bytes, when set.
+    pub memory_limit: Option<i64>,
     /// `domain.resources.requests.ephemeral-storage` in bytes, when set.
     pub ephemeral_request: Option<i64>,
     /// `domain.devices.autoattachGraphicsDevice` is not `false`.
@@ -457,4 +463,7 @@ pub struct VmiShape {
     pub no_serial_console: bool,
     /// `domain.devices.logSerialConsole`, when set.
     pub log_serial_console: Option<bool>,
+    /// For a VirtualMachine: whether its run strategy wants a VMI now
+    /// (`crate::decode::virt::wants_running`); `None` for a VMI.
+    pub wants_running: Option<bool>,
 }

@@ -520,6 +520,7 @@ mod tests {
                 external_resource_provider: true,
             }],
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         let r = check(&adv, &kv);
         assert_eq!(

@@ -162,11 +162,17 @@ pub fn text(t: &Triage) -> String {
     }
     let _ = writeln!(out, "\nPending GPU pods: {}", t.pending_gpu_pods.len());
     for p in &t.pending_gpu_pods {
+        let kind = if p.kind.is_pod() {
+            String::new()
+        } else {
+            format!(" ({})", p.kind)
+        };
         let _ = writeln!(
             out,
-            "  {}: {}: {}",
+            "  {}{kind}: {} [{}]: {}",
             esc(&p.pod),
             p.cause_code,
+            p.class,
             esc(&p.cause)
         );
         if !p.fix.is_empty() {

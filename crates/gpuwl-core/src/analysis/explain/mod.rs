@@ -240,7 +240,8 @@ pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {
 }
 
 /// A VMI or VM that waits with no virt-launcher pod, as the launcher pod virt-controller
-/// would render for it ([`launcher::render`]: kvm, tun, vhost-net, 50M of
+/// would render for it under the KubeVirt CR's settings (`inputs.kubevirt`, KubeVirt's
+/// defaults when no CR is known; [`launcher::render`]: kvm, tun, vhost-net, 50M of
 /// ephemeral-storage, memory with KubeVirt's overhead, cpu, the `kubernetes.io/arch` and
 /// `kubevirt.io/schedulable` selectors), when the nodes show KubeVirt runs (some node is
 /// ready for virt-handler: [`rules::virt_handler_ready`]); else, and for anything else,
@@ -254,7 +255,9 @@ pub fn as_launcher<'p>(pod: &'p PodInfo, inputs: Inputs<'_>) -> Cow<'p, PodInfo>
     };
     match &pod.vmi_shape {
         Some(shape) if pod.is_vm() && pod.node_name.is_none() && kubevirt_runs() => {
-            Cow::Owned(launcher::render(pod, shape, launcher::Cluster::default()))
+            let defaults = launcher::Cluster::default();
+            let cluster = inputs.kubevirt.map_or(&defaults, |kv| &kv.launcher);
+            Cow::Owned(launcher::render(pod, shape, cluster))
         }
         _ => Cow::Borrowed(pod),
     }
@@ -1048,6 +1051,7 @@ mod tests {
             pci_host_devices: Vec::new(),
             mediated_devices: Vec::new(),
             usb_host_devices: Vec::new(),
+            launcher: Default::default(),
         };
         let nodes = [node];
         let e = explain(
@@ -1069,5 +1073,73 @@ mod tests {
             "{:?}",
             e.requests[0].notes
         );
+    }
+
+    #[test]
+    fn a_vmi_file_is_judged_under_the_crs_launcher_settings() {
+        use crate::decode::kubevirt::from_object as cr;
+        use crate::decode::pods::from_object as read;
+        // Issue 47: a VMI with only `memory.guest: 2Gi` on a KubeVirt node with 3000Mi:
+        // at KubeVirt's defaults its launcher asks 2Gi + 1,292Mi of overhead + the 35M
+        // sidecar (about 3,373Mi): memory is short. Under `memoryOvercommit: 200` it asks
+        // 1Gi + the same (about 2,349Mi) and fits; under `useEmulation` it asks no kvm.
+        let vmi = read(&serde_json::json!({"kind": "VirtualMachineInstance",
+            "metadata": {"name": "vm", "namespace": "ns"},
+            "spec": {"domain": {"memory": {"guest": "2Gi"},
+                "devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/GA102GL_A10"}]}}}}))
+        .unwrap();
+        let mut node = NodeInfo::named("kv-1");
+        node.labels
+            .insert("kubevirt.io/schedulable".into(), "true".into());
+        node.labels
+            .insert("kubernetes.io/arch".into(), "amd64".into());
+        node.allocatable = Some(
+            [
+                ("nvidia.com/GA102GL_A10", "1"),
+                ("memory", "3000Mi"),
+                ("cpu", "4"),
+                ("pods", "110"),
+                ("ephemeral-storage", "10Gi"),
+                ("devices.kubevirt.io/kvm", "1k"),
+                ("devices.kubevirt.io/tun", "1k"),
+                ("devices.kubevirt.io/vhost-net", "1k"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        node.capacity = node.allocatable.clone().unwrap();
+        let nodes = [node];
+        let with = |config: serde_json::Value| {
+            let kv = cr(&serde_json::json!({"kind": "KubeVirt",
+                "metadata": {"name": "kubevirt", "namespace": "kubevirt"},
+                "spec": {"configuration": config}}))
+            .unwrap();
+            let inputs = Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[][..]),
+                kubevirt: Some(&kv),
+                ..Default::default()
+            };
+            let e = explain(&vmi, inputs).unwrap();
+            (e.cause_code, as_launcher(&vmi, inputs).into_owned())
+        };
+        let (code, launcher) = with(serde_json::json!({}));
+        assert_eq!(code, CauseCode::OtherResource);
+        assert_eq!(
+            launcher.other_requests["memory"],
+            (2048 + 220 + 8 + 8 + 32 + 1024) * (1 << 20) + 35_000_000
+        );
+        let (code, launcher) =
+            with(serde_json::json!({"developerConfiguration": {"memoryOvercommit": 200}}));
+        assert_eq!(code, CauseCode::FitsNow);
+        assert_eq!(
+            launcher.other_requests["memory"],
+            (1024 + 220 + 8 + 8 + 32 + 1024) * (1 << 20) + 35_000_000
+        );
+        let (_, launcher) =
+            with(serde_json::json!({"developerConfiguration": {"useEmulation": true}}));
+        assert!(!launcher.requests.contains_key(launcher::KVM));
+        assert!(!launcher.requests.contains_key(launcher::VHOST_NET));
     }
 }
