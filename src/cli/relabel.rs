@@ -8,7 +8,7 @@ use crate::input::live::Flavour;
 use crate::relabel::Disruption;
 use crate::relabel::live::{self, Clients, Outcome, Request, Sink, StepReport};
 use crate::render::{self, Format};
-use crate::twin::Relabel;
+use crate::twin::report::Relabel;
 
 const HELP: &str = "\
 Examples:

@@ -10,7 +10,8 @@ use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::input::live;
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
-use crate::twin::{self, DEFAULT_TWIN_NAME, Relabel, Source, Verdict};
+use crate::twin::report::{Relabel, Report, Verdict};
+use crate::twin::{self, DEFAULT_TWIN_NAME, Source};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
@@ -160,7 +161,7 @@ fn options(a: &TwinArgs) -> Result<twin::Options> {
     })
 }
 
-fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<twin::Report> {
+fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<Report> {
     let opts = options(a)?;
     let quiet = a.quiet;
     let rt = live::runtime()?;
@@ -270,7 +271,7 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
 /// the plan is for), else the model's counts, said as such.
 fn plan_verdict(
     proposal: &twin::plan::Proposal,
-    whatif: Option<&twin::Report>,
+    whatif: Option<&Report>,
     verified: bool,
 ) -> Verdict {
     if let Some(w) = whatif {

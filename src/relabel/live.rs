@@ -33,7 +33,8 @@ use crate::model::{operand, pod};
 use crate::render::esc;
 use crate::text;
 use crate::text::one_line;
-use crate::twin::{self, Relabel, Verdict};
+use crate::twin;
+use crate::twin::report::{Recommendation, Relabel, Verdict};
 
 /// The default of `--timeout`: how long each wait step may take. The operator swaps a
 /// node's operands in a minute or two; a driver build or a reboot for vfio-pci takes
@@ -755,7 +756,7 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
 /// The preview's verdict as a gate: `None` to go on; the refusal's message when it is `not
 /// recommended` and neither `--force` nor a yes at the terminal lets it through.
 fn gate(v: &Verdict, force: bool, sink: &mut Sink<'_>) -> Option<String> {
-    if force || v.recommendation != twin::Recommendation::NotRecommended {
+    if force || v.recommendation != Recommendation::NotRecommended {
         return None;
     }
     let question = format!("The preview says: {}. Go on?", v.summary);

@@ -33,7 +33,8 @@ use crate::model::resource::classify;
 use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use crate::render::esc;
 use crate::text;
-use crate::twin::{Relabel, predict};
+use crate::twin::predict;
+use crate::twin::report::Relabel;
 
 /// The node annotation that holds a relabel under way: a JSON [`Record`]. Set at the
 /// cordon, updated after each step that changes the node, removed at the uncordon.

@@ -8,7 +8,7 @@ use serde::Serialize;
 
 use super::{Column, Format, esc, esc_lines, escape_serialized, fit_table};
 use crate::twin::plan::Proposal;
-use crate::twin::{NodeChange, Placed, PodRef, PoolDelta, Report, Verdict};
+use crate::twin::report::{NodeChange, Placed, PodRef, PoolDelta, Report, Verdict};
 
 /// `value` as pretty JSON or YAML (escaped); `None` for text.
 pub fn serialized<T: Serialize>(value: &T, format: Format) -> Option<String> {
@@ -385,7 +385,7 @@ pub fn plan_text(p: &PlanReport, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::twin::{Disrupted, NodeChange, TwinFacts, apply_steps};
+    use crate::twin::report::{Disrupted, NodeChange, TwinFacts, apply_steps};
 
     /// The lab's relabel of lab-node-1 to container as the twin reports it (README's
     /// example): nothing placed, vmi-passthrough disrupted.

@@ -25,7 +25,7 @@ use crate::model::pod::{ObjectKind, PodInfo};
 use crate::model::resource::NVIDIA_PREFIX;
 
 use super::objects::SOURCE_KIND_LABEL;
-use super::{PendingByTwin, StillPending, pod_ref};
+use super::report::{PendingByTwin, StillPending, pod_ref};
 use crate::cluster::kubevirt;
 use crate::input::{pods, virt};
 

@@ -15,7 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use super::{Relabel, Source, predict};
+use super::report::Relabel;
+use super::{Source, predict};
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::explain::{Inputs, Shared};
 use crate::analysis::placement;
