@@ -47,7 +47,7 @@ use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
+use crate::model::pod::{PodInfo, wants_running};
 use crate::{files, text};
 
 /// The `format` of [`Meta`] this version writes and reads.
@@ -328,7 +328,7 @@ fn vm_kept(v: &Value) -> Value {
             _ => None,
         },
     );
-    if virt::wants_running(strategy) {
+    if wants_running(strategy) {
         return v;
     }
     let md = &v["metadata"];

@@ -551,7 +551,7 @@ fn vmi_shape(v: &Value, spec: &Value) -> VmiShape {
         no_serial_console: flag("domain.devices.autoattachSerialConsole") == Some(false),
         log_serial_console: flag("domain.devices.logSerialConsole"),
         wants_running: (v.get("kind").and_then(Value::as_str) == Some("VirtualMachine"))
-            .then(|| crate::decode::virt::wants_running(crate::decode::virt::run_strategy(v))),
+            .then(|| crate::model::pod::wants_running(run_strategy(v))),
     }
 }
 
@@ -1075,6 +1075,18 @@ impl fmt::Display for ObjectKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
     }
+}
+
+/// A VirtualMachine's run strategy: `spec.runStrategy`, else `Always`/`Halted` from the
+/// older `spec.running`; `None` when neither is set.
+pub fn run_strategy(vm: &Value) -> Option<&str> {
+    vm.pointer("/spec/runStrategy")
+        .and_then(Value::as_str)
+        .or_else(|| match vm.pointer("/spec/running") {
+            Some(Value::Bool(true)) => Some("Always"),
+            Some(Value::Bool(false)) => Some("Halted"),
+            _ => None,
+        })
 }
 
 #[cfg(test)]

@@ -15,8 +15,8 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::decode::pods::from_object;
-use crate::model::pod::{ObjectKind, PodInfo};
+use crate::decode::pods::{from_object, run_strategy};
+use crate::model::pod::{ObjectKind, PodInfo, wants_running};
 
 /// The label virt-controller puts on a launcher pod: the VMI's uid.
 pub const CREATED_BY_LABEL: &str = "kubevirt.io/created-by";
@@ -63,15 +63,6 @@ pub fn choose_launcher(found: Vec<PodInfo>) -> Option<PodInfo> {
     found.into_iter().nth(i)
 }
 
-/// Whether `run_strategy` (a VM's `spec.runStrategy`, or `Always`/`Halted` from the older
-/// `spec.running`) asks virt-controller for a running VMI now: `Always`, `RerunOnFailure`
-/// and `Once` create one when none exists; `Halted` and `Manual` wait for a user
-/// (kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`, `VirtualMachineRunStrategy`;
-/// `pkg/virt-controller/watch/vm/vm.go`, which starts a VMI for those three).
-pub fn wants_running(run_strategy: Option<&str>) -> bool {
-    matches!(run_strategy, Some("Always" | "RerunOnFailure" | "Once"))
-}
-
 fn meta_key(v: &Value) -> Option<(String, String)> {
     let md = v.get("metadata")?;
     let name = md.get("name")?.as_str()?;
@@ -80,18 +71,6 @@ fn meta_key(v: &Value) -> Option<(String, String)> {
         .and_then(Value::as_str)
         .unwrap_or("default");
     Some((ns.to_owned(), name.to_owned()))
-}
-
-/// A VirtualMachine's run strategy: `spec.runStrategy`, else `Always`/`Halted` from the
-/// older `spec.running`; `None` when neither is set.
-pub fn run_strategy(vm: &Value) -> Option<&str> {
-    vm.pointer("/spec/runStrategy")
-        .and_then(Value::as_str)
-        .or_else(|| match vm.pointer("/spec/running") {
-            Some(Value::Bool(true)) => Some("Always"),
-            Some(Value::Bool(false)) => Some("Halted"),
-            _ => None,
-        })
 }
 
 /// Whether a VMI is placed (`status.nodeName`), settled (phase `Running`, `Succeeded`,

@@ -464,6 +464,15 @@ pub struct VmiShape {
     /// `domain.devices.logSerialConsole`, when set.
     pub log_serial_console: Option<bool>,
     /// For a VirtualMachine: whether its run strategy wants a VMI now
-    /// (`crate::decode::virt::wants_running`); `None` for a VMI.
+    /// ([`wants_running`]); `None` for a VMI.
     pub wants_running: Option<bool>,
+}
+
+/// Whether `run_strategy` (a VM's `spec.runStrategy`, or `Always`/`Halted` from the older
+/// `spec.running`) asks virt-controller for a running VMI now: `Always`, `RerunOnFailure`
+/// and `Once` create one when none exists; `Halted` and `Manual` wait for a user
+/// (kubevirt/kubevirt `staging/src/kubevirt.io/api/core/v1/types.go`, `VirtualMachineRunStrategy`;
+/// `pkg/virt-controller/watch/vm/vm.go`, which starts a VMI for those three).
+pub fn wants_running(run_strategy: Option<&str>) -> bool {
+    matches!(run_strategy, Some("Always" | "RerunOnFailure" | "Once"))
 }
