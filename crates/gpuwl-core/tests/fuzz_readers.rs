@@ -222,7 +222,10 @@ proptest! {
     }
 }
 
-/// A YAML alias bomb ("billion laughs") is refused or read without blowing up.
+/// A YAML alias bomb ("billion laughs": 10^10 items behind 91 aliases) is not expanded
+/// without bound: the streaming pod reader stops at the anchor budget (100,000 recorded
+/// events, `decode::document::yaml_options`) with an error naming it, and the
+/// whole-document reader refuses or reads it without blowing up.
 #[test]
 fn a_yaml_alias_bomb_does_not_expand_without_bound() {
     let mut y = String::from("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n");
@@ -233,8 +236,13 @@ fn a_yaml_alias_bomb_does_not_expand_without_bound() {
         ));
     }
     y.push_str("kind: List\nitems: *a9\n");
-    let t = std::time::Instant::now();
-    let _ = pods::read_pods_from(y.as_bytes(), "bomb.yaml");
+    let err = pods::read_pods_from(y.as_bytes(), "bomb.yaml")
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(
+        err.contains("budget breached: RecordedAnchorEvents"),
+        "{err}"
+    );
     let _ = document::parse(&y, "bomb.yaml", "x");
-    assert!(t.elapsed().as_secs() < 60, "{:?}", t.elapsed());
 }

@@ -25,6 +25,11 @@ pub fn parse(text: &str, name: &str, expecting: &str) -> Result<Value> {
         Some(_) => {
             let mut opts = serde_saphyr::Options::default();
             opts.with_snippet = false;
+            // The crate's budgets for a whole document, with the anchor cap of the
+            // streamed readers ([`MAX_RECORDED_ANCHOR_EVENTS`]).
+            let mut budget = serde_saphyr::Budget::default();
+            budget.max_recorded_anchor_events = MAX_RECORDED_ANCHOR_EVENTS;
+            opts.budget = Some(budget);
             serde_saphyr::from_str_with_options::<Strict>(body, opts)
                 .map(|s| s.0)
                 .map_err(|e| err(yaml_msg(&e, expecting)))
@@ -904,7 +909,10 @@ pub fn array<'a>(v: Option<&'a Value>, path: &str) -> std::result::Result<&'a [V
 /// count the whole document (256 MiB input, 1M events, 250k nodes, 64 MiB of scalars): a
 /// big `kubectl get nodes -o yaml` exceeds them although the streaming visitors keep memory
 /// flat, so those counters are lifted; the limits that bound memory or stack (depth,
-/// anchors and aliases, recorded anchor bytes) are kept. A non-finite float (`.inf`,
+/// anchors and aliases, recorded anchor bytes) are kept, and the events an anchor may
+/// record (what its aliases replay) are capped at [`MAX_RECORDED_ANCHOR_EVENTS`], below the
+/// crate's 1,000,000: an alias bomb then stops in a tenth of the work, while no dump
+/// kubectl writes has an anchor at all. A non-finite float (`.inf`,
 /// `.nan`, `1e400`) reaches the visitors as text (`.inf`), so a quantity written that way
 /// is judged as a bad quantity of its node, not a syntax error of the file.
 pub(crate) fn yaml_options() -> serde_saphyr::Options {
@@ -916,9 +924,15 @@ pub(crate) fn yaml_options() -> serde_saphyr::Options {
     budget.max_events = usize::MAX;
     budget.max_nodes = usize::MAX;
     budget.max_total_scalar_bytes = usize::MAX;
+    budget.max_recorded_anchor_events = MAX_RECORDED_ANCHOR_EVENTS;
     opts.budget = Some(budget);
     opts
 }
+
+/// The most YAML events one anchor may record for its aliases to replay (serde-saphyr's
+/// `Budget::max_recorded_anchor_events`, 1,000,000 by default): a "billion laughs" document
+/// is refused when its anchors grow past this, naming the budget.
+pub(crate) const MAX_RECORDED_ANCHOR_EVENTS: usize = 100_000;
 
 /// serde-saphyr's message without advice meant for the programmer ("set
 /// DuplicateKeyPolicy in Options", "use read or read_with_options").
