@@ -33,7 +33,7 @@ use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
 const CLUSTER: &str = "gpuwl-it-kvdiff";
 
 /// Scenarios in the suite.
-const CI_SCENARIOS: usize = 6;
+const CI_SCENARIOS: usize = 4;
 
 /// The names drawn from: the lab's two VM names, two more real ones, a typo and a case
 /// variant.
@@ -448,18 +448,28 @@ fn file_mode_cause(kc: &str, manifest: &str) -> String {
     g["causeCode"].as_str().unwrap_or("").to_owned()
 }
 
+/// The cause code of a refusal: `not-permitted` for a name permittedHostDevices does not
+/// list, `invalid-spec` for a launcher pod the API server refused ("Pod … is invalid").
+fn refused_code(msg: &str) -> &'static str {
+    if msg.contains("is invalid") {
+        "invalid-spec"
+    } else {
+        "not-permitted"
+    }
+}
+
 /// Whether a verdict given before the VMI exists agrees with what happened: refused ↔
-/// `not-permitted`, placed ↔ `fits-now`, a launcher left Pending ↔ a scheduler cause.
+/// [`refused_code`], placed ↔ `fits-now`, a launcher left Pending ↔ a scheduler cause.
 fn agrees_before(real: &Real, code: &str) -> bool {
     match real {
-        Real::Refused(_) => code == "not-permitted",
+        Real::Refused(m) => code == refused_code(m),
         Real::Placed(_) => code == "fits-now",
         Real::Unschedulable(_) => !matches!(code, "scheduled" | "not-permitted" | "fits-now"),
     }
 }
 
-/// inventory's entry for the VMI: a refused VMI is listed unservable as `not-permitted`
-/// (issue 47, item 1); a launcher left Pending is listed (unservable, held back or demand)
+/// inventory's entry for the VMI: a refused VMI is listed with [`refused_code`]
+/// (`not-permitted` unservable, issue 47 item 1; `invalid-spec` held back); a launcher left Pending is listed (unservable, held back or demand)
 /// with explain's code `cause`, and never the VMI beside it; a placed one not at all.
 fn inventory_disagrees(kc: &str, name: &str, real: &Real, cause: &str) -> Option<String> {
     let inv: serde_json::Value =
@@ -481,11 +491,11 @@ fn inventory_disagrees(kc: &str, name: &str, real: &Real, cause: &str) -> Option
         })
         .collect();
     let ok = match real {
-        Real::Refused(_) => {
+        Real::Refused(m) => {
             !listed.is_empty()
                 && listed
                     .iter()
-                    .all(|(_, k, c)| k != "Pod" && c == "not-permitted")
+                    .all(|(_, k, c)| k != "Pod" && c == refused_code(m))
         }
         Real::Unschedulable(_) => {
             !listed.is_empty() && listed.iter().all(|(_, k, c)| k == "Pod" && c == cause)
@@ -602,9 +612,9 @@ fn admission_disagrees(kc: &str, manifest: &str, real: &Real) -> Option<String> 
     let permanent = warnings
         .iter()
         .any(|w| gpuwl::analysis::verdict::verdict(w.code, false).permanent());
-    let refused = codes.contains(&"not-permitted");
+    let refused = codes.contains(&"not-permitted") || codes.contains(&"invalid-spec");
     let ok = match real {
-        Real::Refused(_) => refused,
+        Real::Refused(m) => codes.contains(&refused_code(m)),
         Real::Unschedulable(_) => !refused,
         Real::Placed(_) => !permanent,
     };
@@ -739,7 +749,7 @@ fn check_disagreements(
 /// Whether gpuwl's cause code says what happened.
 fn agrees(real: &Real, code: &str) -> bool {
     match real {
-        Real::Refused(_) => code == "not-permitted",
+        Real::Refused(m) => code == refused_code(m),
         Real::Placed(_) => code == "scheduled",
         Real::Unschedulable(_) => !matches!(code, "scheduled" | "not-permitted" | "fits-now"),
     }

@@ -236,6 +236,20 @@ pub fn review(pod: &PodInfo, ix: &Index) -> Vec<Warning> {
             out.push(w);
         }
     }
+    // A launcher pod the API server will refuse (the CR's console-log sidecar asks above
+    // its limit, [`launcher::render_problems`]): virt-controller records FailedCreate.
+    if let (Some(shape), Some(kv)) = (&pod.vmi_shape, &ix.kubevirt)
+        && pod.is_vm()
+        && ix.kubevirt_runs
+    {
+        for p in launcher::render_problems(shape, &kv.launcher) {
+            out.push(Warning {
+                field: format!("{}.resources.requests", p.path()),
+                code: CauseCode::InvalidSpec,
+                text: format!("{p}: virt-controller cannot create the virt-launcher pod"),
+            });
+        }
+    }
     for (resource, &units) in pod.requests.iter() {
         let source = pod.sources.iter().find(|s| &s.resource == resource);
         let field = source

@@ -61,7 +61,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use crate::model::pod::{PodInfo, RequestSource, VmiShape};
+use crate::model::pod::{PodInfo, RequestSource, SpecProblem, VmiShape};
 
 /// `kubernetes.io/arch`, the well-known node label of the CPU architecture.
 pub const ARCH_LABEL: &str = "kubernetes.io/arch";
@@ -272,6 +272,53 @@ impl VmiShape {
     }
 }
 
+/// The field path of the problems virt-controller's render brings into the launcher pod
+/// ([`render_problems`]): the KubeVirt CR's console-log entry.
+pub const RENDER_PROBLEM_PATH: &str =
+    "KubeVirt CR spec.configuration.supportContainerResources[type=guest-console-log]";
+
+/// What makes the API server refuse the launcher pod virt-controller renders for a VMI of
+/// `shape` under `cluster` (virt-controller then records `FailedCreate`: "Pod … is
+/// invalid: spec.initContainers[0].resources.requests: … must be less than or equal to …
+/// limit"): the `guest-console-log` sidecar's request above its limit, when the CR sets a
+/// request over the default limit (60M, 15m) or over its own limit
+/// (`resourcesForSerialConsoleLogContainer`; with dedicated CPUs requests equal limits).
+pub fn render_problems(shape: &VmiShape, cluster: &Cluster) -> Vec<SpecProblem> {
+    if !shape.console_log(cluster) || shape.dedicated_cpu {
+        return Vec::new();
+    }
+    let (req, lim) = (cluster.console_log_requests, cluster.console_log_limits);
+    let mem = |b: i64| {
+        if b % 1_000_000 == 0 {
+            format!("{}M", b / 1_000_000)
+        } else {
+            b.to_string()
+        }
+    };
+    let mut out = Vec::new();
+    for (resource, r, l, show) in [
+        (
+            "memory",
+            req.0.unwrap_or(35_000_000),
+            lim.0.unwrap_or(60_000_000),
+            &mem as &dyn Fn(i64) -> String,
+        ),
+        ("cpu", req.1.unwrap_or(5), lim.1.unwrap_or(15), &|m: i64| {
+            format!("{m}m")
+        }),
+    ] {
+        if r > l {
+            out.push(SpecProblem::RequestAboveLimit {
+                path: RENDER_PROBLEM_PATH.into(),
+                resource: resource.into(),
+                requested: show(r),
+                limit: show(l),
+            });
+        }
+    }
+    out
+}
+
 /// `vmi` (a VMI or a VM's template read as a pod) as virt-controller renders its
 /// virt-launcher pod under the CR's settings `cluster`: the nodeSelector, extended
 /// resources, memory, cpu and ephemeral-storage of the module docs added; the kind, name
@@ -314,6 +361,8 @@ pub fn render(vmi: &PodInfo, shape: &VmiShape, cluster: &Cluster) -> PodInfo {
         "cpu".into(),
         shape.cpu_millis(cluster).saturating_add(log_cpu),
     );
+    // After the VMI's own problems (virt-api refuses those first).
+    p.spec_problems.extend(render_problems(shape, cluster));
     p
 }
 
@@ -548,5 +597,62 @@ mod tests {
             pinned.console_log_requests(&Cluster::default()),
             (60_000_000, 15)
         );
+    }
+
+    #[test]
+    fn a_console_log_request_above_its_limit_makes_the_launcher_invalid() {
+        // Observed on the local control plane: supportContainerResources asking 100M and
+        // 50m for guest-console-log, limits left at 60M and 15m: "Pod … is invalid:
+        // spec.initContainers[0].resources.requests: … must be less than or equal to memory
+        // limit of 60M" (and of cpu 15m).
+        let shape = VmiShape::default();
+        let over = Cluster {
+            console_log_requests: (Some(100_000_000), Some(50)),
+            ..Cluster::default()
+        };
+        let p = render(&gpu_vmi(), &shape, &over);
+        assert_eq!(
+            p.spec_problems
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                format!(
+                    "{RENDER_PROBLEM_PATH}: memory requests \"100M\" > limits \"60M\": the API server refuses the pod ({RENDER_PROBLEM_PATH}.resources.requests[memory]: must be less than or equal to memory limit)"
+                ),
+                format!(
+                    "{RENDER_PROBLEM_PATH}: cpu requests \"50m\" > limits \"15m\": the API server refuses the pod ({RENDER_PROBLEM_PATH}.resources.requests[cpu]: must be less than or equal to cpu limit)"
+                ),
+            ]
+        );
+        // Within the limits, with the limits raised, without the sidecar, or with
+        // dedicated CPUs (requests = limits): a valid pod.
+        let fine = |c: Cluster, s: &VmiShape| render_problems(s, &c).is_empty();
+        assert!(fine(
+            Cluster {
+                console_log_requests: (Some(20_000_000), Some(1)),
+                ..Cluster::default()
+            },
+            &shape
+        ));
+        assert!(fine(
+            Cluster {
+                console_log_limits: (Some(200_000_000), Some(100)),
+                ..over.clone()
+            },
+            &shape
+        ));
+        assert!(fine(
+            Cluster {
+                serial_console_log_disabled: true,
+                ..over.clone()
+            },
+            &shape
+        ));
+        let pinned = VmiShape {
+            dedicated_cpu: true,
+            ..Default::default()
+        };
+        assert!(fine(over, &pinned));
     }
 }

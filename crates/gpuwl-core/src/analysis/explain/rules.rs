@@ -1744,6 +1744,17 @@ pub(crate) fn invalid_spec(f: &Facts<'_>) -> Option<Diagnosis> {
         return Some(d);
     }
     let first = f.pod.spec_problems.first()?;
+    // A launcher pod the API server would refuse (`launcher::render_problems`) is rendered
+    // only for a VMI virt-controller does not refuse first (`validatePermittedHostDevices`).
+    if f.pod.is_vm()
+        && f.pod
+            .spec_problems
+            .iter()
+            .all(|p| p.path() == crate::model::launcher::RENDER_PROBLEM_PATH)
+        && not_permitted(f).is_some()
+    {
+        return None;
+    }
     Some(
         Diagnosis::new(
             CauseCode::InvalidSpec,
