@@ -6,7 +6,9 @@
 //!
 //! - the pod's node constraints aimed at a node where the claim's devices are (a
 //!   nodeSelector entry, a toleration, the required affinity), found by the same
-//!   filter-lifting search as a device-plugin pod's ([`super::plan_for_node`]);
+//!   filter-lifting search as a device-plugin pod's ([`super::plan_for_node`]) — and where
+//!   that alone does not place the pod, the same change followed by one of the claim-level
+//!   changes below, searched on the pod so changed;
 //! - another DeviceClass in the claim's request (its own selectors unchanged);
 //! - one of the claim's own CEL selectors replaced: the hints' correction, another value
 //!   the devices publish (nearest first), a `has()` guard before an attribute some devices
@@ -29,6 +31,7 @@ use crate::analysis::dra_hints;
 use crate::analysis::explain::{Explanation, Inputs, Shared};
 use crate::analysis::fit::Requested;
 use crate::model::dra::{ClaimRequest, DraObjects, RequestSpec};
+use crate::model::node::NodeInfo;
 use crate::model::pod::PodInfo;
 
 use super::{Action, ActionView, NodeCtx, Plan, Remedy, plan_for_node, verify};
@@ -236,7 +239,52 @@ impl Search<'_> {
                 return Some(plan.view(self.pod, self.inputs.pods.unwrap_or(&[])));
             }
         }
-        None
+        plans
+            .iter()
+            .filter(|p| p.actions.iter().all(Action::on_pod))
+            .take(2)
+            .find_map(|plan| self.reach_then_claim(plan))
+    }
+
+    /// Where aiming the pod at a node is not enough (the devices there are taken, or match
+    /// only under another class): the plan's changes made on the pod, the pod explained
+    /// again, and the claim-level search run on that explanation; the plan's actions, then
+    /// the search's.
+    fn reach_then_claim(&self, plan: &Plan) -> Option<Remedy> {
+        if self.reruns.get() >= RERUNS {
+            return None;
+        }
+        self.reruns.set(self.reruns.get() + 1);
+        let mut pod = self.pod.clone();
+        let mut scratch_node = NodeInfo::named(plan.node.as_str());
+        let mut scratch = Requested::default();
+        for a in &plan.actions {
+            super::apply(a, &mut pod, &mut scratch_node, &mut scratch, &[]);
+        }
+        let e = Shared::new(self.inputs).explain(&pod).ok()?;
+        let sub = Search {
+            pod: &pod,
+            inputs: self.inputs,
+            dra: self.dra,
+            e: &e,
+            reruns: Cell::new(self.reruns.get()),
+        };
+        let found = match e.cause_code {
+            CauseCode::NoMatchingDevice | CauseCode::SelectorError => {
+                sub.classes().or_else(|| sub.selectors())
+            }
+            CauseCode::TooLarge => sub.lower_count(),
+            CauseCode::DevicesInUse => sub.lower_count().or_else(|| sub.free_devices()),
+            CauseCode::CounterExhausted => sub.free_devices(),
+            _ => None,
+        };
+        self.reruns.set(sub.reruns.get());
+        let r = found?;
+        let mut whole = plan.view(self.pod, self.inputs.pods.unwrap_or(&[]));
+        whole.node = r.node;
+        whole.actions.extend(r.actions);
+        whole.disrupts.extend(r.disrupts);
+        Some(whole)
     }
 
     /// Another DeviceClass in the request, each the explanation found to match (nearest
