@@ -22,7 +22,7 @@
 //! - The node-lifecycle controller watches the node leases kwok renews every 50 s
 //!   (`--node-lease-duration-seconds=200`, renewed at a quarter of it, kwok
 //!   `pkg/kwok/controllers/controller.go`); it runs with kwokctl's periods for that lease
-//!   (`--node-monitor-period=25s`, `--node-monitor-grace-period=3m20s`: kwokctl's defaults
+//!   (`--node-monitor-period=25s`, `--node-monitor-grace-period=200s`: kwokctl's defaults
 //!   5 s / 40 s times its default heartbeat factor 5, kwok
 //!   `pkg/apis/config/v1alpha1/zz_generated.defaults.go`, `pkg/kwokctl/cmd/create/cluster/cluster.go`),
 //!   so a simulated node is never marked unreachable and its pods are never evicted.
@@ -1411,17 +1411,20 @@ fn kwok_wedged(name: &str) -> Option<String> {
         .flatten()
 }
 
-/// The least age at which a node lease counts as one kwok has stopped renewing (a lease of
-/// the kubelet's default 40 s); a longer lease gets [`lease_stale_after`].
+/// The age at which a node lease of unknown duration counts as one kwok has stopped
+/// renewing (a lease of the kubelet's default 40 s); [`lease_stale_after`].
 pub const LEASE_STALE_AFTER: Duration = Duration::from_secs(40);
 
 /// When a node lease of `duration_seconds` (`spec.leaseDurationSeconds`; `None`: unknown)
-/// counts as not renewed: after half of it, and never before [`LEASE_STALE_AFTER`]. kwok
+/// counts as not renewed: after half of it, never before [`LEASE_STALE_MIN`]; an unknown
+/// duration, after [`LEASE_STALE_AFTER`]. kwok
 /// renews a lease every quarter of its duration, ±4 % (kwok v0.8.0
 /// `pkg/kwok/controllers/controller.go`, as the kubelet does): half is two renewals
 /// missed. The local control plane's kwok runs 200 s leases ([`recipe::kwok_controller`]),
-/// so 100 s; with the supervisor's two findings [`supervisor::KWOK_CHECK_EVERY`] (15 s)
-/// apart, a wedged kwok is restarted at most ~130 s after its last renewal, well inside
+/// so 100 s (at least [`LEASE_STALE_MIN`] for a short lease, e.g. a test's); with the
+/// supervisor's two findings [`supervisor::KWOK_CHECK_EVERY`] (15 s)
+/// apart, a wedged kwok is restarted at most ~142 s after its last renewal
+/// ([`supervisor::worst_kwok_restart`]), well inside
 /// kube-controller-manager's `--node-monitor-grace-period` (as long as the lease here,
 /// 200 s), so no node goes NotReady (three quarters, 150 s, with checks 30 s apart restarted
 /// it 180-210 s after: at the edge of the grace period). With 40 s for every lease, a
