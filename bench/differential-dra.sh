@@ -17,7 +17,7 @@ SCENARIOS=${SCENARIOS:-100}
 mkdir -p "$WORK"
 cd "$ROOT"
 cargo test --test it --no-run >/dev/null 2>&1 || cargo test --test it --no-run
-total=0 outcome=0 cause=0 pending=0 retried=0
+total=0 outcome=0 cause=0 pending=0 retried=0 fixed=0 fixes=0 none=0 harmful=0
 for s in $SEEDS; do
     GPUWL_DIFF_DRA_SEED=$s GPUWL_DIFF_DRA_SCENARIOS=$SCENARIOS \
         cargo test --test it differential_dra -- --ignored --nocapture >"$WORK/seed-$s.log" 2>&1
@@ -29,6 +29,11 @@ for s in $SEEDS; do
     c=$(sed -E 's/.*cause=([0-9]+)\/.*/\1/' <<<"$line")
     p=$(sed -E 's/.*cause=[0-9]+\/([0-9]+).*/\1/' <<<"$line")
     r=$(sed -E 's/.*retried=([0-9]+).*/\1/' <<<"$line")
+    fb=$(sed -E 's/.*fixes=([0-9]+)\/.*/\1/' <<<"$line")
+    fc=$(sed -E 's/.*fixes=[0-9]+\/([0-9]+).*/\1/' <<<"$line")
+    nn=$(sed -E 's/.*none=([0-9]+).*/\1/' <<<"$line")
+    hh=$(sed -E 's/.*harmful=([0-9]+).*/\1/' <<<"$line")
     total=$((total + n)) outcome=$((outcome + o)) cause=$((cause + c)) pending=$((pending + p)) retried=$((retried + r))
+    fixed=$((fixed + fb)) fixes=$((fixes + fc)) none=$((none + nn)) harmful=$((harmful + hh))
 done
-echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending retried=$retried"
+echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending retried=$retried fixes bound=$fixed/$fixes said-none-serves=$none harmful=$harmful (commit $(git rev-parse --short HEAD))"

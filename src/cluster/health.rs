@@ -2,7 +2,9 @@
 //!
 //! - [`accepts`]: a TCP connection on a port (a component that serves nothing to ask, or a
 //!   port being waited for);
-//! - [`http`](fn@http): `GET` over plain HTTP (etcd's `/health`, the GPU Operator's `/healthz`);
+//! - [`http`](fn@http): `GET` over plain HTTP (the GPU Operator's `/healthz`);
+//! - [`https_with_cert`]: `GET` over HTTPS with a client certificate (etcd's `/health`:
+//!   etcd serves only clients with a certificate of its own CA);
 //! - [`https`]: `GET` over HTTPS, anonymous, the component's self-signed serving certificate
 //!   accepted (kube-controller-manager, kube-scheduler, kwok, virt-api, virt-controller:
 //!   `/healthz`, kube-scheduler's `/metrics`);
@@ -108,6 +110,25 @@ pub async fn api(c: &kube::Client, path: &str) -> Option<String> {
         .ok()?
         .ok()
         .map(|t| t.trim().to_string())
+}
+
+/// `GET <path>` on `https://127.0.0.1:<port>` presenting the client certificate `cert`
+/// with its key `key` (PEM files; etcd's `--client-cert-auth` refuses a client without
+/// one at the handshake), the server's self-signed certificate accepted: the trimmed body
+/// of a 2xx answer within [`TIMEOUT`], else `None`.
+pub async fn https_with_cert(
+    port: u16,
+    path: &str,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> Option<String> {
+    let url = format!("https://127.0.0.1:{port}").parse().ok()?;
+    let mut cfg = kube::Config::new(url);
+    cfg.accept_invalid_certs = true;
+    cfg.auth_info.client_certificate = Some(cert.display().to_string());
+    cfg.auth_info.client_key = Some(key.display().to_string());
+    let c = live::client_from_config(cfg, Flavour::OneShot, TIMEOUT).ok()?;
+    api(&c, path).await
 }
 
 /// A client for a component's own HTTPS port on 127.0.0.1 (self-signed serving

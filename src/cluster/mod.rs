@@ -22,7 +22,7 @@
 //! - The node-lifecycle controller watches the node leases kwok renews every 50 s
 //!   (`--node-lease-duration-seconds=200`, renewed at a quarter of it, kwok
 //!   `pkg/kwok/controllers/controller.go`); it runs with kwokctl's periods for that lease
-//!   (`--node-monitor-period=25s`, `--node-monitor-grace-period=3m20s`: kwokctl's defaults
+//!   (`--node-monitor-period=25s`, `--node-monitor-grace-period=200s`: kwokctl's defaults
 //!   5 s / 40 s times its default heartbeat factor 5, kwok
 //!   `pkg/apis/config/v1alpha1/zz_generated.defaults.go`, `pkg/kwokctl/cmd/create/cluster/cluster.go`),
 //!   so a simulated node is never marked unreachable and its pods are never evicted.
@@ -168,7 +168,7 @@ pub struct ClusterInfo {
     pub name: String,
     /// Port of the API server (HTTPS on 127.0.0.1).
     pub apiserver_port: u16,
-    /// etcd client port (plain HTTP on 127.0.0.1).
+    /// etcd client port (HTTPS on 127.0.0.1, client certificates of etcd's own CA only).
     pub etcd_port: u16,
     /// etcd peer port.
     pub etcd_peer_port: u16,
@@ -682,6 +682,8 @@ fn restart_dead(name: &str, state: &Path, progress: bool, detail: &str) -> Resul
         |_| {},
     )?;
     let info = info(name)?;
+    // A cluster made before etcd had client-certificate TLS gets its files now.
+    pki::ensure_etcd(&state.join("pki"), name)?;
     let mut components = recipe::components(&recipe::Layout { info: &info, state });
     for c in &mut components {
         c.env.extend(info.env.iter().cloned());
@@ -1321,7 +1323,7 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                 Health::NotRunning
             } else {
                 let answer = match c {
-                    "etcd" => etcd_health(info.etcd_port),
+                    "etcd" => etcd_health(info.etcd_port, &state).await,
                     gpu_operator::OPERATOR_COMPONENT => {
                         health::http(info.gpu_operator_port, "/healthz").and_then(|a| a.ok_body())
                     }
@@ -1381,11 +1383,18 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
     })?
 }
 
-/// etcd's `/health` over plain HTTP ([`health::http`]): `Some("ok")` when it says
-/// `"health":"true"` (whatever the status), the body otherwise, `None` without an answer
-/// within 2 s.
-fn etcd_health(port: u16) -> Option<String> {
-    let body = health::http(port, "/health")?.body;
+/// etcd's `/health` over HTTPS with its client certificate ([`health::https_with_cert`],
+/// `pki/etcd-client.*` of the cluster's state `state`): `Some("ok")` when it says
+/// `"health":"true"`, the body otherwise, `None` without a 2xx answer within 5 s.
+async fn etcd_health(port: u16, state: &Path) -> Option<String> {
+    let pki = state.join("pki");
+    let body = health::https_with_cert(
+        port,
+        "/health",
+        &pki.join("etcd-client.crt"),
+        &pki.join("etcd-client.key"),
+    )
+    .await?;
     if body.replace(' ', "").contains(r#""health":"true""#) {
         Some("ok".into())
     } else {
@@ -1402,27 +1411,34 @@ fn kwok_wedged(name: &str) -> Option<String> {
         .flatten()
 }
 
-/// The least age at which a node lease counts as one kwok has stopped renewing (a lease of
-/// the kubelet's default 40 s); a longer lease gets [`lease_stale_after`].
+/// The age at which a node lease of unknown duration counts as one kwok has stopped
+/// renewing (a lease of the kubelet's default 40 s); [`lease_stale_after`].
 pub const LEASE_STALE_AFTER: Duration = Duration::from_secs(40);
 
 /// When a node lease of `duration_seconds` (`spec.leaseDurationSeconds`; `None`: unknown)
-/// counts as not renewed: after half of it, and never before [`LEASE_STALE_AFTER`]. kwok
+/// counts as not renewed: after half of it, never before [`LEASE_STALE_MIN`]; an unknown
+/// duration, after [`LEASE_STALE_AFTER`]. kwok
 /// renews a lease every quarter of its duration, ±4 % (kwok v0.8.0
 /// `pkg/kwok/controllers/controller.go`, as the kubelet does): half is two renewals
 /// missed. The local control plane's kwok runs 200 s leases ([`recipe::kwok_controller`]),
-/// so 100 s; with the supervisor's two findings [`supervisor::KWOK_CHECK_EVERY`] (15 s)
-/// apart, a wedged kwok is restarted at most ~130 s after its last renewal, well inside
+/// so 100 s (at least [`LEASE_STALE_MIN`] for a short lease, e.g. a test's); with the
+/// supervisor's two findings [`supervisor::KWOK_CHECK_EVERY`] (15 s)
+/// apart, a wedged kwok is restarted at most ~142 s after its last renewal
+/// ([`supervisor::worst_kwok_restart`]), well inside
 /// kube-controller-manager's `--node-monitor-grace-period` (as long as the lease here,
 /// 200 s), so no node goes NotReady (three quarters, 150 s, with checks 30 s apart restarted
 /// it 180-210 s after: at the edge of the grace period). With 40 s for every lease, a
 /// healthy kwok renewing every 50 s was called wedged.
 pub fn lease_stale_after(duration_seconds: Option<i32>) -> Duration {
-    let half = duration_seconds
-        .and_then(|d| u64::try_from(d).ok())
-        .map_or(Duration::ZERO, |d| Duration::from_secs(d / 2));
-    half.max(LEASE_STALE_AFTER)
+    match duration_seconds.and_then(|d| u64::try_from(d).ok()) {
+        Some(d) if d > 0 => Duration::from_secs(d / 2).max(LEASE_STALE_MIN),
+        _ => LEASE_STALE_AFTER,
+    }
 }
+
+/// The least age at which a lease of known duration counts as not renewed (a 20 s lease
+/// is renewed every 5 s: 10 s is two renewals missed).
+pub const LEASE_STALE_MIN: Duration = Duration::from_secs(10);
 
 /// `None` when every lease in `kube-node-lease` of a node that exists was renewed within
 /// [`LEASE_STALE_AFTER`] (or the API server cannot say); otherwise the finding, e.g.
@@ -1572,9 +1588,48 @@ mod tests {
             lease_stale_after(Some(200)) + 2 * crate::cluster::supervisor::KWOK_CHECK_EVERY
                 < Duration::from_secs(200) * 3 / 4
         );
-        assert_eq!(lease_stale_after(Some(40)), LEASE_STALE_AFTER);
+        // A kubelet's 40 s lease, renewed every 10 s: two renewals missed at 20 s.
+        assert_eq!(lease_stale_after(Some(40)), Duration::from_secs(20));
+        assert_eq!(lease_stale_after(Some(4)), LEASE_STALE_MIN);
         assert_eq!(lease_stale_after(None), LEASE_STALE_AFTER);
         assert_eq!(lease_stale_after(Some(-5)), LEASE_STALE_AFTER);
+        assert_eq!(lease_stale_after(Some(0)), LEASE_STALE_AFTER);
+    }
+
+    #[test]
+    fn a_wedged_kwok_is_restarted_well_inside_the_node_grace_period() {
+        use crate::cluster::supervisor::{KWOK_CHECK_EVERY, POLL, worst_kwok_restart};
+        // The defaults (no test knob in this process): 200 s leases and grace period, the
+        // leases read every 15 s.
+        assert_eq!(recipe::node_lease_seconds(), 200);
+        assert_eq!(supervisor::kwok_check_every(), KWOK_CHECK_EVERY);
+        let grace = Duration::from_secs(200);
+        let worst = worst_kwok_restart(grace, KWOK_CHECK_EVERY);
+        assert_eq!(worst, Duration::from_secs(100 + 30 + 2 + 10));
+        // Well inside: under three quarters of the grace period (142 s of 200 s).
+        assert!(worst < grace * 3 / 4, "{worst:?}");
+        // kube-controller-manager's flags say the same grace period as kwok's leases.
+        let info = recipe::golden_info();
+        let l = recipe::Layout {
+            info: &info,
+            state: Path::new("/s"),
+        };
+        let kcm = recipe::kube_controller_manager(&l);
+        assert!(
+            kcm.args
+                .contains(&"--node-monitor-grace-period=200s".to_string())
+        );
+        assert!(kcm.args.contains(&"--node-monitor-period=25s".to_string()));
+        let kwok = recipe::kwok_controller(&l);
+        assert!(
+            kwok.args
+                .contains(&"--node-lease-duration-seconds=200".to_string())
+        );
+        // The live test's 40 s leases (checks every 3 s): still inside its 40 s grace.
+        let check = KWOK_CHECK_EVERY * 40 / 200;
+        assert_eq!(check, Duration::from_secs(3));
+        assert!(check >= POLL);
+        assert!(worst_kwok_restart(Duration::from_secs(40), check) < Duration::from_secs(40));
     }
 
     #[test]

@@ -15,6 +15,18 @@
 //!   the API server (`--service-account-signing-key-file`, `--service-account-key-file`)
 //!   and kube-controller-manager (`--service-account-private-key-file`).
 //!
+//! etcd's own, in the same directory ([`generate_etcd`]): etcd serves only clients that
+//! present a certificate of its CA (`--client-cert-auth`), so that no local user reaches
+//! the cluster's data around the API server (issue 50):
+//! - `etcd-ca.crt`: a CA of etcd's own (its key is not kept), so no certificate of the
+//!   cluster CA — the admin's, a kubeconfig user's, one kube-controller-manager signs for a
+//!   CertificateSigningRequest — opens etcd;
+//! - `etcd-server.crt`, `etcd-server.key`: etcd's serving and peer certificate for
+//!   127.0.0.1 / localhost (serverAuth and clientAuth: the peer listener uses it both ways);
+//! - `etcd-client.crt`, `etcd-client.key`: the client certificate of kube-apiserver
+//!   (`CN=kube-apiserver-etcd-client`, as kubeadm names it) and of `gpuwl cluster status`'s
+//!   health probe — the only etcd clients.
+//!
 //! With KubeVirt (`gpuwl cluster up --kubevirt`, [`generate_kubevirt`]), in the same
 //! directory:
 //! - `kubevirt-ca.crt`: a CA of KubeVirt's own, as virt-operator keeps one
@@ -95,7 +107,57 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
     p("controller-manager.key", &kcm.key_pem)?;
     p("sa.key", &sa_key)?;
     w("sa.pub", &sa_pub)?;
-    Ok(())
+    generate_etcd(dir, cluster)
+}
+
+/// The files [`generate_etcd`] writes.
+pub const ETCD_FILES: [&str; 5] = [
+    "etcd-ca.crt",
+    "etcd-server.crt",
+    "etcd-server.key",
+    "etcd-client.crt",
+    "etcd-client.key",
+];
+
+/// Generates etcd's CA, its serving/peer certificate and the one client certificate into
+/// `dir` (see the module docs), through the one generator ([`crate::pki`]). The CA's key is
+/// not kept: nothing else is ever signed by it.
+///
+/// Errors: [`Error::Runtime`] when a file cannot be written, [`Error::Pki`] from rcgen.
+pub fn generate_etcd(dir: &Path, cluster: &str) -> Result<()> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::failed(format!("cannot create {}", dir.display()), e))?;
+    let ca = Ca::new(&format!("gpuwl-{cluster}-etcd-ca"), CaScope::Any)?;
+    let server = ca.issue(&Leaf {
+        common_name: "etcd",
+        organization: None,
+        dns_names: &["localhost".to_string()],
+        ips: &LOOPBACK,
+        purpose: Purpose::ServerAndClient,
+    })?;
+    let client = ca.issue(&Leaf {
+        common_name: "kube-apiserver-etcd-client",
+        organization: None,
+        dns_names: &[],
+        ips: &[],
+        purpose: Purpose::Client,
+    })?;
+    write_public(&dir.join("etcd-ca.crt"), ca.cert_pem())?;
+    write_public(&dir.join("etcd-server.crt"), &server.cert_pem)?;
+    write_private(&dir.join("etcd-server.key"), &server.key_pem)?;
+    write_public(&dir.join("etcd-client.crt"), &client.cert_pem)?;
+    write_private(&dir.join("etcd-client.key"), &client.key_pem)
+}
+
+/// [`generate_etcd`] when any of its files is missing (a cluster made before etcd had
+/// client-certificate TLS, restarted).
+///
+/// Errors: as [`generate_etcd`].
+pub fn ensure_etcd(dir: &Path, cluster: &str) -> Result<()> {
+    if ETCD_FILES.iter().all(|f| dir.join(f).is_file()) {
+        return Ok(());
+    }
+    generate_etcd(dir, cluster)
 }
 
 /// Generates KubeVirt's CA and the serving certificate of virt-api and virt-controller for
@@ -175,6 +237,44 @@ mod tests {
             assert_eq!(mode(&dir, key), 0o600, "{key}");
         }
         assert!(read(&dir, "sa.pub").starts_with("-----BEGIN PUBLIC KEY-----"));
+    }
+
+    #[test]
+    fn etcd_has_a_ca_of_its_own_that_signs_no_cluster_user() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("pki");
+        generate(&dir, "golden").unwrap();
+        let etcd_ca = read(&dir, "etcd-ca.crt");
+        assert_eq!(seen(&etcd_ca).subject, "CN=gpuwl-golden-etcd-ca");
+        let server = read(&dir, "etcd-server.crt");
+        let s = seen(&server);
+        assert_eq!(s.subject, "CN=etcd");
+        assert_eq!(s.sans, ["DNS:localhost", "IP:127.0.0.1"]);
+        assert_eq!(s.ext_key_usage, ["serverAuth", "clientAuth"]);
+        let client = read(&dir, "etcd-client.crt");
+        assert_eq!(seen(&client).subject, "CN=kube-apiserver-etcd-client");
+        assert_eq!(seen(&client).ext_key_usage, ["clientAuth"]);
+        assert!(signed_by(&server, &etcd_ca) && signed_by(&client, &etcd_ca));
+        // No certificate of the cluster CA opens etcd, and etcd's CA signs none of them.
+        let ca = read(&dir, "ca.crt");
+        assert!(!signed_by(&client, &ca));
+        for crt in ["admin.crt", "controller-manager.crt", "apiserver.crt"] {
+            assert!(!signed_by(&read(&dir, crt), &etcd_ca), "{crt}");
+        }
+        for key in ["etcd-server.key", "etcd-client.key"] {
+            assert_eq!(mode(&dir, key), 0o600, "{key}");
+        }
+        assert!(!dir.join("etcd-ca.key").exists());
+        // ensure_etcd keeps what is there, and makes what is missing.
+        ensure_etcd(&dir, "golden").unwrap();
+        assert_eq!(read(&dir, "etcd-client.crt"), client);
+        std::fs::remove_file(dir.join("etcd-client.key")).unwrap();
+        ensure_etcd(&dir, "golden").unwrap();
+        assert_ne!(read(&dir, "etcd-client.crt"), client);
+        assert!(signed_by(
+            &read(&dir, "etcd-client.crt"),
+            &read(&dir, "etcd-ca.crt")
+        ));
     }
 
     #[test]

@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 pub struct Ports {
     /// kube-apiserver `--secure-port` (HTTPS).
     pub apiserver: u16,
-    /// etcd client URL port (plain HTTP).
+    /// etcd client URL port (HTTPS, client certificates only).
     pub etcd: u16,
     /// etcd peer URL port.
     pub etcd_peer: u16,

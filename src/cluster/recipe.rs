@@ -138,12 +138,16 @@ pub fn components(l: &Layout<'_>) -> Vec<Component> {
     ]
 }
 
-/// etcd, one member, plain HTTP on 127.0.0.1, no fsync (the data is thrown away with the
-/// cluster). kwokctl's flags (kwok `pkg/kwokctl/components/etcd.go`).
+/// etcd, one member on 127.0.0.1, no fsync (the data is thrown away with the cluster);
+/// kwokctl's flags (kwok `pkg/kwokctl/components/etcd.go`) plus client-certificate TLS on
+/// both listeners: `--client-cert-auth` / `--peer-client-cert-auth` with etcd's own CA
+/// ([`super::pki::generate_etcd`]; etcd's flags: etcd-io/etcd
+/// `server/etcdmain/help.go`), so a client without a certificate of that CA — any other
+/// local user — is refused at the TLS handshake.
 pub fn etcd(l: &Layout<'_>) -> Component {
     let info = l.info;
-    let etcd_url = format!("http://127.0.0.1:{}", info.etcd_port);
-    let peer_url = format!("http://127.0.0.1:{}", info.etcd_peer_port);
+    let etcd_url = format!("https://127.0.0.1:{}", info.etcd_port);
+    let peer_url = format!("https://127.0.0.1:{}", info.etcd_peer_port);
     Component {
         name: "etcd",
         binary: l.bin("etcd"),
@@ -155,6 +159,14 @@ pub fn etcd(l: &Layout<'_>) -> Component {
             format!("--listen-peer-urls={peer_url}"),
             format!("--initial-advertise-peer-urls={peer_url}"),
             format!("--initial-cluster=node0={peer_url}"),
+            format!("--cert-file={}", l.pki("etcd-server.crt")),
+            format!("--key-file={}", l.pki("etcd-server.key")),
+            format!("--trusted-ca-file={}", l.pki("etcd-ca.crt")),
+            "--client-cert-auth=true".into(),
+            format!("--peer-cert-file={}", l.pki("etcd-server.crt")),
+            format!("--peer-key-file={}", l.pki("etcd-server.key")),
+            format!("--peer-trusted-ca-file={}", l.pki("etcd-ca.crt")),
+            "--peer-client-cert-auth=true".into(),
             "--auto-compaction-retention=1".into(),
             "--quota-backend-bytes=8589934592".into(),
             "--unsafe-no-fsync=true".into(),
@@ -177,7 +189,10 @@ pub fn kube_apiserver(l: &Layout<'_>) -> Component {
         name: "kube-apiserver",
         binary: l.bin("kube-apiserver"),
         args: vec![
-            format!("--etcd-servers=http://127.0.0.1:{}", info.etcd_port),
+            format!("--etcd-servers=https://127.0.0.1:{}", info.etcd_port),
+            format!("--etcd-cafile={}", l.pki("etcd-ca.crt")),
+            format!("--etcd-certfile={}", l.pki("etcd-client.crt")),
+            format!("--etcd-keyfile={}", l.pki("etcd-client.key")),
             "--etcd-prefix=/registry".into(),
             "--bind-address=127.0.0.1".into(),
             "--advertise-address=127.0.0.1".into(),
@@ -235,8 +250,11 @@ pub fn kube_controller_manager(l: &Layout<'_>) -> Component {
             // Its default, /usr/libexec/kubernetes/kubelet-plugins/volume/exec/, would be
             // created on the host at start.
             format!("--flex-volume-plugin-dir={}", l.state_file("flexvolume")),
-            "--node-monitor-period=25s".into(),
-            "--node-monitor-grace-period=3m20s".into(),
+            // As long as kwok's node leases: a node goes NotReady only after a whole lease
+            // without renewal (kubernetes/kubernetes
+            // `pkg/controller/nodelifecycle/node_lifecycle_controller.go`).
+            format!("--node-monitor-period={}s", node_lease_seconds() / 8),
+            format!("--node-monitor-grace-period={}s", node_lease_seconds()),
             "--kube-api-qps=5000".into(),
             "--kube-api-burst=10000".into(),
         ],
@@ -288,6 +306,25 @@ pub fn kube_scheduler(l: &Layout<'_>) -> Component {
     }
 }
 
+/// The test-only environment variable that shortens kwok's node leases, and with them
+/// kube-controller-manager's node grace and monitor periods and the supervisor's lease
+/// checks ([`super::supervisor::kwok_check_every`]), all in proportion, so that a live
+/// test can wedge kwok and watch the supervisor restart it before any node goes NotReady
+/// in a minute rather than four (`tests/it/cluster.rs`). Whole seconds, 20 to 200; unset
+/// or anything else: 200.
+pub const NODE_LEASE_ENV: &str = "GPUWL_TEST_NODE_LEASE_SECONDS";
+
+/// kwok's node lease duration, seconds, which is also kube-controller-manager's
+/// `--node-monitor-grace-period`: 200 (kwokctl's, kwok
+/// `pkg/kwokctl/components/kwok_controller.go`), or [`NODE_LEASE_ENV`]'s value in tests.
+pub fn node_lease_seconds() -> u64 {
+    std::env::var(NODE_LEASE_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+        .filter(|v| (20..=200).contains(v))
+        .unwrap_or(200)
+}
+
 /// kwok-controller managing every node (`--manage-all-nodes=true`: every Node becomes
 /// Ready, every bound Pod Running), its configuration and stages in `kwok.yaml`, its node
 /// leases of 200 s (kwok `pkg/kwokctl/components/kwok_controller.go`).
@@ -306,7 +343,7 @@ pub fn kwok_controller(l: &Layout<'_>) -> Component {
             "--node-name=localhost".into(),
             format!("--node-port={}", info.kwok_port),
             format!("--server-address=127.0.0.1:{}", info.kwok_port),
-            "--node-lease-duration-seconds=200".into(),
+            format!("--node-lease-duration-seconds={}", node_lease_seconds()),
         ],
         env: Vec::new(),
         ports: vec![info.kwok_port],

@@ -40,6 +40,29 @@ pub const POLL: Duration = Duration::from_secs(2);
 /// (`cluster::lease_stale_after`).
 pub const KWOK_CHECK_EVERY: Duration = Duration::from_secs(15);
 
+/// How often the supervisor reads kwok's node leases: [`KWOK_CHECK_EVERY`] for the
+/// 200 s leases, in proportion to a shorter lease set for a test
+/// ([`super::recipe::NODE_LEASE_ENV`]), never under [`POLL`].
+pub fn kwok_check_every() -> Duration {
+    let lease = super::recipe::node_lease_seconds();
+    (KWOK_CHECK_EVERY * lease as u32 / 200).max(POLL)
+}
+
+/// The longest a wedged kwok goes unrenewed before the supervisor has restarted it, for
+/// leases of `lease`: the lease found stale ([`super::lease_stale_after`]: half of it), a
+/// check interval to see it, another for the second finding, one [`POLL`], and
+/// [`KWOK_RESTART_BUDGET`] to stop, start and have the new kwok renew.
+pub fn worst_kwok_restart(lease: Duration, check_every: Duration) -> Duration {
+    super::lease_stale_after(i32::try_from(lease.as_secs()).ok())
+        + 2 * check_every
+        + POLL
+        + KWOK_RESTART_BUDGET
+}
+
+/// What a kwok restart may take, from the stop (2 s for SIGTERM, then SIGKILL) to its
+/// first lease renewal.
+pub const KWOK_RESTART_BUDGET: Duration = Duration::from_secs(10);
+
 /// Restarts of one component within [`LOOP_WINDOW`] that count as a restart loop.
 pub const LOOP_LIMIT: usize = 5;
 
@@ -172,7 +195,7 @@ pub fn run(name: &str, state: &Path) -> Result<()> {
             .filter(|c| process::alive(state, c).is_none())
             .collect();
         let mut detail: Vec<String> = dead.iter().map(|c| exited(state, c)).collect();
-        if dead.is_empty() && last_kwok_check.elapsed() >= KWOK_CHECK_EVERY {
+        if dead.is_empty() && last_kwok_check.elapsed() >= kwok_check_every() {
             last_kwok_check = Instant::now();
             match super::kwok_wedged(name) {
                 Some(w) => {
@@ -180,7 +203,9 @@ pub fn run(name: &str, state: &Path) -> Result<()> {
                     log(&format!("{w} (finding {kwok_findings} of 2)"));
                     if kwok_findings >= 2 {
                         kwok_findings = 0;
-                        process::stop_one(state, "kwok-controller", Duration::from_secs(5))?;
+                        // A wedged kwok may not act on SIGTERM (a stopped one cannot):
+                        // 2 s, then SIGKILL; it keeps no state worth a longer wait.
+                        process::stop_one(state, "kwok-controller", Duration::from_secs(2))?;
                         dead.push("kwok-controller");
                         detail.push(format!("kwok-controller wedged: {w}"));
                     }

@@ -256,6 +256,222 @@ fn autoscaled_of_nodepools<'a>(pools: impl Iterator<Item = &'a Value>) -> Vec<Au
         .collect()
 }
 
+/// What the guard found of cluster-autoscaler (kubernetes/autoscaler `cluster-autoscaler/`)
+/// when it started ([`cluster_autoscaler`]).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClusterAutoscaler {
+    /// How it was found: `Deployment NS/NAME`, `ConfigMap kube-system/cluster-autoscaler-status`.
+    pub found_by: Vec<String>,
+    /// The node groups its status ConfigMap names (`nodeGroups[].name`), in its order.
+    pub node_groups: Vec<String>,
+    /// The GPU resources its Cluster API node groups' templates bring, each with the
+    /// units one new node has.
+    pub autoscaled: Vec<Autoscaled>,
+}
+
+/// The name of cluster-autoscaler's status ConfigMap, in the namespace it runs in
+/// (kube-system by default; kubernetes/autoscaler
+/// `cluster-autoscaler/clusterstate/utils/status.go`, `StatusConfigMapName`, data key
+/// `status`).
+pub const CA_STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
+
+/// The annotations of a Cluster API MachineDeployment or MachineSet that say what one node
+/// of the node group has, for scale from zero (kubernetes/autoscaler
+/// `cluster-autoscaler/cloudprovider/clusterapi/clusterapi_unstructured.go`: `gpuTypeKey`,
+/// `gpuCountKey`): the GPU's resource name (e.g. `nvidia.com/gpu`) and its count.
+const CA_GPU_TYPE: &str = "capacity.cluster-autoscaler.kubernetes.io/gpu-type";
+/// See [`CA_GPU_TYPE`].
+const CA_GPU_COUNT: &str = "capacity.cluster-autoscaler.kubernetes.io/gpu-count";
+/// The suffix of the annotation that makes a Cluster API MachineDeployment or MachineSet a
+/// node group cluster-autoscaler may grow (`<CAPI group>/cluster-api-autoscaler-node-group-
+/// max-size`, the group `cluster.x-k8s.io` unless `CAPI_GROUP` says otherwise;
+/// `cluster-autoscaler/cloudprovider/clusterapi/clusterapi_utils.go`).
+const CA_MAX_SIZE_SUFFIX: &str = "/cluster-api-autoscaler-node-group-max-size";
+
+/// Finds cluster-autoscaler on the cluster: a Deployment in kube-system that is one (its
+/// name or a container image says `cluster-autoscaler`), or its status ConfigMap
+/// kube-system/cluster-autoscaler-status; then what its node groups can bring: the Cluster
+/// API MachineDeployments and MachineSets it may grow (`cluster.x-k8s.io` v1beta1 and
+/// v1beta2) whose scale-from-zero annotations name a GPU resource and count. A node group
+/// of a cloud provider (an AWS Auto Scaling group, a GCE instance group) keeps its template
+/// in the cloud, which gpuwl cannot read: `autoscaled` is then empty and the caller says
+/// to list the names with `--admission-autoscaled`. `None` when neither the Deployment nor
+/// the ConfigMap is there (or cannot be read within 10 s). Read once, at start.
+pub async fn cluster_autoscaler(client: &kube::Client) -> Option<ClusterAutoscaler> {
+    use k8s_openapi::api::apps::v1::Deployment;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Api, ListParams};
+    let within = std::time::Duration::from_secs(10);
+    let deployments: Api<Deployment> = Api::namespaced(client.clone(), "kube-system");
+    let maps: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let (deps, status) = tokio::time::timeout(within, async {
+        (
+            deployments.list(&ListParams::default()).await,
+            maps.get_opt(CA_STATUS_CONFIGMAP).await,
+        )
+    })
+    .await
+    .ok()?;
+    let mut found = ClusterAutoscaler::default();
+    for d in deps.map(|l| l.items).unwrap_or_default() {
+        let v = serde_json::to_value(&d).unwrap_or_default();
+        if is_cluster_autoscaler(&v) {
+            found.found_by.push(format!(
+                "Deployment kube-system/{}",
+                d.metadata.name.unwrap_or_default()
+            ));
+        }
+    }
+    if let Ok(Some(cm)) = status {
+        found
+            .found_by
+            .push(format!("ConfigMap kube-system/{CA_STATUS_CONFIGMAP}"));
+        let text = cm
+            .data
+            .as_ref()
+            .and_then(|d| d.get("status"))
+            .cloned()
+            .unwrap_or_default();
+        found.node_groups = status_node_groups(&text);
+    }
+    if found.found_by.is_empty() {
+        return None;
+    }
+    let mut templates: Vec<Value> = Vec::new();
+    for version in ["v1beta1", "v1beta2"] {
+        for (kind, plural) in [
+            ("MachineDeployment", "machinedeployments"),
+            ("MachineSet", "machinesets"),
+        ] {
+            templates.extend(capi_list(client, version, kind, plural, within).await);
+        }
+    }
+    found.autoscaled = autoscaled_of_machine_templates(templates.iter());
+    Some(found)
+}
+
+/// The objects of one Cluster API kind, every namespace; empty when the API does not serve
+/// it, refuses, or takes longer than `within`.
+async fn capi_list(
+    client: &kube::Client,
+    version: &str,
+    kind: &str,
+    plural: &str,
+    within: std::time::Duration,
+) -> Vec<Value> {
+    use kube::api::{Api, ApiResource, ListParams};
+    use kube::core::GroupVersionKind;
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("cluster.x-k8s.io", version, kind),
+        plural,
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    match tokio::time::timeout(within, api.list(&ListParams::default())).await {
+        Ok(Ok(list)) => list
+            .items
+            .into_iter()
+            .filter_map(|o| serde_json::to_value(o).ok())
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether a Deployment (as JSON) is cluster-autoscaler: its name, or the last path part
+/// of a container's image, starts with `cluster-autoscaler` (the upstream image is
+/// `registry.k8s.io/autoscaling/cluster-autoscaler:vX`; charts name the Deployment
+/// `cluster-autoscaler` or `<release>-cluster-autoscaler`, so the name may also end with it).
+fn is_cluster_autoscaler(d: &Value) -> bool {
+    let name = d
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let by_name = name.starts_with("cluster-autoscaler") || name.ends_with("-cluster-autoscaler");
+    let by_image = d
+        .pointer("/spec/template/spec/containers")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|c| c["image"].as_str())
+        .any(|image| {
+            image
+                .rsplit('/')
+                .next()
+                .is_some_and(|last| last.starts_with("cluster-autoscaler"))
+        });
+    by_name || by_image
+}
+
+/// The node-group names of cluster-autoscaler's status text: `nodeGroups[].name` of the YAML
+/// it writes since v1.30 (`cluster-autoscaler/clusterstate/api/types.go`,
+/// `ClusterAutoscalerStatus`), else the `Name:` lines under `NodeGroups:` of the text it
+/// wrote before; each once, escaped names never needed (shown through `text::esc`).
+fn status_node_groups(text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    if let Ok(v) = serde_saphyr::from_str::<Value>(text)
+        && let Some(groups) = v.get("nodeGroups").and_then(Value::as_array)
+    {
+        out.extend(
+            groups
+                .iter()
+                .filter_map(|g| g.get("name").and_then(Value::as_str))
+                .map(str::to_owned),
+        );
+    } else if let Some((_, groups)) = text.split_once("NodeGroups:") {
+        out.extend(
+            groups
+                .lines()
+                .filter_map(|l| l.trim().strip_prefix("Name:"))
+                .map(|n| n.trim().to_owned())
+                .filter(|n| !n.is_empty()),
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    out.retain(|n| seen.insert(n.clone()));
+    out
+}
+
+/// The GPU resources Cluster API node groups bring: every MachineDeployment or MachineSet
+/// that cluster-autoscaler may grow (a `…/cluster-api-autoscaler-node-group-max-size`
+/// annotation above 0) and whose [`CA_GPU_TYPE`] names an extended resource with a
+/// positive [`CA_GPU_COUNT`]: that name, with the most units one node of any such group
+/// has. Sorted by name.
+fn autoscaled_of_machine_templates<'a>(objs: impl Iterator<Item = &'a Value>) -> Vec<Autoscaled> {
+    let mut most: std::collections::BTreeMap<String, i64> = std::collections::BTreeMap::new();
+    for o in objs {
+        let Some(a) = o
+            .pointer("/metadata/annotations")
+            .and_then(Value::as_object)
+        else {
+            continue;
+        };
+        let grows = a.iter().any(|(k, v)| {
+            k.ends_with(CA_MAX_SIZE_SUFFIX)
+                && v.as_str()
+                    .and_then(|s| s.trim().parse::<i64>().ok())
+                    .is_some_and(|n| n > 0)
+        });
+        let name = a.get(CA_GPU_TYPE).and_then(Value::as_str).map(str::trim);
+        let count = a
+            .get(CA_GPU_COUNT)
+            .and_then(Value::as_str)
+            .and_then(|s| s.trim().parse::<i64>().ok())
+            .filter(|n| *n > 0);
+        if let (true, Some(name), Some(count)) = (grows, name, count)
+            && name.contains('/')
+            && !name.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
+            let e = most.entry(name.to_owned()).or_default();
+            *e = (*e).max(count);
+        }
+    }
+    most.into_iter()
+        .map(|(name, units)| Autoscaled {
+            name,
+            units: Some(units),
+        })
+        .collect()
+}
+
 /// Whether autoscaling can serve all `requests` (resource → units) that have a vendor
 /// domain (`nvidia.com/…`): each one listed in `autoscaled`, within its units. `false`
 /// without such a request.
@@ -515,6 +731,141 @@ mod tests {
                 }
             ]
         );
+    }
+
+    #[test]
+    fn cluster_autoscaler_is_found_by_its_deployment_or_status_and_its_capi_groups_read() {
+        use crate::testing::{FakeApi, rt};
+        let rt = rt();
+        let _in = rt.enter();
+        // Nothing of it: None, whatever else runs in kube-system.
+        let api = FakeApi::new();
+        api.insert(
+            "/apis/apps/v1",
+            "deployments",
+            json!({"metadata": {"name": "coredns", "namespace": "kube-system"},
+                   "spec": {"template": {"spec": {"containers": [{"name": "c", "image": "registry.k8s.io/coredns/coredns:v1.12"}]}}}}),
+        );
+        assert_eq!(rt.block_on(cluster_autoscaler(&api.client())), None);
+        // Its Deployment (found by image), its status ConfigMap (YAML, v1.30+), a GPU
+        // MachineDeployment it may grow from zero, one it may not (no max size), one
+        // without a GPU.
+        api.insert(
+            "/apis/apps/v1",
+            "deployments",
+            json!({"metadata": {"name": "ca", "namespace": "kube-system"},
+                   "spec": {"template": {"spec": {"containers": [{"name": "c",
+                   "image": "registry.k8s.io/autoscaling/cluster-autoscaler:v1.34.1"}]}}}}),
+        );
+        api.insert(
+            "/api/v1",
+            "configmaps",
+            json!({"metadata": {"name": CA_STATUS_CONFIGMAP, "namespace": "kube-system"},
+                   "data": {"status": "time: now\nautoscalerStatus: Running\nnodeGroups:\n  - name: \"MachineDeployment/ml/gpu-h100\"\n    health: {status: Healthy, minSize: 0, maxSize: 4}\n  - name: \"MachineDeployment/ml/cpu\"\n"}}),
+        );
+        let md = |name: &str, annotations: Value| {
+            json!({"apiVersion": "cluster.x-k8s.io/v1beta1", "kind": "MachineDeployment",
+                   "metadata": {"name": name, "namespace": "ml", "annotations": annotations}})
+        };
+        let capi = "/apis/cluster.x-k8s.io/v1beta1";
+        api.insert(
+            capi,
+            "machinedeployments",
+            md(
+                "gpu-h100",
+                json!({"cluster.x-k8s.io/cluster-api-autoscaler-node-group-min-size": "0",
+                       "cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "4",
+                       CA_GPU_TYPE: "nvidia.com/gpu", CA_GPU_COUNT: "8"}),
+            ),
+        );
+        api.insert(
+            capi,
+            "machinedeployments",
+            md(
+                "fixed-a10",
+                json!({CA_GPU_TYPE: "nvidia.com/NVIDIA_A10", CA_GPU_COUNT: "1"}),
+            ),
+        );
+        api.insert(
+            capi,
+            "machinedeployments",
+            md(
+                "cpu",
+                json!({"cluster.x-k8s.io/cluster-api-autoscaler-node-group-max-size": "10"}),
+            ),
+        );
+        let ca = rt.block_on(cluster_autoscaler(&api.client())).unwrap();
+        assert_eq!(
+            ca.found_by,
+            [
+                "Deployment kube-system/ca",
+                "ConfigMap kube-system/cluster-autoscaler-status"
+            ]
+        );
+        assert_eq!(
+            ca.node_groups,
+            ["MachineDeployment/ml/gpu-h100", "MachineDeployment/ml/cpu"]
+        );
+        assert_eq!(
+            ca.autoscaled,
+            [Autoscaled {
+                name: "nvidia.com/gpu".into(),
+                units: Some(8)
+            }]
+        );
+        // Enforce mode: a pod asking 8 of nvidia.com/gpu, which no node advertises, is
+        // denied alone and admitted with the groups read (a new node
+        // of gpu-h100 has 8), one asking 9 is not.
+        let ix = index();
+        let asks = |units: &str| {
+            let mut p = pod("nvidia.com/gpu");
+            p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = json!(units);
+            review("Pod", "", "CREATE", p)
+        };
+        let eight = answer(&asks("8"), &ix, Mode::Enforce);
+        assert_eq!(eight.verdict, Verdict::Denied, "{:?}", eight.codes);
+        let eight = answer_with(&asks("8"), &ix, Mode::Enforce, &ca.autoscaled);
+        assert_ne!(eight.verdict, Verdict::Denied, "{:?}", eight.codes);
+        let nine = answer_with(&asks("9"), &ix, Mode::Enforce, &ca.autoscaled);
+        assert_eq!(nine.verdict, Verdict::Denied);
+        // Found by its status ConfigMap alone (the Deployment elsewhere), the text format
+        // before v1.30.
+        let api = FakeApi::new();
+        api.insert(
+            "/api/v1",
+            "configmaps",
+            json!({"metadata": {"name": CA_STATUS_CONFIGMAP, "namespace": "kube-system"},
+                   "data": {"status": "Cluster-autoscaler status at 2024-01-01 00:00:00:\nCluster-wide:\n  Health: Healthy\nNodeGroups:\n  Name:        eks-gpu-1a2b\n  Health:      Healthy (ready=0)\n"}}),
+        );
+        let ca = rt.block_on(cluster_autoscaler(&api.client())).unwrap();
+        assert_eq!(
+            ca.found_by,
+            ["ConfigMap kube-system/cluster-autoscaler-status"]
+        );
+        assert_eq!(ca.node_groups, ["eks-gpu-1a2b"]);
+        assert!(ca.autoscaled.is_empty());
+    }
+
+    #[test]
+    fn a_deployment_is_cluster_autoscaler_by_name_or_image() {
+        let d = |name: &str, image: &str| {
+            json!({"metadata": {"name": name},
+                   "spec": {"template": {"spec": {"containers": [{"image": image}]}}}})
+        };
+        assert!(is_cluster_autoscaler(&d("cluster-autoscaler", "x")));
+        assert!(is_cluster_autoscaler(&d("prod-cluster-autoscaler", "x")));
+        assert!(is_cluster_autoscaler(&d(
+            "scaler",
+            "registry.k8s.io/autoscaling/cluster-autoscaler-amd64:v1.21.0"
+        )));
+        assert!(!is_cluster_autoscaler(&d(
+            "karpenter",
+            "public.ecr.aws/karpenter/controller"
+        )));
+        assert!(!is_cluster_autoscaler(&d(
+            "my-autoscaler",
+            "example.com/cluster-autoscaler-docs/x"
+        )));
     }
 
     #[test]

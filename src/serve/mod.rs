@@ -438,6 +438,31 @@ async fn start_admission(
         ));
     }
     autoscaled.extend(karpenter);
+    if let Some(ca) = admission::cluster_autoscaler(&shared.client()).await {
+        let names: Vec<String> = ca
+            .autoscaled
+            .iter()
+            .map(|a| format!("{}={}", a.name, a.units.unwrap_or(0)))
+            .collect();
+        let groups = if ca.node_groups.is_empty() {
+            String::new()
+        } else {
+            format!(" ({} node group(s))", ca.node_groups.len())
+        };
+        log(&text::esc(&if names.is_empty() {
+            format!(
+                "admission: cluster-autoscaler found ({}){groups}, but no node-group template gpuwl can read names a GPU resource (a cloud provider's groups keep theirs in the cloud): list what they bring with --admission-autoscaled NAME[=UNITS], else enforce mode denies a pod only they could serve",
+                ca.found_by.join(", ")
+            )
+        } else {
+            format!(
+                "admission: cluster-autoscaler ({}){groups} can bring {}: enforce mode admits them with a warning",
+                ca.found_by.join(", "),
+                names.join(", ")
+            )
+        }));
+        autoscaled.extend(ca.autoscaled);
+    }
     let guard = Arc::new(admission::Guard {
         shared: shared.clone(),
         mode: a.mode,

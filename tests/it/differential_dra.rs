@@ -360,9 +360,9 @@ where
 }
 
 struct Outcome {
-    /// A fix explain claimed sufficient was applied on the cluster: whether the pod was
-    /// then bound (issue 35: fixes that work), with what was applied.
-    fix: Option<(bool, String)>,
+    /// For a pod the scheduler left pending: explain's remedy, and when it claimed to be
+    /// sufficient, what applying it on the cluster did (issues 35, 49: fixes that work).
+    fix: Option<FixResult>,
     retried: bool,
     describe: String,
     gpuwl_code: String,
@@ -525,53 +525,27 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
         pods.create(&pp, &from(sc.pod.clone())).await.unwrap();
         (placed, reason, message) = decision(client, &ns).await;
     }
-    // Issue 35: a tested fix explain claims sufficient (a DeviceClass named in the claim
-    // instead of the one it names) applied on the real cluster — the claim (or template)
-    // and the pod re-created — must get the pod bound.
-    let mut fix = None;
+    // Issues 35 and 49: every fix explain claims sufficient (`remedy.actions`: the claim's
+    // class, selector or count, the pod's node constraints, the pods holding devices
+    // ended) applied on the real cluster — the claim (or template) and the pod re-created —
+    // must get the pod bound.
     let remedy = &doc["remedy"];
-    if !placed
-        && remedy["sufficient"] == true
-        && let Some(a) = remedy["actions"]
-            .as_array()
-            .and_then(|v| v.first())
-            .filter(|a| a["kind"] == "device-class")
-    {
-        let to = a["to"].as_str().unwrap().to_owned();
-        let set = |spec: &mut Value| {
-            for r in spec["devices"]["requests"].as_array_mut().unwrap() {
-                if r["name"] == a["request"] {
-                    r["exactly"]["deviceClassName"] = json!(to);
-                }
-            }
-        };
-        gpuwl::lab::kubeops::delete_pod(client, &ns, "target")
-            .await
-            .unwrap();
-        if let Some(t) = &sc.template {
-            let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), &ns);
-            let _ = api.delete("target", &DeleteParams::default()).await;
-            let mut t = t.clone();
-            set(&mut t["spec"]["spec"]);
-            // The claim made from the old template goes with the old pod (it owns it).
-            api.create(&pp, &from(t)).await.unwrap();
-        } else if let Some(c) = &sc.claim {
-            let _ = claims.delete("target", &DeleteParams::default()).await;
-            let gone = Instant::now();
-            while claims.get_opt("target").await.ok().flatten().is_some()
-                && gone.elapsed() < Duration::from_secs(20)
-            {
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            let mut c = c.clone();
-            set(&mut c["spec"]);
-            claims.create(&pp, &from(c)).await.unwrap();
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        pods.create(&pp, &from(sc.pod.clone())).await.unwrap();
-        let (bound, r2, m2) = decision(client, &ns).await;
-        fix = Some((bound, format!("{} → {to}: {r2} {m2}", a["from"])));
-    }
+    let fix = if placed || fits {
+        None
+    } else if remedy["sufficient"] == true {
+        let actions = remedy["actions"].as_array().cloned().unwrap_or_default();
+        Some(apply_fix(client, &ns, &sc, &actions).await)
+    } else {
+        Some(FixResult {
+            sufficient: false,
+            bound: false,
+            harm: String::new(),
+            what: format!(
+                "{gpuwl_code}: {}",
+                remedy["reason"].as_str().unwrap_or("(no remedy)")
+            ),
+        })
+    };
     // Clean up: the slices go (the next scenario publishes its own pools); the namespace
     // goes in the background.
     for s in &sc.slices {
@@ -593,6 +567,191 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
         placed,
         reason,
         message,
+    }
+}
+
+/// What explain's remedy for a pending target did.
+struct FixResult {
+    /// The remedy claimed to be sufficient.
+    sufficient: bool,
+    /// Bound after the actions (when sufficient).
+    bound: bool,
+    /// A harm rule an action breaks (empty: none): a count below 1, a toleration of a
+    /// node condition's taint, a pod ended that holds no device.
+    harm: String,
+    /// The actions and the scheduler's answer after them (or why none serves).
+    what: String,
+}
+
+/// The harm rule `a` breaks, if any.
+fn dra_harm(a: &Value) -> String {
+    match a["kind"].as_str().unwrap_or("") {
+        "count" if a["to"].as_i64().unwrap_or(0) < 1 => format!("count {} < 1", a["to"]),
+        "tolerate"
+            if a["key"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("node.kubernetes.io/") =>
+        {
+            format!("tolerates {}", a["key"])
+        }
+        "free-devices"
+            if a["pods"].as_array().into_iter().flatten().any(|p| {
+                !p.as_str()
+                    .unwrap_or("")
+                    .split_once('/')
+                    .is_some_and(|(_, n)| n.starts_with("holder-"))
+            }) =>
+        {
+            format!("ends a pod holding no device: {}", a["pods"])
+        }
+        _ => String::new(),
+    }
+}
+
+/// Applies `actions` (explain's `remedy.actions`) for scenario `sc` in namespace `ns`:
+/// the target pod deleted, the pods named by `free-devices` ended and their claims waited
+/// for to be deallocated, the claim or template changed (`device-class`, `selector`,
+/// `count`) and re-created, the pod's manifest changed (`node-selector`, `tolerate`,
+/// `drop-required-affinity`) and re-created; then the scheduler's decision.
+async fn apply_fix(client: &Client, ns: &str, sc: &Scenario, actions: &[Value]) -> FixResult {
+    let pp = PostParams::default();
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let claims: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+    let now = DeleteParams::default().grace_period(0);
+    let harm: Vec<String> = actions
+        .iter()
+        .map(dra_harm)
+        .filter(|h| !h.is_empty())
+        .collect();
+    let _ = pods.delete("target", &now).await;
+    let mut pod = sc.pod.clone();
+    let (mut claim, mut template) = (sc.claim.clone(), sc.template.clone());
+    let mut respec = false;
+    for a in actions {
+        let edit = |spec: &mut Value| {
+            for r in spec["devices"]["requests"].as_array_mut().unwrap() {
+                if r["name"] != a["request"] {
+                    continue;
+                }
+                let x = &mut r["exactly"];
+                match a["kind"].as_str().unwrap_or("") {
+                    "device-class" => x["deviceClassName"] = a["to"].clone(),
+                    "count" => x["count"] = a["to"].clone(),
+                    "selector" => {
+                        for s in x["selectors"].as_array_mut().into_iter().flatten() {
+                            if s["cel"]["expression"] == a["from"] {
+                                s["cel"]["expression"] = a["to"].clone();
+                            }
+                        }
+                    }
+                    _ => {}
+                }
+            }
+        };
+        match a["kind"].as_str().unwrap_or("") {
+            "device-class" | "count" | "selector" => {
+                respec = true;
+                if let Some(t) = template.as_mut() {
+                    edit(&mut t["spec"]["spec"]);
+                } else if let Some(c) = claim.as_mut() {
+                    edit(&mut c["spec"]);
+                }
+            }
+            "free-devices" => {
+                for k in a["pods"].as_array().into_iter().flatten() {
+                    if let Some((pns, pn)) = k.as_str().unwrap_or("").split_once('/') {
+                        let api: Api<Pod> = Api::namespaced(client.clone(), pns);
+                        let _ = api.delete(pn, &now).await;
+                    }
+                }
+                let names: Vec<String> = a["claims"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|k| k.as_str()?.split_once('/').map(|(_, n)| n.to_owned()))
+                    .collect();
+                if a["pods"].as_array().is_none_or(|v| v.is_empty()) {
+                    for n in &names {
+                        let _ = claims.delete(n, &now).await;
+                    }
+                }
+                // The resource claim controller deallocates a claim no pod reserves.
+                let start = Instant::now();
+                while start.elapsed() < Duration::from_secs(20) {
+                    let mut busy = false;
+                    for n in &names {
+                        if let Ok(Some(c)) = claims.get_opt(n).await {
+                            busy |= c.status.as_ref().is_some_and(|s| s.allocation.is_some());
+                        }
+                    }
+                    if !busy {
+                        break;
+                    }
+                    tokio::time::sleep(Duration::from_millis(150)).await;
+                }
+            }
+            "node-selector" => {
+                let key = a["key"].as_str().unwrap_or("");
+                match a["value"].as_str() {
+                    Some(v) => pod["spec"]["nodeSelector"][key] = json!(v),
+                    None => {
+                        if let Some(m) = pod["spec"]["nodeSelector"].as_object_mut() {
+                            m.remove(key);
+                        }
+                    }
+                }
+            }
+            "tolerate" => {
+                let t = json!({"key": a["key"], "operator": if a["value"].is_null() {"Exists"} else {"Equal"},
+                    "value": a["value"], "effect": a["effect"]});
+                if let Some(v) = pod["spec"]["tolerations"].as_array_mut() {
+                    v.push(t);
+                }
+            }
+            "drop-required-affinity" => {
+                if let Some(m) = pod["spec"]["affinity"].as_object_mut() {
+                    m.remove("nodeAffinity");
+                }
+            }
+            _ => {}
+        }
+    }
+    // Wait for the old pod to be gone (its claim from the template goes with it).
+    for _ in 0..100 {
+        if pods.get_opt("target").await.ok().flatten().is_none() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    if respec {
+        if let Some(t) = &template {
+            let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), ns);
+            let _ = api.delete("target", &DeleteParams::default()).await;
+            api.create(&pp, &from(t.clone())).await.unwrap();
+        } else if let Some(c) = &claim {
+            let _ = claims.delete("target", &DeleteParams::default()).await;
+            let gone = Instant::now();
+            while claims.get_opt("target").await.ok().flatten().is_some()
+                && gone.elapsed() < Duration::from_secs(20)
+            {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            claims.create(&pp, &from(c.clone())).await.unwrap();
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    pods.create(&pp, &from(pod)).await.unwrap();
+    let (bound, r2, m2) = decision(client, ns).await;
+    let kinds: Vec<String> = actions
+        .iter()
+        .map(|a| a["description"].as_str().unwrap_or("").to_owned())
+        .collect();
+    FixResult {
+        sufficient: true,
+        bound,
+        harm: harm.join("; "),
+        what: format!("{}: {r2} {m2}", kinds.join(" + ")),
     }
 }
 
@@ -688,21 +847,42 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
             }
         }
     }
-    let fixes: Vec<&(bool, String)> = outcomes.iter().filter_map(|o| o.fix.as_ref()).collect();
-    let fixes_bound = fixes.iter().filter(|f| f.0).count();
+    let fixes: Vec<&FixResult> = outcomes
+        .iter()
+        .filter_map(|o| o.fix.as_ref())
+        .filter(|f| f.sufficient)
+        .collect();
+    let fixes_bound = fixes.iter().filter(|f| f.bound).count();
+    let none = outcomes
+        .iter()
+        .filter_map(|o| o.fix.as_ref())
+        .filter(|f| !f.sufficient)
+        .count();
+    let harmful = fixes.iter().filter(|f| !f.harm.is_empty()).count();
     println!(
-        "DIFF-DRA seed={seed} scenarios={} outcome={outcome_ok}/{} cause={cause_ok}/{pending} retried={retried} fixes={fixes_bound}/{} seconds={:.1} codes={by_code:?}",
+        "DIFF-DRA seed={seed} scenarios={} outcome={outcome_ok}/{} cause={cause_ok}/{pending} retried={retried} fixes={fixes_bound}/{} none={none} harmful={harmful} seconds={:.1} codes={by_code:?}",
         outcomes.len(),
         outcomes.len(),
         fixes.len(),
         started.elapsed().as_secs_f64()
     );
+    for o in &outcomes {
+        if let Some(f) = o.fix.as_ref().filter(|f| !f.sufficient) {
+            println!("NONE {} | {}", f.what, o.describe);
+        }
+    }
     for (o, f) in outcomes
         .iter()
         .filter_map(|o| o.fix.as_ref().map(|f| (o, f)))
-        .filter(|(_, f)| !f.0)
+        .filter(|(_, f)| f.sufficient && (!f.bound || !f.harm.is_empty()))
     {
-        misses.push(format!("FIX not bound: {} | {}", f.1, o.describe));
+        misses.push(format!(
+            "FIX {}: {} {}| {}",
+            if f.bound { "harmful" } else { "not bound" },
+            f.what,
+            f.harm,
+            o.describe
+        ));
     }
     for m in &misses {
         println!("{m}");

@@ -5,7 +5,8 @@
 //! and dra.yaml, and expect.json:
 //! `code` (the causeCode), `suggest` / `forbid_suggest` (names that must / must not be
 //! offered), `no_suggest` (nothing may be offered), `fix_mentions` (substrings of the fix),
-//! `forbid_text` (substrings in neither cause nor fix).
+//! `forbid_text` (substrings in neither cause nor fix), `remedy_kinds` (the kinds of the
+//! tested fix's `remedy.actions`, in order, the remedy sufficient).
 
 use std::path::Path;
 
@@ -100,6 +101,18 @@ fn judge(dir: &Path) -> Vec<String> {
     for s in strs("fix_mentions") {
         if !fix.contains(&s) {
             why.push(format!("fix lacks {s:?}: {fix}"));
+        }
+    }
+    let kinds = strs("remedy_kinds");
+    if !kinds.is_empty() {
+        let got: Vec<&str> = doc["remedy"]["actions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a["kind"].as_str())
+            .collect();
+        if doc["remedy"]["sufficient"] != true || got != kinds {
+            why.push(format!("remedy {}, want actions {kinds:?}", doc["remedy"]));
         }
     }
     for s in strs("forbid_text") {

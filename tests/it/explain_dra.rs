@@ -3,7 +3,10 @@
 //! `index`, `gpu-node-2` does not), and the allocator's rules: a count no single node
 //! serves is `too-large`; a version compared with a string is a runtime error
 //! (`selector-error`) with the corrected expression; a missing attribute on a device the
-//! allocator tries aborts too; `fitting` lists only the node whose device matches.
+//! allocator tries aborts too; `fitting` lists only the node whose device matches. Every
+//! fix printed is a tested change (`remedy.actions`, issue 49): the count lowered, the
+//! selector corrected or guarded with `has()`; where none places the pod, the rule's text
+//! is a hint, said so.
 
 use serde_json::{Value, json};
 
@@ -95,6 +98,41 @@ fn a_count_no_single_node_has_is_too_large() {
     assert_eq!(doc["fitting"], json!([]));
     let cause = doc["cause"].as_str().unwrap();
     assert!(cause.contains("at most 1 on one node"), "{cause}");
+    // The tested fix: count 1, placed on the first node.
+    let r = &doc["remedy"];
+    assert_eq!(r["sufficient"], true, "{r}");
+    assert_eq!(r["actions"][0]["kind"], "count", "{r}");
+    assert_eq!(r["actions"][0]["from"], 2);
+    assert_eq!(r["actions"][0]["to"], 1);
+    assert_eq!(r["actions"][0]["claim"], "template a100");
+    assert_eq!(r["node"], "gpu-node-1");
+}
+
+fn action(doc: &Value) -> &Value {
+    assert_eq!(doc["remedy"]["sufficient"], true, "{doc}");
+    &doc["remedy"]["actions"][0]
+}
+
+#[test]
+fn a_missing_attribute_on_one_node_is_fixed_with_a_has_guard_else_it_is_a_hint() {
+    let sel = "device.attributes['gpu.nvidia.com'].index == 0";
+    let doc = explain(sel, 1, &["gpu-node-1", "gpu-node-2"]);
+    assert_eq!(doc["causeCode"], "selector-error", "{doc}");
+    let a = action(&doc);
+    assert_eq!(a["kind"], "selector");
+    assert_eq!(a["from"], sel);
+    assert_eq!(
+        a["to"],
+        format!("has(device.attributes['gpu.nvidia.com'].index) && ({sel})")
+    );
+    assert_eq!(doc["remedy"]["node"], "gpu-node-1");
+    // Only the node without the attribute: the guard turns the error into no match, which
+    // places nothing; the rule's text is then a hint, not a fix.
+    let doc = explain(sel, 1, &["gpu-node-2"]);
+    assert_eq!(doc["causeCode"], "selector-error", "{doc}");
+    assert_eq!(doc["remedy"]["sufficient"], false, "{doc}");
+    let fix = doc["fix"].as_str().unwrap();
+    assert!(fix.starts_with("hint, not a tested fix"), "{fix}");
 }
 
 #[test]
@@ -114,6 +152,13 @@ fn a_version_compared_with_a_string_is_a_selector_error_with_the_fix() {
             "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('580.95.5')) == 0"
         ),
         "{fix}"
+    );
+    // Tested: the typed comparison places the pod.
+    let a = action(&doc);
+    assert_eq!(a["kind"], "selector");
+    assert_eq!(
+        a["to"],
+        "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('580.95.5')) == 0"
     );
     // A missing attribute on a device the allocator tries aborts too.
     let doc = explain(
@@ -145,5 +190,11 @@ fn a_misspelled_value_names_the_published_one() {
             .unwrap()
             .contains("productName == 'NVIDIA A100-SXM4-80GB'"),
         "{doc}"
+    );
+    let a = action(&doc);
+    assert_eq!(a["kind"], "selector");
+    assert_eq!(
+        a["to"],
+        "device.attributes['gpu.nvidia.com'].productName == 'NVIDIA A100-SXM4-80GB'"
     );
 }

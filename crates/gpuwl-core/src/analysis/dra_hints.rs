@@ -71,6 +71,30 @@ fn quoted(s: &str, at: usize) -> Option<(String, usize)> {
     Some((s[at + 1..at + 1 + end].to_owned(), at + 1 + end + 1))
 }
 
+/// `expr` with a `has()` test of the attribute `name` (unqualified, as a `no such key`
+/// error names it) before it: `has(device.attributes['DOMAIN'].NAME) && (EXPR)`, so that a
+/// device not publishing it is a non-match instead of a CEL runtime error (CEL's `has()`
+/// macro on a map tests for the key; kubernetes/kubernetes
+/// `staging/src/k8s.io/dynamic-resource-allocation/cel/compile.go` gives the attributes
+/// as a map per domain). `None` when the expression references no attribute of that name.
+pub(crate) fn guarded(expr: &str, name: &str) -> Option<String> {
+    let mut domains: Vec<String> = references(expr)
+        .into_iter()
+        .filter(|r| !r.capacity && r.name == name)
+        .map(|r| r.domain)
+        .collect();
+    domains.dedup();
+    let [domain] = domains.as_slice() else {
+        return None;
+    };
+    if !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') || domain.contains('\'') {
+        return None;
+    }
+    Some(format!(
+        "has(device.attributes['{domain}'].{name}) && ({expr})"
+    ))
+}
+
 fn references(expr: &str) -> Vec<Ref> {
     let mut out = Vec::new();
     for (key, capacity) in [("device.attributes[", false), ("device.capacity[", true)] {

@@ -36,13 +36,13 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
+mod dra;
+
 use crate::analysis::check;
 use crate::analysis::diagnosis::CauseCode;
-use crate::analysis::dra::ClaimView;
 use crate::analysis::explain::{Explanation, Inputs, Shared};
 use crate::analysis::fit::{self, Failure, NodeFit, Requested, UNSCHEDULABLE_TAINT};
 use crate::analysis::placement;
-use crate::model::dra::{ClaimRequest, DraObjects};
 use crate::model::kubevirt::node_owned_label;
 use crate::model::node::{NodeInfo, Taint};
 use crate::model::pod::{self, ObjectKind, PodInfo, Toleration, launcher_vmi_name};
@@ -120,6 +120,42 @@ pub enum Action {
         /// be given.
         to: String,
     },
+    /// Replace one CEL selector of one request of the pod's resource claim (DRA): the
+    /// claim's own selectors only, never a DeviceClass's (cluster-wide). The claim is
+    /// re-created (a template's: the template changes and the pod is re-created).
+    Selector {
+        /// `namespace/name` of the ResourceClaim, or `template NAME`.
+        claim: String,
+        /// The request's name in the claim.
+        request: String,
+        /// The expression now.
+        from: String,
+        /// The expression instead.
+        to: String,
+    },
+    /// Ask for fewer devices in one request of the pod's resource claim (DRA,
+    /// `allocationMode: ExactCount`); the claim (or template) and pod are re-created.
+    Count {
+        /// `namespace/name` of the ResourceClaim, or `template NAME`.
+        claim: String,
+        /// The request's name in the claim.
+        request: String,
+        /// The count now.
+        from: i64,
+        /// The count instead (≥ 1).
+        to: i64,
+    },
+    /// End the pods that hold DRA devices on a node (their claims are released: the
+    /// resource claim controller deallocates a claim no pod reserves any longer), so that
+    /// the pod's claim can be allocated there.
+    FreeDevices {
+        /// Node name.
+        node: String,
+        /// `namespace/name` of each claim released.
+        claims: Vec<String>,
+        /// `namespace/name` of each pod ended (the claims' reservedFor pods).
+        pods: Vec<String>,
+    },
     /// Stop pods bound to the node so that enough units of the resource are free.
     Free {
         /// Node name.
@@ -142,11 +178,13 @@ impl Action {
     pub(crate) fn cost(&self) -> u32 {
         match self {
             Action::Tolerate { .. } | Action::Rename { .. } | Action::DeviceClass { .. } => 1,
-            Action::Lower { .. } => 3,
+            Action::Selector { .. } => 2,
+            Action::Lower { .. } | Action::Count { .. } => 3,
             Action::NodeSelector { .. } => 4,
             Action::DropRequiredAffinity | Action::Uncordon { .. } => 5,
             Action::FixWorkloadLabel { .. } => 6,
             Action::Free { pods, .. } => 8 + pods.len() as u32,
+            Action::FreeDevices { pods, claims, .. } => 8 + pods.len().max(claims.len()) as u32,
         }
     }
 
@@ -154,7 +192,10 @@ impl Action {
     pub(crate) fn on_pod(&self) -> bool {
         !matches!(
             self,
-            Action::Uncordon { .. } | Action::Free { .. } | Action::FixWorkloadLabel { .. }
+            Action::Uncordon { .. }
+                | Action::Free { .. }
+                | Action::FreeDevices { .. }
+                | Action::FixWorkloadLabel { .. }
         )
     }
 
@@ -165,7 +206,7 @@ impl Action {
         match self {
             Action::Uncordon { .. } | Action::Tolerate { .. } => "patch",
             Action::FixWorkloadLabel { .. } => "label",
-            Action::Free { .. } => "delete",
+            Action::Free { .. } | Action::FreeDevices { .. } => "delete",
             _ => "recreate",
         }
     }
@@ -213,6 +254,32 @@ impl Action {
                 to,
             } => format!(
                 "set deviceClassName of request {request} in claim {claim} to {to} instead of {from} (re-create the claim and the {who}; DeviceClass {from} itself is left as it is)"
+            ),
+            Action::Selector {
+                claim,
+                request,
+                from,
+                to,
+            } => format!(
+                "change the selector {from} of request {request} in claim {claim} to: {to} (re-create the claim and the {who})"
+            ),
+            Action::Count {
+                claim,
+                request,
+                from,
+                to,
+            } => format!(
+                "ask for {to} device(s) instead of {from} in request {request} of claim {claim} (re-create the claim and the {who})"
+            ),
+            Action::FreeDevices { node, claims, pods } if pods.is_empty() => format!(
+                "free the devices of claim(s) {} on {node} by deleting them (no pod uses them)",
+                claims.join(", ")
+            ),
+            Action::FreeDevices { node, claims, pods } => format!(
+                "free a device on {node} by ending {} (holding claim(s) {}, whose devices then return to the pool; it disrupts {})",
+                pods.join(", "),
+                claims.join(", "),
+                if pods.len() == 1 { "it" } else { "them" }
             ),
             // A launcher pod's cpu and memory are virt-controller's: the VMI's own plus
             // KubeVirt's overhead (kubevirt/kubevirt `pkg/virt-controller/services/
@@ -271,6 +338,20 @@ impl Action {
                 vec![format!("kubectl label node {node} {LABEL_KEY}={value} --overwrite")]
             }
             Action::Free { pods: stopped, .. } => {
+                stopped.iter().map(|k| stop_command(k, pods)).collect()
+            }
+            Action::FreeDevices {
+                pods: stopped,
+                claims,
+                ..
+            } if stopped.is_empty() => claims
+                .iter()
+                .map(|k| {
+                    let (ns, name) = k.split_once('/').unwrap_or(("default", k.as_str()));
+                    format!("kubectl delete resourceclaim {name} -n {ns}")
+                })
+                .collect(),
+            Action::FreeDevices { pods: stopped, .. } => {
                 stopped.iter().map(|k| stop_command(k, pods)).collect()
             }
             _ => Vec::new(),
@@ -365,7 +446,7 @@ pub fn remedy(
 ) -> Option<Remedy> {
     let nodes = inputs.nodes?;
     if pod.node_name.is_none() && !pod.resource_claims.is_empty() {
-        return dra_remedy(pod, inputs, e);
+        return dra::remedy(pod, inputs, e, requested);
     }
     if pod.node_name.is_some() || !pod.resource_claims.is_empty() || !applies(e.cause_code) {
         return None;
@@ -420,118 +501,6 @@ pub fn remedy(
     })
 }
 
-/// The tested fix of a DRA request that matches no device under its class
-/// (`no-matching-device`, `selector-error`): each other class the explanation found to
-/// match ([`crate::analysis::dra::AlternativeView::other_classes`], nearest name first) is
-/// put in the claim's request on a copy of the DRA objects, and the whole explanation
-/// re-run; the first under which the pod is `fits-now` is the fix. `None` for other causes,
-/// or when no other class was found (the rule's text stands).
-fn dra_remedy(pod: &PodInfo, inputs: Inputs<'_>, e: &Explanation) -> Option<Remedy> {
-    if !matches!(
-        e.cause_code,
-        CauseCode::NoMatchingDevice | CauseCode::SelectorError
-    ) {
-        return None;
-    }
-    let dra = inputs.dra?;
-    let mut tried = false;
-    for c in e.claims.iter().filter(|c| c.found && !c.allocated) {
-        for r in &c.requests {
-            // One alternative (`exactly`); firstAvailable lists are left to the rule.
-            let [a] = r.alternatives.as_slice() else {
-                continue;
-            };
-            for class in &a.other_classes {
-                tried = true;
-                let mut changed = dra.clone();
-                let Some(claim) = set_class(&mut changed, pod, c, &r.request, class) else {
-                    continue;
-                };
-                let inputs2 = Inputs {
-                    dra: Some(&changed),
-                    ..inputs
-                };
-                let Ok(after) = Shared::new(inputs2).explain(pod) else {
-                    continue;
-                };
-                if after.cause_code != CauseCode::FitsNow {
-                    continue;
-                }
-                let action = Action::DeviceClass {
-                    claim,
-                    request: r.request.clone(),
-                    from: a.device_class.clone(),
-                    to: class.clone(),
-                };
-                return Some(Remedy {
-                    sufficient: true,
-                    node: after.schedulable.first().cloned(),
-                    actions: vec![ActionView {
-                        target: format!("pod {}/{}", pod.namespace, pod.name),
-                        apply: "recreate".into(),
-                        description: action.describe(pod),
-                        commands: Vec::new(),
-                        action,
-                    }],
-                    disrupts: Vec::new(),
-                    reason: None,
-                });
-            }
-        }
-    }
-    tried.then(|| Remedy {
-        sufficient: false,
-        node: None,
-        actions: Vec::new(),
-        disrupts: Vec::new(),
-        reason: Some(
-            "no other DeviceClass whose devices match the request has them free where the pod can run"
-                .into(),
-        ),
-    })
-}
-
-/// Sets `class` on request `request` of the pod's claim `c` in `dra`: the ResourceClaim
-/// when it exists, else the template its claim will be made from. Returns how the claim is
-/// named in the action (`namespace/name` or `template NAME`), `None` when neither is found.
-fn set_class(
-    dra: &mut DraObjects,
-    pod: &PodInfo,
-    c: &ClaimView,
-    request: &str,
-    class: &str,
-) -> Option<String> {
-    let set = |reqs: &mut Vec<ClaimRequest>| {
-        let r = reqs.iter_mut().find(|r| r.name == request)?;
-        let [alt] = r.alternatives.as_mut_slice() else {
-            return None;
-        };
-        alt.device_class = class.to_owned();
-        Some(())
-    };
-    if let Some(key) = c.claim.as_deref().filter(|_| !c.from_template) {
-        let claim = dra
-            .resource_claims
-            .iter_mut()
-            .find(|x| format!("{}/{}", x.namespace, x.name) == key)?;
-        set(&mut claim.requests)?;
-        return Some(key.to_owned());
-    }
-    let t = c.template.as_deref()?;
-    let template = dra
-        .resource_claim_templates
-        .iter_mut()
-        .find(|x| x.namespace == pod.namespace && x.name == t)?;
-    set(&mut template.requests)?;
-    // A claim already made from the template keeps its requests: the pod is re-created
-    // and gets a new claim from the changed template.
-    if let Some(key) = c.claim.as_deref() {
-        dra.resource_claims
-            .retain(|x| format!("{}/{}", x.namespace, x.name) != key);
-    }
-    Some(format!("template {t}"))
-}
-
 fn no_plan_reason(plans: &[Plan], blocked: &BTreeMap<String, Vec<&str>>) -> String {
     if !plans.is_empty() {
         return "the changes that lift each node's filters did not make the pod fit when the whole model was re-run".into();
@@ -573,7 +542,7 @@ impl Plan {
         let disrupts = actions
             .iter()
             .flat_map(|a| match a {
-                Action::Free { pods, .. } => pods.clone(),
+                Action::Free { pods, .. } | Action::FreeDevices { pods, .. } => pods.clone(),
                 _ => Vec::new(),
             })
             .collect();
@@ -588,6 +557,7 @@ impl Plan {
                     target: match &a {
                         Action::Uncordon { node }
                         | Action::Free { node, .. }
+                        | Action::FreeDevices { node, .. }
                         | Action::FixWorkloadLabel { node, .. } => format!("node {node}"),
                         _ => format!("pod {}/{}", pod.namespace, pod.name),
                     },
@@ -948,8 +918,11 @@ fn apply(
             }
         },
         Action::DropRequiredAffinity => pod.required_affinity = None,
-        // Made on the DRA objects ([`set_class`]), not on a node's model.
-        Action::DeviceClass { .. } => {}
+        // Made on the DRA objects ([`dra`]), not on a node's model.
+        Action::DeviceClass { .. }
+        | Action::Selector { .. }
+        | Action::Count { .. }
+        | Action::FreeDevices { .. } => {}
         Action::Rename { from, to } => rename(pod, from, to),
         Action::Lower { resource, to } => {
             for map in [&mut pod.requests, &mut pod.other_requests] {
@@ -1068,7 +1041,9 @@ pub(crate) fn rewrite_fix(e: &mut Explanation, r: Remedy) {
                 .iter()
                 .flat_map(|a| &a.commands)
                 .any(|c| e.fix.contains(c.as_str()));
-            if !e.fix.is_empty() && !part {
+            // A DRA pod's rule text beside a tested change is not kept: untested advice
+            // ("relax the node constraints") is what the tested change replaces.
+            if !e.fix.is_empty() && !part && e.claims.is_empty() {
                 e.notes.push(format!(
                     "also possible (not tested on the model): {}",
                     e.fix
@@ -1076,9 +1051,18 @@ pub(crate) fn rewrite_fix(e: &mut Explanation, r: Remedy) {
             }
             e.fix = fix;
         }
+    } else if !e.claims.is_empty() && !e.fix.is_empty() && !e.fix.starts_with(DRA_HINT) {
+        // A DRA pod's rule text that no tested change backs is a hint, not a fix.
+        e.fix = format!("{DRA_HINT}{}", e.fix);
     }
     e.remedy = Some(r);
 }
+
+/// How a DRA pod's untested advice starts: no change gpuwl could make on its model (a
+/// claim's class, selector or count, the pods holding devices, the pod's node
+/// constraints) placed the pod, so the rule's text is a hint for a person, not a fix.
+pub const DRA_HINT: &str =
+    "hint, not a tested fix (no change gpuwl can apply and re-run on its model places the pod): ";
 
 /// Whether the rule's fix text already says the change `a` makes (the names it changes).
 fn rule_says(a: &Action, fix: &str) -> bool {
@@ -1095,6 +1079,11 @@ fn rule_says(a: &Action, fix: &str) -> bool {
         }
         Action::FixWorkloadLabel { node, value } => has(node) && has(&format!("={value}")),
         Action::DeviceClass { to, .. } => has("deviceClassName") && has(to),
+        Action::Selector { to, .. } => has(to),
+        Action::Count { to, .. } => has(&format!("at most {to} device(s)")),
+        Action::FreeDevices { node, claims, pods } => {
+            has(node) && claims.iter().chain(pods).all(|k| has(k))
+        }
         Action::Free { pods, .. } => pods.iter().all(|k| {
             let name = k.split_once('/').map_or(k.as_str(), |(_, n)| n);
             has(k) || launcher_vmi_name(name).is_some_and(has)
