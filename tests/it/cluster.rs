@@ -1063,7 +1063,8 @@ const WEDGE: &str = "gpuwl-test-kwok-wedge";
 /// monitor periods and the supervisor's checks shortened in proportion; the unit test
 /// `a_wedged_kwok_is_restarted_well_inside_the_node_grace_period` holds the 200 s
 /// defaults to the same bound), and every node's Ready condition is read each second from
-/// the wedge until a whole grace period and two monitor periods have passed.
+/// the wedge until the new kwok has renewed every lease and two monitor periods more have
+/// passed (at most a whole grace period and two monitor periods).
 #[test]
 #[ignore = "needs local control plane"]
 fn a_wedged_kwok_is_restarted_before_any_node_goes_not_ready() {
@@ -1118,14 +1119,34 @@ fn a_wedged_kwok_is_restarted_before_any_node_goes_not_ready() {
     let kwok = cluster::process::alive(&state, "kwok-controller").unwrap();
     assert_eq!(unsafe { libc::kill(kwok as i32, libc::SIGSTOP) }, 0);
     let wedged = Instant::now();
+    // Each lease's renewTime once kwok is stopped: a later one is the new kwok's.
+    let renew_times = || -> Vec<String> {
+        let list = rt.block_on(leases.list(&ListParams::default())).unwrap();
+        list.items
+            .iter()
+            .map(|l| format!("{:?}", l.spec.as_ref().and_then(|s| s.renew_time.as_ref())))
+            .collect()
+    };
+    let stopped_at = renew_times();
     let mut back: Option<Duration> = None;
+    let mut renewed: Option<Duration> = None;
     let mut not_ready: Vec<String> = Vec::new();
-    // The grace period, two of kube-controller-manager's 5 s monitor periods, and slack.
-    while wedged.elapsed() < Duration::from_secs(40 + 10 + 5) {
+    // Until the grace period, two of kube-controller-manager's 5 s monitor periods and
+    // slack have passed — or, sooner, until the new kwok has renewed every lease and two
+    // monitor periods more have passed: from then on no lease is near its end.
+    while wedged.elapsed() < Duration::from_secs(40 + 10 + 5)
+        && renewed.is_none_or(|r| wedged.elapsed() < r + Duration::from_secs(10))
+    {
         if back.is_none()
             && cluster::process::alive(&state, "kwok-controller").is_some_and(|p| p != kwok)
         {
             back = Some(wedged.elapsed());
+        }
+        if back.is_some() && renewed.is_none() {
+            let now = renew_times();
+            if now.len() == stopped_at.len() && now.iter().zip(&stopped_at).all(|(a, b)| a != b) {
+                renewed = Some(wedged.elapsed());
+            }
         }
         if let Ok(list) = rt.block_on(nodes.list(&ListParams::default())) {
             for n in &list.items {
@@ -1142,7 +1163,11 @@ fn a_wedged_kwok_is_restarted_before_any_node_goes_not_ready() {
         std::thread::sleep(Duration::from_secs(1));
     }
     let back = back.expect("the supervisor restarts the wedged kwok");
-    eprintln!("WEDGE kwok SIGSTOP: restarted after {back:?}; nodes not Ready: {not_ready:?}");
+    eprintln!(
+        "WEDGE kwok SIGSTOP: restarted after {back:?}, every lease renewed after {renewed:?}; \
+         nodes not Ready: {not_ready:?}"
+    );
+    assert!(renewed.is_some(), "the new kwok renews every lease");
     assert!(back < Duration::from_secs(40), "{back:?}");
     assert!(not_ready.is_empty(), "{not_ready:?}");
     let restarts = cluster::restarts(WEDGE);
