@@ -4,8 +4,9 @@
 //! and `usb` entries, externalResourceProvider true or false, typo and case variants) and the
 //! VMI's `gpus[].deviceName`s. What KubeVirt and the scheduler did — refused (virt-controller's
 //! `FailedCreate`, no launcher pod), placed (launcher pod bound), unschedulable (launcher pod
-//! `PodScheduled=False`) — must be what gpuwl's cause code says (`not-permitted`,
-//! `scheduled`, a scheduler cause), and `kubevirt check`'s findings on the same cluster
+//! `PodScheduled=False`) — must be what gpuwl's cause code says (`not-permitted`, or
+//! `invalid-spec` for a launcher pod the API server refused, [`refused_code`];
+//! `scheduled`; a scheduler cause), and `kubevirt check`'s findings on the same cluster
 //! must not contradict it ([`check_disagreements`]). The same holds before the VMI exists
 //! (`explain --pod` of its manifest: the launcher virt-controller will render, issue 47),
 //! and inventory lists a refused VMI as `not-permitted`.
