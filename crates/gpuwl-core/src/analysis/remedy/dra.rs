@@ -19,7 +19,10 @@
 //!   `pkg/controller/resourceclaim/controller.go`: a claim no pod reserves any longer has
 //!   its allocation removed), modelled as the claims deallocated.
 //!
-//! At most [`RERUNS`] re-runs per pod. When none places the pod the remedy says so
+//! A claim change (class, selector) after which the pod is still held — its devices now
+//! matched but taken, too few on one node, or on a node it may not use — is followed by one
+//! more change searched on the changed claim (a count, the holders ended, the node
+//! constraints); the two together are the fix. At most [`RERUNS`] re-runs per pod. When none places the pod the remedy says so
 //! (`sufficient: false`) and the rule's text becomes a hint ([`super::DRA_HINT`]).
 
 use std::cell::Cell;
@@ -37,7 +40,7 @@ use crate::model::pod::PodInfo;
 use super::{Action, ActionView, NodeCtx, Plan, Remedy, plan_for_node, verify};
 
 /// At most this many whole explanations are re-run for one pod's DRA fix.
-const RERUNS: usize = 16;
+const RERUNS: usize = 24;
 /// At most this many values a selector is tried with.
 const VALUES: usize = 4;
 /// At most this many holders ended on one node.
@@ -75,11 +78,17 @@ pub(super) fn remedy(
         dra,
         e,
         reruns: Cell::new(0),
+        requested,
+        chained: false,
+        no_chain: Cell::new(false),
     };
     let found = match e.cause_code {
-        CauseCode::Excluded => s.reach(requested),
+        CauseCode::Excluded => s.reach(),
+        // One change before two: each class and selector alone first.
         CauseCode::NoMatchingDevice | CauseCode::SelectorError => s
-            .reach(requested)
+            .reach()
+            .or_else(|| s.single(|| s.classes()))
+            .or_else(|| s.single(|| s.selectors()))
             .or_else(|| s.classes())
             .or_else(|| s.selectors()),
         CauseCode::TooLarge => s.lower_count(),
@@ -110,6 +119,12 @@ struct Search<'a> {
     dra: &'a DraObjects,
     e: &'a Explanation,
     reruns: Cell<usize>,
+    /// What each node's pods request (for the node-constraint plans).
+    requested: Option<&'a BTreeMap<String, Requested>>,
+    /// A second step already: no further one is chained.
+    chained: bool,
+    /// While set, a claim change is tried alone ([`Search::single`]).
+    no_chain: Cell<bool>,
 }
 
 /// One claim-level candidate: the actions and the changed DRA objects and pods.
@@ -139,8 +154,9 @@ impl Search<'_> {
             .collect()
     }
 
-    /// Re-runs the explanation on the candidate; the node it places the pod on.
-    fn rerun(&self, c: &Candidate, pod: Option<&PodInfo>) -> Option<String> {
+    /// Re-runs the explanation on the candidate (`pod` instead of the search's pod when
+    /// given); `None` past [`RERUNS`] or when the explanation fails.
+    fn rerun(&self, c: &Candidate, pod: Option<&PodInfo>) -> Option<Explanation> {
         if self.reruns.get() >= RERUNS {
             return None;
         }
@@ -156,16 +172,65 @@ impl Search<'_> {
             pods: pods.as_deref().or(self.inputs.pods),
             ..self.inputs
         };
-        let after = Shared::new(inputs).explain(pod.unwrap_or(self.pod)).ok()?;
-        (after.cause_code == CauseCode::FitsNow)
-            .then(|| after.schedulable.first().cloned())
-            .flatten()
+        Shared::new(inputs).explain(pod.unwrap_or(self.pod)).ok()
     }
 
-    /// Tries `c`; the remedy when the re-run places the pod.
+    /// Tries `c`; the remedy when the re-run places the pod. A changed claim (class or
+    /// selector) that now matches devices which are taken, too few on one node, or on
+    /// nodes the pod may not use gets one more change, searched on the changed claim
+    /// ([`Search::next_step`]): the two together are the fix.
     fn tried(&self, c: Candidate) -> Option<Remedy> {
-        let node = self.rerun(&c, None)?;
-        Some(self.view(c.actions, node, c.stopped))
+        let after = self.rerun(&c, None)?;
+        if let Some(node) = placed(&after) {
+            return Some(self.view(c.actions, node, c.stopped));
+        }
+        let claim_changed = c
+            .actions
+            .iter()
+            .any(|a| matches!(a, Action::DeviceClass { .. } | Action::Selector { .. }));
+        if self.chained || self.no_chain.get() || !claim_changed {
+            return None;
+        }
+        let sub = Search {
+            pod: self.pod,
+            inputs: Inputs {
+                dra: Some(&c.dra),
+                ..self.inputs
+            },
+            dra: &c.dra,
+            e: &after,
+            reruns: Cell::new(self.reruns.get()),
+            requested: self.requested,
+            chained: true,
+            no_chain: Cell::new(false),
+        };
+        let found = sub.next_step();
+        self.reruns.set(sub.reruns.get());
+        let r = found?;
+        let mut first = self.view(c.actions, String::new(), Vec::new());
+        first.actions.extend(r.actions);
+        first.node = r.node;
+        first.disrupts = r.disrupts;
+        Some(first)
+    }
+
+    /// `f` with every claim change tried alone (no second step chained).
+    fn single(&self, f: impl FnOnce() -> Option<Remedy>) -> Option<Remedy> {
+        self.no_chain.set(true);
+        let r = f();
+        self.no_chain.set(false);
+        r
+    }
+
+    /// The second step of a chained fix, by the cause the first left.
+    fn next_step(&self) -> Option<Remedy> {
+        match self.e.cause_code {
+            CauseCode::DevicesInUse => self.lower_count().or_else(|| self.free_devices()),
+            CauseCode::CounterExhausted => self.free_devices(),
+            CauseCode::TooLarge => self.lower_count(),
+            CauseCode::NoMatchingDevice | CauseCode::Excluded => self.reach(),
+            _ => None,
+        }
     }
 
     fn view(&self, actions: Vec<Action>, node: String, disrupts: Vec<String>) -> Remedy {
@@ -194,7 +259,8 @@ impl Search<'_> {
     /// The pod's node constraints aimed at a node holding the claim's devices (matching
     /// devices on nodes it may not use, or the nodes a shared claim is allocated on): the
     /// cheapest plan of the filter-lifting search that the re-run confirms.
-    fn reach(&self, requested: Option<&BTreeMap<String, Requested>>) -> Option<Remedy> {
+    fn reach(&self) -> Option<Remedy> {
+        let requested = self.requested;
         let nodes = self.inputs.nodes?;
         let mut targets: Vec<&str> = Vec::new();
         for c in &self.e.claims {
@@ -268,6 +334,9 @@ impl Search<'_> {
             dra: self.dra,
             e: &e,
             reruns: Cell::new(self.reruns.get()),
+            requested: self.requested,
+            chained: true,
+            no_chain: Cell::new(false),
         };
         let found = match e.cause_code {
             CauseCode::NoMatchingDevice | CauseCode::SelectorError => {
@@ -502,6 +571,14 @@ impl Search<'_> {
             stopped: pods,
         }
     }
+}
+
+/// The node an explanation places the pod on: the first it can be scheduled on, when it
+/// is `fits-now`.
+fn placed(after: &Explanation) -> Option<String> {
+    (after.cause_code == CauseCode::FitsNow)
+        .then(|| after.schedulable.first().cloned())
+        .flatten()
 }
 
 /// The request's own selectors (the claim's or the template's; a DeviceClass's aside).
