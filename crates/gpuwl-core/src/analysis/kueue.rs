@@ -1127,3 +1127,77 @@ pub fn workload_of<'a>(
         .iter()
         .find(|w| w.namespace == namespace && w.owner.as_deref() == Some(owner))
 }
+
+#[cfg(test)]
+mod explain_tests {
+    use super::*;
+    use crate::analysis::explain::{Inputs, explain};
+    use crate::decode::kueue::read_str;
+
+    /// The lab's held Job, as `explain job` puts it together: the pod its template makes
+    /// (asking the passthrough name, which lab-node-1 has free) and the Workload Kueue holds.
+    #[test]
+    fn a_held_job_says_kueue_first_and_what_the_scheduler_would_do_after() {
+        let pod = crate::decode::pods::read_pods_str(
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kueue-passthrough", "namespace": "gpu-kueue"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/GA102GL_A10": "1"}}}]}}"#,
+            "pod.json",
+        )
+        .unwrap()
+        .remove(0);
+        let mut node = NodeInfo::named("lab-node-1");
+        node.labels.insert(
+            "nvidia.com/gpu.workload.config".into(),
+            "vm-passthrough".into(),
+        );
+        node.allocatable = Some(
+            [("nvidia.com/GA102GL_A10".to_owned(), "2".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        node.capacity = node.allocatable.clone().unwrap();
+        let nodes = [node];
+        let mut e = explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::FitsNow);
+        let objects = read_str(
+            &format!(
+                "{}\n- kind: Workload\n  metadata: {{name: job-kueue-passthrough-1, namespace: gpu-kueue, ownerReferences: [{{kind: Job, name: kueue-passthrough, controller: true}}]}}\n  spec:\n    queueName: lab\n    podSets: [{{name: main, count: 1, template: {{spec: {{containers: [{{name: c, resources: {{limits: {{nvidia.com/GA102GL_A10: \"1\"}}}}}}]}}}}}}]\n  status:\n    conditions: [{{type: QuotaReserved, status: \"False\", reason: Pending, message: \"couldn't assign flavors to pod set main: resource nvidia.com/GA102GL_A10 unavailable in ClusterQueue\"}}]\n",
+                include_str!("../../../../tests/data/kueue/kueue.yaml").trim_end()
+            ),
+            "lab.yaml",
+        )
+        .unwrap();
+        let w = workload_of(&objects, "gpu-kueue", "Job/kueue-passthrough").unwrap();
+        let v = judge_workload(w, &objects, None);
+        assert_eq!(v.cause, QuotaCause::NameNotCovered);
+        with_quota(&mut e, v, "Job");
+        assert!(
+            e.cause.starts_with("Kueue holds the Job (`kueue-name-not-covered`): ClusterQueue lab-gpus has no quota on nvidia.com/GA102GL_A10")
+                && e.cause.ends_with("; once admitted, the scheduler would place its pods now"),
+            "{}",
+            e.cause
+        );
+        assert_eq!(
+            e.evidence[0],
+            "Kueue: LocalQueue gpu-kueue/lab, ClusterQueue lab-gpus"
+        );
+        assert_eq!(
+            e.evidence[1],
+            "Kueue says: couldn't assign flavors to pod set main: resource nvidia.com/GA102GL_A10 unavailable in ClusterQueue"
+        );
+        assert!(
+            e.fix
+                .starts_with("give ClusterQueue lab-gpus quota on the name"),
+            "{}",
+            e.fix
+        );
+    }
+}
