@@ -50,10 +50,11 @@ setsid -w bash -c 'echo $$ >target/tmp/clippy.pid; echo 19 >/proc/self/autogroup
 clippy_pid=$!
 trap 'kill -- -"$(cat target/tmp/clippy.pid 2>/dev/null)" 2>/dev/null || true' EXIT
 
-step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl), the GPU Operator, KubeVirt's virt-api and virt-controller"
+step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl), the GPU Operator, KubeVirt's virt-api and virt-controller, Kueue's manager"
 # Each cached by its own key under ~/.cache/gpuwl/controlplane/; a cold KubeVirt build
-# adds about 5 min on 2 cores (BENCHMARKS.md "KubeVirt"), a cached one a second.
-"$gpuwl" cluster build --kubevirt
+# adds about 5 min on 2 cores (BENCHMARKS.md "KubeVirt"), a cold Kueue build about 7-14 min
+# (docs/control-plane.md "Kueue"), a cached one a second.
+"$gpuwl" cluster build --kubevirt --kueue
 
 step "alerting rules: promtool check rules + promtool test rules (deploy/prometheus/)"
 # promtool is built from its Go module by scripts/tools.sh on the first run (a few minutes),

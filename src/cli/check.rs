@@ -47,11 +47,17 @@ operator is about to replace (effective-workload-differs), a failed vGPU/MIG con
 planned transition (mig.config.state / vgpu.config.state pending or rebooting, operands
 paused for it) is a warning and passes. A VM (or, after a class change, any pod) holding
 a GPU name its node no longer advertises is an error (holder-at-risk). Judging no GPU
-node fails (a context mix-up) unless --allow-empty. Output: `ERROR <code> <node>:
+node fails (a context mix-up) unless --allow-empty. The quota layer, when Kueue's objects
+are there (live, --kueue FILE, or a snapshot's): a ClusterQueue's GPU quota in a flavor whose
+nodes do not advertise that name is an error (kueue-quota-not-advertised); a flavor with GPU
+quota selecting no GPU node (kueue-flavor-no-gpu-node) or GPU nodes of several pools
+(kueue-flavor-spans-pools), and quota above what the flavor's nodes advertise
+(kueue-quota-above-capacity), are warnings. Output: `ERROR <code> <node>:
 <message>`, `WARNING <code> <node>: <message>`, then `FAIL: ...` or `OK: ...`.
   gpuwl check --effective --expect-gpu-nodes 12    # a CronJob gate on the live cluster
   gpuwl check --effective nodes.json --cluster-policy cp.yaml
   gpuwl check --effective --fail-on config-pending --ignore stale-zero
+  gpuwl check --effective nodes.json --kueue kueue.yaml   # Kueue's flavors against the nodes
 Severities per code: docs/guide/check.md, \"Finding codes and severities\".")]
 pub struct Args {
     /// The data source: a node dump (FILE) and the files beside it, a snapshot file, or
@@ -167,6 +173,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             true => Operands::BesideNodeDump,
             false => Operands::Yes,
         },
+        // The quota layer (Kueue's flavors and ClusterQueues) is judged whenever it is
+        // there: a cluster without Kueue answers 404 at once.
+        kueue: true,
         ..Wanted::default()
     };
     let (checker, mut g) = gather::stream(
@@ -202,6 +211,7 @@ fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
         warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
         gate,
         expect_gpu_nodes: args.expect_gpu_nodes,
+        kueue: g.kueue.clone(),
     }
 }
 

@@ -41,6 +41,12 @@ pub enum Action {
         /// resources virt-handler would publish. VMIs reach Scheduled: no guest runs
         #[arg(long)]
         kubevirt: bool,
+        /// Also run Kueue's real manager (v0.17.0, built from its pinned Go module; a cold
+        /// build takes minutes) with its CRDs and webhooks (namespace kueue-system,
+        /// integrations batch/job and pod): Jobs and pods labelled
+        /// kueue.x-k8s.io/queue-name wait for a ClusterQueue's quota
+        #[arg(long)]
+        kueue: bool,
         /// No progress on stderr
         #[arg(long, short)]
         quiet: bool,
@@ -72,6 +78,9 @@ pub enum Action {
         /// plane's line)
         #[arg(long)]
         kubevirt: bool,
+        /// Also build Kueue's manager (printed before the control plane's line)
+        #[arg(long)]
+        kueue: bool,
     },
     /// Run the device-plugin emulation against a cluster until stopped (started by
     /// `up --gpu-operator` as a supervised process)
@@ -111,6 +120,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             nodes,
             gpu_operator,
             kubevirt,
+            kueue,
             fresh,
         } => up(
             name,
@@ -120,6 +130,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
                 nodes: *nodes,
                 gpu_operator: *gpu_operator,
                 kubevirt: *kubevirt,
+                kueue: *kueue,
                 fresh: *fresh,
             },
         ),
@@ -153,6 +164,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             quiet,
             no_gpu_operator,
             kubevirt,
+            kueue,
         } => {
             let dir = cluster::build::ensure_built(!quiet)?;
             if !no_gpu_operator {
@@ -162,6 +174,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             if *kubevirt {
                 let kv = cluster::kubevirt::ensure_built(!quiet)?;
                 crate::outln!("{}", kv.display());
+            }
+            if *kueue {
+                let k = cluster::kueue::ensure_built(!quiet)?;
+                crate::outln!("{}", k.display());
             }
             // The control plane's bin directory stays the last line (scripts take it).
             crate::outln!("{}", dir.display());
@@ -206,6 +222,7 @@ struct UpFlags {
     nodes: u32,
     gpu_operator: bool,
     kubevirt: bool,
+    kueue: bool,
     fresh: bool,
 }
 
@@ -218,6 +235,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         nodes,
         gpu_operator,
         kubevirt,
+        kueue,
         fresh,
     } = *flags;
     // Where --set-context will write, before anything starts (exit 2, not after
@@ -242,6 +260,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         ports: None,
         gpu_operator,
         kubevirt,
+        kueue,
         env: Vec::new(),
         marker: None,
     })?;

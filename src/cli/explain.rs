@@ -27,6 +27,7 @@ Examples:
   gpuwl explain --pod vm.yaml --nodes nodes.json --pods pods.json \\
       --kubevirt kubevirt.yaml
   gpuwl explain pod gpu-vm/job-cross --snapshot prod.tar   # a `gpuwl snapshot` file
+  gpuwl explain job gpu-kueue/kueue-passthrough            # live: a Job Kueue holds
 
 For each extended resource the pod requests: the nodes that advertise it (non-zero) and what is
 free there, or the closest advertised names; how cordons, nodeSelector, required node affinity
@@ -46,6 +47,12 @@ pod (label kubevirt.io/created-by=<VMI uid>) and explains it with the VMI's devi
 a launcher, the VMI (or the VM's template) itself. virt-handler must be Ready on a node for a VM
 to run there (the node's kubevirt.io/schedulable=true label and devices.kubevirt.io/kvm come from
 it). Fixes never delete a virt-launcher pod (virtctl stop a VM that can wait instead).
+For a Job or pod Kueue manages (`explain job NS/NAME`, live; a pod with Kueue's admission gate):
+its Workload first — LocalQueue, ClusterQueue, Kueue's QuotaReserved message, the flavors tried —
+with a quota cause (kueue-no-queue, kueue-name-not-covered, kueue-quota-too-small,
+kueue-quota-exhausted with the workloads holding it), then what would hold its pods once
+admitted, judged on the admitted (or fitting) flavor's nodes; a flavor whose nodes advertise none
+of the requested name is said first (kueue-flavor-cannot-serve).
 For a pod with resourceClaims (DRA; --dra FILE or the live cluster): per claim and request,
 the DeviceClass, the devices its CEL selectors match, their nodes and which are free.
 \"Did you mean\" offers the same hardware under another naming rule (time-slicing .shared,
@@ -83,7 +90,10 @@ pub struct Args {
 }
 
 /// The kind words a target may start with, as kubectl users type them.
-const KINDS: [&str; 11] = [
+const KINDS: [&str; 14] = [
+    "job",
+    "jobs",
+    "job.batch",
     "pod",
     "pods",
     "po",
@@ -99,7 +109,8 @@ const KINDS: [&str; 11] = [
 
 /// The kinds a one-word target may name as `KIND/NAME`: a namespace called `vms` stays a
 /// namespace (`vms/virt-launcher-x` is a pod there), as it was before VMs could be named.
-const SLASH_KINDS: [&str; 8] = [
+const SLASH_KINDS: [&str; 9] = [
+    "job",
     "pod",
     "pods",
     "po",
@@ -246,7 +257,16 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         .cloned()
         .collect();
     let target = parse_target(&words, args.namespace.as_deref())?;
-    let e = if args.pod.is_none() && !args.source.any_file() {
+    let job = is_job(&words);
+    if job && (args.pod.is_some() || args.source.any_file()) {
+        return Err(Error::Input(
+            "explain job: only on the live cluster (no --pod, --nodes, --pods or --snapshot)"
+                .into(),
+        ));
+    }
+    let e = if job {
+        explain_job(args, target)?
+    } else if args.pod.is_none() && !args.source.any_file() {
         explain_live(args, target, target_kind(&words))?
     } else {
         explain_given(args, target.as_ref())?
@@ -254,6 +274,31 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let text = render::explain::render(&e, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the explanation", e))?;
     Ok(exit_status(&e))
+}
+
+/// Whether the target names a Job (`job NAME`, `job/NAME`).
+fn is_job(words: &[String]) -> bool {
+    match words {
+        [one] => one.split_once('/').is_some_and(|(k, _)| k == "job"),
+        [first, ..] => matches!(first.as_str(), "job" | "jobs" | "job.batch"),
+        [] => false,
+    }
+}
+
+/// Explains the Job named, as Kueue and the scheduler see it
+/// ([`input::explain::from_cluster_job`]).
+///
+/// Errors: no target named; the cluster's.
+fn explain_job(args: &Args, target: Option<Target>) -> Result<explain::Explanation> {
+    let Some((ns, name)) = target else {
+        return Err(Error::Input(
+            "explain: name the Job (`gpuwl explain job NAME -n NAMESPACE`)".into(),
+        ));
+    };
+    args.source.live.block_on(|client| async move {
+        let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
+        input::explain::from_cluster_job(&client, &ns, &name).await
+    })
 }
 
 /// Explains the pod, VMI or VM named, read from the live cluster with everything it is
@@ -348,7 +393,12 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
 /// `fits-now`), 1 when a blocking cause was found (any other code). Bad input (2) and
 /// cluster errors (3) come from the error path.
 pub fn exit_status(e: &explain::Explanation) -> ExitStatus {
-    if e.cause_code.blocks() {
+    // Kueue holding the workload, or admitting it where no node serves it, blocks it too.
+    let quota_blocks = e
+        .quota
+        .as_ref()
+        .is_some_and(|q| q.cause.holds() || q.unservable.is_some());
+    if e.cause_code.blocks() || quota_blocks {
         ExitStatus::Mismatch
     } else {
         ExitStatus::Ok

@@ -74,6 +74,14 @@ pub struct Args {
     /// condition says so. Writes out/kubevirt.txt; the other files are the same as without it
     #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
     pub kubevirt: bool,
+    /// Run Kueue's real manager on the local control plane (`gpuwl cluster up --kueue`)
+    /// and, after the eight steps, add the quota layer: one ResourceFlavor per workload
+    /// pool, ClusterQueue lab-gpus whose passthrough flavor has its quota on nvidia.com/gpu
+    /// (the mis-named quota), LocalQueue lab in namespace gpu-kueue; Job kueue-container
+    /// is admitted and placed, Job kueue-passthrough (GA102GL_A10) is held by Kueue.
+    /// Writes out/kueue.txt; the other files are the same as without it
+    #[arg(long, conflicts_with_all = ["kubeconfig", "context"])]
+    pub kueue: bool,
 }
 
 fn parse_node(s: &str) -> std::result::Result<(WorkloadConfig, String), String> {
@@ -156,6 +164,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         dra: args.dra,
         operator: args.operator,
         kubevirt: args.kubevirt,
+        kueue: args.kueue,
     };
     // One lab per local cluster name at a time: a second waits for the first (both
     // would label the same nodes and replace each other's pods).

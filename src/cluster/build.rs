@@ -1,7 +1,8 @@
 //! The one Go-build pipeline ([`GoModuleBuild`]) of every component built from a pinned
 //! Go module — the control plane here (`controlplane/`), the GPU Operator
 //! ([`super::gpu_operator`], `controlplane/gpu-operator/`), KubeVirt ([`super::kubevirt`],
-//! `controlplane/kubevirt/`) — and the control plane's own build.
+//! `controlplane/kubevirt/`), Kueue ([`super::kueue`], `controlplane/kueue/`) — and the
+//! control plane's own build.
 //!
 //! Each module's `go.mod`, `go.sum` and thin `main` wrappers are embedded in the gpuwl
 //! binary, so an installed gpuwl builds the same thing outside the repository: it writes

@@ -56,6 +56,7 @@ pub mod gpusim;
 pub mod health;
 pub mod kubeconfig;
 pub mod kubevirt;
+pub mod kueue;
 pub mod lock;
 pub mod nodes;
 pub mod pki;
@@ -96,6 +97,8 @@ pub struct UpOptions {
     /// Also run KubeVirt's virt-api and virt-controller ([`kubevirt::start`]); on a
     /// running cluster they are added.
     pub kubevirt: bool,
+    /// Also run Kueue's manager ([`kueue::start`]); on a running cluster it is added.
+    pub kueue: bool,
     /// Environment variables added to every component's when the cluster is started (not
     /// when it is already running), e.g. `GOGC` for a twin that must stay small.
     pub env: Vec<(String, String)>,
@@ -115,6 +118,7 @@ impl Default for UpOptions {
             ports: None,
             gpu_operator: false,
             kubevirt: false,
+            kueue: false,
             env: Vec::new(),
             marker: None,
         }
@@ -196,6 +200,14 @@ pub struct ClusterInfo {
     /// was not started.
     #[serde(default)]
     pub kubevirt_controller_port: u16,
+    /// Kueue's webhook HTTPS port (127.0.0.1); 0 when Kueue was not started
+    /// ([`kueue::start`]).
+    #[serde(default)]
+    pub kueue_webhook_port: u16,
+    /// Kueue's health-probe port (plain HTTP on 127.0.0.1, `/healthz`, `/readyz`); 0 when
+    /// Kueue was not started.
+    #[serde(default)]
+    pub kueue_health_port: u16,
     /// Environment variables added to every component's when the cluster was started
     /// ([`UpOptions::env`]); a restart ([`supervisor`], `cluster up` on a broken cluster)
     /// starts a component with the same.
@@ -233,6 +245,8 @@ impl ClusterInfo {
                     kubevirt::CONTROLLER_COMPONENT,
                     self.kubevirt_controller_port,
                 ),
+                (kueue::COMPONENT, self.kueue_webhook_port),
+                (kueue::COMPONENT, self.kueue_health_port),
             ])
             .filter(|&(name, p)| name == c && p != 0)
             .map(|(_, p)| p)
@@ -535,6 +549,9 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
             if opts.kubevirt {
                 kubevirt::start(name, &state, opts.progress)?;
             }
+            if opts.kueue {
+                kueue::start(name, &state, opts.progress)?;
+            }
             supervise(name, &state, opts.progress);
             return Ok(handle);
         }
@@ -562,6 +579,9 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     }
     if opts.kubevirt {
         kubevirt::ensure_built(opts.progress)?;
+    }
+    if opts.kueue {
+        kueue::ensure_built(opts.progress)?;
     }
     let started = Instant::now();
     let mut attempt = 1;
@@ -595,6 +615,12 @@ pub fn up(opts: &UpOptions) -> Result<ClusterHandle> {
     }
     if opts.kubevirt
         && let Err(e) = kubevirt::start(name, &state, opts.progress)
+    {
+        let _ = process::stop_all(&state, Duration::from_secs(5));
+        return Err(e);
+    }
+    if opts.kueue
+        && let Err(e) = kueue::start(name, &state, opts.progress)
     {
         let _ = process::stop_all(&state, Duration::from_secs(5));
         return Err(e);
@@ -648,6 +674,11 @@ fn recover(handle: &ClusterHandle, opts: &UpOptions, detail: String) -> Result<C
         .any(|c| kubevirt::COMPONENTS.contains(c));
     if opts.kubevirt || had_kubevirt {
         kubevirt::start(name, state, opts.progress)?;
+    }
+    // Kueue likewise: its webhooks (failurePolicy Fail) refuse every Job while it is gone.
+    let had_kueue = process::started_optional(state).contains(&kueue::COMPONENT);
+    if opts.kueue || had_kueue {
+        kueue::start(name, state, opts.progress)?;
     }
     supervise(name, state, opts.progress);
     Ok(handle.clone())
@@ -938,6 +969,8 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         gpu_operator_port: 0,
         kubevirt_api_port: 0,
         kubevirt_controller_port: 0,
+        kueue_webhook_port: 0,
+        kueue_health_port: 0,
         env: opts.env.clone(),
     };
     write(
@@ -1126,6 +1159,14 @@ pub(crate) async fn is_ready(
         Readiness::HttpHealthz { port } => {
             let port = *port;
             tokio::task::spawn_blocking(move || health::http(port, "/healthz"))
+                .await
+                .ok()
+                .flatten()
+                .is_some_and(|a| a.is_ok())
+        }
+        Readiness::HttpReadyz { port } => {
+            let port = *port;
+            tokio::task::spawn_blocking(move || health::http(port, "/readyz"))
                 .await
                 .ok()
                 .flatten()
@@ -1330,6 +1371,9 @@ pub fn probe(name: &str) -> Result<Vec<ComponentReport>> {
                     // No port: alive is healthy.
                     gpu_operator::EMULATION_COMPONENT => Some("ok".into()),
                     kubevirt::NODES_COMPONENT => Some("ok".into()),
+                    kueue::COMPONENT => {
+                        health::http(info.kueue_health_port, "/readyz").and_then(|a| a.ok_body())
+                    }
                     // virt-api and virt-controller answer /healthz with JSON: any
                     // answer is healthy.
                     kubevirt::API_COMPONENT | kubevirt::CONTROLLER_COMPONENT => {
@@ -1679,6 +1723,8 @@ mod api_tests {
             gpu_operator_port: 0,
             kubevirt_api_port: 0,
             kubevirt_controller_port: 0,
+            kueue_webhook_port: 0,
+            kueue_health_port: 0,
             env: Vec::new(),
         }
     }

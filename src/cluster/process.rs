@@ -26,12 +26,13 @@ pub const COMPONENTS: [&str; 5] = [
 /// [`super::gpu_operator`]; `--kubevirt`, [`super::kubevirt::COMPONENTS`]), after the
 /// others; stopped first. Each counts for the cluster's status only once its pid file
 /// exists.
-pub const OPTIONAL_COMPONENTS: [&str; 5] = [
+pub const OPTIONAL_COMPONENTS: [&str; 6] = [
     "gpu-operator",
     "gpu-device-plugins",
     "virt-api",
     "virt-controller",
     "kubevirt-nodes",
+    "kueue-manager",
 ];
 
 /// The optional components this cluster started (those with a pid file).

@@ -3,7 +3,7 @@
 //! [`super::up`] starts the list [`components`] returns in order and waits for each
 //! component's [`Readiness`]; nothing here starts a process, so the generated command
 //! lines are tested against golden files (`src/cluster/testdata/recipe.golden`; the
-//! optional components' `gpu-operator.golden` and `kubevirt.golden`).
+//! optional components' `gpu-operator.golden`, `kubevirt.golden` and `kueue.golden`).
 //!
 //! The flags follow kwokctl's binary runtime (kwok `pkg/kwokctl/components/*.go` and
 //! `test/e2e/kwokctl/dryrun/testdata/binary/create_cluster.txt`), bound to 127.0.0.1 on
@@ -55,6 +55,12 @@ pub enum Readiness {
     /// `GET /healthz` on plain `http://127.0.0.1:<port>` answers `ok` (a controller-runtime
     /// health probe, such as the GPU Operator's).
     HttpHealthz {
+        /// The HTTP port to ask.
+        port: u16,
+    },
+    /// `GET /readyz` on plain `http://127.0.0.1:<port>` answers `ok` (a controller-runtime
+    /// readiness probe that also waits for the webhook server, such as Kueue's).
+    HttpReadyz {
         /// The HTTP port to ask.
         port: u16,
     },
@@ -405,6 +411,8 @@ pub(crate) fn golden_info() -> ClusterInfo {
         gpu_operator_port: 0,
         kubevirt_api_port: 0,
         kubevirt_controller_port: 0,
+        kueue_webhook_port: 0,
+        kueue_health_port: 0,
         env: Vec::new(),
     }
 }

@@ -241,15 +241,21 @@ pub fn run(name: &str, state: &Path) -> Result<()> {
             let kubevirt = operator_dead
                 .iter()
                 .any(|c| super::kubevirt::COMPONENTS.contains(c));
-            let operator = operator_dead
+            let kueue = operator_dead
                 .iter()
-                .any(|c| !super::kubevirt::COMPONENTS.contains(c));
+                .any(|c| super::kueue::COMPONENTS.contains(c));
+            let operator = operator_dead.iter().any(|c| {
+                !super::kubevirt::COMPONENTS.contains(c) && !super::kueue::COMPONENTS.contains(c)
+            });
             let mut result = Ok(());
             if operator {
                 result = super::gpu_operator::start(name, state, false);
             }
             if kubevirt && result.is_ok() {
                 result = super::kubevirt::start(name, state, false);
+            }
+            if kueue && result.is_ok() {
+                result = super::kueue::start(name, state, false);
             }
             match result {
                 Ok(()) => log(&format!("{} running again", operator_dead.join(", "))),

@@ -1,13 +1,20 @@
 //! `gpuwl explain` on the live cluster: the object and everything its explanation reads, listed at
 //! once (each call with the client's timeouts), then the same analysis as on files.
 
+use std::collections::BTreeMap;
+
+use serde_json::json;
+
 use crate::analysis::explain::{self, Explanation, Inputs};
-use crate::error::Result;
+use crate::analysis::kueue;
+use crate::error::{Error, Result};
 use crate::input::snapshot::Snapshot;
 use crate::input::{self, virt};
 use crate::model::dra::DraSource;
+use crate::model::kueue::{ADMISSION_GATE, KueueObjects, QUEUE_LABEL};
 use crate::model::operand::{self, OperandsByNode};
 use crate::model::pod::ObjectKind;
+use crate::model::pod::PodInfo;
 
 /// The cluster's side of a live explanation: nodes, pods (VM launchers marked with their
 /// VM), KubeVirt CR, ClusterPolicy, DRA objects and the GPU Operator's operand pods.
@@ -64,7 +71,141 @@ pub async fn from_cluster(
 ) -> Result<Explanation> {
     let (pod, c) =
         Cluster::read_with(client, input::pods::get_pod(client, namespace, name)).await?;
-    explain::explain(&pod, c.inputs())
+    let mut e = explain::explain(&pod, c.inputs())?;
+    // A pod Kueue's pod integration holds (its admission gate): the quota layer first.
+    let kueue_managed = pod.scheduling_gates.iter().any(|g| g == ADMISSION_GATE);
+    if kueue_managed
+        && pod.node_name.is_none()
+        && let Some(k) = &c.snapshot.kueue
+        && let Some(w) = kueue::workload_of(k, namespace, &format!("Pod/{name}"))
+    {
+        let offers = flavor_offers(&c.snapshot, k);
+        kueue::with_quota(&mut e, kueue::judge_workload(w, k, Some(&offers)), "pod");
+    }
+    Ok(e)
+}
+
+/// What each Kueue flavor's nodes offer, from the snapshot's nodes (check's GPU-node
+/// evidence and pools).
+fn flavor_offers(s: &Snapshot, k: &KueueObjects) -> Vec<kueue::FlavorOffer> {
+    let mut checker = crate::analysis::check::Checker::new(&crate::analysis::check::Options {
+        cluster_policy: s.policy.policy().cloned(),
+        kueue: Some(k.clone()),
+        ..Default::default()
+    });
+    for n in &s.nodes {
+        checker.add(n);
+    }
+    checker.finish().flavors
+}
+
+/// The pod a Job's template makes (`metadata.name` the Job's), with `selector` added to
+/// its node selector (a Kueue flavor's `nodeLabels`): what explain judges for a Job.
+///
+/// Errors: [`crate::error::Error::Runtime`] when the template is not a pod spec.
+pub fn job_pod(job: &serde_json::Value, selector: &BTreeMap<String, String>) -> Result<PodInfo> {
+    let mut spec = job
+        .pointer("/spec/template/spec")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    for (k, v) in selector {
+        spec["nodeSelector"][k] = json!(v);
+    }
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": job.pointer("/metadata/name").cloned().unwrap_or_default(),
+                     "namespace": job.pointer("/metadata/namespace").cloned().unwrap_or_default(),
+                     "labels": job.pointer("/spec/template/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
+        "spec": spec, "status": {"phase": "Pending"}});
+    input::pods::from_object(&pod).map_err(|e| Error::failed("reading the Job's pod template", e))
+}
+
+/// Explains Job `namespace/name` as Kueue and the scheduler see it: its Workload judged by
+/// the quota layer ([`kueue::judge_workload`]: LocalQueue, ClusterQueue, Kueue's message,
+/// the flavors tried), and its first pod (by name) when it has one, else the pod its
+/// template makes, with the admitted (or fitting) flavor's `nodeLabels` as node selector,
+/// explained against the cluster: what would hold it after admission
+/// ([`kueue::with_quota`]).
+///
+/// Errors: [`crate::error::Error::Input`] when the Job does not exist or Kueue does not
+/// manage it (no Workload); [`crate::error::Error::Runtime`] when the API cannot be reached.
+pub async fn from_cluster_job(
+    client: &kube::Client,
+    namespace: &str,
+    name: &str,
+) -> Result<Explanation> {
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let get = async {
+        match jobs.get_opt(name).await {
+            Ok(Some(j)) => serde_json::to_value(&j)
+                .map_err(|e| Error::failed(format!("reading Job {namespace}/{name}"), e)),
+            Ok(None) => Err(Error::Input(format!("Job {namespace}/{name} not found"))),
+            Err(e) => Err(crate::input::live::api_error(
+                &format!("get Job {namespace}/{name}"),
+                &e,
+            )),
+        }
+    };
+    let (job, c) = Cluster::read_with(client, get).await?;
+    let Some(k) = &c.snapshot.kueue else {
+        return Err(Error::Input(format!(
+            "Job {namespace}/{name}: Kueue is not installed (no kueue.x-k8s.io objects): explain its pods instead"
+        )));
+    };
+    let Some(w) = kueue::workload_of(k, namespace, &format!("Job/{name}")) else {
+        return Err(Error::Input(format!(
+            "Job {namespace}/{name}: no Kueue Workload owns it (is it labelled {QUEUE_LABEL}?)"
+        )));
+    };
+    let offers = flavor_offers(&c.snapshot, k);
+    let v = kueue::judge_workload(w, k, Some(&offers));
+    // The flavor admitted in (or that fits): its nodeLabels, as Kueue injects them.
+    let mut selector = BTreeMap::new();
+    if let Some(f) = v.flavor.values().next().and_then(|f| k.flavor(f)) {
+        selector.extend(f.node_labels.clone());
+    }
+    // A Job with pods (admitted): its first pod as it is; else the pod its template makes.
+    let pods: kube::Api<k8s_openapi::api::core::v1::Pod> =
+        kube::Api::namespaced(client.clone(), namespace);
+    let first = pods
+        .list(
+            &kube::api::ListParams::default()
+                .labels(&format!("batch.kubernetes.io/job-name={name}")),
+        )
+        .await
+        .map_err(|e| {
+            crate::input::live::api_error(&format!("list the pods of Job {namespace}/{name}"), &e)
+        })?
+        .items
+        .into_iter()
+        .filter_map(|p| p.metadata.name)
+        .min();
+    let running = first.and_then(|n| {
+        c.snapshot
+            .pods
+            .iter()
+            .find(|p| p.namespace == namespace && p.name == n)
+            .cloned()
+    });
+    let mut e = match running {
+        Some(p) => explain::explain(&p, c.inputs())?,
+        None => {
+            let mut e = explain::explain(&job_pod(&job, &selector)?, c.inputs())?;
+            e.pod = format!("{namespace}/{name} (Job, its pod template)");
+            if let Some(n) = job
+                .pointer("/status/succeeded")
+                .and_then(serde_json::Value::as_i64)
+                && n > 0
+            {
+                e.notes.push(format!(
+                    "the Job has finished ({n} pod(s) succeeded): its pod template is judged as if it ran again"
+                ));
+            }
+            e
+        }
+    };
+    kueue::with_quota(&mut e, v, "Job");
+    Ok(e)
 }
 
 /// Explains VM or VMI (`kind`) `namespace/name` with its VMI and launcher pod

@@ -27,6 +27,7 @@ pub mod dra;
 pub mod explain;
 pub mod gather;
 pub mod kubevirt;
+pub mod kueue;
 pub mod live;
 pub mod operands;
 pub mod pods;

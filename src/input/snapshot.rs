@@ -6,7 +6,7 @@ pub use gpuwl_core::decode::snapshot::*;
 use kube::Client;
 
 use crate::error::Result;
-use crate::input::{clusterpolicy, dra, kubevirt, live, pods, virt};
+use crate::input::{clusterpolicy, dra, kubevirt, kueue, live, pods, virt};
 
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR when `with_kubevirt`, or when a
 /// VM waits without a launcher pod (its verdict needs `permittedHostDevices`). Each
@@ -25,7 +25,7 @@ use crate::input::{clusterpolicy, dra, kubevirt, live, pods, virt};
 /// ClusterPolicy and the KubeVirt CR never fail the call (an absent CRD, no object or an
 /// unreadable one only leaves them out).
 pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
-    let (lists, policy, mut kubevirt, dra, (vmis, vms)) = futures::join!(
+    let (lists, policy, mut kubevirt, dra, (vmis, vms), kueue) = futures::join!(
         async { futures::try_join!(live::list_nodes(client), pods::list_pods(client)) },
         clusterpolicy::from_cluster(client),
         async {
@@ -36,7 +36,10 @@ pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
             }
         },
         dra::list(client),
-        virt::list_vms(client)
+        virt::list_vms(client),
+        // Kueue's objects add the quota layer; a cluster without Kueue (or one that refuses
+        // them) is read without it.
+        async { kueue::list(client).await.ok().flatten() }
     );
     let (nodes, mut pods) = lists?;
     // How a VM holding a GPU is stopped depends on whether a VirtualMachine owns its VMI:
@@ -61,5 +64,6 @@ pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
         kubevirt,
         dra,
         dra_source,
+        kueue,
     })
 }

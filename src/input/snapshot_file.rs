@@ -23,6 +23,7 @@
 //! | `vms.json` | `virtualmachines.kubevirt.io`: one whose run strategy wants it running whole (with no VMI it waits: refused by virt-api), any other by name |
 //! | `dra.json` | DeviceClasses, ResourceSlices, ResourceClaims, ResourceClaimTemplates |
 //! | `daemonsets.json` | the GPU Operator's operand DaemonSets (owned by a ClusterPolicy, or labelled `nvidia…`) |
+//! | `kueue.json` | Kueue's ResourceFlavors, ClusterQueues, LocalQueues and Workloads (`kueue.x-k8s.io/v1beta2`) |
 //!
 //! Never included: Secrets (no list of them is made), the values of environment variables
 //! (`env[].value` and `env[].valueFrom` are removed wherever they occur, the names stay),
@@ -176,6 +177,31 @@ const LISTS: &[ListSpec] = &[
     ListSpec {
         member: "daemonsets",
         paths: &[("/apis/apps/v1/daemonsets", "DaemonSet", "apps/v1")],
+    },
+    ListSpec {
+        member: "kueue",
+        paths: &[
+            (
+                "/apis/kueue.x-k8s.io/v1beta2/resourceflavors",
+                "ResourceFlavor",
+                "kueue.x-k8s.io/v1beta2",
+            ),
+            (
+                "/apis/kueue.x-k8s.io/v1beta2/clusterqueues",
+                "ClusterQueue",
+                "kueue.x-k8s.io/v1beta2",
+            ),
+            (
+                "/apis/kueue.x-k8s.io/v1beta2/localqueues",
+                "LocalQueue",
+                "kueue.x-k8s.io/v1beta2",
+            ),
+            (
+                "/apis/kueue.x-k8s.io/v1beta2/workloads",
+                "Workload",
+                "kueue.x-k8s.io/v1beta2",
+            ),
+        ],
     },
 ];
 
@@ -620,6 +646,13 @@ pub fn load(path: &Path) -> Result<Loaded> {
             kubevirt,
             dra,
             dra_source,
+            kueue: match m.kueue_items {
+                Some(items) if !items.is_empty() => Some(
+                    crate::input::kueue::from_values(&items)
+                        .map_err(|e| Error::field(format!("{shown}:kueue.json"), e))?,
+                ),
+                _ => None,
+            },
         },
         daemonsets: m.daemonsets,
         meta,
@@ -638,6 +671,7 @@ struct Members {
     daemonsets: Vec<Value>,
     vmis: Option<Vec<Value>>,
     vms: Option<Vec<Value>>,
+    kueue_items: Option<Vec<Value>>,
 }
 
 /// Reads the archive at `path` (gzip or plain tar) member by member; `snapshot.json` must
@@ -715,6 +749,7 @@ fn read_members(path: &Path) -> Result<Members> {
             "daemonsets.json" => m.daemonsets = items_of(&small(entry, &origin)?, &origin)?,
             "vmis.json" => m.vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
             "vms.json" => m.vms = Some(items_of(&small(entry, &origin)?, &origin)?),
+            "kueue.json" => m.kueue_items = Some(items_of(&small(entry, &origin)?, &origin)?),
             // Members of a later version are skipped.
             _ => {}
         }

@@ -17,6 +17,7 @@ pub mod dra;
 pub mod files;
 pub mod kubeops;
 pub mod kubevirt;
+pub mod kueue;
 pub mod manifests;
 pub mod operator;
 
@@ -266,6 +267,9 @@ pub struct LabOptions {
     /// steps 5-7 with real VMIs too ([`kubevirt`]), after each step's stand-in pod (local
     /// target only).
     pub kubevirt: bool,
+    /// Run Kueue's manager on the local control plane and, after the eight steps (and the
+    /// ninth with `dra`), add the quota layer ([`kueue`]; local target only).
+    pub kueue: bool,
 }
 
 /// What one pod did, read back from the API.
@@ -305,6 +309,8 @@ pub struct LabReport {
     /// `--kubevirt`: the names the KubeVirt CR permits (from `gpuwl kubevirt generate`) and
     /// what each VMI came to.
     pub kubevirt: Option<(Vec<String>, Vec<kubevirt::VmOutcome>)>,
+    /// `--kueue`: what each Job came to.
+    pub kueue: Option<Vec<kueue::JobOutcome>>,
 }
 
 /// One step of the lab (docs/lab.md): its number is its index in [`STEPS`] + 1.
@@ -483,6 +489,11 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     } else {
         None
     };
+    let kueue_step = if opts.kueue {
+        Some(kueue_step(&mut st, &lab).await?)
+    } else {
+        None
+    };
     let inventory = crate::analysis::inventory::from_snapshot(
         crate::input::snapshot::read(&client, false).await?,
         &[],
@@ -498,6 +509,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         local_kubeconfig,
         dra: dra_step,
         kubevirt: permitted.map(|p| (p, vm_outcomes)),
+        kueue: kueue_step,
     })
 }
 
@@ -708,6 +720,37 @@ fn pod_detail(o: &PodOutcome) -> String {
     }
 }
 
+/// The quota layer with `--kueue` ([`kueue::run`]), reported on a `[kueue]` line.
+async fn kueue_step(st: &mut Steps<'_>, lab: &Lab<'_>) -> Result<Vec<kueue::JobOutcome>> {
+    if !lab.local {
+        return Err(Error::Runtime(
+            "--kueue needs the local control plane".into(),
+        ));
+    }
+    let started = Instant::now();
+    let out = kueue::run(
+        lab.client,
+        lab.dirs,
+        &lab.plan.pods[0].resource,
+        &lab.plan.pods[1].resource,
+    )
+    .await
+    .map_err(|e| Error::failed("the Kueue step (the quota layer) failed", e))?;
+    let said: Vec<String> = out
+        .iter()
+        .map(|o| match (&o.flavor, &o.node) {
+            (Some(f), Some(n)) => format!("{} admitted in flavor {f} → {n}", o.job.name),
+            _ => format!("{} held: {}", o.job.name, o.message),
+        })
+        .collect();
+    (st.progress)(&format!(
+        "[kueue] the quota layer — {} ({:.1}s)",
+        said.join("; "),
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(out)
+}
+
 /// Step 9 with `--dra` ([`dra::run`]), reported on a `[9]` line.
 async fn dra_step(st: &mut Steps<'_>, lab: &Lab<'_>) -> Result<dra::DraStep> {
     let started = Instant::now();
@@ -874,12 +917,14 @@ async fn connect(
             let name = cluster.clone();
             let gpu_operator = opts.operator;
             let kubevirt = opts.kubevirt;
+            let kueue = opts.kueue;
             let handle = tokio::task::spawn_blocking(move || {
                 crate::cluster::up(&crate::cluster::UpOptions {
                     name,
                     progress: true,
                     gpu_operator,
                     kubevirt,
+                    kueue,
                     ..Default::default()
                 })
             })

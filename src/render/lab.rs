@@ -82,6 +82,32 @@ pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
             )
         );
     }
+    if let Some(jobs) = &report.kueue {
+        let said: Vec<String> = jobs
+            .iter()
+            .map(|o| match (&o.flavor, &o.node) {
+                (Some(f), Some(n)) => format!(
+                    "{} ({}) is admitted in flavor {f} and runs on {n}",
+                    o.job.name, o.job.resource
+                ),
+                _ => format!(
+                    "{} ({}) is held by Kueue: {}",
+                    o.job.name, o.job.resource, o.message
+                ),
+            })
+            .collect();
+        let _ = write!(
+            out,
+            "{}",
+            render::wrap_lines(
+                &format!(
+                    "\nWith Kueue (out/kueue.txt): {}. The passthrough flavor's quota is on nvidia.com/gpu, a name its nodes never advertise: gpuwl check --effective reports it (kueue-quota-not-advertised).\n",
+                    render::esc(&said.join("; "))
+                ),
+                width
+            )
+        );
+    }
     let _ = writeln!(out, "\nResult files: {}/{{out,bin,k8s}}", root.display());
     out
 }

@@ -110,6 +110,17 @@ pub struct KubevirtLabels {
     pub code: String,
 }
 
+/// `{object, code, severity}` of a quota-layer finding.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QuotaLabels {
+    /// The Kueue object, `ClusterQueue/<name>` or `ResourceFlavor/<name>`.
+    pub object: String,
+    /// Finding code, e.g. `kueue-quota-not-advertised`.
+    pub code: String,
+    /// Its severity.
+    pub severity: String,
+}
+
 /// `{kind, verdict}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ReviewLabels {
@@ -217,6 +228,7 @@ pub struct Metrics {
     pending: Family<PendingLabels, Gauge>,
     orphaned: Family<NodeResourceLabels, Gauge>,
     kubevirt_finding: Family<KubevirtLabels, Gauge>,
+    kueue_finding: Family<QuotaLabels, Gauge>,
     last_evaluation: Gauge<f64, AtomicU64>,
     evaluation_seconds: Gauge<f64, AtomicU64>,
     evaluations: Counter,
@@ -306,6 +318,7 @@ impl Metrics {
             pending: Family::default(),
             orphaned: Family::default(),
             kubevirt_finding: Family::default(),
+            kueue_finding: Family::default(),
             last_evaluation: Gauge::default(),
             evaluation_seconds: Gauge::default(),
             evaluations: Counter::default(),
@@ -384,6 +397,11 @@ fn register_findings(registry: &mut Registry, m: &Metrics) {
         "gpuwl_kubevirt_finding",
         "1 per finding of gpuwl kubevirt check (permittedHostDevices vs what nodes advertise), when a KubeVirt or HyperConverged CR is known",
         m.kubevirt_finding.clone(),
+    );
+    registry.register(
+        "gpuwl_kueue_finding",
+        "1 per finding of the quota layer (gpuwl check's kueue-* codes: a Kueue ClusterQueue's GPU quota against what its flavors' nodes advertise), when Kueue's objects are listed",
+        m.kueue_finding.clone(),
     );
 }
 
@@ -567,6 +585,16 @@ impl Metrics {
                 .get_or_create(&KubevirtLabels {
                     resource: label_value(resource),
                     code: (*code).into(),
+                })
+                .set(1);
+        }
+        self.kueue_finding.clear();
+        for (object, code, severity) in e.quota.iter().flatten() {
+            self.kueue_finding
+                .get_or_create(&QuotaLabels {
+                    object: label_value(object),
+                    code: (*code).into(),
+                    severity: (*severity).into(),
                 })
                 .set(1);
         }
@@ -842,6 +870,7 @@ mod tests {
                 2,
             )]),
             kubevirt: None,
+            quota: None,
             problems: Vec::new(),
         }
     }

@@ -777,6 +777,33 @@ const DRA_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// answer within [`DRA_LIST_TIMEOUT`]; an error is logged). The list runs on a blocking
 /// thread of the runtime: its future borrows across awaits in a way the evaluator's spawned
 /// task cannot carry.
+/// Kueue's objects ([`crate::input::kueue::list`]), with the DRA list's timeout; `None` when
+/// Kueue is not installed or they cannot be read (said in the log).
+async fn list_kueue(client: kube::Client) -> Option<crate::model::kueue::KueueObjects> {
+    // On a blocking thread, as list_dra: the paging closure's future is not `Send` for
+    // every lifetime the spawned evaluator needs.
+    let handle = tokio::runtime::Handle::current();
+    let listed = tokio::task::spawn_blocking(move || {
+        handle.block_on(async {
+            tokio::time::timeout(DRA_LIST_TIMEOUT, crate::input::kueue::list(&client)).await
+        })
+    })
+    .await;
+    match listed.unwrap_or(Ok(Ok(None))) {
+        Ok(Ok(k)) => k,
+        Ok(Err(e)) => {
+            log(&format!("Kueue objects not read: {e}"));
+            None
+        }
+        Err(_) => {
+            log(&format!(
+                "Kueue objects not read: no answer within {DRA_LIST_TIMEOUT:?}"
+            ));
+            None
+        }
+    }
+}
+
 async fn list_dra(client: kube::Client) -> Option<crate::model::dra::DraObjects> {
     let handle = tokio::runtime::Handle::current();
     let listed = tokio::task::spawn_blocking(move || {
@@ -818,6 +845,7 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
     // as a metric and an Event on the node (the first evaluation only learns them).
     let mut last_labels: Option<std::collections::BTreeMap<String, Option<String>>> = None;
     let mut dra: Option<Arc<crate::model::dra::DraObjects>> = None;
+    let mut kueue: Option<Arc<crate::model::kueue::KueueObjects>> = None;
     let mut dra_listed: Option<Instant> = None;
     loop {
         shared.changed.notified().await;
@@ -834,12 +862,14 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
         // slices of a large cluster are not listed each time).
         if dra_listed.is_none_or(|t: Instant| t.elapsed() >= DRA_RELIST) {
             dra = list_dra(shared.client()).await.map(Arc::new);
+            kueue = list_kueue(shared.client()).await.map(Arc::new);
             dra_listed = Some(Instant::now());
         }
         lock(&shared.health).evaluating_since = Some(Instant::now());
         // The analyses read the copy in place, holding the store (watchers wait meanwhile).
         let reader = shared.clone();
         let dra_now = dra.clone();
+        let kueue_now = kueue.clone();
         let evaluated = tokio::task::spawn_blocking(move || {
             let s = reader.store.blocking_lock();
             if !s.synced() {
@@ -850,13 +880,16 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             let policy = s.policy_status();
             let kv = s.kubevirt_cr();
             let pods = s.judged_pods();
-            let e = state::evaluate_with_dra(
+            let mut e = state::evaluate_with_dra(
                 s.nodes.as_slice(),
                 &pods,
                 &policy,
                 kv.as_ref().map(|r| r.as_ref().map_err(Clone::clone)),
                 dra_now.as_deref(),
             );
+            e.quota = kueue_now
+                .as_deref()
+                .map(|k| state::quota_findings(s.nodes.as_slice(), &policy, k));
             if reader.admission_enabled {
                 let (index, flagged) =
                     state::admission(s.nodes.as_slice(), &pods, &policy, kv.and_then(|r| r.ok()));

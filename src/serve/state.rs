@@ -191,6 +191,9 @@ pub struct Evaluation {
     pub orphans: Option<Vec<(String, String, i64)>>,
     /// KubeVirt findings as (resource, code) when the KubeVirt/HyperConverged CR is known.
     pub kubevirt: Option<Vec<(String, &'static str)>>,
+    /// The quota layer's findings as (Kueue object, code, severity) when Kueue's objects
+    /// were listed ([`quota_findings`]); set by the caller after [`evaluate_with_dra`].
+    pub quota: Option<Vec<(String, &'static str, &'static str)>>,
     /// One-line problems met (an unreadable CR, an inventory error), for the log.
     pub problems: Vec<String>,
 }
@@ -278,8 +281,37 @@ pub fn evaluate_with_dra(
         pending,
         orphans,
         kubevirt,
+        quota: None,
         problems,
     }
+}
+
+/// The quota layer's findings (`check`'s `kueue-*` codes, [`crate::analysis::kueue`]) for
+/// `kueue` against `nodes`, as (object, code, severity), e.g.
+/// `("ClusterQueue/lab-gpus", "kueue-quota-not-advertised", "error")`.
+pub fn quota_findings(
+    nodes: &[NodeInfo],
+    policy: &PolicyStatus,
+    kueue: &crate::model::kueue::KueueObjects,
+) -> Vec<(String, &'static str, &'static str)> {
+    let mut checker = check::Checker::new(&check::Options {
+        cluster_policy: policy.policy().cloned(),
+        kueue: Some(kueue.clone()),
+        ..Default::default()
+    });
+    for n in nodes {
+        checker.add(n);
+    }
+    checker
+        .finish()
+        .quota
+        .iter()
+        .flat_map(|q| {
+            q.findings
+                .iter()
+                .map(|f| (q.object.clone(), f.code.as_str(), f.severity.as_str()))
+        })
+        .collect()
 }
 
 /// Each node judged as `check` judges it ([`check::judge_node`], with the DRA objects
@@ -805,5 +837,37 @@ mod tests {
             ]
         );
         assert!(relabels(&before, &before).is_empty());
+    }
+
+    /// The lab's quota layer (tests/data/kueue/kueue.yaml) against the lab's three nodes:
+    /// the passthrough flavor's quota on nvidia.com/gpu is the one error.
+    #[test]
+    fn quota_findings_of_the_labs_kueue_objects() {
+        let nodes = [
+            node("lab-node-0", Some("container"), &[("nvidia.com/gpu", "4")]),
+            node(
+                "lab-node-1",
+                Some("vm-passthrough"),
+                &[("nvidia.com/GA102GL_A10", "2")],
+            ),
+            node(
+                "lab-node-2",
+                Some("vm-vgpu"),
+                &[("nvidia.com/NVIDIA_A10-12Q", "4")],
+            ),
+        ];
+        let k = crate::input::kueue::read_path(std::path::Path::new(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/data/kueue/kueue.yaml"
+        )))
+        .unwrap();
+        assert_eq!(
+            quota_findings(&nodes, &PolicyStatus::not_read(), &k),
+            [(
+                "ClusterQueue/lab-gpus".to_owned(),
+                "kueue-quota-not-advertised",
+                "error"
+            )]
+        );
     }
 }

@@ -786,6 +786,8 @@ mod tests {
             gpu_operator_port: 0,
             kubevirt_api_port: 0,
             kubevirt_controller_port: 0,
+            kueue_webhook_port: 0,
+            kueue_health_port: 0,
             env: Vec::new(),
         }
     }

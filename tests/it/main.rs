@@ -35,6 +35,7 @@ mod inventory_live;
 mod kubevirt;
 mod kubevirt_differential;
 mod kubevirt_live;
+mod kueue_live;
 mod lab;
 mod mig_sharing;
 mod monitoring;

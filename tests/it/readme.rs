@@ -44,6 +44,11 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
         "tests/data/explain/vgpu-type-not-permitted",
     ),
     ("gpuwl check nodes.json", "tests/data/operator"),
+    // docs/guide/kueue.md: the lab's Kueue objects against the lab's nodes.
+    (
+        "gpuwl check --effective ../inventory/lab/nodes.json --kueue kueue.yaml; echo \"exit $?\"",
+        "tests/data/kueue",
+    ),
     // The committed must-gather bundle (tests/data/triage/README.md says how it was made).
     (
         "gpuwl triage tests/data/triage/broken; echo \"exit $?\"",
@@ -104,6 +109,13 @@ const LAB_EXAMPLES: &[&str] = &[
 
 /// Examples covered elsewhere, with where.
 const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    // docs/guide/kueue.md: the lab with the real Kueue; its [kueue] line, out/kueue.txt and
+    // explain job's quota cause are asserted in tests/it/kueue_live.rs.
+    ("gpuwl lab --kueue", "tests/it/kueue_live.rs"),
+    (
+        "gpuwl explain job gpu-kueue/kueue-passthrough",
+        "tests/it/kueue_live.rs",
+    ),
     (
         // Through jq: compared whole in tests/it/explain.rs (remedy_json_is_the_readmes).
         "gpuwl explain --pod pod.yaml --nodes nodes.json --pods pods.json -o json | jq .remedy",

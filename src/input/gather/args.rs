@@ -121,6 +121,8 @@ pub enum Part {
     /// The same CR as `--kubevirt-cr FILE` (`whatif` and `plan`, whose `--kubevirt` is a
     /// switch).
     KubevirtCr,
+    /// `--kueue FILE`: Kueue's ResourceFlavors, ClusterQueues, LocalQueues, Workloads.
+    Kueue,
 }
 
 /// How a command takes a [`Part`].
@@ -207,6 +209,7 @@ impl Takes for CheckSource {
             (Part::Pods, Take::BesideSnapshot),
             (Part::ClusterPolicy, Take::Plain),
             (Part::Dra, Take::Plain),
+            (Part::Kueue, Take::BesideSnapshot),
         ],
         live: Live::Always,
     };
@@ -225,6 +228,7 @@ impl Takes for ExplainSource {
             (Part::ClusterPolicy, Take::Plain),
             (Part::Dra, Take::Plain),
             (Part::Kubevirt, Take::Plain),
+            (Part::Kueue, Take::Plain),
         ],
         live: Live::IfConfigured,
     };
@@ -307,6 +311,8 @@ pub struct SourceArgs<T> {
     pub dra: Option<PathBuf>,
     /// The KubeVirt/HyperConverged CR (`--kubevirt FILE`, `--kubevirt-cr`).
     pub kubevirt: Option<PathBuf>,
+    /// `--kueue`.
+    pub kueue: Option<PathBuf>,
     /// `--snapshot`.
     pub snapshot: Option<PathBuf>,
     /// Where the live cluster is.
@@ -325,6 +331,7 @@ impl<T: Takes> SourceArgs<T> {
             cluster_policy: self.cluster_policy.as_ref(),
             dra: self.dra.as_ref(),
             kubevirt: self.kubevirt.as_ref(),
+            kueue: self.kueue.as_ref(),
             snapshot: self.snapshot.as_ref(),
             live: &self.live,
             spec: T::SPEC,
@@ -339,6 +346,7 @@ impl<T: Takes> SourceArgs<T> {
             &self.cluster_policy,
             &self.dra,
             &self.kubevirt,
+            &self.kueue,
             &self.snapshot,
         ]
         .iter()
@@ -359,6 +367,7 @@ fn id(part: Part) -> &'static str {
         Part::ClusterPolicy => "cluster_policy",
         Part::Dra => "dra",
         Part::Kubevirt | Part::KubevirtCr => "kubevirt_cr",
+        Part::Kueue => "kueue",
     }
 }
 
@@ -370,6 +379,7 @@ fn long(part: Part) -> &'static str {
         Part::Dra => "--dra",
         Part::Kubevirt => "--kubevirt",
         Part::KubevirtCr => "--kubevirt-cr",
+        Part::Kueue => "--kueue",
     }
 }
 
@@ -393,6 +403,10 @@ fn about(part: Part) -> &'static str {
             "The KubeVirt or HyperConverged CR (`kubectl get kubevirt -A -o yaml`), JSON or YAML, \
              kind detected: its permittedHostDevices; `-` reads stdin"
         }
+        Part::Kueue => {
+            "Kueue's objects (`kubectl get resourceflavors,clusterqueues,localqueues,workloads \
+             -A -o yaml`): the quota layer, its flavors judged against the nodes; `-` reads stdin"
+        }
     }
 }
 
@@ -403,6 +417,7 @@ fn noun(part: Part) -> &'static str {
         Part::ClusterPolicy => "ClusterPolicy",
         Part::Dra => "DRA objects",
         Part::Kubevirt | Part::KubevirtCr => "permittedHostDevices",
+        Part::Kueue => "Kueue objects",
     }
 }
 
@@ -425,6 +440,10 @@ fn without(part: Part, take: Take) -> Option<String> {
         Part::Kubevirt | Part::KubevirtCr => Some(format!(
             "the live cluster's (the HyperConverged CR when there is one, else the KubeVirt \
              CR){snapshot}"
+        )),
+        Part::Kueue => Some(format!(
+            "listed from the live cluster when it serves {}{snapshot}",
+            "kueue.x-k8s.io"
         )),
     }
 }
@@ -568,6 +587,7 @@ impl<T: Takes> FromArgMatches for SourceArgs<T> {
             cluster_policy: part(Part::ClusterPolicy),
             dra: part(Part::Dra),
             kubevirt: part(Part::Kubevirt).or_else(|| part(Part::KubevirtCr)),
+            kueue: part(Part::Kueue),
             snapshot: file(SNAPSHOT),
             live: ClusterArgs::from_arg_matches(m)?,
             limits: LimitArgs::from_arg_matches(m)?,
@@ -587,6 +607,7 @@ impl<T: Takes> FromArgMatches for SourceArgs<T> {
         keep(&mut self.cluster_policy, new.cluster_policy);
         keep(&mut self.dra, new.dra);
         keep(&mut self.kubevirt, new.kubevirt);
+        keep(&mut self.kueue, new.kueue);
         keep(&mut self.snapshot, new.snapshot);
         self.limits = new.limits;
         self.live.update_from_arg_matches(m)
@@ -863,7 +884,7 @@ mod tests {
         assert_eq!(
             help(&check, SNAPSHOT),
             "A `gpuwl snapshot` file in place of the node dump, --cluster-policy and --dra (no \
-             cluster is contacted); --pods may be given with it"
+             cluster is contacted); --pods and --kueue may be given with it"
         );
         assert!(help(&check, "pods").ends_with("; with --snapshot, in place of its pods"));
         let twin = command::<TwinSource>();

@@ -33,11 +33,13 @@ pub use args::{LimitArgs, Live, SourceArgs, Spec};
 
 use crate::error::{Error, Result};
 use crate::input::kubevirt::{self, CrType, CurrentCr};
+use crate::input::kueue;
 use crate::input::live::{self, ClusterArgs};
 use crate::input::snapshot::{self, Snapshot};
 use crate::input::{self, Source, clusterpolicy, dra, operands, pods, snapshot_file};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::kueue::KueueObjects;
 use crate::model::node::NodeInfo;
 use crate::model::operand::OperandPod;
 use crate::model::operator::PolicyStatus;
@@ -72,6 +74,9 @@ pub struct Wanted {
     /// The GPU Operator's operand pods (never from stdin, which the pod reader has
     /// consumed, nor from a snapshot).
     pub operands: Operands,
+    /// Kueue's objects from the live cluster when no `--kueue` file is given (a file is
+    /// always taken).
+    pub kueue: bool,
 }
 
 /// The data source a command was given: its file flags, a snapshot file, the live cluster
@@ -88,6 +93,8 @@ pub struct Request<'a> {
     pub dra: Option<&'a PathBuf>,
     /// The KubeVirt or HyperConverged CR (`--kubevirt FILE`; whatif's `--kubevirt-cr`).
     pub kubevirt: Option<&'a PathBuf>,
+    /// Kueue's objects (`--kueue`).
+    pub kueue: Option<&'a PathBuf>,
     /// A `gpuwl snapshot` file (`--snapshot`).
     pub snapshot: Option<&'a PathBuf>,
     /// Where the live cluster is.
@@ -134,6 +141,9 @@ pub struct Gathered {
     /// The GPU Operator's operand pods, when wanted and there is a source for them: from
     /// the pods dump, or listed from the cluster (`Err`: why the list failed).
     pub operands: Option<Result<Vec<OperandPod>>>,
+    /// Kueue's objects: from `--kueue`, else listed from the live cluster when wanted and
+    /// served (`None`: not read, or Kueue not installed).
+    pub kueue: Option<KueueObjects>,
     /// Where they came from.
     pub from: From,
     /// The same, said: `snapshot FILE`, `files NODES[, PODS]`, `no node dump`, `cluster`.
@@ -157,6 +167,7 @@ impl Gathered {
             kubevirt: self.kubevirt,
             dra,
             dra_source,
+            kueue: self.kueue,
         }
     }
 
@@ -203,6 +214,7 @@ struct Files {
     dra: Option<(DraObjects, DraSource)>,
     policy: Option<PolicyStatus>,
     cr: Option<CurrentCr>,
+    kueue: Option<KueueObjects>,
 }
 
 /// Where the records are read from.
@@ -236,6 +248,7 @@ impl Request<'_> {
             self.cluster_policy,
             self.kubevirt,
             self.dra,
+            self.kueue,
         ];
         // Two files: both named; more: "the dump files".
         match self.spec.file_flags().as_slice() {
@@ -256,6 +269,7 @@ impl Request<'_> {
                 .kubevirt
                 .map(|p| kubevirt::read_cr_path(p))
                 .transpose()?,
+            kueue: self.kueue.map(|p| kueue::read_path(p)).transpose()?,
         })
     }
 
@@ -360,6 +374,7 @@ fn stream_cluster<S>(
             dra,
             policy,
             cr,
+            kueue: kueue_file,
         } = files;
         // The ClusterPolicy read never fails (it waits up to its own timeout), so it
         // runs beside a one-node list that fails fast: a dead server costs one timeout.
@@ -390,6 +405,11 @@ fn stream_cluster<S>(
             kubevirt: cr.as_ref().map(|c| c.devices.clone()),
             kubevirt_object: cr.map(|c| c.object),
             operands: None,
+            kueue: match kueue_file {
+                Some(k) => Some(k),
+                None if wanted.kueue => kueue::list(&client).await?,
+                None => None,
+            },
             from: From::Cluster,
             origin: "cluster".into(),
         };
@@ -425,6 +445,7 @@ fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> 
         kubevirt,
         kubevirt_object,
         operands: None,
+        kueue: files.kueue.or(s.kueue),
         from: From::Snapshot(snap.to_owned()),
         origin: format!("snapshot {}", snap.display()),
     })
@@ -455,6 +476,7 @@ fn from_files(req: &Request, files: Files, nodes: Vec<NodeInfo>) -> Gathered {
         kubevirt: files.cr.as_ref().map(|c| c.devices.clone()),
         kubevirt_object: files.cr.map(|c| c.object),
         operands: None,
+        kueue: files.kueue,
         from,
         origin,
     }
@@ -467,9 +489,15 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
         dra,
         policy,
         cr,
+        kueue: kueue_file,
     } = files;
     let list_operands = req.list_operands(wanted);
-    let (snap, kubevirt_object, operands) = req.live.block_on(|client| async move {
+    let (snap, kubevirt_object, operands, kueue) = req.live.block_on(|client| async move {
+        let kueue = match kueue_file {
+            Some(k) => Some(k),
+            None if wanted.kueue => kueue::list(&client).await?,
+            None => None,
+        };
         if !wanted.pods {
             let nodes = live::list_nodes(&client).await?;
             let cr = match cr {
@@ -486,8 +514,9 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
                 kubevirt: cr.as_ref().map(|c| c.devices.clone()),
                 dra: DraObjects::default(),
                 dra_source: DraSource::Skipped("not read".into()),
+                kueue: None,
             };
-            return Ok((snap, cr.map(|c| c.object), None));
+            return Ok((snap, cr.map(|c| c.object), None, kueue));
         }
         let with_kubevirt = wanted.kubevirt && cr.is_none();
         let (mut snap, operands) =
@@ -501,7 +530,7 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
             snap.kubevirt = Some(c.devices);
             c.object
         });
-        Ok((snap, object, operands))
+        Ok((snap, object, operands, kueue))
     })?;
     let operands = match operands {
         Some(o) => Some(o),
@@ -529,6 +558,7 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
         kubevirt: snap.kubevirt,
         kubevirt_object,
         operands,
+        kueue: kueue.or(snap.kueue),
         from: From::Cluster,
         origin: "cluster".into(),
     })
@@ -546,6 +576,7 @@ mod tests {
             cluster_policy: None,
             dra: None,
             kubevirt: None,
+            kueue: None,
             snapshot: None,
             live,
             spec: InventorySource::SPEC,

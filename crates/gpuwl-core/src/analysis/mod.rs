@@ -25,6 +25,7 @@ pub mod explain;
 pub mod fit;
 pub mod inventory;
 pub mod kubevirt;
+pub mod kueue;
 pub mod names;
 pub mod orphans;
 pub mod placement;

@@ -295,6 +295,7 @@ fn check_part(
         gate: None,
         pods: None,
         expect_gpu_nodes: None,
+        kueue: None,
     });
     for n in nodes {
         checker.add(n);

@@ -22,6 +22,7 @@ pub mod document;
 pub mod dra;
 pub mod dump;
 pub mod kubevirt;
+pub mod kueue;
 pub mod limits;
 pub mod mustgather;
 pub mod operands;

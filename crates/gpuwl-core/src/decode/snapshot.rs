@@ -23,4 +23,7 @@ pub struct Snapshot {
     pub dra: DraObjects,
     /// Whether DRA objects were listed, or why not.
     pub dra_source: DraSource,
+    /// Kueue's objects, when read (the live cluster serves `kueue.x-k8s.io`, or a
+    /// snapshot file holds them).
+    pub kueue: Option<crate::model::kueue::KueueObjects>,
 }

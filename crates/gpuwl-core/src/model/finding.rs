@@ -118,11 +118,21 @@ pub enum Code {
     /// ResourceSlices) and no device plugin advertises a GPU name: pods get them with
     /// ResourceClaims, so advertising no extended resource is no mismatch.
     GpusViaDra,
+    /// error: a Kueue ClusterQueue gives a flavor quota on a GPU name the flavor's nodes do
+    /// not advertise: Kueue admits workloads no node can run.
+    KueueQuotaNotAdvertised,
+    /// warning: a Kueue flavor that carries GPU quota selects no GPU node.
+    KueueFlavorNoGpuNode,
+    /// warning: a Kueue flavor that carries GPU quota selects GPU nodes of several
+    /// workload pools (they advertise different names).
+    KueueFlavorSpansPools,
+    /// warning: a Kueue flavor's nominal GPU quota exceeds what its nodes advertise.
+    KueueQuotaAboveCapacity,
 }
 
 impl Code {
     /// Every code, in declaration order.
-    pub const ALL: [Code; 25] = [
+    pub const ALL: [Code; 29] = [
         Code::InvalidLabelValue,
         Code::NoGpuResource,
         Code::WrongClassResource,
@@ -148,6 +158,10 @@ impl Code {
         Code::OperandNotReady,
         Code::HolderAtRisk,
         Code::GpusViaDra,
+        Code::KueueQuotaNotAdvertised,
+        Code::KueueFlavorNoGpuNode,
+        Code::KueueFlavorSpansPools,
+        Code::KueueQuotaAboveCapacity,
     ];
 
     /// The kebab-case code string, as serialized.
@@ -178,6 +192,10 @@ impl Code {
             Code::OperandNotReady => "operand-not-ready",
             Code::HolderAtRisk => "holder-at-risk",
             Code::GpusViaDra => "gpus-via-dra",
+            Code::KueueQuotaNotAdvertised => "kueue-quota-not-advertised",
+            Code::KueueFlavorNoGpuNode => "kueue-flavor-no-gpu-node",
+            Code::KueueFlavorSpansPools => "kueue-flavor-spans-pools",
+            Code::KueueQuotaAboveCapacity => "kueue-quota-above-capacity",
         }
     }
 
@@ -219,7 +237,7 @@ impl Code {
 /// operator is about to reconfigure under its running VMs); a planned transition (a
 /// config `pending` / `rebooting`, operands paused for it) or a stale leftover is a
 /// warning.
-pub const SEVERITIES: [(Code, Severity, &str); 25] = [
+pub const SEVERITIES: [(Code, Severity, &str); 29] = [
     (
         Code::InvalidLabelValue,
         Severity::Error,
@@ -341,6 +359,26 @@ pub const SEVERITIES: [(Code, Severity, &str); 25] = [
         Severity::Info,
         "the node's GPUs are claimed through DRA, not an extended resource",
     ),
+    (
+        Code::KueueQuotaNotAdvertised,
+        Severity::Error,
+        "Kueue admits workloads on a name no node of the flavor advertises",
+    ),
+    (
+        Code::KueueFlavorNoGpuNode,
+        Severity::Warning,
+        "GPU quota on a flavor whose nodes have no GPU",
+    ),
+    (
+        Code::KueueFlavorSpansPools,
+        Severity::Warning,
+        "one flavor over pools that advertise different names",
+    ),
+    (
+        Code::KueueQuotaAboveCapacity,
+        Severity::Warning,
+        "more quota than the flavor's nodes can place",
+    ),
 ];
 
 impl fmt::Display for Code {
@@ -382,6 +420,10 @@ mod tests {
             Code::OperandNotReady => 22,
             Code::HolderAtRisk => 23,
             Code::GpusViaDra => 24,
+            Code::KueueQuotaNotAdvertised => 25,
+            Code::KueueFlavorNoGpuNode => 26,
+            Code::KueueFlavorSpansPools => 27,
+            Code::KueueQuotaAboveCapacity => 28,
         }
     }
 

@@ -10,6 +10,7 @@ pub mod dra;
 pub mod equivalents;
 pub mod finding;
 pub mod kubevirt;
+pub mod kueue;
 pub mod launcher;
 pub mod node;
 pub mod operand;

@@ -3,6 +3,7 @@
 use serde::Serialize;
 
 use crate::analysis::check::{Code, Finding, NodeReport, Report, Severity};
+use crate::analysis::kueue::{FlavorOffer, QuotaReport};
 use crate::error::ExitStatus;
 use crate::model::operand::OperandSource;
 use crate::model::operator::PolicyStatus;
@@ -40,6 +41,14 @@ pub struct Document<'a> {
     /// Per-node reports (labelled nodes, NFD GPU nodes and other nodes with findings), by
     /// name.
     pub nodes: &'a [NodeReport],
+    /// The quota layer's findings (Kueue flavors and ClusterQueues), when Kueue objects
+    /// were read: `[{ object: "ClusterQueue/<name>", findings: [...] }]`.
+    #[serde(skip_serializing_if = "<[QuotaReport]>::is_empty")]
+    pub quota: &'a [QuotaReport],
+    /// What each Kueue flavor's nodes offer: `[{ flavor, nodes, nodeNames, gpuNodes,
+    /// pools, advertised: { name: count }, tainted }]`.
+    #[serde(skip_serializing_if = "<[FlavorOffer]>::is_empty")]
+    pub flavors: &'a [FlavorOffer],
     /// `check --effective`: what the gate judged and what fails it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub gate: Option<GateDoc<'a>>,
@@ -69,7 +78,7 @@ pub struct GateDoc<'a> {
 /// One finding that fails the gate.
 #[derive(Debug, Serialize)]
 pub struct Failing<'a> {
-    /// Node name.
+    /// Node name, or the Kueue object (`ClusterQueue/<name>`, `ResourceFlavor/<name>`).
     pub node: &'a str,
     /// Finding code.
     pub code: Code,
@@ -102,7 +111,7 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
         let failing: Vec<Failing<'a>> = report
             .failing()
             .map(|(n, f)| Failing {
-                node: &n.name,
+                node: n,
                 code: f.code,
                 severity: f.severity,
                 message: &f.message,
@@ -138,6 +147,8 @@ pub fn document<'a>(report: &'a Report, policy: &'a PolicyStatus) -> Document<'a
         cluster_policy: policy,
         operand_pods: report.operand_source.as_ref(),
         nodes: &report.nodes,
+        quota: &report.quota,
+        flavors: &report.flavors,
         notes: &report.notes,
     }
 }
@@ -155,26 +166,40 @@ pub(crate) fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
     let Some(gate) = &report.gate else {
         return text_lines(report);
     };
-    let line = |word: &str, n: &NodeReport, f: &Finding| {
-        text::esc(&format!("{word} {} {}: {}", f.code, n.name, f.message))
+    let line = |word: &str, n: &str, f: &Finding| {
+        text::esc(&format!("{word} {} {}: {}", f.code, n, f.message))
     };
     let mut out: Vec<String> = report.failing().map(|(n, f)| line("ERROR", n, f)).collect();
     let mut warnings = 0;
-    for n in &report.nodes {
-        for f in n
-            .findings
-            .iter()
-            .filter(|f| f.severity == Severity::Warning && !gate.fails(f))
-        {
-            warnings += 1;
-            if !quiet {
-                out.push(line("WARNING", n, f));
-            }
+    for (n, f) in report
+        .findings()
+        .filter(|(_, f)| f.severity == Severity::Warning && !gate.fails(f))
+    {
+        warnings += 1;
+        if !quiet {
+            out.push(line("WARNING", n, f));
         }
     }
     let errors = report.failing().count();
-    let mut nodes: Vec<&str> = report.failing().map(|(n, _)| n.name.as_str()).collect();
+    // Kueue objects (`ClusterQueue/<name>`) fail beside nodes; a node name has no `/`.
+    let mut nodes: Vec<&str> = report
+        .failing()
+        .map(|(n, _)| n)
+        .filter(|n| !n.contains('/'))
+        .collect();
     nodes.dedup();
+    let mut objects: Vec<&str> = report
+        .failing()
+        .map(|(n, _)| n)
+        .filter(|n| n.contains('/'))
+        .collect();
+    objects.dedup();
+    let on_objects = match objects.len() {
+        0 => String::new(),
+        n => format!(" and {n} Kueue object(s) ({})", objects.join(", ")),
+    };
+    // Only Kueue objects fail: say so without "0 of N GPU nodes".
+    let only_objects = nodes.is_empty() && !objects.is_empty();
     let plural = |n: usize, one: &str| {
         if n == 1 {
             format!("1 {one}")
@@ -215,9 +240,18 @@ pub(crate) fn gate_lines(report: &Report, quiet: bool) -> Vec<String> {
         } else {
             format!("FAIL: {why}{ignored}")
         }
+    } else if only_objects {
+        format!(
+            "FAIL: {} on {} Kueue object(s) ({}), {} GPU nodes judged, {}{ignored}",
+            plural(errors, "error"),
+            objects.len(),
+            objects.join(", "),
+            report.gpu_nodes,
+            plural(warnings, "warning")
+        )
     } else if errors > 0 {
         format!(
-            "FAIL: {} on {} of {} GPU nodes, {}{ignored}",
+            "FAIL: {} on {} of {} GPU nodes{on_objects}, {}{ignored}",
             plural(errors, "error"),
             nodes.len(),
             report.gpu_nodes,

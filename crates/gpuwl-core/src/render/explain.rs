@@ -222,7 +222,13 @@ fn constraints_text(o: &mut String, e: &Explanation) {
 /// The cause with its evidence, the fix (and how it was tested), the other blocking
 /// causes, and the notes.
 fn cause_text(o: &mut String, e: &Explanation) {
-    let _ = writeln!(o, "\nCause ({}): {}", e.cause_code, esc(&e.cause));
+    // The quota layer's code when Kueue holds the workload, or admits it in a flavor whose
+    // nodes cannot serve it.
+    let code = match &e.quota {
+        Some(q) if q.cause.holds() || q.unservable.is_some() => q.cause.as_str(),
+        _ => e.cause_code.as_str(),
+    };
+    let _ = writeln!(o, "\nCause ({code}): {}", esc(&e.cause));
     for ev in &e.evidence {
         let _ = writeln!(o, "  {}", esc(ev));
     }

@@ -31,9 +31,11 @@ use crate::model::workload::WorkloadConfig;
 pub mod rules;
 
 use crate::analysis::dra::Matcher;
+use crate::analysis::kueue::{FlavorOffer, QuotaLayer, QuotaReport};
 use crate::analysis::orphans::{self, Orphan};
 use crate::model::dra::{DraObjects, RequestSpec};
 pub use crate::model::finding::{Code, Severity};
+use crate::model::kueue::KueueObjects;
 use crate::model::operand::{self, OperandPod, OperandSource, OperandsByNode};
 use crate::model::pod::PodInfo;
 use crate::text;
@@ -165,6 +167,12 @@ pub struct Report {
     /// What the check could not judge and why (`pods not read (...)`): on stderr in
     /// text mode, in the document (`notes`) with `-o json|yaml`.
     pub notes: Vec<String>,
+    /// The quota layer's findings (Kueue's flavors and ClusterQueues,
+    /// [`crate::analysis::kueue`]), when Kueue objects were read: per object, by kind and
+    /// name.
+    pub quota: Vec<QuotaReport>,
+    /// What each Kueue flavor's nodes offer, when Kueue objects were read.
+    pub flavors: Vec<FlavorOffer>,
 }
 
 /// `check --effective`: which findings fail. A finding fails when its code is not in
@@ -223,15 +231,24 @@ impl Report {
         self.nodes.iter().filter(|n| n.verdict == Verdict::Mismatch)
     }
 
-    /// The findings that fail the gate, as (node, finding), nodes by name; empty without
-    /// a gate.
-    pub fn failing(&self) -> impl Iterator<Item = (&NodeReport, &Finding)> {
-        self.nodes.iter().flat_map(move |n| {
-            n.findings
-                .iter()
-                .filter(move |f| self.gate.as_ref().is_some_and(|g| g.fails(f)))
-                .map(move |f| (n, f))
-        })
+    /// The findings that fail the gate, as (node or Kueue object, finding): nodes by
+    /// name, then the quota layer's objects ([`Report::quota`]); empty without a gate.
+    pub fn failing(&self) -> impl Iterator<Item = (&str, &Finding)> {
+        self.findings()
+            .filter(move |(_, f)| self.gate.as_ref().is_some_and(|g| g.fails(f)))
+    }
+
+    /// Every finding as (node or Kueue object, finding): nodes by name, then the quota
+    /// layer's objects.
+    pub fn findings(&self) -> impl Iterator<Item = (&str, &Finding)> {
+        self.nodes
+            .iter()
+            .flat_map(|n| n.findings.iter().map(move |f| (n.name.as_str(), f)))
+            .chain(
+                self.quota
+                    .iter()
+                    .flat_map(|q| q.findings.iter().map(move |f| (q.object.as_str(), f))),
+            )
     }
 
     /// Why the number of GPU nodes judged fails, if it does: fewer than
@@ -270,12 +287,10 @@ impl Report {
         }
     }
 
-    /// Number of findings of `severity` over all nodes.
+    /// Number of findings of `severity` over all nodes and the quota layer.
     pub fn count(&self, severity: Severity) -> usize {
-        self.nodes
-            .iter()
-            .flat_map(|n| &n.findings)
-            .filter(|f| f.severity == severity)
+        self.findings()
+            .filter(|(_, f)| f.severity == severity)
             .count()
     }
 }
@@ -312,6 +327,9 @@ pub struct Options {
     pub pods: Option<std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>>,
     /// `--expect-gpu-nodes N` ([`Report::too_few_gpu_nodes`]).
     pub expect_gpu_nodes: Option<usize>,
+    /// Kueue's objects, when read: the quota layer is checked against the nodes
+    /// ([`crate::analysis::kueue::QuotaLayer`], [`Report::quota`]).
+    pub kueue: Option<KueueObjects>,
 }
 
 /// The DRA facts `check` uses: per node, the devices NVIDIA's DRA driver
@@ -461,6 +479,7 @@ pub struct Checker {
     mismatches_only: bool,
     dra: Option<DraNodes>,
     pods: Option<std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>>,
+    quota: Option<QuotaLayer>,
 }
 
 impl Checker {
@@ -477,6 +496,7 @@ impl Checker {
             mismatches_only: options.mismatches_only && options.gate.is_none(),
             dra: options.dra.clone(),
             pods: options.pods.clone(),
+            quota: options.kueue.clone().map(QuotaLayer::new),
         }
         .with_gate(options.gate.clone())
     }
@@ -508,6 +528,13 @@ impl Checker {
         }
         if r.gpu_node.is_some() {
             self.report.gpu_nodes += 1;
+        }
+        if let Some(q) = &mut self.quota {
+            let pool = r
+                .effective_workload
+                .map(|w| w.as_str().to_owned())
+                .unwrap_or_default();
+            q.add(node, r.gpu_node.is_some(), &pool);
         }
         if let Some(g) = &self.report.gate {
             let ignored = &mut self.report.ignored;
@@ -553,9 +580,45 @@ impl Checker {
         }
     }
 
-    /// The report, nodes sorted by name.
+    /// The report, nodes sorted by name, the quota layer judged.
     pub fn finish(mut self) -> Report {
         self.report.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+        if let Some(q) = self.quota.take() {
+            let mut quota = q.findings();
+            if let Some(g) = &self.report.gate {
+                let ignored = &mut self.report.ignored;
+                for r in &mut quota {
+                    r.findings.retain(|f| {
+                        let drop = g.ignore.contains(&f.code);
+                        if drop {
+                            *ignored.entry(f.code).or_default() += 1;
+                        }
+                        !drop
+                    });
+                }
+                quota.retain(|r| !r.findings.is_empty());
+            }
+            if self.warning_lines {
+                for (object, f) in quota
+                    .iter()
+                    .flat_map(|r| r.findings.iter().map(move |f| (&r.object, f)))
+                {
+                    self.report.warnings_total += 1;
+                    if self.report.warning_lines.len() < WARNING_LINES {
+                        let line = match f.severity {
+                            Severity::Error => format!(
+                                "note: {object}: {} (an error of {}: gpuwl check --effective fails on it)",
+                                f.message, f.code
+                            ),
+                            _ => format!("{}: {object}: {}", f.severity.as_str(), f.message),
+                        };
+                        self.report.warning_lines.push(text::esc(&line));
+                    }
+                }
+            }
+            self.report.flavors = q.offers().to_vec();
+            self.report.quota = quota;
+        }
         self.report
     }
 }
@@ -1236,10 +1299,7 @@ mod tests {
         let r = check_with(&nodes, &gate(&[], &[]));
         assert_eq!(r.exit_status(), ExitStatus::Mismatch);
         assert_eq!(r.gpu_nodes, 2);
-        let failing: Vec<(&str, Code)> = r
-            .failing()
-            .map(|(n, f)| (n.name.as_str(), f.code))
-            .collect();
+        let failing: Vec<(&str, Code)> = r.failing().map(|(n, f)| (n, f.code)).collect();
         assert_eq!(failing, [("pt", Code::EffectiveWorkloadDiffers)]);
         let f = &r.nodes[1].findings[0];
         assert_eq!(f.resource.as_deref(), Some("nvidia.com/GA102GL_A10"));

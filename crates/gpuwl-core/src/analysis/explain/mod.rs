@@ -218,6 +218,11 @@ pub struct Explanation {
     /// causes the modelled filters decide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<Remedy>,
+    /// The quota layer, for a pod or Job Kueue manages ([`crate::analysis::kueue::with_quota`]):
+    /// its Workload's LocalQueue, ClusterQueue, Kueue's message, the flavors tried and the
+    /// quota cause (`kueue-*`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<crate::analysis::kueue::QuotaVerdict>,
 }
 
 /// Explains `pod` against `inputs`: [`gather`], then the first rule of
@@ -439,6 +444,7 @@ fn gather_with(
         dra_known: inputs.dra.is_some(),
         vm: None,
         remedy: None,
+        quota: None,
     };
     if !pod.resource_claims.is_empty() {
         match inputs.dra {

@@ -1,0 +1,1203 @@
+//! The quota layer as pools: which nodes each Kueue ResourceFlavor selects and which GPU
+//! names they advertise ([`FlavorOffer`]), and the check of every ClusterQueue's GPU quota
+//! against them ([`QuotaLayer::findings`]).
+//!
+//! Kueue admits a workload against quota alone: it never looks at what the nodes
+//! advertise (kubernetes-sigs/kueue `pkg/scheduler/flavorassigner/flavorassigner.go`
+//! compares requests with the ClusterQueue's quota and the flavor's taints, not with
+//! nodes). Once admitted, the pods get the flavor's `nodeLabels` as node selector and its
+//! `tolerations` (`pkg/podset/podset.go`), and the scheduler decides. So a quota on a name
+//! the flavor's nodes never advertise admits workloads that then wait forever.
+//!
+//! Which nodes a flavor selects: every node carrying all of its `nodeLabels` whose
+//! `NoSchedule` / `NoExecute` taints are each tolerated by the flavor's `tolerations` or
+//! declared in its `nodeTaints` (a workload admitted there tolerates those: Kueue checks it,
+//! `flavorassigner.go` `checkFlavorForPodSets`). A node matching the labels with another
+//! taint is counted apart (`tainted`): only a workload tolerating it by itself lands there.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Serialize;
+
+use crate::analysis::check::Finding;
+use crate::analysis::diagnosis::CauseCode;
+use crate::analysis::explain::Explanation;
+use crate::analysis::placement::tolerates;
+use crate::model::finding::Code;
+use crate::model::kueue::{KueueObjects, QUEUE_LABEL, ResourceFlavor, Workload, milli_str};
+use crate::model::node::{NodeInfo, ResourceField};
+use crate::model::resource::classify;
+
+/// How many node names a [`FlavorOffer`] keeps for messages.
+const NAMES_KEPT: usize = 5;
+
+/// What one ResourceFlavor's nodes offer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorOffer {
+    /// The flavor's name.
+    pub flavor: String,
+    /// Nodes selected (labels match, taints tolerated or declared).
+    pub nodes: usize,
+    /// The first [`NAMES_KEPT`] of them, in the order read.
+    pub node_names: Vec<String>,
+    /// Of those, GPU nodes (check's GPU-node evidence).
+    pub gpu_nodes: usize,
+    /// The pools (effective workload configs) of the selected GPU nodes.
+    pub pools: BTreeSet<String>,
+    /// Per GPU resource name advertised on the selected nodes (allocatable, else
+    /// capacity; quantity > 0): the sum over those nodes.
+    pub advertised: BTreeMap<String, i64>,
+    /// Nodes matching the labels but carrying a taint the flavor neither tolerates nor
+    /// declares.
+    pub tainted: usize,
+}
+
+/// Whether `flavor` selects `node` (see the module docs): `Some(true)` selected,
+/// `Some(false)` labels match but a taint keeps the flavor's pods off, `None` labels do
+/// not match.
+pub fn selects(flavor: &ResourceFlavor, node: &NodeInfo) -> Option<bool> {
+    if !flavor
+        .node_labels
+        .iter()
+        .all(|(k, v)| node.labels.get(k) == Some(v))
+    {
+        return None;
+    }
+    let ok = node
+        .taints
+        .iter()
+        .filter(|t| t.effect == "NoSchedule" || t.effect == "NoExecute")
+        .all(|t| {
+            flavor.tolerations.iter().any(|tol| tolerates(tol, t))
+                || flavor
+                    .node_taints
+                    .iter()
+                    .any(|d| d.key == t.key && d.value == t.value && d.effect == t.effect)
+        });
+    Some(ok)
+}
+
+/// The GPU names `node` advertises with a whole count > 0 (allocatable, else capacity).
+pub fn advertised_gpus(node: &NodeInfo) -> BTreeMap<String, i64> {
+    let field = if node.allocatable.is_some() {
+        ResourceField::Allocatable
+    } else {
+        ResourceField::Capacity
+    };
+    let names: Vec<&String> = match field {
+        ResourceField::Allocatable => node.allocatable.iter().flat_map(|a| a.keys()).collect(),
+        ResourceField::Capacity => node.capacity.keys().collect(),
+    };
+    names
+        .into_iter()
+        .filter(|n| classify(n).is_gpu())
+        .filter_map(|n| {
+            let c = node.quantity(field, n)?.ok()?.to_i64()?;
+            (c > 0).then(|| (n.clone(), c))
+        })
+        .collect()
+}
+
+impl FlavorOffer {
+    /// Adds `node` when the flavor selects it; `gpu_node` and `pool` are check's verdict
+    /// on the node (its GPU-node evidence, its effective workload).
+    pub fn add(&mut self, flavor: &ResourceFlavor, node: &NodeInfo, gpu_node: bool, pool: &str) {
+        match selects(flavor, node) {
+            None => {}
+            Some(false) => self.tainted += 1,
+            Some(true) => {
+                self.nodes += 1;
+                if self.node_names.len() < NAMES_KEPT {
+                    self.node_names.push(node.name.clone());
+                }
+                if gpu_node {
+                    self.gpu_nodes += 1;
+                    if !pool.is_empty() {
+                        self.pools.insert(pool.to_owned());
+                    }
+                }
+                for (name, n) in advertised_gpus(node) {
+                    let e = self.advertised.entry(name).or_default();
+                    *e = e.saturating_add(n);
+                }
+            }
+        }
+    }
+
+    /// `3 node(s) (a, b, c)`, `0 nodes`.
+    fn nodes_str(&self) -> String {
+        if self.nodes == 0 {
+            return "no node".into();
+        }
+        let more = if self.nodes > self.node_names.len() {
+            ", …"
+        } else {
+            ""
+        };
+        format!(
+            "{} node(s) ({}{more})",
+            self.nodes,
+            self.node_names.join(", ")
+        )
+    }
+
+    /// `nvidia.com/GA102GL_A10 ×4, …` or `no GPU name`.
+    fn advertised_str(&self) -> String {
+        if self.advertised.is_empty() {
+            return "no GPU name".into();
+        }
+        self.advertised
+            .iter()
+            .map(|(n, c)| format!("{n} ×{c}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// `in pool vm-passthrough` / `in pools container, vm-passthrough` / empty.
+    fn pools_str(&self) -> String {
+        match self.pools.len() {
+            0 => String::new(),
+            1 => format!(
+                " in pool {}",
+                self.pools.iter().next().unwrap_or(&String::new())
+            ),
+            _ => format!(
+                " in pools {}",
+                self.pools.iter().cloned().collect::<Vec<_>>().join(", ")
+            ),
+        }
+    }
+}
+
+/// The findings of one Kueue object.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct QuotaReport {
+    /// `ResourceFlavor/<name>` or `ClusterQueue/<name>`.
+    pub object: String,
+    /// Its findings, errors first.
+    pub findings: Vec<Finding>,
+}
+
+/// The quota layer being checked: the Kueue objects and, per flavor, what its nodes offer
+/// (fed node by node, [`QuotaLayer::add`]).
+#[derive(Debug, Clone, Default)]
+pub struct QuotaLayer {
+    objects: KueueObjects,
+    offers: Vec<FlavorOffer>,
+}
+
+fn finding(code: Code, resource: Option<&str>, message: String) -> Finding {
+    Finding {
+        code,
+        severity: code.severity(),
+        resource: resource.map(str::to_owned),
+        message,
+    }
+}
+
+impl QuotaLayer {
+    /// A layer for `objects`, with no node yet.
+    pub fn new(objects: KueueObjects) -> QuotaLayer {
+        let offers = objects
+            .flavors
+            .iter()
+            .map(|f| FlavorOffer {
+                flavor: f.name.clone(),
+                ..FlavorOffer::default()
+            })
+            .collect();
+        QuotaLayer { objects, offers }
+    }
+
+    /// Feeds one node to every flavor ([`FlavorOffer::add`]).
+    pub fn add(&mut self, node: &NodeInfo, gpu_node: bool, pool: &str) {
+        for (f, o) in self.objects.flavors.iter().zip(self.offers.iter_mut()) {
+            o.add(f, node, gpu_node, pool);
+        }
+    }
+
+    /// What each flavor's nodes offer, by flavor name.
+    pub fn offers(&self) -> &[FlavorOffer] {
+        &self.offers
+    }
+
+    fn offer(&self, flavor: &str) -> Option<&FlavorOffer> {
+        self.offers.iter().find(|o| o.flavor == flavor)
+    }
+
+    /// The flavors some ClusterQueue gives quota on a GPU name.
+    fn gpu_flavors(&self) -> BTreeSet<&str> {
+        self.objects
+            .cluster_queues
+            .iter()
+            .flat_map(|cq| &cq.groups)
+            .flat_map(|g| &g.flavors)
+            .filter(|fq| {
+                fq.resources
+                    .iter()
+                    .any(|r| classify(&r.name).is_gpu() && r.nominal_milli > 0)
+            })
+            .map(|fq| fq.flavor.as_str())
+            .collect()
+    }
+
+    /// The flavor findings: `kueue-flavor-no-gpu-node` and `kueue-flavor-spans-pools`,
+    /// for the flavors some ClusterQueue gives GPU quota.
+    fn flavor_findings(&self) -> Vec<QuotaReport> {
+        let mut out = Vec::new();
+        for name in self.gpu_flavors() {
+            let Some(o) = self.offer(name) else { continue };
+            let mut findings = Vec::new();
+            if o.gpu_nodes == 0 {
+                let tainted = if o.tainted > 0 {
+                    format!(
+                        "; {} more node(s) match its nodeLabels but carry a taint it neither tolerates nor declares",
+                        o.tainted
+                    )
+                } else {
+                    String::new()
+                };
+                findings.push(finding(
+                    Code::KueueFlavorNoGpuNode,
+                    None,
+                    format!(
+                        "flavor {name} carries GPU quota but selects no GPU node ({} selected{tainted}): a workload admitted in it waits at the scheduler",
+                        o.nodes_str()
+                    ),
+                ));
+            }
+            if o.pools.len() > 1 {
+                findings.push(finding(
+                    Code::KueueFlavorSpansPools,
+                    None,
+                    format!(
+                        "flavor {name} selects GPU nodes of several pools ({}): they advertise different GPU names ({}), so its quota counts GPUs a workload cannot use on every node",
+                        o.pools.iter().cloned().collect::<Vec<_>>().join(", "),
+                        o.advertised_str()
+                    ),
+                ));
+            }
+            if !findings.is_empty() {
+                out.push(QuotaReport {
+                    object: format!("ResourceFlavor/{name}"),
+                    findings,
+                });
+            }
+        }
+        out
+    }
+
+    /// The ClusterQueue findings: per GPU quota of a flavor, `kueue-quota-not-advertised`
+    /// (error) when the flavor's nodes advertise none of that name, else
+    /// `kueue-quota-above-capacity` (warning) when the nominal quota exceeds what they
+    /// advertise in all.
+    fn queue_findings(&self) -> Vec<QuotaReport> {
+        let mut out = Vec::new();
+        for cq in &self.objects.cluster_queues {
+            let mut findings = Vec::new();
+            for fq in cq.groups.iter().flat_map(|g| &g.flavors) {
+                let Some(o) = self.offer(&fq.flavor) else {
+                    continue;
+                };
+                for r in fq
+                    .resources
+                    .iter()
+                    .filter(|r| classify(&r.name).is_gpu() && r.nominal_milli > 0)
+                {
+                    let have = o.advertised.get(&r.name).copied().unwrap_or(0);
+                    if have == 0 {
+                        findings.push(finding(
+                            Code::KueueQuotaNotAdvertised,
+                            Some(&r.name),
+                            format!(
+                                "quota {} {} in flavor {}, but its {}{} advertise {}: Kueue admits workloads for it that no node can run",
+                                r.nominal_raw,
+                                r.name,
+                                fq.flavor,
+                                o.nodes_str(),
+                                o.pools_str(),
+                                o.advertised_str()
+                            ),
+                        ));
+                    } else if r.nominal_milli > have.saturating_mul(1000) {
+                        findings.push(finding(
+                            Code::KueueQuotaAboveCapacity,
+                            Some(&r.name),
+                            format!(
+                                "quota {} {} in flavor {}, but its {} advertise {} in all: Kueue admits {} more than the nodes can place",
+                                r.nominal_raw,
+                                r.name,
+                                fq.flavor,
+                                o.nodes_str(),
+                                have,
+                                milli_str(r.nominal_milli - have * 1000)
+                            ),
+                        ));
+                    }
+                }
+            }
+            if !findings.is_empty() {
+                findings.sort_by_key(|f| f.severity);
+                out.push(QuotaReport {
+                    object: format!("ClusterQueue/{}", cq.name),
+                    findings,
+                });
+            }
+        }
+        out
+    }
+
+    /// Every finding of the quota layer: the flavors', then the ClusterQueues', each by
+    /// name.
+    pub fn findings(&self) -> Vec<QuotaReport> {
+        let mut v = self.flavor_findings();
+        v.extend(self.queue_findings());
+        v
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::decode::kueue::read_str;
+    use crate::model::node::Taint;
+
+    fn node(name: &str, workload: &str, res: &[(&str, &str)]) -> NodeInfo {
+        let mut n = NodeInfo::named(name);
+        n.labels
+            .insert("nvidia.com/gpu.workload.config".into(), workload.into());
+        n.allocatable = Some(
+            res.iter()
+                .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                .collect(),
+        );
+        n
+    }
+
+    /// The lab's shape: one flavor per pool, the passthrough flavor with quota on the
+    /// container name.
+    const LAB: &str = "
+kind: List
+items:
+- {kind: ResourceFlavor, metadata: {name: container}, spec: {nodeLabels: {nvidia.com/gpu.workload.config: container}}}
+- {kind: ResourceFlavor, metadata: {name: passthrough}, spec: {nodeLabels: {nvidia.com/gpu.workload.config: vm-passthrough}}}
+- {kind: ResourceFlavor, metadata: {name: any-gpu}, spec: {}}
+- kind: ClusterQueue
+  metadata: {name: gpus}
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - {name: container, resources: [{name: nvidia.com/gpu, nominalQuota: 8}]}
+      - {name: passthrough, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}
+- kind: ClusterQueue
+  metadata: {name: wide}
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - {name: any-gpu, resources: [{name: nvidia.com/gpu, nominalQuota: 4}]}
+";
+
+    fn layer() -> QuotaLayer {
+        let mut l = QuotaLayer::new(read_str(LAB, "lab.yaml").unwrap());
+        l.add(
+            &node("gpu-a", "container", &[("nvidia.com/gpu", "4")]),
+            true,
+            "container",
+        );
+        l.add(
+            &node("gpu-b", "container", &[("nvidia.com/gpu", "2")]),
+            true,
+            "container",
+        );
+        l.add(
+            &node("pt-a", "vm-passthrough", &[("nvidia.com/GA102GL_A10", "2")]),
+            true,
+            "vm-passthrough",
+        );
+        l
+    }
+
+    #[test]
+    fn each_flavor_offers_what_its_nodes_advertise() {
+        let l = layer();
+        let c = &l.offers()[1];
+        assert_eq!(c.flavor, "container");
+        assert_eq!((c.nodes, c.gpu_nodes), (2, 2));
+        assert_eq!(c.advertised["nvidia.com/gpu"], 6);
+        let any = &l.offers()[0];
+        assert_eq!(any.flavor, "any-gpu");
+        assert_eq!(any.nodes, 3);
+        assert_eq!(
+            any.pools.iter().map(String::as_str).collect::<Vec<_>>(),
+            ["container", "vm-passthrough"]
+        );
+    }
+
+    #[test]
+    fn the_misnamed_passthrough_quota_is_an_error_with_what_the_nodes_advertise() {
+        let r = layer().findings();
+        let gpus = r.iter().find(|q| q.object == "ClusterQueue/gpus").unwrap();
+        let codes: Vec<Code> = gpus.findings.iter().map(|f| f.code).collect();
+        assert_eq!(
+            codes,
+            [Code::KueueQuotaNotAdvertised, Code::KueueQuotaAboveCapacity]
+        );
+        assert_eq!(
+            gpus.findings[0].message,
+            "quota 2 nvidia.com/gpu in flavor passthrough, but its 1 node(s) (pt-a) in pool vm-passthrough advertise nvidia.com/GA102GL_A10 ×2: Kueue admits workloads for it that no node can run"
+        );
+        assert_eq!(
+            gpus.findings[1].message,
+            "quota 8 nvidia.com/gpu in flavor container, but its 2 node(s) (gpu-a, gpu-b) advertise 6 in all: Kueue admits 2 more than the nodes can place"
+        );
+    }
+
+    #[test]
+    fn a_flavor_over_two_pools_is_a_warning() {
+        let r = layer().findings();
+        let any = r
+            .iter()
+            .find(|q| q.object == "ResourceFlavor/any-gpu")
+            .unwrap();
+        assert_eq!(any.findings[0].code, Code::KueueFlavorSpansPools);
+        assert!(
+            any.findings[0]
+                .message
+                .contains("several pools (container, vm-passthrough)"),
+            "{}",
+            any.findings[0].message
+        );
+        // 4 ≤ 6 + 2 advertised nvidia.com/gpu: no capacity warning for "wide".
+        assert!(!r.iter().any(|q| q.object == "ClusterQueue/wide"));
+    }
+
+    #[test]
+    fn a_flavor_selecting_no_gpu_node_and_taints() {
+        let mut l = QuotaLayer::new(read_str(LAB, "lab.yaml").unwrap());
+        let mut tainted = node("pt-a", "vm-passthrough", &[("nvidia.com/GA102GL_A10", "2")]);
+        tainted.taints.push(Taint {
+            key: "gpu".into(),
+            value: None,
+            effect: "NoSchedule".into(),
+        });
+        l.add(&tainted, true, "vm-passthrough");
+        let r = l.findings();
+        let pt = r
+            .iter()
+            .find(|q| q.object == "ResourceFlavor/passthrough")
+            .unwrap();
+        assert_eq!(pt.findings[0].code, Code::KueueFlavorNoGpuNode);
+        assert!(
+            pt.findings[0].message.contains(
+                "no node selected; 1 more node(s) match its nodeLabels but carry a taint"
+            ),
+            "{}",
+            pt.findings[0].message
+        );
+        let f = &l.objects.flavors[2];
+        assert_eq!(f.name, "passthrough");
+        let mut tolerating = f.clone();
+        tolerating.tolerations.push(crate::model::pod::Toleration {
+            key: Some("gpu".into()),
+            operator: Some("Exists".into()),
+            value: None,
+            effect: None,
+        });
+        assert_eq!(selects(&tolerating, &tainted), Some(true));
+        assert_eq!(selects(f, &tainted), Some(false));
+        assert_eq!(selects(f, &node("c", "container", &[])), None);
+    }
+}
+
+/// Why Kueue holds (or would admit) a workload, as a stable code; explain's cause codes
+/// `kueue-*` ([`crate::analysis::diagnosis::CauseCode`]) are these.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum QuotaCause {
+    /// Admitted: quota reserved in a flavor (the scheduler decides from here).
+    Admitted,
+    /// The workload names no LocalQueue, or one (or its ClusterQueue) that does not exist.
+    NoQueue,
+    /// No resource group of the ClusterQueue covers a requested name: Kueue says
+    /// `resource <name> unavailable in ClusterQueue`.
+    NameNotCovered,
+    /// In every flavor the request exceeds the nominal quota: it never fits without more
+    /// quota (`… > maximum capacity (…)`).
+    QuotaTooSmall,
+    /// A flavor's quota would fit the request, but admitted workloads hold it
+    /// (`insufficient unused quota …`).
+    QuotaExhausted,
+    /// A flavor has the quota free: Kueue admits it at its next attempt.
+    Fits,
+    /// Admitted (or fitting) in a flavor whose nodes advertise none of a requested GPU
+    /// name: Kueue lets it through, the scheduler never places its pods.
+    FlavorCannotServe,
+}
+
+impl Serialize for QuotaCause {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+impl QuotaCause {
+    /// The stable code: `kueue-admitted`, `kueue-no-queue`, `kueue-name-not-covered`,
+    /// `kueue-quota-too-small`, `kueue-quota-exhausted`, `kueue-fits`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            QuotaCause::Admitted => "kueue-admitted",
+            QuotaCause::NoQueue => "kueue-no-queue",
+            QuotaCause::NameNotCovered => "kueue-name-not-covered",
+            QuotaCause::QuotaTooSmall => "kueue-quota-too-small",
+            QuotaCause::QuotaExhausted => "kueue-quota-exhausted",
+            QuotaCause::Fits => "kueue-fits",
+            QuotaCause::FlavorCannotServe => "kueue-flavor-cannot-serve",
+        }
+    }
+
+    /// Whether Kueue holds the workload (every code but admitted, fits and
+    /// flavor-cannot-serve).
+    pub fn holds(self) -> bool {
+        !matches!(
+            self,
+            QuotaCause::Admitted | QuotaCause::Fits | QuotaCause::FlavorCannotServe
+        )
+    }
+}
+
+/// How one flavor of the ClusterQueue was judged for the workload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorTried {
+    /// The flavor.
+    pub flavor: String,
+    /// Empty when it fits; else why not, as Kueue words it (`insufficient quota for …`).
+    pub reason: String,
+    /// Whether the flavor's nodes advertise every requested GPU name (`None`: no node data).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub nodes_serve: Option<bool>,
+}
+
+/// The quota layer's verdict on one workload ([`judge_workload`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaVerdict {
+    /// The workload, `namespace/name`.
+    pub workload: String,
+    /// Whether Kueue has reserved quota for it (`QuotaReserved` or `Admitted` true).
+    pub admitted: bool,
+    /// Its cause.
+    pub cause: QuotaCause,
+    /// One sentence: why.
+    pub message: String,
+    /// The LocalQueue, `namespace/name`.
+    pub local_queue: String,
+    /// The ClusterQueue, when the LocalQueue names one that exists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cluster_queue: Option<String>,
+    /// Kueue's own words: the `QuotaReserved` condition's message (`Admitted`'s when
+    /// admitted), when the workload carries one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kueue_message: Option<String>,
+    /// The flavors tried, in the ClusterQueue's order.
+    pub flavors: Vec<FlavorTried>,
+    /// The flavor admitted in (or that fits), per resource name.
+    pub flavor: BTreeMap<String, String>,
+    /// With [`QuotaCause::QuotaExhausted`]: the admitted workloads holding the quota, as
+    /// `namespace/name (<amount> <resource> in flavor <f>)`.
+    pub holders: Vec<String>,
+    /// The admitted (or fitting) flavor's nodes advertise none of a requested GPU name:
+    /// admitted, the pods would wait at the scheduler (the name, the flavor).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub unservable: Option<(String, String)>,
+}
+
+/// Judges `w` as Kueue's flavor assignment would (`pkg/scheduler/flavorassigner/
+/// flavorassigner.go`): the LocalQueue's ClusterQueue; per resource group covering the
+/// requested names, its flavors in order — each name's
+/// request (over all pod sets) against the flavor's nominal quota (`… > maximum capacity`)
+/// and against what admitted workloads reserve (`status.flavorsReservation`,
+/// `insufficient unused quota`) — the first flavor where every name fits is the one.
+/// `offers` (when nodes were read) says whether that flavor's nodes advertise the GPU
+/// names. Not modelled: cohorts (borrowing, lending limits), preemption, fair sharing,
+/// partial admission, admission checks, topology, the flavors' `nodeTaints` against the
+/// pods' tolerations and their node affinity; the verdict says so when the
+/// ClusterQueue has a cohort.
+pub fn judge_workload(
+    w: &Workload,
+    objects: &KueueObjects,
+    offers: Option<&[FlavorOffer]>,
+) -> QuotaVerdict {
+    let mut v = QuotaVerdict {
+        workload: w.key(),
+        admitted: false,
+        cause: QuotaCause::Fits,
+        message: String::new(),
+        local_queue: format!("{}/{}", w.namespace, w.queue_name),
+        cluster_queue: None,
+        kueue_message: w
+            .condition("QuotaReserved")
+            .or(w.condition("Admitted"))
+            .map(|c| c.message.clone())
+            .filter(|m| !m.is_empty()),
+        flavors: Vec::new(),
+        flavor: BTreeMap::new(),
+        holders: Vec::new(),
+        unservable: None,
+    };
+    let cq = objects
+        .local_queue(&w.namespace, &w.queue_name)
+        .and_then(|lq| objects.cluster_queue(&lq.cluster_queue));
+    let cq = match (w.admitted_to.as_deref(), cq) {
+        (Some(name), _) => objects.cluster_queue(name),
+        (None, cq) => cq,
+    };
+    let Some(cq) = cq else {
+        v.cause = QuotaCause::NoQueue;
+        v.message = format!(
+            "LocalQueue {} (or its ClusterQueue) does not exist: Kueue never considers the workload",
+            v.local_queue
+        );
+        return v;
+    };
+    v.cluster_queue = Some(cq.name.clone());
+    if w.is("QuotaReserved") || w.is("Admitted") {
+        admitted(w, offers, &mut v);
+        return v;
+    }
+    assign(w, objects, cq, offers, &mut v);
+    v
+}
+
+fn admitted(w: &Workload, offers: Option<&[FlavorOffer]>, v: &mut QuotaVerdict) {
+    v.cause = QuotaCause::Admitted;
+    v.admitted = true;
+    for a in &w.assignments {
+        for (r, f) in &a.flavors {
+            v.flavor.insert(r.clone(), f.clone());
+        }
+    }
+    v.message = format!(
+        "admitted in ClusterQueue {}{}",
+        v.cluster_queue.as_deref().unwrap_or("?"),
+        flavors_said(&v.flavor)
+    );
+    v.unservable = unservable(&v.flavor, offers);
+    if v.unservable.is_some() {
+        v.cause = QuotaCause::FlavorCannotServe;
+    }
+}
+
+fn flavors_said(f: &BTreeMap<String, String>) -> String {
+    if f.is_empty() {
+        return String::new();
+    }
+    let parts: Vec<String> = f
+        .iter()
+        .map(|(r, f)| format!("{r} in flavor {f}"))
+        .collect();
+    format!(" ({})", parts.join(", "))
+}
+
+/// The first GPU name of `flavor` whose flavor's nodes advertise none of it.
+fn unservable(
+    flavor: &BTreeMap<String, String>,
+    offers: Option<&[FlavorOffer]>,
+) -> Option<(String, String)> {
+    let offers = offers?;
+    flavor
+        .iter()
+        .filter(|(r, _)| classify(r).is_gpu())
+        .find(|(r, f)| {
+            offers
+                .iter()
+                .find(|o| &&o.flavor == f)
+                .is_some_and(|o| o.advertised.get(*r).copied().unwrap_or(0) == 0)
+        })
+        .map(|(r, f)| (r.clone(), f.clone()))
+}
+
+/// What admitted workloads of `cq` reserve of `resource` in `flavor`, in thousandths:
+/// the ClusterQueue's `status.flavorsReservation`, else the admitted workloads' totals.
+fn reserved(
+    objects: &KueueObjects,
+    cq: &crate::model::kueue::ClusterQueue,
+    flavor: &str,
+    resource: &str,
+) -> i64 {
+    if let Some(r) = cq.reserved.get(flavor).and_then(|m| m.get(resource)) {
+        return *r;
+    }
+    holders(objects, &cq.name, flavor, resource)
+        .iter()
+        .map(|(_, m)| *m)
+        .fold(0, i64::saturating_add)
+}
+
+/// The admitted workloads of ClusterQueue `cq` with `resource` in `flavor`, and how much.
+fn holders(objects: &KueueObjects, cq: &str, flavor: &str, resource: &str) -> Vec<(String, i64)> {
+    objects
+        .workloads
+        .iter()
+        .filter(|w| {
+            w.admitted_to.as_deref() == Some(cq) && (w.is("QuotaReserved") || w.is("Admitted"))
+        })
+        .filter(|w| {
+            w.assignments
+                .iter()
+                .any(|a| a.flavors.get(resource).map(String::as_str) == Some(flavor))
+        })
+        .map(|w| (w.key(), w.total_milli(resource)))
+        .filter(|(_, m)| *m > 0)
+        .collect()
+}
+
+/// The flavor assignment of a workload not admitted (see [`judge_workload`]).
+fn assign(
+    w: &Workload,
+    objects: &KueueObjects,
+    cq: &crate::model::kueue::ClusterQueue,
+    offers: Option<&[FlavorOffer]>,
+    v: &mut QuotaVerdict,
+) {
+    let wanted: Vec<(&str, i64)> = w
+        .resources()
+        .into_iter()
+        .map(|r| (r, w.total_milli(r)))
+        .filter(|(_, m)| *m > 0)
+        .collect();
+    if let Some((r, _)) = wanted.iter().find(|(r, _)| cq.group_of(r).is_none()) {
+        v.cause = QuotaCause::NameNotCovered;
+        v.message = format!(
+            "ClusterQueue {} has no quota on {r} in any flavor (no resource group covers it): Kueue holds the workload (\"resource {r} unavailable in ClusterQueue\")",
+            cq.name
+        );
+        return;
+    }
+    let mut exhausted: Vec<(String, String)> = Vec::new();
+    let mut groups_done: Vec<*const crate::model::kueue::ResourceGroup> = Vec::new();
+    for (r, _) in &wanted {
+        let Some(g) = cq.group_of(r) else { continue };
+        if groups_done.contains(&(g as *const _)) {
+            continue;
+        }
+        groups_done.push(g as *const _);
+        let in_group: Vec<(&str, i64)> = wanted
+            .iter()
+            .copied()
+            .filter(|(n, _)| g.covered.iter().any(|c| c == n))
+            .collect();
+        let mut chosen = None;
+        for fq in &g.flavors {
+            let mut reasons = Vec::new();
+            let flavor = objects.flavor(&fq.flavor);
+            if flavor.is_none() {
+                reasons.push(format!("flavor {} not found", fq.flavor));
+            }
+            for (name, want) in &in_group {
+                let nominal = fq
+                    .resources
+                    .iter()
+                    .find(|q| q.name == *name)
+                    .map_or(0, |q| q.nominal_milli);
+                let used = reserved(objects, cq, &fq.flavor, name);
+                if *want > nominal {
+                    reasons.push(format!(
+                        "insufficient quota for {name} in flavor {}, request {} > maximum capacity {}",
+                        fq.flavor,
+                        milli_str(*want),
+                        milli_str(nominal)
+                    ));
+                } else if want.saturating_add(used) > nominal {
+                    reasons.push(format!(
+                        "insufficient unused quota for {name} in flavor {}, {} more needed",
+                        fq.flavor,
+                        milli_str(want.saturating_add(used) - nominal)
+                    ));
+                    exhausted.push((name.to_string(), fq.flavor.clone()));
+                }
+            }
+            let served = offers.map(|o| {
+                let by_name: BTreeMap<String, String> = in_group
+                    .iter()
+                    .map(|(n, _)| (n.to_string(), fq.flavor.clone()))
+                    .collect();
+                unservable(&by_name, Some(o)).is_none()
+            });
+            let fits = reasons.is_empty();
+            v.flavors.push(FlavorTried {
+                flavor: fq.flavor.clone(),
+                reason: reasons.join(", "),
+                nodes_serve: served,
+            });
+            if fits {
+                chosen = Some(fq.flavor.clone());
+                break;
+            }
+        }
+        match chosen {
+            Some(f) => {
+                for (n, _) in &in_group {
+                    v.flavor.insert(n.to_string(), f.clone());
+                }
+            }
+            None => {
+                let cause = if exhausted.is_empty() {
+                    QuotaCause::QuotaTooSmall
+                } else {
+                    QuotaCause::QuotaExhausted
+                };
+                v.cause = cause;
+                for (name, flavor) in &exhausted {
+                    for (key, m) in holders(objects, &cq.name, flavor, name) {
+                        v.holders.push(format!(
+                            "{key} ({} {name} in flavor {flavor})",
+                            milli_str(m)
+                        ));
+                    }
+                }
+                let tried: Vec<String> = v
+                    .flavors
+                    .iter()
+                    .filter(|f| !f.reason.is_empty())
+                    .map(|f| f.reason.clone())
+                    .collect();
+                v.message = match cause {
+                    QuotaCause::QuotaExhausted => format!(
+                        "ClusterQueue {}'s quota is held by admitted workloads{}: {}",
+                        cq.name,
+                        if v.holders.is_empty() {
+                            String::new()
+                        } else {
+                            format!(" ({})", v.holders.join("; "))
+                        },
+                        tried.join("; ")
+                    ),
+                    _ => format!(
+                        "the request is larger than ClusterQueue {}'s quota in every flavor: {}",
+                        cq.name,
+                        tried.join("; ")
+                    ),
+                };
+                if cq.cohort.is_some() {
+                    v.message
+                        .push_str(" (the ClusterQueue is in a cohort: borrowing is not modelled)");
+                }
+                return;
+            }
+        }
+    }
+    v.cause = QuotaCause::Fits;
+    v.message = format!(
+        "ClusterQueue {} has the quota free{}: Kueue admits it at its next attempt",
+        cq.name,
+        flavors_said(&v.flavor)
+    );
+    v.unservable = unservable(&v.flavor, offers);
+    if v.unservable.is_some() {
+        v.cause = QuotaCause::FlavorCannotServe;
+    }
+}
+
+#[cfg(test)]
+mod quota_tests {
+    use super::*;
+    use crate::decode::kueue::read_str;
+
+    const QUEUES: &str = r#"
+kind: List
+items:
+- {kind: ResourceFlavor, metadata: {name: container}, spec: {nodeLabels: {nvidia.com/gpu.workload.config: container}}}
+- {kind: ResourceFlavor, metadata: {name: vm-passthrough}, spec: {nodeLabels: {nvidia.com/gpu.workload.config: vm-passthrough}}}
+- kind: ClusterQueue
+  metadata: {name: lab-gpus}
+  spec:
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - {name: container, resources: [{name: nvidia.com/gpu, nominalQuota: 4}]}
+      - {name: vm-passthrough, resources: [{name: nvidia.com/gpu, nominalQuota: 2}]}
+  status:
+    flavorsReservation:
+    - {name: container, resources: [{name: nvidia.com/gpu, total: "3"}]}
+- {kind: LocalQueue, metadata: {name: lab, namespace: ml}, spec: {clusterQueue: lab-gpus}}
+- kind: Workload
+  metadata: {name: holder, namespace: ml}
+  spec:
+    queueName: lab
+    podSets: [{name: main, count: 3, template: {spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: "1"}}}]}}}]
+  status:
+    conditions: [{type: QuotaReserved, status: "True", reason: QuotaReserved, message: "Quota reserved in ClusterQueue lab-gpus"}, {type: Admitted, status: "True", reason: Admitted, message: ok}]
+    admission: {clusterQueue: lab-gpus, podSetAssignments: [{name: main, flavors: {nvidia.com/gpu: container}}]}
+"#;
+
+    fn wl(resource: &str, count: i64) -> Workload {
+        let mut requests = BTreeMap::new();
+        requests.insert(resource.to_owned(), 1000);
+        Workload {
+            namespace: "ml".into(),
+            name: "w".into(),
+            queue_name: "lab".into(),
+            pod_sets: vec![crate::model::kueue::PodSet {
+                name: "main".into(),
+                count,
+                requests,
+            }],
+            ..Workload::default()
+        }
+    }
+
+    fn offers() -> Vec<FlavorOffer> {
+        let mut c = FlavorOffer {
+            flavor: "container".into(),
+            ..FlavorOffer::default()
+        };
+        c.advertised.insert("nvidia.com/gpu".into(), 4);
+        let mut p = FlavorOffer {
+            flavor: "vm-passthrough".into(),
+            ..FlavorOffer::default()
+        };
+        p.advertised.insert("nvidia.com/GA102GL_A10".into(), 2);
+        vec![c, p]
+    }
+
+    #[test]
+    fn a_name_no_group_covers_is_held_as_kueue_says() {
+        let o = read_str(QUEUES, "q.yaml").unwrap();
+        let v = judge_workload(&wl("nvidia.com/GA102GL_A10", 1), &o, None);
+        assert_eq!(v.cause, QuotaCause::NameNotCovered);
+        assert!(
+            v.message
+                .contains("resource nvidia.com/GA102GL_A10 unavailable in ClusterQueue"),
+            "{}",
+            v.message
+        );
+        assert_eq!(v.cluster_queue.as_deref(), Some("lab-gpus"));
+    }
+
+    #[test]
+    fn one_gpu_fits_in_container_two_spill_into_the_misnamed_passthrough_flavor() {
+        let o = read_str(QUEUES, "q.yaml").unwrap();
+        let off = offers();
+        let one = judge_workload(&wl("nvidia.com/gpu", 1), &o, Some(&off));
+        assert_eq!(one.cause, QuotaCause::Fits);
+        assert_eq!(one.flavor["nvidia.com/gpu"], "container");
+        assert_eq!(one.unservable, None);
+        // 3 of 4 reserved: two more do not fit in container, and go to vm-passthrough,
+        // whose nodes advertise no nvidia.com/gpu.
+        let two = judge_workload(&wl("nvidia.com/gpu", 2), &o, Some(&off));
+        assert_eq!(two.cause, QuotaCause::FlavorCannotServe);
+        assert_eq!(two.flavor["nvidia.com/gpu"], "vm-passthrough");
+        assert_eq!(
+            two.flavors[0].reason,
+            "insufficient unused quota for nvidia.com/gpu in flavor container, 1 more needed"
+        );
+        assert_eq!(
+            two.unservable,
+            Some(("nvidia.com/gpu".into(), "vm-passthrough".into()))
+        );
+    }
+
+    #[test]
+    fn exhausted_names_the_holders_and_too_small_says_maximum_capacity() {
+        let o = read_str(QUEUES, "q.yaml").unwrap();
+        let three = judge_workload(&wl("nvidia.com/gpu", 3), &o, None);
+        assert_eq!(three.cause, QuotaCause::QuotaExhausted);
+        assert_eq!(
+            three.holders,
+            ["ml/holder (3 nvidia.com/gpu in flavor container)"]
+        );
+        let five = judge_workload(&wl("nvidia.com/gpu", 5), &o, None);
+        assert_eq!(five.cause, QuotaCause::QuotaTooSmall);
+        assert!(
+            five.message.contains("request 5 > maximum capacity 4"),
+            "{}",
+            five.message
+        );
+        let mut lost = wl("nvidia.com/gpu", 1);
+        lost.queue_name = "nope".into();
+        assert_eq!(judge_workload(&lost, &o, None).cause, QuotaCause::NoQueue);
+        let holder = &o.workloads[0];
+        let v = judge_workload(holder, &o, Some(&offers()));
+        assert_eq!(v.cause, QuotaCause::Admitted);
+        assert!(v.admitted);
+        assert_eq!(
+            v.message,
+            "admitted in ClusterQueue lab-gpus (nvidia.com/gpu in flavor container)"
+        );
+    }
+}
+
+/// Puts the quota layer in front of `e`, the explanation of a pod Kueue manages (or of the
+/// pod a Job's template makes): `v` becomes [`Explanation::quota`]; when Kueue holds the
+/// workload ([`QuotaCause::holds`]) the cause and fix say so first, then what would hold
+/// the pods once admitted (the scheduler verdict `e` already holds, judged on the
+/// flavor's nodes when the caller put them in the pod's node selector); when it is
+/// admitted (or fits) in a flavor whose nodes advertise none of a requested GPU name, that
+/// is said first: the pods will wait at the scheduler. `what`: `pod` or `Job`.
+pub fn with_quota(e: &mut Explanation, v: QuotaVerdict, what: &str) {
+    // A gated pod's cause already says what would hold it once its gates are gone.
+    let after_gates = (e.cause_code == CauseCode::Gated)
+        .then(|| {
+            e.cause
+                .split_once("once they are removed, ")
+                .map(|(_, t)| t.to_owned())
+        })
+        .flatten();
+    let then = match after_gates {
+        Some(t) => t,
+        None if e.cause_code == CauseCode::FitsNow || e.cause.is_empty() => {
+            "the scheduler would place its pods now".to_owned()
+        }
+        None => format!("the pods would wait on `{}`: {}", e.cause_code, e.cause),
+    };
+    let mut evidence = vec![format!(
+        "Kueue: LocalQueue {}, ClusterQueue {}",
+        &v.local_queue,
+        v.cluster_queue.as_deref().unwrap_or("none")
+    )];
+    if let Some(m) = &v.kueue_message {
+        evidence.push(format!("Kueue says: {}", m));
+    }
+    for f in &v.flavors {
+        evidence.push(format!(
+            "flavor {}: {}",
+            &f.flavor,
+            if f.reason.is_empty() {
+                "fits".to_owned()
+            } else {
+                f.reason.clone()
+            }
+        ));
+    }
+    if v.cause.holds() {
+        e.cause = format!(
+            "Kueue holds the {what} (`{}`): {}; once admitted, {then}",
+            v.cause.as_str(),
+            &v.message
+        );
+        let fix = match v.cause {
+            QuotaCause::NoQueue => format!(
+                "create LocalQueue {} pointing at a ClusterQueue, or set the {QUEUE_LABEL} label to an existing one",
+                &v.local_queue
+            ),
+            QuotaCause::NameNotCovered => format!(
+                "give ClusterQueue {} quota on the name in a flavor whose nodes advertise it; gpuwl check --effective judges each flavor's quota against its nodes",
+                v.cluster_queue.as_deref().unwrap_or("?")
+            ),
+            QuotaCause::QuotaExhausted => {
+                "wait for the admitted workloads holding the quota to finish, or raise the flavor's nominalQuota (as far as its nodes advertise)".to_owned()
+            }
+            _ => "raise the flavor's nominalQuota to the request (as far as its nodes advertise), or ask for less".to_owned(),
+        };
+        e.fix = if e.fix.is_empty() || e.cause_code == CauseCode::FitsNow {
+            fix
+        } else {
+            format!("{fix}; then: {}", e.fix)
+        };
+    } else if let Some((r, f)) = &v.unservable {
+        e.cause = format!(
+            "Kueue {} the {what} in flavor {}, whose nodes advertise no {}: {then}",
+            if v.admitted { "admitted" } else { "will admit" },
+            f,
+            r
+        );
+        e.fix = format!(
+            "move the quota on {} in flavor {} to the name its nodes advertise, or point the flavor's nodeLabels at nodes that advertise it (gpuwl check --effective reports kueue-quota-not-advertised)",
+            r, f
+        );
+    }
+    for (i, l) in evidence.into_iter().enumerate() {
+        e.evidence.insert(i, l);
+    }
+    e.quota = Some(v);
+}
+
+/// The Workload of `pod` (owned by it: Kueue's pod integration, `Pod/<name>`) or of its
+/// owner (`Job/<name>`…), among `objects`' workloads in the pod's namespace.
+pub fn workload_of<'a>(
+    objects: &'a KueueObjects,
+    namespace: &str,
+    owner: &str,
+) -> Option<&'a Workload> {
+    objects
+        .workloads
+        .iter()
+        .find(|w| w.namespace == namespace && w.owner.as_deref() == Some(owner))
+}
+
+#[cfg(test)]
+mod explain_tests {
+    use super::*;
+    use crate::analysis::explain::{Inputs, explain};
+    use crate::decode::kueue::read_str;
+
+    /// The lab's held Job, as `explain job` puts it together: the pod its template makes
+    /// (asking the passthrough name, which lab-node-1 has free) and the Workload Kueue holds.
+    #[test]
+    fn a_held_job_says_kueue_first_and_what_the_scheduler_would_do_after() {
+        let pod = crate::decode::pods::read_pods_str(
+            r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "kueue-passthrough", "namespace": "gpu-kueue"},
+                "spec": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/GA102GL_A10": "1"}}}]}}"#,
+            "pod.json",
+        )
+        .unwrap()
+        .remove(0);
+        let mut node = NodeInfo::named("lab-node-1");
+        node.labels.insert(
+            "nvidia.com/gpu.workload.config".into(),
+            "vm-passthrough".into(),
+        );
+        node.allocatable = Some(
+            [("nvidia.com/GA102GL_A10".to_owned(), "2".to_owned())]
+                .into_iter()
+                .collect(),
+        );
+        node.capacity = node.allocatable.clone().unwrap();
+        let nodes = [node];
+        let mut e = explain(
+            &pod,
+            Inputs {
+                nodes: Some(&nodes),
+                pods: Some(&[]),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(e.cause_code, CauseCode::FitsNow);
+        let objects = read_str(
+            &format!(
+                "{}\n- kind: Workload\n  metadata: {{name: job-kueue-passthrough-1, namespace: gpu-kueue, ownerReferences: [{{kind: Job, name: kueue-passthrough, controller: true}}]}}\n  spec:\n    queueName: lab\n    podSets: [{{name: main, count: 1, template: {{spec: {{containers: [{{name: c, resources: {{limits: {{nvidia.com/GA102GL_A10: \"1\"}}}}}}]}}}}}}]\n  status:\n    conditions: [{{type: QuotaReserved, status: \"False\", reason: Pending, message: \"couldn't assign flavors to pod set main: resource nvidia.com/GA102GL_A10 unavailable in ClusterQueue\"}}]\n",
+                include_str!("../../../../tests/data/kueue/kueue.yaml").trim_end()
+            ),
+            "lab.yaml",
+        )
+        .unwrap();
+        let w = workload_of(&objects, "gpu-kueue", "Job/kueue-passthrough").unwrap();
+        let v = judge_workload(w, &objects, None);
+        assert_eq!(v.cause, QuotaCause::NameNotCovered);
+        with_quota(&mut e, v, "Job");
+        assert!(
+            e.cause.starts_with("Kueue holds the Job (`kueue-name-not-covered`): ClusterQueue lab-gpus has no quota on nvidia.com/GA102GL_A10")
+                && e.cause.ends_with("; once admitted, the scheduler would place its pods now"),
+            "{}",
+            e.cause
+        );
+        assert_eq!(
+            e.evidence[0],
+            "Kueue: LocalQueue gpu-kueue/lab, ClusterQueue lab-gpus"
+        );
+        assert_eq!(
+            e.evidence[1],
+            "Kueue says: couldn't assign flavors to pod set main: resource nvidia.com/GA102GL_A10 unavailable in ClusterQueue"
+        );
+        assert!(
+            e.fix
+                .starts_with("give ClusterQueue lab-gpus quota on the name"),
+            "{}",
+            e.fix
+        );
+    }
+}
