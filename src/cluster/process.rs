@@ -13,6 +13,10 @@ use std::time::{Duration, Instant};
 use super::recipe::Component;
 use crate::error::{Error, Result};
 
+/// The supervisor's name among a cluster's processes (`pids/supervisor.pid`,
+/// `logs/supervisor.log`): [`stop_all`] stops it first ([`super::supervisor`] runs as it).
+pub const SUPERVISOR: &str = "supervisor";
+
 /// The components, in start order (stopped in reverse).
 pub const COMPONENTS: [&str; 5] = [
     "etcd",
@@ -149,7 +153,7 @@ pub fn alive(state: &Path, component: &str) -> Option<u32> {
 pub fn stop_all(state: &Path, grace: Duration) -> Result<Vec<&'static str>> {
     let mut killed = Vec::new();
     // The supervisor first: it would restart what is stopped after it.
-    for component in std::iter::once(&super::supervisor::COMPONENT)
+    for component in std::iter::once(&SUPERVISOR)
         .chain(OPTIONAL_COMPONENTS.iter().rev())
         .chain(COMPONENTS.iter().rev())
     {

@@ -28,9 +28,8 @@ use super::process;
 use super::recipe::{Component, Layout, Readiness, StartWhen};
 use crate::error::{Error, Result};
 
-/// The supervisor's name among a cluster's processes (`pids/supervisor.pid`,
-/// `logs/supervisor.log`).
-pub const COMPONENT: &str = "supervisor";
+/// The supervisor's name among a cluster's processes ([`process::SUPERVISOR`]).
+pub const COMPONENT: &str = process::SUPERVISOR;
 
 /// How often the supervisor looks at the processes.
 pub const POLL: Duration = Duration::from_secs(2);
