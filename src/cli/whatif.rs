@@ -135,20 +135,25 @@ pub struct PlanArgs {
 
 /// Reads the source cluster: a snapshot file, the dumps, or the live cluster (everything
 /// at once, its KubeVirt CR with `--kubevirt`).
-fn read_source(a: &TwinArgs) -> Result<Source> {
+fn read_source(a: &TwinArgs) -> Result<(Source, Option<crate::model::kueue::KueueObjects>)> {
     let wanted = Wanted {
         pods: true,
         kubevirt: a.kubevirt,
+        kueue: true,
         ..Wanted::default()
     };
     let g = gather(&a.source.request(), wanted)?;
-    Ok(Source {
-        nodes: g.nodes,
-        pods: g.pods.unwrap_or_default(),
-        policy: g.policy,
-        kubevirt: g.kubevirt,
-        origin: g.origin,
-    })
+    let kueue = g.kueue;
+    Ok((
+        Source {
+            nodes: g.nodes,
+            pods: g.pods.unwrap_or_default(),
+            policy: g.policy,
+            kubevirt: g.kubevirt,
+            origin: g.origin,
+        },
+        kueue,
+    ))
 }
 
 fn options(a: &TwinArgs) -> Result<twin::Options> {
@@ -209,8 +214,24 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         }
     }
     options(&a.twin)?;
-    let source = read_source(&a.twin)?;
-    let report = run_twin(&a.twin, &source, &relabels)?;
+    let (source, kueue) = read_source(&a.twin)?;
+    let mut report = run_twin(&a.twin, &source, &relabels)?;
+    // The quota layer: which Kueue flavors each relabelled node leaves and joins.
+    if let Some(k) = &kueue {
+        for r in &relabels {
+            if let Some(n) = source.nodes.iter().find(|n| n.name == r.node)
+                && let Some(s) = crate::analysis::kueue::relabel_moves(
+                    k,
+                    n,
+                    crate::model::workload::LABEL_KEY,
+                    r.config.as_str(),
+                )
+                .sentence()
+            {
+                report.notes.push(s);
+            }
+        }
+    }
     let text = serialized(&report, a.twin.output).unwrap_or_else(|| {
         render::wrap_lines(&report_text(&report, render::width()), render::width())
     });
@@ -223,7 +244,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 /// Errors: as [`run`].
 pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
     options(&args.twin)?;
-    let source = read_source(&args.twin)?;
+    let (source, _) = read_source(&args.twin)?;
     let proposal = twin::plan::propose(&source, args.allow_disruption);
     let relabels: Vec<Relabel> = proposal.steps.iter().map(|s| s.relabel.clone()).collect();
     let whatif = if relabels.is_empty() || args.no_verify {

@@ -1201,3 +1201,114 @@ mod explain_tests {
         );
     }
 }
+
+/// What a relabel does to the quota layer on one node: the Kueue flavors that select it
+/// before and after its workload label becomes `value` ([`selects`]), and the admitted
+/// workloads of the flavors it leaves (their pods keep the left flavor's node selector:
+/// one that restarts cannot come back to this node).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FlavorMove {
+    /// The node.
+    pub node: String,
+    /// Flavors that select it now and not after.
+    pub leaves: Vec<String>,
+    /// Flavors that select it after and not now.
+    pub joins: Vec<String>,
+    /// Admitted workloads (`namespace/name`) with a resource in a flavor it leaves.
+    pub admitted_in_left: Vec<String>,
+}
+
+impl FlavorMove {
+    /// One sentence, e.g. `Kueue: lab-node-1 leaves flavor vm-passthrough and joins flavor
+    /// container; admitted in vm-passthrough: gpu-kueue/job-a`; `None` when nothing moves.
+    pub fn sentence(&self) -> Option<String> {
+        if self.leaves.is_empty() && self.joins.is_empty() {
+            return None;
+        }
+        let mut parts = Vec::new();
+        if !self.leaves.is_empty() {
+            parts.push(format!("leaves flavor {}", self.leaves.join(", ")));
+        }
+        if !self.joins.is_empty() {
+            parts.push(format!("joins flavor {}", self.joins.join(", ")));
+        }
+        let mut s = format!("Kueue: {} {}", self.node, parts.join(" and "));
+        if !self.admitted_in_left.is_empty() {
+            s.push_str(&format!(
+                "; workloads admitted in the flavor it leaves (their pods keep its node selector, so none comes back to this node): {}",
+                self.admitted_in_left.join(", ")
+            ));
+        }
+        Some(s)
+    }
+}
+
+/// The [`FlavorMove`] of setting `node`'s label `key` to `value`.
+pub fn relabel_moves(
+    objects: &KueueObjects,
+    node: &NodeInfo,
+    key: &str,
+    value: &str,
+) -> FlavorMove {
+    let mut after = node.clone();
+    after.labels.insert(key.to_owned(), value.to_owned());
+    let mut m = FlavorMove {
+        node: node.name.clone(),
+        ..FlavorMove::default()
+    };
+    for f in &objects.flavors {
+        let (was, is) = (
+            selects(f, node) == Some(true),
+            selects(f, &after) == Some(true),
+        );
+        if was && !is {
+            m.leaves.push(f.name.clone());
+        }
+        if is && !was {
+            m.joins.push(f.name.clone());
+        }
+    }
+    m.admitted_in_left = objects
+        .workloads
+        .iter()
+        .filter(|w| w.is("QuotaReserved") || w.is("Admitted"))
+        .filter(|w| {
+            w.assignments
+                .iter()
+                .any(|a| a.flavors.values().any(|f| m.leaves.contains(f)))
+        })
+        .map(Workload::key)
+        .collect();
+    m
+}
+
+#[cfg(test)]
+mod relabel_tests {
+    use super::*;
+    use crate::decode::kueue::read_str;
+
+    #[test]
+    fn relabelling_the_passthrough_node_moves_it_between_flavors() {
+        let text = format!(
+            "{}\n- kind: Workload\n  metadata: {{name: held-gpu, namespace: ml}}\n  spec: {{queueName: lab}}\n  status:\n    conditions: [{{type: QuotaReserved, status: \"True\"}}]\n    admission: {{clusterQueue: lab-gpus, podSetAssignments: [{{name: main, flavors: {{nvidia.com/gpu: vm-passthrough}}}}]}}\n",
+            include_str!("../../../../tests/data/kueue/kueue.yaml").trim_end()
+        );
+        let o = read_str(&text, "lab.yaml").unwrap();
+        let mut n = NodeInfo::named("lab-node-1");
+        n.labels.insert(
+            "nvidia.com/gpu.workload.config".into(),
+            "vm-passthrough".into(),
+        );
+        let m = relabel_moves(&o, &n, "nvidia.com/gpu.workload.config", "container");
+        assert_eq!(m.leaves, ["vm-passthrough"]);
+        assert_eq!(m.joins, ["container"]);
+        assert_eq!(m.admitted_in_left, ["ml/held-gpu"]);
+        assert_eq!(
+            m.sentence().unwrap(),
+            "Kueue: lab-node-1 leaves flavor vm-passthrough and joins flavor container; workloads admitted in the flavor it leaves (their pods keep its node selector, so none comes back to this node): ml/held-gpu"
+        );
+        let same = relabel_moves(&o, &n, "nvidia.com/gpu.workload.config", "vm-passthrough");
+        assert_eq!(same.sentence(), None);
+    }
+}
