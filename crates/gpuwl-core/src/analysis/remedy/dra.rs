@@ -22,7 +22,8 @@
 //! A claim change (class, selector) after which the pod is still held — its devices now
 //! matched but taken, too few on one node, or on a node it may not use — is followed by one
 //! more change searched on the changed claim (a count, the holders ended, the node
-//! constraints); the two together are the fix. At most [`RERUNS`] re-runs per pod. When none places the pod the remedy says so
+//! constraints); a smaller count whose devices are taken, by the holders ended; the two
+//! together are the fix, tried only after every one-change candidate. At most [`RERUNS`] re-runs per pod. When none places the pod the remedy says so
 //! (`sufficient: false`) and the rule's text becomes a hint ([`super::DRA_HINT`]).
 
 use std::cell::Cell;
@@ -91,8 +92,11 @@ pub(super) fn remedy(
             .or_else(|| s.single(|| s.selectors()))
             .or_else(|| s.classes())
             .or_else(|| s.selectors()),
-        CauseCode::TooLarge => s.lower_count(),
-        CauseCode::DevicesInUse => s.lower_count().or_else(|| s.free_devices()),
+        CauseCode::TooLarge => s.single(|| s.lower_count()).or_else(|| s.lower_count()),
+        CauseCode::DevicesInUse => s
+            .single(|| s.lower_count())
+            .or_else(|| s.free_devices())
+            .or_else(|| s.lower_count()),
         CauseCode::CounterExhausted => s.free_devices(),
         _ => None,
     };
@@ -184,13 +188,16 @@ impl Search<'_> {
         if let Some(node) = placed(&after) {
             return Some(self.view(c.actions, node, c.stopped));
         }
-        let claim_changed = c
-            .actions
-            .iter()
-            .any(|a| matches!(a, Action::DeviceClass { .. } | Action::Selector { .. }));
+        let claim_changed = c.actions.iter().any(|a| {
+            matches!(
+                a,
+                Action::DeviceClass { .. } | Action::Selector { .. } | Action::Count { .. }
+            )
+        });
         if self.chained || self.no_chain.get() || !claim_changed {
             return None;
         }
+        let counted = matches!(c.actions.as_slice(), [Action::Count { .. }]);
         let sub = Search {
             pod: self.pod,
             inputs: Inputs {
@@ -204,7 +211,15 @@ impl Search<'_> {
             chained: true,
             no_chain: Cell::new(false),
         };
-        let found = sub.next_step();
+        // After a smaller count, only the holders ended (never a second count).
+        let found = if counted {
+            match after.cause_code {
+                CauseCode::DevicesInUse | CauseCode::CounterExhausted => sub.free_devices(),
+                _ => None,
+            }
+        } else {
+            sub.next_step()
+        };
         self.reruns.set(sub.reruns.get());
         let r = found?;
         let mut first = self.view(c.actions, String::new(), Vec::new());
