@@ -638,8 +638,14 @@ enum Real {
 fn observe(kc: &str, name: &str) -> Real {
     let deadline = Instant::now() + Duration::from_secs(45);
     loop {
-        let vmi: serde_json::Value =
-            serde_json::from_str(&ok(kc, &["get", "vmi", name, "-o", "json"], "")).unwrap();
+        // A VM just started: virt-controller creates its VMI in a moment.
+        let (code, out, err) = kubectl(kc, &["get", "vmi", name, "-o", "json"], "");
+        if code != 0 && err.contains("NotFound") && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(300));
+            continue;
+        }
+        assert_eq!(code, 0, "kubectl get vmi {name}: {err}");
+        let vmi: serde_json::Value = serde_json::from_str(&out).unwrap();
         if let Some(c) = vmi["status"]["conditions"].as_array().and_then(|cs| {
             cs.iter()
                 .find(|c| c["type"] == "Synchronized" && c["reason"] == "FailedCreate")
