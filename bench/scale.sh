@@ -21,8 +21,8 @@
 # WAIT_S seconds (the count is recorded either way).
 #
 # Results: $WORK/results/scale.tsv (one row per run), scale-load.tsv (load times),
-# scale-env.txt; `python3 bench/plot_scale.py $WORK/results` prints the table and writes
-# the SVG. Needs: the control-plane binaries (`gpuwl cluster build`), kubectl,
+# scale-env.txt; `python3 bench/plot_scale.py $WORK/results [docs/img/scale.svg]` prints the
+# table (the run ends with it) and, given a path, draws the SVG. Needs: the control-plane binaries (`gpuwl cluster build`), kubectl,
 # kubectl-view-allocations (`cargo install --locked kubectl-view-allocations`), /usr/bin/time.
 set -euo pipefail
 
