@@ -159,6 +159,8 @@ const IMAGES: [&str; 24] = [
 pub struct Gen {
     rng: Rng,
     mismatch_pct: f64,
+    /// Scale mode ([`generate_scale`]): ~20 % GPU nodes instead of 75 %.
+    scale: bool,
     /// Labelled nodes generated so far.
     pub labelled: usize,
     /// Planted mismatches so far.
@@ -178,12 +180,23 @@ impl Gen {
         Gen {
             rng: Rng::new(seed),
             mismatch_pct,
+            scale: false,
             labelled: 0,
             mismatches: 0,
         }
     }
 
     fn pool(&mut self) -> Pool {
+        if self.scale {
+            // ~20 % GPU nodes, as in a large mixed cluster
+            return match self.rng.below(100) {
+                0..8 => Pool::Container,
+                8..13 => Pool::Passthrough,
+                13..18 => Pool::Vgpu,
+                18..20 => Pool::UnlabelledGpu,
+                _ => Pool::Cpu,
+            };
+        }
         match self.rng.below(100) {
             0..30 => Pool::Container,
             30..50 => Pool::Passthrough,
@@ -634,4 +647,173 @@ pub fn generate(
         pw.finish()?;
     }
     Ok((g, pods_written))
+}
+
+/// The four classes of pending GPU pod in scale mode: (name tag, resource, pool label).
+const PENDING: [(&str, &str, &str); 4] = [
+    ("gpu", "nvidia.com/gpu", "container"),
+    ("mig", "nvidia.com/mig-1g.10gb", "container"),
+    (
+        "passthrough",
+        "nvidia.com/GA100_A100_PCIE_40GB",
+        "vm-passthrough",
+    ),
+    ("vgpu", "nvidia.com/NVIDIA_A100-4C", "vm-vgpu"),
+];
+
+impl Gen {
+    /// Scale-mode touches on a generated node: container nodes with A100/H100 boards are
+    /// MIG-partitioned a third of the time (`nvidia.com/mig-1g.10gb`, 7 slices per GPU,
+    /// the NVIDIA device plugin's mixed strategy), 2 % of nodes are cordoned
+    /// (`spec.unschedulable` and its taint), 5 % carry a `dedicated` team taint.
+    fn scale_node(&mut self, n: &mut NodeOut) {
+        let r = &mut self.rng;
+        let v = &mut n.value;
+        let is_big = matches!(
+            v["metadata"]["labels"]["nvidia.com/gpu.product"].as_str(),
+            Some("NVIDIA-A100-PCIE-40GB" | "NVIDIA-H100-PCIe")
+        );
+        if n.gpu_resource.as_deref() == Some("gpu")
+            && v["metadata"]["labels"]
+                .get("nvidia.com/gpu.workload.config")
+                .is_some()
+            && is_big
+            && r.pct(33.0)
+        {
+            let slices = n.gpus * 7;
+            for k in ["capacity", "allocatable"] {
+                let m = v["status"][k].as_object_mut().expect("map");
+                m.remove("nvidia.com/gpu");
+                m.insert("nvidia.com/mig-1g.10gb".into(), json!(slices.to_string()));
+            }
+            let l = v["metadata"]["labels"].as_object_mut().expect("labels");
+            l.insert("nvidia.com/mig.capable".into(), json!("true"));
+            l.insert("nvidia.com/mig.strategy".into(), json!("mixed"));
+            l.insert("nvidia.com/mig.config".into(), json!("all-1g.10gb"));
+            l.insert("nvidia.com/mig.config.state".into(), json!("success"));
+            n.gpu_resource = Some("mig-1g.10gb".into());
+            n.gpus = slices;
+        }
+        let taints = v["spec"]["taints"].as_array_mut().expect("taints");
+        if r.pct(5.0) {
+            let team = format!("team-{}", r.below(8));
+            taints.push(json!({"effect": "NoSchedule", "key": "dedicated", "value": team}));
+        }
+        if r.pct(2.0) {
+            taints.push(json!({"effect": "NoSchedule", "key": "node.kubernetes.io/unschedulable", "timeAdded": "2026-11-29T08:00:00Z"}));
+            v["spec"]["unschedulable"] = json!(true);
+        }
+    }
+
+    /// A small pod bound to `node` (kube-proxy, log shippers, services): CPU and memory
+    /// only, tolerating the GPU taint.
+    fn cpu_pod(&mut self, i: usize, node: &str) -> Value {
+        let r = &mut self.rng;
+        let ns = format!("svc-{}", i % 16);
+        let cpu = format!("{}m", 50 + 50 * r.below(20));
+        let mem = format!("{}Mi", 64 * (1 + r.below(32)));
+        let app = *r.pick(&["api", "web", "cache", "log-shipper", "exporter", "worker"]);
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("{app}-{i:07}-{}", r.hex(5)), "namespace": ns,
+                         "labels": {"app": app}},
+            "spec": {
+                "containers": [{"name": app, "image": format!("registry.k8s.io/{app}:v1.{}", r.below(30)),
+                    "resources": {"requests": {"cpu": cpu, "memory": mem}, "limits": {"memory": mem}}}],
+                "nodeName": node,
+                "restartPolicy": "Always",
+                "terminationGracePeriodSeconds": 30,
+                "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"},
+                                {"operator": "Exists", "key": "dedicated"}]
+            }
+        })
+    }
+
+    /// A pending GPU pod (no `nodeName`) of class `k % 4` ([`PENDING`]): asks for 64 of
+    /// its resource with a nodeSelector on its pool, more than any generated node has, so
+    /// kube-scheduler leaves it Pending (Insufficient).
+    fn pending_pod(&mut self, i: usize, k: usize) -> Value {
+        let (tag, res, pool) = PENDING[k % PENDING.len()];
+        let r = &mut self.rng;
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": format!("pending-{tag}-{i:07}-{}", r.hex(5)), "namespace": "gpu-queue",
+                         "labels": {"app": "pending", "class": tag}},
+            "spec": {
+                "containers": [{"name": "main", "image": "nvcr.io/nvidia/pytorch:24.10-py3",
+                    "resources": {"requests": {"cpu": "8", "memory": "32Gi", res: "64"},
+                                  "limits": {res: "64"}}}],
+                "nodeSelector": {"nvidia.com/gpu.workload.config": pool},
+                "restartPolicy": "Never",
+                "tolerations": [{"effect": "NoSchedule", "key": "nvidia.com/gpu", "operator": "Exists"}]
+            }
+        })
+    }
+}
+
+/// Scale mode of `gendump` (bench/scale.sh): `nodes` nodes with ~20 % GPU nodes
+/// ([`Gen::scale_node`]'s MIG, cordons and taints on top) and `per_node` pods for each
+/// node: GPU holders (one unit each, every unit on 70 % of GPU nodes, half on the rest)
+/// and small CPU pods bound by `spec.nodeName`; every tenth node gives one of its pods'
+/// places to a pending GPU pod of the next class ([`PENDING`]). Only nodes `from..nodes`
+/// and their pods are written, but all are generated, so the files of `--from-node 0
+/// --nodes 500` and `--from-node 500 --nodes 1000` together equal those of `--nodes
+/// 1000`: a cluster can be grown in steps. Returns (generator, pods written, pending
+/// written).
+pub fn generate_scale(
+    nodes: usize,
+    from: usize,
+    per_node: usize,
+    seed: u64,
+    out: impl Write,
+    pods_out: impl Write,
+) -> io::Result<(Gen, usize, usize)> {
+    let mut g = Gen::new(seed, 2.0);
+    g.scale = true;
+    let mut nw = ListWriter::new(out, true)?;
+    let mut pw = ListWriter::new(pods_out, true)?;
+    let (mut written, mut pending, mut next) = (0usize, 0usize, 0usize);
+    for i in 0..nodes {
+        let mut n = g.node(i);
+        g.scale_node(&mut n);
+        let keep = i >= from;
+        if keep {
+            nw.item(&n.value)?;
+        }
+        let mut places = per_node;
+        if i % 10 == 9 && places > 0 {
+            let p = g.pending_pod(next, i / 10);
+            next += 1;
+            places -= 1;
+            if keep {
+                pw.item(&p)?;
+                pending += 1;
+            }
+        }
+        let holders = if n.gpu_resource.is_some() {
+            let full = g.rng.pct(70.0);
+            (if full { n.gpus } else { n.gpus / 2 } as usize).min(places)
+        } else {
+            0
+        };
+        for _ in 0..holders {
+            let p = g.pod(next, &n);
+            next += 1;
+            if keep {
+                pw.item(&p)?;
+                written += 1;
+            }
+        }
+        for _ in holders..places {
+            let p = g.cpu_pod(next, &n.name);
+            next += 1;
+            if keep {
+                pw.item(&p)?;
+                written += 1;
+            }
+        }
+    }
+    nw.finish()?;
+    pw.finish()?;
+    Ok((g, written + pending, pending))
 }

@@ -15,6 +15,11 @@
 //! `spec.nodeName` to GPU nodes, request the node's GPU resource, and carry
 //! kubelet-like status. The same seed always gives the same bytes.
 //!
+//! Scale mode (`bench/scale.sh`): `--scale --nodes N [--from-node K] [--per-node 30]
+//! --out nodes.json --pods-out pods.json` writes ~20 % GPU nodes (MIG, vGPU, taints,
+//! cordons) and `--per-node` pods per node (GPU holders, CPU pods, one pending GPU pod
+//! per ten nodes), only for nodes `K..N` (see `gen::generate_scale`), always compact.
+//!
 //! On stderr: the number of nodes, labelled nodes and planted mismatches (so a run can
 //! check the checker's output).
 
@@ -33,6 +38,9 @@ fn main() -> io::Result<()> {
     let mut out = String::from("-");
     let mut pods_out: Option<String> = None;
     let mut compact = false;
+    let mut scale = false;
+    let mut from_node = 0usize;
+    let mut per_node = 30usize;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().expect("missing value");
@@ -44,6 +52,9 @@ fn main() -> io::Result<()> {
             "--out" => out = val(),
             "--pods-out" => pods_out = Some(val()),
             "--compact" => compact = true,
+            "--scale" => scale = true,
+            "--from-node" => from_node = val().parse().expect("--from-node K"),
+            "--per-node" => per_node = val().parse().expect("--per-node P"),
             "-h" | "--help" => {
                 eprintln!(
                     "gendump --nodes N [--pods N --pods-out FILE] [--seed S] [--mismatch-pct P] [--out FILE|-] [--compact]"
@@ -60,6 +71,16 @@ fn main() -> io::Result<()> {
             Box::new(BufWriter::with_capacity(1 << 20, File::create(p)?))
         })
     };
+    if scale {
+        let po = pods_out.as_deref().expect("--scale needs --pods-out FILE");
+        let (_, written, pending) =
+            r#gen::generate_scale(nodes, from_node, per_node, seed, open(&out)?, open(po)?)?;
+        eprintln!(
+            "nodes={} pods={written} pending={pending}",
+            nodes - from_node.min(nodes)
+        );
+        return Ok(());
+    }
     let pods = match &pods_out {
         Some(p) if pods > 0 => Some((pods, open(p)?)),
         _ => None,

@@ -560,9 +560,39 @@ pub async fn for_each_node_paged(
     page_size: u32,
     mut on_node: impl FnMut(NodeInfo),
 ) -> Result<usize> {
-    let api: Api<Node> = Api::all(client.clone());
     let base = ListParams::default().limit(page_size.max(1));
-    list_all(&api, base, "list nodes", |n| on_node(node_info(&n))).await
+    let mut count = 0usize;
+    pages(base, async |lp: &ListParams| {
+        let req = kube::core::Request::new("/api/v1/nodes")
+            .list(lp)
+            .map_err(|e| Error::failed("cannot list nodes", e))?;
+        let body = client
+            .request_text(req)
+            .await
+            .map_err(|e| api_error("list nodes", &e))?;
+        // The page is read as a node dump is: only NodeInfo's fields are decoded.
+        let mut over = None;
+        let (_, next) =
+            crate::input::dump::read_page(body.as_bytes(), "the API server's response", |n| {
+                if over.is_none() {
+                    match limits::check_item(count) {
+                        Ok(()) => on_node(n),
+                        Err(m) => over = Some(m),
+                    }
+                    count += 1;
+                }
+            })
+            .map_err(|e| match e {
+                Error::Input(m) => Error::failed("list nodes", m),
+                other => other,
+            })?;
+        if let Some(m) = over {
+            return Err(Error::Input(format!("list nodes: {m}")));
+        }
+        Ok::<_, Error>(next)
+    })
+    .await?;
+    Ok(count)
 }
 
 /// The end of an unreachable-server message; the command line replaces it with the

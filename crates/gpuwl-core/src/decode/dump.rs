@@ -94,11 +94,21 @@ const TOO_BIG: &str =
 
 /// Streams the nodes of any reader; `name` is used in error messages. See
 /// [`for_each_node`].
-pub fn read_from(
+pub fn read_from(reader: impl Read, name: &str, on_node: impl FnMut(NodeInfo)) -> Result<usize> {
+    read_page(reader, name, on_node).map(|(count, _)| count)
+}
+
+/// [`read_from`] that also returns the list's `metadata.continue` token (a page of the
+/// API server's paginated NodeList; `None` when absent, empty, or the input is YAML or a
+/// single Node). The live node list reads each page's body with it, so a node is never
+/// decoded into a whole `k8s_openapi` Node (images, conditions, nodeInfo are skipped).
+///
+/// Errors: as [`for_each_node`].
+pub fn read_page(
     reader: impl Read,
     name: &str,
     mut on_node: impl FnMut(NodeInfo),
-) -> Result<usize> {
+) -> Result<(usize, Option<String>)> {
     let err = |msg: String| Error::Input(format!("{name}: {}", one_line(&msg)));
     let input = Input::start(reader, EXPECTING, TOO_BIG).map_err(|e| err(e.to_string()))?;
     let ctx = Ctx {
@@ -117,8 +127,9 @@ pub fn read_from(
         count += 1;
         on_node(n)
     };
+    let mut next = None;
     let res = if input.first == b'{' {
-        match json_object(Window::new(input.reader), &ctx, &mut cb) {
+        match json_object(Window::new(input.reader), &ctx, &mut cb, &mut next) {
             // A parser error after the guard stopped the input only echoes it.
             Err(_) if ctx.guard.failure().is_some() => Err(ReadError::Parse {
                 item: ctx.item.get(),
@@ -137,7 +148,7 @@ pub fn read_from(
         read_list_from(input, EXPECTING, NodeSink { on_node: &mut cb })
     };
     match (res, dup) {
-        (Ok(()), None) => Ok(count),
+        (Ok(()), None) => Ok((count, next.filter(|c: &String| !c.is_empty()))),
         (Ok(()), Some((i, name))) => Err(err(format!(
             "items[{i}]: duplicate node name {name:?} (node names are unique in a cluster)"
         ))),
@@ -326,6 +337,9 @@ struct MetaSlim {
     name: Option<String>,
     #[serde(deserialize_with = "labels_map")]
     labels: Option<BTreeMap<String, String>>,
+    /// A list's page token (`ListMeta.continue`); nodes have none.
+    #[serde(rename = "continue")]
+    continue_: Option<String>,
 }
 
 #[derive(Deserialize, Default)]
@@ -703,6 +717,7 @@ fn json_object<R: Read>(
     mut w: Window<R>,
     ctx: &Ctx,
     on_node: &mut impl FnMut(NodeInfo),
+    next: &mut Option<String>,
 ) -> std::result::Result<(), ReadError> {
     w.expect(b'{', "`{`")?;
     let mut parts = Parts::default();
@@ -781,6 +796,9 @@ fn json_object<R: Read>(
     }
     if w.peek()?.is_some() {
         return Err(parse_error("invalid JSON: trailing characters"));
+    }
+    if saw_items {
+        *next = parts.metadata.as_mut().and_then(|m| m.continue_.take());
     }
     if is_single_node(parts.kind.as_deref(), saw_items)? {
         on_node(
@@ -871,6 +889,22 @@ mod tests {
             yl.iter().map(|n| n.name.as_str()).collect::<Vec<_>>(),
             ["a", "b"]
         );
+    }
+
+    #[test]
+    fn a_page_of_the_api_servers_nodelist_gives_its_continue_token() {
+        // As kube-apiserver writes a page: list metadata first, then the items.
+        let page = r#"{"kind":"NodeList","apiVersion":"v1","metadata":{"resourceVersion":"812","continue":"eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ","remainingItemCount":3},
+            "items":[{"metadata":{"name":"a","resourceVersion":"5"},"status":{"images":[{"names":["x"]}],"capacity":{"nvidia.com/gpu":"8"}}},{"metadata":{"name":"b"}}]}"#;
+        let mut names = vec![];
+        let (n, next) = read_page(page.as_bytes(), "t", |n| names.push(n.name)).unwrap();
+        assert_eq!((n, names), (2, vec!["a".to_string(), "b".to_string()]));
+        assert_eq!(next.as_deref(), Some("eyJ2IjoibWV0YS5rOHMuaW8vdjEifQ"));
+        // The last page has an empty token (or none); a node's own metadata has none.
+        let last = r#"{"kind":"NodeList","metadata":{"resourceVersion":"812","continue":""},"items":[{"metadata":{"name":"c"}}]}"#;
+        assert_eq!(read_page(last.as_bytes(), "t", |_| {}).unwrap(), (1, None));
+        let node = r#"{"kind":"Node","metadata":{"name":"n","continue":"not-a-list"}}"#;
+        assert_eq!(read_page(node.as_bytes(), "t", |_| {}).unwrap(), (1, None));
     }
 
     #[test]
