@@ -577,6 +577,8 @@ fn serve_follows_the_lab_cluster() {
             "ServiceAccount/gpuwl",
             "ClusterRole/gpuwl-reader",
             "ClusterRoleBinding/gpuwl-reader",
+            "Role/gpuwl-cluster-autoscaler-reader",
+            "RoleBinding/gpuwl-cluster-autoscaler-reader",
             "Deployment/gpuwl",
             "Service/gpuwl",
         ]

@@ -434,7 +434,7 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
         "{text}"
     );
     assert!(
-        text.contains("gpu-operator/gpu-burn: too-large: "),
+        text.contains("gpu-operator/gpu-burn: too-large [unservable]: "),
         "{text}"
     );
 }
