@@ -799,3 +799,33 @@ fn a_pod_dumps_vmi_is_judged_with_the_kubevirt_cr() {
         "{doc}"
     );
 }
+
+/// A VMI and its virt-launcher pod in one `--pods` file (`kubectl get pods,vmis -A -o json`)
+/// are one VM: it waits through its launcher pod (3 units, unservable on the lab's 2-unit
+/// passthrough node), and the VMI is not counted again as 1 pending unit of the pool
+/// (issue 47: every command's VM verdict is explain's; triage judged it so already).
+#[test]
+fn a_vmi_with_its_launcher_in_the_file_is_counted_once() {
+    let out = gpuwl_ok(&[
+        "inventory",
+        "--nodes",
+        &format!("{D}/lab/nodes.json"),
+        "--pods",
+        &format!("{D}/vm-with-launcher/pods.json"),
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["pendingPods"], 1, "{out}");
+    let passthrough = v["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["pool"] == "vm-passthrough")
+        .unwrap();
+    assert_eq!(passthrough["pending"], 0, "{out}");
+    let unservable = v["unservable"].as_array().unwrap();
+    assert_eq!(unservable.len(), 1, "{out}");
+    assert_eq!(unservable[0]["pod"], "vms/virt-launcher-vm-a-abcde");
+    assert_eq!(unservable[0]["units"], 3);
+}

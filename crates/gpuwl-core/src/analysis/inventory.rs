@@ -609,7 +609,31 @@ pub fn demand(
         cluster_policy: policy,
         ..Default::default()
     });
-    for p in pods.iter().filter(|p| p.is_unbound()) {
+    // A VMI whose launcher pod is in the list waits through that pod, and a VM through its
+    // VMI ([`crate::decode::virt::waits_without_launcher`], as triage judges them): each
+    // VM is counted once, by what stands for it.
+    let launchers: BTreeSet<(&str, &str)> = pods
+        .iter()
+        .filter(|q| !q.is_terminal())
+        .filter_map(|q| Some((q.namespace.as_str(), q.launcher_vmi()?)))
+        .collect();
+    let vmis: BTreeSet<(&str, &str)> = pods
+        .iter()
+        .filter(|q| q.kind == ObjectKind::VirtualMachineInstance)
+        .map(|q| (q.namespace.as_str(), q.name.as_str()))
+        .collect();
+    let stands_for_itself = |p: &PodInfo| {
+        let key = (p.namespace.as_str(), p.name.as_str());
+        match p.kind {
+            ObjectKind::Pod => true,
+            ObjectKind::VirtualMachineInstance => !launchers.contains(&key),
+            ObjectKind::VirtualMachine => !vmis.contains(&key),
+        }
+    };
+    for p in pods
+        .iter()
+        .filter(|p| p.is_unbound() && stands_for_itself(p))
+    {
         d.pending_pods += 1;
         let gpu_reqs: Vec<(&str, i64)> = gpu_requests(p).collect();
         if gpu_reqs.is_empty() {
