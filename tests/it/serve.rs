@@ -637,6 +637,8 @@ fn serve_follows_the_lab_cluster() {
             "ConfigMap/gpuwl-helm-dashboard",
             "Deployment/gpuwl-helm",
             "PrometheusRule/gpuwl-helm",
+            "Role/gpuwl-helm-cluster-autoscaler-reader",
+            "RoleBinding/gpuwl-helm-cluster-autoscaler-reader",
             "Service/gpuwl-helm",
             "ServiceAccount/gpuwl-helm",
             "ServiceMonitor/gpuwl-helm",
