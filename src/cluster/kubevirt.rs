@@ -36,13 +36,13 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Node, ServiceAccount};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
+use super::install::{apply, free_port, wait_established};
 use super::recipe::{Component, Condition, Layout, Readiness, StartWhen};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
@@ -423,34 +423,6 @@ fn kv_gen(bin: &Path, args: &[&str]) -> Result<Vec<Value>> {
         .collect()
 }
 
-/// Server-side applies one object of a built-in kind (field manager `gpuwl`, forced).
-async fn apply(client: &Client, obj: &Value) -> Result<()> {
-    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    let kind = obj["kind"].as_str().unwrap_or_default();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
-    let mut obj = obj.clone();
-    if let Some(m) = obj["metadata"].as_object_mut() {
-        m.remove("creationTimestamp");
-    }
-    if let Some(o) = obj.as_object_mut() {
-        o.remove("status");
-    }
-    api.patch(
-        name,
-        &PatchParams::apply("gpuwl").force(),
-        &Patch::Apply(&obj),
-    )
-    .await
-    .map_err(|e| api_error(&format!("apply {kind} {name}"), &e))?;
-    Ok(())
-}
-
 /// Everything virt-operator would install before virt-api and virt-controller start:
 /// namespace `kubevirt`; the CRDs from `kv-gen -what crds`, waited for `Established`;
 /// ServiceAccounts and RBAC from `kv-gen -what rbac`; the request-header CA in
@@ -479,27 +451,11 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, server: &str) ->
     for crd in &crds {
         apply(client, crd).await?;
     }
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for crd in &crds {
-        let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-        loop {
-            let established = crd_api.get_opt(name).await.ok().flatten().is_some_and(|c| {
-                c.status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(rt(format!("CRD {name} is not Established after 60 s")));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
+    let names: Vec<&str> = crds
+        .iter()
+        .map(|c| c["metadata"]["name"].as_str().unwrap_or_default())
+        .collect();
+    wait_established(client, &names, Duration::from_secs(60)).await?;
     for o in kv_gen(bin, &["-what", "rbac", "-namespace", NAMESPACE])? {
         apply(client, &o).await?;
     }
@@ -615,14 +571,6 @@ pub async fn apply_webhooks(
 }
 
 /// A free TCP port on 127.0.0.1.
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
-    Ok(l.local_addr()
-        .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?
-        .port())
-}
-
 /// How long [`start`] waits for virt-api and virt-controller to be ready.
 pub const READY_WAIT: Duration = Duration::from_secs(120);
 

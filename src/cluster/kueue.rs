@@ -35,13 +35,11 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::core::v1::{Namespace, Secret};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::ApiResource;
+use kube::api::{Api, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::install::{apply, free_port, wait_established};
 use super::recipe::{Component, Layout, Readiness, StartWhen};
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
@@ -314,27 +312,6 @@ fn base64(bytes: &[u8]) -> String {
         .unwrap_or_default()
 }
 
-/// Server-side applies one object (field manager `gpuwl`, forced).
-async fn apply(client: &Client, obj: &Value) -> Result<()> {
-    let api_version = obj["apiVersion"].as_str().unwrap_or_default();
-    let kind = obj["kind"].as_str().unwrap_or_default();
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let ar = ApiResource::from_gvk(&GroupVersionKind::gvk(group, version, kind));
-    let api: Api<DynamicObject> = match obj["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
-        None => Api::all_with(client.clone(), &ar),
-    };
-    api.patch(
-        name,
-        &PatchParams::apply("gpuwl").force(),
-        &Patch::Apply(obj),
-    )
-    .await
-    .map_err(|e| api_error(&format!("apply {kind} {name}"), &e))?;
-    Ok(())
-}
-
 fn read(p: &Path) -> Result<String> {
     std::fs::read_to_string(p).map_err(|e| Error::failed(format!("cannot read {}", p.display()), e))
 }
@@ -356,31 +333,6 @@ fn crds(bin: &Path) -> Result<Vec<Value>> {
                 .map_err(|e| rt(format!("{}: not a CRD: {e}", p.display())))
         })
         .collect()
-}
-
-/// Waits until every CRD named in `names` is `Established` (60 s at most).
-async fn wait_established(client: &Client, names: &[String]) -> Result<()> {
-    let crd_api: Api<CustomResourceDefinition> = Api::all(client.clone());
-    let deadline = Instant::now() + Duration::from_secs(60);
-    for name in names {
-        loop {
-            let established = crd_api.get_opt(name).await.ok().flatten().is_some_and(|c| {
-                c.status
-                    .and_then(|s| s.conditions)
-                    .unwrap_or_default()
-                    .iter()
-                    .any(|c| c.type_ == "Established" && c.status == "True")
-            });
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(rt(format!("CRD {name} is not Established after 60 s")));
-            }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        }
-    }
-    Ok(())
 }
 
 /// Everything Kueue's install provides before the manager starts: namespace
@@ -414,7 +366,8 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, port: u16) -> Re
         );
         apply(client, &crd).await?;
     }
-    wait_established(client, &names).await?;
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    wait_established(client, &names, Duration::from_secs(60)).await?;
     let mut data = serde_json::Map::new();
     for f in ["ca.crt", "ca.key", "tls.crt", "tls.key"] {
         data.insert(f.into(), json!(base64(read(&certs.join(f))?.as_bytes())));
@@ -440,14 +393,6 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, port: u16) -> Re
 }
 
 /// A free TCP port on 127.0.0.1.
-fn free_port() -> Result<u16> {
-    let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-        .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
-    Ok(l.local_addr()
-        .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?
-        .port())
-}
-
 /// How long [`start`] waits for the manager to be ready.
 pub const READY_WAIT: Duration = Duration::from_secs(120);
 

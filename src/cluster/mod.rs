@@ -54,6 +54,7 @@ pub mod build;
 pub mod gpu_operator;
 pub mod gpusim;
 pub mod health;
+pub mod install;
 pub mod kubeconfig;
 pub mod kubevirt;
 pub mod kueue;
