@@ -5,7 +5,7 @@
 #   1. builds kube-apiserver, kube-controller-manager and kube-scheduler V from the
 #      k8s.io/kubernetes V module (controlplane/'s thin wrappers, its go.mod with every pin
 #      and every k8s.io staging replace moved to V / v0.<minor>.<patch>, then `go mod tidy`),
-#      into ~/.cache/gpuwl/compat/V/bin, next to the pinned etcd, kwok and kwokctl;
+#      into ~/.cache/gpuwl/compat/V/bin, next to the pinned etcd and kwok;
 #   2. runs, with GPUWL_CONTROLPLANE_BIN pointing there: `gpuwl lab` (its result files
 #      compared with those of the pinned version), and the CI-sized explain differential
 #      (`differential::explain_agrees_with_the_real_scheduler`: 200 random situations
@@ -47,8 +47,7 @@ build() { # V -> $cache/V/bin
     return 0
   fi
   rm -rf "$src"; mkdir -p "$src/cmd" "$bin"
-  cp -r controlplane/cmd/kube-apiserver controlplane/cmd/kube-controller-manager \
-    controlplane/cmd/kube-scheduler "$src/cmd/"
+  cp -r controlplane/cmd/kube "$src/cmd/"
   # The pinned go.mod's direct pins and staging replaces, moved to V; go mod tidy finds
   # the indirect ones again.
   {
@@ -71,10 +70,12 @@ build() { # V -> $cache/V/bin
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     f+=("-X $pkg.gitVersion=$k" "-X $pkg.gitMajor=1" "-X $pkg.gitMinor=$minor" "-X $pkg.gitTreeState=clean")
   done
-  (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${f[*]}" -o "$bin/" \
-    ./cmd/kube-apiserver ./cmd/kube-controller-manager ./cmd/kube-scheduler) \
+  (cd "$src" && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w ${f[*]}" -o "$bin/kube" ./cmd/kube) \
     >"$cache/$v/build.log" 2>&1
-  for b in etcd kwok kwokctl kwok-stages.yaml; do cp -f "$pinned_bin/$b" "$bin/$b"; done
+  # One program under three names (controlplane/cmd/kube picks the command by its name).
+  for b in kube-apiserver kube-controller-manager kube-scheduler; do ln -f "$bin/kube" "$bin/$b"; done
+  rm -f "$bin/kube"
+  for b in etcd kwok kwok-stages.yaml; do cp -f "$pinned_bin/$b" "$bin/$b"; done
 }
 
 printf 'version\tbuild_s\tlab\tlab_files_equal\tdifferential\tdifferential_s\n'

@@ -6,7 +6,6 @@ go 1.26.0
 
 tool (
 	sigs.k8s.io/kwok/cmd/kwok
-	sigs.k8s.io/kwok/cmd/kwokctl
 )
 
 require (

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Build the local control plane (etcd, kube-apiserver, kube-scheduler, kwok, kwokctl)
+# Build the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok)
 # from the pinned Go module in controlplane/ into a cache folder keyed by the pinned
 # versions. A second run with the same pins is instant.
 #

@@ -31,8 +31,14 @@ if cargo tree -p gpuwl-core -e normal --prefix none | grep -E '^(k8s-openapi|kub
   exit 1
 fi
 
-step "cargo test --workspace --no-run (the one build: unit, CLI and live tests of both crates, and $gpuwl)"
-cargo test --workspace --quiet --no-run
+# The targets the suite runs: libraries, binaries and test targets. Not the bench tools
+# (Cargo.toml's [[example]]s: seven more links nothing here runs) nor doc tests (there are
+# none; rustdoc would still read both crates): clippy --all-targets below checks that those
+# still compile.
+targets=(--lib --bins --tests)
+
+step "cargo test --workspace ${targets[*]} --no-run (the one build: unit, CLI and live tests of both crates, and $gpuwl)"
+cargo test --workspace "${targets[@]}" --quiet --no-run
 
 step "cargo clippy --workspace --all-targets -- -D warnings (in the background; its result is awaited at the end)"
 # Clippy runs beside the steps below in a scheduling group of its own at nice 19 (with
@@ -50,7 +56,7 @@ setsid -w bash -c 'echo $$ >target/tmp/clippy.pid; echo 19 >/proc/self/autogroup
 clippy_pid=$!
 trap 'kill -- -"$(cat target/tmp/clippy.pid 2>/dev/null)" 2>/dev/null || true' EXIT
 
-step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl), the GPU Operator, KubeVirt's virt-api and virt-controller, Kueue's manager"
+step "local control plane binaries (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok), the GPU Operator, KubeVirt's virt-api and virt-controller, Kueue's manager"
 # Each cached by its own key under ~/.cache/gpuwl/controlplane/; a cold KubeVirt build
 # adds about 5 min on 2 cores (BENCHMARKS.md "KubeVirt"), a cold Kueue build about 7-14 min
 # (docs/control-plane.md "Kueue"), a cached one a second.
@@ -69,8 +75,8 @@ step "Helm chart: helm lint (deploy/helm/gpuwl)"
 helm="$(scripts/tools.sh helm | tail -n 1)"
 "$helm" lint deploy/helm/gpuwl --set serviceMonitor.enabled=true --set prometheusRule.enabled=true --set grafanaDashboard.enabled=true
 
-step "cargo test --workspace (unit, property and CLI tests of both crates)"
-cargo test --workspace --quiet
+step "cargo test --workspace ${targets[*]} (unit, property and CLI tests of both crates)"
+cargo test --workspace "${targets[@]}" --quiet
 
 step "cargo test -p gpuwl -- --ignored (integration tests on the local control plane)"
 # Marked #[ignore = "needs local control plane"] so a plain `cargo test` stays quick; they
@@ -81,7 +87,7 @@ step "cargo test -p gpuwl -- --ignored (integration tests on the local control p
 # changes), so no long test starts last. libtest then says "has been running for over 60
 # seconds" of tests still waiting at the gate: that is the queue, not a hang.
 rm -f target/tmp/live-timings.tsv
-cargo test -p gpuwl --quiet -- --ignored --test-threads 64
+cargo test -p gpuwl "${targets[@]}" --quiet -- --ignored --test-threads 64
 if [[ -f target/tmp/live-timings.tsv ]]; then
   echo "live tests by wall time (seconds, slowest first):"
   sort -t $'\t' -k2,2 -rn target/tmp/live-timings.tsv | awk -F '\t' '{ printf "  %7.1f  %s\n", $2, $1; t += $2 } END { printf "  %7.1f  total\n", t }'

@@ -65,7 +65,7 @@ pub enum Action {
     /// Print the kubeconfig path (exit 3 when the cluster was never started)
     Kubeconfig,
     /// Build (or find cached) etcd, kube-apiserver, kube-controller-manager,
-    /// kube-scheduler, kwok and kwokctl, then the NVIDIA GPU Operator; prints the
+    /// kube-scheduler (one program) and kwok, then the NVIDIA GPU Operator; prints the
     /// operator's directory, then the control plane's bin directory (last line)
     Build {
         /// No progress on stderr

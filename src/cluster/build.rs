@@ -13,8 +13,13 @@
 //!
 //! `<cache>` is `$GPUWL_CACHE_DIR` when set, else `$XDG_CACHE_HOME/gpuwl/controlplane`,
 //! else `$HOME/.cache/gpuwl/controlplane`.
-//! `$GPUWL_CONTROLPLANE_BIN` may name a directory that already holds the six binaries
-//! (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok, kwokctl); then nothing is built.
+//! `$GPUWL_CONTROLPLANE_BIN` may name a directory that already holds the five binaries
+//! (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kwok); then nothing is built.
+//!
+//! kube-apiserver, kube-controller-manager and kube-scheduler are one Go program
+//! (`controlplane/cmd/kube`, the upstream commands chosen by the name it is started as)
+//! with three hard links: one link step instead of three, the slowest part of a warm
+//! build and a good part of a cold one (BENCHMARKS.md "First result on a fresh machine").
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -30,31 +35,33 @@ use crate::error::{Error, Result};
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// etcd server version (the `go.etcd.io/etcd/server/v3` pin, the one Kubernetes 1.36.3 uses).
 pub const ETCD_VERSION: &str = "v3.6.8";
-/// kwok / kwokctl version (the `sigs.k8s.io/kwok` pin).
+/// kwok version (the `sigs.k8s.io/kwok` pin).
 pub const KWOK_VERSION: &str = "v0.8.0";
 
 /// Names of the binaries the build produces, all in one `bin/` directory.
-pub const BINARIES: [&str; 6] = [
+pub const BINARIES: [&str; 5] = [
     "etcd",
     "kube-apiserver",
     "kube-controller-manager",
     "kube-scheduler",
     "kwok",
-    "kwokctl",
 ];
+
+/// The names the one `kube` program ([`MULTI_CALL`]) is linked under.
+const MULTI_CALL_NAMES: [&str; 3] = [
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+];
+
+/// The multi-call binary built from `./cmd/kube`.
+const MULTI_CALL: &str = "kube";
 
 /// Go packages built, in the module's namespace.
-const PACKAGES: [&str; 6] = [
-    "./cmd/etcd",
-    "./cmd/kube-apiserver",
-    "./cmd/kube-controller-manager",
-    "./cmd/kube-scheduler",
-    "sigs.k8s.io/kwok/cmd/kwok",
-    "sigs.k8s.io/kwok/cmd/kwokctl",
-];
+const PACKAGES: [&str; 3] = ["./cmd/etcd", "./cmd/kube", "sigs.k8s.io/kwok/cmd/kwok"];
 
 /// The embedded module: (path relative to the module root, contents).
-const SOURCES: [(&str, &str); 6] = [
+const SOURCES: [(&str, &str); 4] = [
     ("go.mod", include_str!("../../controlplane/go.mod")),
     ("go.sum", include_str!("../../controlplane/go.sum")),
     (
@@ -62,16 +69,8 @@ const SOURCES: [(&str, &str); 6] = [
         include_str!("../../controlplane/cmd/etcd/main.go"),
     ),
     (
-        "cmd/kube-apiserver/main.go",
-        include_str!("../../controlplane/cmd/kube-apiserver/main.go"),
-    ),
-    (
-        "cmd/kube-controller-manager/main.go",
-        include_str!("../../controlplane/cmd/kube-controller-manager/main.go"),
-    ),
-    (
-        "cmd/kube-scheduler/main.go",
-        include_str!("../../controlplane/cmd/kube-scheduler/main.go"),
+        "cmd/kube/main.go",
+        include_str!("../../controlplane/cmd/kube/main.go"),
     ),
 ];
 
@@ -166,7 +165,7 @@ pub fn cache_root() -> PathBuf {
 
 pub(crate) use crate::files::home;
 
-/// Directory holding the six binaries: `$GPUWL_CONTROLPLANE_BIN`, else
+/// Directory holding the five binaries: `$GPUWL_CONTROLPLANE_BIN`, else
 /// `<cache>/<key>/bin`. It may not exist yet; see [`ensure_built`].
 pub fn bin_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("GPUWL_CONTROLPLANE_BIN").filter(|v| !v.is_empty()) {
@@ -198,8 +197,8 @@ fn complete(dir: &Path) -> bool {
     BINARIES.iter().all(|b| dir.join(b).is_file()) && dir.join(KWOK_STAGES_FILE).is_file()
 }
 
-/// The control plane as a [`GoModuleBuild`]: the six binaries into `<cache>/<key>/bin`,
-/// then the kwok stages file ([`write_kwok_stages`]).
+/// The control plane as a [`GoModuleBuild`]: the five binaries into `<cache>/<key>/bin`,
+/// then the kwok stages file ([`write_kwok_stages`]) ([`finish_bin`]).
 fn module() -> GoModuleBuild<'static> {
     GoModuleBuild {
         what: "the control plane",
@@ -213,11 +212,11 @@ fn module() -> GoModuleBuild<'static> {
         estimate_2_cores: COLD_BUILD_ESTIMATE_2_CORES,
         out: "bin",
         complete,
-        finish: write_kwok_stages,
+        finish: finish_bin,
     }
 }
 
-/// Returns the directory with the six binaries, building them first when missing.
+/// Returns the directory with the five binaries, building them first when missing.
 ///
 /// `progress` shows a progress bar with an estimate on stderr. A cold build takes
 /// minutes (see BENCHMARKS.md); a cached one returns at once.
@@ -721,6 +720,30 @@ impl Compile<'_> {
     }
 }
 
+/// The control plane's [`GoModuleBuild::finish`]: the `kube` program hard-linked as
+/// kube-apiserver, kube-controller-manager and kube-scheduler (then removed under its own
+/// name), and the kwok stages file ([`write_kwok_stages`]).
+///
+/// Errors: [`Error::Runtime`] when a link cannot be made (a folder on a file system
+/// without hard links) or the stages cannot be read or written.
+fn finish_bin(src: &Path, out: &Path) -> Result<()> {
+    link_multi_call(out)?;
+    write_kwok_stages(src, out)
+}
+
+/// Hard-links `out/kube` under each of [`MULTI_CALL_NAMES`] and removes `out/kube`.
+fn link_multi_call(out: &Path) -> Result<()> {
+    let program = out.join(MULTI_CALL);
+    for name in MULTI_CALL_NAMES {
+        let link = out.join(name);
+        let _ = std::fs::remove_file(&link);
+        std::fs::hard_link(&program, &link)
+            .map_err(|e| Error::failed(format!("cannot link {}", link.display()), e))?;
+    }
+    std::fs::remove_file(&program)
+        .map_err(|e| Error::failed(format!("cannot remove {}", program.display()), e))
+}
+
 /// Writes [`KWOK_STAGES_FILE`] into `out` from the pinned kwok module (downloaded): the
 /// control plane's [`GoModuleBuild::finish`].
 fn write_kwok_stages(src: &Path, out: &Path) -> Result<()> {
@@ -851,7 +874,7 @@ mod tests {
     #[test]
     fn each_component_keeps_its_cache_key_and_output_folder() {
         let cp = module();
-        assert_eq!(cp.key, "k8s-v1.36.3_etcd-v3.6.8_kwok-v0.8.0_1633fda7b164");
+        assert_eq!(cp.key, "k8s-v1.36.3_etcd-v3.6.8_kwok-v0.8.0_b96538caa2c6");
         assert_eq!(cp.out_dir(), cache_root().join(&cp.key).join("bin"));
         assert_eq!(cp.out_dir(), bin_dir());
         assert_eq!(
@@ -873,6 +896,28 @@ mod tests {
             cache_root()
                 .join(super::super::kubevirt::cache_key())
                 .join("bin")
+        );
+    }
+
+    #[test]
+    fn the_multi_call_program_is_linked_under_each_name_and_not_kept_under_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("kube"), b"one program").unwrap();
+        std::fs::write(dir.path().join("kube-scheduler"), b"left by an earlier try").unwrap();
+        link_multi_call(dir.path()).unwrap();
+        assert!(!dir.path().join("kube").exists());
+        for name in MULTI_CALL_NAMES {
+            assert_eq!(
+                std::fs::read(dir.path().join(name)).unwrap(),
+                b"one program"
+            );
+        }
+        // Without the program (a failed compile) it says which link it could not make.
+        let empty = tempfile::tempdir().unwrap();
+        let e = link_multi_call(empty.path()).unwrap_err().to_string();
+        assert!(
+            e.contains("cannot link") && e.contains("kube-apiserver"),
+            "{e}"
         );
     }
 
