@@ -22,7 +22,7 @@ if [ "${DISPROVE:-}" = 1 ]; then export GPUWL_DISPROVE=1; fi
 if [ -n "${CLUSTER:-}" ]; then export GPUWL_DIFF_DRA_CLUSTER=$CLUSTER; fi
 cd "$ROOT"
 cargo test --test it --no-run >/dev/null 2>&1 || cargo test --test it --no-run
-total=0 outcome=0 cause=0 pending=0 retried=0 fixed=0 fixes=0 none=0 harmful=0
+total=0 outcome=0 cause=0 pending=0 retried=0 fixed=0 fixes=0 none=0 harmful=0 disproved=0 tried=0 relaxed=0 unfinished=0
 for s in $SEEDS; do
     GPUWL_DIFF_DRA_SEED=$s GPUWL_DIFF_DRA_SCENARIOS=$SCENARIOS \
         cargo test --test it differential_dra -- --ignored --nocapture >"$WORK/seed-$s.log" 2>&1
