@@ -6,6 +6,9 @@
 #
 #   bench/differential-dra.sh                    # seeds 1..5, 100 scenarios each
 #   SEEDS="7 8" SCENARIOS=200 bench/differential-dra.sh
+#   DISPROVE=1 bench/differential-dra.sh         # every "none serves" put to the disprover
+#                                                # (single changes tried on the scheduler)
+#   CLUSTER=NAME bench/differential-dra.sh       # another cluster name
 #
 # Needs the local control plane binaries (`gpuwl cluster build`). Each seed starts and
 # stops its own cluster (gpuwl-test-diff-dra).
@@ -15,9 +18,11 @@ WORK=${WORK:-/tmp/gpuwl-diff-dra}
 SEEDS=${SEEDS:-1 2 3 4 5}
 SCENARIOS=${SCENARIOS:-100}
 mkdir -p "$WORK"
+if [ "${DISPROVE:-}" = 1 ]; then export GPUWL_DISPROVE=1; fi
+if [ -n "${CLUSTER:-}" ]; then export GPUWL_DIFF_DRA_CLUSTER=$CLUSTER; fi
 cd "$ROOT"
 cargo test --test it --no-run >/dev/null 2>&1 || cargo test --test it --no-run
-total=0 outcome=0 cause=0 pending=0 retried=0 fixed=0 fixes=0 none=0 harmful=0
+total=0 outcome=0 cause=0 pending=0 retried=0 fixed=0 fixes=0 none=0 harmful=0 disproved=0 tried=0 relaxed=0 unfinished=0
 for s in $SEEDS; do
     GPUWL_DIFF_DRA_SEED=$s GPUWL_DIFF_DRA_SCENARIOS=$SCENARIOS \
         cargo test --test it differential_dra -- --ignored --nocapture >"$WORK/seed-$s.log" 2>&1
@@ -33,7 +38,14 @@ for s in $SEEDS; do
     fc=$(sed -E 's/.*fixes=[0-9]+\/([0-9]+).*/\1/' <<<"$line")
     nn=$(sed -E 's/.*none=([0-9]+).*/\1/' <<<"$line")
     hh=$(sed -E 's/.*harmful=([0-9]+).*/\1/' <<<"$line")
+    dd=$(sed -E 's/.*disproved=([0-9]+)\/.*/\1/' <<<"$line")
+    dt=$(sed -E 's/.*disproved=[0-9]+\/([0-9]+).*/\1/' <<<"$line")
+    rl=$(sed -E 's/.*relaxed-only=([0-9]+).*/\1/' <<<"$line")
+    uf=$(sed -E 's/.*unfinished=([0-9]+).*/\1/' <<<"$line")
+    disproved=$((disproved + dd)) tried=$((tried + dt)) relaxed=$((relaxed + rl)) unfinished=$((unfinished + uf))
     total=$((total + n)) outcome=$((outcome + o)) cause=$((cause + c)) pending=$((pending + p)) retried=$((retried + r))
     fixed=$((fixed + fb)) fixes=$((fixes + fc)) none=$((none + nn)) harmful=$((harmful + hh))
 done
-echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending retried=$retried fixes bound=$fixed/$fixes said-none-serves=$none harmful=$harmful (commit $(git rev-parse --short HEAD))"
+echo "TOTAL scenarios=$total outcome=$outcome/$total cause=$cause/$pending retried=$retried fixes bound=$fixed/$fixes said-none-serves=$none harmful=$harmful disproved=$disproved/$tried relaxed-only=$relaxed unfinished=$unfinished (commit $(git rev-parse --short HEAD))"
+echo "said none serves, by reasonCode (all seeds):"
+cat "$WORK"/seed-*.log 2>/dev/null | grep '^NONE ' | sed -E 's/^NONE [a-z-]+ \[([a-z-]*)\].*/\1/' | sort | uniq -c

@@ -6,7 +6,10 @@
 //! ```text
 //! cargo run --release --example differential -- --kubeconfig KC [--seed 1] [--rounds 200] [--targets 10]
 //! ```
-//! bench/differential.sh starts a local control plane, runs this and stops it.
+//! bench/differential.sh starts a local control plane, runs this and stops it. With
+//! `GPUWL_DISPROVE=1` every "no tested change serves" verdict is put to the disprover
+//! (each single change within reach tried on the real scheduler; `DISPROVED` lines), and
+//! the verdicts are counted by their `reasonCode`.
 
 #[path = "../tests/it/differential_harness.rs"]
 mod harness;
@@ -50,6 +53,20 @@ fn main() {
                             o.name, o.placed, o.refused, o.code, o.codes, o.inconsistency, o.message, o.predicted, o.actual, o.manifest
                         );
                     }
+                    for o in &v {
+                        match &o.disproved {
+                            Some(Ok(c)) if !c.is_empty() => println!(
+                                "DISPROVED {}: code={} reasonCode={} bound by {c:?}\n  manifest {}",
+                                o.name, o.code, o.reason_code, o.manifest
+                            ),
+                            Some(Err(e)) => println!("DISPROVER-FAILED {}: {e}", o.name),
+                            _ => {}
+                        }
+                        if let Some(x) = o.fix.as_ref().filter(|x| !x.sufficient) {
+                            let _ = x;
+                            println!("NONE {}: code={} reasonCode={}", o.name, o.code, o.reason_code);
+                        }
+                    }
                     all.extend(v);
                 }
                 Err(e) => println!("round {id} failed: {e}"),
@@ -60,6 +77,10 @@ fn main() {
         }
         let f = harness::figures(&all);
         println!("seed {seed}: {f}");
+        println!(
+            "said none serves, by reasonCode: {:?}",
+            harness::none_by_reason(&all)
+        );
         println!(
             "outcome {:.2}%, reasons {:.2}%, causes {:.2}%, one verdict {:.2}%, {:.1} s ({:.0} ms per scenario)",
             100.0 * f.outcome as f64 / f.total.max(1) as f64,

@@ -7,6 +7,8 @@
 #   bench/differential.sh                       # 200 rounds x 10 = 2000 scenarios, seed 1
 #   SEED=7 ROUNDS=50 bench/differential.sh
 #   DEBUG=1 bench/differential.sh               # debug build
+#   DISPROVE=1 bench/differential.sh            # every "none serves" put to the disprover
+#                                               # (single changes tried on the scheduler)
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT"
@@ -22,5 +24,6 @@ GPUWL=target/$PROFILE/gpuwl
 $GPUWL cluster up --name "$CLUSTER" -q --nodes 0 >/dev/null
 trap '$GPUWL cluster down --name "$CLUSTER" >/dev/null 2>&1 || true' EXIT
 KC=$($GPUWL cluster kubeconfig --name "$CLUSTER")
-echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $PROFILE build, seed $SEED, $ROUNDS rounds x $TARGETS targets"
+if [ "${DISPROVE:-}" = 1 ]; then export GPUWL_DISPROVE=1; fi
+echo "# $(date -u +%FT%TZ) $(uname -m), $(nproc) cores, load $(cut -d' ' -f1 /proc/loadavg), $PROFILE build, seed $SEED, $ROUNDS rounds x $TARGETS targets, disprover ${DISPROVE:-0}, commit $(git rev-parse --short HEAD)"
 target/$PROFILE/examples/differential --kubeconfig "$KC" --seed "$SEED" --rounds "$ROUNDS" --targets "$TARGETS"

@@ -34,6 +34,8 @@ use serde_json::{Value, json};
 
 use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time, own_cluster};
 
+/// The local control plane's name (`GPUWL_DIFF_DRA_CLUSTER` overrides it: a bench run
+/// beside the suite's).
 const CLUSTER: &str = "gpuwl-test-diff-dra";
 const DRIVER: &str = "gpu.nvidia.com";
 const NODES: [(&str, &str); 4] = [
@@ -257,6 +259,17 @@ fn generate(rng: &mut Rng, ns: &str, tag: &str) -> Scenario {
     }
 }
 
+/// The pod holding claim `claim` on `node`: pinned there, it gets the claim allocated by
+/// the scheduler itself.
+fn holder_pod(ns: &str, claim: &str, node: &str) -> Value {
+    json!({
+        "metadata": {"name": format!("holder-{claim}"), "namespace": ns},
+        "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
+            "resourceClaims": [{"name": "gpu", "resourceClaimName": claim}]}
+    })
+}
+
 fn from<K: serde::de::DeserializeOwned>(v: Value) -> K {
     serde_json::from_value(v).unwrap()
 }
@@ -363,6 +376,11 @@ struct Outcome {
     /// For a pod the scheduler left pending: explain's remedy, and when it claimed to be
     /// sufficient, what applying it on the cluster did (issues 35, 49: fixes that work).
     fix: Option<FixResult>,
+    /// The remedy's `reasonCode` (empty when none).
+    reason_code: String,
+    /// With the disprover on, for a "none serves" remedy: the single changes that bound the
+    /// pod, or why the disprover could not finish ([`disprove`]).
+    disproved: Option<Result<Vec<Single>, String>>,
     retried: bool,
     describe: String,
     gpuwl_code: String,
@@ -406,13 +424,9 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
         }));
         claims.create(&pp, &c).await.unwrap();
         let holder = format!("holder-{name}");
-        let p: Pod = from(json!({
-            "metadata": {"name": holder, "namespace": ns},
-            "spec": {"nodeSelector": {"kubernetes.io/hostname": node}, "tolerations": [{"operator": "Exists"}],
-                "containers": [{"name": "c", "image": "busybox", "resources": {"claims": [{"name": "gpu"}]}}],
-                "resourceClaims": [{"name": "gpu", "resourceClaimName": name}]}
-        }));
-        pods.create(&pp, &p).await.unwrap();
+        pods.create(&pp, &from(holder_pod(&ns, name, node)))
+            .await
+            .unwrap();
         let start = Instant::now();
         loop {
             let seen = pods.get(&holder).await.unwrap();
@@ -541,10 +555,17 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
             bound: false,
             harm: String::new(),
             what: format!(
-                "{gpuwl_code}: {}",
+                "{gpuwl_code} [{}]: {}",
+                remedy["reasonCode"].as_str().unwrap_or(""),
                 remedy["reason"].as_str().unwrap_or("(no remedy)")
             ),
         })
+    };
+    let reason_code = remedy["reasonCode"].as_str().unwrap_or("").to_owned();
+    let disproved = if disprove_on() && fix.as_ref().is_some_and(|f| !f.sufficient) {
+        Some(disprove(client, &ns, &sc).await)
+    } else {
+        None
     };
     // Clean up: the slices go (the next scenario publishes its own pools); the namespace
     // goes in the background.
@@ -560,6 +581,8 @@ async fn run_one(client: &Client, rng: &mut Rng, i: usize, seed: u64) -> Outcome
     let _ = nsapi.delete(&ns, &DeleteParams::default()).await;
     Outcome {
         fix,
+        reason_code,
+        disproved,
         retried,
         describe: format!("#{i} {}", sc.describe),
         gpuwl_code,
@@ -800,9 +823,13 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(1);
+    let cluster: &'static str = match std::env::var("GPUWL_DIFF_DRA_CLUSTER") {
+        Ok(c) if !c.is_empty() => Box::leak(c.into_boxed_str()),
+        _ => CLUSTER,
+    };
     let _serial = one_cluster_at_a_time();
-    let _down = ClusterDown(CLUSTER);
-    let kubeconfig = own_cluster(CLUSTER, &[]);
+    let _down = ClusterDown(cluster);
+    let kubeconfig = own_cluster(cluster, &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let started = Instant::now();
     let outcomes = rt.block_on(async {
@@ -859,8 +886,32 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
         .filter(|f| !f.sufficient)
         .count();
     let harmful = fixes.iter().filter(|f| !f.harm.is_empty()).count();
+    let mut by_reason: BTreeMap<&str, usize> = BTreeMap::new();
+    for o in outcomes
+        .iter()
+        .filter(|o| o.fix.as_ref().is_some_and(|f| !f.sufficient))
+    {
+        *by_reason.entry(o.reason_code.as_str()).or_default() += 1;
+    }
+    // The disprover's figures: tried, disproved (a single change within reach bound the
+    // pod), bound only by a change that asks for other hardware, not finished.
+    let (mut tried, mut disproved, mut relaxed, mut unfinished) = (0, 0, 0, 0);
+    for o in &outcomes {
+        match &o.disproved {
+            Some(Ok(v)) => {
+                tried += 1;
+                if v.iter().any(|x| !x.relaxes) {
+                    disproved += 1;
+                } else if !v.is_empty() {
+                    relaxed += 1;
+                }
+            }
+            Some(Err(_)) => unfinished += 1,
+            None => {}
+        }
+    }
     println!(
-        "DIFF-DRA seed={seed} scenarios={} outcome={outcome_ok}/{} cause={cause_ok}/{pending} retried={retried} fixes={fixes_bound}/{} none={none} harmful={harmful} seconds={:.1} codes={by_code:?}",
+        "DIFF-DRA seed={seed} scenarios={} outcome={outcome_ok}/{} cause={cause_ok}/{pending} retried={retried} fixes={fixes_bound}/{} none={none} harmful={harmful} disproved={disproved}/{tried} relaxed-only={relaxed} unfinished={unfinished} seconds={:.1} codes={by_code:?} none-by-reason={by_reason:?}",
         outcomes.len(),
         outcomes.len(),
         fixes.len(),
@@ -869,6 +920,32 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
     for o in &outcomes {
         if let Some(f) = o.fix.as_ref().filter(|f| !f.sufficient) {
             println!("NONE {} | {}", f.what, o.describe);
+        }
+        match &o.disproved {
+            Some(Ok(v)) if !v.is_empty() => {
+                let list: Vec<String> = v
+                    .iter()
+                    .map(|x| {
+                        format!(
+                            "{}{}",
+                            x.what,
+                            if x.relaxes { " (other hardware)" } else { "" }
+                        )
+                    })
+                    .collect();
+                println!(
+                    "{} [{}] bound by {list:?} | {}",
+                    if v.iter().any(|x| !x.relaxes) {
+                        "DISPROVED"
+                    } else {
+                        "RELAXED"
+                    },
+                    o.reason_code,
+                    o.describe
+                );
+            }
+            Some(Err(e)) => println!("DISPROVER-FAILED {e} | {}", o.describe),
+            _ => {}
         }
     }
     for (o, f) in outcomes
@@ -893,4 +970,244 @@ fn explain_agrees_with_the_scheduler_on_random_dra_situations() {
         misses.len(),
         misses.join("\n")
     );
+}
+
+// ---------------------------------------------------------------------------------------
+// The disprover (issue 49): for a target whose remedy says no tested change serves, every
+// single change within reach tried on the real scheduler, each undone before the next.
+// Bench-only: on when `GPUWL_DISPROVE=1` (bench/differential-dra.sh sets it with
+// DISPROVE=1).
+
+/// The driver versions the generator publishes.
+const VERSIONS: [&str; 2] = ["580.95.5", "570.124.6"];
+
+/// Whether the disprover runs (`GPUWL_DISPROVE=1`).
+fn disprove_on() -> bool {
+    std::env::var("GPUWL_DISPROVE").is_ok_and(|v| v == "1")
+}
+
+/// A single change that got the pod bound.
+struct Single {
+    /// The change, in words.
+    what: String,
+    /// It asks for other hardware than the claim did (its selector dropped, a correctly
+    /// named product, a smaller memory or a lower index, a narrow class widened): no
+    /// change gpuwl may propose; counted apart from the disproofs.
+    relaxes: bool,
+}
+
+/// The edits of the generator's selector `sel` to other values the devices publish (or
+/// may), each with whether it asks for other hardware ([`Single::relaxes`]).
+fn selector_edits(sel: &str) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    if sel.contains("productName ==") {
+        let lit = sel.rsplit('\'').nth(1).unwrap_or("");
+        let correct = PRODUCTS.contains(&lit);
+        for p in PRODUCTS.iter().filter(|p| **p != lit) {
+            out.push((sel.replace(&format!("'{lit}'"), &format!("'{p}'")), correct));
+        }
+    } else if sel.contains("driverVersion ==") {
+        for v in VERSIONS {
+            out.push((
+                format!(
+                    "device.attributes['{DRIVER}'].driverVersion.compareTo(semver('{v}')) == 0"
+                ),
+                !sel.contains(v),
+            ));
+        }
+    } else if sel.contains("semver('575.0.0')") {
+        for v in VERSIONS {
+            out.push((sel.replace("575.0.0", v), false));
+        }
+    } else if sel.contains("index >= 1") {
+        out.push((sel.replace(">= 1", ">= 0"), true));
+        out.push((
+            format!("has(device.attributes['{DRIVER}'].index) && ({sel})"),
+            false,
+        ));
+    } else if sel.contains("quantity('40Gi')") {
+        out.push((sel.replace("40Gi", "24Gi"), true));
+    } else if sel.contains("matches('h100')") {
+        for m in ["a100", "a10"] {
+            out.push((sel.replace("h100", m), true));
+        }
+    }
+    out
+}
+
+/// Puts scenario `sc` back as generated after a try: the target pod deleted, the claim or
+/// template created again from the generator's, the holders ended by the try created
+/// again and waited for to be scheduled (their claims allocated again).
+async fn restore(
+    client: &Client,
+    ns: &str,
+    sc: &Scenario,
+    ended: &[(String, String)],
+) -> Result<(), String> {
+    let pp = PostParams::default();
+    gpuwl::lab::kubeops::delete_pod(client, ns, "target")
+        .await
+        .map_err(|e| e.to_string())?;
+    let gone_within = |what: &'static str| format!("{what} not gone within 20 s");
+    if let Some(t) = &sc.template {
+        let api: Api<ResourceClaimTemplate> = Api::namespaced(client.clone(), ns);
+        let _ = api.delete("target", &DeleteParams::default()).await;
+        let start = Instant::now();
+        while api.get_opt("target").await.ok().flatten().is_some() {
+            if start.elapsed() > Duration::from_secs(20) {
+                return Err(gone_within("template"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        api.create(&pp, &from(t.clone()))
+            .await
+            .map_err(|e| format!("template: {e}"))?;
+    } else if let Some(c) = &sc.claim {
+        let api: Api<ResourceClaim> = Api::namespaced(client.clone(), ns);
+        let _ = api.delete("target", &DeleteParams::default()).await;
+        let start = Instant::now();
+        while api.get_opt("target").await.ok().flatten().is_some() {
+            if start.elapsed() > Duration::from_secs(20) {
+                return Err(gone_within("claim"));
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        api.create(&pp, &from(c.clone()))
+            .await
+            .map_err(|e| format!("claim: {e}"))?;
+    }
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    for (claim, node) in ended {
+        pods.create(&pp, &from(holder_pod(ns, claim, node)))
+            .await
+            .map_err(|e| format!("holder: {e}"))?;
+    }
+    for (claim, _) in ended {
+        let holder = format!("holder-{claim}");
+        let start = Instant::now();
+        loop {
+            if let Ok(p) = pods.get(&holder).await
+                && gpuwl::lab::kubeops::pod_scheduled(&p).is_some_and(|c| c.status == "True")
+            {
+                break;
+            }
+            if start.elapsed() > Duration::from_secs(40) {
+                return Err(format!("{holder} not scheduled again within 40 s"));
+            }
+            tokio::time::sleep(Duration::from_millis(150)).await;
+        }
+    }
+    // Let the scheduler's informers see the claims again.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    Ok(())
+}
+
+/// Applies `actions` ([`apply_fix`]), reads whether the pod was bound, and puts the
+/// scenario back ([`restore`]; `ended`: the holders the actions end, as (claim, node)).
+async fn try_actions(
+    client: &Client,
+    ns: &str,
+    sc: &Scenario,
+    actions: &[Value],
+    ended: &[(String, String)],
+) -> Result<bool, String> {
+    let r = apply_fix(client, ns, sc, actions).await;
+    restore(client, ns, sc, ended).await?;
+    Ok(r.bound)
+}
+
+/// The single changes within reach that get the pending target of scenario `sc` bound on
+/// the real scheduler: each holder ended (its pod deleted, its claim deallocated), the
+/// zone nodeSelector dropped, another DeviceClass, count 1, the selector edited to another
+/// value the devices publish or dropped ([`selector_edits`]). Groups whose changes only
+/// relax — all holders ended; the claim under class `gpu.nvidia.com` (which every class
+/// but `vfio` narrows) or `vfio.gpu.nvidia.com` with no selector and count 1 — are tried
+/// whole first, their members one by one only when the whole binds the pod.
+async fn disprove(client: &Client, ns: &str, sc: &Scenario) -> Result<Vec<Single>, String> {
+    let spec = sc
+        .claim
+        .as_ref()
+        .map(|c| c["spec"].clone())
+        .or_else(|| sc.template.as_ref().map(|t| t["spec"]["spec"].clone()));
+    let mut edits: Vec<(String, Value, bool)> = Vec::new();
+    let mut relax: Vec<Value> = Vec::new();
+    if let Some(spec) = &spec {
+        let x = &spec["devices"]["requests"][0]["exactly"];
+        let class = x["deviceClassName"].as_str().unwrap_or("");
+        for c in ["gpu.nvidia.com", "vfio.gpu.nvidia.com", NARROW_CLASS] {
+            if c != class {
+                edits.push((
+                    format!("deviceClassName {class} -> {c}"),
+                    json!({"kind": "device-class", "request": "gpu", "to": c}),
+                    class == NARROW_CLASS,
+                ));
+            }
+        }
+        let count = x["count"].as_i64().unwrap_or(1);
+        if count > 1 {
+            let a = json!({"kind": "count", "request": "gpu", "to": 1});
+            edits.push((format!("count {count} -> 1"), a.clone(), false));
+            relax.push(a);
+        }
+        if let Some(sel) = x["selectors"][0]["cel"]["expression"].as_str() {
+            for (to, relaxes) in selector_edits(sel) {
+                edits.push((
+                    format!("selector -> {to}"),
+                    json!({"kind": "selector", "request": "gpu", "from": sel, "to": to}),
+                    relaxes,
+                ));
+            }
+            let a = json!({"kind": "selector", "request": "gpu", "from": sel, "to": "true"});
+            edits.push(("selector dropped".into(), a.clone(), true));
+            relax.push(a);
+        }
+    }
+    let holders: Vec<(String, String)> =
+        sc.held.iter().map(|h| (h.0.clone(), h.1.clone())).collect();
+    let end = |hs: &[(String, String)]| {
+        json!({"kind": "free-devices",
+            "pods": hs.iter().map(|h| format!("{ns}/holder-{}", h.0)).collect::<Vec<_>>(),
+            "claims": hs.iter().map(|h| format!("{ns}/{}", h.0)).collect::<Vec<_>>()})
+    };
+    let mut out = Vec::new();
+    if !holders.is_empty() && try_actions(client, ns, sc, &[end(&holders)], &holders).await? {
+        for h in &holders {
+            let one = std::slice::from_ref(h);
+            if holders.len() == 1 || try_actions(client, ns, sc, &[end(one)], one).await? {
+                out.push(Single {
+                    what: format!("end holder-{} on {}", h.0, h.1),
+                    relaxes: false,
+                });
+            }
+        }
+    }
+    if sc.pod["spec"]["nodeSelector"]["gpuwl.test/zone"].is_string() {
+        let a = json!({"kind": "node-selector", "key": "gpuwl.test/zone", "value": null});
+        if try_actions(client, ns, sc, &[a], &[]).await? {
+            out.push(Single {
+                what: "drop nodeSelector gpuwl.test/zone".into(),
+                relaxes: false,
+            });
+        }
+    }
+    if !edits.is_empty() {
+        let mut any = false;
+        for c in ["gpu.nvidia.com", "vfio.gpu.nvidia.com"] {
+            let mut acts = vec![json!({"kind": "device-class", "request": "gpu", "to": c})];
+            acts.extend(relax.iter().cloned());
+            if try_actions(client, ns, sc, &acts, &[]).await? {
+                any = true;
+                break;
+            }
+        }
+        for (what, a, relaxes) in edits.iter().filter(|_| any) {
+            if try_actions(client, ns, sc, std::slice::from_ref(a), &[]).await? {
+                out.push(Single {
+                    what: what.clone(),
+                    relaxes: *relaxes,
+                });
+            }
+        }
+    }
+    Ok(out)
 }

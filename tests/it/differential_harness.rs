@@ -364,6 +364,12 @@ pub struct Outcome {
     pub manifest: Value,
     /// For a pod left pending with a remedy: what applying it did.
     pub fix: Option<FixOutcome>,
+    /// The remedy's `reasonCode` (empty when it had none).
+    pub reason_code: String,
+    /// With the disprover on ([`disprove_on`]), for a remedy that says no change serves:
+    /// the single changes that got the pod bound on the real scheduler (each a gpuwl bug),
+    /// or why the disprover could not finish. `None`: not run.
+    pub disproved: Option<Result<Vec<String>, String>>,
 }
 
 /// The codes that explain a scheduler reason.
@@ -690,6 +696,16 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
             } else {
                 apply_fix(client, &r.namespace, m, &e).await
             };
+            let reason_code = e
+                .remedy
+                .as_ref()
+                .and_then(|x| x.reason_code.clone())
+                .unwrap_or_default();
+            let disproved = if disprove_on() && fix.as_ref().is_some_and(|x| !x.sufficient) {
+                Some(disprove(client, r, m).await)
+            } else {
+                None
+            };
             let causes_ok = placed
                 || refused
                 || actual
@@ -717,6 +733,8 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
                 causes_ok,
                 manifest: m.clone(),
                 fix,
+                reason_code,
+                disproved,
             });
         }
         Ok::<(), String>(())
@@ -755,6 +773,12 @@ pub struct Figures {
     pub fixes_none: usize,
     /// Remedies that break a harm rule.
     pub harmful: usize,
+    /// "None serves" verdicts the disprover tried (finished).
+    pub disprove_tried: usize,
+    /// Of those, the ones a single change within reach disproved (the pod bound).
+    pub disproved: usize,
+    /// "None serves" verdicts the disprover could not finish (an API error).
+    pub disprove_failed: usize,
 }
 
 /// Sums outcomes.
@@ -777,6 +801,14 @@ pub fn figures(v: &[Outcome]) -> Figures {
             f.fixes_bound += (x.sufficient && x.bound) as usize;
             f.fixes_none += (!x.sufficient) as usize;
             f.harmful += (!x.harm.is_empty()) as usize;
+        }
+        match &o.disproved {
+            Some(Ok(v)) => {
+                f.disprove_tried += 1;
+                f.disproved += (!v.is_empty()) as usize;
+            }
+            Some(Err(_)) => f.disprove_failed += 1,
+            None => {}
         }
     }
     f
@@ -804,7 +836,15 @@ impl std::fmt::Display for Figures {
             self.fixes,
             self.fixes_none,
             self.harmful
-        )
+        )?;
+        if self.disprove_tried + self.disprove_failed > 0 {
+            write!(
+                f,
+                "; disprover: {} of {} said-none-serves bound by a single change ({} not finished)",
+                self.disproved, self.disprove_tried, self.disprove_failed
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -1104,4 +1144,333 @@ pub async fn apply_fix(
         tokio::time::sleep(Duration::from_millis(250)).await;
     }
     Some(out)
+}
+
+// ---------------------------------------------------------------------------------------
+// The disprover (issue 49): for a pending pod whose remedy says no tested change serves,
+// every single change within reach tried on the real scheduler. Bench-only: on when
+// `GPUWL_DISPROVE=1` (bench/differential.sh sets it with DISPROVE=1).
+
+/// Whether the disprover runs (`GPUWL_DISPROVE=1`).
+pub fn disprove_on() -> bool {
+    std::env::var("GPUWL_DISPROVE").is_ok_and(|v| v == "1")
+}
+
+/// One change within reach of a pending pod, made on the live cluster or on its manifest.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Change {
+    /// Delete the bound pod (its units and pod slot freed), in the round's namespace.
+    Delete(String),
+    /// Uncordon the node.
+    Uncordon(String),
+    /// Set the node's workload label from `.2` to `.1` (an invalid value corrected).
+    Relabel(String, String, String),
+    /// Add the toleration to the pod.
+    Tolerate(Value),
+    /// Drop the pod's nodeSelector entry.
+    DropSelector(String),
+    /// Drop the pod's required node affinity.
+    DropAffinity,
+    /// Lower the pod's effective request of the resource to 1 (cpu: 1m, memory: 1 byte),
+    /// the least a request can be: any lower request that binds, this one binds too.
+    Lower(String),
+}
+
+impl Change {
+    /// In words, for the bench's lines.
+    pub fn describe(&self) -> String {
+        match self {
+            Change::Delete(p) => format!("delete pod {p}"),
+            Change::Uncordon(n) => format!("uncordon {n}"),
+            Change::Relabel(n, v, was) => format!("relabel {n} {WORKLOAD}={was} -> {v}"),
+            Change::Tolerate(t) => format!("tolerate {t}"),
+            Change::DropSelector(k) => format!("drop nodeSelector {k}"),
+            Change::DropAffinity => "drop required node affinity".into(),
+            Change::Lower(r) => format!("lower {r} to 1"),
+        }
+    }
+
+    /// Changes of one group only relax (each lets the scheduler place the pod on at least
+    /// the nodes it could before, there being no inter-pod affinity or spread in the
+    /// generator): when a group's changes all together do not bind the pod, none of them
+    /// alone does. Relabels are not monotone (a selector may name the old value): each is
+    /// its own group.
+    fn group(&self) -> usize {
+        match self {
+            Change::Delete(_) => 0,
+            Change::Uncordon(_) => 1,
+            Change::Tolerate(_)
+            | Change::DropSelector(_)
+            | Change::DropAffinity
+            | Change::Lower(_) => 2,
+            Change::Relabel(..) => 3,
+        }
+    }
+
+    fn on_manifest(&self, m: &mut Value) {
+        match self {
+            Change::Tolerate(t) => {
+                if !m["spec"]["tolerations"].is_array() {
+                    m["spec"]["tolerations"] = json!([]);
+                }
+                m["spec"]["tolerations"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(t.clone());
+            }
+            Change::DropSelector(k) => {
+                if let Some(o) = m["spec"]["nodeSelector"].as_object_mut() {
+                    o.remove(k);
+                }
+            }
+            Change::DropAffinity => {
+                if let Some(o) = m["spec"]["affinity"]["nodeAffinity"].as_object_mut() {
+                    o.remove("requiredDuringSchedulingIgnoredDuringExecution");
+                }
+            }
+            Change::Lower(r) => lower(m, r, 1),
+            _ => {}
+        }
+    }
+}
+
+/// Every single change within reach of the pending pod `manifest` in round `r`: each bound
+/// pod of the round deleted, each cordoned node uncordoned, each invalid workload label
+/// set to the valid value the pod's selector or the node's GPU name implies, a toleration
+/// of each taint on the round's nodes (not a node condition's), each nodeSelector entry
+/// dropped, the required affinity dropped, each request lowered to the least.
+pub async fn changes_within_reach(
+    client: &Client,
+    r: &Round,
+    manifest: &Value,
+) -> Result<Vec<Change>, String> {
+    let target = manifest["metadata"]["name"].as_str().unwrap_or("");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &r.namespace);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut out = Vec::new();
+    let live = pods
+        .list(&ListParams::default())
+        .await
+        .map_err(|e| format!("list pods: {e}"))?;
+    for p in &live.items {
+        let name = p.metadata.name.clone().unwrap_or_default();
+        let bound = p.spec.as_ref().and_then(|s| s.node_name.as_ref()).is_some();
+        let done = p
+            .status
+            .as_ref()
+            .and_then(|s| s.phase.as_deref())
+            .is_some_and(|ph| ph == "Succeeded" || ph == "Failed");
+        if name != target && bound && !done {
+            out.push(Change::Delete(name));
+        }
+    }
+    let mut taints: Vec<Value> = Vec::new();
+    for (n, _) in &r.nodes {
+        let name = n["metadata"]["name"].as_str().unwrap_or("");
+        let Ok(node) = nodes.get(name).await else {
+            continue;
+        };
+        let spec = node.spec.clone().unwrap_or_default();
+        if spec.unschedulable == Some(true) {
+            out.push(Change::Uncordon(name.to_owned()));
+        }
+        for t in spec.taints.unwrap_or_default() {
+            if t.key.starts_with("node.kubernetes.io/") {
+                continue;
+            }
+            let tol = match &t.value {
+                Some(v) => {
+                    json!({"key": t.key, "operator": "Equal", "value": v, "effect": t.effect})
+                }
+                None => json!({"key": t.key, "operator": "Exists", "effect": t.effect}),
+            };
+            if !taints.contains(&tol) {
+                taints.push(tol);
+            }
+        }
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        if let Some(was) = labels.get(WORKLOAD)
+            && !["container", "vm-passthrough", "vm-vgpu"].contains(&was.as_str())
+        {
+            out.push(Change::Relabel(
+                name.to_owned(),
+                was.to_lowercase(),
+                was.clone(),
+            ));
+        }
+    }
+    out.extend(taints.into_iter().map(Change::Tolerate));
+    if let Some(sel) = manifest["spec"]["nodeSelector"].as_object() {
+        out.extend(sel.keys().map(|k| Change::DropSelector(k.clone())));
+    }
+    if !manifest["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        .is_null()
+    {
+        out.push(Change::DropAffinity);
+    }
+    let mut asked: Vec<String> = Vec::new();
+    for list in ["initContainers", "containers"] {
+        for c in manifest["spec"][list].as_array().into_iter().flatten() {
+            for f in ["requests", "limits"] {
+                for (k, v) in c["resources"][f].as_object().into_iter().flatten() {
+                    let least = if k == "cpu" { "1m" } else { "1" };
+                    if v.as_str() != Some(least) && !asked.contains(k) {
+                        asked.push(k.clone());
+                    }
+                }
+            }
+        }
+    }
+    out.extend(asked.into_iter().map(Change::Lower));
+    Ok(out)
+}
+
+/// A bound pod as it can be created again on its node: the live pod's spec (its node
+/// included) without the service-account token volume the API server added, and its
+/// name, namespace and labels.
+fn recreatable(p: &Pod) -> Option<Pod> {
+    let mut v = serde_json::to_value(p).ok()?;
+    v["metadata"] = json!({"name": p.metadata.name, "namespace": p.metadata.namespace,
+        "labels": p.metadata.labels});
+    if let Some(o) = v.as_object_mut() {
+        o.remove("status");
+    }
+    let token = |x: &Value| {
+        x["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("kube-api-access"))
+    };
+    if let Some(vols) = v["spec"]["volumes"].as_array_mut() {
+        vols.retain(|x| !token(x));
+    }
+    for list in ["initContainers", "containers"] {
+        for c in v["spec"][list].as_array_mut().into_iter().flatten() {
+            if let Some(ms) = c["volumeMounts"].as_array_mut() {
+                ms.retain(|x| !token(x));
+            }
+        }
+    }
+    serde_json::from_value(v).ok()
+}
+
+/// Makes `changes` together, creates the pod `manifest` (changed) afresh and reads the
+/// scheduler's decision; then undoes every change (deleted pods created again on their
+/// nodes, nodes cordoned and labelled back) and deletes the pod. Whether it was bound.
+async fn try_changes(
+    client: &Client,
+    ns: &str,
+    manifest: &Value,
+    changes: &[&Change],
+) -> Result<bool, String> {
+    let name = manifest["metadata"]["name"].as_str().unwrap_or("");
+    let s = |e: gpuwl::error::Error| e.to_string();
+    gpuwl::lab::kubeops::delete_pod(client, ns, name)
+        .await
+        .map_err(s)?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), ns);
+    let nodes: Api<Node> = Api::all(client.clone());
+    let mut deleted: Vec<Pod> = Vec::new();
+    let mut undo: Vec<(String, Value)> = Vec::new();
+    let mut m = manifest.clone();
+    for c in changes {
+        match c {
+            Change::Delete(p) => {
+                if let Ok(Some(live)) = pods.get_opt(p).await {
+                    deleted.push(live);
+                }
+            }
+            Change::Uncordon(n) => {
+                let patch = json!({"spec": {"unschedulable": null}});
+                let _ = nodes
+                    .patch(n, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                undo.push((n.clone(), json!({"spec": {"unschedulable": true}})));
+            }
+            Change::Relabel(n, v, was) => {
+                let patch = json!({"metadata": {"labels": {WORKLOAD: v}}});
+                let _ = nodes
+                    .patch(n, &PatchParams::default(), &Patch::Merge(&patch))
+                    .await;
+                undo.push((n.clone(), json!({"metadata": {"labels": {WORKLOAD: was}}})));
+            }
+            other => other.on_manifest(&mut m),
+        }
+    }
+    let gone = deleted.iter().map(|p| {
+        let n = p.metadata.name.clone().unwrap_or_default();
+        async move { gpuwl::lab::kubeops::delete_pod(client, ns, &n).await }
+    });
+    for r in futures::future::join_all(gone).await {
+        r.map_err(s)?;
+    }
+    // Let the scheduler's informers see the deletions and node changes.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let placed = match serde_json::from_value::<Pod>(m) {
+        Ok(pod) => gpuwl::lab::kubeops::create_and_await_scheduling(client, &pod)
+            .await
+            .map(|p| gpuwl::lab::kubeops::pod_scheduled(&p).is_some_and(|c| c.status == "True"))
+            .map_err(s),
+        Err(e) => Err(e.to_string()),
+    };
+    let _ = gpuwl::lab::kubeops::delete_pod(client, ns, name).await;
+    for p in &deleted {
+        if let Some(again) = recreatable(p) {
+            let _ = pods.create(&PostParams::default(), &again).await;
+        }
+    }
+    for (n, patch) in &undo {
+        let _ = nodes
+            .patch(n, &PatchParams::default(), &Patch::Merge(patch))
+            .await;
+    }
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    placed
+}
+
+/// The single changes within reach ([`changes_within_reach`]) that get the pending pod
+/// `manifest` bound on the real scheduler, each tried alone on the round's cluster and
+/// undone. Per group ([`Change::group`]) all of its changes are tried together first and
+/// one by one only when that binds the pod. Afterwards the pod is created again as it was
+/// (pending, as the round left it).
+pub async fn disprove(client: &Client, r: &Round, manifest: &Value) -> Result<Vec<String>, String> {
+    let changes = changes_within_reach(client, r, manifest).await?;
+    let mut bound = Vec::new();
+    for g in 0..4 {
+        let members: Vec<&Change> = changes.iter().filter(|c| c.group() == g).collect();
+        if g == 3 {
+            for c in &members {
+                if try_changes(client, &r.namespace, manifest, &[c]).await? {
+                    bound.push(c.describe());
+                }
+            }
+            continue;
+        }
+        if members.is_empty() || !try_changes(client, &r.namespace, manifest, &members).await? {
+            continue;
+        }
+        if let [one] = members.as_slice() {
+            bound.push(one.describe());
+            continue;
+        }
+        for c in &members {
+            if try_changes(client, &r.namespace, manifest, &[c]).await? {
+                bound.push(c.describe());
+            }
+        }
+    }
+    if let Ok(pod) = serde_json::from_value::<Pod>(manifest.clone()) {
+        let _ = gpuwl::lab::kubeops::create_and_await_scheduling(client, &pod).await;
+    }
+    Ok(bound)
+}
+
+/// The pending pods whose remedy says no change serves, by its `reasonCode`.
+pub fn none_by_reason(v: &[Outcome]) -> BTreeMap<String, usize> {
+    let mut out = BTreeMap::new();
+    for o in v {
+        if o.fix.as_ref().is_some_and(|x| !x.sufficient) {
+            *out.entry(o.reason_code.clone()).or_default() += 1;
+        }
+    }
+    out
 }

@@ -1061,6 +1061,28 @@ mod tests {
     }
 
     #[test]
+    fn a_version_no_device_meets_names_the_published_one() {
+        let d = three_nodes(
+            "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('590.0.0')) >= 0",
+            1,
+        );
+        let p = placement(&d, "ns", &template_claim(), &nodes());
+        assert!(p.fits.is_empty(), "{p:?}");
+        assert!(p.selector_error.is_none());
+        let v = claim_views(&d, "ns", &template_claim(), &|_| true);
+        let h = &v[0].requests[0].alternatives[0].hints[0];
+        assert_eq!(h.problem, "version-not-met");
+        assert_eq!(h.value.as_deref(), Some(">= 590.0.0"));
+        assert_eq!(h.published, vec!["580.95.5".to_string()]);
+        assert_eq!(
+            h.corrected.as_deref(),
+            Some(
+                "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('580.95.5')) >= 0"
+            )
+        );
+    }
+
+    #[test]
     fn a_shared_claim_binds_the_pod_to_its_node() {
         let d = three_nodes("true", 1);
         let shared = vec![crate::model::dra::PodClaim {

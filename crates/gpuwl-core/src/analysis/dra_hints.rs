@@ -60,6 +60,9 @@ struct Ref {
     op: Option<String>,
     /// The literal and whether it was quoted.
     literal: Option<(String, bool)>,
+    /// `semver` or `quantity` for `REF.compareTo(semver('LIT')) OP 0` (the literal is
+    /// the function's argument, `op` the comparison of the result with 0).
+    compare: Option<String>,
 }
 
 fn quoted(s: &str, at: usize) -> Option<(String, usize)> {
@@ -140,7 +143,17 @@ fn references(expr: &str) -> Vec<Ref> {
             let mut op = None;
             let mut literal = None;
             let mut end = ref_end;
+            let compare = compare_to(expr, ref_end);
+            if let Some((f, lit, o, after)) = &compare {
+                op = Some(o.clone());
+                literal = Some((lit.clone(), true));
+                end = *after;
+                let _ = f;
+            }
             for o in ["==", "!=", ">=", "<=", ">", "<"] {
+                if compare.is_some() {
+                    break;
+                }
                 if let Some(after_op) = trimmed.strip_prefix(o) {
                     let t2 = after_op.trim_start();
                     let lit_at = expr.len() - t2.len();
@@ -174,11 +187,102 @@ fn references(expr: &str) -> Vec<Ref> {
                 ref_span: (start, ref_end),
                 op,
                 literal,
+                compare: compare.map(|c| c.0),
             });
         }
     }
     out.sort_by_key(|r| r.span.0);
     out
+}
+
+/// `.compareTo(F('LIT')) OP 0` at byte `at` of `expr` (F `semver` or `quantity`): F, the
+/// literal, OP and the byte after the `0`.
+fn compare_to(expr: &str, at: usize) -> Option<(String, String, String, usize)> {
+    let rest = expr[at..].strip_prefix(".compareTo(")?;
+    let f = ["semver", "quantity"]
+        .into_iter()
+        .find(|f| rest.starts_with(&format!("{f}(")))?;
+    let lit_at = expr.len() - rest.len() + f.len() + 1;
+    let (lit, after) = quoted(expr, lit_at)?;
+    let tail = expr[after..].strip_prefix("))")?;
+    let t = tail.trim_start();
+    let o = ["==", "!=", ">=", "<=", ">", "<"]
+        .into_iter()
+        .find(|o| t.starts_with(o))?;
+    let t2 = t[o.len()..].trim_start();
+    t2.strip_prefix('0')
+        .filter(|r| !r.starts_with(|c: char| c.is_ascii_alphanumeric() || c == '.'))?;
+    let end = expr.len() - t2.len() + 1;
+    Some((f.to_owned(), lit, o.to_owned(), end))
+}
+
+/// Whether version `v` compared with `lit` (both semver text) satisfies `op` (as
+/// `v.compareTo(semver(lit)) op 0` does; build metadata aside). `None` when either does
+/// not parse.
+fn version_holds(v: &str, lit: &str, op: &str) -> Option<bool> {
+    let p = |s: &str| semver::Version::parse(s).ok();
+    let (a, b) = (p(v)?, p(lit)?);
+    let o = (a.major, a.minor, a.patch, &a.pre).cmp(&(b.major, b.minor, b.patch, &b.pre));
+    Some(match op {
+        "==" => o.is_eq(),
+        "!=" => o.is_ne(),
+        ">=" => o.is_ge(),
+        "<=" => o.is_le(),
+        ">" => o.is_gt(),
+        _ => o.is_lt(),
+    })
+}
+
+/// The hint for `REF.compareTo(semver('LIT')) OP 0` that no candidate device meets
+/// (`version-not-met`): the published versions, those of free devices first, each nearest
+/// to the literal first (by major, minor, patch); the selector corrected to the first one
+/// (`OP` kept: `==`, `>=` and `<=` hold for the value itself). `None` when a device meets
+/// it, the literal is no version, or `OP` is `!=`, `>` or `<` (no published value is a
+/// correction that keeps the comparison).
+fn version_hint(
+    expr: &str,
+    attribute: String,
+    lit: &str,
+    op: &str,
+    values: &[Option<String>],
+    free: &BTreeSet<String>,
+) -> Option<Hint> {
+    let versions: BTreeSet<&str> = values
+        .iter()
+        .flatten()
+        .filter_map(|v| v.strip_prefix("version:"))
+        .collect();
+    if versions
+        .iter()
+        .any(|v| version_holds(v, lit, op) == Some(true))
+        || !matches!(op, "==" | ">=" | "<=")
+    {
+        return None;
+    }
+    let want = semver::Version::parse(lit).ok()?;
+    let distance = |v: &str| {
+        semver::Version::parse(v).map_or(u64::MAX, |x| {
+            x.major.abs_diff(want.major) * 1_000_000
+                + x.minor.abs_diff(want.minor).min(999) * 1_000
+                + x.patch.abs_diff(want.patch).min(999)
+        })
+    };
+    let mut ordered: Vec<String> = versions.iter().map(|v| (*v).to_owned()).collect();
+    ordered.sort_by_key(|v| (!free.contains(v), distance(v), v.clone()));
+    let best = ordered.first()?;
+    let corrected = [format!("'{lit}'"), format!("\"{lit}\"")]
+        .iter()
+        .find(|l| expr.contains(l.as_str()))
+        .map(|l| expr.replacen(l.as_str(), &quote_cel(best), 1));
+    Some(Hint {
+        selector: expr.to_owned(),
+        attribute,
+        problem: "version-not-met".into(),
+        value: Some(format!("{op} {lit}")),
+        published: ordered,
+        corrected,
+        device_class: None,
+    })
 }
 
 fn quote_cel(s: &str) -> String {
@@ -296,6 +400,18 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                 .iter()
                 .filter_map(|p| p.split_once(':').map(|(_, v)| v.to_owned()))
                 .collect();
+            if r.compare.as_deref() == Some("semver") {
+                let free = free_values(m, &candidates, &values);
+                if kind == "version"
+                    && let Some(h) = version_hint(&expr, q, lit, op, &values, &free)
+                {
+                    out.push(h);
+                }
+                continue;
+            }
+            if r.compare.is_some() {
+                continue;
+            }
             match kind.as_str() {
                 "version" if *was_quoted => out.push(Hint {
                     selector: expr.clone(),
@@ -384,6 +500,12 @@ pub fn describe(h: &Hint) -> String {
             h.value.as_deref().unwrap_or(""),
             list(&h.published)
         ),
+        "version-not-met" => format!(
+            "no device has {} {}; the devices publish {} (free devices' first, nearest first)",
+            h.attribute,
+            h.value.as_deref().unwrap_or(""),
+            list(&h.published)
+        ),
         _ => format!(
             "{} is typed ({}), not a string or number: comparing it with '{}' is a CEL runtime error (no such overload) on every device",
             h.attribute,
@@ -418,6 +540,29 @@ mod tests {
         let r = references(
             "device.attributes['gpu.nvidia.com'].productName.lowerAscii().matches('a100')",
         );
+        assert_eq!(r[0].op, None);
+    }
+
+    #[test]
+    fn a_typed_comparison_is_read_with_its_literal() {
+        let e = "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('575.0.0')) >= 0 && true";
+        let r = references(e);
+        assert_eq!(r[0].compare.as_deref(), Some("semver"));
+        assert_eq!(r[0].op.as_deref(), Some(">="));
+        assert_eq!(r[0].literal, Some(("575.0.0".into(), true)));
+        assert_eq!(
+            &e[r[0].span.0..r[0].span.1],
+            "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('575.0.0')) >= 0"
+        );
+        assert_eq!(version_holds("580.95.5", "575.0.0", ">="), Some(true));
+        assert_eq!(version_holds("570.124.6", "575.0.0", ">="), Some(false));
+        assert_eq!(version_holds("570.124.6", "570.124.6", "=="), Some(true));
+        assert_eq!(version_holds("x", "570.124.6", "=="), None);
+        // Not a comparison with 0: no literal is taken.
+        let r = references(
+            "device.attributes['gpu.nvidia.com'].driverVersion.compareTo(semver('575.0.0')) >= 1",
+        );
+        assert_eq!(r[0].compare, None);
         assert_eq!(r[0].op, None);
     }
 

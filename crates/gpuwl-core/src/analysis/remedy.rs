@@ -31,7 +31,7 @@
 //! pods, narrowed scheduling directives may change), so those changes say "recreate";
 //! `spec.tolerations` may gain entries on a live pod, so that change is a patch.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -409,6 +409,18 @@ pub struct Remedy {
     /// Why no change serves (when not sufficient).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// The class of [`Remedy::reason`], a stable code (when not sufficient; scripts and the
+    /// differential bench count these, not the wording). Device-plugin pods, per node the
+    /// failure no change lifts, the pod's code the first of this order found on some node:
+    /// `model-rejects-plan` (each node's filters were lifted, the whole re-run still did
+    /// not place the pod), `node-condition` (a `node.kubernetes.io/*` taint),
+    /// `other-workload-config` (the pod's workload-config selector names another pool),
+    /// `too-little-to-free` (the units in use there, all freed, are still too few),
+    /// `no-pod-slot` (no running pod to stop for a slot), `node-affinity`, `node-excluded`,
+    /// `too-many-changes`, `not-advertised` (no node advertises the name, nor a near miss
+    /// of it: only asking for other hardware serves). DRA pods: [`dra`]'s codes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason_code: Option<String>,
 }
 
 /// The causes a tested fix is searched for: those the modelled filters decide, and
@@ -472,6 +484,7 @@ pub fn remedy(
         .collect();
     let mut plans: Vec<Plan> = Vec::new();
     let mut blocked: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    let mut codes: BTreeSet<&'static str> = BTreeSet::new();
     for n in nodes {
         let ctx = NodeCtx {
             pods: inputs.pods.unwrap_or(&[]),
@@ -483,7 +496,10 @@ pub fn remedy(
         };
         match plan_for_node(pod, n, &ctx) {
             Ok(p) => plans.push(p),
-            Err(why) => blocked.entry(why).or_default().push(&n.name),
+            Err((why, code)) => {
+                codes.insert(code);
+                blocked.entry(why).or_default().push(&n.name)
+            }
         }
     }
     plans.sort_by(|a, b| (a.cost(), &a.node).cmp(&(b.cost(), &b.node)));
@@ -498,7 +514,32 @@ pub fn remedy(
         actions: Vec::new(),
         disrupts: Vec::new(),
         reason: Some(no_plan_reason(&plans, &blocked)),
+        reason_code: Some(no_plan_code(&plans, &codes).to_owned()),
     })
+}
+
+/// The order in which a node's out-of-reach code stands for the pod ([`Remedy::reason_code`]):
+/// the nodes that advertise what the pod asks tell more than those that do not.
+const REASON_ORDER: [&str; 8] = [
+    "node-condition",
+    "other-workload-config",
+    "too-little-to-free",
+    "no-pod-slot",
+    "node-affinity",
+    "node-excluded",
+    "too-many-changes",
+    "not-advertised",
+];
+
+fn no_plan_code(plans: &[Plan], codes: &BTreeSet<&'static str>) -> &'static str {
+    if !plans.is_empty() {
+        return "model-rejects-plan";
+    }
+    REASON_ORDER
+        .iter()
+        .find(|c| codes.contains(**c))
+        .copied()
+        .unwrap_or("no-node")
 }
 
 fn no_plan_reason(plans: &[Plan], blocked: &BTreeMap<String, Vec<&str>>) -> String {
@@ -577,6 +618,7 @@ impl Plan {
                 .collect(),
             disrupts,
             reason: None,
+            reason_code: None,
         }
     }
 }
@@ -620,7 +662,11 @@ struct NodeCtx<'a> {
 
 /// Changes the pod and `node` until the modelled filters pass there; `None` when a
 /// failure has no change within reach.
-fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Result<Plan, String> {
+fn plan_for_node(
+    pod: &PodInfo,
+    node: &NodeInfo,
+    ctx: &NodeCtx<'_>,
+) -> Result<Plan, (String, &'static str)> {
     let mut pod = pod.clone();
     let mut node = node.clone();
     let mut requested = ctx.requested.clone();
@@ -647,29 +693,38 @@ fn plan_for_node(pod: &PodInfo, node: &NodeInfo, ctx: &NodeCtx<'_>) -> Result<Pl
             }
         }
     }
-    Err("more changes than a fix should make".into())
+    Err((
+        "more changes than a fix should make".into(),
+        "too-many-changes",
+    ))
 }
 
-/// Why a failure has no change within reach, in a few words.
-fn out_of_reach(failure: &Failure, pod: &PodInfo) -> String {
+/// Why a failure has no change within reach, in a few words, and its code
+/// ([`Remedy::reason_code`]).
+fn out_of_reach(failure: &Failure, pod: &PodInfo) -> (String, &'static str) {
     match failure {
-        Failure::Taint { taint } => {
-            format!("the node-condition taint {}", placement::taint_str(taint))
-        }
-        Failure::TooManyPods { .. } => "no pod slot left".into(),
+        Failure::Taint { taint } => (
+            format!("the node-condition taint {}", placement::taint_str(taint)),
+            "node-condition",
+        ),
+        Failure::TooManyPods { .. } => ("no pod slot left".into(), "no-pod-slot"),
         Failure::NodeAffinity => match pod.node_selector.get(LABEL_KEY) {
-            Some(v) => format!("another workload config than the pod's {LABEL_KEY}={v}"),
-            None => "the pod's node affinity".into(),
+            Some(v) => (
+                format!("another workload config than the pod's {LABEL_KEY}={v}"),
+                "other-workload-config",
+            ),
+            None => ("the pod's node affinity".into(), "node-affinity"),
         },
         Failure::Insufficient {
             resource,
             allocatable,
             ..
-        } if *allocatable <= 0 => format!("{resource} not advertised"),
-        Failure::Insufficient { resource, .. } => {
-            format!("{resource} held by too little to free")
-        }
-        Failure::Unschedulable | Failure::NotNamed => failure.reason(),
+        } if *allocatable <= 0 => (format!("{resource} not advertised"), "not-advertised"),
+        Failure::Insufficient { resource, .. } => (
+            format!("{resource} held by too little to free"),
+            "too-little-to-free",
+        ),
+        Failure::Unschedulable | Failure::NotNamed => (failure.reason(), "node-excluded"),
     }
 }
 

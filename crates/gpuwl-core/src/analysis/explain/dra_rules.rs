@@ -517,7 +517,12 @@ fn no_matching_device(f: &Facts<'_>, c: &ClaimView, r: &DraRequestView) -> Diagn
             .filter(|h| h.device_class.is_none())
     };
     let hint = hints()
-        .find(|h| h.problem == "value-not-published" || h.problem == "type-mismatch")
+        .find(|h| {
+            matches!(
+                h.problem.as_str(),
+                "value-not-published" | "type-mismatch" | "version-not-met"
+            )
+        })
         .or_else(|| hints().next())
         .or_else(|| r.alternatives.iter().flat_map(|a| a.hints.iter()).next());
     let others = distinct_other_classes(r.alternatives.iter());

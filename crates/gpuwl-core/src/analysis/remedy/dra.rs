@@ -105,6 +105,7 @@ pub(super) fn remedy(
         node: None,
         actions: Vec::new(),
         disrupts: Vec::new(),
+        reason_code: Some(s.no_fix_code().to_owned()),
         reason: Some(if s.reruns.get() == 0 {
             "no change to the pod's claim, its node constraints or the pods holding devices applies to this cause".into()
         } else {
@@ -140,6 +141,49 @@ struct Candidate {
 }
 
 impl Search<'_> {
+    /// Why no candidate placed the pod, as a code ([`Remedy::reason_code`]):
+    /// `asks-for-what-no-device-is` (no published device matches the request's own
+    /// selectors under any class, and no selector change is known: only asking for other
+    /// hardware serves), `more-than-any-node-has` (a count above the matching devices of
+    /// every node, where a smaller count is not a change the search may make: count 1 or
+    /// `All`), `holders-not-found` (devices in use whose holders are not read),
+    /// `claim-not-found`, `search-budget-spent` (the re-runs ran out: [`RERUNS`]),
+    /// `no-change-applies` (no candidate at all), `needs-more-than-two-changes` (candidates
+    /// were re-run, none — alone or followed by one more change — placed the pod).
+    fn no_fix_code(&self) -> &'static str {
+        let reqs = self.requests();
+        let no_selector_change = reqs.iter().all(|(_, _, a)| {
+            a.other_classes.is_empty()
+                && a.hints
+                    .iter()
+                    .all(|h| h.corrected.is_none() && h.published.is_empty())
+        });
+        let nothing_matches = reqs
+            .iter()
+            .any(|(_, _, a)| a.matching.is_empty() && a.other_classes.is_empty());
+        match self.e.cause_code {
+            CauseCode::ClaimNotFound => "claim-not-found",
+            CauseCode::NoMatchingDevice | CauseCode::SelectorError
+                if nothing_matches && no_selector_change =>
+            {
+                "asks-for-what-no-device-is"
+            }
+            CauseCode::TooLarge
+                if reqs.iter().any(|(_, _, a)| {
+                    (a.all || a.count <= 1) && a.count > a.max_on_one_node as i64
+                }) =>
+            {
+                "more-than-any-node-has"
+            }
+            _ if self.reruns.get() >= RERUNS => "search-budget-spent",
+            _ if self.reruns.get() == 0 => match self.e.cause_code {
+                CauseCode::DevicesInUse | CauseCode::CounterExhausted => "holders-not-found",
+                _ => "no-change-applies",
+            },
+            _ => "needs-more-than-two-changes",
+        }
+    }
+
     /// The unallocated requests of the pod's found claims, each with its one
     /// alternative (`exactly`; `firstAvailable` lists are left to the rule).
     fn requests(&self) -> Vec<(&ClaimView, &str, &AlternativeView)> {
@@ -268,6 +312,7 @@ impl Search<'_> {
                 .collect(),
             disrupts,
             reason: None,
+            reason_code: None,
         }
     }
 
@@ -449,6 +494,36 @@ impl Search<'_> {
         {
             if let Some(cx) = &h.corrected {
                 push(&h.selector, cx.clone());
+            }
+            // A version compared with a string (`type-mismatch`), corrected to the typed
+            // comparison, or one no device meets (`version-not-met`): the typed comparison
+            // with each published version too (the free devices' first).
+            if let Some(cx) = &h.corrected
+                && (h.problem == "version-not-met"
+                    || h.problem == "type-mismatch" && cx.contains("semver("))
+                && let Some(lit) = h
+                    .value
+                    .as_deref()
+                    .map(|v| v.rsplit(' ').next().unwrap_or(v))
+            {
+                // The selector itself holds `semver('LIT')` (version-not-met), the
+                // corrected one does (type-mismatch).
+                let base = if h.problem == "version-not-met" {
+                    &h.selector
+                } else {
+                    cx
+                };
+                let at = base.find(&format!("semver('{lit}')"));
+                for p in h.published.iter().take(VALUES) {
+                    if let Some(i) = at
+                        && !p.contains('\'')
+                        && !p.contains('\\')
+                    {
+                        let mut to = base.clone();
+                        to.replace_range(i..i + lit.len() + 10, &format!("semver('{p}')"));
+                        push(&h.selector, to);
+                    }
+                }
             }
             if h.problem == "value-not-published"
                 && let Some(v) = &h.value
