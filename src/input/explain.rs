@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use serde_json::json;
 
 use crate::analysis::explain::{self, Explanation, Inputs};
+use crate::analysis::explain_scope::{self, PodScope};
 use crate::analysis::kueue;
 use crate::error::{Error, Result};
 use crate::input::snapshot::Snapshot;
@@ -47,6 +48,44 @@ impl Cluster {
         Ok((object, Cluster { snapshot, operands }))
     }
 
+    /// Reads pod `namespace/name` and what its explanation needs: the nodes and the
+    /// snapshot's other parts first, then the pods
+    /// [`explain_scope::pods_to_read`] says the explanation can depend on (every pod, or
+    /// those bound to the nodes it names and those bound to none, with the operand pods
+    /// among them: [`input::pods::list_on_nodes`]).
+    ///
+    /// Errors: [`crate::error::Error::Input`] when the pod does not exist;
+    /// [`crate::error::Error::Runtime`] when the API cannot be reached.
+    async fn read_for_pod(
+        client: &kube::Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<(PodInfo, Cluster)> {
+        let (pod, nodes, parts) = futures::try_join!(
+            input::pods::get_pod(client, namespace, name),
+            input::live::list_nodes(client),
+            async { Ok(input::snapshot::read_parts(client, true).await) }
+        )?;
+        let (pods, operands) = match explain_scope::pods_to_read(&pod, &nodes) {
+            PodScope::All(_) => {
+                let (listed, finished) = futures::join!(
+                    input::pods::list_pods_with_operands(client),
+                    input::operands::list_finished(client)
+                );
+                let (pods, listed) = listed?;
+                // Operand pods unreadable (forbidden, timed out): explained without them.
+                let operands = input::operands::merge(listed, finished).ok();
+                (pods, operands.map(operand::by_node))
+            }
+            PodScope::Nodes(on) => {
+                let (pods, operands) = input::pods::list_on_nodes(client, &on).await?;
+                (pods, Some(operand::by_node(operands)))
+            }
+        };
+        let snapshot = parts.finish(client, nodes, pods).await?;
+        Ok((pod, Cluster { snapshot, operands }))
+    }
+
     fn inputs(&self) -> Inputs<'_> {
         let c = &self.snapshot;
         Inputs {
@@ -69,8 +108,7 @@ pub async fn from_cluster(
     namespace: &str,
     name: &str,
 ) -> Result<Explanation> {
-    let (pod, c) =
-        Cluster::read_with(client, input::pods::get_pod(client, namespace, name)).await?;
+    let (pod, c) = Cluster::read_for_pod(client, namespace, name).await?;
     let mut e = explain::explain(&pod, c.inputs())?;
     // A pod Kueue's pod integration holds (its admission gate): the quota layer first.
     let kueue_managed = pod.scheduling_gates.iter().any(|g| g == ADMISSION_GATE);

@@ -70,5 +70,69 @@ pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
     Ok(out)
 }
 
+/// The operand pods among the finished pods (phase `Succeeded` or `Failed`), which the
+/// live pod list leaves out ([`crate::input::pods::list_pods_with_operands`] finds the
+/// others in that list): one metadata list of the pods in no other phase, then a full list
+/// of those namespaces where a finished pod's labels name an operand. With
+/// [`crate::input::pods::list_pods_with_operands`], the same pods as [`list`].
+///
+/// Errors: [`crate::error::Error::Runtime`] when a list fails.
+pub async fn list_finished(client: &Client) -> Result<Vec<OperandPod>> {
+    const FINISHED: &str = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
+    let all: Api<Pod> = Api::all(client.clone());
+    let mut namespaces = std::collections::BTreeSet::new();
+    live::pages(
+        ListParams::default().fields(FINISHED),
+        async |lp: &ListParams| {
+            let page = all
+                .list_metadata(lp)
+                .await
+                .map_err(|e| live::api_error(DOING, &e))?;
+            for m in &page.items {
+                let label = |k: &str| m.metadata.labels.as_ref().and_then(|l| l.get(k));
+                if operand_of(
+                    label("app").map(String::as_str),
+                    label("name").map(String::as_str),
+                )
+                .is_some()
+                {
+                    namespaces.insert(m.metadata.namespace.clone().unwrap_or_default());
+                }
+            }
+            Ok::<_, crate::error::Error>(page.metadata.continue_)
+        },
+    )
+    .await?;
+    let mut out = Vec::new();
+    for ns in namespaces {
+        let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
+        live::list_all(&api, ListParams::default().fields(FINISHED), DOING, |p| {
+            if let Ok(v) = serde_json::to_value(&p)
+                && let Some(o) = from_value(&v)
+            {
+                out.push(o);
+            }
+        })
+        .await?;
+    }
+    Ok(out)
+}
+
+/// The operand pods of `listed` (found in the live pod list) and `finished`
+/// ([`list_finished`], or its error), each pod once.
+pub fn merge(
+    mut listed: Vec<OperandPod>,
+    finished: Result<Vec<OperandPod>>,
+) -> Result<Vec<OperandPod>> {
+    let mut seen: std::collections::BTreeSet<String> =
+        listed.iter().map(|o| o.pod.clone()).collect();
+    for o in finished? {
+        if seen.insert(o.pod.clone()) {
+            listed.push(o);
+        }
+    }
+    Ok(listed)
+}
+
 /// What the operand lists are doing, for their errors.
 const DOING: &str = "list GPU Operator operand pods";

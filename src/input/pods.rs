@@ -8,7 +8,8 @@ use kube::Client;
 use kube::api::ListParams;
 
 use crate::error::{Error, Result};
-use crate::input::live;
+use crate::input::{live, operands};
+use crate::model::operand::{OperandPod, may_name_operand};
 use crate::model::pod::PodInfo;
 use crate::text;
 
@@ -30,6 +31,104 @@ pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
     })
     .await?;
     Ok(out)
+}
+
+/// How many of [`list_on_nodes`]' per-node lists run at once.
+const NODE_LISTS_AT_ONCE: usize = 16;
+
+/// The pods bound to `nodes` and the pods bound to none, as [`list_pods`] would list them
+/// (not finished, in the API's order: by namespace, then name), with the GPU Operator's
+/// operand pods among them ([`crate::input::operands::from_value`], finished ones
+/// included, as [`crate::input::operands::list`] keeps them). One list per node with the
+/// field selector `spec.nodeName=NODE` (which the API server answers from its watch cache
+/// by its node-name index), and one with `spec.nodeName=`, [`NODE_LISTS_AT_ONCE`] at a
+/// time: what `explain pod` reads when the pod's scheduler message vouches for the other
+/// nodes ([`crate::analysis::explain_scope`]).
+///
+/// Errors: [`Error::Runtime`] when a list fails.
+pub async fn list_on_nodes(
+    client: &Client,
+    nodes: &std::collections::BTreeSet<String>,
+) -> Result<(Vec<PodInfo>, Vec<OperandPod>)> {
+    use futures::{StreamExt, TryStreamExt};
+    let names = std::iter::once("").chain(nodes.iter().map(String::as_str));
+    let lists: Vec<(Vec<PodInfo>, Vec<OperandPod>)> = futures::stream::iter(names)
+        .map(|n| list_on_node(client, n))
+        .buffer_unordered(NODE_LISTS_AT_ONCE)
+        .try_collect()
+        .await?;
+    let (mut pods, mut operands) = (Vec::new(), Vec::new());
+    for (p, o) in lists {
+        pods.extend(p.into_iter().filter(|p| !p.is_terminal()));
+        operands.extend(o);
+    }
+    pods.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok((pods, operands))
+}
+
+/// The pods bound to `node` (`""`: to none), every phase, and the operand pods among them:
+/// one unpaged list at any resource version (`resourceVersion=0`), which the API server
+/// answers from its watch cache without asking etcd for the newest revision first (the
+/// cache may be behind by the last few writes, as for any reader of it).
+///
+/// Errors: [`Error::Runtime`] when the list fails.
+async fn list_on_node(client: &Client, node: &str) -> Result<(Vec<PodInfo>, Vec<OperandPod>)> {
+    let doing = format!("list the pods on node {}", text::esc(node));
+    let lp = node_params(node);
+    let body = client
+        .request_text(list_request(&lp)?)
+        .await
+        .map_err(|e| live::api_error(&doing, &e))?;
+    let (pods, _) = read_response(body.as_bytes(), &doing)?;
+    Ok((pods, operands_in(&body, &doing)?))
+}
+
+/// The parameters of [`list_on_node`]: `spec.nodeName=NODE`, any resource version, no page
+/// limit.
+fn node_params(node: &str) -> ListParams {
+    ListParams::default()
+        .fields(&format!("spec.nodeName={node}"))
+        .match_any()
+}
+
+/// [`list_pods`], and the GPU Operator's operand pods among the pods listed
+/// ([`crate::input::operands::from_value`] on each page that names one), so the operand
+/// lookup does not list the cluster's pods again: [`crate::input::operands::list_finished`]
+/// adds the finished ones the list leaves out.
+///
+/// Errors: as [`list_pods`].
+pub async fn list_pods_with_operands(client: &Client) -> Result<(Vec<PodInfo>, Vec<OperandPod>)> {
+    let (mut out, mut ops) = (Vec::new(), Vec::new());
+    live::pages(list_params(), async |lp: &ListParams| {
+        let body = client
+            .request_text(list_request(lp)?)
+            .await
+            .map_err(|e| live::api_error("list pods", &e))?;
+        let (pods, next) = read_response(body.as_bytes(), "list pods")?;
+        out.extend(pods);
+        ops.extend(operands_in(&body, "list pods")?);
+        Ok::<_, Error>(next)
+    })
+    .await?;
+    Ok((out, ops))
+}
+
+/// The operand pods in one page of a pod list (`body`, the API's JSON); the page is parsed
+/// only when it may name one ([`crate::model::operand::may_name_operand`]).
+///
+/// Errors: [`Error::Runtime`] when a page that names one is not JSON.
+fn operands_in(body: &str, doing: &str) -> Result<Vec<OperandPod>> {
+    if !may_name_operand(body) {
+        return Ok(Vec::new());
+    }
+    let v: serde_json::Value =
+        serde_json::from_str(body).map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
+    let items = v.get("items").and_then(serde_json::Value::as_array);
+    Ok(items
+        .into_iter()
+        .flatten()
+        .filter_map(operands::from_value)
+        .collect())
 }
 
 /// The parameters of the live pod list: [`PAGE_SIZE`] pods a page, [`LIVE_FIELD_SELECTOR`].
@@ -181,5 +280,27 @@ mod tests {
             "{q}"
         );
         assert!(q.contains("limit=500") && q.contains("continue=tok"), "{q}");
+    }
+
+    #[test]
+    fn a_nodes_pods_are_one_list_from_the_watch_cache() {
+        let q = list_request(&node_params("gpu-7"))
+            .unwrap()
+            .uri()
+            .to_string();
+        assert!(q.starts_with("/api/v1/pods?"), "{q}");
+        for part in [
+            "fieldSelector=spec.nodeName%3Dgpu-7",
+            "resourceVersion=0",
+            "resourceVersionMatch=NotOlderThan",
+        ] {
+            assert!(q.contains(part), "{part} in {q}");
+        }
+        assert!(!q.contains("limit="), "{q}");
+        let unbound = list_request(&node_params("")).unwrap().uri().to_string();
+        assert!(
+            unbound.contains("fieldSelector=spec.nodeName%3D&"),
+            "{unbound}"
+        );
     }
 }

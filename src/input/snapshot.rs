@@ -6,7 +6,14 @@ pub use gpuwl_core::decode::snapshot::*;
 use kube::Client;
 
 use crate::error::Result;
-use crate::input::{clusterpolicy, dra, kubevirt, kueue, live, pods, virt};
+use crate::input::{clusterpolicy, dra, kubevirt, kueue, live, operands, pods, virt};
+use crate::model::dra::{DraObjects, DraSource};
+use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::kueue::KueueObjects;
+use crate::model::node::NodeInfo;
+use crate::model::operand::OperandPod;
+use crate::model::operator::PolicyStatus;
+use crate::model::pod::PodInfo;
 
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR when `with_kubevirt`, or when a
 /// VM waits without a launcher pod (its verdict needs `permittedHostDevices`). Each
@@ -25,8 +32,57 @@ use crate::input::{clusterpolicy, dra, kubevirt, kueue, live, pods, virt};
 /// ClusterPolicy and the KubeVirt CR never fail the call (an absent CRD, no object or an
 /// unreadable one only leaves them out).
 pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
-    let (lists, policy, mut kubevirt, dra, (vmis, vms), kueue) = futures::join!(
+    let (lists, parts) = futures::join!(
         async { futures::try_join!(live::list_nodes(client), pods::list_pods(client)) },
+        read_parts(client, with_kubevirt)
+    );
+    let (nodes, pods) = lists?;
+    parts.finish(client, nodes, pods).await
+}
+
+/// [`read`], and the GPU Operator's operand pods found in the same pod list
+/// ([`pods::list_pods_with_operands`]) with the finished ones
+/// ([`operands::list_finished`]): the pods of the cluster are listed once, not once more
+/// by label for the operands. The operand pods are an error of their own when the finished
+/// ones cannot be listed (the snapshot stands).
+///
+/// Errors: as [`read`].
+pub async fn read_with_operands(
+    client: &Client,
+    with_kubevirt: bool,
+) -> Result<(Snapshot, Result<Vec<OperandPod>>)> {
+    let (lists, parts, finished) = futures::join!(
+        async {
+            futures::try_join!(
+                live::list_nodes(client),
+                pods::list_pods_with_operands(client)
+            )
+        },
+        read_parts(client, with_kubevirt),
+        operands::list_finished(client)
+    );
+    let (nodes, (pods, listed)) = lists?;
+    let snapshot = parts.finish(client, nodes, pods).await?;
+    Ok((snapshot, operands::merge(listed, finished)))
+}
+
+/// What a [`Snapshot`] holds besides the nodes and pods, read ([`read_parts`]) before
+/// they are put together ([`Parts::finish`]): `explain pod` reads them beside the nodes
+/// and chooses the pods to read from the nodes
+/// ([`crate::analysis::explain_scope::pods_to_read`]).
+pub struct Parts {
+    policy: PolicyStatus,
+    kubevirt: Option<PermittedHostDevices>,
+    dra: Result<(DraObjects, DraSource)>,
+    vmis: Option<Vec<serde_json::Value>>,
+    vms: Option<Vec<serde_json::Value>>,
+    kueue: Option<KueueObjects>,
+}
+
+/// Reads the [`Parts`] of a snapshot, concurrently (the KubeVirt CR when `with_kubevirt`;
+/// see [`read`]). Never fails: a DRA list that fails fails [`Parts::finish`].
+pub async fn read_parts(client: &Client, with_kubevirt: bool) -> Parts {
+    let (policy, kubevirt, dra, (vmis, vms), kueue) = futures::join!(
         clusterpolicy::from_cluster(client),
         async {
             if with_kubevirt {
@@ -41,29 +97,60 @@ pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
         // them) is read without it.
         async { kueue::list(client).await.ok().flatten() }
     );
-    let (nodes, mut pods) = lists?;
-    // How a VM holding a GPU is stopped depends on whether a VirtualMachine owns its VMI:
-    // every analysis of a live read knows it (one more list, only when a launcher runs).
-    if let Some(vmis) = &vmis {
-        virt::mark_launchers(&mut pods, &virt::vmi_owners_from(vmis));
-    }
-    let waiting = virt::waiting_without_launcher(
-        vmis.as_deref().unwrap_or_default(),
-        vms.as_deref().unwrap_or_default(),
-        &pods,
-    );
-    if !waiting.is_empty() && kubevirt.is_none() {
-        kubevirt = kubevirt::read_live(client).await.ok().flatten();
-    }
-    pods.extend(waiting);
-    let (dra, dra_source) = dra?;
-    Ok(Snapshot {
-        nodes,
-        pods,
+    Parts {
         policy,
         kubevirt,
         dra,
-        dra_source,
+        vmis,
+        vms,
         kueue,
-    })
+    }
+}
+
+impl Parts {
+    /// The snapshot of `nodes`, `pods` and these parts: VM launchers marked with their VM,
+    /// VMIs and VMs waiting without a launcher added to the pods (and the KubeVirt CR read
+    /// when one waits and it was not).
+    ///
+    /// Errors: [`crate::error::Error::Runtime`] when the DRA objects could not be listed.
+    pub async fn finish(
+        self,
+        client: &Client,
+        nodes: Vec<NodeInfo>,
+        mut pods: Vec<PodInfo>,
+    ) -> Result<Snapshot> {
+        let Parts {
+            policy,
+            mut kubevirt,
+            dra,
+            vmis,
+            vms,
+            kueue,
+        } = self;
+        // How a VM holding a GPU is stopped depends on whether a VirtualMachine owns its
+        // VMI: every analysis of a live read knows it (one more list, only when a launcher
+        // runs).
+        if let Some(vmis) = &vmis {
+            virt::mark_launchers(&mut pods, &virt::vmi_owners_from(vmis));
+        }
+        let waiting = virt::waiting_without_launcher(
+            vmis.as_deref().unwrap_or_default(),
+            vms.as_deref().unwrap_or_default(),
+            &pods,
+        );
+        if !waiting.is_empty() && kubevirt.is_none() {
+            kubevirt = kubevirt::read_live(client).await.ok().flatten();
+        }
+        pods.extend(waiting);
+        let (dra, dra_source) = dra?;
+        Ok(Snapshot {
+            nodes,
+            pods,
+            policy,
+            kubevirt,
+            dra,
+            dra_source,
+            kueue,
+        })
+    }
 }

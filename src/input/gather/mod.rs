@@ -519,13 +519,15 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
             return Ok((snap, cr.map(|c| c.object), None, kueue));
         }
         let with_kubevirt = wanted.kubevirt && cr.is_none();
-        let (mut snap, operands) =
-            futures::try_join!(snapshot::read(&client, with_kubevirt), async {
-                Ok(match list_operands {
-                    true => Some(operands::list(&client).await),
-                    false => None,
-                })
-            })?;
+        // The operand pods come from the same pod list (issue 51: listing them by label
+        // read the cluster's pods again).
+        let (mut snap, operands) = match list_operands {
+            true => {
+                let (snap, operands) = snapshot::read_with_operands(&client, with_kubevirt).await?;
+                (snap, Some(operands))
+            }
+            false => (snapshot::read(&client, with_kubevirt).await?, None),
+        };
         let object = cr.map(|c| {
             snap.kubevirt = Some(c.devices);
             c.object

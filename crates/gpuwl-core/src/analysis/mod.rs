@@ -22,6 +22,7 @@ pub mod dra_cel;
 pub mod dra_hints;
 pub mod dra_match;
 pub mod explain;
+pub mod explain_scope;
 pub mod fit;
 pub mod inventory;
 pub mod kubevirt;
