@@ -90,3 +90,33 @@ users:
     .unwrap();
     path
 }
+
+/// A port nothing listens on (bound on 127.0.0.1, then released).
+pub fn closed_port() -> u16 {
+    std::net::TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A local cluster's facts with every port at `port` (the fake API server's HTTPS front).
+pub fn cluster_info_at(port: u16) -> crate::cluster::ClusterInfo {
+    crate::cluster::ClusterInfo {
+        name: "fake".into(),
+        apiserver_port: port,
+        etcd_port: port,
+        etcd_peer_port: port,
+        controller_manager_port: port,
+        scheduler_port: port,
+        kwok_port: port,
+        bin_dir: "/nonexistent".into(),
+        kubernetes_version: crate::cluster::build::KUBERNETES_VERSION.into(),
+        gpu_operator_port: 0,
+        kubevirt_api_port: 0,
+        kubevirt_controller_port: 0,
+        kueue_webhook_port: 0,
+        kueue_health_port: 0,
+        env: Vec::new(),
+    }
+}

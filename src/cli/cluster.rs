@@ -421,7 +421,7 @@ fn supervisor_line(state: &std::path::Path) -> String {
     use cluster::supervisor;
     match (
         cluster::process::alive(state, supervisor::COMPONENT),
-        supervisor::gave_up(state),
+        cluster::state::gave_up(state),
     ) {
         (Some(pid), _) => format!(
             "supervisor: running (pid {pid}; restarts what exits, logs/supervisor.log)"

@@ -245,10 +245,6 @@ pub fn ensure_built(progress: bool) -> Result<PathBuf> {
     module().ensure_built(progress)
 }
 
-fn rt(msg: impl Into<String>) -> Error {
-    Error::Runtime(msg.into())
-}
-
 fn last_line(text: &str) -> String {
     text.lines()
         .rev()
@@ -290,12 +286,12 @@ pub fn go_release(output: &str) -> Option<(u32, u32)> {
 /// Errors: [`Error::Runtime`] (one line) naming `what` needs Go.
 fn go_version(what: &str) -> Result<String> {
     let go_version = Command::new("go").arg("version").output().map_err(|_| {
-        rt(format!(
+        Error::runtime(format!(
             "`go` not found on PATH: install Go 1.26 or newer to build {what}"
         ))
     })?;
     if !go_version.status.success() {
-        return Err(rt(format!(
+        return Err(Error::runtime(format!(
             "`go version` failed: {}",
             last_line(&String::from_utf8_lossy(&go_version.stderr))
         )));
@@ -304,7 +300,7 @@ fn go_version(what: &str) -> Result<String> {
     if let Some((major, minor)) = go_release(&reported)
         && (major, minor) < MIN_GO
     {
-        return Err(rt(format!(
+        return Err(Error::runtime(format!(
             "{}: {what} needs Go {}.{} or newer (controlplane/go.mod); install a newer Go or put it first on PATH",
             reported.trim(),
             MIN_GO.0,
@@ -390,7 +386,7 @@ impl GoModuleBuild<'_> {
                 if (self.complete)(&out) {
                     Ok(())
                 } else {
-                    Err(rt(format!(
+                    Err(Error::runtime(format!(
                         "{}'s build left {} incomplete",
                         self.what,
                         out.display()
@@ -472,7 +468,7 @@ impl GoModuleBuild<'_> {
         let finished = match compiled {
             Ok(()) => (self.finish)(&src, &partial),
             Err(CompileError::Run(e)) => Err(e),
-            Err(CompileError::Failed { name, tail }) => Err(rt(format!(
+            Err(CompileError::Failed { name, tail }) => Err(Error::runtime(format!(
                 "building {what} ({name}) failed (log {}): {}",
                 log_path.display(),
                 failure_line(&tail)
@@ -514,7 +510,7 @@ fn download_modules(
     let _ = log.write_all(&out.stderr);
     if !out.status.success() {
         bar.finish_and_clear();
-        return Err(rt(format!(
+        return Err(Error::runtime(format!(
             "cannot fetch {what}'s Go modules (check GOPROXY / network; log {}): {}",
             log_path.display(),
             last_line(&String::from_utf8_lossy(&out.stderr))
@@ -771,7 +767,7 @@ pub(crate) fn module_dir(src: &Path, module: &str) -> Result<PathBuf> {
         .map_err(|e| Error::failed("cannot run go", e))?;
     let dir = PathBuf::from(String::from_utf8_lossy(&o.stdout).trim());
     if !o.status.success() || dir.as_os_str().is_empty() {
-        return Err(rt(format!(
+        return Err(Error::runtime(format!(
             "cannot locate the {module} module: {}",
             last_line(&String::from_utf8_lossy(&o.stderr))
         )));

@@ -121,10 +121,6 @@ pub fn is_built() -> bool {
     module().is_built()
 }
 
-fn rt(msg: impl Into<String>) -> Error {
-    Error::Runtime(msg.into())
-}
-
 /// Returns [`dist_dir`], building the operator and copying its files first when missing
 /// (the one build pipeline, [`GoModuleBuild::ensure_built`]). `progress` shows a bar with
 /// the package count on stderr (a line per 100 packages without a terminal).
@@ -142,7 +138,7 @@ fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
     let opt = out.join("opt").join("gpu-operator");
     let assets = module.join("assets");
     let entries = std::fs::read_dir(&assets)
-        .map_err(|e| rt(format!("cannot read {}: {e}", assets.display())))?;
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", assets.display())))?;
     for e in entries.flatten() {
         copy_tree(&e.path(), &opt.join(e.file_name()))?;
     }
@@ -309,10 +305,10 @@ impl Default for PolicySettings {
 /// Errors: [`Error::Runtime`] when the sample cannot be read or parsed.
 pub fn policy_object(dist: &Path, settings: &PolicySettings) -> Result<serde_json::Value> {
     let p = dist.join("clusterpolicy.yaml");
-    let text =
-        std::fs::read_to_string(&p).map_err(|e| rt(format!("cannot read {}: {e}", p.display())))?;
+    let text = std::fs::read_to_string(&p)
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", p.display())))?;
     let mut v: serde_json::Value = serde_saphyr::from_str(&text)
-        .map_err(|e| rt(format!("cannot parse {}: {e}", p.display())))?;
+        .map_err(|e| Error::runtime(format!("cannot parse {}: {e}", p.display())))?;
     // `plugin:` with nothing after it is YAML null; kubectl drops such fields, the API
     // server's apply rejects them for an object-typed field.
     drop_nulls(&mut v);
@@ -367,7 +363,7 @@ pub async fn install(client: &Client, dist: &Path, settings: &PolicySettings) ->
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     let dir = dist.join("crds");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .map_err(|e| rt(format!("cannot read {}: {e}", dir.display())))?
+        .map_err(|e| Error::runtime(format!("cannot read {}: {e}", dir.display())))?
         .flatten()
         .map(|e| e.path())
         .filter(|p| p.extension().is_some_and(|x| x == "yaml"))
@@ -376,9 +372,9 @@ pub async fn install(client: &Client, dist: &Path, settings: &PolicySettings) ->
     let mut names = Vec::new();
     for f in &files {
         let text = std::fs::read_to_string(f)
-            .map_err(|e| rt(format!("cannot read {}: {e}", f.display())))?;
+            .map_err(|e| Error::runtime(format!("cannot read {}: {e}", f.display())))?;
         let crd: CustomResourceDefinition = serde_saphyr::from_str(&text)
-            .map_err(|e| rt(format!("cannot parse {}: {e}", f.display())))?;
+            .map_err(|e| Error::runtime(format!("cannot parse {}: {e}", f.display())))?;
         let name = crd.metadata.name.clone().unwrap_or_default();
         crds.patch(&name, &pp, &Patch::Apply(&crd))
             .await
@@ -403,7 +399,9 @@ pub async fn install(client: &Client, dist: &Path, settings: &PolicySettings) ->
                 break;
             }
             if Instant::now() > deadline {
-                return Err(rt(format!("CRD {name} is not Established after 30 s")));
+                return Err(Error::runtime(format!(
+                    "CRD {name} is not Established after 30 s"
+                )));
             }
             tokio::time::sleep(Duration::from_millis(100)).await;
         }
@@ -455,7 +453,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         return Ok(());
     }
     let dist = ensure_built(progress)?;
-    let kubeconfig = super::kubeconfig_path(name);
+    let kubeconfig = super::state::kubeconfig_path(name);
     if progress {
         note!(
             "installing the GPU Operator's CRDs, namespace {NAMESPACE} and ClusterPolicy {POLICY_NAME}"
@@ -464,18 +462,18 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     let tokio_rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| rt(format!("cannot start the async runtime: {e}")))?;
+        .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))?;
     {
         let kubeconfig = kubeconfig.clone();
         let dist = dist.clone();
         std::thread::spawn(move || {
             tokio_rt.block_on(async {
-                let client = super::client(&kubeconfig, None).await?;
+                let client = super::kubeconfig::client(&kubeconfig, None).await?;
                 install(&client, &dist, &PolicySettings::default()).await
             })
         })
         .join()
-        .map_err(|_| rt("internal error: the GPU Operator install panicked"))??;
+        .map_err(|_| Error::runtime("internal error: the GPU Operator install panicked"))??;
     }
     // A half-started pair (one died): stop the survivor before starting both afresh.
     for c in [OPERATOR_COMPONENT, EMULATION_COMPONENT] {
@@ -492,18 +490,18 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     }
     let port = {
         let l = std::net::TcpListener::bind((std::net::Ipv4Addr::LOCALHOST, 0))
-            .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?;
+            .map_err(|e| Error::runtime(format!("cannot find a free port on 127.0.0.1: {e}")))?;
         l.local_addr()
-            .map_err(|e| rt(format!("cannot find a free port on 127.0.0.1: {e}")))?
+            .map_err(|e| Error::runtime(format!("cannot find a free port on 127.0.0.1: {e}")))?
             .port()
     };
     let root = state.join("gpu-operator-root");
     std::fs::create_dir_all(&root)
-        .map_err(|e| rt(format!("cannot create {}: {e}", root.display())))?;
-    let mut info = super::info(name)?;
+        .map_err(|e| Error::runtime(format!("cannot create {}: {e}", root.display())))?;
+    let mut info = super::index::info(name)?;
     info.gpu_operator_port = port;
-    let me =
-        std::env::current_exe().map_err(|e| rt(format!("cannot find the gpuwl binary: {e}")))?;
+    let me = std::env::current_exe()
+        .map_err(|e| Error::runtime(format!("cannot find the gpuwl binary: {e}")))?;
     let components = gpu_operator_components(
         &super::recipe::Layout { info: &info, state },
         &dist,
@@ -520,15 +518,15 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     let p = state.join("cluster.json");
     std::fs::write(
         &p,
-        serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
+        serde_json::to_string_pretty(&info).map_err(|e| Error::runtime(e.to_string()))?,
     )
-    .map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    .map_err(|e| Error::runtime(format!("cannot write {}: {e}", p.display())))?;
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         for c in [OPERATOR_COMPONENT, EMULATION_COMPONENT] {
             if process::alive(state, c).is_none() {
                 let last = process::last_log_line(state, c);
-                return Err(rt(format!(
+                return Err(Error::runtime(format!(
                     "{c} exited (log {}): {}",
                     process::log_file(state, c).display(),
                     text::esc(&last)
@@ -545,7 +543,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
             return Ok(());
         }
         if Instant::now() > deadline {
-            return Err(rt(format!(
+            return Err(Error::runtime(format!(
                 "{OPERATOR_COMPONENT} is not healthy after 60 s (log {})",
                 process::log_file(state, OPERATOR_COMPONENT).display()
             )));

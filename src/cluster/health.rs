@@ -148,6 +148,7 @@ pub fn insecure_client(port: u16) -> Result<kube::Client> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing;
     use std::io::{Read, Write};
     use std::net::TcpListener;
 
@@ -175,17 +176,11 @@ mod tests {
         (port, t)
     }
 
-    /// A port nothing listens on (bound, then released).
-    fn closed_port() -> u16 {
-        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-        l.local_addr().unwrap().port()
-    }
-
     #[test]
     fn a_listening_port_accepts_a_closed_one_does_not() {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
         assert!(accepts(l.local_addr().unwrap().port()));
-        assert!(!accepts(closed_port()));
+        assert!(!accepts(testing::closed_port()));
     }
 
     #[test]
@@ -214,7 +209,7 @@ mod tests {
         let requests = t.join().unwrap();
         assert!(requests[0].starts_with("GET /healthz HTTP/1.0\r\n"));
         assert!(requests[1].starts_with("GET /health HTTP/1.0\r\n"));
-        assert_eq!(http(closed_port(), "/healthz"), None);
+        assert_eq!(http(testing::closed_port(), "/healthz"), None);
     }
 
     #[test]
@@ -266,7 +261,7 @@ mod tests {
 
     #[tokio::test]
     async fn https_and_api_say_none_without_an_answer() {
-        let port = closed_port();
+        let port = testing::closed_port();
         assert_eq!(https(port, "/healthz").await, None);
         let c = insecure_client(port).unwrap();
         assert_eq!(api(&c, "/readyz").await, None);

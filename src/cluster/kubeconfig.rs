@@ -9,6 +9,7 @@
 //! - the user's own kubeconfig after `--set-context` and `down` (`super::userconfig`, which
 //!   reads it, changes its entries and writes it back through [`write`](fn@write)).
 
+use crate::input::live::{self, ClusterArgs, Flavour};
 use std::path::Path;
 
 use kube::config::{
@@ -113,6 +114,22 @@ pub fn write(path: &Path, cfg: &Kubeconfig, mode: u32) -> Result<()> {
             .map_err(|e| Error::failed(format!("cannot create {}", parent.display()), e))?;
     }
     files::write_atomic(path, text.as_bytes(), mode)
+}
+
+/// A one-shot client from a kubeconfig file, using `context` or the file's current
+/// context, each response awaited [`crate::input::live::DEFAULT_REQUEST_TIMEOUT`] at most
+/// ([`crate::input::live::connect`]).
+///
+/// Errors: [`Error::Runtime`] when the file cannot be read or parsed or its certificates
+/// cannot be loaded: a broken kubeconfig of gpuwl's own cluster is a runtime failure
+/// (exit 3), not the user's bad input.
+pub async fn client(kubeconfig: &Path, context: Option<&str>) -> Result<kube::Client> {
+    let args = ClusterArgs::file(kubeconfig, context);
+    match live::connect(&args, Flavour::OneShot).await {
+        Ok(c) => Ok(c.client),
+        Err(e) if e.is_input() => Err(Error::OwnInput(Box::new(e))),
+        Err(e) => Err(e),
+    }
 }
 
 #[cfg(test)]
@@ -233,5 +250,32 @@ mod tests {
         serde_json::to_value(a).unwrap()["token"]
             .as_str()
             .map(str::to_string)
+    }
+}
+
+#[cfg(test)]
+mod client_tests {
+    use super::*;
+    use crate::testing::{self, FakeApi};
+
+    #[test]
+    fn the_clusters_own_kubeconfig_broken_is_a_runtime_failure() {
+        let api = FakeApi::new();
+        let https = testing::https(&api);
+        let dir = tempfile::tempdir().unwrap();
+        let rt = testing::rt();
+        let good = testing::kubeconfig(dir.path(), https.port);
+        let c = rt.block_on(client(&good, None)).unwrap();
+        let v = rt.block_on(c.apiserver_version()).unwrap();
+        assert_eq!(v.git_version, "v1.36.3-fake");
+        let bad = dir.path().join("broken");
+        std::fs::write(&bad, "apiVersion: v1\nkind: Config\nclusters: {").unwrap();
+        let err = rt.block_on(client(&bad, None)).err().unwrap();
+        assert!(matches!(err, Error::OwnInput(_)), "{err:?}");
+        assert_eq!(err.exit_status(), crate::error::ExitStatus::Runtime);
+        assert!(err.to_string().contains("broken"), "{err}");
+        let err = rt.block_on(client(&good, Some("nope"))).err().unwrap();
+        assert!(matches!(err, Error::OwnInput(_)), "{err:?}");
+        assert!(err.to_string().contains("nope"), "{err}");
     }
 }

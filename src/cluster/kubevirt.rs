@@ -136,10 +136,6 @@ pub fn is_built() -> bool {
     module().is_built()
 }
 
-fn rt(msg: impl Into<String>) -> Error {
-    Error::Runtime(msg.into())
-}
-
 /// Returns [`bin_dir`], building virt-api, virt-controller and kv-gen first when missing
 /// (the one build pipeline, [`super::build::GoModuleBuild::ensure_built`]; progress on
 /// stderr when `progress`; a cold build takes minutes, BENCHMARKS.md).
@@ -352,7 +348,9 @@ pub async fn emulate_virt_handler(client: Client) -> Result<()> {
                 if let Err(e) =
                     tokio::time::timeout(Duration::from_secs(20), publish_node(&client, &name))
                         .await
-                        .unwrap_or_else(|_| Err(rt(format!("node {name}: no answer in 20 s"))))
+                        .unwrap_or_else(|_| {
+                            Err(Error::runtime(format!("node {name}: no answer in 20 s")))
+                        })
                 {
                     eprintln!("kubevirt-nodes: {e}");
                 }
@@ -410,7 +408,7 @@ fn kv_gen(bin: &Path, args: &[&str]) -> Result<Vec<Value>> {
         .output()
         .map_err(|e| Error::failed("cannot run kv-gen", e))?;
     if !out.status.success() {
-        return Err(rt(format!(
+        return Err(Error::runtime(format!(
             "kv-gen {} failed: {}",
             args.join(" "),
             String::from_utf8_lossy(&out.stderr).trim()
@@ -596,7 +594,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     if !state.join("pki/kubevirt.crt").is_file() {
         super::pki::generate_kubevirt(&state.join("pki"))?;
     }
-    let mut info = super::info(name)?;
+    let mut info = super::index::info(name)?;
     if info.kubevirt_api_port == 0 {
         info.kubevirt_api_port = free_port()?;
     }
@@ -606,17 +604,17 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     let p = state.join("cluster.json");
     std::fs::write(
         &p,
-        serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
+        serde_json::to_string_pretty(&info).map_err(|e| Error::runtime(e.to_string()))?,
     )
-    .map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    .map_err(|e| Error::runtime(format!("cannot write {}: {e}", p.display())))?;
     if progress {
         note!(
             "installing KubeVirt {KUBEVIRT_VERSION}'s CRDs, RBAC and KubeVirt CR (namespace {NAMESPACE})"
         );
     }
-    let kubeconfig = super::kubeconfig_path(name);
-    let me =
-        std::env::current_exe().map_err(|e| rt(format!("cannot find the gpuwl binary: {e}")))?;
+    let kubeconfig = super::state::kubeconfig_path(name);
+    let me = std::env::current_exe()
+        .map_err(|e| Error::runtime(format!("cannot find the gpuwl binary: {e}")))?;
     let components = kubevirt_components(
         &Layout { info: &info, state },
         &bin,
@@ -629,14 +627,14 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     let api_port = info.kubevirt_api_port;
     let comps = components.clone();
     let started = Instant::now();
-    super::block_on_own_thread(async move {
-        let client = super::client(&kubeconfig, None).await?;
+    super::runtime::block_on_own_thread(async move {
+        let client = super::kubeconfig::client(&kubeconfig, None).await?;
         tokio::time::timeout(
             Duration::from_secs(180),
             install(&client, &bin_c, &state_c, &server),
         )
         .await
-        .map_err(|_| rt("installing KubeVirt took over 180 s"))??;
+        .map_err(|_| Error::runtime("installing KubeVirt took over 180 s"))??;
         for c in &comps {
             if process::alive(&state_c, c.name).is_some() {
                 continue;
@@ -651,7 +649,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         loop {
             for c in &comps {
                 if process::alive(&state_c, c.name).is_none() {
-                    return Err(rt(format!(
+                    return Err(Error::runtime(format!(
                         "{} exited (log {}): {}",
                         c.name,
                         process::log_file(&state_c, c.name).display(),
@@ -659,18 +657,18 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
                     )));
                 }
             }
-            if !webhooks && super::is_ready(&comps[0], &client, None, true).await {
+            if !webhooks && super::readiness::is_ready(&comps[0], &client, None, true).await {
                 tokio::time::timeout(
                     Duration::from_secs(60),
                     apply_webhooks(&client, &bin_c, &state_c, api_port),
                 )
                 .await
-                .map_err(|_| rt("applying virt-api's webhooks took over 60 s"))??;
+                .map_err(|_| Error::runtime("applying virt-api's webhooks took over 60 s"))??;
                 webhooks = true;
             }
             let mut waiting = None;
             for c in &comps {
-                if !super::is_ready(c, &client, None, true).await {
+                if !super::readiness::is_ready(c, &client, None, true).await {
                     waiting = Some(c.name);
                     break;
                 }
@@ -680,7 +678,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
             }
             if Instant::now() > deadline {
                 let c = waiting.unwrap_or(API_COMPONENT);
-                return Err(rt(format!(
+                return Err(Error::runtime(format!(
                     "{c} is not ready after {} s (log {})",
                     READY_WAIT.as_secs(),
                     process::log_file(&state_c, c).display()
@@ -702,8 +700,8 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn info() -> super::super::ClusterInfo {
-        super::super::ClusterInfo {
+    fn info() -> super::super::state::ClusterInfo {
+        super::super::state::ClusterInfo {
             kubevirt_api_port: 10350,
             kubevirt_controller_port: 10351,
             ..super::super::recipe::golden_info()

@@ -160,10 +160,6 @@ pub fn is_built() -> bool {
     module().is_built()
 }
 
-fn rt(msg: impl Into<String>) -> Error {
-    Error::Runtime(msg.into())
-}
-
 /// Returns [`bin_dir`], building Kueue's manager and kueue-certs first when missing (the
 /// one build pipeline; progress on stderr when `progress`; a cold build takes minutes).
 ///
@@ -330,7 +326,7 @@ fn crds(bin: &Path) -> Result<Vec<Value>> {
         .iter()
         .map(|p| {
             serde_saphyr::from_str::<Value>(&read(p)?)
-                .map_err(|e| rt(format!("{}: not a CRD: {e}", p.display())))
+                .map_err(|e| Error::runtime(format!("{}: not a CRD: {e}", p.display())))
         })
         .collect()
 }
@@ -385,7 +381,7 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, port: u16) -> Re
         .map_err(|e| api_error("apply the Secret kueue-webhook-server-cert", &e))?;
     let manifests: Vec<Value> =
         serde_saphyr::from_multiple(&read(&bin.join("manifests/webhooks.yaml"))?)
-            .map_err(|e| rt(format!("Kueue's webhooks.yaml: {e}")))?;
+            .map_err(|e| Error::runtime(format!("Kueue's webhooks.yaml: {e}")))?;
     for w in webhooks_installed(&manifests, port, &ca_b64) {
         apply(client, &w).await?;
     }
@@ -407,7 +403,7 @@ fn prepare(state: &Path, bin: &Path, webhook_port: u16, health_port: u16) -> Res
             .output()
             .map_err(|e| Error::failed("cannot run kueue-certs", e))?;
         if !out.status.success() {
-            return Err(rt(format!(
+            return Err(Error::runtime(format!(
                 "kueue-certs failed: {}",
                 String::from_utf8_lossy(&out.stderr).trim()
             )));
@@ -432,7 +428,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         return Ok(());
     }
     let bin = ensure_built(progress)?;
-    let mut info = super::info(name)?;
+    let mut info = super::index::info(name)?;
     if info.kueue_webhook_port == 0 {
         info.kueue_webhook_port = free_port()?;
     }
@@ -442,15 +438,15 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     let p = state.join("cluster.json");
     std::fs::write(
         &p,
-        serde_json::to_string_pretty(&info).map_err(|e| rt(e.to_string()))?,
+        serde_json::to_string_pretty(&info).map_err(|e| Error::runtime(e.to_string()))?,
     )
-    .map_err(|e| rt(format!("cannot write {}: {e}", p.display())))?;
+    .map_err(|e| Error::runtime(format!("cannot write {}: {e}", p.display())))?;
     let (webhook_port, health_port) = (info.kueue_webhook_port, info.kueue_health_port);
     prepare(state, &bin, webhook_port, health_port)?;
     if progress {
         note!("installing Kueue {KUEUE_VERSION}'s CRDs and webhooks (namespace {NAMESPACE})");
     }
-    let kubeconfig = super::kubeconfig_path(name);
+    let kubeconfig = super::state::kubeconfig_path(name);
     let comps = kueue_components(
         &Layout { info: &info, state },
         &bin,
@@ -459,14 +455,14 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
     );
     let (state_c, bin_c) = (state.to_path_buf(), bin.clone());
     let started = Instant::now();
-    super::block_on_own_thread(async move {
-        let client = super::client(&kubeconfig, None).await?;
+    super::runtime::block_on_own_thread(async move {
+        let client = super::kubeconfig::client(&kubeconfig, None).await?;
         tokio::time::timeout(
             Duration::from_secs(180),
             install(&client, &bin_c, &state_c, webhook_port),
         )
         .await
-        .map_err(|_| rt("installing Kueue took over 180 s"))??;
+        .map_err(|_| Error::runtime("installing Kueue took over 180 s"))??;
         let c = &comps[0];
         if progress {
             note!("starting {} ({})", c.name, c.endpoint);
@@ -475,18 +471,18 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
         let deadline = Instant::now() + READY_WAIT;
         loop {
             if process::alive(&state_c, c.name).is_none() {
-                return Err(rt(format!(
+                return Err(Error::runtime(format!(
                     "{} exited (log {}): {}",
                     c.name,
                     process::log_file(&state_c, c.name).display(),
                     text::esc(&process::last_log_line(&state_c, c.name))
                 )));
             }
-            if super::is_ready(c, &client, None, true).await {
+            if super::readiness::is_ready(c, &client, None, true).await {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(rt(format!(
+                return Err(Error::runtime(format!(
                     "{} is not ready after {} s (log {})",
                     c.name,
                     READY_WAIT.as_secs(),
@@ -509,8 +505,8 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
 mod tests {
     use super::*;
 
-    fn info() -> super::super::ClusterInfo {
-        super::super::ClusterInfo {
+    fn info() -> super::super::state::ClusterInfo {
+        super::super::state::ClusterInfo {
             kueue_webhook_port: 10360,
             kueue_health_port: 10361,
             ..super::super::recipe::golden_info()

@@ -87,10 +87,6 @@ impl Ports {
     }
 }
 
-fn rt(msg: impl Into<String>) -> Error {
-    Error::Runtime(msg.into())
-}
-
 /// The machine-wide lock file: `gpuwl-ports.lock` in the system temporary directory
 /// (`$TMPDIR`, else `/tmp`). Ports are machine-wide, so this is not per state directory.
 pub fn lock_path() -> PathBuf {
@@ -135,7 +131,7 @@ impl PortLock {
                 ));
             }
             if Instant::now() >= deadline {
-                return Err(rt(format!(
+                return Err(Error::runtime(format!(
                     "another `gpuwl cluster up` has held the port lock {} for over {}s; try again when it is done",
                     path.display(),
                     timeout.as_secs()

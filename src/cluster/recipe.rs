@@ -13,7 +13,7 @@
 
 use std::path::{Path, PathBuf};
 
-use super::ClusterInfo;
+use super::state::ClusterInfo;
 
 /// When [`super::up`] starts a component.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

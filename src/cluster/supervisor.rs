@@ -52,7 +52,7 @@ pub fn kwok_check_every() -> Duration {
 /// check interval to see it, another for the second finding, one [`POLL`], and
 /// [`KWOK_RESTART_BUDGET`] to stop, start and have the new kwok renew.
 pub fn worst_kwok_restart(lease: Duration, check_every: Duration) -> Duration {
-    super::lease_stale_after(i32::try_from(lease.as_secs()).ok())
+    super::leases::lease_stale_after(i32::try_from(lease.as_secs()).ok())
         + 2 * check_every
         + POLL
         + KWOK_RESTART_BUDGET
@@ -67,19 +67,6 @@ pub const LOOP_LIMIT: usize = 5;
 
 /// The window of [`LOOP_LIMIT`].
 pub const LOOP_WINDOW: Duration = Duration::from_secs(60);
-
-/// The file a supervisor that gave up writes its reason to (one line).
-pub fn broken_file(state: &Path) -> PathBuf {
-    state.join("supervisor.broken")
-}
-
-/// Why the supervisor gave up on this cluster, when it did (`supervisor.broken`).
-pub fn gave_up(state: &Path) -> Option<String> {
-    std::fs::read_to_string(broken_file(state))
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-}
 
 /// The gpuwl binary to run the supervisor with: this process's executable when it is
 /// gpuwl itself (`gpuwl`, or `kubectl-gpuwl` as krew installs it); `None` otherwise (a
@@ -125,8 +112,8 @@ pub fn ensure(name: &str, state: &Path) -> Result<Option<u32>> {
     let Some(gpuwl) = binary() else {
         return Ok(None);
     };
-    let _ = std::fs::remove_file(broken_file(state));
-    let info = super::info(name)?;
+    let _ = std::fs::remove_file(super::state::broken_file(state));
+    let info = super::index::info(name)?;
     let c = component(&Layout { info: &info, state }, &gpuwl);
     process::spawn(state, &c).map(Some)
 }
@@ -196,7 +183,7 @@ pub fn run(name: &str, state: &Path) -> Result<()> {
         let mut detail: Vec<String> = dead.iter().map(|c| exited(state, c)).collect();
         if dead.is_empty() && last_kwok_check.elapsed() >= kwok_check_every() {
             last_kwok_check = Instant::now();
-            match super::kwok_wedged(name) {
+            match super::leases::kwok_wedged(name) {
                 Some(w) => {
                     kwok_findings += 1;
                     log(&format!("{w} (finding {kwok_findings} of 2)"));
@@ -222,12 +209,12 @@ pub fn run(name: &str, state: &Path) -> Result<()> {
         let all: Vec<&str> = dead.iter().chain(&operator_dead).copied().collect();
         if let Some(why) = history.record(&all, Instant::now()) {
             log(&why);
-            let _ = std::fs::write(broken_file(state), format!("{why}\n"));
+            let _ = std::fs::write(super::state::broken_file(state), format!("{why}\n"));
             return Err(Error::Runtime(why));
         }
         if !dead.is_empty() {
             log(&format!("restarting {}", detail.join("; ")));
-            match super::restart_dead(name, state, false, &detail.join("; ")) {
+            match super::restart::restart_dead(name, state, false, &detail.join("; ")) {
                 Ok(()) => log(&format!("{} running again", dead.join(", "))),
                 Err(e) => log(&format!("restart failed: {e}")),
             }

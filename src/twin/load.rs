@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
-use crate::cluster::{self, ClusterInfo, accounts, gpusim, nodes};
+use crate::cluster::{self, ClusterInfo, accounts, nodes};
 use crate::error::{Error, Result};
 use crate::input::live::{self, api_error};
 use crate::input::virt;
@@ -21,6 +21,7 @@ use crate::model::pod::PodInfo;
 use crate::model::workload::LABEL_KEY;
 use crate::twin::report::{NodeChange, PendingByTwin, Relabel, pending_by_twin_key};
 use crate::twin::{Options, Source, kubevirt, objects, predict};
+use gpuwl_core::model::gpusim;
 
 /// How many API calls the twin makes at once while loading.
 pub(crate) const PARALLEL: usize = 16;

@@ -1,17 +1,17 @@
 //! What a relabelled node advertises, by gpuwl's model of the GPU Operator and the device
 //! plugins (when the twin does not run the real operator): the effective workload config
 //! and its operands ([`crate::model::operator`]), then the device-plugin rules the twin's
-//! emulation also uses ([`crate::cluster::gpusim::advertised`]) on the node's GPUs as its
+//! emulation also uses ([`gpusim::advertised`]) on the node's GPUs as its
 //! labels and advertised names show them ([`infer_hardware`]).
 
 use std::collections::BTreeMap;
 
-use crate::cluster::gpusim::{self, GpuHardware, NodeOperands};
 use crate::model::node::NodeInfo;
 use crate::model::operator::{self, ClusterPolicy, VGPU_CONFIG_LABEL};
 use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
 use crate::model::workload::{DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
 use crate::model::{advertise, pciids};
+use gpuwl_core::model::gpusim::{self, GpuHardware, NodeOperands};
 
 /// GFD's GPU count label (NVIDIA/k8s-device-plugin `internal/lm/resource.go`).
 pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";

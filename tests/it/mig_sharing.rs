@@ -1,5 +1,5 @@
 //! MIG and time-slicing on the real GPU Operator (`gpuwl cluster up --gpu-operator`) with
-//! gpuwl's device-plugin emulation (`src/cluster/gpusim.rs`): the operator deploys the MIG
+//! gpuwl's device-plugin emulation (`src/cluster/gpusim.rs`, its model `crates/gpuwl-core/src/model/gpusim.rs`): the operator deploys the MIG
 //! manager on a MIG-capable node, the emulated MIG manager applies `nvidia.com/mig.config`
 //! from the operator's own `default-mig-parted-config`, and the names the node then
 //! advertises follow ClusterPolicy `spec.mig.strategy`; a device-plugin ConfigMap named by
@@ -15,7 +15,7 @@ use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use serde_json::json;
 
 use gpuwl::cluster::gpu_operator;
-use gpuwl::cluster::gpusim::GpuHardware;
+use gpuwl_core::model::gpusim::GpuHardware;
 
 use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 

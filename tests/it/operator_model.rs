@@ -26,7 +26,7 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
 use gpuwl::cluster::gpu_operator::{self, PolicySettings};
-use gpuwl::cluster::gpusim::GpuHardware;
+use gpuwl_core::model::gpusim::GpuHardware;
 
 use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
 

@@ -9,8 +9,12 @@
 
 use std::time::Duration;
 
-use gpuwl::cluster::gpusim::{self, GpuHardware, HARDWARE_ANNOTATION};
+use gpuwl::cluster::gpusim::emulate_once;
 use gpuwl::lab::kubeops;
+use gpuwl_core::model::gpusim::{
+    DEVICE_PLUGIN_APP, GpuHardware, HARDWARE_ANNOTATION, SANDBOX_DEVICE_PLUGIN_APP,
+    VFIO_MANAGER_APP,
+};
 use http::Method;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
@@ -85,9 +89,9 @@ fn the_emulation_advertises_what_the_running_device_plugins_register() {
         json!({"metadata": {"name": "cpu-only"}}),
     );
     for (ds, node, phase) in [
-        (gpusim::SANDBOX_DEVICE_PLUGIN_APP, "n-vm", "Running"),
-        (gpusim::VFIO_MANAGER_APP, "n-vm", "Running"),
-        (gpusim::DEVICE_PLUGIN_APP, "n-ctr", "Pending"),
+        (SANDBOX_DEVICE_PLUGIN_APP, "n-vm", "Running"),
+        (VFIO_MANAGER_APP, "n-vm", "Running"),
+        (DEVICE_PLUGIN_APP, "n-ctr", "Pending"),
     ] {
         api.insert("/api/v1", "pods", operand_pod(ds, node, phase));
     }
@@ -98,11 +102,7 @@ fn the_emulation_advertises_what_the_running_device_plugins_register() {
     // Pass 1: the sandbox plugin (with the VFIO manager) registers the device-model name on
     // n-vm through the status subresource; the container plugin's pod is not running yet,
     // so n-ctr advertises nothing and is not written; the CPU node is never touched.
-    assert_eq!(
-        rt.block_on(gpusim::emulate_once(&client, OPERATOR_NS))
-            .unwrap(),
-        1
-    );
+    assert_eq!(rt.block_on(emulate_once(&client, OPERATOR_NS)).unwrap(), 1);
     assert_eq!(api.writes(), ["PATCH /api/v1/nodes/n-vm/status"]);
     let patch = api.requests().last().unwrap().clone();
     assert_eq!(patch.content_type, "application/merge-patch+json");
@@ -118,11 +118,7 @@ fn the_emulation_advertises_what_the_running_device_plugins_register() {
 
     // Pass 2: nothing changed, nothing written.
     let before = api.requests().len();
-    assert_eq!(
-        rt.block_on(gpusim::emulate_once(&client, OPERATOR_NS))
-            .unwrap(),
-        0
-    );
+    assert_eq!(rt.block_on(emulate_once(&client, OPERATOR_NS)).unwrap(), 0);
     assert!(api.requests()[before..].iter().all(|r| r.method == "GET"));
 
     // The container plugin starts on n-ctr; the node is relabelled to container and its
@@ -131,19 +127,15 @@ fn the_emulation_advertises_what_the_running_device_plugins_register() {
     api.modify(
         &format!(
             "/api/v1/namespaces/{OPERATOR_NS}/pods/{}-n-ctr",
-            gpusim::DEVICE_PLUGIN_APP
+            DEVICE_PLUGIN_APP
         ),
         |p| p["status"]["phase"] = json!("Running"),
     );
     api.remove(&format!(
         "/api/v1/namespaces/{OPERATOR_NS}/pods/{}-n-vm",
-        gpusim::SANDBOX_DEVICE_PLUGIN_APP
+        SANDBOX_DEVICE_PLUGIN_APP
     ));
-    assert_eq!(
-        rt.block_on(gpusim::emulate_once(&client, OPERATOR_NS))
-            .unwrap(),
-        2
-    );
+    assert_eq!(rt.block_on(emulate_once(&client, OPERATOR_NS)).unwrap(), 2);
     assert_eq!(capacity(&api, "n-vm")["nvidia.com/GA102GL_A10"], "0");
     assert_eq!(capacity(&api, "n-ctr")["nvidia.com/gpu"], "2");
     assert_eq!(
@@ -163,24 +155,20 @@ fn a_refused_status_write_is_an_error_naming_the_node_and_the_next_pass_retries(
     api.insert(
         "/api/v1",
         "pods",
-        operand_pod(gpusim::DEVICE_PLUGIN_APP, "n-1", "Running"),
+        operand_pod(DEVICE_PLUGIN_APP, "n-1", "Running"),
     );
     api.fail(Method::PATCH, "/nodes/n-1/status", 500, 1);
     let rt = rt();
     let _in_rt = rt.enter();
     let client = api.client();
     let err = rt
-        .block_on(gpusim::emulate_once(&client, OPERATOR_NS))
+        .block_on(emulate_once(&client, OPERATOR_NS))
         .unwrap_err()
         .to_string();
     assert!(err.contains("update the status of node n-1"), "{err}");
     assert!(err.contains("scripted failure"), "{err}");
     assert_eq!(capacity(&api, "n-1").get("nvidia.com/gpu"), None);
-    assert_eq!(
-        rt.block_on(gpusim::emulate_once(&client, OPERATOR_NS))
-            .unwrap(),
-        1
-    );
+    assert_eq!(rt.block_on(emulate_once(&client, OPERATOR_NS)).unwrap(), 1);
     assert_eq!(capacity(&api, "n-1")["nvidia.com/gpu"], "1");
 }
 

@@ -233,6 +233,11 @@ pub(crate) fn no_kubeconfig_message(detail: &str, running: &[String]) -> String 
 }
 
 impl Error {
+    /// [`Error::Runtime`] with `msg`: something gpuwl runs or starts failed.
+    pub fn runtime(msg: impl Into<String>) -> Error {
+        Error::Runtime(msg.into())
+    }
+
     /// The exit status this error maps to (2 for input, 3 for runtime).
     pub fn exit_status(&self) -> ExitStatus {
         match self {

@@ -9,6 +9,7 @@ pub mod advertise;
 pub mod dra;
 pub mod equivalents;
 pub mod finding;
+pub mod gpusim;
 pub mod kubevirt;
 pub mod kueue;
 pub mod launcher;
