@@ -19,14 +19,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::analysis::check::Finding;
+use crate::analysis::check::{self, Finding, NodeReport};
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::explain::Explanation;
 use crate::analysis::placement::tolerates;
 use crate::model::finding::Code;
 use crate::model::kueue::{KueueObjects, QUEUE_LABEL, ResourceFlavor, Workload, milli_str};
 use crate::model::node::{NodeInfo, ResourceField};
-use crate::model::resource::classify;
+use crate::model::operator::ClusterPolicy;
+use crate::model::resource::{Classifier, classify};
 
 /// How many node names a [`FlavorOffer`] keeps for messages.
 const NAMES_KEPT: usize = 5;
@@ -215,6 +216,35 @@ impl QuotaLayer {
         for (f, o) in self.objects.flavors.iter().zip(self.offers.iter_mut()) {
             o.add(f, node, gpu_node, pool);
         }
+    }
+
+    /// Feeds one node with check's verdict on it ([`check::judge_node`]): its GPU-node
+    /// evidence and its pool (the effective workload config). `check`'s [`check::Checker`]
+    /// and [`QuotaLayer::of_nodes`] (explain, inventory, serve) both feed it so.
+    pub fn add_judged(&mut self, node: &NodeInfo, r: &NodeReport) {
+        let pool = r.effective_workload.map(|w| w.as_str()).unwrap_or_default();
+        self.add(node, r.gpu_node.is_some(), pool);
+    }
+
+    /// The layer of `objects` over `nodes`, each judged as `check` judges it under `policy`
+    /// (default classifier, no DRA objects): the one assembly of the flavors' offers and
+    /// the findings for every command but `check` (which feeds its own checker's verdicts).
+    pub fn of_nodes(
+        objects: &KueueObjects,
+        nodes: &[NodeInfo],
+        policy: Option<&ClusterPolicy>,
+    ) -> QuotaLayer {
+        let classifier = Classifier::default();
+        let mut l = QuotaLayer::new(objects.clone());
+        for n in nodes {
+            l.add_judged(n, &check::judge_node(n, &classifier, policy, None));
+        }
+        l
+    }
+
+    /// The Kueue objects judged.
+    pub fn objects(&self) -> &KueueObjects {
+        &self.objects
     }
 
     /// What each flavor's nodes offer, by flavor name.
@@ -543,6 +573,17 @@ impl Serialize for QuotaCause {
 }
 
 impl QuotaCause {
+    /// Every cause of a workload Kueue has not admitted, in this order (serve's
+    /// `gpuwl_kueue_workloads_pending` has a series for each).
+    pub const WAITING: [QuotaCause; 6] = [
+        QuotaCause::NoQueue,
+        QuotaCause::NameNotCovered,
+        QuotaCause::QuotaTooSmall,
+        QuotaCause::QuotaExhausted,
+        QuotaCause::Fits,
+        QuotaCause::FlavorCannotServe,
+    ];
+
     /// The stable code: `kueue-admitted`, `kueue-no-queue`, `kueue-name-not-covered`,
     /// `kueue-quota-too-small`, `kueue-quota-exhausted`, `kueue-fits`.
     pub fn as_str(self) -> &'static str {
@@ -721,7 +762,7 @@ fn unservable(
 
 /// What admitted workloads of `cq` reserve of `resource` in `flavor`, in thousandths:
 /// the ClusterQueue's `status.flavorsReservation`, else the admitted workloads' totals.
-fn reserved(
+pub(crate) fn reserved(
     objects: &KueueObjects,
     cq: &crate::model::kueue::ClusterQueue,
     flavor: &str,
@@ -737,7 +778,12 @@ fn reserved(
 }
 
 /// The admitted workloads of ClusterQueue `cq` with `resource` in `flavor`, and how much.
-fn holders(objects: &KueueObjects, cq: &str, flavor: &str, resource: &str) -> Vec<(String, i64)> {
+pub(crate) fn holders(
+    objects: &KueueObjects,
+    cq: &str,
+    flavor: &str,
+    resource: &str,
+) -> Vec<(String, i64)> {
     objects
         .workloads
         .iter()
