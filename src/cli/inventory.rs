@@ -19,6 +19,7 @@ Examples:
   gpuwl inventory --nodes nodes.json --pods pods.json
   gpuwl inventory --nodes nodes.yaml --pods pods.yaml -o csv
   gpuwl inventory --snapshot prod.tar              # a `gpuwl snapshot` file
+  gpuwl inventory --nodes nodes.json --pods pods.json --kueue kueue.yaml   # with Kueue's quota
 
 Rows: pool × GPU resource name. A node's pool is the workload config the GPU Operator applies:
 its nvidia.com/gpu.workload.config label when honoured, else the ClusterPolicy's
@@ -30,6 +31,10 @@ pool, devices, the physical GPUs behind them (a GPU offered as gpu and vfio coun
 allocated, blocked (a sibling device consumed the shared counter), free, and the devices
 unallocated claims ask for; in -o csv they are rows with origin `dra`, resource
 `<driver>/<device type>`, capacity = devices, capacity_gpus = the physical GPUs.
+Kueue quota (with --kueue FILE, a snapshot's kueue.json, or live when kueue.x-k8s.io is served):
+per ClusterQueue × flavor × GPU name, the nominal quota, borrowing limit, reserved by admitted
+workloads, the workloads waiting on it with explain's quota cause, and what the flavor's nodes
+advertise (a name they do not advertise is quota no pod can use).
 Bad input: one line on stderr, exit 2.")]
 pub struct Args {
     /// The data source: a node dump and the files beside it, a snapshot file, or the live
@@ -58,6 +63,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let wanted = Wanted {
         pods: true,
         operands: Operands::Yes,
+        // The quota layer when Kueue is installed (a cluster without it answers 404).
+        kueue: true,
         ..Wanted::default()
     };
     let gathered = gather(&args.source.request(), wanted)?;
@@ -103,6 +110,7 @@ fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inven
         dra,
         operands,
         kubevirt,
+        kueue,
         ..
     } = g;
     let note = pods
@@ -128,6 +136,9 @@ fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inven
     }
     if let Some((objects, source)) = dra {
         inventory::attach_dra(&mut inv, &objects, source, &nodes, policy.policy());
+    }
+    if let Some(k) = &kueue {
+        inventory::attach_quota(&mut inv, k, &nodes, policy.policy());
     }
     Ok(inv)
 }

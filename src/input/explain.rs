@@ -126,15 +126,9 @@ pub async fn from_cluster(
 /// What each Kueue flavor's nodes offer, from the snapshot's nodes (check's GPU-node
 /// evidence and pools).
 fn flavor_offers(s: &Snapshot, k: &KueueObjects) -> Vec<kueue::FlavorOffer> {
-    let mut checker = crate::analysis::check::Checker::new(&crate::analysis::check::Options {
-        cluster_policy: s.policy.policy().cloned(),
-        kueue: Some(k.clone()),
-        ..Default::default()
-    });
-    for n in &s.nodes {
-        checker.add(n);
-    }
-    checker.finish().flavors
+    kueue::QuotaLayer::of_nodes(k, &s.nodes, s.policy.policy())
+        .offers()
+        .to_vec()
 }
 
 /// The pod a Job's template makes (`metadata.name` the Job's), with `selector` added to

@@ -443,6 +443,7 @@ mod tests {
                 seconds: 1.0,
             },
             notes: Vec::new(),
+            quota: None,
         }
     }
 

@@ -19,6 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::analysis::kueue::QuotaCause;
 use crate::serve::state::Evaluation;
 
 /// `{node}`.
@@ -120,6 +121,49 @@ pub struct QuotaLabels {
     /// Its severity.
     pub severity: String,
 }
+
+/// `{cluster_queue, flavor, resource}`: one row of the quota layer.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueFlavorLabels {
+    /// The Kueue ClusterQueue.
+    pub cluster_queue: String,
+    /// The ResourceFlavor.
+    pub flavor: String,
+    /// The GPU resource name.
+    pub resource: String,
+}
+
+/// `{cluster_queue, cause}`: waiting Kueue workloads by explain's quota cause.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueCauseLabels {
+    /// The Kueue ClusterQueue (`none` when the workload's LocalQueue or its ClusterQueue
+    /// does not exist).
+    pub cluster_queue: String,
+    /// The quota cause, e.g. `kueue-quota-exhausted`.
+    pub cause: &'static str,
+}
+
+/// The quota series per ClusterQueue × flavor × GPU name, in exposition order: nominal
+/// quota, borrowing limit (rows that set one), reserved by admitted workloads, units of
+/// the name the flavor's nodes advertise.
+const QUOTA_SERIES: [(&str, &str); 4] = [
+    (
+        "gpuwl_kueue_quota_nominal_units",
+        "A Kueue ClusterQueue's nominalQuota on the GPU name in the flavor (gpuwl inventory's Kueue table, NOMINAL)",
+    ),
+    (
+        "gpuwl_kueue_quota_borrowing_limit_units",
+        "Its borrowingLimit there, for the rows that set one",
+    ),
+    (
+        "gpuwl_kueue_quota_reserved_units",
+        "What admitted workloads reserve of it (the ClusterQueue's status.flavorsReservation)",
+    ),
+    (
+        "gpuwl_kueue_quota_advertised_units",
+        "Units of the GPU name the flavor's nodes advertise in all: 0 beside a nominal quota above 0 is quota no pod can use (kueue-quota-not-advertised)",
+    ),
+];
 
 /// `{kind, verdict}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -229,6 +273,8 @@ pub struct Metrics {
     orphaned: Family<NodeResourceLabels, Gauge>,
     kubevirt_finding: Family<KubevirtLabels, Gauge>,
     kueue_finding: Family<QuotaLabels, Gauge>,
+    kueue_quota: [Family<QueueFlavorLabels, Gauge<f64, AtomicU64>>; 4],
+    kueue_pending: Family<QueueCauseLabels, Gauge>,
     last_evaluation: Gauge<f64, AtomicU64>,
     evaluation_seconds: Gauge<f64, AtomicU64>,
     evaluations: Counter,
@@ -319,6 +365,8 @@ impl Metrics {
             orphaned: Family::default(),
             kubevirt_finding: Family::default(),
             kueue_finding: Family::default(),
+            kueue_quota: Default::default(),
+            kueue_pending: Family::default(),
             last_evaluation: Gauge::default(),
             evaluation_seconds: Gauge::default(),
             evaluations: Counter::default(),
@@ -402,6 +450,14 @@ fn register_findings(registry: &mut Registry, m: &Metrics) {
         "gpuwl_kueue_finding",
         "1 per finding of the quota layer (gpuwl check's kueue-* codes: a Kueue ClusterQueue's GPU quota against what its flavors' nodes advertise), when Kueue's objects are listed",
         m.kueue_finding.clone(),
+    );
+    for ((name, help), family) in QUOTA_SERIES.iter().zip(&m.kueue_quota) {
+        registry.register(*name, *help, family.clone());
+    }
+    registry.register(
+        "gpuwl_kueue_workloads_pending",
+        "Kueue workloads asking a GPU name that are not admitted, per ClusterQueue, by the quota cause gpuwl explain job gives (kueue-quota-exhausted, kueue-name-not-covered, …; every cause present, 0 when none), when Kueue's objects are listed",
+        m.kueue_pending.clone(),
     );
 }
 
@@ -588,8 +644,9 @@ impl Metrics {
                 })
                 .set(1);
         }
+        self.quota_update(e);
         self.kueue_finding.clear();
-        for (object, code, severity) in e.quota.iter().flatten() {
+        for (object, code, severity) in e.quota.iter().flat_map(|q| &q.findings) {
             self.kueue_finding
                 .get_or_create(&QuotaLabels {
                     object: label_value(object),
@@ -601,6 +658,61 @@ impl Metrics {
         self.last_evaluation.set(now);
         self.evaluation_seconds.set(took);
         self.evaluations.inc();
+    }
+
+    /// Sets the quota layer's series ([`QUOTA_SERIES`], `gpuwl_kueue_workloads_pending`)
+    /// from `e.quota`: cleared when Kueue's objects are not listed.
+    fn quota_update(&self, e: &Evaluation) {
+        for f in &self.kueue_quota {
+            f.clear();
+        }
+        self.kueue_pending.clear();
+        let Some(q) = &e.quota else { return };
+        for r in &q.usage.rows {
+            let labels = QueueFlavorLabels {
+                cluster_queue: label_value(&r.cluster_queue),
+                flavor: label_value(&r.flavor),
+                resource: label_value(&r.resource),
+            };
+            let units = |m: i64| m as f64 / 1000.0;
+            self.kueue_quota[0]
+                .get_or_create(&labels)
+                .set(units(r.nominal_milli));
+            if let Some(b) = r.borrowing_limit_milli {
+                self.kueue_quota[1].get_or_create(&labels).set(units(b));
+            }
+            self.kueue_quota[2]
+                .get_or_create(&labels)
+                .set(units(r.reserved_milli));
+            if let Some(a) = r.advertised {
+                self.kueue_quota[3].get_or_create(&labels).set(a as f64);
+            }
+        }
+        let queues: std::collections::BTreeSet<&str> = q
+            .usage
+            .rows
+            .iter()
+            .map(|r| r.cluster_queue.as_str())
+            .collect();
+        for cq in queues {
+            for cause in QuotaCause::WAITING {
+                self.kueue_pending
+                    .get_or_create(&QueueCauseLabels {
+                        cluster_queue: label_value(cq),
+                        cause: cause.as_str(),
+                    })
+                    .set(0);
+            }
+        }
+        for ((cq, cause), n) in q.usage.pending_by_cause() {
+            let cq = if cq.is_empty() { "none".to_owned() } else { cq };
+            self.kueue_pending
+                .get_or_create(&QueueCauseLabels {
+                    cluster_queue: label_value(&cq),
+                    cause,
+                })
+                .set(n);
+        }
     }
 
     /// Counts one error of the watch on `resource` (`nodes`, `pods`, `clusterpolicies`, …).
@@ -1017,6 +1129,78 @@ mod tests {
                 assert!(v > 0.0, "{name} {v}");
             }
         }
+    }
+
+    /// The lab's quota layer (tests/data/kueue/kueue.yaml on the lab's three nodes) with a
+    /// Job asking the passthrough name: the rows' series, and every waiting cause of
+    /// lab-gpus with the one Job under kueue-name-not-covered.
+    #[test]
+    fn the_quota_layer_series_per_queue_flavor_and_cause() {
+        use crate::analysis::kueue_usage::{PendingWorkload, QuotaInventory, QuotaRow};
+        let row = |flavor: &str, nominal: i64, reserved: i64, advertised: i64| QuotaRow {
+            cluster_queue: "lab-gpus".into(),
+            cohort: None,
+            flavor: flavor.into(),
+            resource: "nvidia.com/gpu".into(),
+            nominal_milli: nominal,
+            borrowing_limit_milli: (flavor == "container").then_some(500),
+            reserved_milli: reserved,
+            admitted: Vec::new(),
+            pending: Vec::new(),
+            nodes: Some(1),
+            advertised: Some(advertised),
+            offered: Default::default(),
+        };
+        let mut e = eval(false, 0);
+        e.quota = Some(crate::serve::state::QuotaEval {
+            findings: vec![(
+                "ClusterQueue/lab-gpus".into(),
+                "kueue-quota-not-advertised",
+                "error",
+            )],
+            usage: QuotaInventory {
+                flavors: 3,
+                cluster_queues: 1,
+                admitted_workloads: 1,
+                rows: vec![
+                    row("container", 4000, 1000, 4),
+                    row("vm-passthrough", 2000, 0, 0),
+                ],
+                unplaced: vec![PendingWorkload {
+                    workload: "gpu-kueue/job-kueue-passthrough".into(),
+                    owner: Some("Job/kueue-passthrough".into()),
+                    cause: QuotaCause::NameNotCovered,
+                    cluster_queue: Some("lab-gpus".into()),
+                    requests_milli: Default::default(),
+                    message: String::new(),
+                }],
+            },
+        });
+        let m = Metrics::new();
+        m.update(&e, 1.0, 0.0);
+        let text = m.encode(Format::OpenMetrics);
+        let q = "cluster_queue=\"lab-gpus\",flavor=\"container\",resource=\"nvidia.com/gpu\"";
+        let p = "cluster_queue=\"lab-gpus\",flavor=\"vm-passthrough\",resource=\"nvidia.com/gpu\"";
+        for line in [
+            format!("gpuwl_kueue_quota_nominal_units{{{q}}} 4.0"),
+            format!("gpuwl_kueue_quota_borrowing_limit_units{{{q}}} 0.5"),
+            format!("gpuwl_kueue_quota_reserved_units{{{q}}} 1.0"),
+            format!("gpuwl_kueue_quota_advertised_units{{{q}}} 4.0"),
+            format!("gpuwl_kueue_quota_nominal_units{{{p}}} 2.0"),
+            format!("gpuwl_kueue_quota_advertised_units{{{p}}} 0.0"),
+            "gpuwl_kueue_workloads_pending{cluster_queue=\"lab-gpus\",cause=\"kueue-name-not-covered\"} 1".to_owned(),
+            "gpuwl_kueue_workloads_pending{cluster_queue=\"lab-gpus\",cause=\"kueue-quota-exhausted\"} 0".to_owned(),
+            "gpuwl_kueue_finding{object=\"ClusterQueue/lab-gpus\",code=\"kueue-quota-not-advertised\",severity=\"error\"} 1".to_owned(),
+        ] {
+            assert!(text.contains(&format!("{line}\n")), "missing {line:?} in\n{text}");
+        }
+        assert!(!text.contains(&format!("gpuwl_kueue_quota_borrowing_limit_units{{{p}}}")));
+        assert_eq!(text.matches("gpuwl_kueue_workloads_pending{").count(), 6);
+        // Kueue gone: the series go with it.
+        m.update(&eval(false, 0), 2.0, 0.0);
+        let text = m.encode(Format::OpenMetrics);
+        assert!(!text.contains("gpuwl_kueue_quota_nominal_units{"), "{text}");
+        assert!(!text.contains("gpuwl_kueue_workloads_pending{"), "{text}");
     }
 
     #[test]

@@ -889,7 +889,7 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             );
             e.quota = kueue_now
                 .as_deref()
-                .map(|k| state::quota_findings(s.nodes.as_slice(), &policy, k));
+                .map(|k| state::quota(s.nodes.as_slice(), &policy, k));
             if reader.admission_enabled {
                 let (index, flagged) =
                     state::admission(s.nodes.as_slice(), &pods, &policy, kv.and_then(|r| r.ok()));

@@ -11,9 +11,12 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::runtime::watcher::Event;
 
+use crate::analysis::kueue::QuotaLayer;
+use crate::analysis::kueue_usage::{self, QuotaInventory};
 use crate::analysis::{admission, check, inventory, kubevirt};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::kueue::KueueObjects;
 use crate::model::node::NodeInfo;
 use crate::model::operator::PolicyStatus;
 use crate::model::pod::PodInfo;
@@ -191,9 +194,9 @@ pub struct Evaluation {
     pub orphans: Option<Vec<(String, String, i64)>>,
     /// KubeVirt findings as (resource, code) when the KubeVirt/HyperConverged CR is known.
     pub kubevirt: Option<Vec<(String, &'static str)>>,
-    /// The quota layer's findings as (Kueue object, code, severity) when Kueue's objects
-    /// were listed ([`quota_findings`]); set by the caller after [`evaluate_with_dra`].
-    pub quota: Option<Vec<(String, &'static str, &'static str)>>,
+    /// The quota layer when Kueue's objects were listed ([`quota`]); set by the caller
+    /// after [`evaluate_with_dra`].
+    pub quota: Option<QuotaEval>,
     /// One-line problems met (an unreadable CR, an inventory error), for the log.
     pub problems: Vec<String>,
 }
@@ -286,32 +289,36 @@ pub fn evaluate_with_dra(
     }
 }
 
-/// The quota layer's findings (`check`'s `kueue-*` codes, [`crate::analysis::kueue`]) for
-/// `kueue` against `nodes`, as (object, code, severity), e.g.
-/// `("ClusterQueue/lab-gpus", "kueue-quota-not-advertised", "error")`.
-pub fn quota_findings(
-    nodes: &[NodeInfo],
-    policy: &PolicyStatus,
-    kueue: &crate::model::kueue::KueueObjects,
-) -> Vec<(String, &'static str, &'static str)> {
-    let mut checker = check::Checker::new(&check::Options {
-        cluster_policy: policy.policy().cloned(),
-        kueue: Some(kueue.clone()),
-        ..Default::default()
-    });
-    for n in nodes {
-        checker.add(n);
-    }
-    checker
-        .finish()
-        .quota
+/// The quota layer of one evaluation ([`quota`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct QuotaEval {
+    /// `check`'s `kueue-*` findings as (object, code, severity), e.g.
+    /// `("ClusterQueue/lab-gpus", "kueue-quota-not-advertised", "error")`.
+    pub findings: Vec<(String, &'static str, &'static str)>,
+    /// The quota inventory (`gpuwl inventory`'s Kueue table): per ClusterQueue × flavor ×
+    /// GPU name the nominal, reserved and advertised units; the waiting workloads with
+    /// explain's quota cause.
+    pub usage: QuotaInventory,
+}
+
+/// The quota layer (`check`'s `kueue-*` findings and `inventory`'s quota table,
+/// [`crate::analysis::kueue`]) of `kueue` against `nodes`: one
+/// [`QuotaLayer::of_nodes`], the same assembly explain and inventory use.
+pub fn quota(nodes: &[NodeInfo], policy: &PolicyStatus, kueue: &KueueObjects) -> QuotaEval {
+    let layer = QuotaLayer::of_nodes(kueue, nodes, policy.policy());
+    let findings = layer
+        .findings()
         .iter()
         .flat_map(|q| {
             q.findings
                 .iter()
                 .map(|f| (q.object.clone(), f.code.as_str(), f.severity.as_str()))
         })
-        .collect()
+        .collect();
+    QuotaEval {
+        findings,
+        usage: kueue_usage::build(kueue, Some(layer.offers())),
+    }
 }
 
 /// Each node judged as `check` judges it ([`check::judge_node`], with the DRA objects
@@ -842,7 +849,7 @@ mod tests {
     /// The lab's quota layer (tests/data/kueue/kueue.yaml) against the lab's three nodes:
     /// the passthrough flavor's quota on nvidia.com/gpu is the one error.
     #[test]
-    fn quota_findings_of_the_labs_kueue_objects() {
+    fn quota_of_the_labs_kueue_objects() {
         let nodes = [
             node("lab-node-0", Some("container"), &[("nvidia.com/gpu", "4")]),
             node(
@@ -861,13 +868,29 @@ mod tests {
             "/tests/data/kueue/kueue.yaml"
         )))
         .unwrap();
+        let q = quota(&nodes, &PolicyStatus::not_read(), &k);
         assert_eq!(
-            quota_findings(&nodes, &PolicyStatus::not_read(), &k),
+            q.findings,
             [(
                 "ClusterQueue/lab-gpus".to_owned(),
                 "kueue-quota-not-advertised",
                 "error"
             )]
+        );
+        // The same layer's table: the passthrough flavor's quota, none of it advertised.
+        let rows: Vec<(&str, i64, Option<i64>)> = q
+            .usage
+            .rows
+            .iter()
+            .map(|r| (r.flavor.as_str(), r.nominal_milli, r.advertised))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("container", 4000, Some(4)),
+                ("vm-passthrough", 2000, Some(0)),
+                ("vm-vgpu", 0, Some(0)),
+            ]
         );
     }
 }

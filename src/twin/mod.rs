@@ -550,5 +550,6 @@ async fn build_and_try(
             seconds: 0.0,
         },
         notes,
+        quota: None,
     })
 }

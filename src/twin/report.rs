@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use crate::analysis::kueue::RelabelQuota;
 use crate::analysis::{explain, inventory};
 use crate::error::Result;
 use crate::model::operator::VGPU_CONFIG_LABEL;
@@ -430,6 +431,11 @@ pub struct Report {
     pub twin: TwinFacts,
     /// Other remarks.
     pub notes: Vec<String>,
+    /// The quota layer, when Kueue's objects were read: the flavors each relabelled node
+    /// leaves and joins, and the admitted workloads that lose their pool
+    /// ([`crate::analysis::kueue::relabel_quota`]; its sentences are notes too).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<RelabelQuota>,
 }
 
 pub(crate) fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {

@@ -49,6 +49,10 @@ const FILE_EXAMPLES: &[(&str, &str)] = &[
         "gpuwl check --effective ../inventory/lab/nodes.json --kueue kueue.yaml; echo \"exit $?\"",
         "tests/data/kueue",
     ),
+    (
+        "gpuwl inventory --nodes ../inventory/lab/nodes.json --pods ../inventory/lab/pods.json --kueue lab-workloads.yaml",
+        "tests/data/kueue",
+    ),
     // The committed must-gather bundle (tests/data/triage/README.md says how it was made).
     (
         "gpuwl triage tests/data/triage/broken; echo \"exit $?\"",

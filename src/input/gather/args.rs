@@ -235,7 +235,8 @@ impl Takes for ExplainSource {
 }
 
 /// `gpuwl inventory`: `--pods` and `--kubevirt-cr` (which judges the VMIs and VMs of the
-/// pod dump) with `--nodes`, `--cluster-policy`, `--dra`.
+/// pod dump) with `--nodes`, `--cluster-policy`, `--dra`; `--kueue` (also beside
+/// `--snapshot`).
 #[derive(Debug, Clone, Copy)]
 pub struct InventorySource;
 
@@ -248,6 +249,7 @@ impl Takes for InventorySource {
             (Part::ClusterPolicy, Take::Plain),
             (Part::Dra, Take::Plain),
             (Part::KubevirtCr, Take::WithNodes),
+            (Part::Kueue, Take::BesideSnapshot),
         ],
         live: Live::Always,
     };

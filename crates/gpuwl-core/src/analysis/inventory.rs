@@ -25,6 +25,7 @@ use crate::analysis::check::DraNodes;
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::dra::{self, DraInventory};
 use crate::analysis::explain::{Explanation, Inputs, Shared};
+use crate::analysis::kueue_usage::{self, QuotaInventory};
 use crate::analysis::orphans::{self, Orphan};
 use crate::analysis::usage::Usage;
 use crate::analysis::verdict::{self, PodClass};
@@ -35,6 +36,7 @@ use crate::model::advertise::{self, gpu_resources};
 use crate::model::dra::{DraObjects, DraSource};
 use crate::model::equivalents::unit_fraction;
 use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::kueue::KueueObjects;
 use crate::model::node::NodeInfo;
 use crate::model::operand::{self, OperandPod, OperandSource};
 use crate::model::operator::{self, ClusterPolicy, GpuEvidence, PolicyStatus};
@@ -254,6 +256,10 @@ pub struct Inventory {
     /// ([`attach_operands`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub operands: Option<OperandReport>,
+    /// The quota layer (Kueue's ClusterQueues × flavors × GPU names), when Kueue's objects
+    /// were read ([`attach_quota`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaInventory>,
 }
 
 /// The operand pods of the GPU nodes (`operands` in JSON/YAML).
@@ -351,6 +357,17 @@ pub fn attach_dra(
     inv.dra = Some(dra::inventory(dra, source, nodes, policy));
 }
 
+/// Sets [`Inventory::quota`] from Kueue's objects against `nodes` under `policy`
+/// ([`kueue_usage::of_nodes`]: the same verdicts as `gpuwl explain job`).
+pub fn attach_quota(
+    inv: &mut Inventory,
+    kueue: &KueueObjects,
+    nodes: &[NodeInfo],
+    policy: Option<&ClusterPolicy>,
+) {
+    inv.quota = Some(kueue_usage::of_nodes(kueue, nodes, policy));
+}
+
 /// Builds the inventory from nodes and pods, in four named phases: [`assign_pools`] (which
 /// nodes are in which pool), [`supply`] (per pool × resource, each node's units),
 /// [`demand`] (unbound pods: which pools could serve them, and the demand none can), and
@@ -413,6 +430,7 @@ pub fn build_with(
         dra: None,
         published_twice: Vec::new(),
         operands: None,
+        quota: None,
     })
 }
 
@@ -1163,6 +1181,9 @@ pub fn from_snapshot(mut snap: Snapshot, ignore: &[String]) -> Result<Inventory>
         &snap.nodes,
         snap.policy.policy(),
     );
+    if let Some(k) = &snap.kueue {
+        attach_quota(&mut inv, k, &snap.nodes, snap.policy.policy());
+    }
     Ok(inv)
 }
 

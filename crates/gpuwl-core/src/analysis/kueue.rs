@@ -19,14 +19,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::analysis::check::Finding;
+use crate::analysis::check::{self, Finding, NodeReport};
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::explain::Explanation;
 use crate::analysis::placement::tolerates;
 use crate::model::finding::Code;
 use crate::model::kueue::{KueueObjects, QUEUE_LABEL, ResourceFlavor, Workload, milli_str};
 use crate::model::node::{NodeInfo, ResourceField};
-use crate::model::resource::classify;
+use crate::model::operator::ClusterPolicy;
+use crate::model::resource::{Classifier, classify};
 
 /// How many node names a [`FlavorOffer`] keeps for messages.
 const NAMES_KEPT: usize = 5;
@@ -215,6 +216,35 @@ impl QuotaLayer {
         for (f, o) in self.objects.flavors.iter().zip(self.offers.iter_mut()) {
             o.add(f, node, gpu_node, pool);
         }
+    }
+
+    /// Feeds one node with check's verdict on it ([`check::judge_node`]): its GPU-node
+    /// evidence and its pool (the effective workload config). `check`'s [`check::Checker`]
+    /// and [`QuotaLayer::of_nodes`] (explain, inventory, serve) both feed it so.
+    pub fn add_judged(&mut self, node: &NodeInfo, r: &NodeReport) {
+        let pool = r.effective_workload.map(|w| w.as_str()).unwrap_or_default();
+        self.add(node, r.gpu_node.is_some(), pool);
+    }
+
+    /// The layer of `objects` over `nodes`, each judged as `check` judges it under `policy`
+    /// (default classifier, no DRA objects): the one assembly of the flavors' offers and
+    /// the findings for every command but `check` (which feeds its own checker's verdicts).
+    pub fn of_nodes(
+        objects: &KueueObjects,
+        nodes: &[NodeInfo],
+        policy: Option<&ClusterPolicy>,
+    ) -> QuotaLayer {
+        let classifier = Classifier::default();
+        let mut l = QuotaLayer::new(objects.clone());
+        for n in nodes {
+            l.add_judged(n, &check::judge_node(n, &classifier, policy, None));
+        }
+        l
+    }
+
+    /// The Kueue objects judged.
+    pub fn objects(&self) -> &KueueObjects {
+        &self.objects
     }
 
     /// What each flavor's nodes offer, by flavor name.
@@ -543,6 +573,17 @@ impl Serialize for QuotaCause {
 }
 
 impl QuotaCause {
+    /// Every cause of a workload Kueue has not admitted, in this order (serve's
+    /// `gpuwl_kueue_workloads_pending` has a series for each).
+    pub const WAITING: [QuotaCause; 6] = [
+        QuotaCause::NoQueue,
+        QuotaCause::NameNotCovered,
+        QuotaCause::QuotaTooSmall,
+        QuotaCause::QuotaExhausted,
+        QuotaCause::Fits,
+        QuotaCause::FlavorCannotServe,
+    ];
+
     /// The stable code: `kueue-admitted`, `kueue-no-queue`, `kueue-name-not-covered`,
     /// `kueue-quota-too-small`, `kueue-quota-exhausted`, `kueue-fits`.
     pub fn as_str(self) -> &'static str {
@@ -721,7 +762,7 @@ fn unservable(
 
 /// What admitted workloads of `cq` reserve of `resource` in `flavor`, in thousandths:
 /// the ClusterQueue's `status.flavorsReservation`, else the admitted workloads' totals.
-fn reserved(
+pub(crate) fn reserved(
     objects: &KueueObjects,
     cq: &crate::model::kueue::ClusterQueue,
     flavor: &str,
@@ -737,7 +778,12 @@ fn reserved(
 }
 
 /// The admitted workloads of ClusterQueue `cq` with `resource` in `flavor`, and how much.
-fn holders(objects: &KueueObjects, cq: &str, flavor: &str, resource: &str) -> Vec<(String, i64)> {
+pub(crate) fn holders(
+    objects: &KueueObjects,
+    cq: &str,
+    flavor: &str,
+    resource: &str,
+) -> Vec<(String, i64)> {
     objects
         .workloads
         .iter()
@@ -1283,6 +1329,124 @@ pub fn relabel_moves(
     m
 }
 
+/// An admitted workload whose pool goes with a relabel: the flavor it was admitted in
+/// advertised the GPU name before and advertises none of it after ([`lost_pools`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LostPool {
+    /// The Workload, `namespace/name`.
+    pub workload: String,
+    /// The flavor it was admitted in.
+    pub flavor: String,
+    /// The GPU name it was admitted for there.
+    pub resource: String,
+    /// Units of the name the flavor's nodes advertise before the relabel.
+    pub advertised_before: i64,
+}
+
+impl LostPool {
+    /// One sentence, e.g. `Kueue: gpu-kueue/job-a was admitted for nvidia.com/gpu in flavor
+    /// container, whose nodes advertise 4 of it now and none after the relabel: …`.
+    pub fn sentence(&self) -> String {
+        format!(
+            "Kueue: {} was admitted for {} in flavor {}, whose nodes advertise {} of it now and none after the relabel: its pods keep the flavor's node selector, and one that restarts waits at the scheduler (its quota stays reserved)",
+            self.workload, self.resource, self.flavor, self.advertised_before
+        )
+    }
+}
+
+/// The quota layer's side of a relabel (`whatif relabel`, `plan`): per relabelled node the
+/// flavors it leaves and joins ([`relabel_moves`]), and the admitted workloads that lose
+/// their pool ([`lost_pools`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RelabelQuota {
+    /// Per relabelled node (only those that leave or join a flavor).
+    pub moves: Vec<FlavorMove>,
+    /// Admitted workloads whose flavor's nodes stop advertising a name they were admitted
+    /// for.
+    pub lose_pool: Vec<LostPool>,
+}
+
+impl RelabelQuota {
+    /// Its sentences, moves first ([`FlavorMove::sentence`], [`LostPool::sentence`]).
+    pub fn sentences(&self) -> Vec<String> {
+        self.moves
+            .iter()
+            .filter_map(FlavorMove::sentence)
+            .chain(self.lose_pool.iter().map(LostPool::sentence))
+            .collect()
+    }
+}
+
+/// The admitted workloads (quota reserved, not finished) whose assignment puts a GPU name
+/// in a flavor whose nodes advertise some of it in `before` and none in `after` (the
+/// flavors' offers over the nodes before and after a relabel, [`QuotaLayer::of_nodes`]).
+pub fn lost_pools(
+    objects: &KueueObjects,
+    before: &[FlavorOffer],
+    after: &[FlavorOffer],
+) -> Vec<LostPool> {
+    let units = |offers: &[FlavorOffer], flavor: &str, resource: &str| {
+        offers
+            .iter()
+            .find(|o| o.flavor == flavor)
+            .and_then(|o| o.advertised.get(resource).copied())
+            .unwrap_or(0)
+    };
+    let mut out = Vec::new();
+    for w in objects
+        .workloads
+        .iter()
+        .filter(|w| (w.is("QuotaReserved") || w.is("Admitted")) && !w.is("Finished"))
+    {
+        let assigned: BTreeSet<(&String, &String)> = w
+            .assignments
+            .iter()
+            .flat_map(|a| &a.flavors)
+            .filter(|(r, _)| classify(r).is_gpu())
+            .collect();
+        for (resource, flavor) in assigned {
+            let was = units(before, flavor, resource);
+            if was > 0 && units(after, flavor, resource) == 0 {
+                out.push(LostPool {
+                    workload: w.key(),
+                    flavor: flavor.clone(),
+                    resource: resource.clone(),
+                    advertised_before: was,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// [`RelabelQuota`] of relabelling `relabels` (node, new workload config) among `before`,
+/// the nodes after being `after` (their labels and advertised names as the relabel leaves
+/// them).
+pub fn relabel_quota(
+    objects: &KueueObjects,
+    before: &[NodeInfo],
+    after: &[NodeInfo],
+    relabels: &[(String, String)],
+    policy: Option<&ClusterPolicy>,
+) -> RelabelQuota {
+    let moves = relabels
+        .iter()
+        .filter_map(|(node, value)| {
+            let n = before.iter().find(|n| &n.name == node)?;
+            let m = relabel_moves(objects, n, crate::model::workload::LABEL_KEY, value);
+            m.sentence().map(|_| m)
+        })
+        .collect();
+    let was = QuotaLayer::of_nodes(objects, before, policy);
+    let is = QuotaLayer::of_nodes(objects, after, policy);
+    RelabelQuota {
+        moves,
+        lose_pool: lost_pools(objects, was.offers(), is.offers()),
+    }
+}
+
 #[cfg(test)]
 mod relabel_tests {
     use super::*;
@@ -1310,5 +1474,60 @@ mod relabel_tests {
         );
         let same = relabel_moves(&o, &n, "nvidia.com/gpu.workload.config", "vm-passthrough");
         assert_eq!(same.sentence(), None);
+    }
+
+    /// The lab's container node relabelled to vm-passthrough: the Job admitted in flavor
+    /// container for nvidia.com/gpu loses its pool (its only node advertises the
+    /// passthrough name after); the node leaves container and joins vm-passthrough.
+    #[test]
+    fn a_workload_admitted_in_a_flavor_whose_nodes_stop_advertising_loses_its_pool() {
+        let text = format!(
+            "{}\n- kind: Workload\n  metadata: {{name: job-a, namespace: gpu-kueue}}\n  spec: {{queueName: lab}}\n  status:\n    conditions: [{{type: QuotaReserved, status: \"True\"}}, {{type: Admitted, status: \"True\"}}]\n    admission: {{clusterQueue: lab-gpus, podSetAssignments: [{{name: main, flavors: {{nvidia.com/gpu: container}}}}]}}\n",
+            include_str!("../../../../tests/data/kueue/kueue.yaml").trim_end()
+        );
+        let o = read_str(&text, "lab.yaml").unwrap();
+        let node = |workload: &str, res: &str| {
+            let mut n = NodeInfo::named("lab-node-0");
+            n.labels
+                .insert("nvidia.com/gpu.workload.config".into(), workload.into());
+            n.allocatable = Some([(res.to_owned(), "4".to_owned())].into_iter().collect());
+            n.capacity = n.allocatable.clone().unwrap();
+            n
+        };
+        let before = [node("container", "nvidia.com/gpu")];
+        let after = [node("vm-passthrough", "nvidia.com/GA102GL_A10")];
+        let q = relabel_quota(
+            &o,
+            &before,
+            &after,
+            &[("lab-node-0".into(), "vm-passthrough".into())],
+            None,
+        );
+        assert_eq!(q.moves.len(), 1);
+        assert_eq!(q.moves[0].leaves, ["container"]);
+        assert_eq!(q.moves[0].joins, ["vm-passthrough"]);
+        assert_eq!(
+            q.lose_pool,
+            [LostPool {
+                workload: "gpu-kueue/job-a".into(),
+                flavor: "container".into(),
+                resource: "nvidia.com/gpu".into(),
+                advertised_before: 4,
+            }]
+        );
+        assert!(
+            q.sentences()[1].starts_with("Kueue: gpu-kueue/job-a was admitted for nvidia.com/gpu in flavor container, whose nodes advertise 4 of it now and none after the relabel"),
+            "{:?}",
+            q.sentences()
+        );
+        // Relabelled to what it is: nothing moves, nothing is lost.
+        let same = relabel_quota(
+            &o,
+            &before,
+            &before,
+            &[("lab-node-0".into(), "container".into())],
+            None,
+        );
+        assert_eq!(same, RelabelQuota::default());
     }
 }

@@ -5,6 +5,8 @@
 //! - [`explain`]: why one pod or VM waits, as a [`diagnosis::Diagnosis`] from named rules;
 //! - [`kubevirt`]: KubeVirt's `permittedHostDevices` generated from and checked against
 //!   what the nodes advertise;
+//! - [`kueue`], [`kueue_usage`]: the quota layer (Kueue's flavors against the nodes, a
+//!   workload's quota cause, the per-ClusterQueue × flavor inventory);
 //! - [`triage`]: one report from a GPU Operator must-gather bundle (check, operator state,
 //!   operand DaemonSets not ready, pending GPU pods, what the bundle lacks).
 //!
@@ -27,6 +29,7 @@ pub mod fit;
 pub mod inventory;
 pub mod kubevirt;
 pub mod kueue;
+pub mod kueue_usage;
 pub mod names;
 pub mod orphans;
 pub mod placement;

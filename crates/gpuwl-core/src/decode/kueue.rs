@@ -130,10 +130,18 @@ fn group(g: &Value, p: &str) -> F<ResourceGroup> {
                 r.get("nominalQuota").unwrap_or(&Value::Null),
                 &format!("{rp}.nominalQuota"),
             )?;
+            let limit = |key: &str| -> F<Option<i64>> {
+                match r.get(key) {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => Ok(Some(milli(v, &format!("{rp}.{key}"))?.0)),
+                }
+            };
             resources.push(ResourceQuota {
                 name: s(r, "name", &rp)?,
                 nominal_milli,
                 nominal_raw,
+                borrowing_limit_milli: limit("borrowingLimit")?,
+                lending_limit_milli: limit("lendingLimit")?,
             });
         }
         flavors.push(FlavorQuotas {
@@ -429,7 +437,7 @@ items:
     - coveredResources: [nvidia.com/gpu]
       flavors:
       - name: passthrough
-        resources: [{name: nvidia.com/gpu, nominalQuota: 4}]
+        resources: [{name: nvidia.com/gpu, nominalQuota: 4, borrowingLimit: "2"}]
   status:
     flavorsReservation:
     - name: passthrough
@@ -472,6 +480,14 @@ items:
         assert_eq!(cq.cohort.as_deref(), Some("lab"));
         assert_eq!(cq.groups[0].covered, ["nvidia.com/gpu"]);
         assert_eq!(cq.groups[0].flavors[0].resources[0].nominal_milli, 4000);
+        assert_eq!(
+            cq.groups[0].flavors[0].resources[0].borrowing_limit_milli,
+            Some(2000)
+        );
+        assert_eq!(
+            cq.groups[0].flavors[0].resources[0].lending_limit_milli,
+            None
+        );
         assert_eq!(cq.reserved["passthrough"]["nvidia.com/gpu"], 1000);
         assert_eq!(o.local_queues[0].cluster_queue, "gpus");
         let w = &o.workloads[0];

@@ -38,6 +38,15 @@ pub struct ResourceQuota {
     pub nominal_milli: i64,
     /// `nominalQuota` as written.
     pub nominal_raw: String,
+    /// `borrowingLimit` in thousandths, when set: how much this ClusterQueue may borrow
+    /// of the name in the flavor from its cohort beyond `nominalQuota` (`None`: no limit,
+    /// kubernetes-sigs/kueue `apis/kueue/v1beta2/clusterqueue_types.go` `ResourceQuota`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub borrowing_limit_milli: Option<i64>,
+    /// `lendingLimit` in thousandths, when set: how much of `nominalQuota` its cohort may
+    /// borrow (`None`: all of it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lending_limit_milli: Option<i64>,
 }
 
 /// One `flavors[]` entry of a ClusterQueue's resource group.

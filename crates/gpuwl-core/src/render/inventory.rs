@@ -3,7 +3,7 @@
 
 use std::fmt::Write as _;
 
-use crate::render::{Column, esc, escape_serialized, fit_table, inventory_svg, wrap_lines};
+use crate::render::{Column, esc, escape_serialized, fit_table, inventory_svg, quota, wrap_lines};
 
 use crate::analysis::dra::DraInventory;
 use crate::analysis::inventory::{self, Inventory, OperandReport, Row, UnservableCause};
@@ -153,6 +153,9 @@ fn text(inv: &Inventory, opts: TextOptions) -> String {
     }
     if let Some(d) = &inv.dra {
         dra_text(&mut out, d, opts.width);
+    }
+    if let Some(q) = &inv.quota {
+        quota::text(&mut out, q, opts.width);
     }
     if !inv.published_twice.is_empty() {
         let _ = writeln!(

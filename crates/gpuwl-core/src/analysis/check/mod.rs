@@ -530,11 +530,7 @@ impl Checker {
             self.report.gpu_nodes += 1;
         }
         if let Some(q) = &mut self.quota {
-            let pool = r
-                .effective_workload
-                .map(|w| w.as_str().to_owned())
-                .unwrap_or_default();
-            q.add(node, r.gpu_node.is_some(), &pool);
+            q.add_judged(node, &r);
         }
         if let Some(g) = &self.report.gate {
             let ignored = &mut self.report.ignored;
