@@ -1,7 +1,7 @@
 //! explain against the real kube-scheduler, on random situations (see
-//! differential_harness.rs): 15 rounds × 10 targets = 150 scenarios, seed 22 (the suite's
-//! CI size; it was 24 rounds, then 20, cut as the test command's time mattered: issues 38
-//! and 51). Every
+//! differential_harness.rs): 11 rounds × 10 targets = 110 scenarios, seed 22 (the suite's
+//! CI size; it was 24 rounds, then 20, then 15, cut as the test command's time mattered:
+//! issues 38 and 51; the bench runs 520 and more, BENCHMARKS.md). Every
 //! outcome (placed / not placed / gated / refused by the API server) must agree, every
 //! reason the scheduler names must have a code in causeCodes, the reason counts gpuwl
 //! predicts must be the scheduler's, and for every pod left pending inventory, serve, the
@@ -27,7 +27,7 @@ fn explain_agrees_with_the_real_scheduler() {
             .unwrap();
         let mut rng = harness::Rng::new(22);
         let mut all = Vec::new();
-        for id in 0..15 {
+        for id in 0..11 {
             let round = harness::generate(&mut rng, id, 10);
             all.extend(harness::run_round(&client, &round).await.unwrap());
         }
@@ -70,17 +70,17 @@ fn explain_agrees_with_the_real_scheduler() {
     eprintln!("no tested change serves, by cause: {none:?}");
     assert_eq!(f.harmful, 0, "{f}\n{}", unbound.join("\n"));
     assert!(
-        f.fixes >= 50 && f.fixes_bound * 100 >= f.fixes * 95,
+        f.fixes >= 40 && f.fixes_bound * 100 >= f.fixes * 95,
         "{f}\n{}",
         unbound.join("\n")
     );
-    assert!(f.total >= 150, "{f}");
+    assert!(f.total >= 110, "{f}");
     // How many targets get placed varies between runs of the same seed (30 on one, 24 on
-    // another): the live state a target meets (node readiness and taints set by kwok and
+    // another at 15 rounds; 8 at 11 rounds): the live state a target meets (node readiness and taints set by kwok and
     // the controllers) is timing-dependent. gpuwl reads that same state, so agreement is
     // asserted above whatever the count; this only guards that both sides are exercised.
     assert!(
-        f.placed >= 8 && f.pending >= 75 && f.refused >= 1 && f.gated >= 1,
+        f.placed >= 4 && f.pending >= 60 && f.refused >= 1 && f.gated >= 1,
         "a generator that exercises every side: {f}"
     );
 }

@@ -311,6 +311,36 @@ fn free_values(
         .collect()
 }
 
+/// The `not-published` hint for reference `r` (attribute or capacity `q`) of selector
+/// `expr`: no candidate device publishes it; `published` lists the names they do publish
+/// in `r`'s domain, the nearest to `r`'s name first.
+fn not_published(m: &Matcher<'_>, candidates: &[usize], r: &Ref, q: String, expr: &str) -> Hint {
+    let names: BTreeSet<String> = candidates
+        .iter()
+        .flat_map(|&i| {
+            let d = m.devices[i].device;
+            let keys: Vec<&String> = if r.capacity {
+                d.capacity.keys().collect()
+            } else {
+                d.attributes.keys().collect()
+            };
+            keys.into_iter()
+                .filter_map(|k| k.strip_prefix(&format!("{}/", r.domain)))
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Hint {
+        selector: expr.to_owned(),
+        attribute: q,
+        problem: "not-published".into(),
+        value: r.literal.as_ref().map(|l| l.0.clone()),
+        published: names::nearest_first(names, &r.name),
+        corrected: None,
+        device_class: None,
+    }
+}
+
 /// The hints for request alternative `spec` that matches no device: per attribute its
 /// selectors (the class's and its own) reference, what the devices the class selects
 /// publish (all devices when the class selects none or does not exist).
@@ -351,30 +381,7 @@ pub fn hints(m: &Matcher<'_>, dra: &DraObjects, spec: &RequestSpec) -> Vec<Hint>
                 .collect();
             let present: BTreeSet<String> = values.iter().flatten().cloned().collect();
             if present.is_empty() {
-                let names: BTreeSet<String> = candidates
-                    .iter()
-                    .flat_map(|&i| {
-                        let d = m.devices[i].device;
-                        let keys: Vec<&String> = if r.capacity {
-                            d.capacity.keys().collect()
-                        } else {
-                            d.attributes.keys().collect()
-                        };
-                        keys.into_iter()
-                            .filter_map(|k| k.strip_prefix(&format!("{}/", r.domain)))
-                            .map(str::to_owned)
-                            .collect::<Vec<_>>()
-                    })
-                    .collect();
-                out.push(Hint {
-                    selector: expr.clone(),
-                    attribute: q,
-                    problem: "not-published".into(),
-                    value: r.literal.as_ref().map(|l| l.0.clone()),
-                    published: names::nearest_first(names, &r.name),
-                    corrected: None,
-                    device_class: None,
-                });
+                out.push(not_published(m, &candidates, &r, q, &expr));
                 continue;
             }
             let (Some(op), Some((lit, was_quoted))) = (&r.op, &r.literal) else {
