@@ -30,41 +30,11 @@ pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
     let mut out = Vec::new();
     let mut seen = std::collections::BTreeSet::new();
     for sel in ["app", "name"] {
-        let all: Api<Pod> = Api::all(client.clone());
-        let mut namespaces = std::collections::BTreeSet::new();
-        live::pages(
-            ListParams::default().labels(sel),
-            async |lp: &ListParams| {
-                let page = all
-                    .list_metadata(lp)
-                    .await
-                    .map_err(|e| live::api_error(DOING, &e))?;
-                for m in &page.items {
-                    let label = |k: &str| m.metadata.labels.as_ref().and_then(|l| l.get(k));
-                    if operand_of(
-                        label("app").map(String::as_str),
-                        label("name").map(String::as_str),
-                    )
-                    .is_some()
-                    {
-                        namespaces.insert(m.metadata.namespace.clone().unwrap_or_default());
-                    }
-                }
-                Ok::<_, crate::error::Error>(page.metadata.continue_)
-            },
-        )
-        .await?;
-        for ns in namespaces {
-            let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-            live::list_all(&api, ListParams::default().labels(sel), DOING, |p| {
-                if let Ok(v) = serde_json::to_value(&p)
-                    && let Some(o) = from_value(&v)
-                    && seen.insert(o.pod.clone())
-                {
-                    out.push(o);
-                }
-            })
-            .await?;
+        let lp = ListParams::default().labels(sel);
+        for o in in_operand_namespaces(client, &lp).await? {
+            if seen.insert(o.pod.clone()) {
+                out.push(o);
+            }
         }
     }
     Ok(out)
@@ -79,34 +49,38 @@ pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
 /// Errors: [`crate::error::Error::Runtime`] when a list fails.
 pub async fn list_finished(client: &Client) -> Result<Vec<OperandPod>> {
     const FINISHED: &str = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
+    in_operand_namespaces(client, &ListParams::default().fields(FINISHED)).await
+}
+
+/// The operand pods among those `lp` selects: one metadata list of them all (paged), then
+/// a full list with `lp` of each namespace where one's labels name an operand
+/// ([`operand_of`]).
+async fn in_operand_namespaces(client: &Client, lp: &ListParams) -> Result<Vec<OperandPod>> {
     let all: Api<Pod> = Api::all(client.clone());
     let mut namespaces = std::collections::BTreeSet::new();
-    live::pages(
-        ListParams::default().fields(FINISHED),
-        async |lp: &ListParams| {
-            let page = all
-                .list_metadata(lp)
-                .await
-                .map_err(|e| live::api_error(DOING, &e))?;
-            for m in &page.items {
-                let label = |k: &str| m.metadata.labels.as_ref().and_then(|l| l.get(k));
-                if operand_of(
-                    label("app").map(String::as_str),
-                    label("name").map(String::as_str),
-                )
-                .is_some()
-                {
-                    namespaces.insert(m.metadata.namespace.clone().unwrap_or_default());
-                }
+    live::pages(lp.clone(), async |lp: &ListParams| {
+        let page = all
+            .list_metadata(lp)
+            .await
+            .map_err(|e| live::api_error(DOING, &e))?;
+        for m in &page.items {
+            let label = |k: &str| m.metadata.labels.as_ref().and_then(|l| l.get(k));
+            if operand_of(
+                label("app").map(String::as_str),
+                label("name").map(String::as_str),
+            )
+            .is_some()
+            {
+                namespaces.insert(m.metadata.namespace.clone().unwrap_or_default());
             }
-            Ok::<_, crate::error::Error>(page.metadata.continue_)
-        },
-    )
+        }
+        Ok::<_, crate::error::Error>(page.metadata.continue_)
+    })
     .await?;
     let mut out = Vec::new();
     for ns in namespaces {
         let api: Api<Pod> = Api::namespaced(client.clone(), &ns);
-        live::list_all(&api, ListParams::default().fields(FINISHED), DOING, |p| {
+        live::list_all(&api, lp.clone(), DOING, |p| {
             if let Ok(v) = serde_json::to_value(&p)
                 && let Some(o) = from_value(&v)
             {
