@@ -7,6 +7,7 @@
 #   bench/whatif.sh                      # ~500 GPU nodes (667 in all), 5,000 pods, 2 runs
 #   NODES=1334 PODS=10000 REPS=1 bench/whatif.sh
 #   SKIP_BUILD=1 bench/whatif.sh         # the binaries already in target/release
+#   SKIP_BUILD=1 G=/tmp/old/gpuwl GENDUMP=target/debug/examples/gendump bench/whatif.sh
 #
 # gendump spreads nodes 75 % GPU / 25 % CPU-only and binds every pod to a GPU node; the
 # script adds a queue of 40 pending pods (tolerating every taint: gendump taints its GPU
@@ -26,10 +27,11 @@ mkdir -p "$WORK"
 command -v /usr/bin/time >/dev/null || { echo "needs /usr/bin/time (apt-get install time)"; exit 1; }
 cd "$ROOT"
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release --bin gpuwl --example gendump
-G=$ROOT/target/release/gpuwl
+G=${G:-$ROOT/target/release/gpuwl}
+GENDUMP=${GENDUMP:-$ROOT/target/release/examples/gendump}
 nf=$WORK/nodes-$NODES.json pf=$WORK/pods-$PODS.json
 if [ ! -s "$pf" ]; then
-    target/release/examples/gendump --nodes "$NODES" --pods "$PODS" --seed 11 --compact --out "$nf" --pods-out "$WORK/bound.json"
+    "$GENDUMP" --nodes "$NODES" --pods "$PODS" --seed 11 --compact --out "$nf" --pods-out "$WORK/bound.json"
     python3 - "$nf" "$WORK/bound.json" "$pf" <<'EOF'
 import json, sys
 nodes = json.load(open(sys.argv[1]))["items"]
@@ -74,7 +76,7 @@ for _ in $(seq "$REPS"); do
     # figures would include them).
     : > "$WORK/samples"
     while kill -0 "$pid" 2>/dev/null; do
-        twin=$(ps -o rss= -p "$(pgrep -d, -f "/clusters/$TWIN/" || echo 1)" 2>/dev/null | awk '{s+=$1} END {print s+0}')
+        twin=$(ps -o rss= -p "$(pgrep -d, -f "/$TWIN/" || echo 1)" 2>/dev/null | awk '{s+=$1} END {print s+0}')
         own=$(awk '/^VmRSS/ {print $2}' "/proc/$pid/status" 2>/dev/null || echo 0)
         cpu=$(awk '{print $14 + $15}' "/proc/$pid/stat" 2>/dev/null || echo 0)
         echo "${twin:-0} ${own:-0} ${cpu:-0}" >> "$WORK/samples"
