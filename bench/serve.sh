@@ -2,11 +2,16 @@
 # `gpuwl serve` at scale on the local control plane: time to ready, resident memory after
 # sync, time from a relabel (the API server has it: `kubectl label` returned) to the metric
 # changing, CPU while idle. Peer in the same run: one-shot `gpuwl inventory` and
-# `gpuwl check` against the same cluster.
+# `gpuwl check` against the same cluster; with KSM=<kube-state-metrics binary> also
+# kube-state-metrics (v2.20.0, `GOBIN=DIR go install k8s.io/kube-state-metrics/v2@v2.20.0`)
+# exporting the same nodes and pods (`--resources=nodes,pods`, the workload-config label
+# allowed on kube_node_labels): time to a complete exposition, memory, idle CPU, and
+# relabel → metric, measured the same way.
 #
 #   bench/serve.sh                       # SIZES="500 5000": N nodes, 4N pods each
 #   SIZES=5000 IDLE=120 bench/serve.sh
 #   SKIP_BUILD=1 bench/serve.sh          # measure the binaries already in target/release
+#   KSM=/tmp/ksm/kube-state-metrics SIZES=1000 bench/serve.sh
 #
 # Work files go to $WORK (default /tmp/gpuwl-bench, shared with bench/run.sh: the same
 # generated dumps, --seed 7 --compact). Results: $WORK/results/serve.tsv and serve-*.log.
@@ -38,9 +43,10 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 scrape() { curl -s "http://$addr/metrics" -o "$WORK/metrics.txt"; }
 metric() { scrape && awk -v m="$1" '$1 == m {print $2}' "$WORK/metrics.txt"; }
 
-serve_pid=
+serve_pid= ksm_pid=
 cleanup() {
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
+    [ -n "$ksm_pid" ] && kill "$ksm_pid" 2>/dev/null || true
     "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
@@ -51,6 +57,46 @@ trap cleanup EXIT
     echo "nproc: $(nproc)  $(lscpu | grep 'Model name')"
     free -g | head -n 2
 } | tee "$RES/serve-env.txt"
+
+# kube-state-metrics on the same cluster, measured as serve is above: start → every node's
+# kube_node_info and every pod's kube_pod_info in one scrape, RSS 5 s later and its peak,
+# CPU over $IDLE s with nothing changed, then $RELABELS relabels to a typo and back, each
+# until kube_node_labels shows the new value.
+ksm_peer() {
+    local port=${KSM_PORT:-18080} t0 c0 c1 hz
+    t0=$(now)
+    "$KSM" --kubeconfig "$kc" --host 127.0.0.1 --port "$port" --telemetry-host 127.0.0.1 \
+        --telemetry-port "$((port + 1))" --resources=nodes,pods \
+        --metric-labels-allowlist='nodes=[nvidia.com/gpu.workload.config]' 2>"$RES/ksm-$n.log" &
+    ksm_pid=$!
+    until curl -s "http://127.0.0.1:$port/metrics" -o "$WORK/ksm.txt" \
+        && [ "$(grep -c '^kube_node_info{' "$WORK/ksm.txt")" -ge "$n" ] \
+        && [ "$(grep -c '^kube_pod_info{' "$WORK/ksm.txt")" -ge "$p" ]; do sleep 0.1; done
+    row "peer kube-state-metrics time to complete exposition s" "$(secs "$t0" "$(now)")"
+    row "peer kube-state-metrics series" "$(grep -vc '^#' "$WORK/ksm.txt")"
+    row "peer kube-state-metrics exposition bytes" "$(stat -c %s "$WORK/ksm.txt")"
+    sleep 5
+    row "peer kube-state-metrics RSS after sync MB" "$(awk '/VmRSS/ {printf "%.1f", $2/1024}' "/proc/$ksm_pid/status")"
+    row "peer kube-state-metrics peak RSS MB" "$(awk '/VmHWM/ {printf "%.1f", $2/1024}' "/proc/$ksm_pid/status")"
+    c0=$(cpu_ticks "$ksm_pid")
+    sleep "$IDLE"
+    c1=$(cpu_ticks "$ksm_pid")
+    hz=$(getconf CLK_TCK)
+    row "peer kube-state-metrics idle CPU % over ${IDLE}s" "$(echo "($c1 - $c0) * 100 / $hz / $IDLE" | bc -l | xargs printf '%.2f')"
+    for i in $(seq "$RELABELS"); do
+        for v in containr container; do
+            kubectl --kubeconfig "$kc" label node "$node" "nvidia.com/gpu.workload.config=$v" --overwrite >/dev/null
+            t1=$(now)
+            until curl -s "http://127.0.0.1:$port/metrics" -o "$WORK/ksm.txt" \
+                && grep "^kube_node_labels{" "$WORK/ksm.txt" | grep "node=\"$node\"" \
+                | grep -q "label_nvidia_com_gpu_workload_config=\"$v\""; do sleep 0.02; done
+            row "peer kube-state-metrics relabel to metric s ($v)" "$(secs "$t1" "$(now)")"
+        done
+    done
+    kill "$ksm_pid"
+    wait "$ksm_pid" || true
+    ksm_pid=
+}
 
 for n in $SIZES; do
     p=$((n * 4))
@@ -124,5 +170,9 @@ for n in $SIZES; do
     kill "$serve_pid"
     wait "$serve_pid" || true
     serve_pid=
+
+    if [ -n "${KSM:-}" ]; then
+        ksm_peer
+    fi
     "$B" cluster down --name "$CLUSTER" >/dev/null
 done
