@@ -16,6 +16,7 @@ Examples:
   gpuwl triage bundle.tar.gz -o json                       # a tarball of it (tar or tar.gz)
   gpuwl triage bundle/ --pods pods.json                    # plus the workload pods
   gpuwl triage bundle/ --pods all.json --kubevirt kv.yaml  # and the waiting VMs (pods,vmis,vms)
+  gpuwl triage bundle/ --kueue kueue.yaml                  # and the quota layer (Kueue's objects)
 
 Reads the GPU Operator's must-gather bundle (its hack/must-gather.sh): gpu_nodes.descr (the GPU
 nodes as `kubectl describe` text: labels, taints, capacity, allocatable, allocated requests),
@@ -24,10 +25,12 @@ logs, gpu_nodes.labels, must-gather.log. Prints: check's verdict on the describe
 (MISMATCH=/OK= lines and warnings), the operator's state per node, operand DaemonSets that are
 not fully ready and why (pod phase, restarts, waiting reason, last exit, the last error lines
 of their logs, escaped and cut to 200 characters), pending GPU pods (and VMIs or VMs waiting with
-no virt-launcher pod) with explain's cause and verdict class, and what the bundle lacks. Logs are read from their end only (64 KiB each), so a huge log costs
+no virt-launcher pod) with explain's cause and verdict class, with --kueue the quota layer (check's
+kueue-* findings, the GPU workloads Kueue holds with explain's quota cause; must-gather.sh gathers
+no Kueue objects), and what the bundle lacks. Logs are read from their end only (64 KiB each), so a huge log costs
 no memory; files that do not read are listed, never fatal.
-Exit 0 no problem found · 1 a MISMATCH, an operand DaemonSet not fully ready or a pending GPU
-pod · 2 not a bundle (neither a folder nor a tar archive, or none of the script's files), or past
+Exit 0 no problem found · 1 a MISMATCH, an operand DaemonSet not fully ready, a pending GPU
+pod, a quota error or a GPU workload Kueue holds · 2 not a bundle (neither a folder nor a tar archive, or none of the script's files), or past
 a reader limit (--max-input-bytes, --max-member-bytes, --max-items). Symbolic and hard links in
 the bundle are never followed: they are listed and skipped.")]
 pub struct Args {
@@ -45,6 +48,12 @@ pub struct Args {
     /// under (without it: KubeVirt's defaults, no name refused).
     #[arg(long, value_name = "FILE")]
     pub kubevirt: Option<PathBuf>,
+    /// Kueue's objects (`kubectl get resourceflavors,clusterqueues,localqueues,workloads
+    /// -A -o yaml`; the GPU Operator's must-gather gathers none): the quota layer judged
+    /// over the described nodes, as `gpuwl check --kueue` does, and the GPU workloads
+    /// Kueue holds with explain's quota cause.
+    #[arg(long, value_name = "FILE")]
+    pub kueue: Option<PathBuf>,
     /// Output format: text for people; json and yaml carry the whole report.
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
@@ -64,8 +73,17 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         .as_deref()
         .map(kubevirt::read_path)
         .transpose()?;
+    let kueue = args
+        .kueue
+        .as_deref()
+        .map(crate::input::kueue::read_path)
+        .transpose()?;
     let bundle = mustgather::read(&args.bundle)?;
-    let t = triage::build(&bundle, extra.as_deref(), kubevirt.as_ref());
+    let mut t = triage::build(&bundle, extra.as_deref(), kubevirt.as_ref());
+    if let Some(k) = &kueue {
+        let nodes: Vec<_> = bundle.nodes.iter().map(|d| d.node.clone()).collect();
+        t.quota = Some(triage::quota_part(k, &nodes, &t.cluster_policy));
+    }
     let text = render::triage::render(&t, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(if t.found_problems() {

@@ -3,18 +3,14 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::analysis::kueue;
 use crate::cluster;
 use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::TwinSource;
 use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::input::live;
-use crate::model::kueue::KueueObjects;
-use crate::model::node::NodeInfo;
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
-use crate::twin::predict;
-use crate::twin::report::{NodeChange, Relabel, Report, Verdict};
+use crate::twin::report::{Relabel, Report, Verdict};
 use crate::twin::{self, DEFAULT_TWIN_NAME, Source};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
@@ -223,58 +219,13 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     // The quota layer: which Kueue flavors each relabelled node leaves and joins, and the
     // admitted workloads that lose their pool.
     if let Some(k) = &kueue {
-        add_quota(&mut report, k, &source);
+        twin::quota::add_quota(&mut report, k, &source);
     }
     let text = serialized(&report, a.twin.output).unwrap_or_else(|| {
         render::wrap_lines(&report_text(&report, render::width()), render::width())
     });
     write(&text)?;
     Ok(ExitStatus::Ok)
-}
-
-/// The nodes as the twin's relabels leave them: the relabelled ones with the labels the
-/// operator leaves ([`predict::relabelled`]) and the GPU names the twin's node status shows
-/// after (`advertised_after`, a name that left at 0), the others as read.
-fn nodes_after(source: &Source, changes: &[NodeChange]) -> Vec<NodeInfo> {
-    source
-        .nodes
-        .iter()
-        .map(|n| {
-            let Some(c) = changes.iter().find(|c| c.relabel.node == n.name) else {
-                return n.clone();
-            };
-            let mut after =
-                predict::relabelled(n, c.relabel.config, c.relabel.vgpu_type.as_deref());
-            let names = c.advertised_before.keys().chain(c.advertised_after.keys());
-            let mut alloc = after.allocatable.clone().unwrap_or(after.capacity.clone());
-            for name in names {
-                let units = c
-                    .advertised_after
-                    .get(name)
-                    .copied()
-                    .unwrap_or(0)
-                    .to_string();
-                alloc.insert(name.clone(), units.clone());
-                after.capacity.insert(name.clone(), units);
-            }
-            after.allocatable = Some(alloc);
-            after
-        })
-        .collect()
-}
-
-/// Adds the quota layer's side of the report's relabels ([`kueue::relabel_quota`]): its
-/// sentences as notes, the whole as [`Report::quota`] (`quota` in JSON/YAML).
-fn add_quota(report: &mut Report, k: &KueueObjects, source: &Source) {
-    let after = nodes_after(source, &report.changes);
-    let relabels: Vec<(String, String)> = report
-        .changes
-        .iter()
-        .map(|c| (c.relabel.node.clone(), c.relabel.config.as_str().to_owned()))
-        .collect();
-    let q = kueue::relabel_quota(k, &source.nodes, &after, &relabels, source.policy.policy());
-    report.notes.extend(q.sentences());
-    report.quota = Some(q);
 }
 
 /// Runs `gpuwl plan`.
@@ -290,7 +241,7 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
     } else {
         let mut w = run_twin(&args.twin, &source, &relabels)?;
         if let Some(k) = &kueue {
-            add_quota(&mut w, k, &source);
+            twin::quota::add_quota(&mut w, k, &source);
         }
         Some(w)
     };

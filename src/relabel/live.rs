@@ -20,6 +20,7 @@ use super::{
     Decision, Disruption, Holder, HolderAction, NodePlan, Observed, Record, STATE_ANNOTATION,
     Status, StepKind,
 };
+use crate::analysis::kueue::RelabelQuota;
 use crate::error::{Error, Result};
 use crate::input::live::{self, api_error, list_all, node_info};
 use crate::input::pods::{self, LIVE_FIELD_SELECTOR};
@@ -61,6 +62,10 @@ pub struct StepReport {
     pub seconds: f64,
     /// What it did, or why it stopped; one line, escaped.
     pub message: String,
+    /// More to say about it, one sentence each, not escaped (the preview: the quota
+    /// layer's side of the relabels, [`crate::twin::quota::quota_side`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 /// How the whole run ended.
@@ -95,6 +100,12 @@ pub struct Report {
     pub verdict: Option<Verdict>,
     /// Every step, in order.
     pub steps: Vec<StepReport>,
+    /// The quota layer's side of the relabels, when the preview ran on a cluster with
+    /// Kueue's objects: the flavors each node leaves and joins, the admitted workloads
+    /// that lose their pool ([`crate::analysis::kueue::relabel_quota`], as `gpuwl whatif
+    /// relabel` says it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<RelabelQuota>,
     /// Why it stopped, or what it found, one line.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -137,6 +148,7 @@ pub struct Sink<'a> {
     on_step: &'a mut (dyn FnMut(&StepReport) + Send),
     progress: &'a mut (dyn FnMut(&str) + Send),
     confirm: &'a mut (dyn FnMut(&str) -> Option<bool> + Send),
+    quota: Option<RelabelQuota>,
 }
 
 impl<'a> Sink<'a> {
@@ -154,6 +166,7 @@ impl<'a> Sink<'a> {
             on_step,
             progress,
             confirm,
+            quota: None,
         }
     }
 
@@ -165,6 +178,18 @@ impl<'a> Sink<'a> {
         from: Instant,
         msg: String,
     ) {
+        self.emit_notes(node, step, status, from, msg, Vec::new());
+    }
+
+    fn emit_notes(
+        &mut self,
+        node: Option<&str>,
+        step: StepKind,
+        status: Status,
+        from: Instant,
+        msg: String,
+        notes: Vec<String>,
+    ) {
         let r = StepReport {
             node: node.map(str::to_string),
             step,
@@ -172,6 +197,7 @@ impl<'a> Sink<'a> {
             at: from.duration_since(self.started).as_secs_f64(),
             seconds: from.elapsed().as_secs_f64(),
             message: msg,
+            notes,
         };
         (self.on_step)(&r);
         self.steps.push(r);
@@ -190,6 +216,7 @@ impl<'a> Sink<'a> {
             verdict,
             seconds: self.started.elapsed().as_secs_f64(),
             steps: self.steps,
+            quota: self.quota,
             message,
         }
     }
@@ -929,6 +956,7 @@ async fn preview(
         ),
         Some(opts) => {
             let snap = snapshot::read(client, false).await?;
+            let kueue = snap.kueue;
             let source = twin::Source {
                 nodes: snap.nodes,
                 pods: snap.pods,
@@ -937,9 +965,18 @@ async fn preview(
                 origin: "cluster".into(),
             };
             let report = twin::run(&source, &fresh, opts, sink.progress).await?;
+            // The quota layer's side, as `whatif relabel` says it.
+            let quota = kueue
+                .as_ref()
+                .map(|k| twin::quota::quota_side(&report.changes, k, &source));
+            let notes = quota
+                .as_ref()
+                .map(RelabelQuota::sentences)
+                .unwrap_or_default();
+            sink.quota = quota;
             let v = report.verdict;
             let message = format!("Verdict: {} (twin {})", v.summary, esc(&opts.name));
-            sink.emit(None, StepKind::Preview, Status::Done, from, message);
+            sink.emit_notes(None, StepKind::Preview, Status::Done, from, message, notes);
             return Ok(Some(v));
         }
     };

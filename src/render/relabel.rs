@@ -19,13 +19,18 @@ pub fn step_line(s: &StepReport) -> String {
         Status::Done | Status::TimedOut => format!(" ({:.1} s)", s.seconds),
         _ => String::new(),
     };
-    format!(
+    let mut line = format!(
         "{:>6.1} s  {:<10}  {:<12}  {who}{}{took}\n",
         s.at,
         s.step.as_str(),
         s.status.as_str(),
         s.message,
-    )
+    );
+    // The preview's notes (the quota layer's side), under its line.
+    for n in &s.notes {
+        line.push_str(&format!("{:34}note: {}\n", "", render::esc(n)));
+    }
+    line
 }
 
 /// The closing line on stdout: what was done, or that a dry run changed nothing; `None`

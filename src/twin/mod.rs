@@ -23,6 +23,7 @@ pub mod load;
 pub mod objects;
 pub mod plan;
 pub mod predict;
+pub mod quota;
 pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};

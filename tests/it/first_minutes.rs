@@ -454,6 +454,72 @@ fn the_committed_must_gather_bundle_triages() {
     assert_eq!(rc, 1, "{err}");
 }
 
+/// A bundle (the committed one, copied) with the lab's Kueue objects beside it (`--kueue`;
+/// the script gathers none): the quota layer judged over the described nodes — the
+/// passthrough node's label is mistyped, so the passthrough flavor selects no node and its
+/// quota is an error — and the Job Kueue holds with explain's quota cause.
+#[test]
+fn triage_with_kueue_objects_reports_the_quota_layer() {
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = dir.path().join("bundle");
+    std::fs::create_dir(&bundle).unwrap();
+    for e in std::fs::read_dir(data("triage/broken")).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), bundle.join(e.file_name())).unwrap();
+    }
+    let kueue = data("kueue/lab-workloads.yaml");
+    let b = bundle.to_str().unwrap();
+    let (rc, out, err) = gpuwl(&["triage", b, "--kueue", &kueue, "-o", "json"]);
+    assert_eq!(rc, 1, "{err}");
+    let t: Value = serde_json::from_str(&out).unwrap();
+    let q = &t["quota"];
+    assert_eq!(q["objects"], serde_json::json!([3, 1, 1, 2]), "{q:#}");
+    let codes: Vec<(&str, &str)> = q["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|r| {
+            let o = r["object"].as_str().unwrap();
+            r["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(move |f| (o, f["code"].as_str().unwrap()))
+        })
+        .collect();
+    assert_eq!(
+        codes,
+        [
+            ("ResourceFlavor/vm-passthrough", "kueue-flavor-no-gpu-node"),
+            ("ClusterQueue/lab-gpus", "kueue-quota-not-advertised")
+        ],
+        "{q:#}"
+    );
+    assert_eq!(q["workloads"].as_array().unwrap().len(), 1, "{q:#}");
+    assert_eq!(q["workloads"][0]["cause"], "kueue-name-not-covered");
+    assert_eq!(
+        q["workloads"][0]["workload"],
+        "gpu-kueue/job-kueue-passthrough-8b2e4"
+    );
+    let (rc, out, _) = gpuwl(&["triage", b, "--kueue", &kueue]);
+    assert_eq!(rc, 1);
+    assert!(
+        out.contains("\nKueue quota layer (--kueue: 3 flavor(s), 1 ClusterQueue(s), 1 LocalQueue(s), 2 Workload(s)):\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  ERROR kueue-quota-not-advertised ClusterQueue/lab-gpus: quota 2 nvidia.com/gpu in flavor vm-passthrough, but the flavor selects no node: Kueue admits workloads for it that no node can run\n"),
+        "{out}"
+    );
+    assert!(
+        out.contains("  gpu-kueue/job-kueue-passthrough-8b2e4 kueue-name-not-covered: ClusterQueue lab-gpus has no quota on nvidia.com/GA102GL_A10 in any flavor"),
+        "{out}"
+    );
+    // Without --kueue the section is not there.
+    let (_, out, _) = gpuwl(&["triage", b]);
+    assert!(!out.contains("Kueue quota layer"), "{out}");
+}
+
 /// The commands of a line of text as a shell would run them: each `kubectl …` up to the
 /// punctuation or the parenthesis that ends it (what copying it from the wide output runs).
 fn commands_in(text: &str) -> Vec<String> {

@@ -128,12 +128,33 @@ fn lab_kueue_admits_one_job_holds_the_misnamed_one_and_check_reports_the_quota()
     let n = std::env::var("GPUWL_KUEUE_SCENARIOS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(12);
+        .unwrap_or(8);
     let seed = std::env::var("GPUWL_KUEUE_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(52);
+    let started = std::time::Instant::now();
     differential(kubeconfig, seed, n);
+    eprintln!(
+        "job differential: {n} scenarios in {:.1?}",
+        started.elapsed()
+    );
+    // Quota held by other workloads, cohorts and borrowing (bench:
+    // GPUWL_KUEUE_QUOTA_SCENARIOS, else GPUWL_KUEUE_SCENARIOS).
+    let nq = std::env::var("GPUWL_KUEUE_QUOTA_SCENARIOS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .or(std::env::var("GPUWL_KUEUE_SCENARIOS")
+            .ok()
+            .and_then(|v| v.parse().ok()))
+        .unwrap_or(3);
+    let started = std::time::Instant::now();
+    let t = differential_quota(kubeconfig, seed, nq);
+    eprintln!(
+        "quota differential: {nq} scenarios in {:.1?}",
+        started.elapsed()
+    );
+    assert_eq!(t.agree, t.decisions);
 }
 
 /// `kubectl --kubeconfig K ARGS…` with `stdin`; (exit code, stdout, stderr).
@@ -161,6 +182,47 @@ fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// The Workload of the object named `owner` in `gpu-kueue` once Kueue has decided on it
+/// (`QuotaReserved` true, or false with a message); polled every 0.3 s for up to 60 s.
+fn decision(kubeconfig: &str, owner: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, out, _) = kubectl(
+            kubeconfig,
+            &[
+                "get",
+                "workloads.kueue.x-k8s.io",
+                "-n",
+                "gpu-kueue",
+                "-o",
+                "json",
+            ],
+            "",
+        );
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
+        let found = v["items"].as_array().into_iter().flatten().find(|w| {
+            w["metadata"]["ownerReferences"][0]["name"] == owner
+                && w["status"]["conditions"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|c| {
+                        c["type"] == "QuotaReserved"
+                            && (c["status"] == "True"
+                                || c["message"].as_str().is_some_and(|m| !m.is_empty()))
+                    })
+        });
+        if let Some(w) = found {
+            return w.clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no decision for {owner}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    }
 }
 
 /// A tiny deterministic generator (64-bit LCG, Knuth's constants).
@@ -258,42 +320,7 @@ fn differential(kubeconfig: &str, seed: u64, n: usize) {
         let (code, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], job);
         assert_eq!(code, 0, "{err}\n{job}");
         // Kueue's decision on the Job's Workload.
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-        let wl = loop {
-            let (_, out, _) = kubectl(
-                kubeconfig,
-                &[
-                    "get",
-                    "workloads.kueue.x-k8s.io",
-                    "-n",
-                    "gpu-kueue",
-                    "-o",
-                    "json",
-                ],
-                "",
-            );
-            let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_default();
-            let found = v["items"].as_array().into_iter().flatten().find(|w| {
-                w["metadata"]["ownerReferences"][0]["name"] == name.as_str()
-                    && w["status"]["conditions"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|c| {
-                            c["type"] == "QuotaReserved"
-                                && (c["status"] == "True"
-                                    || c["message"].as_str().is_some_and(|m| !m.is_empty()))
-                        })
-            });
-            if let Some(w) = found {
-                break w.clone();
-            }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "no decision for {name}"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        };
+        let wl = decision(kubeconfig, &name);
         let mut w = wl.clone();
         w["kind"] = serde_json::json!("Workload");
         let kueue_wl = gpuwl::input::kueue::workload(&w).unwrap();
@@ -358,4 +385,319 @@ fn differential(kubeconfig: &str, seed: u64, n: usize) {
         disagree.len(),
         disagree.join("\n")
     );
+}
+
+/// What `gpuwl check --effective -o json` says each flavor's nodes are and advertise on
+/// the live cluster: flavor → (node names, GPU name → units).
+type Offers = std::collections::BTreeMap<String, (Vec<String>, serde_json::Value)>;
+
+fn offers(kubeconfig: &str) -> Offers {
+    let (_, json, err) = gpuwl(&[
+        "check",
+        "--effective",
+        "--kubeconfig",
+        kubeconfig,
+        "-o",
+        "json",
+    ]);
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}{err}"));
+    v["flavors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| {
+            let nodes = f["nodeNames"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|n| n.as_str().unwrap().to_owned())
+                .collect();
+            (
+                f["flavor"].as_str().unwrap().to_owned(),
+                (nodes, f["advertised"].clone()),
+            )
+        })
+        .collect()
+}
+
+/// One random ClusterQueue of a quota scenario (its YAML and the names it covers).
+fn random_queue(rng: &mut Lcg, name: &str, cohort: Option<&str>) -> (String, Vec<&'static str>) {
+    let names = [
+        "nvidia.com/gpu",
+        "nvidia.com/GA102GL_A10",
+        "nvidia.com/NVIDIA_A10-12Q",
+    ];
+    let covered: Vec<&str> = loop {
+        let m = rng.below(8);
+        let c: Vec<&str> = (0..3)
+            .filter(|b| m & (1 << b) != 0)
+            .map(|b| names[b])
+            .collect();
+        if !c.is_empty() {
+            break c;
+        }
+    };
+    let mut fl = vec!["container", "vm-passthrough", "vm-vgpu"];
+    for k in (1..fl.len()).rev() {
+        fl.swap(k, rng.below(k as u64 + 1) as usize);
+    }
+    fl.truncate(1 + rng.below(2) as usize);
+    let flavors: Vec<String> = fl
+        .iter()
+        .map(|f| {
+            let res: Vec<String> = covered
+                .iter()
+                .map(|r| {
+                    let nominal = rng.below(4);
+                    let mut q = format!("name: {r}, nominalQuota: \"{nominal}\"");
+                    if cohort.is_some() && rng.below(3) == 0 {
+                        q.push_str(&format!(", borrowingLimit: \"{}\"", rng.below(3)));
+                    }
+                    if cohort.is_some() && rng.below(3) == 0 {
+                        q.push_str(&format!(", lendingLimit: \"{}\"", rng.below(nominal + 1)));
+                    }
+                    format!("{{{q}}}")
+                })
+                .collect();
+            format!("      - {{name: {f}, resources: [{}]}}", res.join(", "))
+        })
+        .collect();
+    let mut spec = String::from("  namespaceSelector: {}\n");
+    if let Some(c) = cohort {
+        spec.push_str(&format!("  cohortName: {c}\n"));
+        if rng.below(4) == 0 {
+            spec.push_str("  flavorFungibility: {whenCanBorrow: TryNextFlavor}\n");
+        }
+    }
+    let yaml = format!(
+        "apiVersion: kueue.x-k8s.io/v1beta2\nkind: ClusterQueue\nmetadata: {{name: {name}}}\nspec:\n{spec}  resourceGroups:\n  - coveredResources: [{}]\n    flavors:\n{}\n---\napiVersion: kueue.x-k8s.io/v1beta2\nkind: LocalQueue\nmetadata: {{name: {name}, namespace: gpu-kueue}}\nspec: {{clusterQueue: {name}}}\n",
+        covered.join(", "),
+        flavors.join("\n")
+    );
+    (yaml, covered)
+}
+
+/// Tallies of the quota differential.
+#[derive(Default)]
+struct QuotaTally {
+    decisions: usize,
+    agree: usize,
+    outcomes: std::collections::BTreeMap<String, usize>,
+    borrowed: usize,
+    placed: usize,
+    waiting_unservable: usize,
+    not_yet_placed: usize,
+}
+
+/// `n` random quota scenarios on the lab's cluster, each with earlier workloads holding
+/// quota: one ClusterQueue, or two in a cohort of their own (random `borrowingLimit`,
+/// `lendingLimit`, `whenCanBorrow`), then 3-4 plain Pods (Kueue's `pod` integration: kwok
+/// keeps a Pod no Job owns Running, so an admitted one holds its quota for the rest of the
+/// scenario) asking 1-2 of a name, one at a time, each decided by Kueue before the next.
+/// Per Pod: Kueue's decision (QuotaReserved, the flavor, the message's category) against
+/// `judge_workload` on the objects as Kueue left them just before (the Workload stripped
+/// of its verdict; usage from the admitted Workloads, not the ClusterQueues' status,
+/// which may lag). Then the scheduler's side: an admitted Pod that is bound runs on one of
+/// its flavor's nodes, and one whose flavor's nodes advertise none of its name (gpuwl's
+/// `kueue-flavor-cannot-serve`) is not bound. The scenario's Pods are deleted at its end.
+fn differential_quota(kubeconfig: &str, seed: u64, n: usize) -> QuotaTally {
+    use gpuwl::analysis::kueue::{QuotaCause, judge_workload};
+    let offers = offers(kubeconfig);
+    let mut rng = Lcg(seed ^ 0x5157_4f54_4121);
+    let mut t = QuotaTally::default();
+    let mut rows = Vec::new();
+    let mut disagree = Vec::new();
+    for i in 0..n {
+        let scen = format!("q52-{seed}-{i}");
+        let ncq = 1 + rng.below(2) as usize;
+        let cohort = (ncq == 2).then(|| format!("{scen}-co"));
+        let mut queues = Vec::new();
+        let mut yaml = String::new();
+        for j in 0..ncq {
+            let (y, covered) = random_queue(&mut rng, &format!("{scen}-{j}"), cohort.as_deref());
+            yaml.push_str(&y);
+            yaml.push_str("---\n");
+            queues.push((format!("{scen}-{j}"), covered));
+        }
+        let (code, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], &yaml);
+        assert_eq!(code, 0, "{err}\n{yaml}");
+        for (q, _) in &queues {
+            let (code, _, err) = kubectl(
+                kubeconfig,
+                &[
+                    "wait",
+                    "--for=condition=Active",
+                    &format!("clusterqueues.kueue.x-k8s.io/{q}"),
+                    "--timeout=30s",
+                ],
+                "",
+            );
+            assert_eq!(code, 0, "{err}");
+        }
+        let mut admitted_pods = Vec::new();
+        for p in 0..3 + rng.below(2) {
+            let (q, covered) = &queues[rng.below(ncq as u64) as usize];
+            let want = if rng.below(6) == 0 {
+                [
+                    "nvidia.com/gpu",
+                    "nvidia.com/GA102GL_A10",
+                    "nvidia.com/NVIDIA_A10-12Q",
+                ][rng.below(3) as usize]
+            } else {
+                covered[rng.below(covered.len() as u64) as usize]
+            };
+            let count = 1 + rng.below(2);
+            let pod = format!("{scen}-p{p}");
+            let pod_yaml = format!(
+                "apiVersion: v1\nkind: Pod\nmetadata: {{name: {pod}, namespace: gpu-kueue, labels: {{kueue.x-k8s.io/queue-name: {q}, d52q: {scen}}}}}\nspec:\n  restartPolicy: Never\n  containers: [{{name: c, image: x, resources: {{limits: {{{want}: \"{count}\"}}}}}}]\n"
+            );
+            let (code, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], &pod_yaml);
+            assert_eq!(code, 0, "{err}\n{pod_yaml}");
+            let mut w = decision(kubeconfig, &pod);
+            w["kind"] = serde_json::json!("Workload");
+            let kueue_wl = gpuwl::input::kueue::workload(&w).unwrap();
+            let admitted = kueue_wl.is("QuotaReserved");
+            let message = kueue_wl
+                .condition("QuotaReserved")
+                .map(|c| c.message.clone())
+                .unwrap_or_default();
+            let kueue_flavor = kueue_wl
+                .assignments
+                .iter()
+                .find_map(|a| a.flavors.get(want).cloned());
+            // gpuwl's judgment on the objects as Kueue left them, this Workload bare.
+            let (_, out, _) = kubectl(
+                kubeconfig,
+                &[
+                    "get",
+                    "resourceflavors.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io,workloads.kueue.x-k8s.io",
+                    "-A",
+                    "-o",
+                    "json",
+                ],
+                "",
+            );
+            let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+            let mut objects = gpuwl::input::kueue::from_values(&[list]).unwrap();
+            for cq in objects.cluster_queues.iter_mut() {
+                cq.reserved.clear();
+            }
+            let mut bare = kueue_wl.clone();
+            bare.conditions.clear();
+            bare.admitted_to = None;
+            bare.assignments.clear();
+            objects.workloads.retain(|o| o.key() != bare.key());
+            let v = judge_workload(&bare, &objects, None);
+            let ours_admitted = matches!(v.cause, QuotaCause::Fits | QuotaCause::FlavorCannotServe);
+            let ours_flavor = v.flavor.get(want).cloned();
+            let kueue_cat = if admitted {
+                "admitted"
+            } else {
+                kueue_category(&message)
+            };
+            let ours_cat = if ours_admitted {
+                "admitted"
+            } else {
+                v.cause.as_str()
+            };
+            let agree = admitted == ours_admitted
+                && (!admitted || kueue_flavor == ours_flavor)
+                && kueue_cat == ours_cat;
+            t.decisions += 1;
+            *t.outcomes
+                .entry(match &kueue_flavor {
+                    Some(f) if admitted => format!("admitted in {f}"),
+                    _ => kueue_cat.to_owned(),
+                })
+                .or_default() += 1;
+            if admitted && v.message.contains("borrowing from cohort") {
+                t.borrowed += 1;
+            }
+            let row = format!(
+                "{pod} ({q}, cohort {cohort:?}) asks {count} {want}: Kueue {kueue_cat} {kueue_flavor:?} ({message}) / gpuwl {ours_cat} {ours_flavor:?} ({})",
+                v.message
+            );
+            if agree {
+                t.agree += 1;
+            } else {
+                disagree.push(row.clone());
+            }
+            rows.push(row);
+            if let (true, Some(f)) = (admitted, kueue_flavor) {
+                admitted_pods.push((pod, f, want));
+            }
+        }
+        // The scheduler's side of the admitted Pods.
+        let (_, out, _) = kubectl(
+            kubeconfig,
+            &[
+                "get",
+                "pods",
+                "-n",
+                "gpu-kueue",
+                "-l",
+                &format!("d52q={scen}"),
+                "-o",
+                "json",
+            ],
+            "",
+        );
+        let pods: serde_json::Value = serde_json::from_str(&out).unwrap();
+        for (pod, flavor, want) in admitted_pods {
+            let p = pods["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|p| p["metadata"]["name"] == pod.as_str())
+                .unwrap();
+            let node = p["spec"]["nodeName"].as_str().unwrap_or("");
+            let (nodes, advertised) = &offers[&flavor];
+            let servable = advertised[want].as_i64().unwrap_or(0) > 0;
+            if !node.is_empty() {
+                t.placed += 1;
+                if !nodes.iter().any(|n| n == node) || !servable {
+                    disagree.push(format!(
+                        "{pod}: admitted in {flavor}, bound to {node} (flavor's nodes {nodes:?}, advertising {advertised})"
+                    ));
+                }
+            } else if !servable {
+                t.waiting_unservable += 1;
+            } else {
+                t.not_yet_placed += 1;
+            }
+        }
+        let (code, _, err) = kubectl(
+            kubeconfig,
+            &[
+                "delete",
+                "pods",
+                "-n",
+                "gpu-kueue",
+                "-l",
+                &format!("d52q={scen}"),
+                "--wait=false",
+            ],
+            "",
+        );
+        assert_eq!(code, 0, "{err}");
+    }
+    eprintln!("{}", rows.join("\n"));
+    eprintln!(
+        "quota differential (seed {seed}, {n} scenarios): {} of {} decisions agree; Kueue's outcomes {:?}; {} admitted by borrowing; after admission {} placed on their flavor's nodes, {} waiting at the scheduler as gpuwl says (flavor cannot serve), {} not placed yet",
+        t.agree,
+        t.decisions,
+        t.outcomes,
+        t.borrowed,
+        t.placed,
+        t.waiting_unservable,
+        t.not_yet_placed
+    );
+    assert!(
+        disagree.is_empty(),
+        "{} disagreements (seed {seed}):\n{}",
+        disagree.len(),
+        disagree.join("\n")
+    );
+    t
 }

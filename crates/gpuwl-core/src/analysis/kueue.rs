@@ -340,15 +340,22 @@ impl QuotaLayer {
                         findings.push(finding(
                             Code::KueueQuotaNotAdvertised,
                             Some(&r.name),
-                            format!(
-                                "quota {} {} in flavor {}, but its {}{} advertise {}: Kueue admits workloads for it that no node can run",
-                                r.nominal_raw,
-                                r.name,
-                                fq.flavor,
-                                o.nodes_str(),
-                                o.pools_str(),
-                                o.advertised_str()
-                            ),
+                            if o.nodes == 0 {
+                                format!(
+                                    "quota {} {} in flavor {}, but the flavor selects no node: Kueue admits workloads for it that no node can run",
+                                    r.nominal_raw, r.name, fq.flavor
+                                )
+                            } else {
+                                format!(
+                                    "quota {} {} in flavor {}, but its {}{} advertise {}: Kueue admits workloads for it that no node can run",
+                                    r.nominal_raw,
+                                    r.name,
+                                    fq.flavor,
+                                    o.nodes_str(),
+                                    o.pools_str(),
+                                    o.advertised_str()
+                                )
+                            },
                         ));
                     } else if r.nominal_milli > have.saturating_mul(1000) {
                         findings.push(finding(
@@ -655,17 +662,21 @@ pub struct QuotaVerdict {
     pub unservable: Option<(String, String)>,
 }
 
-/// Judges `w` as Kueue's flavor assignment would (`pkg/scheduler/flavorassigner/
-/// flavorassigner.go`): the LocalQueue's ClusterQueue; per resource group covering the
-/// requested names, its flavors in order — each name's
-/// request (over all pod sets) against the flavor's nominal quota (`… > maximum capacity`)
-/// and against what admitted workloads reserve (`status.flavorsReservation`,
-/// `insufficient unused quota`) — the first flavor where every name fits is the one.
-/// `offers` (when nodes were read) says whether that flavor's nodes advertise the GPU
-/// names. Not modelled: cohorts (borrowing, lending limits), preemption, fair sharing,
-/// partial admission, admission checks, topology, the flavors' `nodeTaints` against the
-/// pods' tolerations and their node affinity; the verdict says so when the
-/// ClusterQueue has a cohort.
+/// Judges `w` as Kueue's flavor assignment would (kubernetes-sigs/kueue v0.17
+/// `pkg/scheduler/flavorassigner/flavorassigner.go` `findFlavorForPodSets`,
+/// `fitsResourceQuota`): the LocalQueue's ClusterQueue; per resource group covering the
+/// requested names, its flavors in order — each name's request (over all pod sets)
+/// against the most the ClusterQueue could take there (its nominal quota, plus what its
+/// cohort lends within its `borrowingLimit`: `… > maximum capacity`) and against what is
+/// unused now (its own quota and the cohort's, less what admitted workloads reserve,
+/// `status.flavorsReservation`: `insufficient unused quota`, see [`capacity`]) — the first
+/// flavor where every name fits is the one (a borrowing fit too, unless
+/// `flavorFungibility.whenCanBorrow: TryNextFlavor`). `offers` (when nodes were read) says
+/// whether that flavor's nodes advertise the GPU names. Not modelled: preemption (Kueue's
+/// default is none; a ClusterQueue with `preemption` may admit what this calls exhausted
+/// by evicting others), hierarchical cohorts (`kind: Cohort` objects with quota or a
+/// parent), fair sharing, partial admission, admission checks, topology, the flavors'
+/// `nodeTaints` against the pods' tolerations and their node affinity.
 pub fn judge_workload(
     w: &Workload,
     objects: &KueueObjects,
@@ -800,6 +811,161 @@ pub(crate) fn holders(
         .collect()
 }
 
+/// One (flavor, resource) of a ClusterQueue as Kueue's scheduler cache sees it
+/// (kubernetes-sigs/kueue `pkg/cache/scheduler/resource_node.go`, one cohort level), in
+/// thousandths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Capacity {
+    /// `nominalQuota`.
+    pub nominal: i64,
+    /// What the ClusterQueue's admitted workloads reserve now.
+    pub used: i64,
+    /// `Available`: what it can take now without preempting — its unused quota plus what
+    /// its cohort has unused, within its `borrowingLimit` (never below 0).
+    pub available: i64,
+    /// `PotentialAvailable`: the most it could ever take with no usage anywhere — its
+    /// quota plus what the cohort can lend, within its `borrowingLimit`.
+    pub potential: i64,
+}
+
+/// The `lendingLimit`-guarded part of a quota: `max(0, nominal - lendingLimit)`, kept from
+/// the cohort (`resourceNode.localQuota`); 0 without a lending limit.
+fn local_quota(q: Option<&crate::model::kueue::ResourceQuota>) -> i64 {
+    q.and_then(|q| q.lending_limit_milli.map(|l| (q.nominal_milli - l).max(0)))
+        .unwrap_or(0)
+}
+
+/// The quota of `resource` in `flavor` in `cq`'s resource groups.
+fn quota_of<'a>(
+    cq: &'a crate::model::kueue::ClusterQueue,
+    flavor: &str,
+    resource: &str,
+) -> Option<&'a crate::model::kueue::ResourceQuota> {
+    cq.groups
+        .iter()
+        .flat_map(|g| &g.flavors)
+        .filter(|f| f.flavor == flavor)
+        .flat_map(|f| &f.resources)
+        .find(|q| q.name == resource)
+}
+
+/// The ClusterQueues of `cq`'s cohort, `cq` included (only `cq` when it has none).
+fn cohort_members<'a>(
+    objects: &'a KueueObjects,
+    cq: &'a crate::model::kueue::ClusterQueue,
+) -> Vec<&'a crate::model::kueue::ClusterQueue> {
+    match &cq.cohort {
+        None => vec![cq],
+        Some(c) => objects
+            .cluster_queues
+            .iter()
+            .filter(|m| m.cohort.as_deref() == Some(c))
+            .collect(),
+    }
+}
+
+/// Kueue's `Available` and `PotentialAvailable` of `resource` in `flavor` for `cq`
+/// (kubernetes-sigs/kueue `pkg/cache/scheduler/resource_node.go` `available`,
+/// `potentialAvailable`, `accumulateFromChild`): without a cohort, the nominal quota less
+/// what is reserved; in a cohort (every ClusterQueue with the same `cohortName`, the
+/// cohort itself without quota of its own), the cohort's quota is what its members lend
+/// (`nominal - max(0, nominal - lendingLimit)` each) and its usage what they use past
+/// their guarded part; the ClusterQueue gets its guarded part unused plus the cohort's
+/// unused quota, that capped by `nominal - guarded - (used past guarded) +
+/// borrowingLimit` when it has a borrowing limit. Cohort objects (`kind: Cohort`, with
+/// quota or a parent of their own) are not read: a hierarchy of cohorts is not modelled.
+pub(crate) fn capacity(
+    objects: &KueueObjects,
+    cq: &crate::model::kueue::ClusterQueue,
+    flavor: &str,
+    resource: &str,
+) -> Capacity {
+    let q = quota_of(cq, flavor, resource);
+    let nominal = q.map_or(0, |q| q.nominal_milli);
+    let used = reserved(objects, cq, flavor, resource);
+    if cq.cohort.is_none() {
+        return Capacity {
+            nominal,
+            used,
+            available: (nominal - used).max(0),
+            potential: nominal,
+        };
+    }
+    let local = local_quota(q);
+    let (mut subtree, mut cohort_used) = (0i64, 0i64);
+    for m in cohort_members(objects, cq) {
+        let Some(mq) = quota_of(m, flavor, resource) else {
+            continue;
+        };
+        let ml = local_quota(Some(mq));
+        subtree = subtree.saturating_add(mq.nominal_milli - ml);
+        cohort_used =
+            cohort_used.saturating_add((reserved(objects, m, flavor, resource) - ml).max(0));
+    }
+    let mut parent = subtree - cohort_used;
+    let mut potential = local.saturating_add(subtree);
+    if let Some(bl) = q.and_then(|q| q.borrowing_limit_milli) {
+        let with_max = (nominal - local) - (used - local).max(0) + bl;
+        parent = parent.min(with_max);
+        potential = potential.min(nominal.saturating_add(bl));
+    }
+    Capacity {
+        nominal,
+        used,
+        available: ((local - used).max(0) + parent).max(0),
+        potential,
+    }
+}
+
+/// How one flavor of a resource group came out for the names the group covers.
+struct FlavorFit {
+    /// Kueue's reasons, joined (empty: it fits).
+    reasons: Vec<String>,
+    /// The (name, flavor) pairs whose quota other workloads hold.
+    exhausted: Vec<(String, String)>,
+    /// It fits only by borrowing from the cohort (`usage + request > nominal`).
+    borrows: bool,
+}
+
+/// One flavor against the requests of one resource group, as `fitsResourceQuota` judges
+/// it (kubernetes-sigs/kueue `pkg/scheduler/flavorassigner/flavorassigner.go`): above
+/// `PotentialAvailable` never fits (`… > maximum capacity`), above `Available` waits for
+/// quota others hold (`insufficient unused quota …, N more needed`).
+fn flavor_fit(
+    objects: &KueueObjects,
+    cq: &crate::model::kueue::ClusterQueue,
+    flavor: &str,
+    in_group: &[(&str, i64)],
+) -> FlavorFit {
+    let mut fit = FlavorFit {
+        reasons: Vec::new(),
+        exhausted: Vec::new(),
+        borrows: false,
+    };
+    if objects.flavor(flavor).is_none() {
+        fit.reasons.push(format!("flavor {flavor} not found"));
+    }
+    for (name, want) in in_group {
+        let c = capacity(objects, cq, flavor, name);
+        if *want > c.potential {
+            fit.reasons.push(format!(
+                "insufficient quota for {name} in flavor {flavor}, request {} > maximum capacity {}",
+                milli_str(*want),
+                milli_str(c.potential)
+            ));
+        } else if *want > c.available {
+            fit.reasons.push(format!(
+                "insufficient unused quota for {name} in flavor {flavor}, {} more needed",
+                milli_str(want - c.available)
+            ));
+            fit.exhausted.push((name.to_string(), flavor.to_string()));
+        } else if c.used.saturating_add(*want) > c.nominal {
+            fit.borrows = true;
+        }
+    }
+    fit
+}
+
 /// The flavor assignment of a workload not admitted (see [`judge_workload`]).
 fn assign(
     w: &Workload,
@@ -823,6 +989,7 @@ fn assign(
         return;
     }
     let mut exhausted: Vec<(String, String)> = Vec::new();
+    let mut borrowed: Vec<String> = Vec::new();
     let mut groups_done: Vec<*const crate::model::kueue::ResourceGroup> = Vec::new();
     for (r, _) in &wanted {
         let Some(g) = cq.group_of(r) else { continue };
@@ -835,36 +1002,13 @@ fn assign(
             .copied()
             .filter(|(n, _)| g.covered.iter().any(|c| c == n))
             .collect();
-        let mut chosen = None;
+        // Kueue's flavor fungibility: the first flavor that fits stops the search, one
+        // that fits by borrowing too unless `whenCanBorrow: TryNextFlavor` (then the first
+        // borrowing fit is kept in case none fits without borrowing).
+        let (mut chosen, mut borrowing_fit) = (None, None);
         for fq in &g.flavors {
-            let mut reasons = Vec::new();
-            let flavor = objects.flavor(&fq.flavor);
-            if flavor.is_none() {
-                reasons.push(format!("flavor {} not found", fq.flavor));
-            }
-            for (name, want) in &in_group {
-                let nominal = fq
-                    .resources
-                    .iter()
-                    .find(|q| q.name == *name)
-                    .map_or(0, |q| q.nominal_milli);
-                let used = reserved(objects, cq, &fq.flavor, name);
-                if *want > nominal {
-                    reasons.push(format!(
-                        "insufficient quota for {name} in flavor {}, request {} > maximum capacity {}",
-                        fq.flavor,
-                        milli_str(*want),
-                        milli_str(nominal)
-                    ));
-                } else if want.saturating_add(used) > nominal {
-                    reasons.push(format!(
-                        "insufficient unused quota for {name} in flavor {}, {} more needed",
-                        fq.flavor,
-                        milli_str(want.saturating_add(used) - nominal)
-                    ));
-                    exhausted.push((name.to_string(), fq.flavor.clone()));
-                }
-            }
+            let fit = flavor_fit(objects, cq, &fq.flavor, &in_group);
+            exhausted.extend(fit.exhausted.iter().cloned());
             let served = offers.map(|o| {
                 let by_name: BTreeMap<String, String> = in_group
                     .iter()
@@ -872,79 +1016,108 @@ fn assign(
                     .collect();
                 unservable(&by_name, Some(o)).is_none()
             });
-            let fits = reasons.is_empty();
+            let fits = fit.reasons.is_empty();
             v.flavors.push(FlavorTried {
                 flavor: fq.flavor.clone(),
-                reason: reasons.join(", "),
+                reason: fit.reasons.join(", "),
                 nodes_serve: served,
             });
-            if fits {
-                chosen = Some(fq.flavor.clone());
+            if fits && (!fit.borrows || !cq.try_next_flavor_when_borrowing) {
+                chosen = Some((fq.flavor.clone(), fit.borrows));
                 break;
             }
+            if fits && borrowing_fit.is_none() {
+                borrowing_fit = Some((fq.flavor.clone(), true));
+            }
         }
-        match chosen {
-            Some(f) => {
+        match chosen.or(borrowing_fit) {
+            Some((f, borrows)) => {
                 for (n, _) in &in_group {
                     v.flavor.insert(n.to_string(), f.clone());
+                    if borrows {
+                        borrowed.push(format!("{n} in flavor {f}"));
+                    }
                 }
             }
             None => {
-                let cause = if exhausted.is_empty() {
-                    QuotaCause::QuotaTooSmall
-                } else {
-                    QuotaCause::QuotaExhausted
-                };
-                v.cause = cause;
-                for (name, flavor) in &exhausted {
-                    for (key, m) in holders(objects, &cq.name, flavor, name) {
-                        v.holders.push(format!(
-                            "{key} ({} {name} in flavor {flavor})",
-                            milli_str(m)
-                        ));
-                    }
-                }
-                let tried: Vec<String> = v
-                    .flavors
-                    .iter()
-                    .filter(|f| !f.reason.is_empty())
-                    .map(|f| f.reason.clone())
-                    .collect();
-                v.message = match cause {
-                    QuotaCause::QuotaExhausted => format!(
-                        "ClusterQueue {}'s quota is held by admitted workloads{}: {}",
-                        cq.name,
-                        if v.holders.is_empty() {
-                            String::new()
-                        } else {
-                            format!(" ({})", v.holders.join("; "))
-                        },
-                        tried.join("; ")
-                    ),
-                    _ => format!(
-                        "the request is larger than ClusterQueue {}'s quota in every flavor: {}",
-                        cq.name,
-                        tried.join("; ")
-                    ),
-                };
-                if cq.cohort.is_some() {
-                    v.message
-                        .push_str(" (the ClusterQueue is in a cohort: borrowing is not modelled)");
-                }
+                held(objects, cq, &exhausted, v);
                 return;
             }
         }
     }
     v.cause = QuotaCause::Fits;
     v.message = format!(
-        "ClusterQueue {} has the quota free{}: Kueue admits it at its next attempt",
+        "ClusterQueue {} has the quota free{}{}: Kueue admits it at its next attempt",
         cq.name,
-        flavors_said(&v.flavor)
+        flavors_said(&v.flavor),
+        match (&cq.cohort, borrowed.is_empty()) {
+            (Some(c), false) => format!(", borrowing from cohort {c} ({})", borrowed.join(", ")),
+            _ => String::new(),
+        }
     );
     v.unservable = unservable(&v.flavor, offers);
     if v.unservable.is_some() {
         v.cause = QuotaCause::FlavorCannotServe;
     }
+}
+
+/// No flavor of a group fits: quota exhausted (with the workloads holding it, in the
+/// cohort too) when some flavor's quota would fit were it unused, else too small.
+fn held(
+    objects: &KueueObjects,
+    cq: &crate::model::kueue::ClusterQueue,
+    exhausted: &[(String, String)],
+    v: &mut QuotaVerdict,
+) {
+    let cause = if exhausted.is_empty() {
+        QuotaCause::QuotaTooSmall
+    } else {
+        QuotaCause::QuotaExhausted
+    };
+    v.cause = cause;
+    for (name, flavor) in exhausted {
+        for m in cohort_members(objects, cq) {
+            for (key, milli) in holders(objects, &m.name, flavor, name) {
+                let of = if m.name == cq.name {
+                    String::new()
+                } else {
+                    format!(", ClusterQueue {}", m.name)
+                };
+                v.holders.push(format!(
+                    "{key} ({} {name} in flavor {flavor}{of})",
+                    milli_str(milli)
+                ));
+            }
+        }
+    }
+    let tried: Vec<String> = v
+        .flavors
+        .iter()
+        .filter(|f| !f.reason.is_empty())
+        .map(|f| f.reason.clone())
+        .collect();
+    let scope = match &cq.cohort {
+        Some(c) => format!(
+            "ClusterQueue {}'s quota (with what cohort {c} lends)",
+            cq.name
+        ),
+        None => format!("ClusterQueue {}'s quota", cq.name),
+    };
+    v.message = match cause {
+        QuotaCause::QuotaExhausted => format!(
+            "{scope} is held by admitted workloads{}: {}",
+            if v.holders.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", v.holders.join("; "))
+            },
+            tried.join("; ")
+        ),
+        _ => format!(
+            "the request is larger than {scope} in every flavor: {}",
+            tried.join("; ")
+        ),
+    };
 }
 
 #[cfg(test)]
@@ -1073,6 +1246,138 @@ items:
             v.message,
             "admitted in ClusterQueue lab-gpus (nvidia.com/gpu in flavor container)"
         );
+    }
+}
+
+#[cfg(test)]
+mod cohort_tests {
+    use super::*;
+    use crate::decode::kueue::read_str;
+
+    /// Two ClusterQueues in cohort `team`: `a` (2 in container, may borrow 1), `b` (2 in
+    /// container, lends at most 1); `a`'s one admitted workload uses its 2.
+    const COHORT: &str = r#"
+kind: List
+items:
+- {kind: ResourceFlavor, metadata: {name: container}, spec: {nodeLabels: {nvidia.com/gpu.workload.config: container}}}
+- {kind: ResourceFlavor, metadata: {name: spare}, spec: {nodeLabels: {nvidia.com/gpu.workload.config: container}}}
+- kind: ClusterQueue
+  metadata: {name: a}
+  spec:
+    cohortName: team
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - {name: container, resources: [{name: nvidia.com/gpu, nominalQuota: 2, borrowingLimit: 1}]}
+- kind: ClusterQueue
+  metadata: {name: b}
+  spec:
+    cohortName: team
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - {name: container, resources: [{name: nvidia.com/gpu, nominalQuota: 2, lendingLimit: 1}]}
+- kind: ClusterQueue
+  metadata: {name: c}
+  spec:
+    cohortName: team
+    flavorFungibility: {whenCanBorrow: TryNextFlavor}
+    resourceGroups:
+    - coveredResources: [nvidia.com/gpu]
+      flavors:
+      - {name: container, resources: [{name: nvidia.com/gpu, nominalQuota: 0}]}
+      - {name: spare, resources: [{name: nvidia.com/gpu, nominalQuota: 1}]}
+- {kind: LocalQueue, metadata: {name: a, namespace: ml}, spec: {clusterQueue: a}}
+- {kind: LocalQueue, metadata: {name: b, namespace: ml}, spec: {clusterQueue: b}}
+- {kind: LocalQueue, metadata: {name: c, namespace: ml}, spec: {clusterQueue: c}}
+- kind: Workload
+  metadata: {name: first, namespace: ml}
+  spec:
+    queueName: a
+    podSets: [{name: main, count: 2, template: {spec: {containers: [{name: c, resources: {limits: {nvidia.com/gpu: "1"}}}]}}}]
+  status:
+    conditions: [{type: QuotaReserved, status: "True", reason: QuotaReserved, message: ok}]
+    admission: {clusterQueue: a, podSetAssignments: [{name: main, flavors: {nvidia.com/gpu: container}}]}
+"#;
+
+    fn wl(queue: &str, count: i64) -> Workload {
+        Workload {
+            namespace: "ml".into(),
+            name: "w".into(),
+            queue_name: queue.into(),
+            pod_sets: vec![crate::model::kueue::PodSet {
+                name: "main".into(),
+                count,
+                requests: [("nvidia.com/gpu".to_owned(), 1000)].into(),
+            }],
+            ..Workload::default()
+        }
+    }
+
+    #[test]
+    fn borrowing_within_the_limit_fits_past_it_is_exhausted_or_too_small() {
+        let o = read_str(COHORT, "q.yaml").unwrap();
+        let a = o.cluster_queue("a").unwrap();
+        // b lends 1 of its 2 (the other is guarded), c lends nothing; a has used its 2.
+        let cap = capacity(&o, a, "container", "nvidia.com/gpu");
+        assert_eq!((cap.available, cap.potential), (1000, 3000), "{cap:?}");
+        let one = judge_workload(&wl("a", 1), &o, None);
+        assert_eq!(one.cause, QuotaCause::Fits, "{}", one.message);
+        assert!(
+            one.message
+                .ends_with("borrowing from cohort team (nvidia.com/gpu in flavor container): Kueue admits it at its next attempt"),
+            "{}",
+            one.message
+        );
+        let two = judge_workload(&wl("a", 2), &o, None);
+        assert_eq!(two.cause, QuotaCause::QuotaExhausted);
+        assert_eq!(
+            two.flavors[0].reason,
+            "insufficient unused quota for nvidia.com/gpu in flavor container, 1 more needed"
+        );
+        assert_eq!(
+            two.holders,
+            ["ml/first (2 nvidia.com/gpu in flavor container)"]
+        );
+        let four = judge_workload(&wl("a", 4), &o, None);
+        assert_eq!(four.cause, QuotaCause::QuotaTooSmall);
+        assert!(
+            four.message.contains("request 4 > maximum capacity 3"),
+            "{}",
+            four.message
+        );
+    }
+
+    #[test]
+    fn a_lender_finds_its_guarded_part_and_a_peer_names_the_borrower_as_holder() {
+        let mut o = read_str(COHORT, "q.yaml").unwrap();
+        // a borrows one more: 3 used in all, the cohort's lendable 3 are gone.
+        o.workloads[0].pod_sets[0].count = 3;
+        let b = judge_workload(&wl("b", 2), &o, None);
+        assert_eq!(b.cause, QuotaCause::QuotaExhausted, "{}", b.message);
+        assert_eq!(
+            b.holders,
+            ["ml/first (3 nvidia.com/gpu in flavor container, ClusterQueue a)"]
+        );
+        assert_eq!(
+            judge_workload(&wl("b", 1), &o, None).cause,
+            QuotaCause::Fits
+        );
+    }
+
+    #[test]
+    fn try_next_flavor_when_borrowing_prefers_a_flavor_of_its_own() {
+        let o = read_str(COHORT, "q.yaml").unwrap();
+        let c = judge_workload(&wl("c", 1), &o, None);
+        assert_eq!(c.cause, QuotaCause::Fits);
+        assert_eq!(c.flavor["nvidia.com/gpu"], "spare");
+        // Without TryNextFlavor the borrowing fit in container stops the search.
+        let mut o2 = o.clone();
+        o2.cluster_queues
+            .iter_mut()
+            .for_each(|q| q.try_next_flavor_when_borrowing = false);
+        let c = judge_workload(&wl("c", 1), &o2, None);
+        assert_eq!(c.flavor["nvidia.com/gpu"], "container");
     }
 }
 

@@ -9,12 +9,14 @@ use serde::Serialize;
 
 use crate::analysis::check::{Checker, Options, Severity, Verdict};
 use crate::analysis::explain::{self, Inputs};
+use crate::analysis::kueue::{QuotaLayer, QuotaReport, QuotaVerdict, judge_workload};
 use crate::analysis::verdict::PodClass;
 use crate::decode::mustgather::{Bundle, ContainerState, LogTail, OperandDaemonSet, OperandPod};
 use crate::decode::virt;
 use crate::decode::{clusterpolicy, pods};
 use crate::model::finding::Code;
 use crate::model::kubevirt::PermittedHostDevices;
+use crate::model::kueue::KueueObjects;
 use crate::model::node::NodeInfo;
 use crate::model::operator::{self, PolicyStatus};
 use crate::model::pod::{ObjectKind, PodInfo};
@@ -174,6 +176,67 @@ pub struct Triage {
     pub lacking: Vec<String>,
     /// Files that are there but did not read, one line each.
     pub problems: Vec<String>,
+    /// The quota layer, when Kueue's objects were given beside the bundle (`--kueue`: the
+    /// GPU Operator's must-gather gathers none) ([`quota_part`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<QuotaPart>,
+}
+
+/// The quota layer of the bundle's cluster: Kueue's objects judged over the described
+/// nodes, as `gpuwl check` and `gpuwl explain job` judge them.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuotaPart {
+    /// ResourceFlavors, ClusterQueues, LocalQueues and Workloads read.
+    pub objects: [usize; 4],
+    /// `check`'s quota findings per Kueue object ([`QuotaLayer::findings`]).
+    pub findings: Vec<QuotaReport>,
+    /// Every GPU workload Kueue has not admitted (and not finished), with explain's quota
+    /// cause ([`judge_workload`] on the flavors' offers over the described nodes), and
+    /// every admitted one whose flavor's nodes advertise none of its name.
+    pub workloads: Vec<QuotaVerdict>,
+}
+
+impl QuotaPart {
+    /// Whether it holds an error finding or a workload held for a cause waiting does not
+    /// clear, or admitted where its pods cannot run.
+    pub fn found_problems(&self) -> bool {
+        self.findings
+            .iter()
+            .flat_map(|r| &r.findings)
+            .any(|f| f.severity == Severity::Error)
+            || !self.workloads.is_empty()
+    }
+}
+
+/// The quota layer of `objects` over the bundle's described `nodes` under `policy`
+/// ([`QuotaLayer::of_nodes`]): its findings, and the GPU workloads Kueue holds or admitted
+/// where they cannot run.
+pub fn quota_part(objects: &KueueObjects, nodes: &[NodeInfo], policy: &PolicyStatus) -> QuotaPart {
+    use crate::analysis::kueue::QuotaCause;
+    let layer = QuotaLayer::of_nodes(objects, nodes, policy.policy());
+    let workloads = objects
+        .workloads
+        .iter()
+        .filter(|w| !w.is("Finished"))
+        .filter(|w| {
+            w.resources()
+                .iter()
+                .any(|r| crate::model::resource::classify(r).is_gpu())
+        })
+        .map(|w| judge_workload(w, objects, Some(layer.offers())))
+        .filter(|v| v.cause.holds() || v.cause == QuotaCause::FlavorCannotServe)
+        .collect();
+    QuotaPart {
+        objects: [
+            objects.flavors.len(),
+            objects.cluster_queues.len(),
+            objects.local_queues.len(),
+            objects.workloads.len(),
+        ],
+        findings: layer.findings(),
+        workloads,
+    }
 }
 
 impl Triage {
@@ -183,6 +246,7 @@ impl Triage {
         self.check.mismatched > 0
             || !self.daemonsets_not_ready.is_empty()
             || !self.pending_gpu_pods.is_empty()
+            || self.quota.as_ref().is_some_and(QuotaPart::found_problems)
     }
 }
 
@@ -263,6 +327,7 @@ pub fn build(
         operator_log: bundle.operator_log.clone().filter(|l| l.errors),
         lacking: lack_first,
         problems: bundle.problems.clone(),
+        quota: None,
     }
 }
 

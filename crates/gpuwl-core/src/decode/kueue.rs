@@ -165,6 +165,12 @@ pub fn cluster_queue(o: &Value) -> F<ClusterQueue> {
         None => opt_scalar(spec.get("cohort"), "spec.cohort")?,
     }
     .filter(|c| !c.is_empty());
+    let try_next_flavor_when_borrowing = opt_scalar(
+        spec.get("flavorFungibility")
+            .and_then(|f| f.get("whenCanBorrow")),
+        "spec.flavorFungibility.whenCanBorrow",
+    )?
+    .is_some_and(|w| w == "TryNextFlavor");
     let mut reserved: BTreeMap<String, BTreeMap<String, i64>> = BTreeMap::new();
     let status = o.get("status").unwrap_or(&Value::Null);
     for (i, f) in array(
@@ -195,6 +201,7 @@ pub fn cluster_queue(o: &Value) -> F<ClusterQueue> {
         name: meta(o, "name")?,
         cohort,
         groups,
+        try_next_flavor_when_borrowing,
         reserved,
     })
 }

@@ -77,6 +77,11 @@ pub struct ClusterQueue {
     pub cohort: Option<String>,
     /// `spec.resourceGroups[]`.
     pub groups: Vec<ResourceGroup>,
+    /// `spec.flavorFungibility.whenCanBorrow: TryNextFlavor`: a flavor that fits only by
+    /// borrowing from the cohort does not stop the search (Kueue's default, `MayStopSearch`,
+    /// takes it; kubernetes-sigs/kueue `apis/kueue/v1beta2/clusterqueue_types.go`).
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub try_next_flavor_when_borrowing: bool,
     /// `status.flavorsReservation[]`: per flavor, per resource, the quota reserved now, in
     /// thousandths.
     pub reserved: BTreeMap<String, BTreeMap<String, i64>>,

@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use crate::analysis::triage::{DaemonSetReport, Triage};
+use crate::analysis::triage::{DaemonSetReport, QuotaPart, Triage};
 use crate::decode::mustgather::LogTail;
 use crate::render::{Format, esc, esc_lines};
 
@@ -183,6 +183,9 @@ pub fn text(t: &Triage) -> String {
         let _ = writeln!(out, "\nOperator log:");
         log_lines(&mut out, "gpu_operator_pod.log", l);
     }
+    if let Some(q) = &t.quota {
+        quota_text(&mut out, q);
+    }
     let _ = writeln!(out, "\nNot in the bundle:");
     if t.lacking.is_empty() {
         let _ = writeln!(out, "  nothing");
@@ -197,4 +200,41 @@ pub fn text(t: &Triage) -> String {
         }
     }
     out
+}
+
+/// The quota layer's section: `check`'s finding lines (`ERROR <code> <object>: <message>`),
+/// then each workload Kueue holds (or admitted where it cannot run) with its quota cause.
+fn quota_text(out: &mut String, q: &QuotaPart) {
+    let [f, c, l, w] = q.objects;
+    let _ = writeln!(
+        out,
+        "\nKueue quota layer (--kueue: {f} flavor(s), {c} ClusterQueue(s), {l} LocalQueue(s), {w} Workload(s)):"
+    );
+    let mut any = false;
+    for r in &q.findings {
+        for x in &r.findings {
+            any = true;
+            let _ = writeln!(
+                out,
+                "  {} {} {}: {}",
+                x.severity.as_str().to_uppercase(),
+                x.code.as_str(),
+                esc(&r.object),
+                esc(&x.message)
+            );
+        }
+    }
+    for v in &q.workloads {
+        any = true;
+        let _ = writeln!(
+            out,
+            "  {} {}: {}",
+            esc(&v.workload),
+            v.cause.as_str(),
+            esc(&v.message)
+        );
+    }
+    if !any {
+        let _ = writeln!(out, "  no quota findings, no GPU workload held");
+    }
 }
