@@ -518,6 +518,32 @@ fn triage_with_kueue_objects_reports_the_quota_layer() {
     // Without --kueue the section is not there.
     let (_, out, _) = gpuwl(&["triage", b]);
     assert!(!out.contains("Kueue quota layer"), "{out}");
+    // docs/guide/kueue.md's example, run as written from tests/data/triage: its lines
+    // between the two `...` come out together.
+    let cmd = "gpuwl triage broken --kueue ../kueue/lab-workloads.yaml";
+    let want = crate::readme::expected(cmd);
+    assert_eq!(
+        (
+            want.first().map(String::as_str),
+            want.last().map(String::as_str)
+        ),
+        (Some("..."), Some("...")),
+        "{want:?}"
+    );
+    let out = Command::new(cargo_bin("gpuwl"))
+        .args(cmd.split_whitespace().skip(1))
+        .current_dir(data("triage"))
+        .env("COLUMNS", "100")
+        .env_remove("KUBECONFIG")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let got: Vec<&str> = text.lines().collect();
+    let middle: Vec<&str> = want[1..want.len() - 1].iter().map(String::as_str).collect();
+    assert!(
+        got.windows(middle.len()).any(|w| w == middle.as_slice()),
+        "docs/guide/kueue.md's triage block not in the output:\n{text}"
+    );
 }
 
 /// The commands of a line of text as a shell would run them: each `kubectl …` up to the

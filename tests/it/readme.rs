@@ -113,6 +113,12 @@ const LAB_EXAMPLES: &[&str] = &[
 
 /// Examples covered elsewhere, with where.
 const COVERED_ELSEWHERE: &[(&str, &str)] = &[
+    // docs/guide/kueue.md: triage with Kueue's objects beside the bundle; its lines between
+    // the two `...` are compared in tests/it/first_minutes.rs.
+    (
+        "gpuwl triage broken --kueue ../kueue/lab-workloads.yaml",
+        "tests/it/first_minutes.rs",
+    ),
     // docs/guide/kueue.md: the lab with the real Kueue; its [kueue] line, out/kueue.txt and
     // explain job's quota cause are asserted in tests/it/kueue_live.rs.
     ("gpuwl lab --kueue", "tests/it/kueue_live.rs"),
