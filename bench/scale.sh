@@ -7,6 +7,14 @@
 #   GPUWL_STATE_DIR=/tmp/gpuwl-state bench/scale.sh
 #   SIZES="500 1000" PER_NODE=30 REPS=3 bench/scale.sh
 #   SKIP_BUILD=1 OLD=/path/to/old/gpuwl bench/scale.sh     # an older gpuwl measured beside
+#   LOAD_ONLY=1 KEEP=1 SIZES=1000 bench/scale.sh            # load (and keep) the cluster only
+#   REUSE=1 SIZES=1000 FG_CGROUP=/sys/fs/cgroup/cpu/fg bench/scale.sh  # measure on it later
+#
+# REUSE: keep the cluster CLUSTER already up, and skip loading a size whose nodes are all
+# there already. LOAD_ONLY: load, wait for kwok, measure nothing. FG_CGROUP: a cgroup (v1
+# cpu) directory the measured commands (only they, not the control plane) are moved into,
+# for a shared machine where they should not queue behind builds. EX: where gendump and
+# loadcluster are (default target/release/examples).
 #
 # With OLD, the new gpuwl (GPUWL, default target/release/gpuwl) is copied at the start of
 # each size and measured only when it differs from OLD (so a build that lands during a
@@ -41,14 +49,14 @@ mkdir -p "$WORK" "$RES"
 cd "$ROOT"
 [ -n "${SKIP_BUILD:-}" ] || cargo build --release --bin gpuwl --example gendump --example loadcluster
 B=${GPUWL:-$ROOT/target/release/gpuwl}
-EX=$ROOT/target/release/examples
+EX=${EX:-$ROOT/target/release/examples}
 KVA=$(command -v kubectl-view-allocations || echo "$HOME/.cargo/bin/kubectl-view-allocations")
 # KVA_WAIT: seconds to wait for an install still under way when the first size is loaded
 kva_ready() {
     for _ in $(seq $((${KVA_WAIT:-0} / 10))); do [ -x "$KVA" ] && break; sleep 10; done
     [ -x "$KVA" ] || { echo "kubectl-view-allocations not found: cargo install --locked kubectl-view-allocations" >&2; exit 2; }
 }
-[ -n "${KVA_WAIT:-}" ] || kva_ready
+[ -n "${KVA_WAIT:-}" ] || [ -n "${LOAD_ONLY:-}" ] || kva_ready
 
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -58,14 +66,17 @@ kva_ready() {
 } | tee "$RES/scale-env.txt"
 
 out=$RES/scale.tsv
-printf 'tool\tnodes\tpods\trep\twall_s\tuser_s\tsys_s\tmaxrss_kb\texit\tload1\n' >"$out"
-printf 'nodes\tpods\tpending\tload_nodes_s\tload_pods_s\twait_running_s\tnot_running\n' >"$RES/scale-load.tsv"
+[ -s "$out" ] || printf 'tool\tnodes\tpods\trep\twall_s\tuser_s\tsys_s\tmaxrss_kb\texit\tload1\n' >"$out"
+[ -s "$RES/scale-load.tsv" ] ||
+    printf 'nodes\tpods\tpending\tload_nodes_s\tload_pods_s\twait_running_s\tnot_running\n' >"$RES/scale-load.tsv"
 
 if [ -z "$KEEP" ]; then
     trap '"$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true' EXIT
 fi
-"$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
-"$B" cluster up --name "$CLUSTER" -q >/dev/null
+if [ -z "${REUSE:-}" ]; then
+    "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
+    "$B" cluster up --name "$CLUSTER" -q >/dev/null
+fi
 kc=$("$B" cluster kubeconfig --name "$CLUSTER")
 k() { kubectl --kubeconfig "$kc" --request-timeout=120s "$@"; }
 
@@ -73,7 +84,10 @@ k() { kubectl --kubeconfig "$kc" --request-timeout=120s "$@"; }
 measure() {
     local label=$1 n=$2 p=$3 rep=$4 rc=0
     shift 4
-    /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.txt" "$@" >"$WORK/stdout.txt" 2>"$WORK/stderr.txt" || rc=$?
+    local fg=()
+    # shellcheck disable=SC2016
+    [ -z "${FG_CGROUP:-}" ] || fg=(bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$FG_CGROUP")
+    "${fg[@]}" /usr/bin/time -f '%e %U %S %M' -o "$WORK/time.txt" "$@" >"$WORK/stdout.txt" 2>"$WORK/stderr.txt" || rc=$?
     read -r wall user sys rss < <(tail -n 1 "$WORK/time.txt")
     printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$n" "$p" "$rep" "$wall" "$user" "$sys" "$rss" "$rc" \
         "$(cut -d' ' -f1 /proc/loadavg)" | tee -a "$out"
@@ -90,6 +104,10 @@ for n in $SIZES; do
     added=$(sed -n 's/.*pods=\([0-9]*\).*/\1/p' "$pf.stats")
     pend=$(sed -n 's/.*pending=\([0-9]*\).*/\1/p' "$pf.stats")
     total_pods=$((total_pods + added)) total_pending=$((total_pending + pend))
+    have=$(k get nodes -o name 2>/dev/null | wc -l)
+    if [ -n "${REUSE:-}" ] && [ "$have" -ge "$n" ]; then
+        echo "== $n nodes / $total_pods pods ($total_pending pending): already loaded ($have nodes)"
+    else
     echo "== $n nodes / $total_pods pods ($total_pending pending): loading +$((n - prev)) nodes, +$added pods"
     t0=$(date +%s.%N)
     "$EX/loadcluster" --kubeconfig "$kc" --parallel "$LOAD_PARALLEL" "$nf" 2>&1 | tail -n 1
@@ -107,6 +125,8 @@ for n in $SIZES; do
     printf '%s\t%s\t%s\t%.1f\t%.1f\t%.1f\t%s\n' "$n" "$total_pods" "$total_pending" \
         "$(echo "$t1 - $t0" | bc)" "$(echo "$t2 - $t1" | bc)" "$(echo "$t3 - $t2" | bc)" \
         "$((left - total_pending))" | tee -a "$RES/scale-load.tsv"
+    fi
+    if [ -n "${LOAD_ONLY:-}" ]; then prev=$n; continue; fi
     kva_ready
     [ "$prev" != 0 ] || echo "kubectl-view-allocations: $("$KVA" --version 2>&1 | head -n 1)" | tee -a "$RES/scale-env.txt"
     pod=$(k get pods -n gpu-queue -l class=gpu -o name | head -n 1 | cut -d/ -f2)

@@ -17,7 +17,7 @@
 //!   Demand that fits no pool is [`Unservable`], with the free units beside it.
 //! - physical-GPU equivalents: [`unit_fraction`] (`None`, shown `?`, when not derivable).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
 
@@ -648,6 +648,10 @@ pub fn demand(
             ObjectKind::VirtualMachine => !vmis.contains(&key),
         }
     };
+    // Pending pods that differ only in their names (the replicas of a Job or Deployment)
+    // are judged once: nothing below reads a plain pod's own name but its key.
+    let mut judged: Vec<(&PodInfo, Judged<'_>)> = Vec::new();
+    let mut by_shape: HashMap<Shape<'_>, Vec<usize>> = HashMap::new();
     for p in pods
         .iter()
         .filter(|p| p.is_unbound() && stands_for_itself(p))
@@ -657,33 +661,32 @@ pub fn demand(
         if gpu_reqs.is_empty() {
             continue;
         }
-        let allowed: Vec<&NodeInfo> = nodes
-            .iter()
-            .filter(|n| pool_of.contains_key(n.name.as_str()) && placement::allows(p, n))
-            .collect();
-        let fits = |n: &NodeInfo| {
-            gpu_reqs.iter().all(|(r, units)| {
-                supply
-                    .advertised
-                    .get(n.name.as_str())
-                    .and_then(|m| m.get(*r))
-                    .is_some_and(|alloc| alloc >= units)
-            })
+        let bucket = by_shape
+            .entry((p.namespace.as_str(), &*p.requests, &p.node_selector))
+            .or_default();
+        let at = match bucket.iter().find(|&&i| same_but_name(judged[i].0, p)) {
+            Some(&i) => i,
+            None => {
+                let j = judge(p, &gpu_reqs, nodes, pool_of, supply, &shared);
+                judged.push((p, j));
+                bucket.push(judged.len() - 1);
+                judged.len() - 1
+            }
         };
-        let fitting_pools: BTreeSet<Pool> = allowed
-            .iter()
-            .filter(|n| fits(n))
-            .map(|n| pool_of[n.name.as_str()])
-            .collect();
+        let Judged {
+            allowed,
+            fitting_pools,
+            explained: e,
+        } = &judged[at].1;
+        let e = e.as_ref();
         let cx = Ctx {
             nodes,
-            allowed: &allowed,
+            allowed,
             pool_of,
             advertised: &supply.advertised,
             free_by_node: &supply.free_by_node,
         };
-        let e = shared.explain(p).ok();
-        let v = e.as_ref().map_or_else(
+        let v = e.map_or_else(
             || {
                 verdict::verdict(
                     if fitting_pools.is_empty() {
@@ -706,7 +709,7 @@ pub fn demand(
                 .iter()
                 .map(|(r, u)| ((*r).to_owned(), *u))
                 .collect(),
-            by: e.as_ref().map(|e| held_by(class, p, e)).unwrap_or_else(|| {
+            by: e.map(|e| held_by(class, p, e)).unwrap_or_else(|| {
                 if class == PodClass::Gated {
                     p.scheduling_gates.clone()
                 } else {
@@ -718,7 +721,7 @@ pub fn demand(
             PodClass::Demand if !fitting_pools.is_empty() => {
                 d.demand_pods.push(pending_pod(PodClass::Demand));
                 for (r, units) in &gpu_reqs {
-                    for pool in &fitting_pools {
+                    for pool in fitting_pools {
                         let e = d.pending.entry((*pool, (*r).to_owned())).or_default();
                         e.0 = e.0.saturating_add(*units);
                         e.1.push(p.key());
@@ -747,6 +750,108 @@ pub fn demand(
         }
     }
     d
+}
+
+/// What [`demand`] keeps of a pending pod's spec to find its look-alikes quickly
+/// (namespace, GPU requests, nodeSelector); [`same_but_name`] decides.
+type Shape<'a> = (
+    &'a str,
+    &'a BTreeMap<String, i64>,
+    &'a BTreeMap<String, String>,
+);
+
+/// What [`demand`] works out for a pending pod from everything but its name: the nodes
+/// its constraints allow (in pools), the pools with such a node advertising every GPU
+/// name asked with enough units, and explain's explanation (`None` when it failed).
+struct Judged<'a> {
+    allowed: Vec<&'a NodeInfo>,
+    fitting_pools: BTreeSet<Pool>,
+    explained: Option<Explanation>,
+}
+
+/// [`Judged`] for `p`, asking `gpu_reqs` (its GPU requests).
+fn judge<'a>(
+    p: &PodInfo,
+    gpu_reqs: &[(&str, i64)],
+    nodes: &'a [NodeInfo],
+    pool_of: &BTreeMap<&str, Pool>,
+    supply: &Supply<'_>,
+    shared: &Shared<'_>,
+) -> Judged<'a> {
+    let allowed: Vec<&NodeInfo> = nodes
+        .iter()
+        .filter(|n| pool_of.contains_key(n.name.as_str()) && placement::allows(p, n))
+        .collect();
+    let fits = |n: &NodeInfo| {
+        gpu_reqs.iter().all(|(r, units)| {
+            supply
+                .advertised
+                .get(n.name.as_str())
+                .and_then(|m| m.get(*r))
+                .is_some_and(|alloc| alloc >= units)
+        })
+    };
+    let fitting_pools: BTreeSet<Pool> = allowed
+        .iter()
+        .filter(|n| fits(n))
+        .map(|n| pool_of[n.name.as_str()])
+        .collect();
+    Judged {
+        allowed,
+        fitting_pools,
+        explained: shared.explain(p).ok(),
+    }
+}
+
+/// Whether two pending pods differ at most in their names, so that explain gives them the
+/// same verdict, fitting nodes and filters: only plain pods that are not virt-launcher
+/// pods (a launcher's name names its VMI, which explain looks up). Every field is named,
+/// so a field added to [`PodInfo`] has to be placed here.
+fn same_but_name(a: &PodInfo, b: &PodInfo) -> bool {
+    let PodInfo {
+        kind,
+        namespace,
+        name: _,
+        node_name,
+        phase,
+        node_selector,
+        required_affinity,
+        tolerations,
+        scheduling_gates,
+        conditions,
+        requests,
+        other_requests,
+        status_reason,
+        status_message,
+        sources,
+        spec_problems,
+        resource_claims,
+        vmi_owned_by_vm,
+        vm_memory,
+        vmi_shape,
+    } = a;
+    *kind == ObjectKind::Pod
+        && b.kind == ObjectKind::Pod
+        && a.launcher_vmi().is_none()
+        && b.launcher_vmi().is_none()
+        && *namespace == b.namespace
+        && *node_name == b.node_name
+        && *phase == b.phase
+        && *node_selector == b.node_selector
+        && *required_affinity == b.required_affinity
+        && *tolerations == b.tolerations
+        && *scheduling_gates == b.scheduling_gates
+        && *conditions == b.conditions
+        && *requests == b.requests
+        && *other_requests == b.other_requests
+        && *status_reason == b.status_reason
+        && *status_message == b.status_message
+        && *sources == b.sources
+        && *spec_problems == b.spec_problems
+        && *resource_claims == b.resource_claims
+        && *vmi_owned_by_vm == b.vmi_owned_by_vm
+        && *vm_memory == b.vm_memory
+        && *vmi_shape == b.vmi_shape
 }
 
 /// What holds a pending pod of `class`, for [`PendingPod::by`]: the nodes it fits now
@@ -1370,6 +1475,44 @@ mod tests {
             .collect();
         assert_eq!(un, [("ns/typo", UnservableCause::NotAdvertised)]);
         assert_eq!(d.unservable[0].did_you_mean, ["nvidia.com/NVIDIA_A10-12Q"]);
+    }
+
+    #[test]
+    fn look_alike_pending_pods_are_judged_once_but_each_one_counts() {
+        let nodes = [gpu_node("c", Some("container"), &[("nvidia.com/gpu", "2")])];
+        let mut picky = pod("picky", None, &[("nvidia.com/gpu", 2)]);
+        picky.node_selector.insert("zone".into(), "b".into());
+        let pods = [
+            pod("job-1", None, &[("nvidia.com/gpu", 2)]),
+            picky.clone(),
+            pod("job-2", None, &[("nvidia.com/gpu", 2)]),
+            pod("virt-launcher-vm-abcde", None, &[("nvidia.com/gpu", 2)]),
+        ];
+        assert!(same_but_name(&pods[0], &pods[2]));
+        assert!(!same_but_name(&pods[0], &picky));
+        assert!(!same_but_name(&pods[0], &pods[3]));
+        let usage = Usage::build(&nodes, Some(&pods), None);
+        let pools = assign_pools(&nodes, None);
+        let s = supply(&nodes, &usage, &pools.pool_of);
+        let d = demand(&nodes, &pods, &pools.pool_of, &s, None, None);
+        assert_eq!(d.pending_pods, 4);
+        let (units, keys) = &d.pending[&(pools.pool_of["c"], "nvidia.com/gpu".to_owned())];
+        assert_eq!(*units, 6);
+        assert_eq!(keys, &["ns/job-1", "ns/job-2", "ns/virt-launcher-vm-abcde"]);
+        let un: Vec<&str> = d.unservable.iter().map(|u| u.pod.as_str()).collect();
+        assert_eq!(un, ["ns/picky"]);
+        // Each pod is judged as on its own.
+        for p in &pods {
+            let alone = demand(
+                &nodes,
+                std::slice::from_ref(p),
+                &pools.pool_of,
+                &s,
+                None,
+                None,
+            );
+            assert_eq!(alone.pending.is_empty(), p.name == "picky", "{}", p.name);
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ use crate::decode::document::{
     read_list_from,
 };
 use crate::decode::limits::Bounded;
+use crate::decode::skim::{self, Skim};
 use crate::error::{Error, FieldError, Result};
 use crate::model::node::{NodeInfo, Taint};
 
@@ -654,6 +655,33 @@ impl<R: Read> Window<R> {
     }
 }
 
+impl<R: Read> Window<R> {
+    /// Parses one element of `items` as a node: first through the fast path
+    /// ([`skim::reduce_node`] keeps only what [`ItemSeed`] reads, and `ItemSeed` parses
+    /// that), and through [`Window::value`] whenever the fast path is unsure or the reduced
+    /// object fails (so every error, and every node, is what the plain parse gives).
+    /// `scratch` holds the reduced object (reused between items).
+    fn node_item(&mut self, scratch: &mut Vec<u8>) -> std::result::Result<Item, ReadError> {
+        loop {
+            match skim::reduce_node(&self.buf[self.pos..], scratch) {
+                Skim::Done(n) => {
+                    if let Ok(item) = serde_json::from_slice::<Item>(scratch) {
+                        self.pos += n;
+                        return Ok(item);
+                    }
+                    break;
+                }
+                Skim::More if !self.eof => {
+                    let avail = self.buf.len() - self.pos;
+                    self.fill(avail.max(Self::CHUNK))?;
+                }
+                Skim::More | Skim::Fallback => break,
+            }
+        }
+        self.value()
+    }
+}
+
 /// `json` with every number outside strings that overflows an `f64` (`1e400`) turned
 /// into a string of its text; everything else byte for byte.
 fn quote_huge_numbers(json: &[u8]) -> Vec<u8> {
@@ -721,6 +749,7 @@ fn json_object<R: Read>(
 ) -> std::result::Result<(), ReadError> {
     w.expect(b'{', "`{`")?;
     let mut parts = Parts::default();
+    let mut scratch = Vec::new();
     let mut saw_items = false;
     if w.peek()? == Some(b'}') {
         w.pos += 1;
@@ -752,7 +781,7 @@ fn json_object<R: Read>(
                             loop {
                                 ctx.at_item(Some(i));
                                 ctx.guard.check_item(i).map_err(parse_error)?;
-                                let Item(node) = w.value()?;
+                                let Item(node) = w.node_item(&mut scratch)?;
                                 on_node(node);
                                 i += 1;
                                 match w.peek()? {
@@ -874,6 +903,68 @@ mod tests {
         assert_eq!(v[0].allocatable.as_ref().unwrap()["nvidia.com/gpu"], "4");
         assert_eq!(v[0].taints[0].key, "k");
         assert_eq!(v[0].taints[0].value, None);
+    }
+
+    /// A node as kubectl prints it, with every kind of value in the parts the reader skips.
+    const FULL_NODE: &str = r#"{
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "annotations": {"node.alpha.kubernetes.io/ttl": "0", "q": "a\"b\\c\u00e9"},
+            "labels": {"nvidia.com/gpu.present": "true", "n": 2, "b": false, "é": "ü"},
+            "managedFields": [{"fieldsV1": {"f:x": {".": {}, "y": [1, -2.5e-3, 0, null, true]}}}],
+            "name": "gpu-1",
+            "resourceVersion": "12"
+        },
+        "spec": {"podCIDR": "10.0.0.0/24", "taints": [{"key": "k", "value": "v", "effect": "NoSchedule"}, {"key": "x", "effect": "NoExecute"}], "unschedulable": true},
+        "status": {
+            "addresses": [{"address": "10.0.0.1", "type": "InternalIP"}],
+            "allocatable": {"nvidia.com/gpu": "8", "cpu": 64},
+            "capacity": {"nvidia.com/gpu": "8", "memory": "1Ti"},
+            "conditions": [],
+            "images": [{"names": ["r/a@sha256:00", "r/a:1"], "sizeBytes": 123456789}, {"names": []}],
+            "nodeInfo": {"kernelVersion": "6.1", "x": {}}
+        }
+    }"#;
+
+    #[test]
+    fn the_fast_path_reads_each_node_as_the_plain_parse_does() {
+        let Item(plain) = serde_json::from_str(FULL_NODE).unwrap();
+        assert_eq!(plain.name, "gpu-1");
+        assert_eq!(plain.labels["é"], "ü");
+        assert_eq!(plain.taints.len(), 2);
+        let list = format!(
+            r#"{{"kind":"List","items":[{FULL_NODE}, {}]}}"#,
+            FULL_NODE.replace("gpu-1", "gpu-2")
+        );
+        let v = read(&list).unwrap();
+        assert_eq!(v[0], plain);
+        assert_eq!(
+            v[1],
+            NodeInfo {
+                name: "gpu-2".into(),
+                ..plain
+            }
+        );
+    }
+
+    #[test]
+    fn an_error_in_a_skipped_part_is_still_the_plain_parses_error() {
+        for (bad, want) in [
+            (r#""sizeBytes": 123456789}"#, r#""sizeBytes": 12x}"#),
+            (r#""kernelVersion": "6.1""#, r#""kernelVersion": "6.1",}"#),
+            (r#""name": "gpu-1""#, r#""name": "gpu-1", "name": "again""#),
+        ] {
+            let node = FULL_NODE.replace(bad, want);
+            assert_ne!(node, FULL_NODE);
+            let list = format!(r#"{{"kind":"List","items":[{node}]}}"#);
+            let fast = read(&list).unwrap_err().to_string();
+            let Err(plain) = serde_json::from_str::<Item>(&node) else {
+                panic!("{node} parsed")
+            };
+            assert!(fast.starts_with("t: items[0]: "), "{fast}");
+            assert!(fast.contains(&json_msg(&plain)), "{fast} / {plain}");
+        }
     }
 
     #[test]

@@ -27,6 +27,7 @@ pub mod limits;
 pub mod mustgather;
 pub mod operands;
 pub mod pods;
+mod skim;
 pub mod snapshot;
 pub mod virt;
 
