@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
+use crate::analysis::explain::quota;
 use crate::analysis::explain::{self, Explanation, Inputs};
 use crate::analysis::explain_scope::{self, PodScope};
 use crate::analysis::kueue;
@@ -118,7 +119,7 @@ pub async fn from_cluster(
         && let Some(w) = kueue::workload_of(k, namespace, &format!("Pod/{name}"))
     {
         let offers = flavor_offers(&c.snapshot, k);
-        kueue::with_quota(&mut e, kueue::judge_workload(w, k, Some(&offers)), "pod");
+        quota::with_quota(&mut e, kueue::judge_workload(w, k, Some(&offers)), "pod");
     }
     Ok(e)
 }
@@ -156,7 +157,7 @@ pub fn job_pod(job: &serde_json::Value, selector: &BTreeMap<String, String>) -> 
 /// the flavors tried), and its first pod (by name) when it has one, else the pod its
 /// template makes, with the admitted (or fitting) flavor's `nodeLabels` as node selector,
 /// explained against the cluster: what would hold it after admission
-/// ([`kueue::with_quota`]).
+/// ([`quota::with_quota`]).
 ///
 /// Errors: [`crate::error::Error::Input`] when the Job does not exist or Kueue does not
 /// manage it (no Workload); [`crate::error::Error::Runtime`] when the API cannot be reached.
@@ -236,7 +237,7 @@ pub async fn from_cluster_job(
             e
         }
     };
-    kueue::with_quota(&mut e, v, "Job");
+    quota::with_quota(&mut e, v, "Job");
     Ok(e)
 }
 
