@@ -35,6 +35,7 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 
 use super::build::{GoModuleBuild, copy_tree, module_dir};
+use super::install::wait_established;
 use crate::error::{Error, Result};
 use crate::input::live::api_error;
 use crate::text;
@@ -381,31 +382,8 @@ pub async fn install(client: &Client, dist: &Path, settings: &PolicySettings) ->
             .map_err(|e| api_error(&format!("apply CRD {name}"), &e))?;
         names.push(name);
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for name in &names {
-        loop {
-            let established = crds
-                .get_opt(name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|c| c.status)
-                .and_then(|s| s.conditions)
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(Error::runtime(format!(
-                    "CRD {name} is not Established after 30 s"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    wait_established(client, &names, Duration::from_secs(30)).await?;
     apply_policy(client, dist, settings).await
 }
 
