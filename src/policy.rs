@@ -46,7 +46,7 @@ pub const DEFAULT_NAME: &str = "gpuwl-workload-label";
 /// [`crate::model::resource::is_vgpu_type_name`] (a digit, then one capital, then an
 /// optional MIG suffix) and [`crate::twin::predict::vgpu_type_parts`], without the
 /// `NVIDIA_`/`GRID_` prefix a resource name has (a config name has none).
-pub const VGPU_CONFIG_REGEX: &str =
+pub(crate) const VGPU_CONFIG_REGEX: &str =
     "^(default|[A-Z0-9]+(-[0-9]+)?-[0-9]+[A-Z](MEALL|NOME|ME|GFX)?)$";
 
 /// The binding's `validationActions` (one: Deny and Warn together are refused by the API).

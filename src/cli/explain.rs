@@ -122,7 +122,7 @@ const SLASH_KINDS: [&str; 9] = [
 ];
 
 /// The kind a target names (`vm NAME`, `vmi/NAME`, ...): a VM, a VMI, else a pod.
-pub fn target_kind(target: &[String]) -> ObjectKind {
+pub(crate) fn target_kind(target: &[String]) -> ObjectKind {
     let word = match target {
         [one] => one
             .split_once('/')
@@ -148,7 +148,7 @@ pub fn target_kind(target: &[String]) -> ObjectKind {
 ///
 /// Errors: [`Error::Input`] on an unknown kind, more than one name, or a namespace in the
 /// target that contradicts `-n`.
-pub fn parse_target(
+pub(crate) fn parse_target(
     target: &[String],
     namespace: Option<&str>,
 ) -> Result<Option<(Option<String>, String)>> {

@@ -112,7 +112,7 @@ pub struct Args {
 /// Parses `90s`, `10m`, `1h`, `500ms`, or a bare number of seconds (at least 1 ms).
 ///
 /// Errors: one line naming the accepted forms.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);

@@ -37,9 +37,9 @@ use crate::error::{Error, Result};
 /// `k8s.io/kubernetes` pin).
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// etcd server version (the `go.etcd.io/etcd/server/v3` pin, the one Kubernetes 1.36.3 uses).
-pub const ETCD_VERSION: &str = "v3.6.8";
+pub(crate) const ETCD_VERSION: &str = "v3.6.8";
 /// kwok version (the `sigs.k8s.io/kwok` pin).
-pub const KWOK_VERSION: &str = "v0.8.0";
+pub(crate) const KWOK_VERSION: &str = "v0.8.0";
 
 /// Names of the binaries the build produces, all in one `bin/` directory.
 pub const BINARIES: [&str; 5] = [
@@ -133,7 +133,7 @@ pub fn sources_digest(sources: &[(&str, &str)], ldflags: &str) -> String {
 }
 
 /// Root of the build cache (see the module docs for the lookup order).
-pub fn cache_root() -> PathBuf {
+pub(crate) fn cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("GPUWL_CACHE_DIR").filter(|v| !v.is_empty()) {
         return PathBuf::from(d);
     }

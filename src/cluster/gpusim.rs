@@ -35,7 +35,7 @@ pub fn daemonset_of(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
 }
 
 /// How often [`emulate`] looks at pods and nodes.
-pub const EMULATION_PERIOD: std::time::Duration = std::time::Duration::from_millis(500);
+pub(crate) const EMULATION_PERIOD: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One pass of the emulation: for every node with [`HARDWARE_ANNOTATION`], works out from
 /// the operand pods running on it in `namespace` what its device plugins advertise and

@@ -111,7 +111,7 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
 }
 
 /// The files [`generate_etcd`] writes.
-pub const ETCD_FILES: [&str; 5] = [
+pub(crate) const ETCD_FILES: [&str; 5] = [
     "etcd-ca.crt",
     "etcd-server.crt",
     "etcd-server.key",

@@ -136,7 +136,10 @@ fn flavor_offers(s: &Snapshot, k: &KueueObjects) -> Vec<kueue::FlavorOffer> {
 /// its node selector (a Kueue flavor's `nodeLabels`): what explain judges for a Job.
 ///
 /// Errors: [`crate::error::Error::Runtime`] when the template is not a pod spec.
-pub fn job_pod(job: &serde_json::Value, selector: &BTreeMap<String, String>) -> Result<PodInfo> {
+pub(crate) fn job_pod(
+    job: &serde_json::Value,
+    selector: &BTreeMap<String, String>,
+) -> Result<PodInfo> {
     let mut spec = job
         .pointer("/spec/template/spec")
         .cloned()

@@ -189,7 +189,7 @@ pub fn client_from_config(
 /// The API server's URL as messages show it: scheme, host, port and path, without a
 /// `user:password@` part or a query (a kubeconfig may carry credentials there), and
 /// without a trailing `/`.
-pub fn server_for_messages(url: &http::Uri) -> String {
+pub(crate) fn server_for_messages(url: &http::Uri) -> String {
     let scheme = url.scheme_str().unwrap_or("https");
     let host = url.host().unwrap_or("");
     let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();

@@ -52,11 +52,11 @@ use crate::model::pod::{PodInfo, wants_running};
 use crate::{files, text};
 
 /// The `format` of [`Meta`] this version writes and reads.
-pub const FORMAT: &str = "gpuwl.snapshot/v1";
+pub(crate) const FORMAT: &str = "gpuwl.snapshot/v1";
 
 /// The largest member read whole into memory (the ClusterPolicy, KubeVirt, DaemonSet and
 /// meta members; nodes, pods and DRA objects are streamed).
-pub const MAX_SMALL_MEMBER: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_SMALL_MEMBER: u64 = 64 * 1024 * 1024;
 
 /// How one list went when the snapshot was taken.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -210,7 +210,7 @@ const SLIM_POD_PAGE: Keep = Keep::Fields(&[("metadata", Keep::All), ("items", Ke
 
 /// Removes what a snapshot never holds from `v`, at any depth: `env[].value` and
 /// `env[].valueFrom`, `metadata.managedFields` and the last-applied annotation.
-pub fn scrub(v: &mut Value) {
+pub(crate) fn scrub(v: &mut Value) {
     match v {
         Value::Object(m) => {
             if let Some(Value::Object(md)) = m.get_mut("metadata") {
@@ -241,7 +241,7 @@ pub fn scrub(v: &mut Value) {
 /// Whether a DaemonSet is one of the GPU Operator's operands: owned by a ClusterPolicy, or
 /// with a label key or value that names `nvidia` (the must-gather script's own filter is
 /// `nvidia|gpu` in the labels; GPU Operator `hack/must-gather.sh`).
-pub fn is_operand_daemonset(ds: &Value) -> bool {
+pub(crate) fn is_operand_daemonset(ds: &Value) -> bool {
     let owned = ds
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)

@@ -33,7 +33,7 @@ pub const NAMESPACE: &str = "gpu-dra";
 pub const DRIVER: &str = "gpu.nvidia.com";
 
 /// Physical GPUs per lab node.
-pub const GPUS_PER_NODE: usize = 2;
+pub(crate) const GPUS_PER_NODE: usize = 2;
 
 /// The step's result.
 #[derive(Debug, Clone, PartialEq, Eq)]

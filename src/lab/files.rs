@@ -19,7 +19,7 @@ pub fn write_lines<S: AsRef<str>>(path: &Path, lines: &[S]) -> Result<()> {
 }
 
 /// Quotes `s` for a POSIX shell: `'…'` with each `'` written as `'\''`.
-pub fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

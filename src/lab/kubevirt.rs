@@ -123,12 +123,12 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 }
 
 /// The VMI resource (`kubevirt.io/v1`, `virtualmachineinstances`).
-pub fn vmi_resource() -> ApiResource {
+pub(crate) fn vmi_resource() -> ApiResource {
     resource("VirtualMachineInstance", "virtualmachineinstances")
 }
 
 /// The VM resource (`kubevirt.io/v1`, `virtualmachines`).
-pub fn vm_resource() -> ApiResource {
+pub(crate) fn vm_resource() -> ApiResource {
     resource("VirtualMachine", "virtualmachines")
 }
 

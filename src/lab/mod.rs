@@ -142,11 +142,11 @@ pub struct Plan {
 
 /// PCI device id of the NVIDIA A10 (vendor 10de), the GPU the lab's nodes pretend to have
 /// (KubeVirt's `pciVendorSelector: "10DE:2236"` in NVIDIA's docs).
-pub const A10_DEVICE_ID: u16 = 0x2236;
+pub(crate) const A10_DEVICE_ID: u16 = 0x2236;
 
 /// The vGPU type the lab's vGPU node advertises: half of the A10's 24 GB, two per GPU, as
 /// in the default vGPU config (NVIDIA/vgpu-device-manager; facts sheet §3).
-pub const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
+pub(crate) const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
 
 /// The resource a node of each workload config advertises in the lab (lab step 3), and
 /// how many units, derived from the model: `nvidia.com/gpu` × 4 for container; the sandbox
@@ -396,7 +396,8 @@ pub fn steps_help() -> String {
 
 /// The README's step table (markdown rows `| n | title | files |`), kept equal to
 /// [`STEPS`] by a test.
-pub fn steps_markdown() -> String {
+#[cfg(test)]
+fn steps_markdown() -> String {
     let mut out = String::from("| step | title | result files |\n|---|---|---|\n");
     for (i, s) in STEPS.iter().enumerate() {
         let files: Vec<String> = s.files.iter().map(|f| format!("`{f}`")).collect();
@@ -887,7 +888,7 @@ fn node_or_none(o: &PodOutcome) -> &str {
 
 /// The five lines of `operands.txt`: `<value>=<operands, comma-joined>` for the three
 /// workload configs, `NO_LABEL=<default>`, `ENABLE_FLAG=<ClusterPolicy flag>`.
-pub fn operands_lines() -> Vec<String> {
+pub(crate) fn operands_lines() -> Vec<String> {
     let mut v: Vec<String> = WorkloadConfig::ALL
         .iter()
         .map(|wc| format!("{}={}", wc.as_str(), wc.operands_docs().join(",")))
@@ -980,7 +981,7 @@ async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
 }
 
 /// The file of `--operator`'s observed operands, under `out/`.
-pub const OPERANDS_OBSERVED: &str = "operands-observed.txt";
+pub(crate) const OPERANDS_OBSERVED: &str = "operands-observed.txt";
 
 async fn step1(
     client: &Client,

@@ -560,7 +560,7 @@ async fn do_step(
 /// out: the node stays as it is (cordoned, the record on it).
 ///
 /// Errors: an API call that fails (the node keeps the record of the last step done).
-pub async fn run_node(
+pub(crate) async fn run_node(
     clients: &Clients,
     plan: &mut NodePlan,
     timeout: Duration,

@@ -158,7 +158,7 @@ impl Record {
     }
 
     /// Whether it records a relabel to what `r` asks for (not an abort of one).
-    pub fn is_for(&self, r: &Relabel) -> bool {
+    pub(crate) fn is_for(&self, r: &Relabel) -> bool {
         !self.abort && self.to == r.config.as_str() && self.vgpu_type == r.vgpu_type
     }
 }
@@ -274,7 +274,7 @@ pub enum HolderAction {
 
 /// What the user's flags do with `h`; `None` when they say nothing for it. A VM named by
 /// `--stop-vm` is stopped; else `--evict` evicts; else `--allow-disruption` leaves it.
-pub fn holder_action(h: &Holder, how: &Disruption) -> Option<HolderAction> {
+pub(crate) fn holder_action(h: &Holder, how: &Disruption) -> Option<HolderAction> {
     if h.leaving {
         return Some(HolderAction::Wait);
     }
@@ -309,7 +309,7 @@ pub struct Observed {
 
 impl Observed {
     /// Whether the node's labels are what `r` asks for.
-    pub fn labelled_as(&self, r: &Relabel) -> bool {
+    pub(crate) fn labelled_as(&self, r: &Relabel) -> bool {
         self.label.as_deref() == Some(r.config.as_str())
             && (r.vgpu_type.is_none() || self.vgpu_type == r.vgpu_type)
     }

@@ -41,13 +41,13 @@ use crate::serve::watch::{Shared, lock};
 /// The largest AdmissionReview accepted, in bytes: an object may be up to 1.5 MiB in etcd
 /// (`--max-request-bytes` of etcd, kubernetes `staging/src/k8s.io/apiserver/pkg/storage/etcd3`)
 /// and an UPDATE carries it twice, with the JSON envelope around.
-pub const MAX_REVIEW: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_REVIEW: usize = 4 * 1024 * 1024;
 
 /// The longest denial message, in characters.
-pub const MAX_DENIAL: usize = 1024;
+pub(crate) const MAX_DENIAL: usize = 1024;
 
 /// The webhook's name in the configuration (a qualified name, as the API requires).
-pub const WEBHOOK_NAME: &str = "gpu-requests.gpuwl.io";
+pub(crate) const WEBHOOK_NAME: &str = "gpu-requests.gpuwl.io";
 
 /// The default name of the ValidatingWebhookConfiguration `--admission-register` applies.
 pub const CONFIGURATION_NAME: &str = "gpuwl-admission";
@@ -273,7 +273,7 @@ pub struct ClusterAutoscaler {
 /// (kube-system by default; kubernetes/autoscaler
 /// `cluster-autoscaler/clusterstate/utils/status.go`, `StatusConfigMapName`, data key
 /// `status`).
-pub const CA_STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
+pub(crate) const CA_STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
 
 /// The annotations of a Cluster API MachineDeployment or MachineSet that say what one node
 /// of the node group has, for scale from zero (kubernetes/autoscaler
@@ -497,7 +497,7 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
 /// [`answer`], with the GPU resources autoscaling can bring: in enforce mode an
 /// `unadvertised-name` or `too-large` finding is transient (admitted with its warning)
 /// when [`autoscaling_serves`] the object's requests.
-pub fn answer_with(
+pub(crate) fn answer_with(
     body: &[u8],
     index: &admission::Index,
     mode: Mode,

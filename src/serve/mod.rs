@@ -175,12 +175,12 @@ fn certificate_names(
 pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(900);
 
 /// How often the credential files are compared with what the client was built from.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The in-cluster service account's CA bundle (the token beside it is re-read by kube-rs
 /// itself at least once a minute: kube-rs `kube-client/src/client/auth/mod.rs`,
 /// `TokenFile`).
-pub const IN_CLUSTER_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+pub(crate) const IN_CLUSTER_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 
 /// The files the client is built from: the kubeconfig files (`--kubeconfig`, else each of
 /// `$KUBECONFIG`, else `~/.kube/config`) with the certificate and key files they name;
@@ -225,7 +225,7 @@ pub fn credential_files(kubeconfig: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// A digest of `files`' contents (a missing or unreadable file counts as such).
-pub fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
+pub(crate) fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
     let mut h = Sha256::new();
     for f in files {
         h.update(f.as_os_str().as_encoded_bytes());
@@ -324,7 +324,7 @@ type Started = (std::thread::JoinHandle<()>, Option<(String, String)>);
 
 /// Worker threads of the admission guard's own runtime (two: a review waiting behind
 /// another's did-you-mean search does not wait for it on a second core).
-pub const ADMISSION_THREADS: usize = 2;
+pub(crate) const ADMISSION_THREADS: usize = 2;
 
 /// How many nice steps below the admission guard serve's other threads run (watch decoding,
 /// evaluations, `/metrics`): with `--admission-listen`, the main runtime's threads run this
@@ -361,7 +361,7 @@ fn runtime_lowered(steps: Option<i32>) -> Result<tokio::runtime::Runtime> {
 /// Sets the calling thread's nice value to `nice` (Linux: `setpriority` on the thread id;
 /// raising it needs no privilege). A failure leaves the priority as it was: it is a
 /// preference, not a requirement. Elsewhere a no-op.
-pub fn set_this_thread_nice(nice: i32) {
+pub(crate) fn set_this_thread_nice(nice: i32) {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and setpriority take plain integers and change only the scheduling
     // priority of this thread.
@@ -374,7 +374,7 @@ pub fn set_this_thread_nice(nice: i32) {
 }
 
 /// The calling thread's nice value (Linux; `None` elsewhere or when it cannot be read).
-pub fn this_thread_nice() -> Option<i32> {
+pub(crate) fn this_thread_nice() -> Option<i32> {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and getpriority take plain integers and read only this thread's
     // priority; errno is this thread's own.

@@ -489,7 +489,9 @@ fn dra_pool(pool: &str) -> &'static str {
 /// Pending GPU pods per (class, cause code) of explain's verdict, as inventory sorted
 /// them: demand (per pod once, whatever pools it fits), unservable, held back. Every
 /// class has at least one entry (`(class, "none")` = 0 when no pod has it).
-pub fn pending_by_class(inv: &inventory::Inventory) -> BTreeMap<(&'static str, &'static str), i64> {
+pub(crate) fn pending_by_class(
+    inv: &inventory::Inventory,
+) -> BTreeMap<(&'static str, &'static str), i64> {
     use crate::analysis::verdict::PodClass;
     let mut pods: BTreeMap<(&'static str, &'static str), BTreeSet<&str>> = BTreeMap::new();
     for h in &inv.demand_pods {

@@ -26,7 +26,7 @@ use crate::pki::{Ca, CaScope, Leaf, Purpose};
 use crate::serve::conn::{self, Bounds, Guarded};
 
 /// How long a client may take to finish the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A serving certificate chain and key, PEM, and the CA that signed it when generated.
 #[derive(Clone)]

@@ -103,7 +103,7 @@ pub fn vmi_object(p: &PodInfo, name: &str) -> Value {
 /// list: `null` (no list: virt-controller vets no name) when the source has none or does
 /// not say; else its PCI and mediated entries as KubeVirt spells them
 /// (`pciVendorSelector`, `mdevNameSelector`, `resourceName`, `externalResourceProvider`).
-pub fn permitted_json(p: Option<&PermittedHostDevices>) -> Value {
+pub(crate) fn permitted_json(p: Option<&PermittedHostDevices>) -> Value {
     match p {
         Some(p) if p.present => json!({
             "pciHostDevices": p.pci_host_devices.iter().map(|d| json!({

@@ -84,7 +84,7 @@ pub struct Options {
 /// default heap growth (`GOGC=25`, the Go runtime's `runtime/debug.SetGCPercent` setting),
 /// trading some CPU for a smaller peak: the twin is short-lived and shares the machine with
 /// whatever the user runs.
-pub const TWIN_ENV: [(&str, &str); 1] = [("GOGC", "25")];
+pub(crate) const TWIN_ENV: [(&str, &str); 1] = [("GOGC", "25")];
 
 /// File in a twin's state directory that marks it as one (a later run may replace it; a
 /// cluster without it is never touched).
@@ -172,7 +172,7 @@ pub const DEFAULT_TWIN_NAME: &str = "gpuwl-twin";
 /// (held until dropped) and the options with the name taken.
 ///
 /// Errors: [`Error::Runtime`] when every default name is in use or the wait times out.
-pub fn lock_twin(
+pub(crate) fn lock_twin(
     opts: &Options,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<(Lock, Options)> {

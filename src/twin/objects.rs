@@ -20,7 +20,7 @@ use crate::model::pod::{ObjectKind, PodInfo};
 
 /// Annotation kwok reads to play a node's kubelet (the twin's kwok manages every node
 /// anyway; the annotation says so to a reader of the object).
-pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+pub(crate) const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
 /// Label on every pod the twin creates, naming the source object's kind (`Pod`,
 /// `VirtualMachineInstance`, `VirtualMachine`).
@@ -35,12 +35,12 @@ affinity, priority/preemption and DRA claims are not copied to the twin";
 
 /// What the twin gives a node for each resource of [`UNCHECKED_WHEN_ABSENT`] its source
 /// node does not list (the same order): more than any pod asks.
-pub const ABSENT_FILL: [&str; 3] = ["1k", "1k", "64Ti"];
+pub(crate) const ABSENT_FILL: [&str; 3] = ["1k", "1k", "64Ti"];
 
 /// Suffix of the virt-launcher pod the twin creates for a VMI or VM: five characters, as
 /// KubeVirt's generated suffix (kubevirt/kubevirt `pkg/virt-controller/services/template.go`),
 /// so that [`PodInfo::launcher_vmi`] finds the VMI again.
-pub const LAUNCHER_SUFFIX: &str = "gpuwl";
+pub(crate) const LAUNCHER_SUFFIX: &str = "gpuwl";
 
 /// Adds `pod`'s nodeSelector, required node affinity and tolerations to `spec` (a Pod's or
 /// a VMI's spec: both spell them the same way), each only when set.

@@ -14,11 +14,11 @@ use crate::model::{advertise, pciids};
 use gpuwl_core::model::gpusim::{self, GpuHardware, NodeOperands};
 
 /// GFD's GPU count label (NVIDIA/k8s-device-plugin `internal/lm/resource.go`).
-pub const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
+pub(crate) const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
 /// GFD's product label, spaces as `-` (`NVIDIA-A10`).
 pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
 /// GFD's per-GPU memory label, MiB.
-pub const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
+pub(crate) const GPU_MEMORY_LABEL: &str = "nvidia.com/gpu.memory";
 
 /// A node's GPUs as far as its labels and advertised names show them, and how each part
 /// was found (one phrase each, for the report).
