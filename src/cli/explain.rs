@@ -2,16 +2,16 @@
 
 use std::path::PathBuf;
 
-use crate::analysis::explain;
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::ExplainSource;
 use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
 use crate::input::{self, pods};
-use crate::model::dra::DraSource;
-use crate::model::operand;
-use crate::model::pod::{ObjectKind, PodInfo};
 use crate::render::{self, Format};
-use crate::text;
+use gpuwl_core::analysis::explain;
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::dra::DraSource;
+use gpuwl_core::model::operand;
+use gpuwl_core::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::text;
 
 /// Arguments of `gpuwl explain`.
 #[derive(Debug, clap::Args)]

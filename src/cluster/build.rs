@@ -31,7 +31,7 @@ use sha2::{Digest, Sha256};
 use crate::cluster::go::{
     count_packages, failure_line, go_command, go_version, heartbeat, last_line,
 };
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// Kubernetes version of kube-apiserver, kube-controller-manager and kube-scheduler (the
 /// `k8s.io/kubernetes` pin).

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// Runs `f`, printing `{what}: N s elapsed` on stderr every 15 s while it runs (when
 /// `progress`): a module download or a package listing says nothing for minutes.

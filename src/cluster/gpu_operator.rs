@@ -36,9 +36,9 @@ use serde_json::json;
 
 use super::build::{GoModuleBuild, copy_tree, module_dir};
 use super::install::wait_established;
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// The operator's Go module.
 pub(crate) const OPERATOR_MODULE: &str = "github.com/NVIDIA/gpu-operator";

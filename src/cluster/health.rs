@@ -19,8 +19,8 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
 use crate::input::live::{self, Flavour};
+use gpuwl_core::error::{Error, Result};
 
 /// How long an HTTPS or API server health request waits for its answer.
 pub const TIMEOUT: Duration = Duration::from_secs(5);

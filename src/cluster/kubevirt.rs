@@ -44,9 +44,9 @@ use serde_json::{Value, json};
 
 use super::install::{apply, free_port, wait_established};
 use super::recipe::{Component, Condition, Layout, Readiness, StartWhen};
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// The pinned `kubevirt.io/kubevirt` module version (and of `kubevirt.io/api`,
 /// `kubevirt.io/client-go`).

@@ -41,9 +41,9 @@ use serde_json::{Value, json};
 
 use super::install::{apply, free_port, wait_established};
 use super::recipe::{Component, Layout, Readiness, StartWhen};
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// The pinned `sigs.k8s.io/kueue` module version.
 pub(crate) const KUEUE_VERSION: &str = "v0.17.0";

@@ -37,8 +37,8 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use crate::error::{Error, Result};
 use crate::pki::{self, Ca, CaScope, Leaf, Purpose};
+use gpuwl_core::error::{Error, Result};
 
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::process;
 use super::recipe::{Component, Layout, Readiness, StartWhen};
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// The supervisor's name among a cluster's processes ([`process::SUPERVISOR`]).
 pub const COMPONENT: &str = process::SUPERVISOR;

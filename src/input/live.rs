@@ -13,13 +13,14 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError, LoadDataError};
 use kube::{Client, Config};
 
-use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use crate::input::document::one_line;
 use crate::input::limits;
-use crate::model::node::{NodeInfo, Taint};
+use gpuwl_core::error::{DEFAULT_CLUSTER_NAME, Error, Result};
+use gpuwl_core::model::node::{NodeInfo, Taint};
 
-pub use crate::error::CONNECT_TIMEOUT;
-use crate::{files, render, text};
+use crate::{files, render};
+pub use gpuwl_core::error::CONNECT_TIMEOUT;
+use gpuwl_core::text;
 
 /// The default of `--request-timeout`: how long gpuwl waits for one API response. One list
 /// page of a healthy API server answers in well under a second; 30 s leaves room for a
@@ -318,7 +319,7 @@ pub fn server_from() -> Option<&'static str> {
 
 /// That the context gpuwl will use — `context`, else the kubeconfig's `current-context` — is
 /// one of the kubeconfig's, else a one-line error naming the kubeconfig (`name`), the
-/// context, those there are and the nearest ([`crate::text::did_you_mean`]). Context names
+/// context, those there are and the nearest ([`gpuwl_core::text::did_you_mean`]). Context names
 /// are not credentials: they may be shown.
 ///
 /// Errors: [`Error::Input`] as above.

@@ -38,18 +38,19 @@ use kube::Client;
 use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::files;
 use crate::input::document::{self, Keep, Prune};
 use crate::input::kubevirt::{self, HYPERCONVERGED, KUBEVIRT};
 use crate::input::pods::{self, ITEM, LIVE_FIELD_SELECTOR};
 use crate::input::snapshot::Snapshot;
 use crate::input::{clusterpolicy, dra, dump, limits, live, virt};
-use crate::model::dra::{DraObjects, DraSource};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::{PodInfo, wants_running};
-use crate::{files, text};
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::dra::{DraObjects, DraSource};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::{PodInfo, wants_running};
+use gpuwl_core::text;
 
 /// The `format` of [`Meta`] this version writes and reads.
 pub(crate) const FORMAT: &str = "gpuwl.snapshot/v1";
@@ -700,7 +701,7 @@ fn read_members(path: &Path) -> Result<Members> {
             // tar's message quotes the bytes it could not read: escaped and cut.
             format!(
                 "not a gpuwl snapshot (a tar archive from `gpuwl snapshot`): {}",
-                shorten(&crate::text::esc(&e.to_string()), 200)
+                shorten(&gpuwl_core::text::esc(&e.to_string()), 200)
             ),
         )
     };

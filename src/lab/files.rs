@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 pub use crate::files::write_atomic;
 

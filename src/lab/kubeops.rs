@@ -11,8 +11,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
-use crate::error::{Error, Result};
 use crate::input::live::{self, already_exists, api_err};
+use gpuwl_core::error::{Error, Result};
 
 /// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
 pub const WAIT: Duration = Duration::from_secs(90);

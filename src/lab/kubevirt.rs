@@ -29,9 +29,9 @@ use serde_json::{Value, json};
 
 use super::manifests::NAMESPACE;
 use crate::cluster::kubevirt::{self, CR_NAME};
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
 use crate::lab::kubeops;
+use gpuwl_core::error::{Error, Result};
 
 /// The result file of `--kubevirt`, under `out/`.
 pub const KUBEVIRT_FILE: &str = "kubevirt.txt";

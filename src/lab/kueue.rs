@@ -30,12 +30,12 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use crate::error::{Error, Result};
 use crate::input::live::{already_exists, api_err};
 use crate::lab::files::{self, LabDirs};
 use crate::lab::kubeops;
-use crate::model::kueue::{QUEUE_LABEL, Workload};
-use crate::model::workload::LABEL_KEY;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kueue::{QUEUE_LABEL, Workload};
+use gpuwl_core::model::workload::LABEL_KEY;
 
 /// The namespace of the Kueue step's LocalQueue and Jobs.
 pub const NAMESPACE: &str = "gpu-kueue";

@@ -7,7 +7,7 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// Namespace every lab pod lives in (lab step 1).
 pub const NAMESPACE: &str = "gpu-vm";

@@ -10,7 +10,7 @@
 //! 7. `job-cross` asks a passthrough node for `nvidia.com/gpu` and stays Pending → `07-cross.txt`
 //! 8. dump the nodes → `nodes.json`; write `bin/check-config.sh`; run it → `consistency.txt`
 //!
-//! Every value comes from [`crate::model`] (label key, operands, default, enable flag,
+//! Every value comes from [`gpuwl_core::model`] (label key, operands, default, enable flag,
 //! resource names) or from the API (placements, phases, the scheduler's message).
 
 pub mod dra;
@@ -28,14 +28,14 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
-use crate::analysis::explain::Explanation;
-use crate::analysis::inventory::Inventory;
+use gpuwl_core::analysis::explain::Explanation;
+use gpuwl_core::analysis::inventory::Inventory;
 
-use crate::error::{Error, Result};
-use crate::model::resource::NVIDIA_PREFIX;
-use crate::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
-use crate::text::esc;
 use files::LabDirs;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::text::esc;
 use manifests::{LabPod, NAMESPACE};
 
 /// The node names the lab labels, one per workload config.
@@ -155,7 +155,7 @@ pub(crate) const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
 /// whitespace → `_` (`nvidia.com/NVIDIA_A10-12Q`, NVIDIA/kubevirt-gpu-device-plugin
 /// `readVgpuIDFromFile`) × 4 for vGPU.
 pub fn lab_resource(wc: WorkloadConfig) -> (String, u32) {
-    use crate::model::pciids;
+    use gpuwl_core::model::pciids;
     match wc {
         WorkloadConfig::Container => (format!("{NVIDIA_PREFIX}gpu"), 4),
         WorkloadConfig::VmPassthrough => {
@@ -495,7 +495,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     } else {
         None
     };
-    let inventory = crate::analysis::inventory::from_snapshot(
+    let inventory = gpuwl_core::analysis::inventory::from_snapshot(
         crate::input::snapshot::read(&client, false).await?,
         &[],
     )?;
@@ -960,7 +960,7 @@ async fn connect(
 
 /// On a cluster of the user's (`--context`/`--kubeconfig`), that every `--node` names a
 /// node of it, before anything is written there: a typo is bad input naming the flag, with
-/// the nearest node names ([`crate::text::did_you_mean`]).
+/// the nearest node names ([`gpuwl_core::text::did_you_mean`]).
 ///
 /// Errors: [`Error::Input`] for a node the cluster lacks; the list's own errors.
 async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
@@ -973,7 +973,7 @@ async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
                 n.config,
                 crate::render::esc(&n.node),
                 crate::render::esc(&n.node),
-                crate::text::did_you_mean(&n.node, names.iter().copied())
+                gpuwl_core::text::did_you_mean(&n.node, names.iter().copied())
             )));
         }
     }
@@ -1226,10 +1226,10 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/inventory/lab");
         let nodes = read_nodes(&Source::Path(data.join("nodes.json"))).unwrap();
         let pods = crate::input::pods::read_pods_path(&data.join("pods.json")).unwrap();
-        let inv = crate::analysis::inventory::build(
+        let inv = gpuwl_core::analysis::inventory::build(
             &nodes,
             &pods,
-            &crate::model::operator::PolicyStatus::not_read(),
+            &gpuwl_core::model::operator::PolicyStatus::not_read(),
         )
         .unwrap();
         assert_eq!(

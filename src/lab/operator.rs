@@ -17,11 +17,11 @@ use serde_json::json;
 
 use crate::cluster::gpu_operator::{self, NAMESPACE as OPERATOR_NAMESPACE};
 use crate::cluster::gpusim;
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::model::resource::NVIDIA_PREFIX;
-use crate::model::workload::WorkloadConfig;
+use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::gpusim::GpuHardware;
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::model::workload::WorkloadConfig;
 
 /// How long steps 2 and 3 wait for the operator and the emulation.
 pub(crate) const OPERATOR_WAIT: Duration = Duration::from_secs(120);

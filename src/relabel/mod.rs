@@ -23,18 +23,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::node::NodeInfo;
-use crate::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
-use crate::model::operator::{
-    self, ClusterPolicy, OperatorScope, POLICY_COMPONENTS, PolicyStatus, VGPU_HOST_DRIVER_LABEL,
-};
-use crate::model::pod;
-use crate::model::resource::classify;
-use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use crate::render::esc;
-use crate::text;
 use crate::twin::predict;
 use crate::twin::report::Relabel;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
+use gpuwl_core::model::operator::{
+    self, ClusterPolicy, OperatorScope, POLICY_COMPONENTS, PolicyStatus, VGPU_HOST_DRIVER_LABEL,
+};
+use gpuwl_core::model::pod;
+use gpuwl_core::model::resource::classify;
+use gpuwl_core::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::text;
 
 /// The node annotation that holds a relabel under way: a JSON [`Record`]. Set at the
 /// cordon, updated after each step that changes the node, removed at the uncordon.
@@ -362,7 +362,7 @@ pub struct NodePlan {
 /// Whether holder `h` keeps its GPU when the node becomes `config`: every name it holds is
 /// one the node advertises afterwards (`expect`, by gpuwl's model of the operator and its
 /// plugins), or, where the model cannot tell (`expect` empty), of the class `config`
-/// serves ([`crate::model::resource::ResourceClass::workload`]). Relabelling a node back
+/// serves ([`gpuwl_core::model::resource::ResourceClass::workload`]). Relabelling a node back
 /// to the config that serves what its holders hold is the way back, never a disruption.
 pub fn keeps(h: &Holder, config: WorkloadConfig, expect: &BTreeMap<String, u64>) -> bool {
     h.resources.keys().all(|name| {

@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::analysis::inventory::Inventory;
 use crate::lab::LabReport;
 use crate::render::inventory::{self, Output, TextOptions};
 use crate::render::{self, Format, explain};
+use gpuwl_core::analysis::inventory::Inventory;
 
 /// The lab's summary for a terminal `width` columns wide, files under `root`.
 pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {

@@ -1,13 +1,13 @@
 //! The admission guard of `gpuwl serve --admission-listen`: a validating webhook the API
 //! server calls (HTTPS, [`super::tls`]) with an `AdmissionReview` for each Pod,
 //! VirtualMachineInstance and VirtualMachine created or updated; it answers from the
-//! exporter's watch state ([`crate::analysis::admission`]), without an API call.
+//! exporter's watch state ([`gpuwl_core::analysis::admission`]), without an API call.
 //!
 //! Answers (AdmissionReview `admission.k8s.io/v1`, kubernetes/api `admission/v1/types.go`):
 //! - `warn` mode (default): `allowed: true` with one warning per finding; kubectl prints
 //!   each as `Warning: …`;
 //! - `enforce` mode: a finding whose cause can never pass on its own denies (`allowed:
-//!   false`, status 403 with the findings; [`crate::analysis::verdict::Verdict::permanent`]);
+//!   false`, status 403 with the findings; [`gpuwl_core::analysis::verdict::Verdict::permanent`]);
 //!   a transient one (`stale-only`: a device plugin restarting) is admitted with its warning,
 //!   and so is an `unadvertised-name` or `too-large` one when every GPU resource the object
 //!   asks is one autoscaling can bring ([`Autoscaled`], `--admission-autoscaled`: a pod
@@ -35,8 +35,8 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::core::{DynamicObject, Status};
 use serde_json::{Value, json};
 
-use crate::analysis::admission::{self, Warning};
 use crate::serve::watch::{Shared, lock};
+use gpuwl_core::analysis::admission::{self, Warning};
 
 /// The largest AdmissionReview accepted, in bytes: an object may be up to 1.5 MiB in etcd
 /// (`--max-request-bytes` of etcd, kubernetes `staging/src/k8s.io/apiserver/pkg/storage/etcd3`)
@@ -61,11 +61,11 @@ pub enum Mode {
     Enforce,
 }
 
-use crate::analysis::diagnosis::CauseCode;
-use crate::analysis::verdict;
 use crate::input::pods;
 pub use crate::serve::metrics::Verdict;
-use crate::text;
+use gpuwl_core::analysis::diagnosis::CauseCode;
+use gpuwl_core::analysis::verdict;
+use gpuwl_core::text;
 
 impl Verdict {
     /// The label value.
@@ -669,12 +669,12 @@ pub fn configuration(name: &str, client_config: Value, skip: &[&str]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node::NodeInfo;
+    use gpuwl_core::model::node::NodeInfo;
 
     fn index() -> admission::Index {
         let mut n = NodeInfo::named("lab-node-1");
         n.labels.insert(
-            crate::model::workload::LABEL_KEY.into(),
+            gpuwl_core::model::workload::LABEL_KEY.into(),
             "vm-passthrough".into(),
         );
         n.capacity

@@ -19,8 +19,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::analysis::kueue::QuotaCause;
 use crate::serve::state::Evaluation;
+use gpuwl_core::analysis::kueue::QuotaCause;
 
 /// `{node}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -95,7 +95,7 @@ pub(crate) struct ResourceLabels {
 /// `{class, cause}` of a pending GPU pod's verdict.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub(crate) struct PendingLabels {
-    /// The class ([`crate::analysis::verdict::PodClass`]): `demand`, `blocked`, `gated`,
+    /// The class ([`gpuwl_core::analysis::verdict::PodClass`]): `demand`, `blocked`, `gated`,
     /// `other-resource`, `unservable`, `invalid-spec`.
     pub class: &'static str,
     /// explain's cause code (`none` on the 0 series of a class without pods).
@@ -1136,7 +1136,7 @@ mod tests {
     /// lab-gpus with the one Job under kueue-name-not-covered.
     #[test]
     fn the_quota_layer_series_per_queue_flavor_and_cause() {
-        use crate::analysis::kueue_usage::{PendingWorkload, QuotaInventory, QuotaRow};
+        use gpuwl_core::analysis::kueue_usage::{PendingWorkload, QuotaInventory, QuotaRow};
         let row = |flavor: &str, nominal: i64, reserved: i64, advertised: i64| QuotaRow {
             cluster_queue: "lab-gpus".into(),
             cohort: None,

@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
-use crate::error::{Error, Result};
 use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 pub mod admission;
 pub mod conn;
@@ -718,10 +718,10 @@ async fn record_relabel(shared: &Shared, r: &state::Relabel) {
     shared.metrics.relabelled(&r.node, &from, &to);
     let text = format!(
         "{} changed on node {}: {} → {} (the GPU Operator swaps the node's operands and the GPU names it advertises)",
-        crate::model::workload::LABEL_KEY,
-        crate::analysis::admission::show(&r.node),
-        crate::analysis::admission::show(&from),
-        crate::analysis::admission::show(&to)
+        gpuwl_core::model::workload::LABEL_KEY,
+        gpuwl_core::analysis::admission::show(&r.node),
+        gpuwl_core::analysis::admission::show(&from),
+        gpuwl_core::analysis::admission::show(&to)
     );
     log(&format!("relabel: {text}"));
     let now =
@@ -761,7 +761,7 @@ async fn record_relabel(shared: &Shared, r: &state::Relabel) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => log(&format!(
             "the Event of that relabel was not created: {}",
-            crate::text::cut(&e.to_string())
+            gpuwl_core::text::cut(&e.to_string())
         )),
         Err(_) => log("the Event of that relabel was not created: no answer within 10 s"),
     }
@@ -779,7 +779,7 @@ const DRA_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// task cannot carry.
 /// Kueue's objects ([`crate::input::kueue::list`]), with the DRA list's timeout; `None` when
 /// Kueue is not installed or they cannot be read (said in the log).
-async fn list_kueue(client: kube::Client) -> Option<crate::model::kueue::KueueObjects> {
+async fn list_kueue(client: kube::Client) -> Option<gpuwl_core::model::kueue::KueueObjects> {
     // On a blocking thread, as list_dra: the paging closure's future is not `Send` for
     // every lifetime the spawned evaluator needs.
     let handle = tokio::runtime::Handle::current();
@@ -804,7 +804,7 @@ async fn list_kueue(client: kube::Client) -> Option<crate::model::kueue::KueueOb
     }
 }
 
-async fn list_dra(client: kube::Client) -> Option<crate::model::dra::DraObjects> {
+async fn list_dra(client: kube::Client) -> Option<gpuwl_core::model::dra::DraObjects> {
     let handle = tokio::runtime::Handle::current();
     let listed = tokio::task::spawn_blocking(move || {
         handle.block_on(async {
@@ -813,7 +813,7 @@ async fn list_dra(client: kube::Client) -> Option<crate::model::dra::DraObjects>
     })
     .await;
     match listed {
-        Ok(Ok(Ok((objects, crate::model::dra::DraSource::Cluster)))) => Some(objects),
+        Ok(Ok(Ok((objects, gpuwl_core::model::dra::DraSource::Cluster)))) => Some(objects),
         Ok(Ok(Ok(_))) => None,
         Ok(Ok(Err(e))) => {
             log(&format!("DRA objects not read: {e}"));
@@ -840,12 +840,12 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
     // again: a review that cloned it just before the swap then never holds the last
     // reference, so freeing a 5,000-node index never happens on the admission guard's
     // threads.
-    let mut retired: Option<Arc<crate::analysis::admission::Index>> = None;
+    let mut retired: Option<Arc<gpuwl_core::analysis::admission::Index>> = None;
     // The nodes' workload labels at the last evaluation: a change is a relabel, recorded
     // as a metric and an Event on the node (the first evaluation only learns them).
     let mut last_labels: Option<std::collections::BTreeMap<String, Option<String>>> = None;
-    let mut dra: Option<Arc<crate::model::dra::DraObjects>> = None;
-    let mut kueue: Option<Arc<crate::model::kueue::KueueObjects>> = None;
+    let mut dra: Option<Arc<gpuwl_core::model::dra::DraObjects>> = None;
+    let mut kueue: Option<Arc<gpuwl_core::model::kueue::KueueObjects>> = None;
     let mut dra_listed: Option<Instant> = None;
     loop {
         shared.changed.notified().await;

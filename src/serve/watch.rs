@@ -36,16 +36,16 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::analysis::admission::Index;
 use crate::input::document::one_line;
 use crate::input::kubevirt::{CrType, HYPERCONVERGED, KUBEVIRT};
 use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods, virt};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
 use crate::serve::metrics::Metrics;
 use crate::serve::state::Mirror;
+use gpuwl_core::analysis::admission::Index;
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
 
 /// Objects per page of the initial (and any re-) list of nodes and pods: a page is decoded
 /// into typed objects before they are reduced, so its size bounds the transient memory on

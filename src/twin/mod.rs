@@ -14,7 +14,7 @@
 //!    at `"0"`;
 //! 3. waits until the scheduler has settled (nothing left in its active and backoff queues,
 //!    [`crate::cluster::scheduler_busy`]) and reads the twin back: which pods it bound and
-//!    where, which still wait (explained by [`crate::analysis::explain`] on the twin's
+//!    where, which still wait (explained by [`gpuwl_core::analysis::explain`] on the twin's
 //!    state), which running pods now hold a name their node no longer offers, and the
 //!    inventory before and after.
 
@@ -31,24 +31,24 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 
-use crate::analysis::{explain, inventory};
 use crate::cluster::kubevirt::KUBEVIRT_VERSION;
 use crate::cluster::lock::{self, Lock};
 use crate::cluster::{self, UpOptions};
-use crate::error::{Error, Result};
 use crate::input::live::{self};
 use crate::input::pods;
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
-use crate::model::resource::classify;
-use crate::text;
 use crate::twin::load::{Trial, Twin, copy_source, relabel_node, settle_or_note};
 use crate::twin::report::{
     Relabel, Report, TwinFacts, Verdict, apply_steps, disrupted_pods, pending_outcome,
     placed_as_is, pool_deltas,
 };
+use gpuwl_core::analysis::{explain, inventory};
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::model::resource::classify;
+use gpuwl_core::text;
 
 /// What the twin is built from.
 pub struct Source {

@@ -14,9 +14,9 @@
 
 use serde_json::{Value, json};
 
-use crate::analysis::fit::UNCHECKED_WHEN_ABSENT;
-use crate::model::node::NodeInfo;
-use crate::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::analysis::fit::UNCHECKED_WHEN_ABSENT;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::pod::{ObjectKind, PodInfo};
 
 /// Annotation kwok reads to play a node's kubelet (the twin's kwok manages every node
 /// anyway; the annotation says so to a reader of the object).
@@ -64,7 +64,7 @@ pub fn add_placement(spec: &mut Value, pod: &PodInfo) {
 /// source node has none. A resource every real node lists ([`UNCHECKED_WHEN_ABSENT`]:
 /// pods, cpu, memory) that a hand-trimmed dump leaves out gets [`ABSENT_FILL`] in both
 /// maps: explain does not check a node for it
-/// ([`crate::analysis::fit::UNCHECKED_WHEN_ABSENT`]), and the twin's scheduler, counting it
+/// ([`gpuwl_core::analysis::fit::UNCHECKED_WHEN_ABSENT`]), and the twin's scheduler, counting it
 /// 0, would refuse every pod that asks for it where the real node has plenty. A node
 /// without `ephemeral-storage` keeps none, as the source's scheduler counts it (0: a
 /// virt-launcher pod, which asks for some, does not fit there).
@@ -171,8 +171,8 @@ pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node::Taint;
-    use crate::model::pod::{SelectorRequirement, SelectorTerm, Toleration};
+    use gpuwl_core::model::node::Taint;
+    use gpuwl_core::model::pod::{SelectorRequirement, SelectorTerm, Toleration};
     use std::collections::BTreeMap;
     use std::sync::Arc;
 

@@ -195,7 +195,7 @@ fn kueue_category(msg: &str) -> &'static str {
 /// `judge_workload` on the same objects (the Workload stripped of Kueue's verdict, the
 /// queue's reservations cleared: the Job is its only workload).
 fn differential(kubeconfig: &str, seed: u64, n: usize) {
-    use gpuwl::analysis::kueue::{QuotaCause, judge_workload};
+    use gpuwl_core::analysis::kueue::{QuotaCause, judge_workload};
     let names = [
         "nvidia.com/gpu",
         "nvidia.com/GA102GL_A10",
