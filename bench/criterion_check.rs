@@ -5,10 +5,10 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gpuwl::analysis::check::{Checker, Options};
 use gpuwl::input::dump::read_from;
-use gpuwl::model::quantity::Quantity;
-use gpuwl::model::resource::Classifier;
+use gpuwl_core::analysis::check::{Checker, Options};
+use gpuwl_core::model::quantity::Quantity;
+use gpuwl_core::model::resource::Classifier;
 
 #[allow(dead_code)]
 #[path = "gen.rs"]

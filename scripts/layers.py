@@ -15,9 +15,11 @@ module is an upward call: printed as `NEW`, exit status 1. A key `a/b` ranks the
 exceptions (none: the 15 there were when the layers were written down are paid off);
 `--all` prints them line by line.
 
-It also fails on a file-level import cycle (files of one crate that name each other through
-`use crate::…`, `super::…` or paths written out in code, `#[cfg(test)]` modules left out; a
-file naming its own ancestor's mod.rs does not count) that is not in KNOWN_CYCLES.
+It also fails on any file-level import cycle (files of one crate that name each other
+through `use crate::…`, `super::…` or paths written out in code, `#[cfg(test)]` modules left
+out; a file naming its own ancestor's mod.rs does not count): none is accepted. Before the
+check it runs its own self-test (`self_test`: a cycle of two files is found, a child using
+its parent is not one), so a broken cycle finder fails too.
 """
 import os, re, sys
 
@@ -124,16 +126,6 @@ def check(repo, crate_dir, layers, new, known):
                     (known.add if line in KNOWN else new.append)(line)
 
 
-# File-level import cycles accepted (a debt to pay, not a pattern to copy), each as its
-# sorted files: the core's explain ↔ remedy loop, which the quota layer (analysis/kueue.rs:
-# check's Finding and explain's Explanation in, its report types out to both) widened.
-KNOWN_CYCLES = {
-    ("analysis/admission.rs", "analysis/check/mod.rs", "analysis/explain/mod.rs",
-     "analysis/explain/rules.rs", "analysis/explain/unused.rs", "analysis/kueue.rs",
-     "analysis/remedy.rs"),
-}
-
-
 def module_file(root, parts):
     """The file that defines module path `parts` under `root` (`a/b.rs` or `a/b/mod.rs`),
     trying the longest prefix first; `None` when none exists."""
@@ -228,7 +220,34 @@ def cycles(repo, crate_dir):
     return out
 
 
+def self_test():
+    """The cycle finder on a crate written to a temporary directory: `a.rs` and `b.rs` naming
+    each other (one through `use crate::…`, one through a path in code) are one cycle;
+    `p/mod.rs` and its child `p/c.rs` naming each other, and `d.rs` naming `a.rs` one way,
+    are none. Exits 2 when the finder says otherwise."""
+    import tempfile
+    files = {
+        "lib.rs": "pub mod a;\npub mod b;\npub mod d;\npub mod p;\n",
+        "a.rs": "use crate::b::B;\npub struct A;\n",
+        "b.rs": "pub struct B;\npub fn f() { let _ = crate::a::A; }\n",
+        "d.rs": "use crate::a::A;\n#[cfg(test)]\nmod tests {\n    use crate::d::*;\n}\n",
+        "p/mod.rs": "pub mod c;\nuse crate::p::c::C;\n",
+        "p/c.rs": "use super::*;\npub struct C;\n",
+    }
+    with tempfile.TemporaryDirectory() as repo:
+        for rel, text in files.items():
+            path = os.path.join(repo, CORE, rel)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+        got = cycles(repo, CORE)
+    if got != [("a.rs", "b.rs")]:
+        print(f"layers.py self-test failed: cycles {got}, expected [('a.rs', 'b.rs')]")
+        sys.exit(2)
+
+
 def main():
+    self_test()
     args = [a for a in sys.argv[1:] if a != "--all"]
     show_all = "--all" in sys.argv[1:]
     repo = args[0] if args else "."
@@ -243,13 +262,10 @@ def main():
         print("paid off (remove from KNOWN):", k)
     print(f"{len(known)} known upward calls, {len(set(new))} new")
     found = [c for crate_dir in LAYERS for c in cycles(repo, crate_dir)]
-    new_cycles = [c for c in found if c not in KNOWN_CYCLES]
-    for c in new_cycles:
-        print("NEW import cycle:", " -> ".join(c))
-    for c in sorted(KNOWN_CYCLES - set(found)):
-        print("cycle paid off (remove from KNOWN_CYCLES):", " ".join(c))
-    print(f"{len(found) - len(new_cycles)} known file-level import cycles, {len(new_cycles)} new")
-    sys.exit(1 if new or new_cycles else 0)
+    for c in found:
+        print("import cycle:", " -> ".join(c))
+    print(f"{len(found)} file-level import cycles")
+    sys.exit(1 if new or found else 0)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ gpuwl=target/debug/gpuwl
 step "cargo fmt --check"
 cargo fmt --all -- --check
 
-step "no call up the layers and no new file-level import cycle (scripts/layers.py, docs/architecture.md)"
+step "no call up the layers and no file-level import cycle (scripts/layers.py, docs/architecture.md)"
 python3 scripts/layers.py
 
 step "gpuwl-core has no k8s-openapi, kube, tokio or HTTP dependency (cargo tree -p gpuwl-core -e normal)"

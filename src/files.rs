@@ -2,14 +2,14 @@
 //! where gpuwl keeps its own files ([`state_root`], `home`). (Rendering lives in
 //! [`crate::render`]; it builds text and never touches files.)
 
-use crate::error::{Error, Result};
 use crate::render;
+use gpuwl_core::error::{Error, Result};
 
 /// Checks, before any work, that a result file can be written at `path`: its folder
 /// exists, is a folder, and a file can be made there (one is made and removed at once);
 /// `path` itself is not a folder. `what` names the flag (`-o`).
 ///
-/// Errors: [`crate::error::Error::Input`] naming the path and what is wrong with it.
+/// Errors: [`gpuwl_core::error::Error::Input`] naming the path and what is wrong with it.
 pub fn check_writable(path: &std::path::Path, what: &str) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,
@@ -56,7 +56,7 @@ pub fn check_writable(path: &std::path::Path, what: &str) -> Result<()> {
 /// flushed, given `mode` (Unix permission bits) and renamed over `path`, so a reader sees
 /// either the old file or the whole new one, never half of it.
 ///
-/// Errors: [`crate::error::Error::Failed`] naming the path when the folder is missing or not writable.
+/// Errors: [`gpuwl_core::error::Error::Failed`] naming the path when the folder is missing or not writable.
 pub fn write_atomic(path: &std::path::Path, contents: &[u8], mode: u32) -> Result<()> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d,

@@ -5,19 +5,19 @@
 //! control plane.
 //!
 //! Two crates (docs/architecture.md, "Crates"): `gpuwl-core` ([`gpuwl_core`]) holds what
-//! needs no cluster — [`text`], [`error`], [`model`], the document readers, [`analysis`]
+//! needs no cluster — [`text`](gpuwl_core::text), [`error`](gpuwl_core::error), [`model`](gpuwl_core::model), the document readers, [`analysis`](gpuwl_core::analysis)
 //! and the core of [`render`] — with no kube, tokio or HTTP dependency; this crate adds
-//! the live cluster, the local control plane, the engines and the command line, and
-//! re-exports the core's modules under their old paths (`gpuwl::model::…`).
+//! the live cluster, the local control plane, the engines and the command line; code
+//! names the core's modules as `gpuwl_core::model::…` (no re-export).
 //!
 //! Layout (a picture of the design), in data-flow order:
 //! - [`input`]: where the data comes from — kubectl dumps of nodes, pods, DRA objects and
 //!   CRs (streamed; the core's readers), and the live cluster through one access module
 //!   ([`input::live`]: `--kubeconfig`/`--context`/`--request-timeout`, one client builder,
 //!   one paging loop, one API-error mapping);
-//! - [`model`]: workload configs, resource names, quantities, nodes, pods, pools, the GPU
+//! - [`model`](gpuwl_core::model): workload configs, resource names, quantities, nodes, pods, pools, the GPU
 //!   Operator's ClusterPolicy and node state, DRA and KubeVirt objects (core);
-//! - [`analysis`]: `check`, `inventory`, `explain`, the KubeVirt check and DRA, each over
+//! - [`analysis`](gpuwl_core::analysis): `check`, `inventory`, `explain`, the KubeVirt check and DRA, each over
 //!   the model only (they take data, never a client; core);
 //! - [`render`]: text, JSON, YAML and CSV output (the core's, and the reports of the
 //!   cluster, lab, relabel and whatif);
@@ -31,13 +31,11 @@
 //!   server (`gpuwl policy`);
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line;
-//! - [`error`]: the errors and exit codes; [`text`]: message helpers both use;
+//! - [`error`](gpuwl_core::error): the errors and exit codes; [`text`](gpuwl_core::text): message helpers both use;
 //!   [`files`]: atomic file writing; [`pki`]: the one certificate generator (the local
 //!   cluster's PKI and the admission guard's serving certificate).
 
 #![deny(missing_docs)]
-
-pub use gpuwl_core::{analysis, error, model, text};
 
 pub mod cli;
 pub mod cluster;

@@ -25,7 +25,7 @@ use rcgen::{
     Issuer, KeyPair, KeyUsagePurpose, SanType,
 };
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// How long before it is made a certificate is valid from: 5 minutes.
 pub const BACKDATE: std::time::Duration = std::time::Duration::from_secs(5 * 60);

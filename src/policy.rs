@@ -16,7 +16,7 @@
 //!    `vm-passthrough`, `vm-vgpu` — the only values the GPU Operator accepts; anything else
 //!    it silently treats as no label (docs/domain-facts.md §1, NVIDIA/gpu-operator
 //!    `controllers/state_manager.go`, `isValidWorkloadConfig`). The message names the
-//!    value meant, as [`crate::model::workload::InvalidWorkloadConfig::nearest`] does,
+//!    value meant, as [`gpuwl_core::model::workload::InvalidWorkloadConfig::nearest`] does,
 //!    within what CEL can compute: equal but for case, `_`/`.` for `-` or a missing `-`;
 //!    or the one value that contains it (`passthrough`), it starts with (`containers`), or
 //!    that starts with all of it but its last character (`vm-passthru`).
@@ -29,8 +29,8 @@
 
 use serde::Serialize;
 
-use crate::model::operator::VGPU_CONFIG_LABEL;
-use crate::model::workload::LABEL_KEY;
+use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
+use gpuwl_core::model::workload::LABEL_KEY;
 
 /// The policy's (and binding's) default name.
 pub const DEFAULT_NAME: &str = "gpuwl-workload-label";
@@ -42,11 +42,11 @@ pub const DEFAULT_NAME: &str = "gpuwl-workload-label";
 /// MIG-backed type the slice count (`A100-1-5C`), the frame buffer in GB and the series
 /// letter, then optionally a MIG-backed suffix (`ME`, `MEALL`, `NOME`, `GFX`:
 /// NVIDIA/vgpu-device-manager `pkg/types/vgpu_type.go`, as
-/// [`crate::model::resource::VGPU_MIG_SUFFIXES`]). The same shape as the repo's
-/// [`crate::model::resource::is_vgpu_type_name`] (a digit, then one capital, then an
+/// [`gpuwl_core::model::resource::VGPU_MIG_SUFFIXES`]). The same shape as the repo's
+/// [`gpuwl_core::model::resource::is_vgpu_type_name`] (a digit, then one capital, then an
 /// optional MIG suffix) and [`crate::twin::predict::vgpu_type_parts`], without the
 /// `NVIDIA_`/`GRID_` prefix a resource name has (a config name has none).
-pub const VGPU_CONFIG_REGEX: &str =
+pub(crate) const VGPU_CONFIG_REGEX: &str =
     "^(default|[A-Z0-9]+(-[0-9]+)?-[0-9]+[A-Z](MEALL|NOME|ME|GFX)?)$";
 
 /// The binding's `validationActions` (one: Deny and Warn together are refused by the API).
@@ -403,8 +403,9 @@ mod tests {
     /// Evaluates a constant CEL expression with the repo's CEL environment (the standard
     /// library and the strings extension, as the API server has).
     fn eval(expr: &str) -> cel::Value {
-        let program = crate::analysis::dra_cel::compile(expr).expect(expr);
-        let ctx = cel::Context::with_env(std::sync::Arc::clone(&crate::analysis::dra_cel::ENV));
+        let program = gpuwl_core::analysis::dra_cel::compile(expr).expect(expr);
+        let ctx =
+            cel::Context::with_env(std::sync::Arc::clone(&gpuwl_core::analysis::dra_cel::ENV));
         program.execute(&ctx).expect(expr)
     }
 
@@ -459,7 +460,7 @@ mod tests {
         ] {
             assert_eq!(near(typo), [meant], "{typo}");
             // The repo's own did-you-mean says the same.
-            let e = crate::model::workload::InvalidWorkloadConfig { value: typo.into() };
+            let e = gpuwl_core::model::workload::InvalidWorkloadConfig { value: typo.into() };
             assert_eq!(e.nearest().map(|w| w.as_str()), Some(meant), "{typo}");
         }
         for nothing in ["", "gpu", "vm", "kata", "vm-"] {
@@ -485,7 +486,10 @@ mod tests {
         ] {
             assert_eq!(m(good), cel::Value::Bool(true), "{good}");
             if good != "default" {
-                assert!(crate::model::resource::is_vgpu_type_name(good), "{good}");
+                assert!(
+                    gpuwl_core::model::resource::is_vgpu_type_name(good),
+                    "{good}"
+                );
             }
         }
         for bad in [

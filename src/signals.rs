@@ -5,7 +5,7 @@
 //! [`received`], the ones started before it and after it, returns its name. Commands that
 //! create something they must take down again (`whatif`'s twin, `relabel`'s steps) wait
 //! on it beside their work with `tokio::select!`, clean up and exit with
-//! [`crate::error::ExitStatus::Interrupted`] (130).
+//! [`gpuwl_core::error::ExitStatus::Interrupted`] (130).
 
 use std::sync::OnceLock;
 use tokio::sync::watch;

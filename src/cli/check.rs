@@ -1,15 +1,17 @@
 //! `gpuwl check`: arguments and entry point.
 
-use crate::analysis::check::{self, Checker, Code, DraNodes, Gate, Options, Report, WARNING_LINES};
-use crate::analysis::orphans;
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::CheckSource;
 use crate::input::gather::{self, Gathered, Operands, SourceArgs, Wanted};
-use crate::model::dra::DraSource;
-use crate::model::operand::{self, OperandPod, OperandSource};
-use crate::model::operator::PolicyStatus;
 use crate::render::{self, Format};
-use crate::text;
+use gpuwl_core::analysis::check::{
+    self, Checker, Code, DraNodes, Gate, Options, Report, WARNING_LINES,
+};
+use gpuwl_core::analysis::orphans;
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::dra::DraSource;
+use gpuwl_core::model::operand::{self, OperandPod, OperandSource};
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::text;
 
 /// Arguments of `gpuwl check`.
 #[derive(Debug, clap::Args)]

@@ -2,7 +2,7 @@
 //! (see [`crate::cluster`]).
 
 use crate::cluster::{self, Status, UpOptions};
-use crate::error::{Error, ExitStatus, Result};
+use gpuwl_core::error::{Error, ExitStatus, Result};
 
 /// Arguments of `gpuwl cluster`.
 #[derive(Debug, clap::Args)]

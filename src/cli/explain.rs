@@ -2,16 +2,16 @@
 
 use std::path::PathBuf;
 
-use crate::analysis::explain;
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::ExplainSource;
 use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
 use crate::input::{self, pods};
-use crate::model::dra::DraSource;
-use crate::model::operand;
-use crate::model::pod::{ObjectKind, PodInfo};
 use crate::render::{self, Format};
-use crate::text;
+use gpuwl_core::analysis::explain;
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::dra::DraSource;
+use gpuwl_core::model::operand;
+use gpuwl_core::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::text;
 
 /// Arguments of `gpuwl explain`.
 #[derive(Debug, clap::Args)]
@@ -122,7 +122,7 @@ const SLASH_KINDS: [&str; 9] = [
 ];
 
 /// The kind a target names (`vm NAME`, `vmi/NAME`, ...): a VM, a VMI, else a pod.
-pub fn target_kind(target: &[String]) -> ObjectKind {
+pub(crate) fn target_kind(target: &[String]) -> ObjectKind {
     let word = match target {
         [one] => one
             .split_once('/')
@@ -148,7 +148,7 @@ pub fn target_kind(target: &[String]) -> ObjectKind {
 ///
 /// Errors: [`Error::Input`] on an unknown kind, more than one name, or a namespace in the
 /// target that contradicts `-n`.
-pub fn parse_target(
+pub(crate) fn parse_target(
     target: &[String],
     namespace: Option<&str>,
 ) -> Result<Option<(Option<String>, String)>> {

@@ -3,13 +3,13 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use crate::analysis::inventory::{self, Inventory};
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::InventorySource;
 use crate::input::gather::{From, Gathered, Operands, SourceArgs, Wanted, gather};
-use crate::model::operand::OperandSource;
 use crate::render::inventory::{Output, TextOptions};
 use crate::render::{self};
+use gpuwl_core::analysis::inventory::{self, Inventory};
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::operand::OperandSource;
 
 /// Arguments of `gpuwl inventory`.
 #[derive(Debug, clap::Args)]

@@ -1,20 +1,20 @@
 //! `gpuwl kubevirt generate|check`: KubeVirt's `permittedHostDevices` generated from, and
-//! checked against, what the nodes advertise. Analysis in [`crate::analysis::kubevirt`],
+//! checked against, what the nodes advertise. Analysis in [`gpuwl_core::analysis::kubevirt`],
 //! output in [`crate::render::kubevirt`].
 
 use std::path::Path;
 
 use clap::Subcommand;
 
-use crate::analysis::kubevirt::{self, Advertised, PatchKind};
-use crate::error::{Error, ExitStatus, Result};
 use crate::input;
 use crate::input::gather::args::{KubevirtCheckSource, KubevirtGenerateSource};
 use crate::input::gather::{From, SourceArgs, Wanted, gather};
-use crate::model::kubevirt::HostDevicesSource;
-use crate::model::node::NodeInfo;
 use crate::render::kubevirt::PatchFormat;
 use crate::render::{self, Format, escape_controls};
+use gpuwl_core::analysis::kubevirt::{self, Advertised, PatchKind};
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::kubevirt::HostDevicesSource;
+use gpuwl_core::model::node::NodeInfo;
 
 /// The long help of `gpuwl kubevirt`.
 pub const LONG_ABOUT: &str = "\

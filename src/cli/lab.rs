@@ -2,10 +2,10 @@
 
 use std::path::PathBuf;
 
-use crate::error::{Error, ExitStatus, Result};
 use crate::lab::{self, LabNodes, LabOptions, Target};
-use crate::model::workload::WorkloadConfig;
 use crate::render::esc;
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::workload::WorkloadConfig;
 
 /// `gpuwl lab --help`: the steps (from [`lab::STEPS`]) and where the lab runs.
 pub fn long_about() -> String {

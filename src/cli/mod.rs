@@ -2,16 +2,16 @@
 //! `kubectl-gpuwl` on PATH.
 //!
 //! Each command's arguments and entry point live in their own file here; this module
-//! only lists them and maps results to exit codes (see [`crate::error`]).
+//! only lists them and maps results to exit codes (see [`gpuwl_core::error`]).
 
 use std::io::Write;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::error::{Error, ExitStatus};
 use crate::input::gather::LimitArgs;
 use crate::render::write_stdout;
+use gpuwl_core::error::{Error, ExitStatus};
 
 pub use crate::input::live::runtime;
 
@@ -212,17 +212,17 @@ fn usage_error(e: &clap::Error) -> ExitCode {
     ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
 }
 
-/// `text` with the control characters of each line escaped ([`crate::text::escape_controls`]),
+/// `text` with the control characters of each line escaped ([`gpuwl_core::text::escape_controls`]),
 /// its line breaks kept.
 fn escape_lines(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for line in text.split_inclusive('\n') {
         match line.strip_suffix('\n') {
             Some(body) => {
-                out.push_str(&crate::text::escape_controls(body));
+                out.push_str(&gpuwl_core::text::escape_controls(body));
                 out.push('\n');
             }
-            None => out.push_str(&crate::text::escape_controls(line)),
+            None => out.push_str(&gpuwl_core::text::escape_controls(line)),
         }
     }
     out

@@ -1,9 +1,10 @@
 //! `gpuwl policy`: prints the ValidatingAdmissionPolicy that refuses a mistyped GPU
 //! workload label at the API server ([`crate::policy`]).
 
-use crate::error::{Error, ExitStatus, Result};
 use crate::policy::{self, Action};
-use crate::{render, text};
+use crate::render;
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::text;
 
 /// Output format of `gpuwl policy`: manifests only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

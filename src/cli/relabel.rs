@@ -3,12 +3,12 @@
 use std::io::Write;
 use std::time::Duration;
 
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::live::Flavour;
 use crate::relabel::Disruption;
 use crate::relabel::live::{self, Clients, Outcome, Request, Sink, StepReport};
 use crate::render::{self, Format};
 use crate::twin::report::Relabel;
+use gpuwl_core::error::{Error, ExitStatus, Result};
 
 const HELP: &str = "\
 Examples:
@@ -112,14 +112,14 @@ pub struct Args {
 /// Parses `90s`, `10m`, `1h`, `500ms`, or a bare number of seconds (at least 1 ms).
 ///
 /// Errors: one line naming the accepted forms.
-pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
+pub(crate) fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
     let t = s.trim();
     let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
     let n: u64 = num.parse().map_err(|_| {
         format!(
             "{}: expected a duration such as 90s, 10m, 1h or 500ms",
-            crate::text::cut(s)
+            gpuwl_core::text::cut(s)
         )
     })?;
     let d = match unit {
@@ -130,7 +130,7 @@ pub fn parse_duration(s: &str) -> std::result::Result<Duration, String> {
         _ => {
             return Err(format!(
                 "{}: unknown unit (s, m, h, ms)",
-                crate::text::cut(s)
+                gpuwl_core::text::cut(s)
             ));
         }
     };
@@ -145,11 +145,11 @@ fn aborts(args: &Args) -> Result<Vec<String>> {
     let mut out: Vec<String> = Vec::new();
     for a in &args.relabels {
         let node = a.split_once('=').map_or(a.as_str(), |(n, _)| n);
-        if !crate::text::is_dns_subdomain(node) {
+        if !gpuwl_core::text::is_dns_subdomain(node) {
             return Err(Error::Input(format!(
                 "relabel --abort {}: not a node name (lower-case letters, digits, '-' and '.', \
                  starting and ending with a letter or digit; no '/')",
-                crate::text::cut(node)
+                gpuwl_core::text::cut(node)
             )));
         }
         if out.iter().any(|o| o == node) {
@@ -185,7 +185,7 @@ fn relabels(args: &Args) -> Result<Vec<Relabel>> {
         {
             return Err(Error::Input(format!(
                 "--stop-vm {}: expected NS/NAME",
-                crate::text::cut(vm)
+                gpuwl_core::text::cut(vm)
             )));
         }
     }

@@ -4,10 +4,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::error::{ExitStatus, Result};
 use crate::input::live::ClusterArgs;
 use crate::serve::{self, DEFAULT_LISTEN};
-use crate::text;
+use gpuwl_core::error::{ExitStatus, Result};
+use gpuwl_core::text;
 
 /// Arguments of `gpuwl serve`.
 #[derive(Debug, clap::Args)]

@@ -2,10 +2,11 @@
 
 use std::path::PathBuf;
 
-use crate::error::{ExitStatus, Result};
+use crate::files;
 use crate::input::live::{self, ClusterArgs, Flavour};
 use crate::input::snapshot_file;
-use crate::{files, text};
+use gpuwl_core::error::{ExitStatus, Result};
+use gpuwl_core::text;
 
 /// Arguments of `gpuwl snapshot`.
 #[derive(Debug, clap::Args)]
@@ -51,8 +52,8 @@ pub struct Args {
 
 /// Runs `gpuwl snapshot`: lists the cluster (progress on stderr), writes the file.
 ///
-/// Errors: [`crate::error::Error::Cluster`] and kin when nodes or pods cannot be listed;
-/// [`crate::error::Error::Failed`] when the file cannot be written.
+/// Errors: [`gpuwl_core::error::Error::Cluster`] and kin when nodes or pods cannot be listed;
+/// [`gpuwl_core::error::Error::Failed`] when the file cannot be written.
 pub fn run(args: &Args) -> Result<ExitStatus> {
     let quiet = args.quiet;
     let progress = move |line: &str| {

@@ -2,11 +2,11 @@
 
 use std::path::PathBuf;
 
-use crate::analysis::triage;
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::LimitArgs;
 use crate::input::{kubevirt, mustgather, pods};
 use crate::render::{self, Format};
+use gpuwl_core::analysis::triage;
+use gpuwl_core::error::{Error, ExitStatus, Result};
 
 /// Arguments of `gpuwl triage`.
 #[derive(Debug, clap::Args)]

@@ -4,7 +4,6 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::cluster;
-use crate::error::{Error, ExitStatus, Result};
 use crate::input::gather::args::TwinSource;
 use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::input::live;
@@ -12,6 +11,10 @@ use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
 use crate::twin::report::{Relabel, Report, Verdict};
 use crate::twin::{self, DEFAULT_TWIN_NAME, Source};
+use gpuwl_core::analysis::kueue;
+use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::kueue::KueueObjects;
+use gpuwl_core::model::node::NodeInfo;
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
@@ -135,7 +138,7 @@ pub struct PlanArgs {
 
 /// Reads the source cluster: a snapshot file, the dumps, or the live cluster (everything
 /// at once, its KubeVirt CR with `--kubevirt`).
-fn read_source(a: &TwinArgs) -> Result<(Source, Option<crate::model::kueue::KueueObjects>)> {
+fn read_source(a: &TwinArgs) -> Result<(Source, Option<gpuwl_core::model::kueue::KueueObjects>)> {
     let wanted = Wanted {
         pods: true,
         kubevirt: a.kubevirt,

@@ -6,8 +6,8 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::error::{Error, Result};
 use crate::input::live::{already_exists, api_err};
+use gpuwl_core::error::{Error, Result};
 
 /// Creates ServiceAccount `default` in `ns` if missing. kube-controller-manager's
 /// ServiceAccount controller creates it too, moments after the namespace; creating it here

@@ -23,20 +23,23 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::cluster::go::{
+    count_packages, failure_line, go_command, go_version, heartbeat, last_line,
+};
+use gpuwl_core::error::{Error, Result};
 
 /// Kubernetes version of kube-apiserver, kube-controller-manager and kube-scheduler (the
 /// `k8s.io/kubernetes` pin).
 pub const KUBERNETES_VERSION: &str = "v1.36.3";
 /// etcd server version (the `go.etcd.io/etcd/server/v3` pin, the one Kubernetes 1.36.3 uses).
-pub const ETCD_VERSION: &str = "v3.6.8";
+pub(crate) const ETCD_VERSION: &str = "v3.6.8";
 /// kwok version (the `sigs.k8s.io/kwok` pin).
-pub const KWOK_VERSION: &str = "v0.8.0";
+pub(crate) const KWOK_VERSION: &str = "v0.8.0";
 
 /// Names of the binaries the build produces, all in one `bin/` directory.
 pub const BINARIES: [&str; 5] = [
@@ -79,28 +82,6 @@ const SOURCES: [(&str, &str); 4] = [
 /// downloads included, the second sharing the cores with another build; an earlier 511 s
 /// sharing them with a Rust build).
 const COLD_BUILD_ESTIMATE_2_CORES: Duration = Duration::from_secs(5 * 60);
-
-/// Runs `f`, printing `{what}: N s elapsed` on stderr every 15 s while it runs (when
-/// `progress`): a module download or a package listing says nothing for minutes.
-pub fn heartbeat<T>(progress: bool, what: &str, f: impl FnOnce() -> T) -> T {
-    if !progress {
-        return f();
-    }
-    let (tx, rx) = std::sync::mpsc::channel::<()>();
-    let what = what.to_owned();
-    let started = Instant::now();
-    let ticker = std::thread::spawn(move || {
-        while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
-            rx.recv_timeout(Duration::from_secs(15))
-        {
-            note!("{what}: {} s elapsed", started.elapsed().as_secs());
-        }
-    });
-    let out = f();
-    drop(tx);
-    let _ = ticker.join();
-    out
-}
 
 /// `-ldflags` for `go build`: strip symbols and stamp the real versions so `--version`
 /// of every binary prints them.
@@ -152,7 +133,7 @@ pub fn sources_digest(sources: &[(&str, &str)], ldflags: &str) -> String {
 }
 
 /// Root of the build cache (see the module docs for the lookup order).
-pub fn cache_root() -> PathBuf {
+pub(crate) fn cache_root() -> PathBuf {
     if let Some(d) = std::env::var_os("GPUWL_CACHE_DIR").filter(|v| !v.is_empty()) {
         return PathBuf::from(d);
     }
@@ -245,15 +226,6 @@ pub fn ensure_built(progress: bool) -> Result<PathBuf> {
     module().ensure_built(progress)
 }
 
-fn last_line(text: &str) -> String {
-    text.lines()
-        .rev()
-        .find(|l| !l.trim().is_empty())
-        .unwrap_or("")
-        .trim()
-        .to_string()
-}
-
 /// Writes embedded module files (`(path, text)`) into the directory `src`.
 fn write_module(src: &Path, sources: &[(&str, &str)]) -> Result<()> {
     for (rel, text) in sources {
@@ -266,48 +238,6 @@ fn write_module(src: &Path, sources: &[(&str, &str)]) -> Result<()> {
             .map_err(|e| Error::failed(format!("cannot write {}", p.display()), e))?;
     }
     Ok(())
-}
-
-/// The oldest Go release that builds the pinned modules (`go` directive of
-/// `controlplane/go.mod`).
-pub const MIN_GO: (u32, u32) = (1, 26);
-
-/// `(major, minor)` of `go version` output such as `go version go1.26.8 linux/amd64`.
-pub fn go_release(output: &str) -> Option<(u32, u32)> {
-    let v = output
-        .split_whitespace()
-        .find_map(|w| w.strip_prefix("go1."))?;
-    let minor: String = v.chars().take_while(char::is_ascii_digit).collect();
-    Some((1, minor.parse().ok()?))
-}
-
-/// Checks that `go` is on PATH and at least [`MIN_GO`]; returns `go version`'s output.
-///
-/// Errors: [`Error::Runtime`] (one line) naming `what` needs Go.
-fn go_version(what: &str) -> Result<String> {
-    let go_version = Command::new("go").arg("version").output().map_err(|_| {
-        Error::runtime(format!(
-            "`go` not found on PATH: install Go 1.26 or newer to build {what}"
-        ))
-    })?;
-    if !go_version.status.success() {
-        return Err(Error::runtime(format!(
-            "`go version` failed: {}",
-            last_line(&String::from_utf8_lossy(&go_version.stderr))
-        )));
-    }
-    let reported = String::from_utf8_lossy(&go_version.stdout).into_owned();
-    if let Some((major, minor)) = go_release(&reported)
-        && (major, minor) < MIN_GO
-    {
-        return Err(Error::runtime(format!(
-            "{}: {what} needs Go {}.{} or newer (controlplane/go.mod); install a newer Go or put it first on PATH",
-            reported.trim(),
-            MIN_GO.0,
-            MIN_GO.1
-        )));
-    }
-    Ok(reported)
 }
 
 /// One pinned Go module built by the one build pipeline ([`GoModuleBuild::ensure_built`]):
@@ -561,42 +491,6 @@ fn cold_build_minutes(estimate_2_cores: Duration, cores: usize) -> (u64, u64) {
     (quiet, quiet * 2)
 }
 
-/// `go <args>` in the module directory `src`, as every build step runs it: outside any
-/// workspace, CGO off, the module graph read-only, no VCS stamp, stdin closed.
-fn go_command(src: &Path, args: &[&str]) -> Command {
-    let mut c = Command::new("go");
-    c.args(args)
-        .current_dir(src)
-        .env("GOWORK", "off")
-        .env("CGO_ENABLED", "0")
-        .env("GOFLAGS", "-buildvcs=false -mod=readonly")
-        .stdin(Stdio::null());
-    c
-}
-
-/// The packages `go build` compiles for `packages` (the lines of `go list -deps`, run with
-/// a [`heartbeat`] saying `what`): the progress bar's length; 0 when go cannot tell.
-fn count_packages(src: &Path, plain: bool, what: &str, packages: &[&str]) -> u64 {
-    let mut args = vec!["list", "-deps"];
-    args.extend(packages);
-    heartbeat(plain, what, || go_command(src, &args).output())
-        .ok()
-        .filter(|o| o.status.success())
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().count() as u64)
-        .unwrap_or(0)
-}
-
-/// The line of a failed `go build`'s last output lines to show: the last naming an error
-/// (or `file: message`), else the last one.
-fn failure_line(tail: &[String]) -> &str {
-    tail.iter()
-        .rev()
-        .find(|l| l.contains("error") || l.contains(": "))
-        .or(tail.last())
-        .map(String::as_str)
-        .unwrap_or("go build exited with an error")
-}
-
 /// Why one package of a [`GoModuleBuild`] did not build.
 enum CompileError {
     /// go could not be run or waited for.
@@ -813,43 +707,7 @@ pub(crate) fn binary(dir: &Path, name: &str) -> PathBuf {
 
 #[cfg(test)]
 mod tests {
-    #[test]
-    fn heartbeat_returns_what_it_ran_and_stops_its_ticker() {
-        assert_eq!(heartbeat(false, "x", || 7), 7);
-        let t = std::time::Instant::now();
-        assert_eq!(heartbeat(true, "x", || "done"), "done");
-        // The ticker ends with the work, not 15 s later.
-        assert!(t.elapsed() < Duration::from_secs(5));
-    }
-
     use super::*;
-
-    #[test]
-    fn go_releases() {
-        assert_eq!(go_release("go version go1.26.8 linux/amd64"), Some((1, 26)));
-        assert_eq!(go_release("go version go1.9 linux/amd64"), Some((1, 9)));
-        assert_eq!(go_release("go version devel"), None);
-        assert!((1, 25) < MIN_GO && (1, 26) >= MIN_GO);
-    }
-
-    #[test]
-    fn a_failed_build_shows_its_error_line() {
-        let tail = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        assert_eq!(
-            failure_line(&tail(&[
-                "k8s.io/api/core/v1",
-                "cmd/etcd/main.go:3:2: undefined: x",
-                "k8s.io/kubernetes/cmd/kube-apiserver",
-            ])),
-            "cmd/etcd/main.go:3:2: undefined: x"
-        );
-        assert_eq!(
-            failure_line(&tail(&["k8s.io/api/core/v1", "signal: killed"])),
-            "signal: killed"
-        );
-        assert_eq!(failure_line(&tail(&["a", "b"])), "b");
-        assert_eq!(failure_line(&[]), "go build exited with an error");
-    }
 
     #[test]
     fn the_estimate_scales_by_cores_and_rounds_up() {
@@ -965,32 +823,5 @@ mod tests {
         assert!(!std::fs::metadata(&copied).unwrap().permissions().readonly());
         let e = copy_tree(&from.join("absent"), &to).unwrap_err();
         assert!(e.to_string().contains("cannot read"), "{e}");
-    }
-
-    #[test]
-    fn go_runs_outside_workspaces_without_cgo_in_the_module() {
-        let c = go_command(Path::new("/tmp/m"), &["mod", "download"]);
-        assert_eq!(c.get_program(), "go");
-        let args: Vec<_> = c.get_args().collect();
-        assert_eq!(args, ["mod", "download"]);
-        assert_eq!(c.get_current_dir(), Some(Path::new("/tmp/m")));
-        let mut envs: Vec<(String, String)> = c
-            .get_envs()
-            .map(|(k, v)| {
-                (
-                    k.to_string_lossy().into_owned(),
-                    v.unwrap().to_string_lossy().into_owned(),
-                )
-            })
-            .collect();
-        envs.sort();
-        assert_eq!(
-            envs,
-            [
-                ("CGO_ENABLED".to_string(), "0".to_string()),
-                ("GOFLAGS".into(), "-buildvcs=false -mod=readonly".into()),
-                ("GOWORK".into(), "off".into()),
-            ]
-        );
     }
 }

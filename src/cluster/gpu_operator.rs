@@ -35,14 +35,15 @@ use kube::discovery::ApiResource;
 use serde_json::json;
 
 use super::build::{GoModuleBuild, copy_tree, module_dir};
-use crate::error::{Error, Result};
+use super::install::wait_established;
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// The operator's Go module.
-pub const OPERATOR_MODULE: &str = "github.com/NVIDIA/gpu-operator";
+pub(crate) const OPERATOR_MODULE: &str = "github.com/NVIDIA/gpu-operator";
 /// The pinned pseudo-version: the operator's main branch of 2025-09-17 (commit d73a0086a6ba).
-pub const OPERATOR_VERSION: &str = "v0.0.0-20250917190837-d73a0086a6ba";
+pub(crate) const OPERATOR_VERSION: &str = "v0.0.0-20250917190837-d73a0086a6ba";
 /// The package built.
 const PACKAGE: &str = "github.com/NVIDIA/gpu-operator/cmd/gpu-operator";
 
@@ -51,7 +52,7 @@ pub const NAMESPACE: &str = "gpu-operator";
 /// Name of the ClusterPolicy gpuwl creates (the Helm chart's name).
 pub const POLICY_NAME: &str = "cluster-policy";
 /// Name of the operator binary inside [`dist_dir`].
-pub const BINARY: &str = "gpu-operator";
+pub(crate) const BINARY: &str = "gpu-operator";
 
 /// The embedded module: (path relative to the module root, contents).
 const SOURCES: [(&str, &str); 2] = [
@@ -160,7 +161,7 @@ fn copy_module_files(module: &Path, out: &Path) -> Result<()> {
 /// ClusterPolicy names none (NVIDIA/gpu-operator `api/nvidia/v1/clusterpolicy_types.go`
 /// `ImagePath`; `VALIDATOR_IMAGE` also serves the sandbox validator). Names only: kwok runs
 /// no container, so nothing is pulled; the registry `gpuwl.invalid` makes that plain.
-pub const IMAGE_ENV: [&str; 18] = [
+pub(crate) const IMAGE_ENV: [&str; 18] = [
     "DRIVER_IMAGE",
     "DRIVER_MANAGER_IMAGE",
     "VGPU_MANAGER_IMAGE",
@@ -183,7 +184,7 @@ pub const IMAGE_ENV: [&str; 18] = [
 
 /// The environment of the operator process: its namespace and every image
 /// ([`IMAGE_ENV`] → `gpuwl.invalid/<name>:<version>`).
-pub fn operator_env() -> Vec<(String, String)> {
+pub(crate) fn operator_env() -> Vec<(String, String)> {
     let mut env = vec![("OPERATOR_NAMESPACE".to_string(), NAMESPACE.to_string())];
     for var in IMAGE_ENV {
         let name = var
@@ -233,7 +234,7 @@ pub enum Privilege {
 
 impl Privilege {
     /// This process's: [`Privilege::Root`] when its effective uid is 0.
-    pub fn of_this_process() -> Privilege {
+    pub(crate) fn of_this_process() -> Privilege {
         // SAFETY: geteuid has no preconditions.
         if unsafe { libc::geteuid() } == 0 {
             Privilege::Root
@@ -249,7 +250,7 @@ impl Privilege {
 /// inside the state directory (the tmpfs mount point); `dist` is [`dist_dir`]; the
 /// operator talks to the API server through `kubeconfig`, serves `/healthz` on
 /// `127.0.0.1:<health_port>` and no metrics.
-pub fn operator_command(
+pub(crate) fn operator_command(
     root: &Path,
     dist: &Path,
     kubeconfig: &Path,
@@ -381,31 +382,8 @@ pub async fn install(client: &Client, dist: &Path, settings: &PolicySettings) ->
             .map_err(|e| api_error(&format!("apply CRD {name}"), &e))?;
         names.push(name);
     }
-    let deadline = Instant::now() + Duration::from_secs(30);
-    for name in &names {
-        loop {
-            let established = crds
-                .get_opt(name)
-                .await
-                .ok()
-                .flatten()
-                .and_then(|c| c.status)
-                .and_then(|s| s.conditions)
-                .is_some_and(|cs| {
-                    cs.iter()
-                        .any(|c| c.type_ == "Established" && c.status == "True")
-                });
-            if established {
-                break;
-            }
-            if Instant::now() > deadline {
-                return Err(Error::runtime(format!(
-                    "CRD {name} is not Established after 30 s"
-                )));
-            }
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    wait_established(client, &names, Duration::from_secs(30)).await?;
     apply_policy(client, dist, settings).await
 }
 
@@ -586,7 +564,7 @@ pub fn gpu_operator(
 /// gpuwl's device-plugin emulation ([`super::gpusim::emulate`]): `gpuwl` (the running
 /// binary, `gpuwl_bin`) `cluster emulate-device-plugins` with the admin kubeconfig. No
 /// port; ready once it runs.
-pub fn gpu_device_plugins(
+pub(crate) fn gpu_device_plugins(
     l: &super::recipe::Layout<'_>,
     gpuwl_bin: &Path,
 ) -> super::recipe::Component {
@@ -610,7 +588,7 @@ pub fn gpu_device_plugins(
 /// The optional components of `--gpu-operator`, in start order (their names are
 /// [`super::process::OPTIONAL_COMPONENTS`]); their command lines are in
 /// `src/cluster/testdata/gpu-operator.golden`.
-pub fn gpu_operator_components(
+pub(crate) fn gpu_operator_components(
     l: &super::recipe::Layout<'_>,
     dist: &Path,
     health_port: u16,

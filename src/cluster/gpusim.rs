@@ -13,9 +13,9 @@ use gpuwl_core::model::gpusim::{
     NodeStep, PolicySettings, VgpuConfigFile, node_step,
 };
 
-use crate::error::Result;
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::Result;
+use gpuwl_core::text;
 
 /// The DaemonSet that owns an operand pod (its `ownerReferences` entry of kind
 /// `DaemonSet`), else its `app` or `name` label: the operator's DaemonSet names are stable
@@ -35,14 +35,14 @@ pub fn daemonset_of(pod: &k8s_openapi::api::core::v1::Pod) -> Option<String> {
 }
 
 /// How often [`emulate`] looks at pods and nodes.
-pub const EMULATION_PERIOD: std::time::Duration = std::time::Duration::from_millis(500);
+pub(crate) const EMULATION_PERIOD: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// One pass of the emulation: for every node with [`HARDWARE_ANNOTATION`], works out from
 /// the operand pods running on it in `namespace` what its device plugins advertise and
 /// writes that into its status ([`status_update`]) through the `status` subresource, as a
 /// kubelet would. Returns the number of nodes updated.
 ///
-/// Errors: [`Error::Runtime`](crate::error::Error::Runtime) on an API failure (the caller retries on the next pass).
+/// Errors: [`Error::Runtime`](gpuwl_core::error::Error::Runtime) on an API failure (the caller retries on the next pass).
 pub async fn emulate_once(client: &kube::Client, namespace: &str) -> Result<usize> {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::Api;

@@ -19,15 +19,15 @@
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
 use std::time::Duration;
 
-use crate::error::{Error, Result};
 use crate::input::live::{self, Flavour};
+use gpuwl_core::error::{Error, Result};
 
 /// How long an HTTPS or API server health request waits for its answer.
 pub const TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a plain-HTTP request waits to connect, and for each read.
-pub const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const HTTP_TIMEOUT: Duration = Duration::from_secs(2);
 /// How long [`accepts`] waits for the connection.
-pub const ACCEPT_TIMEOUT: Duration = Duration::from_millis(200);
+pub(crate) const ACCEPT_TIMEOUT: Duration = Duration::from_millis(200);
 /// The most of a plain-HTTP answer read (head and body).
 const HTTP_MAX: u64 = 64 * 1024;
 

@@ -5,10 +5,10 @@
 
 use super::process;
 use super::state::{self, ClusterInfo, DEFAULT_NAME, state_dir, validate_name};
-use crate::error::{Error, Result};
 use crate::files::state_root;
 use crate::input::live::{self, LOCAL_HINT};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// What [`status`] found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,7 +57,7 @@ pub fn list() -> Vec<(String, Status)> {
 
 /// A hint for a command aimed at cluster `name` that does not run: when no cluster of that
 /// name was ever started, the local clusters it was most likely meant to be
-/// (`; did you mean eval?`, [`crate::text::did_you_mean`]); else the OTHER clusters that
+/// (`; did you mean eval?`, [`gpuwl_core::text::did_you_mean`]); else the OTHER clusters that
 /// run, and the `--name` that reaches them, e.g. `; running now: eval (add --name eval)`.
 /// Empty when there is neither.
 pub fn running_elsewhere_hint(name: &str) -> String {

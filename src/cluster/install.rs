@@ -9,8 +9,8 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, Patch, PatchParams};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
+use gpuwl_core::error::{Error, Result};
 
 /// Server-side applies one manifest object (field manager `gpuwl`, forced), without its
 /// `metadata.creationTimestamp` and `status` (a generated manifest may carry them).

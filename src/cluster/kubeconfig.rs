@@ -16,8 +16,8 @@ use kube::config::{
     AuthInfo, Cluster, Context, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
 };
 
-use crate::error::{Error, Result};
 use crate::files;
+use gpuwl_core::error::{Error, Result};
 
 /// How a kubeconfig's user authenticates.
 #[derive(Debug, Clone, Copy)]
@@ -272,7 +272,7 @@ mod client_tests {
         std::fs::write(&bad, "apiVersion: v1\nkind: Config\nclusters: {").unwrap();
         let err = rt.block_on(client(&bad, None)).err().unwrap();
         assert!(matches!(err, Error::OwnInput(_)), "{err:?}");
-        assert_eq!(err.exit_status(), crate::error::ExitStatus::Runtime);
+        assert_eq!(err.exit_status(), gpuwl_core::error::ExitStatus::Runtime);
         assert!(err.to_string().contains("broken"), "{err}");
         let err = rt.block_on(client(&good, Some("nope"))).err().unwrap();
         assert!(matches!(err, Error::OwnInput(_)), "{err:?}");

@@ -44,9 +44,9 @@ use serde_json::{Value, json};
 
 use super::install::{apply, free_port, wait_established};
 use super::recipe::{Component, Condition, Layout, Readiness, StartWhen};
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// The pinned `kubevirt.io/kubevirt` module version (and of `kubevirt.io/api`,
 /// `kubevirt.io/client-go`).
@@ -148,7 +148,7 @@ pub fn ensure_built(progress: bool) -> Result<PathBuf> {
 
 /// The virt-launcher image virt-controller names in the pods it renders (never pulled:
 /// kwok runs no containers).
-pub fn launcher_image() -> String {
+pub(crate) fn launcher_image() -> String {
     format!("quay.io/kubevirt/virt-launcher:{KUBEVIRT_VERSION}")
 }
 
@@ -160,7 +160,7 @@ fn s(p: &Path) -> String {
 /// kubeconfig, HTTPS on 127.0.0.1:`port` with the serving certificate of
 /// [`super::pki::generate_kubevirt`] (also as its client certificate towards virt-handler,
 /// unused here). Ready once `/healthz` answers.
-pub fn virt_api(l: &Layout<'_>, bin: &Path, port: u16) -> Component {
+pub(crate) fn virt_api(l: &Layout<'_>, bin: &Path, port: u16) -> Component {
     let pki = |f: &str| s(&l.state.join("pki").join(f));
     Component {
         name: API_COMPONENT,
@@ -193,7 +193,7 @@ pub fn virt_api(l: &Layout<'_>, bin: &Path, port: u16) -> Component {
 /// HTTPS 127.0.0.1:`port`, the launcher image it names ([`launcher_image`]), leader
 /// election (it cannot be switched off) with a 60 s lease as a margin on a loaded machine.
 /// Ready once `/healthz` answers and it holds the Lease `kubevirt/virt-controller`.
-pub fn virt_controller(l: &Layout<'_>, bin: &Path, port: u16) -> Component {
+pub(crate) fn virt_controller(l: &Layout<'_>, bin: &Path, port: u16) -> Component {
     let pki = |f: &str| s(&l.state.join("pki").join(f));
     Component {
         name: CONTROLLER_COMPONENT,
@@ -234,7 +234,7 @@ pub fn virt_controller(l: &Layout<'_>, bin: &Path, port: u16) -> Component {
 
 /// gpuwl's stand-in for virt-handler's node publishing: `gpuwl cluster
 /// emulate-virt-handler --kubeconfig <admin kubeconfig>` ([`emulate_virt_handler`]).
-pub fn kubevirt_nodes(l: &Layout<'_>, gpuwl_bin: &Path) -> Component {
+pub(crate) fn kubevirt_nodes(l: &Layout<'_>, gpuwl_bin: &Path) -> Component {
     Component {
         name: NODES_COMPONENT,
         binary: gpuwl_bin.to_path_buf(),
@@ -253,7 +253,7 @@ pub fn kubevirt_nodes(l: &Layout<'_>, gpuwl_bin: &Path) -> Component {
 }
 
 /// The components of `--kubevirt`, in start order ([`COMPONENTS`]).
-pub fn kubevirt_components(
+pub(crate) fn kubevirt_components(
     l: &Layout<'_>,
     bin: &Path,
     api_port: u16,
@@ -271,7 +271,7 @@ pub fn kubevirt_components(
 /// asks for (`pkg/virt-controller/services/nodeselectorrenderer.go`: `kubevirt.io/schedulable`,
 /// and `machine-type.node.kubevirt.io/` + the default machine type `q35`; observed: without
 /// the q35 label the pod stays Pending, "didn't match Pod's node affinity/selector").
-pub const NODE_LABELS: [(&str, &str); 2] = [
+pub(crate) const NODE_LABELS: [(&str, &str); 2] = [
     ("kubevirt.io/schedulable", "true"),
     ("machine-type.node.kubevirt.io/q35", "true"),
 ];
@@ -281,7 +281,7 @@ pub const NODE_LABELS: [(&str, &str); 2] = [
 /// `NewGenericDevicePlugin(name, path, maxDevices, …)` with `cmd/virt-handler/virt-handler.go`
 /// `maxDevices = 1000`), and every launcher pod requests one of
 /// (`pkg/virt-controller/services/renderresources.go`).
-pub const NODE_DEVICES: [&str; 3] = [
+pub(crate) const NODE_DEVICES: [&str; 3] = [
     "devices.kubevirt.io/kvm",
     "devices.kubevirt.io/tun",
     "devices.kubevirt.io/vhost-net",
@@ -364,7 +364,7 @@ pub async fn emulate_virt_handler(client: Client) -> Result<()> {
 /// v1.6; `hostDevices[]` does, `pkg/virt-api/webhooks/validating-webhook/admitters/
 /// vmi-create-admitter.go`), no `permittedHostDevices` (every name allowed, as upstream
 /// without the list). `gpuwl kubevirt generate`'s patch or [`set_configuration`] change it.
-pub fn cr_object() -> Value {
+pub(crate) fn cr_object() -> Value {
     json!({
         "apiVersion": "kubevirt.io/v1",
         "kind": "KubeVirt",
@@ -542,7 +542,7 @@ pub async fn install(client: &Client, bin: &Path, state: &Path, server: &str) ->
 /// webhooks`), pointed at `https://127.0.0.1:<api_port>` with the KubeVirt CA.
 ///
 /// Errors: [`Error::Runtime`] naming the refused call.
-pub async fn apply_webhooks(
+pub(crate) async fn apply_webhooks(
     client: &Client,
     bin: &Path,
     state: &Path,

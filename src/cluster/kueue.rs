@@ -41,12 +41,12 @@ use serde_json::{Value, json};
 
 use super::install::{apply, free_port, wait_established};
 use super::recipe::{Component, Layout, Readiness, StartWhen};
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// The pinned `sigs.k8s.io/kueue` module version.
-pub const KUEUE_VERSION: &str = "v0.17.0";
+pub(crate) const KUEUE_VERSION: &str = "v0.17.0";
 /// Kueue's namespace (its default, `apis/config/v1beta2/defaults.go` `DefaultNamespace`).
 pub const NAMESPACE: &str = "kueue-system";
 /// Component name of Kueue's manager (pid and log file names).
@@ -55,9 +55,9 @@ pub const COMPONENT: &str = "kueue-manager";
 pub const COMPONENTS: [&str; 1] = [COMPONENT];
 /// The webhook Service name Kueue's certificate rotator derives its DNS name and the
 /// webhook configuration names from (`DefaultWebhookServiceName`).
-pub const WEBHOOK_SERVICE: &str = "kueue-webhook-service";
+pub(crate) const WEBHOOK_SERVICE: &str = "kueue-webhook-service";
 /// The Secret the rotator keeps the certificates in (`DefaultWebhookSecretName`).
-pub const WEBHOOK_SECRET: &str = "kueue-webhook-server-cert";
+pub(crate) const WEBHOOK_SECRET: &str = "kueue-webhook-server-cert";
 
 /// Binaries the build puts into [`bin_dir`].
 pub const BINARIES: [&str; 2] = ["kueue", "kueue-certs"];
@@ -77,7 +77,7 @@ const SOURCES: [(&str, &str); 3] = [
 
 /// The CRDs the install gives a conversion webhook (`config/components/crd/kustomization.yaml`,
 /// the same list the rotator injects its CA into, `pkg/util/cert/cert.go`).
-pub const CONVERSION_CRDS: [&str; 5] = [
+pub(crate) const CONVERSION_CRDS: [&str; 5] = [
     "localqueues.kueue.x-k8s.io",
     "clusterqueues.kueue.x-k8s.io",
     "cohorts.kueue.x-k8s.io",
@@ -179,7 +179,7 @@ fn s(p: &Path) -> String {
 /// 127.0.0.1:`health_port`, metrics off (`"0"`), leader election off, internal certificate
 /// management on (see the module docs), integrations `batch/job` and `pod`, the visibility
 /// server off (feature gate `VisibilityOnDemand`, `pkg/features/kube_features.go`).
-pub fn config_yaml(webhook_port: u16, health_port: u16, cert_dir: &Path) -> String {
+pub(crate) fn config_yaml(webhook_port: u16, health_port: u16, cert_dir: &Path) -> String {
     format!(
         "apiVersion: config.kueue.x-k8s.io/v1beta2
 kind: Configuration
@@ -232,7 +232,7 @@ pub fn manager(l: &Layout<'_>, bin: &Path, webhook_port: u16, health_port: u16) 
 }
 
 /// The components of `--kueue` ([`COMPONENTS`]).
-pub fn kueue_components(
+pub(crate) fn kueue_components(
     l: &Layout<'_>,
     bin: &Path,
     webhook_port: u16,
@@ -244,7 +244,7 @@ pub fn kueue_components(
 /// The CRD `crd` (a parsed `config/components/crd/bases` file) as installed: with the
 /// conversion webhook at `https://127.0.0.1:<port>/convert` when it is one of
 /// [`CONVERSION_CRDS`], `ca_b64` its `caBundle`.
-pub fn crd_installed(mut crd: Value, port: u16, ca_b64: &str) -> Value {
+pub(crate) fn crd_installed(mut crd: Value, port: u16, ca_b64: &str) -> Value {
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
     if CONVERSION_CRDS.contains(&name) {
         crd["spec"]["conversion"] = json!({
@@ -263,7 +263,7 @@ pub fn crd_installed(mut crd: Value, port: u16, ca_b64: &str) -> Value {
 /// `https://127.0.0.1:<port><path>` with `ca_b64` as `caBundle`, and the install's
 /// namespace selector (not `kube-system`, not `kueue-system`) on the pod, deployment and
 /// statefulset webhooks.
-pub fn webhooks_installed(manifests: &[Value], port: u16, ca_b64: &str) -> Vec<Value> {
+pub(crate) fn webhooks_installed(manifests: &[Value], port: u16, ca_b64: &str) -> Vec<Value> {
     manifests
         .iter()
         .filter(|m| m.is_object())

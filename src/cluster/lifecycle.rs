@@ -19,8 +19,8 @@ use super::state::{
 use super::{
     build, gpu_operator, kubeconfig, kubevirt, kueue, pki, process, supervisor, userconfig,
 };
-use crate::error::{Error, Result};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// Options of [`up`].
 #[derive(Debug, Clone)]

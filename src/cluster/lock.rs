@@ -10,7 +10,7 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// A held lock; released when dropped (or when the process ends).
 #[derive(Debug)]

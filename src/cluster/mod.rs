@@ -51,6 +51,7 @@ macro_rules! note {
 
 pub mod accounts;
 pub mod build;
+mod go;
 pub mod gpu_operator;
 pub mod gpusim;
 pub mod health;

@@ -14,8 +14,8 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::wait::await_condition;
 use serde_json::json;
 
-use crate::error::{Error, Result};
 use crate::input::live::{self, api_error};
+use gpuwl_core::error::{Error, Result};
 
 /// Realistic non-GPU capacity of a simulated node: a 32-core, 256 GiB, 110-pod server
 /// (kwok's own default when none is set would be 1000 cores and 1 TiB, kwok

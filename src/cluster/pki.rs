@@ -37,8 +37,8 @@
 use std::net::IpAddr;
 use std::path::Path;
 
-use crate::error::{Error, Result};
 use crate::pki::{self, Ca, CaScope, Leaf, Purpose};
+use gpuwl_core::error::{Error, Result};
 
 fn write_private(path: &Path, text: &str) -> Result<()> {
     use std::io::Write;
@@ -111,7 +111,7 @@ pub fn generate(dir: &Path, cluster: &str) -> Result<()> {
 }
 
 /// The files [`generate_etcd`] writes.
-pub const ETCD_FILES: [&str; 5] = [
+pub(crate) const ETCD_FILES: [&str; 5] = [
     "etcd-ca.crt",
     "etcd-server.crt",
     "etcd-server.key",

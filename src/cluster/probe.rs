@@ -10,8 +10,8 @@ use super::leases::kwok_leases;
 use super::runtime::block_on_own_thread;
 use super::state::{ClusterInfo, kubeconfig_path, state_dir, validate_name};
 use super::{gpu_operator, health, kubevirt, kueue, process};
-use crate::error::Result;
-use crate::text;
+use gpuwl_core::error::Result;
+use gpuwl_core::text;
 
 /// Health of one component as [`probe`] found it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use super::recipe::Component;
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// The supervisor's name among a cluster's processes (`pids/supervisor.pid`,
 /// `logs/supervisor.log`): [`stop_all`] stops it first ([`super::supervisor`] runs as it).

@@ -12,8 +12,8 @@ use super::ports::{self, PortLock};
 use super::recipe::{Component, Condition, Readiness};
 use super::runtime::current_thread;
 use super::{health, nodes, process};
-use crate::error::{Error, Result};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// Why a start failed: a picked port was taken by another process (start again on other
 /// ports), or anything else.

@@ -189,7 +189,7 @@ pub fn etcd(l: &Layout<'_>) -> Component {
 
 /// kube-apiserver with every default admission plugin, Node and RBAC authorization, and
 /// kwokctl's flags (kwok `pkg/kwokctl/components/kube_apiserver.go`).
-pub fn kube_apiserver(l: &Layout<'_>) -> Component {
+pub(crate) fn kube_apiserver(l: &Layout<'_>) -> Component {
     let info = l.info;
     Component {
         name: "kube-apiserver",

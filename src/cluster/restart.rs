@@ -10,8 +10,8 @@ use super::leases::delete_node_leases;
 use super::readiness::{StartError, Watch, wait_ready};
 use super::runtime::{block_on_own_thread, on_own_thread};
 use super::{lock, pki, process, recipe};
-use crate::error::{Error, Result};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 /// Starts again, with the flags and ports in the cluster's `cluster.json`, every component
 /// of a broken cluster that is not running, and waits until the cluster is ready. Each dead

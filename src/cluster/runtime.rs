@@ -3,7 +3,7 @@
 //! its own ([`on_own_thread`], [`block_on_own_thread`]), which is safe from inside a tokio
 //! runtime (a runtime cannot be blocked on from within another).
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// A current-thread tokio runtime with I/O and timers on.
 ///

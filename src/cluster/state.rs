@@ -9,11 +9,11 @@ use serde::{Deserialize, Serialize};
 
 use super::lock;
 use super::ports::Ports;
-use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use crate::files::state_root;
+use gpuwl_core::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 
 /// The default cluster name of `gpuwl cluster` and `gpuwl lab` (the core's
-/// [`crate::error::DEFAULT_CLUSTER_NAME`], which the error messages use too).
+/// [`gpuwl_core::error::DEFAULT_CLUSTER_NAME`], which the error messages use too).
 pub const DEFAULT_NAME: &str = DEFAULT_CLUSTER_NAME;
 
 /// A running cluster, as returned by [`up`].

@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use super::process;
 use super::recipe::{Component, Layout, Readiness, StartWhen};
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// The supervisor's name among a cluster's processes ([`process::SUPERVISOR`]).
 pub const COMPONENT: &str = process::SUPERVISOR;
@@ -60,13 +60,13 @@ pub fn worst_kwok_restart(lease: Duration, check_every: Duration) -> Duration {
 
 /// What a kwok restart may take, from the stop (2 s for SIGTERM, then SIGKILL) to its
 /// first lease renewal.
-pub const KWOK_RESTART_BUDGET: Duration = Duration::from_secs(10);
+pub(crate) const KWOK_RESTART_BUDGET: Duration = Duration::from_secs(10);
 
 /// Restarts of one component within [`LOOP_WINDOW`] that count as a restart loop.
-pub const LOOP_LIMIT: usize = 5;
+pub(crate) const LOOP_LIMIT: usize = 5;
 
 /// The window of [`LOOP_LIMIT`].
-pub const LOOP_WINDOW: Duration = Duration::from_secs(60);
+pub(crate) const LOOP_WINDOW: Duration = Duration::from_secs(60);
 
 /// The gpuwl binary to run the supervisor with: this process's executable when it is
 /// gpuwl itself (`gpuwl`, or `kubectl-gpuwl` as krew installs it); `None` otherwise (a
@@ -120,7 +120,7 @@ pub fn ensure(name: &str, state: &Path) -> Result<Option<u32>> {
 
 /// Restart times of each component, to tell a restart loop from a crash now and then.
 #[derive(Debug, Default)]
-pub struct RestartHistory {
+pub(crate) struct RestartHistory {
     seen: BTreeMap<String, Vec<Instant>>,
 }
 

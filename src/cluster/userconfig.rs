@@ -16,8 +16,8 @@ use std::path::{Path, PathBuf};
 use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 
-use crate::error::{Error, Result};
 use crate::{files, render};
+use gpuwl_core::error::{Error, Result};
 
 /// What `--set-context` changed, saved as `<state>/user-context.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -10,7 +10,7 @@ use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
 use crate::input::{document, live};
-use crate::model::operator::PolicyStatus;
+use gpuwl_core::model::operator::PolicyStatus;
 
 /// How long the live read may take before gpuwl goes on without it.
 pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);

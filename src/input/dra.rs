@@ -9,9 +9,9 @@ use kube::Client;
 use kube::api::{Api, ListParams};
 use serde_json::Value;
 
-use crate::error::{Error, FieldError, Result};
 use crate::input::live;
-use crate::model::dra::{API_VERSION, DraObjects, DraSource};
+use gpuwl_core::error::{Error, FieldError, Result};
+use gpuwl_core::model::dra::{API_VERSION, DraObjects, DraSource};
 
 /// Lists all objects of `api`; `Ok(Err(why))` when the list is not served (404) or not
 /// allowed (403): DRA is then skipped, not an error.

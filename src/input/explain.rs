@@ -5,17 +5,18 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::analysis::explain::{self, Explanation, Inputs};
-use crate::analysis::explain_scope::{self, PodScope};
-use crate::analysis::kueue;
-use crate::error::{Error, Result};
 use crate::input::snapshot::Snapshot;
 use crate::input::{self, virt};
-use crate::model::dra::DraSource;
-use crate::model::kueue::{ADMISSION_GATE, KueueObjects, QUEUE_LABEL};
-use crate::model::operand::{self, OperandsByNode};
-use crate::model::pod::ObjectKind;
-use crate::model::pod::PodInfo;
+use gpuwl_core::analysis::explain::quota;
+use gpuwl_core::analysis::explain::{self, Explanation, Inputs};
+use gpuwl_core::analysis::explain_scope::{self, PodScope};
+use gpuwl_core::analysis::kueue;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::dra::DraSource;
+use gpuwl_core::model::kueue::{ADMISSION_GATE, KueueObjects, QUEUE_LABEL};
+use gpuwl_core::model::operand::{self, OperandsByNode};
+use gpuwl_core::model::pod::ObjectKind;
+use gpuwl_core::model::pod::PodInfo;
 
 /// The cluster's side of a live explanation: nodes, pods (VM launchers marked with their
 /// VM), KubeVirt CR, ClusterPolicy, DRA objects and the GPU Operator's operand pods.
@@ -27,7 +28,7 @@ struct Cluster {
 impl Cluster {
     /// Reads it beside `object` (the object's own read, run at the same time).
     ///
-    /// Errors: `object`'s; [`crate::error::Error::Runtime`] when the API cannot be reached.
+    /// Errors: `object`'s; [`gpuwl_core::error::Error::Runtime`] when the API cannot be reached.
     async fn read_with<T>(
         client: &kube::Client,
         object: impl std::future::Future<Output = Result<T>>,
@@ -54,8 +55,8 @@ impl Cluster {
     /// those bound to the nodes it names and those bound to none, with the operand pods
     /// among them: [`input::pods::list_on_nodes`]).
     ///
-    /// Errors: [`crate::error::Error::Input`] when the pod does not exist;
-    /// [`crate::error::Error::Runtime`] when the API cannot be reached.
+    /// Errors: [`gpuwl_core::error::Error::Input`] when the pod does not exist;
+    /// [`gpuwl_core::error::Error::Runtime`] when the API cannot be reached.
     async fn read_for_pod(
         client: &kube::Client,
         namespace: &str,
@@ -101,8 +102,8 @@ impl Cluster {
 
 /// Explains pod `namespace/name` on the live cluster ([`explain::explain`]).
 ///
-/// Errors: [`crate::error::Error::Input`] when the pod does not exist;
-/// [`crate::error::Error::Runtime`] when the API cannot be reached.
+/// Errors: [`gpuwl_core::error::Error::Input`] when the pod does not exist;
+/// [`gpuwl_core::error::Error::Runtime`] when the API cannot be reached.
 pub async fn from_cluster(
     client: &kube::Client,
     namespace: &str,
@@ -118,7 +119,7 @@ pub async fn from_cluster(
         && let Some(w) = kueue::workload_of(k, namespace, &format!("Pod/{name}"))
     {
         let offers = flavor_offers(&c.snapshot, k);
-        kueue::with_quota(&mut e, kueue::judge_workload(w, k, Some(&offers)), "pod");
+        quota::with_quota(&mut e, kueue::judge_workload(w, k, Some(&offers)), "pod");
     }
     Ok(e)
 }
@@ -134,8 +135,11 @@ fn flavor_offers(s: &Snapshot, k: &KueueObjects) -> Vec<kueue::FlavorOffer> {
 /// The pod a Job's template makes (`metadata.name` the Job's), with `selector` added to
 /// its node selector (a Kueue flavor's `nodeLabels`): what explain judges for a Job.
 ///
-/// Errors: [`crate::error::Error::Runtime`] when the template is not a pod spec.
-pub fn job_pod(job: &serde_json::Value, selector: &BTreeMap<String, String>) -> Result<PodInfo> {
+/// Errors: [`gpuwl_core::error::Error::Runtime`] when the template is not a pod spec.
+pub(crate) fn job_pod(
+    job: &serde_json::Value,
+    selector: &BTreeMap<String, String>,
+) -> Result<PodInfo> {
     let mut spec = job
         .pointer("/spec/template/spec")
         .cloned()
@@ -156,10 +160,10 @@ pub fn job_pod(job: &serde_json::Value, selector: &BTreeMap<String, String>) -> 
 /// the flavors tried), and its first pod (by name) when it has one, else the pod its
 /// template makes, with the admitted (or fitting) flavor's `nodeLabels` as node selector,
 /// explained against the cluster: what would hold it after admission
-/// ([`kueue::with_quota`]).
+/// ([`quota::with_quota`]).
 ///
-/// Errors: [`crate::error::Error::Input`] when the Job does not exist or Kueue does not
-/// manage it (no Workload); [`crate::error::Error::Runtime`] when the API cannot be reached.
+/// Errors: [`gpuwl_core::error::Error::Input`] when the Job does not exist or Kueue does not
+/// manage it (no Workload); [`gpuwl_core::error::Error::Runtime`] when the API cannot be reached.
 pub async fn from_cluster_job(
     client: &kube::Client,
     namespace: &str,
@@ -236,15 +240,15 @@ pub async fn from_cluster_job(
             e
         }
     };
-    kueue::with_quota(&mut e, v, "Job");
+    quota::with_quota(&mut e, v, "Job");
     Ok(e)
 }
 
 /// Explains VM or VMI (`kind`) `namespace/name` with its VMI and launcher pod
 /// ([`virt::read`]) on the live cluster ([`explain::vm::explain_vm`]).
 ///
-/// Errors: [`crate::error::Error::Input`] when the object does not exist or KubeVirt is not
-/// installed; [`crate::error::Error::Runtime`] when the API cannot be reached.
+/// Errors: [`gpuwl_core::error::Error::Input`] when the object does not exist or KubeVirt is not
+/// installed; [`gpuwl_core::error::Error::Runtime`] when the API cannot be reached.
 pub async fn from_cluster_vm(
     client: &kube::Client,
     kind: ObjectKind,

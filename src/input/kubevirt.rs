@@ -8,8 +8,8 @@ use std::time::Duration;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
-use crate::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
 
 /// How long one live list may take before gpuwl gives up (exit 3).
 pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);

@@ -10,9 +10,9 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
 use crate::input::live;
-use crate::model::kueue::KueueObjects;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kueue::KueueObjects;
 
 /// Kueue's API group.
 pub const GROUP: &str = "kueue.x-k8s.io";

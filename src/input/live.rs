@@ -13,13 +13,14 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError, LoadDataError};
 use kube::{Client, Config};
 
-use crate::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use crate::input::document::one_line;
 use crate::input::limits;
-use crate::model::node::{NodeInfo, Taint};
+use gpuwl_core::error::{DEFAULT_CLUSTER_NAME, Error, Result};
+use gpuwl_core::model::node::{NodeInfo, Taint};
 
-pub use crate::error::CONNECT_TIMEOUT;
-use crate::{files, render, text};
+use crate::{files, render};
+pub use gpuwl_core::error::CONNECT_TIMEOUT;
+use gpuwl_core::text;
 
 /// The default of `--request-timeout`: how long gpuwl waits for one API response. One list
 /// page of a healthy API server answers in well under a second; 30 s leaves room for a
@@ -189,7 +190,7 @@ pub fn client_from_config(
 /// The API server's URL as messages show it: scheme, host, port and path, without a
 /// `user:password@` part or a query (a kubeconfig may carry credentials there), and
 /// without a trailing `/`.
-pub fn server_for_messages(url: &http::Uri) -> String {
+pub(crate) fn server_for_messages(url: &http::Uri) -> String {
     let scheme = url.scheme_str().unwrap_or("https");
     let host = url.host().unwrap_or("");
     let port = url.port_u16().map(|p| format!(":{p}")).unwrap_or_default();
@@ -318,7 +319,7 @@ pub fn server_from() -> Option<&'static str> {
 
 /// That the context gpuwl will use — `context`, else the kubeconfig's `current-context` — is
 /// one of the kubeconfig's, else a one-line error naming the kubeconfig (`name`), the
-/// context, those there are and the nearest ([`crate::text::did_you_mean`]). Context names
+/// context, those there are and the nearest ([`gpuwl_core::text::did_you_mean`]). Context names
 /// are not credentials: they may be shown.
 ///
 /// Errors: [`Error::Input`] as above.

@@ -2,7 +2,7 @@
 //! live cluster. The readers of documents are the core's ([`gpuwl_core::decode`]: pure
 //! functions of bytes and JSON values), re-exported here module by module; this module
 //! adds the live cluster. Readers yield the model's types
-//! ([`crate::model::node::NodeInfo`], [`crate::model::pod::PodInfo`], DRA objects, the
+//! ([`gpuwl_core::model::node::NodeInfo`], [`gpuwl_core::model::pod::PodInfo`], DRA objects, the
 //! ClusterPolicy, KubeVirt's `permittedHostDevices`).
 //!
 //! - [`document`], [`dump`], [`mustgather`], [`limits`]: the core's readers as they are

@@ -7,11 +7,11 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, ListParams};
 
-use crate::model::operand::operand_of;
+use gpuwl_core::model::operand::operand_of;
 
-use crate::error::Result;
 use crate::input::live;
-use crate::model::operand::OperandPod;
+use gpuwl_core::error::Result;
+use gpuwl_core::model::operand::OperandPod;
 
 /// The operand pods of the cluster: pods in every namespace that carry an `app` or a
 /// `name` label (two label-selected lists, paged, under the client's timeout), kept when
@@ -21,10 +21,10 @@ use crate::model::operand::OperandPod;
 /// in full (issue 51: at 15,000 pods this list cost more than the inventory's own pod
 /// list): first each selector's list asks for metadata only (`PartialObjectMetadataList`)
 /// and notes the namespaces holding a pod whose labels name an operand
-/// ([`crate::model::operand::operand_of`]); then only those namespaces are listed in
+/// ([`gpuwl_core::model::operand::operand_of`]); then only those namespaces are listed in
 /// full with the same selector. The same pods are kept as by one full list.
 ///
-/// Errors: [`crate::error::Error::Runtime`] when a list fails (forbidden, timed out; the message says
+/// Errors: [`gpuwl_core::error::Error::Runtime`] when a list fails (forbidden, timed out; the message says
 /// which).
 pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
     let mut out = Vec::new();
@@ -46,7 +46,7 @@ pub async fn list(client: &Client) -> Result<Vec<OperandPod>> {
 /// of those namespaces where a finished pod's labels name an operand. With
 /// [`crate::input::pods::list_pods_with_operands`], the same pods as [`list`].
 ///
-/// Errors: [`crate::error::Error::Runtime`] when a list fails.
+/// Errors: [`gpuwl_core::error::Error::Runtime`] when a list fails.
 pub async fn list_finished(client: &Client) -> Result<Vec<OperandPod>> {
     const FINISHED: &str = "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
     in_operand_namespaces(client, &ListParams::default().fields(FINISHED)).await
@@ -74,7 +74,7 @@ async fn in_operand_namespaces(client: &Client, lp: &ListParams) -> Result<Vec<O
                 namespaces.insert(m.metadata.namespace.clone().unwrap_or_default());
             }
         }
-        Ok::<_, crate::error::Error>(page.metadata.continue_)
+        Ok::<_, gpuwl_core::error::Error>(page.metadata.continue_)
     })
     .await?;
     let mut out = Vec::new();

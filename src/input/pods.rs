@@ -7,11 +7,11 @@ pub use gpuwl_core::decode::pods::*;
 use kube::Client;
 use kube::api::ListParams;
 
-use crate::error::{Error, Result};
 use crate::input::{live, operands};
-use crate::model::operand::{OperandPod, may_name_operand};
-use crate::model::pod::PodInfo;
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::operand::{OperandPod, may_name_operand};
+use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::text;
 
 /// Lists the pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]), page
 /// by page ([`PAGE_SIZE`] per request, following `continue`), decoding only the fields a
@@ -43,7 +43,7 @@ const NODE_LISTS_AT_ONCE: usize = 16;
 /// field selector `spec.nodeName=NODE` (which the API server answers from its watch cache
 /// by its node-name index), and one with `spec.nodeName=`, [`NODE_LISTS_AT_ONCE`] at a
 /// time: what `explain pod` reads when the pod's scheduler message vouches for the other
-/// nodes ([`crate::analysis::explain_scope`]).
+/// nodes ([`gpuwl_core::analysis::explain_scope`]).
 ///
 /// Errors: [`Error::Runtime`] when a list fails.
 pub async fn list_on_nodes(
@@ -114,7 +114,7 @@ pub async fn list_pods_with_operands(client: &Client) -> Result<(Vec<PodInfo>, V
 }
 
 /// The operand pods in one page of a pod list (`body`, the API's JSON); the page is parsed
-/// only when it may name one ([`crate::model::operand::may_name_operand`]).
+/// only when it may name one ([`gpuwl_core::model::operand::may_name_operand`]).
 ///
 /// Errors: [`Error::Runtime`] when a page that names one is not JSON.
 fn operands_in(body: &str, doing: &str) -> Result<Vec<OperandPod>> {

@@ -5,15 +5,15 @@ pub use gpuwl_core::decode::snapshot::*;
 
 use kube::Client;
 
-use crate::error::Result;
 use crate::input::{clusterpolicy, dra, kubevirt, kueue, live, operands, pods, virt};
-use crate::model::dra::{DraObjects, DraSource};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::kueue::KueueObjects;
-use crate::model::node::NodeInfo;
-use crate::model::operand::OperandPod;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
+use gpuwl_core::error::Result;
+use gpuwl_core::model::dra::{DraObjects, DraSource};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::kueue::KueueObjects;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operand::OperandPod;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
 
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR when `with_kubevirt`, or when a
 /// VM waits without a launcher pod (its verdict needs `permittedHostDevices`). Each
@@ -28,7 +28,7 @@ use crate::model::pod::PodInfo;
 /// DRA objects are listed too; a server without `resource.k8s.io/v1`, or credentials
 /// that may not list them, leave them out with the reason in `dra_source`.
 ///
-/// Errors: [`crate::error::Error::Runtime`] when nodes or pods cannot be listed; the
+/// Errors: [`gpuwl_core::error::Error::Runtime`] when nodes or pods cannot be listed; the
 /// ClusterPolicy and the KubeVirt CR never fail the call (an absent CRD, no object or an
 /// unreadable one only leaves them out).
 pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
@@ -69,7 +69,7 @@ pub async fn read_with_operands(
 /// What a [`Snapshot`] holds besides the nodes and pods, read ([`read_parts`]) before
 /// they are put together ([`Parts::finish`]): `explain pod` reads them beside the nodes
 /// and chooses the pods to read from the nodes
-/// ([`crate::analysis::explain_scope::pods_to_read`]).
+/// ([`gpuwl_core::analysis::explain_scope::pods_to_read`]).
 pub struct Parts {
     policy: PolicyStatus,
     kubevirt: Option<PermittedHostDevices>,
@@ -112,7 +112,7 @@ impl Parts {
     /// VMIs and VMs waiting without a launcher added to the pods (and the KubeVirt CR read
     /// when one waits and it was not).
     ///
-    /// Errors: [`crate::error::Error::Runtime`] when the DRA objects could not be listed.
+    /// Errors: [`gpuwl_core::error::Error::Runtime`] when the DRA objects could not be listed.
     pub async fn finish(
         self,
         client: &Client,

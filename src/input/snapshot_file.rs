@@ -38,25 +38,26 @@ use kube::Client;
 use kube::api::ListParams;
 use serde_json::Value;
 
-use crate::error::{Error, Result};
+use crate::files;
 use crate::input::document::{self, Keep, Prune};
 use crate::input::kubevirt::{self, HYPERCONVERGED, KUBEVIRT};
 use crate::input::pods::{self, ITEM, LIVE_FIELD_SELECTOR};
 use crate::input::snapshot::Snapshot;
 use crate::input::{clusterpolicy, dra, dump, limits, live, virt};
-use crate::model::dra::{DraObjects, DraSource};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::{PodInfo, wants_running};
-use crate::{files, text};
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::dra::{DraObjects, DraSource};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::{PodInfo, wants_running};
+use gpuwl_core::text;
 
 /// The `format` of [`Meta`] this version writes and reads.
-pub const FORMAT: &str = "gpuwl.snapshot/v1";
+pub(crate) const FORMAT: &str = "gpuwl.snapshot/v1";
 
 /// The largest member read whole into memory (the ClusterPolicy, KubeVirt, DaemonSet and
 /// meta members; nodes, pods and DRA objects are streamed).
-pub const MAX_SMALL_MEMBER: u64 = 64 * 1024 * 1024;
+pub(crate) const MAX_SMALL_MEMBER: u64 = 64 * 1024 * 1024;
 
 /// How one list went when the snapshot was taken.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -210,7 +211,7 @@ const SLIM_POD_PAGE: Keep = Keep::Fields(&[("metadata", Keep::All), ("items", Ke
 
 /// Removes what a snapshot never holds from `v`, at any depth: `env[].value` and
 /// `env[].valueFrom`, `metadata.managedFields` and the last-applied annotation.
-pub fn scrub(v: &mut Value) {
+pub(crate) fn scrub(v: &mut Value) {
     match v {
         Value::Object(m) => {
             if let Some(Value::Object(md)) = m.get_mut("metadata") {
@@ -241,7 +242,7 @@ pub fn scrub(v: &mut Value) {
 /// Whether a DaemonSet is one of the GPU Operator's operands: owned by a ClusterPolicy, or
 /// with a label key or value that names `nvidia` (the must-gather script's own filter is
 /// `nvidia|gpu` in the labels; GPU Operator `hack/must-gather.sh`).
-pub fn is_operand_daemonset(ds: &Value) -> bool {
+pub(crate) fn is_operand_daemonset(ds: &Value) -> bool {
     let owned = ds
         .pointer("/metadata/ownerReferences")
         .and_then(Value::as_array)
@@ -700,7 +701,7 @@ fn read_members(path: &Path) -> Result<Members> {
             // tar's message quotes the bytes it could not read: escaped and cut.
             format!(
                 "not a gpuwl snapshot (a tar archive from `gpuwl snapshot`): {}",
-                shorten(&crate::text::esc(&e.to_string()), 200)
+                shorten(&gpuwl_core::text::esc(&e.to_string()), 200)
             ),
         )
     };

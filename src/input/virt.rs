@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use crate::error::{Error, Result};
 use crate::input::{live, pods};
-use crate::model::pod::{ObjectKind, PodInfo};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::text;
 
 /// How long one live call may take before gpuwl gives up (exit 3).
 pub const LIVE_TIMEOUT: Duration = Duration::from_secs(10);

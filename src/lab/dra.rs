@@ -20,11 +20,11 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use serde_json::json;
 
-use crate::error::{Error, Result};
 use crate::input::live::api_err;
 use crate::lab::files::{self, LabDirs};
 use crate::lab::{LabNodes, kubeops};
-use crate::model::workload::{LABEL_KEY, WorkloadConfig};
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// The namespace of the DRA step's claims and pods.
 pub const NAMESPACE: &str = "gpu-dra";
@@ -33,7 +33,7 @@ pub const NAMESPACE: &str = "gpu-dra";
 pub const DRIVER: &str = "gpu.nvidia.com";
 
 /// Physical GPUs per lab node.
-pub const GPUS_PER_NODE: usize = 2;
+pub(crate) const GPUS_PER_NODE: usize = 2;
 
 /// The step's result.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -191,8 +191,12 @@ pub async fn run(client: &Client, nodes: &LabNodes, dirs: &LabDirs) -> Result<Dr
         out.push((pod.to_owned(), node));
     }
     let (dra, _) = crate::input::dra::list(client).await?;
-    let inv =
-        crate::analysis::dra::inventory(&dra, crate::model::dra::DraSource::Cluster, &[], None);
+    let inv = gpuwl_core::analysis::dra::inventory(
+        &dra,
+        gpuwl_core::model::dra::DraSource::Cluster,
+        &[],
+        None,
+    );
     let types: Vec<&str> = {
         let mut t: Vec<&str> = inv.rows.iter().map(|r| r.device_type.as_str()).collect();
         t.sort();

@@ -2,7 +2,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 pub use crate::files::write_atomic;
 
@@ -19,7 +19,7 @@ pub fn write_lines<S: AsRef<str>>(path: &Path, lines: &[S]) -> Result<()> {
 }
 
 /// Quotes `s` for a POSIX shell: `'…'` with each `'` written as `'\''`.
-pub fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', r"'\''"))
 }
 

@@ -11,8 +11,8 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use serde_json::json;
 
-use crate::error::{Error, Result};
 use crate::input::live::{self, already_exists, api_err};
+use gpuwl_core::error::{Error, Result};
 
 /// How long the lab waits for one pod to be scheduled (or found unschedulable), or deleted.
 pub const WAIT: Duration = Duration::from_secs(90);
@@ -20,11 +20,11 @@ pub const WAIT: Duration = Duration::from_secs(90);
 /// How long [`ensure_namespace`] waits for a namespace that is being deleted to be gone
 /// (kube-controller-manager's namespace controller empties and finalizes it; on the local
 /// control plane that takes seconds), unless `GPUWL_NAMESPACE_WAIT_SECONDS` says otherwise.
-pub const NAMESPACE_GONE_WAIT: Duration = Duration::from_secs(60);
+pub(crate) const NAMESPACE_GONE_WAIT: Duration = Duration::from_secs(60);
 
 /// [`NAMESPACE_GONE_WAIT`], or `GPUWL_NAMESPACE_WAIT_SECONDS` (whole seconds ≥ 1) when set
 /// (docs/lab.md; the live test of a namespace held by a finalizer uses 10).
-pub fn namespace_gone_wait() -> Duration {
+pub(crate) fn namespace_gone_wait() -> Duration {
     std::env::var("GPUWL_NAMESPACE_WAIT_SECONDS")
         .ok()
         .and_then(|v| v.parse::<u64>().ok())

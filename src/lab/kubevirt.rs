@@ -29,9 +29,9 @@ use serde_json::{Value, json};
 
 use super::manifests::NAMESPACE;
 use crate::cluster::kubevirt::{self, CR_NAME};
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
 use crate::lab::kubeops;
+use gpuwl_core::error::{Error, Result};
 
 /// The result file of `--kubevirt`, under `out/`.
 pub const KUBEVIRT_FILE: &str = "kubevirt.txt";
@@ -123,12 +123,12 @@ fn resource(kind: &str, plural: &str) -> ApiResource {
 }
 
 /// The VMI resource (`kubevirt.io/v1`, `virtualmachineinstances`).
-pub fn vmi_resource() -> ApiResource {
+pub(crate) fn vmi_resource() -> ApiResource {
     resource("VirtualMachineInstance", "virtualmachineinstances")
 }
 
 /// The VM resource (`kubevirt.io/v1`, `virtualmachines`).
-pub fn vm_resource() -> ApiResource {
+pub(crate) fn vm_resource() -> ApiResource {
     resource("VirtualMachine", "virtualmachines")
 }
 

@@ -30,23 +30,23 @@ use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
 use serde_json::{Value, json};
 
-use crate::error::{Error, Result};
 use crate::input::live::{already_exists, api_err};
 use crate::lab::files::{self, LabDirs};
 use crate::lab::kubeops;
-use crate::model::kueue::{QUEUE_LABEL, Workload};
-use crate::model::workload::LABEL_KEY;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kueue::{QUEUE_LABEL, Workload};
+use gpuwl_core::model::workload::LABEL_KEY;
 
 /// The namespace of the Kueue step's LocalQueue and Jobs.
 pub const NAMESPACE: &str = "gpu-kueue";
 /// The ClusterQueue.
-pub const CLUSTER_QUEUE: &str = "lab-gpus";
+pub(crate) const CLUSTER_QUEUE: &str = "lab-gpus";
 /// The LocalQueue.
-pub const LOCAL_QUEUE: &str = "lab";
+pub(crate) const LOCAL_QUEUE: &str = "lab";
 /// The result file, under `out/`.
-pub const KUEUE_FILE: &str = "kueue.txt";
+pub(crate) const KUEUE_FILE: &str = "kueue.txt";
 /// The flavors: (name = the pool's workload config, `nvidia.com/gpu` quota).
-pub const FLAVORS: [(&str, &str); 3] = [
+pub(crate) const FLAVORS: [(&str, &str); 3] = [
     ("container", "4"),
     ("vm-passthrough", "2"),
     ("vm-vgpu", "0"),
@@ -66,7 +66,7 @@ pub struct LabJob {
 }
 
 /// The two Jobs: the container one (admitted), the passthrough one (held).
-pub fn lab_jobs(container: &str, passthrough: &str) -> [LabJob; 2] {
+pub(crate) fn lab_jobs(container: &str, passthrough: &str) -> [LabJob; 2] {
     [
         LabJob {
             name: "kueue-container".into(),
@@ -150,7 +150,7 @@ pub fn objects(container: &str) -> Vec<Value> {
 }
 
 /// The Job `j`: one pod asking `1` of its resource, labelled for the LocalQueue.
-pub fn job_object(j: &LabJob) -> Value {
+pub(crate) fn job_object(j: &LabJob) -> Value {
     json!({"apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": j.name, "namespace": NAMESPACE, "labels": {QUEUE_LABEL: LOCAL_QUEUE}},
         "spec": {"parallelism": 1, "completions": 1, "backoffLimit": 0,

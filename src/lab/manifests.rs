@@ -7,12 +7,12 @@ use std::path::Path;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use crate::error::{Error, Result};
+use gpuwl_core::error::{Error, Result};
 
 /// Namespace every lab pod lives in (lab step 1).
 pub const NAMESPACE: &str = "gpu-vm";
 /// Name of the single container of every lab pod (lab step 4).
-pub const CONTAINER_NAME: &str = "cuda";
+pub(crate) const CONTAINER_NAME: &str = "cuda";
 /// Image of every lab pod (lab step 4; never pulled on the local control plane, where kwok
 /// fakes the kubelet).
 pub const IMAGE: &str = "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04";

@@ -10,7 +10,7 @@
 //! 7. `job-cross` asks a passthrough node for `nvidia.com/gpu` and stays Pending → `07-cross.txt`
 //! 8. dump the nodes → `nodes.json`; write `bin/check-config.sh`; run it → `consistency.txt`
 //!
-//! Every value comes from [`crate::model`] (label key, operands, default, enable flag,
+//! Every value comes from [`gpuwl_core::model`] (label key, operands, default, enable flag,
 //! resource names) or from the API (placements, phases, the scheduler's message).
 
 pub mod dra;
@@ -28,14 +28,14 @@ use std::time::Instant;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 
-use crate::analysis::explain::Explanation;
-use crate::analysis::inventory::Inventory;
+use gpuwl_core::analysis::explain::Explanation;
+use gpuwl_core::analysis::inventory::Inventory;
 
-use crate::error::{Error, Result};
-use crate::model::resource::NVIDIA_PREFIX;
-use crate::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
-use crate::text::esc;
 use files::LabDirs;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::text::esc;
 use manifests::{LabPod, NAMESPACE};
 
 /// The node names the lab labels, one per workload config.
@@ -142,11 +142,11 @@ pub struct Plan {
 
 /// PCI device id of the NVIDIA A10 (vendor 10de), the GPU the lab's nodes pretend to have
 /// (KubeVirt's `pciVendorSelector: "10DE:2236"` in NVIDIA's docs).
-pub const A10_DEVICE_ID: u16 = 0x2236;
+pub(crate) const A10_DEVICE_ID: u16 = 0x2236;
 
 /// The vGPU type the lab's vGPU node advertises: half of the A10's 24 GB, two per GPU, as
 /// in the default vGPU config (NVIDIA/vgpu-device-manager; facts sheet §3).
-pub const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
+pub(crate) const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
 
 /// The resource a node of each workload config advertises in the lab (lab step 3), and
 /// how many units, derived from the model: `nvidia.com/gpu` × 4 for container; the sandbox
@@ -155,7 +155,7 @@ pub const A10_VGPU_TYPE: &str = "NVIDIA A10-12Q";
 /// whitespace → `_` (`nvidia.com/NVIDIA_A10-12Q`, NVIDIA/kubevirt-gpu-device-plugin
 /// `readVgpuIDFromFile`) × 4 for vGPU.
 pub fn lab_resource(wc: WorkloadConfig) -> (String, u32) {
-    use crate::model::pciids;
+    use gpuwl_core::model::pciids;
     match wc {
         WorkloadConfig::Container => (format!("{NVIDIA_PREFIX}gpu"), 4),
         WorkloadConfig::VmPassthrough => {
@@ -396,7 +396,8 @@ pub fn steps_help() -> String {
 
 /// The README's step table (markdown rows `| n | title | files |`), kept equal to
 /// [`STEPS`] by a test.
-pub fn steps_markdown() -> String {
+#[cfg(test)]
+fn steps_markdown() -> String {
     let mut out = String::from("| step | title | result files |\n|---|---|---|\n");
     for (i, s) in STEPS.iter().enumerate() {
         let files: Vec<String> = s.files.iter().map(|f| format!("`{f}`")).collect();
@@ -494,7 +495,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     } else {
         None
     };
-    let inventory = crate::analysis::inventory::from_snapshot(
+    let inventory = gpuwl_core::analysis::inventory::from_snapshot(
         crate::input::snapshot::read(&client, false).await?,
         &[],
     )?;
@@ -887,7 +888,7 @@ fn node_or_none(o: &PodOutcome) -> &str {
 
 /// The five lines of `operands.txt`: `<value>=<operands, comma-joined>` for the three
 /// workload configs, `NO_LABEL=<default>`, `ENABLE_FLAG=<ClusterPolicy flag>`.
-pub fn operands_lines() -> Vec<String> {
+pub(crate) fn operands_lines() -> Vec<String> {
     let mut v: Vec<String> = WorkloadConfig::ALL
         .iter()
         .map(|wc| format!("{}={}", wc.as_str(), wc.operands_docs().join(",")))
@@ -959,7 +960,7 @@ async fn connect(
 
 /// On a cluster of the user's (`--context`/`--kubeconfig`), that every `--node` names a
 /// node of it, before anything is written there: a typo is bad input naming the flag, with
-/// the nearest node names ([`crate::text::did_you_mean`]).
+/// the nearest node names ([`gpuwl_core::text::did_you_mean`]).
 ///
 /// Errors: [`Error::Input`] for a node the cluster lacks; the list's own errors.
 async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
@@ -972,7 +973,7 @@ async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
                 n.config,
                 crate::render::esc(&n.node),
                 crate::render::esc(&n.node),
-                crate::text::did_you_mean(&n.node, names.iter().copied())
+                gpuwl_core::text::did_you_mean(&n.node, names.iter().copied())
             )));
         }
     }
@@ -980,7 +981,7 @@ async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
 }
 
 /// The file of `--operator`'s observed operands, under `out/`.
-pub const OPERANDS_OBSERVED: &str = "operands-observed.txt";
+pub(crate) const OPERANDS_OBSERVED: &str = "operands-observed.txt";
 
 async fn step1(
     client: &Client,
@@ -1225,10 +1226,10 @@ mod tests {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/inventory/lab");
         let nodes = read_nodes(&Source::Path(data.join("nodes.json"))).unwrap();
         let pods = crate::input::pods::read_pods_path(&data.join("pods.json")).unwrap();
-        let inv = crate::analysis::inventory::build(
+        let inv = gpuwl_core::analysis::inventory::build(
             &nodes,
             &pods,
-            &crate::model::operator::PolicyStatus::not_read(),
+            &gpuwl_core::model::operator::PolicyStatus::not_read(),
         )
         .unwrap();
         assert_eq!(

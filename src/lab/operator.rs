@@ -17,14 +17,14 @@ use serde_json::json;
 
 use crate::cluster::gpu_operator::{self, NAMESPACE as OPERATOR_NAMESPACE};
 use crate::cluster::gpusim;
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::model::resource::NVIDIA_PREFIX;
-use crate::model::workload::WorkloadConfig;
+use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::gpusim::GpuHardware;
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::model::workload::WorkloadConfig;
 
 /// How long steps 2 and 3 wait for the operator and the emulation.
-pub const OPERATOR_WAIT: Duration = Duration::from_secs(120);
+pub(crate) const OPERATOR_WAIT: Duration = Duration::from_secs(120);
 
 /// The simulated hardware of the lab node for `wc`, chosen so that the real plugins
 /// advertise the lab's amounts ([`super::lab_resource`]): four A10s on the container node,
@@ -63,7 +63,7 @@ pub async fn apply_hardware(client: &Client, name: &str, hw: &GpuHardware) -> Re
 /// `-daemonset` taken off (`nvidia-driver-daemonset` → `driver`, `nvidia-vfio-manager` →
 /// `vfio-manager`, `gpu-feature-discovery` unchanged): the names of its
 /// `nvidia.com/gpu.deploy.<operand>` labels.
-pub fn operand_name(app: &str) -> String {
+pub(crate) fn operand_name(app: &str) -> String {
     let a = app.strip_prefix("nvidia-").unwrap_or(app);
     a.strip_suffix("-daemonset").unwrap_or(a).to_string()
 }
@@ -283,7 +283,7 @@ pub fn observed_lines(
 /// One sentence: per workload config, what the operator deployed beyond the lab's table
 /// (which lists only the operands that set up the GPU and advertise its name) and what of
 /// the table it did not deploy; the table's `datacenter-driver` is the operator's `driver`.
-pub fn difference_sentence(
+pub(crate) fn difference_sentence(
     nodes: &[(String, WorkloadConfig)],
     observed: &BTreeMap<String, BTreeSet<String>>,
 ) -> String {

@@ -20,22 +20,22 @@ use super::{
     Decision, Disruption, Holder, HolderAction, NodePlan, Observed, Record, STATE_ANNOTATION,
     Status, StepKind,
 };
-use crate::analysis::kueue::RelabelQuota;
-use crate::error::{Error, Result};
 use crate::input::live::{self, api_error, list_all, node_info};
 use crate::input::pods::{self, LIVE_FIELD_SELECTOR};
 use crate::input::virt::{self, VM_NAME_LABEL};
 use crate::input::{clusterpolicy, operands, snapshot};
-use crate::model::node::NodeInfo;
-use crate::model::operator::VGPU_CONFIG_LABEL;
-use crate::model::resource::NVIDIA_PREFIX;
-use crate::model::workload::LABEL_KEY;
-use crate::model::{operand, pod};
 use crate::render::esc;
-use crate::text;
-use crate::text::one_line;
 use crate::twin;
 use crate::twin::report::{Recommendation, Relabel, Verdict};
+use gpuwl_core::analysis::kueue::RelabelQuota;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::model::workload::LABEL_KEY;
+use gpuwl_core::model::{operand, pod};
+use gpuwl_core::text;
+use gpuwl_core::text::one_line;
 
 /// The default of `--timeout`: how long each wait step may take. The operator swaps a
 /// node's operands in a minute or two; a driver build or a reboot for vfio-pci takes
@@ -102,7 +102,7 @@ pub struct Report {
     pub steps: Vec<StepReport>,
     /// The quota layer's side of the relabels, when the preview ran on a cluster with
     /// Kueue's objects: the flavors each node leaves and joins, the admitted workloads
-    /// that lose their pool ([`crate::analysis::kueue::relabel_quota`], as `gpuwl whatif
+    /// that lose their pool ([`gpuwl_core::analysis::kueue::relabel_quota`], as `gpuwl whatif
     /// relabel` says it).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<RelabelQuota>,
@@ -415,7 +415,7 @@ where
 }
 
 /// The GPU Operator operands that have a DaemonSet in the cluster (those the ClusterPolicy
-/// enables), by [`crate::model::operand::operand_of`] on the DaemonSets' names.
+/// enables), by [`gpuwl_core::model::operand::operand_of`] on the DaemonSets' names.
 async fn deployed_operands(client: &Client) -> Result<BTreeSet<String>> {
     let api: Api<DaemonSet> = Api::all(client.clone());
     let mut out = BTreeSet::new();
@@ -587,7 +587,7 @@ async fn do_step(
 /// out: the node stays as it is (cordoned, the record on it).
 ///
 /// Errors: an API call that fails (the node keeps the record of the last step done).
-pub async fn run_node(
+pub(crate) async fn run_node(
     clients: &Clients,
     plan: &mut NodePlan,
     timeout: Duration,
@@ -854,7 +854,7 @@ async fn decide_aborts(
             None => restored.labels.remove(LABEL_KEY),
         };
         let config =
-            crate::model::operator::effective_workload(&restored, policy.policy()).workload;
+            gpuwl_core::model::operator::effective_workload(&restored, policy.policy()).workload;
         let r = Relabel {
             node: name.clone(),
             config,

@@ -23,18 +23,18 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::node::NodeInfo;
-use crate::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
-use crate::model::operator::{
-    self, ClusterPolicy, OperatorScope, POLICY_COMPONENTS, PolicyStatus, VGPU_HOST_DRIVER_LABEL,
-};
-use crate::model::pod;
-use crate::model::resource::classify;
-use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use crate::render::esc;
-use crate::text;
 use crate::twin::predict;
 use crate::twin::report::Relabel;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
+use gpuwl_core::model::operator::{
+    self, ClusterPolicy, OperatorScope, POLICY_COMPONENTS, PolicyStatus, VGPU_HOST_DRIVER_LABEL,
+};
+use gpuwl_core::model::pod;
+use gpuwl_core::model::resource::classify;
+use gpuwl_core::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::text;
 
 /// The node annotation that holds a relabel under way: a JSON [`Record`]. Set at the
 /// cordon, updated after each step that changes the node, removed at the uncordon.
@@ -158,7 +158,7 @@ impl Record {
     }
 
     /// Whether it records a relabel to what `r` asks for (not an abort of one).
-    pub fn is_for(&self, r: &Relabel) -> bool {
+    pub(crate) fn is_for(&self, r: &Relabel) -> bool {
         !self.abort && self.to == r.config.as_str() && self.vgpu_type == r.vgpu_type
     }
 }
@@ -274,7 +274,7 @@ pub enum HolderAction {
 
 /// What the user's flags do with `h`; `None` when they say nothing for it. A VM named by
 /// `--stop-vm` is stopped; else `--evict` evicts; else `--allow-disruption` leaves it.
-pub fn holder_action(h: &Holder, how: &Disruption) -> Option<HolderAction> {
+pub(crate) fn holder_action(h: &Holder, how: &Disruption) -> Option<HolderAction> {
     if h.leaving {
         return Some(HolderAction::Wait);
     }
@@ -309,7 +309,7 @@ pub struct Observed {
 
 impl Observed {
     /// Whether the node's labels are what `r` asks for.
-    pub fn labelled_as(&self, r: &Relabel) -> bool {
+    pub(crate) fn labelled_as(&self, r: &Relabel) -> bool {
         self.label.as_deref() == Some(r.config.as_str())
             && (r.vgpu_type.is_none() || self.vgpu_type == r.vgpu_type)
     }
@@ -362,7 +362,7 @@ pub struct NodePlan {
 /// Whether holder `h` keeps its GPU when the node becomes `config`: every name it holds is
 /// one the node advertises afterwards (`expect`, by gpuwl's model of the operator and its
 /// plugins), or, where the model cannot tell (`expect` empty), of the class `config`
-/// serves ([`crate::model::resource::ResourceClass::workload`]). Relabelling a node back
+/// serves ([`gpuwl_core::model::resource::ResourceClass::workload`]). Relabelling a node back
 /// to the config that serves what its holders hold is the way back, never a disruption.
 pub fn keeps(h: &Holder, config: WorkloadConfig, expect: &BTreeMap<String, u64>) -> bool {
     h.resources.keys().all(|name| {

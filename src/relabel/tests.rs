@@ -1,8 +1,8 @@
 //! The relabel's planning and its wait conditions, without a cluster.
 
 use super::*;
-use crate::model::operator::{ClusterPolicy, PolicyStatus};
-use crate::model::workload::{LABEL_KEY, WorkloadConfig};
+use gpuwl_core::model::operator::{ClusterPolicy, PolicyStatus};
+use gpuwl_core::model::workload::{LABEL_KEY, WorkloadConfig};
 
 fn relabel(s: &str) -> Relabel {
     s.parse().unwrap()

@@ -4,10 +4,10 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::analysis::inventory::Inventory;
 use crate::lab::LabReport;
 use crate::render::inventory::{self, Output, TextOptions};
 use crate::render::{self, Format, explain};
+use gpuwl_core::analysis::inventory::Inventory;
 
 /// The lab's summary for a terminal `width` columns wide, files under `root`.
 pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {
@@ -146,7 +146,7 @@ pub fn split_sentences(inv: &Inventory) -> Vec<String> {
 }
 
 /// The summary table: node, label, advertised resource and amount, pods placed.
-pub fn summary_table(report: &LabReport) -> comfy_table::Table {
+pub(crate) fn summary_table(report: &LabReport) -> comfy_table::Table {
     let mut t = comfy_table::Table::new();
     t.load_style(comfy_table::presets::UTF8_BORDERS_ONLY);
     t.set_header(["NODE", "LABEL", "ADVERTISES", "PODS PLACED"]);

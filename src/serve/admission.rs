@@ -1,13 +1,13 @@
 //! The admission guard of `gpuwl serve --admission-listen`: a validating webhook the API
 //! server calls (HTTPS, [`super::tls`]) with an `AdmissionReview` for each Pod,
 //! VirtualMachineInstance and VirtualMachine created or updated; it answers from the
-//! exporter's watch state ([`crate::analysis::admission`]), without an API call.
+//! exporter's watch state ([`gpuwl_core::analysis::admission`]), without an API call.
 //!
 //! Answers (AdmissionReview `admission.k8s.io/v1`, kubernetes/api `admission/v1/types.go`):
 //! - `warn` mode (default): `allowed: true` with one warning per finding; kubectl prints
 //!   each as `Warning: …`;
 //! - `enforce` mode: a finding whose cause can never pass on its own denies (`allowed:
-//!   false`, status 403 with the findings; [`crate::analysis::verdict::Verdict::permanent`]);
+//!   false`, status 403 with the findings; [`gpuwl_core::analysis::verdict::Verdict::permanent`]);
 //!   a transient one (`stale-only`: a device plugin restarting) is admitted with its warning,
 //!   and so is an `unadvertised-name` or `too-large` one when every GPU resource the object
 //!   asks is one autoscaling can bring ([`Autoscaled`], `--admission-autoscaled`: a pod
@@ -35,19 +35,19 @@ use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview
 use kube::core::{DynamicObject, Status};
 use serde_json::{Value, json};
 
-use crate::analysis::admission::{self, Warning};
 use crate::serve::watch::{Shared, lock};
+use gpuwl_core::analysis::admission::{self, Warning};
 
 /// The largest AdmissionReview accepted, in bytes: an object may be up to 1.5 MiB in etcd
 /// (`--max-request-bytes` of etcd, kubernetes `staging/src/k8s.io/apiserver/pkg/storage/etcd3`)
 /// and an UPDATE carries it twice, with the JSON envelope around.
-pub const MAX_REVIEW: usize = 4 * 1024 * 1024;
+pub(crate) const MAX_REVIEW: usize = 4 * 1024 * 1024;
 
 /// The longest denial message, in characters.
-pub const MAX_DENIAL: usize = 1024;
+pub(crate) const MAX_DENIAL: usize = 1024;
 
 /// The webhook's name in the configuration (a qualified name, as the API requires).
-pub const WEBHOOK_NAME: &str = "gpu-requests.gpuwl.io";
+pub(crate) const WEBHOOK_NAME: &str = "gpu-requests.gpuwl.io";
 
 /// The default name of the ValidatingWebhookConfiguration `--admission-register` applies.
 pub const CONFIGURATION_NAME: &str = "gpuwl-admission";
@@ -61,11 +61,11 @@ pub enum Mode {
     Enforce,
 }
 
-use crate::analysis::diagnosis::CauseCode;
-use crate::analysis::verdict;
 use crate::input::pods;
 pub use crate::serve::metrics::Verdict;
-use crate::text;
+use gpuwl_core::analysis::diagnosis::CauseCode;
+use gpuwl_core::analysis::verdict;
+use gpuwl_core::text;
 
 impl Verdict {
     /// The label value.
@@ -273,7 +273,7 @@ pub struct ClusterAutoscaler {
 /// (kube-system by default; kubernetes/autoscaler
 /// `cluster-autoscaler/clusterstate/utils/status.go`, `StatusConfigMapName`, data key
 /// `status`).
-pub const CA_STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
+pub(crate) const CA_STATUS_CONFIGMAP: &str = "cluster-autoscaler-status";
 
 /// The annotations of a Cluster API MachineDeployment or MachineSet that say what one node
 /// of the node group has, for scale from zero (kubernetes/autoscaler
@@ -497,7 +497,7 @@ pub fn answer(body: &[u8], index: &admission::Index, mode: Mode) -> Answer {
 /// [`answer`], with the GPU resources autoscaling can bring: in enforce mode an
 /// `unadvertised-name` or `too-large` finding is transient (admitted with its warning)
 /// when [`autoscaling_serves`] the object's requests.
-pub fn answer_with(
+pub(crate) fn answer_with(
     body: &[u8],
     index: &admission::Index,
     mode: Mode,
@@ -669,12 +669,12 @@ pub fn configuration(name: &str, client_config: Value, skip: &[&str]) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node::NodeInfo;
+    use gpuwl_core::model::node::NodeInfo;
 
     fn index() -> admission::Index {
         let mut n = NodeInfo::named("lab-node-1");
         n.labels.insert(
-            crate::model::workload::LABEL_KEY.into(),
+            gpuwl_core::model::workload::LABEL_KEY.into(),
             "vm-passthrough".into(),
         );
         n.capacity

@@ -40,7 +40,7 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// File descriptors kept free of connections below the open-file limit (the API client,
 /// the state files, the runtime's own).
-pub const RESERVED_FILES: u64 = 128;
+pub(crate) const RESERVED_FILES: u64 = 128;
 
 /// How one listener's connections are bounded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

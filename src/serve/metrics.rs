@@ -19,19 +19,19 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::analysis::kueue::QuotaCause;
 use crate::serve::state::Evaluation;
+use gpuwl_core::analysis::kueue::QuotaCause;
 
 /// `{node}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct NodeLabels {
+pub(crate) struct NodeLabels {
     /// Node name.
     pub node: String,
 }
 
 /// `{node, code, severity}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct FindingLabels {
+pub(crate) struct FindingLabels {
     /// Node name.
     pub node: String,
     /// Finding code, e.g. `invalid-label-value`.
@@ -42,7 +42,7 @@ pub struct FindingLabels {
 
 /// `{node, label_state, effective, source}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct WorkloadLabels {
+pub(crate) struct WorkloadLabels {
     /// Node name.
     pub node: String,
     /// `valid`, `invalid` or `absent`: the workload-config label's state (its value is
@@ -56,7 +56,7 @@ pub struct WorkloadLabels {
 
 /// `{pool, origin, resource}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PoolLabels {
+pub(crate) struct PoolLabels {
     /// The pool's workload config: `container`, `vm-passthrough`, `vm-vgpu`.
     pub pool: &'static str,
     /// `known`, `default-no-label` or `default-invalid-label`.
@@ -67,7 +67,7 @@ pub struct PoolLabels {
 
 /// `{node, resource}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct NodeResourceLabels {
+pub(crate) struct NodeResourceLabels {
     /// Node name.
     pub node: String,
     /// Resource name.
@@ -76,7 +76,7 @@ pub struct NodeResourceLabels {
 
 /// `{node, from, to}` of a workload-label change.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct RelabelLabels {
+pub(crate) struct RelabelLabels {
     /// Node name.
     pub node: String,
     /// The label's value before (`absent` when there was none).
@@ -87,15 +87,15 @@ pub struct RelabelLabels {
 
 /// `{resource}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ResourceLabels {
+pub(crate) struct ResourceLabels {
     /// Resource name (or, for watch errors, the watched resource: `nodes`, `pods`, …).
     pub resource: String,
 }
 
 /// `{class, cause}` of a pending GPU pod's verdict.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PendingLabels {
-    /// The class ([`crate::analysis::verdict::PodClass`]): `demand`, `blocked`, `gated`,
+pub(crate) struct PendingLabels {
+    /// The class ([`gpuwl_core::analysis::verdict::PodClass`]): `demand`, `blocked`, `gated`,
     /// `other-resource`, `unservable`, `invalid-spec`.
     pub class: &'static str,
     /// explain's cause code (`none` on the 0 series of a class without pods).
@@ -104,7 +104,7 @@ pub struct PendingLabels {
 
 /// `{resource, code}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KubevirtLabels {
+pub(crate) struct KubevirtLabels {
     /// Resource name.
     pub resource: String,
     /// KubeVirt finding code, e.g. `advertised-not-permitted`.
@@ -113,7 +113,7 @@ pub struct KubevirtLabels {
 
 /// `{object, code, severity}` of a quota-layer finding.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QuotaLabels {
+pub(crate) struct QuotaLabels {
     /// The Kueue object, `ClusterQueue/<name>` or `ResourceFlavor/<name>`.
     pub object: String,
     /// Finding code, e.g. `kueue-quota-not-advertised`.
@@ -124,7 +124,7 @@ pub struct QuotaLabels {
 
 /// `{cluster_queue, flavor, resource}`: one row of the quota layer.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueFlavorLabels {
+pub(crate) struct QueueFlavorLabels {
     /// The Kueue ClusterQueue.
     pub cluster_queue: String,
     /// The ResourceFlavor.
@@ -135,7 +135,7 @@ pub struct QueueFlavorLabels {
 
 /// `{cluster_queue, cause}`: waiting Kueue workloads by explain's quota cause.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct QueueCauseLabels {
+pub(crate) struct QueueCauseLabels {
     /// The Kueue ClusterQueue (`none` when the workload's LocalQueue or its ClusterQueue
     /// does not exist).
     pub cluster_queue: String,
@@ -167,7 +167,7 @@ const QUOTA_SERIES: [(&str, &str); 4] = [
 
 /// `{kind, verdict}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ReviewLabels {
+pub(crate) struct ReviewLabels {
     /// `Pod`, `VirtualMachineInstance`, `VirtualMachine` or `other`.
     pub kind: &'static str,
     /// `allowed`, `warned`, `denied`, `skipped` or `invalid`
@@ -177,13 +177,13 @@ pub struct ReviewLabels {
 
 /// `{code}`: an `explain` cause code.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct CodeLabels {
+pub(crate) struct CodeLabels {
     /// The cause code, e.g. `unadvertised-name`.
     pub code: &'static str,
 }
 
 /// The cause codes the admission guard reports, so that their series exist at 0.
-pub const ADMISSION_CODES: [&str; 6] = [
+pub(crate) const ADMISSION_CODES: [&str; 6] = [
     "invalid-spec",
     "not-permitted",
     "unadvertised-name",
@@ -202,14 +202,14 @@ struct AdmissionMetrics {
 
 /// `{version}`.
 #[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct VersionLabels {
+pub(crate) struct VersionLabels {
     /// gpuwl's version.
     pub version: String,
 }
 
 /// The longest label value exported (characters): a DNS subdomain name's limit, the
 /// longest a node or resource name the API server accepts can be.
-pub const MAX_LABEL_VALUE: usize = 253;
+pub(crate) const MAX_LABEL_VALUE: usize = 253;
 
 /// A name as a label value, bounded: control characters become U+FFFD and the value is
 /// cut to [`MAX_LABEL_VALUE`] characters. Names the API server validated pass unchanged;
@@ -223,7 +223,7 @@ pub fn label_value(name: &str) -> String {
 }
 
 /// The watched resources, as `gpuwl_watch_errors_total` names them.
-pub const WATCHED: [&str; 5] = [
+pub(crate) const WATCHED: [&str; 5] = [
     "nodes",
     "pods",
     "clusterpolicies",
@@ -235,7 +235,7 @@ pub const WATCHED: [&str; 5] = [
 /// over a `kind` label it was not): (metric name, help, index in [`PoolEval::units`]).
 ///
 /// [`PoolEval::units`]: crate::serve::state::PoolEval::units
-pub const POOL_METRICS: [(&str, &str); 5] = [
+pub(crate) const POOL_METRICS: [(&str, &str); 5] = [
     (
         "gpuwl_pool_capacity_units",
         "GPU units the pool's nodes list in status.capacity, per pool (workload config), origin and resource name",
@@ -1136,7 +1136,7 @@ mod tests {
     /// lab-gpus with the one Job under kueue-name-not-covered.
     #[test]
     fn the_quota_layer_series_per_queue_flavor_and_cause() {
-        use crate::analysis::kueue_usage::{PendingWorkload, QuotaInventory, QuotaRow};
+        use gpuwl_core::analysis::kueue_usage::{PendingWorkload, QuotaInventory, QuotaRow};
         let row = |flavor: &str, nominal: i64, reserved: i64, advertised: i64| QuotaRow {
             cluster_queue: "lab-gpus".into(),
             cohort: None,

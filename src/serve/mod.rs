@@ -31,10 +31,10 @@ use std::time::{Duration, Instant};
 use sha2::{Digest, Sha256};
 use tokio::task::JoinSet;
 
-use crate::error::{Error, Result};
 use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
-use crate::text;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::text;
 
 pub mod admission;
 pub mod conn;
@@ -175,12 +175,12 @@ fn certificate_names(
 pub const UNHEALTHY_AFTER: Duration = Duration::from_secs(900);
 
 /// How often the credential files are compared with what the client was built from.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
+pub(crate) const RELOAD_INTERVAL: Duration = Duration::from_secs(5);
 
 /// The in-cluster service account's CA bundle (the token beside it is re-read by kube-rs
 /// itself at least once a minute: kube-rs `kube-client/src/client/auth/mod.rs`,
 /// `TokenFile`).
-pub const IN_CLUSTER_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
+pub(crate) const IN_CLUSTER_CA: &str = "/var/run/secrets/kubernetes.io/serviceaccount/ca.crt";
 
 /// The files the client is built from: the kubeconfig files (`--kubeconfig`, else each of
 /// `$KUBECONFIG`, else `~/.kube/config`) with the certificate and key files they name;
@@ -225,7 +225,7 @@ pub fn credential_files(kubeconfig: Option<&Path>) -> Vec<PathBuf> {
 }
 
 /// A digest of `files`' contents (a missing or unreadable file counts as such).
-pub fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
+pub(crate) fn fingerprint(files: &[PathBuf]) -> [u8; 32] {
     let mut h = Sha256::new();
     for f in files {
         h.update(f.as_os_str().as_encoded_bytes());
@@ -324,7 +324,7 @@ type Started = (std::thread::JoinHandle<()>, Option<(String, String)>);
 
 /// Worker threads of the admission guard's own runtime (two: a review waiting behind
 /// another's did-you-mean search does not wait for it on a second core).
-pub const ADMISSION_THREADS: usize = 2;
+pub(crate) const ADMISSION_THREADS: usize = 2;
 
 /// How many nice steps below the admission guard serve's other threads run (watch decoding,
 /// evaluations, `/metrics`): with `--admission-listen`, the main runtime's threads run this
@@ -361,7 +361,7 @@ fn runtime_lowered(steps: Option<i32>) -> Result<tokio::runtime::Runtime> {
 /// Sets the calling thread's nice value to `nice` (Linux: `setpriority` on the thread id;
 /// raising it needs no privilege). A failure leaves the priority as it was: it is a
 /// preference, not a requirement. Elsewhere a no-op.
-pub fn set_this_thread_nice(nice: i32) {
+pub(crate) fn set_this_thread_nice(nice: i32) {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and setpriority take plain integers and change only the scheduling
     // priority of this thread.
@@ -374,7 +374,7 @@ pub fn set_this_thread_nice(nice: i32) {
 }
 
 /// The calling thread's nice value (Linux; `None` elsewhere or when it cannot be read).
-pub fn this_thread_nice() -> Option<i32> {
+pub(crate) fn this_thread_nice() -> Option<i32> {
     #[cfg(target_os = "linux")]
     // SAFETY: gettid and getpriority take plain integers and read only this thread's
     // priority; errno is this thread's own.
@@ -718,10 +718,10 @@ async fn record_relabel(shared: &Shared, r: &state::Relabel) {
     shared.metrics.relabelled(&r.node, &from, &to);
     let text = format!(
         "{} changed on node {}: {} → {} (the GPU Operator swaps the node's operands and the GPU names it advertises)",
-        crate::model::workload::LABEL_KEY,
-        crate::analysis::admission::show(&r.node),
-        crate::analysis::admission::show(&from),
-        crate::analysis::admission::show(&to)
+        gpuwl_core::model::workload::LABEL_KEY,
+        gpuwl_core::analysis::admission::show(&r.node),
+        gpuwl_core::analysis::admission::show(&from),
+        gpuwl_core::analysis::admission::show(&to)
     );
     log(&format!("relabel: {text}"));
     let now =
@@ -761,7 +761,7 @@ async fn record_relabel(shared: &Shared, r: &state::Relabel) {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => log(&format!(
             "the Event of that relabel was not created: {}",
-            crate::text::cut(&e.to_string())
+            gpuwl_core::text::cut(&e.to_string())
         )),
         Err(_) => log("the Event of that relabel was not created: no answer within 10 s"),
     }
@@ -779,7 +779,7 @@ const DRA_LIST_TIMEOUT: Duration = Duration::from_secs(10);
 /// task cannot carry.
 /// Kueue's objects ([`crate::input::kueue::list`]), with the DRA list's timeout; `None` when
 /// Kueue is not installed or they cannot be read (said in the log).
-async fn list_kueue(client: kube::Client) -> Option<crate::model::kueue::KueueObjects> {
+async fn list_kueue(client: kube::Client) -> Option<gpuwl_core::model::kueue::KueueObjects> {
     // On a blocking thread, as list_dra: the paging closure's future is not `Send` for
     // every lifetime the spawned evaluator needs.
     let handle = tokio::runtime::Handle::current();
@@ -804,7 +804,7 @@ async fn list_kueue(client: kube::Client) -> Option<crate::model::kueue::KueueOb
     }
 }
 
-async fn list_dra(client: kube::Client) -> Option<crate::model::dra::DraObjects> {
+async fn list_dra(client: kube::Client) -> Option<gpuwl_core::model::dra::DraObjects> {
     let handle = tokio::runtime::Handle::current();
     let listed = tokio::task::spawn_blocking(move || {
         handle.block_on(async {
@@ -813,7 +813,7 @@ async fn list_dra(client: kube::Client) -> Option<crate::model::dra::DraObjects>
     })
     .await;
     match listed {
-        Ok(Ok(Ok((objects, crate::model::dra::DraSource::Cluster)))) => Some(objects),
+        Ok(Ok(Ok((objects, gpuwl_core::model::dra::DraSource::Cluster)))) => Some(objects),
         Ok(Ok(Ok(_))) => None,
         Ok(Ok(Err(e))) => {
             log(&format!("DRA objects not read: {e}"));
@@ -840,12 +840,12 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
     // again: a review that cloned it just before the swap then never holds the last
     // reference, so freeing a 5,000-node index never happens on the admission guard's
     // threads.
-    let mut retired: Option<Arc<crate::analysis::admission::Index>> = None;
+    let mut retired: Option<Arc<gpuwl_core::analysis::admission::Index>> = None;
     // The nodes' workload labels at the last evaluation: a change is a relabel, recorded
     // as a metric and an Event on the node (the first evaluation only learns them).
     let mut last_labels: Option<std::collections::BTreeMap<String, Option<String>>> = None;
-    let mut dra: Option<Arc<crate::model::dra::DraObjects>> = None;
-    let mut kueue: Option<Arc<crate::model::kueue::KueueObjects>> = None;
+    let mut dra: Option<Arc<gpuwl_core::model::dra::DraObjects>> = None;
+    let mut kueue: Option<Arc<gpuwl_core::model::kueue::KueueObjects>> = None;
     let mut dra_listed: Option<Instant> = None;
     loop {
         shared.changed.notified().await;

@@ -11,18 +11,18 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use kube::runtime::watcher::Event;
 
-use crate::analysis::kueue::QuotaLayer;
-use crate::analysis::kueue_usage::{self, QuotaInventory};
-use crate::analysis::{admission, check, inventory, kubevirt};
-use crate::model::dra::{DraObjects, DraSource};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::kueue::KueueObjects;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
-use crate::model::pool::PoolOrigin;
-use crate::model::resource::Classifier;
-use crate::model::workload::{LABEL_KEY, WorkloadConfig};
+use gpuwl_core::analysis::kueue::QuotaLayer;
+use gpuwl_core::analysis::kueue_usage::{self, QuotaInventory};
+use gpuwl_core::analysis::{admission, check, inventory, kubevirt};
+use gpuwl_core::model::dra::{DraObjects, DraSource};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::kueue::KueueObjects;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::model::pool::PoolOrigin;
+use gpuwl_core::model::resource::Classifier;
+use gpuwl_core::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// A local copy of one watched resource: objects by key, fed with a watcher's events.
 ///
@@ -164,7 +164,7 @@ pub struct PoolEval {
     /// The pool's effective workload config: `container`, `vm-passthrough`, `vm-vgpu`.
     pub pool: &'static str,
     /// How sure the pool is: `known`, `default-no-label`, `default-invalid-label`
-    /// ([`crate::model::pool::PoolOrigin`]). With [`PoolEval::pool`] it tells apart the
+    /// ([`gpuwl_core::model::pool::PoolOrigin`]). With [`PoolEval::pool`] it tells apart the
     /// rows `gpuwl inventory` names `container` and `container (default: no label)`.
     pub origin: &'static str,
     /// Full resource name.
@@ -185,11 +185,11 @@ pub struct Evaluation {
     /// advertised or asked for appears (0 when none waits), so the series drop to 0
     /// instead of vanishing. `None` with [`Evaluation::pools`].
     pub unservable: Option<BTreeMap<String, i64>>,
-    /// Pending GPU pods by explain's verdict ([`crate::analysis::verdict`]): (class, cause
+    /// Pending GPU pods by explain's verdict ([`gpuwl_core::analysis::verdict`]): (class, cause
     /// code) → pods, every class present (0 when none), so the series drop to 0; `None`
     /// with [`Evaluation::pools`].
     pub pending: Option<BTreeMap<(&'static str, &'static str), i64>>,
-    /// Orphaned holders ([`crate::analysis::orphans`]) as (node, resource, pods), from the
+    /// Orphaned holders ([`gpuwl_core::analysis::orphans`]) as (node, resource, pods), from the
     /// inventory; `None` with [`Evaluation::pools`].
     pub orphans: Option<Vec<(String, String, i64)>>,
     /// KubeVirt findings as (resource, code) when the KubeVirt/HyperConverged CR is known.
@@ -302,7 +302,7 @@ pub struct QuotaEval {
 }
 
 /// The quota layer (`check`'s `kueue-*` findings and `inventory`'s quota table,
-/// [`crate::analysis::kueue`]) of `kueue` against `nodes`: one
+/// [`gpuwl_core::analysis::kueue`]) of `kueue` against `nodes`: one
 /// [`QuotaLayer::of_nodes`], the same assembly explain and inventory use.
 pub fn quota(nodes: &[NodeInfo], policy: &PolicyStatus, kueue: &KueueObjects) -> QuotaEval {
     let layer = QuotaLayer::of_nodes(kueue, nodes, policy.policy());
@@ -446,7 +446,7 @@ pub struct Relabel {
     pub to: Option<String>,
 }
 
-/// The workload label of every node, by name ([`crate::model::workload::LABEL_KEY`]).
+/// The workload label of every node, by name ([`gpuwl_core::model::workload::LABEL_KEY`]).
 pub fn workload_labels(nodes: &[NodeInfo]) -> BTreeMap<String, Option<String>> {
     nodes
         .iter()
@@ -489,8 +489,10 @@ fn dra_pool(pool: &str) -> &'static str {
 /// Pending GPU pods per (class, cause code) of explain's verdict, as inventory sorted
 /// them: demand (per pod once, whatever pools it fits), unservable, held back. Every
 /// class has at least one entry (`(class, "none")` = 0 when no pod has it).
-pub fn pending_by_class(inv: &inventory::Inventory) -> BTreeMap<(&'static str, &'static str), i64> {
-    use crate::analysis::verdict::PodClass;
+pub(crate) fn pending_by_class(
+    inv: &inventory::Inventory,
+) -> BTreeMap<(&'static str, &'static str), i64> {
+    use gpuwl_core::analysis::verdict::PodClass;
     let mut pods: BTreeMap<(&'static str, &'static str), BTreeSet<&str>> = BTreeMap::new();
     for h in &inv.demand_pods {
         pods.entry((h.class.as_str(), h.code.as_str()))
@@ -544,12 +546,15 @@ pub fn admission(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kubevirt::HostDevicesSource;
+    use gpuwl_core::model::kubevirt::HostDevicesSource;
 
     fn node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
         let mut labels = BTreeMap::new();
         if let Some(l) = label {
-            labels.insert(crate::model::workload::LABEL_KEY.to_owned(), l.to_owned());
+            labels.insert(
+                gpuwl_core::model::workload::LABEL_KEY.to_owned(),
+                l.to_owned(),
+            );
         }
         let q: BTreeMap<String, String> = res
             .iter()
@@ -568,10 +573,13 @@ mod tests {
     fn pod(name: &str, node: Option<&str>, selector: Option<&str>, res: &str) -> PodInfo {
         let mut node_selector = BTreeMap::new();
         if let Some(s) = selector {
-            node_selector.insert(crate::model::workload::LABEL_KEY.to_owned(), s.to_owned());
+            node_selector.insert(
+                gpuwl_core::model::workload::LABEL_KEY.to_owned(),
+                s.to_owned(),
+            );
         }
         PodInfo {
-            kind: crate::model::pod::ObjectKind::Pod,
+            kind: gpuwl_core::model::pod::ObjectKind::Pod,
             namespace: "gpu-vm".into(),
             name: name.into(),
             node_name: node.map(str::to_owned),
@@ -658,7 +666,7 @@ mod tests {
     fn a_typo_mismatches_and_deleting_the_pod_clears_the_unservable_count() {
         let (mut nodes, mut pods) = lab();
         nodes[1].labels.insert(
-            crate::model::workload::LABEL_KEY.into(),
+            gpuwl_core::model::workload::LABEL_KEY.into(),
             "vm_passthrough".into(),
         );
         pods.retain(|p| p.name != "job-cross");
@@ -823,7 +831,7 @@ mod tests {
     fn a_relabel_is_a_change_of_a_node_in_both_snapshots() {
         let (mut nodes, _) = lab();
         let before = workload_labels(&nodes);
-        let key = crate::model::workload::LABEL_KEY;
+        let key = gpuwl_core::model::workload::LABEL_KEY;
         nodes[1].labels.insert(key.into(), "container".into());
         nodes[2].labels.remove(key);
         nodes.remove(0);

@@ -21,12 +21,12 @@ use tokio_rustls::rustls;
 use tokio_rustls::rustls::pki_types::pem::PemObject;
 use tokio_rustls::rustls::pki_types::{CertificateDer, PrivateKeyDer};
 
-use crate::error::{Error, Result};
 use crate::pki::{Ca, CaScope, Leaf, Purpose};
 use crate::serve::conn::{self, Bounds, Guarded};
+use gpuwl_core::error::{Error, Result};
 
 /// How long a client may take to finish the TLS handshake.
-pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A serving certificate chain and key, PEM, and the CA that signed it when generated.
 #[derive(Clone)]

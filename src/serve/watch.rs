@@ -36,33 +36,33 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::analysis::admission::Index;
 use crate::input::document::one_line;
 use crate::input::kubevirt::{CrType, HYPERCONVERGED, KUBEVIRT};
 use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods, virt};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
 use crate::serve::metrics::Metrics;
 use crate::serve::state::Mirror;
+use gpuwl_core::analysis::admission::Index;
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
 
 /// Objects per page of the initial (and any re-) list of nodes and pods: a page is decoded
 /// into typed objects before they are reduced, so its size bounds the transient memory on
 /// top of what the mirrors hold.
-pub const LIST_PAGE_SIZE: u32 = 100;
+pub(crate) const LIST_PAGE_SIZE: u32 = 100;
 
 /// How often an absent CRD is looked for again.
-pub const CRD_PROBE_INTERVAL: Duration = Duration::from_secs(300);
+pub(crate) const CRD_PROBE_INTERVAL: Duration = Duration::from_secs(300);
 
 /// How soon a CR type whose probe got no answer is probed again.
-pub const UNREACHABLE_RETRY: Duration = Duration::from_secs(30);
+pub(crate) const UNREACHABLE_RETRY: Duration = Duration::from_secs(30);
 
 /// The first retry delay of a failed watch (before jitter).
-pub const BACKOFF_MIN: Duration = Duration::from_millis(500);
+pub(crate) const BACKOFF_MIN: Duration = Duration::from_millis(500);
 
 /// Where the retry delay stops doubling (before jitter): with jitter, up to 30 s.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(15);
+pub(crate) const BACKOFF_MAX: Duration = Duration::from_secs(15);
 
 /// A failed watch's retry delays: [`BACKOFF_MIN`] doubling to [`BACKOFF_MAX`], each plus a
 /// random jitter of up to 100 % (backon's `ExponentialBuilder::with_jitter`): 0.5-1 s,
@@ -79,20 +79,20 @@ pub fn backoff() -> impl Iterator<Item = Duration> {
 }
 
 /// How often the watchdog asks `GET /version` while the API server answers.
-pub const WATCHDOG_INTERVAL: Duration = Duration::from_secs(10);
+pub(crate) const WATCHDOG_INTERVAL: Duration = Duration::from_secs(10);
 
 /// How often the watchdog asks while the API server does not answer.
-pub const PROBE_INTERVAL: Duration = Duration::from_secs(2);
+pub(crate) const PROBE_INTERVAL: Duration = Duration::from_secs(2);
 
 /// How long one probe (`list?limit=1`, `GET /version`) may take.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const PROBE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// How long the watchdog may go without finishing a round before `/healthz` fails (the
 /// task died or hangs: nothing inside the process would notice the API server again).
-pub const HEARTBEAT_LIMIT: Duration = Duration::from_secs(60);
+pub(crate) const HEARTBEAT_LIMIT: Duration = Duration::from_secs(60);
 
 /// How long one evaluation may run before `/healthz` fails.
-pub const EVALUATION_LIMIT: Duration = Duration::from_secs(300);
+pub(crate) const EVALUATION_LIMIT: Duration = Duration::from_secs(300);
 
 /// What is known of one custom resource type.
 #[derive(Debug, Default)]

@@ -17,12 +17,12 @@ use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};
 use serde_json::{Value, json};
 
-use crate::analysis::explain;
-use crate::error::{Error, Result};
 use crate::input::live::api_error;
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::pod::{ObjectKind, PodInfo};
-use crate::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::analysis::explain;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
 
 use super::objects::SOURCE_KIND_LABEL;
 use super::report::{PendingByTwin, StillPending, pod_ref};
@@ -103,7 +103,7 @@ pub fn vmi_object(p: &PodInfo, name: &str) -> Value {
 /// list: `null` (no list: virt-controller vets no name) when the source has none or does
 /// not say; else its PCI and mediated entries as KubeVirt spells them
 /// (`pciVendorSelector`, `mdevNameSelector`, `resourceName`, `externalResourceProvider`).
-pub fn permitted_json(p: Option<&PermittedHostDevices>) -> Value {
+pub(crate) fn permitted_json(p: Option<&PermittedHostDevices>) -> Value {
     match p {
         Some(p) if p.present => json!({
             "pciHostDevices": p.pci_host_devices.iter().map(|d| json!({
@@ -306,7 +306,7 @@ pub async fn refused(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::kubevirt::{HostDevicesSource, MediatedDevice, PciHostDevice};
+    use gpuwl_core::model::kubevirt::{HostDevicesSource, MediatedDevice, PciHostDevice};
     use std::sync::Arc;
 
     fn vmi(name: &str, requests: &[(&str, i64)]) -> PodInfo {
@@ -355,14 +355,14 @@ mod tests {
         assert!(v["spec"].get("tolerations").is_none());
         // A VMI's own memory goes to the twin's VMI as written (virt-controller adds its
         // overhead to the launcher's request, as in the cluster).
-        p.vm_memory = Some(Box::new(crate::model::pod::VmMemory {
+        p.vm_memory = Some(Box::new(gpuwl_core::model::pod::VmMemory {
             guest: Some("48Gi".into()),
             request: None,
         }));
         let v = vmi_object(&p, "vm-a");
         assert_eq!(v["spec"]["domain"]["memory"]["guest"], "48Gi");
         assert!(v["spec"]["domain"].get("resources").is_none(), "{v}");
-        p.vm_memory = Some(Box::new(crate::model::pod::VmMemory {
+        p.vm_memory = Some(Box::new(gpuwl_core::model::pod::VmMemory {
             guest: Some("48Gi".into()),
             request: Some("50Gi".into()),
         }));

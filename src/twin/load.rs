@@ -12,16 +12,16 @@ use kube::Client;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 
 use crate::cluster::{self, ClusterInfo, accounts, nodes};
-use crate::error::{Error, Result};
 use crate::input::live::{self, api_error};
 use crate::input::virt;
-use crate::model::node::NodeInfo;
-use crate::model::operator::ClusterPolicy;
-use crate::model::pod::PodInfo;
-use crate::model::workload::LABEL_KEY;
 use crate::twin::report::{NodeChange, PendingByTwin, Relabel, pending_by_twin_key};
 use crate::twin::{Options, Source, kubevirt, objects, predict};
+use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::gpusim;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::ClusterPolicy;
+use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::model::workload::LABEL_KEY;
 
 /// How many API calls the twin makes at once while loading.
 pub(crate) const PARALLEL: usize = 16;
@@ -371,8 +371,8 @@ pub(crate) async fn relabel_node(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::workload::WorkloadConfig;
     use crate::twin::*;
+    use gpuwl_core::model::workload::WorkloadConfig;
     use serde_json::json;
 
     use crate::testing::fake_api;
@@ -992,12 +992,12 @@ mod tests {
            "status": {"phase": "Pending"}}]}"#;
         let mut source = source();
         source.pods = crate::input::pods::read_pods_str(vmis, "vmis.json").unwrap();
-        source.kubevirt = Some(crate::model::kubevirt::PermittedHostDevices {
-            source: crate::model::kubevirt::HostDevicesSource::KubeVirt,
+        source.kubevirt = Some(gpuwl_core::model::kubevirt::PermittedHostDevices {
+            source: gpuwl_core::model::kubevirt::HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
             present: true,
             host_devices_gate: Some(false),
-            pci_host_devices: vec![crate::model::kubevirt::PciHostDevice {
+            pci_host_devices: vec![gpuwl_core::model::kubevirt::PciHostDevice {
                 selector: "10DE:2236".into(),
                 resource_name: "nvidia.com/GA102GL_A10".into(),
                 external_resource_provider: true,

@@ -14,7 +14,7 @@
 //!    at `"0"`;
 //! 3. waits until the scheduler has settled (nothing left in its active and backoff queues,
 //!    [`crate::cluster::scheduler_busy`]) and reads the twin back: which pods it bound and
-//!    where, which still wait (explained by [`crate::analysis::explain`] on the twin's
+//!    where, which still wait (explained by [`gpuwl_core::analysis::explain`] on the twin's
 //!    state), which running pods now hold a name their node no longer offers, and the
 //!    inventory before and after.
 
@@ -32,24 +32,24 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::api::Api;
 
-use crate::analysis::{explain, inventory};
 use crate::cluster::kubevirt::KUBEVIRT_VERSION;
 use crate::cluster::lock::{self, Lock};
 use crate::cluster::{self, UpOptions};
-use crate::error::{Error, Result};
 use crate::input::live::{self};
 use crate::input::pods;
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
-use crate::model::resource::classify;
-use crate::text;
 use crate::twin::load::{Trial, Twin, copy_source, relabel_node, settle_or_note};
 use crate::twin::report::{
     Relabel, Report, TwinFacts, Verdict, apply_steps, disrupted_pods, pending_outcome,
     placed_as_is, pool_deltas,
 };
+use gpuwl_core::analysis::{explain, inventory};
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::model::resource::classify;
+use gpuwl_core::text;
 
 /// What the twin is built from.
 pub struct Source {
@@ -85,7 +85,7 @@ pub struct Options {
 /// default heap growth (`GOGC=25`, the Go runtime's `runtime/debug.SetGCPercent` setting),
 /// trading some CPU for a smaller peak: the twin is short-lived and shares the machine with
 /// whatever the user runs.
-pub const TWIN_ENV: [(&str, &str); 1] = [("GOGC", "25")];
+pub(crate) const TWIN_ENV: [(&str, &str); 1] = [("GOGC", "25")];
 
 /// File in a twin's state directory that marks it as one (a later run may replace it; a
 /// cluster without it is never touched).
@@ -173,7 +173,7 @@ pub const DEFAULT_TWIN_NAME: &str = "gpuwl-twin";
 /// (held until dropped) and the options with the name taken.
 ///
 /// Errors: [`Error::Runtime`] when every default name is in use or the wait times out.
-pub fn lock_twin(
+pub(crate) fn lock_twin(
     opts: &Options,
     progress: &mut (dyn FnMut(&str) + Send),
 ) -> Result<(Lock, Options)> {

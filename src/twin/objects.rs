@@ -14,13 +14,13 @@
 
 use serde_json::{Value, json};
 
-use crate::analysis::fit::UNCHECKED_WHEN_ABSENT;
-use crate::model::node::NodeInfo;
-use crate::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::analysis::fit::UNCHECKED_WHEN_ABSENT;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::pod::{ObjectKind, PodInfo};
 
 /// Annotation kwok reads to play a node's kubelet (the twin's kwok manages every node
 /// anyway; the annotation says so to a reader of the object).
-pub const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+pub(crate) const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
 
 /// Label on every pod the twin creates, naming the source object's kind (`Pod`,
 /// `VirtualMachineInstance`, `VirtualMachine`).
@@ -35,12 +35,12 @@ affinity, priority/preemption and DRA claims are not copied to the twin";
 
 /// What the twin gives a node for each resource of [`UNCHECKED_WHEN_ABSENT`] its source
 /// node does not list (the same order): more than any pod asks.
-pub const ABSENT_FILL: [&str; 3] = ["1k", "1k", "64Ti"];
+pub(crate) const ABSENT_FILL: [&str; 3] = ["1k", "1k", "64Ti"];
 
 /// Suffix of the virt-launcher pod the twin creates for a VMI or VM: five characters, as
 /// KubeVirt's generated suffix (kubevirt/kubevirt `pkg/virt-controller/services/template.go`),
 /// so that [`PodInfo::launcher_vmi`] finds the VMI again.
-pub const LAUNCHER_SUFFIX: &str = "gpuwl";
+pub(crate) const LAUNCHER_SUFFIX: &str = "gpuwl";
 
 /// Adds `pod`'s nodeSelector, required node affinity and tolerations to `spec` (a Pod's or
 /// a VMI's spec: both spell them the same way), each only when set.
@@ -64,7 +64,7 @@ pub fn add_placement(spec: &mut Value, pod: &PodInfo) {
 /// source node has none. A resource every real node lists ([`UNCHECKED_WHEN_ABSENT`]:
 /// pods, cpu, memory) that a hand-trimmed dump leaves out gets [`ABSENT_FILL`] in both
 /// maps: explain does not check a node for it
-/// ([`crate::analysis::fit::UNCHECKED_WHEN_ABSENT`]), and the twin's scheduler, counting it
+/// ([`gpuwl_core::analysis::fit::UNCHECKED_WHEN_ABSENT`]), and the twin's scheduler, counting it
 /// 0, would refuse every pod that asks for it where the real node has plenty. A node
 /// without `ephemeral-storage` keeps none, as the source's scheduler counts it (0: a
 /// virt-launcher pod, which asks for some, does not fit there).
@@ -171,8 +171,8 @@ pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::node::Taint;
-    use crate::model::pod::{SelectorRequirement, SelectorTerm, Toleration};
+    use gpuwl_core::model::node::Taint;
+    use gpuwl_core::model::pod::{SelectorRequirement, SelectorTerm, Toleration};
     use std::collections::BTreeMap;
     use std::sync::Arc;
 

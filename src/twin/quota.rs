@@ -3,12 +3,12 @@
 //! and the admitted workloads that lose their pool ([`kueue::relabel_quota`]), judged on
 //! the nodes as the twin leaves them.
 
-use crate::analysis::kueue::{self, RelabelQuota};
-use crate::model::kueue::KueueObjects;
-use crate::model::node::NodeInfo;
 use crate::twin::Source;
 use crate::twin::predict;
 use crate::twin::report::{NodeChange, Report};
+use gpuwl_core::analysis::kueue::{self, RelabelQuota};
+use gpuwl_core::model::kueue::KueueObjects;
+use gpuwl_core::model::node::NodeInfo;
 
 /// The nodes as the twin's relabels leave them: the relabelled ones with the labels the
 /// operator leaves ([`predict::relabelled`]) and the GPU names the twin's node status shows
@@ -63,9 +63,9 @@ pub fn add_quota(report: &mut Report, k: &KueueObjects, source: &Source) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::operator::PolicyStatus;
-    use crate::model::workload::WorkloadConfig;
     use crate::twin::report::Relabel;
+    use gpuwl_core::model::operator::PolicyStatus;
+    use gpuwl_core::model::workload::WorkloadConfig;
 
     /// The lab's nodes and the objects `gpuwl lab --kueue` leaves (tests/data/kueue), the
     /// container node relabelled to vm-passthrough as the twin would report it: the node

@@ -8,15 +8,16 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::analysis::kueue::RelabelQuota;
-use crate::analysis::{explain, inventory};
-use crate::error::Result;
-use crate::model::operator::VGPU_CONFIG_LABEL;
-use crate::model::pod::{self, PodInfo};
-use crate::model::resource::NVIDIA_PREFIX;
-use crate::model::workload::{InvalidWorkloadConfig, LABEL_KEY, WorkloadConfig};
+use crate::render;
 use crate::twin::{objects, predict};
-use crate::{render, text};
+use gpuwl_core::analysis::kueue::RelabelQuota;
+use gpuwl_core::analysis::{explain, inventory};
+use gpuwl_core::error::Result;
+use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
+use gpuwl_core::model::pod::{self, PodInfo};
+use gpuwl_core::model::resource::NVIDIA_PREFIX;
+use gpuwl_core::model::workload::{InvalidWorkloadConfig, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::text;
 
 /// One relabel: `NODE=CONFIG`, or `NODE=vm-vgpu:TYPE` to also set `nvidia.com/vgpu.config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -433,7 +434,7 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The quota layer, when Kueue's objects were read: the flavors each relabelled node
     /// leaves and joins, and the admitted workloads that lose their pool
-    /// ([`crate::analysis::kueue::relabel_quota`]; its sentences are notes too).
+    /// ([`gpuwl_core::analysis::kueue::relabel_quota`]; its sentences are notes too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<RelabelQuota>,
 }

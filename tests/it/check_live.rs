@@ -7,7 +7,7 @@ use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;
 use gpuwl::cluster::{self, UpOptions};
-use gpuwl::model::workload::LABEL_KEY;
+use gpuwl_core::model::workload::LABEL_KEY;
 use k8s_openapi::api::core::v1::Node;
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;

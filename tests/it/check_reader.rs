@@ -1,9 +1,9 @@
 //! Property tests over the node reader: arbitrary bytes (and mutated real dumps) never
 //! panic; they give nodes or one Input error line naming the source.
 
-use gpuwl::analysis::check::check;
-use gpuwl::error::Error;
 use gpuwl::input::dump::read_from;
+use gpuwl_core::analysis::check::check;
+use gpuwl_core::error::Error;
 use proptest::prelude::*;
 
 const SEED_OK: &str = include_str!("../shared-cases/check/seed-ok/nodes.json");

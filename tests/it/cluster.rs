@@ -259,7 +259,7 @@ fn controller_manager_makes_it_a_whole_cluster() {
         // defaults (kwok's first status write must not replace gpuwl's).
         let alloc = node.status.as_ref().unwrap().allocatable.clone().unwrap();
         // Compared as quantities: the API server writes 263855104Ki back as 257671Mi.
-        let q = |s: &str| gpuwl::model::quantity::Quantity::parse(s).unwrap();
+        let q = |s: &str| gpuwl_core::model::quantity::Quantity::parse(s).unwrap();
         for (k, v) in cluster::nodes::SIM_NODE_CAPACITY {
             assert_eq!(alloc.get(k).map(|x| q(&x.0)), Some(q(v)), "{k}: {alloc:?}");
         }
@@ -451,7 +451,7 @@ fn a_taken_port_is_a_clear_error() {
             ports.scheduler
         )
     );
-    assert_eq!(err.exit_status(), gpuwl::error::ExitStatus::Runtime);
+    assert_eq!(err.exit_status(), gpuwl_core::error::ExitStatus::Runtime);
     assert_eq!(cluster::status(NAME).unwrap(), Status::Stopped);
     drop(held);
 }

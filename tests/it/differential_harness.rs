@@ -28,8 +28,8 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use gpuwl::analysis::diagnosis::CauseCode;
-use gpuwl::analysis::explain::{self, Explanation};
+use gpuwl_core::analysis::diagnosis::CauseCode;
+use gpuwl_core::analysis::explain::{self, Explanation};
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod};
 use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
@@ -375,7 +375,7 @@ pub struct Outcome {
 /// The codes that explain a scheduler reason.
 pub fn acceptable(reason: &str) -> &'static [CauseCode] {
     use CauseCode::*;
-    if gpuwl::analysis::fit::is_placement_reason(reason) {
+    if gpuwl_core::analysis::fit::is_placement_reason(reason) {
         &[Excluded, NodeConditions]
     } else if let Some(r) = reason.strip_prefix("Insufficient ")
         && r.contains('/')
@@ -434,7 +434,7 @@ pub async fn setup(client: &Client, r: &Round) -> Result<(), String> {
             let name = n["metadata"]["name"].as_str().unwrap();
             let now = api.get(name).await.map_err(|x| format!("get node: {x}"))?;
             let alloc = now.status.and_then(|s| s.allocatable).unwrap_or_default();
-            let q = |s: &str| gpuwl::model::quantity::Quantity::parse(s).ok();
+            let q = |s: &str| gpuwl_core::model::quantity::Quantity::parse(s).ok();
             let kept = res
                 .iter()
                 .all(|(k, v)| alloc.get(k).and_then(|a| q(&a.0)) == q(v));
@@ -552,7 +552,7 @@ pub fn consistency(
     key: &str,
     e: &Explanation,
 ) -> Result<(), String> {
-    use gpuwl::analysis::verdict::PodClass;
+    use gpuwl_core::analysis::verdict::PodClass;
     let mut nodes = Vec::new();
     gpuwl::input::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
         .map_err(|e| e.to_string())?;
@@ -563,9 +563,9 @@ pub fn consistency(
         .find(|p| p.key() == key)
         .ok_or_else(|| format!("{key} not listed"))?;
     let v = e.verdict;
-    let policy = gpuwl::model::operator::PolicyStatus::not_read();
-    let inv =
-        gpuwl::analysis::inventory::build(&nodes, &pods, &policy).map_err(|e| e.to_string())?;
+    let policy = gpuwl_core::model::operator::PolicyStatus::not_read();
+    let inv = gpuwl_core::analysis::inventory::build(&nodes, &pods, &policy)
+        .map_err(|e| e.to_string())?;
     let in_inventory = if inv.unservable.iter().any(|u| u.pod == key) {
         Some((
             PodClass::Unservable,
@@ -597,11 +597,11 @@ pub fn consistency(
             v.class, v.code
         ));
     }
-    let ix = gpuwl::analysis::admission::Index::build(&nodes, None, None);
-    let warnings = gpuwl::analysis::admission::review(pod, &ix);
+    let ix = gpuwl_core::analysis::admission::Index::build(&nodes, None, None);
+    let warnings = gpuwl_core::analysis::admission::review(pod, &ix);
     let denied = warnings
         .iter()
-        .any(|w| gpuwl::analysis::verdict::verdict(w.code, false).permanent());
+        .any(|w| gpuwl_core::analysis::verdict::verdict(w.code, false).permanent());
     if denied && !v.permanent() {
         return Err(format!(
             "admission would deny ({:?}) what explain calls {:?}/{} (transient {})",
@@ -650,7 +650,8 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
                 r.namespace,
                 m["metadata"]["name"].as_str().unwrap()
             );
-            let predicted: BTreeMap<String, usize> = gpuwl::analysis::fit::histogram(&e.filters);
+            let predicted: BTreeMap<String, usize> =
+                gpuwl_core::analysis::fit::histogram(&e.filters);
             let (placed, refused, message, actual) =
                 match gpuwl::lab::kubeops::create_and_await_scheduling(client, &pod).await {
                     Ok(p) => {
@@ -660,7 +661,7 @@ pub async fn run_round(client: &Client, r: &Round) -> Result<Vec<Outcome>, Strin
                         let actual = if placed {
                             BTreeMap::new()
                         } else {
-                            gpuwl::analysis::fit::parse_message(&msg)
+                            gpuwl_core::analysis::fit::parse_message(&msg)
                                 .map(|(_, h)| h)
                                 .unwrap_or_default()
                         };
@@ -1363,7 +1364,7 @@ async fn try_changes(
     changes: &[&Change],
 ) -> Result<bool, String> {
     let name = manifest["metadata"]["name"].as_str().unwrap_or("");
-    let s = |e: gpuwl::error::Error| e.to_string();
+    let s = |e: gpuwl_core::error::Error| e.to_string();
     gpuwl::lab::kubeops::delete_pod(client, ns, name)
         .await
         .map_err(s)?;

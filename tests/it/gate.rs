@@ -476,7 +476,7 @@ fn a_dra_only_node_is_judged_as_dra() {
 /// table, row for row.
 #[test]
 fn the_readme_table_of_severities_is_the_code_table() {
-    use gpuwl::model::finding::{Code, SEVERITIES};
+    use gpuwl_core::model::finding::{Code, SEVERITIES};
     let readme =
         std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/guide/check.md"))
             .unwrap();

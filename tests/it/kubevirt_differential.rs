@@ -563,7 +563,7 @@ fn launcher_disagrees(kc: &str, name: &str) -> Option<String> {
         .unwrap()
         .launcher;
     let p = gpuwl::input::pods::from_object(&vmi).unwrap();
-    let model = gpuwl::model::launcher::render(&p, p.vmi_shape.as_deref().unwrap(), &cluster);
+    let model = gpuwl_core::model::launcher::render(&p, p.vmi_shape.as_deref().unwrap(), &cluster);
     let mut diff = Vec::new();
     if model.requests != real.requests {
         diff.push(format!(
@@ -592,7 +592,7 @@ fn launcher_disagrees(kc: &str, name: &str) -> Option<String> {
 /// contradicts what happened: a refused VMI must draw a `not-permitted` warning; one that
 /// got a launcher none; a placed one no warning of a permanent cause.
 fn admission_disagrees(kc: &str, manifest: &str, real: &Real) -> Option<String> {
-    use gpuwl::analysis::admission::{Index, review};
+    use gpuwl_core::analysis::admission::{Index, review};
     let dir = tempfile::tempdir().unwrap();
     let nodes_path = dir.path().join("nodes.json");
     std::fs::write(&nodes_path, ok(kc, &["get", "nodes", "-o", "json"], "")).unwrap();
@@ -612,7 +612,7 @@ fn admission_disagrees(kc: &str, manifest: &str, real: &Real) -> Option<String> 
     let codes: Vec<&str> = warnings.iter().map(|w| w.code.as_str()).collect();
     let permanent = warnings
         .iter()
-        .any(|w| gpuwl::analysis::verdict::verdict(w.code, false).permanent());
+        .any(|w| gpuwl_core::analysis::verdict::verdict(w.code, false).permanent());
     let refused = codes.contains(&"not-permitted") || codes.contains(&"invalid-spec");
     let ok = match real {
         Real::Refused(m) => codes.contains(&refused_code(m)),

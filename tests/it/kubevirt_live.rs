@@ -758,7 +758,7 @@ fn vm_cross_is_seen_everywhere(kubeconfig: &str) {
 }
 
 /// gpuwl's model of the virt-launcher pod of VMI `gpu-vm/NAME`
-/// (`gpuwl::model::launcher::render` of the VMI as read) asks what the launcher pod the real
+/// (`gpuwl_core::model::launcher::render` of the VMI as read) asks what the launcher pod the real
 /// virt-controller rendered asks: the same extended resources, memory (KubeVirt's
 /// overhead), ephemeral-storage and cpu, and a nodeSelector the real one holds.
 fn the_model_renders_the_real_launcher(kubeconfig: &str, name: &str) {
@@ -780,10 +780,10 @@ fn the_model_renders_the_real_launcher(kubeconfig: &str, name: &str) {
     real["kind"] = serde_json::json!("Pod");
     let real = gpuwl::input::pods::from_object(&real).unwrap_or_else(|e| panic!("{e}: {pods}"));
     let p = gpuwl::input::pods::from_object(&vmi).unwrap();
-    let model = gpuwl::model::launcher::render(
+    let model = gpuwl_core::model::launcher::render(
         &p,
         p.vmi_shape.as_deref().unwrap(),
-        &gpuwl::model::launcher::Cluster::default(),
+        &gpuwl_core::model::launcher::Cluster::default(),
     );
     assert_eq!(model.requests, real.requests, "{name}: extended resources");
     for r in ["memory", "ephemeral-storage", "cpu"] {

@@ -257,7 +257,7 @@ fn kueue_category(msg: &str) -> &'static str {
 /// `judge_workload` on the same objects (the Workload stripped of Kueue's verdict, the
 /// queue's reservations cleared: the Job is its only workload).
 fn differential(kubeconfig: &str, seed: u64, n: usize) {
-    use gpuwl::analysis::kueue::{QuotaCause, judge_workload};
+    use gpuwl_core::analysis::kueue::{QuotaCause, judge_workload};
     let names = [
         "nvidia.com/gpu",
         "nvidia.com/GA102GL_A10",
@@ -502,7 +502,7 @@ struct QuotaTally {
 /// its flavor's nodes, and one whose flavor's nodes advertise none of its name (gpuwl's
 /// `kueue-flavor-cannot-serve`) is not bound. The scenario's Pods are deleted at its end.
 fn differential_quota(kubeconfig: &str, seed: u64, n: usize) -> QuotaTally {
-    use gpuwl::analysis::kueue::{QuotaCause, judge_workload};
+    use gpuwl_core::analysis::kueue::{QuotaCause, judge_workload};
     let offers = offers(kubeconfig);
     let mut rng = Lcg(seed ^ 0x5157_4f54_4121);
     let mut t = QuotaTally::default();

@@ -140,7 +140,7 @@ fn selected_codes(expr: &str) -> Vec<String> {
 /// never an info), and every error code pages through some alert.
 #[test]
 fn alert_severities_follow_the_finding_table() {
-    use gpuwl::model::finding::{Code, Severity};
+    use gpuwl_core::model::finding::{Code, Severity};
     let mut alerted = std::collections::BTreeSet::new();
     for a in alerts() {
         let name = a["alert"].as_str().unwrap();

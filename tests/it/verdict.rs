@@ -82,7 +82,7 @@ fn evaluate(nodes: &str, pods: &str) -> gpuwl::serve::state::Evaluation {
     gpuwl::serve::state::evaluate(
         &n,
         &p,
-        &gpuwl::model::operator::PolicyStatus::not_read(),
+        &gpuwl_core::model::operator::PolicyStatus::not_read(),
         None,
     )
 }

@@ -88,7 +88,7 @@ impl LimitArgs {
 /// `KiB`, `KB` read the same).
 ///
 /// Errors: not a count, or one that overflows 64 bits.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
+pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
     let t = s.trim();
     let digits = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
     let (num, unit) = t.split_at(digits);

@@ -31,19 +31,19 @@ use serde_json::Value;
 
 pub use args::{LimitArgs, Live, SourceArgs, Spec};
 
-use crate::error::{Error, Result};
 use crate::input::kubevirt::{self, CrType, CurrentCr};
 use crate::input::kueue;
 use crate::input::live::{self, ClusterArgs};
 use crate::input::snapshot::{self, Snapshot};
 use crate::input::{self, Source, clusterpolicy, dra, operands, pods, snapshot_file};
-use crate::model::dra::{DraObjects, DraSource};
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::kueue::KueueObjects;
-use crate::model::node::NodeInfo;
-use crate::model::operand::OperandPod;
-use crate::model::operator::PolicyStatus;
-use crate::model::pod::PodInfo;
+use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::dra::{DraObjects, DraSource};
+use gpuwl_core::model::kubevirt::PermittedHostDevices;
+use gpuwl_core::model::kueue::KueueObjects;
+use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::operand::OperandPod;
+use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::model::pod::PodInfo;
 
 /// Where the GPU Operator's operand pods come from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

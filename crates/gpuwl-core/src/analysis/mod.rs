@@ -33,7 +33,6 @@ pub mod kueue_usage;
 pub mod names;
 pub mod orphans;
 pub mod placement;
-pub mod remedy;
 pub mod triage;
 pub mod usage;
 pub mod verdict;

@@ -2,9 +2,10 @@
 
 use std::fmt::Write as _;
 
+use crate::analysis::dra_hints;
+use crate::analysis::explain::remedy;
 use crate::analysis::explain::vm::VmView;
 use crate::analysis::explain::{Explanation, NodeFree, RequestView};
-use crate::analysis::{dra_hints, remedy};
 use crate::render::{self, Format, esc, esc_lines, escape_serialized};
 
 /// Renders `e` in `format`. JSON/YAML carry the whole [`Explanation`] (camelCase keys).

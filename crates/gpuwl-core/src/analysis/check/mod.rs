@@ -28,31 +28,22 @@ use crate::model::operator::{
 use crate::model::resource::{Classifier, ResourceClass};
 use crate::model::workload::WorkloadConfig;
 
+pub mod dra_nodes;
+pub mod finding;
+mod quota;
 pub mod rules;
 
-use crate::analysis::dra::Matcher;
 use crate::analysis::kueue::{FlavorOffer, QuotaLayer, QuotaReport};
 use crate::analysis::orphans::{self, Orphan};
-use crate::model::dra::{DraObjects, RequestSpec};
 pub use crate::model::finding::{Code, Severity};
 use crate::model::kueue::KueueObjects;
 use crate::model::operand::{self, OperandPod, OperandSource, OperandsByNode};
 use crate::model::pod::PodInfo;
 use crate::text;
 
-/// One observation about one node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Finding {
-    /// Stable code.
-    pub code: Code,
-    /// Severity (only `error` makes a mismatch).
-    pub severity: Severity,
-    /// The resource concerned, when there is one (full name, `nvidia.com/...`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resource: Option<String>,
-    /// One-line human explanation.
-    pub message: String,
-}
+pub use dra_nodes::DraNodes;
+pub(crate) use dra_nodes::NVIDIA_GPU_DRIVER;
+pub use finding::Finding;
 
 /// One `nvidia.com/` resource of a node as the check saw it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -332,91 +323,7 @@ pub struct Options {
     pub kueue: Option<KueueObjects>,
 }
 
-/// The DRA facts `check` uses: per node, the devices NVIDIA's DRA driver
-/// ([`NVIDIA_GPU_DRIVER`]) publishes there, and the extended resource names DeviceClasses
-/// offer through DRA (`spec.extendedResourceName`: a pod requesting that name is served
-/// from the class's devices; kubernetes/kubernetes
-/// `staging/src/k8s.io/api/resource/v1/types.go`, `DeviceClassSpec.ExtendedResourceName`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DraNodes {
-    /// Node → number of devices (all types) NVIDIA's DRA driver publishes there.
-    pub devices: std::collections::BTreeMap<String, usize>,
-    /// Extended resource name → the DeviceClass that advertises it through DRA.
-    pub extended_names: std::collections::BTreeMap<String, String>,
-    /// Node → extended resource name → devices there that the DeviceClass offering the
-    /// name selects: the node is judged as advertising that many units of the name.
-    pub extended_by_node:
-        std::collections::BTreeMap<String, std::collections::BTreeMap<String, usize>>,
-}
-
-/// The DRA driver of NVIDIA/k8s-dra-driver-gpu (its `DriverName`, `gpu.nvidia.com`).
-pub(crate) const NVIDIA_GPU_DRIVER: &str = "gpu.nvidia.com";
-
 impl DraNodes {
-    /// Node → number of devices (all types) NVIDIA's DRA driver ([`NVIDIA_GPU_DRIVER`])
-    /// publishes there, from its ResourceSlices: the cheap part of
-    /// [`DraNodes::from_objects`].
-    pub(crate) fn device_counts(dra: &DraObjects) -> std::collections::BTreeMap<String, usize> {
-        let mut devices = std::collections::BTreeMap::new();
-        for s in dra
-            .resource_slices
-            .iter()
-            .filter(|s| s.driver == NVIDIA_GPU_DRIVER)
-        {
-            for d in &s.devices {
-                if let Some(n) = d.node_name.as_ref().or(s.node_name.as_ref()) {
-                    *devices.entry(n.clone()).or_insert(0usize) += 1;
-                }
-            }
-        }
-        devices
-    }
-
-    /// From DRA objects read.
-    pub fn from_objects(dra: &DraObjects) -> DraNodes {
-        let devices = DraNodes::device_counts(dra);
-        let extended_names = dra
-            .device_classes
-            .iter()
-            .filter_map(|c| {
-                c.extended_resource_name
-                    .clone()
-                    .map(|e| (e, c.name.clone()))
-            })
-            .collect();
-        let m = Matcher::new(dra);
-        let mut extended_by_node: std::collections::BTreeMap<
-            String,
-            std::collections::BTreeMap<String, usize>,
-        > = std::collections::BTreeMap::new();
-        for c in &dra.device_classes {
-            let Some(e) = &c.extended_resource_name else {
-                continue;
-            };
-            let spec = RequestSpec {
-                subrequest: None,
-                device_class: c.name.clone(),
-                selectors: Vec::new(),
-                all: false,
-                count: 1,
-            };
-            for i in m.matching(dra, &spec).0 {
-                if let Some(n) = m.devices[i].node {
-                    *extended_by_node
-                        .entry(n.to_owned())
-                        .or_default()
-                        .entry(e.clone())
-                        .or_insert(0) += 1;
-                }
-            }
-        }
-        DraNodes {
-            devices,
-            extended_names,
-            extended_by_node,
-        }
-    }
-
     /// The `dra-and-device-plugin` finding for a node whose report lists advertised GPU
     /// resources, when NVIDIA's DRA driver also publishes devices there; `via_dra`: the
     /// names the node was judged to advertise only through a DeviceClass (not a device

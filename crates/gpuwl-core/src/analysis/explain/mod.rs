@@ -17,6 +17,8 @@
 
 pub mod dra_rules;
 pub mod facts;
+pub mod quota;
+pub mod remedy;
 pub mod rules;
 pub mod unused;
 pub mod vm;
@@ -29,10 +31,10 @@ use serde::Serialize;
 use crate::analysis::admission;
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
 use crate::analysis::dra::{self, ClaimView, DraPlacement};
+use crate::analysis::explain::remedy::Remedy;
 use crate::analysis::fit::{self, Failure, NodeFit};
 use crate::analysis::names::{self, Suggestion};
 use crate::analysis::placement::{self, Exclusion};
-use crate::analysis::remedy::{self, Remedy};
 use crate::analysis::usage::Usage;
 use crate::analysis::verdict::{self, Verdict};
 use crate::error::Result;
@@ -212,13 +214,13 @@ pub struct Explanation {
     /// pod explained ([`vm::explain_vm`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub vm: Option<vm::VmView>,
-    /// The tested fix ([`crate::analysis::remedy`]): the changes after which gpuwl's model
+    /// The tested fix ([`remedy`]): the changes after which gpuwl's model
     /// places the pod, verified by re-running this explanation on the changed inputs; or,
     /// with `sufficient: false`, why no change within reach serves. Present only for the
     /// causes the modelled filters decide.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub remedy: Option<Remedy>,
-    /// The quota layer, for a pod or Job Kueue manages ([`crate::analysis::kueue::with_quota`]):
+    /// The quota layer, for a pod or Job Kueue manages ([`quota::with_quota`]):
     /// its Workload's LocalQueue, ClusterQueue, Kueue's message, the flavors tried and the
     /// quota cause (`kueue-*`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -231,7 +233,7 @@ pub struct Explanation {
 /// Errors: [`crate::error::Error::Input`] when a node's quantity of an extended resource is
 /// not a whole number.
 ///
-/// The fix is tested ([`crate::analysis::remedy`]): for the causes the modelled filters
+/// The fix is tested ([`remedy`]): for the causes the modelled filters
 /// decide, `fix` says the changes after which the pod fits on gpuwl's model (the rule's own
 /// advice stays in `notes`), or that no change within reach serves and why.
 pub fn explain(pod: &PodInfo, inputs: Inputs<'_>) -> Result<Explanation> {

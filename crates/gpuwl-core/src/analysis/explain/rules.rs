@@ -9,6 +9,7 @@
 
 use std::collections::BTreeSet;
 
+use crate::analysis::check::dra_nodes::{DraNodes, NVIDIA_GPU_DRIVER};
 use crate::analysis::diagnosis::{CauseCode, Diagnosis};
 use crate::analysis::explain::{NodeFree, RequestView, dra_rules, unused};
 use crate::analysis::names::{self, Relation};
@@ -2123,7 +2124,7 @@ fn operands_off_blocker(
 /// never the device plugin turned back on beside the driver, which would hand the same
 /// GPUs out twice (NVIDIA/gpu-operator#1541; NVIDIA/k8s-dra-driver-gpu README: the driver
 /// and the device plugin must not serve the same GPUs). `dra_devices`: per node, the
-/// devices the DRA driver publishes ([`crate::analysis::check::DraNodes::device_counts`]).
+/// devices the DRA driver publishes ([`DraNodes::device_counts`]).
 fn dra_served_blocker(
     node: &NodeInfo,
     resource: &str,
@@ -2145,7 +2146,7 @@ fn dra_served_blocker(
              advertises {resource}; the scheduler serves an extended resource from DRA devices \
              only with its DRAExtendedResource feature gate and a DeviceClass whose \
              extendedResourceName is {resource}",
-            crate::analysis::check::NVIDIA_GPU_DRIVER
+            NVIDIA_GPU_DRIVER
         ),
         format!(
             "ask for the GPU with a ResourceClaim on the DRA driver's DeviceClass \
@@ -2247,10 +2248,7 @@ fn plugin_blocker(
 /// disabled by `nvidia.com/gpu.deploy.*=false`.
 pub(crate) fn operator_state(f: &Facts<'_>) -> Option<Diagnosis> {
     // Read once for every request: the devices NVIDIA's DRA driver publishes per node.
-    let dra_devices = f
-        .dra
-        .map(crate::analysis::check::DraNodes::device_counts)
-        .unwrap_or_default();
+    let dra_devices = f.dra.map(DraNodes::device_counts).unwrap_or_default();
     for rv in f.e.requests.iter().filter(|rv| rv.advertisers.is_empty()) {
         // A misspelt name is the name's problem, whatever the operator's state.
         if rv.did_you_mean.first().is_some_and(|s| {
@@ -2676,7 +2674,7 @@ mod tests {
                 .as_ref()
                 .is_none_or(|r| r.actions.iter().all(|a| !matches!(
                     a.action,
-                    crate::analysis::remedy::Action::NodeSelector { .. }
+                    crate::analysis::explain::remedy::Action::NodeSelector { .. }
                 ))),
             "{:?}",
             e.remedy

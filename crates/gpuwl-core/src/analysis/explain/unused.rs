@@ -4,7 +4,7 @@
 //! at all (or the device plugin's missing toleration is the block) before an operator
 //! hint is given.
 
-use crate::analysis::check::{DraNodes, NVIDIA_GPU_DRIVER};
+use crate::analysis::check::dra_nodes::{DraNodes, NVIDIA_GPU_DRIVER};
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::explain::{Explanation, Inputs};
 use crate::analysis::placement::tolerates;
