@@ -11,10 +11,7 @@ use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use crate::render::{self, Format};
 use crate::twin::report::{Relabel, Report, Verdict};
 use crate::twin::{self, DEFAULT_TWIN_NAME, Source};
-use gpuwl_core::analysis::kueue;
 use gpuwl_core::error::{Error, ExitStatus, Result};
-use gpuwl_core::model::kueue::KueueObjects;
-use gpuwl_core::model::node::NodeInfo;
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
