@@ -2,8 +2,8 @@
 //! where gpuwl keeps its own files ([`state_root`], `home`). (Rendering lives in
 //! [`crate::render`]; it builds text and never touches files.)
 
-use crate::render;
 use gpuwl_core::error::{Error, Result};
+use gpuwl_core::render;
 
 /// Checks, before any work, that a result file can be written at `path`: its folder
 /// exists, is a folder, and a file can be made there (one is made and removed at once);

@@ -2,7 +2,6 @@
 
 use crate::input::gather::args::CheckSource;
 use crate::input::gather::{self, Gathered, Operands, SourceArgs, Wanted};
-use crate::render::{self, Format};
 use gpuwl_core::analysis::check::{
     self, Checker, Code, DraNodes, Gate, Options, Report, WARNING_LINES,
 };
@@ -11,6 +10,7 @@ use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::dra::DraSource;
 use gpuwl_core::model::operand::{self, OperandPod, OperandSource};
 use gpuwl_core::model::operator::PolicyStatus;
+use gpuwl_core::render::{self, Format};
 use gpuwl_core::text;
 
 /// Arguments of `gpuwl check`.

@@ -302,7 +302,7 @@ fn status(name: &str) -> Result<ExitStatus> {
         // A twin whatif or plan deleted: not a cluster to start, nor a slip for another.
         crate::outln!(
             "{}: no such local cluster now: it is the name of the twin gpuwl whatif and gpuwl plan start for a run and delete when it ends (--keep leaves it running)",
-            crate::render::esc(name)
+            gpuwl_core::render::esc(name)
         );
         return Ok(ExitStatus::Runtime);
     }
@@ -328,9 +328,9 @@ fn status(name: &str) -> Result<ExitStatus> {
         crate::outln!(
             "restarts: {} (last: {} {}: {})",
             restarts.len(),
-            crate::render::esc(component),
+            gpuwl_core::render::esc(component),
             when_said(*when, now),
-            crate::render::esc(why)
+            gpuwl_core::render::esc(why)
         );
     }
     if st == Status::Stopped && state_left.is_none() {
@@ -428,7 +428,7 @@ fn supervisor_line(state: &std::path::Path) -> String {
         ),
         (None, Some(why)) => format!(
             "supervisor: gave up: {} — `gpuwl cluster up` tries again",
-            crate::render::esc(&why)
+            gpuwl_core::render::esc(&why)
         ),
         (None, None) => {
             "supervisor: not running (`gpuwl cluster up` starts it; until then nothing restarts what exits)".to_owned()

@@ -7,9 +7,9 @@ use clap::CommandFactory;
 
 use crate::cli::Cli;
 use crate::input::live::{self, ClusterArgs};
-use crate::render;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::workload::WorkloadConfig;
+use gpuwl_core::render;
 
 /// Arguments of the hidden `gpuwl __complete-pods` (pod names, one per line), which the zsh
 /// scripts of earlier versions call; today's scripts ask `gpuwl __complete`.

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use crate::input::gather::args::ExplainSource;
 use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
 use crate::input::{self, pods};
-use crate::render::{self, Format};
 use gpuwl_core::analysis::explain;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::dra::DraSource;
 use gpuwl_core::model::operand;
 use gpuwl_core::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::render::{self, Format};
 use gpuwl_core::text;
 
 /// Arguments of `gpuwl explain`.

@@ -5,11 +5,11 @@ use std::path::Path;
 
 use crate::input::gather::args::InventorySource;
 use crate::input::gather::{From, Gathered, Operands, SourceArgs, Wanted, gather};
-use crate::render::inventory::{Output, TextOptions};
-use crate::render::{self};
 use gpuwl_core::analysis::inventory::{self, Inventory};
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::operand::OperandSource;
+use gpuwl_core::render::inventory::{Output, TextOptions};
+use gpuwl_core::render::{self};
 
 /// Arguments of `gpuwl inventory`.
 #[derive(Debug, clap::Args)]

@@ -1,6 +1,6 @@
 //! `gpuwl kubevirt generate|check`: KubeVirt's `permittedHostDevices` generated from, and
 //! checked against, what the nodes advertise. Analysis in [`gpuwl_core::analysis::kubevirt`],
-//! output in [`crate::render::kubevirt`].
+//! output in [`gpuwl_core::render::kubevirt`].
 
 use std::path::Path;
 
@@ -9,12 +9,12 @@ use clap::Subcommand;
 use crate::input;
 use crate::input::gather::args::{KubevirtCheckSource, KubevirtGenerateSource};
 use crate::input::gather::{From, SourceArgs, Wanted, gather};
-use crate::render::kubevirt::PatchFormat;
-use crate::render::{self, Format, escape_controls};
 use gpuwl_core::analysis::kubevirt::{self, Advertised, PatchKind};
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::kubevirt::HostDevicesSource;
 use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::render::kubevirt::PatchFormat;
+use gpuwl_core::render::{self, Format, escape_controls};
 
 /// The long help of `gpuwl kubevirt`.
 pub const LONG_ABOUT: &str = "\

@@ -3,9 +3,9 @@
 use std::path::PathBuf;
 
 use crate::lab::{self, LabNodes, LabOptions, Target};
-use crate::render::esc;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::workload::WorkloadConfig;
+use gpuwl_core::render::esc;
 
 /// `gpuwl lab --help`: the steps (from [`lab::STEPS`]) and where the lab runs.
 pub fn long_about() -> String {
@@ -190,9 +190,13 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         Target::Kubeconfig(_) => None,
     };
     let rt = crate::cli::runtime()?;
-    let width = crate::render::width();
-    let mut progress =
-        |line: &str| crate::out!("{}", crate::render::wrap_lines(&format!("{line}\n"), width));
+    let width = gpuwl_core::render::width();
+    let mut progress = |line: &str| {
+        crate::out!(
+            "{}",
+            gpuwl_core::render::wrap_lines(&format!("{line}\n"), width)
+        )
+    };
     let report = match rt.block_on(lab::run(&opts, &mut progress)) {
         Ok(r) => r,
         Err(e) => {

@@ -10,8 +10,8 @@ use std::process::ExitCode;
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::input::gather::LimitArgs;
-use crate::render::write_stdout;
 use gpuwl_core::error::{Error, ExitStatus};
+use gpuwl_core::render::write_stdout;
 
 pub use crate::input::live::runtime;
 
@@ -238,13 +238,13 @@ fn help_width() -> usize {
 }
 
 /// `cmd` and every subcommand with the examples of its after-help and long about fitted to
-/// `width` ([`crate::render::fit_examples`]).
+/// `width` ([`gpuwl_core::render::fit_examples`]).
 fn fit_help_examples(mut cmd: clap::Command, width: usize) -> clap::Command {
     if let Some(h) = cmd.get_after_help().map(|h| h.to_string()) {
-        cmd = cmd.after_help(crate::render::fit_examples(&h, width));
+        cmd = cmd.after_help(gpuwl_core::render::fit_examples(&h, width));
     }
     if let Some(h) = cmd.get_long_about().map(|h| h.to_string()) {
-        cmd = cmd.long_about(crate::render::fit_examples(&h, width));
+        cmd = cmd.long_about(gpuwl_core::render::fit_examples(&h, width));
     }
     // A flag's help is laid out by clap in a column (10 columns in, below the flag, when
     // the help is long): wrapped here to that column's width with a command it names kept
@@ -255,9 +255,11 @@ fn fit_help_examples(mut cmd: clap::Command, width: usize) -> clap::Command {
         cmd = cmd.mut_arg(id, |a| {
             let fit = |h: &clap::builder::StyledStr| {
                 let t = h.to_string();
-                if t.lines().any(|l| crate::render::display_width(l) > column) {
+                if t.lines()
+                    .any(|l| gpuwl_core::render::display_width(l) > column)
+                {
                     // clap indents every line of the column alike: no hanging indent.
-                    let w = crate::render::wrap_lines(&t, column);
+                    let w = gpuwl_core::render::wrap_lines(&t, column);
                     Some(
                         w.lines()
                             .map(|l| l.strip_prefix("  ").unwrap_or(l))
@@ -314,7 +316,7 @@ mod tests {
                         && line.starts_with("  ");
                     if example || continued {
                         let command = line.split("  #").next().unwrap_or(line).trim_end();
-                        if crate::render::display_width(command) > 80 {
+                        if gpuwl_core::render::display_width(command) > 80 {
                             bad.push(format!("{path}: {command}"));
                         }
                         continued = command.ends_with('\\');

@@ -2,8 +2,8 @@
 //! workload label at the API server ([`crate::policy`]).
 
 use crate::policy::{self, Action};
-use crate::render;
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::render;
 use gpuwl_core::text;
 
 /// Output format of `gpuwl policy`: manifests only.

@@ -6,9 +6,9 @@ use std::time::Duration;
 use crate::input::live::Flavour;
 use crate::relabel::Disruption;
 use crate::relabel::live::{self, Clients, Outcome, Request, Sink, StepReport};
-use crate::render::{self, Format};
 use crate::twin::report::Relabel;
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::render::{self, Format};
 
 const HELP: &str = "\
 Examples:
@@ -225,8 +225,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let text = args.output == Format::Text;
     // The header goes out with the first step (or the closing line), never before an
     // input error: stdout stays empty when the run exits 2 (a node the cluster lacks).
-    let header =
-        std::sync::Mutex::new(text.then(|| render::relabel::header(&args.relabels, args.timeout)));
+    let header = std::sync::Mutex::new(
+        text.then(|| crate::render::relabel::header(&args.relabels, args.timeout)),
+    );
     let header_out = || -> Result<()> {
         let h = header.lock().ok().and_then(|mut h| h.take());
         match h {
@@ -240,7 +241,10 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         if text {
             // A closed stdout must not stop a relabel half-way: the steps go on.
             let _ = header_out();
-            let _ = write(&render::wrap_lines(&render::relabel::step_line(s), width));
+            let _ = write(&render::wrap_lines(
+                &crate::render::relabel::step_line(s),
+                width,
+            ));
         }
     };
     let started = std::time::Instant::now();
@@ -283,7 +287,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         Some(s) => write(&s)?,
         None => {
             header_out()?;
-            if let Some(line) = render::relabel::closing(&report) {
+            if let Some(line) = crate::render::relabel::closing(&report) {
                 write(&render::wrap_lines(&line, width))?;
             }
         }

@@ -4,9 +4,9 @@ use std::path::PathBuf;
 
 use crate::input::gather::LimitArgs;
 use crate::input::{kubevirt, mustgather, pods};
-use crate::render::{self, Format};
 use gpuwl_core::analysis::triage;
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::render::{self, Format};
 
 /// Arguments of `gpuwl triage`.
 #[derive(Debug, clap::Args)]

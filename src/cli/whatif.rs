@@ -8,10 +8,10 @@ use crate::input::gather::args::TwinSource;
 use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::input::live;
 use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
-use crate::render::{self, Format};
 use crate::twin::report::{Relabel, Report, Verdict};
 use crate::twin::{self, DEFAULT_TWIN_NAME, Source};
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::render::{self, Format};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]

@@ -16,8 +16,9 @@ use std::path::{Path, PathBuf};
 use kube::config::Kubeconfig;
 use serde::{Deserialize, Serialize};
 
-use crate::{files, render};
+use crate::files;
 use gpuwl_core::error::{Error, Result};
+use gpuwl_core::render;
 
 /// What `--set-context` changed, saved as `<state>/user-context.json`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

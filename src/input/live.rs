@@ -18,8 +18,9 @@ use crate::input::limits;
 use gpuwl_core::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use gpuwl_core::model::node::{NodeInfo, Taint};
 
-use crate::{files, render};
+use crate::files;
 pub use gpuwl_core::error::CONNECT_TIMEOUT;
+use gpuwl_core::render;
 use gpuwl_core::text;
 
 /// The default of `--request-timeout`: how long gpuwl waits for one API response. One list

@@ -971,8 +971,8 @@ async fn nodes_exist(client: &Client, plan: &Plan) -> Result<()> {
             return Err(Error::Input(format!(
                 "--node {}={}: no node {} in the cluster{}",
                 n.config,
-                crate::render::esc(&n.node),
-                crate::render::esc(&n.node),
+                gpuwl_core::render::esc(&n.node),
+                gpuwl_core::render::esc(&n.node),
                 gpuwl_core::text::did_you_mean(&n.node, names.iter().copied())
             )));
         }

@@ -24,7 +24,6 @@ use crate::input::live::{self, api_error, list_all, node_info};
 use crate::input::pods::{self, LIVE_FIELD_SELECTOR};
 use crate::input::virt::{self, VM_NAME_LABEL};
 use crate::input::{clusterpolicy, operands, snapshot};
-use crate::render::esc;
 use crate::twin;
 use crate::twin::report::{Recommendation, Relabel, Verdict};
 use gpuwl_core::analysis::kueue::RelabelQuota;
@@ -34,6 +33,7 @@ use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
 use gpuwl_core::model::resource::NVIDIA_PREFIX;
 use gpuwl_core::model::workload::LABEL_KEY;
 use gpuwl_core::model::{operand, pod};
+use gpuwl_core::render::esc;
 use gpuwl_core::text;
 use gpuwl_core::text::one_line;
 

@@ -23,7 +23,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::render::esc;
 use crate::twin::predict;
 use crate::twin::report::Relabel;
 use gpuwl_core::model::node::NodeInfo;
@@ -34,6 +33,7 @@ use gpuwl_core::model::operator::{
 use gpuwl_core::model::pod;
 use gpuwl_core::model::resource::classify;
 use gpuwl_core::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::render::esc;
 use gpuwl_core::text;
 
 /// The node annotation that holds a relabel under way: a JSON [`Record`]. Set at the

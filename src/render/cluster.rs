@@ -4,7 +4,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::cluster::{self, ClusterInfo, ComponentReport, Status, nodes};
-use crate::render::esc;
+use gpuwl_core::render::esc;
 
 /// What `gpuwl cluster up` prints on stdout: `#` comment lines (state, server, the
 /// `new_nodes` plain simulated nodes it created, the kubeconfig) and an eval-safe

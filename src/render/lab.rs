@@ -5,9 +5,9 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::lab::LabReport;
-use crate::render::inventory::{self, Output, TextOptions};
-use crate::render::{self, Format, explain};
 use gpuwl_core::analysis::inventory::Inventory;
+use gpuwl_core::render::inventory::{self, Output, TextOptions};
+use gpuwl_core::render::{self, Format, explain};
 
 /// The lab's summary for a terminal `width` columns wide, files under `root`.
 pub fn summary(report: &LabReport, root: &Path, width: usize) -> String {

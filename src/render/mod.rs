@@ -1,9 +1,8 @@
-//! Output: the core's reports and helpers ([`gpuwl_core::render`], re-exported here: the
-//! check's line contract, tables, JSON, YAML and CSV, escaping, stdout) and the reports of
-//! the engines above the core, each beside the core's: the local cluster ([`cluster`]),
-//! the lab ([`lab`]), relabel ([`relabel`]) and whatif / plan ([`whatif`]).
-
-pub use gpuwl_core::render::*;
+//! Output of the engines above the core, each beside the core's own reports and helpers
+//! ([`gpuwl_core::render`]: the check's line contract, tables, JSON, YAML and CSV,
+//! escaping, stdout; call sites name it directly, nothing is re-exported here): the local
+//! cluster ([`cluster`]), the lab ([`lab`]), relabel ([`relabel`]) and whatif / plan
+//! ([`whatif`]).
 
 pub mod cluster;
 pub mod lab;
@@ -16,7 +15,7 @@ pub mod whatif;
 #[macro_export]
 macro_rules! out {
     ($($t:tt)*) => {{
-        let _ = $crate::render::write_stdout(format!($($t)*).as_bytes());
+        let _ = ::gpuwl_core::render::write_stdout(format!($($t)*).as_bytes());
     }};
 }
 
@@ -29,6 +28,6 @@ macro_rules! outln {
     ($($t:tt)*) => {{
         let mut s = format!($($t)*);
         s.push('\n');
-        let _ = $crate::render::write_stdout(s.as_bytes());
+        let _ = ::gpuwl_core::render::write_stdout(s.as_bytes());
     }};
 }

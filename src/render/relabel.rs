@@ -2,7 +2,7 @@
 
 use crate::relabel::Status;
 use crate::relabel::live::{Outcome, Report, StepReport, seconds};
-use crate::render;
+use gpuwl_core::render;
 
 /// One step: the time since the run started, the step, how it ended, the node and what it
 /// did, with the time it took (messages are escaped where they are made).

@@ -8,7 +8,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::render;
 use crate::twin::{objects, predict};
 use gpuwl_core::analysis::kueue::RelabelQuota;
 use gpuwl_core::analysis::{explain, inventory};
@@ -17,6 +16,7 @@ use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
 use gpuwl_core::model::pod::{self, PodInfo};
 use gpuwl_core::model::resource::NVIDIA_PREFIX;
 use gpuwl_core::model::workload::{InvalidWorkloadConfig, LABEL_KEY, WorkloadConfig};
+use gpuwl_core::render;
 use gpuwl_core::text;
 
 /// One relabel: `NODE=CONFIG`, or `NODE=vm-vgpu:TYPE` to also set `nvidia.com/vgpu.config`.

@@ -13,7 +13,7 @@ fn read(bytes: &[u8]) -> Result<usize, Error> {
     let r = read_from(bytes, "fuzz", |n| nodes.push(n));
     if r.is_ok() {
         // Whatever was read must also be checkable without panicking.
-        let _ = gpuwl::render::check::text_lines(&check(&nodes));
+        let _ = gpuwl_core::render::check::text_lines(&check(&nodes));
     }
     r
 }
