@@ -5,8 +5,8 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use gpuwl::input::dump::read_from;
 use gpuwl_core::analysis::check::{Checker, Options};
+use gpuwl_core::decode::dump::read_from;
 use gpuwl_core::model::quantity::Quantity;
 use gpuwl_core::model::resource::Classifier;
 

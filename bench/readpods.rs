@@ -8,7 +8,7 @@
 
 fn main() {
     let path = std::env::args().nth(1).expect("usage: readpods FILE");
-    match gpuwl::input::pods::read_pods_path(std::path::Path::new(&path)) {
+    match gpuwl_core::decode::pods::read_pods_path(std::path::Path::new(&path)) {
         Ok(pods) => {
             let units: i64 = pods
                 .iter()

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use crate::input::gather::args::ExplainSource;
 use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
-use crate::input::{self, pods};
+use crate::input::{self};
 use gpuwl_core::analysis::explain;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::dra::DraSource;
@@ -343,7 +343,7 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
     ])?;
     // Which pod, before anything is read: a manifest, or the target in a dump.
     let manifest = match (&args.pod, target, &source.pods, &source.snapshot) {
-        (Some(f), _, _, _) => Some((pods::read_pods_path(f)?, f)),
+        (Some(f), _, _, _) => Some((gpuwl_core::decode::pods::read_pods_path(f)?, f)),
         (None, Some(_), Some(_), _) | (None, Some(_), None, Some(_)) => None,
         _ => return Err(Error::Input(
             "explain: give --pod FILE, or `pod NAMESPACE/NAME` with --pods FILE or --snapshot FILE, or neither for the live cluster".into(),

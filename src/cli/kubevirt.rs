@@ -6,7 +6,6 @@ use std::path::Path;
 
 use clap::Subcommand;
 
-use crate::input;
 use crate::input::gather::args::{KubevirtCheckSource, KubevirtGenerateSource};
 use crate::input::gather::{From, SourceArgs, Wanted, gather};
 use gpuwl_core::analysis::kubevirt::{self, Advertised, PatchKind};
@@ -164,7 +163,7 @@ fn advertised(nodes: &[NodeInfo], from: &str) -> Result<Advertised> {
 /// How a malformed GPU quantity names where the nodes came from.
 fn shown(from: &From) -> String {
     match from {
-        From::Files(p) => input::Source::from_arg(p).to_string(),
+        From::Files(p) => gpuwl_core::decode::dump::Source::from_arg(p).to_string(),
         From::Snapshot(p) => p.display().to_string(),
         // (No node dump means the live cluster here: `WithoutNodes` is explain's.)
         From::Cluster | From::WithoutNodes => "cluster".into(),
@@ -186,8 +185,8 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
     let wanted = Wanted {
         kubevirt: true,
         kubevirt_kind: args.target.map(|t| match t {
-            Target::Kubevirt => input::kubevirt::KUBEVIRT,
-            Target::Hyperconverged => input::kubevirt::HYPERCONVERGED,
+            Target::Kubevirt => gpuwl_core::decode::kubevirt::KUBEVIRT,
+            Target::Hyperconverged => gpuwl_core::decode::kubevirt::HYPERCONVERGED,
         }),
         ..Wanted::default()
     };
@@ -204,7 +203,7 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
                     Target::Hyperconverged => "hyperconverged",
                 },
                 kubevirt::kind_name(c.devices.source),
-                input::document::cut(&c.devices.object)
+                gpuwl_core::decode::document::cut(&c.devices.object)
             )));
         }
         (Some(t), _) => t.source(),
@@ -271,10 +270,10 @@ pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
         Error::Input(format!(
             "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \
              --kubevirt FILE",
-            input::kubevirt::KUBEVIRT.plural,
-            input::kubevirt::KUBEVIRT.group,
-            input::kubevirt::HYPERCONVERGED.plural,
-            input::kubevirt::HYPERCONVERGED.group,
+            gpuwl_core::decode::kubevirt::KUBEVIRT.plural,
+            gpuwl_core::decode::kubevirt::KUBEVIRT.group,
+            gpuwl_core::decode::kubevirt::HYPERCONVERGED.plural,
+            gpuwl_core::decode::kubevirt::HYPERCONVERGED.group,
         ))
     };
     let wanted = Wanted {

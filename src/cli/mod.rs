@@ -155,7 +155,7 @@ pub fn main() -> ExitCode {
     };
     // The reader limits hold for the whole process, set before anything is read.
     if let Some(l) = LimitArgs::from_leaf(&matches) {
-        crate::input::limits::set(l);
+        gpuwl_core::decode::limits::set(l);
     }
     let result = match &cli.command {
         Command::Check(a) => check::run(a),

@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 
 use crate::input::gather::LimitArgs;
-use crate::input::{kubevirt, mustgather, pods};
 use gpuwl_core::analysis::triage;
+use gpuwl_core::decode::mustgather;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::render::{self, Format};
 
@@ -67,16 +67,20 @@ pub struct Args {
 /// Errors: [`Error::File`] when the path is not a bundle; [`Error::Input`] for a bad
 /// `--pods` or `--kubevirt` file; [`Error::Write`] when stdout fails.
 pub fn run(args: &Args) -> Result<ExitStatus> {
-    let extra = args.pods.as_deref().map(pods::read_pods_path).transpose()?;
+    let extra = args
+        .pods
+        .as_deref()
+        .map(gpuwl_core::decode::pods::read_pods_path)
+        .transpose()?;
     let kubevirt = args
         .kubevirt
         .as_deref()
-        .map(kubevirt::read_path)
+        .map(gpuwl_core::decode::kubevirt::read_path)
         .transpose()?;
     let kueue = args
         .kueue
         .as_deref()
-        .map(crate::input::kueue::read_path)
+        .map(gpuwl_core::decode::kueue::read_path)
         .transpose()?;
     let bundle = mustgather::read(&args.bundle)?;
     let mut t = triage::build(&bundle, extra.as_deref(), kubevirt.as_ref());

@@ -1,7 +1,7 @@
 //! The GPU Operator's ClusterPolicy from the live cluster (listed or watched); the reader
-//! of files and objects is [`gpuwl_core::decode::clusterpolicy`], re-exported here.
+//! of files and objects is [`gpuwl_core::decode::clusterpolicy`]; call sites name it there.
 
-pub use gpuwl_core::decode::clusterpolicy::*;
+use gpuwl_core::decode::clusterpolicy::*;
 
 use std::time::Duration;
 
@@ -9,7 +9,8 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use serde_json::Value;
 
-use crate::input::{document, live};
+use crate::input::live;
+use gpuwl_core::decode::document;
 use gpuwl_core::model::operator::PolicyStatus;
 
 /// How long the live read may take before gpuwl goes on without it.

@@ -1,8 +1,8 @@
 //! DRA objects from the live cluster (DeviceClasses, ResourceSlices, ResourceClaims,
 //! ResourceClaimTemplates); the readers of files and objects are
-//! [`gpuwl_core::decode::dra`], re-exported here.
+//! [`gpuwl_core::decode::dra`]; call sites name it there.
 
-pub use gpuwl_core::decode::dra::*;
+use gpuwl_core::decode::dra::*;
 
 use k8s_openapi::api::resource::v1 as api;
 use kube::Client;

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use crate::input::snapshot::Snapshot;
 use crate::input::{self, virt};
 use gpuwl_core::analysis::explain::quota;
 use gpuwl_core::analysis::explain::{self, Explanation, Inputs};
 use gpuwl_core::analysis::explain_scope::{self, PodScope};
 use gpuwl_core::analysis::kueue;
+use gpuwl_core::decode::snapshot::Snapshot;
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::dra::DraSource;
 use gpuwl_core::model::kueue::{ADMISSION_GATE, KueueObjects, QUEUE_LABEL};
@@ -152,7 +152,8 @@ pub(crate) fn job_pod(
                      "namespace": job.pointer("/metadata/namespace").cloned().unwrap_or_default(),
                      "labels": job.pointer("/spec/template/metadata/labels").cloned().unwrap_or_else(|| json!({}))},
         "spec": spec, "status": {"phase": "Pending"}});
-    input::pods::from_object(&pod).map_err(|e| Error::failed("reading the Job's pod template", e))
+    gpuwl_core::decode::pods::from_object(&pod)
+        .map_err(|e| Error::failed("reading the Job's pod template", e))
 }
 
 /// Explains Job `namespace/name` as Kueue and the scheduler see it: its Workload judged by

@@ -1,7 +1,7 @@
 //! The KubeVirt and HyperConverged CRs from the live cluster; the readers of files and
-//! objects are [`gpuwl_core::decode::kubevirt`], re-exported here.
+//! objects are [`gpuwl_core::decode::kubevirt`]; call sites name it there.
 
-pub use gpuwl_core::decode::kubevirt::*;
+use gpuwl_core::decode::kubevirt::*;
 
 use std::time::Duration;
 

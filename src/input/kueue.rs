@@ -1,8 +1,8 @@
 //! Kueue's objects from the live cluster (ResourceFlavors, ClusterQueues, LocalQueues,
 //! Workloads of `kueue.x-k8s.io`, v1beta2 else v1beta1); the readers of files and objects
-//! are [`gpuwl_core::decode::kueue`], re-exported here.
+//! are [`gpuwl_core::decode::kueue`]; call sites name it there.
 
-pub use gpuwl_core::decode::kueue::*;
+use gpuwl_core::decode::kueue::*;
 
 use kube::Client;
 use kube::api::{Api, DynamicObject, ListParams};

@@ -13,8 +13,8 @@ use kube::api::{Api, ListParams};
 use kube::config::{KubeConfigOptions, Kubeconfig, KubeconfigError, LoadDataError};
 use kube::{Client, Config};
 
-use crate::input::document::one_line;
-use crate::input::limits;
+use gpuwl_core::decode::document::one_line;
+use gpuwl_core::decode::limits;
 use gpuwl_core::error::{DEFAULT_CLUSTER_NAME, Error, Result};
 use gpuwl_core::model::node::{NodeInfo, Taint};
 
@@ -482,7 +482,7 @@ pub async fn pages<E>(
 
 /// Lists every object of `api` matching `base`, page by page ([`pages`]), handing each to
 /// `on_item`; returns how many there were. At most `--max-items` objects
-/// ([`crate::input::limits`]): a list past it stops there.
+/// ([`gpuwl_core::decode::limits`]): a list past it stops there.
 ///
 /// Errors: [`api_error`] (`cannot <doing>: ...`) when a page cannot be listed;
 /// [`Error::Input`] (exit 2) past `--max-items`.
@@ -574,8 +574,10 @@ pub async fn for_each_node_paged(
             .map_err(|e| api_error("list nodes", &e))?;
         // The page is read as a node dump is: only NodeInfo's fields are decoded.
         let mut over = None;
-        let (_, next) =
-            crate::input::dump::read_page(body.as_bytes(), "the API server's response", |n| {
+        let (_, next) = gpuwl_core::decode::dump::read_page(
+            body.as_bytes(),
+            "the API server's response",
+            |n| {
                 if over.is_none() {
                     match limits::check_item(count) {
                         Ok(()) => on_node(n),
@@ -583,11 +585,12 @@ pub async fn for_each_node_paged(
                     }
                     count += 1;
                 }
-            })
-            .map_err(|e| match e {
-                Error::Input(m) => Error::failed("list nodes", m),
-                other => other,
-            })?;
+            },
+        )
+        .map_err(|e| match e {
+            Error::Input(m) => Error::failed("list nodes", m),
+            other => other,
+        })?;
         if let Some(m) = over {
             return Err(Error::Input(format!("list nodes: {m}")));
         }

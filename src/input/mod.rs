@@ -1,7 +1,7 @@
 //! Where the data comes from: `kubectl get … -o json|yaml` dumps (a file or stdin), or the
 //! live cluster. The readers of documents are the core's ([`gpuwl_core::decode`]: pure
-//! functions of bytes and JSON values), re-exported here module by module; this module
-//! adds the live cluster. Readers yield the model's types
+//! functions of bytes and JSON values, named `gpuwl_core::decode::…` at each call site,
+//! not re-exported here); this module adds the live cluster. Readers yield the model's types
 //! ([`gpuwl_core::model::node::NodeInfo`], [`gpuwl_core::model::pod::PodInfo`], DRA objects, the
 //! ClusterPolicy, KubeVirt's `permittedHostDevices`).
 //!
@@ -20,8 +20,6 @@
 //! - [`explain`]: `gpuwl explain` on the live cluster (the object and its snapshot read
 //!   at once, then the core's analysis).
 
-pub use gpuwl_core::decode::{document, dump, limits, mustgather};
-
 pub mod clusterpolicy;
 pub mod dra;
 pub mod explain;
@@ -34,5 +32,3 @@ pub mod pods;
 pub mod snapshot;
 pub mod snapshot_file;
 pub mod virt;
-
-pub use dump::{Source, for_each_node, read_nodes};

@@ -1,7 +1,7 @@
 //! The GPU Operator's operand pods from the live cluster; the reader of a pods dump is
-//! [`gpuwl_core::decode::operands`], re-exported here.
+//! [`gpuwl_core::decode::operands`]; call sites name it there.
 
-pub use gpuwl_core::decode::operands::*;
+use gpuwl_core::decode::operands::*;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;

@@ -1,13 +1,13 @@
 //! Pods from the live cluster: the paged list of every namespace and one pod by name,
-//! each API response decoded by the dump reader ([`gpuwl_core::decode::pods`], re-exported
-//! here with the file readers).
+//! each API response decoded by the dump reader ([`gpuwl_core::decode::pods`], with the
+//! file readers).
 
-pub use gpuwl_core::decode::pods::*;
+use gpuwl_core::decode::pods::*;
 
 use kube::Client;
 use kube::api::ListParams;
 
-use crate::input::{live, operands};
+use crate::input::live;
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::operand::{OperandPod, may_name_operand};
 use gpuwl_core::model::pod::PodInfo;
@@ -38,7 +38,7 @@ const NODE_LISTS_AT_ONCE: usize = 16;
 
 /// The pods bound to `nodes` and the pods bound to none, as [`list_pods`] would list them
 /// (not finished, in the API's order: by namespace, then name), with the GPU Operator's
-/// operand pods among them ([`crate::input::operands::from_value`], finished ones
+/// operand pods among them ([`gpuwl_core::decode::operands::from_value`], finished ones
 /// included, as [`crate::input::operands::list`] keeps them). One list per node with the
 /// field selector `spec.nodeName=NODE` (which the API server answers from its watch cache
 /// by its node-name index), and one with `spec.nodeName=`, [`NODE_LISTS_AT_ONCE`] at a
@@ -92,7 +92,7 @@ fn node_params(node: &str) -> ListParams {
 }
 
 /// [`list_pods`], and the GPU Operator's operand pods among the pods listed
-/// ([`crate::input::operands::from_value`] on each page that names one), so the operand
+/// ([`gpuwl_core::decode::operands::from_value`] on each page that names one), so the operand
 /// lookup does not list the cluster's pods again: [`crate::input::operands::list_finished`]
 /// adds the finished ones the list leaves out.
 ///
@@ -127,7 +127,7 @@ fn operands_in(body: &str, doing: &str) -> Result<Vec<OperandPod>> {
     Ok(items
         .into_iter()
         .flatten()
-        .filter_map(operands::from_value)
+        .filter_map(gpuwl_core::decode::operands::from_value)
         .collect())
 }
 

@@ -1,7 +1,7 @@
 //! One read of what the analyses need from a live cluster into a [`Snapshot`] (the record
-//! is [`gpuwl_core::decode::snapshot`], re-exported here).
+//! is [`gpuwl_core::decode::snapshot`], named there at each call site).
 
-pub use gpuwl_core::decode::snapshot::*;
+use gpuwl_core::decode::snapshot::*;
 
 use kube::Client;
 
@@ -18,11 +18,11 @@ use gpuwl_core::model::pod::PodInfo;
 /// Reads a [`Snapshot`]; the KubeVirt/HyperConverged CR when `with_kubevirt`, or when a
 /// VM waits without a launcher pod (its verdict needs `permittedHostDevices`). Each
 /// virt-launcher pod is marked with whether a VirtualMachine owns its VMI
-/// ([`crate::input::virt::mark_launchers`]; unknown when VMIs cannot be listed).
+/// ([`gpuwl_core::decode::virt::mark_launchers`]; unknown when VMIs cannot be listed).
 ///
 /// VMIs and VMs are listed beside the pods, and each one that waits for a GPU with no
 /// launcher pod (refused by virt-controller or virt-api, or not rendered yet:
-/// [`virt::waiting_without_launcher`]) is added to the pods as the VMI or VM it is, so
+/// [`gpuwl_core::decode::virt::waiting_without_launcher`]) is added to the pods as the VMI or VM it is, so
 /// every analysis of a live read judges it beside the pods.
 ///
 /// DRA objects are listed too; a server without `resource.k8s.io/v1`, or credentials
@@ -131,9 +131,9 @@ impl Parts {
         // VMI: every analysis of a live read knows it (one more list, only when a launcher
         // runs).
         if let Some(vmis) = &vmis {
-            virt::mark_launchers(&mut pods, &virt::vmi_owners_from(vmis));
+            gpuwl_core::decode::virt::mark_launchers(&mut pods, &virt::vmi_owners_from(vmis));
         }
-        let waiting = virt::waiting_without_launcher(
+        let waiting = gpuwl_core::decode::virt::waiting_without_launcher(
             vmis.as_deref().unwrap_or_default(),
             vms.as_deref().unwrap_or_default(),
             &pods,

@@ -39,11 +39,12 @@ use kube::api::ListParams;
 use serde_json::Value;
 
 use crate::files;
-use crate::input::document::{self, Keep, Prune};
-use crate::input::kubevirt::{self, HYPERCONVERGED, KUBEVIRT};
-use crate::input::pods::{self, ITEM, LIVE_FIELD_SELECTOR};
-use crate::input::snapshot::Snapshot;
-use crate::input::{clusterpolicy, dra, dump, limits, live, virt};
+use crate::input::live;
+use gpuwl_core::decode::document::{self, Keep, Prune};
+use gpuwl_core::decode::kubevirt::{HYPERCONVERGED, KUBEVIRT};
+use gpuwl_core::decode::pods::{ITEM, LIVE_FIELD_SELECTOR};
+use gpuwl_core::decode::snapshot::Snapshot;
+use gpuwl_core::decode::{dump, limits};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::dra::{DraObjects, DraSource};
 use gpuwl_core::model::kubevirt::PermittedHostDevices;
@@ -206,7 +207,7 @@ const LISTS: &[ListSpec] = &[
     },
 ];
 
-/// A page of a list as the API returns it, pods kept slim ([`crate::input::pods::ITEM`]).
+/// A page of a list as the API returns it, pods kept slim ([`gpuwl_core::decode::pods::ITEM`]).
 const SLIM_POD_PAGE: Keep = Keep::Fields(&[("metadata", Keep::All), ("items", Keep::Each(&ITEM))]);
 
 /// Removes what a snapshot never holds from `v`, at any depth: `env[].value` and
@@ -333,17 +334,17 @@ async fn list_raw(
 }
 
 /// What a snapshot keeps of a VMI: a VMI that may wait for a launcher pod whole (it is
-/// judged as the pod it stands for, [`virt::waiting_without_launcher`]), any other its
-/// kind, name, namespace, owner references and placement ([`virt::slim_settled_vmi`]).
+/// judged as the pod it stands for, [`gpuwl_core::decode::virt::waiting_without_launcher`]), any other its
+/// kind, name, namespace, owner references and placement ([`gpuwl_core::decode::virt::slim_settled_vmi`]).
 fn vmi_kept(v: &Value) -> Value {
     let mut v = v.clone();
     v["kind"] = Value::String("VirtualMachineInstance".into());
     v["apiVersion"] = Value::String("kubevirt.io/v1".into());
-    virt::slim_settled_vmi(v)
+    gpuwl_core::decode::virt::slim_settled_vmi(v)
 }
 
 /// What a snapshot keeps of a VirtualMachine: one whose run strategy wants it running whole
-/// (it waits when it has no VMI, [`virt::waiting_without_launcher`]), any other its kind,
+/// (it waits when it has no VMI, [`gpuwl_core::decode::virt::waiting_without_launcher`]), any other its kind,
 /// name and namespace.
 fn vm_kept(v: &Value) -> Value {
     let mut v = v.clone();
@@ -563,9 +564,12 @@ fn items_of(text: &str, origin: &str) -> Result<Vec<Value>> {
 /// ones: none → `no-object`, several → the first by name with a note.
 fn policy_of(mut items: Vec<Value>, collected: Option<&Collected>, origin: &str) -> PolicyStatus {
     match collected.map(|c| c.status.as_str()) {
-        Some("not-served") => return clusterpolicy::absent_crd(),
+        Some("not-served") => return gpuwl_core::decode::clusterpolicy::absent_crd(),
         Some("denied") => {
-            return clusterpolicy::none("unreadable", collected.and_then(|c| c.note.clone()));
+            return gpuwl_core::decode::clusterpolicy::none(
+                "unreadable",
+                collected.and_then(|c| c.note.clone()),
+            );
         }
         _ => {}
     }
@@ -578,15 +582,18 @@ fn policy_of(mut items: Vec<Value>, collected: Option<&Collected>, origin: &str)
     items.sort_by_key(name);
     let n = items.len();
     let Some(first) = items.first() else {
-        return clusterpolicy::none("no-object", Some("no ClusterPolicy object".into()));
+        return gpuwl_core::decode::clusterpolicy::none(
+            "no-object",
+            Some("no ClusterPolicy object".into()),
+        );
     };
-    match clusterpolicy::from_object(first) {
+    match gpuwl_core::decode::clusterpolicy::from_object(first) {
         Ok(p) => PolicyStatus {
             status: "cluster",
             note: (n > 1).then(|| format!("{n} ClusterPolicies; using {}", p.name)),
             policy: Some(p),
         },
-        Err(e) => clusterpolicy::none(
+        Err(e) => gpuwl_core::decode::clusterpolicy::none(
             "unreadable",
             Some(format!(
                 "{origin}: ClusterPolicy {}: {e}",
@@ -630,10 +637,10 @@ pub fn load(path: &Path) -> Result<Loaded> {
     // As a live read does: each virt-launcher pod knows whether a VM owns its VMI.
     let mut pods = m.pods.unwrap_or_default();
     if let Some(items) = &m.vmis {
-        virt::mark_launchers(&mut pods, &vmi_owners_of(items));
+        gpuwl_core::decode::virt::mark_launchers(&mut pods, &vmi_owners_of(items));
     }
     // As a live read does: the VMs that wait with no launcher pod are judged with the pods.
-    let waiting = virt::waiting_without_launcher(
+    let waiting = gpuwl_core::decode::virt::waiting_without_launcher(
         m.vmis.as_deref().unwrap_or_default(),
         m.vms.as_deref().unwrap_or_default(),
         &pods,
@@ -649,7 +656,7 @@ pub fn load(path: &Path) -> Result<Loaded> {
             dra_source,
             kueue: match m.kueue_items {
                 Some(items) if !items.is_empty() => Some(
-                    crate::input::kueue::from_values(&items)
+                    gpuwl_core::decode::kueue::from_values(&items)
                         .map_err(|e| Error::field(format!("{shown}:kueue.json"), e))?,
                 ),
                 _ => None,
@@ -741,12 +748,12 @@ fn read_members(path: &Path) -> Result<Members> {
                 dump::read_from(entry, &origin, |n| v.push(n))?;
                 m.nodes = Some(v);
             }
-            "pods.json" => m.pods = Some(pods::read_pods_from(entry, &origin)?),
+            "pods.json" => m.pods = Some(gpuwl_core::decode::pods::read_pods_from(entry, &origin)?),
             "clusterpolicies.json" => {
                 m.policy_items = Some(items_of(&small(entry, &origin)?, &origin)?)
             }
             "kubevirt.json" => m.kubevirt_items = Some(items_of(&small(entry, &origin)?, &origin)?),
-            "dra.json" => m.dra = Some(dra::read_from(entry, &origin)?),
+            "dra.json" => m.dra = Some(gpuwl_core::decode::dra::read_from(entry, &origin)?),
             "daemonsets.json" => m.daemonsets = items_of(&small(entry, &origin)?, &origin)?,
             "vmis.json" => m.vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
             "vms.json" => m.vms = Some(items_of(&small(entry, &origin)?, &origin)?),
@@ -760,7 +767,7 @@ fn read_members(path: &Path) -> Result<Members> {
 
 /// KubeVirt's permitted host devices from the `kubevirt.json` member's objects: the
 /// HyperConverged CR when there is one, else the KubeVirt CR
-/// ([`crate::input::kubevirt::choose`]); `None` when neither is there.
+/// ([`gpuwl_core::decode::kubevirt::choose`]); `None` when neither is there.
 ///
 /// Errors: [`Error::Input`] naming the member, as `choose` refuses.
 fn kubevirt_of(items: &[Value], shown: &str) -> Result<Option<PermittedHostDevices>> {
@@ -772,9 +779,11 @@ fn kubevirt_of(items: &[Value], shown: &str) -> Result<Option<PermittedHostDevic
             .collect()
     };
     let kv_origin = |e: Error| Error::Input(format!("{shown}:kubevirt.json: {e}"));
-    match kubevirt::choose(HYPERCONVERGED, &of("HyperConverged")).map_err(kv_origin)? {
+    match gpuwl_core::decode::kubevirt::choose(HYPERCONVERGED, &of("HyperConverged"))
+        .map_err(kv_origin)?
+    {
         Some(found) => Ok(Some(found)),
-        None => kubevirt::choose(KUBEVIRT, &of("KubeVirt")).map_err(kv_origin),
+        None => gpuwl_core::decode::kubevirt::choose(KUBEVIRT, &of("KubeVirt")).map_err(kv_origin),
     }
 }
 

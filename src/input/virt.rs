@@ -1,9 +1,9 @@
 //! Reading a KubeVirt `VirtualMachine` or `VirtualMachineInstance` and its virt-launcher pod
 //! from the live cluster, for `gpuwl explain vm|vmi NS/NAME`; the record
-//! ([`VmObjects`]), the labels and the launcher choice are [`gpuwl_core::decode::virt`],
-//! re-exported here.
+//! ([`gpuwl_core::decode::virt::VmObjects`]), the labels and the launcher choice are
+//! [`gpuwl_core::decode::virt`]; call sites name it there.
 
-pub use gpuwl_core::decode::virt::*;
+use gpuwl_core::decode::virt::*;
 
 use std::time::Duration;
 

@@ -196,7 +196,7 @@ async fn workload_of(client: &Client, job: &str) -> Result<Option<Workload>> {
         let mut v = serde_json::to_value(&w)
             .map_err(|e| Error::failed("reading a Workload from the API", e))?;
         v["kind"] = json!("Workload");
-        let wl = crate::input::kueue::workload(&v)
+        let wl = gpuwl_core::decode::kueue::workload(&v)
             .map_err(|e| Error::failed("reading a Workload from the API", e))?;
         if wl.owner.as_deref() == Some(&format!("Job/{job}")) {
             return Ok(Some(wl));
@@ -322,7 +322,7 @@ mod tests {
             json!({"name": "vm-passthrough", "resources": [{"name": "nvidia.com/gpu", "nominalQuota": "2"}]})
         );
         // What check makes of them: the passthrough flavor's quota is the mis-named one.
-        let k = crate::input::kueue::from_values(&o).unwrap();
+        let k = gpuwl_core::decode::kueue::from_values(&o).unwrap();
         assert_eq!(k.cluster_queues[0].groups[0].flavors.len(), 3);
     }
 

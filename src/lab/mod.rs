@@ -1221,11 +1221,11 @@ mod tests {
 
     #[test]
     fn split_sentence_from_the_inventory_of_the_lab_state() {
-        use crate::input::dump::{Source, read_nodes};
+        use gpuwl_core::decode::dump::{Source, read_nodes};
         let data =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/inventory/lab");
         let nodes = read_nodes(&Source::Path(data.join("nodes.json"))).unwrap();
-        let pods = crate::input::pods::read_pods_path(&data.join("pods.json")).unwrap();
+        let pods = gpuwl_core::decode::pods::read_pods_path(&data.join("pods.json")).unwrap();
         let inv = gpuwl_core::analysis::inventory::build(
             &nodes,
             &pods,

@@ -21,12 +21,14 @@ use super::{
     Status, StepKind,
 };
 use crate::input::live::{self, api_error, list_all, node_info};
-use crate::input::pods::{self, LIVE_FIELD_SELECTOR};
-use crate::input::virt::{self, VM_NAME_LABEL};
-use crate::input::{clusterpolicy, operands, snapshot};
+use crate::input::pods::{self};
+use crate::input::virt::{self};
+use crate::input::{clusterpolicy, snapshot};
 use crate::twin;
 use crate::twin::report::{Recommendation, Relabel, Verdict};
 use gpuwl_core::analysis::kueue::RelabelQuota;
+use gpuwl_core::decode::pods::LIVE_FIELD_SELECTOR;
+use gpuwl_core::decode::virt::VM_NAME_LABEL;
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
@@ -435,7 +437,7 @@ async fn operands_now(client: &Client, r: &Relabel) -> Result<Option<String>> {
     let on_node: Vec<_> = pods
         .iter()
         .filter_map(|p| serde_json::to_value(p).ok())
-        .filter_map(|v| operands::from_value(&v))
+        .filter_map(|v| gpuwl_core::decode::operands::from_value(&v))
         .collect();
     let deployed = deployed_operands(client).await?;
     Ok(super::operands_state(&on_node, r.config, &deployed).err())

@@ -9,7 +9,7 @@ pub mod lab;
 pub mod relabel;
 pub mod whatif;
 
-/// `print!` for command output: writes through [`write_stdout`], so a closed pipe
+/// `print!` for command output: writes through [`write_stdout`](gpuwl_core::render::write_stdout), so a closed pipe
 /// (`gpuwl lab | head`) ends the output quietly instead of panicking. Other write errors
 /// are ignored too: the command's exit code still reports what it did.
 #[macro_export]

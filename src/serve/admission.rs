@@ -61,7 +61,6 @@ pub enum Mode {
     Enforce,
 }
 
-use crate::input::pods;
 pub use crate::serve::metrics::Verdict;
 use gpuwl_core::analysis::diagnosis::CauseCode;
 use gpuwl_core::analysis::verdict;
@@ -560,7 +559,7 @@ pub(crate) fn answer_with(
     if let Value::Object(m) = &mut object {
         m.insert("kind".into(), Value::String(kind.into()));
     }
-    let Ok(pod) = pods::from_object(&object) else {
+    let Ok(pod) = gpuwl_core::decode::pods::from_object(&object) else {
         return respond(Verdict::Skipped, &[]);
     };
     let findings = admission::review(&pod, index);

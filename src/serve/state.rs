@@ -787,17 +787,19 @@ mod tests {
     fn dra_is_judged_and_exported_as_check_and_inventory_do() {
         let d = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dra");
         let mut nodes = Vec::new();
-        crate::input::dump::read_from(
+        gpuwl_core::decode::dump::read_from(
             std::fs::File::open(format!("{d}/nodes.json")).unwrap(),
             "nodes.json",
             |n| nodes.push(n),
         )
         .unwrap();
-        let pods =
-            crate::input::pods::read_pods_path(std::path::Path::new(&format!("{d}/pods.json")))
+        let pods = gpuwl_core::decode::pods::read_pods_path(std::path::Path::new(&format!(
+            "{d}/pods.json"
+        )))
+        .unwrap();
+        let dra =
+            gpuwl_core::decode::dra::read_path(std::path::Path::new(&format!("{d}/two-gpus.json")))
                 .unwrap();
-        let dra = crate::input::dra::read_path(std::path::Path::new(&format!("{d}/two-gpus.json")))
-            .unwrap();
         let e = evaluate_with_dra(&nodes, &pods, &PolicyStatus::not_read(), None, Some(&dra));
         // gpu-node-1's GPUs come only through the DRA driver: judged as DRA (an info, no
         // mismatch), as `check --dra` judges it.
@@ -871,7 +873,7 @@ mod tests {
                 &[("nvidia.com/NVIDIA_A10-12Q", "4")],
             ),
         ];
-        let k = crate::input::kueue::read_path(std::path::Path::new(concat!(
+        let k = gpuwl_core::decode::kueue::read_path(std::path::Path::new(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/tests/data/kueue/kueue.yaml"
         )))

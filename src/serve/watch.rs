@@ -36,12 +36,12 @@ use kube::runtime::watcher::{self, Event};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::input::document::one_line;
-use crate::input::kubevirt::{CrType, HYPERCONVERGED, KUBEVIRT};
-use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods, virt};
+use crate::input::{clusterpolicy, kubevirt as kv_input, live, pods};
 use crate::serve::metrics::Metrics;
 use crate::serve::state::Mirror;
 use gpuwl_core::analysis::admission::Index;
+use gpuwl_core::decode::document::one_line;
+use gpuwl_core::decode::kubevirt::{CrType, HYPERCONVERGED, KUBEVIRT};
 use gpuwl_core::model::kubevirt::PermittedHostDevices;
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operator::PolicyStatus;
@@ -149,12 +149,12 @@ impl Store {
     }
 
     /// The pods the analyses judge: the watched pods, then each VMI or VM that waits for
-    /// a GPU with no virt-launcher pod ([`virt::waiting_without_launcher`]: refused by
+    /// a GPU with no virt-launcher pod ([`gpuwl_core::decode::virt::waiting_without_launcher`]: refused by
     /// virt-controller or virt-api, or not rendered yet), as the VMI or VM it is, so that
     /// the pending series, `gpuwl_unservable_pods` and the admission counts see it as
     /// `inventory` and `explain` do. Borrowed when no VM waits.
     pub fn judged_pods(&self) -> std::borrow::Cow<'_, [PodInfo]> {
-        let waiting = virt::waiting_without_launcher(
+        let waiting = gpuwl_core::decode::virt::waiting_without_launcher(
             self.vmis.objects.as_slice(),
             self.vms.objects.as_slice(),
             self.pods.as_slice(),
@@ -171,8 +171,10 @@ impl Store {
     /// The ClusterPolicy status the analyses use (see [`clusterpolicy::from_objects`]).
     pub fn policy_status(&self) -> PolicyStatus {
         match (&self.policy.installed, &self.policy.unreadable) {
-            (_, Some(why)) => clusterpolicy::none("unreadable", Some(why.clone())),
-            (Some(false), None) => clusterpolicy::absent_crd(),
+            (_, Some(why)) => {
+                gpuwl_core::decode::clusterpolicy::none("unreadable", Some(why.clone()))
+            }
+            (Some(false), None) => gpuwl_core::decode::clusterpolicy::absent_crd(),
             (None, None) => PolicyStatus::not_read(),
             (Some(true), None) => {
                 let objects: Vec<DynamicObject> = self
@@ -198,7 +200,7 @@ impl Store {
             if let Some(why) = &m.unreadable {
                 return Some(Err(format!("{}: {why}", ty.plural)));
             }
-            match kv_input::choose(ty, m.objects.as_slice()) {
+            match gpuwl_core::decode::kubevirt::choose(ty, m.objects.as_slice()) {
                 Ok(None) => continue,
                 Ok(Some(found)) => return Some(Ok(found)),
                 Err(e) => return Some(Err(e.to_string())),
@@ -838,7 +840,7 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
                         let v = kv_input::object_value(ty, o).ok();
                         // A placed or finished VMI never waits: its name is all that is
                         // kept (whether its VM has a VMI), not its whole spec.
-                        (key, v.map(virt::slim_settled_vmi))
+                        (key, v.map(gpuwl_core::decode::virt::slim_settled_vmi))
                     },
                     |s| &mut cr.mirror(s).objects,
                     true,

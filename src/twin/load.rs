@@ -401,9 +401,10 @@ mod tests {
     #[test]
     fn the_twin_copies_namespaces_then_ready_nodes_then_bound_then_pending_pods() {
         let mut nodes = Vec::new();
-        crate::input::dump::read_from(NODES.as_bytes(), "nodes.json", |n| nodes.push(n)).unwrap();
-        let pods =
-            crate::input::pods::read_pods_str(PODS, "pods.json").unwrap_or_else(|e| panic!("{e}"));
+        gpuwl_core::decode::dump::read_from(NODES.as_bytes(), "nodes.json", |n| nodes.push(n))
+            .unwrap();
+        let pods = gpuwl_core::decode::pods::read_pods_str(PODS, "pods.json")
+            .unwrap_or_else(|e| panic!("{e}"));
         let source = Source {
             nodes,
             pods,
@@ -512,10 +513,11 @@ mod tests {
     /// The source of these tests: [`NODES`] and [`PODS`] read as a dump is.
     fn source() -> Source {
         let mut nodes = Vec::new();
-        crate::input::dump::read_from(NODES.as_bytes(), "nodes.json", |n| nodes.push(n)).unwrap();
+        gpuwl_core::decode::dump::read_from(NODES.as_bytes(), "nodes.json", |n| nodes.push(n))
+            .unwrap();
         Source {
             nodes,
-            pods: crate::input::pods::read_pods_str(PODS, "pods.json").unwrap(),
+            pods: gpuwl_core::decode::pods::read_pods_str(PODS, "pods.json").unwrap(),
             policy: PolicyStatus::not_read(),
             kubevirt: None,
             origin: "test".into(),
@@ -704,7 +706,7 @@ mod tests {
                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
            "status": {"phase": "Pending"}}]}"#;
         let mut source = source();
-        source.pods = crate::input::pods::read_pods_str(pods, "pods.json").unwrap();
+        source.pods = gpuwl_core::decode::pods::read_pods_str(pods, "pods.json").unwrap();
         let api = fake_api::FakeApi::new();
         api.ready_nodes();
         let pending = with_trial(&source, &[], |t| copy(&api, t)).unwrap();
@@ -991,7 +993,7 @@ mod tests {
            "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/TU104GL_T4"}]}}},
            "status": {"phase": "Pending"}}]}"#;
         let mut source = source();
-        source.pods = crate::input::pods::read_pods_str(vmis, "vmis.json").unwrap();
+        source.pods = gpuwl_core::decode::pods::read_pods_str(vmis, "vmis.json").unwrap();
         source.kubevirt = Some(gpuwl_core::model::kubevirt::PermittedHostDevices {
             source: gpuwl_core::model::kubevirt::HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),

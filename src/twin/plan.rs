@@ -647,7 +647,7 @@ mod tests {
             node("c-0", "container", "nvidia.com/gpu", 4),
             node("p-0", "vm-passthrough", "nvidia.com/GA102GL_A10", 2),
         ];
-        let vmi = crate::input::pods::from_object(&serde_json::json!({
+        let vmi = gpuwl_core::decode::pods::from_object(&serde_json::json!({
             "kind": "VirtualMachineInstance",
             "metadata": {"name": "vm-cross", "namespace": "vms"},
             "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/gpu"}]}}}

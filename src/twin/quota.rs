@@ -74,13 +74,13 @@ mod tests {
     #[test]
     fn the_container_node_to_passthrough_moves_flavors_and_the_admitted_job_loses_its_pool() {
         let mut nodes = Vec::new();
-        crate::input::dump::read_from(
+        gpuwl_core::decode::dump::read_from(
             include_bytes!("../../tests/data/inventory/lab/nodes.json").as_slice(),
             "nodes.json",
             |n| nodes.push(n),
         )
         .unwrap();
-        let k = crate::input::kueue::read_str(
+        let k = gpuwl_core::decode::kueue::read_str(
             include_str!("../../tests/data/kueue/lab-workloads.yaml"),
             "lab-workloads.yaml",
         )

@@ -636,7 +636,7 @@ mod tests {
         if let Some(n) = node {
             spec["nodeName"] = serde_json::json!(n);
         }
-        crate::input::pods::from_object(&serde_json::json!({
+        gpuwl_core::decode::pods::from_object(&serde_json::json!({
             "kind": "Pod",
             "metadata": {"name": name, "namespace": "vms"},
             "spec": spec,

@@ -1,8 +1,8 @@
 //! Property tests over the node reader: arbitrary bytes (and mutated real dumps) never
 //! panic; they give nodes or one Input error line naming the source.
 
-use gpuwl::input::dump::read_from;
 use gpuwl_core::analysis::check::check;
+use gpuwl_core::decode::dump::read_from;
 use gpuwl_core::error::Error;
 use proptest::prelude::*;
 

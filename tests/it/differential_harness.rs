@@ -519,11 +519,11 @@ async fn snapshot(client: &Client) -> Result<(String, String), String> {
 /// explain's file-mode verdict for `manifest` against the listed nodes and pods.
 pub fn verdict(nodes_json: &str, pods_json: &str, manifest: &Value) -> Result<Explanation, String> {
     let mut nodes = Vec::new();
-    gpuwl::input::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
+    gpuwl_core::decode::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
         .map_err(|e| e.to_string())?;
-    let pods =
-        gpuwl::input::pods::read_pods_str(pods_json, "pods.json").map_err(|e| e.to_string())?;
-    let pod = gpuwl::input::pods::read_pods_str(&manifest.to_string(), "pod.json")
+    let pods = gpuwl_core::decode::pods::read_pods_str(pods_json, "pods.json")
+        .map_err(|e| e.to_string())?;
+    let pod = gpuwl_core::decode::pods::read_pods_str(&manifest.to_string(), "pod.json")
         .map_err(|e| e.to_string())?
         .remove(0);
     explain::explain(
@@ -554,10 +554,10 @@ pub fn consistency(
 ) -> Result<(), String> {
     use gpuwl_core::analysis::verdict::PodClass;
     let mut nodes = Vec::new();
-    gpuwl::input::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
+    gpuwl_core::decode::dump::read_from(nodes_json.as_bytes(), "nodes.json", |n| nodes.push(n))
         .map_err(|e| e.to_string())?;
-    let pods =
-        gpuwl::input::pods::read_pods_str(pods_json, "pods.json").map_err(|e| e.to_string())?;
+    let pods = gpuwl_core::decode::pods::read_pods_str(pods_json, "pods.json")
+        .map_err(|e| e.to_string())?;
     let pod = pods
         .iter()
         .find(|p| p.key() == key)

@@ -550,7 +550,7 @@ fn launcher_disagrees(kc: &str, name: &str) -> Option<String> {
         serde_json::from_str(&ok(kc, &["get", "pods", "-l", &sel, "-o", "json"], "")).unwrap();
     let mut real = pods["items"].as_array()?.first()?.clone();
     real["kind"] = serde_json::json!("Pod");
-    let real = gpuwl::input::pods::from_object(&real).unwrap();
+    let real = gpuwl_core::decode::pods::from_object(&real).unwrap();
     let cr: serde_json::Value = serde_json::from_str(&ok(
         kc,
         &[
@@ -562,7 +562,7 @@ fn launcher_disagrees(kc: &str, name: &str) -> Option<String> {
     let cluster = gpuwl_core::decode::kubevirt::from_object(&cr)
         .unwrap()
         .launcher;
-    let p = gpuwl::input::pods::from_object(&vmi).unwrap();
+    let p = gpuwl_core::decode::pods::from_object(&vmi).unwrap();
     let model = gpuwl_core::model::launcher::render(&p, p.vmi_shape.as_deref().unwrap(), &cluster);
     let mut diff = Vec::new();
     if model.requests != real.requests {
@@ -596,7 +596,10 @@ fn admission_disagrees(kc: &str, manifest: &str, real: &Real) -> Option<String> 
     let dir = tempfile::tempdir().unwrap();
     let nodes_path = dir.path().join("nodes.json");
     std::fs::write(&nodes_path, ok(kc, &["get", "nodes", "-o", "json"], "")).unwrap();
-    let nodes = gpuwl::input::read_nodes(&gpuwl::input::Source::from_arg(&nodes_path)).unwrap();
+    let nodes = gpuwl_core::decode::dump::read_nodes(&gpuwl_core::decode::dump::Source::from_arg(
+        &nodes_path,
+    ))
+    .unwrap();
     let cr: serde_json::Value = serde_json::from_str(&ok(
         kc,
         &[
@@ -607,7 +610,7 @@ fn admission_disagrees(kc: &str, manifest: &str, real: &Real) -> Option<String> 
     .unwrap();
     let kv = gpuwl_core::decode::kubevirt::from_object(&cr).unwrap();
     let doc: serde_json::Value = serde_json::from_str(manifest).unwrap();
-    let pod = gpuwl::input::pods::from_object(&doc).unwrap();
+    let pod = gpuwl_core::decode::pods::from_object(&doc).unwrap();
     let warnings = review(&pod, &Index::build(&nodes, None, Some(kv)));
     let codes: Vec<&str> = warnings.iter().map(|w| w.code.as_str()).collect();
     let permanent = warnings

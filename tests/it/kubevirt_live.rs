@@ -778,8 +778,9 @@ fn the_model_renders_the_real_launcher(kubeconfig: &str, name: &str) {
     let pods: serde_json::Value = serde_json::from_str(&out).unwrap();
     let mut real = pods["items"][0].clone();
     real["kind"] = serde_json::json!("Pod");
-    let real = gpuwl::input::pods::from_object(&real).unwrap_or_else(|e| panic!("{e}: {pods}"));
-    let p = gpuwl::input::pods::from_object(&vmi).unwrap();
+    let real =
+        gpuwl_core::decode::pods::from_object(&real).unwrap_or_else(|e| panic!("{e}: {pods}"));
+    let p = gpuwl_core::decode::pods::from_object(&vmi).unwrap();
     let model = gpuwl_core::model::launcher::render(
         &p,
         p.vmi_shape.as_deref().unwrap(),

@@ -323,7 +323,7 @@ fn differential(kubeconfig: &str, seed: u64, n: usize) {
         let wl = decision(kubeconfig, &name);
         let mut w = wl.clone();
         w["kind"] = serde_json::json!("Workload");
-        let kueue_wl = gpuwl::input::kueue::workload(&w).unwrap();
+        let kueue_wl = gpuwl_core::decode::kueue::workload(&w).unwrap();
         let admitted = kueue_wl.is("QuotaReserved");
         let message = kueue_wl
             .condition("QuotaReserved")
@@ -346,7 +346,7 @@ fn differential(kubeconfig: &str, seed: u64, n: usize) {
             "",
         );
         let list: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let mut objects = gpuwl::input::kueue::from_values(&[list]).unwrap();
+        let mut objects = gpuwl_core::decode::kueue::from_values(&[list]).unwrap();
         for cq in objects.cluster_queues.iter_mut().filter(|c| c.name == name) {
             cq.reserved.clear();
         }
@@ -556,7 +556,7 @@ fn differential_quota(kubeconfig: &str, seed: u64, n: usize) -> QuotaTally {
             assert_eq!(code, 0, "{err}\n{pod_yaml}");
             let mut w = decision(kubeconfig, &pod);
             w["kind"] = serde_json::json!("Workload");
-            let kueue_wl = gpuwl::input::kueue::workload(&w).unwrap();
+            let kueue_wl = gpuwl_core::decode::kueue::workload(&w).unwrap();
             let admitted = kueue_wl.is("QuotaReserved");
             let message = kueue_wl
                 .condition("QuotaReserved")
@@ -579,7 +579,7 @@ fn differential_quota(kubeconfig: &str, seed: u64, n: usize) -> QuotaTally {
                 "",
             );
             let list: serde_json::Value = serde_json::from_str(&out).unwrap();
-            let mut objects = gpuwl::input::kueue::from_values(&[list]).unwrap();
+            let mut objects = gpuwl_core::decode::kueue::from_values(&[list]).unwrap();
             for cq in objects.cluster_queues.iter_mut() {
                 cq.reserved.clear();
             }

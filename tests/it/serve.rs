@@ -838,7 +838,7 @@ fn serve_follows_the_lab_cluster() {
             Some(1.0)
         );
         // Permitting the vGPU type in the CR clears its finding.
-        let ar = gpuwl::input::kubevirt::api_resource(gpuwl::input::kubevirt::KUBEVIRT);
+        let ar = gpuwl::input::kubevirt::api_resource(gpuwl_core::decode::kubevirt::KUBEVIRT);
         let kvs: Api<DynamicObject> = Api::namespaced_with(client, "kubevirt", &ar);
         let patch = serde_json::json!({"spec": {"configuration": {"permittedHostDevices": {
             "mediatedDevices": [{"mdevNameSelector": "NVIDIA A10-12Q",

@@ -76,9 +76,9 @@ fn row<'a>(inv: &'a Value, resource: &str) -> &'a Value {
 /// serve's evaluation of the same files.
 fn evaluate(nodes: &str, pods: &str) -> gpuwl::serve::state::Evaluation {
     let mut n = Vec::new();
-    gpuwl::input::dump::read_from(std::fs::File::open(nodes).unwrap(), nodes, |x| n.push(x))
+    gpuwl_core::decode::dump::read_from(std::fs::File::open(nodes).unwrap(), nodes, |x| n.push(x))
         .unwrap();
-    let p = gpuwl::input::pods::read_pods_path(std::path::Path::new(pods)).unwrap();
+    let p = gpuwl_core::decode::pods::read_pods_path(std::path::Path::new(pods)).unwrap();
     gpuwl::serve::state::evaluate(
         &n,
         &p,

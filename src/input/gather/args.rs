@@ -24,8 +24,8 @@ use std::path::PathBuf;
 use clap::{Arg, ArgAction, ArgMatches, Command, FromArgMatches};
 
 use crate::input::gather::Request;
-use crate::input::limits::Limits;
 use crate::input::live::ClusterArgs;
+use gpuwl_core::decode::limits::Limits;
 
 /// The reader limits (`--max-input-bytes`, `--max-member-bytes`, `--max-items`), flattened
 /// into [`SourceArgs`] and `gpuwl triage`'s flags; the command line sets them for the whole

@@ -31,11 +31,14 @@ use serde_json::Value;
 
 pub use args::{LimitArgs, Live, SourceArgs, Spec};
 
-use crate::input::kubevirt::{self, CrType, CurrentCr};
+use crate::input::kubevirt::{self};
 use crate::input::kueue;
 use crate::input::live::{self, ClusterArgs};
-use crate::input::snapshot::{self, Snapshot};
-use crate::input::{self, Source, clusterpolicy, dra, operands, pods, snapshot_file};
+use crate::input::snapshot::{self};
+use crate::input::{clusterpolicy, dra, operands, pods, snapshot_file};
+use gpuwl_core::decode::dump::Source;
+use gpuwl_core::decode::kubevirt::{CrType, CurrentCr};
+use gpuwl_core::decode::snapshot::Snapshot;
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::dra::{DraObjects, DraSource};
 use gpuwl_core::model::kubevirt::PermittedHostDevices;
@@ -256,20 +259,31 @@ impl Request<'_> {
             _ => one_stdin(&files)?,
         }
         Ok(Files {
-            pods: self.pods.map(|p| pods::read_pods_path(p)).transpose()?,
+            pods: self
+                .pods
+                .map(|p| gpuwl_core::decode::pods::read_pods_path(p))
+                .transpose()?,
             dra: self
                 .dra
-                .map(|f| Ok((dra::read_path(f)?, DraSource::File(f.display().to_string()))))
+                .map(|f| {
+                    Ok((
+                        gpuwl_core::decode::dra::read_path(f)?,
+                        DraSource::File(f.display().to_string()),
+                    ))
+                })
                 .transpose()?,
             policy: self
                 .cluster_policy
-                .map(|p| clusterpolicy::read_path(p))
+                .map(|p| gpuwl_core::decode::clusterpolicy::read_path(p))
                 .transpose()?,
             cr: self
                 .kubevirt
-                .map(|p| kubevirt::read_cr_path(p))
+                .map(|p| gpuwl_core::decode::kubevirt::read_cr_path(p))
                 .transpose()?,
-            kueue: self.kueue.map(|p| kueue::read_path(p)).transpose()?,
+            kueue: self
+                .kueue
+                .map(|p| gpuwl_core::decode::kueue::read_path(p))
+                .transpose()?,
         })
     }
 
@@ -287,7 +301,7 @@ impl Request<'_> {
         let read_twice =
             |p: &&PathBuf| p.as_os_str() != "-" && std::fs::metadata(p).is_ok_and(|m| m.is_file());
         match self.pods.filter(read_twice) {
-            Some(p) if want => Ok(Some(Ok(operands::read_path(p)?))),
+            Some(p) if want => Ok(Some(Ok(gpuwl_core::decode::operands::read_path(p)?))),
             _ => Ok(None),
         }
     }
@@ -309,7 +323,7 @@ pub fn gather(req: &Request, wanted: Wanted) -> Result<Gathered> {
         Choice::Snapshot(snap) => from_snapshot(snap, files, wanted),
         Choice::Files(nodes) => {
             let nodes = nodes
-                .map(|p| input::read_nodes(&Source::from_arg(p)))
+                .map(|p| gpuwl_core::decode::dump::read_nodes(&Source::from_arg(p)))
                 .transpose()?;
             let mut g = from_files(req, files, nodes.unwrap_or_default());
             g.operands = req.dump_operands(wanted, false)?;
@@ -351,7 +365,9 @@ pub fn stream<S>(
             let mut g = from_files(req, files, Vec::new());
             let mut sink = start(&mut g);
             if let Some(p) = nodes {
-                input::for_each_node(&Source::from_arg(p), |n| add(&mut sink, n))?;
+                gpuwl_core::decode::dump::for_each_node(&Source::from_arg(p), |n| {
+                    add(&mut sink, n)
+                })?;
             }
             g.operands = req.dump_operands(wanted, false)?;
             Ok((sink, g))
@@ -733,7 +749,10 @@ mod tests {
         let live = ClusterArgs::default();
         let nodes = path("tests/data/dra/nodes.json");
         let pods = path("tests/data/dra/pods.json");
-        let all = crate::input::read_nodes(&crate::input::Source::from_arg(&nodes)).unwrap();
+        let all = gpuwl_core::decode::dump::read_nodes(
+            &gpuwl_core::decode::dump::Source::from_arg(&nodes),
+        )
+        .unwrap();
         let r = Request {
             pods: Some(&pods),
             ..req(&live, Some(&nodes))
