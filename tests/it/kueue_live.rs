@@ -225,6 +225,55 @@ fn decision(kubeconfig: &str, owner: &str) -> serde_json::Value {
     }
 }
 
+/// Kueue's decision on the Workload of `owner` ([`decision`]), read as gpuwl reads it.
+struct KueueDecision {
+    /// `QuotaReserved` is true.
+    admitted: bool,
+    /// `QuotaReserved`'s message (empty when there is none).
+    message: String,
+    /// The flavor Kueue assigned to the resource asked for, if any.
+    flavor: Option<String>,
+    /// The Workload without conditions, admission or assignments: what gpuwl judges.
+    bare: gpuwl_core::model::kueue::Workload,
+}
+
+/// [`KueueDecision`] of `owner`'s Workload, `resource` being the GPU name it asks for.
+fn kueue_decision(kubeconfig: &str, owner: &str, resource: &str) -> KueueDecision {
+    let mut w = decision(kubeconfig, owner);
+    w["kind"] = serde_json::json!("Workload");
+    let wl = gpuwl_core::decode::kueue::workload(&w).unwrap();
+    let mut bare = wl.clone();
+    bare.conditions.clear();
+    bare.admitted_to = None;
+    bare.assignments.clear();
+    KueueDecision {
+        admitted: wl.is("QuotaReserved"),
+        message: wl
+            .condition("QuotaReserved")
+            .map(|c| c.message.clone())
+            .unwrap_or_default(),
+        flavor: wl
+            .assignments
+            .iter()
+            .find_map(|a| a.flavors.get(resource).cloned()),
+        bare,
+    }
+}
+
+/// The cluster's ResourceFlavors, ClusterQueues and LocalQueues (and its Workloads when
+/// `workloads`), read as gpuwl reads them.
+fn kueue_objects(kubeconfig: &str, workloads: bool) -> gpuwl_core::model::kueue::KueueObjects {
+    let mut kinds = String::from(
+        "resourceflavors.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io",
+    );
+    if workloads {
+        kinds.push_str(",workloads.kueue.x-k8s.io");
+    }
+    let (_, out, _) = kubectl(kubeconfig, &["get", &kinds, "-A", "-o", "json"], "");
+    let list: serde_json::Value = serde_json::from_str(&out).unwrap();
+    gpuwl_core::decode::kueue::from_values(&[list]).unwrap()
+}
+
 /// A tiny deterministic generator (64-bit LCG, Knuth's constants).
 struct Lcg(u64);
 
@@ -320,40 +369,17 @@ fn differential(kubeconfig: &str, seed: u64, n: usize) {
         let (code, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], job);
         assert_eq!(code, 0, "{err}\n{job}");
         // Kueue's decision on the Job's Workload.
-        let wl = decision(kubeconfig, &name);
-        let mut w = wl.clone();
-        w["kind"] = serde_json::json!("Workload");
-        let kueue_wl = gpuwl_core::decode::kueue::workload(&w).unwrap();
-        let admitted = kueue_wl.is("QuotaReserved");
-        let message = kueue_wl
-            .condition("QuotaReserved")
-            .map(|c| c.message.clone())
-            .unwrap_or_default();
-        let kueue_flavor = kueue_wl
-            .assignments
-            .iter()
-            .find_map(|a| a.flavors.get(want).cloned());
+        let KueueDecision {
+            admitted,
+            message,
+            flavor: kueue_flavor,
+            bare,
+        } = kueue_decision(kubeconfig, &name, want);
         // gpuwl's judgment, before Kueue's verdict.
-        let (_, out, _) = kubectl(
-            kubeconfig,
-            &[
-                "get",
-                "resourceflavors.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io",
-                "-A",
-                "-o",
-                "json",
-            ],
-            "",
-        );
-        let list: serde_json::Value = serde_json::from_str(&out).unwrap();
-        let mut objects = gpuwl_core::decode::kueue::from_values(&[list]).unwrap();
+        let mut objects = kueue_objects(kubeconfig, false);
         for cq in objects.cluster_queues.iter_mut().filter(|c| c.name == name) {
             cq.reserved.clear();
         }
-        let mut bare = kueue_wl.clone();
-        bare.conditions.clear();
-        bare.admitted_to = None;
-        bare.assignments.clear();
         let v = judge_workload(&bare, &objects, None);
         let ours_admitted = matches!(v.cause, QuotaCause::Fits | QuotaCause::FlavorCannotServe);
         let ours_flavor = v.flavor.get(want).cloned();
@@ -554,39 +580,17 @@ fn differential_quota(kubeconfig: &str, seed: u64, n: usize) -> QuotaTally {
             );
             let (code, _, err) = kubectl(kubeconfig, &["apply", "-f", "-"], &pod_yaml);
             assert_eq!(code, 0, "{err}\n{pod_yaml}");
-            let mut w = decision(kubeconfig, &pod);
-            w["kind"] = serde_json::json!("Workload");
-            let kueue_wl = gpuwl_core::decode::kueue::workload(&w).unwrap();
-            let admitted = kueue_wl.is("QuotaReserved");
-            let message = kueue_wl
-                .condition("QuotaReserved")
-                .map(|c| c.message.clone())
-                .unwrap_or_default();
-            let kueue_flavor = kueue_wl
-                .assignments
-                .iter()
-                .find_map(|a| a.flavors.get(want).cloned());
+            let KueueDecision {
+                admitted,
+                message,
+                flavor: kueue_flavor,
+                bare,
+            } = kueue_decision(kubeconfig, &pod, want);
             // gpuwl's judgment on the objects as Kueue left them, this Workload bare.
-            let (_, out, _) = kubectl(
-                kubeconfig,
-                &[
-                    "get",
-                    "resourceflavors.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io,workloads.kueue.x-k8s.io",
-                    "-A",
-                    "-o",
-                    "json",
-                ],
-                "",
-            );
-            let list: serde_json::Value = serde_json::from_str(&out).unwrap();
-            let mut objects = gpuwl_core::decode::kueue::from_values(&[list]).unwrap();
+            let mut objects = kueue_objects(kubeconfig, true);
             for cq in objects.cluster_queues.iter_mut() {
                 cq.reserved.clear();
             }
-            let mut bare = kueue_wl.clone();
-            bare.conditions.clear();
-            bare.admitted_to = None;
-            bare.assignments.clear();
             objects.workloads.retain(|o| o.key() != bare.key());
             let v = judge_workload(&bare, &objects, None);
             let ours_admitted = matches!(v.cause, QuotaCause::Fits | QuotaCause::FlavorCannotServe);
