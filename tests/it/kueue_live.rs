@@ -103,6 +103,66 @@ fn lab_kueue_admits_one_job_holds_the_misnamed_one_and_check_reports_the_quota()
     assert_eq!(e["quota"]["cause"], "kueue-admitted", "{e}");
     assert_eq!(e["quota"]["flavor"]["nvidia.com/gpu"], "container", "{e}");
 
+    // The fix applied on the real Kueue: lab-gpus gets quota on the name the passthrough
+    // flavor's node advertises (check's kueue-quota-not-advertised and explain's
+    // kueue-name-not-covered both point there); Kueue admits the held Job in that flavor
+    // and the real scheduler binds its pod on that node.
+    let flavors: Vec<serde_json::Value> = ["container", "vm-passthrough", "vm-vgpu"]
+        .iter()
+        .map(|f| {
+            let gpu = if *f == "container" { 2 } else { 0 };
+            let a10 = if *f == "vm-passthrough" { 2 } else { 0 };
+            serde_json::json!({"name": f, "resources": [
+                {"name": "nvidia.com/gpu", "nominalQuota": gpu},
+                {"name": "nvidia.com/GA102GL_A10", "nominalQuota": a10}]})
+        })
+        .collect();
+    let covered = serde_json::json!({"spec": {"resourceGroups": [{
+        "coveredResources": ["nvidia.com/gpu", "nvidia.com/GA102GL_A10"],
+        "flavors": flavors}]}});
+    let (code, _, err) = kubectl(
+        kubeconfig,
+        &[
+            "patch",
+            "clusterqueues.kueue.x-k8s.io",
+            "lab-gpus",
+            "--type",
+            "merge",
+            "-p",
+            &covered.to_string(),
+        ],
+        "",
+    );
+    assert_eq!(code, 0, "{err}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let node = loop {
+        let (_, out, _) = kubectl(
+            kubeconfig,
+            &[
+                "get",
+                "pods",
+                "-n",
+                "gpu-kueue",
+                "-l",
+                "job-name=kueue-passthrough",
+                "-o",
+                "jsonpath={.items[0].spec.nodeName} {.items[0].spec.nodeSelector.nvidia\\.com/gpu\\.workload\\.config}",
+            ],
+            "",
+        );
+        if out.split_whitespace().count() == 2 {
+            break out.trim().to_owned();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the held Job's pod was not bound after the fix"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
+    // Bound on the passthrough node, with the flavor's nodeLabels Kueue put on it at
+    // admission.
+    assert_eq!(node, "lab-node-1 vm-passthrough");
+
     // The seed's files are a plain lab's.
     let plain = tempfile::tempdir().unwrap();
     gpuwl_ok(&[
