@@ -103,6 +103,40 @@ fn lab_kueue_admits_one_job_holds_the_misnamed_one_and_check_reports_the_quota()
     assert_eq!(e["quota"]["cause"], "kueue-admitted", "{e}");
     assert_eq!(e["quota"]["flavor"]["nvidia.com/gpu"], "container", "{e}");
 
+    // The same quota cause from inventory, live and from dumps of the same objects.
+    let dumps = tempfile::tempdir().unwrap();
+    let dump = |file: &str, what: &str| {
+        let (code, out, err) = kubectl(kubeconfig, &["get", what, "-A", "-o", "json"], "");
+        assert_eq!(code, 0, "{err}");
+        let path = dumps.path().join(file);
+        std::fs::write(&path, out).unwrap();
+        path.display().to_string()
+    };
+    let (nodes, pods) = (dump("nodes.json", "nodes"), dump("pods.json", "pods"));
+    let kueue = dump(
+        "kueue.json",
+        "resourceflavors.kueue.x-k8s.io,clusterqueues.kueue.x-k8s.io,localqueues.kueue.x-k8s.io,workloads.kueue.x-k8s.io",
+    );
+    let live = gpuwl(&["inventory", "--kubeconfig", kubeconfig]).1;
+    let files = gpuwl(&[
+        "inventory",
+        "--nodes",
+        &nodes,
+        "--pods",
+        &pods,
+        "--kueue",
+        &kueue,
+    ])
+    .1;
+    for (mode, text) in [("live", &live), ("files", &files)] {
+        assert!(
+            text.lines()
+                .any(|l| l.contains("gpu-kueue/job-kueue-passthrough-")
+                    && l.contains("kueue-name-not-covered")),
+            "inventory ({mode}) does not give the held Job explain's cause:\n{text}"
+        );
+    }
+
     // The fix applied on the real Kueue: lab-gpus gets quota on the name the passthrough
     // flavor's node advertises (check's kueue-quota-not-advertised and explain's
     // kueue-name-not-covered both point there); Kueue admits the held Job in that flavor
