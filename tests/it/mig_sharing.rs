@@ -254,7 +254,16 @@ fn mig_configs_from_the_operator_advertise_by_strategy() {
         &[("nvidia.com/gpu", "2")],
         &[("nvidia.com/mig.config.state", "success")],
     );
-    let (_, l) = rt.block_on(node_view(&client, "mig-a100"));
+    // The label goes in the same pass, but the status can be read first: give it a few
+    // seconds before judging (one CI run read the status before the label's removal).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(15);
+    let l = loop {
+        let (_, l) = rt.block_on(node_view(&client, "mig-a100"));
+        if !l.contains_key("nvidia.com/mig.strategy") || std::time::Instant::now() > deadline {
+            break l;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
+    };
     assert!(!l.contains_key("nvidia.com/mig.strategy"), "{l:?}");
 }
 
