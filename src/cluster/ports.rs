@@ -87,6 +87,28 @@ impl Ports {
     }
 }
 
+/// Waits up to `limit` for each of `ports` to be free on 127.0.0.1 (polled every 50 ms);
+/// returns the first one still taken then, if any.
+///
+/// Why: a component killed a moment ago still holds its listening socket while the kernel
+/// tears down its memory (in `do_exit`, `exit_mm` runs before `exit_files`; its
+/// `/proc/PID/cmdline` is already empty, so [`crate::cluster::process::alive`] no longer
+/// counts it), which takes a while for a large Go heap on a busy machine. A restart on its
+/// port in that window failed with "address already in use".
+pub fn wait_free(ports: &[u16], limit: Duration) -> Option<u16> {
+    let deadline = Instant::now() + limit;
+    loop {
+        let taken = ports
+            .iter()
+            .copied()
+            .find(|&p| TcpListener::bind((Ipv4Addr::LOCALHOST, p)).is_err());
+        if taken.is_none() || Instant::now() >= deadline {
+            return taken;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// The machine-wide lock file: `gpuwl-ports.lock` in the system temporary directory
 /// (`$TMPDIR`, else `/tmp`). Ports are machine-wide, so this is not per state directory.
 pub fn lock_path() -> PathBuf {
@@ -205,5 +227,26 @@ mod tests {
         assert!(err.to_string().contains("gpuwl-ports.lock"), "{err}");
         drop(first);
         PortLock::acquire(Duration::from_secs(5)).unwrap();
+    }
+
+    #[test]
+    fn a_port_freed_while_waiting_is_free_and_one_held_is_named() {
+        let held = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = held.local_addr().unwrap().port();
+        let started = Instant::now();
+        let releaser = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(300));
+            drop(held);
+        });
+        assert_eq!(wait_free(&[port], Duration::from_secs(10)), None);
+        assert!(started.elapsed() >= Duration::from_millis(250));
+        releaser.join().unwrap();
+
+        let kept = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let kept_port = kept.local_addr().unwrap().port();
+        assert_eq!(
+            wait_free(&[port, kept_port], Duration::from_millis(200)),
+            Some(kept_port)
+        );
     }
 }

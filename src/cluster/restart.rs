@@ -9,9 +9,13 @@ use super::index::info;
 use super::leases::delete_node_leases;
 use super::readiness::{StartError, Watch, wait_ready};
 use super::runtime::{block_on_own_thread, on_own_thread};
-use super::{lock, pki, process, recipe};
+use super::{lock, pki, ports, process, recipe};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::text;
+
+/// How long a restart waits for a dead component's ports to be released by its exiting
+/// process ([`ports::wait_free`]) before starting on them anyway.
+const PORT_FREE_WAIT: Duration = Duration::from_secs(10);
 
 /// Starts again, with the flags and ports in the cluster's `cluster.json`, every component
 /// of a broken cluster that is not running, and waits until the cluster is ready. Each dead
@@ -49,6 +53,16 @@ pub(super) fn restart_dead(name: &str, state: &Path, progress: bool, detail: &st
         let kubeconfig = state.join("kubeconfig");
         let _ = block_on_own_thread(async move { delete_node_leases(&kubeconfig).await });
     }
+    // A component killed a moment ago may still hold its ports while it exits: wait for
+    // them (bounded) before starting its successor on them.
+    let dead_ports: Vec<u16> = info
+        .ports()
+        .by_component()
+        .into_iter()
+        .filter(|&(c, _)| process::alive(state, c).is_none())
+        .map(|(_, p)| p)
+        .collect();
+    let _ = ports::wait_free(&dead_ports, PORT_FREE_WAIT);
     for c in &components {
         if process::alive(state, c.name).is_some() {
             watch.started.push((c.name, false));
