@@ -84,9 +84,9 @@ cargo test --workspace "${targets[@]}" --quiet -- --test-threads 6
 
 step "cargo test -p gpuwl -- --ignored (integration tests on the local control plane)"
 # Marked #[ignore = "needs local control plane"] so a plain `cargo test` stays quick; they
-# take one cluster at a time (tests/it/common.rs), each under its own cluster name.
+# take one cluster at a time (tests/it/kit/live.rs), each under its own cluster name.
 # Every live test's thread is started at once (--test-threads 64) and waits at the gate in
-# tests/it/common.rs, which admits GPUWL_LIVE_JOBS (3) at a time, longest first by
+# tests/it/kit/live.rs, which admits GPUWL_LIVE_JOBS (3) at a time, longest first by
 # tests/it/live-seconds.tsv (refresh it from target/tmp/live-timings.tsv when the suite
 # changes), so no long test starts last. libtest then says "has been running for over 60
 # seconds" of tests still waiting at the gate: that is the queue, not a hang.

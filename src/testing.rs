@@ -1,5 +1,5 @@
 //! Support for the crate's own unit tests (compiled only under `cfg(test)`): the fast
-//! tier's in-memory API server (`tests/it/fake_api.rs`, docs/testing.md), shared with the
+//! tier's in-memory API server (`tests/it/kit/fake_api.rs`, docs/testing.md), shared with the
 //! integration tests by path so both run the one fake, and an HTTPS front for it, for
 //! code that builds its own client from a kubeconfig file or a component's port (the
 //! local control plane's readiness and health checks, the scheduler's metrics).
@@ -8,7 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 #[allow(dead_code, clippy::all)]
-#[path = "../tests/it/fake_api.rs"]
+#[path = "../tests/it/kit/fake_api.rs"]
 pub mod fake_api;
 
 use crate::serve::tls::{self, Listener};

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use assert_cmd::cargo::cargo_bin;
 
-use crate::common::{ClusterDown, lab_cluster, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, kubectl, lab_cluster, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-it-admission";
 
@@ -33,31 +33,6 @@ const NODEPOOL_CRD: &str = "apiVersion: apiextensions.k8s.io/v1\nkind: CustomRes
 const NODEPOOL: &str = "apiVersion: karpenter.sh/v1\nkind: NodePool\nmetadata: {name: h200}\nspec:\n  limits: {cpu: '1000', nvidia.com/NVIDIA_H200_141GB: '16'}\n";
 
 const WARNING: &str = "Warning: gpuwl unadvertised-name: spec.containers[0].resources.limits: no node advertises nvidia.com/GA102GL_A1; did you mean nvidia.com/GA102GL_A10 (1 edit away)?";
-
-/// `kubectl ARGS` against `kubeconfig` with `stdin`: (exit code, stdout, stderr).
-fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("kubectl on PATH");
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
 
 /// A running `gpuwl serve` with the guard; killed when dropped.
 struct Guard {
@@ -419,7 +394,7 @@ fn review(group: &str, kind: &str, object: &str) -> String {
 #[test]
 fn the_guard_answers_bad_input_over_https_and_stays_up() {
     let dir = tempfile::tempdir().unwrap();
-    let (_port, kc) = crate::common::silent_api_server(dir.path());
+    let (_port, kc) = crate::kit::silent_api_server(dir.path());
     let cert = gpuwl::serve::tls::generate(&["localhost".into()], &["127.0.0.1".parse().unwrap()])
         .unwrap();
     let (ca, crt, key) = (
@@ -521,7 +496,7 @@ fn the_guard_answers_bad_input_over_https_and_stays_up() {
 
     // Bad flags and files: exit 2, the file named.
     let kc = kc.to_str().unwrap();
-    let (code, _, err) = crate::common::gpuwl(&[
+    let (code, _, err) = crate::kit::gpuwl(&[
         "serve",
         "--kubeconfig",
         kc,
@@ -551,7 +526,7 @@ fn the_guard_answers_bad_input_over_https_and_stays_up() {
     ] {
         let mut a = vec!["serve", "--kubeconfig", kc];
         a.extend(args);
-        let (code, _, err) = crate::common::gpuwl(&a);
+        let (code, _, err) = crate::kit::gpuwl(&a);
         assert_eq!(code, 2, "{args:?}: {err}");
     }
 }

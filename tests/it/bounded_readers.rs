@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::path::Path;
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 /// `n` operand pods as `kubectl get pods -oyaml` prints them (short).
 fn operand_pods(n: usize) -> String {

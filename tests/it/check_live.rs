@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{Patch, PatchParams, PostParams};
 
-use crate::common::one_cluster_at_a_time;
+use crate::kit::one_cluster_at_a_time;
 
 const NAME: &str = "gpuwl-test-check";
 

@@ -175,7 +175,7 @@ fn live_errors_say_where_and_what_to_do_without_echoing_secrets() {
 #[test]
 fn a_silent_api_server_times_out_with_one_line() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, kc) = crate::common::silent_api_server(dir.path());
+    let (port, kc) = crate::kit::silent_api_server(dir.path());
     let started = std::time::Instant::now();
     let out = Command::new(cargo_bin("gpuwl"))
         .args([
@@ -207,7 +207,7 @@ fn a_silent_api_server_times_out_with_one_line() {
 #[test]
 fn every_one_shot_live_command_gives_up_on_a_silent_api_server_within_its_request_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let (port, kc) = crate::common::silent_api_server(dir.path());
+    let (port, kc) = crate::kit::silent_api_server(dir.path());
     let kc = kc.to_str().unwrap();
     for cmd in [
         &["inventory"][..],
@@ -377,10 +377,10 @@ fn pod_and_cr_readers_fail_early_on_bytes_that_are_not_text() {
 
 #[test]
 fn explain_takes_one_pod_and_its_usage_says_so() {
-    let (code, _, err) = crate::common::gpuwl(&["explain", "pod", "a", "b"]);
+    let (code, _, err) = crate::kit::gpuwl(&["explain", "pod", "a", "b"]);
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("unexpected argument 'b'"), "{err}");
-    let help = crate::common::gpuwl_ok(&["explain", "--help"]);
+    let help = crate::kit::gpuwl_ok(&["explain", "--help"]);
     assert!(
         help.contains("Usage: gpuwl explain [OPTIONS] [[pod] NAME]\n"),
         "{help}"

@@ -6,7 +6,6 @@
 //! Builds the control plane first when it is not cached (minutes, cold). Each test uses
 //! its own cluster names (`gpuwl-test-…`) and never touches another cluster.
 
-use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use std::process::Command;
@@ -15,36 +14,16 @@ use assert_cmd::cargo::cargo_bin;
 use gpuwl::cluster::{self, Status, UpOptions};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Namespace, Node, Pod, ServiceAccount};
-use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::Api;
 use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use serde_json::json;
 
-use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time, the_machine_alone};
+use crate::kit::{
+    ClusterDown, create_node, gpu_pod, gpuwl, node, one_cluster_at_a_time, set_node_resources,
+    the_machine_alone,
+};
 
 const NAME: &str = "gpuwl-test-cluster";
-
-fn node(name: &str) -> Node {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": { "name": name, "labels": { "kubernetes.io/hostname": name } },
-    }))
-    .unwrap()
-}
-
-fn pod(name: &str, resource: &str) -> Pod {
-    serde_json::from_value(serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": { "name": name, "namespace": "gpu-vm" },
-        "spec": { "containers": [{
-            "name": "cuda",
-            "image": "nvcr.io/nvidia/cuda:12.4.1-base-ubuntu22.04",
-            "resources": { "limits": { resource: "1" } }
-        }]}
-    }))
-    .unwrap()
-}
 
 /// Every pid recorded for the cluster, read before `down` removes the files.
 fn recorded_pids(state: &std::path::Path) -> Vec<u32> {
@@ -107,25 +86,13 @@ fn scheduler_places_pods_by_extended_resource() {
 
 async fn scenario(kubeconfig: &std::path::Path) {
     let client = cluster::client(kubeconfig, None).await.expect("client");
-    let nodes: Api<Node> = Api::all(client.clone());
     for (name, resource, amount) in [
         ("test-node-a", "nvidia.com/gpu", "4"),
         ("test-node-b", "nvidia.com/GA102GL_A10", "2"),
     ] {
-        nodes
-            .create(&PostParams::default(), &node(name))
-            .await
-            .expect("create node");
-        let mut res: BTreeMap<String, Quantity> = BTreeMap::new();
-        res.insert("cpu".into(), Quantity("32".into()));
-        res.insert("memory".into(), Quantity("256Gi".into()));
-        res.insert("pods".into(), Quantity("110".into()));
-        res.insert(resource.into(), Quantity(amount.into()));
-        let patch = serde_json::json!({ "status": { "capacity": res, "allocatable": res } });
-        nodes
-            .patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .expect("patch node status");
+        create_node(&client, node(name, json!({"kubernetes.io/hostname": name}))).await;
+        let res = json!({"cpu": "32", "memory": "256Gi", "pods": "110", resource: amount});
+        set_node_resources(&client, name, res).await;
     }
 
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -140,6 +107,9 @@ async fn scenario(kubeconfig: &std::path::Path) {
     wait_default_service_account(&client, "gpu-vm", Duration::from_secs(30)).await;
 
     let pods: Api<Pod> = Api::namespaced(client.clone(), "gpu-vm");
+    let pod = |name: &str, resource: &str| -> Pod {
+        serde_json::from_value(gpu_pod("gpu-vm", name, resource)).unwrap()
+    };
     pods.create(
         &PostParams::default(),
         &pod("fits", "nvidia.com/GA102GL_A10"),
@@ -557,7 +527,7 @@ fn down_takes_out_the_context_set_context_added() {
 #[test]
 #[ignore = "needs local control plane"]
 fn a_warm_cache_build_shows_each_binary() {
-    let _one = crate::common::one_cluster_at_a_time();
+    let _one = crate::kit::one_cluster_at_a_time();
     let cache = tempfile::tempdir().unwrap();
     let build = || {
         std::process::Command::new(assert_cmd::cargo::cargo_bin("gpuwl"))

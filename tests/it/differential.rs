@@ -10,7 +10,7 @@
 #[path = "differential_harness.rs"]
 pub(crate) mod harness;
 
-use crate::common::{ClusterDown, one_cluster_at_a_time, own_cluster};
+use crate::kit::{ClusterDown, one_cluster_at_a_time, own_cluster};
 
 const CLUSTER: &str = "gpuwl-it-differential";
 

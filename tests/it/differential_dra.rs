@@ -32,7 +32,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time, own_cluster};
+use crate::kit::{ClusterDown, gpuwl, one_cluster_at_a_time, own_cluster};
 
 /// The local control plane's name (`GPUWL_DIFF_DRA_CLUSTER` overrides it: a bench run
 /// beside the suite's).

@@ -6,7 +6,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_explained, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl, gpuwl_explained, gpuwl_ok, one_cluster_at_a_time};
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/dra");
 
@@ -214,7 +214,7 @@ fn scheduler_allocates_one_device_per_gpu() {
 
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let kubeconfig = crate::common::own_cluster(CLUSTER, &[]);
+    let kubeconfig = crate::kit::own_cluster(CLUSTER, &[]);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (gpu_pod, vfio_pod) = rt.block_on(async {
         let client = gpuwl::cluster::client(std::path::Path::new(&kubeconfig), None)
@@ -479,17 +479,17 @@ fn inventory_says_when_both_tables_count_the_same_gpus() {
     std::fs::write(&nf, nodes.to_string()).unwrap();
     let dra = format!("{d}/two-gpus.json");
     let args = ["inventory", "--nodes", nf.to_str().unwrap(), "--dra", &dra];
-    let (rc, text, err) = crate::common::gpuwl(&args);
+    let (rc, text, err) = crate::kit::gpuwl(&args);
     assert_eq!(rc, 0, "{err}");
     assert!(
         text.contains("note: both tables count the same GPUs on gpu-node-1"),
         "{text}"
     );
-    let (_, json, _) = crate::common::gpuwl(&[&args[..], &["-o", "json"]].concat());
+    let (_, json, _) = crate::kit::gpuwl(&[&args[..], &["-o", "json"]].concat());
     let doc: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(doc["publishedTwice"], serde_json::json!(["gpu-node-1"]));
     // Without the plugin's name the note is absent.
-    let (_, plain, _) = crate::common::gpuwl(&[
+    let (_, plain, _) = crate::kit::gpuwl(&[
         "inventory",
         "--nodes",
         &format!("{d}/nodes.json"),

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
 

@@ -12,7 +12,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/explain");
 

@@ -10,7 +10,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 fn slice(node: &str, index: bool) -> Value {
     let mut attrs = json!({

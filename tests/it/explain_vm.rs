@@ -12,8 +12,11 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
-use crate::kubevirt::{client_for, install_kubevirt_with};
+use crate::kit::{
+    ClusterDown, client_for, create_node, gpuwl, node, one_cluster_at_a_time, set_node_resources,
+    vmi,
+};
+use crate::kubevirt::install_kubevirt_with;
 
 const CLUSTER: &str = "gpuwl-it-kv-explain";
 
@@ -63,35 +66,19 @@ async fn create(api: &Api<DynamicObject>, obj: Value) -> String {
 }
 
 /// A kwok node with `labels`, advertising `extra` beside the simulated cpu/memory.
-async fn node(client: &kube::Client, name: &str, mut labels: Value, extra: Value) {
+async fn kwok_node(client: &kube::Client, name: &str, mut labels: Value, extra: Value) {
     // Every kubelet labels its node with its architecture (virt-controller's launcher
     // selects it, issue 47).
     labels["kubernetes.io/arch"] = json!("amd64");
     let mut extra = extra;
     extra["ephemeral-storage"] = json!("100Gi");
-    let nodes: Api<Node> = Api::all(client.clone());
-    let n: Node = serde_json::from_value(json!({
-        "metadata": {"name": name, "labels": labels,
-                     "annotations": {"kwok.x-k8s.io/node": "fake"}}
-    }))
-    .unwrap();
-    nodes.create(&PostParams::default(), &n).await.unwrap();
+    let mut n = node(name, labels);
+    n["metadata"]["annotations"] = json!({"kwok.x-k8s.io/node": "fake"});
+    create_node(client, n).await;
     gpuwl::cluster::nodes::wait_schedulable(client, name, Duration::from_secs(60))
         .await
         .unwrap();
-    set_status(client, name, extra).await;
-}
-
-async fn set_status(client: &kube::Client, name: &str, extra: Value) {
-    let nodes: Api<Node> = Api::all(client.clone());
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"capacity": extra, "allocatable": extra}})),
-        )
-        .await
-        .unwrap();
+    set_node_resources(client, name, extra).await;
 }
 
 /// A virt-launcher pod for VMI `vmi` (uid `uid`) asking for one A10, as virt-controller
@@ -115,13 +102,11 @@ fn launcher(vmi: &str, suffix: &str, uid: &str, node: Option<&str>) -> Pod {
     .unwrap()
 }
 
-fn vmi(name: &str, device: &str, conditions: Value) -> Value {
-    json!({
-      "apiVersion": "kubevirt.io/v1", "kind": "VirtualMachineInstance",
-      "metadata": {"name": name, "namespace": "gpu-vm"},
-      "spec": {"domain": {"devices": {"gpus": [{"name": "gpu1", "deviceName": device}]}}},
-      "status": {"phase": "Scheduling", "conditions": conditions}
-    })
+/// A VMI in `gpu-vm` asking for one `device` (entry `gpu1`), scheduling, with `conditions`.
+fn scheduling_vmi(name: &str, device: &str, conditions: Value) -> Value {
+    let mut v = vmi("gpu-vm", name, "gpus", &[("gpu1", device)]);
+    v["status"] = json!({"phase": "Scheduling", "conditions": conditions});
+    v
 }
 
 fn explain_json(kubeconfig: &str, args: &[&str]) -> (i32, Value, String) {
@@ -138,7 +123,7 @@ fn explain_json(kubeconfig: &str, args: &[&str]) -> (i32, Value, String) {
 fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let kubeconfig = crate::common::own_cluster(CLUSTER, &["--nodes", "0"]);
+    let kubeconfig = crate::kit::own_cluster(CLUSTER, &["--nodes", "0"]);
     let kubeconfig = kubeconfig.as_str();
     let kc = Path::new(kubeconfig);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -169,14 +154,14 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
         // The GPU node: the sandbox plugin advertises the A10, virt-handler is not ready
         // there (no kubevirt.io/schedulable, no devices.kubevirt.io/kvm). A CPU node where
         // it is.
-        node(
+        kwok_node(
             &client,
             "kv-gpu-a",
             json!({"nvidia.com/gpu.workload.config": "vm-passthrough"}),
             json!({"nvidia.com/GA102GL_A10": "1"}),
         )
         .await;
-        node(
+        kwok_node(
             &client,
             "kv-cpu-0",
             json!({"kubevirt.io/schedulable": "true"}),
@@ -200,7 +185,7 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
         .await;
         let uid = create(
             &api(&client, "VirtualMachineInstance", "virtualmachineinstances"),
-            vmi(
+            scheduling_vmi(
                 "vm-a",
                 "nvidia.com/GA102GL_A10",
                 json!([{"type": "Ready", "status": "False", "reason": "GuestNotRunning",
@@ -311,7 +296,7 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
             )
             .await
             .unwrap();
-        set_status(
+        set_node_resources(
             &client,
             "kv-gpu-a",
             json!({"nvidia.com/GA102GL_A10": "1", "devices.kubevirt.io/kvm": "1k", "devices.kubevirt.io/tun": "1k", "devices.kubevirt.io/vhost-net": "1k"}),
@@ -340,7 +325,7 @@ fn explain_vmi_names_virt_handler_and_stops_vms_instead_of_deleting_launchers() 
     // first evidence.
     rt.block_on(create(
         &api(&client, "VirtualMachineInstance", "virtualmachineinstances"),
-        vmi(
+        scheduling_vmi(
             "vm-c",
             "nvidia.com/GA102GL_A10_X",
             json!([{"type": "Synchronized", "status": "False", "reason": "FailedCreate",

@@ -6,7 +6,7 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 use serde_json::Value;
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 
@@ -183,9 +183,9 @@ fn kubeconfig_errors_say_where_the_path_came_from() {
 #[test]
 #[ignore = "needs local control plane"]
 fn no_kubeconfig_names_the_running_local_cluster_and_its_name() {
-    let _serial = crate::common::one_cluster_at_a_time();
+    let _serial = crate::kit::one_cluster_at_a_time();
     let name = "h42";
-    let _down = crate::common::ClusterDown(name);
+    let _down = crate::kit::ClusterDown(name);
     let (rc, _, err) = gpuwl(&["cluster", "up", "--name", name]);
     assert_eq!(rc, 0, "{err}");
     let home = tempfile::tempdir().unwrap();

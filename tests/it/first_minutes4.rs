@@ -1,7 +1,7 @@
 //! Issue 54, "the first ten minutes, round 4": each point fixed as a kind of fault, with
 //! the command that showed it. Live ones are `#[ignore = "needs local control plane"]`.
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

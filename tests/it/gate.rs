@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/gate");
 
@@ -518,7 +518,7 @@ fn the_gate_on_the_live_cluster() {
     use kube::api::{Patch, PatchParams, PostParams};
 
     const NAME: &str = "gpuwl-it-gate";
-    let _serial = crate::common::one_cluster_at_a_time();
+    let _serial = crate::kit::one_cluster_at_a_time();
     let _ = cluster::down(NAME);
     let handle = cluster::up(&UpOptions {
         name: NAME.into(),

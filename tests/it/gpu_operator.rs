@@ -6,28 +6,10 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, the_machine_alone};
+use crate::kit::{ClusterDown, Seed, assert_same_seed, gpuwl, gpuwl_ok, the_machine_alone};
 use serde_json::Value;
 
 const CLUSTER: &str = "it-gpu-operator";
-
-/// The lab's result files that do not hold timestamps or uids (all of `out/` but the node
-/// dump, plus the checker and the pod manifests).
-const SEED_FILES: [&str; 13] = [
-    "out/01-nodes.txt",
-    "out/operands.txt",
-    "out/03-resources.txt",
-    "out/04-container.txt",
-    "out/05-passthrough.txt",
-    "out/06-placement.txt",
-    "out/07-cross.txt",
-    "out/consistency.txt",
-    "bin/check-config.sh",
-    "k8s/pod-container.yaml",
-    "k8s/pod-passthrough.yaml",
-    "k8s/pod-vgpu.yaml",
-    "k8s/pod-cross.yaml",
-];
 
 /// Per node of a node dump: name, workload label, the non-zero `nvidia.com/` resources.
 fn dump_summary(path: &std::path::Path) -> Vec<(String, String, BTreeMap<String, String>)> {
@@ -134,16 +116,7 @@ fn lab_on_the_real_operator_writes_the_seed_files_and_follows_a_relabel() {
         out.contains("[2/8] list operands per workload config — observed lab-node-0 container="),
         "{out}"
     );
-    for f in SEED_FILES {
-        let a = std::fs::read(plain.path().join(f)).unwrap();
-        let b = std::fs::read(with_op.path().join(f)).unwrap();
-        assert!(
-            a == b,
-            "{f} differs:\n{}\n---\n{}",
-            String::from_utf8_lossy(&a),
-            String::from_utf8_lossy(&b)
-        );
-    }
+    assert_same_seed(plain.path(), with_op.path(), Seed::All);
     assert_eq!(
         dump_summary(&plain.path().join("out/nodes.json")),
         dump_summary(&with_op.path().join("out/nodes.json"))

@@ -4,7 +4,7 @@
 //! lists streamed with a bound per object; sums that saturate; extended resources whose
 //! requests differ from their limits called out.
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 /// A GPU node (labelled, deployed) whose allocatable `nvidia.com/gpu` is `q` (verbatim JSON).
 fn node(name: &str, q: &str) -> String {

@@ -8,7 +8,7 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 use serde_json::{Value, json};
 
-use crate::common::{gpuwl, gpuwl_ok};
+use crate::kit::{gpuwl, gpuwl_ok};
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory");
 

@@ -8,7 +8,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::{ClusterDown, gpuwl_explained, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl_explained, gpuwl_ok, kubectl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-test-inventory";
 
@@ -17,7 +17,7 @@ const CLUSTER: &str = "gpuwl-test-inventory";
 fn after_the_lab() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let (root, kubeconfig) = crate::common::lab_cluster(CLUSTER);
+    let (root, kubeconfig) = crate::kit::lab_cluster(CLUSTER);
     let kubeconfig = kubeconfig.as_str();
     assert!(Path::new(kubeconfig).exists(), "{kubeconfig}");
 
@@ -76,20 +76,15 @@ fn after_the_lab() {
         .collect();
     assert_eq!(pools, ["container"].into(), "{off}");
     // Under the shipped ServiceAccount (deploy/01-rbac.yaml).
-    let apply = std::process::Command::new("kubectl")
-        .args(["--kubeconfig", kubeconfig, "apply", "-f"])
-        .arg(concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/deploy/00-namespace.yaml"
-        ))
-        .arg("-f")
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/01-rbac.yaml"))
-        .output()
-        .expect("kubectl on PATH");
-    assert!(
-        apply.status.success(),
-        "{}",
-        String::from_utf8_lossy(&apply.stderr)
+    kubectl_ok(
+        kubeconfig,
+        &[
+            "apply",
+            "-f",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/00-namespace.yaml"),
+            "-f",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/01-rbac.yaml"),
+        ],
     );
     // The admin kubeconfig, impersonating the ServiceAccount (`as:` in the user entry).
     let admin = std::fs::read_to_string(kubeconfig).unwrap();
@@ -111,43 +106,29 @@ fn after_the_lab() {
     );
     // Without its resource.k8s.io rule (an older role), the text says so instead of
     // leaving DRA out silently.
-    let rules = std::process::Command::new("kubectl")
-        .args([
-            "--kubeconfig",
-            kubeconfig,
-            "get",
-            "clusterrole",
-            "gpuwl-reader",
-            "-o",
-            "json",
-        ])
-        .output()
-        .expect("kubectl on PATH");
-    let role: Value = serde_json::from_slice(&rules.stdout).unwrap();
+    let rules = kubectl_ok(
+        kubeconfig,
+        &["get", "clusterrole", "gpuwl-reader", "-o", "json"],
+    );
+    let role: Value = serde_json::from_str(&rules).unwrap();
     let at = role["rules"]
         .as_array()
         .unwrap()
         .iter()
         .position(|r| r["apiGroups"][0] == "resource.k8s.io")
         .expect("the shipped role grants resource.k8s.io");
-    let patch = std::process::Command::new("kubectl")
-        .args([
-            "--kubeconfig",
-            kubeconfig,
+    kubectl_ok(
+        kubeconfig,
+        &[
             "patch",
             "clusterrole",
             "gpuwl-reader",
             "--type=json",
             "-p",
-        ])
-        .arg(format!("[{{\"op\":\"remove\",\"path\":\"/rules/{at}\"}}]"))
-        .output()
-        .unwrap();
-    assert!(
-        patch.status.success(),
-        "{}",
-        String::from_utf8_lossy(&patch.stderr)
+            &format!("[{{\"op\":\"remove\",\"path\":\"/rules/{at}\"}}]"),
+        ],
     );
+
     // RBAC changes reach the authorizer within a moment.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     let text = loop {
@@ -163,14 +144,14 @@ fn after_the_lab() {
         text.contains("DRA devices (resource.k8s.io/v1): not read: the credentials may not list"),
         "{text}"
     );
-    let (rc, _, err) = crate::common::gpuwl(&["check", "--kubeconfig", sa]);
+    let (rc, _, err) = crate::kit::gpuwl(&["check", "--kubeconfig", sa]);
     assert!(rc == 0 || rc == 1, "{err}");
     assert!(
         err.contains("warning: DRA objects not read: the credentials may not list"),
         "{err}"
     );
     // A cluster name that does not run: the error names the ones that do, and their --name.
-    let (rc, _, err) = crate::common::gpuwl(&["cluster", "kubeconfig", "--name", "not-started-x"]);
+    let (rc, _, err) = crate::kit::gpuwl(&["cluster", "kubeconfig", "--name", "not-started-x"]);
     assert_eq!(rc, 3, "{err}");
     assert!(err.contains("has no kubeconfig"), "{err}");
     assert!(
@@ -179,7 +160,7 @@ fn after_the_lab() {
     );
     // explain without -n looks in the context's namespace (default); the error names the
     // namespace where a pod of that name is.
-    let (rc, _, err) = crate::common::gpuwl(&["explain", "job-cross", "--kubeconfig", kubeconfig]);
+    let (rc, _, err) = crate::kit::gpuwl(&["explain", "job-cross", "--kubeconfig", kubeconfig]);
     assert_eq!(rc, 2, "{err}");
     assert_eq!(
         err,

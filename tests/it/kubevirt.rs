@@ -6,7 +6,10 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{
+    ClusterDown, client_for, create_node, gpuwl, gpuwl_ok, node, one_cluster_at_a_time,
+    set_node_resources,
+};
 
 const CASE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -495,15 +498,6 @@ pub(crate) async fn install_kubevirt(kubeconfig: &Path) {
     install_kubevirt_with(kubeconfig, KUBEVIRT_CR).await
 }
 
-/// A client for the cluster of `kubeconfig`.
-pub(crate) async fn client_for(kubeconfig: &Path) -> kube::Client {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
 /// The KubeVirt CRs' API (`kubevirt` namespace).
 fn kubevirts(client: kube::Client) -> kube::Api<kube::api::DynamicObject> {
     let ar = kube::api::ApiResource::from_gvk_with_plural(
@@ -581,7 +575,7 @@ const CLUSTER: &str = "gpuwl-test-kubevirt";
 fn check_live_after_the_lab() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let (_root, kubeconfig) = crate::common::lab_cluster(CLUSTER);
+    let (_root, kubeconfig) = crate::kit::lab_cluster(CLUSTER);
     let kubeconfig = kubeconfig.as_str();
 
     // No KubeVirt CRD yet: a clear message, exit 2.
@@ -694,20 +688,9 @@ const FOREIGN_CR: &str = r#"{
 
 /// Creates node `name` advertising `resources` (plain objects: `generate` reads only their
 /// allocatable).
-async fn gpu_node(client: &kube::Client, name: &str, resources: Value) {
-    use k8s_openapi::api::core::v1::Node;
-    use kube::api::{Api, Patch, PatchParams, PostParams};
-    let nodes: Api<Node> = Api::all(client.clone());
-    let node: Node = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
-    nodes.create(&PostParams::default(), &node).await.unwrap();
-    nodes
-        .patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(json!({"status": {"capacity": resources, "allocatable": resources}})),
-        )
-        .await
-        .unwrap();
+async fn node_advertising(client: &kube::Client, name: &str, resources: Value) {
+    create_node(client, node(name, json!({}))).await;
+    set_node_resources(client, name, resources).await;
 }
 
 /// The resource names of the live CR's list `list`, in order.
@@ -731,7 +714,7 @@ async fn listed(kubeconfig: &Path, list: &str) -> Vec<String> {
 fn generate_applied_by_the_api_server_keeps_a_foreign_device() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(GENERATE_CLUSTER);
-    let kubeconfig = crate::common::own_cluster(GENERATE_CLUSTER, &["--nodes", "0"]);
+    let kubeconfig = crate::kit::own_cluster(GENERATE_CLUSTER, &["--nodes", "0"]);
     let kubeconfig = kubeconfig.as_str();
     let kc = Path::new(kubeconfig);
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -740,8 +723,8 @@ fn generate_applied_by_the_api_server_keeps_a_foreign_device() {
         .unwrap();
     rt.block_on(async {
         let client = client_for(kc).await;
-        gpu_node(&client, "kv-gen-pt", json!({"nvidia.com/GA102GL_A10": "2"})).await;
-        gpu_node(
+        node_advertising(&client, "kv-gen-pt", json!({"nvidia.com/GA102GL_A10": "2"})).await;
+        node_advertising(
             &client,
             "kv-gen-vg",
             json!({"nvidia.com/NVIDIA_A10-12Q": "4"}),
@@ -790,7 +773,7 @@ fn generate_applied_by_the_api_server_keeps_a_foreign_device() {
     // A third name, added with JSON-patch add operations.
     rt.block_on(async {
         let client = client_for(kc).await;
-        gpu_node(
+        node_advertising(
             &client,
             "kv-gen-t4",
             json!({"nvidia.com/TU104GL_TESLA_T4": "1"}),

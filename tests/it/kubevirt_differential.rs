@@ -29,7 +29,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl, gpuwl_ok, kubectl, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-it-kvdiff";
 
@@ -226,32 +226,6 @@ fn generate(rng: &mut Rng) -> Scenario {
         launcher_needs: Vec::new(),
         kinds: Kinds::default(),
     }
-}
-
-fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--request-timeout=30s")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 fn ok(kubeconfig: &str, args: &[&str], stdin: &str) -> String {

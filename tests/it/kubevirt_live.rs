@@ -6,7 +6,9 @@
 
 use std::time::{Duration, Instant};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{
+    ClusterDown, Seed, assert_same_seed, gpuwl, gpuwl_ok, kubectl, one_cluster_at_a_time, vmi,
+};
 
 const UP_CLUSTER: &str = "gpuwl-it-kv-up";
 
@@ -151,50 +153,6 @@ fn cluster_up_kubevirt_is_supervised_and_down_leaves_no_process() {
 
 const LAB_CLUSTER: &str = "gpuwl-it-kv-lab";
 
-/// The lab's result files that hold no timestamps or uids (as in tests/it/gpu_operator.rs).
-const SEED_FILES: [&str; 13] = [
-    "out/01-nodes.txt",
-    "out/operands.txt",
-    "out/03-resources.txt",
-    "out/04-container.txt",
-    "out/05-passthrough.txt",
-    "out/06-placement.txt",
-    "out/07-cross.txt",
-    "out/consistency.txt",
-    "bin/check-config.sh",
-    "k8s/pod-container.yaml",
-    "k8s/pod-passthrough.yaml",
-    "k8s/pod-vgpu.yaml",
-    "k8s/pod-cross.yaml",
-];
-
-/// `kubectl --kubeconfig K ARGS…` with `stdin`; (exit code, stdout, stderr).
-fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--request-timeout=30s")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
 #[test]
 #[ignore = "needs local control plane"]
 fn lab_kubevirt_places_real_vmis_and_keeps_the_seed_files() {
@@ -248,16 +206,7 @@ fn lab_kubevirt_places_real_vmis_and_keeps_the_seed_files() {
         "--root",
         plain.path().to_str().unwrap(),
     ]);
-    for f in SEED_FILES {
-        let a = std::fs::read(plain.path().join(f)).unwrap();
-        let b = std::fs::read(with_kv.path().join(f)).unwrap();
-        assert!(
-            a == b,
-            "{f} differs:\n{}\nvs\n{}",
-            String::from_utf8_lossy(&a),
-            String::from_utf8_lossy(&b)
-        );
-    }
+    assert_same_seed(plain.path(), with_kv.path(), Seed::All);
     assert!(!plain.path().join("out/kubevirt.txt").exists());
 }
 
@@ -273,15 +222,13 @@ fn lab_cr(gates: &str) -> String {
     )
 }
 
-/// A VMI manifest asking for `device` `count` times under `list` (`gpus`, `hostDevices`).
+/// A VMI manifest (JSON, which kubectl and gpuwl read as YAML) asking for `device` `count` times under `list` (`gpus`, `hostDevices`).
 fn vmi_yaml(name: &str, list: &str, device: &str, count: usize) -> String {
-    let devs: Vec<String> = (0..count)
-        .map(|i| format!("{{name: d{i}, deviceName: {device}}}"))
-        .collect();
-    format!(
-        "apiVersion: kubevirt.io/v1\nkind: VirtualMachineInstance\nmetadata: {{name: {name}, namespace: gpu-vm}}\nspec:\n  domain:\n    devices:\n      {list}: [{}]\n    resources: {{requests: {{memory: 128Mi}}}}\n",
-        devs.join(", ")
-    )
+    let names: Vec<String> = (0..count).map(|i| format!("d{i}")).collect();
+    let devices: Vec<(&str, &str)> = names.iter().map(|n| (n.as_str(), device)).collect();
+    let mut v = vmi("gpu-vm", name, list, &devices);
+    v["spec"]["domain"]["resources"] = serde_json::json!({"requests": {"memory": "128Mi"}});
+    v.to_string()
 }
 
 /// gpuwl's model, offline, on the two disagreements the live KubeVirt showed

@@ -4,22 +4,11 @@
 //! agreeing with Kueue's message, and the seed's files as a plain lab writes them.
 //! Kueue is built once per cache key.
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{
+    ClusterDown, Seed, assert_same_seed, gpuwl, gpuwl_ok, kubectl, one_cluster_at_a_time,
+};
 
 const LAB_CLUSTER: &str = "gpuwl-it-kueue-lab";
-
-/// The lab's result files that hold no timestamps or uids (as in tests/it/kubevirt_live.rs).
-const SEED_FILES: [&str; 9] = [
-    "out/01-nodes.txt",
-    "out/operands.txt",
-    "out/03-resources.txt",
-    "out/04-container.txt",
-    "out/05-passthrough.txt",
-    "out/06-placement.txt",
-    "out/07-cross.txt",
-    "out/consistency.txt",
-    "bin/check-config.sh",
-];
 
 #[test]
 #[ignore = "needs local control plane"]
@@ -206,16 +195,7 @@ fn lab_kueue_admits_one_job_holds_the_misnamed_one_and_check_reports_the_quota()
         "--root",
         plain.path().to_str().unwrap(),
     ]);
-    for f in SEED_FILES {
-        let a = std::fs::read(plain.path().join(f)).unwrap();
-        let b = std::fs::read(root.path().join(f)).unwrap();
-        assert!(
-            a == b,
-            "{f} differs:\n{}\nvs\n{}",
-            String::from_utf8_lossy(&a),
-            String::from_utf8_lossy(&b)
-        );
-    }
+    assert_same_seed(plain.path(), root.path(), Seed::WithoutPodManifests);
     assert!(!plain.path().join("out/kueue.txt").exists());
 
     // A small seed of the differential against the real Kueue (bench: GPUWL_KUEUE_SCENARIOS).
@@ -249,33 +229,6 @@ fn lab_kueue_admits_one_job_holds_the_misnamed_one_and_check_reports_the_quota()
         started.elapsed()
     );
     assert_eq!(t.agree, t.decisions);
-}
-
-/// `kubectl --kubeconfig K ARGS…` with `stdin`; (exit code, stdout, stderr).
-fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (i32, String, String) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .arg("--request-timeout=30s")
-        .args(args)
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 /// The Workload of the object named `owner` in `gpu-kueue` once Kueue has decided on it

@@ -9,7 +9,9 @@ use std::process::Command;
 use assert_cmd::cargo::cargo_bin;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::common::{ClusterDown, one_cluster_at_a_time};
+use crate::kit::{
+    ClusterDown, Seed, client_for, one_cluster_at_a_time, seed_files, set_node_resources,
+};
 
 const CLUSTER: &str = "gpuwl-test-lab";
 
@@ -38,26 +40,12 @@ fn run_lab(root: &Path) -> String {
     stdout
 }
 
+/// The lab's seed files under `root`, each with its text.
 fn snapshot(root: &Path) -> Vec<(String, String)> {
-    let mut v = Vec::new();
-    for rel in [
-        "out/01-nodes.txt",
-        "out/operands.txt",
-        "out/03-resources.txt",
-        "out/04-container.txt",
-        "out/05-passthrough.txt",
-        "out/06-placement.txt",
-        "out/07-cross.txt",
-        "out/consistency.txt",
-        "k8s/pod-container.yaml",
-        "k8s/pod-passthrough.yaml",
-        "k8s/pod-vgpu.yaml",
-        "k8s/pod-cross.yaml",
-        "bin/check-config.sh",
-    ] {
-        v.push((rel.to_string(), read(root, rel)));
-    }
-    v
+    seed_files(Seed::All)
+        .iter()
+        .map(|rel| (rel.to_string(), read(root, rel)))
+        .collect()
 }
 
 fn manifest(name: &str, resource: &str, selector: Option<&str>) -> String {
@@ -70,11 +58,7 @@ fn manifest(name: &str, resource: &str, selector: Option<&str>) -> String {
 }
 
 async fn pod_scheduled_message(kubeconfig: &Path) -> (String, Option<String>, String) {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let client = kube::Client::try_from(cfg).unwrap();
+    let client = client_for(kubeconfig).await;
     let pods: kube::Api<Pod> = kube::Api::namespaced(client, "gpu-vm");
     let p = pods.get("job-cross").await.unwrap();
     let status = p.status.unwrap();
@@ -97,21 +81,19 @@ async fn pod_scheduled_message(kubeconfig: &Path) -> (String, Option<String>, St
 async fn tamper(kubeconfig: &Path) {
     use k8s_openapi::api::core::v1::Node;
     use kube::api::{Patch, PatchParams};
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    let nodes: kube::Api<Node> = kube::Api::all(kube::Client::try_from(cfg).unwrap());
+    let client = client_for(kubeconfig).await;
+    let nodes: kube::Api<Node> = kube::Api::all(client.clone());
     let label = serde_json::json!({"metadata": {"labels": {"nvidia.com/gpu.workload.config": "vm_passthrough"}}});
     nodes
         .patch("lab-node-1", &PatchParams::default(), &Patch::Merge(&label))
         .await
         .unwrap();
-    let extra = serde_json::json!({"status": {"capacity": {"nvidia.com/gpu": "2"}, "allocatable": {"nvidia.com/gpu": "2"}}});
-    nodes
-        .patch_status("lab-node-2", &PatchParams::default(), &Patch::Merge(&extra))
-        .await
-        .unwrap();
+    set_node_resources(
+        &client,
+        "lab-node-2",
+        serde_json::json!({"nvidia.com/gpu": "2"}),
+    )
+    .await;
 }
 
 #[test]
@@ -306,11 +288,7 @@ fn lab_on_the_local_control_plane_writes_every_file() {
 }
 
 async fn namespaces(kubeconfig: &Path) -> kube::Api<k8s_openapi::api::core::v1::Namespace> {
-    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
-    let cfg = kube::Config::from_custom_kubeconfig(kc, &Default::default())
-        .await
-        .unwrap();
-    kube::Api::all(kube::Client::try_from(cfg).unwrap())
+    kube::Api::all(client_for(kubeconfig).await)
 }
 
 /// What a user does to the lab's namespace: `kubectl delete namespace gpu-vm` and re-run

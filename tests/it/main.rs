@@ -6,7 +6,7 @@
 //! `#[ignore = "needs local control plane"]`, so `cargo test` stays quick;
 //! `cargo test -- --ignored` runs them (scripts/test.sh runs both).
 
-mod common;
+mod kit;
 
 mod admission;
 mod bounded_readers;
@@ -24,7 +24,6 @@ mod explain_cases;
 mod explain_dra;
 mod explain_unused;
 mod explain_vm;
-mod fake_api;
 mod first_minutes;
 mod first_minutes4;
 mod gate;

@@ -17,12 +17,12 @@ use serde_json::json;
 use gpuwl::cluster::gpu_operator;
 use gpuwl_core::model::gpusim::GpuHardware;
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 
 /// Starts cluster `name` with the operator and no lab nodes; returns a runtime and a
 /// client for it.
 fn operator_cluster(name: &str) -> (tokio::runtime::Runtime, Client) {
-    let kubeconfig = crate::common::own_cluster(name, &["--gpu-operator", "--nodes", "0"]);
+    let kubeconfig = crate::kit::own_cluster(name, &["--gpu-operator", "--nodes", "0"]);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -13,7 +13,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl, one_cluster_at_a_time};
 
 const D: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/operator");
 

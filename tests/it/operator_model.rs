@@ -28,7 +28,7 @@ use serde_json::{Value, json};
 use gpuwl::cluster::gpu_operator::{self, PolicySettings};
 use gpuwl_core::model::gpusim::GpuHardware;
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-it-opmodel";
 const LABEL: &str = "nvidia.com/gpu.workload.config";
@@ -371,7 +371,7 @@ fn issue_35_findings(
 fn the_operator_deploys_what_gpuwl_says_for_every_combination() {
     let _one = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let kubeconfig = crate::common::own_cluster(CLUSTER, &["--gpu-operator", "--nodes", "0"]);
+    let kubeconfig = crate::kit::own_cluster(CLUSTER, &["--gpu-operator", "--nodes", "0"]);
     let dist = gpu_operator::dist_dir();
     let tmp = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_current_thread()

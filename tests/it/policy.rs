@@ -3,11 +3,11 @@
 //! vGPU config is refused with the did-you-mean, a good one accepted, an update that leaves
 //! the labels alone accepted even when the old value is invalid.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use serde_json::json;
+
+use crate::kit::{ClusterDown, gpuwl, gpuwl_ok, kubectl, node, one_cluster_at_a_time};
 
 fn read(path: &str) -> String {
     std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
@@ -46,45 +46,10 @@ fn flags_and_bad_input() {
 
 const CLUSTER: &str = "h40";
 
-/// `kubectl --kubeconfig K ARGS…` with `stdin`; (success, stdout + stderr).
-fn kubectl(kubeconfig: &str, args: &[&str], stdin: &str) -> (bool, String) {
-    let mut child = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(stdin.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    (
-        out.status.success(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
-}
-
-fn node(name: &str, labels: &[(&str, &str)]) -> String {
-    let labels: serde_json::Map<String, serde_json::Value> = labels
-        .iter()
-        .map(|(k, v)| (k.to_string(), serde_json::Value::from(*v)))
-        .collect();
-    serde_json::json!({
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": labels},
-    })
-    .to_string()
+/// [`kubectl`] as this test reads it: (whether it succeeded, stdout followed by stderr).
+fn kubectl_said(kubeconfig: &str, args: &[&str], stdin: &str) -> (bool, String) {
+    let (code, stdout, stderr) = kubectl(kubeconfig, args, stdin);
+    (code == 0, format!("{stdout}{stderr}"))
 }
 
 const WL: &str = "nvidia.com/gpu.workload.config";
@@ -95,18 +60,18 @@ const VG: &str = "nvidia.com/vgpu.config";
 fn the_api_server_enforces_the_policy() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let kc = crate::common::own_cluster(CLUSTER, &["--nodes", "0"]);
+    let kc = crate::kit::own_cluster(CLUSTER, &["--nodes", "0"]);
     let kc = kc.as_str();
     // A node labelled wrongly before the policy exists: later updates that leave the label
     // alone must still pass.
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &["create", "-f", "-"],
-        &node("h40-old", &[(WL, "vm_passthrough")]),
+        &node("h40-old", json!({WL: "vm_passthrough"})).to_string(),
     );
     assert!(ok, "{out}");
 
-    let (ok, out) = kubectl(kc, &["apply", "-f", "-"], &gpuwl_ok(&["policy"]));
+    let (ok, out) = kubectl_said(kc, &["apply", "-f", "-"], &gpuwl_ok(&["policy"]));
     assert!(ok, "{out}");
     assert!(
         out.contains(
@@ -117,14 +82,14 @@ fn the_api_server_enforces_the_policy() {
     assert!(out.contains("validatingadmissionpolicybinding.admissionregistration.k8s.io/gpuwl-workload-label created"), "{out}");
 
     // The policy takes effect after a short delay: retry a bad create until it is refused.
-    let bad = node("h40-bad", &[(WL, "vm_passthrough")]);
+    let bad = node("h40-bad", json!({WL: "vm_passthrough"})).to_string();
     let started = Instant::now();
     let refusal = loop {
-        let (ok, out) = kubectl(kc, &["create", "-f", "-"], &bad);
+        let (ok, out) = kubectl_said(kc, &["create", "-f", "-"], &bad);
         if !ok {
             break out;
         }
-        kubectl(kc, &["delete", "node", "h40-bad", "--wait=false"], "");
+        kubectl_said(kc, &["delete", "node", "h40-bad", "--wait=false"], "");
         assert!(
             started.elapsed() < Duration::from_secs(30),
             "never refused: {out}"
@@ -142,10 +107,10 @@ fn the_api_server_enforces_the_policy() {
     );
 
     // A good value is accepted.
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &["create", "-f", "-"],
-        &node("h40-good", &[(WL, "vm-passthrough")]),
+        &node("h40-good", json!({WL: "vm-passthrough"})).to_string(),
     );
     assert!(ok, "{out}");
     // Relabelling to a typo is refused, with the value meant.
@@ -154,7 +119,7 @@ fn the_api_server_enforces_the_policy() {
         ("vm-passthru", "vm-passthrough"),
         ("pass-through", "vm-passthrough"),
     ] {
-        let (ok, out) = kubectl(
+        let (ok, out) = kubectl_said(
             kc,
             &[
                 "label",
@@ -170,7 +135,7 @@ fn the_api_server_enforces_the_policy() {
         assert!(out.contains(&format!("did you mean {meant}?")), "{out}");
     }
     // No did-you-mean where none is close.
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &[
             "label",
@@ -186,7 +151,7 @@ fn the_api_server_enforces_the_policy() {
         "{out}"
     );
     // vGPU config: a bad one refused (with the upper-cased type meant), a good one accepted.
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &[
             "label",
@@ -200,7 +165,7 @@ fn the_api_server_enforces_the_policy() {
     );
     assert!(!ok, "{out}");
     assert!(out.contains("nvidia.com/vgpu.config=a10-12q is not a vGPU type such as A10-12Q or A100-4C, nor default; did you mean A10-12Q?"), "{out}");
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &[
             "label",
@@ -217,7 +182,7 @@ fn the_api_server_enforces_the_policy() {
         "{out}"
     );
     for good in ["A10-12Q", "A100-1-5C", "default"] {
-        let (ok, out) = kubectl(
+        let (ok, out) = kubectl_said(
             kc,
             &[
                 "label",
@@ -231,7 +196,7 @@ fn the_api_server_enforces_the_policy() {
         );
         assert!(ok, "{good}: {out}");
     }
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &[
             "get",
@@ -249,13 +214,13 @@ fn the_api_server_enforces_the_policy() {
     );
     // Unrelated updates pass: on the good node, and on the node whose old value is invalid.
     for n in ["h40-good", "h40-old"] {
-        let (ok, out) = kubectl(kc, &["label", "node", n, "team=a", "--overwrite"], "");
+        let (ok, out) = kubectl_said(kc, &["label", "node", n, "team=a", "--overwrite"], "");
         assert!(ok, "{n}: {out}");
-        let (ok, out) = kubectl(kc, &["annotate", "node", n, "note=x", "--overwrite"], "");
+        let (ok, out) = kubectl_said(kc, &["annotate", "node", n, "note=x", "--overwrite"], "");
         assert!(ok, "{n}: {out}");
     }
     // Changing the invalid old value to another invalid one is refused; removing it passes.
-    let (ok, out) = kubectl(
+    let (ok, out) = kubectl_said(
         kc,
         &[
             "label",
@@ -267,7 +232,7 @@ fn the_api_server_enforces_the_policy() {
         "",
     );
     assert!(!ok && out.contains("did you mean vm-vgpu?"), "{out}");
-    let (ok, out) = kubectl(kc, &["label", "node", "h40-old", &format!("{WL}-")], "");
+    let (ok, out) = kubectl_said(kc, &["label", "node", "h40-old", &format!("{WL}-")], "");
     assert!(ok, "{out}");
 }
 

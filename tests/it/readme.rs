@@ -9,7 +9,7 @@ use std::process::Command;
 
 use assert_cmd::cargo::cargo_bin;
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 
 const ROOT: &str = env!("CARGO_MANIFEST_DIR");
 

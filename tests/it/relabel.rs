@@ -24,7 +24,7 @@ use kube::api::{
 };
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-relabel-it";
 const TWIN: &str = "gpuwl-relabel-it-twin";

@@ -17,8 +17,8 @@ use std::path::Path;
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, one_cluster_at_a_time};
 use crate::differential::harness;
+use crate::kit::{ClusterDown, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-it-replay";
 const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/explain");
@@ -160,7 +160,7 @@ fn round(dir: &Path, id: usize) -> Result<harness::Round, &'static str> {
 fn the_explain_cases_agree_with_the_scheduler_when_replayed() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let kubeconfig = crate::common::own_cluster(CLUSTER, &["--nodes", "0"]);
+    let kubeconfig = crate::kit::own_cluster(CLUSTER, &["--nodes", "0"]);
     let mut dirs: Vec<_> = std::fs::read_dir(CASES)
         .unwrap()
         .map(|e| e.unwrap().path())

@@ -20,7 +20,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DynamicObject, GroupVersionKind, Patch, PatchParams, PostParams};
 use prometheus_parse::{Scrape, Value};
 
-use crate::common::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl_ok, one_cluster_at_a_time};
 
 const CLUSTER: &str = "gpuwl-test-serve";
 
@@ -348,7 +348,7 @@ pub(crate) fn helm_template(args: &[&str]) -> String {
 fn serve_follows_the_lab_cluster() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(CLUSTER);
-    let (root, kubeconfig) = crate::common::lab_cluster(CLUSTER);
+    let (root, kubeconfig) = crate::kit::lab_cluster(CLUSTER);
     let kubeconfig = kubeconfig.as_str();
 
     let serve = Serve::start(kubeconfig);
@@ -927,7 +927,7 @@ fn serve_follows_the_lab_cluster() {
 fn serve_start_up_errors() {
     let dir = tempfile::tempdir().unwrap();
     let missing = dir.path().join("missing");
-    let (code, out, err) = crate::common::gpuwl(&[
+    let (code, out, err) = crate::kit::gpuwl(&[
         "serve",
         "--kubeconfig",
         missing.to_str().unwrap(),
@@ -951,7 +951,7 @@ fn serve_start_up_errors() {
     .unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let (code, out, err) = crate::common::gpuwl(&[
+    let (code, out, err) = crate::kit::gpuwl(&[
         "serve",
         "--kubeconfig",
         kc.to_str().unwrap(),
@@ -1234,7 +1234,7 @@ fn serve_without_an_api_server() {
 #[test]
 fn serve_sees_a_silent_api_server_within_20_s() {
     let dir = tempfile::tempdir().unwrap();
-    let (_, kc) = crate::common::silent_api_server(dir.path());
+    let (_, kc) = crate::kit::silent_api_server(dir.path());
     let serve = Serve::start(kc.to_str().unwrap());
     assert_eq!(
         value(&serve.scrape(), "gpuwl_api_reachable", &[]),

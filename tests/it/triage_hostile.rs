@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const NODE: &str = "Name:               gpu-a
 Roles:              <none>

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 use gpuwl::cluster::{self, UpOptions};
 use serde_json::Value;
 
-use crate::common::{ClusterDown, gpuwl, one_cluster_at_a_time};
+use crate::kit::{ClusterDown, gpuwl, kubectl_ok, one_cluster_at_a_time};
 
 const NAME: &str = "gpuwl-it-triage";
 
@@ -50,20 +50,6 @@ fn module_dir() -> PathBuf {
     dir
 }
 
-fn kubectl(kc: &Path, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .args(args)
-        .env("KUBECONFIG", kc)
-        .output()
-        .expect("kubectl on PATH");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
     let start = Instant::now();
     while !ok() {
@@ -76,7 +62,7 @@ fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
 }
 
 fn json(kc: &Path, args: &[&str]) -> Value {
-    serde_json::from_str(&kubectl(kc, args)).unwrap()
+    serde_json::from_str(&kubectl_ok(kc, args)).unwrap()
 }
 
 /// Runs the real must-gather.sh with `ARTIFACT_DIR=dir`.
@@ -109,7 +95,7 @@ fn set_status(kc: &Path, node: &str, gpu: &str, n: u32) {
     let res =
         serde_json::json!({"cpu": "32", "memory": "256Gi", "pods": "110", gpu: n.to_string()});
     let patch = serde_json::json!({"status": {"capacity": res, "allocatable": res}});
-    kubectl(
+    kubectl_ok(
         kc,
         &[
             "patch",
@@ -150,12 +136,12 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
     let kc = handle.kubeconfig.clone();
     let tmp = tempfile::tempdir().unwrap();
 
-    kubectl(&kc, &["apply", "-f", &format!("{D}/nodes.yaml")]);
+    kubectl_ok(&kc, &["apply", "-f", &format!("{D}/nodes.yaml")]);
     set_status(&kc, "gpu-c", "nvidia.com/gpu", 2);
     set_status(&kc, "gpu-p", "nvidia.com/GA102GL_A10", 2);
     set_status(&kc, "cpu-0", "example.com/none", 0);
     let crd = module.join("config/crd/bases/nvidia.com_clusterpolicies.yaml");
-    kubectl(&kc, &["create", "-f", crd.to_str().unwrap()]);
+    kubectl_ok(&kc, &["create", "-f", crd.to_str().unwrap()]);
     wait_for("the ClusterPolicy CRD to be established", || {
         let crd = json(
             &kc,
@@ -166,8 +152,8 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
                 .any(|c| c["type"] == "Established" && c["status"] == "True")
         })
     });
-    kubectl(&kc, &["apply", "-f", &format!("{D}/clusterpolicy.yaml")]);
-    kubectl(&kc, &["apply", "-f", &format!("{D}/operator.yaml")]);
+    kubectl_ok(&kc, &["apply", "-f", &format!("{D}/clusterpolicy.yaml")]);
+    kubectl_ok(&kc, &["apply", "-f", &format!("{D}/operator.yaml")]);
     wait_for("operand DaemonSets ready", || daemonsets_ready(&kc));
 
     // Healthy: the script's bundle gives a clean report.
@@ -259,7 +245,7 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
     );
 
     // Broken: an invalid workload label, a crash-looping device plugin, a GPU pod too large.
-    kubectl(
+    kubectl_ok(
         &kc,
         &[
             "label",
@@ -298,7 +284,7 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
             "lastState": {"terminated": {"reason": "Error", "exitCode": 1}}
         }]
     }});
-    kubectl(
+    kubectl_ok(
         &kc,
         &[
             "patch",
@@ -312,7 +298,7 @@ fn real_must_gather_bundles_of_a_healthy_and_a_broken_lab() {
             &crash.to_string(),
         ],
     );
-    kubectl(
+    kubectl_ok(
         &kc,
         &[
             "run",

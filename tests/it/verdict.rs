@@ -5,7 +5,7 @@
 
 use serde_json::{Value, json};
 
-use crate::common::gpuwl;
+use crate::kit::gpuwl;
 
 const LAB: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/inventory/lab");
 

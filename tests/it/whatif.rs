@@ -7,25 +7,12 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 
-use crate::common::{ClusterDown, gpuwl, gpuwl_ok, one_cluster_at_a_time, the_machine_alone};
+use crate::kit::{
+    ClusterDown, gpuwl, gpuwl_ok, kubectl_ok, one_cluster_at_a_time, the_machine_alone,
+};
 
 const LAB: &str = "gpuwl-it-whatif";
 const TWIN: &str = "gpuwl-it-whatif-twin";
-
-fn kubectl(kubeconfig: &str, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .arg("--kubeconfig")
-        .arg(kubeconfig)
-        .args(args)
-        .output()
-        .expect("kubectl");
-    assert!(
-        out.status.success(),
-        "kubectl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn find<'a>(v: &'a Value, key: &str, pod: &str) -> Option<&'a Value> {
     v[key].as_array().unwrap().iter().find(|p| p["pod"] == pod)
@@ -50,7 +37,7 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
     let _serial = one_cluster_at_a_time();
     let _down = ClusterDown(LAB);
     let _twin = ClusterDown(TWIN);
-    let (root, kc) = crate::common::lab_cluster(LAB);
+    let (root, kc) = crate::kit::lab_cluster(LAB);
     // A pod that waits for nvidia.com/gpu on lab-node-1, which advertises none yet.
     let waiting = root.path().join("wait-gpu.json");
     std::fs::write(
@@ -67,7 +54,7 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
         .to_string(),
     )
     .unwrap();
-    kubectl(&kc, &["apply", "-f", waiting.to_str().unwrap()]);
+    kubectl_ok(&kc, &["apply", "-f", waiting.to_str().unwrap()]);
 
     let args = |extra: &[&str]| -> Vec<String> {
         let mut a: Vec<String> = [
@@ -206,7 +193,7 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
     let (_, status, _) = gpuwl(&["cluster", "status", "--name", TWIN]);
     let first = status.lines().next().unwrap_or_default();
     assert!(!first.contains("running"), "{status}");
-    let label = kubectl(
+    let label = kubectl_ok(
         &kc,
         &[
             "get",
@@ -281,8 +268,8 @@ fn relabelling_the_labs_passthrough_node_on_a_twin() {
     // File mode: the same answer from dumps.
     let nodes = root.path().join("nodes.json");
     let pods = root.path().join("pods.json");
-    std::fs::write(&nodes, kubectl(&kc, &["get", "nodes", "-o", "json"])).unwrap();
-    std::fs::write(&pods, kubectl(&kc, &["get", "pods", "-A", "-o", "json"])).unwrap();
+    std::fs::write(&nodes, kubectl_ok(&kc, &["get", "nodes", "-o", "json"])).unwrap();
+    std::fs::write(&pods, kubectl_ok(&kc, &["get", "pods", "-A", "-o", "json"])).unwrap();
     let files = run(args(&[
         "--nodes",
         nodes.to_str().unwrap(),

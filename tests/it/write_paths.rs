@@ -1,6 +1,6 @@
 //! The fast tier of gpuwl's write paths: the device-plugin emulation and the lab's API
 //! operations (its namespace, pods, labels, the DRA step, the KubeVirt objects) run against
-//! the in-memory API server of [`crate::fake_api`] — no cluster, no process — and the tests
+//! the in-memory API server of [`crate::kit::fake_api`] — no cluster, no process — and the tests
 //! assert what they wrote, in what order, and what they do when the API refuses. The same
 //! paths run against the real control plane in the live tests (lab.rs, gpu_operator.rs,
 //! kubevirt_live.rs); these catch a changed request in seconds. The twin's loader and the
@@ -19,7 +19,8 @@ use http::Method;
 use k8s_openapi::api::core::v1::Pod;
 use serde_json::{Value, json};
 
-use crate::fake_api::FakeApi;
+use crate::kit::fake_api::FakeApi;
+use crate::kit::gpu_pod;
 
 const OPERATOR_NS: &str = "gpu-operator";
 
@@ -214,12 +215,7 @@ fn the_labs_namespace_is_created_once_and_a_terminating_one_is_waited_out() {
 }
 
 fn lab_pod(name: &str) -> Pod {
-    serde_json::from_value(json!({
-        "metadata": {"name": name, "namespace": "gpu-lab"},
-        "spec": {"containers": [{"name": "c", "image": "registry.k8s.io/pause:3.10",
-                 "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
-    }))
-    .unwrap()
+    serde_json::from_value(gpu_pod("gpu-lab", name, "nvidia.com/gpu")).unwrap()
 }
 
 /// Plays kube-scheduler for pod `name`: after `after`, sets `PodScheduled` to `status`

@@ -1,47 +1,10 @@
-//! Helpers shared by the integration tests: running the gpuwl binary, and stopping a test's
-//! own local control plane however the test ends.
+//! The local control plane in a live test: a test's own cluster (started fresh, stopped
+//! however the test ends), a lab played on it, a kube client for its kubeconfig, and the
+//! gate that lets a few live tests run at once, longest first.
 
-use std::process::Command;
 use std::sync::{Condvar, Mutex};
 
-use assert_cmd::cargo::cargo_bin;
-
-/// Runs `gpuwl ARGS…` and returns (exit code, stdout, stderr); -1 when killed by a signal.
-pub fn gpuwl(args: &[&str]) -> (i32, String, String) {
-    // Text output is laid out for $COLUMNS (else 80): wide, so assertions see whole lines.
-    let out = Command::new(cargo_bin("gpuwl"))
-        .args(args)
-        .env("COLUMNS", "1000")
-        // Hermetic: a manifest alone would be explained against a configured cluster.
-        .env_remove("KUBECONFIG")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-/// Runs `gpuwl ARGS…`, asserts it succeeded (showing stdout and stderr if not), returns stdout.
-pub fn gpuwl_ok(args: &[&str]) -> String {
-    let (code, stdout, stderr) = gpuwl(args);
-    assert_eq!(code, 0, "gpuwl {args:?} failed:\n{stdout}\n{stderr}");
-    stdout
-}
-
-/// Runs `gpuwl explain ARGS…` (ARGS without the word `explain`), asserts it explained (exit
-/// 0: nothing blocks the pod; 1: a blocking cause), returns stdout.
-pub fn gpuwl_explained(args: &[&str]) -> String {
-    let mut a = vec!["explain"];
-    a.extend(args);
-    let (code, stdout, stderr) = gpuwl(&a);
-    assert!(
-        code == 0 || code == 1,
-        "gpuwl {a:?} exit {code}:\n{stdout}\n{stderr}"
-    );
-    stdout
-}
+use super::run::{gpuwl, gpuwl_ok};
 
 /// Plays `gpuwl lab` on the local control plane `cluster`, results in a fresh temporary
 /// root; returns that root (kept alive by the caller) and the cluster's kubeconfig path.
@@ -70,6 +33,15 @@ pub fn own_cluster(name: &str, extra: &[&str]) -> String {
     gpuwl_ok(&["cluster", "kubeconfig", "--name", name])
         .trim()
         .to_owned()
+}
+
+/// A kube client for the cluster of `kubeconfig` (its current context).
+pub async fn client_for(kubeconfig: &std::path::Path) -> kube::Client {
+    let kc = kube::config::Kubeconfig::read_from(kubeconfig).unwrap();
+    let config = kube::Config::from_custom_kubeconfig(kc, &Default::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
 }
 
 /// Stops the named local control plane when dropped (`gpuwl cluster down --name NAME`).
@@ -145,7 +117,7 @@ const GATHER: std::time::Duration = std::time::Duration::from_millis(500);
 /// Only the order of admission depends on it: when several wait, the longest goes first
 /// (longest-processing-time-first, so no long test starts last and runs alone at the end).
 fn expected_seconds(name: &str) -> f64 {
-    include_str!("live-seconds.tsv")
+    include_str!("../live-seconds.tsv")
         .lines()
         .filter_map(|l| l.split_once('\t'))
         .find(|(n, _)| *n == name)
@@ -239,24 +211,4 @@ impl Drop for LiveSlot {
             let _ = f.write_all(line.as_bytes());
         }
     }
-}
-
-/// A server on 127.0.0.1 that accepts TCP connections and never answers (no TLS, no
-/// HTTP), and a kubeconfig in `dir` pointing at it; returns the port and the kubeconfig.
-pub fn silent_api_server(dir: &std::path::Path) -> (u16, std::path::PathBuf) {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        let mut held = Vec::new();
-        for c in listener.incoming() {
-            held.push(c);
-        }
-    });
-    let kc = dir.join("kc.yaml");
-    std::fs::write(
-        &kc,
-        format!("apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: \"https://127.0.0.1:{port}\", insecure-skip-tls-verify: true}}\nusers:\n- name: u\n  user: {{token: t}}\ncontexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n"),
-    )
-    .unwrap();
-    (port, kc)
 }
