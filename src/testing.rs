@@ -118,5 +118,6 @@ pub fn cluster_info_at(port: u16) -> crate::cluster::ClusterInfo {
         kueue_webhook_port: 0,
         kueue_health_port: 0,
         env: Vec::new(),
+        twin: false,
     }
 }

@@ -263,6 +263,7 @@ fn up(name: &str, flags: &UpFlags) -> Result<ExitStatus> {
         kueue,
         env: Vec::new(),
         marker: None,
+        twin: false,
     })?;
     if set_context {
         let file = cluster::userconfig::merge(&h.kubeconfig, name, &h.state_dir)?;

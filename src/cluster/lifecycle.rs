@@ -53,6 +53,15 @@ pub struct UpOptions {
     /// state later — after a `kill -9` half-way through the start — can tell whose it is
     /// (the twin's `gpuwl-twin` marker). Not written when the cluster is already running.
     pub marker: Option<(String, Vec<u8>)>,
+    /// Start a twin (`gpuwl whatif`, `gpuwl plan`), whose creator writes its nodes already
+    /// Ready and untainted and its bound pods as copies that need no kubelet: the API server
+    /// runs without the TaintNodesByCondition admission plugin
+    /// ([`recipe::TWIN_APISERVER_ARGS`]), kube-controller-manager without its TTL
+    /// controller ([`recipe::TWIN_CONTROLLER_MANAGER_ARGS`]), and kwok's `pod-ready` stage
+    /// skips pods labelled [`recipe::KWOK_LEAVE_PENDING_LABEL`]
+    /// ([`recipe::twin_kwok_stages`]). Every other pod and node is played as in any
+    /// cluster. Not changed when the cluster is already running.
+    pub twin: bool,
 }
 
 impl Default for UpOptions {
@@ -67,6 +76,7 @@ impl Default for UpOptions {
             kueue: false,
             env: Vec::new(),
             marker: None,
+            twin: false,
         }
     }
 }
@@ -376,6 +386,11 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
             stages_path.display()
         ))
     })?;
+    let stages = if opts.twin {
+        recipe::twin_kwok_stages(&stages)?
+    } else {
+        stages
+    };
     write("kwok.yaml", &format!("{KWOK_CONFIG}---\n{stages}"))?;
 
     // From picking the ports until every component listens on its own, no other
@@ -415,6 +430,7 @@ fn start(name: &str, state: &Path, bin: &Path, opts: &UpOptions) -> StartResult<
         kueue_webhook_port: 0,
         kueue_health_port: 0,
         env: opts.env.clone(),
+        twin: opts.twin,
     };
     write(
         "cluster.json",

@@ -135,13 +135,83 @@ fn s(p: &Path) -> String {
 
 /// Every component of the cluster, in start order.
 pub fn components(l: &Layout<'_>) -> Vec<Component> {
+    let mut apiserver = kube_apiserver(l);
+    let mut controller_manager = kube_controller_manager(l);
+    if l.info.twin {
+        apiserver
+            .args
+            .extend(TWIN_APISERVER_ARGS.iter().map(|a| a.to_string()));
+        controller_manager
+            .args
+            .extend(TWIN_CONTROLLER_MANAGER_ARGS.iter().map(|a| a.to_string()));
+    }
     vec![
         etcd(l),
-        kube_apiserver(l),
-        kube_controller_manager(l),
+        apiserver,
+        controller_manager,
         kube_scheduler(l),
         kwok_controller(l),
     ]
+}
+
+/// The twin's API server flags on top of [`kube_apiserver`]'s ([`ClusterInfo::twin`]):
+/// without the TaintNodesByCondition admission plugin, which puts
+/// `node.kubernetes.io/not-ready:NoSchedule` on every Node at its create whatever its
+/// status (kubernetes/kubernetes `plugin/pkg/admission/nodetaint/admission.go`), for
+/// kube-controller-manager to take off once the node is Ready: one more write and a wait
+/// per node. The twin creates its nodes Ready, with the condition taints already as that
+/// controller would leave them (`twin::objects::node_object`); a Node's status is kept on
+/// create (`pkg/registry/core/node/strategy.go`, `dropDisabledFields`).
+pub const TWIN_APISERVER_ARGS: [&str; 1] = ["--disable-admission-plugins=TaintNodesByCondition"];
+
+/// The twin's kube-controller-manager flags on top of [`kube_controller_manager`]'s
+/// ([`ClusterInfo::twin`]): every default controller but the TTL controller, which
+/// patches the `node.alpha.kubernetes.io/ttl` annotation (a hint for kubelets' secret
+/// caches; the twin has no kubelet) onto every node, and again onto each node that changes
+/// after the node count crosses 100 and 500 (kubernetes/kubernetes
+/// `pkg/controller/ttl/ttl_controller.go`; its name `ttl-controller`,
+/// `cmd/kube-controller-manager/names/controller_names.go`).
+pub const TWIN_CONTROLLER_MANAGER_ARGS: [&str; 1] = ["--controllers=*,-ttl-controller"];
+
+/// The label a twin puts on the pods it copies bound to their node: kwok's `pod-ready`
+/// stage skips them in a twin ([`twin_kwok_stages`]), so they stay `Pending` with their
+/// node set, one status write fewer each. The scheduler counts a pod by its node whatever
+/// its phase (kubernetes/kubernetes `pkg/scheduler/eventhandlers.go`, `assignedPod`; its
+/// pod informer drops only `Succeeded` and `Failed`, `pkg/scheduler/scheduler.go`), as do
+/// gpuwl's readers ([`gpuwl_core::model::pod::PodInfo::is_terminal`]).
+pub const KWOK_LEAVE_PENDING_LABEL: &str = "gpuwl.local/kwok-leave-pending";
+
+/// The line in kwok's `pod-ready` stage (kwok `kustomize/stage/pod/fast/pod-ready.yaml`)
+/// after which [`twin_kwok_stages`] adds its requirement.
+const POD_READY_NAME: &str = "  name: pod-ready\n";
+
+/// The twin's kwok stages: `stages` (the pinned kwok module's, [`super::build`]) with one
+/// more requirement in the `pod-ready` stage's selector, that the pod does not carry
+/// [`KWOK_LEAVE_PENDING_LABEL`] (kwok's `DoesNotExist` on a jq key, as its own chaos stages
+/// select by label: kwok `kustomize/stage/pod/chaos/*.yaml`,
+/// `pkg/utils/expression/selector.go`). Every other stage is unchanged.
+///
+/// Errors: [`Error::Runtime`] when `stages` has no `pod-ready` stage with a
+/// `matchExpressions` list (another kwok version's layout).
+pub fn twin_kwok_stages(stages: &str) -> gpuwl_core::error::Result<String> {
+    let unknown = || {
+        gpuwl_core::error::Error::Runtime(
+            "kwok's stages have no pod-ready stage with matchExpressions; the twin cannot \
+             leave its bound pods to it"
+                .into(),
+        )
+    };
+    let stage = stages.find(POD_READY_NAME).ok_or_else(unknown)?;
+    let list = "    matchExpressions:\n";
+    let end = stages[stage..]
+        .find("\n---")
+        .map_or(stages.len(), |e| stage + e);
+    let at = stages[stage..end].find(list).ok_or_else(unknown)? + stage + list.len();
+    Ok(format!(
+        "{}    - key: '.metadata.labels[\"{KWOK_LEAVE_PENDING_LABEL}\"]'\n      operator: 'DoesNotExist'\n{}",
+        &stages[..at],
+        &stages[at..]
+    ))
 }
 
 /// etcd, one member on 127.0.0.1, no fsync (the data is thrown away with the cluster);
@@ -414,6 +484,7 @@ pub(crate) fn golden_info() -> ClusterInfo {
         kueue_webhook_port: 0,
         kueue_health_port: 0,
         env: Vec::new(),
+        twin: false,
     }
 }
 
@@ -469,5 +540,103 @@ mod tests {
         by_recipe.sort();
         by_ports.sort();
         assert_eq!(by_recipe, by_ports);
+    }
+
+    #[test]
+    fn a_twin_runs_without_the_not_ready_taint_and_the_ttl_controller() {
+        let state = PathBuf::from("/state");
+        let plain = info();
+        let twin = ClusterInfo {
+            twin: true,
+            ..info()
+        };
+        let args = |info: &ClusterInfo, name: &str| {
+            components(&Layout {
+                info,
+                state: &state,
+            })
+            .into_iter()
+            .find(|c| c.name == name)
+            .unwrap()
+            .args
+        };
+        for (name, extra) in [
+            (
+                "kube-apiserver",
+                "--disable-admission-plugins=TaintNodesByCondition",
+            ),
+            ("kube-controller-manager", "--controllers=*,-ttl-controller"),
+        ] {
+            let (p, t) = (args(&plain, name), args(&twin, name));
+            assert!(!p.iter().any(|a| a == extra), "{name}: {p:?}");
+            assert_eq!(t.last().map(String::as_str), Some(extra), "{name}: {t:?}");
+            assert_eq!(t[..t.len() - 1], p[..], "{name}: only the one flag differs");
+        }
+        for name in ["etcd", "kube-scheduler", "kwok-controller"] {
+            assert_eq!(args(&plain, name), args(&twin, name), "{name}");
+        }
+    }
+
+    /// kwok v0.8.0's `pod-ready` stage's head and the `pod-delete` stage after it, as the
+    /// stages file joins them (`kustomize/stage/pod/fast/`).
+    const STAGES: &str = "apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-ready
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+    - key: '.status.phase'
+      operator: 'In'
+      values:
+      - 'Pending'
+  next:
+    statusTemplate: |
+      phase: Running
+
+---
+apiVersion: kwok.x-k8s.io/v1alpha1
+kind: Stage
+metadata:
+  name: pod-delete
+spec:
+  resourceRef:
+    apiGroup: v1
+    kind: Pod
+  selector:
+    matchExpressions:
+    - key: '.metadata.deletionTimestamp'
+      operator: 'Exists'
+  next:
+    delete: true
+";
+
+    #[test]
+    fn the_twins_pod_ready_stage_skips_the_labelled_pods_only() {
+        let got = twin_kwok_stages(STAGES).unwrap();
+        let (ready, delete) = got.split_once("\n---\n").unwrap();
+        assert!(
+            ready.contains(
+                "    matchExpressions:
+    - key: '.metadata.labels[\"gpuwl.local/kwok-leave-pending\"]'
+      operator: 'DoesNotExist'
+    - key: '.metadata.deletionTimestamp'
+      operator: 'DoesNotExist'
+"
+            ),
+            "{ready}"
+        );
+        assert_eq!(delete, STAGES.split_once("\n---\n").unwrap().1);
+        // Nothing else changes.
+        let added = "    - key: '.metadata.labels[\"gpuwl.local/kwok-leave-pending\"]'\n      operator: 'DoesNotExist'\n";
+        assert_eq!(got.replacen(added, "", 1), STAGES);
+        // Another layout is an error, not a stage set that would make the copies Running.
+        let err = twin_kwok_stages("kind: Stage\nmetadata:\n  name: pod-delete\n").unwrap_err();
+        assert!(err.to_string().contains("no pod-ready stage"), "{err}");
     }
 }

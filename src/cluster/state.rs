@@ -75,6 +75,13 @@ pub struct ClusterInfo {
     /// starts a component with the same.
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// Started as a twin ([`UpOptions::twin`]): the API server without the
+    /// TaintNodesByCondition admission plugin, kube-controller-manager without its TTL
+    /// controller, kwok leaving pods labelled [`super::recipe::KWOK_LEAVE_PENDING_LABEL`]
+    /// alone. A restart starts the components the same way. False in the `cluster.json` of
+    /// a cluster started before the field existed.
+    #[serde(default)]
+    pub twin: bool,
 }
 
 impl ClusterInfo {

@@ -171,8 +171,8 @@ pub(crate) struct Twin<'a> {
 }
 
 /// Copies the trial's namespaces (with their default service account: the ServiceAccount
-/// admission plugin refuses a pod until it exists), nodes, bound pods (while kwok makes the
-/// nodes Ready), then, once every node is schedulable, the pending pods into the twin; with KubeVirt, then
+/// admission plugin refuses a pod until it exists), nodes (created Ready), bound pods (left
+/// `Pending` by kwok), then, once every node is checked schedulable, the pending pods into the twin; with KubeVirt, then
 /// the source's permittedHostDevices and the pending VMs as VMIs
 /// ([`kubevirt::vmi_object`]). Returns the pending pods and the VMIs by their twin key.
 pub(crate) async fn copy_source<'a>(
@@ -212,10 +212,12 @@ pub(crate) async fn copy_source<'a>(
         "node",
     )
     .await?;
-    // Bound pods carry their node's name: nothing schedules them, so they are created while
-    // kwok makes the nodes Ready (its status patches and leases, then kube-controller-
-    // manager lifting the not-ready taint), and only the pending pods, which the scheduler
-    // does place, wait for that (at 513 nodes the wait was 22-36 s on its own before).
+    // The nodes are created Ready and untainted ([`objects::node_object`], the twin's API
+    // server without TaintNodesByCondition); bound pods carry their node's name and
+    // [`crate::cluster::recipe::KWOK_LEAVE_PENDING_LABEL`]: nothing schedules them and kwok
+    // leaves their status alone. (Before, kwok wrote each node's status and each bound
+    // pod's, and kube-controller-manager lifted each node's not-ready taint: at 513 nodes
+    // and 3,850 pods, some 5,000 of the twin's 9,000 writes; BENCHMARKS.md, whatif.)
     progress(&format!("creating {} bound pods", trial.bound.len()));
     create_pods(
         client,
@@ -227,7 +229,7 @@ pub(crate) async fn copy_source<'a>(
     )
     .await?;
     let names: BTreeSet<String> = trial.twin_nodes.iter().map(|n| n.name.clone()).collect();
-    progress("waiting for kwok to report the nodes Ready and their not-ready taint to go");
+    progress("checking that the nodes are schedulable");
     wait_nodes(client, &names, Duration::from_secs(120)).await?;
     let pending_by_twin = pending_by_twin_key(trial.pending);
     progress(&format!(
@@ -796,6 +798,7 @@ mod tests {
             kueue_webhook_port: 0,
             kueue_health_port: 0,
             env: Vec::new(),
+            twin: true,
         }
     }
 

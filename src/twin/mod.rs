@@ -278,6 +278,7 @@ pub async fn run(
         // Before the first process: a run killed half-way through the start leaves a twin
         // the next run recognises as one ([`remove_old_twin`]).
         marker: Some((TWIN_MARKER.to_string(), b"gpuwl whatif\n".to_vec())),
+        twin: true,
         ..Default::default()
     };
     let mut start = tokio::task::spawn_blocking(move || cluster::up(&up));

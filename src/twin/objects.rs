@@ -14,6 +14,7 @@
 
 use serde_json::{Value, json};
 
+use crate::cluster::recipe::KWOK_LEAVE_PENDING_LABEL;
 use gpuwl_core::analysis::fit::UNCHECKED_WHEN_ABSENT;
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::pod::{ObjectKind, PodInfo};
@@ -21,6 +22,10 @@ use gpuwl_core::model::pod::{ObjectKind, PodInfo};
 /// Annotation kwok reads to play a node's kubelet (the twin's kwok manages every node
 /// anyway; the annotation says so to a reader of the object).
 pub(crate) const KWOK_NODE_ANNOTATION: &str = "kwok.x-k8s.io/node";
+
+/// The node address kwok gives every node it initializes (its `--node-ip`,
+/// [`crate::cluster::recipe::kwok_controller`]).
+const KWOK_NODE_IP: &str = "127.0.0.1";
 
 /// Label on every pod the twin creates, naming the source object's kind (`Pod`,
 /// `VirtualMachineInstance`, `VirtualMachine`).
@@ -58,9 +63,100 @@ pub fn add_placement(spec: &mut Value, pod: &PodInfo) {
     }
 }
 
-/// The Node object for `node`: its labels, taints, cordon and both resource maps (the
-/// status goes in with the create, as a kubelet registers its node; see
-/// [`crate::cluster::nodes::ensure_sim_node`]). Allocatable defaults to capacity when the
+/// The node condition taints kube-controller-manager's node lifecycle controller keeps in
+/// step with a node's conditions (kubernetes/kubernetes
+/// `pkg/controller/nodelifecycle/node_lifecycle_controller.go`,
+/// `taintKeyToNodeConditionMap`), and the cordon's taint it keeps in step with
+/// `spec.unschedulable` (the same file, `doNoScheduleTaintingPass`).
+const CONTROLLER_TAINTS: [&str; 7] = [
+    "node.kubernetes.io/not-ready",
+    "node.kubernetes.io/unreachable",
+    "node.kubernetes.io/network-unavailable",
+    "node.kubernetes.io/memory-pressure",
+    "node.kubernetes.io/disk-pressure",
+    "node.kubernetes.io/pid-pressure",
+    UNSCHEDULABLE_TAINT,
+];
+
+/// The taint a cordoned node carries (`NoSchedule`), `v1.TaintNodeUnschedulable`.
+const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+/// A twin node's conditions: kwok's for a node it initializes (kwok
+/// `pkg/utils/gotpl/funcs.go`, `nodeConditions`, rendered by the `node-initialize` stage,
+/// `kustomize/stage/node/fast/node-initialize.yaml`), Ready and no pressure.
+const KWOK_NODE_CONDITIONS: [(&str, &str, &str, &str); 5] = [
+    (
+        "Ready",
+        "True",
+        "KubeletReady",
+        "kubelet is posting ready status",
+    ),
+    (
+        "MemoryPressure",
+        "False",
+        "KubeletHasSufficientMemory",
+        "kubelet has sufficient memory available",
+    ),
+    (
+        "DiskPressure",
+        "False",
+        "KubeletHasNoDiskPressure",
+        "kubelet has no disk pressure",
+    ),
+    (
+        "PIDPressure",
+        "False",
+        "KubeletHasSufficientPID",
+        "kubelet has sufficient PID available",
+    ),
+    (
+        "NetworkUnavailable",
+        "False",
+        "RouteCreated",
+        "RouteController created a route",
+    ),
+];
+
+/// The node's taints as they are in the twin once its node is Ready: the source's, less
+/// those kube-controller-manager takes off a Ready node (every `NoSchedule` taint of
+/// [`CONTROLLER_TAINTS`]; `not-ready` and `unreachable` with any effect, the `NoExecute`
+/// ones by `markNodeAsReachable`, same file), plus `node.kubernetes.io/unschedulable`
+/// when the node is cordoned, which that controller adds. Before the twin created its nodes
+/// Ready, the controller made these changes itself and the twin waited for them.
+fn ready_taints(node: &NodeInfo) -> Vec<Value> {
+    let mut taints: Vec<Value> = node
+        .taints
+        .iter()
+        .filter(|t| {
+            let controllers = CONTROLLER_TAINTS.contains(&t.key.as_str());
+            let unreachable = matches!(
+                t.key.as_str(),
+                "node.kubernetes.io/not-ready" | "node.kubernetes.io/unreachable"
+            );
+            !(unreachable || controllers && t.effect == "NoSchedule")
+        })
+        .map(|t| {
+            let mut o = json!({"key": t.key, "effect": t.effect});
+            if let Some(v) = &t.value {
+                o["value"] = json!(v);
+            }
+            o
+        })
+        .collect();
+    if node.unschedulable {
+        taints.push(json!({"key": UNSCHEDULABLE_TAINT, "effect": "NoSchedule"}));
+    }
+    taints
+}
+
+/// The Node object for `node`: its labels, taints ([`ready_taints`]), cordon and both
+/// resource maps, and kwok's Ready status ([`KWOK_NODE_CONDITIONS`], phase `Running`, the
+/// addresses kwok gives: `127.0.0.1` and the node's name), all in the create: a Node's
+/// status is kept on create (kubernetes/kubernetes `pkg/registry/core/node/strategy.go`,
+/// `dropDisabledFields`), so kwok's `node-initialize` stage, which selects nodes not Ready,
+/// has nothing to write, and with the twin's API server leaving out the not-ready taint
+/// ([`crate::cluster::recipe::TWIN_APISERVER_ARGS`]) neither has kube-controller-manager:
+/// the node is schedulable at once. kwok still keeps its lease. Allocatable defaults to capacity when the
 /// source node has none. A resource every real node lists ([`UNCHECKED_WHEN_ABSENT`]:
 /// pods, cpu, memory) that a hand-trimmed dump leaves out gets [`ABSENT_FILL`] in both
 /// maps: explain does not check a node for it
@@ -69,15 +165,11 @@ pub fn add_placement(spec: &mut Value, pod: &PodInfo) {
 /// without `ephemeral-storage` keeps none, as the source's scheduler counts it (0: a
 /// virt-launcher pod, which asks for some, does not fit there).
 pub fn node_object(node: &NodeInfo) -> Value {
-    let taints: Vec<Value> = node
-        .taints
+    let taints = ready_taints(node);
+    let conditions: Vec<Value> = KWOK_NODE_CONDITIONS
         .iter()
-        .map(|t| {
-            let mut o = json!({"key": t.key, "effect": t.effect});
-            if let Some(v) = &t.value {
-                o["value"] = json!(v);
-            }
-            o
+        .map(|(t, s, reason, message)| {
+            json!({"type": t, "status": s, "reason": reason, "message": message})
         })
         .collect();
     let mut capacity = node.capacity.clone();
@@ -97,7 +189,16 @@ pub fn node_object(node: &NodeInfo) -> Value {
             "annotations": {KWOK_NODE_ANNOTATION: "fake"},
         },
         "spec": {"taints": taints, "unschedulable": node.unschedulable},
-        "status": {"capacity": capacity, "allocatable": allocatable},
+        "status": {
+            "capacity": capacity,
+            "allocatable": allocatable,
+            "conditions": conditions,
+            "phase": "Running",
+            "addresses": [
+                {"type": "InternalIP", "address": KWOK_NODE_IP},
+                {"type": "Hostname", "address": node.name},
+            ],
+        },
     })
 }
 
@@ -111,7 +212,10 @@ pub fn pod_name(pod: &PodInfo) -> String {
 }
 
 /// The Pod object for `pod`, bound to its node when `bound` (and it has one), else left
-/// to the scheduler. Requests: see the module docs; cpu is written in millicores, the
+/// to the scheduler. A bound pod carries
+/// [`crate::cluster::recipe::KWOK_LEAVE_PENDING_LABEL`]: kwok leaves it `Pending` (the
+/// scheduler counts it on its node all the same), one status write fewer; a pod the twin's
+/// scheduler binds is made `Running` by kwok as in any cluster. Requests: see the module docs; cpu is written in millicores, the
 /// other non-extended resources in bytes.
 pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
     let mut requests = serde_json::Map::new();
@@ -156,13 +260,17 @@ pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
                 .collect::<Vec<_>>()
         );
     }
+    let mut labels = json!({SOURCE_KIND_LABEL: pod.kind.as_str()});
+    if spec.get("nodeName").is_some() {
+        labels[KWOK_LEAVE_PENDING_LABEL] = json!("true");
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
         "metadata": {
             "name": pod_name(pod),
             "namespace": pod.namespace,
-            "labels": {SOURCE_KIND_LABEL: pod.kind.as_str()},
+            "labels": labels,
         },
         "spec": spec,
     })
@@ -215,6 +323,97 @@ mod tests {
         );
         assert_eq!(v["status"]["allocatable"]["memory"], "64Ti");
         let _: k8s_openapi::api::core::v1::Node = serde_json::from_value(v).unwrap();
+    }
+
+    #[test]
+    fn a_node_is_created_ready_with_the_taints_a_ready_node_keeps() {
+        let taint = |key: &str, effect: &str| Taint {
+            key: key.into(),
+            value: None,
+            effect: effect.into(),
+        };
+        let mut n = NodeInfo::named("gpu-1");
+        n.taints = vec![
+            taint("node.kubernetes.io/not-ready", "NoSchedule"),
+            taint("node.kubernetes.io/not-ready", "NoExecute"),
+            taint("node.kubernetes.io/unreachable", "NoExecute"),
+            taint("node.kubernetes.io/memory-pressure", "NoSchedule"),
+            // NoExecute pressure taints are not the controller's: kept.
+            taint("node.kubernetes.io/disk-pressure", "NoExecute"),
+            taint("node.kubernetes.io/unschedulable", "NoSchedule"),
+            taint("nvidia.com/gpu", "NoSchedule"),
+        ];
+        let keys = |v: &Value| -> Vec<String> {
+            v["spec"]["taints"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    format!(
+                        "{}:{}",
+                        t["key"].as_str().unwrap(),
+                        t["effect"].as_str().unwrap()
+                    )
+                })
+                .collect()
+        };
+        // Not cordoned: the cordon's taint goes with the condition taints.
+        let v = node_object(&n);
+        assert_eq!(
+            keys(&v),
+            [
+                "node.kubernetes.io/disk-pressure:NoExecute",
+                "nvidia.com/gpu:NoSchedule"
+            ]
+        );
+        // Cordoned: the controller's cordon taint, once.
+        n.unschedulable = true;
+        let v = node_object(&n);
+        assert_eq!(
+            keys(&v),
+            [
+                "node.kubernetes.io/disk-pressure:NoExecute",
+                "nvidia.com/gpu:NoSchedule",
+                "node.kubernetes.io/unschedulable:NoSchedule"
+            ]
+        );
+        assert_eq!(v["spec"]["unschedulable"], true);
+        // kwok's Ready status, which its node-initialize stage then leaves alone.
+        let node: k8s_openapi::api::core::v1::Node = serde_json::from_value(v).unwrap();
+        let status = node.status.unwrap();
+        let conditions: Vec<(String, String)> = status
+            .conditions
+            .unwrap()
+            .into_iter()
+            .map(|c| (c.type_, c.status))
+            .collect();
+        assert_eq!(
+            conditions,
+            [
+                ("Ready", "True"),
+                ("MemoryPressure", "False"),
+                ("DiskPressure", "False"),
+                ("PIDPressure", "False"),
+                ("NetworkUnavailable", "False")
+            ]
+            .map(|(t, s)| (t.to_string(), s.to_string()))
+        );
+        assert_eq!(status.phase.as_deref(), Some("Running"));
+        let addresses: Vec<(String, String)> = status
+            .addresses
+            .unwrap()
+            .into_iter()
+            .map(|a| (a.type_, a.address))
+            .collect();
+        assert_eq!(
+            addresses,
+            [("InternalIP", "127.0.0.1"), ("Hostname", "gpu-1")]
+                .map(|(t, a)| (t.to_string(), a.to_string()))
+        );
+        // Schedulable as the twin checks it before the pending pods go in.
+        assert!(crate::cluster::nodes::is_schedulable(
+            &serde_json::from_value(node_object(&n)).unwrap()
+        ));
     }
 
     fn pod() -> PodInfo {
@@ -276,8 +475,26 @@ mod tests {
         assert_eq!(v["spec"]["tolerations"][0]["operator"], "Exists");
         let p: k8s_openapi::api::core::v1::Pod = serde_json::from_value(v).unwrap();
         assert_eq!(p.metadata.name.as_deref(), Some("train"));
-        // Unbound: no nodeName.
-        assert!(pod_object(&pod(), false)["spec"].get("nodeName").is_none());
+        // Bound: kwok leaves it Pending; unbound: no nodeName, and kwok makes it Running
+        // once the twin's scheduler binds it.
+        let labels = p.metadata.labels.unwrap();
+        assert_eq!(labels[KWOK_LEAVE_PENDING_LABEL], "true");
+        assert_eq!(labels[SOURCE_KIND_LABEL], "Pod");
+        let unbound = pod_object(&pod(), false);
+        assert!(unbound["spec"].get("nodeName").is_none());
+        assert!(
+            unbound["metadata"]["labels"]
+                .get(KWOK_LEAVE_PENDING_LABEL)
+                .is_none(),
+            "{unbound}"
+        );
+        let mut pending = pod();
+        pending.node_name = None;
+        assert!(
+            pod_object(&pending, true)["metadata"]["labels"]
+                .get(KWOK_LEAVE_PENDING_LABEL)
+                .is_none()
+        );
         // Gates travel with an unbound pod (the twin's scheduler skips it too), never
         // with a bound one (the API server refuses nodeName with gates).
         let mut gated = pod();

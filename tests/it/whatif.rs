@@ -732,10 +732,10 @@ fn an_interrupted_whatif_leaves_no_twin_behind() {
         "{err}"
     );
     gone("SIGINT during the start", &err);
-    // SIGTERM while the twin settles (its nodes created, kwok making them Ready).
+    // SIGTERM while the twin is loaded (its nodes and bound pods created).
     let (code, err) = interrupted_whatif(
         state.path(),
-        "waiting for kwok to report the nodes Ready",
+        "checking that the nodes are schedulable",
         Duration::ZERO,
         "-TERM",
     );
