@@ -840,7 +840,8 @@ mod tests {
             .text("/metrics", 200, &SCHEDULER_METRICS.replace("ACTIVE", "0"));
         let creating = twins[3].0.clone();
         let creator = std::thread::spawn(move || {
-            for i in 0..6 {
+            // Longer than the others' timeout, so that their count never stays.
+            for i in 0..10 {
                 std::thread::sleep(Duration::from_millis(250));
                 creating.insert(
                     "/api/v1",
@@ -856,7 +857,9 @@ mod tests {
         let infos: Vec<crate::cluster::ClusterInfo> =
             twins.iter().map(|(_, https)| info(https.port)).collect();
         let started = Instant::now();
-        let timeout = [10_000, 1000, 1000, 1000].map(Duration::from_millis);
+        // 2 s: at least two looks even when the first one waits for a core on a loaded
+        // machine (1 s saw a single look at load 10-20).
+        let timeout = [10_000, 2000, 2000, 2000].map(Duration::from_millis);
         let settled: Vec<bool> = rt
             .block_on(futures::future::join_all((0..4).map(|i| {
                 settle(&clients[i], &infos[i], Duration::ZERO, timeout[i])
@@ -867,7 +870,7 @@ mod tests {
         creator.join().unwrap();
         assert_eq!(settled, [true, false, false, false]);
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() < Duration::from_secs(8),
             "{:?}",
             started.elapsed()
         );
@@ -877,12 +880,12 @@ mod tests {
                 .iter()
                 .filter(|r| r.path == "/metrics")
                 .count();
-            // The idle one: three quiet looks; the others look until the timeout (three
-            // looks 400 ms apart pass 1 s).
+            // The idle one: three quiet looks; the others look until the timeout (looks
+            // 400 ms apart: at most six in 2 s).
             if i == 0 {
                 assert_eq!(looks, 3, "twin {i}");
             } else {
-                assert!((2..=4).contains(&looks), "twin {i}: {looks} looks");
+                assert!((2..=6).contains(&looks), "twin {i}: {looks} looks");
             }
         }
     }
