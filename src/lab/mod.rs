@@ -274,7 +274,7 @@ pub struct LabOptions {
 
 /// What one pod did, read back from the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodOutcome {
+pub(crate) struct PodOutcome {
     /// Pod name.
     pub name: String,
     /// Resource requested.
@@ -295,7 +295,7 @@ pub struct LabReport {
     /// The plan.
     pub plan: Plan,
     /// Outcomes in step order.
-    pub pods: Vec<PodOutcome>,
+    pub(crate) pods: Vec<PodOutcome>,
     /// `consistency.txt` content.
     pub consistency: String,
     /// The cluster's GPU inventory after step 8 (pools, allocated, pending, the split).

@@ -443,7 +443,7 @@ fn stream_cluster<S>(
 ///
 /// Errors: as [`crate::input::snapshot_file::load`].
 fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> {
-    let s = snapshot_file::load(snap)?.snapshot;
+    let s = snapshot_file::load(snap)?;
     let pods = match files.pods {
         Some(p) => Some(p),
         None => wanted.pods.then_some(s.pods),
