@@ -337,6 +337,7 @@ impl<T: Takes> SourceArgs<T> {
             snapshot: self.snapshot.as_ref(),
             live: &self.live,
             spec: T::SPEC,
+            object: None,
         }
     }
 
