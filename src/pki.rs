@@ -46,7 +46,7 @@ fn pki(e: rcgen::Error) -> Error {
 
 /// A certificate and its private key, both PEM.
 #[derive(Clone)]
-pub struct Issued {
+pub(crate) struct Issued {
     /// The certificate, PEM.
     pub cert_pem: String,
     /// Its private key, PEM (PKCS#8).
@@ -163,7 +163,7 @@ impl Ca {
     /// A fresh key and a certificate for `leaf` signed by this CA.
     ///
     /// Errors: [`Error::Pki`] when rcgen fails (a DNS name it cannot encode).
-    pub fn issue(&self, leaf: &Leaf<'_>) -> Result<Issued> {
+    pub(crate) fn issue(&self, leaf: &Leaf<'_>) -> Result<Issued> {
         let key = KeyPair::generate().map_err(pki)?;
         let mut params = CertificateParams::new(leaf.dns_names.to_vec()).map_err(pki)?;
         params

@@ -195,7 +195,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 /// listed) and pods (taken out of `g`, by node).
 fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
     let dra = match &g.dra {
-        Some((d, DraSource::Cluster | DraSource::File(_))) => Some(DraNodes::from_objects(d)),
+        Some((d, source)) if source.was_read() => Some(DraNodes::from_objects(d)),
         _ => None,
     };
     let pods = g

@@ -231,7 +231,7 @@ fn pod_names(live: &ClusterArgs, namespace: Option<String>) -> Vec<String> {
 
 /// What a completion asks the live cluster for.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Lookup {
+pub(crate) enum Lookup {
     /// Pod names in this namespace (else the context's).
     Pods(Option<String>),
     /// Node names.
@@ -302,7 +302,7 @@ pub const KUBECTL_HELPER: &str = "kubectl_complete-gpuwl";
 /// reads them from a plugin's `kubectl_complete-<plugin>` helper; spf13/cobra
 /// `completions.go`, `ShellCompDirective`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Directive {
+pub(crate) enum Directive {
     /// Let the shell complete file names when nothing is offered (0).
     Default = 0,
     /// Offer only what is listed, never file names (4).
@@ -317,7 +317,7 @@ pub enum Directive {
 /// flags (after `-`), a flag's possible values (after `-o`, or `completions`' shell), and
 /// pod names for `explain`'s target (through `pods`, given the namespace / kubeconfig /
 /// context flags typed so far). Hidden commands and flags are never offered.
-pub fn candidates(
+pub(crate) fn candidates(
     words: &[String],
     lookup: &dyn Fn(&ClusterArgs, Lookup) -> Vec<String>,
 ) -> (Vec<String>, Directive) {

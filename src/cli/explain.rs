@@ -3,12 +3,9 @@
 use std::path::PathBuf;
 
 use crate::input::gather::args::ExplainSource;
-use crate::input::gather::{From, Operands, SourceArgs, Wanted, gather, one_stdin};
-use crate::input::{self};
+use crate::input::gather::{Kind, Named, Operands, Request, SourceArgs, Wanted, gather, one_stdin};
 use gpuwl_core::analysis::explain;
 use gpuwl_core::error::{Error, ExitStatus, Result};
-use gpuwl_core::model::dra::DraSource;
-use gpuwl_core::model::operand;
 use gpuwl_core::model::pod::{ObjectKind, PodInfo};
 use gpuwl_core::render::{self, Format};
 use gpuwl_core::text;
@@ -265,9 +262,9 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         ));
     }
     let e = if job {
-        explain_job(args, target)?
+        explain_live(args, target, Kind::Job)?
     } else if args.pod.is_none() && !args.source.any_file() {
-        explain_live(args, target, target_kind(&words))?
+        explain_live(args, target, Kind::Object(target_kind(&words)))?
     } else {
         explain_given(args, target.as_ref())?
     };
@@ -285,45 +282,39 @@ fn is_job(words: &[String]) -> bool {
     }
 }
 
-/// Explains the Job named, as Kueue and the scheduler see it
-/// ([`input::explain::from_cluster_job`]).
+/// Explains the Job, pod, VMI or VM named (`kind`), read from the live cluster with
+/// everything it is explained against ([`gather`] with the object named,
+/// [`explain::object::explain_object`]).
 ///
-/// Errors: no target named; the cluster's.
-fn explain_job(args: &Args, target: Option<Target>) -> Result<explain::Explanation> {
+/// Errors: no target named; the cluster's; the analysis'.
+fn explain_live(args: &Args, target: Option<Target>, kind: Kind) -> Result<explain::Explanation> {
     let Some((ns, name)) = target else {
-        return Err(Error::Input(
-            "explain: name the Job (`gpuwl explain job NAME -n NAMESPACE`)".into(),
-        ));
+        return Err(Error::Input(match kind {
+            Kind::Job => "explain: name the Job (`gpuwl explain job NAME -n NAMESPACE`)".into(),
+            Kind::Object(_) => {
+                "explain: name the pod (`gpuwl explain pod NAME -n NAMESPACE`) or give --pod FILE"
+                    .into()
+            }
+        }));
     };
-    args.source.live.block_on(|client| async move {
-        let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
-        input::explain::from_cluster_job(&client, &ns, &name).await
-    })
-}
-
-/// Explains the pod, VMI or VM named, read from the live cluster with everything it is
-/// explained against ([`input::explain::from_cluster`]).
-///
-/// Errors: no target named; the cluster's.
-fn explain_live(
-    args: &Args,
-    target: Option<Target>,
-    kind: ObjectKind,
-) -> Result<explain::Explanation> {
-    let Some((ns, name)) = target else {
-        return Err(Error::Input(
-            "explain: name the pod (`gpuwl explain pod NAME -n NAMESPACE`) or give --pod FILE"
-                .into(),
-        ));
+    let req = Request {
+        object: Some(Named {
+            kind,
+            namespace: ns.as_deref(),
+            name: &name,
+        }),
+        ..args.source.request()
     };
-    args.source.live.block_on(|client| async move {
-        // As kubectl: the context's namespace when none is named.
-        let ns = ns.unwrap_or_else(|| client.default_namespace().to_owned());
-        match kind {
-            ObjectKind::Pod => input::explain::from_cluster(&client, &ns, &name).await,
-            _ => input::explain::from_cluster_vm(&client, kind, &ns, &name).await,
-        }
-    })
+    let mut g = gather(&req, Wanted::default())?;
+    let Some(object) = g.object.take() else {
+        return Err(Error::Runtime(format!("explain: {name} was not read")));
+    };
+    let operands = g.operands_by_node();
+    explain::object::explain_object(
+        object,
+        g.explain_inputs(operands.as_ref()),
+        g.kueue.as_ref(),
+    )
 }
 
 /// Explains a pod given as a file (`--pod`), or picked from `--pods` / the snapshot,
@@ -355,7 +346,7 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
         operands: Operands::Yes,
         ..Wanted::default()
     };
-    let g = gather(&source.request(), wanted)?;
+    let mut g = gather(&source.request(), wanted)?;
     let pod = match manifest {
         Some((list, f)) => pick(&list, target, f)?,
         None => pick(
@@ -368,20 +359,8 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
                 .unwrap_or(std::path::Path::new("snapshot")),
         )?,
     };
-    let operands = g.operands.and_then(|o| o.ok()).map(operand::by_node);
-    let inputs = explain::Inputs {
-        nodes: (g.from != From::WithoutNodes).then_some(g.nodes.as_slice()),
-        pods: g.pods.as_deref(),
-        kubevirt: g.kubevirt.as_ref(),
-        cluster_policy: g.policy.policy(),
-        dra: g
-            .dra
-            .as_ref()
-            .filter(|(_, s)| matches!(s, DraSource::Cluster | DraSource::File(_)))
-            .map(|(d, _)| d),
-        operand_pods: operands.as_ref(),
-    };
-    explain::explain(&pod, inputs).map_err(|e| {
+    let operands = g.operands_by_node();
+    explain::explain(&pod, g.explain_inputs(operands.as_ref())).map_err(|e| {
         match source.nodes.as_ref().or(source.snapshot.as_ref()) {
             Some(f) => e.in_file(f),
             None => e,

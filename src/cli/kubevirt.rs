@@ -40,12 +40,12 @@ Examples:
 pub struct Args {
     /// What to do.
     #[command(subcommand)]
-    pub command: Sub,
+    pub(crate) command: Sub,
 }
 
 /// The subcommands.
 #[derive(Debug, Subcommand)]
-pub enum Sub {
+pub(crate) enum Sub {
     /// Print a patch permitting every passthrough model and vGPU type nodes advertise, keeping every entry the CR has
     Generate(GenerateArgs),
     /// Check the CR's permittedHostDevices against the nodes (one line per finding)
@@ -96,7 +96,7 @@ CR: live, or --kubevirt FILE with --nodes. --patch json-add prints JSON-patch ad
 append; with the CR known, a test of its resourceVersion first and missing lists created; without
 it, appends only (they fail, changing nothing, where a list does not exist yet).
 Bad input, or no CR for --patch merged: one line on stderr, exit 2. Cluster unreachable: exit 3.")]
-pub struct GenerateArgs {
+pub(crate) struct GenerateArgs {
     /// The nodes and the current CR: a node dump, a snapshot file or the live cluster, and
     /// the CR from a file or the live cluster.
     #[command(flatten)]
@@ -134,7 +134,7 @@ Findings (code, severity), one line each: `ERROR <code> <resource>: <what>; <fix
                                          fine)
 Exit 1 when any error, else 0 and one `OK: ...` line. Bad input or no CR found: one line on
 stderr, exit 2. Cluster unreachable: exit 3.")]
-pub struct CheckArgs {
+pub(crate) struct CheckArgs {
     /// The nodes and the CR: a node dump with the CR file, a snapshot file, or the live
     /// cluster (the CR from a file or the cluster).
     #[command(flatten)]
@@ -181,7 +181,7 @@ fn eprint_line(line: &str) {
 /// Errors: [`Error::Input`] for a bad node dump or CR (naming the file and field), `--for`
 /// contradicting the CR read, or no CR for `--patch merged`; [`Error::Runtime`] when the
 /// cluster cannot be reached or stdout fails.
-pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
+pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
     let wanted = Wanted {
         kubevirt: true,
         kubevirt_kind: args.target.map(|t| match t {
@@ -265,7 +265,7 @@ pub fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
 /// Errors: [`Error::Input`] for bad files, several CRs in the cluster, or none at all
 /// ("no KubeVirt CR found; pass --kubevirt FILE"); [`Error::Runtime`] when the cluster
 /// cannot be reached or stdout fails.
-pub fn check(args: &CheckArgs) -> Result<ExitStatus> {
+pub(crate) fn check(args: &CheckArgs) -> Result<ExitStatus> {
     let no_cr = || {
         Error::Input(format!(
             "no KubeVirt CR found ({}.{} and {}.{}: none in any namespace); pass \

@@ -15,7 +15,7 @@ use gpuwl_core::render::{self, Format};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
 #[derive(Debug, clap::Args)]
-pub struct TwinArgs {
+pub(crate) struct TwinArgs {
     /// The cluster to copy: a node dump and the files beside it, a snapshot file, or the
     /// live cluster.
     #[command(flatten)]
@@ -53,12 +53,12 @@ pub struct TwinArgs {
 pub struct Args {
     /// What to try.
     #[command(subcommand)]
-    pub what: What,
+    pub(crate) what: What,
 }
 
 /// The whatif experiments.
 #[derive(Debug, clap::Subcommand)]
-pub enum What {
+pub(crate) enum What {
     /// Relabel nodes on a twin of the cluster and report what the real scheduler does
     #[command(after_help = RELABEL_HELP)]
     Relabel(RelabelArgs),
@@ -92,13 +92,13 @@ cluster failed · 130 interrupted (Ctrl-C, SIGTERM): the twin is deleted first."
 
 /// `gpuwl whatif relabel`.
 #[derive(Debug, clap::Args)]
-pub struct RelabelArgs {
+pub(crate) struct RelabelArgs {
     /// NODE=CONFIG (container, vm-passthrough, vm-vgpu), or NODE=vm-vgpu:TYPE.
     #[arg(value_name = "NODE=CONFIG", required = true)]
     pub relabels: Vec<String>,
     /// The cluster and the twin.
     #[command(flatten)]
-    pub twin: TwinArgs,
+    pub(crate) twin: TwinArgs,
 }
 
 /// `gpuwl plan`.
@@ -130,7 +130,7 @@ pub struct PlanArgs {
     pub no_verify: bool,
     /// The cluster and the twin.
     #[command(flatten)]
-    pub twin: TwinArgs,
+    pub(crate) twin: TwinArgs,
 }
 
 /// Reads the source cluster: a snapshot file, the dumps, or the live cluster (everything

@@ -225,7 +225,7 @@ exec chroot "$root" "$@"
 /// Who starts the operator's mount namespace: root may mount in a new mount namespace of
 /// its own; anyone else needs a user namespace too (`unshare --user --map-root-user`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Privilege {
+pub(crate) enum Privilege {
     /// gpuwl runs as root (effective uid 0).
     Root,
     /// gpuwl runs as another user.
@@ -536,7 +536,7 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
 /// `gpu-operator-root` is in the state directory), with every operand image named by
 /// environment ([`operator_env`]). `dist` is the operator's build
 /// ([`dist_dir`]); `health_port` its `/healthz` (plain HTTP); `privilege` gpuwl's.
-pub fn gpu_operator(
+pub(crate) fn gpu_operator(
     l: &super::recipe::Layout<'_>,
     dist: &Path,
     health_port: u16,

@@ -15,11 +15,10 @@ use kube::{Client, Config};
 
 use gpuwl_core::decode::document::one_line;
 use gpuwl_core::decode::limits;
-use gpuwl_core::error::{DEFAULT_CLUSTER_NAME, Error, Result};
+use gpuwl_core::error::{CONNECT_TIMEOUT, DEFAULT_CLUSTER_NAME, Error, Result};
 use gpuwl_core::model::node::{NodeInfo, Taint};
 
 use crate::files;
-pub use gpuwl_core::error::CONNECT_TIMEOUT;
 use gpuwl_core::render;
 use gpuwl_core::text;
 

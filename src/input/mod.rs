@@ -15,14 +15,12 @@
 //!   watch), the one paging loop, the API-error mapping — and the node list;
 //! - [`snapshot`]: one read of everything the analyses need from a live cluster;
 //! - [`gather`]: a command's data source (files, a snapshot file or the live cluster)
-//!   into one set of records, the first step of its pipeline;
-//! - [`snapshot_file`]: the same, written to and read from one file (`gpuwl snapshot`);
-//! - [`explain`]: `gpuwl explain` on the live cluster (the object and its snapshot read
-//!   at once, then the core's analysis).
+//!   into one set of records, the first step of its pipeline (with the object `explain`
+//!   names on the live cluster: [`gather::object`]);
+//! - [`snapshot_file`]: the same, written to and read from one file (`gpuwl snapshot`).
 
 pub mod clusterpolicy;
 pub mod dra;
-pub mod explain;
 pub mod gather;
 pub mod kubevirt;
 pub mod kueue;

@@ -63,7 +63,7 @@ pub(crate) const MAX_SMALL_MEMBER: u64 = 64 * 1024 * 1024;
 /// How one list went when the snapshot was taken.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Collected {
+pub(crate) struct Collected {
     /// `listed`, `not-served` (the API has no such resource: CRD or API group absent) or
     /// `denied` (HTTP 403).
     pub status: String,
@@ -93,7 +93,7 @@ pub struct Meta {
     /// Whether pods are whole (`--full`, env values still removed) or only the fields gpuwl reads.
     pub full_pods: bool,
     /// Per member (`nodes`, `pods`, …): how its list went.
-    pub collected: BTreeMap<String, Collected>,
+    pub(crate) collected: BTreeMap<String, Collected>,
 }
 
 /// One list of the snapshot: its member name, the API path(s), what it holds.
@@ -518,17 +518,6 @@ pub fn write(path: &Path, tar: &[u8]) -> Result<usize> {
     Ok(bytes.len())
 }
 
-/// A snapshot read back: what the analyses take ([`Snapshot`]), the operand DaemonSets and
-/// the [`Meta`].
-pub struct Loaded {
-    /// Nodes, pods, ClusterPolicy, KubeVirt's permittedHostDevices, DRA objects.
-    pub snapshot: Snapshot,
-    /// The operand DaemonSets, as stored.
-    pub daemonsets: Vec<Value>,
-    /// The `snapshot.json` member.
-    pub meta: Meta,
-}
-
 /// Reads a small member whole (at most [`MAX_SMALL_MEMBER`] bytes).
 fn small(r: impl Read, origin: &str) -> Result<String> {
     let mut s = String::new();
@@ -604,12 +593,13 @@ fn policy_of(mut items: Vec<Value>, collected: Option<&Collected>, origin: &str)
 }
 
 /// Reads a snapshot file (plain or gzip-compressed tar) into what the analyses take,
-/// member by member through the same readers as the per-kind flags.
+/// member by member through the same readers as the per-kind flags (the operand
+/// DaemonSets member is read, so a malformed one fails, but not kept: no analysis takes it).
 ///
 /// Errors: [`Error::Input`]/[`Error::File`]/[`Error::Field`] naming `FILE:member` when it
 /// is not a tar, has no `snapshot.json` of [`FORMAT`] or no `nodes.json`, or a member does
 /// not read.
-pub fn load(path: &Path) -> Result<Loaded> {
+pub(crate) fn load(path: &Path) -> Result<Snapshot> {
     let shown = path.display().to_string();
     let m = read_members(path)?;
     let Some(meta) = m.meta else {
@@ -646,24 +636,20 @@ pub fn load(path: &Path) -> Result<Loaded> {
         &pods,
     );
     pods.extend(waiting);
-    Ok(Loaded {
-        snapshot: Snapshot {
-            nodes,
-            pods,
-            policy,
-            kubevirt,
-            dra,
-            dra_source,
-            kueue: match m.kueue_items {
-                Some(items) if !items.is_empty() => Some(
-                    gpuwl_core::decode::kueue::from_values(&items)
-                        .map_err(|e| Error::field(format!("{shown}:kueue.json"), e))?,
-                ),
-                _ => None,
-            },
+    Ok(Snapshot {
+        nodes,
+        pods,
+        policy,
+        kubevirt,
+        dra,
+        dra_source,
+        kueue: match m.kueue_items {
+            Some(items) if !items.is_empty() => Some(
+                gpuwl_core::decode::kueue::from_values(&items)
+                    .map_err(|e| Error::field(format!("{shown}:kueue.json"), e))?,
+            ),
+            _ => None,
         },
-        daemonsets: m.daemonsets,
-        meta,
     })
 }
 
@@ -676,7 +662,6 @@ struct Members {
     policy_items: Option<Vec<Value>>,
     kubevirt_items: Option<Vec<Value>>,
     dra: Option<DraObjects>,
-    daemonsets: Vec<Value>,
     vmis: Option<Vec<Value>>,
     vms: Option<Vec<Value>>,
     kueue_items: Option<Vec<Value>>,
@@ -754,7 +739,8 @@ fn read_members(path: &Path) -> Result<Members> {
             }
             "kubevirt.json" => m.kubevirt_items = Some(items_of(&small(entry, &origin)?, &origin)?),
             "dra.json" => m.dra = Some(gpuwl_core::decode::dra::read_from(entry, &origin)?),
-            "daemonsets.json" => m.daemonsets = items_of(&small(entry, &origin)?, &origin)?,
+            // Read (a malformed member fails) but not kept: no analysis takes it.
+            "daemonsets.json" => drop(items_of(&small(entry, &origin)?, &origin)?),
             "vmis.json" => m.vmis = Some(items_of(&small(entry, &origin)?, &origin)?),
             "vms.json" => m.vms = Some(items_of(&small(entry, &origin)?, &origin)?),
             "kueue.json" => m.kueue_items = Some(items_of(&small(entry, &origin)?, &origin)?),

@@ -56,7 +56,7 @@ pub const WAIT: Duration = Duration::from_secs(90);
 
 /// One Job of the step.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LabJob {
+pub(crate) struct LabJob {
     /// The Job's name.
     pub name: String,
     /// The resource name it asks one of.
@@ -85,7 +85,7 @@ pub(crate) fn lab_jobs(container: &str, passthrough: &str) -> [LabJob; 2] {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct JobOutcome {
     /// The Job.
-    pub job: LabJob,
+    pub(crate) job: LabJob,
     /// Whether its Workload is admitted.
     pub admitted: bool,
     /// The flavor Kueue assigned to the resource, when admitted.
@@ -223,7 +223,7 @@ async fn job_pod_node(client: &Client, job: &str) -> Result<Option<String>> {
 /// and its pod bound, or held with Kueue's message; returns what it came to.
 ///
 /// Errors: [`Error::Runtime`] when a call fails or neither happens in time.
-pub async fn create_and_await(client: &Client, j: &LabJob) -> Result<JobOutcome> {
+pub(crate) async fn create_and_await(client: &Client, j: &LabJob) -> Result<JobOutcome> {
     let jobs: Api<Job> = Api::namespaced(client.clone(), NAMESPACE);
     let job: Job = serde_json::from_value(job_object(j))
         .map_err(|e| Error::failed(format!("Job {}: cannot build the object", j.name), e))?;

@@ -31,8 +31,10 @@ use kube::Client;
 use gpuwl_core::analysis::explain::Explanation;
 use gpuwl_core::analysis::inventory::Inventory;
 
+use crate::input::gather::{Kind, Named};
 use files::LabDirs;
 use gpuwl_core::error::{Error, Result};
+use gpuwl_core::model::pod::ObjectKind;
 use gpuwl_core::model::resource::NVIDIA_PREFIX;
 use gpuwl_core::model::workload::{DEFAULT_WORKLOAD, ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
 use gpuwl_core::text::esc;
@@ -274,7 +276,7 @@ pub struct LabOptions {
 
 /// What one pod did, read back from the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodOutcome {
+pub(crate) struct PodOutcome {
     /// Pod name.
     pub name: String,
     /// Resource requested.
@@ -295,7 +297,7 @@ pub struct LabReport {
     /// The plan.
     pub plan: Plan,
     /// Outcomes in step order.
-    pub pods: Vec<PodOutcome>,
+    pub(crate) pods: Vec<PodOutcome>,
     /// `consistency.txt` content.
     pub consistency: String,
     /// The cluster's GPU inventory after step 8 (pools, allocated, pending, the split).
@@ -500,7 +502,23 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         &[],
     )?;
     let cross = &plan.pods[3].name;
-    let cross_explanation = crate::input::explain::from_cluster(&client, NAMESPACE, cross).await?;
+    let cross_explanation = {
+        let named = Named {
+            kind: Kind::Object(ObjectKind::Pod),
+            namespace: Some(NAMESPACE),
+            name: cross,
+        };
+        let mut g = crate::input::gather::object::read(&client, named).await?;
+        let Some(object) = g.object.take() else {
+            return Err(Error::Runtime(format!("explain: {cross} was not read")));
+        };
+        let operands = g.operands_by_node();
+        gpuwl_core::analysis::explain::object::explain_object(
+            object,
+            g.explain_inputs(operands.as_ref()),
+            g.kueue.as_ref(),
+        )?
+    };
     Ok(LabReport {
         plan,
         pods: outcomes,

@@ -258,7 +258,7 @@ fn autoscaled_of_nodepools<'a>(pools: impl Iterator<Item = &'a Value>) -> Vec<Au
 /// What the guard found of cluster-autoscaler (kubernetes/autoscaler `cluster-autoscaler/`)
 /// when it started ([`cluster_autoscaler`]).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct ClusterAutoscaler {
+pub(crate) struct ClusterAutoscaler {
     /// How it was found: `Deployment NS/NAME`, `ConfigMap kube-system/cluster-autoscaler-status`.
     pub found_by: Vec<String>,
     /// The node groups its status ConfigMap names (`nodeGroups[].name`), in its order.
@@ -296,7 +296,7 @@ const CA_MAX_SIZE_SUFFIX: &str = "/cluster-api-autoscaler-node-group-max-size";
 /// in the cloud, which gpuwl cannot read: `autoscaled` is then empty and the caller says
 /// to list the names with `--admission-autoscaled`. `None` when neither the Deployment nor
 /// the ConfigMap is there (or cannot be read within 10 s). Read once, at start.
-pub async fn cluster_autoscaler(client: &kube::Client) -> Option<ClusterAutoscaler> {
+pub(crate) async fn cluster_autoscaler(client: &kube::Client) -> Option<ClusterAutoscaler> {
     use k8s_openapi::api::apps::v1::Deployment;
     use k8s_openapi::api::core::v1::ConfigMap;
     use kube::api::{Api, ListParams};

@@ -96,7 +96,7 @@ pub(crate) const EVALUATION_LIMIT: Duration = Duration::from_secs(300);
 
 /// What is known of one custom resource type.
 #[derive(Debug, Default)]
-pub struct CrMirror {
+pub(crate) struct CrMirror {
     /// `None` until the first probe answers; `Some(false)` when the CRD is absent.
     pub installed: Option<bool>,
     /// Why the type cannot be read (forbidden, unreachable at the probe), when it cannot.
@@ -118,7 +118,7 @@ impl CrMirror {
 
 /// The exporter's copy of the cluster.
 #[derive(Debug, Default)]
-pub struct Store {
+pub(crate) struct Store {
     /// Nodes by name.
     pub nodes: Mirror<NodeInfo>,
     /// Non-terminal pods with extended-resource requests or resource claims (DRA), by
@@ -286,7 +286,7 @@ pub struct Shared {
     pub client: Mutex<Client>,
     /// The cluster copy. An async mutex: the evaluator holds it while it reads the copy
     /// in place (no snapshot copy), and the watchers wait for it without blocking a thread.
-    pub store: AsyncMutex<Store>,
+    pub(crate) store: AsyncMutex<Store>,
     /// Woken on every change; the evaluator debounces.
     pub changed: Notify,
     /// Connection state.

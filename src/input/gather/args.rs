@@ -109,7 +109,7 @@ pub(crate) fn parse_bytes(s: &str) -> Result<u64, String> {
 
 /// A part of the data source a command may take as a file, beside the node dump.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Part {
+pub(crate) enum Part {
     /// `--pods FILE`: a pod dump.
     Pods,
     /// `--cluster-policy FILE`: the GPU Operator's ClusterPolicy.
@@ -140,7 +140,7 @@ pub enum Take {
 
 /// How the node dump is given.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NodeDump {
+pub(crate) enum NodeDump {
     /// `--nodes FILE`.
     Flag,
     /// A positional FILE (`check`).
@@ -163,19 +163,19 @@ pub enum Live {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Spec {
     /// How the node dump is given.
-    pub nodes: NodeDump,
+    pub(crate) nodes: NodeDump,
     /// A part the node dump is refused without (`kubevirt check`: `--kubevirt`, the list a
     /// node dump is checked against).
-    pub nodes_need: Option<Part>,
+    pub(crate) nodes_need: Option<Part>,
     /// The parts taken, in the order of the help.
-    pub parts: &'static [(Part, Take)],
+    pub(crate) parts: &'static [(Part, Take)],
     /// When the live cluster is read.
     pub live: Live,
 }
 
 impl Spec {
     /// How the command takes `part`, when it does.
-    pub fn take(&self, part: Part) -> Option<Take> {
+    pub(crate) fn take(&self, part: Part) -> Option<Take> {
         self.parts.iter().find(|(p, _)| *p == part).map(|(_, t)| *t)
     }
 
@@ -337,6 +337,7 @@ impl<T: Takes> SourceArgs<T> {
             snapshot: self.snapshot.as_ref(),
             live: &self.live,
             spec: T::SPEC,
+            object: None,
         }
     }
 

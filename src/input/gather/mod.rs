@@ -24,27 +24,30 @@
 //! pods dump.
 
 pub mod args;
+pub mod object;
 
 use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
 pub use args::{LimitArgs, Live, SourceArgs, Spec};
+pub use object::{Kind, Named};
 
 use crate::input::kubevirt::{self};
 use crate::input::kueue;
 use crate::input::live::{self, ClusterArgs};
 use crate::input::snapshot::{self};
 use crate::input::{clusterpolicy, dra, operands, pods, snapshot_file};
+use gpuwl_core::analysis::explain::Inputs;
 use gpuwl_core::decode::dump::Source;
 use gpuwl_core::decode::kubevirt::{CrType, CurrentCr};
-use gpuwl_core::decode::snapshot::Snapshot;
+use gpuwl_core::decode::snapshot::{Object, Snapshot};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::dra::{DraObjects, DraSource};
 use gpuwl_core::model::kubevirt::PermittedHostDevices;
 use gpuwl_core::model::kueue::KueueObjects;
 use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::operand::OperandPod;
+use gpuwl_core::model::operand::{self as operand_model, OperandPod, OperandsByNode};
 use gpuwl_core::model::operator::PolicyStatus;
 use gpuwl_core::model::pod::PodInfo;
 
@@ -104,6 +107,9 @@ pub struct Request<'a> {
     pub live: &'a ClusterArgs,
     /// The command's flags: when the live cluster is read, how messages name the files.
     pub spec: &'a Spec,
+    /// An object `explain` names on the live cluster: read with what explains it
+    /// ([`object::read`]), from the live cluster alone (the command gives no file with it).
+    pub object: Option<Named<'a>>,
 }
 
 /// Where the records came from.
@@ -147,6 +153,8 @@ pub struct Gathered {
     /// Kueue's objects: from `--kueue`, else listed from the live cluster when wanted and
     /// served (`None`: not read, or Kueue not installed).
     pub kueue: Option<KueueObjects>,
+    /// The object named in the [`Request`] ([`Request::object`]), as read.
+    pub object: Option<Object>,
     /// Where they came from.
     pub from: From,
     /// The same, said: `snapshot FILE`, `files NODES[, PODS]`, `no node dump`, `cluster`.
@@ -172,6 +180,35 @@ impl Gathered {
             dra_source,
             kueue: self.kueue,
         }
+    }
+
+    /// What an explanation reads of these records (the one place [`Inputs`] is made from
+    /// gathered records): the nodes unless there is no node data ([`From::WithoutNodes`]),
+    /// the pods, the KubeVirt CR's list, the ClusterPolicy, the DRA objects when they were
+    /// read ([`DraSource::was_read`]), and `operand_pods`
+    /// ([`Gathered::operands_by_node`]).
+    pub fn explain_inputs<'a>(&'a self, operand_pods: Option<&'a OperandsByNode>) -> Inputs<'a> {
+        Inputs {
+            nodes: (self.from != From::WithoutNodes).then_some(self.nodes.as_slice()),
+            pods: self.pods.as_deref(),
+            kubevirt: self.kubevirt.as_ref(),
+            cluster_policy: self.policy.policy(),
+            dra: self
+                .dra
+                .as_ref()
+                .filter(|(_, s)| s.was_read())
+                .map(|(d, _)| d),
+            operand_pods,
+        }
+    }
+
+    /// The operand pods, taken out, per node; `None` when not read or their list failed
+    /// (an explanation goes on without them).
+    pub fn operands_by_node(&mut self) -> Option<OperandsByNode> {
+        self.operands
+            .take()
+            .and_then(|o| o.ok())
+            .map(operand_model::by_node)
     }
 
     /// The whole CR, when it was read by itself ([`Gathered::kubevirt_object`]).
@@ -319,6 +356,11 @@ impl Request<'_> {
 /// more than one file being `-`, and the live cluster's ([`Error::Runtime`], ...).
 pub fn gather(req: &Request, wanted: Wanted) -> Result<Gathered> {
     let files = req.read_files()?;
+    if let Some(named) = req.object {
+        return req
+            .live
+            .block_on(|client| async move { object::read(&client, named).await });
+    }
     match req.choice() {
         Choice::Snapshot(snap) => from_snapshot(snap, files, wanted),
         Choice::Files(nodes) => {
@@ -426,6 +468,7 @@ fn stream_cluster<S>(
                 None if wanted.kueue => kueue::list(&client).await?,
                 None => None,
             },
+            object: None,
             from: From::Cluster,
             origin: "cluster".into(),
         };
@@ -443,7 +486,7 @@ fn stream_cluster<S>(
 ///
 /// Errors: as [`crate::input::snapshot_file::load`].
 fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> {
-    let s = snapshot_file::load(snap)?.snapshot;
+    let s = snapshot_file::load(snap)?;
     let pods = match files.pods {
         Some(p) => Some(p),
         None => wanted.pods.then_some(s.pods),
@@ -462,6 +505,7 @@ fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> 
         kubevirt_object,
         operands: None,
         kueue: files.kueue.or(s.kueue),
+        object: None,
         from: From::Snapshot(snap.to_owned()),
         origin: format!("snapshot {}", snap.display()),
     })
@@ -493,6 +537,7 @@ fn from_files(req: &Request, files: Files, nodes: Vec<NodeInfo>) -> Gathered {
         kubevirt_object: files.cr.map(|c| c.object),
         operands: None,
         kueue: files.kueue,
+        object: None,
         from,
         origin,
     }
@@ -577,6 +622,7 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
         kubevirt_object,
         operands,
         kueue: kueue.or(snap.kueue),
+        object: None,
         from: From::Cluster,
         origin: "cluster".into(),
     })
@@ -598,6 +644,7 @@ mod tests {
             snapshot: None,
             live,
             spec: InventorySource::SPEC,
+            object: None,
         }
     }
 

@@ -292,6 +292,15 @@ pub enum DraSource {
     Denied(String),
 }
 
+impl DraSource {
+    /// Whether the DRA objects beside it were read (from a file or the live cluster): the
+    /// only ones an analysis takes; a skipped or denied read left them empty, which says
+    /// nothing of the devices.
+    pub fn was_read(&self) -> bool {
+        matches!(self, DraSource::File(_) | DraSource::Cluster)
+    }
+}
+
 /// One entry of a pod's `spec.resourceClaims[]`, with the claim it resolves to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "camelCase")]

@@ -17,6 +17,7 @@
 
 pub mod dra_rules;
 pub mod facts;
+pub mod object;
 pub mod quota;
 pub mod remedy;
 pub mod rules;
