@@ -47,7 +47,7 @@ LAYERS = {
         # the local control plane, and its report's render
         "cluster": 6, "render/cluster": 6,
         # commands' engines that write or start things, and their reports' render
-        "relabel": 7, "twin": 7, "policy": 7, "render/relabel": 7, "render/whatif": 7,
+        "relabel": 7, "twin": 7, "render/relabel": 7, "render/whatif": 7,
         # the exporter and admission guard
         "serve": 8,
         # the lab, and its report's render

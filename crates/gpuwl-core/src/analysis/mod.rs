@@ -8,7 +8,9 @@
 //! - [`kueue`], [`kueue_usage`]: the quota layer (Kueue's flavors against the nodes, a
 //!   workload's quota cause, the per-ClusterQueue × flavor inventory);
 //! - [`triage`]: one report from a GPU Operator must-gather bundle (check, operator state,
-//!   operand DaemonSets not ready, pending GPU pods, what the bundle lacks).
+//!   operand DaemonSets not ready, pending GPU pods, what the bundle lacks);
+//! - [`policy`]: the ValidatingAdmissionPolicy (and its binding) that refuses a mistyped
+//!   workload or vGPU label at the API server (`gpuwl policy`).
 //!
 //! Shared parts: [`fit`] (the scheduler's filters node by node: cordon, taints,
 //! selector/affinity, every resource), [`placement`] (which nodes a pod's constraints allow), [`names`] (names
@@ -33,6 +35,7 @@ pub mod kueue_usage;
 pub mod names;
 pub mod orphans;
 pub mod placement;
+pub mod policy;
 pub mod triage;
 pub mod usage;
 pub mod verdict;

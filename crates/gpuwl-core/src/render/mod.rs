@@ -12,6 +12,7 @@ pub mod explain;
 pub mod inventory;
 pub mod inventory_svg;
 pub mod kubevirt;
+pub mod policy;
 pub mod quota;
 pub mod triage;
 
