@@ -18,10 +18,10 @@
 //! - [`model`](gpuwl_core::model): workload configs, resource names, quantities, nodes, pods, pools, the GPU
 //!   Operator's ClusterPolicy and node state, DRA and KubeVirt objects (core);
 //! - [`analysis`](gpuwl_core::analysis): `check`, `inventory`, `explain`, the KubeVirt check, DRA and the label
-//!   policy (`gpuwl policy`), each over
-//!   the model only (they take data, never a client; core);
-//! - [`render`]: text, JSON, YAML and CSV output (the core's, and the reports of the
-//!   cluster, lab, relabel and whatif);
+//!   policy (`gpuwl policy`), the twin's decisions (what a relabel advertises, plan's search,
+//!   the whatif report), each over the model only (they take data, never a client; core);
+//! - [`render`]: text, JSON, YAML and CSV output (the core's, whatif's among them, and the
+//!   reports of the cluster, lab and relabel);
 //! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-controller-manager,
 //!   kube-scheduler, kwok), its recipe one value per component ([`cluster::recipe`]);
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
