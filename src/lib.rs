@@ -17,18 +17,17 @@
 //!   one paging loop, one API-error mapping);
 //! - [`model`](gpuwl_core::model): workload configs, resource names, quantities, nodes, pods, pools, the GPU
 //!   Operator's ClusterPolicy and node state, DRA and KubeVirt objects (core);
-//! - [`analysis`](gpuwl_core::analysis): `check`, `inventory`, `explain`, the KubeVirt check and DRA, each over
-//!   the model only (they take data, never a client; core);
-//! - [`render`]: text, JSON, YAML and CSV output (the core's, and the reports of the
-//!   cluster, lab, relabel and whatif);
+//! - [`analysis`](gpuwl_core::analysis): `check`, `inventory`, `explain`, the KubeVirt check, DRA and the label
+//!   policy (`gpuwl policy`), the twin's decisions (what a relabel advertises, plan's search,
+//!   the whatif report), each over the model only (they take data, never a client; core);
+//! - [`render`]: text, JSON, YAML and CSV output (the core's, whatif's among them, and the
+//!   reports of the cluster, lab and relabel);
 //! - [`cluster`]: the local control plane (etcd, kube-apiserver, kube-controller-manager,
 //!   kube-scheduler, kwok), its recipe one value per component ([`cluster::recipe`]);
 //! - [`lab`]: the eight-step scenario (and the DRA ninth) played on a cluster;
 //! - [`twin`]: a copy of a cluster's GPU side on a local control plane, where `whatif`
 //!   tries a relabel and `plan` verifies its proposal;
 //! - [`relabel`]: a relabel carried out on a live cluster step by step (`gpuwl relabel`);
-//! - [`policy`]: the ValidatingAdmissionPolicy that refuses a mistyped label at the API
-//!   server (`gpuwl policy`);
 //! - [`serve`]: the Prometheus exporter (watch → evaluate → metrics);
 //! - [`cli`]: the command line;
 //! - [`error`](gpuwl_core::error): the errors and exit codes; [`text`](gpuwl_core::text): message helpers both use;
@@ -43,7 +42,6 @@ pub mod files;
 pub mod input;
 pub mod lab;
 pub mod pki;
-pub mod policy;
 pub mod relabel;
 pub mod render;
 pub mod serve;

@@ -6,7 +6,7 @@ use std::time::Duration;
 use crate::input::live::Flavour;
 use crate::relabel::Disruption;
 use crate::relabel::live::{self, Clients, Outcome, Request, Sink, StepReport};
-use crate::twin::report::Relabel;
+use gpuwl_core::analysis::twin::report::Relabel;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::render::{self, Format};
 
@@ -283,7 +283,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         )
         .await
     })?;
-    match crate::render::whatif::serialized(&report, args.output) {
+    match gpuwl_core::render::whatif::serialized(&report, args.output) {
         Some(s) => write(&s)?,
         None => {
             header_out()?;

@@ -7,10 +7,11 @@ use crate::cluster;
 use crate::input::gather::args::TwinSource;
 use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::input::live;
-use crate::render::whatif::{PlanReport, plan_text, report_text, serialized};
-use crate::twin::report::{Relabel, Report, Verdict};
-use crate::twin::{self, DEFAULT_TWIN_NAME, Source};
+use crate::twin::{self, DEFAULT_TWIN_NAME};
+use gpuwl_core::analysis::twin::report::{Relabel, Report, Verdict};
+use gpuwl_core::analysis::twin::{Source, plan, quota};
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use gpuwl_core::render::{self, Format};
 
 /// Where the cluster to copy comes from, and how the twin runs (shared by whatif and plan).
@@ -219,7 +220,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     // The quota layer: which Kueue flavors each relabelled node leaves and joins, and the
     // admitted workloads that lose their pool.
     if let Some(k) = &kueue {
-        twin::quota::add_quota(&mut report, k, &source);
+        quota::add_quota(&mut report, k, &source);
     }
     let text = serialized(&report, a.twin.output).unwrap_or_else(|| {
         render::wrap_lines(&report_text(&report, render::width()), render::width())
@@ -234,14 +235,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
     options(&args.twin)?;
     let (source, kueue) = read_source(&args.twin)?;
-    let proposal = twin::plan::propose(&source, args.allow_disruption);
+    let proposal = plan::propose(&source, args.allow_disruption);
     let relabels: Vec<Relabel> = proposal.steps.iter().map(|s| s.relabel.clone()).collect();
     let whatif = if relabels.is_empty() || args.no_verify {
         None
     } else {
         let mut w = run_twin(&args.twin, &source, &relabels)?;
         if let Some(k) = &kueue {
-            twin::quota::add_quota(&mut w, k, &source);
+            quota::add_quota(&mut w, k, &source);
         }
         Some(w)
     };
@@ -283,11 +284,7 @@ pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
 
 /// `plan`'s verdict: the twin's when it tried the plan (said when it did not place every pod
 /// the plan is for), else the model's counts, said as such.
-fn plan_verdict(
-    proposal: &twin::plan::Proposal,
-    whatif: Option<&Report>,
-    verified: bool,
-) -> Verdict {
+fn plan_verdict(proposal: &plan::Proposal, whatif: Option<&Report>, verified: bool) -> Verdict {
     if let Some(w) = whatif {
         let mut v = w.verdict.clone();
         if !verified {

@@ -25,8 +25,9 @@ use crate::input::pods::{self};
 use crate::input::virt::{self};
 use crate::input::{clusterpolicy, snapshot};
 use crate::twin;
-use crate::twin::report::{Recommendation, Relabel, Verdict};
 use gpuwl_core::analysis::kueue::RelabelQuota;
+use gpuwl_core::analysis::twin::report::{Recommendation, Relabel, Verdict};
+use gpuwl_core::analysis::twin::{Source, quota};
 use gpuwl_core::decode::pods::LIVE_FIELD_SELECTOR;
 use gpuwl_core::decode::virt::VM_NAME_LABEL;
 use gpuwl_core::error::{Error, Result};
@@ -65,7 +66,7 @@ pub struct StepReport {
     /// What it did, or why it stopped; one line, escaped.
     pub message: String,
     /// More to say about it, one sentence each, not escaped (the preview: the quota
-    /// layer's side of the relabels, [`crate::twin::quota::quota_side`]).
+    /// layer's side of the relabels, [`gpuwl_core::analysis::twin::quota::quota_side`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
 }
@@ -959,7 +960,7 @@ async fn preview(
         Some(opts) => {
             let snap = snapshot::read(client, false).await?;
             let kueue = snap.kueue;
-            let source = twin::Source {
+            let source = Source {
                 nodes: snap.nodes,
                 pods: snap.pods,
                 policy: snap.policy,
@@ -970,7 +971,7 @@ async fn preview(
             // The quota layer's side, as `whatif relabel` says it.
             let quota = kueue
                 .as_ref()
-                .map(|k| twin::quota::quota_side(&report.changes, k, &source));
+                .map(|k| quota::quota_side(&report.changes, k, &source));
             let notes = quota
                 .as_ref()
                 .map(RelabelQuota::sentences)

@@ -1,5 +1,5 @@
 //! `gpuwl relabel`: a node's workload label changed on a real cluster, step by step, the way
-//! the whatif report's "To apply for real" says ([`crate::twin::apply_steps`]):
+//! the whatif report's "To apply for real" says ([`gpuwl_core::analysis::twin::report::apply_steps`]):
 //!
 //! 1. `preview`: the twin's verdict (`gpuwl whatif relabel`), unless `--no-preview`;
 //! 2. `cordon`: nothing new lands on the node;
@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::{Deserialize, Serialize};
 
-use crate::twin::predict;
-use crate::twin::report::Relabel;
+use gpuwl_core::analysis::twin::predict;
+use gpuwl_core::analysis::twin::report::Relabel;
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
 use gpuwl_core::model::operator::{

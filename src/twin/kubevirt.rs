@@ -25,9 +25,9 @@ use gpuwl_core::model::pod::{ObjectKind, PodInfo};
 use gpuwl_core::model::resource::NVIDIA_PREFIX;
 
 use super::objects::SOURCE_KIND_LABEL;
-use super::report::{PendingByTwin, StillPending, pod_ref};
 use crate::cluster::kubevirt;
 use crate::input::{pods, virt};
+use gpuwl_core::analysis::twin::report::{PendingByTwin, StillPending, pod_ref};
 
 /// The VMI a pending source entry stands for: a VMI (or VM) by its own name, a pending
 /// virt-launcher pod by the VMI it runs ([`PodInfo::launcher_vmi`]); `None` for other pods.

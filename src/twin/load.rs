@@ -14,8 +14,9 @@ use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use crate::cluster::{self, ClusterInfo, accounts, nodes};
 use crate::input::live::{self, api_error};
 use crate::input::virt;
-use crate::twin::report::{NodeChange, PendingByTwin, Relabel, pending_by_twin_key};
-use crate::twin::{Options, Source, kubevirt, objects, predict};
+use crate::twin::{Options, kubevirt, objects};
+use gpuwl_core::analysis::twin::report::{NodeChange, PendingByTwin, Relabel, pending_by_twin_key};
+use gpuwl_core::analysis::twin::{Source, predict};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::gpusim;
 use gpuwl_core::model::node::NodeInfo;
@@ -374,6 +375,7 @@ pub(crate) async fn relabel_node(
 mod tests {
     use super::*;
     use crate::twin::*;
+    use gpuwl_core::model::operator::PolicyStatus;
     use gpuwl_core::model::workload::WorkloadConfig;
     use serde_json::json;
 

@@ -10,8 +10,8 @@
 //!    twin places here would not have waited in the cluster, and is reported apart);
 //! 2. applies the relabels: the workload label (and `nvidia.com/vgpu.config`), and what the
 //!    node then advertises, by gpuwl's model of the GPU Operator and device plugins
-//!    ([`predict`]) written to the node status as a kubelet would, a name that leaves kept
-//!    at `"0"`;
+//!    ([`gpuwl_core::analysis::twin::predict`]) written to the node status as a kubelet
+//!    would, a name that leaves kept at `"0"`;
 //! 3. waits until the scheduler has settled (nothing left in its active and backoff queues,
 //!    [`crate::cluster::scheduler_busy`]) and reads the twin back: which pods it bound and
 //!    where, which still wait (explained by [`gpuwl_core::analysis::explain`] on the twin's
@@ -21,10 +21,6 @@
 pub mod kubevirt;
 pub mod load;
 pub mod objects;
-pub mod plan;
-pub mod predict;
-pub mod quota;
-pub mod report;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -38,34 +34,17 @@ use crate::cluster::{self, UpOptions};
 use crate::input::live::{self};
 use crate::input::pods;
 use crate::twin::load::{Trial, Twin, copy_source, relabel_node, settle_or_note};
-use crate::twin::report::{
+use gpuwl_core::analysis::twin::report::{
     Relabel, Report, TwinFacts, Verdict, apply_steps, disrupted_pods, pending_outcome,
     placed_as_is, pool_deltas,
 };
+use gpuwl_core::analysis::twin::{Source, predict};
 use gpuwl_core::analysis::{explain, inventory};
 use gpuwl_core::error::{Error, Result};
-use gpuwl_core::model::kubevirt::PermittedHostDevices;
 use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::operator::PolicyStatus;
 use gpuwl_core::model::pod::PodInfo;
 use gpuwl_core::model::resource::classify;
 use gpuwl_core::text;
-
-/// What the twin is built from.
-pub struct Source {
-    /// All nodes of the cluster.
-    pub nodes: Vec<NodeInfo>,
-    /// All pods (and VMIs) of the cluster.
-    pub pods: Vec<PodInfo>,
-    /// The ClusterPolicy, or why there is none.
-    pub policy: PolicyStatus,
-    /// KubeVirt's `permittedHostDevices` (from the KubeVirt or HyperConverged CR); `None`
-    /// when not read. Used by a twin with KubeVirt ([`Options::kubevirt`]) and by explain
-    /// on the twin's state.
-    pub kubevirt: Option<PermittedHostDevices>,
-    /// Where it was read: `cluster`, or the files.
-    pub origin: String,
-}
 
 /// How the twin runs.
 #[derive(Debug, Clone)]
@@ -555,3 +534,6 @@ async fn build_and_try(
         quota: None,
     })
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,8 +16,9 @@ use serde_json::{Value, json};
 
 use crate::cluster::recipe::KWOK_LEAVE_PENDING_LABEL;
 use gpuwl_core::analysis::fit::UNCHECKED_WHEN_ABSENT;
+use gpuwl_core::analysis::twin::pod_name;
 use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::pod::{ObjectKind, PodInfo};
+use gpuwl_core::model::pod::PodInfo;
 
 /// Annotation kwok reads to play a node's kubelet (the twin's kwok manages every node
 /// anyway; the annotation says so to a reader of the object).
@@ -41,11 +42,6 @@ affinity, priority/preemption and DRA claims are not copied to the twin";
 /// What the twin gives a node for each resource of [`UNCHECKED_WHEN_ABSENT`] its source
 /// node does not list (the same order): more than any pod asks.
 pub(crate) const ABSENT_FILL: [&str; 3] = ["1k", "1k", "64Ti"];
-
-/// Suffix of the virt-launcher pod the twin creates for a VMI or VM: five characters, as
-/// KubeVirt's generated suffix (kubevirt/kubevirt `pkg/virt-controller/services/template.go`),
-/// so that [`PodInfo::launcher_vmi`] finds the VMI again.
-pub(crate) const LAUNCHER_SUFFIX: &str = "gpuwl";
 
 /// Adds `pod`'s nodeSelector, required node affinity and tolerations to `spec` (a Pod's or
 /// a VMI's spec: both spell them the same way), each only when set.
@@ -202,15 +198,6 @@ pub fn node_object(node: &NodeInfo) -> Value {
     })
 }
 
-/// The name of the twin pod for `pod`: its own name, or `virt-launcher-<vmi>-gpuwl` for a
-/// VMI or VM (the pod KubeVirt would create for it).
-pub fn pod_name(pod: &PodInfo) -> String {
-    match pod.kind {
-        ObjectKind::Pod => pod.name.clone(),
-        _ => format!("virt-launcher-{}-{LAUNCHER_SUFFIX}", pod.name),
-    }
-}
-
 /// The Pod object for `pod`, bound to its node when `bound` (and it has one), else left
 /// to the scheduler. A bound pod carries
 /// [`crate::cluster::recipe::KWOK_LEAVE_PENDING_LABEL`]: kwok leaves it `Pending` (the
@@ -280,7 +267,7 @@ pub fn pod_object(pod: &PodInfo, bound: bool) -> Value {
 mod tests {
     use super::*;
     use gpuwl_core::model::node::Taint;
-    use gpuwl_core::model::pod::{SelectorRequirement, SelectorTerm, Toleration};
+    use gpuwl_core::model::pod::{ObjectKind, SelectorRequirement, SelectorTerm, Toleration};
     use std::collections::BTreeMap;
     use std::sync::Arc;
 

@@ -617,14 +617,14 @@ pub fn consistency(
             w.code, e.cause_codes
         ));
     }
-    let source = gpuwl::twin::Source {
+    let source = gpuwl_core::analysis::twin::Source {
         nodes,
         pods: pods.clone(),
         policy,
         kubevirt: None,
         origin: "differential".into(),
     };
-    let plan = gpuwl::twin::plan::propose(&source, false);
+    let plan = gpuwl_core::analysis::twin::plan::propose(&source, false);
     let left_out = plan.held_back.iter().any(|h| h.pod == key);
     let should = !matches!(v.class, PodClass::Demand | PodClass::Unservable);
     if left_out != should {

@@ -8,7 +8,11 @@
 //! - [`kueue`], [`kueue_usage`]: the quota layer (Kueue's flavors against the nodes, a
 //!   workload's quota cause, the per-ClusterQueue × flavor inventory);
 //! - [`triage`]: one report from a GPU Operator must-gather bundle (check, operator state,
-//!   operand DaemonSets not ready, pending GPU pods, what the bundle lacks).
+//!   operand DaemonSets not ready, pending GPU pods, what the bundle lacks);
+//! - [`policy`]: the ValidatingAdmissionPolicy (and its binding) that refuses a mistyped
+//!   workload or vGPU label at the API server (`gpuwl policy`);
+//! - [`twin`]: what `gpuwl whatif` and `gpuwl plan` decide (a relabelled node's names, the
+//!   fewest relabels for the pending demand, the twin's report and verdict).
 //!
 //! Shared parts: [`fit`] (the scheduler's filters node by node: cordon, taints,
 //! selector/affinity, every resource), [`placement`] (which nodes a pod's constraints allow), [`names`] (names
@@ -33,6 +37,8 @@ pub mod kueue_usage;
 pub mod names;
 pub mod orphans;
 pub mod placement;
+pub mod policy;
 pub mod triage;
+pub mod twin;
 pub mod usage;
 pub mod verdict;

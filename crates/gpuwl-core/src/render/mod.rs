@@ -12,8 +12,10 @@ pub mod explain;
 pub mod inventory;
 pub mod inventory_svg;
 pub mod kubevirt;
+pub mod policy;
 pub mod quota;
 pub mod triage;
+pub mod whatif;
 
 /// Output format of commands that report (`-o text|json|yaml`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]

@@ -3,12 +3,11 @@
 //! and the admitted workloads that lose their pool ([`kueue::relabel_quota`]), judged on
 //! the nodes as the twin leaves them.
 
-use crate::twin::Source;
-use crate::twin::predict;
-use crate::twin::report::{NodeChange, Report};
-use gpuwl_core::analysis::kueue::{self, RelabelQuota};
-use gpuwl_core::model::kueue::KueueObjects;
-use gpuwl_core::model::node::NodeInfo;
+use super::report::{NodeChange, Report};
+use super::{Source, predict};
+use crate::analysis::kueue::{self, RelabelQuota};
+use crate::model::kueue::KueueObjects;
+use crate::model::node::NodeInfo;
 
 /// The nodes as the twin's relabels leave them: the relabelled ones with the labels the
 /// operator leaves ([`predict::relabelled`]) and the GPU names the twin's node status shows
@@ -63,9 +62,9 @@ pub fn add_quota(report: &mut Report, k: &KueueObjects, source: &Source) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::twin::report::Relabel;
-    use gpuwl_core::model::operator::PolicyStatus;
-    use gpuwl_core::model::workload::WorkloadConfig;
+    use crate::analysis::twin::report::Relabel;
+    use crate::model::operator::PolicyStatus;
+    use crate::model::workload::WorkloadConfig;
 
     /// The lab's nodes and the objects `gpuwl lab --kueue` leaves (tests/data/kueue), the
     /// container node relabelled to vm-passthrough as the twin would report it: the node
@@ -74,14 +73,14 @@ mod tests {
     #[test]
     fn the_container_node_to_passthrough_moves_flavors_and_the_admitted_job_loses_its_pool() {
         let mut nodes = Vec::new();
-        gpuwl_core::decode::dump::read_from(
-            include_bytes!("../../tests/data/inventory/lab/nodes.json").as_slice(),
+        crate::decode::dump::read_from(
+            include_bytes!("../../../../../tests/data/inventory/lab/nodes.json").as_slice(),
             "nodes.json",
             |n| nodes.push(n),
         )
         .unwrap();
-        let k = gpuwl_core::decode::kueue::read_str(
-            include_str!("../../tests/data/kueue/lab-workloads.yaml"),
+        let k = crate::decode::kueue::read_str(
+            include_str!("../../../../../tests/data/kueue/lab-workloads.yaml"),
             "lab-workloads.yaml",
         )
         .unwrap();

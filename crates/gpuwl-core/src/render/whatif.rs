@@ -6,9 +6,9 @@ use std::fmt::Write;
 
 use serde::Serialize;
 
-use crate::twin::plan::Proposal;
-use crate::twin::report::{NodeChange, Placed, PodRef, PoolDelta, Report, Verdict};
-use gpuwl_core::render::{Column, Format, esc, esc_lines, escape_serialized, fit_table};
+use crate::analysis::twin::plan::Proposal;
+use crate::analysis::twin::report::{NodeChange, Placed, PodRef, PoolDelta, Report, Verdict};
+use crate::render::{Column, Format, esc, esc_lines, escape_serialized, fit_table};
 
 /// `value` as pretty JSON or YAML (escaped); `None` for text.
 pub fn serialized<T: Serialize>(value: &T, format: Format) -> Option<String> {
@@ -385,7 +385,7 @@ pub fn plan_text(p: &PlanReport, width: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::twin::report::{Disrupted, NodeChange, TwinFacts, apply_steps};
+    use crate::analysis::twin::report::{Disrupted, NodeChange, TwinFacts, apply_steps};
 
     /// The lab's relabel of lab-node-1 to container as the twin reports it (README's
     /// example): nothing placed, vmi-passthrough disrupted.
@@ -450,7 +450,7 @@ mod tests {
     #[test]
     fn the_report_leads_with_the_verdict_and_ends_with_the_steps() {
         let r = lab_report();
-        let text = gpuwl_core::render::wrap_lines(&report_text(&r, 100), 100);
+        let text = crate::render::wrap_lines(&report_text(&r, 100), 100);
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
             lines[0],

@@ -8,16 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
-use crate::twin::{objects, predict};
-use gpuwl_core::analysis::kueue::RelabelQuota;
-use gpuwl_core::analysis::{explain, inventory};
-use gpuwl_core::error::Result;
-use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
-use gpuwl_core::model::pod::{self, PodInfo};
-use gpuwl_core::model::resource::NVIDIA_PREFIX;
-use gpuwl_core::model::workload::{InvalidWorkloadConfig, LABEL_KEY, WorkloadConfig};
-use gpuwl_core::render;
-use gpuwl_core::text;
+use super::{pod_name, predict};
+use crate::analysis::kueue::RelabelQuota;
+use crate::analysis::{explain, inventory};
+use crate::error::Result;
+use crate::model::operator::VGPU_CONFIG_LABEL;
+use crate::model::pod::{self, PodInfo};
+use crate::model::resource::NVIDIA_PREFIX;
+use crate::model::workload::{InvalidWorkloadConfig, LABEL_KEY, WorkloadConfig};
+use crate::text;
 
 /// One relabel: `NODE=CONFIG`, or `NODE=vm-vgpu:TYPE` to also set `nvidia.com/vgpu.config`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -74,7 +73,7 @@ impl std::str::FromStr for Relabel {
                     "{node}: {} is not a vGPU type such as A10-12Q{}",
                     text::cut(t),
                     if near != t && predict::vgpu_type_parts(&near).is_some() {
-                        format!("; did you mean {}?", render::esc(&near))
+                        format!("; did you mean {}?", text::esc(&near))
                     } else {
                         String::new()
                     }
@@ -434,12 +433,14 @@ pub struct Report {
     pub notes: Vec<String>,
     /// The quota layer, when Kueue's objects were read: the flavors each relabelled node
     /// leaves and joins, and the admitted workloads that lose their pool
-    /// ([`gpuwl_core::analysis::kueue::relabel_quota`]; its sentences are notes too).
+    /// ([`crate::analysis::kueue::relabel_quota`]; its sentences are notes too).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub quota: Option<RelabelQuota>,
 }
 
-pub(crate) fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
+/// The pod as the report names it: its source key (`source_key`, else its own key), kind,
+/// launcher VMI and `nvidia.com/` requests.
+pub fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
     PodRef {
         pod: source_key.cloned().unwrap_or_else(|| p.key()),
         kind: p.kind.as_str().to_string(),
@@ -455,19 +456,19 @@ pub(crate) fn pod_ref(p: &PodInfo, source_key: Option<&String>) -> PodRef {
 }
 
 /// Twin pod key (`namespace/twin name`) → the source's pending pod.
-pub(crate) type PendingByTwin<'a> = BTreeMap<String, &'a PodInfo>;
+pub type PendingByTwin<'a> = BTreeMap<String, &'a PodInfo>;
 
 /// The pending pods by the key their copy has in the twin (`namespace/twin name`).
-pub(crate) fn pending_by_twin_key<'a>(pending: &[&'a PodInfo]) -> PendingByTwin<'a> {
+pub fn pending_by_twin_key<'a>(pending: &[&'a PodInfo]) -> PendingByTwin<'a> {
     pending
         .iter()
-        .map(|p| (format!("{}/{}", p.namespace, objects::pod_name(p)), *p))
+        .map(|p| (format!("{}/{}", p.namespace, pod_name(p)), *p))
         .collect()
 }
 
 /// The copied pending pods the twin's scheduler bound before any relabel (they would not
 /// have waited in the cluster), with their node.
-pub(crate) fn placed_as_is(pods: &[PodInfo], pending_by_twin: &PendingByTwin<'_>) -> Vec<Placed> {
+pub fn placed_as_is(pods: &[PodInfo], pending_by_twin: &PendingByTwin<'_>) -> Vec<Placed> {
     pods.iter()
         .filter_map(|p| {
             let src = pending_by_twin.get(&p.key())?;
@@ -481,7 +482,7 @@ pub(crate) fn placed_as_is(pods: &[PodInfo], pending_by_twin: &PendingByTwin<'_>
 
 /// What became of the copied pending pods the scheduler had not bound before the relabel:
 /// bound now (with their node), or still pending (explained on the twin's state).
-pub(crate) fn pending_outcome(
+pub fn pending_outcome(
     pods_after: &[PodInfo],
     pending_by_twin: &PendingByTwin<'_>,
     placed_before: &BTreeSet<String>,
@@ -519,7 +520,7 @@ pub(crate) fn pending_outcome(
 /// Disrupted: bound pods (not the copied pending ones, not terminal) on a relabelled node
 /// holding an `nvidia.com/` name the node now offers fewer units of than its pods hold
 /// together; each such pod once per name.
-pub(crate) fn disrupted_pods(
+pub fn disrupted_pods(
     changes: &[NodeChange],
     pods_after: &[PodInfo],
     pending_by_twin: &PendingByTwin<'_>,
@@ -605,8 +606,6 @@ pub fn pool_deltas(before: &inventory::Inventory, after: &inventory::Inventory) 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::twin::load::label_patch;
-    use crate::twin::*;
 
     fn holder(pod: &str, vmi: Option<&str>, owned: Option<bool>) -> PodRef {
         PodRef {
@@ -636,7 +635,7 @@ mod tests {
         if let Some(n) = node {
             spec["nodeName"] = serde_json::json!(n);
         }
-        gpuwl_core::decode::pods::from_object(&serde_json::json!({
+        crate::decode::pods::from_object(&serde_json::json!({
             "kind": "Pod",
             "metadata": {"name": name, "namespace": "vms"},
             "spec": spec,
@@ -659,57 +658,6 @@ mod tests {
             hardware: vec![],
             notes: vec![],
         }
-    }
-
-    #[test]
-    fn relabels_are_checked_against_the_source_before_anything_starts() {
-        let mut gpu = NodeInfo::named("lab-node-1");
-        gpu.capacity
-            .insert("nvidia.com/GA102GL_A10".into(), "2".into());
-        gpu.allocatable = Some(gpu.capacity.clone());
-        let source = Source {
-            nodes: vec![gpu, NodeInfo::named("cpu-1")],
-            pods: vec![],
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "files".into(),
-        };
-        let relabel = |s: &str| -> Relabel { s.parse().unwrap() };
-        let hw = relabelled_hardware(&source, &[relabel("lab-node-1=container")]).unwrap();
-        assert_eq!(hw.keys().collect::<Vec<_>>(), ["lab-node-1"]);
-        assert!(!hw["lab-node-1"].how.is_empty());
-        let e = relabelled_hardware(&source, &[relabel("lab-node-2=container")]).unwrap_err();
-        assert!(
-            e.to_string()
-                .starts_with("relabel: no node \"lab-node-2\" in the files"),
-            "{e}"
-        );
-        assert!(e.to_string().contains("lab-node-1"), "{e}");
-        let e = relabelled_hardware(&source, &[relabel("cpu-1=container")]).unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("relabel cpu-1: the node's GPUs cannot be worked out"),
-            "{e}"
-        );
-    }
-
-    #[test]
-    fn label_patch_removes_with_null_and_sets_only_what_changed() {
-        let before = BTreeMap::from([
-            ("a".to_string(), "1".to_string()),
-            ("gone".to_string(), "x".to_string()),
-            ("same".to_string(), "s".to_string()),
-        ]);
-        let after = BTreeMap::from([
-            ("a".to_string(), "2".to_string()),
-            ("new".to_string(), "n".to_string()),
-            ("same".to_string(), "s".to_string()),
-        ]);
-        assert_eq!(
-            serde_json::Value::Object(label_patch(&before, &after)),
-            serde_json::json!({"a": "2", "gone": null, "new": "n"})
-        );
-        assert!(label_patch(&before, &before).is_empty());
     }
 
     #[test]

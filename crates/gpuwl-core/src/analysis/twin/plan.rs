@@ -1,5 +1,5 @@
 //! `gpuwl plan`: the fewest relabels that serve the pending GPU demand, found on gpuwl's
-//! model, then verified on the twin ([`super::run`]) before they are printed.
+//! model, then verified on the twin (gpuwl's `twin::run`) before they are printed.
 //!
 //! Demand: the pending pods, in queue order, that no node their constraints allow has the
 //! free units for now (each pod that fits takes its units from the first such node), summed
@@ -17,15 +17,15 @@ use serde::Serialize;
 
 use super::report::Relabel;
 use super::{Source, predict};
-use gpuwl_core::analysis::diagnosis::CauseCode;
-use gpuwl_core::analysis::explain::{Inputs, Shared};
-use gpuwl_core::analysis::placement;
-use gpuwl_core::analysis::verdict::PodClass;
-use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::operator::ClusterPolicy;
-use gpuwl_core::model::pod::PodInfo;
-use gpuwl_core::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
-use gpuwl_core::model::workload::{LABEL_KEY, WorkloadConfig};
+use crate::analysis::diagnosis::CauseCode;
+use crate::analysis::explain::{Inputs, Shared};
+use crate::analysis::placement;
+use crate::analysis::verdict::PodClass;
+use crate::model::node::NodeInfo;
+use crate::model::operator::ClusterPolicy;
+use crate::model::pod::PodInfo;
+use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One proposed relabel and what the model expects of it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -72,7 +72,7 @@ pub struct Proposal {
     /// Units per name that the pending pods the free units cannot take ask for.
     pub short: BTreeMap<String, u64>,
     /// Pending GPU pods left out because explain's verdict says no relabel is what holds
-    /// them ([`gpuwl_core::analysis::verdict`]: blocked by a cordon or taint, gated, short of
+    /// them ([`crate::analysis::verdict`]: blocked by a cordon or taint, gated, short of
     /// another resource, invalid), with their class and cause code.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub held_back: Vec<PlanHeld>,
@@ -193,7 +193,7 @@ fn free_units<'a>(
 /// judged with the source's `permittedHostDevices`). The others wait on something a label
 /// does not change and are returned apart, with their class and cause.
 fn relabel_servable(source: &Source) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
-    use gpuwl_core::analysis::verdict::PodClass;
+    use crate::analysis::verdict::PodClass;
     let shared = Shared::new(Inputs {
         nodes: Some(&source.nodes),
         pods: Some(&source.pods),
@@ -497,7 +497,7 @@ impl<'a> Search<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpuwl_core::model::operator::PolicyStatus;
+    use crate::model::operator::PolicyStatus;
     use std::sync::Arc;
 
     fn node(name: &str, wc: &str, res: &str, n: u32) -> NodeInfo {
@@ -512,7 +512,7 @@ mod tests {
 
     fn pod(name: &str, res: &str, node: Option<&str>) -> PodInfo {
         PodInfo {
-            kind: gpuwl_core::model::pod::ObjectKind::Pod,
+            kind: crate::model::pod::ObjectKind::Pod,
             namespace: "vms".into(),
             name: name.into(),
             node_name: node.map(str::to_string),
@@ -640,14 +640,14 @@ mod tests {
 
     #[test]
     fn a_vm_kubevirt_refuses_is_left_out_as_not_permitted() {
-        use gpuwl_core::model::kubevirt::{HostDevicesSource, PciHostDevice, PermittedHostDevices};
+        use crate::model::kubevirt::{HostDevicesSource, PciHostDevice, PermittedHostDevices};
         // Issue 47: the lab's vm-cross (a VMI asking the container name, no launcher pod)
         // is considered and left out: no relabel gets KubeVirt to render its launcher.
         let nodes = vec![
             node("c-0", "container", "nvidia.com/gpu", 4),
             node("p-0", "vm-passthrough", "nvidia.com/GA102GL_A10", 2),
         ];
-        let vmi = gpuwl_core::decode::pods::from_object(&serde_json::json!({
+        let vmi = crate::decode::pods::from_object(&serde_json::json!({
             "kind": "VirtualMachineInstance",
             "metadata": {"name": "vm-cross", "namespace": "vms"},
             "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/gpu"}]}}}

@@ -1,4 +1,4 @@
-//! `gpuwl policy`: a ValidatingAdmissionPolicy (and its binding) that makes the API server
+//! `gpuwl policy`'s generator: a ValidatingAdmissionPolicy (and its binding) that makes the API server
 //! itself refuse a mistyped GPU workload label, so the mistake `check` finds afterwards
 //! cannot be made in the first place.
 //!
@@ -16,7 +16,7 @@
 //!    `vm-passthrough`, `vm-vgpu` — the only values the GPU Operator accepts; anything else
 //!    it silently treats as no label (docs/domain-facts.md §1, NVIDIA/gpu-operator
 //!    `controllers/state_manager.go`, `isValidWorkloadConfig`). The message names the
-//!    value meant, as [`gpuwl_core::model::workload::InvalidWorkloadConfig::nearest`] does,
+//!    value meant, as [`crate::model::workload::InvalidWorkloadConfig::nearest`] does,
 //!    within what CEL can compute: equal but for case, `_`/`.` for `-` or a missing `-`;
 //!    or the one value that contains it (`passthrough`), it starts with (`containers`), or
 //!    that starts with all of it but its last character (`vm-passthru`).
@@ -29,8 +29,8 @@
 
 use serde::Serialize;
 
-use gpuwl_core::model::operator::VGPU_CONFIG_LABEL;
-use gpuwl_core::model::workload::LABEL_KEY;
+use crate::model::operator::VGPU_CONFIG_LABEL;
+use crate::model::workload::LABEL_KEY;
 
 /// The policy's (and binding's) default name.
 pub const DEFAULT_NAME: &str = "gpuwl-workload-label";
@@ -42,9 +42,9 @@ pub const DEFAULT_NAME: &str = "gpuwl-workload-label";
 /// MIG-backed type the slice count (`A100-1-5C`), the frame buffer in GB and the series
 /// letter, then optionally a MIG-backed suffix (`ME`, `MEALL`, `NOME`, `GFX`:
 /// NVIDIA/vgpu-device-manager `pkg/types/vgpu_type.go`, as
-/// [`gpuwl_core::model::resource::VGPU_MIG_SUFFIXES`]). The same shape as the repo's
-/// [`gpuwl_core::model::resource::is_vgpu_type_name`] (a digit, then one capital, then an
-/// optional MIG suffix) and [`crate::twin::predict::vgpu_type_parts`], without the
+/// [`crate::model::resource::VGPU_MIG_SUFFIXES`]). The same shape as the repo's
+/// [`crate::model::resource::is_vgpu_type_name`] (a digit, then one capital, then an
+/// optional MIG suffix) and the twin's `vgpu_type_parts` (gpuwl's `src/twin/predict.rs`), without the
 /// `NVIDIA_`/`GRID_` prefix a resource name has (a config name has none).
 pub(crate) const VGPU_CONFIG_REGEX: &str =
     "^(default|[A-Z0-9]+(-[0-9]+)?-[0-9]+[A-Z](MEALL|NOME|ME|GFX)?)$";
@@ -65,7 +65,7 @@ pub enum Action {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Object<S: Serialize> {
+pub(crate) struct Object<S: Serialize> {
     api_version: &'static str,
     kind: &'static str,
     metadata: Metadata,
@@ -80,7 +80,7 @@ struct Metadata {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct PolicySpec {
+pub(crate) struct PolicySpec {
     failure_policy: &'static str,
     match_constraints: MatchConstraints,
     variables: Vec<Variable>,
@@ -119,7 +119,7 @@ struct Validation {
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct BindingSpec {
+pub(crate) struct BindingSpec {
     policy_name: String,
     validation_actions: Vec<Action>,
 }
@@ -234,7 +234,7 @@ fn labels() -> std::collections::BTreeMap<&'static str, &'static str> {
 }
 
 /// The policy and its binding, in that order (fields in the order `kubectl` shows them).
-fn manifests(name: &str, action: Action) -> (Object<PolicySpec>, Object<BindingSpec>) {
+pub(crate) fn manifests(name: &str, action: Action) -> (Object<PolicySpec>, Object<BindingSpec>) {
     let policy = Object {
         api_version: "admissionregistration.k8s.io/v1",
         kind: "ValidatingAdmissionPolicy",
@@ -266,45 +266,6 @@ pub fn objects(name: &str, action: Action) -> [serde_json::Value; 2] {
         serde_json::to_value(p).unwrap_or_default(),
         serde_json::to_value(b).unwrap_or_default(),
     ]
-}
-
-/// The header of the YAML output: what it is and how to apply it.
-fn header(name: &str, action: Action) -> String {
-    format!(
-        "# gpuwl policy --name {name} --action {action:?}: refuses a Node whose\n\
-         # {LABEL_KEY} is set to anything but container, vm-passthrough or vm-vgpu,\n\
-         # or whose {VGPU_CONFIG_LABEL} is not a vGPU type. Needs Kubernetes >= 1.30.\n\
-         # Apply: gpuwl policy | kubectl apply -f -\n"
-    )
-}
-
-/// Both objects as YAML documents (`---` between them, a comment header first).
-pub fn yaml(name: &str, action: Action) -> String {
-    let (p, b) = manifests(name, action);
-    let mut out = header(name, action);
-    out.push_str(&serde_saphyr::to_string(&p).unwrap_or_else(|e| format!("# error: {e}\n")));
-    out.push_str("---\n");
-    out.push_str(&serde_saphyr::to_string(&b).unwrap_or_else(|e| format!("# error: {e}\n")));
-    out
-}
-
-/// Both objects as one pretty JSON `v1` `List` (what `kubectl apply -f` takes).
-pub fn json(name: &str, action: Action) -> String {
-    #[derive(Serialize)]
-    #[serde(rename_all = "camelCase")]
-    struct List {
-        api_version: &'static str,
-        kind: &'static str,
-        items: (Object<PolicySpec>, Object<BindingSpec>),
-    }
-    let list = List {
-        api_version: "v1",
-        kind: "List",
-        items: manifests(name, action),
-    };
-    let mut s = serde_json::to_string_pretty(&list).unwrap_or_default();
-    s.push('\n');
-    s
 }
 
 #[cfg(test)]
@@ -383,29 +344,11 @@ mod tests {
         ));
     }
 
-    #[test]
-    fn yaml_is_two_documents_and_json_a_list() {
-        let y = yaml(DEFAULT_NAME, Action::Deny);
-        assert!(y.starts_with("# gpuwl policy --name gpuwl-workload-label --action Deny"));
-        assert_eq!(y.matches("\n---\n").count(), 1);
-        assert_eq!(y.matches("kind: ValidatingAdmissionPolicy\n").count(), 1);
-        assert_eq!(
-            y.matches("kind: ValidatingAdmissionPolicyBinding\n")
-                .count(),
-            1
-        );
-        let j: serde_json::Value = serde_json::from_str(&json(DEFAULT_NAME, Action::Deny)).unwrap();
-        assert_eq!(j["kind"], "List");
-        assert_eq!(j["items"].as_array().unwrap().len(), 2);
-        assert_eq!(j["items"][1]["spec"]["validationActions"][0], "Deny");
-    }
-
     /// Evaluates a constant CEL expression with the repo's CEL environment (the standard
     /// library and the strings extension, as the API server has).
     fn eval(expr: &str) -> cel::Value {
-        let program = gpuwl_core::analysis::dra_cel::compile(expr).expect(expr);
-        let ctx =
-            cel::Context::with_env(std::sync::Arc::clone(&gpuwl_core::analysis::dra_cel::ENV));
+        let program = crate::analysis::dra_cel::compile(expr).expect(expr);
+        let ctx = cel::Context::with_env(std::sync::Arc::clone(&crate::analysis::dra_cel::ENV));
         program.execute(&ctx).expect(expr)
     }
 
@@ -460,7 +403,7 @@ mod tests {
         ] {
             assert_eq!(near(typo), [meant], "{typo}");
             // The repo's own did-you-mean says the same.
-            let e = gpuwl_core::model::workload::InvalidWorkloadConfig { value: typo.into() };
+            let e = crate::model::workload::InvalidWorkloadConfig { value: typo.into() };
             assert_eq!(e.nearest().map(|w| w.as_str()), Some(meant), "{typo}");
         }
         for nothing in ["", "gpu", "vm", "kata", "vm-"] {
@@ -486,10 +429,7 @@ mod tests {
         ] {
             assert_eq!(m(good), cel::Value::Bool(true), "{good}");
             if good != "default" {
-                assert!(
-                    gpuwl_core::model::resource::is_vgpu_type_name(good),
-                    "{good}"
-                );
+                assert!(crate::model::resource::is_vgpu_type_name(good), "{good}");
             }
         }
         for bad in [

@@ -1,17 +1,17 @@
 //! What a relabelled node advertises, by gpuwl's model of the GPU Operator and the device
 //! plugins (when the twin does not run the real operator): the effective workload config
-//! and its operands ([`gpuwl_core::model::operator`]), then the device-plugin rules the twin's
+//! and its operands ([`crate::model::operator`]), then the device-plugin rules the twin's
 //! emulation also uses ([`gpusim::advertised`]) on the node's GPUs as its
 //! labels and advertised names show them ([`infer_hardware`]).
 
 use std::collections::BTreeMap;
 
-use gpuwl_core::model::gpusim::{self, GpuHardware, NodeOperands};
-use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::operator::{self, ClusterPolicy, VGPU_CONFIG_LABEL};
-use gpuwl_core::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
-use gpuwl_core::model::workload::{DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
-use gpuwl_core::model::{advertise, pciids};
+use crate::model::gpusim::{self, GpuHardware, NodeOperands};
+use crate::model::node::NodeInfo;
+use crate::model::operator::{self, ClusterPolicy, VGPU_CONFIG_LABEL};
+use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::workload::{DEPLOY_LABEL_PREFIX, LABEL_KEY, WorkloadConfig};
+use crate::model::{advertise, pciids};
 
 /// GFD's GPU count label (NVIDIA/k8s-device-plugin `internal/lm/resource.go`).
 pub(crate) const GPU_COUNT_LABEL: &str = "nvidia.com/gpu.count";
