@@ -2,7 +2,10 @@
 # The scale bench (issue 51; BENCHMARKS.md "At Kubernetes' limits"): one local control
 # plane grown through SIZES nodes with PER_NODE pods per node, and at each size, in the same
 # run, alternating, REPS times: live `gpuwl inventory` beside kubectl-view-allocations, live
-# `gpuwl check`, live `gpuwl explain pod` of one pending GPU pod. Not in CI.
+# `gpuwl check`, live `gpuwl explain pod` of one pending GPU pod (class gpu: its scheduler
+# message names cpu, so explain reads every pod) and of one pending vGPU pod (class vgpu:
+# its message names only its GPU resource, so explain reads only the GPU nodes' pods). Not
+# in CI.
 #
 #   GPUWL_STATE_DIR=/tmp/gpuwl-state bench/scale.sh
 #   SIZES="500 1000" PER_NODE=30 REPS=3 bench/scale.sh
@@ -130,7 +133,8 @@ for n in $SIZES; do
     kva_ready
     [ "$prev" != 0 ] || echo "kubectl-view-allocations: $("$KVA" --version 2>&1 | head -n 1)" | tee -a "$RES/scale-env.txt"
     pod=$(k get pods -n gpu-queue -l class=gpu -o name | head -n 1 | cut -d/ -f2)
-    echo "   load: $(cut -d' ' -f1-3 /proc/loadavg); explain target gpu-queue/$pod"
+    vpod=$(k get pods -n gpu-queue -l class=vgpu -o name | head -n 1 | cut -d/ -f2)
+    echo "   load: $(cut -d' ' -f1-3 /proc/loadavg); explain targets gpu-queue/$pod, gpu-queue/$vpod"
     new=$WORK/gpuwl-new
     cp "$B" "$new.tmp" && mv "$new.tmp" "$new"
     if [ -n "$OLD" ] && cmp -s "$new" "$OLD"; then new=; fi
@@ -153,6 +157,7 @@ for n in $SIZES; do
         [ -z "$new" ] || measure "gpuwl check" "$n" "$total_pods" "$rep" "$new" check --kubeconfig "$kc"
         [ -z "$OLD" ] || measure "gpuwl explain pod (old)" "$n" "$total_pods" "$rep" "$OLD" explain pod "gpu-queue/$pod" --kubeconfig "$kc"
         [ -z "$new" ] || measure "gpuwl explain pod" "$n" "$total_pods" "$rep" "$new" explain pod "gpu-queue/$pod" --kubeconfig "$kc"
+        [ -z "$new" ] || [ -z "$vpod" ] || measure "gpuwl explain pod (vgpu)" "$n" "$total_pods" "$rep" "$new" explain pod "gpu-queue/$vpod" --kubeconfig "$kc"
     done
     prev=$n
 done

@@ -10,8 +10,8 @@ module of its own rank or lower. Every `crate::<module>` (or `gpuwl_core::<modul
 outside comments, string literals and `#[cfg(test)]` modules that names a higher-ranked
 module is an upward call: printed as `NEW`, exit status 1. A key `a/b` ranks the file
 `a/b.rs` and the paths `crate::a::b…` apart from the rest of `a` (the root crate's
-`render/relabel.rs` renders relabel's report and sits with relabel, above the core's
-`render`, which the root crate re-exports as `crate::render`). KNOWN lists accepted
+`render/lab.rs` renders the lab's report and sits with the lab, above the core's
+`render`). KNOWN lists accepted
 exceptions (none: the 15 there were when the layers were written down are paid off);
 `--all` prints them line by line.
 
@@ -47,7 +47,7 @@ LAYERS = {
         # the local control plane, and its report's render
         "cluster": 6, "render/cluster": 6,
         # commands' engines that write or start things, and their reports' render
-        "relabel": 7, "twin": 7, "render/relabel": 7,
+        "relabel": 7, "twin": 7,
         # the exporter and admission guard
         "serve": 8,
         # the lab, and its report's render

@@ -4,10 +4,11 @@ use std::io::Write;
 use std::time::Duration;
 
 use crate::input::live::Flavour;
-use crate::relabel::Disruption;
-use crate::relabel::live::{self, Clients, Outcome, Request, Sink, StepReport};
+use crate::relabel::{self as live, Clients, Request, Sink};
+use gpuwl_core::analysis::relabel::{Disruption, Outcome, StepReport};
 use gpuwl_core::analysis::twin::report::Relabel;
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::render::relabel as render_relabel;
 use gpuwl_core::render::{self, Format};
 
 const HELP: &str = "\
@@ -225,9 +226,8 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     let text = args.output == Format::Text;
     // The header goes out with the first step (or the closing line), never before an
     // input error: stdout stays empty when the run exits 2 (a node the cluster lacks).
-    let header = std::sync::Mutex::new(
-        text.then(|| crate::render::relabel::header(&args.relabels, args.timeout)),
-    );
+    let header =
+        std::sync::Mutex::new(text.then(|| render_relabel::header(&args.relabels, args.timeout)));
     let header_out = || -> Result<()> {
         let h = header.lock().ok().and_then(|mut h| h.take());
         match h {
@@ -241,10 +241,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         if text {
             // A closed stdout must not stop a relabel half-way: the steps go on.
             let _ = header_out();
-            let _ = write(&render::wrap_lines(
-                &crate::render::relabel::step_line(s),
-                width,
-            ));
+            let _ = write(&render::wrap_lines(&render_relabel::step_line(s), width));
         }
     };
     let started = std::time::Instant::now();
@@ -287,7 +284,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         Some(s) => write(&s)?,
         None => {
             header_out()?;
-            if let Some(line) = crate::render::relabel::closing(&report) {
+            if let Some(line) = render_relabel::closing(&report) {
                 write(&render::wrap_lines(&line, width))?;
             }
         }
@@ -320,7 +317,7 @@ fn write(text: &str) -> Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::relabel::live::DEFAULT_TIMEOUT;
+    use crate::relabel::DEFAULT_TIMEOUT;
 
     #[test]
     fn durations() {

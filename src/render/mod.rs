@@ -1,12 +1,11 @@
 //! Output of the engines above the core, each beside the core's own reports and helpers
 //! ([`gpuwl_core::render`]: the check's line contract, tables, JSON, YAML and CSV,
 //! escaping, stdout; call sites name it directly, nothing is re-exported here): the local
-//! cluster ([`cluster`]), the lab ([`lab`]) and relabel ([`relabel`]). Whatif / plan's
-//! report is the core's ([`gpuwl_core::render::whatif`]).
+//! cluster ([`cluster`]) and the lab ([`lab`]). Whatif / plan's report and relabel's are the
+//! core's ([`gpuwl_core::render::whatif`], [`gpuwl_core::render::relabel`]).
 
 pub mod cluster;
 pub mod lab;
-pub mod relabel;
 
 /// `print!` for command output: writes through [`write_stdout`](gpuwl_core::render::write_stdout), so a closed pipe
 /// (`gpuwl lab | head`) ends the output quietly instead of panicking. Other write errors

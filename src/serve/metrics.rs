@@ -19,7 +19,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::serve::state::Evaluation;
+use gpuwl_core::analysis::exporter::Evaluation;
 use gpuwl_core::analysis::kueue::QuotaCause;
 
 /// `{node}`.
@@ -234,7 +234,7 @@ pub(crate) const WATCHED: [&str; 5] = [
 /// The five pool quantities, each its own metric (a sum over one of them is meaningful;
 /// over a `kind` label it was not): (metric name, help, index in [`PoolEval::units`]).
 ///
-/// [`PoolEval::units`]: crate::serve::state::PoolEval::units
+/// [`PoolEval::units`]: gpuwl_core::analysis::exporter::PoolEval::units
 pub(crate) const POOL_METRICS: [(&str, &str); 5] = [
     (
         "gpuwl_pool_capacity_units",
@@ -949,7 +949,7 @@ pub enum Verdict {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::serve::state::{NodeEval, PoolEval};
+    use gpuwl_core::analysis::exporter::{NodeEval, PoolEval};
 
     fn eval(mismatch: bool, unservable: i64) -> Evaluation {
         Evaluation {
@@ -1152,7 +1152,7 @@ mod tests {
             offered: Default::default(),
         };
         let mut e = eval(false, 0);
-        e.quota = Some(crate::serve::state::QuotaEval {
+        e.quota = Some(gpuwl_core::analysis::exporter::QuotaEval {
             findings: vec![(
                 "ClusterQueue/lab-gpus".into(),
                 "kueue-quota-not-advertised",

@@ -3,8 +3,10 @@
 //! Design, in the crate's input → model → analysis → render order:
 //! - [`watch`]: kube-runtime watchers on nodes, pods and (while their CRDs exist) the
 //!   ClusterPolicy and KubeVirt / HyperConverged CRs keep a reduced copy of the cluster;
-//! - [`state`]: on a change, after [`DEBOUNCE`] of quiet, one evaluation runs the existing
-//!   analyses (`check::judge`, `inventory::build`, `kubevirt::check`) over that copy;
+//!   ([`state::Mirror`]);
+//! - on a change, after [`DEBOUNCE`] of quiet, one evaluation runs the existing analyses
+//!   over that copy ([`gpuwl_core::analysis::exporter`]: `check::judge_node`,
+//!   `inventory::build_with`, `kubevirt::check`, the quota layer, the admission index);
 //! - [`metrics`]: the result replaces the metric families (prometheus-client);
 //! - [`http`]: axum serves `/metrics`, `/healthz`, `/readyz`;
 //! - [`conn`]: both listeners' connections bounded — at most `--max-connections` at once
@@ -33,6 +35,7 @@ use tokio::task::JoinSet;
 
 use crate::input::live::{Connection, Flavour, connect};
 use crate::serve::watch::{Cr, Shared, lock, log, unix_now};
+use gpuwl_core::analysis::exporter;
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::text;
 
@@ -712,7 +715,7 @@ async fn shutdown_signal() {
 /// `WorkloadLabelChanged`, in namespace `default` where node events live), so an incident
 /// can be traced to the relabel that caused it. An Event the credentials may not create is
 /// logged, not retried.
-async fn record_relabel(shared: &Shared, r: &state::Relabel) {
+async fn record_relabel(shared: &Shared, r: &exporter::Relabel) {
     let show = |v: &Option<String>| v.clone().unwrap_or_else(|| "absent".into());
     let (from, to) = (show(&r.from), show(&r.to));
     shared.metrics.relabelled(&r.node, &from, &to);
@@ -880,7 +883,7 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             let policy = s.policy_status();
             let kv = s.kubevirt_cr();
             let pods = s.judged_pods();
-            let mut e = state::evaluate_with_dra(
+            let mut e = exporter::evaluate_with_dra(
                 s.nodes.as_slice(),
                 &pods,
                 &policy,
@@ -889,17 +892,21 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             );
             e.quota = kueue_now
                 .as_deref()
-                .map(|k| state::quota(s.nodes.as_slice(), &policy, k));
+                .map(|k| exporter::quota(s.nodes.as_slice(), &policy, k));
             if reader.admission_enabled {
-                let (index, flagged) =
-                    state::admission(s.nodes.as_slice(), &pods, &policy, kv.and_then(|r| r.ok()));
+                let (index, flagged) = exporter::admission(
+                    s.nodes.as_slice(),
+                    &pods,
+                    &policy,
+                    kv.and_then(|r| r.ok()),
+                );
                 // Swapped, not assigned: the old index is not freed under the lock a review
                 // takes, and not by a review either (see `retired`).
                 let old = std::mem::replace(&mut *lock(&reader.admission), Arc::new(index));
                 reader.metrics.admission_flagged(&flagged);
                 retire = Some(old);
             }
-            let labels = state::workload_labels(s.nodes.as_slice());
+            let labels = exporter::workload_labels(s.nodes.as_slice());
             Some((
                 e,
                 s.nodes.len(),
@@ -930,7 +937,7 @@ async fn evaluator(shared: Arc<Shared>, debounce: Duration) {
             last_problems = evaluation.problems.clone();
         }
         if let Some(before) = &last_labels {
-            for r in state::relabels(before, &labels) {
+            for r in exporter::relabels(before, &labels) {
                 record_relabel(&shared, &r).await;
             }
         }

@@ -584,7 +584,7 @@ pub fn consistency(
             v.class, v.code
         ));
     }
-    let ev = gpuwl::serve::state::evaluate(&nodes, &pods, &policy, None);
+    let ev = gpuwl_core::analysis::exporter::evaluate(&nodes, &pods, &policy, None);
     let series = ev
         .pending
         .as_ref()

@@ -74,12 +74,12 @@ fn row<'a>(inv: &'a Value, resource: &str) -> &'a Value {
 }
 
 /// serve's evaluation of the same files.
-fn evaluate(nodes: &str, pods: &str) -> gpuwl::serve::state::Evaluation {
+fn evaluate(nodes: &str, pods: &str) -> gpuwl_core::analysis::exporter::Evaluation {
     let mut n = Vec::new();
     gpuwl_core::decode::dump::read_from(std::fs::File::open(nodes).unwrap(), nodes, |x| n.push(x))
         .unwrap();
     let p = gpuwl_core::decode::pods::read_pods_path(std::path::Path::new(pods)).unwrap();
-    gpuwl::serve::state::evaluate(
+    gpuwl_core::analysis::exporter::evaluate(
         &n,
         &p,
         &gpuwl_core::model::operator::PolicyStatus::not_read(),
@@ -87,7 +87,7 @@ fn evaluate(nodes: &str, pods: &str) -> gpuwl::serve::state::Evaluation {
     )
 }
 
-fn pending(e: &gpuwl::serve::state::Evaluation, class: &str, cause: &str) -> i64 {
+fn pending(e: &gpuwl_core::analysis::exporter::Evaluation, class: &str, cause: &str) -> i64 {
     e.pending
         .as_ref()
         .unwrap()

@@ -14,6 +14,7 @@ pub mod inventory_svg;
 pub mod kubevirt;
 pub mod policy;
 pub mod quota;
+pub mod relabel;
 pub mod triage;
 pub mod whatif;
 

@@ -1,5 +1,5 @@
 //! `gpuwl relabel`: a node's workload label changed on a real cluster, step by step, the way
-//! the whatif report's "To apply for real" says ([`gpuwl_core::analysis::twin::report::apply_steps`]):
+//! the whatif report's "To apply for real" says ([`crate::analysis::twin::report::apply_steps`]):
 //!
 //! 1. `preview`: the twin's verdict (`gpuwl whatif relabel`), unless `--no-preview`;
 //! 2. `cordon`: nothing new lands on the node;
@@ -15,26 +15,27 @@
 //! This module is the pure part: what a run does with each step given what it observes on
 //! the node ([`decide`]), the record a run keeps on the node ([`Record`], annotation
 //! [`STATE_ANNOTATION`]) so that a second run resumes, and the conditions the waits test
-//! ([`operands_state`], [`advertised_state`]). [`live`] carries the steps out.
-
-pub mod live;
+//! ([`operands_state`], [`advertised_state`]), and the report a run gives ([`Report`]). The
+//! root crate's `relabel` module carries the steps out on a cluster.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use gpuwl_core::analysis::twin::predict;
-use gpuwl_core::analysis::twin::report::Relabel;
-use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
-use gpuwl_core::model::operator::{
+use crate::analysis::kueue::RelabelQuota;
+use crate::analysis::twin::predict;
+use crate::analysis::twin::report::{Relabel, Verdict};
+use crate::model::node::NodeInfo;
+use crate::model::operand::{self, OperandHealth, OperandPod, needed, plugin_of};
+use crate::model::operator::{
     self, ClusterPolicy, OperatorScope, POLICY_COMPONENTS, PolicyStatus, VGPU_HOST_DRIVER_LABEL,
 };
-use gpuwl_core::model::pod;
-use gpuwl_core::model::resource::classify;
-use gpuwl_core::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
-use gpuwl_core::render::esc;
-use gpuwl_core::text;
+use crate::model::pod;
+use crate::model::resource::classify;
+use crate::model::workload::{ENABLE_FLAG, LABEL_KEY, WorkloadConfig};
+use crate::text;
+use crate::text::esc;
 
 /// The node annotation that holds a relabel under way: a JSON [`Record`]. Set at the
 /// cordon, updated after each step that changes the node, removed at the uncordon.
@@ -362,7 +363,7 @@ pub struct NodePlan {
 /// Whether holder `h` keeps its GPU when the node becomes `config`: every name it holds is
 /// one the node advertises afterwards (`expect`, by gpuwl's model of the operator and its
 /// plugins), or, where the model cannot tell (`expect` empty), of the class `config`
-/// serves ([`gpuwl_core::model::resource::ResourceClass::workload`]). Relabelling a node back
+/// serves ([`crate::model::resource::ResourceClass::workload`]). Relabelling a node back
 /// to the config that serves what its holders hold is the way back, never a disruption.
 pub fn keeps(h: &Holder, config: WorkloadConfig, expect: &BTreeMap<String, u64>) -> bool {
     h.resources.keys().all(|name| {
@@ -839,8 +840,9 @@ fn kept_detail(kept: &[Holder], config: WorkloadConfig) -> Option<String> {
     })
 }
 
-/// `nvidia.com/gpu.workload.config=vm-passthrough` (or `no …`), with the vGPU config.
-fn restore_text(back: &Restore) -> String {
+/// The labels an abort puts back, one phrase: `nvidia.com/gpu.workload.config=vm-passthrough`
+/// (or `no …`), with the vGPU config; values escaped.
+pub fn restore_text(back: &Restore) -> String {
     let mut t = match &back.label {
         Some(l) => format!("{LABEL_KEY}={}", esc(l)),
         None => format!("no {LABEL_KEY} label"),
@@ -1035,6 +1037,110 @@ pub fn stop_vm_problems(how: &Disruption, holders: &[Holder]) -> Vec<String> {
             })
         })
         .collect()
+}
+
+/// One step as it ended (or, with `--dry-run`, as planned).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StepReport {
+    /// The node (absent for the preview, which tries every relabel at once).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    /// The step.
+    pub step: StepKind,
+    /// How it ended.
+    pub status: Status,
+    /// Seconds from the start of the run to the start of the step.
+    pub at: f64,
+    /// Seconds the step took.
+    pub seconds: f64,
+    /// What it did, or why it stopped; one line, escaped.
+    pub message: String,
+    /// More to say about it, one sentence each, not escaped (the preview: the quota
+    /// layer's side of the relabels, [`crate::analysis::twin::quota::quota_side`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+/// How the whole run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Outcome {
+    /// Every node relabelled, its operands and names in place.
+    Done,
+    /// Every node carries the label already.
+    NothingToDo,
+    /// `--dry-run`: the steps a run would take.
+    Planned,
+    /// Refused before any change (exit 1).
+    Refused,
+    /// A wait ran past `--timeout`; the node stays cordoned (exit 1).
+    TimedOut,
+    /// SIGINT or SIGTERM stopped the run; the message says what state each node is in
+    /// (exit 130).
+    Interrupted,
+}
+
+/// The run's report (`-o json`: every step an object).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    /// How it ended.
+    pub result: Outcome,
+    /// The relabels asked for.
+    pub relabels: Vec<Relabel>,
+    /// The twin's verdict, when the preview ran.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub verdict: Option<Verdict>,
+    /// Every step, in order.
+    pub steps: Vec<StepReport>,
+    /// The quota layer's side of the relabels, when the preview ran on a cluster with
+    /// Kueue's objects: the flavors each node leaves and joins, the admitted workloads
+    /// that lose their pool ([`crate::analysis::kueue::relabel_quota`], as `gpuwl whatif
+    /// relabel` says it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota: Option<RelabelQuota>,
+    /// Why it stopped, or what it found, one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Seconds the run took.
+    pub seconds: f64,
+}
+
+/// The closing message of a relabel: `relabelled … in 17 s`; for a run that resumed a
+/// relabel started earlier (`since_first`: when, and how long ago), its length is counted
+/// from that first start, this run's own time beside it — never only the last try's.
+pub fn done_message(
+    done: &[String],
+    this_run: Duration,
+    since_first: Option<(String, Duration)>,
+) -> String {
+    let tenth = |d: Duration| Duration::from_secs_f64((d.as_secs_f64() * 10.0).round() / 10.0);
+    match since_first {
+        Some((when, total)) if total > this_run => format!(
+            "relabelled {} in {} since it started ({when}; this run {})",
+            done.join(", "),
+            seconds(tenth(total)),
+            seconds(tenth(this_run))
+        ),
+        _ => format!(
+            "relabelled {} in {}",
+            done.join(", "),
+            seconds(tenth(this_run))
+        ),
+    }
+}
+
+/// `10 s`, `2 min`, `1.5 s`.
+pub fn seconds(d: Duration) -> String {
+    let s = d.as_secs_f64();
+    if s >= 60.0 && d.as_secs().is_multiple_of(60) {
+        format!("{} min", d.as_secs() / 60)
+    } else if s.fract() == 0.0 {
+        format!("{s:.0} s")
+    } else {
+        format!("{s:.1} s")
+    }
 }
 
 #[cfg(test)]

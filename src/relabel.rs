@@ -1,5 +1,5 @@
 //! `gpuwl relabel` on a live cluster: reads the node and its GPU holders ([`observe`]),
-//! decides ([`super::decide`]), tries the relabel on a twin first (the `whatif` verdict),
+//! decides ([`gpuwl_core::analysis::relabel::decide`]), tries the relabel on a twin first (the `whatif` verdict),
 //! then carries each node's steps out ([`run_node`]), one node after another, every step
 //! reported as it ends. Every API call runs under the client's request timeout; every wait
 //! under `--timeout`. A wait that runs out stops the run with the node cordoned and the
@@ -13,19 +13,18 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::Client;
 use kube::api::{Api, DynamicObject, EvictParams, ListParams, Patch, PatchParams};
 use kube::core::Status as ApiStatus;
-use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::{
-    Decision, Disruption, Holder, HolderAction, NodePlan, Observed, Record, STATE_ANNOTATION,
-    Status, StepKind,
-};
 use crate::input::live::{self, api_error, list_all, node_info};
 use crate::input::pods::{self};
 use crate::input::virt::{self};
 use crate::input::{clusterpolicy, snapshot};
 use crate::twin;
 use gpuwl_core::analysis::kueue::RelabelQuota;
+use gpuwl_core::analysis::relabel::{
+    self as rules, Decision, Disruption, Holder, HolderAction, NodePlan, Observed, Outcome, Record,
+    Report, STATE_ANNOTATION, Status, StepKind, StepReport, done_message, seconds,
+};
 use gpuwl_core::analysis::twin::report::{Recommendation, Relabel, Verdict};
 use gpuwl_core::analysis::twin::{Source, quota};
 use gpuwl_core::decode::pods::LIVE_FIELD_SELECTOR;
@@ -47,74 +46,6 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// How often a wait looks again.
 const POLL: Duration = Duration::from_millis(500);
-
-/// One step as it ended (or, with `--dry-run`, as planned).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct StepReport {
-    /// The node (absent for the preview, which tries every relabel at once).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub node: Option<String>,
-    /// The step.
-    pub step: StepKind,
-    /// How it ended.
-    pub status: Status,
-    /// Seconds from the start of the run to the start of the step.
-    pub at: f64,
-    /// Seconds the step took.
-    pub seconds: f64,
-    /// What it did, or why it stopped; one line, escaped.
-    pub message: String,
-    /// More to say about it, one sentence each, not escaped (the preview: the quota
-    /// layer's side of the relabels, [`gpuwl_core::analysis::twin::quota::quota_side`]).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub notes: Vec<String>,
-}
-
-/// How the whole run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Outcome {
-    /// Every node relabelled, its operands and names in place.
-    Done,
-    /// Every node carries the label already.
-    NothingToDo,
-    /// `--dry-run`: the steps a run would take.
-    Planned,
-    /// Refused before any change (exit 1).
-    Refused,
-    /// A wait ran past `--timeout`; the node stays cordoned (exit 1).
-    TimedOut,
-    /// SIGINT or SIGTERM stopped the run; the message says what state each node is in
-    /// (exit 130).
-    Interrupted,
-}
-
-/// The run's report (`-o json`: every step an object).
-#[derive(Debug, Clone, PartialEq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct Report {
-    /// How it ended.
-    pub result: Outcome,
-    /// The relabels asked for.
-    pub relabels: Vec<Relabel>,
-    /// The twin's verdict, when the preview ran.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub verdict: Option<Verdict>,
-    /// Every step, in order.
-    pub steps: Vec<StepReport>,
-    /// The quota layer's side of the relabels, when the preview ran on a cluster with
-    /// Kueue's objects: the flavors each node leaves and joins, the admitted workloads
-    /// that lose their pool ([`gpuwl_core::analysis::kueue::relabel_quota`], as `gpuwl whatif
-    /// relabel` says it).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub quota: Option<RelabelQuota>,
-    /// Why it stopped, or what it found, one line.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-    /// Seconds the run took.
-    pub seconds: f64,
-}
 
 /// What the run is asked to do.
 pub struct Request {
@@ -275,7 +206,7 @@ fn holders_of(pods: &[Pod]) -> Result<Vec<Holder>> {
 }
 
 /// Reads node `name` and its GPU holders: the node as gpuwl models it, and what
-/// [`super::decide`] needs.
+/// [`rules::decide`] needs.
 ///
 /// Errors: [`Error::Input`] when there is no such node (with a did-you-mean);
 /// [`Error::Cluster`] when a call fails.
@@ -354,7 +285,7 @@ async fn evict(client: &Client, pod: &str) -> Result<Option<String>> {
 
 /// Why the API server refused an eviction for now: its causes (the PodDisruptionBudget
 /// they name), else its message, escaped, on one line.
-pub(super) fn eviction_refused(s: &ApiStatus) -> String {
+fn eviction_refused(s: &ApiStatus) -> String {
     let causes: Vec<&str> = s
         .details
         .iter()
@@ -432,7 +363,7 @@ async fn deployed_operands(client: &Client) -> Result<BTreeSet<String>> {
     Ok(out)
 }
 
-/// The operand step's check: `None` when [`super::operands_state`] is content.
+/// The operand step's check: `None` when [`rules::operands_state`] is content.
 async fn operands_now(client: &Client, r: &Relabel) -> Result<Option<String>> {
     let pods = pods_on(client, &r.node).await?;
     let on_node: Vec<_> = pods
@@ -441,17 +372,17 @@ async fn operands_now(client: &Client, r: &Relabel) -> Result<Option<String>> {
         .filter_map(|v| gpuwl_core::decode::operands::from_value(&v))
         .collect();
     let deployed = deployed_operands(client).await?;
-    Ok(super::operands_state(&on_node, r.config, &deployed).err())
+    Ok(rules::operands_state(&on_node, r.config, &deployed).err())
 }
 
-/// The advertised step's check: `None` when [`super::advertised_state`] is content.
+/// The advertised step's check: `None` when [`rules::advertised_state`] is content.
 async fn advertised_now(client: &Client, r: &Relabel, rec: &Record) -> Result<Option<String>> {
     let nodes: Api<Node> = Api::all(client.clone());
     let node = nodes
         .get(&r.node)
         .await
         .map_err(|e| api_error(&format!("get node {}", r.node), &e))?;
-    Ok(super::advertised_state(&node_info(&node), &rec.expect, &rec.old).err())
+    Ok(rules::advertised_state(&node_info(&node), &rec.expect, &rec.old).err())
 }
 
 /// The holders step: evicts or stops each holder as planned, then waits until those are
@@ -486,7 +417,7 @@ async fn clear_holders(
         }
         pending = refused;
         let now = holders_of(&pods_on(&clients.api, &node).await?)?;
-        let left = super::still_there(&plan.actions, &now);
+        let left = rules::still_there(&plan.actions, &now);
         Ok((!left.is_empty()).then(|| {
             let left: Vec<String> = left.iter().map(|p| esc(p)).collect();
             let refused = if pending.is_empty() {
@@ -531,7 +462,7 @@ async fn do_step(
             }
             Ok(waited(
                 why,
-                super::holders_detail(&plan.actions).replace("; wait until gone", ": gone"),
+                rules::holders_detail(&plan.actions).replace("; wait until gone", ": gone"),
             ))
         }
         StepKind::Relabel => {
@@ -540,7 +471,7 @@ async fn do_step(
                 // An abort: the labels as they were; `null` removes one that was absent.
                 Some(back) => (
                     json!({LABEL_KEY: back.label, VGPU_CONFIG_LABEL: back.vgpu}),
-                    format!("labels put back: {}", super::restore_text(back)),
+                    format!("labels put back: {}", rules::restore_text(back)),
                 ),
                 None => {
                     let mut labels = json!({LABEL_KEY: r.config.as_str()});
@@ -559,7 +490,7 @@ async fn do_step(
             let why = wait_for(timeout, async || operands_now(client, &r).await).await?;
             let why =
                 why.map(
-                    |w| match super::known_fault(&plan.record, r.config, &w, &plan.kept) {
+                    |w| match rules::known_fault(&plan.record, r.config, &w, &plan.kept) {
                         Some(fault) => format!("{w}; {fault}"),
                         None => w,
                     },
@@ -567,14 +498,14 @@ async fn do_step(
             let done = format!(
                 "{} Ready; no {} pod",
                 operand::needed(r.config).join(", "),
-                super::other_plugins(r.config).join(" or ")
+                rules::other_plugins(r.config).join(" or ")
             );
             Ok(waited(why, done))
         }
         StepKind::Advertised => {
             let rec = plan.record.clone();
             let why = wait_for(timeout, async || advertised_now(client, &r, &rec).await).await?;
-            Ok(waited(why, super::expect_text(&rec.expect, &rec.old)))
+            Ok(waited(why, rules::expect_text(&rec.expect, &rec.old)))
         }
         StepKind::Uncordon => {
             let patch = json!({"spec": {"unschedulable": null},
@@ -639,42 +570,6 @@ pub(crate) async fn run_node(
         patch_node(&clients.api, &node, "annotate", patch).await?;
     }
     Ok(Ok(()))
-}
-
-/// The closing message of a relabel: `relabelled … in 17 s`; for a run that resumed a
-/// relabel started earlier (`since_first`: when, and how long ago), its length is counted
-/// from that first start, this run's own time beside it — never only the last try's.
-pub fn done_message(
-    done: &[String],
-    this_run: Duration,
-    since_first: Option<(String, Duration)>,
-) -> String {
-    let tenth = |d: Duration| Duration::from_secs_f64((d.as_secs_f64() * 10.0).round() / 10.0);
-    match since_first {
-        Some((when, total)) if total > this_run => format!(
-            "relabelled {} in {} since it started ({when}; this run {})",
-            done.join(", "),
-            seconds(tenth(total)),
-            seconds(tenth(this_run))
-        ),
-        _ => format!(
-            "relabelled {} in {}",
-            done.join(", "),
-            seconds(tenth(this_run))
-        ),
-    }
-}
-
-/// `10 s`, `2 min`, `1.5 s`.
-pub fn seconds(d: Duration) -> String {
-    let s = d.as_secs_f64();
-    if s >= 60.0 && d.as_secs().is_multiple_of(60) {
-        format!("{} min", d.as_secs() / 60)
-    } else if s.fract() == 0.0 {
-        format!("{s:.0} s")
-    } else {
-        format!("{s:.1} s")
-    }
 }
 
 /// Runs the relabels of `req`: reads every node first and decides (a refusal — holders
@@ -757,7 +652,7 @@ pub async fn run(clients: &Clients, req: &Request, mut sink: Sink<'_>) -> Result
             Some(back) => format!(
                 "{} back to {} (the relabel to {} aborted)",
                 esc(&node),
-                super::restore_text(back),
+                rules::restore_text(back),
                 esc(&plan.record.to)
             ),
             None => format!(
@@ -833,7 +728,7 @@ fn interrupted_message(node: &str, sig: &str, done: &[String]) -> String {
     )
 }
 
-/// Reads every node named by `--abort` and decides ([`super::decide_abort`]): the labels
+/// Reads every node named by `--abort` and decides ([`rules::decide_abort`]): the labels
 /// to put back come from the node's record, the workload they give from gpuwl's model of
 /// the operator, and the names expected then from its model of the device plugins.
 async fn decide_aborts(
@@ -863,9 +758,9 @@ async fn decide_aborts(
             config,
             vgpu_type: vgpu,
         };
-        let fresh = super::expectation(&info, &r, policy.policy());
+        let fresh = rules::expectation(&info, &r, policy.policy());
         let node = Some(name.as_str());
-        match super::decide_abort(name, &obs, config, &fresh, &req.how) {
+        match rules::decide_abort(name, &obs, config, &fresh, &req.how) {
             Decision::NothingToDo(m) => {
                 sink.emit(node, StepKind::Relabel, Status::AlreadyDone, from, m);
             }
@@ -897,12 +792,12 @@ async fn decide_all(
         let (info, obs) = observe(client, &r.node).await?;
         resuming |= obs.record.is_some();
         holders.extend(obs.holders.iter().cloned());
-        let fresh = super::expectation(&info, r, policy.policy());
-        let cannot = super::cannot_finish(&info, r, &policy, obs.record.is_none());
-        decisions.push((from, super::decide(r, &obs, &fresh, cannot, &req.how, &now)));
+        let fresh = rules::expectation(&info, r, policy.policy());
+        let cannot = rules::cannot_finish(&info, r, &policy, obs.record.is_none());
+        decisions.push((from, rules::decide(r, &obs, &fresh, cannot, &req.how, &now)));
     }
     // A resumed run may have stopped the VMs it names already: only a fresh one checks.
-    let problems = super::stop_vm_problems(&req.how, &holders);
+    let problems = rules::stop_vm_problems(&req.how, &holders);
     if !problems.is_empty() && !resuming {
         return Err(Error::Input(problems.join("; ")));
     }
@@ -985,4 +880,36 @@ async fn preview(
     };
     sink.emit(None, StepKind::Preview, status, from, message);
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::eviction_refused;
+
+    /// Issue 54, item 14: a refused eviction says what the API server said, which names the
+    /// PodDisruptionBudget, instead of guessing "a PodDisruptionBudget?".
+    #[test]
+    fn a_refused_eviction_names_the_budget_the_api_names() {
+        let s: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
+            "reason": "TooManyRequests",
+            "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "details": {"causes": [{"reason": "DisruptionBudget",
+                "message": "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"}]}
+        }))
+        .unwrap();
+        assert_eq!(
+            eviction_refused(&s),
+            "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"
+        );
+        let bare: kube::core::Status = serde_json::from_value(serde_json::json!({
+            "code": 429, "message": "Cannot evict pod as it would violate the pod's disruption budget.",
+            "reason": "TooManyRequests"
+        }))
+        .unwrap();
+        assert_eq!(
+            eviction_refused(&bare),
+            "Cannot evict pod as it would violate the pod's disruption budget"
+        );
+    }
 }

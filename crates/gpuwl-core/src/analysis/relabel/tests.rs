@@ -1,8 +1,8 @@
 //! The relabel's planning and its wait conditions, without a cluster.
 
 use super::*;
-use gpuwl_core::model::operator::{ClusterPolicy, PolicyStatus};
-use gpuwl_core::model::workload::{LABEL_KEY, WorkloadConfig};
+use crate::model::operator::{ClusterPolicy, PolicyStatus};
+use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 fn relabel(s: &str) -> Relabel {
     s.parse().unwrap()
@@ -422,11 +422,11 @@ fn a_resumed_relabel_is_timed_from_its_first_start() {
     use std::time::Duration;
     let done = vec!["lab-node-1 vm-passthrough → container".to_string()];
     assert_eq!(
-        live::done_message(&done, Duration::from_millis(1300), None),
+        done_message(&done, Duration::from_millis(1300), None),
         "relabelled lab-node-1 vm-passthrough → container in 1.3 s"
     );
     assert_eq!(
-        live::done_message(
+        done_message(
             &done,
             Duration::from_millis(1300),
             Some(("2026-12-02T15:21:52Z".into(), Duration::from_secs(400)))
@@ -772,32 +772,5 @@ fn a_refused_vgpu_type_change_says_what_changes() {
     assert!(
         m.contains("would lose it when the node becomes vm-vgpu: "),
         "{m}"
-    );
-}
-
-/// Issue 54, item 14: a refused eviction says what the API server said, which names the
-/// PodDisruptionBudget, instead of guessing "a PodDisruptionBudget?".
-#[test]
-fn a_refused_eviction_names_the_budget_the_api_names() {
-    let s: kube::core::Status = serde_json::from_value(serde_json::json!({
-        "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 429,
-        "reason": "TooManyRequests",
-        "message": "Cannot evict pod as it would violate the pod's disruption budget.",
-        "details": {"causes": [{"reason": "DisruptionBudget",
-            "message": "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"}]}
-    }))
-    .unwrap();
-    assert_eq!(
-        live::eviction_refused(&s),
-        "The disruption budget gpu-pdb needs 1 healthy pods and has 1 currently"
-    );
-    let bare: kube::core::Status = serde_json::from_value(serde_json::json!({
-        "code": 429, "message": "Cannot evict pod as it would violate the pod's disruption budget.",
-        "reason": "TooManyRequests"
-    }))
-    .unwrap();
-    assert_eq!(
-        live::eviction_refused(&bare),
-        "Cannot evict pod as it would violate the pod's disruption budget"
     );
 }

@@ -1,8 +1,7 @@
 //! `gpuwl relabel`'s text: one line per step as it ends, and the closing line.
 
-use crate::relabel::Status;
-use crate::relabel::live::{Outcome, Report, StepReport, seconds};
-use gpuwl_core::render;
+use crate::analysis::relabel::{Outcome, Report, Status, StepReport, seconds};
+use crate::render;
 
 /// One step: the time since the run started, the step, how it ended, the node and what it
 /// did, with the time it took (messages are escaped where they are made).
