@@ -38,7 +38,7 @@ use crate::model::dra::{ClaimRequest, DraObjects, RequestSpec};
 use crate::model::node::NodeInfo;
 use crate::model::pod::PodInfo;
 
-use super::{Action, ActionView, NodeCtx, Plan, Remedy, plan_for_node, verify};
+use super::{Action, ActionView, NodeCtx, Plan, Remedy, plan_for_node, pods_by_node, verify};
 
 /// At most this many whole explanations are re-run for one pod's DRA fix.
 const RERUNS: usize = 24;
@@ -339,12 +339,13 @@ impl Search<'_> {
         targets.sort_unstable();
         targets.dedup();
         let empty = BTreeMap::new();
+        let by_node = pods_by_node(self.inputs.pods.unwrap_or(&[]));
         let mut plans: Vec<Plan> = nodes
             .iter()
             .filter(|n| targets.contains(&n.name.as_str()))
             .filter_map(|n| {
                 let ctx = NodeCtx {
-                    pods: self.inputs.pods.unwrap_or(&[]),
+                    on_node: by_node.get(n.name.as_str()).map_or(&[], Vec::as_slice),
                     renames: &empty,
                     requested: requested
                         .and_then(|m| m.get(&n.name))
