@@ -132,8 +132,8 @@ for n in $SIZES; do
     if [ -n "${LOAD_ONLY:-}" ]; then prev=$n; continue; fi
     kva_ready
     [ "$prev" != 0 ] || echo "kubectl-view-allocations: $("$KVA" --version 2>&1 | head -n 1)" | tee -a "$RES/scale-env.txt"
-    pod=$(k get pods -n gpu-queue -l class=gpu -o name | head -n 1 | cut -d/ -f2)
-    vpod=$(k get pods -n gpu-queue -l class=vgpu -o name | head -n 1 | cut -d/ -f2)
+    pod=$(k get pods -n gpu-queue -l class=gpu -o name | awk -F/ 'NR == 1 {print $2}')
+    vpod=$(k get pods -n gpu-queue -l class=vgpu -o name | awk -F/ 'NR == 1 {print $2}')
     echo "   load: $(cut -d' ' -f1-3 /proc/loadavg); explain targets gpu-queue/$pod, gpu-queue/$vpod"
     new=$WORK/gpuwl-new
     cp "$B" "$new.tmp" && mv "$new.tmp" "$new"

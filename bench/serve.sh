@@ -12,6 +12,8 @@
 #   SIZES=5000 IDLE=120 bench/serve.sh
 #   SKIP_BUILD=1 bench/serve.sh          # measure the binaries already in target/release
 #   KSM=/tmp/ksm/kube-state-metrics SIZES=1000 bench/serve.sh
+#   REUSE=gpuwl-scale KSM=... bench/serve.sh  # measure on a local cluster already up and
+#                                        # loaded (bench/scale.sh's, KEEP=1), left up
 #
 # Work files go to $WORK (default /tmp/gpuwl-bench, shared with bench/run.sh: the same
 # generated dumps, --seed 7 --compact). Results: $WORK/results/serve.tsv and serve-*.log.
@@ -47,9 +49,10 @@ serve_pid= ksm_pid=
 cleanup() {
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
     [ -n "$ksm_pid" ] && kill "$ksm_pid" 2>/dev/null || true
-    "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
+    [ -n "${REUSE:-}" ] || "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+if [ -n "${REUSE:-}" ]; then CLUSTER=$REUSE SIZES=reuse; fi
 
 {
     echo "date: $(date -u '+%Y-%m-%d %H:%M:%S UTC')"
@@ -99,20 +102,27 @@ ksm_peer() {
 }
 
 for n in $SIZES; do
-    p=$((n * 4))
-    nf=$WORK/live-nodes-$n.json pf=$WORK/live-pods-$n.json
-    [ -s "$pf" ] || "$EX/gendump" --nodes "$n" --pods "$p" --seed 7 --compact --out "$nf" --pods-out "$pf"
-    "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
-    "$B" cluster up --name "$CLUSTER" -q
-    kc=$("$B" cluster kubeconfig --name "$CLUSTER")
-    echo "== $n nodes / $p pods"
-    "$EX/loadcluster" --kubeconfig "$kc" --parallel 16 "$nf" "$pf" 2>&1 | tail -n 2
-    for _ in $(seq 36); do
-        running=$(kubectl --kubeconfig "$kc" get pods -A --field-selector=status.phase=Running --chunk-size=500 -o name 2>/dev/null | wc -l)
-        [ "$running" -ge "$p" ] && break
-        sleep 5
-    done
-    echo "$running of $p pods Running; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    if [ -n "${REUSE:-}" ]; then
+        kc=$("$B" cluster kubeconfig --name "$CLUSTER")
+        n=$(kubectl --kubeconfig "$kc" get nodes -o name | wc -l)
+        p=$(kubectl --kubeconfig "$kc" get pods -A --chunk-size=500 -o name | wc -l)
+        echo "== cluster $CLUSTER as it is: $n nodes / $p pods; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    else
+        p=$((n * 4))
+        nf=$WORK/live-nodes-$n.json pf=$WORK/live-pods-$n.json
+        [ -s "$pf" ] || "$EX/gendump" --nodes "$n" --pods "$p" --seed 7 --compact --out "$nf" --pods-out "$pf"
+        "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
+        "$B" cluster up --name "$CLUSTER" -q
+        kc=$("$B" cluster kubeconfig --name "$CLUSTER")
+        echo "== $n nodes / $p pods"
+        "$EX/loadcluster" --kubeconfig "$kc" --parallel 16 "$nf" "$pf" 2>&1 | tail -n 2
+        for _ in $(seq 36); do
+            running=$(kubectl --kubeconfig "$kc" get pods -A --field-selector=status.phase=Running --chunk-size=500 -o name 2>/dev/null | wc -l)
+            [ "$running" -ge "$p" ] && break
+            sleep 5
+        done
+        echo "$running of $p pods Running; load $(cut -d' ' -f1-3 /proc/loadavg)"
+    fi
 
     # Peers: one-shot reads of the same cluster.
     /usr/bin/time -f '%e %M' -o "$WORK/t.txt" "$B" inventory --kubeconfig "$kc" >/dev/null
@@ -174,5 +184,5 @@ for n in $SIZES; do
     if [ -n "${KSM:-}" ]; then
         ksm_peer
     fi
-    "$B" cluster down --name "$CLUSTER" >/dev/null
+    [ -n "${REUSE:-}" ] || "$B" cluster down --name "$CLUSTER" >/dev/null
 done
