@@ -27,7 +27,7 @@
 //! (`sufficient: false`) and the rule's text becomes a hint ([`super::DRA_HINT`]).
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::dra::{AlternativeView, ClaimView};
@@ -73,6 +73,7 @@ pub(super) fn remedy(
     if !applies(e.cause_code) {
         return None;
     }
+    let by_node = pods_by_node(inputs.pods.unwrap_or(&[]));
     let s = Search {
         pod,
         inputs,
@@ -80,6 +81,7 @@ pub(super) fn remedy(
         e,
         reruns: Cell::new(0),
         requested,
+        by_node: &by_node,
         chained: false,
         no_chain: Cell::new(false),
     };
@@ -126,6 +128,9 @@ struct Search<'a> {
     reruns: Cell<usize>,
     /// What each node's pods request (for the node-constraint plans).
     requested: Option<&'a BTreeMap<String, Requested>>,
+    /// Each node's pods that have not finished ([`pods_by_node`] of `inputs.pods`, built
+    /// once per search: the searches chained below read the same pods).
+    by_node: &'a HashMap<&'a str, Vec<&'a PodInfo>>,
     /// A second step already: no further one is chained.
     chained: bool,
     /// While set, a claim change is tried alone ([`Search::single`]).
@@ -252,6 +257,7 @@ impl Search<'_> {
             e: &after,
             reruns: Cell::new(self.reruns.get()),
             requested: self.requested,
+            by_node: self.by_node,
             chained: true,
             no_chain: Cell::new(false),
         };
@@ -339,13 +345,12 @@ impl Search<'_> {
         targets.sort_unstable();
         targets.dedup();
         let empty = BTreeMap::new();
-        let by_node = pods_by_node(self.inputs.pods.unwrap_or(&[]));
         let mut plans: Vec<Plan> = nodes
             .iter()
             .filter(|n| targets.contains(&n.name.as_str()))
             .filter_map(|n| {
                 let ctx = NodeCtx {
-                    on_node: by_node.get(n.name.as_str()).map_or(&[], Vec::as_slice),
+                    on_node: self.by_node.get(n.name.as_str()).map_or(&[], Vec::as_slice),
                     renames: &empty,
                     requested: requested
                         .and_then(|m| m.get(&n.name))
@@ -396,6 +401,7 @@ impl Search<'_> {
             e: &e,
             reruns: Cell::new(self.reruns.get()),
             requested: self.requested,
+            by_node: self.by_node,
             chained: true,
             no_chain: Cell::new(false),
         };
