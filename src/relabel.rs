@@ -25,8 +25,8 @@ use gpuwl_core::analysis::relabel::{
     self as rules, Decision, Disruption, Holder, HolderAction, NodePlan, Observed, Outcome, Record,
     Report, STATE_ANNOTATION, Status, StepKind, StepReport, done_message, seconds,
 };
+use gpuwl_core::analysis::twin::quota;
 use gpuwl_core::analysis::twin::report::{Recommendation, Relabel, Verdict};
-use gpuwl_core::analysis::twin::{Source, quota};
 use gpuwl_core::decode::pods::LIVE_FIELD_SELECTOR;
 use gpuwl_core::decode::virt::VM_NAME_LABEL;
 use gpuwl_core::error::{Error, Result};
@@ -853,20 +853,11 @@ async fn preview(
             ),
         ),
         Some(opts) => {
-            let snap = snapshot::read(client, false).await?;
-            let kueue = snap.kueue;
-            let source = Source {
-                nodes: snap.nodes,
-                pods: snap.pods,
-                policy: snap.policy,
-                kubevirt: snap.kubevirt,
-                origin: "cluster".into(),
-            };
+            let source = snapshot::read(client, false).await?;
+            let kueue = source.kueue.as_ref();
             let report = twin::run(&source, &fresh, opts, sink.progress).await?;
             // The quota layer's side, as `whatif relabel` says it.
-            let quota = kueue
-                .as_ref()
-                .map(|k| quota::quota_side(&report.changes, k, &source));
+            let quota = kueue.map(|k| quota::quota_side(&report.changes, k, &source));
             let notes = quota
                 .as_ref()
                 .map(RelabelQuota::sentences)

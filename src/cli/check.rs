@@ -188,17 +188,15 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     )?;
     let mut report = checker.finish();
     complete(&mut report, &mut g, args);
-    print(&report, &g.policy, args)
+    print(&report, &g.snapshot.policy, args)
 }
 
 /// The checker's options for what was gathered: its ClusterPolicy, DRA objects (read or
 /// listed) and pods (taken out of `g`, by node).
 fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
-    let dra = match &g.dra {
-        Some((d, source)) if source.was_read() => Some(DraNodes::from_objects(d)),
-        _ => None,
-    };
+    let dra = g.snapshot.usable_dra().map(DraNodes::from_objects);
     let pods = g
+        .snapshot
         .pods
         .take()
         .map(|p| std::sync::Arc::new(orphans::pods_by_node(p)));
@@ -209,11 +207,11 @@ fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
         // The text contract prints only MISMATCH lines or OK=<n>: keep nothing else, so a
         // 65,000-node dump needs no memory per agreeing node.
         mismatches_only: args.output == render::Format::Text && gate.is_none(),
-        cluster_policy: g.policy.policy().cloned(),
+        cluster_policy: g.snapshot.policy.policy().cloned(),
         warning_lines: args.output == render::Format::Text && !args.quiet && gate.is_none(),
         gate,
         expect_gpu_nodes: args.expect_gpu_nodes,
-        kueue: g.kueue.clone(),
+        kueue: g.snapshot.kueue.clone(),
     }
 }
 
@@ -239,10 +237,10 @@ fn complete(report: &mut Report, g: &mut Gathered, args: &Args) {
             report.notes.push(note);
         }
     }
-    if let Some(operands) = g.operands.take() {
+    if let Some(operands) = g.snapshot.operands.take() {
         report.operand_source = Some(attach_operands(report, operands, args));
     }
-    let denied = match &g.dra {
+    let denied = match &g.snapshot.dra {
         Some((_, DraSource::Denied(why))) => Some(why.clone()),
         _ => None,
     };

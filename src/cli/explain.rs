@@ -312,8 +312,8 @@ fn explain_live(args: &Args, target: Option<Target>, kind: Kind) -> Result<expla
     let operands = g.operands_by_node();
     explain::object::explain_object(
         object,
-        g.explain_inputs(operands.as_ref()),
-        g.kueue.as_ref(),
+        explain::Inputs::of(&g.snapshot, operands.as_ref()),
+        g.snapshot.kueue.as_ref(),
     )
 }
 
@@ -350,7 +350,7 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
     let pod = match manifest {
         Some((list, f)) => pick(&list, target, f)?,
         None => pick(
-            g.pods.as_deref().unwrap_or_default(),
+            g.snapshot.pods.as_deref().unwrap_or_default(),
             target,
             source
                 .pods
@@ -360,7 +360,7 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
         )?,
     };
     let operands = g.operands_by_node();
-    explain::explain(&pod, g.explain_inputs(operands.as_ref())).map_err(|e| {
+    explain::explain(&pod, explain::Inputs::of(&g.snapshot, operands.as_ref())).map_err(|e| {
         match source.nodes.as_ref().or(source.snapshot.as_ref()) {
             Some(f) => e.in_file(f),
             None => e,

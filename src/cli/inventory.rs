@@ -1,13 +1,11 @@
 //! `gpuwl inventory`: arguments and entry point.
 
 use std::io::IsTerminal;
-use std::path::Path;
 
 use crate::input::gather::args::InventorySource;
-use crate::input::gather::{From, Gathered, Operands, SourceArgs, Wanted, gather};
-use gpuwl_core::analysis::inventory::{self, Inventory};
+use crate::input::gather::{Operands, SourceArgs, Wanted, gather};
+use gpuwl_core::analysis::inventory;
 use gpuwl_core::error::{Error, ExitStatus, Result};
-use gpuwl_core::model::operand::OperandSource;
 use gpuwl_core::render::inventory::{Output, TextOptions};
 use gpuwl_core::render::{self};
 
@@ -55,7 +53,7 @@ pub struct Args {
 }
 
 /// Runs `gpuwl inventory`: gathers a snapshot file, the dumps, or the live cluster (with
-/// its operand pods); builds the inventory; renders it.
+/// its operand pods); assembles the inventory ([`inventory::assemble`]); renders it.
 ///
 /// Errors: [`Error::Input`] for bad dumps (naming the file and field); [`Error::Runtime`]
 /// when the cluster cannot be reached or stdout fails.
@@ -68,7 +66,7 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         ..Wanted::default()
     };
     let gathered = gather(&args.source.request(), wanted)?;
-    let inv = build(gathered, args)?;
+    let inv = inventory::assemble(gathered.snapshot, &args.ignore_resource)?;
     let terminal = std::io::stdout().is_terminal();
     let text = render::inventory::render(
         &inv,
@@ -80,94 +78,4 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
     );
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the inventory", e))?;
     Ok(ExitStatus::Ok)
-}
-
-/// The inventory of what was gathered: a snapshot file's as it is; a node dump's with
-/// `--pods` (allocations, pending demand and the GPU Operator's operand pods) and `--dra`
-/// when given; the live cluster's with its operand pods.
-///
-/// Errors: a snapshot's malformed GPU quantity, naming the file.
-fn build(g: Gathered, args: &Args) -> Result<Inventory> {
-    let ignore = &args.ignore_resource;
-    match g.from.clone() {
-        From::Snapshot(snap) => {
-            inventory::from_snapshot(g.into_snapshot(), ignore).map_err(|e| e.in_file(&snap))
-        }
-        From::Files(nodes_path) => from_files(g, &nodes_path, ignore),
-        // (No node dump means the live cluster here: `WithoutNodes` is explain's.)
-        From::Cluster | From::WithoutNodes => from_cluster(g, ignore),
-    }
-}
-
-/// The inventory of a node dump and the files beside it.
-///
-/// Errors: none today (as [`inventory::build`], naming the node dump).
-fn from_files(g: Gathered, nodes_path: &Path, ignore: &[String]) -> Result<Inventory> {
-    let Gathered {
-        mut nodes,
-        pods,
-        policy,
-        dra,
-        operands,
-        kubevirt,
-        kueue,
-        ..
-    } = g;
-    let note = pods
-        .is_none()
-        .then(|| "no --pods: allocated and pending are not known (shown as 0)".to_string());
-    let mut pods = pods.unwrap_or_default();
-    let ignored = inventory::ignore_resources(&mut nodes, &mut pods, ignore);
-    let mut inv = inventory::build_with(&nodes, &pods, &policy, kubevirt.as_ref())
-        .map_err(|e| e.in_file(nodes_path))?;
-    inv.notes.extend(note);
-    inv.notes.extend(ignored);
-    if let Some(operands) = operands {
-        inventory::attach_operands(
-            &mut inv,
-            &nodes,
-            policy.policy(),
-            operands?,
-            OperandSource {
-                status: "file",
-                note: None,
-            },
-        );
-    }
-    if let Some((objects, source)) = dra {
-        inventory::attach_dra(&mut inv, &objects, source, &nodes, policy.policy());
-    }
-    if let Some(k) = &kueue {
-        inventory::attach_quota(&mut inv, k, &nodes, policy.policy());
-    }
-    Ok(inv)
-}
-
-/// The inventory of the live cluster (one snapshot read, beside its operand pods), with
-/// `--cluster-policy` and `--dra` replacing the part they hold.
-///
-/// Errors: as [`inventory::from_snapshot`].
-fn from_cluster(mut g: Gathered, ignore: &[String]) -> Result<Inventory> {
-    let operands = g.operands.take();
-    let nodes = g.nodes.clone();
-    let policy = g.policy.policy().cloned();
-    let mut inv = inventory::from_snapshot(g.into_snapshot(), ignore)?;
-    let (pods, source) = match operands.unwrap_or_else(|| Ok(Vec::new())) {
-        Ok(p) => (
-            p,
-            OperandSource {
-                status: "cluster",
-                note: None,
-            },
-        ),
-        Err(e) => (
-            Vec::new(),
-            OperandSource {
-                status: "unreadable",
-                note: Some(render::esc(&e.to_string())),
-            },
-        ),
-    };
-    inventory::attach_operands(&mut inv, &nodes, policy.as_ref(), pods, source);
-    Ok(inv)
 }

@@ -7,11 +7,12 @@ use std::path::Path;
 use clap::Subcommand;
 
 use crate::input::gather::args::{KubevirtCheckSource, KubevirtGenerateSource};
-use crate::input::gather::{From, SourceArgs, Wanted, gather};
+use crate::input::gather::{SourceArgs, Wanted, gather};
 use gpuwl_core::analysis::kubevirt::{self, Advertised, PatchKind};
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::kubevirt::HostDevicesSource;
 use gpuwl_core::model::node::NodeInfo;
+use gpuwl_core::model::snapshot::From;
 use gpuwl_core::render::kubevirt::PatchFormat;
 use gpuwl_core::render::{self, Format, escape_controls};
 
@@ -191,9 +192,9 @@ pub(crate) fn generate(args: &GenerateArgs) -> Result<ExitStatus> {
         ..Wanted::default()
     };
     let g = gather(&args.source.request(), wanted)?;
-    let adv = advertised(&g.nodes, &shown(&g.from))?;
+    let adv = advertised(&g.snapshot.nodes, &shown(&g.snapshot.from))?;
     let cr = g.kubevirt_cr();
-    let live = g.from == From::Cluster;
+    let live = g.snapshot.from == From::Cluster;
     let target = match (args.target, &cr) {
         (Some(t), Some(c)) if t.source() != c.devices.source => {
             return Err(Error::Input(format!(
@@ -281,8 +282,8 @@ pub(crate) fn check(args: &CheckArgs) -> Result<ExitStatus> {
         ..Wanted::default()
     };
     let g = gather(&args.source.request(), wanted)?;
-    let kv = g.kubevirt.ok_or_else(no_cr)?;
-    let adv = advertised(&g.nodes, &shown(&g.from))?;
+    let kv = g.snapshot.kubevirt.ok_or_else(no_cr)?;
+    let adv = advertised(&g.snapshot.nodes, &shown(&g.snapshot.from))?;
     let report = kubevirt::check(&adv, &kv);
     let text = render::kubevirt::render_report(&report, args.output);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;

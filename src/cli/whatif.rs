@@ -9,8 +9,9 @@ use crate::input::gather::{SourceArgs, Wanted, gather};
 use crate::input::live;
 use crate::twin::{self, DEFAULT_TWIN_NAME};
 use gpuwl_core::analysis::twin::report::{Relabel, Report, Verdict};
-use gpuwl_core::analysis::twin::{Source, plan, quota};
+use gpuwl_core::analysis::twin::{plan, quota};
 use gpuwl_core::error::{Error, ExitStatus, Result};
+use gpuwl_core::model::snapshot::Snapshot;
 use gpuwl_core::render::whatif::{PlanReport, plan_text, report_text, serialized};
 use gpuwl_core::render::{self, Format};
 
@@ -136,25 +137,14 @@ pub struct PlanArgs {
 
 /// Reads the source cluster: a snapshot file, the dumps, or the live cluster (everything
 /// at once, its KubeVirt CR with `--kubevirt`).
-fn read_source(a: &TwinArgs) -> Result<(Source, Option<gpuwl_core::model::kueue::KueueObjects>)> {
+fn read_source(a: &TwinArgs) -> Result<Snapshot> {
     let wanted = Wanted {
         pods: true,
         kubevirt: a.kubevirt,
         kueue: true,
         ..Wanted::default()
     };
-    let g = gather(&a.source.request(), wanted)?;
-    let kueue = g.kueue;
-    Ok((
-        Source {
-            nodes: g.nodes,
-            pods: g.pods.unwrap_or_default(),
-            policy: g.policy,
-            kubevirt: g.kubevirt,
-            origin: g.origin,
-        },
-        kueue,
-    ))
+    Ok(gather(&a.source.request(), wanted)?.snapshot)
 }
 
 fn options(a: &TwinArgs) -> Result<twin::Options> {
@@ -167,7 +157,7 @@ fn options(a: &TwinArgs) -> Result<twin::Options> {
     })
 }
 
-fn run_twin(a: &TwinArgs, source: &Source, relabels: &[Relabel]) -> Result<Report> {
+fn run_twin(a: &TwinArgs, source: &Snapshot, relabels: &[Relabel]) -> Result<Report> {
     let opts = options(a)?;
     let quiet = a.quiet;
     let rt = live::runtime()?;
@@ -215,11 +205,11 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
         }
     }
     options(&a.twin)?;
-    let (source, kueue) = read_source(&a.twin)?;
+    let source = read_source(&a.twin)?;
     let mut report = run_twin(&a.twin, &source, &relabels)?;
     // The quota layer: which Kueue flavors each relabelled node leaves and joins, and the
     // admitted workloads that lose their pool.
-    if let Some(k) = &kueue {
+    if let Some(k) = &source.kueue {
         quota::add_quota(&mut report, k, &source);
     }
     let text = serialized(&report, a.twin.output).unwrap_or_else(|| {
@@ -234,14 +224,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
 /// Errors: as [`run`].
 pub fn run_plan(args: &PlanArgs) -> Result<ExitStatus> {
     options(&args.twin)?;
-    let (source, kueue) = read_source(&args.twin)?;
+    let source = read_source(&args.twin)?;
     let proposal = plan::propose(&source, args.allow_disruption);
     let relabels: Vec<Relabel> = proposal.steps.iter().map(|s| s.relabel.clone()).collect();
     let whatif = if relabels.is_empty() || args.no_verify {
         None
     } else {
         let mut w = run_twin(&args.twin, &source, &relabels)?;
-        if let Some(k) = &kueue {
+        if let Some(k) = &source.kueue {
             quota::add_quota(&mut w, k, &source);
         }
         Some(w)

@@ -1,7 +1,7 @@
-//! One read of what the analyses need from a live cluster into a [`Snapshot`] (the record
-//! is [`gpuwl_core::decode::snapshot`], named there at each call site).
+//! One read of what the analyses need from a live cluster into a [`Snapshot`] (the one
+//! carrier of cluster data, [`gpuwl_core::model::snapshot`]).
 
-use gpuwl_core::decode::snapshot::*;
+use gpuwl_core::model::snapshot::Snapshot;
 
 use kube::Client;
 
@@ -11,7 +11,6 @@ use gpuwl_core::model::dra::{DraObjects, DraSource};
 use gpuwl_core::model::kubevirt::PermittedHostDevices;
 use gpuwl_core::model::kueue::KueueObjects;
 use gpuwl_core::model::node::NodeInfo;
-use gpuwl_core::model::operand::OperandPod;
 use gpuwl_core::model::operator::PolicyStatus;
 use gpuwl_core::model::pod::PodInfo;
 
@@ -40,17 +39,14 @@ pub async fn read(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
     parts.finish(client, nodes, pods).await
 }
 
-/// [`read`], and the GPU Operator's operand pods found in the same pod list
+/// [`read`], with the GPU Operator's operand pods ([`Snapshot::operands`]) found in the same pod list
 /// ([`pods::list_pods_with_operands`]) with the finished ones
 /// ([`operands::list_finished`]): the pods of the cluster are listed once, not once more
 /// by label for the operands. The operand pods are an error of their own when the finished
 /// ones cannot be listed (the snapshot stands).
 ///
 /// Errors: as [`read`].
-pub async fn read_with_operands(
-    client: &Client,
-    with_kubevirt: bool,
-) -> Result<(Snapshot, Result<Vec<OperandPod>>)> {
+pub async fn read_with_operands(client: &Client, with_kubevirt: bool) -> Result<Snapshot> {
     let (lists, parts, finished) = futures::join!(
         async {
             futures::try_join!(
@@ -62,8 +58,9 @@ pub async fn read_with_operands(
         operands::list_finished(client)
     );
     let (nodes, (pods, listed)) = lists?;
-    let snapshot = parts.finish(client, nodes, pods).await?;
-    Ok((snapshot, operands::merge(listed, finished)))
+    let mut snapshot = parts.finish(client, nodes, pods).await?;
+    snapshot.operands = Some(operands::merge(listed, finished));
+    Ok(snapshot)
 }
 
 /// What a [`Snapshot`] holds besides the nodes and pods, read ([`read_parts`]) before
@@ -142,15 +139,11 @@ impl Parts {
             kubevirt = kubevirt::read_live(client).await.ok().flatten();
         }
         pods.extend(waiting);
-        let (dra, dra_source) = dra?;
         Ok(Snapshot {
-            nodes,
-            pods,
-            policy,
             kubevirt,
-            dra,
-            dra_source,
+            dra: Some(dra?),
             kueue,
+            ..Snapshot::of_cluster(nodes, pods, policy)
         })
     }
 }

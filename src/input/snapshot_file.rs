@@ -43,7 +43,6 @@ use crate::input::live;
 use gpuwl_core::decode::document::{self, Keep, Prune};
 use gpuwl_core::decode::kubevirt::{HYPERCONVERGED, KUBEVIRT};
 use gpuwl_core::decode::pods::{ITEM, LIVE_FIELD_SELECTOR};
-use gpuwl_core::decode::snapshot::Snapshot;
 use gpuwl_core::decode::{dump, limits};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::dra::{DraObjects, DraSource};
@@ -51,6 +50,7 @@ use gpuwl_core::model::kubevirt::PermittedHostDevices;
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operator::PolicyStatus;
 use gpuwl_core::model::pod::{PodInfo, wants_running};
+use gpuwl_core::model::snapshot::{From, Snapshot};
 use gpuwl_core::text;
 
 /// The `format` of [`Meta`] this version writes and reads.
@@ -638,11 +638,13 @@ pub(crate) fn load(path: &Path) -> Result<Snapshot> {
     pods.extend(waiting);
     Ok(Snapshot {
         nodes,
-        pods,
+        pods: Some(pods),
         policy,
         kubevirt,
-        dra,
-        dra_source,
+        dra: Some((dra, dra_source)),
+        operands: None,
+        from: From::Snapshot(path.to_owned()),
+        origin: format!("snapshot {}", path.display()),
         kueue: match m.kueue_items {
             Some(items) if !items.is_empty() => Some(
                 gpuwl_core::decode::kueue::from_values(&items)

@@ -497,7 +497,7 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
     } else {
         None
     };
-    let inventory = gpuwl_core::analysis::inventory::from_snapshot(
+    let inventory = gpuwl_core::analysis::inventory::assemble(
         crate::input::snapshot::read(&client, false).await?,
         &[],
     )?;
@@ -515,8 +515,8 @@ pub async fn run(opts: &LabOptions, progress: &mut dyn FnMut(&str)) -> Result<La
         let operands = g.operands_by_node();
         gpuwl_core::analysis::explain::object::explain_object(
             object,
-            g.explain_inputs(operands.as_ref()),
-            g.kueue.as_ref(),
+            gpuwl_core::analysis::explain::Inputs::of(&g.snapshot, operands.as_ref()),
+            g.snapshot.kueue.as_ref(),
         )?
     };
     Ok(LabReport {

@@ -15,13 +15,14 @@ use crate::cluster::{self, ClusterInfo, accounts, nodes};
 use crate::input::live::{self, api_error};
 use crate::input::virt;
 use crate::twin::{Options, kubevirt, objects};
+use gpuwl_core::analysis::twin::predict;
 use gpuwl_core::analysis::twin::report::{NodeChange, PendingByTwin, Relabel, pending_by_twin_key};
-use gpuwl_core::analysis::twin::{Source, predict};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::gpusim;
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operator::ClusterPolicy;
 use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::model::snapshot::Snapshot;
 use gpuwl_core::model::workload::LABEL_KEY;
 
 /// How many API calls the twin makes at once while loading.
@@ -150,7 +151,7 @@ pub(crate) async fn settle(
 
 /// What [`build_and_try`] copies into the twin and tries there (chosen by [`run`]).
 pub(crate) struct Trial<'a> {
-    pub(crate) source: &'a Source,
+    pub(crate) source: &'a Snapshot,
     pub(crate) relabels: &'a [Relabel],
     /// The GPUs of each relabelled node, by node name.
     pub(crate) hardware: &'a BTreeMap<String, predict::Inferred>,
@@ -409,13 +410,7 @@ mod tests {
             .unwrap();
         let pods = gpuwl_core::decode::pods::read_pods_str(PODS, "pods.json")
             .unwrap_or_else(|e| panic!("{e}"));
-        let source = Source {
-            nodes,
-            pods,
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "test".into(),
-        };
+        let source = Snapshot::of_cluster(nodes, pods, PolicyStatus::not_read());
         let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
         let (bound, pending, left_out) = select_pods(&source, &copied);
         assert!(left_out.is_empty(), "{left_out:?}");
@@ -515,22 +510,24 @@ mod tests {
     }
 
     /// The source of these tests: [`NODES`] and [`PODS`] read as a dump is.
-    fn source() -> Source {
+    fn source() -> Snapshot {
         let mut nodes = Vec::new();
         gpuwl_core::decode::dump::read_from(NODES.as_bytes(), "nodes.json", |n| nodes.push(n))
             .unwrap();
-        Source {
+        Snapshot::of_cluster(
             nodes,
-            pods: gpuwl_core::decode::pods::read_pods_str(PODS, "pods.json").unwrap(),
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "test".into(),
-        }
+            gpuwl_core::decode::pods::read_pods_str(PODS, "pods.json").unwrap(),
+            PolicyStatus::not_read(),
+        )
     }
 
     /// Runs `f` with the trial [`run`] would make of `source` for the relabels given (the
     /// GPU node `gpu-a` copied, `vms/vm-1` bound, `vms2/vm-2` pending).
-    fn with_trial<T>(source: &Source, relabels: &[Relabel], f: impl FnOnce(&Trial<'_>) -> T) -> T {
+    fn with_trial<T>(
+        source: &Snapshot,
+        relabels: &[Relabel],
+        f: impl FnOnce(&Trial<'_>) -> T,
+    ) -> T {
         let copied: BTreeSet<&str> = ["gpu-a"].into_iter().collect();
         let (bound, pending, _) = select_pods(source, &copied);
         let twin_nodes: Vec<&NodeInfo> =
@@ -710,7 +707,7 @@ mod tests {
                     "containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
            "status": {"phase": "Pending"}}]}"#;
         let mut source = source();
-        source.pods = gpuwl_core::decode::pods::read_pods_str(pods, "pods.json").unwrap();
+        source.pods = Some(gpuwl_core::decode::pods::read_pods_str(pods, "pods.json").unwrap());
         let api = fake_api::FakeApi::new();
         api.ready_nodes();
         let pending = with_trial(&source, &[], |t| copy(&api, t)).unwrap();
@@ -1001,7 +998,7 @@ mod tests {
            "spec": {"domain": {"devices": {"gpus": [{"name": "g", "deviceName": "nvidia.com/TU104GL_T4"}]}}},
            "status": {"phase": "Pending"}}]}"#;
         let mut source = source();
-        source.pods = gpuwl_core::decode::pods::read_pods_str(vmis, "vmis.json").unwrap();
+        source.pods = Some(gpuwl_core::decode::pods::read_pods_str(vmis, "vmis.json").unwrap());
         source.kubevirt = Some(gpuwl_core::model::kubevirt::PermittedHostDevices {
             source: gpuwl_core::model::kubevirt::HostDevicesSource::KubeVirt,
             object: "kubevirt/kubevirt".into(),
@@ -1172,14 +1169,7 @@ mod tests {
             .block_on(crate::input::live::list_nodes(&client))
             .unwrap();
         let pods = rt.block_on(crate::input::pods::list_pods(&client)).unwrap();
-        let inputs = explain::Inputs {
-            nodes: Some(&nodes),
-            pods: Some(&pods),
-            kubevirt: source.kubevirt.as_ref(),
-            cluster_policy: None,
-            dra: None,
-            operand_pods: None,
-        };
+        let inputs = explain::Inputs::of_state(&nodes, &pods, None, source.kubevirt.as_ref());
         let refused = rt
             .block_on(kubevirt::refused(&client, &vmis_by_twin, &pods, inputs))
             .unwrap();

@@ -34,16 +34,17 @@ use crate::cluster::{self, UpOptions};
 use crate::input::live::{self};
 use crate::input::pods;
 use crate::twin::load::{Trial, Twin, copy_source, relabel_node, settle_or_note};
+use gpuwl_core::analysis::twin::predict;
 use gpuwl_core::analysis::twin::report::{
     Relabel, Report, TwinFacts, Verdict, apply_steps, disrupted_pods, pending_outcome,
     placed_as_is, pool_deltas,
 };
-use gpuwl_core::analysis::twin::{Source, predict};
 use gpuwl_core::analysis::{explain, inventory};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::pod::PodInfo;
 use gpuwl_core::model::resource::classify;
+use gpuwl_core::model::snapshot::Snapshot;
 use gpuwl_core::text;
 
 /// How the twin runs.
@@ -73,11 +74,11 @@ pub const TWIN_MARKER: &str = "gpuwl-twin";
 /// The source's pods the twin copies: bound ones on a copied node, and pending ones asking
 /// for an `nvidia.com/` GPU name. Returns (bound, pending, left out with why).
 fn select_pods<'a>(
-    source: &'a Source,
+    source: &'a Snapshot,
     nodes: &BTreeSet<&str>,
 ) -> (Vec<&'a PodInfo>, Vec<&'a PodInfo>, Vec<String>) {
     let launchers: BTreeSet<(String, String)> = source
-        .pods
+        .pods()
         .iter()
         .filter_map(|p| {
             p.launcher_vmi()
@@ -85,7 +86,7 @@ fn select_pods<'a>(
         })
         .collect();
     let (mut bound, mut pending, mut left) = (Vec::new(), Vec::new(), Vec::new());
-    for p in &source.pods {
+    for p in source.pods() {
         if p.is_terminal() {
             continue;
         }
@@ -206,7 +207,7 @@ pub(crate) fn lock_twin(
 /// Two runs at once never share a twin: each holds the lock of its twin's name for the
 /// whole run ([`lock_twin`]).
 pub async fn run(
-    source: &Source,
+    source: &Snapshot,
     relabels: &[Relabel],
     opts: &Options,
     progress: &mut (dyn FnMut(&str) + Send),
@@ -337,7 +338,7 @@ async fn interrupted(sig: &str, opts: &Options) -> Error {
 /// it may have meant), or a node whose GPUs cannot be worked out
 /// ([`predict::infer_hardware`]).
 fn relabelled_hardware(
-    source: &Source,
+    source: &Snapshot,
     relabels: &[Relabel],
 ) -> Result<BTreeMap<String, predict::Inferred>> {
     let by_name: BTreeMap<&str, &NodeInfo> =
@@ -469,14 +470,7 @@ async fn build_and_try(
             c.advertised_after = predict::listed(n);
         }
     }
-    let inputs = explain::Inputs {
-        nodes: Some(&nodes_after),
-        pods: Some(&pods_after),
-        kubevirt: kubevirt_cr,
-        cluster_policy: policy,
-        dra: None,
-        operand_pods: None,
-    };
+    let inputs = explain::Inputs::of_state(&nodes_after, &pods_after, policy, kubevirt_cr);
     let (now_scheduled, mut still_pending) =
         pending_outcome(&pods_after, &pending_by_twin, &placed_before, inputs)?;
     still_pending.extend(kubevirt::refused(twin.client, &vmis_by_twin, &pods_after, inputs).await?);
@@ -486,7 +480,7 @@ async fn build_and_try(
         if d.pod.vmi.is_some() {
             d.pod.vmi_owned_by_vm = trial
                 .source
-                .pods
+                .pods()
                 .iter()
                 .find(|p| p.key() == d.pod.pod)
                 .and_then(|p| p.vmi_owned_by_vm);
@@ -494,7 +488,7 @@ async fn build_and_try(
     }
     // The inventory before (the source) and after (the twin).
     let source = trial.source;
-    let inv_before = inventory::build(&source.nodes, &source.pods, &source.policy)?;
+    let inv_before = inventory::build(&source.nodes, source.pods(), &source.policy)?;
     let inv_after = inventory::build(&nodes_after, &pods_after, &source.policy)?;
     let inventory = pool_deltas(&inv_before, &inv_after);
     let mut names_by = "gpuwl's model of the GPU Operator and its device plugins (the \

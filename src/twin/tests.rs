@@ -14,12 +14,13 @@ fn relabels_are_checked_against_the_source_before_anything_starts() {
     gpu.capacity
         .insert("nvidia.com/GA102GL_A10".into(), "2".into());
     gpu.allocatable = Some(gpu.capacity.clone());
-    let source = Source {
-        nodes: vec![gpu, NodeInfo::named("cpu-1")],
-        pods: vec![],
-        policy: PolicyStatus::not_read(),
-        kubevirt: None,
+    let source = Snapshot {
         origin: "files".into(),
+        ..Snapshot::of_cluster(
+            vec![gpu, NodeInfo::named("cpu-1")],
+            vec![],
+            PolicyStatus::not_read(),
+        )
     };
     let relabel = |s: &str| -> Relabel { s.parse().unwrap() };
     let hw = relabelled_hardware(&source, &[relabel("lab-node-1=container")]).unwrap();

@@ -617,13 +617,7 @@ pub fn consistency(
             w.code, e.cause_codes
         ));
     }
-    let source = gpuwl_core::analysis::twin::Source {
-        nodes,
-        pods: pods.clone(),
-        policy,
-        kubevirt: None,
-        origin: "differential".into(),
-    };
+    let source = gpuwl_core::model::snapshot::Snapshot::of_cluster(nodes, pods.clone(), policy);
     let plan = gpuwl_core::analysis::twin::plan::propose(&source, false);
     let left_out = plan.held_back.iter().any(|h| h.pod == key);
     let should = !matches!(v.class, PodClass::Demand | PodClass::Unservable);

@@ -38,18 +38,17 @@ use crate::input::kueue;
 use crate::input::live::{self, ClusterArgs};
 use crate::input::snapshot::{self};
 use crate::input::{clusterpolicy, dra, operands, pods, snapshot_file};
-use gpuwl_core::analysis::explain::Inputs;
 use gpuwl_core::decode::dump::Source;
 use gpuwl_core::decode::kubevirt::{CrType, CurrentCr};
-use gpuwl_core::decode::snapshot::{Object, Snapshot};
+use gpuwl_core::decode::object::Object;
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::dra::{DraObjects, DraSource};
-use gpuwl_core::model::kubevirt::PermittedHostDevices;
 use gpuwl_core::model::kueue::KueueObjects;
 use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operand::{self as operand_model, OperandPod, OperandsByNode};
 use gpuwl_core::model::operator::PolicyStatus;
 use gpuwl_core::model::pod::PodInfo;
+use gpuwl_core::model::snapshot::{From, Snapshot};
 
 /// Where the GPU Operator's operand pods come from.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -112,100 +111,38 @@ pub struct Request<'a> {
     pub object: Option<Named<'a>>,
 }
 
-/// Where the records came from.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum From {
-    /// Files: the node dump named.
-    Files(PathBuf),
-    /// Files without a node dump (`explain` under [`Live::IfConfigured`]): no node data.
-    WithoutNodes,
-    /// The `gpuwl snapshot` file named.
-    Snapshot(PathBuf),
-    /// The live cluster.
-    Cluster,
-}
-
-/// What [`gather`] read.
+/// What [`gather`] read: the [`Snapshot`], and what a command reads beside it.
 #[derive(Debug)]
 pub struct Gathered {
-    /// All nodes (none after [`stream`]: they went to its sink).
-    pub nodes: Vec<NodeInfo>,
-    /// All pods; `None` when not read (not wanted, or no `--pods` beside a node dump), or
-    /// when [`stream`] could not list them ([`Gathered::pods_error`]).
-    pub pods: Option<Vec<PodInfo>>,
+    /// The records (their nodes none after [`stream`]: they went to its sink).
+    pub snapshot: Snapshot,
     /// [`stream`] on the live cluster: why the pods could not be listed (it goes on without
-    /// them; [`gather`] fails instead).
+    /// them, [`Snapshot::pods`] `None`; [`gather`] fails instead).
     pub pods_error: Option<Error>,
-    /// The ClusterPolicy, or why there is none.
-    pub policy: PolicyStatus,
-    /// DRA objects and where they came from (`None`: a node dump without `--dra`, or the
-    /// live cluster read without pods).
-    pub dra: Option<(DraObjects, DraSource)>,
-    /// KubeVirt's `permittedHostDevices`, when read.
-    pub kubevirt: Option<PermittedHostDevices>,
-    /// The whole CR `kubevirt` was read from, when it was read by itself: from a file, or
-    /// from the live cluster without pods (a snapshot, and the live read with pods, keep
-    /// only the list).
+    /// The whole CR the snapshot's `kubevirt` was read from, when it was read by itself:
+    /// from a file, or from the live cluster without pods (a snapshot, and the live read
+    /// with pods, keep only the list).
     pub kubevirt_object: Option<Value>,
-    /// The GPU Operator's operand pods, when wanted and there is a source for them: from
-    /// the pods dump, or listed from the cluster (`Err`: why the list failed).
-    pub operands: Option<Result<Vec<OperandPod>>>,
-    /// Kueue's objects: from `--kueue`, else listed from the live cluster when wanted and
-    /// served (`None`: not read, or Kueue not installed).
-    pub kueue: Option<KueueObjects>,
     /// The object named in the [`Request`] ([`Request::object`]), as read.
     pub object: Option<Object>,
-    /// Where they came from.
-    pub from: From,
-    /// The same, said: `snapshot FILE`, `files NODES[, PODS]`, `no node dump`, `cluster`.
-    pub origin: String,
 }
 
 impl Gathered {
-    /// The records as a [`Snapshot`] (what the analyses of a whole cluster take); pods and
-    /// DRA objects not read are empty, the DRA source `Skipped`.
-    pub fn into_snapshot(self) -> Snapshot {
-        let (dra, dra_source) = self.dra.unwrap_or_else(|| {
-            (
-                DraObjects::default(),
-                DraSource::Skipped("no DRA objects given".into()),
-            )
-        });
-        Snapshot {
-            nodes: self.nodes,
-            pods: self.pods.unwrap_or_default(),
-            policy: self.policy,
-            kubevirt: self.kubevirt,
-            dra,
-            dra_source,
-            kueue: self.kueue,
-        }
-    }
-
-    /// What an explanation reads of these records (the one place [`Inputs`] is made from
-    /// gathered records): the nodes unless there is no node data ([`From::WithoutNodes`]),
-    /// the pods, the KubeVirt CR's list, the ClusterPolicy, the DRA objects when they were
-    /// read ([`DraSource::was_read`]), and `operand_pods`
-    /// ([`Gathered::operands_by_node`]).
-    pub fn explain_inputs<'a>(&'a self, operand_pods: Option<&'a OperandsByNode>) -> Inputs<'a> {
-        Inputs {
-            nodes: (self.from != From::WithoutNodes).then_some(self.nodes.as_slice()),
-            pods: self.pods.as_deref(),
-            kubevirt: self.kubevirt.as_ref(),
-            cluster_policy: self.policy.policy(),
-            dra: self
-                .dra
-                .as_ref()
-                .filter(|(_, s)| s.was_read())
-                .map(|(d, _)| d),
-            operand_pods,
+    /// Records with nothing read beside them.
+    fn of(snapshot: Snapshot) -> Gathered {
+        Gathered {
+            snapshot,
+            pods_error: None,
+            kubevirt_object: None,
+            object: None,
         }
     }
 
     /// The operand pods, taken out, per node; `None` when not read or their list failed
     /// (an explanation goes on without them).
     pub fn operands_by_node(&mut self) -> Option<OperandsByNode> {
-        self.operands
+        self.snapshot
+            .operands
             .take()
             .and_then(|o| o.ok())
             .map(operand_model::by_node)
@@ -213,7 +150,7 @@ impl Gathered {
 
     /// The whole CR, when it was read by itself ([`Gathered::kubevirt_object`]).
     pub fn kubevirt_cr(&self) -> Option<CurrentCr> {
-        match (&self.kubevirt, &self.kubevirt_object) {
+        match (&self.snapshot.kubevirt, &self.kubevirt_object) {
             (Some(devices), Some(object)) => Some(CurrentCr {
                 devices: devices.clone(),
                 object: object.clone(),
@@ -368,7 +305,7 @@ pub fn gather(req: &Request, wanted: Wanted) -> Result<Gathered> {
                 .map(|p| gpuwl_core::decode::dump::read_nodes(&Source::from_arg(p)))
                 .transpose()?;
             let mut g = from_files(req, files, nodes.unwrap_or_default());
-            g.operands = req.dump_operands(wanted, false)?;
+            g.snapshot.operands = req.dump_operands(wanted, false)?;
             Ok(g)
         }
         Choice::Cluster => from_cluster(req, wanted, files),
@@ -396,7 +333,7 @@ pub fn stream<S>(
     match req.choice() {
         Choice::Snapshot(snap) => {
             let mut g = from_snapshot(snap, files, wanted)?;
-            let nodes = std::mem::take(&mut g.nodes);
+            let nodes = std::mem::take(&mut g.snapshot.nodes);
             let mut sink = start(&mut g);
             for n in nodes {
                 add(&mut sink, n);
@@ -411,7 +348,7 @@ pub fn stream<S>(
                     add(&mut sink, n)
                 })?;
             }
-            g.operands = req.dump_operands(wanted, false)?;
+            g.snapshot.operands = req.dump_operands(wanted, false)?;
             Ok((sink, g))
         }
         Choice::Cluster => stream_cluster(req, wanted, files, start, add),
@@ -454,27 +391,25 @@ fn stream_cluster<S>(
             },
             None => (None, None),
         };
-        let mut g = Gathered {
-            nodes: Vec::new(),
+        let snapshot = Snapshot {
             pods,
-            pods_error,
-            policy,
-            dra: Some(dra),
             kubevirt: cr.as_ref().map(|c| c.devices.clone()),
-            kubevirt_object: cr.map(|c| c.object),
-            operands: None,
+            dra: Some(dra),
             kueue: match kueue_file {
                 Some(k) => Some(k),
                 None if wanted.kueue => kueue::list(&client).await?,
                 None => None,
             },
-            object: None,
-            from: From::Cluster,
-            origin: "cluster".into(),
+            ..Snapshot::of_cluster(Vec::new(), Vec::new(), policy)
+        };
+        let mut g = Gathered {
+            pods_error,
+            kubevirt_object: cr.map(|c| c.object),
+            ..Gathered::of(snapshot)
         };
         let mut sink = start(&mut g);
         live::for_each_node(&client, |n| add(&mut sink, n)).await?;
-        g.operands = match req.list_operands(wanted) {
+        g.snapshot.operands = match req.list_operands(wanted) {
             true => Some(operands::list(&client).await),
             false => req.dump_operands(wanted, true)?,
         };
@@ -489,25 +424,23 @@ fn from_snapshot(snap: &Path, files: Files, wanted: Wanted) -> Result<Gathered> 
     let s = snapshot_file::load(snap)?;
     let pods = match files.pods {
         Some(p) => Some(p),
-        None => wanted.pods.then_some(s.pods),
+        None => s.pods.filter(|_| wanted.pods),
     };
     let (kubevirt, kubevirt_object) = match files.cr {
         Some(c) => (Some(c.devices), Some(c.object)),
         None => (s.kubevirt, None),
     };
-    Ok(Gathered {
-        nodes: s.nodes,
+    let snapshot = Snapshot {
         pods,
-        pods_error: None,
         policy: files.policy.unwrap_or(s.policy),
-        dra: Some(files.dra.unwrap_or((s.dra, s.dra_source))),
+        dra: files.dra.or(s.dra),
         kubevirt,
-        kubevirt_object,
-        operands: None,
         kueue: files.kueue.or(s.kueue),
-        object: None,
-        from: From::Snapshot(snap.to_owned()),
-        origin: format!("snapshot {}", snap.display()),
+        ..s
+    };
+    Ok(Gathered {
+        kubevirt_object,
+        ..Gathered::of(snapshot)
     })
 }
 
@@ -527,19 +460,20 @@ fn from_files(req: &Request, files: Files, nodes: Vec<NodeInfo>) -> Gathered {
         ),
         None => (From::WithoutNodes, "no node dump".into()),
     };
-    Gathered {
+    let snapshot = Snapshot {
         nodes,
         pods: files.pods,
-        pods_error: None,
         policy: files.policy.unwrap_or_else(PolicyStatus::not_read),
-        dra: files.dra,
         kubevirt: files.cr.as_ref().map(|c| c.devices.clone()),
-        kubevirt_object: files.cr.map(|c| c.object),
-        operands: None,
+        dra: files.dra,
         kueue: files.kueue,
-        object: None,
+        operands: None,
         from,
         origin,
+    };
+    Gathered {
+        kubevirt_object: files.cr.map(|c| c.object),
+        ..Gathered::of(snapshot)
     }
 }
 
@@ -553,7 +487,7 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
         kueue: kueue_file,
     } = files;
     let list_operands = req.list_operands(wanted);
-    let (snap, kubevirt_object, operands, kueue) = req.live.block_on(|client| async move {
+    let (mut snap, kubevirt_object) = req.live.block_on(|client| async move {
         let kueue = match kueue_file {
             Some(k) => Some(k),
             None if wanted.kueue => kueue::list(&client).await?,
@@ -569,62 +503,42 @@ fn from_cluster(req: &Request, wanted: Wanted, files: Files) -> Result<Gathered>
                 None => None,
             };
             let snap = Snapshot {
-                nodes,
-                pods: Vec::new(),
-                policy: PolicyStatus::not_read(),
+                pods: None,
                 kubevirt: cr.as_ref().map(|c| c.devices.clone()),
-                dra: DraObjects::default(),
-                dra_source: DraSource::Skipped("not read".into()),
-                kueue: None,
+                kueue,
+                ..Snapshot::of_cluster(nodes, Vec::new(), PolicyStatus::not_read())
             };
-            return Ok((snap, cr.map(|c| c.object), None, kueue));
+            return Ok((snap, cr.map(|c| c.object)));
         }
         let with_kubevirt = wanted.kubevirt && cr.is_none();
         // The operand pods come from the same pod list (issue 51: listing them by label
         // read the cluster's pods again).
-        let (mut snap, operands) = match list_operands {
-            true => {
-                let (snap, operands) = snapshot::read_with_operands(&client, with_kubevirt).await?;
-                (snap, Some(operands))
-            }
-            false => (snapshot::read(&client, with_kubevirt).await?, None),
+        let mut snap = match list_operands {
+            true => snapshot::read_with_operands(&client, with_kubevirt).await?,
+            false => snapshot::read(&client, with_kubevirt).await?,
         };
         let object = cr.map(|c| {
             snap.kubevirt = Some(c.devices);
             c.object
         });
-        Ok((snap, object, operands, kueue))
+        snap.kueue = kueue.or(snap.kueue);
+        Ok((snap, object))
     })?;
-    let operands = match operands {
-        Some(o) => Some(o),
-        None => req.dump_operands(wanted, true)?,
-    };
-    let mut snap = snap;
+    if snap.operands.is_none() {
+        snap.operands = req.dump_operands(wanted, true)?;
+    }
     if let Some(p) = policy {
         snap.policy = p;
     }
-    let pods = match pods {
-        Some(p) => Some(p),
-        None => wanted.pods.then_some(snap.pods),
-    };
-    let dra = match dra {
-        Some(d) => Some(d),
-        None if wanted.pods => Some((snap.dra, snap.dra_source)),
-        None => None,
-    };
+    if let Some(p) = pods {
+        snap.pods = Some(p);
+    }
+    if let Some(d) = dra {
+        snap.dra = Some(d);
+    }
     Ok(Gathered {
-        nodes: snap.nodes,
-        pods,
-        pods_error: None,
-        policy: snap.policy,
-        dra,
-        kubevirt: snap.kubevirt,
         kubevirt_object,
-        operands,
-        kueue: kueue.or(snap.kueue),
-        object: None,
-        from: From::Cluster,
-        origin: "cluster".into(),
+        ..Gathered::of(snap)
     })
 }
 
@@ -672,19 +586,21 @@ mod tests {
             },
         )
         .unwrap();
-        assert!(!g.nodes.is_empty());
-        assert_eq!(g.from, From::Files(nodes.clone()));
+        assert!(!g.snapshot.nodes.is_empty());
+        assert_eq!(g.snapshot.from, From::Files(nodes.clone()));
         assert_eq!(
-            g.origin,
+            g.snapshot.origin,
             "files tests/data/dra/nodes.json, tests/data/dra/pods.json"
         );
-        assert!(matches!(g.dra, Some((_, DraSource::File(_)))));
-        assert!(matches!(g.operands, Some(Ok(_))));
-        assert!(g.pods.as_ref().is_some_and(|p| !p.is_empty()));
-        assert_eq!(g.policy.status, PolicyStatus::not_read().status);
+        assert!(matches!(g.snapshot.dra, Some((_, DraSource::File(_)))));
+        assert!(matches!(g.snapshot.operands, Some(Ok(_))));
+        assert!(g.snapshot.pods.as_ref().is_some_and(|p| !p.is_empty()));
+        assert_eq!(g.snapshot.policy.status, PolicyStatus::not_read().status);
         // Without --dra and --pods: no DRA objects, no pods, no operand pods.
         let g = gather(&req(&live, Some(&nodes)), Wanted::default()).unwrap();
-        assert!(g.dra.is_none() && g.pods.is_none() && g.operands.is_none());
+        assert!(
+            g.snapshot.dra.is_none() && g.snapshot.pods.is_none() && g.snapshot.operands.is_none()
+        );
     }
 
     #[test]
@@ -718,8 +634,8 @@ mod tests {
         )
         .unwrap();
         writer.join().unwrap();
-        assert!(g.pods.as_ref().is_some_and(|p| !p.is_empty()));
-        assert!(g.operands.is_none());
+        assert!(g.snapshot.pods.as_ref().is_some_and(|p| !p.is_empty()));
+        assert!(g.snapshot.operands.is_none());
     }
 
     #[test]
@@ -778,10 +694,10 @@ mod tests {
             ..Wanted::default()
         };
         let g = gather(&r, wanted).unwrap();
-        assert_eq!(g.from, From::WithoutNodes);
-        assert!(g.nodes.is_empty());
-        assert!(g.pods.is_some_and(|p| !p.is_empty()));
-        assert!(matches!(g.operands, Some(Ok(_))));
+        assert_eq!(g.snapshot.from, From::WithoutNodes);
+        assert!(g.snapshot.nodes.is_empty());
+        assert!(g.snapshot.pods.is_some_and(|p| !p.is_empty()));
+        assert!(matches!(g.snapshot.operands, Some(Ok(_))));
         // Under Live::Always the same flags go to the cluster (here: its kubeconfig error).
         let r = Request {
             spec: InventorySource::SPEC,
@@ -813,8 +729,8 @@ mod tests {
             &r,
             wanted,
             |g| {
-                assert!(g.nodes.is_empty());
-                assert!(g.pods.take().is_some_and(|p| !p.is_empty()));
+                assert!(g.snapshot.nodes.is_empty());
+                assert!(g.snapshot.pods.take().is_some_and(|p| !p.is_empty()));
                 Vec::new()
             },
             |names: &mut Vec<String>, n| names.push(n.name),
@@ -824,8 +740,8 @@ mod tests {
             names,
             all.iter().map(|n| n.name.clone()).collect::<Vec<_>>()
         );
-        assert!(g.nodes.is_empty() && g.pods.is_none());
+        assert!(g.snapshot.nodes.is_empty() && g.snapshot.pods.is_none());
         // Operand pods come from the dump after the nodes, beside a node dump.
-        assert!(matches!(g.operands, Some(Ok(_))));
+        assert!(matches!(g.snapshot.operands, Some(Ok(_))));
     }
 }

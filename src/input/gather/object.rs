@@ -8,13 +8,14 @@
 
 use kube::Client;
 
-use super::{From, Gathered};
+use super::Gathered;
 use crate::input::{live, operands, pods, snapshot, virt};
 use gpuwl_core::analysis::explain_scope::{self, PodScope};
-use gpuwl_core::decode::snapshot::{JobRead, Object, Snapshot};
+use gpuwl_core::decode::object::{JobRead, Object};
 use gpuwl_core::error::{Error, Result};
 use gpuwl_core::model::operand::OperandPod;
 use gpuwl_core::model::pod::ObjectKind;
+use gpuwl_core::model::snapshot::Snapshot;
 
 /// What kind of object is named.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -51,24 +52,17 @@ pub async fn read(client: &Client, named: Named<'_>) -> Result<Gathered> {
         .namespace
         .map_or_else(|| client.default_namespace().to_owned(), str::to_owned);
     let (ns, name) = (namespace.as_str(), named.name);
-    let (object, snapshot, operands) = match named.kind {
+    let (object, mut snapshot, operands) = match named.kind {
         Kind::Object(ObjectKind::Pod) => read_pod(client, ns, name).await?,
         Kind::Object(kind) => with_cluster(client, virt::read(client, kind, ns, name)).await?,
         Kind::Job => with_cluster(client, read_job(client, ns, name)).await?,
     };
+    snapshot.operands = Some(operands);
     Ok(Gathered {
-        nodes: snapshot.nodes,
-        pods: Some(snapshot.pods),
+        snapshot,
         pods_error: None,
-        policy: snapshot.policy,
-        dra: Some((snapshot.dra, snapshot.dra_source)),
-        kubevirt: snapshot.kubevirt,
         kubevirt_object: None,
-        operands: Some(operands),
-        kueue: snapshot.kueue,
         object: Some(object),
-        from: From::Cluster,
-        origin: "cluster".into(),
     })
 }
 

@@ -30,7 +30,6 @@ use crate::analysis::orphans::{self, Orphan};
 use crate::analysis::usage::Usage;
 use crate::analysis::verdict::{self, PodClass};
 use crate::analysis::{names, placement};
-use crate::decode::snapshot::Snapshot;
 use crate::error::Result;
 use crate::model::advertise::{self, gpu_resources};
 use crate::model::dra::{DraObjects, DraSource};
@@ -43,6 +42,7 @@ use crate::model::operator::{self, ClusterPolicy, GpuEvidence, PolicyStatus};
 use crate::model::pod::{ObjectKind, PodInfo};
 use crate::model::pool::{Pool, PoolOrigin};
 use crate::model::resource::{self, Classifier, ResourceClass, classify};
+use crate::model::snapshot::Snapshot;
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 use crate::text;
 
@@ -620,13 +620,7 @@ pub fn demand(
     kubevirt: Option<&PermittedHostDevices>,
 ) -> Demand {
     let mut d = Demand::default();
-    let shared = Shared::new(Inputs {
-        nodes: Some(nodes),
-        pods: Some(pods),
-        kubevirt,
-        cluster_policy: policy,
-        ..Default::default()
-    });
+    let shared = Shared::new(Inputs::of_state(nodes, pods, policy, kubevirt));
     // A VMI whose launcher pod is in the list waits through that pod, and a VM through its
     // VMI ([`crate::decode::virt::waits_without_launcher`], as triage judges them): each
     // VM is counted once, by what stands for it.
@@ -1265,29 +1259,61 @@ pub fn ignore_resources(
     })
 }
 
-/// Builds the inventory of what was read from a live cluster
-/// ([`crate::decode::snapshot::Snapshot`], read by gpuwl's `input::snapshot::read`): all nodes, all pods, the ClusterPolicy and the DRA
-/// objects, less the `ignore`d resources.
+/// The inventory of a [`Snapshot`] (the one assembly, whatever the source): the pools,
+/// allocations and pending demand of its nodes and pods less the `ignore`d resources
+/// ([`ignore_resources`]; without pods, a note that allocated and pending are not known),
+/// and beside them what was read of the rest: the operand pods (status `file` from a
+/// pods dump, `cluster` from the live cluster, `unreadable` with the reason when their
+/// list failed; not read, not reported), the DRA objects, Kueue's quota.
 ///
-/// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole number.
-pub fn from_snapshot(mut snap: Snapshot, ignore: &[String]) -> Result<Inventory> {
-    let ignored = ignore_resources(&mut snap.nodes, &mut snap.pods, ignore);
-    let mut inv = build_with(
-        &snap.nodes,
-        &snap.pods,
-        &snap.policy,
-        snap.kubevirt.as_ref(),
-    )?;
+/// Errors: [`crate::error::Error::Input`] when a node's GPU quantity is not a whole
+/// number, naming the node dump or snapshot file it came from.
+pub fn assemble(snap: Snapshot, ignore: &[String]) -> Result<Inventory> {
+    let Snapshot {
+        mut nodes,
+        pods,
+        policy,
+        kubevirt,
+        dra,
+        kueue,
+        operands,
+        from,
+        ..
+    } = snap;
+    let note = pods
+        .is_none()
+        .then(|| "no --pods: allocated and pending are not known (shown as 0)".to_string());
+    let mut pods = pods.unwrap_or_default();
+    let ignored = ignore_resources(&mut nodes, &mut pods, ignore);
+    let mut inv =
+        build_with(&nodes, &pods, &policy, kubevirt.as_ref()).map_err(|e| match from.file() {
+            Some(f) => e.in_file(f),
+            None => e,
+        })?;
+    inv.notes.extend(note);
     inv.notes.extend(ignored);
-    attach_dra(
-        &mut inv,
-        &snap.dra,
-        snap.dra_source.clone(),
-        &snap.nodes,
-        snap.policy.policy(),
-    );
-    if let Some(k) = &snap.kueue {
-        attach_quota(&mut inv, k, &snap.nodes, snap.policy.policy());
+    if let Some(read) = operands {
+        let status = match from {
+            crate::model::snapshot::From::Cluster => "cluster",
+            _ => "file",
+        };
+        let (pods, source) = match read {
+            Ok(p) => (p, OperandSource { status, note: None }),
+            Err(e) => (
+                Vec::new(),
+                OperandSource {
+                    status: "unreadable",
+                    note: Some(text::esc(&e.to_string())),
+                },
+            ),
+        };
+        attach_operands(&mut inv, &nodes, policy.policy(), pods, source);
+    }
+    if let Some((objects, source)) = dra {
+        attach_dra(&mut inv, &objects, source, &nodes, policy.policy());
+    }
+    if let Some(k) = &kueue {
+        attach_quota(&mut inv, k, &nodes, policy.policy());
     }
     Ok(inv)
 }
@@ -1653,5 +1679,79 @@ mod tests {
         assert_eq!(rows[0].allocatable, i64::MAX);
         assert_eq!(rows[0].free, i64::MAX);
         assert_eq!(rows[0].nodes, 2);
+    }
+
+    #[test]
+    fn assemble_reads_what_each_source_gave_and_says_what_it_lacks() {
+        use crate::model::snapshot::{From, Snapshot};
+        let nodes = vec![gpu_node(
+            "c-0",
+            Some("container"),
+            &[("nvidia.com/gpu", "4")],
+        )];
+        let running = pod("p", Some("c-0"), &[("nvidia.com/gpu", 1)]);
+        // A node dump alone: no pods, so allocated is unknown and said; no operand pods,
+        // no DRA and no quota sections.
+        let files = Snapshot {
+            pods: None,
+            from: From::Files("nodes.json".into()),
+            ..Snapshot::of_cluster(nodes.clone(), Vec::new(), PolicyStatus::not_read())
+        };
+        let inv = assemble(files, &[]).unwrap();
+        assert_eq!(inv.rows[0].allocated, 0);
+        assert!(
+            inv.notes
+                .iter()
+                .any(|n| n.starts_with("no --pods: allocated and pending")),
+            "{:?}",
+            inv.notes
+        );
+        assert!(inv.operands.is_none() && inv.dra.is_none() && inv.quota.is_none());
+        // The live cluster: the pods count, the operand pods are the cluster's, a failed
+        // operand list is `unreadable` with its reason, the DRA read is attached.
+        let live = |operands| Snapshot {
+            operands: Some(operands),
+            dra: Some((DraObjects::default(), DraSource::Cluster)),
+            ..Snapshot::of_cluster(
+                nodes.clone(),
+                vec![running.clone()],
+                PolicyStatus::not_read(),
+            )
+        };
+        let inv = assemble(live(Ok(Vec::new())), &[]).unwrap();
+        assert_eq!(inv.rows[0].allocated, 1);
+        assert!(inv.notes.iter().all(|n| !n.starts_with("no --pods")));
+        assert_eq!(inv.operands.as_ref().unwrap().source.status, "cluster");
+        assert!(inv.dra.is_some());
+        let failed = Err(crate::error::Error::Runtime("pods is forbidden".into()));
+        let inv = assemble(live(failed), &[]).unwrap();
+        let source = &inv.operands.as_ref().unwrap().source;
+        assert_eq!(source.status, "unreadable");
+        assert_eq!(source.note.as_deref(), Some("pods is forbidden"));
+        // Operand pods from a pods dump beside a node dump are the file's.
+        let dumped = Snapshot {
+            operands: Some(Ok(Vec::new())),
+            from: From::Files("nodes.json".into()),
+            ..Snapshot::of_cluster(
+                nodes.clone(),
+                vec![running.clone()],
+                PolicyStatus::not_read(),
+            )
+        };
+        let inv = assemble(dumped, &["gpu".into()]).unwrap();
+        assert_eq!(inv.operands.as_ref().unwrap().source.status, "file");
+        // `--ignore-resource` sets the resource aside and says so.
+        assert!(
+            inv.rows.iter().all(|r| r.resource.is_none()),
+            "{:?}",
+            inv.rows
+        );
+        assert!(
+            inv.notes
+                .iter()
+                .any(|n| n.starts_with("--ignore-resource set aside nvidia.com/gpu")),
+            "{:?}",
+            inv.notes
+        );
     }
 }

@@ -548,15 +548,8 @@ fn pending_pods(
         .filter(|p| pending_gpu(p) && virt::waits_without_launcher(p, extra))
         .collect();
     pool.extend(candidates.iter().map(|p| (*p).clone()));
-    let inputs = Inputs {
-        nodes: Some(nodes),
-        pods: Some(&pool),
-        kubevirt,
-        cluster_policy: policy.policy(),
-        dra: None,
-        // The bundle's operand pods are reported in their own section.
-        operand_pods: None,
-    };
+    // The bundle's operand pods are reported in their own section; it has no DRA objects.
+    let inputs = Inputs::of_state(nodes, &pool, policy.policy(), kubevirt);
     let mut pending = Vec::new();
     for pod in candidates {
         let (class, code, cause, fix) = match explain::explain(pod, inputs) {

@@ -14,8 +14,8 @@
 //!   pods, from files or API objects;
 //! - [`virt`]: a VM or VMI with its launcher pod ([`virt::VmObjects`]);
 //! - [`mustgather`]: the GPU Operator's must-gather bundle (`gpuwl triage`);
-//! - [`snapshot`]: what one read of a live cluster gives the analyses
-//!   ([`snapshot::Snapshot`]).
+//! - [`object`]: the object `explain` names on a live cluster ([`object::Object`]), read
+//!   beside the [`crate::model::snapshot::Snapshot`] it is explained against.
 
 pub mod clusterpolicy;
 pub mod document;
@@ -25,10 +25,10 @@ pub mod kubevirt;
 pub mod kueue;
 pub mod limits;
 pub mod mustgather;
+pub mod object;
 pub mod operands;
 pub mod pods;
 mod skim;
-pub mod snapshot;
 pub mod virt;
 
 pub use dump::{Source, for_each_node, read_nodes};

@@ -21,4 +21,5 @@ pub mod pod;
 pub mod pool;
 pub mod quantity;
 pub mod resource;
+pub mod snapshot;
 pub mod workload;

@@ -47,6 +47,7 @@ use crate::model::operand::OperandsByNode;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::{Condition, ObjectKind, PodInfo};
 use crate::model::resource::{self, NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::snapshot::{From, Snapshot};
 
 /// What an explanation is computed from, besides the pod itself.
 #[derive(Debug, Clone, Copy, Default)]
@@ -63,6 +64,44 @@ pub struct Inputs<'a> {
     pub dra: Option<&'a DraObjects>,
     /// The GPU Operator's operand pods per node with their health; `None` when unknown.
     pub operand_pods: Option<&'a OperandsByNode>,
+}
+
+impl<'a> Inputs<'a> {
+    /// What an explanation reads of a [`Snapshot`] (the one place its parts become
+    /// inputs): the nodes unless there is no node data ([`From::WithoutNodes`]), the pods
+    /// when read, KubeVirt's list, the ClusterPolicy, the DRA objects when they were read
+    /// ([`Snapshot::usable_dra`]), and `operand_pods` (taken out of the snapshot by the
+    /// caller, per node).
+    pub fn of(snap: &'a Snapshot, operand_pods: Option<&'a OperandsByNode>) -> Inputs<'a> {
+        Inputs {
+            nodes: (snap.from != From::WithoutNodes).then_some(snap.nodes.as_slice()),
+            pods: snap.pods.as_deref(),
+            kubevirt: snap.kubevirt.as_ref(),
+            cluster_policy: snap.policy.policy(),
+            dra: snap.usable_dra(),
+            operand_pods,
+        }
+    }
+
+    /// The device-plugin state of a cluster alone: `nodes`, `pods`, the ClusterPolicy and
+    /// KubeVirt's list, no DRA objects and no operand pods — what the inventory's pending
+    /// demand, the relabel plan and a twin read back are judged on (the twin loads no DRA
+    /// objects, so judging its pods with the source's would not compare like with like).
+    pub fn of_state(
+        nodes: &'a [NodeInfo],
+        pods: &'a [PodInfo],
+        cluster_policy: Option<&'a ClusterPolicy>,
+        kubevirt: Option<&'a PermittedHostDevices>,
+    ) -> Inputs<'a> {
+        Inputs {
+            nodes: Some(nodes),
+            pods: Some(pods),
+            kubevirt,
+            cluster_policy,
+            dra: None,
+            operand_pods: None,
+        }
+    }
 }
 
 /// One node that advertises a requested resource.
@@ -1150,5 +1189,31 @@ mod tests {
             with(serde_json::json!({"developerConfiguration": {"useEmulation": true}}));
         assert!(!launcher.requests.contains_key(launcher::KVM));
         assert!(!launcher.requests.contains_key(launcher::VHOST_NET));
+    }
+
+    #[test]
+    fn inputs_of_a_snapshot_take_only_what_was_read() {
+        use crate::model::dra::DraSource;
+        use crate::model::operator::PolicyStatus;
+        use crate::model::snapshot::{From, Snapshot};
+        let mut snap = Snapshot::of_cluster(
+            vec![NodeInfo::named("n")],
+            Vec::new(),
+            PolicyStatus::not_read(),
+        );
+        let i = Inputs::of(&snap, None);
+        assert_eq!(i.nodes.map(<[_]>::len), Some(1));
+        assert_eq!(i.pods.map(<[_]>::len), Some(0));
+        assert!(i.dra.is_none());
+        // DRA objects whose list was denied say nothing of the devices: not taken.
+        snap.dra = Some((DraObjects::default(), DraSource::Denied("403".into())));
+        assert!(Inputs::of(&snap, None).dra.is_none());
+        snap.dra = Some((DraObjects::default(), DraSource::File("dra.json".into())));
+        assert!(Inputs::of(&snap, None).dra.is_some());
+        // No node dump: no node data (not an empty cluster); pods not read: unknown.
+        snap.from = From::WithoutNodes;
+        snap.pods = None;
+        let i = Inputs::of(&snap, None);
+        assert!(i.nodes.is_none() && i.pods.is_none());
     }
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use crate::analysis::explain::{self, Explanation, Inputs, quota};
 use crate::analysis::kueue::{self, FlavorOffer, QuotaLayer};
-use crate::decode::snapshot::{JobRead, Object};
+use crate::decode::object::{JobRead, Object};
 use crate::error::{Error, Result};
 use crate::model::kueue::{ADMISSION_GATE, KueueObjects, QUEUE_LABEL};
 use crate::model::pod::PodInfo;

@@ -10,26 +10,7 @@ pub mod predict;
 pub mod quota;
 pub mod report;
 
-use crate::model::kubevirt::PermittedHostDevices;
-use crate::model::node::NodeInfo;
-use crate::model::operator::PolicyStatus;
 use crate::model::pod::{ObjectKind, PodInfo};
-
-/// What the twin is built from.
-pub struct Source {
-    /// All nodes of the cluster.
-    pub nodes: Vec<NodeInfo>,
-    /// All pods (and VMIs) of the cluster.
-    pub pods: Vec<PodInfo>,
-    /// The ClusterPolicy, or why there is none.
-    pub policy: PolicyStatus,
-    /// KubeVirt's `permittedHostDevices` (from the KubeVirt or HyperConverged CR); `None`
-    /// when not read. Used by a twin with KubeVirt (gpuwl's `twin::Options::kubevirt`) and
-    /// by explain on the twin's state.
-    pub kubevirt: Option<PermittedHostDevices>,
-    /// Where it was read: `cluster`, or the files.
-    pub origin: String,
-}
 
 /// Suffix of the virt-launcher pod the twin creates for a VMI or VM: five characters, as
 /// KubeVirt's generated suffix (kubevirt/kubevirt `pkg/virt-controller/services/template.go`),

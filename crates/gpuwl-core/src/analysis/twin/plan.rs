@@ -15,8 +15,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
+use super::predict;
 use super::report::Relabel;
-use super::{Source, predict};
 use crate::analysis::diagnosis::CauseCode;
 use crate::analysis::explain::{Inputs, Shared};
 use crate::analysis::placement;
@@ -25,6 +25,7 @@ use crate::model::node::NodeInfo;
 use crate::model::operator::ClusterPolicy;
 use crate::model::pod::PodInfo;
 use crate::model::resource::{NVIDIA_PREFIX, ResourceClass, classify};
+use crate::model::snapshot::Snapshot;
 use crate::model::workload::{LABEL_KEY, WorkloadConfig};
 
 /// One proposed relabel and what the model expects of it.
@@ -123,11 +124,11 @@ fn config_for(resource: &str) -> Option<(WorkloadConfig, Option<String>)> {
 /// Finds the proposal (see the module docs): the free units now, the pending pods a relabel
 /// can serve, the demand the free units cannot take, then per GPU name the relabels that
 /// serve it (or why none does).
-pub fn propose(source: &Source, allow_disruption: bool) -> Proposal {
+pub fn propose(source: &Snapshot, allow_disruption: bool) -> Proposal {
     let search = Search {
         source,
         policy: source.policy.policy(),
-        held: holders(&source.pods),
+        held: holders(source.pods()),
         allow_disruption,
     };
     let mut free = free_units(&source.nodes, &search.held);
@@ -192,18 +193,17 @@ fn free_units<'a>(
 /// demand, unservable or not judged, except a VMI or VM KubeVirt refuses (`not-permitted`,
 /// judged with the source's `permittedHostDevices`). The others wait on something a label
 /// does not change and are returned apart, with their class and cause.
-fn relabel_servable(source: &Source) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
+fn relabel_servable(source: &Snapshot) -> (Vec<&PodInfo>, Vec<PlanHeld>) {
     use crate::analysis::verdict::PodClass;
-    let shared = Shared::new(Inputs {
-        nodes: Some(&source.nodes),
-        pods: Some(&source.pods),
-        kubevirt: source.kubevirt.as_ref(),
-        cluster_policy: source.policy.policy(),
-        ..Default::default()
-    });
+    let shared = Shared::new(Inputs::of_state(
+        &source.nodes,
+        source.pods(),
+        source.policy.policy(),
+        source.kubevirt.as_ref(),
+    ));
     let mut held_back = Vec::new();
     let pending = source
-        .pods
+        .pods()
         .iter()
         .filter(|p| p.is_unbound() && p.requests.keys().any(|r| classify(r).is_gpu()))
         .filter(|p| {
@@ -273,7 +273,7 @@ fn unmet_demand<'p>(
 /// What the greedy search reads: the source, its ClusterPolicy, the GPU pods bound to each
 /// node ([`holders`]) and whether a relabel may disrupt them.
 struct Search<'a> {
-    source: &'a Source,
+    source: &'a Snapshot,
     policy: Option<&'a ClusterPolicy>,
     held: BTreeMap<&'a str, Vec<&'a PodInfo>>,
     allow_disruption: bool,
@@ -580,13 +580,7 @@ mod tests {
         for i in 0..6 {
             pods.push(pod(&format!("vm-{i}"), "nvidia.com/GA102GL_A10", None));
         }
-        let src = Source {
-            nodes,
-            pods,
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "test".into(),
-        };
+        let src = Snapshot::of_cluster(nodes, pods, PolicyStatus::not_read());
         let p = propose(&src, false);
         // 6 units short: c-1 and c-3 (4 each, idle), not c-0 (busy) nor c-2 (2 units).
         let chosen: Vec<&str> = p.steps.iter().map(|s| s.relabel.node.as_str()).collect();
@@ -619,13 +613,7 @@ mod tests {
         for i in 0..4 {
             pods.push(pod(&format!("c{i}"), "nvidia.com/gpu", Some("c-0")));
         }
-        let src = Source {
-            nodes,
-            pods,
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "test".into(),
-        };
+        let src = Snapshot::of_cluster(nodes, pods, PolicyStatus::not_read());
         let p = propose(&src, false);
         assert!(p.steps.is_empty(), "{:?}", p.steps);
         let cross = p
@@ -667,12 +655,9 @@ mod tests {
             usb_host_devices: Vec::new(),
             launcher: Default::default(),
         };
-        let src = Source {
-            nodes,
-            pods: vec![vmi],
-            policy: PolicyStatus::not_read(),
+        let src = Snapshot {
             kubevirt: Some(kv),
-            origin: "test".into(),
+            ..Snapshot::of_cluster(nodes, vec![vmi], PolicyStatus::not_read())
         };
         let p = propose(&src, false);
         assert!(p.steps.is_empty(), "{:?}", p.steps);
@@ -699,13 +684,11 @@ mod tests {
         ];
         let mut gated = pod("gated", "nvidia.com/GA102GL_A10", None);
         gated.scheduling_gates = vec!["example.com/quota".into()];
-        let src = Source {
+        let src = Snapshot::of_cluster(
             nodes,
-            pods: vec![pod("drained", "nvidia.com/gpu", None), gated],
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "test".into(),
-        };
+            vec![pod("drained", "nvidia.com/gpu", None), gated],
+            PolicyStatus::not_read(),
+        );
         let p = propose(&src, false);
         assert!(p.steps.is_empty(), "{:?}", p.steps);
         assert!(p.short.is_empty(), "{:?}", p.short);

@@ -3,16 +3,17 @@
 //! and the admitted workloads that lose their pool ([`kueue::relabel_quota`]), judged on
 //! the nodes as the twin leaves them.
 
+use super::predict;
 use super::report::{NodeChange, Report};
-use super::{Source, predict};
 use crate::analysis::kueue::{self, RelabelQuota};
 use crate::model::kueue::KueueObjects;
 use crate::model::node::NodeInfo;
+use crate::model::snapshot::Snapshot;
 
 /// The nodes as the twin's relabels leave them: the relabelled ones with the labels the
 /// operator leaves ([`predict::relabelled`]) and the GPU names the twin's node status shows
 /// after (`advertised_after`, a name that left at 0), the others as read.
-pub fn nodes_after(source: &Source, changes: &[NodeChange]) -> Vec<NodeInfo> {
+pub fn nodes_after(source: &Snapshot, changes: &[NodeChange]) -> Vec<NodeInfo> {
     source
         .nodes
         .iter()
@@ -42,7 +43,7 @@ pub fn nodes_after(source: &Source, changes: &[NodeChange]) -> Vec<NodeInfo> {
 
 /// The quota layer's side of the relabels the twin made (`changes`, [`Report::changes`]) over the Kueue objects `k` read from the
 /// same source ([`kueue::relabel_quota`] on `source`'s nodes before and [`nodes_after`]).
-pub fn quota_side(changes: &[NodeChange], k: &KueueObjects, source: &Source) -> RelabelQuota {
+pub fn quota_side(changes: &[NodeChange], k: &KueueObjects, source: &Snapshot) -> RelabelQuota {
     let after = nodes_after(source, changes);
     let relabels: Vec<(String, String)> = changes
         .iter()
@@ -53,7 +54,7 @@ pub fn quota_side(changes: &[NodeChange], k: &KueueObjects, source: &Source) -> 
 
 /// Adds [`quota_side`] to `report`: its sentences as notes, the whole as
 /// [`Report::quota`] (`quota` in JSON/YAML).
-pub fn add_quota(report: &mut Report, k: &KueueObjects, source: &Source) {
+pub fn add_quota(report: &mut Report, k: &KueueObjects, source: &Snapshot) {
     let q = quota_side(&report.changes, k, source);
     report.notes.extend(q.sentences());
     report.quota = Some(q);
@@ -84,13 +85,7 @@ mod tests {
             "lab-workloads.yaml",
         )
         .unwrap();
-        let source = Source {
-            nodes,
-            pods: Vec::new(),
-            policy: PolicyStatus::not_read(),
-            kubevirt: None,
-            origin: "files".into(),
-        };
+        let source = Snapshot::of_cluster(nodes, Vec::new(), PolicyStatus::not_read());
         let change = NodeChange {
             relabel: Relabel {
                 node: "lab-node-0".into(),
