@@ -417,7 +417,9 @@ async fn start_admission(
         .local_addr()
         .map_err(|e| Error::failed(format!("cannot listen on {}", a.listen), e))?;
     let endpoint = a.endpoint(local);
-    let cert = match &a.cert {
+    // The operator's certificate and key (`--admission-cert`/`--admission-key`), else one
+    // made for the endpoint's names.
+    let cert: tls::ServingCert = match &a.cert {
         Some((c, k)) => tls::read(c, k)?,
         None => {
             let (dns, ips) = certificate_names(local, &endpoint);
