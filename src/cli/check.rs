@@ -216,7 +216,7 @@ fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
 }
 
 /// Completes the report with what was gathered beside the nodes: why the pods could not
-/// be listed (a warning on stderr in text mode, else a note), the GPU Operator's operand
+/// be listed (a warning line, which render writes on stderr in text mode, else a note), the GPU Operator's operand
 /// pods on their nodes, why the DRA objects could not be listed.
 fn complete(report: &mut Report, g: &mut Gathered, args: &Args) {
     if let Some(e) = &g.pods_error {
@@ -227,11 +227,10 @@ fn complete(report: &mut Report, g: &mut Gathered, args: &Args) {
             render::esc(&e.to_string())
         );
         if args.output == render::Format::Text {
+            // The first warning line (render writes them), whatever the cap on node ones.
             if !args.quiet {
-                let _ = std::io::Write::write_all(
-                    &mut std::io::stderr(),
-                    format!("warning: {note}\n").as_bytes(),
-                );
+                report.warnings_total += 1;
+                report.warning_lines.insert(0, format!("warning: {note}"));
             }
         } else {
             report.notes.push(note);
@@ -297,4 +296,67 @@ fn print(report: &Report, policy: &PolicyStatus, args: &Args) -> Result<ExitStat
     let text = render::check::render_with(report, policy, args.output, args.quiet);
     render::write_stdout(text.as_bytes()).map_err(|e| Error::write("the report", e))?;
     Ok(report.exit_status())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use gpuwl_core::model::snapshot::Snapshot;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn args(flags: &[&str]) -> Args {
+        Cli::try_parse_from(std::iter::once("check").chain(flags.iter().copied()))
+            .unwrap()
+            .args
+    }
+
+    /// What `stream` gathers from a cluster whose credentials may list nodes but not pods.
+    fn without_pods() -> Gathered {
+        Gathered {
+            snapshot: Snapshot {
+                pods: None,
+                ..Snapshot::of_cluster(Vec::new(), Vec::new(), PolicyStatus::not_read())
+            },
+            pods_error: Some(Error::Runtime("list pods: pods is forbidden".into())),
+            kubevirt_object: None,
+            object: None,
+        }
+    }
+
+    #[test]
+    fn pods_not_listed_is_the_first_warning_line_in_text_and_a_note_in_json() {
+        let node_warning = "warning: node gpu-1: stale-zero".to_string();
+        let text = args(&[]);
+        let mut report = Report {
+            warning_lines: vec![node_warning.clone()],
+            warnings_total: 3,
+            ..Report::default()
+        };
+        complete(&mut report, &mut without_pods(), &text);
+        let said =
+            "warning: pods not read (list pods: pods is forbidden); orphaned-holder is not judged";
+        assert_eq!(report.warning_lines, [said.to_string(), node_warning]);
+        // Render writes it, first, and the "… more" count is unchanged (3 - 1 = 2 more).
+        let stderr = render::check::warnings(&report);
+        assert!(stderr.starts_with(&format!("{said}\n")), "{stderr}");
+        assert!(stderr.ends_with("… and 2 more (gpuwl check -o json lists them all)\n"));
+        assert!(report.notes.is_empty());
+        // -q: nothing; -o json: a note, no warning line.
+        let mut quiet = Report::default();
+        complete(&mut quiet, &mut without_pods(), &args(&["-q"]));
+        assert!(quiet.warning_lines.is_empty() && quiet.notes.is_empty());
+        let mut json = Report::default();
+        complete(&mut json, &mut without_pods(), &args(&["-o", "json"]));
+        assert!(json.warning_lines.is_empty());
+        assert_eq!(
+            json.notes,
+            ["pods not read (list pods: pods is forbidden); orphaned-holder is not judged"]
+        );
+    }
 }

@@ -23,4 +23,6 @@ pub mod decode;
 pub mod error;
 pub mod model;
 pub mod render;
+#[cfg(test)]
+mod testkit;
 pub mod text;

@@ -433,24 +433,7 @@ mod tests {
     use super::*;
     use crate::model::kubevirt::HostDevicesSource;
 
-    fn node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
-        let mut labels = BTreeMap::new();
-        if let Some(l) = label {
-            labels.insert(crate::model::workload::LABEL_KEY.to_owned(), l.to_owned());
-        }
-        let q: BTreeMap<String, String> = res
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        NodeInfo {
-            name: name.into(),
-            labels,
-            taints: Vec::new(),
-            capacity: q.clone(),
-            allocatable: Some(q),
-            ..Default::default()
-        }
-    }
+    use crate::testkit::gpu_node as node;
 
     fn pod(name: &str, node: Option<&str>, selector: Option<&str>, res: &str) -> PodInfo {
         let mut node_selector = BTreeMap::new();

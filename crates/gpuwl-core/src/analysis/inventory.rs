@@ -1357,27 +1357,9 @@ mod tests {
     }
     use crate::model::pod::ObjectKind;
 
-    fn node(labels: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named("n");
-        for (k, v) in labels {
-            n.labels.insert((*k).into(), (*v).into());
-        }
-        n
-    }
+    use crate::testkit::labelled as node;
 
-    /// A node `name` labelled `label` (when given) advertising `res` (capacity = allocatable).
-    fn gpu_node(name: &str, label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named(name);
-        if let Some(l) = label {
-            n.labels.insert(LABEL_KEY.into(), l.into());
-        }
-        n.capacity = res
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        n.allocatable = Some(n.capacity.clone());
-        n
-    }
+    use crate::testkit::gpu_node;
 
     /// A pod `name` asking for `req`, bound to `node` (running) or pending.
     fn pod(name: &str, node: Option<&str>, req: &[(&str, i64)]) -> PodInfo {

@@ -1055,19 +1055,9 @@ fn selector_problem(e: &Entry, source: HostDevicesSource) -> Option<(String, Str
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::BTreeMap;
 
     fn node(name: &str, res: &[(&str, &str)]) -> NodeInfo {
-        let m: BTreeMap<String, String> = res
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        NodeInfo {
-            name: name.into(),
-            capacity: m.clone(),
-            allocatable: Some(m),
-            ..Default::default()
-        }
+        crate::testkit::gpu_node(name, None, res)
     }
 
     fn lab_nodes() -> Vec<NodeInfo> {

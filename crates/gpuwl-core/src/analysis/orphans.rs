@@ -185,12 +185,7 @@ mod tests {
     use std::collections::BTreeMap;
 
     fn node(res: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named("gpu-pt-1");
-        for (r, q) in res {
-            n.capacity.insert((*r).into(), (*q).into());
-        }
-        n.allocatable = Some(n.capacity.clone());
-        n
+        crate::testkit::gpu_node("gpu-pt-1", None, res)
     }
 
     fn pod(name: &str, node: &str, phase: &str, res: &str) -> PodInfo {

@@ -227,16 +227,9 @@ impl Usage {
 mod tests {
     use super::*;
     use crate::model::pod::ObjectKind;
-    use crate::model::workload::LABEL_KEY;
 
     fn node(name: &str, label: &str, res: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named(name);
-        n.labels.insert(LABEL_KEY.into(), label.into());
-        for (r, q) in res {
-            n.capacity.insert((*r).into(), (*q).into());
-        }
-        n.allocatable = Some(n.capacity.clone());
-        n
+        crate::testkit::gpu_node(name, Some(label), res)
     }
 
     fn pod(name: &str, node: Option<&str>, phase: &str, req: &[(&str, i64)]) -> PodInfo {

@@ -78,13 +78,7 @@ pub(crate) fn unit_fraction(node: &NodeInfo, resource: &str) -> Option<f64> {
 mod tests {
     use super::*;
 
-    fn node(labels: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named("n");
-        for (k, v) in labels {
-            n.labels.insert((*k).into(), (*v).into());
-        }
-        n
-    }
+    use crate::testkit::labelled as node;
 
     #[test]
     fn vgpu_types_parse() {

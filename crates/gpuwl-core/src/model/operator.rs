@@ -974,13 +974,7 @@ mod tests {
         state_findings(node, policy, &effective_workload(node, policy), vgpu_types)
     }
 
-    fn node(labels: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named("n");
-        for (k, v) in labels {
-            n.labels.insert((*k).into(), (*v).into());
-        }
-        n
-    }
+    use crate::testkit::labelled as node;
 
     fn policy(enabled: bool, default: WorkloadConfig) -> ClusterPolicy {
         ClusterPolicy {

@@ -70,13 +70,7 @@ mod tests {
     use super::*;
     use crate::model::workload::LABEL_KEY;
 
-    fn node(labels: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named("n");
-        for (k, v) in labels {
-            n.labels.insert((*k).into(), (*v).into());
-        }
-        n
-    }
+    use crate::testkit::labelled as node;
 
     #[test]
     fn pools() {

@@ -707,21 +707,10 @@ pub(crate) fn keep_names(
 mod tests {
     use super::*;
     use crate::model::finding::Severity;
-    use std::collections::BTreeMap;
 
     /// A node with `res` in both capacity and allocatable.
     fn node(label: Option<&str>, res: &[(&str, &str)]) -> NodeInfo {
-        let m: BTreeMap<String, String> = res
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let mut n = NodeInfo::named("n");
-        if let Some(l) = label {
-            n.labels.insert(LABEL_KEY.into(), l.into());
-        }
-        n.capacity = m.clone();
-        n.allocatable = Some(m);
-        n
+        crate::testkit::gpu_node("n", label, res)
     }
 
     fn node_rule(rule: NodeRule, n: &NodeInfo) -> Option<Finding> {

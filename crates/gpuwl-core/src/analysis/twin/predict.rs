@@ -323,15 +323,7 @@ mod tests {
     use super::*;
 
     fn node(labels: &[(&str, &str)], res: &[(&str, &str)]) -> NodeInfo {
-        let mut n = NodeInfo::named("n");
-        for (k, v) in labels {
-            n.labels.insert(k.to_string(), v.to_string());
-        }
-        for (k, v) in res {
-            n.capacity.insert(k.to_string(), v.to_string());
-        }
-        n.allocatable = Some(n.capacity.clone());
-        n
+        crate::testkit::labelled(labels).advertising(res)
     }
 
     #[test]
