@@ -12,9 +12,11 @@
 #   SKIP_BUILD=1 OLD=/path/to/old/gpuwl bench/scale.sh     # an older gpuwl measured beside
 #   LOAD_ONLY=1 KEEP=1 SIZES=1000 bench/scale.sh            # load (and keep) the cluster only
 #   REUSE=1 SIZES=1000 FG_CGROUP=/sys/fs/cgroup/cpu/fg bench/scale.sh  # measure on it later
+#   REUSE=1 SIZES=5000 SKIP_EXPLAIN=1 OLD=... bench/scale.sh  # inventory and check only
 #
 # REUSE: keep the cluster CLUSTER already up, and skip loading a size whose nodes are all
-# there already. LOAD_ONLY: load, wait for kwok, measure nothing. FG_CGROUP: a cgroup (v1
+# there already. SKIP_EXPLAIN: measure (and compare old with new on) inventory and check
+# only. LOAD_ONLY: load, wait for kwok, measure nothing. FG_CGROUP: a cgroup (v1
 # cpu) directory the measured commands (only they, not the control plane) are moved into,
 # for a shared machine where they should not queue behind builds. EX: where gendump and
 # loadcluster are (default target/release/examples).
@@ -140,7 +142,9 @@ for n in $SIZES; do
     if [ -n "$OLD" ] && cmp -s "$new" "$OLD"; then new=; fi
     # Same answers from old and new before timing.
     if [ -n "$OLD" ] && [ -n "$new" ]; then
-        for c in "inventory" "check" "explain pod gpu-queue/$pod"; do
+        cmds=("inventory" "check")
+        [ -n "${SKIP_EXPLAIN:-}" ] || cmds+=("explain pod gpu-queue/$pod")
+        for c in "${cmds[@]}"; do
             # shellcheck disable=SC2086
             if diff <("$OLD" $c --kubeconfig "$kc" 2>&1) <("$new" $c --kubeconfig "$kc" 2>&1) >/dev/null; then
                 echo "   $c: old and new gpuwl print the same"
@@ -155,6 +159,7 @@ for n in $SIZES; do
         measure "kubectl-view-allocations" "$n" "$total_pods" "$rep" env KUBECONFIG="$kc" "$KVA"
         [ -z "$OLD" ] || measure "gpuwl check (old)" "$n" "$total_pods" "$rep" "$OLD" check --kubeconfig "$kc"
         [ -z "$new" ] || measure "gpuwl check" "$n" "$total_pods" "$rep" "$new" check --kubeconfig "$kc"
+        [ -z "${SKIP_EXPLAIN:-}" ] || continue
         [ -z "$OLD" ] || measure "gpuwl explain pod (old)" "$n" "$total_pods" "$rep" "$OLD" explain pod "gpu-queue/$pod" --kubeconfig "$kc"
         [ -z "$new" ] || measure "gpuwl explain pod" "$n" "$total_pods" "$rep" "$new" explain pod "gpu-queue/$pod" --kubeconfig "$kc"
         [ -z "$new" ] || [ -z "$vpod" ] || measure "gpuwl explain pod (vgpu)" "$n" "$total_pods" "$rep" "$new" explain pod "gpu-queue/$vpod" --kubeconfig "$kc"

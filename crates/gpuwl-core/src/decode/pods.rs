@@ -44,9 +44,6 @@ use crate::model::pod::{
 use crate::model::quantity::Quantity;
 use crate::text::cut;
 
-/// Page size of the paginated live pod list (`limit`, then `continue` tokens).
-pub const PAGE_SIZE: u32 = 500;
-
 /// Reads all pods of `source` (a List/PodList, or one Pod/VMI/VM).
 ///
 /// The input is streamed: each list item is reduced to the fields a [`PodInfo`] needs
