@@ -137,7 +137,7 @@ fn operands_in(body: &str, doing: &str) -> Result<Vec<OperandPod>> {
 /// 30 pages of 5,000 and 8.6 s unpaged on the local control plane (BENCHMARKS.md, "the pod
 /// list in pages of 5,000"). A page of 5,000 pods is ~14 MB of JSON, read and decoded into
 /// slim records before the next; a page of the larger node objects stays 500.
-pub const POD_PAGE_SIZE: u32 = 5_000;
+const POD_PAGE_SIZE: u32 = 5_000;
 
 /// The parameters of the live pod list: [`POD_PAGE_SIZE`] pods a page, [`LIVE_FIELD_SELECTOR`].
 fn list_params() -> ListParams {
