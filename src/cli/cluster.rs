@@ -190,22 +190,14 @@ pub fn run(args: &Args) -> Result<ExitStatus> {
             Ok(ExitStatus::Ok)
         }
         Action::EmulateVirtHandler { kubeconfig } => {
-            let tokio_rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::failed("cannot start the async runtime", e))?;
-            tokio_rt.block_on(async {
+            cluster::runtime::current_thread()?.block_on(async {
                 let client = cluster::client(kubeconfig, None).await?;
                 cluster::kubevirt::emulate_virt_handler(client).await
             })?;
             Ok(ExitStatus::Ok)
         }
         Action::EmulateDevicePlugins { kubeconfig } => {
-            let tokio_rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(|e| Error::failed("cannot start the async runtime", e))?;
-            tokio_rt.block_on(async {
+            cluster::runtime::current_thread()?.block_on(async {
                 let client = cluster::client(kubeconfig, None).await?;
                 cluster::gpusim::emulate(client, cluster::gpu_operator::NAMESPACE).await
             })?;

@@ -437,21 +437,13 @@ pub fn start(name: &str, state: &Path, progress: bool) -> Result<()> {
             "installing the GPU Operator's CRDs, namespace {NAMESPACE} and ClusterPolicy {POLICY_NAME}"
         );
     }
-    let tokio_rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::runtime(format!("cannot start the async runtime: {e}")))?;
     {
         let kubeconfig = kubeconfig.clone();
         let dist = dist.clone();
-        std::thread::spawn(move || {
-            tokio_rt.block_on(async {
-                let client = super::kubeconfig::client(&kubeconfig, None).await?;
-                install(&client, &dist, &PolicySettings::default()).await
-            })
-        })
-        .join()
-        .map_err(|_| Error::runtime("internal error: the GPU Operator install panicked"))??;
+        super::runtime::block_on_own_thread(async move {
+            let client = super::kubeconfig::client(&kubeconfig, None).await?;
+            install(&client, &dist, &PolicySettings::default()).await
+        })??;
     }
     // A half-started pair (one died): stop the survivor before starting both afresh.
     for c in [OPERATOR_COMPONENT, EMULATION_COMPONENT] {

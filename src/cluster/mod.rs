@@ -71,7 +71,7 @@ pub mod process;
 mod readiness;
 pub mod recipe;
 mod restart;
-mod runtime;
+pub(crate) mod runtime;
 pub mod state;
 pub mod supervisor;
 pub mod userconfig;

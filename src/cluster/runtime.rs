@@ -15,6 +15,9 @@ pub(crate) fn current_thread() -> Result<tokio::runtime::Runtime> {
         .map_err(|e| Error::failed("cannot start the async runtime", e))
 }
 
+/// Runs `f` on a thread of its own and returns what it returns.
+///
+/// Errors: `f`'s, or [`Error::Runtime`] when the thread panics.
 pub(crate) fn on_own_thread<T, E>(
     f: impl FnOnce() -> std::result::Result<T, E> + Send + 'static,
 ) -> std::result::Result<T, E>
@@ -24,7 +27,7 @@ where
 {
     std::thread::spawn(f).join().map_err(|_| {
         E::from(Error::runtime(
-            "internal error: the readiness check panicked",
+            "internal error: a task on a thread of its own panicked",
         ))
     })?
 }

@@ -811,9 +811,7 @@ mod tests {
 
     #[test]
     fn pages_follows_continue_tokens_until_none_or_empty_and_keeps_the_base() {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
+        let rt = crate::testing::rt();
         for (last, want_calls) in [(None, 3), (Some(String::new()), 3)] {
             let mut seen = Vec::new();
             let r: std::result::Result<(), ()> = rt.block_on(pages(

@@ -428,10 +428,7 @@ mod tests {
         };
         let api = fake_api::FakeApi::new();
         api.ready_nodes();
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let rt = crate::testing::rt();
         let _in_rt = rt.enter();
         let client = api.client();
         let mut lines = Vec::new();
