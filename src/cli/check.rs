@@ -5,7 +5,6 @@ use crate::input::gather::{self, Gathered, Operands, SourceArgs, Wanted};
 use gpuwl_core::analysis::check::{
     self, Checker, Code, DraNodes, Gate, Options, Report, WARNING_LINES,
 };
-use gpuwl_core::analysis::orphans;
 use gpuwl_core::error::{Error, ExitStatus, Result};
 use gpuwl_core::model::dra::DraSource;
 use gpuwl_core::model::operand::{self, OperandPod, OperandSource};
@@ -199,7 +198,7 @@ fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
         .snapshot
         .pods
         .take()
-        .map(|p| std::sync::Arc::new(orphans::pods_by_node(p)));
+        .map(|p| std::sync::Arc::new(gpuwl_core::model::pod::by_node(p)));
     Options {
         dra,
         pods,
@@ -216,8 +215,8 @@ fn options(args: &Args, gate: Option<Gate>, g: &mut Gathered) -> Options {
 }
 
 /// Completes the report with what was gathered beside the nodes: why the pods could not
-/// be listed (a warning line, which render writes on stderr in text mode, else a note), the GPU Operator's operand
-/// pods on their nodes, why the DRA objects could not be listed.
+/// be listed (a warning line, which render writes on stderr in text mode, else a note),
+/// the GPU Operator's operand pods on their nodes, why the DRA objects could not be listed.
 fn complete(report: &mut Report, g: &mut Gathered, args: &Args) {
     if let Some(e) = &g.pods_error {
         // Pods only feed orphaned-holder (a warning): credentials that may list nodes but

@@ -350,7 +350,7 @@ fn explain_given(args: &Args, target: Option<&Target>) -> Result<explain::Explan
     let pod = match manifest {
         Some((list, f)) => pick(&list, target, f)?,
         None => pick(
-            g.snapshot.pods.as_deref().unwrap_or_default(),
+            g.snapshot.pods(),
             target,
             source
                 .pods

@@ -25,37 +25,34 @@ where
 {
     let mut out = Vec::new();
     let mut not_listed = None;
-    live::pages(
-        ListParams::default().limit(PAGE_SIZE),
-        async |lp: &ListParams| {
-            let page = match api.list(lp).await {
-                Ok(p) => p,
-                Err(kube::Error::Api(s)) if s.code == 404 => {
-                    not_listed = Some(DraSource::Skipped(format!(
-                        "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
-                        API_VERSION
-                    )));
-                    return Ok(None);
-                }
-                Err(kube::Error::Api(s)) if s.code == 403 => {
-                    not_listed = Some(DraSource::Denied(format!(
-                        "the credentials may not list {what} (kubectl auth can-i list {what})"
-                    )));
-                    return Ok(None);
-                }
-                Err(e) => return Err(live::api_error(&format!("list {what}"), &e)),
-            };
-            for item in &page.items {
-                let mut v = serde_json::to_value(item)
-                    .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
-                if let Value::Object(m) = &mut v {
-                    m.insert("kind".into(), Value::String(K::KIND.to_owned()));
-                }
-                out.push(v);
+    live::pages(ListParams::default(), async |lp: &ListParams| {
+        let page = match api.list(lp).await {
+            Ok(p) => p,
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                not_listed = Some(DraSource::Skipped(format!(
+                    "{} is not served by this cluster (DRA needs Kubernetes 1.34 or later)",
+                    API_VERSION
+                )));
+                return Ok(None);
             }
-            Ok(page.metadata.continue_)
-        },
-    )
+            Err(kube::Error::Api(s)) if s.code == 403 => {
+                not_listed = Some(DraSource::Denied(format!(
+                    "the credentials may not list {what} (kubectl auth can-i list {what})"
+                )));
+                return Ok(None);
+            }
+            Err(e) => return Err(live::api_error(&format!("list {what}"), &e)),
+        };
+        for item in &page.items {
+            let mut v = serde_json::to_value(item)
+                .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
+            if let Value::Object(m) = &mut v {
+                m.insert("kind".into(), Value::String(K::KIND.to_owned()));
+            }
+            out.push(v);
+        }
+        Ok(page.metadata.continue_)
+    })
     .await?;
     Ok(match not_listed {
         Some(why) => Err(why),

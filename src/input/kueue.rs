@@ -39,25 +39,28 @@ async fn list_kind(
     let mut out = Vec::new();
     let mut missing = false;
     let what = format!("{plural}.{GROUP}");
-    live::pages(ListParams::default().limit(500), async |lp: &ListParams| {
-        let page = match api.list(lp).await {
-            Ok(p) => p,
-            Err(kube::Error::Api(s)) if s.code == 404 => {
-                missing = true;
-                return Ok(None);
+    live::pages(
+        ListParams::default().limit(live::PAGE_SIZE),
+        async |lp: &ListParams| {
+            let page = match api.list(lp).await {
+                Ok(p) => p,
+                Err(kube::Error::Api(s)) if s.code == 404 => {
+                    missing = true;
+                    return Ok(None);
+                }
+                Err(e) => return Err(live::api_error(&format!("list {what}"), &e)),
+            };
+            for item in &page.items {
+                let mut v = serde_json::to_value(item)
+                    .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
+                if let Value::Object(m) = &mut v {
+                    m.insert("kind".into(), Value::String(kind.to_owned()));
+                }
+                out.push(v);
             }
-            Err(e) => return Err(live::api_error(&format!("list {what}"), &e)),
-        };
-        for item in &page.items {
-            let mut v = serde_json::to_value(item)
-                .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
-            if let Value::Object(m) = &mut v {
-                m.insert("kind".into(), Value::String(kind.to_owned()));
-            }
-            out.push(v);
-        }
-        Ok(page.metadata.continue_)
-    })
+            Ok(page.metadata.continue_)
+        },
+    )
     .await?;
     Ok((!missing).then_some(out))
 }

@@ -145,18 +145,6 @@ pub fn find(usage: &Usage) -> Vec<Orphan> {
         .collect()
 }
 
-/// `pods` grouped by the node they are bound to (unbound and finished pods left out), for
-/// [`of_node`] while nodes stream.
-pub fn pods_by_node(pods: Vec<PodInfo>) -> std::collections::HashMap<String, Vec<PodInfo>> {
-    let mut m: std::collections::HashMap<String, Vec<PodInfo>> = Default::default();
-    for p in pods.into_iter().filter(|p| !p.is_terminal()) {
-        if let Some(n) = p.node_name.clone() {
-            m.entry(n).or_default().push(p);
-        }
-    }
-    m
-}
-
 /// The orphaned holdings of one node, given the pods bound to it (others are ignored).
 pub(crate) fn of_node(
     node: &NodeInfo,

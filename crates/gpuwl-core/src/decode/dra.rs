@@ -462,9 +462,6 @@ pub fn resource_claim_template(v: &Value) -> FieldResult<ResourceClaimTemplate> 
     })
 }
 
-/// Page size of the live lists.
-pub const PAGE_SIZE: u32 = 500;
-
 #[cfg(test)]
 mod tests {
     use super::*;

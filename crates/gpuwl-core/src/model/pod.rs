@@ -383,6 +383,27 @@ impl PodInfo {
     }
 }
 
+/// The pods that have not finished, grouped by the node they are bound to (unbound pods
+/// left out), each node's in the order of `pods`: owned records (`check`'s orphaned-holder
+/// rule, while nodes stream) or references (explain's tested fix, per node).
+pub fn by_node<P: std::borrow::Borrow<PodInfo>>(
+    pods: impl IntoIterator<Item = P>,
+) -> std::collections::HashMap<String, Vec<P>> {
+    let mut m: std::collections::HashMap<String, Vec<P>> = Default::default();
+    for p in pods {
+        let node = {
+            let info = p.borrow();
+            (!info.is_terminal())
+                .then(|| info.node_name.clone())
+                .flatten()
+        };
+        if let Some(n) = node {
+            m.entry(n).or_default().push(p);
+        }
+    }
+    m
+}
+
 /// Whether `name` is an extended resource: it has a `/`, its domain is not
 /// `kubernetes.io` (nor a subdomain of it), and it does not start with `requests.`.
 ///

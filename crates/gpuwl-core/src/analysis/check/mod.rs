@@ -312,7 +312,7 @@ pub struct Options {
     /// findings' severities instead of the labelled nodes' verdicts. Needs
     /// `mismatches_only` off.
     pub gate: Option<Gate>,
-    /// Pods by the node they are bound to ([`crate::analysis::orphans::pods_by_node`]),
+    /// Pods by the node they are bound to ([`crate::model::pod::by_node`]),
     /// when read: pods holding a GPU name their node no longer advertises are
     /// `orphaned-holder` findings.
     pub pods: Option<std::sync::Arc<std::collections::HashMap<String, Vec<PodInfo>>>>,

@@ -31,7 +31,7 @@
 //! pods, narrowed scheduling directives may change), so those changes say "recreate";
 //! `spec.tolerations` may gain entries on a live pod, so that change is a patch.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -485,7 +485,7 @@ pub fn remedy(
     let mut plans: Vec<Plan> = Vec::new();
     let mut blocked: BTreeMap<String, Vec<&str>> = BTreeMap::new();
     let mut codes: BTreeSet<&'static str> = BTreeSet::new();
-    let by_node = pods_by_node(inputs.pods.unwrap_or(&[]));
+    let by_node = pod::by_node(inputs.pods.unwrap_or(&[]));
     for n in nodes {
         let ctx = NodeCtx {
             on_node: by_node.get(n.name.as_str()).map_or(&[], Vec::as_slice),
@@ -652,19 +652,6 @@ fn stop_command(key: &str, pods: &[PodInfo]) -> String {
         .find(|p| p.key() == key)
         .and_then(|p| p.vmi_owned_by_vm);
     pod::stop_command(ns, name, launcher_vmi_name(name), owned)
-}
-
-/// The pods that have not finished, by the node they are bound to, in `pods`' order:
-/// indexed once, so that a plan per node does not walk every pod of the cluster (at 2,000
-/// nodes and 60,000 pods that walk, with a key built per pod, was most of `explain`'s time).
-fn pods_by_node(pods: &[PodInfo]) -> HashMap<&str, Vec<&PodInfo>> {
-    let mut by_node: HashMap<&str, Vec<&PodInfo>> = HashMap::new();
-    for p in pods.iter().filter(|p| !p.is_terminal()) {
-        if let Some(n) = p.node_name.as_deref() {
-            by_node.entry(n).or_default().push(p);
-        }
-    }
-    by_node
 }
 
 /// What a node's plan is computed from besides the pod and the node.

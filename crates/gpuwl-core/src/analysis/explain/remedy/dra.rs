@@ -38,7 +38,7 @@ use crate::model::dra::{ClaimRequest, DraObjects, RequestSpec};
 use crate::model::node::NodeInfo;
 use crate::model::pod::PodInfo;
 
-use super::{Action, ActionView, NodeCtx, Plan, Remedy, plan_for_node, pods_by_node, verify};
+use super::{Action, ActionView, NodeCtx, Plan, Remedy, plan_for_node, verify};
 
 /// At most this many whole explanations are re-run for one pod's DRA fix.
 const RERUNS: usize = 24;
@@ -73,7 +73,7 @@ pub(super) fn remedy(
     if !applies(e.cause_code) {
         return None;
     }
-    let by_node = pods_by_node(inputs.pods.unwrap_or(&[]));
+    let by_node = crate::model::pod::by_node(inputs.pods.unwrap_or(&[]));
     let s = Search {
         pod,
         inputs,
@@ -128,9 +128,9 @@ struct Search<'a> {
     reruns: Cell<usize>,
     /// What each node's pods request (for the node-constraint plans).
     requested: Option<&'a BTreeMap<String, Requested>>,
-    /// Each node's pods that have not finished ([`pods_by_node`] of `inputs.pods`, built
+    /// Each node's pods that have not finished ([`crate::model::pod::by_node`] of `inputs.pods`, built
     /// once per search: the searches chained below read the same pods).
-    by_node: &'a HashMap<&'a str, Vec<&'a PodInfo>>,
+    by_node: &'a HashMap<String, Vec<&'a PodInfo>>,
     /// A second step already: no further one is chained.
     chained: bool,
     /// While set, a claim change is tried alone ([`Search::single`]).
