@@ -9,28 +9,17 @@ use kube::api::ListParams;
 
 use crate::input::live;
 use gpuwl_core::error::{Error, Result};
-use gpuwl_core::model::operand::{OperandPod, may_name_operand};
+use gpuwl_core::model::operand::OperandPod;
 use gpuwl_core::model::pod::PodInfo;
 use gpuwl_core::text;
 
-/// Lists the pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]), page
-/// by page ([`POD_PAGE_SIZE`] per request, following `continue`), decoding only the fields a
-/// [`PodInfo`] needs.
+/// Lists the pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]),
+/// decoding only the fields a [`PodInfo`] needs: as [`list_pods_with_operands`], without
+/// the operand pods.
 ///
 /// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods(client: &Client) -> Result<Vec<PodInfo>> {
-    let mut out = Vec::new();
-    live::pages(list_params(), async |lp: &ListParams| {
-        let body = client
-            .request_text(list_request(lp)?)
-            .await
-            .map_err(|e| live::api_error("list pods", &e))?;
-        let (pods, next) = read_response(body.as_bytes(), "list pods")?;
-        out.extend(pods);
-        Ok::<_, Error>(next)
-    })
-    .await?;
-    Ok(out)
+    Ok(list_pods_with_operands(client).await?.0)
 }
 
 /// How many of [`list_on_nodes`]' per-node lists run at once.
@@ -79,8 +68,8 @@ async fn list_on_node(client: &Client, node: &str) -> Result<(Vec<PodInfo>, Vec<
         .request_text(list_request(&lp)?)
         .await
         .map_err(|e| live::api_error(&doing, &e))?;
-    let (pods, _) = read_response(body.as_bytes(), &doing)?;
-    Ok((pods, operands_in(&body, &doing)?))
+    let listed = read_response(body.as_bytes(), &doing)?;
+    Ok((listed.pods, listed.operands))
 }
 
 /// The parameters of [`list_on_node`]: `spec.nodeName=NODE`, any resource version, no page
@@ -91,52 +80,155 @@ fn node_params(node: &str) -> ListParams {
         .match_any()
 }
 
-/// [`list_pods`], and the GPU Operator's operand pods among the pods listed
-/// ([`gpuwl_core::decode::operands::from_value`] on each page that names one), so the operand
-/// lookup does not list the cluster's pods again: [`crate::input::operands::list_finished`]
-/// adds the finished ones the list leaves out.
+/// The pods of all namespaces that have not finished ([`LIVE_FIELD_SELECTOR`]), each
+/// decoded to the fields a [`PodInfo`] needs, and the GPU Operator's operand pods among
+/// them (so the operand lookup does not list the cluster's pods again:
+/// [`crate::input::operands::list_finished`] adds the finished ones the list leaves out).
 ///
-/// Errors: as [`list_pods`].
+/// An API server that encodes a list item by item as it sends it
+/// ([`streams_lists`]: Kubernetes 1.33 and later) is asked once, unpaged, and the
+/// response is decoded while it arrives ([`list_streamed`]); an older one, which would
+/// build a whole unpaged list in its memory first, page by page ([`list_paged`]).
+///
+/// Errors: [`Error::Runtime`] when the API server cannot be reached or refuses the list.
 pub async fn list_pods_with_operands(client: &Client) -> Result<(Vec<PodInfo>, Vec<OperandPod>)> {
-    let (mut out, mut ops) = (Vec::new(), Vec::new());
+    let listed = if streams_lists(client).await {
+        list_streamed(client).await?
+    } else {
+        list_paged(client).await?
+    };
+    Ok((listed.pods, listed.operands))
+}
+
+/// Whether the API server writes a list response item by item as it encodes it, so that
+/// an unpaged list of every pod costs it no more memory than a page: its version is 1.33
+/// or later, where the `StreamingCollectionEncodingToJSON` feature is on by default (beta
+/// in 1.33, GA in 1.34: kubernetes/apiserver `pkg/features/kube_features.go`; KEP-5116).
+/// `false` when the version cannot be read.
+pub(crate) async fn streams_lists(client: &Client) -> bool {
+    client
+        .apiserver_version()
+        .await
+        .is_ok_and(|v| streams_lists_at(&v.major, &v.minor))
+}
+
+/// [`streams_lists`] for a version's `major` and `minor` as `/version` gives them (a
+/// provider may suffix the minor: `33+`).
+fn streams_lists_at(major: &str, minor: &str) -> bool {
+    let number = |s: &str| {
+        s.trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse::<u32>()
+            .ok()
+    };
+    match (number(major), number(minor)) {
+        (Some(1), Some(m)) => m >= 33,
+        (Some(x), _) => x > 1,
+        _ => false,
+    }
+}
+
+/// How many received parts of a streamed list wait for the decoder at most (each one what
+/// the connection gave at once, a TLS record or a few: tens of KB).
+const PARTS_IN_FLIGHT: usize = 64;
+
+/// The live pod list in one unpaged request, decoded while it arrives: the response body
+/// is handed, part by part, to [`read_response`] on a blocking thread (at most
+/// [`PARTS_IN_FLIGHT`] parts waiting), so the API server encodes the next pods while
+/// these are decoded, and memory holds the pods kept, not the response.
+///
+/// Errors: [`Error::Runtime`] when the list is refused or the connection fails part way.
+async fn list_streamed(client: &Client) -> Result<Listed> {
+    use futures::{AsyncBufRead, AsyncBufReadExt};
+    let lp = ListParams::default().fields(LIVE_FIELD_SELECTOR);
+    let body = client
+        .request_stream(list_request(&lp)?)
+        .await
+        .map_err(|e| live::api_error("list pods", &e))?;
+    let (tx, rx) = tokio::sync::mpsc::channel(PARTS_IN_FLIGHT);
+    let decode =
+        tokio::task::spawn_blocking(move || read_response(Received::from(rx), "list pods"));
+    let pump = async move {
+        futures::pin_mut!(body);
+        loop {
+            let part = match body.as_mut().fill_buf().await {
+                Ok([]) => return,
+                Ok(b) => Ok(b.to_vec()),
+                Err(e) => Err(e),
+            };
+            let (len, failed) = (part.as_ref().map_or(0, Vec::len), part.is_err());
+            // The decoder stopped (an error of its own): nothing more to hand it.
+            if tx.send(part).await.is_err() || failed {
+                return;
+            }
+            body.as_mut().consume(len);
+        }
+    };
+    let ((), decoded) = futures::join!(pump, decode);
+    decoded.map_err(|e| Error::failed("list pods: the decoder stopped", e))?
+}
+
+/// The parts of a streamed response as one [`std::io::Read`], for a blocking thread:
+/// each read waits for the next part; the end of the parts is the end of the input, and
+/// a failed part is the read's error.
+struct Received {
+    parts: tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>,
+    part: Vec<u8>,
+    at: usize,
+}
+
+impl From<tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>> for Received {
+    fn from(parts: tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>) -> Self {
+        Received {
+            parts,
+            part: Vec::new(),
+            at: 0,
+        }
+    }
+}
+
+impl std::io::Read for Received {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        while self.at == self.part.len() {
+            match self.parts.blocking_recv() {
+                None => return Ok(0),
+                Some(part) => {
+                    self.part = part?;
+                    self.at = 0;
+                }
+            }
+        }
+        let n = buf.len().min(self.part.len() - self.at);
+        buf[..n].copy_from_slice(&self.part[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
+    }
+}
+
+/// The live pod list page by page ([`POD_PAGE_SIZE`] per request, following `continue`),
+/// each page read whole, then decoded.
+///
+/// Errors: [`Error::Runtime`] when a page is refused.
+async fn list_paged(client: &Client) -> Result<Listed> {
+    let mut out = Listed::default();
     live::pages(list_params(), async |lp: &ListParams| {
         let body = client
             .request_text(list_request(lp)?)
             .await
             .map_err(|e| live::api_error("list pods", &e))?;
-        let (pods, next) = read_response(body.as_bytes(), "list pods")?;
-        out.extend(pods);
-        ops.extend(operands_in(&body, "list pods")?);
-        Ok::<_, Error>(next)
+        let page = read_response(body.as_bytes(), "list pods")?;
+        out.pods.extend(page.pods);
+        out.operands.extend(page.operands);
+        Ok::<_, Error>(page.next)
     })
     .await?;
-    Ok((out, ops))
+    Ok(out)
 }
 
-/// The operand pods in one page of a pod list (`body`, the API's JSON); the page is parsed
-/// only when it may name one ([`gpuwl_core::model::operand::may_name_operand`]).
-///
-/// Errors: [`Error::Runtime`] when a page that names one is not JSON.
-fn operands_in(body: &str, doing: &str) -> Result<Vec<OperandPod>> {
-    if !may_name_operand(body) {
-        return Ok(Vec::new());
-    }
-    let v: serde_json::Value =
-        serde_json::from_str(body).map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
-    let items = v.get("items").and_then(serde_json::Value::as_array);
-    Ok(items
-        .into_iter()
-        .flatten()
-        .filter_map(gpuwl_core::decode::operands::from_value)
-        .collect())
-}
-
-/// Pods per page of the live pod list: ten times the node lists' [`live::PAGE_SIZE`]. Each
-/// page is one request the API server answers on its own, so the pages of a large cluster
-/// cost server time each: listing 150,000 pods took 58.9 s in 300 pages of 500, 16.7 s in
-/// 30 pages of 5,000 and 8.6 s unpaged on the local control plane (BENCHMARKS.md, "the pod
-/// list in pages of 5,000"). A page of 5,000 pods is ~14 MB of JSON, read and decoded into
-/// slim records before the next; a page of the larger node objects stays 500.
+/// Pods per page of the live pod list from an API server that does not stream lists
+/// ([`streams_lists`]): ten times the node lists' [`live::PAGE_SIZE`]. Each page is one
+/// request the API server answers on its own, so the pages of a large cluster cost server
+/// time each. A page of 5,000 pods is ~14-20 MB of JSON, read and decoded into slim
+/// records before the next; a page of the larger node objects stays 500.
 const POD_PAGE_SIZE: u32 = 5_000;
 
 /// The parameters of the live pod list: [`POD_PAGE_SIZE`] pods a page, [`LIVE_FIELD_SELECTOR`].
@@ -166,11 +258,10 @@ pub async fn get_pod(client: &Client, namespace: &str, name: &str) -> Result<Pod
         .get(name, &Default::default())
         .map_err(|e| Error::failed(format!("cannot {doing}"), e))?;
     match client.request_text(req).await {
-        Ok(body) => {
-            let (mut pods, _) = read_response(body.as_bytes(), &doing)?;
-            pods.pop()
-                .ok_or_else(|| Error::Runtime(format!("{doing}: the API server returned no pod")))
-        }
+        Ok(body) => read_response(body.as_bytes(), &doing)?
+            .pods
+            .pop()
+            .ok_or_else(|| Error::Runtime(format!("{doing}: the API server returned no pod"))),
         Err(kube::Error::Api(s)) if s.code == 404 => {
             let elsewhere = namespaces_holding(client, name).await;
             let hint = match in_namespaces(name, &elsewhere) {
@@ -313,5 +404,106 @@ mod tests {
             unbound.contains("fieldSelector=spec.nodeName%3D&"),
             "{unbound}"
         );
+    }
+
+    #[test]
+    fn lists_stream_from_kubernetes_1_33_on() {
+        for (major, minor, streams) in [
+            ("1", "36", true),
+            ("1", "33", true),
+            ("1", "33+", true),
+            ("1", "32", false),
+            ("1", "28+", false),
+            ("2", "0", true),
+            ("", "", false),
+            ("1", "x", false),
+        ] {
+            assert_eq!(streams_lists_at(major, minor), streams, "{major}.{minor}");
+        }
+    }
+
+    #[test]
+    fn streamed_and_paged_lists_read_the_same_pods_and_operand_pods() {
+        use serde_json::json;
+        let api = crate::testing::FakeApi::new();
+        let pod = |ns: &str,
+                   name: &str,
+                   labels: serde_json::Value,
+                   phase: &str,
+                   extra: serde_json::Value| {
+            let mut p = json!({"metadata": {"name": name, "namespace": ns, "labels": labels},
+                "spec": {"nodeName": "gpu-1", "containers": [{"name": "c", "image": "i",
+                    "resources": {"limits": {"nvidia.com/gpu": "1"}}}]},
+                "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True"}]}});
+            json_patch::merge(&mut p, &extra);
+            p
+        };
+        api.insert(
+            "/api/v1",
+            "pods",
+            pod(
+                "ml",
+                "train-0",
+                json!({"app": "train"}),
+                "Running",
+                json!({}),
+            ),
+        );
+        api.insert(
+            "/api/v1",
+            "pods",
+            pod("ml", "done", json!({}), "Succeeded", json!({})),
+        );
+        api.insert(
+            "/api/v1",
+            "pods",
+            pod(
+                "gpu-operator",
+                "nvidia-device-plugin-daemonset-x",
+                json!({"app": "nvidia-device-plugin-daemonset"}),
+                "Running",
+                json!({"status": {"containerStatuses": [{"restartCount": 4,
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}}),
+            ),
+        );
+        let rt = crate::testing::rt();
+        let _in_runtime = rt.enter();
+        let client = api.client();
+        assert!(rt.block_on(streams_lists(&client)));
+        let (streamed, streamed_ops) = rt.block_on(list_pods_with_operands(&client)).unwrap();
+        api.text(
+            "/version",
+            200,
+            r#"{"major": "1", "minor": "32", "gitVersion": "v1.32.0"}"#,
+        );
+        assert!(!rt.block_on(streams_lists(&client)));
+        let (paged, paged_ops) = rt.block_on(list_pods_with_operands(&client)).unwrap();
+        let keys = |p: &[PodInfo]| p.iter().map(PodInfo::key).collect::<Vec<_>>();
+        assert_eq!(
+            keys(&streamed),
+            [
+                "gpu-operator/nvidia-device-plugin-daemonset-x",
+                "ml/train-0"
+            ]
+        );
+        assert_eq!(keys(&streamed), keys(&paged));
+        assert_eq!(streamed[1].requests["nvidia.com/gpu"], 1);
+        assert_eq!(streamed_ops, paged_ops);
+        assert_eq!(streamed_ops.len(), 1);
+        assert_eq!(streamed_ops[0].restarts, 4);
+        assert_eq!(streamed_ops[0].reason.as_deref(), Some("CrashLoopBackOff"));
+    }
+
+    #[test]
+    fn a_refused_streamed_list_is_the_api_servers_error() {
+        let api = crate::testing::FakeApi::new();
+        api.text("/api/v1/pods", 403, r#"{"kind":"Status","apiVersion":"v1","status":"Failure","message":"pods is forbidden: User \"x\" cannot list resource \"pods\"","reason":"Forbidden","code":403}"#);
+        let rt = crate::testing::rt();
+        let _in_runtime = rt.enter();
+        let e = rt
+            .block_on(list_pods(&api.client()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("list pods") && e.contains("forbidden"), "{e}");
     }
 }

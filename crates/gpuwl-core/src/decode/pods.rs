@@ -37,6 +37,7 @@ use crate::decode::document::{self, Keep, Prune, array, get, one_line, opt_scala
 use crate::decode::dump::Source;
 use crate::error::{Error, FieldError, Result};
 use crate::model::dra::PodClaim;
+use crate::model::operand::OperandPod;
 use crate::model::pod::{
     Condition, ObjectKind, PodInfo, RequestSource, SelectorRequirement, SelectorTerm, SpecProblem,
     Toleration, VmMemory, VmiShape, is_extended_resource,
@@ -189,63 +190,125 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("continue", Keep::All),
         ]),
     ),
+    ("spec", ITEM_SPEC),
+    ("status", Keep::Fields(ITEM_STATUS)),
+]);
+
+/// What is kept of one item of an API response ([`read_response`]): [`ITEM`], and what
+/// [`crate::decode::operands::from_value`] reads to know a GPU Operator operand pod (its
+/// `app` and `name` labels, `deletionTimestamp`, each container status' `restartCount` and
+/// waiting reason), so that the live list finds the operand pods in the same read.
+const LIVE_ITEM: Keep = Keep::Fields(&[
+    ("kind", Keep::All),
     (
-        "spec",
+        "metadata",
         Keep::Fields(&[
-            ("nodeName", SPEC_FIELDS[0].1),
-            ("nodeSelector", SPEC_FIELDS[1].1),
-            ("affinity", SPEC_FIELDS[2].1),
-            ("tolerations", SPEC_FIELDS[3].1),
-            ("containers", SPEC_FIELDS[4].1),
-            ("initContainers", SPEC_FIELDS[5].1),
-            ("overhead", SPEC_FIELDS[6].1),
-            ("domain", SPEC_FIELDS[7].1),
-            ("resources", SPEC_FIELDS[8].1),
-            ("schedulingGates", SPEC_FIELDS[9].1),
-            ("architecture", SPEC_FIELDS[10].1),
-            ("livenessProbe", SPEC_FIELDS[11].1),
-            ("readinessProbe", SPEC_FIELDS[12].1),
-            // DRA: the pod's claims (names only).
-            ("resourceClaims", Keep::All),
+            ("name", Keep::All),
+            ("namespace", Keep::All),
+            ("continue", Keep::All),
             (
-                "template",
-                Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
+                "labels",
+                Keep::Fields(&[("app", Keep::All), ("name", Keep::All)]),
             ),
-            // A VirtualMachine's run strategy (whether it waits without a VMI).
-            ("runStrategy", Keep::All),
-            ("running", Keep::All),
+            ("deletionTimestamp", Keep::All),
         ]),
     ),
+    ("spec", ITEM_SPEC),
     (
         "status",
         Keep::Fields(&[
-            ("phase", Keep::All),
-            ("reason", Keep::All),
-            ("message", Keep::All),
-            ("nodeName", Keep::All),
-            // A VMI's machine type (VmiShape).
-            ("machine", Keep::Fields(&[("type", Keep::All)])),
-            // DRA: the claims generated from templates.
-            ("resourceClaimStatuses", Keep::All),
-            (
-                "conditions",
-                Keep::Each(&Keep::Fields(&[
-                    ("type", Keep::All),
-                    ("status", Keep::All),
-                    ("reason", Keep::All),
-                    ("message", Keep::All),
-                ])),
-            ),
+            ITEM_STATUS[0],
+            ITEM_STATUS[1],
+            ITEM_STATUS[2],
+            ITEM_STATUS[3],
+            ITEM_STATUS[4],
+            ITEM_STATUS[5],
+            ITEM_STATUS[6],
+            ("containerStatuses", CONTAINER_STATUS),
+            ("initContainerStatuses", CONTAINER_STATUS),
         ]),
     ),
 ]);
 
-/// The pod reader's part of [`document::read_list`]: elements pruned to [`ITEM`],
-/// converted as they arrive, tolerations shared.
-#[derive(Default)]
+/// A container status as an operand pod's health reads it.
+const CONTAINER_STATUS: Keep = Keep::Each(&Keep::Fields(&[
+    ("restartCount", Keep::All),
+    (
+        "state",
+        Keep::Fields(&[("waiting", Keep::Fields(&[("reason", Keep::All)]))]),
+    ),
+]));
+
+/// What is kept of an item's `spec`.
+const ITEM_SPEC: Keep = Keep::Fields(&[
+    ("nodeName", SPEC_FIELDS[0].1),
+    ("nodeSelector", SPEC_FIELDS[1].1),
+    ("affinity", SPEC_FIELDS[2].1),
+    ("tolerations", SPEC_FIELDS[3].1),
+    ("containers", SPEC_FIELDS[4].1),
+    ("initContainers", SPEC_FIELDS[5].1),
+    ("overhead", SPEC_FIELDS[6].1),
+    ("domain", SPEC_FIELDS[7].1),
+    ("resources", SPEC_FIELDS[8].1),
+    ("schedulingGates", SPEC_FIELDS[9].1),
+    ("architecture", SPEC_FIELDS[10].1),
+    ("livenessProbe", SPEC_FIELDS[11].1),
+    ("readinessProbe", SPEC_FIELDS[12].1),
+    // DRA: the pod's claims (names only).
+    ("resourceClaims", Keep::All),
+    (
+        "template",
+        Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
+    ),
+    // A VirtualMachine's run strategy (whether it waits without a VMI).
+    ("runStrategy", Keep::All),
+    ("running", Keep::All),
+]);
+
+/// What is kept of an item's `status`.
+const ITEM_STATUS: &[(&str, Keep)] = &[
+    ("phase", Keep::All),
+    ("reason", Keep::All),
+    ("message", Keep::All),
+    ("nodeName", Keep::All),
+    // A VMI's machine type (VmiShape).
+    ("machine", Keep::Fields(&[("type", Keep::All)])),
+    // DRA: the claims generated from templates.
+    ("resourceClaimStatuses", Keep::All),
+    (
+        "conditions",
+        Keep::Each(&Keep::Fields(&[
+            ("type", Keep::All),
+            ("status", Keep::All),
+            ("reason", Keep::All),
+            ("message", Keep::All),
+        ])),
+    ),
+];
+
+/// The pod reader's part of [`document::read_list`]: elements pruned to `keep` ([`ITEM`]
+/// or [`LIVE_ITEM`]), converted as they arrive, tolerations shared.
 struct PodSink {
     out: Vec<PodInfo>,
     interner: Interner,
+    keep: Keep,
+}
+
+impl Default for PodSink {
+    fn default() -> Self {
+        PodSink::keeping(ITEM)
+    }
+}
+
+impl PodSink {
+    /// A sink that prunes each item to `keep` (an object's fields).
+    fn keeping(keep: Keep) -> PodSink {
+        PodSink {
+            out: Vec::new(),
+            interner: Interner::default(),
+            keep,
+        }
+    }
 }
 
 impl document::ListSink for PodSink {
@@ -254,12 +317,12 @@ impl document::ListSink for PodSink {
     type Out = Vec<PodInfo>;
 
     fn seed(&self) -> Prune {
-        Prune(ITEM)
+        Prune(self.keep)
     }
 
     fn top_field(&self, key: &str) -> Option<Keep> {
-        let Keep::Fields(fields) = ITEM else {
-            unreachable!("ITEM lists fields")
+        let Keep::Fields(fields) = self.keep else {
+            unreachable!("an item's rule lists fields")
         };
         fields.iter().find(|(f, _)| *f == key).map(|(_, k)| *k)
     }
@@ -1008,32 +1071,54 @@ fn requirements(
 /// ([`PodInfo::is_terminal`]) and would only be skipped here.
 pub const LIVE_FIELD_SELECTOR: &str = "status.phase!=Succeeded,status.phase!=Failed";
 
-/// One API response (a PodList page or one Pod) read with the dump reader: only the fields
-/// a [`PodInfo`] needs are decoded (not a whole `k8s_openapi` Pod). Returns the pods and
-/// the page's `continue` token.
+/// One API response (a PodList page, a whole unpaged list, or one Pod) read by
+/// [`read_response`].
+#[derive(Debug, Default)]
+pub struct Listed {
+    /// The pods: a list's items in the response's order, or the one pod.
+    pub pods: Vec<PodInfo>,
+    /// The GPU Operator's operand pods among a list's items
+    /// ([`crate::decode::operands::from_value`] on each item, pruned to what it reads).
+    pub operands: Vec<OperandPod>,
+    /// A page's `continue` token; `None` on the last page (and for one pod).
+    pub next: Option<String>,
+}
+
+/// One API response (a PodList page, a whole list, or one Pod) read with the dump reader
+/// as it arrives: `body` is read through (an HTTP body being received, or bytes), each
+/// item reduced to the fields a [`PodInfo`] needs and to what marks an operand pod
+/// ([`LIVE_ITEM`]; not a whole `k8s_openapi` Pod) and converted before the next is read,
+/// so memory grows with the pods kept, not with the response.
 ///
 /// Errors: [`Error::Failed`] (`<doing>: the API server's response: <why>`) when the
-/// response is not a readable pod or list.
-pub fn read_response(body: &[u8], doing: &str) -> Result<(Vec<PodInfo>, Option<String>)> {
-    document::read_list(body, EXPECTING, TOO_BIG, ResponseSink(PodSink::default()))
+/// response is not a readable pod or list, or `body` fails (the connection's error).
+pub fn read_response(body: impl Read, doing: &str) -> Result<Listed> {
+    let sink = ResponseSink {
+        pods: PodSink::keeping(LIVE_ITEM),
+        operands: Vec::new(),
+    };
+    document::read_list(body, EXPECTING, TOO_BIG, sink)
         .map_err(|e| Error::failed(format!("{doing}: the API server's response"), e))
 }
 
-/// [`PodSink`] for an API response: a PodList's page token is kept, and a response
-/// without `kind` that is not a list is one Pod.
-struct ResponseSink(PodSink);
+/// [`PodSink`] for an API response: a PodList's page token and its operand pods are kept,
+/// and a response without `kind` that is not a list is one Pod.
+struct ResponseSink {
+    pods: PodSink,
+    operands: Vec<OperandPod>,
+}
 
 impl document::ListSink for ResponseSink {
     type Item = Value;
     type Seed = Prune;
-    type Out = (Vec<PodInfo>, Option<String>);
+    type Out = Listed;
 
     fn seed(&self) -> Prune {
-        self.0.seed()
+        self.pods.seed()
     }
 
     fn top_field(&self, key: &str) -> Option<Keep> {
-        self.0.top_field(key)
+        self.pods.top_field(key)
     }
 
     fn names_kind(item: &Value) -> bool {
@@ -1046,14 +1131,17 @@ impl document::ListSink for ResponseSink {
         item: Value,
         list_kind: Option<&str>,
     ) -> std::result::Result<(), document::ReadError> {
-        self.0.item(index, item, list_kind)
+        if let Some(operand) = crate::decode::operands::from_value(&item) {
+            self.operands.push(operand);
+        }
+        self.pods.item(index, item, list_kind)
     }
 
     fn finish(
         self,
         mut top: document::TopObject,
     ) -> std::result::Result<Self::Out, document::ReadError> {
-        let token = top
+        let next = top
             .object
             .get("metadata")
             .and_then(|m| m.get("continue"))
@@ -1064,7 +1152,11 @@ impl document::ListSink for ResponseSink {
         if top.kind.is_none() && !top.saw_items {
             top.kind = Some("Pod".into());
         }
-        Ok((self.0.finish(top)?, token))
+        Ok(Listed {
+            pods: self.pods.finish(top)?,
+            operands: self.operands,
+            next,
+        })
     }
 }
 
@@ -1274,13 +1366,68 @@ mod tests {
     }
 
     #[test]
+    fn an_api_list_names_its_operand_pods_as_the_whole_items_do() {
+        // The live list keeps what `operands::from_value` reads, so the operand pods found
+        // in the pruned items are those found in the whole ones: ready, crash-looping (an
+        // init container's waiting reason and restarts), not ready with the pod's reason,
+        // one being deleted (none), one unbound (none), and plain pods (none).
+        let items = [
+            r#"{"metadata":{"name":"nvidia-driver-daemonset-a","namespace":"gpu-operator",
+                "labels":{"app":"nvidia-driver-daemonset","pod-template-generation":"1"},
+                "annotations":{"big":"x"},"managedFields":[{"manager":"m"}]},
+              "spec":{"nodeName":"w1","containers":[{"name":"d","image":"i"}]},
+              "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}],
+                "containerStatuses":[{"name":"d","restartCount":2,"image":"i",
+                  "state":{"running":{"startedAt":"t"}}}]}}"#,
+            r#"{"metadata":{"name":"gfd-b","namespace":"gpu-operator",
+                "labels":{"app":"gpu-feature-discovery"}},
+              "spec":{"nodeName":"w2","containers":[{"name":"g"}]},
+              "status":{"phase":"Pending","conditions":[{"type":"Ready","status":"False"}],
+                "initContainerStatuses":[{"restartCount":7,
+                  "state":{"waiting":{"reason":"CrashLoopBackOff","message":"back-off"}}}],
+                "containerStatuses":[{"restartCount":1,
+                  "state":{"waiting":{"reason":"PodInitializing"}}}]}}"#,
+            r#"{"metadata":{"name":"vfio-c","namespace":"gpu-operator",
+                "labels":{"name":"nvidia-vfio-manager"}},
+              "spec":{"nodeName":"w3","containers":[]},
+              "status":{"phase":"Pending","reason":"Evicted"}}"#,
+            r#"{"metadata":{"name":"nvidia-device-plugin-d","namespace":"gpu-operator",
+                "labels":{"app":"nvidia-device-plugin-daemonset"},"deletionTimestamp":"t"},
+              "spec":{"nodeName":"w1","containers":[]},"status":{"phase":"Running"}}"#,
+            r#"{"metadata":{"name":"nvidia-dcgm-e","namespace":"gpu-operator",
+                "labels":{"app":"nvidia-dcgm"}},"spec":{"containers":[]},
+              "status":{"phase":"Pending"}}"#,
+            r#"{"metadata":{"name":"web","namespace":"apps","labels":{"app":"web"}},
+              "spec":{"nodeName":"w1","containers":[]},"status":{"phase":"Running"}}"#,
+        ];
+        let page = format!(
+            r#"{{"kind":"PodList","metadata":{{}},"items":[{}]}}"#,
+            items.join(",")
+        );
+        let listed = read_response(page.as_bytes(), "list pods").unwrap();
+        assert_eq!(listed.pods.len(), 6);
+        let whole: Vec<_> = items
+            .iter()
+            .filter_map(|i| crate::decode::operands::from_value(&serde_json::from_str(i).unwrap()))
+            .collect();
+        assert_eq!(whole.len(), 3, "{whole:?}");
+        assert_eq!(listed.operands, whole);
+        assert_eq!(listed.operands[1].restarts, 8);
+    }
+
+    #[test]
     fn api_page_is_read_slim_with_its_continue_token() {
         let page = br#"{"kind":"PodList","apiVersion":"v1","metadata":{"resourceVersion":"9","continue":"tok"},
             "items":[{"metadata":{"name":"a","namespace":"n","managedFields":[{"big":1}]},
                       "spec":{"nodeName":"w1","containers":[{"name":"c","image":"x","resources":{"limits":{"nvidia.com/gpu":"2"}}}]},
                       "status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"},{"type":"PodScheduled","status":"True"}]}}]}"#;
-        let (pods, token) = read_response(page, "list pods").unwrap();
+        let Listed {
+            pods,
+            operands,
+            next: token,
+        } = read_response(&page[..], "list pods").unwrap();
         assert_eq!(token.as_deref(), Some("tok"));
+        assert!(operands.is_empty());
         assert_eq!(pods.len(), 1);
         assert_eq!(pods[0].key(), "n/a");
         assert_eq!(pods[0].node_name.as_deref(), Some("w1"));
@@ -1288,14 +1435,14 @@ mod tests {
         // only the scheduler's condition is kept
         assert_eq!(pods[0].conditions.len(), 1);
         assert_eq!(pods[0].conditions[0].type_, "PodScheduled");
-        let (one, token) = read_response(
-            br#"{"kind":"Pod","metadata":{"name":"b"},"spec":{}}"#,
+        let one = read_response(
+            &br#"{"kind":"Pod","metadata":{"name":"b"},"spec":{}}"#[..],
             "get pod",
         )
         .unwrap();
-        assert_eq!((one[0].name.as_str(), token), ("b", None));
+        assert_eq!((one.pods[0].name.as_str(), one.next), ("b", None));
         let e = read_response(
-            b"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{}}]}",
+            &b"{\"kind\":\"PodList\",\"items\":[{\"metadata\":{}}]}"[..],
             "list pods",
         )
         .unwrap_err();
