@@ -457,6 +457,17 @@ fn kubeconfig_name(path: &Path, via_env: bool) -> String {
     }
 }
 
+/// The API server's version as numbers, from `/version`'s `major` and `minor` (a provider
+/// may suffix the minor: `33+`); `None` when either is not a number.
+pub(crate) fn version_numbers(major: &str, minor: &str) -> Option<(u32, u32)> {
+    let number = |s: &str| {
+        s.trim_end_matches(|c: char| !c.is_ascii_digit())
+            .parse::<u32>()
+            .ok()
+    };
+    Some((number(major)?, number(minor)?))
+}
+
 /// The one paging loop: calls `page` with `base` (its `limit` set to [`PAGE_SIZE`] unless
 /// given) and then with each `continue` token `page` returns, until it returns none (or an
 /// empty one). `page` handles the items of its page itself.

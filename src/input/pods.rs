@@ -112,19 +112,9 @@ pub(crate) async fn streams_lists(client: &Client) -> bool {
         .is_ok_and(|v| streams_lists_at(&v.major, &v.minor))
 }
 
-/// [`streams_lists`] for a version's `major` and `minor` as `/version` gives them (a
-/// provider may suffix the minor: `33+`).
+/// [`streams_lists`] for a version's `major` and `minor` as `/version` gives them.
 fn streams_lists_at(major: &str, minor: &str) -> bool {
-    let number = |s: &str| {
-        s.trim_end_matches(|c: char| !c.is_ascii_digit())
-            .parse::<u32>()
-            .ok()
-    };
-    match (number(major), number(minor)) {
-        (Some(1), Some(m)) => m >= 33,
-        (Some(x), _) => x > 1,
-        _ => false,
-    }
+    live::version_numbers(major, minor).is_some_and(|v| v >= (1, 33))
 }
 
 /// How many received parts of a streamed list wait for the decoder at most (each one what
@@ -415,6 +405,7 @@ mod tests {
             ("1", "32", false),
             ("1", "28+", false),
             ("2", "0", true),
+            ("1", "", false),
             ("", "", false),
             ("1", "x", false),
         ] {

@@ -47,10 +47,32 @@ use gpuwl_core::model::node::NodeInfo;
 use gpuwl_core::model::operator::PolicyStatus;
 use gpuwl_core::model::pod::PodInfo;
 
-/// Objects per page of the initial (and any re-) list of nodes and pods: a page is decoded
-/// into typed objects before they are reduced, so its size bounds the transient memory on
-/// top of what the mirrors hold.
+/// Objects per page of the initial (and any re-) list of nodes and pods from an API server
+/// that does not stream watch lists ([`initial_list`]): a page is decoded into typed
+/// objects before they are reduced, so its size bounds the transient memory on top of what
+/// the mirrors hold.
 pub(crate) const LIST_PAGE_SIZE: u32 = 100;
+
+/// How the watch of nodes or pods (`config`) gets what is there first: from an API server
+/// that serves streaming lists by default ([`streams_watch_lists`]), as the watch's own
+/// first events (`sendInitialEvents`, from the API server's watch cache, one object at a
+/// time: no page requests and no page held in memory); from another, in pages of
+/// [`LIST_PAGE_SIZE`] before the watch.
+async fn initial_list(shared: &Shared, config: watcher::Config) -> watcher::Config {
+    let version = tokio::time::timeout(PROBE_TIMEOUT, shared.client().apiserver_version()).await;
+    match version {
+        Ok(Ok(v)) if streams_watch_lists(&v.major, &v.minor) => config.streaming_lists(),
+        _ => config.page_size(LIST_PAGE_SIZE),
+    }
+}
+
+/// Whether an API server of version `major`.`minor` (as `/version` gives them; a provider
+/// may suffix the minor: `34+`) serves streaming lists unless told otherwise: its
+/// `WatchList` feature is on by default in 1.32 and from 1.34 on (off again in 1.33):
+/// kubernetes/apiserver `pkg/features/kube_features.go`; KEP-3157.
+fn streams_watch_lists(major: &str, minor: &str) -> bool {
+    live::version_numbers(major, minor).is_some_and(|(x, y)| (x, y) == (1, 32) || (x, y) >= (1, 34))
+}
 
 /// How often an absent CRD is looked for again.
 pub(crate) const CRD_PROBE_INTERVAL: Duration = Duration::from_secs(300);
@@ -698,7 +720,7 @@ pub async fn nodes(shared: Arc<Shared>) {
     run_watcher(
         &shared,
         api,
-        watcher::Config::default().page_size(LIST_PAGE_SIZE),
+        initial_list(&shared, watcher::Config::default()).await,
         "nodes",
         |n: &Node| {
             let info = live::node_info(n);
@@ -719,9 +741,11 @@ pub async fn pods(shared: Arc<Shared>) {
     run_watcher(
         &shared,
         api,
-        watcher::Config::default()
-            .fields(POD_FIELD_SELECTOR)
-            .page_size(LIST_PAGE_SIZE),
+        initial_list(
+            &shared,
+            watcher::Config::default().fields(POD_FIELD_SELECTOR),
+        )
+        .await,
         "pods",
         |p: &Pod| {
             let key = format!(
@@ -915,9 +939,99 @@ pub async fn custom_resource(shared: Arc<Shared>, cr: Cr) {
 mod tests {
     use super::*;
 
+    #[test]
+    fn watch_lists_stream_where_the_api_server_serves_them_by_default() {
+        for (major, minor, streams) in [
+            ("1", "31", false),
+            ("1", "32", true),
+            ("1", "33", false),
+            ("1", "34", true),
+            ("1", "36+", true),
+            ("1", "", false),
+        ] {
+            assert_eq!(
+                streams_watch_lists(major, minor),
+                streams,
+                "{major}.{minor}"
+            );
+        }
+    }
+
     fn shared(unhealthy_after: Option<Duration>) -> Shared {
         let config = kube::Config::new("https://127.0.0.1:1".parse().unwrap());
         Shared::new(Client::try_from(config).unwrap(), unhealthy_after)
+    }
+
+    #[test]
+    fn the_node_and_pod_watches_list_by_streaming_and_then_follow_changes() {
+        use crate::testing::{FakeApi, rt};
+        use serde_json::json;
+        let api = FakeApi::new();
+        api.insert(
+            "/api/v1",
+            "nodes",
+            json!({"metadata": {"name": "gpu-1"},
+                   "status": {"allocatable": {"nvidia.com/gpu": "8"}}}),
+        );
+        let pod = |name: &str, phase: &str, limits: serde_json::Value| {
+            json!({"metadata": {"name": name, "namespace": "ml"},
+                   "spec": {"nodeName": "gpu-1", "containers": [{"name": "c",
+                       "resources": {"limits": limits}}]},
+                   "status": {"phase": phase}})
+        };
+        api.insert(
+            "/api/v1",
+            "pods",
+            pod("train", "Running", json!({"nvidia.com/gpu": "2"})),
+        );
+        api.insert(
+            "/api/v1",
+            "pods",
+            pod("done", "Succeeded", json!({"nvidia.com/gpu": "2"})),
+        );
+        api.insert(
+            "/api/v1",
+            "pods",
+            pod("web", "Running", json!({"cpu": "1"})),
+        );
+        let rt = rt();
+        let _in = rt.enter();
+        let shared = Arc::new(Shared::new(api.client(), None));
+        let keys = |m: &Mirror<PodInfo>| m.as_slice().iter().map(PodInfo::key).collect::<Vec<_>>();
+        rt.block_on(async {
+            tokio::spawn(nodes(shared.clone()));
+            tokio::spawn(pods(shared.clone()));
+            let current = || {
+                let h = lock(&shared.health);
+                ["nodes", "pods"]
+                    .iter()
+                    .all(|r| h.watches.get(r) == Some(&WatchState::Current))
+            };
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while !current() {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("both watches current after their streaming lists");
+            {
+                let s = shared.store.lock().await;
+                assert_eq!(s.nodes.len(), 1);
+                assert_eq!(keys(&s.pods), ["ml/train"]);
+            }
+            api.insert(
+                "/api/v1",
+                "pods",
+                pod("train-2", "Pending", json!({"nvidia.com/gpu": "1"})),
+            );
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while shared.store.lock().await.pods.len() < 2 {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            })
+            .await
+            .expect("a pod created after the list arrives by the watch");
+        });
     }
 
     #[test]

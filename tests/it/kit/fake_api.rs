@@ -8,7 +8,9 @@
 //! - `GET /version`;
 //! - get, list (label selectors `k=v`, `k!=v`, `k`; field selectors `a.b=v`, `a.b!=v` on any
 //!   JSON field, as `metadata.name` and `spec.nodeName`), watch (`watch=true` from a
-//!   `resourceVersion`: `ADDED`/`MODIFIED`/`DELETED` events as they happen);
+//!   `resourceVersion`: `ADDED`/`MODIFIED`/`DELETED` events as they happen; with
+//!   `sendInitialEvents=true`, a streaming list: the objects there as `ADDED` events and the
+//!   bookmark that ends them first);
 //! - create (`409 AlreadyExists` when the name is taken; `metadata.uid`,
 //!   `resourceVersion`, `creationTimestamp` set), replace, delete;
 //! - patch: JSON merge patch, strategic merge patch and server-side apply are applied as a
@@ -639,10 +641,30 @@ impl FakeApi {
     /// A watch from `resourceVersion` (or from now): one JSON event per line, as long as
     /// the client keeps the stream.
     fn watch(&self, key: Key, params: BTreeMap<String, String>) -> Response<Body> {
-        let from: u64 = params
+        let mut from: u64 = params
             .get("resourceVersion")
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| self.state.lock().unwrap().rv);
+        // A streaming list (`sendInitialEvents=true`): what is there now as ADDED events,
+        // then the bookmark that ends them, then the changes from now on.
+        let mut initial = String::new();
+        if params.get("sendInitialEvents").is_some_and(|v| v == "true") {
+            let s = self.state.lock().unwrap();
+            for (k, o) in &s.objects {
+                if Self::in_scope(&key, k) && matches(o, &params).unwrap_or(false) {
+                    initial.push_str(&format!("{}\n", json!({"type": "ADDED", "object": o})));
+                }
+            }
+            from = s.rv;
+            let end = json!({"type": "BOOKMARK", "object": {
+                "kind": kind_of(&key.resource), "apiVersion": api_version(&key.prefix),
+                "metadata": {"resourceVersion": from.to_string(),
+                             "annotations": {"k8s.io/initial-events-end": "true"}}}});
+            initial.push_str(&format!("{end}\n"));
+        }
+        let initial = futures::stream::iter(
+            (!initial.is_empty()).then(|| Ok::<_, Infallible>(Frame::data(Bytes::from(initial)))),
+        );
         let me = self.clone();
         let stream = futures::stream::unfold((me, from), move |(me, mut seen)| {
             let key = key.clone();
@@ -682,7 +704,7 @@ impl FakeApi {
         Response::builder()
             .status(StatusCode::OK)
             .header("content-type", "application/json")
-            .body(StreamBody::new(stream.boxed()).boxed_unsync())
+            .body(StreamBody::new(initial.chain(stream).boxed()).boxed_unsync())
             .unwrap()
     }
 }
