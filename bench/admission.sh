@@ -7,6 +7,9 @@
 #   SIZES=0 RATE=400 DURATION=60 bench/admission.sh
 #   SKIP_BUILD=1 bench/admission.sh         # the binaries already in target/release
 #   OWN_CORE=1 bench/admission.sh           # the guard on a core of its own (see below)
+#   REUSE=gpuwl-scale SKIP_BUILD=1 bench/admission.sh  # on a local cluster already up and
+#                                           # loaded (bench/scale.sh's, KEEP=1): the lab is
+#                                           # run on it, nothing is loaded, it is left up
 #
 # The reviewed object is the lab's vmi-passthrough pod as the API server returns it, in turn
 # as it is (allowed) and with nvidia.com/GA102GL_A10 mistyped as nvidia.com/GA102GL_A1 (a
@@ -45,9 +48,11 @@ threads() {
         echo "$(cat "$t/comm") $(awk -v hz="$(getconf CLK_TCK)" '{print ($14 + $15) / hz, $19}' "$t/stat")"
     done | awk '{c[$1] += $2; n[$1] = $3} END {for (k in c) printf "%s: %.1f s, nice %s; ", k, c[k], n[k]}'
 }
+REUSE=${REUSE:-}
+if [ -n "$REUSE" ]; then CLUSTER=$REUSE SIZES=reuse; fi
 cleanup() {
     [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
-    "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
+    [ -n "$REUSE" ] || "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 
@@ -59,10 +64,10 @@ trap cleanup EXIT
 } | tee "$RES/admission-env.txt"
 
 for n in $SIZES; do
-    "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
+    [ -n "$REUSE" ] || "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
     "$B" lab --cluster-name "$CLUSTER" --root "$WORK/admission-lab" >/dev/null
     kc=$("$B" cluster kubeconfig --name "$CLUSTER")
-    if [ "$n" -gt 0 ]; then
+    if [ "$n" != reuse ] && [ "$n" -gt 0 ]; then
         p=$((n * 4))
         nf=$WORK/live-nodes-$n.json pf=$WORK/live-pods-$n.json
         [ -s "$pf" ] || "$EX/gendump" --nodes "$n" --pods "$p" --seed 7 --compact --out "$nf" --pods-out "$pf"

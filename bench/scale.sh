@@ -19,7 +19,9 @@
 # only. LOAD_ONLY: load, wait for kwok, measure nothing. FG_CGROUP: a cgroup (v1
 # cpu) directory the measured commands (only they, not the control plane) are moved into,
 # for a shared machine where they should not queue behind builds. EX: where gendump and
-# loadcluster are (default target/release/examples).
+# loadcluster are (default target/release/examples). PAUSE: seconds to wait before each
+# measured command (default 0), so the API server has finished with the previous list
+# (its garbage collection after a 150,000-pod list takes seconds) for every tool alike.
 #
 # With OLD, the new gpuwl (GPUWL, default target/release/gpuwl) is copied at the start of
 # each size and measured only when it differs from OLD (so a build that lands during a
@@ -89,6 +91,7 @@ k() { kubectl --kubeconfig "$kc" --request-timeout=120s "$@"; }
 measure() {
     local label=$1 n=$2 p=$3 rep=$4 rc=0
     shift 4
+    sleep "${PAUSE:-0}"
     local fg=()
     # shellcheck disable=SC2016
     [ -z "${FG_CGROUP:-}" ] || fg=(bash -c 'echo $$ >"$0/cgroup.procs"; exec "$@"' "$FG_CGROUP")

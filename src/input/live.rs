@@ -103,17 +103,23 @@ impl ClusterArgs {
     }
 }
 
-/// A multi-threaded tokio runtime for commands that talk to the API server.
+/// The tokio runtime of a command that talks to the API server and ends: one worker
+/// thread (I/O and timers) and the blocking pool. Such a command's async side is I/O; what
+/// costs CPU runs on a blocking thread (the pod list is decoded there as it arrives). A
+/// second worker only made the two threads wake each other for every part of a response:
+/// at 150,000 pods, 2-6 s of system CPU and 14-16 s instead of 7.5-10 s for `inventory`
+/// (BENCHMARKS.md, "2026-12-07 (evening)").
 ///
 /// Errors: [`Error::Failed`] when the runtime cannot be built.
 pub fn runtime() -> Result<tokio::runtime::Runtime> {
-    runtime_builder()
-        .build()
+    let mut b = tokio::runtime::Builder::new_multi_thread();
+    b.worker_threads(1).enable_all();
+    b.build()
         .map_err(|e| Error::failed("cannot start the async runtime", e))
 }
 
-/// The builder behind [`runtime`] (two worker threads, I/O and timers), for a caller that
-/// adds to it (`gpuwl serve` lowers its threads' priority).
+/// The builder of a long-running command's runtime (two worker threads, I/O and timers),
+/// for a caller that adds to it (`gpuwl serve` lowers its threads' priority).
 pub fn runtime_builder() -> tokio::runtime::Builder {
     let mut b = tokio::runtime::Builder::new_multi_thread();
     b.worker_threads(2).enable_all();

@@ -339,7 +339,7 @@ pub(crate) const ADMISSION_THREADS: usize = 2;
 pub const BACKGROUND_NICE: i32 = 10;
 
 /// The runtime `gpuwl serve` runs its watches, evaluations and exporter on: two worker
-/// threads, as [`crate::input::live::runtime`]; with an admission guard, each of its threads
+/// threads ([`crate::input::live::runtime_builder`]); with an admission guard, each of its threads
 /// (workers and blocking pool) sets its priority [`BACKGROUND_NICE`] steps below the caller's
 /// as it starts.
 ///
