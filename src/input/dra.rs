@@ -43,14 +43,7 @@ where
             }
             Err(e) => return Err(live::api_error(&format!("list {what}"), &e)),
         };
-        for item in &page.items {
-            let mut v = serde_json::to_value(item)
-                .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
-            if let Value::Object(m) = &mut v {
-                m.insert("kind".into(), Value::String(K::KIND.to_owned()));
-            }
-            out.push(v);
-        }
+        out.extend(live::values_with_kind(&page.items, K::KIND, what)?);
         Ok(page.metadata.continue_)
     })
     .await?;

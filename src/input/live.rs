@@ -463,6 +463,28 @@ fn kubeconfig_name(path: &Path, via_env: bool) -> String {
     }
 }
 
+/// Listed objects as JSON values with their `kind` set (a list's items carry none), for
+/// the readers that take JSON; `what` names them in the error.
+///
+/// Errors: [`Error::Failed`] when an object cannot be turned into JSON.
+pub(crate) fn values_with_kind<K: serde::Serialize>(
+    items: &[K],
+    kind: &str,
+    what: &str,
+) -> Result<Vec<serde_json::Value>> {
+    items
+        .iter()
+        .map(|item| {
+            let mut v = serde_json::to_value(item)
+                .map_err(|e| Error::failed(format!("reading {what} from the API"), e))?;
+            if let serde_json::Value::Object(m) = &mut v {
+                m.insert("kind".into(), serde_json::Value::String(kind.to_owned()));
+            }
+            Ok(v)
+        })
+        .collect()
+}
+
 /// The API server's version as numbers, from `/version`'s `major` and `minor` (a provider
 /// may suffix the minor: `33+`); `None` when either is not a number.
 pub(crate) fn version_numbers(major: &str, minor: &str) -> Option<(u32, u32)> {

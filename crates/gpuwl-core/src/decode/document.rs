@@ -765,6 +765,70 @@ pub enum Keep {
     Fields(&'static [(&'static str, Keep)]),
     /// A list, each element kept by the rule.
     Each(&'static Keep),
+    /// What either rule keeps (a reader's rule and what a second reader of the same items
+    /// needs besides): the fields of both, each by the union of its two rules; the elements
+    /// of a list by the union of both element rules. The two rules are written without a
+    /// `Both` inside them (a union is made of references into constant rules).
+    Both(&'static Keep, &'static Keep),
+}
+
+impl Keep {
+    /// The rule for field `key` of an object kept by this rule; `None`: the field is
+    /// dropped.
+    pub(crate) fn field(self, key: &str) -> Option<Keep> {
+        match self {
+            Keep::All => Some(Keep::All),
+            Keep::Fields(fields) => fields.iter().find(|(name, _)| *name == key).map(|f| f.1),
+            Keep::Each(_) => None,
+            Keep::Both(a, b) => Keep::union(Keep::field_ref(a, key), Keep::field_ref(b, key)),
+        }
+    }
+
+    /// [`Keep::field`] of a rule written as a constant (not itself a union), as a
+    /// reference into it, for [`Keep::Both`].
+    fn field_ref(rule: &'static Keep, key: &str) -> Option<&'static Keep> {
+        match rule {
+            Keep::All => Some(&Keep::All),
+            Keep::Fields(fields) => fields.iter().find(|(name, _)| *name == key).map(|f| &f.1),
+            Keep::Each(_) | Keep::Both(..) => None,
+        }
+    }
+
+    /// The rule for each element of a list kept by this rule; `None`: not a list.
+    fn element(self) -> Option<Keep> {
+        match self {
+            Keep::All => Some(Keep::All),
+            Keep::Each(each) => Some(*each),
+            Keep::Fields(_) => None,
+            Keep::Both(a, b) => {
+                let each = |k: &'static Keep| match k {
+                    Keep::Each(each) => Some(*each),
+                    Keep::All => Some(&Keep::All),
+                    _ => None,
+                };
+                Keep::union(each(a), each(b))
+            }
+        }
+    }
+
+    /// Whether the rule is for a list (else for an object).
+    fn is_list(self) -> bool {
+        match self {
+            Keep::Each(_) => true,
+            Keep::Both(a, _) => a.is_list(),
+            Keep::All | Keep::Fields(_) => false,
+        }
+    }
+
+    /// The union of two rules, either of which may be absent.
+    fn union(a: Option<&'static Keep>, b: Option<&'static Keep>) -> Option<Keep> {
+        match (a, b) {
+            (Some(Keep::All), _) | (_, Some(Keep::All)) => Some(Keep::All),
+            (Some(a), Some(b)) => Some(Keep::Both(a, b)),
+            (Some(one), None) | (None, Some(one)) => Some(*one),
+            (None, None) => None,
+        }
+    }
 }
 
 /// Deserializes a value into a `serde_json::Value` holding only what its [`Keep`] names,
@@ -781,7 +845,9 @@ impl<'de> serde::de::DeserializeSeed<'de> for Prune {
     ) -> std::result::Result<Value, D::Error> {
         match self.0 {
             Keep::All => <Strict as serde::Deserialize>::deserialize(d).map(|s| s.0),
-            Keep::Fields(_) | Keep::Each(_) => d.deserialize_any(PruneVisitor(self.0)),
+            Keep::Fields(_) | Keep::Each(_) | Keep::Both(..) => {
+                d.deserialize_any(PruneVisitor(self.0))
+            }
         }
     }
 }
@@ -798,15 +864,17 @@ pub(crate) fn in_field<E: serde::de::Error + fmt::Display>(e: E, field: &str) ->
     }
 }
 
-/// Visits a value under [`Keep::Fields`] or [`Keep::Each`]; scalars are type errors.
+/// Visits a value under [`Keep::Fields`], [`Keep::Each`] or [`Keep::Both`]; scalars are
+/// type errors.
 struct PruneVisitor(Keep);
 
 impl<'de> serde::de::Visitor<'de> for PruneVisitor {
     type Value = Value;
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self.0 {
-            Keep::Each(_) => "a list",
-            _ => "an object",
+        f.write_str(if self.0.is_list() {
+            "a list"
+        } else {
+            "an object"
         })
     }
     fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Value, E> {
@@ -822,14 +890,14 @@ impl<'de> serde::de::Visitor<'de> for PruneVisitor {
         self,
         mut s: A,
     ) -> std::result::Result<Value, A::Error> {
-        let Keep::Each(each) = self.0 else {
+        let Some(each) = self.0.element() else {
             return Err(serde::de::Error::invalid_type(
                 serde::de::Unexpected::Seq,
                 &self,
             ));
         };
         let mut v = Vec::new();
-        while let Some(x) = s.next_element_seed(Prune(*each))? {
+        while let Some(x) = s.next_element_seed(Prune(each))? {
             v.push(x);
         }
         Ok(Value::Array(v))
@@ -838,18 +906,18 @@ impl<'de> serde::de::Visitor<'de> for PruneVisitor {
         self,
         mut m: A,
     ) -> std::result::Result<Value, A::Error> {
-        let Keep::Fields(fields) = self.0 else {
+        if self.0.is_list() {
             return Err(serde::de::Error::invalid_type(
                 serde::de::Unexpected::Map,
                 &self,
             ));
-        };
+        }
         let mut o = serde_json::Map::new();
         while let Some(k) = m.next_key::<String>()? {
-            match fields.iter().find(|(name, _)| *name == k) {
-                Some((_, keep)) => {
+            match self.0.field(&k) {
+                Some(keep) => {
                     let x = m
-                        .next_value_seed(Prune(*keep))
+                        .next_value_seed(Prune(keep))
                         .map_err(|e| in_field(e, &k))?;
                     if o.contains_key(&k) {
                         return Err(serde::de::Error::custom(format!("duplicate key {k:?}")));
@@ -1163,6 +1231,35 @@ mod tests {
         use serde::de::DeserializeSeed;
         let mut de = serde_json::Deserializer::from_str(text);
         Prune(POD).deserialize(&mut de).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn both_keeps_what_either_rule_keeps() {
+        use serde::de::DeserializeSeed;
+        static IMAGES: [(&str, Keep); 1] = [("containers", Keep::Each(&IMAGE))];
+        static IMAGE: Keep = Keep::Fields(&[("image", Keep::All)]);
+        static OTHER: Keep =
+            Keep::Fields(&[("metadata", Keep::All), ("spec", Keep::Fields(&IMAGES))]);
+        static BOTH: Keep = Keep::Both(&POD, &OTHER);
+        let prune = |text: &str| {
+            let mut de = serde_json::Deserializer::from_str(text);
+            Prune(BOTH).deserialize(&mut de).map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            prune(
+                r#"{"kind": "Pod", "metadata": {"name": "p"}, "status": {},
+                    "spec": {"containers": [{"name": "c", "image": "i", "args": []}],
+                             "volumes": []}}"#
+            )
+            .unwrap(),
+            serde_json::json!({"kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [{"name": "c", "image": "i"}]}})
+        );
+        let e = prune(r#"{"spec": {"containers": {"name": "c"}}}"#).unwrap_err();
+        assert!(
+            e.starts_with("spec: containers: invalid type: map, expected a list"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -13,6 +13,42 @@ use crate::text;
 
 const EXPECTING: &str = "a pod list (kubectl get pods -A -o json|yaml)";
 
+/// What [`from_value`] reads of a pod, as a [`document::Keep`] rule: a reader that prunes
+/// pods (the live pod list, `decode::pods::read_response`) keeps this beside its own rule
+/// so that the operand pods can be found in the pruned items.
+pub(crate) const READS: document::Keep = {
+    use document::Keep::{All, Each, Fields};
+    const CONTAINER: document::Keep = Each(&Fields(&[
+        ("restartCount", All),
+        ("state", Fields(&[("waiting", Fields(&[("reason", All)]))])),
+    ]));
+    Fields(&[
+        (
+            "metadata",
+            Fields(&[
+                ("name", All),
+                ("namespace", All),
+                ("labels", Fields(&[("app", All), ("name", All)])),
+                ("deletionTimestamp", All),
+            ]),
+        ),
+        ("spec", Fields(&[("nodeName", All)])),
+        (
+            "status",
+            Fields(&[
+                ("phase", All),
+                ("reason", All),
+                (
+                    "conditions",
+                    Each(&Fields(&[("type", All), ("status", All)])),
+                ),
+                ("containerStatuses", CONTAINER),
+                ("initContainerStatuses", CONTAINER),
+            ]),
+        ),
+    ])
+};
+
 /// The operand pod `v` (a Pod as JSON) is, or `None` for any other pod, a pod being
 /// deleted, or one not bound to a node. Missing or oddly typed status fields read as
 /// absent (a pod without status is `not-ready`).

@@ -190,101 +190,62 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("continue", Keep::All),
         ]),
     ),
-    ("spec", ITEM_SPEC),
-    ("status", Keep::Fields(ITEM_STATUS)),
-]);
-
-/// What is kept of one item of an API response ([`read_response`]): [`ITEM`], and what
-/// [`crate::decode::operands::from_value`] reads to know a GPU Operator operand pod (its
-/// `app` and `name` labels, `deletionTimestamp`, each container status' `restartCount` and
-/// waiting reason), so that the live list finds the operand pods in the same read.
-const LIVE_ITEM: Keep = Keep::Fields(&[
-    ("kind", Keep::All),
     (
-        "metadata",
+        "spec",
         Keep::Fields(&[
-            ("name", Keep::All),
-            ("namespace", Keep::All),
-            ("continue", Keep::All),
+            ("nodeName", SPEC_FIELDS[0].1),
+            ("nodeSelector", SPEC_FIELDS[1].1),
+            ("affinity", SPEC_FIELDS[2].1),
+            ("tolerations", SPEC_FIELDS[3].1),
+            ("containers", SPEC_FIELDS[4].1),
+            ("initContainers", SPEC_FIELDS[5].1),
+            ("overhead", SPEC_FIELDS[6].1),
+            ("domain", SPEC_FIELDS[7].1),
+            ("resources", SPEC_FIELDS[8].1),
+            ("schedulingGates", SPEC_FIELDS[9].1),
+            ("architecture", SPEC_FIELDS[10].1),
+            ("livenessProbe", SPEC_FIELDS[11].1),
+            ("readinessProbe", SPEC_FIELDS[12].1),
+            // DRA: the pod's claims (names only).
+            ("resourceClaims", Keep::All),
             (
-                "labels",
-                Keep::Fields(&[("app", Keep::All), ("name", Keep::All)]),
+                "template",
+                Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
             ),
-            ("deletionTimestamp", Keep::All),
+            // A VirtualMachine's run strategy (whether it waits without a VMI).
+            ("runStrategy", Keep::All),
+            ("running", Keep::All),
         ]),
     ),
-    ("spec", ITEM_SPEC),
     (
         "status",
         Keep::Fields(&[
-            ITEM_STATUS[0],
-            ITEM_STATUS[1],
-            ITEM_STATUS[2],
-            ITEM_STATUS[3],
-            ITEM_STATUS[4],
-            ITEM_STATUS[5],
-            ITEM_STATUS[6],
-            ("containerStatuses", CONTAINER_STATUS),
-            ("initContainerStatuses", CONTAINER_STATUS),
+            ("phase", Keep::All),
+            ("reason", Keep::All),
+            ("message", Keep::All),
+            ("nodeName", Keep::All),
+            // A VMI's machine type (VmiShape).
+            ("machine", Keep::Fields(&[("type", Keep::All)])),
+            // DRA: the claims generated from templates.
+            ("resourceClaimStatuses", Keep::All),
+            (
+                "conditions",
+                Keep::Each(&Keep::Fields(&[
+                    ("type", Keep::All),
+                    ("status", Keep::All),
+                    ("reason", Keep::All),
+                    ("message", Keep::All),
+                ])),
+            ),
         ]),
     ),
 ]);
 
-/// A container status as an operand pod's health reads it.
-const CONTAINER_STATUS: Keep = Keep::Each(&Keep::Fields(&[
-    ("restartCount", Keep::All),
-    (
-        "state",
-        Keep::Fields(&[("waiting", Keep::Fields(&[("reason", Keep::All)]))]),
-    ),
-]));
-
-/// What is kept of an item's `spec`.
-const ITEM_SPEC: Keep = Keep::Fields(&[
-    ("nodeName", SPEC_FIELDS[0].1),
-    ("nodeSelector", SPEC_FIELDS[1].1),
-    ("affinity", SPEC_FIELDS[2].1),
-    ("tolerations", SPEC_FIELDS[3].1),
-    ("containers", SPEC_FIELDS[4].1),
-    ("initContainers", SPEC_FIELDS[5].1),
-    ("overhead", SPEC_FIELDS[6].1),
-    ("domain", SPEC_FIELDS[7].1),
-    ("resources", SPEC_FIELDS[8].1),
-    ("schedulingGates", SPEC_FIELDS[9].1),
-    ("architecture", SPEC_FIELDS[10].1),
-    ("livenessProbe", SPEC_FIELDS[11].1),
-    ("readinessProbe", SPEC_FIELDS[12].1),
-    // DRA: the pod's claims (names only).
-    ("resourceClaims", Keep::All),
-    (
-        "template",
-        Keep::Fields(&[("spec", Keep::Fields(SPEC_FIELDS))]),
-    ),
-    // A VirtualMachine's run strategy (whether it waits without a VMI).
-    ("runStrategy", Keep::All),
-    ("running", Keep::All),
-]);
-
-/// What is kept of an item's `status`.
-const ITEM_STATUS: &[(&str, Keep)] = &[
-    ("phase", Keep::All),
-    ("reason", Keep::All),
-    ("message", Keep::All),
-    ("nodeName", Keep::All),
-    // A VMI's machine type (VmiShape).
-    ("machine", Keep::Fields(&[("type", Keep::All)])),
-    // DRA: the claims generated from templates.
-    ("resourceClaimStatuses", Keep::All),
-    (
-        "conditions",
-        Keep::Each(&Keep::Fields(&[
-            ("type", Keep::All),
-            ("status", Keep::All),
-            ("reason", Keep::All),
-            ("message", Keep::All),
-        ])),
-    ),
-];
+/// What is kept of one item of an API response ([`read_response`]): [`ITEM`], and what
+/// [`crate::decode::operands::from_value`] reads to know a GPU Operator operand pod
+/// ([`crate::decode::operands::READS`]), so that the live list finds the operand pods in
+/// the same read.
+const LIVE_ITEM: Keep = Keep::Both(&ITEM, &crate::decode::operands::READS);
 
 /// The pod reader's part of [`document::read_list`]: elements pruned to `keep` ([`ITEM`]
 /// or [`LIVE_ITEM`]), converted as they arrive, tolerations shared.
@@ -321,10 +282,7 @@ impl document::ListSink for PodSink {
     }
 
     fn top_field(&self, key: &str) -> Option<Keep> {
-        let Keep::Fields(fields) = self.keep else {
-            unreachable!("an item's rule lists fields")
-        };
-        fields.iter().find(|(f, _)| *f == key).map(|(_, k)| *k)
+        self.keep.field(key)
     }
 
     fn names_kind(item: &Value) -> bool {
