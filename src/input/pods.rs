@@ -515,4 +515,36 @@ mod tests {
             .to_string();
         assert!(e.contains("list pods") && e.contains("forbidden"), "{e}");
     }
+
+    #[test]
+    fn a_stream_cut_part_way_is_the_connections_error_and_no_pods() {
+        // The connection fails after the first pods have arrived: the decoder's read gets
+        // the error, and the list fails with it rather than returning the pods so far.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        let first = br#"{"kind":"PodList","metadata":{},"items":[{"metadata":{"name":"a","namespace":"n"},"spec":{}},"#;
+        tx.try_send(Ok(first.to_vec())).unwrap();
+        tx.try_send(Err(std::io::Error::new(
+            std::io::ErrorKind::ConnectionReset,
+            "connection reset by peer",
+        )))
+        .unwrap();
+        drop(tx);
+        let e = std::thread::spawn(move || read_response(Received::from(rx), "list pods"))
+            .join()
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("list pods: the API server's response"), "{e}");
+        assert!(e.contains("connection reset by peer"), "{e}");
+        // Parts that end inside the list (the sender gone without an error) are cut JSON.
+        let (tx, rx) = tokio::sync::mpsc::channel(4);
+        tx.try_send(Ok(first.to_vec())).unwrap();
+        drop(tx);
+        let e = std::thread::spawn(move || read_response(Received::from(rx), "list pods"))
+            .join()
+            .unwrap()
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("list pods: the API server's response"), "{e}");
+    }
 }
