@@ -256,8 +256,8 @@ pub struct GoModuleBuild<'a> {
     pub key: String,
     /// The embedded module files written into `<cache>/<key>/src`.
     pub sources: &'a [(&'a str, &'a str)],
-    /// The packages built, one `go build` each, into the output folder (each binary named
-    /// after its package's last path element).
+    /// The packages built, all in one `go build`, into the output folder (each binary
+    /// named after its package's last path element).
     pub packages: &'a [&'a str],
     /// `-ldflags`.
     pub ldflags: String,
@@ -328,9 +328,10 @@ impl GoModuleBuild<'_> {
     }
 
     /// Builds into `<cache>/<key>/<out>` (the caller holds the build lock): writes the
-    /// embedded module, `go mod download`, counts the packages (`go list -deps`) for the
-    /// progress bar (a line every 100 packages without a terminal), one `go build
-    /// -trimpath` per package (CGO off, `-mod=readonly`) into a partial folder, then
+    /// embedded module, `go mod download`, one `go build -trimpath` of every package (CGO
+    /// off, `-mod=readonly`) into a partial folder while the packages it compiles are
+    /// counted (`go list -deps`) for the progress bar (a line every 100 packages without a
+    /// terminal), then
     /// [`Self::finish`], `VERSIONS` (the versions and `go version`), and renames it to
     /// `<out>`. Returns that folder.
     fn build(&self, progress: bool) -> Result<PathBuf> {
@@ -367,17 +368,22 @@ impl GoModuleBuild<'_> {
         let started = Instant::now();
         download_modules(&src, what, plain, &log_path, &mut log, &bar)?;
 
-        let total = count_packages(
-            &src,
-            plain,
-            &format!("listing {what}'s packages to compile"),
-            self.packages,
-        );
-        if progress && total > 0 {
+        // The package count (the bar's length) is listed beside the compile, not before it:
+        // `go list -deps` loads every package (5 s of a cold control-plane build).
+        let (counted, total) = std::sync::mpsc::channel();
+        let listing = {
+            let (src, packages) = (src.clone(), self.packages.iter().map(|p| p.to_string()));
+            let packages: Vec<String> = packages.collect();
+            let doing = format!("listing {what}'s packages to compile");
+            std::thread::spawn(move || {
+                let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
+                let _ = counted.send(count_packages(&src, false, &doing, &packages));
+            })
+        };
+        if progress {
             bar.set_style(bar_style(
                 "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
             ));
-            bar.set_length(total);
         }
         bar.set_message("compiling");
 
@@ -391,9 +397,11 @@ impl GoModuleBuild<'_> {
             bar: &bar,
             plain,
             total,
+            counted: 0,
             started,
         }
         .packages(self, cores, &partial);
+        let _ = listing.join();
         bar.finish_and_clear();
         let finished = match compiled {
             Ok(()) => (self.finish)(&src, &partial),
@@ -504,7 +512,7 @@ enum CompileError {
     },
 }
 
-/// `go build -v` runs of one build, their output streamed into the build log and the
+/// The one `go build -v` of a build, its output streamed into the build log and the
 /// progress display.
 struct Compile<'a> {
     /// The module directory.
@@ -515,98 +523,158 @@ struct Compile<'a> {
     bar: &'a indicatif::ProgressBar,
     /// Without a terminal: a note every 100 packages.
     plain: bool,
-    /// The packages to compile ([`count_packages`]).
-    total: u64,
+    /// The package count ([`count_packages`]), sent once it is listed beside the compile.
+    total: std::sync::mpsc::Receiver<u64>,
+    /// The count once received, else 0.
+    counted: u64,
     /// When the build started.
     started: Instant,
 }
 
+/// `-gcflags` of every build: no DWARF from the compiler. The link drops it anyway
+/// (`-ldflags -w`), so the binaries are the same; a cold control-plane build spends less
+/// (BENCHMARKS.md, "The first run's Go build in one invocation"). Not part of the cache
+/// key, for that reason.
+const GCFLAGS: &str = "all=-dwarf=false";
+
 impl Compile<'_> {
-    /// One `go build` per package of `b` into `out`, so that a warm Go cache (nothing to
-    /// compile, only links) still shows which binary is being built instead of one silent
-    /// wait.
+    /// `go build -v -p <cores> -trimpath -gcflags <GCFLAGS> -ldflags <ldflags> -o <out>/
+    /// <packages…>`: every binary of `b` in one invocation, so one binary's link (one
+    /// core) overlaps the others' compiles, and the shared packages are planned once. A
+    /// note names the binaries, and each again as its main package compiles (`building
+    /// kube (2/3)`; a warm Go cache compiles none, and then the first note is all).
     fn packages(
         &mut self,
         b: &GoModuleBuild<'_>,
         cores: usize,
         out: &Path,
     ) -> std::result::Result<(), CompileError> {
-        let out_dir = format!("{}/", out.display());
-        let mut tail = Vec::new();
-        for (i, pkg) in b.packages.iter().enumerate() {
-            let name = pkg.rsplit('/').next().unwrap_or(pkg);
-            let step = format!("{name} ({}/{})", i + 1, b.packages.len());
-            self.bar.set_message(step.clone());
-            if self.plain {
-                note!(
-                    "building {step}; {}/{} packages compiled, {}s elapsed",
-                    self.bar.position(),
-                    self.total,
-                    self.started.elapsed().as_secs()
-                );
-            }
-            let ok = self
-                .run(cores, &b.ldflags, &out_dir, pkg, &mut tail)
-                .map_err(CompileError::Run)?;
-            if !ok {
-                return Err(CompileError::Failed {
-                    name: name.to_string(),
-                    tail,
-                });
-            }
+        let names: Vec<&str> = b.packages.iter().map(|p| binary_name(p)).collect();
+        self.bar.set_message(names.join(", "));
+        if self.plain {
+            // A warm Go cache has only links left, and `go build -v` names no package.
+            note!(
+                "building {} in one go build; each is named when its main package compiles",
+                names.join(", ")
+            );
         }
-        Ok(())
-    }
-
-    /// `go build -v -p <cores> -trimpath -ldflags <ldflags> -o <out> <package>`: each line
-    /// of its output into the log and `tail` (the last 20 kept), a step of the bar per
-    /// package. Returns whether it succeeded.
-    fn run(
-        &mut self,
-        cores: usize,
-        ldflags: &str,
-        out: &str,
-        package: &str,
-        tail: &mut Vec<String>,
-    ) -> Result<bool> {
+        let mains: Vec<String> = b
+            .packages
+            .iter()
+            .map(|p| import_path(module_path(b.sources), p))
+            .collect();
+        let out_dir = format!("{}/", out.display());
         let p = cores.to_string();
-        let args = [
+        let mut args = vec![
             "build",
             "-v",
             "-p",
             &p,
             "-trimpath",
+            "-gcflags",
+            GCFLAGS,
             "-ldflags",
-            ldflags,
+            &b.ldflags,
             "-o",
-            out,
-            package,
+            &out_dir,
         ];
+        args.extend(b.packages);
         let mut child = go_command(self.src, &args)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .spawn()
-            .map_err(|e| Error::failed("cannot run go build", e))?;
+            .map_err(|e| CompileError::Run(Error::failed("cannot run go build", e)))?;
+        let mut tail = Vec::new();
+        let mut shown = 0;
         if let Some(err) = child.stderr.take() {
             for line in BufReader::new(err).lines().map_while(|l| l.ok()) {
                 let _ = writeln!(self.log, "{line}");
-                self.bar.inc(1);
-                if self.plain && self.bar.position().is_multiple_of(100) {
-                    note!(
-                        "compiled {}/{} packages in {}s",
-                        self.bar.position(),
-                        self.total,
-                        self.started.elapsed().as_secs()
-                    );
+                if let Some(i) = mains.iter().position(|m| *m == line) {
+                    shown += 1;
+                    self.binary(names[i], shown, names.len());
                 }
+                self.step();
                 tail.push(line);
                 if tail.len() > 20 {
                     tail.remove(0);
                 }
             }
         }
-        let status = child.wait().map_err(|e| Error::failed("go build", e))?;
-        Ok(status.success())
+        let status = child
+            .wait()
+            .map_err(|e| CompileError::Run(Error::failed("go build", e)))?;
+        if status.success() {
+            return Ok(());
+        }
+        Err(CompileError::Failed {
+            name: names.join(", "),
+            tail,
+        })
+    }
+
+    /// A note, without a terminal, that binary `name` (the `i`th of `n` to reach its main
+    /// package) compiles and links now; with one, the bar's message says it.
+    fn binary(&self, name: &str, i: usize, n: usize) {
+        let step = format!("{name} ({i}/{n})");
+        self.bar.set_message(step.clone());
+        if self.plain {
+            note!(
+                "building {step}; {}/{} packages compiled, {}s elapsed",
+                self.bar.position(),
+                self.counted,
+                self.started.elapsed().as_secs()
+            );
+        }
+    }
+
+    /// One package compiled: a step of the bar (its length set once the count arrives),
+    /// and without a terminal a note every 100 packages.
+    fn step(&mut self) {
+        if self.counted == 0
+            && let Ok(n) = self.total.try_recv()
+        {
+            self.counted = n;
+            if n > 0 {
+                self.bar.set_length(n);
+            }
+        }
+        self.bar.inc(1);
+        if self.plain && self.bar.position().is_multiple_of(100) {
+            note!(
+                "compiled {}/{} packages in {}s",
+                self.bar.position(),
+                self.counted,
+                self.started.elapsed().as_secs()
+            );
+        }
+    }
+}
+
+/// The binary `go build -o <dir>/` names after package `pkg`: its last path element.
+fn binary_name(pkg: &str) -> &str {
+    pkg.rsplit('/').next().unwrap_or(pkg)
+}
+
+/// The module path of embedded module files (the `module` line of their `go.mod`); empty
+/// when there is none.
+fn module_path<'a>(sources: &[(&str, &'a str)]) -> &'a str {
+    sources
+        .iter()
+        .find(|(path, _)| *path == "go.mod")
+        .and_then(|(_, text)| {
+            text.lines()
+                .find_map(|l| l.trim().strip_prefix("module "))
+                .map(str::trim)
+        })
+        .unwrap_or("")
+}
+
+/// The import path `go build -v` prints for package `pkg` of module `module`: a relative
+/// `./cmd/x` is `<module>/cmd/x`, anything else is already an import path.
+fn import_path(module: &str, pkg: &str) -> String {
+    match pkg.strip_prefix("./") {
+        Some(rel) => format!("{module}/{rel}"),
+        None => pkg.to_string(),
     }
 }
 
@@ -708,6 +776,26 @@ pub(crate) fn binary(dir: &Path, name: &str) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `go build -v` prints a main package by its import path: that is how the one build
+    /// tells which binary it has reached.
+    #[test]
+    fn main_packages_are_known_by_the_import_path_go_prints() {
+        let module = module_path(&SOURCES);
+        assert_eq!(module, "gpuwl/controlplane");
+        let mains: Vec<String> = PACKAGES.iter().map(|p| import_path(module, p)).collect();
+        assert_eq!(
+            mains,
+            [
+                "gpuwl/controlplane/cmd/etcd",
+                "gpuwl/controlplane/cmd/kube",
+                "sigs.k8s.io/kwok/cmd/kwok"
+            ]
+        );
+        let names: Vec<&str> = PACKAGES.iter().map(|p| binary_name(p)).collect();
+        assert_eq!(names, ["etcd", "kube", "kwok"]);
+        assert_eq!(module_path(&[("main.go", "module x")]), "");
+    }
 
     #[test]
     fn the_estimate_scales_by_cores_and_rounds_up() {
