@@ -380,11 +380,6 @@ impl GoModuleBuild<'_> {
                 let _ = counted.send(count_packages(&src, false, &doing, &packages));
             })
         };
-        if progress {
-            bar.set_style(bar_style(
-                "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
-            ));
-        }
         bar.set_message("compiling");
 
         let partial = key_dir.join(format!("{}.partial-{}", self.out, std::process::id()));
@@ -619,11 +614,18 @@ impl Compile<'_> {
         self.bar.set_message(step.clone());
         if self.plain {
             note!(
-                "building {step}; {}/{} packages compiled, {}s elapsed",
-                self.bar.position(),
-                self.counted,
+                "building {step}; {} packages compiled, {}s elapsed",
+                self.of_total(),
                 self.started.elapsed().as_secs()
             );
+        }
+    }
+
+    /// `N/M`: packages compiled of the count, or `N` while the count is not known yet.
+    fn of_total(&self) -> String {
+        match self.counted {
+            0 => self.bar.position().to_string(),
+            total => format!("{}/{total}", self.bar.position()),
         }
     }
 
@@ -635,15 +637,19 @@ impl Compile<'_> {
         {
             self.counted = n;
             if n > 0 {
+                if !self.bar.is_hidden() {
+                    self.bar.set_style(bar_style(
+                        "{spinner} building {msg} [{bar:30}] {pos}/{len} packages, {elapsed} elapsed, about {eta} left",
+                    ));
+                }
                 self.bar.set_length(n);
             }
         }
         self.bar.inc(1);
         if self.plain && self.bar.position().is_multiple_of(100) {
             note!(
-                "compiled {}/{} packages in {}s",
-                self.bar.position(),
-                self.counted,
+                "compiled {} packages in {}s",
+                self.of_total(),
                 self.started.elapsed().as_secs()
             );
         }
