@@ -368,35 +368,28 @@ impl GoModuleBuild<'_> {
         let started = Instant::now();
         download_modules(&src, what, plain, &log_path, &mut log, &bar)?;
 
-        // The package count (the bar's length) is listed beside the compile, not before it:
-        // `go list -deps` loads every package (5 s of a cold control-plane build).
-        let (counted, total) = std::sync::mpsc::channel();
-        let listing = {
-            let (src, packages) = (src.clone(), self.packages.iter().map(|p| p.to_string()));
-            let packages: Vec<String> = packages.collect();
-            let doing = format!("listing {what}'s packages to compile");
-            std::thread::spawn(move || {
-                let packages: Vec<&str> = packages.iter().map(String::as_str).collect();
-                let _ = counted.send(count_packages(&src, false, &doing, &packages));
-            })
-        };
         bar.set_message("compiling");
-
         let partial = key_dir.join(format!("{}.partial-{}", self.out, std::process::id()));
         let _ = std::fs::remove_dir_all(&partial);
         std::fs::create_dir_all(&partial)
             .map_err(|e| Error::failed(format!("cannot create {}", partial.display()), e))?;
-        let compiled = Compile {
-            src: &src,
-            log: &mut log,
-            bar: &bar,
-            plain,
-            total,
-            counted: 0,
-            started,
-        }
-        .packages(self, cores, &partial);
-        let _ = listing.join();
+        // The package count (the bar's length) is listed beside the compile, not before it:
+        // `go list -deps` loads every package (5 s of a cold control-plane build).
+        let (counted, total) = std::sync::mpsc::channel();
+        let doing = format!("listing {what}'s packages to compile");
+        let compiled = std::thread::scope(|s| {
+            s.spawn(|| counted.send(count_packages(&src, false, &doing, self.packages)));
+            Compile {
+                src: &src,
+                log: &mut log,
+                bar: &bar,
+                plain,
+                total,
+                counted: 0,
+                started,
+            }
+            .packages(self, cores, &partial)
+        });
         bar.finish_and_clear();
         let finished = match compiled {
             Ok(()) => (self.finish)(&src, &partial),

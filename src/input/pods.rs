@@ -516,6 +516,16 @@ mod tests {
         assert!(e.contains("list pods") && e.contains("forbidden"), "{e}");
     }
 
+    /// The error of a streamed list read from the parts `rx` delivers, on a thread as the
+    /// live list reads it.
+    fn list_error(rx: tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>>) -> String {
+        std::thread::spawn(move || read_response(Received::from(rx), "list pods"))
+            .join()
+            .unwrap()
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn a_stream_cut_part_way_is_the_connections_error_and_no_pods() {
         // The connection fails after the first pods have arrived: the decoder's read gets
@@ -529,22 +539,14 @@ mod tests {
         )))
         .unwrap();
         drop(tx);
-        let e = std::thread::spawn(move || read_response(Received::from(rx), "list pods"))
-            .join()
-            .unwrap()
-            .unwrap_err()
-            .to_string();
+        let e = list_error(rx);
         assert!(e.starts_with("list pods: the API server's response"), "{e}");
         assert!(e.contains("connection reset by peer"), "{e}");
         // Parts that end inside the list (the sender gone without an error) are cut JSON.
         let (tx, rx) = tokio::sync::mpsc::channel(4);
         tx.try_send(Ok(first.to_vec())).unwrap();
         drop(tx);
-        let e = std::thread::spawn(move || read_response(Received::from(rx), "list pods"))
-            .join()
-            .unwrap()
-            .unwrap_err()
-            .to_string();
+        let e = list_error(rx);
         assert!(e.starts_with("list pods: the API server's response"), "{e}");
     }
 }

@@ -26,7 +26,7 @@ use serde_json::Value;
 use crate::decode::clusterpolicy;
 use crate::decode::document::{self, Keep, ListSink, Prune, ReadError, TopObject};
 use crate::decode::limits::{self, Bounded};
-use crate::decode::pods::{self, SPEC};
+use crate::decode::pods::{self, CONDITIONS, SPEC};
 use crate::error::{Error, FieldError, Result};
 use crate::model::node::{NodeInfo, Taint};
 use crate::model::operator::PolicyStatus;
@@ -495,15 +495,7 @@ const OPERAND_POD: Keep = Keep::Fields(&[
             ("phase", Keep::All),
             ("reason", Keep::All),
             ("message", Keep::All),
-            (
-                "conditions",
-                Keep::Each(&Keep::Fields(&[
-                    ("type", Keep::All),
-                    ("status", Keep::All),
-                    ("reason", Keep::All),
-                    ("message", Keep::All),
-                ])),
-            ),
+            ("conditions", CONDITIONS),
             ("containerStatuses", Keep::Each(&CONTAINER_STATUS)),
             ("initContainerStatuses", Keep::Each(&CONTAINER_STATUS)),
         ]),

@@ -169,6 +169,15 @@ const SPEC_FIELDS: &[(&str, Keep)] = &[
 /// of a pod than [`ITEM`] and convert it with [`from_object`]).
 pub(crate) const SPEC: Keep = Keep::Fields(SPEC_FIELDS);
 
+/// What the readers keep of an object's `status.conditions`: each condition's type, status,
+/// reason and message (pods here, nodes in the must-gather reader).
+pub(crate) const CONDITIONS: Keep = Keep::Each(&Keep::Fields(&[
+    ("type", Keep::All),
+    ("status", Keep::All),
+    ("reason", Keep::All),
+    ("message", Keep::All),
+]));
+
 const RESOURCES: Keep = Keep::Fields(&[("limits", Keep::All), ("requests", Keep::All)]);
 
 const CONTAINER: Keep = Keep::Fields(&[
@@ -228,15 +237,7 @@ pub const ITEM: Keep = Keep::Fields(&[
             ("machine", Keep::Fields(&[("type", Keep::All)])),
             // DRA: the claims generated from templates.
             ("resourceClaimStatuses", Keep::All),
-            (
-                "conditions",
-                Keep::Each(&Keep::Fields(&[
-                    ("type", Keep::All),
-                    ("status", Keep::All),
-                    ("reason", Keep::All),
-                    ("message", Keep::All),
-                ])),
-            ),
+            ("conditions", CONDITIONS),
         ]),
     ),
 ]);
