@@ -10,6 +10,11 @@
 #   REUSE=gpuwl-scale SKIP_BUILD=1 bench/admission.sh  # on a local cluster already up and
 #                                           # loaded (bench/scale.sh's, KEEP=1): the lab is
 #                                           # run on it, nothing is loaded, it is left up
+#   POD=~/gpuwl/k8s/pod-passthrough.yaml REUSE=gpuwl-scale SKIP_BUILD=1 bench/admission.sh
+#                                           # no lab: the reviewed object is POD as the API
+#                                           # server returns it from a server-side dry run
+#                                           # (right after a bulk load kwok can take longer
+#                                           # than the lab's 60 s to mark new nodes Ready)
 #
 # The reviewed object is the lab's vmi-passthrough pod as the API server returns it, in turn
 # as it is (allowed) and with nvidia.com/GA102GL_A10 mistyped as nvidia.com/GA102GL_A1 (a
@@ -61,11 +66,12 @@ trap cleanup EXIT
     echo "commit: $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- src bench || echo ' (+ uncommitted changes)')"
     echo "nproc: $(nproc)  $(lscpu | grep 'Model name')"
     echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
+    echo "reviewed object: ${POD:-the lab pod gpu-vm/vmi-passthrough}"
 } | tee "$RES/admission-env.txt"
 
 for n in $SIZES; do
     [ -n "$REUSE" ] || "$B" cluster down --name "$CLUSTER" >/dev/null 2>&1 || true
-    "$B" lab --cluster-name "$CLUSTER" --root "$WORK/admission-lab" >/dev/null
+    [ -n "${POD:-}" ] || "$B" lab --cluster-name "$CLUSTER" --root "$WORK/admission-lab" >/dev/null
     kc=$("$B" cluster kubeconfig --name "$CLUSTER")
     if [ "$n" != reuse ] && [ "$n" -gt 0 ]; then
         p=$((n * 4))
@@ -73,7 +79,12 @@ for n in $SIZES; do
         [ -s "$pf" ] || "$EX/gendump" --nodes "$n" --pods "$p" --seed 7 --compact --out "$nf" --pods-out "$pf"
         "$EX/loadcluster" --kubeconfig "$kc" --parallel 16 "$nf" "$pf" 2>&1 | tail -n 1
     fi
-    kubectl --kubeconfig "$kc" get pod -n gpu-vm vmi-passthrough -o json >"$WORK/admission-pod.json"
+    if [ -n "${POD:-}" ]; then
+        kubectl --kubeconfig "$kc" create namespace gpu-vm --dry-run=client -o yaml | kubectl --kubeconfig "$kc" apply -f - >/dev/null
+        kubectl --kubeconfig "$kc" create --dry-run=server -f "$POD" -o json >"$WORK/admission-pod.json"
+    else
+        kubectl --kubeconfig "$kc" get pod -n gpu-vm vmi-passthrough -o json >"$WORK/admission-pod.json"
+    fi
     pin=
     if [ -n "$OWN_CORE" ]; then
         last=$(($(nproc) - 1))
