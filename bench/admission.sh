@@ -11,6 +11,7 @@
 #                                           # loaded (bench/scale.sh's, KEEP=1): the lab is
 #                                           # run on it, nothing is loaded, it is left up
 #   POD=~/gpuwl/k8s/pod-passthrough.yaml REUSE=gpuwl-scale SKIP_BUILD=1 bench/admission.sh
+#                                           # (the manifest any `gpuwl lab` run writes)
 #                                           # no lab: the reviewed object is POD as the API
 #                                           # server returns it from a server-side dry run
 #                                           # (right after a bulk load kwok can take longer
@@ -80,7 +81,8 @@ for n in $SIZES; do
         "$EX/loadcluster" --kubeconfig "$kc" --parallel 16 "$nf" "$pf" 2>&1 | tail -n 1
     fi
     if [ -n "${POD:-}" ]; then
-        kubectl --kubeconfig "$kc" create namespace gpu-vm --dry-run=client -o yaml | kubectl --kubeconfig "$kc" apply -f - >/dev/null
+        kubectl --kubeconfig "$kc" get namespace gpu-vm >/dev/null 2>&1 ||
+            kubectl --kubeconfig "$kc" create namespace gpu-vm >/dev/null
         kubectl --kubeconfig "$kc" create --dry-run=server -f "$POD" -o json >"$WORK/admission-pod.json"
     else
         kubectl --kubeconfig "$kc" get pod -n gpu-vm vmi-passthrough -o json >"$WORK/admission-pod.json"
